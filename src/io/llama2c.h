@@ -1,0 +1,34 @@
+// llama2.c checkpoints (Karpathy, MIT): the legacy format and the "version 1" float32 export.
+//
+// Legacy: 7 little-endian int32 (dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size,
+//   seq_len), then float32 tensors: token embedding (V,C), attention RMSNorm (n_layers,C),
+//   wq (n_layers,C,C), wk (n_layers,KV,C), wv (n_layers,KV,C), wo (n_layers,C,C),
+//   FFN RMSNorm (n_layers,C), w1 (n_layers,F,C), w2 (n_layers,C,F), w3 (n_layers,F,C),
+//   final RMSNorm (C), two unused RoPE tables (seq_len, D/2) each, then the classifier (V,C)
+//   only when vocab_size was negative (the sign is the legacy in-band flag for "not shared").
+// Version 1 (llama2.c export.py, version1_export): uint32 magic 0x616b3432 ("ak42"), int32
+//   version 1, the same 7 int32, uint8 shared_classifier, zero padding to 256 bytes; then
+//   float32: attention norms (all layers), FFN norms (all layers), final norm, token embedding,
+//   wq, wk, wv, wo, w1, w2, w3 (all layers each), classifier (V,C) when not shared.
+#pragma once
+
+#include <string>
+
+#include "src/model/config.h"
+
+namespace stretch {
+
+// Reads only the header: config and format name. Validates every field (see LoadLlama2c).
+struct Llama2cHeader {
+  ModelConfig config;
+  std::string format;        // "llama2.c legacy" or "llama2.c version 1"
+  int64_t expected_bytes = 0;  // the exact file size the header implies
+};
+Llama2cHeader ReadLlama2cHeader(const std::string& path);
+
+// Loads a whole checkpoint. Every count and size is checked before anything is allocated; a
+// truncated, oversized or inconsistent file throws stretch::Error naming the file, the field, what
+// was found and what was expected.
+Model LoadLlama2c(const std::string& path);
+
+}  // namespace stretch

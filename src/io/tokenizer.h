@@ -1,0 +1,57 @@
+// The llama2.c tokenizer file (tok512.bin, tokenizer.bin): int32 max_token_length, then for each
+// token: float32 merge score, int32 byte length, the bytes. Ids 0/1/2 are <unk>/<s>/</s>; byte
+// fallback tokens "<0x00>".."<0xFF>" follow when the vocabulary has them (ids 3..258 in LLaMA's).
+//
+// Encoding is SentencePiece BPE as llama2.c runs it: a dummy-prefix space before non-empty text,
+// each UTF-8 code point looked up (unknown ones fall back to their bytes' tokens), then repeatedly
+// merge the adjacent pair whose concatenation is a vocabulary entry with the highest score (the
+// leftmost one on ties) until none is left.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace stretch {
+
+class Tokenizer {
+ public:
+  static constexpr int kUnk = 0;
+  static constexpr int kBos = 1;
+  static constexpr int kEos = 2;
+
+  // Reads a llama2.c tokenizer file; the vocabulary size is the number of records in the file.
+  // Throws stretch::Error (file, field, found, expected) on a truncated or malformed file.
+  static Tokenizer LoadLlama2c(const std::string& path);
+
+  int vocab_size() const { return static_cast<int>(pieces_.size()); }
+  const std::string& path() const { return path_; }
+
+  // Text -> ids. bos/eos add <s> / </s>.
+  std::vector<int> Encode(std::string_view text, bool bos, bool eos) const;
+
+  // The text of one token that follows `prev` (as llama2.c's decode: the leading space of the first
+  // piece after BOS is dropped, "<0xAB>" becomes the raw byte, <s> and </s> give "").
+  std::string DecodeToken(int prev, int token) const;
+  // Ids -> text, concatenating DecodeToken over the sequence.
+  std::string Decode(std::span<const int> ids) const;
+
+  const std::string& Piece(int id) const { return pieces_.at(static_cast<size_t>(id)); }
+  float Score(int id) const { return scores_.at(static_cast<size_t>(id)); }
+
+ private:
+  std::string path_;
+  std::vector<std::string> pieces_;
+  std::vector<float> scores_;
+  std::unordered_map<std::string, int> piece_to_id_;
+  int byte_token_[256] = {};  // id of "<0xXX>", or -1 when the vocabulary has none
+};
+
+// Throws stretch::Error when the tokenizer's vocabulary size differs from the model's, naming both
+// files and both sizes.
+void CheckVocabMatches(const std::string& model_path, int model_vocab, const Tokenizer& tokenizer);
+
+}  // namespace stretch

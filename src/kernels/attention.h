@@ -1,0 +1,46 @@
+// Tiled causal attention with an online softmax (flash-style): never holds an (T, S) matrix.
+//
+//   out[i, h, :] = sum_j softmax_j( scale * q[i, h, :] . k[j, g(h), :] ) v[j, g(h), :]
+//   over keys j <= q_pos0 + i  (causal),  g(h) = h / (H / G)  (grouped-query attention).
+//
+// Letters: T query rows in this call, S keys available, H query heads, G kv heads, D head dim.
+// Key j sits at absolute position j; query row i at absolute position q_pos0 + i. Positions are
+// signed 64-bit so that later relative-position maps can go negative without wrapping.
+#pragma once
+
+#include <cstdint>
+
+namespace stretch {
+
+// A (rows, heads, D) float array with arbitrary strides (in floats):
+// element (row, head, d) is at data[row * row_stride + head * head_stride + d].
+struct HeadRows {
+  const float* data = nullptr;
+  int64_t row_stride = 0;
+  int64_t head_stride = 0;
+};
+struct HeadRowsMut {
+  float* data = nullptr;
+  int64_t row_stride = 0;
+  int64_t head_stride = 0;
+};
+
+struct AttentionDims {
+  int64_t n_q = 0;     // T: query rows in this call
+  int64_t n_kv = 0;    // S: keys 0..S-1 available; causal needs q_pos0 + T <= S
+  int64_t q_pos0 = 0;  // absolute position of query row 0
+  int n_heads = 0;     // H
+  int n_kv_heads = 0;  // G, divides H
+  int head_dim = 0;    // D
+};
+
+struct AttentionParams {
+  float scale = 0.0f;  // multiplies q.k before the softmax; usually 1/sqrt(D)
+};
+
+// Parallelizes internally with OpenMP (over kv heads x query tiles; for a single query row,
+// over heads and key blocks); call it from single-threaded code.
+void AttentionForward(HeadRows q, HeadRows k, HeadRows v, HeadRowsMut out,
+                      const AttentionDims& dims, const AttentionParams& params);
+
+}  // namespace stretch
