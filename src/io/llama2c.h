@@ -21,7 +21,7 @@ namespace stretch {
 // Reads only the header: config and format name. Validates every field (see LoadLlama2c).
 struct Llama2cHeader {
   ModelConfig config;
-  std::string format;        // "llama2.c legacy" or "llama2.c version 1"
+  std::string format;          // "llama2.c legacy" or "llama2.c version 1"
   int64_t expected_bytes = 0;  // the exact file size the header implies
 };
 Llama2cHeader ReadLlama2cHeader(const std::string& path);
@@ -30,5 +30,12 @@ Llama2cHeader ReadLlama2cHeader(const std::string& path);
 // truncated, oversized or inconsistent file throws stretch::Error naming the file, the field, what
 // was found and what was expected.
 Model LoadLlama2c(const std::string& path);
+
+// Writes `model` as a llama2.c version 1 (float32) checkpoint, byte for byte the layout of
+// llama2.c export.py's version1_export (llama2.c's run.c itself reads only the legacy format).
+// Written to "<path>.tmp" and renamed, so `path` never holds a partial file. Throws stretch::Error
+// when the file cannot be written; weights whose sizes differ from the config are a programming
+// error (STRETCH_CHECK).
+void SaveLlama2cVersion1(const Model& model, const std::string& path);
 
 }  // namespace stretch

@@ -5,7 +5,10 @@
 // Encoding is SentencePiece BPE as llama2.c runs it: a dummy-prefix space before non-empty text,
 // each UTF-8 code point looked up (unknown ones fall back to their bytes' tokens), then repeatedly
 // merge the adjacent pair whose concatenation is a vocabulary entry with the highest score (the
-// leftmost one on ties) until none is left.
+// leftmost one on ties) until none is left. The output is identical to run.c's encode(), which
+// rescans all pairs after each merge (O(n^2)); this runs in O(n log n) (see tokenizer.cc), fast
+// enough for a whole book in one call. Where run.c reads text as a C string, a NUL byte here is
+// encoded like any other byte.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +50,19 @@ class Tokenizer {
   std::vector<std::string> pieces_;
   std::vector<float> scores_;
   std::unordered_map<std::string, int> piece_to_id_;
-  int byte_token_[256] = {};  // id of "<0xXX>", or -1 when the vocabulary has none
+  int byte_token_[256] = {};         // id of "<0xXX>", or -1 when the vocabulary has none
+  std::vector<int16_t> piece_byte_;  // per id: the byte of a "<0xXX>" piece, or -1
+  int one_byte_piece_[256] = {};     // id of the one-byte piece "\xXX", or -1 (a fast path)
+  // Every merge the vocabulary allows: (left id << 32 | right id) -> id of the concatenated
+  // piece, for concatenations that are pieces scored above llama2.c's -1e10 floor.
+  std::unordered_map<uint64_t, int> merges_;
+  std::vector<uint8_t> mergeable_;  // per id: 1 when the id is a side of some entry of merges_
+
+  // The id of `piece`, or -1; `scratch` is reused across calls to avoid allocations.
+  int Lookup(std::string_view piece, std::string& scratch) const;
+  // Runs the greedy merges on one run of mergeable symbols and appends the result to `out`.
+  struct MergeState;  // buffers reused from run to run (tokenizer.cc)
+  void MergeRun(std::span<const int> run, MergeState& state, std::vector<int>& out) const;
 };
 
 // Throws stretch::Error when the tokenizer's vocabulary size differs from the model's, naming both

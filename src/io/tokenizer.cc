@@ -1,0 +1,312 @@
+// The llama2.c tokenizer. File format and algorithms as in llama2.c (Karpathy, MIT):
+// tokenizer.py export() writes the file; run.c build_tokenizer() reads it, encode() and decode()
+// define the semantics reproduced here. This file is written from those descriptions.
+#include "src/io/tokenizer.h"
+
+#include <algorithm>
+
+#include "src/core/check.h"
+#include "src/core/error.h"
+#include "src/io/binary_reader.h"
+
+namespace stretch {
+namespace {
+
+// Bounds on the file's counts, checked before they are used: max_token_length is 27 for LLaMA's
+// 32000-token vocabulary and a few hundred bytes at most for any real one; 2^24 tokens is 64x the
+// largest published vocabulary (256k), and keeps ids within int.
+constexpr int32_t kMaxTokenLength = 1 << 16;
+constexpr int64_t kMaxTokens = 1 << 24;
+
+// llama2.c's encode() starts each search with best_score = -1e10 and merges only when a pair's
+// score is strictly greater, so a pair scored <= -1e10 (or NaN) is never merged. Kept for
+// identical output.
+constexpr float kMinMergeScore = -1e10f;
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+// The byte of a byte-fallback piece "<0xAB>" (either hex case, as llama2.c's sscanf accepts), or
+// -1.
+int PieceByte(const std::string& piece) {
+  if (piece.size() != 6 || piece.compare(0, 3, "<0x") != 0 || piece[5] != '>') return -1;
+  const int hi = HexDigit(piece[3]), lo = HexDigit(piece[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::LoadLlama2c(const std::string& path) {
+  BinaryReader r(path);
+  if (r.size() == 0) {
+    Fail(
+        "{}: empty file: expected a llama2.c tokenizer (int32 max_token_length, then one record "
+        "per token)",
+        path);
+  }
+  const int32_t max_len = r.ReadI32("max_token_length");
+  if (max_len < 1 || max_len > kMaxTokenLength) {
+    Fail("{}: max_token_length={} in the header: expected 1..{}", path, max_len, kMaxTokenLength);
+  }
+  Tokenizer t;
+  t.path_ = path;
+  while (r.remaining() > 0) {
+    const int64_t k = static_cast<int64_t>(t.pieces_.size());
+    if (k >= kMaxTokens) {
+      Fail("{}: more than {} tokens (at offset {}): expected at most {}", path, kMaxTokens,
+           r.offset(), kMaxTokens);
+    }
+    auto cut = [&](const char* field, int64_t expected) {
+      if (r.remaining() < expected) {
+        Fail("{}: truncated at token #{} (field {}) at offset {}: found {} bytes, expected {}",
+             path, k, field, r.offset(), r.remaining(), expected);
+      }
+    };
+    cut("score", 4);
+    const float score = r.ReadF32("score");
+    cut("len", 4);
+    const int32_t len = r.ReadI32("len");
+    if (len < 0 || len > max_len) {
+      Fail("{}: token #{} has len={} (at offset {}): expected 0..{} (max_token_length)", path, k,
+           len, r.offset() - 4, max_len);
+    }
+    cut("bytes", len);
+    std::string piece(static_cast<size_t>(len), '\0');
+    r.ReadBytes(piece.data(), len, "bytes");
+    t.pieces_.push_back(std::move(piece));
+    t.scores_.push_back(score);
+  }
+  if (t.pieces_.size() < 3) {
+    Fail("{}: {} tokens: expected at least 3 (<unk>, <s>, </s> at ids 0, 1, 2)", path,
+         t.pieces_.size());
+  }
+
+  // A piece that occurs twice maps to its first id (llama2.c's bsearch over a qsorted copy leaves
+  // the choice unspecified; LLaMA's and tok512's vocabularies have no duplicates).
+  t.piece_to_id_.reserve(t.pieces_.size());
+  std::fill(std::begin(t.byte_token_), std::end(t.byte_token_), -1);
+  t.piece_byte_.assign(t.pieces_.size(), -1);
+  for (size_t id = 0; id < t.pieces_.size(); ++id) {
+    t.piece_to_id_.emplace(t.pieces_[id], static_cast<int>(id));
+    const int b = PieceByte(t.pieces_[id]);
+    if (b >= 0) {
+      t.piece_byte_[id] = static_cast<int16_t>(b);
+      if (t.byte_token_[b] < 0) t.byte_token_[b] = static_cast<int>(id);
+    }
+  }
+  std::string scratch;
+  for (int b = 0; b < 256; ++b) {
+    const auto it = t.piece_to_id_.find(std::string(1, static_cast<char>(b)));
+    t.one_byte_piece_[b] = it == t.piece_to_id_.end() ? -1 : it->second;
+  }
+  // Every allowed merge: each piece split into two pieces, in every way (an empty side too, in
+  // the odd vocabulary that has an empty piece: llama2.c's concatenation would find it). Only
+  // first ids: the encoder's symbols are always the first id of their piece.
+  t.mergeable_.assign(t.pieces_.size(), 0);
+  for (size_t id = 0; id < t.pieces_.size(); ++id) {
+    const std::string& p = t.pieces_[id];
+    if (t.piece_to_id_.at(p) != static_cast<int>(id)) continue;  // a duplicate
+    if (!(t.scores_[id] > kMinMergeScore)) continue;  // never merged by llama2.c (also NaN)
+    for (size_t k = 0; k <= p.size(); ++k) {
+      const int left = t.Lookup(std::string_view(p).substr(0, k), scratch);
+      if (left < 0) continue;
+      const int right = t.Lookup(std::string_view(p).substr(k), scratch);
+      if (right < 0) continue;
+      t.merges_.emplace(static_cast<uint64_t>(left) << 32 | static_cast<uint32_t>(right),
+                        static_cast<int>(id));
+      t.mergeable_[static_cast<size_t>(left)] = 1;
+      t.mergeable_[static_cast<size_t>(right)] = 1;
+    }
+  }
+  return t;
+}
+
+int Tokenizer::Lookup(std::string_view piece, std::string& scratch) const {
+  if (piece.size() == 1) return one_byte_piece_[static_cast<unsigned char>(piece[0])];
+  scratch.assign(piece);
+  const auto it = piece_to_id_.find(scratch);
+  return it == piece_to_id_.end() ? -1 : it->second;
+}
+
+// llama2.c's encode() merges by rescanning all pairs after every merge: O(n^2) for n symbols,
+// minutes for a book. This runs the same greedy algorithm in O(n log n), with identical output:
+//   - symbols live in a doubly linked list over an array; a merged symbol keeps the left one's
+//     slot, so slot order is text order;
+//   - every adjacent pair that forms a vocabulary entry sits in a max-heap keyed by
+//     (score desc, left slot asc): the top is exactly the pair llama2.c's scan picks (highest
+//     score, leftmost among equal scores, its comparison being a strict '>');
+//   - a merge changes only the pairs next to it: those are pushed anew, and entries that no longer
+//     describe the list (a side merged away or changed id) are skipped when popped;
+//   - a symbol that is no side of any allowed merge (in tok512 and LLaMA: the byte-fallback
+//     newline, among others) can never merge, so no pair ever straddles it: the merges on its two
+//     sides are independent, and their order relative to each other does not change either
+//     side's result. The text is therefore merged run by run between such symbols, which keeps
+//     the heap (and memory) as small as a paragraph even for a whole book.
+// Differences from run.c, all where run.c's behaviour is undefined or a C-string artefact:
+//   - text is a string_view: a NUL byte is encoded like any byte (run.c stops at it);
+//   - the dummy prefix " " goes through the same lookup as the text, so a vocabulary without " "
+//     gets its byte-fallback token (run.c would emit id -1);
+//   - byte fallback uses the "<0xXX>" table (run.c adds 3 to the byte, the same ids in LLaMA's
+//     and tok512's layout), and <unk> when a vocabulary has no such piece.
+struct Tokenizer::MergeState {
+  struct Symbol {
+    int id;    // token id; -1 once merged into its left neighbour
+    int prev;  // slot of the previous live symbol, or -1
+    int next;  // slot of the next live symbol, or -1
+  };
+  struct Candidate {
+    float score;  // score of the merged piece
+    int left;     // slot of the left symbol
+    int right;    // slot of the right symbol when pushed
+    int right_id;
+    int merged_id;
+  };
+  // Heap order: a is below b when it has a lower score, or an equal score further right.
+  static bool Below(const Candidate& a, const Candidate& b) {
+    if (a.score != b.score) return a.score < b.score;
+    return a.left > b.left;
+  }
+  std::vector<Symbol> symbols;
+  std::vector<Candidate> heap;
+};
+
+void Tokenizer::MergeRun(std::span<const int> run, MergeState& state, std::vector<int>& out) const {
+  using Symbol = MergeState::Symbol;
+  std::vector<Symbol>& sym = state.symbols;
+  std::vector<MergeState::Candidate>& heap = state.heap;
+  const int n = static_cast<int>(run.size());
+  sym.resize(run.size());
+  for (int s = 0; s < n; ++s)
+    sym[static_cast<size_t>(s)] = {run[static_cast<size_t>(s)], s - 1, s + 1 < n ? s + 1 : -1};
+  auto candidate = [&](int left, MergeState::Candidate& c) {
+    const Symbol& l = sym[static_cast<size_t>(left)];
+    if (l.next < 0) return false;
+    const Symbol& r = sym[static_cast<size_t>(l.next)];
+    const auto it = merges_.find(static_cast<uint64_t>(l.id) << 32 | static_cast<uint32_t>(r.id));
+    if (it == merges_.end()) return false;
+    c = {scores_[static_cast<size_t>(it->second)], left, l.next, r.id, it->second};
+    return true;
+  };
+  heap.clear();
+  for (int s = 0; s + 1 < n; ++s) {
+    MergeState::Candidate c;
+    if (candidate(s, c)) heap.push_back(c);
+  }
+  std::make_heap(heap.begin(), heap.end(), MergeState::Below);
+  auto push = [&](int left) {
+    MergeState::Candidate c;
+    if (left >= 0 && candidate(left, c)) {
+      heap.push_back(c);
+      std::push_heap(heap.begin(), heap.end(), MergeState::Below);
+    }
+  };
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), MergeState::Below);
+    const MergeState::Candidate c = heap.back();
+    heap.pop_back();
+    Symbol& l = sym[static_cast<size_t>(c.left)];
+    // Stale entries: the left symbol was merged into its own left neighbour (id -1), or absorbed
+    // another right neighbour (next moved on: slots are never reused), or the right symbol
+    // absorbed its own right neighbour (id changed). Otherwise the pair is exactly as pushed.
+    if (l.id < 0 || l.next != c.right) continue;
+    Symbol& r = sym[static_cast<size_t>(c.right)];
+    if (r.id != c.right_id) continue;
+    l.id = c.merged_id;
+    l.next = r.next;
+    if (r.next >= 0) sym[static_cast<size_t>(r.next)].prev = c.left;
+    r.id = -1;
+    push(l.prev);
+    push(c.left);
+  }
+  for (int s = n > 0 ? 0 : -1; s >= 0; s = sym[static_cast<size_t>(s)].next) {
+    out.push_back(sym[static_cast<size_t>(s)].id);
+  }
+}
+
+std::vector<int> Tokenizer::Encode(std::string_view text, bool bos, bool eos) const {
+  STRETCH_CHECK(!pieces_.empty(), "Encode on a tokenizer that was never loaded");
+  std::vector<int> out;
+  // About 2 bytes per token in English text with tok512, 4 with LLaMA's vocabulary.
+  out.reserve(text.size() / 2 + 3);
+  if (bos) out.push_back(kBos);
+  MergeState state;
+  std::vector<int> run;  // the current run of mergeable symbols
+  std::string scratch;
+  auto push_symbol = [&](int id) {
+    if (mergeable_[static_cast<size_t>(id)]) {
+      run.push_back(id);
+      return;
+    }
+    MergeRun(run, state, out);
+    run.clear();
+    out.push_back(id);
+  };
+  // One code point (or up to 4 bytes of a malformed sequence, as run.c groups them): its piece,
+  // else one byte-fallback token per byte.
+  auto push_code_point = [&](std::string_view cp) {
+    const int id = Lookup(cp, scratch);
+    if (id >= 0) {
+      push_symbol(id);
+      return;
+    }
+    for (const char c : cp) {
+      const int b = byte_token_[static_cast<unsigned char>(c)];
+      push_symbol(b >= 0 ? b : kUnk);
+    }
+  };
+  // SentencePiece's add_dummy_prefix, as llama2.c applies it: only to non-empty text.
+  if (!text.empty()) push_code_point(" ");
+  for (size_t i = 0; i < text.size();) {
+    // A lead byte (or a stray continuation byte) takes the continuation bytes that follow, up to
+    // 4 bytes in all, exactly as run.c's str_buffer loop.
+    size_t j = i + 1;
+    while (j < text.size() && j - i < 4 && (static_cast<unsigned char>(text[j]) & 0xC0) == 0x80) {
+      ++j;
+    }
+    push_code_point(text.substr(i, j - i));
+    i = j;
+  }
+  MergeRun(run, state, out);
+  if (eos) out.push_back(kEos);
+  return out;
+}
+
+std::string Tokenizer::DecodeToken(int prev, int token) const {
+  if (token < 0 || token >= vocab_size()) {
+    Fail("{}: token id {} out of range: expected 0..{}", path_, token, vocab_size() - 1);
+  }
+  // <s> and </s> are control tokens with no text (their pieces are "\n<s>\n" and "\n</s>\n" in
+  // llama2.c's exports, which run.c never prints).
+  if (token == kBos || token == kEos) return {};
+  const int byte = piece_byte_[static_cast<size_t>(token)];
+  if (byte >= 0) return std::string(1, static_cast<char>(byte));
+  std::string_view piece = pieces_[static_cast<size_t>(token)];
+  // After BOS, SentencePiece drops the dummy prefix's space (run.c decode, llama2.c PR #89).
+  if (prev == kBos && !piece.empty() && piece.front() == ' ') piece.remove_prefix(1);
+  return std::string(piece);
+}
+
+std::string Tokenizer::Decode(std::span<const int> ids) const {
+  std::string out;
+  int prev = -1;
+  for (const int id : ids) {
+    out += DecodeToken(prev, id);
+    prev = id;
+  }
+  return out;
+}
+
+void CheckVocabMatches(const std::string& model_path, int model_vocab, const Tokenizer& tokenizer) {
+  if (model_vocab != tokenizer.vocab_size()) {
+    Fail(
+        "{}: vocab_size={} but tokenizer {} has {} tokens: expected the model and the tokenizer "
+        "to have the same vocabulary size",
+        model_path, model_vocab, tokenizer.path(), tokenizer.vocab_size());
+  }
+}
+
+}  // namespace stretch
