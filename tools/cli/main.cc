@@ -1,7 +1,44 @@
+// stretch: run language models far beyond the context they were trained on, and measure how well
+// they do. See README.md; every subcommand has --help.
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "src/core/error.h"
+#include "tools/cli/common.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"stretch"};
-  CLI11_PARSE(app, argc, argv);
+  CLI::App app{
+      "stretch: an engine and laboratory for Transformer length extrapolation (\"train short, "
+      "test long\").\n"
+      "A language model trained on short texts (say 512 tokens) usually breaks down on longer "
+      "ones. stretch runs such models on long inputs and measures where and how they break.\n"
+      "Subcommands:\n"
+      "  generate  write text with a model, streaming it, and report its speed\n"
+      "  score     measure a model's next-token loss and accuracy on text, by position\n"
+      "  inspect   show a model's configuration, size and memory needed at a context length\n"
+      "  bench     measure this machine's speed: attention kernel, prefill, decode, memory\n"
+      "Run `stretch SUBCOMMAND --help` for the options of each."};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show the help of every subcommand");
+  stretch::cli::RegisterGenerate(app);
+  stretch::cli::RegisterScore(app);
+  stretch::cli::RegisterInspect(app);
+  stretch::cli::RegisterBench(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const stretch::Error& e) {
+    std::fflush(stdout);
+    fmt::print(stderr, "stretch: error: {}\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fflush(stdout);
+    fmt::print(stderr, "stretch: error: out of memory\n");
+    return 1;
+  }
   return 0;
 }

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Idempotent setup: installs the Debian packages stretch needs (only the missing ones), then
+# configures and builds. Usage: scripts/setup.sh [release|all]
+#   release  the Release build (-O2 -march=native) in build/release        (default)
+#   all      also the Debug build with AddressSanitizer + UBSan in build/debug-asan
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  g++ cmake ninja-build pkg-config     # toolchain
+  libopenblas-openmp-dev               # BLAS matrix products, OpenMP threading
+  libhwy-dev                           # Highway: portable SIMD for the hand-written kernels
+  nlohmann-json3-dev libcli11-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]})); then
+  echo "setup: installing missing Debian packages: ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "setup: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+    SUDO="sudo"
+  fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all Debian packages present"
+fi
+
+JOBS=$(nproc)
+build() {  # build DIR TYPE [cmake args...]
+  local dir=$1 type=$2; shift 2
+  if [ ! -f "$dir/build.ninja" ]; then
+    cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" "$@" >/dev/null
+  fi
+  echo "setup: building $dir ($type${*:+ $*})"
+  cmake --build "$dir" -j "$JOBS"
+}
+
+build build/release Release
+if [ "${1:-release}" = "all" ]; then
+  build build/debug-asan Debug -DSTRETCH_SANITIZE=ON -DSTRETCH_BUILD_BENCH=OFF
+fi

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Runs the whole test suite twice: under AddressSanitizer + UBSan (Debug) and optimized (Release).
+# Tests that need ../shared (real models and corpora) skip with a message when it is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh all
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+echo "== tests: Debug + AddressSanitizer + UndefinedBehaviorSanitizer =="
+ctest --test-dir build/debug-asan --output-on-failure
+echo "== tests: Release =="
+ctest --test-dir build/release --output-on-failure

@@ -1,0 +1,161 @@
+#include "src/eval/score.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "src/core/error.h"
+#include "src/core/progress.h"
+#include "src/kernels/ops.h"
+
+namespace stretch {
+namespace {
+
+// Rows of logits computed at once: bounds the logits buffer to kLogitRows * V floats whatever
+// the context length (32 MB for a 32000-token vocabulary).
+constexpr int64_t kLogitRows = 256;
+
+void AddToBucket(ScoreSummary& s, int64_t bucket, int64_t position, double loss, bool correct) {
+  const size_t b = static_cast<size_t>(position / bucket);
+  if (s.buckets.size() <= b) {
+    const size_t old = s.buckets.size();
+    s.buckets.resize(b + 1);
+    for (size_t i = old; i <= b; ++i) {
+      s.buckets[i].begin = static_cast<int64_t>(i) * bucket;
+      s.buckets[i].end = static_cast<int64_t>(i + 1) * bucket;
+    }
+  }
+  PositionBucket& pb = s.buckets[b];
+  pb.count++;
+  pb.correct += correct;
+  pb.loss_sum += loss;
+  s.scored++;
+  s.correct += correct;
+  s.loss_sum += loss;
+}
+
+// Runs one window: `inputs` fed at positions 0.., `targets[p]` scored for p in [first, n).
+void ScoreWindow(Transformer& model, KvCache& cache, std::span<const int> inputs,
+                 std::span<const int> targets, int64_t first, int64_t window,
+                 const ScoreOptions& opt, ScoreSummary& summary, const TokenSink& sink,
+                 std::vector<float>& hidden, std::vector<float>& logits) {
+  const int V = model.config().vocab_size;
+  const int C = model.config().dim;
+  cache.Clear();
+  model.Forward(inputs, cache, hidden);
+  const int64_t n = static_cast<int64_t>(targets.size());
+  std::vector<TokenLoss> losses(static_cast<size_t>(kLogitRows));
+  for (int64_t r0 = first; r0 < n; r0 += kLogitRows) {
+    const int64_t rows = std::min(kLogitRows, n - r0);
+    model.Logits(hidden.data() + r0 * C, rows, logits.data());
+#pragma omp parallel for schedule(static) if (rows * V > 1 << 16)
+    for (int64_t r = 0; r < rows; ++r) {
+      losses[static_cast<size_t>(r)] =
+          CrossEntropyRow(logits.data() + r * V, V, targets[static_cast<size_t>(r0 + r)]);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t p = r0 + r;
+      const int target = targets[static_cast<size_t>(p)];
+      const TokenLoss& tl = losses[static_cast<size_t>(r)];
+      const bool correct = tl.argmax == target;
+      AddToBucket(summary, opt.bucket, p, tl.loss, correct);
+      if (sink) sink({window, p, target, tl.loss, correct});
+    }
+  }
+  summary.windows++;
+}
+
+void CheckOptions(const ScoreOptions& opt, const ModelConfig& config) {
+  if (opt.ctx < 2) Fail("--ctx: found {}, expected at least 2 positions", opt.ctx);
+  if (opt.stride < 0 || opt.stride > opt.ctx) {
+    Fail("--stride: found {}, expected 1..{} (the context length) or 0 for non-overlapping windows",
+         opt.stride, opt.ctx);
+  }
+  if (opt.bucket < 1) Fail("--bucket: found {}, expected a positive width", opt.bucket);
+  if (opt.max_windows < 0) Fail("--max-windows: found {}, expected >= 0", opt.max_windows);
+}
+
+}  // namespace
+
+double ScoreSummary::Perplexity() const { return std::exp(MeanLoss()); }
+
+ScoreSummary ScoreStream(Transformer& model, std::span<const int> stream, const ScoreOptions& opt,
+                         const TokenSink& sink) {
+  CheckOptions(opt, model.config());
+  const int64_t N = opt.ctx;
+  const int64_t S = opt.stride == 0 ? N : opt.stride;
+  const int64_t total = static_cast<int64_t>(stream.size());
+  if (total < N) {
+    Fail("the token stream has {} tokens, fewer than one window of --ctx {}", total, N);
+  }
+  int64_t windows = (total - N) / S + 1;
+  if (opt.max_windows > 0) windows = std::min(windows, opt.max_windows);
+
+  ScoreSummary summary;
+  Timer timer;
+  KvCache cache(model.config(), N);
+  std::vector<float> hidden, logits(static_cast<size_t>(kLogitRows * model.config().vocab_size));
+  std::vector<int> inputs(static_cast<size_t>(N));
+  Progress progress("score", windows, "windows", opt.progress);
+  for (int64_t w = 0; w < windows; ++w) {
+    const int64_t a = w * S;
+    inputs[0] = 1;  // BOS
+    std::copy(stream.begin() + a, stream.begin() + a + N - 1, inputs.begin() + 1);
+    const int64_t first = w == 0 ? 0 : N - S;
+    ScoreWindow(model, cache, inputs, stream.subspan(static_cast<size_t>(a), static_cast<size_t>(N)),
+                first, w, opt, summary, sink, hidden, logits);
+    progress.Update(w + 1);
+  }
+  progress.Finish();
+  summary.unscored_tail = total - ((windows - 1) * S + N);
+  summary.seconds = timer.Seconds();
+  return summary;
+}
+
+ScoreSummary ScoreSequences(Transformer& model, const std::vector<std::vector<int>>& sequences,
+                            const ScoreOptions& opt, const TokenSink& sink) {
+  CheckOptions(opt, model.config());
+  int64_t longest = 0;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const int64_t n = static_cast<int64_t>(sequences[i].size());
+    if (n > opt.ctx) {
+      Fail("sequence {} has {} tokens, more than --ctx {}: raise --ctx or split it", i + 1, n,
+           opt.ctx);
+    }
+    longest = std::max(longest, n);
+  }
+  ScoreSummary summary;
+  Timer timer;
+  if (longest < 2) Fail("no sequence has 2 or more tokens: nothing to score");
+  KvCache cache(model.config(), longest);
+  std::vector<float> hidden, logits(static_cast<size_t>(kLogitRows * model.config().vocab_size));
+  int64_t count = static_cast<int64_t>(sequences.size());
+  if (opt.max_windows > 0) count = std::min(count, opt.max_windows);
+  Progress progress("score", count, "sequences", opt.progress);
+  for (int64_t i = 0; i < count; ++i) {
+    const std::vector<int>& seq = sequences[static_cast<size_t>(i)];
+    if (seq.size() < 2) continue;
+    std::span<const int> all(seq);
+    ScoreWindow(model, cache, all.first(seq.size() - 1), all.subspan(1), 0, i, opt, summary, sink,
+                hidden, logits);
+    progress.Update(i + 1);
+  }
+  progress.Finish();
+  summary.seconds = timer.Seconds();
+  return summary;
+}
+
+std::string StreamProtocolText() {
+  return "Each window of N = ctx positions feeds BOS (prepended, replacing nothing) and the next "
+         "N-1 stream tokens; position p predicts stream token a+p, so position 0 predicts from BOS "
+         "alone and position N-1 predicts the token after the last one fed. Windows start every "
+         "stride tokens (default N: each token scored once); with stride S < N, windows after "
+         "the first score only their last S positions. Partial windows at the end are not "
+         "scored.";
+}
+
+std::string SequenceProtocolText() {
+  return "Each line of the token file is one sequence, fed exactly as given (no BOS added); "
+         "position p predicts token p+1, for p = 0 .. n-2.";
+}
+
+}  // namespace stretch

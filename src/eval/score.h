@@ -1,0 +1,77 @@
+// Scoring protocol: next-token loss (nats), perplexity and accuracy of a model over a token
+// stream, overall and by position in the window.
+//
+// Text streams (ScoreStream): the stream is cut into windows of N = ctx positions. Window w starts
+// at stream offset a = w * S (S = stride, default N), feeds BOS followed by stream[a .. a+N-2]
+// (BOS is prepended, never replacing a token), and position p predicts stream[a + p]. So
+// position 0 predicts the first token from BOS alone, and position N-1 predicts stream[a+N-1],
+// the token after the last one fed. With S = N every token is a target exactly once. With
+// S < N (sliding windows) window 0 scores all N positions and every later window only its last
+// S positions (p >= N - S), so each token is still scored once, now with at least N - S tokens
+// of context. Only whole windows are scored; the leftover tail is counted and reported.
+//
+// Token sequences (ScoreSequences, for `--tokens`): each sequence is fed exactly as given (no BOS
+// added), and position p predicts token p + 1, for p = 0 .. n - 2.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "src/model/transformer.h"
+
+namespace stretch {
+
+struct ScoreOptions {
+  int64_t ctx = 512;          // N: positions per window
+  int64_t stride = 0;         // S: stream offset between windows; 0 means N
+  int64_t bucket = 512;       // width of the position buckets of the report
+  int64_t max_windows = 0;    // score at most this many windows; 0 means all
+  bool progress = true;       // progress line on stderr
+};
+
+struct PositionBucket {
+  int64_t begin = 0, end = 0;  // positions [begin, end)
+  int64_t count = 0;
+  int64_t correct = 0;
+  double loss_sum = 0.0;
+  double MeanLoss() const { return count ? loss_sum / count : 0.0; }
+  double Accuracy() const { return count ? static_cast<double>(correct) / count : 0.0; }
+};
+
+struct ScoreSummary {
+  int64_t windows = 0;
+  int64_t scored = 0;       // targets scored
+  int64_t correct = 0;      // targets equal to the argmax of the logits
+  double loss_sum = 0.0;    // sum of -log p(target), nats
+  int64_t unscored_tail = 0;  // stream tokens after the last whole window
+  std::vector<PositionBucket> buckets;
+  double seconds = 0.0;
+
+  double MeanLoss() const { return scored ? loss_sum / scored : 0.0; }
+  double Perplexity() const;
+  double Accuracy() const { return scored ? static_cast<double>(correct) / scored : 0.0; }
+};
+
+struct TokenRecord {
+  int64_t window = 0;
+  int64_t position = 0;
+  int target = 0;
+  double loss = 0.0;
+  bool correct = false;
+};
+using TokenSink = std::function<void(const TokenRecord&)>;
+
+// Throws stretch::Error when options are out of range or the stream is shorter than one window.
+ScoreSummary ScoreStream(Transformer& model, std::span<const int> stream, const ScoreOptions& opt,
+                         const TokenSink& sink = {});
+ScoreSummary ScoreSequences(Transformer& model, const std::vector<std::vector<int>>& sequences,
+                            const ScoreOptions& opt, const TokenSink& sink = {});
+
+// One line each, for --help and the JSON report.
+std::string StreamProtocolText();
+std::string SequenceProtocolText();
+
+}  // namespace stretch

@@ -1,0 +1,96 @@
+#include "src/io/text.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "src/core/error.h"
+
+namespace stretch {
+namespace fs = std::filesystem;
+namespace {
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) Fail("{}: cannot open: {}", path, std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) Fail("{}: read error", path);
+  return ss.str();
+}
+
+}  // namespace
+
+TextStream EncodeTextPath(const std::string& path, const Tokenizer& tokenizer) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) Fail("{}: no such file or directory", path);
+  TextStream out;
+  if (fs::is_directory(st)) {
+    for (const auto& entry : fs::directory_iterator(path)) {
+      if (entry.is_regular_file() && entry.path().extension() == ".txt") {
+        out.files.push_back(entry.path().string());
+      }
+    }
+    std::sort(out.files.begin(), out.files.end());
+    if (out.files.empty()) Fail("{}: directory has no *.txt files to score", path);
+  } else {
+    out.files.push_back(path);
+  }
+  for (const std::string& file : out.files) {
+    const std::string text = ReadWholeFile(file);
+    if (text.empty()) Fail("{}: file is empty, expected text", file);
+    out.bytes += static_cast<int64_t>(text.size());
+    const std::vector<int> ids = tokenizer.Encode(text, /*bos=*/false, /*eos=*/false);
+    out.tokens.insert(out.tokens.end(), ids.begin(), ids.end());
+  }
+  return out;
+}
+
+std::vector<std::vector<int>> ReadTokenFile(const std::string& path, int vocab_size) {
+  const std::string text = ReadWholeFile(path);
+  std::vector<std::vector<int>> sequences;
+  size_t line_start = 0;
+  int line_no = 0;
+  while (line_start < text.size()) {
+    size_t line_end = text.find('\n', line_start);
+    if (line_end == std::string::npos) line_end = text.size();
+    ++line_no;
+    std::vector<int> seq;
+    size_t i = line_start;
+    while (i < line_end) {
+      while (i < line_end && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r')) ++i;
+      if (i >= line_end) break;
+      size_t j = i;
+      while (j < line_end && text[j] != ' ' && text[j] != '\t' && text[j] != '\r') ++j;
+      long long id = 0;
+      const auto [ptr, err] = std::from_chars(text.data() + i, text.data() + j, id);
+      if (err != std::errc() || ptr != text.data() + j) {
+        Fail("{}:{}:{}: found '{}', expected a token id (an integer)", path, line_no,
+             i - line_start + 1, text.substr(i, std::min<size_t>(j - i, 40)));
+      }
+      if (id < 0 || id >= vocab_size) {
+        Fail("{}:{}:{}: token id {} is outside the vocabulary, expected 0..{}", path, line_no,
+             i - line_start + 1, id, vocab_size - 1);
+      }
+      seq.push_back(static_cast<int>(id));
+      i = j;
+    }
+    if (!seq.empty()) sequences.push_back(std::move(seq));
+    line_start = line_end + 1;
+  }
+  if (sequences.empty()) Fail("{}: no token ids found, expected one sequence per line", path);
+  return sequences;
+}
+
+std::string TextProtocolText() {
+  return "Text files are encoded whole: one leading dummy-prefix space (as SentencePiece adds), "
+         "newlines and blank lines kept as in the file, no BOS or EOS inside the stream. A "
+         "directory means its *.txt files in name order, each encoded on its own, concatenated.";
+}
+
+}  // namespace stretch

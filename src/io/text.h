@@ -1,0 +1,30 @@
+// How text becomes a token stream for scoring. A file is read as bytes and encoded as a whole with
+// the tokenizer (one dummy-prefix space at its start, newlines and blank lines kept as they are in
+// the file, no BOS/EOS inserted). A directory means its *.txt files in name order, each encoded
+// on its own and the streams concatenated.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "src/io/tokenizer.h"
+
+namespace stretch {
+
+struct TextStream {
+  std::vector<int> tokens;
+  std::vector<std::string> files;  // the files read, in order
+  int64_t bytes = 0;
+};
+
+// Throws stretch::Error for a missing path, an unreadable or empty file, a directory without
+// *.txt files.
+TextStream EncodeTextPath(const std::string& path, const Tokenizer& tokenizer);
+
+// Reads whitespace-separated token ids, one sequence per non-empty line. Each id must be an
+// integer in [0, vocab_size); the error names the line and column.
+std::vector<std::vector<int>> ReadTokenFile(const std::string& path, int vocab_size);
+
+std::string TextProtocolText();
+
+}  // namespace stretch

@@ -1,0 +1,605 @@
+// Tiled causal grouped-query attention with an online softmax (flash-style), on the CPU.
+//
+// The math. For query row i (absolute position p_i = q_pos0 + i), query head h, kv head
+// g = h / (H/G), and the keys j this row sees (causal: j <= p_i):
+//
+//   s_ij  = log2(e) * scale * q[i,h,:] . k[j,g,:]          (scores in log2 units, see below)
+//   out[i,h,:] = sum_j 2^(s_ij - m_i) v[j,g,:] / sum_j 2^(s_ij - m_i),   m_i = max_j s_ij
+//
+// computed one key tile at a time without ever holding the (T, S) matrix. Per row the kernel keeps
+// the running max m, the running sum l and the unnormalized output o; for each key tile with scores
+// s_j (masked ones -inf):
+//
+//   m' = max(m, max_j s_j);  alpha = 2^(m - m');  p_j = 2^(s_j - m')
+//   l' = alpha l + sum_j p_j;  o' = alpha o + sum_j p_j v_j;       and at the end out = o / l.
+//
+// 2^x instead of e^x: folding log2(e) into the scale that multiplies q when q is packed saves one
+// multiply per score, and 2^x is what the exponent field computes (Exp2 in attention_simd.h).
+// Anything later added to a score (a bias, a log-n factor) must be expressed in log2 units too.
+//
+// Structure (DESIGN.md, "The attention engine"). A work item is one kv head g and one query tile:
+// the rows of all H/G query heads that share g, for rows / (H/G) consecutive positions, stacked
+// into one (rows, D) tile, so that each K/V tile is loaded once per group. For each key tile:
+//   1. Mask::Classify(query positions, key positions) -> empty (skipped) / full / partial;
+//   2. ScoreTile: S = Q K^T for the tile (no mask work);
+//   3. ApplyMask, partial tiles only: element mask (today the causal diagonal and the tail of the
+//      last tile), scores set to -inf;
+//   4. SoftmaxUpdate: the online max/sum update above, scores become probabilities in place;
+//   5. AccumulatePV: o = alpha o + P V.
+// The mask is a compile-time policy chosen once at dispatch; later position maps, biases and score
+// modifiers become more steps/policies between 2 and 4, per tile kind.
+//
+// Layouts and SIMD (Highway, static target). Q is packed once per work item, scaled, as (rows, Dp).
+// Each K tile is packed transposed, (D, kBk) (8x8 blocks transposed in registers), so QK^T and the
+// softmax vectorize across keys, up to 16 lanes (AVX-512 where the CPU has it) whatever D is, with
+// register blocking over query rows (an R x C block of accumulators: per d, C vector loads of K^T
+// and R broadcasts of q feed R*C FMAs). P V vectorizes across D (V is read in place, rows
+// contiguous in d): an R x C block of output vectors, per key one load of V per vector and one
+// broadcast of p per row; D = 8 uses 8-lane vectors there (one V row = one vector). Any D other
+// than 8, 16, 32, 64, 128 takes the generic path (runtime D; P V on 8 lanes plus a scalar tail).
+//
+// Tile sizes. QueryTileRows = 60 or 120 stacked query rows and kBk = 64 keys (128 for D <= 32):
+// the Q, K^T, S and O tiles are then 16-64 KiB each, so a step's working set stays in L2 (1 MiB)
+// and the tile being streamed (K^T in step 2, V in step 5) in L1 (48 KiB); packing K^T costs
+// about 1/rows of the QK^T work; the per-row, per-tile work of the softmax update (one scalar
+// exp2, two reductions) is amortized over kBk keys; large D keeps kBk = 64 so K^T fits in L1.
+//
+// Threads (OpenMP). Prefill: work items (query tile x kv head), dynamic schedule, heaviest (last)
+// query tiles first because causal work is triangular. Few query rows (decode): when there are
+// fewer than two work items per thread, the keys are also split into chunks; each chunk leaves a
+// partial (m, l, o) and a merge step combines them (flash-decoding):
+//   m = max_c m_c;  l = sum_c 2^(m_c - m) l_c;  out = sum_c 2^(m_c - m) o_c / l.
+#include "src/kernels/attention.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "src/core/aligned.h"
+#include "src/core/check.h"
+#include "src/kernels/attention_simd.h"
+
+namespace stretch {
+namespace attention_internal {
+
+void Exp2Array(const float* x, float* y, int64_t n) {
+  const hn::CappedTag<float, 16> df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(Exp2(df, hn::LoadU(df, x + i)), df, y + i);
+  if (i < n) {
+    alignas(64) float buf[16] = {};
+    std::copy(x + i, x + n, buf);
+    hn::StoreU(Exp2(df, hn::LoadU(df, buf)), df, buf);
+    std::copy(buf, buf + (n - i), y + i);
+  }
+}
+
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Vector registers available to a micro-kernel's accumulators.
+#if HWY_ARCH_X86 && (HWY_TARGET <= HWY_AVX3)
+constexpr int kVecRegs = 32;
+#else
+constexpr int kVecRegs = 16;
+#endif
+
+// Stacked query rows per query tile (all heads of one kv group): 120 for D >= 64, where packing
+// K^T per query tile would otherwise cost ~15% of the QK^T FMAs; 60 below, where the tiles of
+// the triangle's diagonal (partial, full price) weigh more than the packing. Multiples of the
+// micro-kernels' 6 (and 4) rows, also after dividing by H/G = 1, 2, 4: no ragged row blocks.
+constexpr int QueryTileRows(int D) { return D >= 64 ? 120 : 60; }
+
+enum class TileKind { kEmpty, kFull, kPartial };
+
+// Causal mask policy. Positions are inclusive ranges of absolute positions.
+struct CausalMask {
+  static constexpr TileKind Classify(int64_t q_lo, int64_t q_hi, int64_t k_lo, int64_t k_hi) {
+    if (k_lo > q_hi) return TileKind::kEmpty;
+    if (k_hi <= q_lo) return TileKind::kFull;
+    return TileKind::kPartial;
+  }
+  static constexpr bool Visible(int64_t q_pos, int64_t k_pos) { return k_pos <= q_pos; }
+  // Keys at or after this position are invisible to queries at positions <= q_hi.
+  static constexpr int64_t KeyEnd(int64_t q_hi) { return q_hi + 1; }
+};
+
+// Compile-time shape of the kernel for one head dimension (kD = 0: any D, known at run time).
+template <int kD>
+struct Config {
+  // Vectors across keys (QK^T, softmax): up to 16 lanes whatever D is.
+  using DF = hn::CappedTag<float, 16>;
+  static constexpr int kN = static_cast<int>(hn::MaxLanes(DF()));
+  // Vectors across D (P V): one V row is one vector at D = 8; 8 lanes for the generic path.
+  using DFV = hn::CappedTag<float, (kD == 8 || kD == 0) ? 8 : 16>;
+  static constexpr int kNV = static_cast<int>(hn::MaxLanes(DFV()));
+  static constexpr int kBk = (kD != 0 && kD <= 32) ? 128 : 64;  // keys per tile
+  // QK^T block: R query rows x C vectors of keys.
+  static constexpr int kQkR = kVecRegs == 32 ? 6 : 4;
+  static constexpr int kQkC = kVecRegs == 32 ? 4 : 2;
+  // PV block: R query rows x C vectors of D (accumulators R*C, plus C loads and a broadcast).
+  static constexpr int kDv = kD == 0 ? 1 : std::max(1, kD / kNV);  // vectors per row of D
+  static constexpr int kPvC = std::min(kDv, kVecRegs == 32 ? 4 : 2);
+  static constexpr int kPvR = kVecRegs == 32 ? 6 : 4;
+  static constexpr bool kVectorPv = kD != 0 && kD % kNV == 0;
+};
+
+// Calls f.operator()<R, C>(row0, vec0) over a (rows x vecs) grid in blocks of R x C, with smaller
+// blocks at the edges, so every micro-kernel has compile-time extents.
+template <int R, int C, class F>
+HWY_INLINE void TailRows(int rem, int r0, int v0, F& f) {
+  if constexpr (R >= 1) {
+    if (rem == R) {
+      f.template operator()<R, C>(r0, v0);
+    } else {
+      TailRows<R - 1, C>(rem, r0, v0, f);
+    }
+  }
+}
+template <int R, int C, class F>
+HWY_INLINE void ForRowBlocks(int rows, int v0, F& f) {
+  int r0 = 0;
+  for (; r0 + R <= rows; r0 += R) f.template operator()<R, C>(r0, v0);
+  if (r0 < rows) TailRows<R - 1, C>(rows - r0, r0, v0, f);
+}
+template <int R, int C, class F>
+HWY_INLINE void ForBlocks(int rows, int vecs, F& f) {
+  int v0 = 0;
+  for (; v0 + C <= vecs; v0 += C) ForRowBlocks<R, C>(rows, v0, f);
+  for (; v0 < vecs; ++v0) ForRowBlocks<R, 1>(rows, v0, f);
+}
+
+// kt (D, kBk) <- keys [k_lo, k_lo + nk) of kv head g, transposed; columns nk..ncols-1 zero.
+template <int kBk>
+void PackKeysTransposed(const HeadRows& k, int g, int64_t k_lo, int nk, int ncols, int D,
+                        float* HWY_RESTRICT kt) {
+  const float* base = k.data + k_lo * k.row_stride + g * k.head_stride;
+  const int64_t rs = k.row_stride;
+  int j0 = 0;
+#if HWY_ARCH_X86 && (HWY_TARGET <= HWY_AVX2)
+  if (D % 8 == 0) {
+    // 8x8 blocks transposed in registers.
+    const hn::FixedTag<float, 8> d8;
+    const hn::Repartition<double, decltype(d8)> dd;
+    for (; j0 + 8 <= nk; j0 += 8) {
+      for (int d0 = 0; d0 < D; d0 += 8) {
+        const float* src = base + j0 * rs + d0;
+        const auto r0 = hn::LoadU(d8, src), r1 = hn::LoadU(d8, src + rs);
+        const auto r2 = hn::LoadU(d8, src + 2 * rs), r3 = hn::LoadU(d8, src + 3 * rs);
+        const auto r4 = hn::LoadU(d8, src + 4 * rs), r5 = hn::LoadU(d8, src + 5 * rs);
+        const auto r6 = hn::LoadU(d8, src + 6 * rs), r7 = hn::LoadU(d8, src + 7 * rs);
+        const auto t0 = hn::BitCast(dd, hn::InterleaveLower(d8, r0, r1));
+        const auto t1 = hn::BitCast(dd, hn::InterleaveUpper(d8, r0, r1));
+        const auto t2 = hn::BitCast(dd, hn::InterleaveLower(d8, r2, r3));
+        const auto t3 = hn::BitCast(dd, hn::InterleaveUpper(d8, r2, r3));
+        const auto t4 = hn::BitCast(dd, hn::InterleaveLower(d8, r4, r5));
+        const auto t5 = hn::BitCast(dd, hn::InterleaveUpper(d8, r4, r5));
+        const auto t6 = hn::BitCast(dd, hn::InterleaveLower(d8, r6, r7));
+        const auto t7 = hn::BitCast(dd, hn::InterleaveUpper(d8, r6, r7));
+        // u_c holds column c (rows 0-3) in its low half and column c + 4 in its high half.
+        const auto u0 = hn::BitCast(d8, hn::InterleaveLower(dd, t0, t2));
+        const auto u1 = hn::BitCast(d8, hn::InterleaveUpper(dd, t0, t2));
+        const auto u2 = hn::BitCast(d8, hn::InterleaveLower(dd, t1, t3));
+        const auto u3 = hn::BitCast(d8, hn::InterleaveUpper(dd, t1, t3));
+        const auto u4 = hn::BitCast(d8, hn::InterleaveLower(dd, t4, t6));
+        const auto u5 = hn::BitCast(d8, hn::InterleaveUpper(dd, t4, t6));
+        const auto u6 = hn::BitCast(d8, hn::InterleaveLower(dd, t5, t7));
+        const auto u7 = hn::BitCast(d8, hn::InterleaveUpper(dd, t5, t7));
+        float* dst = kt + d0 * kBk + j0;
+        hn::StoreU(hn::ConcatLowerLower(d8, u4, u0), d8, dst + 0 * kBk);
+        hn::StoreU(hn::ConcatLowerLower(d8, u5, u1), d8, dst + 1 * kBk);
+        hn::StoreU(hn::ConcatLowerLower(d8, u6, u2), d8, dst + 2 * kBk);
+        hn::StoreU(hn::ConcatLowerLower(d8, u7, u3), d8, dst + 3 * kBk);
+        hn::StoreU(hn::ConcatUpperUpper(d8, u4, u0), d8, dst + 4 * kBk);
+        hn::StoreU(hn::ConcatUpperUpper(d8, u5, u1), d8, dst + 5 * kBk);
+        hn::StoreU(hn::ConcatUpperUpper(d8, u6, u2), d8, dst + 6 * kBk);
+        hn::StoreU(hn::ConcatUpperUpper(d8, u7, u3), d8, dst + 7 * kBk);
+      }
+    }
+  }
+#endif
+  for (int j = j0; j < nk; ++j) {
+    const float* src = base + j * rs;
+    for (int d = 0; d < D; ++d) kt[d * kBk + j] = src[d];
+  }
+  for (int d = 0; d < D; ++d) {
+    for (int j = nk; j < ncols; ++j) kt[d * kBk + j] = 0.0f;
+  }
+}
+
+// Step 2: s (rows, kBk) <- q (rows, dp) . kt (D, kBk), columns [0, ncols).
+template <int kD>
+void ScoreTile(const float* HWY_RESTRICT q, int dp, const float* HWY_RESTRICT kt,
+               float* HWY_RESTRICT s, int rows, int ncols, int D) {
+  using Cfg = Config<kD>;
+  constexpr int kBk = Cfg::kBk;
+  constexpr int N = Cfg::kN;
+  const typename Cfg::DF df;
+  using V = hn::Vec<typename Cfg::DF>;
+  const int dd = kD != 0 ? kD : D;
+  auto block = [&]<int R, int C>(int r0, int v0) HWY_ATTR {
+    V acc[R][C];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) acc[r][c] = hn::Zero(df);
+    }
+    const float* qr = q + r0 * dp;
+    const float* kc = kt + v0 * N;
+    for (int d = 0; d < dd; ++d) {
+      V kv[C];
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) kv[c] = hn::Load(df, kc + d * kBk + c * N);
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const V b = hn::Set(df, qr[r * dp + d]);
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c) acc[r][c] = hn::MulAdd(b, kv[c], acc[r][c]);
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) hn::Store(acc[r][c], df, s + (r0 + r) * kBk + (v0 + c) * N);
+    }
+  };
+  ForBlocks<Cfg::kQkR, Cfg::kQkC>(rows, ncols / N, block);
+}
+
+// Step 3 (partial tiles): scores of invisible pairs and of the padding columns [nk, ncols) -> -inf.
+template <class Mask, int kBk>
+void ApplyMask(float* HWY_RESTRICT s, int rows, int group, int ncols, int nk, int64_t q_lo,
+               int64_t k_lo) {
+  for (int row = 0; row < rows; ++row) {
+    const int64_t q_pos = q_lo + row / group;
+    float* sr = s + row * kBk;
+    for (int c = 0; c < ncols; ++c) {
+      if (c >= nk || !Mask::Visible(q_pos, k_lo + c)) sr[c] = kNegInf;
+    }
+  }
+}
+
+// Step 4: online softmax update; s becomes p in place, alpha[row] is the factor for the old o.
+template <int kD>
+void SoftmaxUpdate(float* HWY_RESTRICT s, int rows, int ncols, float* HWY_RESTRICT m,
+                   float* HWY_RESTRICT l, float* HWY_RESTRICT alpha) {
+  using Cfg = Config<kD>;
+  constexpr int N = Cfg::kN;
+  const typename Cfg::DF df;
+  using V = hn::Vec<typename Cfg::DF>;
+  for (int row = 0; row < rows; ++row) {
+    float* sr = s + row * Cfg::kBk;
+    V mx0 = hn::Set(df, kNegInf), mx1 = mx0;
+    int c = 0;
+    for (; c + 2 * N <= ncols; c += 2 * N) {
+      mx0 = hn::Max(mx0, hn::Load(df, sr + c));
+      mx1 = hn::Max(mx1, hn::Load(df, sr + c + N));
+    }
+    for (; c < ncols; c += N) mx0 = hn::Max(mx0, hn::Load(df, sr + c));
+    const float tile_max = hn::GetLane(hn::MaxOfLanes(df, hn::Max(mx0, mx1)));
+    const float m_new = std::max(m[row], tile_max);
+    // A row that has seen no visible key yet keeps p = 0 and o = 0 whatever the reference is.
+    const float m_ref = m_new == kNegInf ? 0.0f : m_new;
+    alpha[row] = std::exp2(m[row] - m_ref);
+    m[row] = m_new;
+    const V vm = hn::Set(df, m_ref);
+    V sum0 = hn::Zero(df), sum1 = sum0;
+    c = 0;
+    for (; c + 2 * N <= ncols; c += 2 * N) {
+      const V p0 = Exp2(df, hn::Sub(hn::Load(df, sr + c), vm));
+      const V p1 = Exp2(df, hn::Sub(hn::Load(df, sr + c + N), vm));
+      hn::Store(p0, df, sr + c);
+      hn::Store(p1, df, sr + c + N);
+      sum0 = hn::Add(sum0, p0);
+      sum1 = hn::Add(sum1, p1);
+    }
+    for (; c < ncols; c += N) {
+      const V p = Exp2(df, hn::Sub(hn::Load(df, sr + c), vm));
+      hn::Store(p, df, sr + c);
+      sum0 = hn::Add(sum0, p);
+    }
+    l[row] = l[row] * alpha[row] + hn::GetLane(hn::SumOfLanes(df, hn::Add(sum0, sum1)));
+  }
+}
+
+// Step 5: o (rows, dp) <- alpha o + p (rows, kBk) v, with v = nk rows of stride v_rs.
+template <int kD>
+void AccumulatePV(const float* HWY_RESTRICT p, const float* HWY_RESTRICT v, int64_t v_rs, int nk,
+                  const float* HWY_RESTRICT alpha, float* HWY_RESTRICT o, int dp, int rows, int D) {
+  using Cfg = Config<kD>;
+  constexpr int kBk = Cfg::kBk;
+  constexpr int N = Cfg::kNV;
+  const typename Cfg::DFV df;
+  using V = hn::Vec<typename Cfg::DFV>;
+  auto block = [&]<int R, int C>(int r0, int v0) HWY_ATTR {
+    // U sets of accumulators over interleaved keys, so that few rows (decode: H/G rows) still
+    // keep enough independent FMA chains in flight to hide the FMA latency.
+    constexpr int U = R * C >= 8 ? 1 : (R * C >= 4 ? 2 : 4);
+    V acc[U][R][C];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const V a = hn::Set(df, alpha[r0 + r]);
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) {
+        acc[0][r][c] = hn::Mul(a, hn::Load(df, o + (r0 + r) * dp + (v0 + c) * N));
+#pragma GCC unroll 4
+        for (int u = 1; u < U; ++u) acc[u][r][c] = hn::Zero(df);
+      }
+    }
+    const float* pr = p + r0 * kBk;
+    const float* vc = v + v0 * N;
+    int j = 0;
+    for (; j + U <= nk; j += U) {
+#pragma GCC unroll 4
+      for (int u = 0; u < U; ++u) {
+        V vv[C];
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c) vv[c] = hn::LoadU(df, vc + (j + u) * v_rs + c * N);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const V b = hn::Set(df, pr[r * kBk + j + u]);
+#pragma GCC unroll 4
+          for (int c = 0; c < C; ++c) acc[u][r][c] = hn::MulAdd(b, vv[c], acc[u][r][c]);
+        }
+      }
+    }
+    for (; j < nk; ++j) {
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) {
+        const V vv = hn::LoadU(df, vc + j * v_rs + c * N);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          acc[0][r][c] = hn::MulAdd(hn::Set(df, pr[r * kBk + j]), vv, acc[0][r][c]);
+        }
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) {
+#pragma GCC unroll 4
+        for (int u = 1; u < U; ++u) acc[0][r][c] = hn::Add(acc[0][r][c], acc[u][r][c]);
+        hn::Store(acc[0][r][c], df, o + (r0 + r) * dp + (v0 + c) * N);
+      }
+    }
+  };
+  if constexpr (Cfg::kVectorPv) {
+    ForBlocks<Cfg::kPvR, Cfg::kPvC>(rows, kD / N, block);
+  } else {
+    ForBlocks<Cfg::kPvR, 1>(rows, D / N, block);
+    for (int row = 0; row < rows; ++row) {  // scalar tail of D
+      for (int d = D / N * N; d < D; ++d) {
+        float acc = alpha[row] * o[row * dp + d];
+        for (int j = 0; j < nk; ++j) acc += p[row * kBk + j] * v[j * v_rs + d];
+        o[row * dp + d] = acc;
+      }
+    }
+  }
+}
+
+// What a call needs to know, fixed for all its work items.
+struct Problem {
+  HeadRows q, k, v;
+  HeadRowsMut out;
+  int64_t T, S, q_pos0;
+  int G, D, dp;
+  int group;        // H / G query heads per kv head
+  int64_t tq;       // query positions per query tile
+  int64_t n_qtiles;
+  int n_chunks;     // key chunks per work item (flash-decoding); 1 for prefill
+  int64_t chunk_keys;
+  int rows_max;     // tq * group
+  float qscale;     // scale * log2(e)
+  float* partial;   // n_chunks > 1: per (item, chunk): rows_max x (dp + 2) floats: o, m, l
+};
+
+// Per-thread scratch, kept across calls (OpenMP reuses its threads): O(tile sizes).
+struct Scratch {
+  AlignedVector<float> q, kt, s, o, m, l, alpha;
+  void Reserve(int rows, int dp, int D, int bk) {
+    auto grow = [](AlignedVector<float>& x, size_t n) {
+      if (x.size() < n) x.resize(n);
+    };
+    grow(q, static_cast<size_t>(rows) * dp);
+    grow(kt, static_cast<size_t>(D) * bk);
+    grow(s, static_cast<size_t>(rows) * bk);
+    grow(o, static_cast<size_t>(rows) * dp);
+    grow(m, rows);
+    grow(l, rows);
+    grow(alpha, rows);
+  }
+};
+
+float* PartialSlot(const Problem& pb, int g, int64_t qt, int c) {
+  const int64_t slot = (qt * pb.G + g) * pb.n_chunks + c;
+  return pb.partial + slot * pb.rows_max * (pb.dp + 2);
+}
+
+// One work item: kv head g, query tile qt, keys [k_begin, k_end).
+template <int kD, class Mask>
+void RunItem(const Problem& pb, int g, int64_t qt, int chunk, Scratch& sc) {
+  using Cfg = Config<kD>;
+  constexpr int kBk = Cfg::kBk;
+  constexpr int N = Cfg::kN;
+  const int D = kD != 0 ? kD : pb.D;
+  const int dp = pb.dp;
+  const int r = pb.group;
+  const int64_t i0 = qt * pb.tq;
+  const int nt = static_cast<int>(std::min(pb.tq, pb.T - i0));
+  const int rows = nt * r;
+  const int64_t q_lo = pb.q_pos0 + i0;
+  const int64_t q_hi = q_lo + nt - 1;
+  const int64_t k_begin = chunk * pb.chunk_keys;
+  const int64_t k_end = std::min(pb.S, k_begin + pb.chunk_keys);
+  const int64_t k_stop = std::min(k_end, Mask::KeyEnd(q_hi));
+
+  float* q = sc.q.data();
+  for (int t = 0; t < nt; ++t) {
+    for (int hh = 0; hh < r; ++hh) {
+      const float* src = pb.q.data + (i0 + t) * pb.q.row_stride +
+                         static_cast<int64_t>(g * r + hh) * pb.q.head_stride;
+      float* dst = q + (t * r + hh) * dp;
+      for (int d = 0; d < D; ++d) dst[d] = src[d] * pb.qscale;
+      for (int d = D; d < dp; ++d) dst[d] = 0.0f;
+    }
+  }
+  float* o = sc.o.data();
+  float* m = sc.m.data();
+  float* l = sc.l.data();
+  std::fill(o, o + static_cast<int64_t>(rows) * dp, 0.0f);
+  std::fill(m, m + rows, kNegInf);
+  std::fill(l, l + rows, 0.0f);
+
+  for (int64_t k_lo = k_begin; k_lo < k_stop; k_lo += kBk) {
+    const int nk = static_cast<int>(std::min<int64_t>(kBk, k_end - k_lo));
+    const int ncols = (nk + N - 1) / N * N;
+    TileKind kind = Mask::Classify(q_lo, q_hi, k_lo, k_lo + nk - 1);
+    if (kind == TileKind::kEmpty) continue;
+    if (kind == TileKind::kFull && ncols != nk) kind = TileKind::kPartial;
+    PackKeysTransposed<kBk>(pb.k, g, k_lo, nk, ncols, D, sc.kt.data());
+    ScoreTile<kD>(q, dp, sc.kt.data(), sc.s.data(), rows, ncols, D);
+    if (kind == TileKind::kPartial) {
+      ApplyMask<Mask, kBk>(sc.s.data(), rows, r, ncols, nk, q_lo, k_lo);
+    }
+    SoftmaxUpdate<kD>(sc.s.data(), rows, ncols, m, l, sc.alpha.data());
+    const float* v = pb.v.data + k_lo * pb.v.row_stride + g * pb.v.head_stride;
+    AccumulatePV<kD>(sc.s.data(), v, pb.v.row_stride, nk, sc.alpha.data(), o, dp, rows, D);
+  }
+
+  if (pb.n_chunks == 1) {
+    for (int row = 0; row < rows; ++row) {
+      const int t = row / r, hh = row % r;
+      float* dst = pb.out.data + (i0 + t) * pb.out.row_stride +
+                   static_cast<int64_t>(g * r + hh) * pb.out.head_stride;
+      const float inv = l[row] > 0.0f ? 1.0f / l[row] : 0.0f;
+      for (int d = 0; d < D; ++d) dst[d] = o[row * dp + d] * inv;
+    }
+  } else {
+    float* slot = PartialSlot(pb, g, qt, chunk);
+    for (int row = 0; row < rows; ++row) {
+      float* dst = slot + row * (dp + 2);
+      std::copy(o + row * dp, o + row * dp + D, dst);
+      dst[dp] = m[row];
+      dst[dp + 1] = l[row];
+    }
+  }
+}
+
+// Flash-decoding merge of the chunks of work item (g, qt) into out.
+void MergeChunks(const Problem& pb, int g, int64_t qt) {
+  const int r = pb.group;
+  const int64_t i0 = qt * pb.tq;
+  const int nt = static_cast<int>(std::min(pb.tq, pb.T - i0));
+  for (int row = 0; row < nt * r; ++row) {
+    float m = kNegInf;
+    for (int c = 0; c < pb.n_chunks; ++c) m = std::max(m, PartialSlot(pb, g, qt, c)[row * (pb.dp + 2) + pb.dp]);
+    const float m_ref = m == kNegInf ? 0.0f : m;
+    float l = 0.0f;
+    float* dst = pb.out.data + (i0 + row / r) * pb.out.row_stride +
+                 static_cast<int64_t>(g * r + row % r) * pb.out.head_stride;
+    for (int d = 0; d < pb.D; ++d) dst[d] = 0.0f;
+    for (int c = 0; c < pb.n_chunks; ++c) {
+      const float* src = PartialSlot(pb, g, qt, c) + row * (pb.dp + 2);
+      const float w = std::exp2(src[pb.dp] - m_ref);
+      l += w * src[pb.dp + 1];
+      for (int d = 0; d < pb.D; ++d) dst[d] += w * src[d];
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int d = 0; d < pb.D; ++d) dst[d] *= inv;
+  }
+}
+
+template <int kD, class Mask>
+void RunAll(Problem pb) {
+  using Cfg = Config<kD>;
+  const int threads = std::max(1, omp_get_max_threads());
+  const int64_t items = pb.n_qtiles * pb.G;
+  // Keys any query of this call can see (causal): split them into chunks when there are too few
+  // work items to keep every thread busy (decode), each chunk at least two key tiles.
+  const int64_t s_vis = std::min(pb.S, Mask::KeyEnd(pb.q_pos0 + pb.T - 1));
+  int64_t chunks = 1;
+  if (items < 2 * threads) {
+    chunks = std::min<int64_t>((2 * threads + items - 1) / items,
+                               std::max<int64_t>(1, s_vis / (2 * Cfg::kBk)));
+  }
+  pb.chunk_keys = ((s_vis + chunks - 1) / chunks + Cfg::kBk - 1) / Cfg::kBk * Cfg::kBk;
+  pb.n_chunks = static_cast<int>((s_vis + pb.chunk_keys - 1) / pb.chunk_keys);
+  if (pb.n_chunks < 1) pb.n_chunks = 1;
+  AlignedVector<float> partial;
+  if (pb.n_chunks > 1) {
+    partial.resize(static_cast<size_t>(items) * pb.n_chunks * pb.rows_max * (pb.dp + 2));
+    pb.partial = partial.data();
+  }
+  const int64_t units = items * pb.n_chunks;
+  const int n_threads = static_cast<int>(std::min<int64_t>(threads, units));
+  const int D = kD != 0 ? kD : pb.D;
+#pragma omp parallel num_threads(n_threads)
+  {
+    thread_local Scratch sc;
+    sc.Reserve(pb.rows_max, pb.dp, D, Cfg::kBk);
+    // Heaviest first: the last query tiles see the most keys.
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t u = 0; u < units; ++u) {
+      const int64_t qt = pb.n_qtiles - 1 - u / (pb.G * pb.n_chunks);
+      const int64_t rest = u % (pb.G * pb.n_chunks);
+      RunItem<kD, Mask>(pb, static_cast<int>(rest / pb.n_chunks), qt,
+                        static_cast<int>(rest % pb.n_chunks), sc);
+    }
+    if (pb.n_chunks > 1) {
+#pragma omp for schedule(static)
+      for (int64_t it = 0; it < items; ++it) {
+        MergeChunks(pb, static_cast<int>(it % pb.G), it / pb.G);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace attention_internal
+
+void AttentionForward(HeadRows q, HeadRows k, HeadRows v, HeadRowsMut out,
+                      const AttentionDims& dims, const AttentionParams& params) {
+  using namespace attention_internal;
+  STRETCH_CHECK(dims.n_q >= 0 && dims.n_kv >= 0 && dims.q_pos0 >= 0, "T={} S={} q_pos0={}",
+                dims.n_q, dims.n_kv, dims.q_pos0);
+  STRETCH_CHECK(dims.n_heads >= 1 && dims.n_kv_heads >= 1 && dims.n_heads % dims.n_kv_heads == 0,
+                "H={} G={}", dims.n_heads, dims.n_kv_heads);
+  STRETCH_CHECK(dims.head_dim >= 1, "D={}", dims.head_dim);
+  // Causal: the last query row sees keys up to its own position, which must exist.
+  STRETCH_CHECK(dims.q_pos0 + dims.n_q <= dims.n_kv, "q_pos0={} + T={} > S={}", dims.q_pos0,
+                dims.n_q, dims.n_kv);
+  if (dims.n_q == 0) return;
+  STRETCH_CHECK(q.data && k.data && v.data && out.data);
+
+  Problem pb{};
+  pb.q = q;
+  pb.k = k;
+  pb.v = v;
+  pb.out = out;
+  pb.T = dims.n_q;
+  pb.S = dims.n_kv;
+  pb.q_pos0 = dims.q_pos0;
+  pb.G = dims.n_kv_heads;
+  pb.D = dims.head_dim;
+  pb.dp = (dims.head_dim + 15) / 16 * 16;
+  pb.group = dims.n_heads / dims.n_kv_heads;
+  pb.tq = std::max(1, QueryTileRows(dims.head_dim) / pb.group);
+  pb.n_qtiles = (pb.T + pb.tq - 1) / pb.tq;
+  pb.rows_max = static_cast<int>(pb.tq) * pb.group;
+  pb.qscale = params.scale * kLog2e;
+  switch (dims.head_dim) {
+    case 8: return RunAll<8, CausalMask>(pb);
+    case 16: return RunAll<16, CausalMask>(pb);
+    case 32: return RunAll<32, CausalMask>(pb);
+    case 64: return RunAll<64, CausalMask>(pb);
+    case 128: return RunAll<128, CausalMask>(pb);
+    default: return RunAll<0, CausalMask>(pb);
+  }
+}
+
+}  // namespace stretch

@@ -1,0 +1,47 @@
+#include "src/model/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+namespace stretch {
+
+int Sampler::Sample(float* logits, int V) {
+  if (options_.temperature <= 0.0f) {
+    return static_cast<int>(std::max_element(logits, logits + V) - logits);
+  }
+  const float max = *std::max_element(logits, logits + V);
+  std::vector<double> p(static_cast<size_t>(V));
+  double sum = 0.0;
+  for (int i = 0; i < V; ++i) {
+    p[static_cast<size_t>(i)] = std::exp((static_cast<double>(logits[i]) - max) / options_.temperature);
+    sum += p[static_cast<size_t>(i)];
+  }
+  std::vector<int> order(static_cast<size_t>(V));
+  std::iota(order.begin(), order.end(), 0);
+  double keep = sum;
+  size_t n = order.size();
+  if (options_.top_p < 1.0f) {
+    std::sort(order.begin(), order.end(), [&](int a, int b) {
+      return p[static_cast<size_t>(a)] > p[static_cast<size_t>(b)] ||
+             (p[static_cast<size_t>(a)] == p[static_cast<size_t>(b)] && a < b);
+    });
+    double cum = 0.0;
+    for (n = 0; n < order.size();) {
+      cum += p[static_cast<size_t>(order[n])];
+      ++n;
+      if (cum >= options_.top_p * sum) break;
+    }
+    keep = cum;
+  }
+  const double r = rng_.UniformDouble() * keep;
+  double cum = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    cum += p[static_cast<size_t>(order[i])];
+    if (r < cum) return order[i];
+  }
+  return order[n - 1];
+}
+
+}  // namespace stretch

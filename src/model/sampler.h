@@ -1,0 +1,29 @@
+// Choosing the next token from logits: greedy (temperature 0), or sampling from
+// softmax(logits / temperature) restricted to the smallest set of most likely tokens whose
+// probabilities sum to at least top_p (nucleus sampling, Holtzman et al. 2019, arXiv 1904.09751).
+#pragma once
+
+#include <cstdint>
+
+#include "src/core/rng.h"
+
+namespace stretch {
+
+struct SamplerOptions {
+  float temperature = 0.0f;  // 0: greedy (argmax, lowest id on ties)
+  float top_p = 1.0f;        // 1: the whole distribution
+  uint64_t seed = 42;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplerOptions& options) : options_(options), rng_(options.seed) {}
+  // logits: (V); may be modified in place.
+  int Sample(float* logits, int V);
+
+ private:
+  SamplerOptions options_;
+  Rng rng_;
+};
+
+}  // namespace stretch

@@ -1,0 +1,27 @@
+// RoPE frequencies (Su et al. 2021, "RoFormer", arXiv 2104.09864, eq. 15):
+//   theta_t = base^(-2t/d),  t = 0 .. d/2 - 1,  d the rotary dimension (the head dim here).
+// A vector's pair t at position m is turned by the angle m * theta_t. This issue has plain RoPE
+// only; the next one turns these tables into the scaled schemes (PI, NTK, YaRN, ...).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace stretch {
+
+// theta_t for t = 0 .. rotary_dim/2 - 1, computed in double.
+std::vector<double> RopeThetas(double base, int rotary_dim);
+
+// cos and sin of pos * theta_t for positions pos0 .. pos0 + n - 1: two (n, d/2) tables, rounded
+// to float from double angles (llama2.c computes the angle in float; double keeps the error at
+// float rounding even at position 10^6, where a float angle would already be off by ~0.03 rad).
+struct RopeTable {
+  int64_t pos0 = 0;
+  int64_t n = 0;
+  int pairs = 0;
+  std::vector<float> cos;  // (n, pairs)
+  std::vector<float> sin;  // (n, pairs)
+};
+RopeTable MakeRopeTable(const std::vector<double>& thetas, int64_t pos0, int64_t n);
+
+}  // namespace stretch

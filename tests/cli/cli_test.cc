@@ -1,0 +1,113 @@
+// End-to-end tests of the `stretch` command as a user runs it.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "tests/testing/shared.h"
+
+namespace stretch {
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+RunResult RunCli(const std::string& args) {
+  const std::string cmd = std::string("'") + STRETCH_CLI_PATH + "' " + args + " 2>&1";
+  RunResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool Has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+TEST(Cli, EverySubcommandExplainsItself) {
+  const RunResult top = RunCli("--help");
+  EXPECT_EQ(top.exit_code, 0);
+  EXPECT_TRUE(Has(top.out, "length extrapolation")) << top.out;
+  for (const char* sub : {"generate", "score", "inspect", "bench"}) {
+    const RunResult r = RunCli(std::string(sub) + " --help");
+    EXPECT_EQ(r.exit_code, 0) << sub;
+    EXPECT_TRUE(Has(r.out, "Example:")) << sub << ": " << r.out;
+  }
+  const RunResult score = RunCli("score --help");
+  EXPECT_TRUE(Has(score.out, "BOS (prepended, replacing nothing)")) << score.out;
+}
+
+TEST(Cli, MissingSubcommandOrFileFailsWithAMessage) {
+  EXPECT_NE(RunCli("").exit_code, 0);
+  const RunResult r = RunCli("inspect --model /nonexistent/model.bin");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Has(r.out, "/nonexistent/model.bin")) << r.out;
+}
+
+constexpr const char* kModel = "models/stories260K/stories260K.bin";
+constexpr const char* kTok = "models/stories260K/tok512.bin";
+
+std::string ModelArgs() {
+  return "--model '" + testing::SharedPath(kModel) + "' --tokenizer '" + testing::SharedPath(kTok) + "'";
+}
+
+// ../shared/README.md: greedy decoding from BOS, 200 tokens, begins with this text.
+TEST(Cli, GreedyGenerationFromBosMatchesTheKnownStory) {
+  STRETCH_REQUIRE_SHARED(kModel);
+  const RunResult r = RunCli("generate " + ModelArgs() + " -n 200 --temperature 0");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string expected =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
+      "park. One day, she saw a big, red ball. She wanted to play with it, but it was too high.";
+  EXPECT_EQ(r.out.substr(0, expected.size()), expected) << r.out;
+  EXPECT_TRUE(Has(r.out, "prefill: 1 tokens")) << r.out;
+  EXPECT_TRUE(Has(r.out, "tokens/s")) << r.out;
+}
+
+TEST(Cli, ScoreWritesJsonAndPerTokenCsvForTokenFiles) {
+  STRETCH_REQUIRE_SHARED(kModel);
+  const std::string tokens = ::testing::TempDir() + "/cli_tokens.txt";
+  const std::string csv = ::testing::TempDir() + "/cli_per_token.csv";
+  std::ofstream(tokens) << "1 403 407 261 378 434 500\n";
+  const RunResult r = RunCli("score " + ModelArgs() + " --tokens '" + tokens + "' --ctx 16 --json --per-token '" + csv + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "\"tokens_scored\": 6")) << r.out;
+  EXPECT_TRUE(Has(r.out, "no BOS added")) << r.out;
+  std::ifstream in(csv);
+  std::string header, line;
+  std::getline(in, header);
+  EXPECT_EQ(header, "window,position,target,loss,correct");
+  int rows = 0;
+  while (std::getline(in, line)) ++rows;
+  EXPECT_EQ(rows, 6);
+}
+
+TEST(Cli, ScoreRejectsBadFlagsBeforeRunning) {
+  STRETCH_REQUIRE_SHARED(kModel);
+  const RunResult both = RunCli("score " + ModelArgs() + " --ctx 512");
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_TRUE(Has(both.out, "exactly one of --data")) << both.out;
+  const RunResult stride = RunCli("score " + ModelArgs() + " --data '" +
+                               testing::SharedPath("data/tinystories") + "' --ctx 64 --stride 65");
+  EXPECT_EQ(stride.exit_code, 1);
+  EXPECT_TRUE(Has(stride.out, "--stride: found 65")) << stride.out;
+}
+
+TEST(Cli, InspectReportsConfigAndLinearMemory) {
+  STRETCH_REQUIRE_SHARED(kModel);
+  const RunResult r = RunCli("inspect --model '" + testing::SharedPath(kModel) + "' --ctx 16384");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "trained context length (seq_len)             512")) << r.out;
+  EXPECT_TRUE(Has(r.out, "heads / kv heads (grouped-query attention)   8 / 4")) << r.out;
+  // KV cache: 2 (k, v) x 5 layers x 16384 positions x 32 floats x 4 bytes = 20 MiB.
+  EXPECT_TRUE(Has(r.out, "KV cache (16384 positions)                   20.0 MiB")) << r.out;
+}
+
+}  // namespace
+}  // namespace stretch

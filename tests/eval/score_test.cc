@@ -1,0 +1,226 @@
+#include "src/eval/score.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+
+#include "reference/llama.h"
+#include "src/core/error.h"
+#include "src/core/rng.h"
+#include "src/io/llama2c.h"
+#include "src/io/text.h"
+#include "src/io/tokenizer.h"
+#include "tests/testing/random_model.h"
+#include "tests/testing/shared.h"
+
+namespace stretch {
+namespace {
+
+std::vector<int> RandomStream(int n, int vocab, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<int> t(static_cast<size_t>(n));
+  for (int& x : t) x = 3 + static_cast<int>(rng.NextU64() % static_cast<uint64_t>(vocab - 3));
+  return t;
+}
+
+ScoreOptions Options(int64_t ctx, int64_t stride = 0) {
+  ScoreOptions o;
+  o.ctx = ctx;
+  o.stride = stride;
+  o.bucket = 8;
+  o.progress = false;
+  return o;
+}
+
+// Non-overlapping windows: every stream token of the whole windows is a target exactly once, at
+// position p of window w it is stream[w*N + p], and its loss is the reference model's
+// -log softmax for the input BOS, stream[w*N], ..., stream[w*N + p - 1].
+TEST(ScoreStream, WindowsFeedBosThenStreamAndScoreEveryTokenOnce) {
+  const ModelConfig c = testing::TinyConfig();
+  const Model m = testing::RandomModel(c, 5);
+  Transformer model(m);
+  const int N = 20;
+  const std::vector<int> stream = RandomStream(67, c.vocab_size, 6);  // 3 windows + 7 left over
+  std::vector<TokenRecord> records;
+  const ScoreSummary s =
+      ScoreStream(model, stream, Options(N), [&](const TokenRecord& r) { records.push_back(r); });
+  EXPECT_EQ(s.windows, 3);
+  EXPECT_EQ(s.scored, 60);
+  EXPECT_EQ(s.unscored_tail, 7);
+  ASSERT_EQ(records.size(), 60u);
+  double sum = 0;
+  for (int w = 0; w < 3; ++w) {
+    std::vector<int> inputs = {1};
+    inputs.insert(inputs.end(), stream.begin() + w * N, stream.begin() + w * N + N - 1);
+    const std::vector<double> logits = ref::LlamaForwardRef<double>(m, inputs);
+    for (int p = 0; p < N; ++p) {
+      const TokenRecord& r = records[static_cast<size_t>(w * N + p)];
+      ASSERT_EQ(r.window, w);
+      ASSERT_EQ(r.position, p);
+      ASSERT_EQ(r.target, stream[static_cast<size_t>(w * N + p)]);
+      const double* row = logits.data() + static_cast<size_t>(p) * c.vocab_size;
+      double max = row[0];
+      int argmax = 0;
+      for (int v = 1; v < c.vocab_size; ++v) if (row[v] > max) { max = row[v]; argmax = v; }
+      double z = 0;
+      for (int v = 0; v < c.vocab_size; ++v) z += std::exp(row[v] - max);
+      const double ref_loss = std::log(z) + max - row[r.target];
+      // float32 forward vs double: logits agree to ~1e-5 here (transformer_test bounds them).
+      EXPECT_NEAR(r.loss, ref_loss, 1e-3) << "w=" << w << " p=" << p;
+      double second = -1e300;  // the runner-up logit: "correct" is only well defined when the
+      for (int v = 0; v < c.vocab_size; ++v) {  // float32 argmax cannot flip (gap > 1e-3)
+        if (v != argmax) second = std::max(second, row[v]);
+      }
+      if (row[argmax] - second > 1e-3) {
+        EXPECT_EQ(r.correct, argmax == r.target);
+      }
+      sum += r.loss;
+    }
+  }
+  EXPECT_NEAR(s.MeanLoss(), sum / 60, 1e-9);
+  // Buckets of width 8 over positions 0..19: 8, 8, 4 positions per window.
+  ASSERT_EQ(s.buckets.size(), 3u);
+  EXPECT_EQ(s.buckets[0].count, 24);
+  EXPECT_EQ(s.buckets[2].count, 12);
+  EXPECT_EQ(s.buckets[2].begin, 16);
+}
+
+// Sliding windows: window 0 scores all N positions, each later one its last S positions, so
+// the targets are stream[0 .. (W-1) S + N - 1], each exactly once.
+TEST(ScoreStream, SlidingWindowsScoreEachTargetOnceWithContext) {
+  const ModelConfig c = testing::TinyConfig();
+  const Model m = testing::RandomModel(c, 7);
+  Transformer model(m);
+  const int N = 16, S = 5;
+  const std::vector<int> stream = RandomStream(50, c.vocab_size, 8);
+  std::map<int64_t, int> seen;  // stream index -> times scored
+  int64_t min_context = 1 << 30;
+  const ScoreSummary s = ScoreStream(model, stream, Options(N, S), [&](const TokenRecord& r) {
+    seen[r.window * S + r.position]++;
+    if (r.window > 0) min_context = std::min(min_context, r.position);
+  });
+  EXPECT_EQ(s.windows, (50 - N) / S + 1);  // 7
+  EXPECT_EQ(s.scored, N + (s.windows - 1) * S);
+  for (int64_t i = 0; i < s.scored; ++i) EXPECT_EQ(seen[i], 1) << "stream index " << i;
+  EXPECT_EQ(min_context, N - S);
+  EXPECT_EQ(s.unscored_tail, 50 - ((s.windows - 1) * S + N));
+}
+
+TEST(ScoreStream, BadOptionsAreErrors) {
+  const ModelConfig c = testing::TinyConfig();
+  const Model m = testing::RandomModel(c, 9);
+  Transformer model(m);
+  const std::vector<int> stream = RandomStream(30, c.vocab_size, 10);
+  EXPECT_THROW(ScoreStream(model, stream, Options(1)), Error);
+  EXPECT_THROW(ScoreStream(model, stream, Options(10, 11)), Error);
+  try {
+    ScoreStream(model, stream, Options(31));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("30 tokens"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ScoreSequences, FeedsTokensExactlyAsGiven) {
+  const ModelConfig c = testing::TinyConfig();
+  const Model m = testing::RandomModel(c, 11);
+  Transformer model(m);
+  const std::vector<std::vector<int>> seqs = {{5, 6, 7, 8, 9}, {10, 11}};
+  std::vector<TokenRecord> records;
+  const ScoreSummary s =
+      ScoreSequences(model, seqs, Options(8), [&](const TokenRecord& r) { records.push_back(r); });
+  EXPECT_EQ(s.scored, 5);
+  const std::vector<double> logits = ref::LlamaForwardRef<double>(m, {5, 6, 7, 8});
+  for (int p = 0; p < 4; ++p) {
+    const double* row = logits.data() + static_cast<size_t>(p) * c.vocab_size;
+    double max = row[0];
+    for (int v = 1; v < c.vocab_size; ++v) max = std::max(max, row[v]);
+    double z = 0;
+    for (int v = 0; v < c.vocab_size; ++v) z += std::exp(row[v] - max);
+    EXPECT_NEAR(records[static_cast<size_t>(p)].loss, std::log(z) + max - row[seqs[0][p + 1]], 1e-3);
+  }
+  EXPECT_THROW(ScoreSequences(model, seqs, Options(4)), Error);  // a sequence longer than ctx
+}
+
+TEST(ReadTokenFile, ParsesLinesAndNamesBadTokens) {
+  const std::string path = ::testing::TempDir() + "/tokens.txt";
+  {
+    std::ofstream(path) << "1 5 6\n\n  7\t8 \n";
+  }
+  const auto seqs = ReadTokenFile(path, 10);
+  ASSERT_EQ(seqs.size(), 2u);
+  EXPECT_EQ(seqs[0], (std::vector<int>{1, 5, 6}));
+  EXPECT_EQ(seqs[1], (std::vector<int>{7, 8}));
+  {
+    std::ofstream(path) << "1 2\n3 x4\n";
+  }
+  try {
+    ReadTokenFile(path, 10);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(":2:3: found 'x4'"), std::string::npos) << e.what();
+  }
+  {
+    std::ofstream(path) << "1 10\n";
+  }
+  try {
+    ReadTokenFile(path, 10);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token id 10 is outside the vocabulary, expected 0..9"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// ---- the real model on real text (../shared) -------------------------------------------------
+
+constexpr const char* kModel = "models/stories260K/stories260K.bin";
+constexpr const char* kTok = "models/stories260K/tok512.bin";
+constexpr const char* kStories = "data/tinystories";
+
+ScoreSummary ScoreStories(int64_t ctx) {
+  const Model m = LoadLlama2c(testing::SharedPath(kModel));
+  const Tokenizer tok = Tokenizer::LoadLlama2c(testing::SharedPath(kTok));
+  const TextStream text = EncodeTextPath(testing::SharedPath(kStories), tok);
+  Transformer model(m);
+  ScoreOptions o;
+  o.ctx = ctx;
+  o.bucket = 512;
+  o.progress = false;
+  return ScoreStream(model, text.tokens, o);
+}
+
+// ../shared/README.md says "Mean next-token loss on data/tinystories/ in windows of 512 is about
+// 1.35 nats". With this engine's protocol (whole file encoded, BOS + 511 tokens per window, all
+// 512 positions scored) the loss is 1.6715; no text protocol we tried reaches 1.35 (story-wise
+// BOS with single newlines: 1.569, blank lines folded to one newline: 1.598). The forward itself is
+// checked independently (the exact greedy story from ../shared/README.md, and agreement with the
+// double-precision reference), so this pins the measured value as a regression check: +-0.01
+// nats is ~30x the run-to-run change from summation order (float32 sums of ~400k terms).
+TEST(StoriesReal, LossAtTrainedLength) {
+  STRETCH_REQUIRE_SHARED(kModel);
+  STRETCH_REQUIRE_SHARED(kStories);
+  const ScoreSummary s = ScoreStories(512);
+  EXPECT_NEAR(s.MeanLoss(), 1.6715, 0.01);
+  EXPECT_EQ(s.scored, 392704);
+}
+
+// With plain RoPE at 4096 (8x the trained length) the model does not extrapolate: the loss in
+// the last buckets rises past 5 (README: "to about 7 (3584-4096)"; measured 7.03) while the
+// first bucket stays near the in-length loss (measured 1.69).
+TEST(StoriesReal, LossExplodesBeyondTrainedLength) {
+  STRETCH_REQUIRE_SHARED(kModel);
+  STRETCH_REQUIRE_SHARED(kStories);
+  const ScoreSummary s = ScoreStories(4096);
+  ASSERT_EQ(s.buckets.size(), 8u);
+  EXPECT_LT(s.buckets[0].MeanLoss(), 1.8);
+  EXPECT_GT(s.buckets[6].MeanLoss(), 5.0);
+  EXPECT_GT(s.buckets[7].MeanLoss(), 5.0);
+  EXPECT_NEAR(s.buckets[7].MeanLoss(), 7.0, 0.5);
+}
+
+}  // namespace
+}  // namespace stretch

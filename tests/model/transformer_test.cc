@@ -1,0 +1,103 @@
+#include "src/model/transformer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "reference/llama.h"
+#include "src/core/error.h"
+#include "src/core/rng.h"
+#include "tests/testing/random_model.h"
+
+namespace stretch {
+namespace {
+
+std::vector<int> RandomTokens(int n, int vocab, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<int> t(static_cast<size_t>(n));
+  for (int& x : t) x = static_cast<int>(rng.NextU64() % static_cast<uint64_t>(vocab));
+  return t;
+}
+
+std::vector<float> EngineLogits(const Model& m, const std::vector<int>& tokens, int64_t chunk) {
+  Transformer model(m);
+  model.set_prefill_chunk(chunk);
+  KvCache cache(m.config, static_cast<int64_t>(tokens.size()));
+  std::vector<float> hidden;
+  model.Forward(tokens, cache, hidden);
+  std::vector<float> logits(tokens.size() * static_cast<size_t>(m.config.vocab_size));
+  model.Logits(hidden.data(), static_cast<int64_t>(tokens.size()), logits.data());
+  return logits;
+}
+
+double MaxAbsDiff(const std::vector<float>& a, const std::vector<double>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+// The engine (BLAS, tiled attention, float32) against the naive forward in double. The bound is
+// relative to a plain float32 run of the same naive forward: the engine may sum in other orders,
+// but must not be much less accurate than float32 arithmetic itself (STYLE.md's baseline rule).
+TEST(Transformer, PrefillMatchesDoubleReference) {
+  for (bool shared : {false, true}) {
+    ModelConfig c = testing::TinyConfig();
+    c.shared_classifier = shared;
+    const Model m = testing::RandomModel(c, shared ? 11 : 12);
+    const std::vector<int> tokens = RandomTokens(150, c.vocab_size, 13);
+    const std::vector<float> engine = EngineLogits(m, tokens, 2048);
+    const std::vector<double> exact = ref::LlamaForwardRef<double>(m, tokens);
+    const std::vector<float> plain = ref::LlamaForwardRef<float>(m, tokens);
+    const double plain_err = MaxAbsDiff(plain, exact);
+    const double engine_err = MaxAbsDiff(engine, exact);
+    EXPECT_GT(plain_err, 0.0);
+    // 8x: BLAS blocking and the online softmax reorder sums; a real bug errs by O(1).
+    EXPECT_LE(engine_err, 8 * plain_err + 1e-6) << "plain float32 error " << plain_err;
+  }
+}
+
+TEST(Transformer, ChunkedPrefillAndDecodeMatchOnePrefill) {
+  const ModelConfig c = testing::TinyConfig();
+  const Model m = testing::RandomModel(c, 21);
+  const std::vector<int> tokens = RandomTokens(97, c.vocab_size, 22);
+  const std::vector<float> whole = EngineLogits(m, tokens, 4096);
+  const std::vector<double> exact = ref::LlamaForwardRef<double>(m, tokens);
+  const std::vector<float> plain = ref::LlamaForwardRef<float>(m, tokens);
+  const double tol = 8 * MaxAbsDiff(plain, exact) + 1e-6;  // as above
+  for (int64_t chunk : {1, 7, 32}) {  // chunk 1 is token-by-token decoding
+    const std::vector<float> chunked = EngineLogits(m, tokens, chunk);
+    double diff = 0;
+    for (size_t i = 0; i < whole.size(); ++i) diff = std::max(diff, double(std::abs(chunked[i] - whole[i])));
+    EXPECT_LE(diff, tol) << "chunk " << chunk;
+  }
+}
+
+TEST(Transformer, CacheOverflowIsAnErrorNotACrash) {
+  const ModelConfig c = testing::TinyConfig();
+  const Model m = testing::RandomModel(c, 31);
+  Transformer model(m);
+  KvCache cache(c, 8);
+  std::vector<float> hidden;
+  const std::vector<int> tokens = RandomTokens(9, c.vocab_size, 32);
+  try {
+    model.Forward(tokens, cache, hidden);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("capacity of 8"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cache.length(), 0);
+}
+
+TEST(Transformer, TokenOutsideVocabularyIsAnError) {
+  const ModelConfig c = testing::TinyConfig();
+  const Model m = testing::RandomModel(c, 41);
+  Transformer model(m);
+  KvCache cache(c, 8);
+  std::vector<float> hidden;
+  const std::vector<int> tokens = {1, 2, c.vocab_size};
+  EXPECT_THROW(model.Forward(tokens, cache, hidden), Error);
+}
+
+}  // namespace
+}  // namespace stretch

@@ -1,0 +1,56 @@
+// A small LLaMA model with random weights, for tests that need a whole model without files.
+#pragma once
+
+#include <cmath>
+
+#include "src/core/rng.h"
+#include "src/model/config.h"
+
+namespace stretch::testing {
+
+inline Model RandomModel(const ModelConfig& config, uint64_t seed) {
+  Rng rng(seed);
+  auto fill = [&rng](std::vector<float>& v, size_t n, double scale, double mean = 0.0) {
+    v.resize(n);
+    for (float& x : v) x = static_cast<float>(mean + scale * rng.Normal());
+  };
+  const ModelConfig& c = config;
+  const size_t C = static_cast<size_t>(c.dim), F = static_cast<size_t>(c.hidden_dim),
+               KV = static_cast<size_t>(c.kv_dim()), V = static_cast<size_t>(c.vocab_size);
+  Model m;
+  m.config = c;
+  m.source = "random test model";
+  fill(m.weights.token_embedding, V * C, 1.0);
+  m.weights.layers.resize(static_cast<size_t>(c.n_layers));
+  const double sc = 1.0 / std::sqrt(static_cast<double>(C)), sf = 1.0 / std::sqrt(static_cast<double>(F));
+  for (LayerWeights& l : m.weights.layers) {
+    fill(l.attn_norm, C, 0.1, 1.0);
+    // Query/key weights scaled up so that attention is sharp enough to test something.
+    fill(l.wq, C * C, 3 * sc);
+    fill(l.wk, KV * C, 3 * sc);
+    fill(l.wv, KV * C, sc);
+    fill(l.wo, C * C, sc);
+    fill(l.ffn_norm, C, 0.1, 1.0);
+    fill(l.w1, F * C, sc);
+    fill(l.w2, C * F, sf);
+    fill(l.w3, F * C, sc);
+  }
+  fill(m.weights.final_norm, C, 0.1, 1.0);
+  if (!c.shared_classifier) fill(m.weights.classifier, V * C, sc);
+  return m;
+}
+
+inline ModelConfig TinyConfig() {
+  ModelConfig c;
+  c.dim = 32;
+  c.hidden_dim = 56;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.vocab_size = 40;
+  c.seq_len = 64;
+  c.shared_classifier = false;
+  return c;
+}
+
+}  // namespace stretch::testing

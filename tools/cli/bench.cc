@@ -1,0 +1,301 @@
+// stretch bench: how fast this machine runs stretch. Every case runs in a fresh child process
+// (this same program with --case), so that each one's peak resident memory is its own.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/fma_peak.h"
+#include "src/core/aligned.h"
+#include "src/core/error.h"
+#include "src/core/rng.h"
+#include "src/core/threads.h"
+#include "src/core/timer.h"
+#include "src/io/llama2c.h"
+#include "src/kernels/attention.h"
+#include "src/model/transformer.h"
+#include "tools/cli/common.h"
+
+namespace stretch::cli {
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  std::string child_case;  // internal: run one case and print one JSON line
+  int64_t length = 0;
+  int head_dim = 0;
+  int repeats = 3;
+  bool quick = false;
+  std::string json_out;
+  int threads = 0;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// ---- child cases ---------------------------------------------------------------------------
+
+nlohmann::json CaseFma(int threads) {
+  std::vector<double> runs;
+  for (int r = 0; r < 5; ++r) runs.push_back(bench::MeasureFmaPeakGflops(threads, 0.2));
+  return {{"gflops", Median(runs)}, {"threads", threads}};
+}
+
+nlohmann::json CaseAttention(int64_t L, int D, int repeats) {
+  // D = 8: the shape of stories260K (8 query heads sharing 4 kv heads); otherwise 8 heads, no GQA.
+  const int H = 8, G = D == 8 ? 4 : 8;
+  Rng rng(1);
+  AlignedVector<float> q(static_cast<size_t>(L) * H * D), k(static_cast<size_t>(L) * G * D),
+      v(k.size()), out(q.size());
+  for (auto* buf : {&q, &k, &v}) {
+    for (float& x : *buf) x = static_cast<float>(rng.Normal());
+  }
+  AttentionDims dims;
+  dims.n_q = L;
+  dims.n_kv = L;
+  dims.q_pos0 = 0;
+  dims.n_heads = H;
+  dims.n_kv_heads = G;
+  dims.head_dim = D;
+  AttentionParams params;
+  params.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  std::vector<double> times;
+  for (int r = 0; r < repeats + 1; ++r) {
+    Timer t;
+    AttentionForward(HeadRows{q.data(), int64_t{H} * D, D}, HeadRows{k.data(), int64_t{G} * D, D},
+                     HeadRows{v.data(), int64_t{G} * D, D}, HeadRowsMut{out.data(), int64_t{H} * D, D},
+                     dims, params);
+    if (r > 0) times.push_back(t.Seconds());  // the first run warms caches and threads
+  }
+  // 4 D flops per visible (query, key) pair per head: 2 D for q.k and 2 D for p.v.
+  const double pairs = 0.5 * static_cast<double>(L) * (L + 1);
+  const double seconds = Median(times);
+  return {{"seconds", seconds}, {"gflops", 4.0 * D * pairs * H / seconds / 1e9}, {"heads", H},
+          {"kv_heads", G}};
+}
+
+std::vector<int> BenchTokens(int64_t n, int vocab) {
+  // Token ids do not change the work done; a fixed pseudo-random stream keeps runs comparable.
+  Rng rng(7);
+  std::vector<int> tokens(static_cast<size_t>(n));
+  tokens[0] = 1;
+  for (int64_t i = 1; i < n; ++i) tokens[static_cast<size_t>(i)] = 3 + static_cast<int>(rng.NextU64() % (vocab - 3));
+  return tokens;
+}
+
+nlohmann::json CasePrefill(const std::string& path, int64_t L, int repeats) {
+  const Model m = LoadLlama2c(path);
+  Transformer model(m);
+  KvCache cache(m.config, L);
+  const std::vector<int> tokens = BenchTokens(L, m.config.vocab_size);
+  std::vector<float> hidden, logits(static_cast<size_t>(m.config.vocab_size));
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) {
+    cache.Clear();
+    Timer t;
+    model.Forward(tokens, cache, hidden);
+    model.Logits(hidden.data() + (L - 1) * m.config.dim, 1, logits.data());
+    times.push_back(t.Seconds());
+  }
+  const double seconds = Median(times);
+  return {{"seconds", seconds}, {"tokens_per_s", L / seconds}};
+}
+
+nlohmann::json CaseDecode(const std::string& path, int64_t depth, int repeats) {
+  const Model m = LoadLlama2c(path);
+  Transformer model(m);
+  const int64_t steps = 64;
+  KvCache cache(m.config, depth + steps);
+  const std::vector<int> tokens = BenchTokens(depth + steps, m.config.vocab_size);
+  std::vector<float> hidden, logits(static_cast<size_t>(m.config.vocab_size));
+  std::vector<double> rates;
+  for (int r = 0; r < repeats; ++r) {
+    cache.Clear();
+    model.Forward(std::span<const int>(tokens).first(static_cast<size_t>(depth)), cache, hidden);
+    Timer t;
+    for (int64_t s = 0; s < steps; ++s) {
+      model.Forward(std::span<const int>(tokens).subspan(static_cast<size_t>(depth + s), 1), cache,
+                    hidden);
+      model.Logits(hidden.data(), 1, logits.data());
+    }
+    rates.push_back(steps / t.Seconds());
+  }
+  return {{"tokens_per_s", Median(rates)}, {"steps", steps}};
+}
+
+void RunChild(const BenchArgs& a) {
+  nlohmann::json j;
+  if (a.child_case == "fma") {
+    j = CaseFma(a.threads > 0 ? a.threads : NumThreads());
+  } else if (a.child_case == "attention") {
+    j = CaseAttention(a.length, a.head_dim, a.repeats);
+  } else if (a.child_case == "prefill") {
+    j = CasePrefill(a.model, a.length, a.repeats);
+  } else if (a.child_case == "decode") {
+    j = CaseDecode(a.model, a.length, a.repeats);
+  } else {
+    Fail("--case: found '{}', expected fma, attention, prefill or decode", a.child_case);
+  }
+  j["case"] = a.child_case;
+  j["peak_rss_bytes"] = PeakRssBytes();
+  fmt::print("{}\n", j.dump());
+}
+
+// ---- parent: runs the cases and prints the table --------------------------------------------
+
+nlohmann::json RunCase(const std::string& args) {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string cmd = fmt::format("'{}' bench {}", self, args);
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
+  if (!pipe) Fail("bench: cannot run {}", cmd);
+  std::string out;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, pipe.get())) out.append(buf, n);
+  const int status = pclose(pipe.release());
+  if (status != 0) Fail("bench: case `{}` failed (exit status {})", args, status);
+  return nlohmann::json::parse(out);
+}
+
+void RunParent(const BenchArgs& a) {
+  const std::string threads = a.threads > 0 ? fmt::format(" --threads {}", a.threads) : "";
+  const int nthreads = a.threads > 0 ? a.threads : NumThreads();
+  nlohmann::json report = {{"threads", nthreads}};
+  fmt::print("stretch bench: {} threads{}\n\n", nthreads, a.quick ? " (quick: fewer cases)" : "");
+
+  const double peak1 = RunCase("--case fma --threads 1")["gflops"];
+  const double peak = RunCase("--case fma" + threads)["gflops"];
+  report["fma_peak_gflops"] = {{"1_thread", peak1}, {"all_threads", peak}};
+  fmt::print("float32 FMA peak (bench/fma_peak.h loop): {:.1f} GFLOP/s on 1 thread, {:.1f} GFLOP/s "
+             "on {} threads\n\n",
+             peak1, peak, nthreads);
+
+  fmt::print("attention kernel, causal, forward (flops: 4 D per visible query-key pair per head)\n");
+  fmt::print("{:>7} {:>4} {:>7} {:>10} {:>9} {:>8} {:>10}\n", "L", "D", "heads", "time", "GFLOP/s",
+             "of peak", "peak RSS");
+  nlohmann::json att = nlohmann::json::array();
+  bool att_target = true;
+  const std::vector<int64_t> lengths = a.quick ? std::vector<int64_t>{1024, 4096}
+                                               : std::vector<int64_t>{1024, 4096, 16384};
+  for (int64_t L : lengths) {
+    for (int D : {8, 64, 128}) {
+      nlohmann::json r = RunCase(fmt::format("--case attention --length {} --head-dim {} --repeats {}{}",
+                                             L, D, a.repeats, threads));
+      const double frac = r["gflops"].get<double>() / peak;
+      if (L >= 4096 && D >= 64 && frac < 0.6) att_target = false;
+      fmt::print("{:>7} {:>4} {:>7} {:>8.1f}ms {:>9.1f} {:>7.0f}% {:>10}\n", L, D,
+                 fmt::format("{}/{}", r["heads"].get<int>(), r["kv_heads"].get<int>()),
+                 1e3 * r["seconds"].get<double>(), r["gflops"].get<double>(), 100 * frac,
+                 HumanBytes(r["peak_rss_bytes"].get<int64_t>()));
+      r["length"] = L;
+      r["head_dim"] = D;
+      r["fraction_of_peak"] = frac;
+      att.push_back(r);
+    }
+  }
+  report["attention"] = att;
+
+  nlohmann::json targets = nlohmann::json::array();
+  auto target = [&](const std::string& what, double value, double goal, const std::string& unit) {
+    const bool met = value >= goal;
+    targets.push_back({{"what", what}, {"value", value}, {"target", goal}, {"met", met}});
+    fmt::print("  {:<48} {:>10.1f} {:<10} target >= {:<8.0f} {}\n", what, value, unit, goal,
+               met ? "met" : "NOT MET");
+  };
+
+  if (a.model.empty() || !std::filesystem::exists(a.model)) {
+    fmt::print("\nmodel cases skipped: {}\n",
+               a.model.empty() ? "no --model given"
+                               : fmt::format("{} not found", a.model));
+  } else {
+    fmt::print("\n{} : prefill (whole prompt at once) and decode (one token at a time)\n",
+               a.model);
+    fmt::print("{:>7} {:>14} {:>10} {:>16} {:>10}\n", "context", "prefill tok/s", "peak RSS",
+               "decode tok/s", "peak RSS");
+    nlohmann::json rows = nlohmann::json::array();
+    const std::vector<int64_t> ctxs = a.quick ? std::vector<int64_t>{512, 2048}
+                                              : std::vector<int64_t>{512, 2048, 8192, 16384};
+    double prefill8k = 0, prefill16k = 0, decode16k = 0;
+    for (int64_t L : ctxs) {
+      nlohmann::json p = RunCase(fmt::format("--case prefill --model '{}' --length {} --repeats {}{}",
+                                             a.model, L, a.repeats, threads));
+      nlohmann::json d = RunCase(fmt::format("--case decode --model '{}' --length {} --repeats {}{}",
+                                             a.model, L, a.repeats, threads));
+      fmt::print("{:>7} {:>14.0f} {:>10} {:>16.0f} {:>10}\n", L, p["tokens_per_s"].get<double>(),
+                 HumanBytes(p["peak_rss_bytes"].get<int64_t>()), d["tokens_per_s"].get<double>(),
+                 HumanBytes(d["peak_rss_bytes"].get<int64_t>()));
+      rows.push_back({{"context", L}, {"prefill", p}, {"decode", d}});
+      if (L == 8192) prefill8k = p["tokens_per_s"];
+      if (L == 16384) {
+        prefill16k = p["tokens_per_s"];
+        decode16k = d["tokens_per_s"];
+      }
+    }
+    report["model"] = {{"path", a.model}, {"contexts", rows}};
+    if (!a.quick) {
+      fmt::print("\ntargets (issue 2: five times the leading CPU engine on this model here):\n");
+      target("stories260K prefill at 8k", prefill8k, 7000, "tokens/s");
+      target("stories260K prefill at 16k", prefill16k, 3500, "tokens/s");
+      target("stories260K decode at depth 16k", decode16k, 800, "tokens/s");
+    }
+  }
+  if (!a.quick) {
+    if (targets.empty()) fmt::print("\ntargets:\n");
+    fmt::print("  {:<48} {:>10} {:<10} target >= 60%    {}\n",
+               "attention D=64,128 at L>=4k, fraction of FMA peak", "", "",
+               att_target ? "met" : "NOT MET");
+    targets.push_back({{"what", "attention D=64,128 L>=4k >= 60% of FMA peak"}, {"met", att_target}});
+  }
+  report["targets"] = targets;
+  if (!a.json_out.empty()) {
+    std::ofstream out(a.json_out);
+    out << report.dump(2) << "\n";
+    if (!out) Fail("--json-out {}: cannot write", a.json_out);
+    fmt::print("\nwrote {}\n", a.json_out);
+  }
+}
+
+}  // namespace
+
+void RegisterBench(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "bench",
+      "Measure this machine: the float32 FMA peak (a tight loop of fused multiply-adds, the "
+      "ceiling for any kernel), the attention kernel's GFLOP/s at lengths 1k, 4k, 16k and head "
+      "dims 8, 64, 128, and, with --model, prefill and decode tokens/s at contexts 512, 2k, 8k, "
+      "16k with the peak resident memory of each. Each case runs in its own process; times are "
+      "medians of --repeats runs. Prints the project's speed targets and whether they are met. "
+      "Takes a few minutes; --quick runs fewer cases.\n"
+      "Example: stretch bench --model ../shared/models/stories260K/stories260K.bin");
+  sub->add_option("--model,-m", args->model, "Checkpoint for the prefill/decode cases (optional)");
+  sub->add_option("--repeats", args->repeats, "Runs per case (median reported)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_flag("--quick", args->quick, "Fewer, shorter cases (for a smoke test)");
+  sub->add_option("--json-out", args->json_out, "Also write all figures as JSON to this file");
+  sub->add_option("--threads", args->threads, "Threads (default: all cores)");
+  sub->add_option("--case", args->child_case, "Internal: run one case in this process")
+      ->group("");
+  sub->add_option("--length", args->length, "Internal: the case's length")->group("");
+  sub->add_option("--head-dim", args->head_dim, "Internal: the case's head dim")->group("");
+  sub->callback([args] {
+    if (args->threads > 0) SetNumThreads(args->threads);
+    if (args->child_case.empty()) {
+      RunParent(*args);
+    } else {
+      RunChild(*args);
+    }
+  });
+}
+
+}  // namespace stretch::cli

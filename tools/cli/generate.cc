@@ -1,0 +1,115 @@
+// stretch generate: write text with a model, streaming tokens as they come.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "src/core/error.h"
+#include "src/core/timer.h"
+#include "src/model/sampler.h"
+#include "src/model/transformer.h"
+#include "tools/cli/common.h"
+
+namespace stretch::cli {
+namespace {
+
+struct GenerateArgs {
+  ModelArgs model;
+  std::string prompt;
+  int steps = 200;
+  SamplerOptions sampler;
+  bool ignore_eos = false;
+  bool quiet_stats = false;
+};
+
+void RunGenerate(const GenerateArgs& args) {
+  if (args.steps < 1) Fail("-n: found {}, expected at least 1 token to generate", args.steps);
+  if (args.sampler.temperature < 0) {
+    Fail("--temperature: found {}, expected >= 0 (0 means greedy)", args.sampler.temperature);
+  }
+  if (!(args.sampler.top_p > 0 && args.sampler.top_p <= 1)) {
+    Fail("--top-p: found {}, expected a value in (0, 1]", args.sampler.top_p);
+  }
+  Loaded loaded = LoadModel(args.model);
+  const Tokenizer& tok = *loaded.tokenizer;
+  const ModelConfig& config = loaded.model.config;
+  std::vector<int> prompt = tok.Encode(args.prompt, /*bos=*/true, /*eos=*/false);
+  const int64_t capacity = static_cast<int64_t>(prompt.size()) + args.steps;
+
+  Transformer model(loaded.model);
+  KvCache cache(config, capacity);
+  Sampler sampler(args.sampler);
+  std::vector<float> hidden, logits(static_cast<size_t>(config.vocab_size));
+
+  fmt::print("{}", args.prompt);
+  std::fflush(stdout);
+  Timer prefill_timer;
+  model.Forward(prompt, cache, hidden);
+  const int C = config.dim;
+  model.Logits(hidden.data() + (prompt.size() - 1) * C, 1, logits.data());
+  const double prefill_s = prefill_timer.Seconds();
+
+  Timer decode_timer;
+  int prev = prompt.back();
+  int generated = 0;
+  std::vector<int> one(1);
+  for (int step = 0; step < args.steps; ++step) {
+    const int next = sampler.Sample(logits.data(), config.vocab_size);
+    if (!args.ignore_eos && (next == Tokenizer::kBos || next == Tokenizer::kEos)) break;
+    fmt::print("{}", tok.DecodeToken(prev, next));
+    std::fflush(stdout);
+    ++generated;
+    prev = next;
+    if (step + 1 == args.steps) break;
+    one[0] = next;
+    model.Forward(one, cache, hidden);
+    model.Logits(hidden.data(), 1, logits.data());
+  }
+  const double decode_s = decode_timer.Seconds();
+  fmt::print("\n");
+  std::fflush(stdout);
+  if (!args.quiet_stats) {
+    // Decode rate counts the forward passes of generated tokens (the last token needs none).
+    const int decode_forwards = std::max(0, generated - 1);
+    fmt::print(stderr,
+               "prefill: {} tokens in {:.3f} s ({:.0f} tokens/s)\n"
+               "decode: {} tokens in {:.3f} s ({:.0f} tokens/s), context reached {} of the "
+               "{} positions the model was trained on\n",
+               prompt.size(), prefill_s, prompt.size() / std::max(prefill_s, 1e-9), generated,
+               decode_s, decode_forwards / std::max(decode_s, 1e-9), cache.length(),
+               config.seq_len);
+  }
+}
+
+}  // namespace
+
+void RegisterGenerate(CLI::App& app) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "generate",
+      "Write text with a model. The prompt is encoded with the tokenizer after a BOS token (an "
+      "empty prompt starts from BOS alone), processed in one pass (prefill), then new tokens are "
+      "produced one at a time (decode) and printed as they come. Stops after -n tokens, or "
+      "earlier when the model emits BOS or EOS (the end of a story for llama2.c models) unless "
+      "--ignore-eos. Prefill and decode speeds go to stderr.\n"
+      "Example: stretch generate -m stories260K.bin -t tok512.bin --prompt \"Once upon\" -n 100");
+  AddModelOptions(sub, args->model, /*tokenizer_required=*/true);
+  sub->add_option("--prompt,-p", args->prompt, "Text to continue (default: empty, start from BOS)");
+  sub->add_option("-n,--steps", args->steps, "Maximum number of tokens to generate")
+      ->capture_default_str();
+  sub->add_option("--temperature", args->sampler.temperature,
+                  "Sampling temperature: 0 picks the most likely token every time (greedy, "
+                  "deterministic); 1 samples from the model's distribution; higher is more random")
+      ->capture_default_str();
+  sub->add_option("--top-p", args->sampler.top_p,
+                  "Nucleus sampling: sample only among the most likely tokens whose probabilities "
+                  "add up to this (1 = all tokens); used when temperature > 0")
+      ->capture_default_str();
+  sub->add_option("--seed", args->sampler.seed, "Random seed for sampling")->capture_default_str();
+  sub->add_flag("--ignore-eos", args->ignore_eos, "Keep generating past BOS/EOS tokens");
+  sub->add_flag("--no-stats", args->quiet_stats, "Do not print the speed lines on stderr");
+  sub->callback([args] { RunGenerate(*args); });
+}
+
+}  // namespace stretch::cli

@@ -1,0 +1,78 @@
+// stretch inspect: a model's configuration, size, and the memory it needs at a context length.
+#include <fmt/format.h>
+
+#include <memory>
+
+#include "src/core/error.h"
+#include "src/io/llama2c.h"
+#include "src/model/transformer.h"
+#include "tools/cli/common.h"
+
+namespace stretch::cli {
+namespace {
+
+struct InspectArgs {
+  std::string model;
+  int64_t ctx = 0;
+};
+
+void Row(const std::string& label, const std::string& value) {
+  fmt::print("  {:<44} {}\n", label, value);
+}
+
+void RunInspect(const InspectArgs& args) {
+  const Llama2cHeader header = ReadLlama2cHeader(args.model);
+  const ModelConfig& c = header.config;
+  const int64_t ctx = args.ctx > 0 ? args.ctx : c.seq_len;
+  const int64_t params = c.ParameterCount();
+  const int64_t weights = params * static_cast<int64_t>(sizeof(float));
+  const int64_t kv = KvCache::BytesFor(c, ctx);
+  const int64_t chunk = std::min<int64_t>(ctx, 2048);
+  const int64_t act = Transformer::ActivationBytes(c, chunk);
+  // score keeps the final hidden states of the whole window and 256 rows of logits.
+  const int64_t hidden = ctx * c.dim * static_cast<int64_t>(sizeof(float));
+  const int64_t logits = 256 * int64_t{c.vocab_size} * static_cast<int64_t>(sizeof(float));
+
+  fmt::print("model: {} ({})\n", args.model, header.format);
+  Row("dim (width of the residual stream)", fmt::format("{}", c.dim));
+  Row("hidden_dim (feed-forward width)", fmt::format("{}", c.hidden_dim));
+  Row("layers", fmt::format("{}", c.n_layers));
+  Row("heads / kv heads (grouped-query attention)", fmt::format("{} / {}", c.n_heads, c.n_kv_heads));
+  Row("head dim", fmt::format("{}", c.head_dim()));
+  Row("vocabulary", fmt::format("{}", c.vocab_size));
+  Row("trained context length (seq_len)", fmt::format("{}", c.seq_len));
+  Row("classifier", fmt::format("{}",
+             c.shared_classifier ? "shared with the token embedding" : "separate"));
+  Row("RoPE base / pairs per head", fmt::format("{} / {} (interleaved pairs)",
+             c.rope_base, c.head_dim() / 2));
+  Row("parameters", fmt::format("{} ({:.3f} M)", params, params / 1e6));
+  fmt::print("\nmemory at context {} ({:.1f}x the trained length):\n", ctx,
+             static_cast<double>(ctx) / c.seq_len);
+  Row("weights (float32)", HumanBytes(weights));
+  Row(fmt::format("KV cache ({} positions)", ctx), HumanBytes(kv));
+  Row(fmt::format("activations (prefill chunk of {})", chunk), HumanBytes(act));
+  Row("scoring buffers (hidden states, logits)", HumanBytes(hidden + logits));
+  Row("total", fmt::format("{}",
+             HumanBytes(weights + kv + act + hidden + logits)));
+  fmt::print("attention never holds a {} x {} score matrix (tiled online softmax): memory is O(ctx).\n",
+             ctx, ctx);
+}
+
+}  // namespace
+
+void RegisterInspect(CLI::App& app) {
+  auto args = std::make_shared<InspectArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "inspect",
+      "Show a checkpoint's configuration (widths, layers, heads, vocabulary, the context length it "
+      "was trained at), its parameter count, and the memory needed to run it at a context "
+      "length. Reads only the file's header.\n"
+      "Example: stretch inspect -m stories260K.bin --ctx 16384");
+  sub->add_option("--model,-m", args->model, "Checkpoint file (llama2.c format)")->required();
+  sub->add_option("--ctx", args->ctx,
+                  "Context length for the memory estimate (default: the trained length)")
+      ->check(CLI::PositiveNumber);
+  sub->callback([args] { RunInspect(*args); });
+}
+
+}  // namespace stretch::cli
