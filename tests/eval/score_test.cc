@@ -181,7 +181,7 @@ constexpr const char* kModel = "models/stories260K/stories260K.bin";
 constexpr const char* kTok = "models/stories260K/tok512.bin";
 constexpr const char* kStories = "data/tinystories";
 
-ScoreSummary ScoreStories(int64_t ctx) {
+ScoreSummary ScoreStories(int64_t ctx, int64_t max_windows, const TokenSink& sink = {}) {
   const Model m = LoadLlama2c(testing::SharedPath(kModel));
   const Tokenizer tok = Tokenizer::LoadLlama2c(testing::SharedPath(kTok));
   const TextStream text = EncodeTextPath(testing::SharedPath(kStories), tok);
@@ -189,34 +189,54 @@ ScoreSummary ScoreStories(int64_t ctx) {
   ScoreOptions o;
   o.ctx = ctx;
   o.bucket = 512;
+  o.max_windows = max_windows;
   o.progress = false;
-  return ScoreStream(model, text.tokens, o);
+  return ScoreStream(model, text.tokens, o, sink);
 }
 
-// ../shared/README.md says "Mean next-token loss on data/tinystories/ in windows of 512 is about
-// 1.35 nats". With this engine's protocol (whole file encoded, BOS + 511 tokens per window, all
-// 512 positions scored) the loss is 1.6715; no text protocol we tried reaches 1.35 (story-wise
-// BOS with single newlines: 1.569, blank lines folded to one newline: 1.598). The forward itself is
-// checked independently (the exact greedy story from ../shared/README.md, and agreement with the
-// double-precision reference), so this pins the measured value as a regression check: +-0.01
-// nats is ~30x the run-to-run change from summation order (float32 sums of ~400k terms).
+// ../shared/README.md: "Mean next-token loss on data/tinystories/ in windows of 512 is about
+// 1.35 nats". That holds for the start of the file: the first 8 windows give 1.3715 (the running
+// mean after 1, 2, 4, 8, 16, 64, 256 windows: 1.309, 1.408, 1.386, 1.372, 1.419, 1.442, 1.499).
+// Later stories are harder for this model, and the whole file (767 windows) gives 1.6715; no
+// other text protocol we tried brings the whole file near 1.35 (story-wise BOS with single
+// newlines: 1.569). The forward itself is checked independently (the exact greedy story of
+// ../shared/README.md, agreement with the double-precision reference), so the whole-file value is
+// pinned as a regression check: +-0.01 nats is far above the change that summation order can
+// make (float32 logits, ~4e5 terms averaged in double).
 TEST(StoriesReal, LossAtTrainedLength) {
   STRETCH_REQUIRE_SHARED(kModel);
   STRETCH_REQUIRE_SHARED(kStories);
-  const ScoreSummary s = ScoreStories(512);
+  double first_sum = 0;
+  int64_t first_count = 0;
+  const ScoreSummary s = ScoreStories(512, 0, [&](const TokenRecord& r) {
+    if (r.window < 8) {
+      first_sum += r.loss;
+      ++first_count;
+    }
+  });
+  ASSERT_EQ(first_count, 8 * 512);
+  EXPECT_NEAR(first_sum / first_count, 1.35, 0.05);
   EXPECT_NEAR(s.MeanLoss(), 1.6715, 0.01);
   EXPECT_EQ(s.scored, 392704);
 }
 
-// With plain RoPE at 4096 (8x the trained length) the model does not extrapolate: the loss in
-// the last buckets rises past 5 (README: "to about 7 (3584-4096)"; measured 7.03) while the
-// first bucket stays near the in-length loss (measured 1.69).
+// With plain RoPE at 4096 (8x the trained length) the model does not extrapolate: README: "the
+// loss by position rises from about 1.4 (0-512) to about 7 (3584-4096)". Measured: 1.69 -> 7.03
+// over the whole file, 1.39 -> 7.19 over its first 16 windows. The sanitizer build scores only
+// those 16 windows (the same code paths; ASan checks every load of the attention kernel, which
+// makes the whole file take ~6 minutes there).
 TEST(StoriesReal, LossExplodesBeyondTrainedLength) {
   STRETCH_REQUIRE_SHARED(kModel);
   STRETCH_REQUIRE_SHARED(kStories);
-  const ScoreSummary s = ScoreStories(4096);
+#if defined(__SANITIZE_ADDRESS__)
+  const ScoreSummary s = ScoreStories(4096, 16);
+#else
+  const ScoreSummary s = ScoreStories(4096, 0);
+  EXPECT_EQ(s.windows, 95);
+#endif
   ASSERT_EQ(s.buckets.size(), 8u);
   EXPECT_LT(s.buckets[0].MeanLoss(), 1.8);
+  EXPECT_GT(s.buckets[5].MeanLoss(), 5.0);
   EXPECT_GT(s.buckets[6].MeanLoss(), 5.0);
   EXPECT_GT(s.buckets[7].MeanLoss(), 5.0);
   EXPECT_NEAR(s.buckets[7].MeanLoss(), 7.0, 0.5);
