@@ -17,7 +17,7 @@ void Progress::Update(int64_t done) {
   const double now = timer_.Seconds();
   const double every = tty_ ? 0.25 : 10.0;
   if (last_print_ >= 0 && now - last_print_ < every && done < total_) return;
-  if (last_print_ < 0 && now < (tty_ ? 0.5 : 10.0) && done < total_) return;  // short work: quiet
+  if (last_print_ < 0 && now < (tty_ ? 0.5 : 10.0)) return;  // short work stays quiet
   last_print_ = now;
   const double frac = total_ > 0 ? static_cast<double>(done) / total_ : 1.0;
   const double left = frac > 0 ? now / frac - now : 0.0;
