@@ -10,9 +10,7 @@
 namespace stretch {
 namespace {
 
-// Rows of logits computed at once: bounds the logits buffer to kLogitRows * V floats whatever
-// the context length (32 MB for a 32000-token vocabulary).
-constexpr int64_t kLogitRows = 256;
+constexpr int64_t kLogitRows = kScoreLogitRows;
 
 void AddToBucket(ScoreSummary& s, int64_t bucket, int64_t position, double loss, bool correct) {
   const size_t b = static_cast<size_t>(position / bucket);
@@ -64,7 +62,24 @@ void ScoreWindow(Transformer& model, KvCache& cache, std::span<const int> inputs
   summary.windows++;
 }
 
-void CheckOptions(const ScoreOptions& opt, const ModelConfig& config) {
+void CheckTokenIds(std::span<const int> ids, int vocab_size, const char* what) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab_size) {
+      Fail("{}: token id {} at index {} is outside the model's vocabulary 0..{}", what, ids[i], i,
+           vocab_size - 1);
+    }
+  }
+}
+
+// Bucket labels end at the last position actually scored (a short --tokens sequence scores
+// positions 0..n-2 only, not the whole bucket width).
+void CapBuckets(ScoreSummary& s, int64_t max_position) {
+  for (PositionBucket& b : s.buckets) b.end = std::min(b.end, max_position + 1);
+}
+
+}  // namespace
+
+void ValidateScoreOptions(const ScoreOptions& opt) {
   if (opt.ctx < 2) Fail("--ctx: found {}, expected at least 2 positions", opt.ctx);
   if (opt.stride < 0 || opt.stride > opt.ctx) {
     Fail("--stride: found {}, expected 1..{} (the context length) or 0 for non-overlapping windows",
@@ -74,13 +89,12 @@ void CheckOptions(const ScoreOptions& opt, const ModelConfig& config) {
   if (opt.max_windows < 0) Fail("--max-windows: found {}, expected >= 0", opt.max_windows);
 }
 
-}  // namespace
-
 double ScoreSummary::Perplexity() const { return std::exp(MeanLoss()); }
 
 ScoreSummary ScoreStream(Transformer& model, std::span<const int> stream, const ScoreOptions& opt,
                          const TokenSink& sink) {
-  CheckOptions(opt, model.config());
+  ValidateScoreOptions(opt);
+  CheckTokenIds(stream, model.config().vocab_size, "token stream");
   const int64_t N = opt.ctx;
   const int64_t S = opt.stride == 0 ? N : opt.stride;
   const int64_t total = static_cast<int64_t>(stream.size());
@@ -98,7 +112,7 @@ ScoreSummary ScoreStream(Transformer& model, std::span<const int> stream, const 
   Progress progress("score", windows, "windows", opt.progress);
   for (int64_t w = 0; w < windows; ++w) {
     const int64_t a = w * S;
-    inputs[0] = 1;  // BOS
+    inputs[0] = kScoreBos;
     std::copy(stream.begin() + a, stream.begin() + a + N - 1, inputs.begin() + 1);
     const int64_t first = w == 0 ? 0 : N - S;
     ScoreWindow(model, cache, inputs, stream.subspan(static_cast<size_t>(a), static_cast<size_t>(N)),
@@ -107,13 +121,15 @@ ScoreSummary ScoreStream(Transformer& model, std::span<const int> stream, const 
   }
   progress.Finish();
   summary.unscored_tail = total - ((windows - 1) * S + N);
+  CapBuckets(summary, N - 1);
   summary.seconds = timer.Seconds();
   return summary;
 }
 
 ScoreSummary ScoreSequences(Transformer& model, const std::vector<std::vector<int>>& sequences,
                             const ScoreOptions& opt, const TokenSink& sink) {
-  CheckOptions(opt, model.config());
+  ValidateScoreOptions(opt);
+  if (opt.stride != 0) Fail("--stride applies to text streams (--data), not to --tokens sequences");
   int64_t longest = 0;
   for (size_t i = 0; i < sequences.size(); ++i) {
     const int64_t n = static_cast<int64_t>(sequences[i].size());
@@ -122,6 +138,7 @@ ScoreSummary ScoreSequences(Transformer& model, const std::vector<std::vector<in
            opt.ctx);
     }
     longest = std::max(longest, n);
+    CheckTokenIds(sequences[i], model.config().vocab_size, "token sequence");
   }
   ScoreSummary summary;
   Timer timer;
@@ -140,6 +157,7 @@ ScoreSummary ScoreSequences(Transformer& model, const std::vector<std::vector<in
     progress.Update(i + 1);
   }
   progress.Finish();
+  CapBuckets(summary, longest - 2);
   summary.seconds = timer.Seconds();
   return summary;
 }

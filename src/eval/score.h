@@ -23,10 +23,18 @@
 #include "src/model/transformer.h"
 
 namespace stretch {
+// The token fed first in every window of a text stream (llama2.c's BOS id).
+inline constexpr int kScoreBos = 1;
+// Rows of logits computed at once while scoring: bounds the logits buffer to kScoreLogitRows * V
+// floats whatever the context length (32 MB for a 32000-token vocabulary).
+inline constexpr int64_t kScoreLogitRows = 256;
+}  // namespace stretch
+
+namespace stretch {
 
 struct ScoreOptions {
   int64_t ctx = 512;          // N: positions per window
-  int64_t stride = 0;         // S: stream offset between windows; 0 means N
+  int64_t stride = 0;         // S: stream offset between windows; 0 means N (streams only)
   int64_t bucket = 512;       // width of the position buckets of the report
   int64_t max_windows = 0;    // score at most this many windows; 0 means all
   bool progress = true;       // progress line on stderr
@@ -64,7 +72,12 @@ struct TokenRecord {
 };
 using TokenSink = std::function<void(const TokenRecord&)>;
 
-// Throws stretch::Error when options are out of range or the stream is shorter than one window.
+// Throws stretch::Error naming the flag when an option is out of range. ScoreStream and
+// ScoreSequences call it too; callers call it first to fail before loading anything.
+void ValidateScoreOptions(const ScoreOptions& opt);
+
+// Throws stretch::Error when options are out of range, a token id is outside the model's
+// vocabulary, or the stream is shorter than one window.
 ScoreSummary ScoreStream(Transformer& model, std::span<const int> stream, const ScoreOptions& opt,
                          const TokenSink& sink = {});
 ScoreSummary ScoreSequences(Transformer& model, const std::vector<std::vector<int>>& sequences,

@@ -58,6 +58,14 @@ void Transformer::Forward(std::span<const int> tokens, KvCache& cache,
     Fail("KV cache: {} cached + {} new tokens exceed its capacity of {} positions",
          cache.length(), T, cache.capacity());
   }
+  // All ids are checked before any chunk runs, so an error leaves the cache as it was.
+  for (int64_t t = 0; t < T; ++t) {
+    const int tok = tokens[static_cast<size_t>(t)];
+    if (tok < 0 || tok >= model_.config.vocab_size) {
+      Fail("token id {} at position {} is outside the vocabulary (0..{})", tok,
+           cache.length() + t, model_.config.vocab_size - 1);
+    }
+  }
   hidden.resize(static_cast<size_t>(T) * C);
   const int64_t chunk = std::max<int64_t>(1, prefill_chunk_);
   for (int64_t start = 0; start < T; start += chunk) {
@@ -87,11 +95,7 @@ void Transformer::ForwardChunk(const int* tokens, int64_t T, KvCache& cache, flo
 
   // Embedding lookup.
   for (int64_t t = 0; t < T; ++t) {
-    const int tok = tokens[t];
-    if (tok < 0 || tok >= c.vocab_size) {
-      Fail("token id {} at position {} is outside the vocabulary (0..{})", tok, pos0 + t,
-           c.vocab_size - 1);
-    }
+    const int tok = tokens[t];  // checked in Forward
     std::memcpy(x_.data() + t * C, w.token_embedding.data() + static_cast<size_t>(tok) * C,
                 sizeof(float) * C);
   }

@@ -58,7 +58,8 @@ class Transformer {
   // logits (T, V) = hidden (T, C) Wcls^T.
   void Logits(const float* hidden, int64_t T, float* logits) const;
 
-  // Tokens per prefill chunk (default 2048).
+  static constexpr int64_t kDefaultPrefillChunk = 2048;
+  // Tokens per prefill chunk (default kDefaultPrefillChunk).
   void set_prefill_chunk(int64_t chunk) { prefill_chunk_ = chunk; }
   // Activation bytes a chunk of T tokens needs (for `stretch inspect`).
   static int64_t ActivationBytes(const ModelConfig& config, int64_t T);
@@ -68,7 +69,7 @@ class Transformer {
 
   const Model& model_;
   std::vector<double> thetas_;
-  int64_t prefill_chunk_ = 2048;
+  int64_t prefill_chunk_ = kDefaultPrefillChunk;
   // Scratch, reused across calls (sized for the largest chunk seen).
   AlignedVector<float> x_, xb_, q_, att_, h1_, h3_, kv_tmp_;
 };

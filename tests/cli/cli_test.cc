@@ -87,13 +87,33 @@ TEST(Cli, ScoreWritesJsonAndPerTokenCsvForTokenFiles) {
   int rows = 0;
   while (std::getline(in, line)) ++rows;
   EXPECT_EQ(rows, 6);
+  // One 7-token sequence scores positions 0..5: the bucket label says so, not 0-511.
+  const RunResult table = RunCli("score " + ModelArgs() + " --tokens '" + tokens + "' --ctx 16");
+  EXPECT_TRUE(Has(table.out, "1 sequences, 6 tokens scored")) << table.out;
+  EXPECT_TRUE(Has(table.out, "0-5")) << table.out;
 }
 
 TEST(Cli, ScoreRejectsBadFlagsBeforeRunning) {
   STRETCH_REQUIRE_SHARED(kModel);
-  const RunResult both = RunCli("score " + ModelArgs() + " --ctx 512");
+  const RunResult neither = RunCli("score " + ModelArgs() + " --ctx 512");
+  EXPECT_EQ(neither.exit_code, 1);
+  EXPECT_TRUE(Has(neither.out, "exactly one of --data (text) or --tokens (token ids); found neither"))
+      << neither.out;
+  const std::string tokens = ::testing::TempDir() + "/cli_tokens_both.txt";
+  std::ofstream(tokens) << "1 2 3\n";
+  const RunResult both = RunCli("score " + ModelArgs() + " --data '" +
+                                testing::SharedPath("data/tinystories") + "' --tokens '" + tokens + "'");
   EXPECT_EQ(both.exit_code, 1);
-  EXPECT_TRUE(Has(both.out, "exactly one of --data")) << both.out;
+  EXPECT_TRUE(Has(both.out, "found both")) << both.out;
+  const RunResult tok_stride = RunCli("score " + ModelArgs() + " --tokens '" + tokens + "' --stride 2");
+  EXPECT_EQ(tok_stride.exit_code, 1);
+  EXPECT_TRUE(Has(tok_stride.out, "--stride applies to text")) << tok_stride.out;
+  const RunResult nan = RunCli("generate " + ModelArgs() + " --temperature nan");
+  EXPECT_EQ(nan.exit_code, 1);
+  EXPECT_TRUE(Has(nan.out, "--temperature: found nan")) << nan.out;
+  const RunResult bench = RunCli("bench --quick --model /nonexistent/m.bin");
+  EXPECT_EQ(bench.exit_code, 1);
+  EXPECT_TRUE(Has(bench.out, "/nonexistent/m.bin")) << bench.out;
   const RunResult stride = RunCli("score " + ModelArgs() + " --data '" +
                                testing::SharedPath("data/tinystories") + "' --ctx 64 --stride 65");
   EXPECT_EQ(stride.exit_code, 1);

@@ -23,7 +23,9 @@ std::vector<int> RandomTokens(int n, int vocab, uint64_t seed) {
 std::vector<float> EngineLogits(const Model& m, const std::vector<int>& tokens, int64_t chunk) {
   Transformer model(m);
   model.set_prefill_chunk(chunk);
-  KvCache cache(m.config, static_cast<int64_t>(tokens.size()));
+  // Capacity above the length, so that the cache's per-head stride (capacity * D) differs from
+  // length * D and a mix-up of the two shows.
+  KvCache cache(m.config, static_cast<int64_t>(tokens.size()) + 13);
   std::vector<float> hidden;
   model.Forward(tokens, cache, hidden);
   std::vector<float> logits(tokens.size() * static_cast<size_t>(m.config.vocab_size));

@@ -1,6 +1,7 @@
 // stretch generate: write text with a model, streaming tokens as they come.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <vector>
@@ -25,7 +26,7 @@ struct GenerateArgs {
 
 void RunGenerate(const GenerateArgs& args) {
   if (args.steps < 1) Fail("-n: found {}, expected at least 1 token to generate", args.steps);
-  if (args.sampler.temperature < 0) {
+  if (!(args.sampler.temperature >= 0) || !std::isfinite(args.sampler.temperature)) {
     Fail("--temperature: found {}, expected >= 0 (0 means greedy)", args.sampler.temperature);
   }
   if (!(args.sampler.top_p > 0 && args.sampler.top_p <= 1)) {
@@ -53,6 +54,7 @@ void RunGenerate(const GenerateArgs& args) {
   Timer decode_timer;
   int prev = prompt.back();
   int generated = 0;
+  int decode_forwards = 0;  // forward passes of single generated tokens
   std::vector<int> one(1);
   for (int step = 0; step < args.steps; ++step) {
     const int next = sampler.Sample(logits.data(), config.vocab_size);
@@ -65,20 +67,22 @@ void RunGenerate(const GenerateArgs& args) {
     one[0] = next;
     model.Forward(one, cache, hidden);
     model.Logits(hidden.data(), 1, logits.data());
+    ++decode_forwards;
   }
   const double decode_s = decode_timer.Seconds();
   fmt::print("\n");
   std::fflush(stdout);
   if (!args.quiet_stats) {
-    // Decode rate counts the forward passes of generated tokens (the last token needs none).
-    const int decode_forwards = std::max(0, generated - 1);
+    // The decode rate counts forward passes of single tokens (the last token printed needs none).
     fmt::print(stderr,
                "prefill: {} tokens in {:.3f} s ({:.0f} tokens/s)\n"
-               "decode: {} tokens in {:.3f} s ({:.0f} tokens/s), context reached {} of the "
-               "{} positions the model was trained on\n",
+               "decode: {} tokens generated, {} forward passes in {:.3f} s ({} tokens/s); "
+               "context reached {} of the {} positions the model was trained on\n",
                prompt.size(), prefill_s, prompt.size() / std::max(prefill_s, 1e-9), generated,
-               decode_s, decode_forwards / std::max(decode_s, 1e-9), cache.length(),
-               config.seq_len);
+               decode_forwards, decode_s,
+               decode_forwards > 0 ? fmt::format("{:.0f}", decode_forwards / std::max(decode_s, 1e-9))
+                                   : std::string("n/a"),
+               cache.length(), config.seq_len);
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include "src/core/error.h"
 #include "src/io/llama2c.h"
+#include "src/eval/score.h"
 #include "src/model/transformer.h"
 #include "tools/cli/common.h"
 
@@ -27,11 +28,11 @@ void RunInspect(const InspectArgs& args) {
   const int64_t params = c.ParameterCount();
   const int64_t weights = params * static_cast<int64_t>(sizeof(float));
   const int64_t kv = KvCache::BytesFor(c, ctx);
-  const int64_t chunk = std::min<int64_t>(ctx, 2048);
+  const int64_t chunk = std::min<int64_t>(ctx, Transformer::kDefaultPrefillChunk);
   const int64_t act = Transformer::ActivationBytes(c, chunk);
-  // score keeps the final hidden states of the whole window and 256 rows of logits.
+  // score keeps the final hidden states of the whole window and kScoreLogitRows rows of logits.
   const int64_t hidden = ctx * c.dim * static_cast<int64_t>(sizeof(float));
-  const int64_t logits = 256 * int64_t{c.vocab_size} * static_cast<int64_t>(sizeof(float));
+  const int64_t logits = kScoreLogitRows * c.vocab_size * static_cast<int64_t>(sizeof(float));
 
   fmt::print("model: {} ({})\n", args.model, header.format);
   Row("dim (width of the residual stream)", fmt::format("{}", c.dim));

@@ -39,6 +39,10 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     fmt::print(stderr, "stretch: error: out of memory\n");
     return 1;
+  } catch (const std::exception& e) {  // e.g. a file system error from the OS
+    std::fflush(stdout);
+    fmt::print(stderr, "stretch: error: {}\n", e.what());
+    return 1;
   }
   return 0;
 }

@@ -46,8 +46,12 @@ void PrintTable(const ScoreArgs& args, const Loaded& loaded, const ScoreSummary&
   fmt::print("model: {}\n", loaded.model.source);
   fmt::print("data: {}\n", args.data.empty() ? args.tokens : args.data);
   fmt::print("protocol: {}\n", protocol);
-  fmt::print("{} windows of {} positions, {} tokens scored in {:.1f} s", s.windows,
-             args.options.ctx, s.scored, s.seconds);
+  if (args.tokens.empty()) {
+    fmt::print("{} windows of {} positions, {} tokens scored in {:.1f} s", s.windows,
+               args.options.ctx, s.scored, s.seconds);
+  } else {
+    fmt::print("{} sequences, {} tokens scored in {:.1f} s", s.windows, s.scored, s.seconds);
+  }
   if (s.unscored_tail > 0) fmt::print(" ({} tokens after the last whole window not scored)", s.unscored_tail);
   fmt::print("\n\n{:>13} {:>9} {:>8} {:>10} {:>8}\n", "positions", "tokens", "loss", "perplexity",
              "accuracy");
@@ -67,6 +71,16 @@ void RunScore(const ScoreArgs& args) {
   }
   if (!args.data.empty() && args.model.tokenizer.empty()) {
     Fail("--data needs --tokenizer to turn the text into tokens");
+  }
+  // Everything that can be checked before the (possibly long) run is checked here.
+  ValidateScoreOptions(args.options);
+  if (!args.tokens.empty() && args.options.stride != 0) {
+    Fail("--stride applies to text (--data), not to --tokens sequences, which are fed whole");
+  }
+  std::unique_ptr<std::ofstream> json_out;
+  if (!args.json_out.empty()) {
+    json_out = std::make_unique<std::ofstream>(args.json_out);
+    if (!*json_out) Fail("--json-out {}: cannot open for writing", args.json_out);
   }
   Loaded loaded = LoadModel(args.model);
   Transformer model(loaded.model);
@@ -113,20 +127,24 @@ void RunScore(const ScoreArgs& args) {
       {"tokenizer", args.model.tokenizer},
       {"input", input},
       {"ctx", args.options.ctx},
-      {"stride", args.options.stride == 0 ? args.options.ctx : args.options.stride},
+      {"stride", args.tokens.empty()
+                     ? nlohmann::json(args.options.stride == 0 ? args.options.ctx : args.options.stride)
+                     : nlohmann::json(nullptr)},
       {"bucket", args.options.bucket},
       {"method", "direct (RoPE at true positions)"},
       {"protocol", protocol},
       {"result", SummaryJson(summary)}};
+  // Paths and file names may hold bytes that are not UTF-8: replace them rather than fail.
+  const std::string json_text = report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   if (args.json) {
-    fmt::print("{}\n", report.dump(2));
+    fmt::print("{}\n", json_text);
   } else {
     PrintTable(args, loaded, summary, protocol);
   }
-  if (!args.json_out.empty()) {
-    std::ofstream out(args.json_out);
-    out << report.dump(2) << "\n";
-    if (!out) Fail("--json-out {}: cannot write", args.json_out);
+  if (json_out) {
+    *json_out << json_text << "\n";
+    json_out->flush();
+    if (!*json_out) Fail("--json-out {}: write failed", args.json_out);
   }
 }
 
