@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "src/core/error.h"
+#include "tests/testing/shared.h"
 
 namespace stretch {
 namespace {
@@ -24,20 +25,11 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-std::string SharedFile(const std::string& relative) {
-  return std::string(STRETCH_SOURCE_DIR) + "/../shared/" + relative;
-}
-
-#define SKIP_IF_MISSING(path)                                                            \
-  do {                                                                                   \
-    if (!std::filesystem::exists(path)) GTEST_SKIP() << "../shared missing: " << (path); \
-  } while (0)
-
 const std::string kStoriesRel = "models/stories260K/stories260K.bin";
 
 std::string TempFile(const std::string& name) {
   // The process id keeps concurrent runs (two build trees, ctest -j) off each other's files.
-  return testing::TempDir() + "stretch_io_llama2c_" + std::to_string(getpid()) + "_" + name;
+  return ::testing::TempDir() + "stretch_io_llama2c_" + std::to_string(getpid()) + "_" + name;
 }
 
 using Bytes = std::vector<unsigned char>;
@@ -263,8 +255,8 @@ std::vector<float> ReadFloatsAt(const std::string& path, int64_t header_bytes, i
 }
 
 TEST(Llama2c, Stories260KHeader) {
-  const std::string path = SharedFile(kStoriesRel);
-  SKIP_IF_MISSING(path);
+  const std::string path = testing::SharedPath(kStoriesRel);
+  STRETCH_SKIP_IF_MISSING(path);
   const Llama2cHeader h = ReadLlama2cHeader(path);
   EXPECT_EQ(h.format, "llama2.c legacy");
   EXPECT_EQ(h.config.dim, 64);
@@ -286,8 +278,8 @@ TEST(Llama2c, Stories260KHeader) {
 }
 
 TEST(Llama2c, Stories260KWeightsMatchAPlainRead) {
-  const std::string path = SharedFile(kStoriesRel);
-  SKIP_IF_MISSING(path);
+  const std::string path = testing::SharedPath(kStoriesRel);
+  STRETCH_SKIP_IF_MISSING(path);
   const Model m = LoadLlama2c(path);
   EXPECT_EQ(m.source, path + " (llama2.c legacy)");
   // V*C + L*(2C + 2C^2 + 2*KV*C + 3*F*C) + C = 32768 + 5*45440 + 64.
@@ -345,8 +337,8 @@ TEST(Llama2c, Stories260KWeightsMatchAPlainRead) {
 }
 
 TEST(Llama2c, Stories260KRoundTripsThroughVersion1) {
-  const std::string path = SharedFile(kStoriesRel);
-  SKIP_IF_MISSING(path);
+  const std::string path = testing::SharedPath(kStoriesRel);
+  STRETCH_SKIP_IF_MISSING(path);
   const Model m = LoadLlama2c(path);
   const std::string out = TempFile("stories_v1.bin");
   SaveLlama2cVersion1(m, out);

@@ -20,21 +20,13 @@
 #include <vector>
 
 #include "src/core/error.h"
+#include "tests/testing/shared.h"
 
 namespace stretch {
 namespace {
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
-
-std::string SharedFile(const std::string& relative) {
-  return std::string(STRETCH_SOURCE_DIR) + "/../shared/" + relative;
-}
-
-#define SKIP_IF_MISSING(path)                                                            \
-  do {                                                                                   \
-    if (!std::filesystem::exists(path)) GTEST_SKIP() << "../shared missing: " << (path); \
-  } while (0)
 
 const std::string kTok512 = "models/stories260K/tok512.bin";
 const std::string kLlamaTok = "models/llama2_tokenizer/tokenizer.bin";
@@ -43,7 +35,7 @@ const std::string kSpmVectors = "models/ggml_vocab/ggml-vocab-llama-spm.gguf";
 
 std::string TempFile(const std::string& name) {
   // The process id keeps concurrent runs (two build trees, ctest -j) off each other's files.
-  return testing::TempDir() + "stretch_io_tokenizer_" + std::to_string(getpid()) + "_" + name;
+  return ::testing::TempDir() + "stretch_io_tokenizer_" + std::to_string(getpid()) + "_" + name;
 }
 
 std::string ReadText(const std::string& path) {
@@ -241,8 +233,8 @@ std::string Show(const std::vector<int>& ids) {
 // tok512 (stories260K's vocabulary)
 
 TEST(Tokenizer, Tok512Facts) {
-  const std::string path = SharedFile(kTok512);
-  SKIP_IF_MISSING(path);
+  const std::string path = testing::SharedPath(kTok512);
+  STRETCH_SKIP_IF_MISSING(path);
   const Tokenizer t = Tokenizer::LoadLlama2c(path);
   EXPECT_EQ(t.vocab_size(), 512);
   EXPECT_EQ(t.path(), path);
@@ -289,8 +281,8 @@ TEST(Tokenizer, Tok512Facts) {
 TEST(Tokenizer, SpecialLookingTextIsPlainText) {
   const std::string text = "<s> a </s>\n<unk><0x0A><0x41>\n<s>\n";
   for (const std::string& rel : {kTok512, kLlamaTok}) {
-    const std::string path = SharedFile(rel);
-    SKIP_IF_MISSING(path);
+    const std::string path = testing::SharedPath(rel);
+    STRETCH_SKIP_IF_MISSING(path);
     const Tokenizer t = Tokenizer::LoadLlama2c(path);
     const std::vector<int> ids = t.Encode(text, true, false);
     for (size_t i = 1; i < ids.size(); ++i) {
@@ -304,8 +296,8 @@ TEST(Tokenizer, SpecialLookingTextIsPlainText) {
 }
 
 TEST(Tokenizer, DecodeRejectsOutOfRangeIds) {
-  const std::string path = SharedFile(kTok512);
-  SKIP_IF_MISSING(path);
+  const std::string path = testing::SharedPath(kTok512);
+  STRETCH_SKIP_IF_MISSING(path);
   const Tokenizer t = Tokenizer::LoadLlama2c(path);
   for (int bad : {-1, 512, 1 << 30}) {
     try {
@@ -322,9 +314,9 @@ TEST(Tokenizer, DecodeRejectsOutOfRangeIds) {
 }
 
 TEST(Tokenizer, Tok512RoundTripsEveryStoryParagraph) {
-  const std::string tok = SharedFile(kTok512), stories = SharedFile(kStories);
-  SKIP_IF_MISSING(tok);
-  SKIP_IF_MISSING(stories);
+  const std::string tok = testing::SharedPath(kTok512), stories = testing::SharedPath(kStories);
+  STRETCH_SKIP_IF_MISSING(tok);
+  STRETCH_SKIP_IF_MISSING(stories);
   const Tokenizer t = Tokenizer::LoadLlama2c(tok);
   const std::vector<std::string> paragraphs = Paragraphs(ReadText(stories));
   ASSERT_GT(paragraphs.size(), 2000u);
@@ -342,9 +334,9 @@ TEST(Tokenizer, Tok512RoundTripsEveryStoryParagraph) {
 // The whole file in one call, as the score command encodes it: it round-trips, and its token count
 // matches ../shared/README.md ("~390k tok512 tokens"). The time is printed, not asserted.
 TEST(Tokenizer, Tok512EncodesTheWholeStoriesFile) {
-  const std::string tok = SharedFile(kTok512), stories = SharedFile(kStories);
-  SKIP_IF_MISSING(tok);
-  SKIP_IF_MISSING(stories);
+  const std::string tok = testing::SharedPath(kTok512), stories = testing::SharedPath(kStories);
+  STRETCH_SKIP_IF_MISSING(tok);
+  STRETCH_SKIP_IF_MISSING(stories);
   const Tokenizer t = Tokenizer::LoadLlama2c(tok);
   const std::string text = ReadText(stories);
   const auto start = std::chrono::steady_clock::now();
@@ -361,9 +353,9 @@ TEST(Tokenizer, Tok512EncodesTheWholeStoriesFile) {
 // The heap-based encoder against the O(n^2) reference on every paragraph of the stories file and
 // on random byte strings.
 TEST(Tokenizer, Tok512MatchesTheNaiveReference) {
-  const std::string tok = SharedFile(kTok512), stories = SharedFile(kStories);
-  SKIP_IF_MISSING(tok);
-  SKIP_IF_MISSING(stories);
+  const std::string tok = testing::SharedPath(kTok512), stories = testing::SharedPath(kStories);
+  STRETCH_SKIP_IF_MISSING(tok);
+  STRETCH_SKIP_IF_MISSING(stories);
   const Tokenizer t = Tokenizer::LoadLlama2c(tok);
   const NaiveEncoder naive(t);
   const std::vector<std::string> paragraphs = Paragraphs(ReadText(stories));
@@ -433,9 +425,9 @@ TEST(Tokenizer, TiedScoresMatchTheNaiveReference) {
 // LLaMA's 32000-token vocabulary
 
 TEST(Tokenizer, LlamaVocabularyMatchesTheNaiveReference) {
-  const std::string tok = SharedFile(kLlamaTok), stories = SharedFile(kStories);
-  SKIP_IF_MISSING(tok);
-  SKIP_IF_MISSING(stories);
+  const std::string tok = testing::SharedPath(kLlamaTok), stories = testing::SharedPath(kStories);
+  STRETCH_SKIP_IF_MISSING(tok);
+  STRETCH_SKIP_IF_MISSING(stories);
   const Tokenizer t = Tokenizer::LoadLlama2c(tok);
   EXPECT_EQ(t.vocab_size(), 32000);
   EXPECT_EQ(t.Piece(13), "<0x0A>");
@@ -461,11 +453,11 @@ TEST(Tokenizer, LlamaVocabularyMatchesTheNaiveReference) {
 // holds the same 32000 pieces and scores, and its greedy BPE reproduces SentencePiece's on every
 // vector except those listed in kDiverging, each with its reason.
 TEST(Tokenizer, LlamaMatchesSentencePieceVectors) {
-  const std::string tok = SharedFile(kLlamaTok), inp = SharedFile(kSpmVectors + ".inp"),
-                    out = SharedFile(kSpmVectors + ".out");
-  SKIP_IF_MISSING(tok);
-  SKIP_IF_MISSING(inp);
-  SKIP_IF_MISSING(out);
+  const std::string tok = testing::SharedPath(kLlamaTok), inp = testing::SharedPath(kSpmVectors + ".inp"),
+                    out = testing::SharedPath(kSpmVectors + ".out");
+  STRETCH_SKIP_IF_MISSING(tok);
+  STRETCH_SKIP_IF_MISSING(inp);
+  STRETCH_SKIP_IF_MISSING(out);
   const Tokenizer t = Tokenizer::LoadLlama2c(tok);
   std::vector<std::string> texts = Split(ReadText(inp), "\n__ggml_vocab_test__\n");
   ASSERT_EQ(texts.back(), "");  // the file ends with a separator
