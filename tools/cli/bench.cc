@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,7 @@ struct BenchArgs {
   int64_t length = 0;
   int head_dim = 0;
   std::string method;  // internal: the case's position method ("" = plain causal RoPE)
+  std::string against;  // internal: a second method timed in alternation (attention, prefill)
   int repeats = 3;
   bool quick = false;
   std::string json_out;
@@ -67,77 +69,125 @@ double VisiblePairs(int64_t L, int64_t w) {
 // The attention bench's training length for methods that need one (their windows are explicit).
 constexpr int64_t kBenchTrainLen = 4096;
 
-nlohmann::json CaseAttention(int64_t L, int D, int repeats, const std::string& method) {
-  // D = 8: the shape of stories260K (8 query heads sharing 4 kv heads); otherwise 8 heads, no GQA.
-  const int H = 8, G = D == 8 ? 4 : 8;
-  Rng rng(1);
-  AlignedVector<float> q(static_cast<size_t>(L) * H * D), k(static_cast<size_t>(L) * G * D),
-      v(k.size()), out(q.size());
-  for (auto* buf : {&q, &k, &v}) {
-    for (float& x : *buf) x = static_cast<float>(rng.Normal());
+// One attention-kernel run of the bench's shape under a method, prepared once and timed per Run.
+class AttentionCase {
+ public:
+  AttentionCase(int64_t L, int D, const std::string& method)
+      : L_(L), D_(D), H_(8), G_(D == 8 ? 4 : 8) {
+    // D = 8: the shape of stories260K (8 query heads sharing 4 kv heads); otherwise 8 heads.
+    Rng rng(1);
+    q_.resize(static_cast<size_t>(L) * H_ * D);
+    k_.resize(static_cast<size_t>(L) * G_ * D);
+    v_.resize(k_.size());
+    out_.resize(q_.size());
+    for (auto* buf : {&q_, &k_, &v_}) {
+      for (float& x : *buf) x = static_cast<float>(rng.Normal());
+    }
+    dims_ = AttentionDims{L, L, 0, H_, G_, D};
+    params_.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    if (!method.empty()) {
+      plan_ = MakeAttentionPlan(ParseMethod(method), RopeGeometry{kBenchTrainLen, D, 10000.0}, L);
+      params_.plan = &plan_;
+      // Methods whose keys keep one rotation get q and k rotated before the kernel, as the model
+      // does; the others rotate q in the kernel and each key once per key slot. With a method,
+      // either rotary work is part of the time, tables included, so that `direct` and a relative
+      // map are compared on the same work a prefill does.
+      params_.rotate = !plan_.KeysRotatedOnce();
+    }
   }
-  AttentionDims dims;
-  dims.n_q = L;
-  dims.n_kv = L;
-  dims.q_pos0 = 0;
-  dims.n_heads = H;
-  dims.n_kv_heads = G;
-  dims.head_dim = D;
-  AttentionParams params;
-  params.scale = 1.0f / std::sqrt(static_cast<float>(D));
-  AttentionPlan plan;
-  if (!method.empty()) {
-    plan = MakeAttentionPlan(ParseMethod(method), RopeGeometry{kBenchTrainLen, D, 10000.0}, L);
-    params.plan = &plan;
-    // Methods whose keys keep one rotation get q and k rotated before the kernel, as the model
-    // does; the others rotate q in the kernel and each key once per key slot. With a method,
-    // either rotary work is part of the time below, tables included, so that `direct` and a
-    // relative map are compared on the same work a prefill does.
-    params.rotate = !plan.KeysRotatedOnce();
-  }
-  std::vector<double> times;
-  for (int r = 0; r < repeats + 1; ++r) {
+
+  // Seconds of one forward, rotary work included.
+  double Run() {
     Timer t;
-    // Methods with a relative map: q is rotated in the kernel per segment, and each key once per
-    // key slot as the model does when it appends keys; that work is timed too.
     RotationTables tables;
     AlignedVector<float> slot_keys;
     HeadRows slots[2];
     AlignedVector<float> q_rot, k_rot;
-    HeadRows q_in{q.data(), int64_t{H} * D, D}, k_in{k.data(), int64_t{G} * D, D};
+    AttentionParams params = params_;
+    HeadRows q_in{q_.data(), int64_t{H_} * D_, D_}, k_in{k_.data(), int64_t{G_} * D_, D_};
     if (params.plan != nullptr && !params.rotate) {
-      const RopeTable rope = MakeRopeTable(plan.freq.thetas, 0, L);
-      q_rot.assign(q.begin(), q.end());
-      k_rot.assign(k.begin(), k.end());
-      RopeInterleaved(q_rot.data(), L, H, int64_t{H} * D, D, rope);
-      RopeInterleaved(k_rot.data(), L, G, int64_t{G} * D, D, rope);
+      const RopeTable rope = MakeRopeTable(plan_.freq.thetas, 0, L_);
+      q_rot.assign(q_.begin(), q_.end());
+      k_rot.assign(k_.begin(), k_.end());
+      RopeInterleaved(q_rot.data(), L_, H_, int64_t{H_} * D_, D_, rope);
+      RopeInterleaved(k_rot.data(), L_, G_, int64_t{G_} * D_, D_, rope);
       q_in.data = q_rot.data();
       k_in.data = k_rot.data();
     }
-    if (params.rotate && !plan.dynamic) {
-      tables.Prepare(plan, 0, L);
+    if (params.rotate && !plan_.dynamic) {
+      tables.Prepare(plan_, 0, L_);
       params.tables = &tables;
-      slot_keys.resize(k.size() * plan.map.KeySlots());
-      for (int slot = 0; slot < plan.map.KeySlots(); ++slot) {
-        float* dst = slot_keys.data() + slot * k.size();
-        std::copy(k.begin(), k.end(), dst);
-        if (!plan.map.SlotIsUnrotated(slot)) {
-          RopeInterleaved(dst, L, G, int64_t{G} * D, D, tables.Key(slot));
+      slot_keys.resize(k_.size() * plan_.map.KeySlots());
+      for (int slot = 0; slot < plan_.map.KeySlots(); ++slot) {
+        float* dst = slot_keys.data() + slot * k_.size();
+        std::copy(k_.begin(), k_.end(), dst);
+        if (!plan_.map.SlotIsUnrotated(slot)) {
+          RopeInterleaved(dst, L_, G_, int64_t{G_} * D_, D_, tables.Key(slot));
         }
-        slots[slot] = HeadRows{dst, int64_t{G} * D, D};
+        slots[slot] = HeadRows{dst, int64_t{G_} * D_, D_};
       }
       params.key_slots = slots;
     }
-    AttentionForward(q_in, k_in, HeadRows{v.data(), int64_t{G} * D, D},
-                     HeadRowsMut{out.data(), int64_t{H} * D, D}, dims, params);
-    if (r > 0) times.push_back(t.Seconds());  // the first run warms caches and threads
+    AttentionForward(q_in, k_in, HeadRows{v_.data(), int64_t{G_} * D_, D_},
+                     HeadRowsMut{out_.data(), int64_t{H_} * D_, D_}, dims_, params);
+    return t.Seconds();
   }
+
   // 4 D flops per visible (query, key) pair per head: 2 D for q.k and 2 D for p.v.
-  const double pairs =
-      VisiblePairs(L, params.plan && plan.mask != MaskKind::kCausal ? plan.window : 0);
-  const double seconds = Median(times);
-  return {{"seconds", seconds}, {"gflops", 4.0 * D * pairs * H / seconds / 1e9}, {"heads", H},
-          {"kv_heads", G}};
+  double Flops() const {
+    const double pairs =
+        VisiblePairs(L_, params_.plan && plan_.mask != MaskKind::kCausal ? plan_.window : 0);
+    return 4.0 * D_ * pairs * H_;
+  }
+  int heads() const { return H_; }
+  int kv_heads() const { return G_; }
+
+ private:
+  int64_t L_;
+  int D_, H_, G_;
+  AlignedVector<float> q_, k_, v_, out_;
+  AttentionDims dims_;
+  AttentionParams params_;
+  AttentionPlan plan_;
+};
+
+// Times `run_method` and, when `run_against` is given, a second configuration in alternation
+// (A B A B ...) in this one process, so that both see the same machine state: the ratio is the
+// median of the per-round ratios, which is steadier than a ratio of two separate processes'
+// medians on a shared machine. One untimed round first warms caches and threads.
+template <class Run>
+nlohmann::json TimeAlternating(int repeats, Run&& run_method, std::function<double()> run_against) {
+  std::vector<double> times, against, ratios;
+  for (int r = 0; r < repeats + 1; ++r) {
+    const double b = run_against ? run_against() : 0.0;
+    const double t = run_method();
+    if (r == 0) continue;
+    times.push_back(t);
+    if (run_against) {
+      against.push_back(b);
+      ratios.push_back(t / b);
+    }
+  }
+  nlohmann::json j = {{"seconds", Median(times)}};
+  if (run_against) {
+    j["against_seconds"] = Median(against);
+    j["ratio"] = Median(ratios);
+  }
+  return j;
+}
+
+nlohmann::json CaseAttention(int64_t L, int D, int repeats, const std::string& method,
+                             const std::string& against) {
+  AttentionCase main(L, D, method);
+  std::unique_ptr<AttentionCase> other;
+  if (!against.empty()) other = std::make_unique<AttentionCase>(L, D, against);
+  nlohmann::json j = TimeAlternating(
+      repeats, [&] { return main.Run(); },
+      other ? std::function<double()>([&] { return other->Run(); }) : nullptr);
+  j["gflops"] = main.Flops() / j["seconds"].get<double>() / 1e9;
+  j["heads"] = main.heads();
+  j["kv_heads"] = main.kv_heads();
+  return j;
 }
 
 std::vector<int> BenchTokens(int64_t n, int vocab) {
@@ -149,24 +199,42 @@ std::vector<int> BenchTokens(int64_t n, int vocab) {
   return tokens;
 }
 
-nlohmann::json CasePrefill(const std::string& path, int64_t L, int repeats,
-                           const std::string& method) {
-  const Model m = LoadLlama2c(path);
-  Transformer model(m);
-  if (!method.empty()) model.SetMethod(ParseMethod(method), L);
-  KvCache cache(m.config, L);
-  const std::vector<int> tokens = BenchTokens(L, m.config.vocab_size);
-  std::vector<float> hidden, logits(static_cast<size_t>(m.config.vocab_size));
-  std::vector<double> times;
-  for (int r = 0; r < repeats; ++r) {
-    cache.Clear();
-    Timer t;
-    model.Forward(tokens, cache, hidden);
-    model.Logits(hidden.data() + (L - 1) * m.config.dim, 1, logits.data());
-    times.push_back(t.Seconds());
+// A prompt of L tokens through the model under a method, one prefill per Run.
+class PrefillCase {
+ public:
+  PrefillCase(const Model& m, int64_t L, const std::string& method)
+      : model_(m), cache_(m.config, L), tokens_(BenchTokens(L, m.config.vocab_size)),
+        logits_(static_cast<size_t>(m.config.vocab_size)), L_(L), dim_(m.config.dim) {
+    if (!method.empty()) model_.SetMethod(ParseMethod(method), L);
   }
-  const double seconds = Median(times);
-  return {{"seconds", seconds}, {"tokens_per_s", L / seconds}};
+  double Run() {
+    cache_.Clear();
+    Timer t;
+    model_.Forward(tokens_, cache_, hidden_);
+    model_.Logits(hidden_.data() + (L_ - 1) * dim_, 1, logits_.data());
+    return t.Seconds();
+  }
+
+ private:
+  Transformer model_;
+  KvCache cache_;
+  std::vector<int> tokens_;
+  std::vector<float> hidden_, logits_;
+  int64_t L_;
+  int dim_;
+};
+
+nlohmann::json CasePrefill(const std::string& path, int64_t L, int repeats,
+                           const std::string& method, const std::string& against) {
+  const Model m = LoadLlama2c(path);
+  PrefillCase main(m, L, method);
+  std::unique_ptr<PrefillCase> other;
+  if (!against.empty()) other = std::make_unique<PrefillCase>(m, L, against);
+  nlohmann::json j = TimeAlternating(
+      repeats, [&] { return main.Run(); },
+      other ? std::function<double()>([&] { return other->Run(); }) : nullptr);
+  j["tokens_per_s"] = L / j["seconds"].get<double>();
+  return j;
 }
 
 // Scoring one window of L tokens (BOS + L - 1) the way `stretch score` does: the layer-major
@@ -211,9 +279,9 @@ void RunChild(const BenchArgs& a) {
   if (a.child_case == "fma") {
     j = CaseFma(a.threads > 0 ? a.threads : NumThreads());
   } else if (a.child_case == "attention") {
-    j = CaseAttention(a.length, a.head_dim, a.repeats, a.method);
+    j = CaseAttention(a.length, a.head_dim, a.repeats, a.method, a.against);
   } else if (a.child_case == "prefill") {
-    j = CasePrefill(a.model, a.length, a.repeats, a.method);
+    j = CasePrefill(a.model, a.length, a.repeats, a.method, a.against);
   } else if (a.child_case == "score-window") {
     j = CaseScoreWindow(a.model, a.length, a.method);
   } else if (a.child_case == "decode") {
@@ -270,26 +338,28 @@ void MethodCases(const BenchArgs& a, const std::string& threads, nlohmann::json&
   };
   std::vector<std::string> lines;
   const int64_t L = a.quick ? 4096 : 16384;
-  fmt::print("\nposition methods: attention kernel at L = {}, against `direct` (median of {})\n", L,
-             a.repeats);
+  fmt::print("\nposition methods: attention kernel at L = {}, against `direct` timed in alternation "
+             "(median of {} per-round ratios)\n",
+             L, a.repeats);
   fmt::print("{:>4} {:<32} {:>10} {:>8}\n", "D", "method", "time", "ratio");
   nlohmann::json rows = nlohmann::json::array();
   for (int D : a.quick ? std::vector<int>{64} : std::vector<int>{64, 128}) {
-    auto run = [&](const std::string& m) {
-      return RunCase(fmt::format("--case attention --length {} --head-dim {} --repeats {} --method {}{}",
-                                 L, D, a.repeats, ShellQuote(m), threads))["seconds"]
-          .get<double>();
-    };
-    const double base = run("direct");
-    fmt::print("{:>4} {:<32} {:>8.1f}ms {:>8}\n", D, "direct", 1e3 * base, "1.000");
+    bool first = true;
     for (const std::string& m : maps) {
-      const double t = run(m);
-      fmt::print("{:>4} {:<32} {:>8.1f}ms {:>8.3f}\n", D, m, 1e3 * t, t / base);
+      // The method and `direct` alternate in one process (TimeAlternating): their ratio is taken
+      // under the same machine state.
+      const nlohmann::json r = RunCase(fmt::format(
+          "--case attention --length {} --head-dim {} --repeats {} --method {} --against direct{}", L,
+          D, a.repeats, ShellQuote(m), threads));
+      const double t = r["seconds"], base = r["against_seconds"], ratio = r["ratio"];
+      if (first) fmt::print("{:>4} {:<32} {:>8.1f}ms {:>8}\n", D, "direct", 1e3 * base, "1.000");
+      first = false;
+      fmt::print("{:>4} {:<32} {:>8.1f}ms {:>8.3f}\n", D, m, 1e3 * t, ratio);
       rows.push_back({{"head_dim", D}, {"length", L}, {"method", m}, {"seconds", t},
-                      {"direct_seconds", base}, {"ratio", t / base}});
-      const bool met = check(fmt::format("attention {} D={} L={} vs direct", m, D, L), t / base, 1.05, true);
+                      {"direct_seconds", base}, {"ratio", ratio}});
+      const bool met = check(fmt::format("attention {} D={} L={} vs direct", m, D, L), ratio, 1.05, true);
       lines.push_back(fmt::format("  attention {:<30} D={:<3} {:>6.3f}x  target <= 1.05x  {}", m, D,
-                                  t / base, met ? "met" : "NOT MET"));
+                                  ratio, met ? "met" : "NOT MET"));
     }
   }
   report["method_attention"] = rows;
@@ -317,20 +387,19 @@ void MethodCases(const BenchArgs& a, const std::string& threads, nlohmann::json&
     fmt::print("\n{} : prefill at {} tokens under each method, against `direct`\n", a.model, L);
     fmt::print("{:<32} {:>14} {:>8}\n", "method", "prefill tok/s", "ratio");
     nlohmann::json mrows = nlohmann::json::array();
-    auto prefill = [&](const std::string& m) {
-      return RunCase(fmt::format("--case prefill --model {} --length {} --repeats {} --method {}{}",
-                                 ShellQuote(a.model), L, a.repeats, ShellQuote(m), threads))["seconds"]
-          .get<double>();
-    };
-    const double base = prefill("direct");
-    fmt::print("{:<32} {:>14.0f} {:>8}\n", "direct", L / base, "1.000");
+    bool first = true;
     for (const std::string& m : maps) {
-      const double t = prefill(m);
-      fmt::print("{:<32} {:>14.0f} {:>8.3f}\n", m, L / t, t / base);
-      mrows.push_back({{"method", m}, {"seconds", t}, {"direct_seconds", base}, {"ratio", t / base}});
-      const bool met = check(fmt::format("model prefill {} L={} vs direct", m, L), t / base, 1.05, true);
+      const nlohmann::json r = RunCase(
+          fmt::format("--case prefill --model {} --length {} --repeats {} --method {} --against direct{}",
+                      ShellQuote(a.model), L, a.repeats, ShellQuote(m), threads));
+      const double t = r["seconds"], base = r["against_seconds"], ratio = r["ratio"];
+      if (first) fmt::print("{:<32} {:>14.0f} {:>8}\n", "direct", L / base, "1.000");
+      first = false;
+      fmt::print("{:<32} {:>14.0f} {:>8.3f}\n", m, L / t, ratio);
+      mrows.push_back({{"method", m}, {"seconds", t}, {"direct_seconds", base}, {"ratio", ratio}});
+      const bool met = check(fmt::format("model prefill {} L={} vs direct", m, L), ratio, 1.05, true);
       lines.push_back(fmt::format("  model prefill {:<26} {:>10.3f}x  target <= 1.05x  {}", m,
-                                  t / base, met ? "met" : "NOT MET"));
+                                  ratio, met ? "met" : "NOT MET"));
     }
     report["method_prefill"] = mrows;
 
@@ -478,6 +547,10 @@ void RegisterBench(CLI::App& app) {
   sub->add_option("--length", args->length, "Internal: the case's length")->group("");
   sub->add_option("--head-dim", args->head_dim, "Internal: the case's head dim")->group("");
   sub->add_option("--method", args->method, "Internal: the case's position method")->group("");
+  sub->add_option("--against", args->against,
+                  "Internal: a second method timed in alternation with --method; the case then "
+                  "reports the median per-round ratio")
+      ->group("");
   sub->callback([args] {
     if (args->threads > 0) SetNumThreads(args->threads);
     if (args->child_case.empty()) {
