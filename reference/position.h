@@ -86,7 +86,15 @@ inline double MethodLogitFactor(const AttentionPlan& p, int64_t i) {
     f *= std::max(1.0, std::log(static_cast<double>(i + 1)) /
                            std::log(static_cast<double>(p.geo.train_len)));
   }
+  // Cosine attention with a per-position lambda: times ln(n / 2), n = i + 1 keys seen.
+  if (p.position_log_scale) f *= std::log((static_cast<double>(i) + 1.0) / 2.0);
   return f;
+}
+
+// SSMax (arXiv 2501.19399): head h's logits at query i times s_h ln(n), n = i + 1; 1 when off.
+inline double SsmaxFactor(const AttentionPlan& p, int h, int64_t i) {
+  if (p.ssmax.empty()) return 1.0;
+  return p.ssmax[static_cast<size_t>(h)] * std::log(static_cast<double>(i) + 1.0);
 }
 
 // The additive bias of models trained with one, per head h and distance d = i - j, from the

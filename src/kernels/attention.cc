@@ -456,6 +456,7 @@ struct Problem {
   // Position plan (may be null), and how it is applied.
   const AttentionPlan* plan;
   bool row_scale;   // multiply query i's scores by plan->LogitScale(i)
+  const std::vector<double>* ssmax = nullptr;  // plan->ssmax when on: per-head s_h ln(i + 1)
   bool rotate;      // q and k are raw: rotate them here
   bool dynamic;     // rotate with per-query frequencies
   const RotationTables* tables;
@@ -668,6 +669,10 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
             dst[2 * p] *= xpos_q[p];
             dst[2 * p + 1] *= xpos_q[p];
           }
+        }
+        if (pb.ssmax != nullptr) {  // SSMax: s_h ln(n_i), n_i = i + 1 keys seen
+          row_qs *= static_cast<float>((*pb.ssmax)[static_cast<size_t>(g * r + hh)] *
+                                       std::log(static_cast<double>(pos + 1)));
         }
         for (int d = 0; d < D; ++d) dst[d] *= row_qs;
         for (int d = D; d < dp; ++d) dst[d] = 0.0f;
@@ -941,7 +946,13 @@ void AttentionForward(HeadRows q, HeadRows k, HeadRows v, HeadRowsMut out,
   pb.qscale = params.scale * kLog2e;
   pb.plan = params.plan;
   if (const AttentionPlan* plan = params.plan) {
-    pb.row_scale = plan->logn || plan->dynamic || plan->freq.attention_factor != 1.0;
+    pb.row_scale = plan->logn || plan->dynamic || plan->freq.attention_factor != 1.0 ||
+                   plan->position_log_scale;
+    if (!plan->ssmax.empty()) {
+      STRETCH_CHECK(static_cast<int>(plan->ssmax.size()) == dims.n_heads, "ssmax {} heads, H={}",
+                    plan->ssmax.size(), dims.n_heads);
+      pb.ssmax = &plan->ssmax;
+    }
     pb.bias = plan->bias.kind == BiasKind::kNone ? nullptr : &plan->bias;
     pb.query_norm = plan->query_norm;
     pb.key_norm = plan->key_norm;

@@ -233,6 +233,7 @@ double AttentionPlan::LogitScale(int64_t i) const {
     scale *= std::max(1.0, std::log(static_cast<double>(i + 1)) /
                                std::log(static_cast<double>(geo.train_len)));
   }
+  if (position_log_scale) scale *= std::log(0.5 * static_cast<double>(i + 1));
   return scale;
 }
 

@@ -109,6 +109,15 @@ struct AttentionPlan {
   AttentionBias bias;
   bool query_norm = false;
   bool key_norm = false;
+  // Cosine attention with a per-position lambda (the seeds' second choice, beside a constant
+  // lambda = 4 ln(L/2) given as the scale): the logits of query i are also multiplied by
+  // ln(n_i / 2), n_i = i + 1 the number of keys a causal query sees, so that with scale 4 the
+  // row's lambda is 4 ln(n_i / 2). (Row 0 sees one key, so its negative factor changes nothing.)
+  bool position_log_scale = false;
+  // SSMax (Nakanishi 2025, "Scalable-Softmax Is Superior for Attention", arXiv 2501.19399): the
+  // logits of head h at query i times s_h ln(n_i), n_i = i + 1, with s_h learned per head.
+  // Empty: off. (Per head, so it is not part of LogitScale; the kernel scales q by it.)
+  std::vector<double> ssmax;
   // XPOS (Sun et al. 2022, arXiv 2212.10554; torchscale component/xpos_relative_position.py):
   // RoPE whose pair t of a query at position a is also scaled by zeta_t^(a/gamma) and of a key at
   // b by zeta_t^(-b/gamma), zeta_t = (2t + 0.4 d) / (1.4 d) with d the rotary dim, gamma the scale
@@ -126,7 +135,8 @@ struct AttentionPlan {
   // Frequencies query i uses (dynamic: at s_i = max(L, i + 1) / L).
   RopeFrequencies FrequenciesAt(int64_t i) const;
   // What multiplies the logits of query i beyond 1/sqrt(D): attention_factor^2 (of query i when
-  // dynamic) times max(1, ln(i + 1) / ln L) with +logn.
+  // dynamic) times max(1, ln(i + 1) / ln L) with +logn, times ln((i + 1) / 2) with
+  // position_log_scale.
   double LogitScale(int64_t i) const;
 };
 

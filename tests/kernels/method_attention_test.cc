@@ -50,7 +50,8 @@ ref::AttentionOptions<Real> ReferenceOptions(const AttentionPlan& p, float scale
     opt.pair_log_decay.assign(x.begin(), x.end());
   }
   opt.score_mod = [&p](int h, int64_t i, int64_t j, Real s) {
-    return static_cast<Real>(s * ref::MethodLogitFactor(p, i) + ref::BiasValue(p.bias, h, i - j));
+    return static_cast<Real>(s * ref::MethodLogitFactor(p, i) * ref::SsmaxFactor(p, h, i) +
+                             ref::BiasValue(p.bias, h, i - j));
   };
   return opt;
 }
@@ -245,6 +246,14 @@ TEST(MethodAttention, TrainedVariantsMatchTheReference) {
       [](AttentionPlan& p) { p = WithSandwich(p, {0.5, 0.1, 0.02, -0.05}, 16, 100); },
       [](AttentionPlan& p) { p.xpos_scale_base = 512; },  // torchscale's default gamma
       [](AttentionPlan& p) { p.xpos_scale_base = 16; },   // a strong decay
+      // Cosine attention with the per-position lambda ln((i + 1) / 2) (times the scale).
+      [](AttentionPlan& p) { p.query_norm = p.key_norm = p.position_log_scale = true; },
+      // SSMax with per-head s of both signs and sizes, with and without log-n beside it.
+      [](AttentionPlan& p) { p.ssmax = {0.5, 1.0, 0.1, -0.3}; },
+      [](AttentionPlan& p) {
+        p.ssmax = {0.2, 0.7, 1.3, 0.4};
+        p.logn = p.method.logn = true;
+      },
   };
   uint64_t seed = 77;
   for (const char* spec :
