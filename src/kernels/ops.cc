@@ -421,6 +421,59 @@ void L2NormalizeBackward(const Real* dy, const Real* x, Real* dx, int64_t rows, 
   }
 }
 
+// ---- Per-pair and per-head scales (XPOS, SSMax) -------------------------------------------------
+
+template <typename Real>
+void PairScaleForward(Real* x, int64_t T, int H, int64_t row_stride, int64_t head_stride,
+                      int pairs, const Real* factors) {
+  for (int64_t r = 0; r < T; ++r) {
+    const Real* f = factors + r * pairs;
+    for (int h = 0; h < H; ++h) {
+      Real* v = x + r * row_stride + h * head_stride;
+      for (int t = 0; t < pairs; ++t) {  // (x0, x1) <- f (x0, x1)
+        v[2 * t] *= f[t];
+        v[2 * t + 1] *= f[t];
+      }
+    }
+  }
+}
+
+template <typename Real>
+void PairScaleBackward(Real* d, int64_t T, int H, int64_t row_stride, int64_t head_stride,
+                       int pairs, const Real* factors) {
+  // forward: y = f x  so: dx = f dy, the same scaling
+  PairScaleForward(d, T, H, row_stride, head_stride, pairs, factors);
+}
+
+template <typename Real>
+void HeadScaleForward(Real* x, int64_t T, int H, int D, const Real* row_weight, const Real* s) {
+  for (int64_t t = 0; t < T; ++t) {
+    for (int h = 0; h < H; ++h) {
+      const Real f = s[h] * row_weight[t];  // y = s_h w_t x
+      Real* v = x + (t * H + h) * D;
+      for (int e = 0; e < D; ++e) v[e] *= f;
+    }
+  }
+}
+
+template <typename Real>
+void HeadScaleBackward(Real* d, const Real* x_in, int64_t T, int H, int D, const Real* row_weight,
+                       const Real* s, Real* ds) {
+  std::vector<double> acc(static_cast<size_t>(H), 0.0);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int h = 0; h < H; ++h) {
+      Real* g = d + (t * H + h) * D;
+      const Real* xv = x_in + (t * H + h) * D;
+      double dot = 0.0;  // ds_h += w_t (x . dy)
+      for (int e = 0; e < D; ++e) dot += static_cast<double>(xv[e]) * g[e];
+      acc[static_cast<size_t>(h)] += static_cast<double>(row_weight[t]) * dot;
+      const Real f = s[h] * row_weight[t];  // dx = s_h w_t dy
+      for (int e = 0; e < D; ++e) g[e] *= f;
+    }
+  }
+  for (int h = 0; h < H; ++h) ds[h] += static_cast<Real>(acc[static_cast<size_t>(h)]);
+}
+
 #define STRETCH_OPS_INSTANTIATE(Real)                                                          \
   template void LinearForward<Real>(const Real*, const Real*, Real*, int64_t, int64_t, int64_t); \
   template void LinearBackward<Real>(const Real*, const Real*, const Real*, Real*, Real*,      \
@@ -440,7 +493,12 @@ void L2NormalizeBackward(const Real* dy, const Real* x, Real* dx, int64_t rows, 
   template MeanLoss CrossEntropyForward<Real>(const Real*, const int*, int64_t, int);          \
   template void CrossEntropyBackward<Real>(const Real*, const int*, Real*, int64_t, int, double); \
   template void L2NormalizeForward<Real>(const Real*, Real*, int64_t, int);                   \
-  template void L2NormalizeBackward<Real>(const Real*, const Real*, Real*, int64_t, int);
+  template void L2NormalizeBackward<Real>(const Real*, const Real*, Real*, int64_t, int);      \
+  template void PairScaleForward<Real>(Real*, int64_t, int, int64_t, int64_t, int, const Real*); \
+  template void PairScaleBackward<Real>(Real*, int64_t, int, int64_t, int64_t, int, const Real*); \
+  template void HeadScaleForward<Real>(Real*, int64_t, int, int, const Real*, const Real*);     \
+  template void HeadScaleBackward<Real>(Real*, const Real*, int64_t, int, int, const Real*,     \
+                                        const Real*, Real*);
 STRETCH_OPS_INSTANTIATE(float)
 STRETCH_OPS_INSTANTIATE(double)
 #undef STRETCH_OPS_INSTANTIATE

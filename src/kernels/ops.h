@@ -182,6 +182,30 @@ void L2NormalizeBackward(const Real* dy,  // (T, H, D)
                          Real* dx,        // (T, H, D)
                          int64_t rows, int D);
 
+// Scaling of every pair of every head vector by a per-row, per-pair factor (XPOS's decay on q and
+// k: pair t of row r times factors[r * pairs + t]), in place:
+//   (x0, x1) <- f (x0, x1),  f = factors[r * pairs + t],  D = 2 * pairs.
+// x: (T, H, D), rows row_stride and heads head_stride elements apart.
+template <typename Real>
+void PairScaleForward(Real* x, int64_t T, int H, int64_t row_stride, int64_t head_stride,
+                      int pairs, const Real* factors);  // factors: (T, pairs)
+// forward: y = f x  so: dx = f dy (in place on the gradient; the factors are not learned).
+template <typename Real>
+void PairScaleBackward(Real* d, int64_t T, int H, int64_t row_stride, int64_t head_stride,
+                       int pairs, const Real* factors);
+
+// SSMax's learned logit scale on queries (arXiv 2501.19399), in place:
+//   x[t, h, :] <- s_h w_t x[t, h, :]      w_t = row_weight[t] (ln(n_t) for SSMax), s_h = s[h]
+// x: (T, H, D) dense.
+template <typename Real>
+void HeadScaleForward(Real* x, int64_t T, int H, int D, const Real* row_weight, const Real* s);
+// forward: y[t,h,:] = s_h w_t x[t,h,:]
+// so: dx[t,h,:] = s_h w_t dy[t,h,:]  (in place: d holds dy in, dx out; x_in is the forward's
+//     input), ds_h += sum_t w_t (x_in[t,h,:] . dy[t,h,:])  (added in double, in row order).
+template <typename Real>
+void HeadScaleBackward(Real* d, const Real* x_in, int64_t T, int H, int D, const Real* row_weight,
+                       const Real* s, Real* ds);
+
 // Cross-entropy of T rows of logits against integer targets, averaged over the scored rows.
 // targets[t] = kNotScored (-1) leaves row t out of the loss and of the count (a padded row, or a
 // position the task does not score); any other target must lie in [0, V) (checked, always on).

@@ -312,6 +312,51 @@ TEST(OpsBackwardGradcheck, RopeStridedHeads) {
   }
 }
 
+TEST(OpsBackwardGradcheck, PairScaleStridedHeads) {
+  const int64_t T = 3;
+  const int H = 2, D = 6, pairs = D / 2;
+  const int64_t head_stride = D, row_stride = H * D + 2;  // 2 padding values per row stay as is
+  const auto factors = RandomDoubles(T * pairs, 53);      // of both signs, like any table
+  const auto x = RandomDoubles(T * row_stride, 54);
+  const auto R = RandomDoubles(T * row_stride, 55);
+  auto loss = [&](std::span<const double> xv) {
+    std::vector<double> y(xv.begin(), xv.end());
+    PairScaleForward<double>(y.data(), T, H, row_stride, head_stride, pairs, factors.data());
+    return Dot(y, R);
+  };
+  std::vector<double> dx = R;
+  PairScaleBackward<double>(dx.data(), T, H, row_stride, head_stride, pairs, factors.data());
+  CheckArgument("PairScale dx", loss, x, dx);
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t j = H * D; j < row_stride; ++j) EXPECT_EQ(dx[t * row_stride + j], R[t * row_stride + j]);
+  }
+}
+
+TEST(OpsBackwardGradcheck, HeadScaleInputAndLearnedScale) {
+  const int64_t T = 4;
+  const int H = 3, D = 5;
+  std::vector<double> w(T);
+  for (int64_t t = 0; t < T; ++t) w[t] = std::log(static_cast<double>(t) + 1.0);  // SSMax's ln n
+  const auto x = RandomDoubles(T * H * D, 56);
+  const auto s = RandomDoubles(H, 57);
+  const auto R = RandomDoubles(T * H * D, 58);
+  auto loss_x = [&](std::span<const double> xv) {
+    std::vector<double> y(xv.begin(), xv.end());
+    HeadScaleForward<double>(y.data(), T, H, D, w.data(), s.data());
+    return Dot(y, R);
+  };
+  auto loss_s = [&](std::span<const double> sv) {
+    std::vector<double> y = x;
+    HeadScaleForward<double>(y.data(), T, H, D, w.data(), sv.data());
+    return Dot(y, R);
+  };
+  std::vector<double> dx = R, ds(H, 0.25);  // ds accumulates onto what is there
+  HeadScaleBackward<double>(dx.data(), x.data(), T, H, D, w.data(), s.data(), ds.data());
+  for (double& g : ds) g -= 0.25;
+  CheckArgument("HeadScale dx", loss_x, x, dx);
+  CheckArgument("HeadScale ds", loss_s, s, ds);
+}
+
 TEST(OpsBackwardGradcheck, CrossEntropyWithAnUnscoredRow) {
   const int64_t T = 4;
   const int V = 7;
