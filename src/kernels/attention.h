@@ -74,11 +74,24 @@ struct AttentionGrads {
   double* dbias_a = nullptr;
   double* dbias_b = nullptr;
 };
-// For training: q and k already rotated (params.rotate false); the plan (optional) may carry a
-// mask (causal, window, blockwise), a per-query logit scale and an additive bias; QueryNorm,
-// KeyNorm and XPOS are ops on q and k outside the kernel here. `out` and `lse` are the forward's
-// (params.lse set in the forward call); dout (T, H, D) is d loss / d out. Deterministic: the same
-// inputs give the same bits whatever the thread count.
+// For training. The plan (optional) may carry a mask (causal, window, blockwise, Lambda), a
+// per-query logit scale and an additive bias; QueryNorm, KeyNorm and XPOS are ops on q and k
+// outside the kernel here. `out` and `lse` are the forward's (params.lse set in the forward
+// call); dout (T, H, D) is d loss / d out. The same arguments as the forward, two ways:
+//   rotate == false: q and k already rotated; the identity map only. dq and dk are with respect
+//       to those rotated q and k (the caller then applies RoPE's backward).
+//   rotate == true, static plan with any relative map (rerope, leaky-rerope, self-extend, string,
+//       dca, lambda's sinks) or the identity: q raw, params.tables and params.key_slots exactly as
+//       in the forward call; `k` is not read. dq and dk are with respect to the RAW q and k: the
+//       rotations are differentiated here, the caller applies no RoPE backward. Dynamic plans
+//       (dynamic-ntk, dynamic-yarn) are refused with a STRETCH_CHECK.
+// Training with a map, per layer and sequence (q_pos0 = 0, T = S): tables.Prepare(plan, 0, T)
+// (its Key(slot) tables then cover every key); for each slot < plan.map.KeySlots(),
+// key_slots[slot] = k itself if map.SlotIsUnrotated(slot), else a copy of k rotated by
+// RopeInterleaved(copy, T, G, row_stride, D, tables.Key(slot)) (src/kernels/ops.h); keep raw q,
+// the key slots, v, out and lse of the forward for the backward, whose dq and dk go straight to
+// the q and k projections' backward.
+// Deterministic: the same inputs give the same bits whatever the thread count.
 void AttentionBackward(HeadRows q, HeadRows k, HeadRows v, HeadRows out, HeadRows dout,
                        const float* lse, const AttentionDims& dims, const AttentionParams& params,
                        const AttentionGrads& grads);
