@@ -25,8 +25,12 @@ namespace fma_hn = hwy::HWY_NAMESPACE;
 // each) repeated for at least min_seconds. The best, not the mean: a peak is what the hardware
 // can do, and on a shared machine a round in which the scheduler takes a core away measures the
 // neighbours, not the FMA units.
-inline double MeasureFmaPeakGflops(int threads, double min_seconds) {
-  using DF = fma_hn::CappedTag<float, 16>;
+// kMaxLanes caps the vector width: 16 floats (the widest the machine has), or 8 for the 256-bit
+// (AVX2) peak, the ceiling of code that uses 256-bit vectors only, such as OpenBLAS's Haswell
+// kernels.
+template <int kMaxLanes = 16>
+double MeasureFmaPeakGflops(int threads, double min_seconds) {
+  using DF = fma_hn::CappedTag<float, kMaxLanes>;
   constexpr int kChains = 12;
   constexpr long kIters = 1 << 18;
   const long lanes = static_cast<long>(fma_hn::Lanes(DF()));
