@@ -1,5 +1,6 @@
 #include "src/train/arch_spec.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fmt/format.h>
@@ -29,6 +30,30 @@ double PositiveNumber(std::string_view flag, std::string_view piece, std::string
 }
 
 }  // namespace
+
+void ApplyBlockSpec(std::string_view spec, TrainArch& arch) {
+  const size_t colon = spec.find(':');
+  const std::string_view name = spec.substr(0, colon);
+  const std::string_view rest = colon == std::string_view::npos ? "" : spec.substr(colon + 1);
+  constexpr std::string_view kAllowed = "llama, gau[:key=S]";
+  if (name == "llama") {
+    if (!rest.empty()) Fail("--block {}: llama takes no parameters (allowed: {})", spec, kAllowed);
+    arch.block = TrainBlock::kLlama;
+    return;
+  }
+  if (name != "gau") Fail("--block {}: unknown block \"{}\" (allowed: {})", spec, name, kAllowed);
+  arch.block = TrainBlock::kGau;
+  // The paper's s = 128 (Hua et al. 2022, section 2), capped at the model's width.
+  arch.gau_key_dim = std::min(128, arch.model.dim);
+  if (!rest.empty()) {
+    if (!rest.starts_with("key=")) {
+      Fail("--block {}: unknown key in \"{}\" (allowed: key=S)", spec, rest);
+    }
+    const int64_t key = PositiveInt("--block", spec, rest.substr(4));
+    if (key > 65536) Fail("--block {}: key={} (allowed: 2 .. 65536, even)", spec, key);
+    arch.gau_key_dim = static_cast<int>(key);
+  }
+}
 
 void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
   const size_t colon = spec.find(':');
@@ -114,6 +139,10 @@ void ApplyAttentionSpec(std::string_view spec, TrainArch& arch) {
       Fail("--attention {}: unknown piece \"{}\" (allowed: {})", spec, piece, kAllowed);
     }
   }
+}
+
+std::string BlockSpecOf(const TrainArch& arch) {
+  return arch.Gau() ? fmt::format("gau:key={}", arch.gau_key_dim) : std::string("llama");
 }
 
 std::string PositionSpecOf(const TrainArch& arch) {

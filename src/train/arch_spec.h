@@ -1,6 +1,11 @@
-// The one-line specs of `stretch train --position` and `--attention` (and their JSON config
-// fields), parsed into a TrainArch.
+// The one-line specs of `stretch train --block`, `--position` and `--attention` (and their JSON
+// config fields), parsed into a TrainArch.
 //
+//   --block      llama | gau[:key=S]
+//                  llama   pre-norm attention + SwiGLU FFN (the default)
+//                  gau     post-norm single-head Gated Attention Unit (src/train/gau_layer.h),
+//                          key width S (default min(128, dim)); its expansion width e is
+//                          model.hidden_dim
 //   --position   rope[:base=B] | nope | alibi | kerple-log | kerple-power
 //   --attention  a comma list of
 //                  keynorm | querynorm | cosine      L2-normalized keys / queries / both
@@ -26,12 +31,15 @@
 
 namespace stretch {
 
+// Sets arch.block (and gau_key_dim; model.dim must be set for its default) from a --block spec.
+void ApplyBlockSpec(std::string_view spec, TrainArch& arch);
 // Sets arch.position (and model.rope_base) from a --position spec.
 void ApplyPositionSpec(std::string_view spec, TrainArch& arch);
 // Sets arch.logits and arch.layers (model.n_layers must be set) from an --attention spec.
 void ApplyAttentionSpec(std::string_view spec, TrainArch& arch);
 
 // The canonical text of what the arch holds (for logs and --help examples).
+std::string BlockSpecOf(const TrainArch& arch);
 std::string PositionSpecOf(const TrainArch& arch);
 std::string LayoutText(const TrainArch& arch);
 

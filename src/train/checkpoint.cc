@@ -19,6 +19,18 @@ constexpr std::array<std::pair<TrainPosition, const char*>, 5> kPositions = {{
     {TrainPosition::kKerplePower, "kerple-power"},
 }};
 
+constexpr std::array<std::pair<TrainBlock, const char*>, 2> kBlocks = {{
+    {TrainBlock::kLlama, "llama"},
+    {TrainBlock::kGau, "gau"},
+}};
+
+const char* BlockName(TrainBlock b) {
+  for (const auto& [k, name] : kBlocks) {
+    if (k == b) return name;
+  }
+  return "?";
+}
+
 const char* PositionName(TrainPosition p) {
   for (const auto& [k, name] : kPositions) {
     if (k == p) return name;
@@ -46,27 +58,43 @@ json ArchToJson(const TrainArch& a) {
   const ModelConfig& m = a.model;
   json layout = json::array();
   for (const LayerLayout& l : a.layers) layout.push_back({{"position", l.position}, {"window", l.window}});
-  return {{"dim", m.dim},
-          {"hidden_dim", m.hidden_dim},
-          {"layers", m.n_layers},
-          {"heads", m.n_heads},
-          {"kv_heads", m.n_kv_heads},
-          {"vocab_size", m.vocab_size},
-          {"seq_len", m.seq_len},
-          {"shared_classifier", m.shared_classifier},
-          {"rope_base", m.rope_base},
-          {"norm_eps", m.norm_eps},
-          {"position", PositionName(a.position)},
-          {"logits",
-           {{"query_norm", a.logits.query_norm},
-            {"key_norm", a.logits.key_norm},
-            {"scale", a.logits.logit_scale}}},
-          {"layout", layout}};
+  json j = {{"block", BlockName(a.block)},
+            {"dim", m.dim},
+            {"hidden_dim", m.hidden_dim},
+            {"layers", m.n_layers},
+            {"heads", m.n_heads},
+            {"kv_heads", m.n_kv_heads},
+            {"vocab_size", m.vocab_size},
+            {"seq_len", m.seq_len},
+            {"shared_classifier", m.shared_classifier},
+            {"rope_base", m.rope_base},
+            {"norm_eps", m.norm_eps},
+            {"position", PositionName(a.position)},
+            {"logits",
+             {{"query_norm", a.logits.query_norm},
+              {"key_norm", a.logits.key_norm},
+              {"scale", a.logits.logit_scale}}},
+            {"layout", layout}};
+  if (a.Gau()) j["gau_key_dim"] = a.gau_key_dim;  // LLaMA: absent (it has no such size)
+  return j;
 }
 
 TrainArch ArchFromJson(const json& j, const std::string& what) {
   TrainArch a;
   ModelConfig& m = a.model;
+  // "block" came with the GAU block; a config without it (older checkpoints) is a LLaMA one.
+  const std::string block = j.is_object() && j.contains("block")
+                                ? Get<std::string>(j, "block", what)
+                                : std::string("llama");
+  bool block_found = false;
+  for (const auto& [k, name] : kBlocks) {
+    if (block == name) {
+      a.block = k;
+      block_found = true;
+    }
+  }
+  if (!block_found) Fail("{}: block \"{}\" (allowed: llama, gau)", what, block);
+  if (a.Gau()) a.gau_key_dim = Get<int>(j, "gau_key_dim", what);
   m.dim = Get<int>(j, "dim", what);
   m.hidden_dim = Get<int>(j, "hidden_dim", what);
   m.n_layers = Get<int>(j, "layers", what);

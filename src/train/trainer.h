@@ -50,6 +50,9 @@ struct EvalStats {
 // GPT-2's initialization: N(0, 0.02) for every matrix, with the two projections back into the
 // residual stream (wo, w2) scaled by 1/sqrt(2 n_layers); norms' gains 1; KERPLE's a ~ U(0, 2),
 // b ~ U(0, 1) (U(0, 2) for the power kernel), as the KERPLE authors' code initializes them.
+// GAU layers: GAU-alpha's N(0, n_layers^(-2/3) / fan_in) for their matrices, gamma ~ N(0, 0.02^2)
+// and beta 0 as in the paper's code (trainer.cc says why not GAU-alpha's gamma = 1); the
+// embedding and classifier as above.
 void InitParams(const TrainArch& arch, TrainParams<float>& p, Rng& rng);
 
 class Trainer {

@@ -10,12 +10,28 @@ void ValidateArch(const TrainArch& arch) {
     throw Error(fmt::format("model: {}={} (allowed: {})", field, v, allowed));
   };
   if (m.dim < 2) bad("dim", m.dim, ">= 2");
-  if (m.n_heads < 1 || m.dim % m.n_heads != 0) bad("heads", m.n_heads, "a divisor of dim");
-  if (m.head_dim() % 2 != 0) bad("head dim (dim / heads)", m.head_dim(), "an even number");
-  if (m.n_kv_heads < 1 || m.n_heads % m.n_kv_heads != 0) {
-    bad("kv_heads", m.n_kv_heads, "a divisor of heads");
+  if (arch.Gau()) {
+    // One head: Z, Q, K of width S (gau_key_dim), U, V of width E (hidden_dim); the kernel runs
+    // E / S copies of the head (src/train/gau_layer.h), so S must divide E.
+    if (m.n_heads != 1) bad("heads", m.n_heads, "1: the GAU block has a single head");
+    if (m.n_kv_heads != 1) bad("kv_heads", m.n_kv_heads, "1: the GAU block has a single head");
+    if (arch.gau_key_dim < 2 || arch.gau_key_dim % 2 != 0) {
+      bad("gau_key_dim", arch.gau_key_dim, "an even number >= 2 (RoPE rotates pairs)");
+    }
+    if (m.hidden_dim < 1 || m.hidden_dim % arch.gau_key_dim != 0) {
+      bad("hidden_dim (the GAU's expansion width e)", m.hidden_dim,
+          fmt::format("a positive multiple of gau_key_dim={}: the attention kernel runs e / s "
+                      "copies of the GAU's head, one per slice of V of width s",
+                      arch.gau_key_dim));
+    }
+  } else {
+    if (m.n_heads < 1 || m.dim % m.n_heads != 0) bad("heads", m.n_heads, "a divisor of dim");
+    if (m.head_dim() % 2 != 0) bad("head dim (dim / heads)", m.head_dim(), "an even number");
+    if (m.n_kv_heads < 1 || m.n_heads % m.n_kv_heads != 0) {
+      bad("kv_heads", m.n_kv_heads, "a divisor of heads");
+    }
+    if (m.hidden_dim < 1) bad("hidden_dim", m.hidden_dim, ">= 1");
   }
-  if (m.hidden_dim < 1) bad("hidden_dim", m.hidden_dim, ">= 1");
   if (m.n_layers < 1) bad("layers", m.n_layers, ">= 1");
   if (m.vocab_size < 2) bad("vocab_size", m.vocab_size, ">= 2");
   if (m.seq_len < 2) bad("seq_len", m.seq_len, ">= 2");

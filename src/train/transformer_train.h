@@ -16,6 +16,19 @@
 //   f = RMSNorm(x1; ffn_norm)
 //   h = silu(f W1^T) * (f W3^T);  x' = x1 + h W2^T
 // and at the end: logits = RMSNorm(x; final_norm) Wcls^T, loss = mean cross-entropy.
+//
+// Or, with TrainBlock::kGau, every layer one post-norm Gated Attention Unit (src/train/gau_layer.h,
+// single head, E expansion width = model.hidden_dim, S key width = gau_key_dim):
+//   x = RMSNorm(E[tokens]) with no gain   (RoFormerV2 / GAU-alpha's Embedding-Norm)
+//   x' = RMSNorm(x + GAU(x)) with no gain (post-norm)
+// and the same final norm and classifier (on a post-norm stack, whose output already has unit
+// RMS, the final norm acts as a learned per-channel gain; GAU-alpha has none: its last layer's
+// Norm feeds the output embedding directly).
+// Log-n: GAU-alpha's softmax_plus multiplies the logits by log n / log 512 (bidirectional, n the
+// sequence's length, 512 its training length, so 1 at the training length). Here, training causal
+// at T <= L, the project's log-n form max(1, ln(i + 1) / ln L) is 1 at every trained position, so
+// training uses 1/sqrt(S) alone and log-n remains an evaluation-time choice (`+logn`). The pure
+// ratio without max(1, .) at training time (< 1 at early positions) is not implemented.
 #pragma once
 
 #include <cmath>
@@ -31,6 +44,7 @@
 #include "src/position/method.h"
 #include "src/position/plan.h"
 #include "src/position/rope.h"
+#include "src/train/gau_layer.h"
 
 namespace stretch {
 
@@ -58,22 +72,53 @@ struct TrainLogits {
   double logit_scale = 0.0;
 };
 
+// What one layer is.
+enum class TrainBlock {
+  kLlama,  // pre-norm attention (H heads) + SwiGLU FFN, as src/model runs it
+  kGau,    // post-norm single-head Gated Attention Unit, no FFN (src/train/gau_layer.h)
+};
+
 struct TrainArch {
-  ModelConfig model;  // sizes; model.seq_len is the training length L
+  ModelConfig model;  // sizes; model.seq_len is the training length L. GAU: model.hidden_dim is
+                      // the expansion width E, n_heads = n_kv_heads = 1
+  TrainBlock block = TrainBlock::kLlama;
+  int gau_key_dim = 0;  // GAU: S, the width of Z, Q, K (and RoPE's rotary dim); divides E
   TrainPosition position = TrainPosition::kRope;
   TrainLogits logits;
   std::vector<LayerLayout> layers;  // model.n_layers entries
+  bool Gau() const { return block == TrainBlock::kGau; }
+  // Width of q and k (what RoPE rotates and 1/sqrt scales by).
+  int HeadDim() const { return Gau() ? gau_key_dim : model.head_dim(); }
+  // Heads with their own position parameters (ALiBi slope, KERPLE a and b): the GAU has one.
+  int AttentionHeads() const { return Gau() ? 1 : model.n_heads; }
+  // Heads of the attention kernel's calls: the GAU's R = E / S copies of its head.
+  int KernelHeads() const { return Gau() ? model.hidden_dim / gau_key_dim : model.n_heads; }
   double Scale() const {
     return logits.logit_scale > 0.0 ? logits.logit_scale
-                                    : 1.0 / std::sqrt(static_cast<double>(model.head_dim()));
+                                    : 1.0 / std::sqrt(static_cast<double>(HeadDim()));
+  }
+  // The GAU's layer settings for layer l (sizes, scale, RoPE or not, QueryNorm / KeyNorm).
+  GauLayerConfig GauConfig(int l) const {
+    GauLayerConfig c;
+    c.C = model.dim;
+    c.E = model.hidden_dim;
+    c.S = gau_key_dim;
+    c.scale = Scale();
+    c.rope = position == TrainPosition::kRope && layers[static_cast<size_t>(l)].position;
+    c.query_norm = logits.query_norm;
+    c.key_norm = logits.key_norm;
+    c.norm_eps = model.norm_eps;
+    return c;
   }
 };
 
-// Parameters (and, with the same shapes, their gradients).
+// Parameters (and, with the same shapes, their gradients). A layer holds the tensors of its
+// block kind; the other kind's stay empty.
 template <typename Real>
 struct TrainLayer {
-  std::vector<Real> attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3;
-  std::vector<Real> bias_a, bias_b;  // KERPLE: (H) each; empty otherwise
+  std::vector<Real> attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3;  // LLaMA
+  GauWeights<Real> gau;                                                // GAU
+  std::vector<Real> bias_a, bias_b;  // KERPLE: (H) each (GAU: 1); empty otherwise
 };
 template <typename Real>
 struct TrainParams {
@@ -82,14 +127,31 @@ struct TrainParams {
   std::vector<Real> final_norm;  // (C)
   std::vector<Real> classifier;  // (V, C); empty when model.shared_classifier
 
-  // Every tensor with its name and whether weight decay applies (not to norms or to the KERPLE
-  // scalars), in one fixed order: the optimizer, the checkpoint and the tests walk this list.
+  // Every tensor with its name and whether weight decay applies (not to norms, to the GAU's
+  // per-dim scales and offsets, or to the KERPLE scalars), in one fixed order: the optimizer, the
+  // checkpoint and the tests walk this list. A layer with GAU tensors lists those instead of the
+  // LLaMA ones.
   template <class Fn>
   void ForEach(Fn&& fn) {
     fn("token_embedding", token_embedding, true);
     for (size_t l = 0; l < layers.size(); ++l) {
       TrainLayer<Real>& L = layers[l];
       const std::string p = "layers." + std::to_string(l) + ".";
+      if (!L.gau.wu.empty()) {
+        fn(p + "gau_u", L.gau.wu, true);
+        fn(p + "gau_v", L.gau.wv, true);
+        fn(p + "gau_z", L.gau.wz, true);
+        fn(p + "gau_o", L.gau.wo, true);
+        fn(p + "gamma_q", L.gau.gamma_q, false);
+        fn(p + "beta_q", L.gau.beta_q, false);
+        fn(p + "gamma_k", L.gau.gamma_k, false);
+        fn(p + "beta_k", L.gau.beta_k, false);
+        if (!L.bias_a.empty()) {
+          fn(p + "bias_a", L.bias_a, false);
+          fn(p + "bias_b", L.bias_b, false);
+        }
+        continue;
+      }
       fn(p + "attn_norm", L.attn_norm, false);
       fn(p + "wq", L.wq, true);
       fn(p + "wk", L.wk, true);
@@ -113,12 +175,28 @@ struct TrainParams {
 template <typename Real>
 TrainParams<Real> ZeroParams(const TrainArch& arch) {
   const ModelConfig& m = arch.model;
-  const size_t C = m.dim, F = m.hidden_dim, V = m.vocab_size, HD = m.n_heads * m.head_dim(),
-               KV = m.kv_dim(), H = m.n_heads;
+  const size_t C = m.dim, F = m.hidden_dim, V = m.vocab_size,
+               H = static_cast<size_t>(arch.AttentionHeads());
   TrainParams<Real> p;
   p.token_embedding.assign(V * C, Real(0));
   p.layers.resize(static_cast<size_t>(m.n_layers));
   for (TrainLayer<Real>& L : p.layers) {
+    if (arch.position == TrainPosition::kKerpleLog || arch.position == TrainPosition::kKerplePower) {
+      L.bias_a.assign(H, Real(0));
+      L.bias_b.assign(H, Real(0));
+    }
+    if (arch.Gau()) {
+      const size_t E = F, S = static_cast<size_t>(arch.gau_key_dim);
+      L.gau.wu.assign(E * C, Real(0));
+      L.gau.wv.assign(E * C, Real(0));
+      L.gau.wz.assign(S * C, Real(0));
+      L.gau.wo.assign(C * E, Real(0));
+      for (std::vector<Real>* v : {&L.gau.gamma_q, &L.gau.beta_q, &L.gau.gamma_k, &L.gau.beta_k}) {
+        v->assign(S, Real(0));
+      }
+      continue;
+    }
+    const size_t HD = static_cast<size_t>(m.n_heads) * m.head_dim(), KV = m.kv_dim();
     L.attn_norm.assign(C, Real(0));
     L.wq.assign(HD * C, Real(0));
     L.wk.assign(KV * C, Real(0));
@@ -128,10 +206,6 @@ TrainParams<Real> ZeroParams(const TrainArch& arch) {
     L.w1.assign(F * C, Real(0));
     L.w2.assign(C * F, Real(0));
     L.w3.assign(F * C, Real(0));
-    if (arch.position == TrainPosition::kKerpleLog || arch.position == TrainPosition::kKerplePower) {
-      L.bias_a.assign(H, Real(0));
-      L.bias_b.assign(H, Real(0));
-    }
   }
   p.final_norm.assign(C, Real(0));
   if (!m.shared_classifier) p.classifier.assign(V * C, Real(0));
@@ -146,12 +220,17 @@ inline std::vector<int64_t> ParamShape(const TrainArch& arch, const std::string&
   auto ends = [&](const char* s) { return name.ends_with(s); };
   if (name == "token_embedding" || name == "classifier") return {V, C};
   if (ends("norm")) return {C};
+  const int64_t E = m.hidden_dim, S = arch.gau_key_dim;
+  if (ends(".gau_u") || ends(".gau_v")) return {E, C};
+  if (ends(".gau_z")) return {S, C};
+  if (ends(".gau_o")) return {C, E};
+  if (ends(".gamma_q") || ends(".beta_q") || ends(".gamma_k") || ends(".beta_k")) return {S};
   if (ends(".wq")) return {HD, C};
   if (ends(".wk") || ends(".wv")) return {KV, C};
   if (ends(".wo")) return {C, HD};
   if (ends(".w1") || ends(".w3")) return {F, C};
   if (ends(".w2")) return {C, F};
-  if (ends(".bias_a") || ends(".bias_b")) return {m.n_heads};
+  if (ends(".bias_a") || ends(".bias_b")) return {arch.AttentionHeads()};
   STRETCH_CHECK(false, "unknown parameter {}", name);
   return {};
 }
@@ -160,7 +239,8 @@ inline std::vector<int64_t> ParamShape(const TrainArch& arch, const std::string&
 void ValidateArch(const TrainArch& arch);
 
 // The attention plan of layer l for sequences of T positions, with the layer's current KERPLE
-// parameters (a plan is plain data; rebuilt per step, it costs nothing next to the layer).
+// parameters (a plan is plain data; rebuilt per step, it costs nothing next to the layer). Biases
+// have one entry per kernel head: the GAU's single head's values repeated for its R copies.
 template <typename Real>
 AttentionPlan LayerPlan(const TrainArch& arch, const TrainLayer<Real>& layer, int l, int64_t T) {
   const LayerLayout& lay = arch.layers[static_cast<size_t>(l)];
@@ -168,21 +248,29 @@ AttentionPlan LayerPlan(const TrainArch& arch, const TrainLayer<Real>& layer, in
   const std::string spec =
       lay.window > 0 && lay.window < T ? "window:window=" + std::to_string(lay.window) : "direct";
   AttentionPlan plan = MakeAttentionPlan(
-      ParseMethod(spec), RopeGeometry{m.seq_len, m.head_dim(), m.rope_base}, T);
+      ParseMethod(spec), RopeGeometry{m.seq_len, arch.HeadDim(), m.rope_base}, T);
   if (!lay.position) return plan;
+  const int heads = arch.AttentionHeads(), copies = arch.KernelHeads() / heads;
+  auto per_kernel_head = [&](const auto& per_head) {  // head h's value for its `copies`
+    std::vector<double> out;
+    for (const auto& v : per_head) {
+      out.insert(out.end(), static_cast<size_t>(copies), static_cast<double>(v));
+    }
+    return out;
+  };
   switch (arch.position) {
     case TrainPosition::kRope:
     case TrainPosition::kNope: break;
     case TrainPosition::kAlibi:
       plan.bias.kind = BiasKind::kAlibi;
-      plan.bias.a = AlibiSlopes(m.n_heads);
+      plan.bias.a = per_kernel_head(AlibiSlopes(heads));
       break;
     case TrainPosition::kKerpleLog:
     case TrainPosition::kKerplePower:
       plan.bias.kind = arch.position == TrainPosition::kKerpleLog ? BiasKind::kKerpleLog
                                                                   : BiasKind::kKerplePower;
-      plan.bias.a.assign(layer.bias_a.begin(), layer.bias_a.end());
-      plan.bias.b.assign(layer.bias_b.begin(), layer.bias_b.end());
+      plan.bias.a = per_kernel_head(layer.bias_a);
+      plan.bias.b = per_kernel_head(layer.bias_b);
       break;
   }
   return plan;
@@ -191,14 +279,16 @@ AttentionPlan LayerPlan(const TrainArch& arch, const TrainLayer<Real>& layer, in
 // What the forward keeps for the backward, per layer.
 template <typename Real>
 struct LayerActs {
-  std::vector<Real> x, a, q, k, v, att, lse, x1, f, g, u, h;
+  std::vector<Real> x, a, q, k, v, att, lse, x1, f, g, u, h;  // LLaMA
   std::vector<Real> q_raw, k_raw;  // before QueryNorm / KeyNorm (empty without)
+  GauActs<Real> gau;               // GAU
 };
 template <typename Real>
 struct TrainActs {
   int64_t B = 0, T = 0;
   std::vector<int> inputs, targets;  // (N)
   std::vector<LayerActs<Real>> layers;
+  std::vector<Real> x_embed;  // (N, C): GAU: the embedding rows before their norm (empty: LLaMA)
   std::vector<Real> x_final;  // (N, C): input of the final norm
   std::vector<Real> logits;   // (N, V); the backward turns it into dlogits in place
   double loss = 0.0;          // mean over scored targets
@@ -221,7 +311,10 @@ struct KernelAttention {
 template <typename Real, class Attn>
 class TrainTransformer {
  public:
-  explicit TrainTransformer(TrainArch arch) : arch_(std::move(arch)) { ValidateArch(arch_); }
+  explicit TrainTransformer(TrainArch arch) : arch_(std::move(arch)) {
+    ValidateArch(arch_);
+    ones_.assign(static_cast<size_t>(arch_.model.dim), Real(1));
+  }
   const TrainArch& arch() const { return arch_; }
 
   // tokens: B sequences of T + 1 ids (inputs and next-token targets); a target of kNotScored
@@ -248,12 +341,23 @@ class TrainTransformer {
     }
     std::vector<Real> x(static_cast<size_t>(N * C));
     EmbeddingForward(acts.inputs.data(), p.token_embedding.data(), x.data(), N, C, V);
+    acts.x_embed.clear();
+    if (arch_.Gau()) {  // forward: x = RMSNorm(E[inputs]) with gain 1
+      acts.x_embed = x;
+      RmsNormForward(acts.x_embed.data(), ones_.data(), x.data(), N, C,
+                     static_cast<Real>(m.norm_eps));
+    }
     const RopeTables& rope = Rope(T);
     acts.layers.resize(static_cast<size_t>(m.n_layers));
     const Real scale = static_cast<Real>(arch_.Scale());
     for (int l = 0; l < m.n_layers; ++l) {
       const TrainLayer<Real>& W = p.layers[static_cast<size_t>(l)];
       LayerActs<Real>& A = acts.layers[static_cast<size_t>(l)];
+      if (arch_.Gau()) {  // x' = RMSNorm(x + GAU(x)), in place
+        GauLayerForward<Real, Attn>(W.gau, arch_.GauConfig(l), LayerPlan(arch_, W, l, T),
+                                    &rope.angles, x.data(), B, T, A.gau, x.data());
+        continue;
+      }
       A.x = x;
       A.a.resize(x.size());
       RmsNormForward(x.data(), W.attn_norm.data(), A.a.data(), N, C, static_cast<Real>(m.norm_eps));
@@ -335,13 +439,28 @@ class TrainTransformer {
                     grads.final_norm.data(), N, C, eps, GradWrite::kOverwrite);
     const RopeTables& rope = Rope(T);
     const Real scale = static_cast<Real>(arch_.Scale());
-    std::vector<Real> dh(static_cast<size_t>(N * F)), dg(dh.size()), du(dh.size()),
-        df(static_cast<size_t>(N * C)), datt(static_cast<size_t>(N * H * D)), dq(datt.size()),
-        dk(static_cast<size_t>(N * G * D)), dv(dk.size()), da(df.size());
+    // The LLaMA layers' scratch (none for GAU layers, which keep their own).
+    auto llama_size = [&](int64_t n) { return arch_.Gau() ? size_t{0} : static_cast<size_t>(n); };
+    std::vector<Real> dh(llama_size(N * F)), dg(dh.size()), du(dh.size()),
+        df(llama_size(N * C)), datt(llama_size(N * H * D)), dq(datt.size()),
+        dk(llama_size(N * G * D)), dv(dk.size()), da(df.size());
     for (int l = m.n_layers - 1; l >= 0; --l) {
       const TrainLayer<Real>& W = p.layers[static_cast<size_t>(l)];
       TrainLayer<Real>& dW = grads.layers[static_cast<size_t>(l)];
       const LayerActs<Real>& A = acts.layers[static_cast<size_t>(l)];
+      if (arch_.Gau()) {  // forward: x' = RMSNorm(x + GAU(x))  so: dx = GAU layer backward of dx'
+        const bool learned_bias =
+            !dW.bias_a.empty() && arch_.layers[static_cast<size_t>(l)].position;
+        double dba = 0.0, dbb = 0.0;
+        GauLayerBackward<Real, Attn>(W.gau, arch_.GauConfig(l), LayerPlan(arch_, W, l, T),
+                                     &rope.angles, A.gau, B, T, dx.data(), dx.data(), dW.gau,
+                                     learned_bias ? &dba : nullptr, learned_bias ? &dbb : nullptr);
+        if (learned_bias) {
+          dW.bias_a[0] += static_cast<Real>(dba);
+          dW.bias_b[0] += static_cast<Real>(dbb);
+        }
+        continue;
+      }
       // forward: x' = x1 + h W2^T  so: dx1 = dx' (dx stays), dh = dx' W2, dW2 += dx'^T h
       LinearBackward(dx.data(), A.h.data(), W.w2.data(), dh.data(), dW.w2.data(), N, F, C,
                      GradWrite::kOverwrite);
@@ -398,6 +517,11 @@ class TrainTransformer {
       RmsNormBackward(da.data(), A.x.data(), W.attn_norm.data(), dx.data(), dW.attn_norm.data(), N,
                       C, eps, GradWrite::kAccumulate);
     }
+    if (arch_.Gau()) {  // forward: x = RMSNorm(E[inputs]), gain 1  so: dx <- RMSNorm backward
+      std::vector<Real> dgain(static_cast<size_t>(C), Real(0));  // not a parameter: discarded
+      RmsNormBackward(dx.data(), acts.x_embed.data(), ones_.data(), dx.data(), dgain.data(), N, C,
+                      eps, GradWrite::kOverwrite);
+    }
     // forward: x = E[inputs]  so: dE[inputs] += dx
     EmbeddingBackward(acts.inputs.data(), dx.data(), grads.token_embedding.data(), N, C, V);
   }
@@ -414,17 +538,18 @@ class TrainTransformer {
   const Real* Classifier(const TrainParams<Real>& p) const {
     return p.classifier.empty() ? p.token_embedding.data() : p.classifier.data();
   }
-  // cos/sin of position t * theta_u for t < T, in double rounded to Real.
+  // cos/sin of position t * theta_u for t < T, in double rounded to Real (D = the q/k width:
+  // the head dim, or the GAU's key width).
   const RopeTables& Rope(int64_t T) const {
     if (rope_.T != T) {
       const ModelConfig& m = arch_.model;
-      const int pairs = m.head_dim() / 2;
+      const int D = arch_.HeadDim(), pairs = D / 2;
       rope_.T = T;
       rope_.cos.resize(static_cast<size_t>(T * pairs));
       rope_.sin.resize(rope_.cos.size());
       for (int64_t t = 0; t < T; ++t) {
         for (int u = 0; u < pairs; ++u) {
-          const double theta = std::pow(static_cast<double>(m.rope_base), -2.0 * u / m.head_dim());
+          const double theta = std::pow(static_cast<double>(m.rope_base), -2.0 * u / D);
           rope_.cos[static_cast<size_t>(t * pairs + u)] = static_cast<Real>(std::cos(t * theta));
           rope_.sin[static_cast<size_t>(t * pairs + u)] = static_cast<Real>(std::sin(t * theta));
         }
@@ -435,6 +560,7 @@ class TrainTransformer {
   }
 
   TrainArch arch_;
+  std::vector<Real> ones_;  // (C): the gain of the GAU's norms, which have none to learn
   mutable RopeTables rope_;
 };
 

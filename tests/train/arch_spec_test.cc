@@ -43,6 +43,23 @@ TEST(ArchSpec, Positions) {
   EXPECT_EQ(PositionSpecOf(a), "kerple-power");
 }
 
+TEST(ArchSpec, Blocks) {
+  TrainArch a = Layers(2);
+  a.model.dim = 64;
+  ApplyBlockSpec("gau", a);
+  EXPECT_EQ(a.block, TrainBlock::kGau);
+  EXPECT_EQ(a.gau_key_dim, 64);  // min(128, dim)
+  EXPECT_EQ(BlockSpecOf(a), "gau:key=64");
+  a.model.dim = 512;
+  ApplyBlockSpec("gau", a);
+  EXPECT_EQ(a.gau_key_dim, 128);  // the paper's s
+  ApplyBlockSpec("gau:key=32", a);
+  EXPECT_EQ(a.gau_key_dim, 32);
+  ApplyBlockSpec("llama", a);
+  EXPECT_EQ(a.block, TrainBlock::kLlama);
+  EXPECT_EQ(BlockSpecOf(a), "llama");
+}
+
 void ExpectError(const std::function<void()>& f, const std::string& part) {
   try {
     f();
@@ -59,6 +76,10 @@ TEST(ArchSpec, Errors) {
   ExpectError([&] { ApplyAttentionSpec("hwfa2=32", a); }, "wants W/K");
   ExpectError([&] { ApplyAttentionSpec("keynorm,,full", a); }, "an empty piece");
   ExpectError([&] { ApplyAttentionSpec("flash", a); }, "unknown piece \"flash\"");
+  ExpectError([&] { ApplyBlockSpec("mamba", a); }, "unknown block \"mamba\"");
+  ExpectError([&] { ApplyBlockSpec("gau:s=64", a); }, "unknown key in \"s=64\"");
+  ExpectError([&] { ApplyBlockSpec("gau:key=0", a); }, "not a positive integer");
+  ExpectError([&] { ApplyBlockSpec("llama:key=64", a); }, "llama takes no parameters");
 }
 
 }  // namespace

@@ -37,6 +37,16 @@ TrainArch SmallArch(TrainPosition pos) {
   return a;
 }
 
+// The GAU block: one head, key width 16, expansion 64 (4 kernel copies of the head).
+TrainArch SmallGauArch(TrainPosition pos) {
+  TrainArch a = SmallArch(pos);
+  a.block = TrainBlock::kGau;
+  a.model.n_heads = a.model.n_kv_heads = 1;
+  a.model.hidden_dim = 64;
+  a.gau_key_dim = 16;
+  return a;
+}
+
 TrainerOptions SmallOptions() {
   TrainerOptions o;
   o.batch = 3;
@@ -59,20 +69,23 @@ std::vector<float> AllParams(Trainer& t) {
 }
 
 TEST(Checkpoint, ResumedRunIsBitForBitTheUninterruptedOne) {
-  for (TrainPosition pos : {TrainPosition::kRope, TrainPosition::kKerpleLog}) {
-    Trainer full(SmallArch(pos), SmallOptions());
+  for (const TrainArch& arch :
+       {SmallArch(TrainPosition::kRope), SmallArch(TrainPosition::kKerpleLog),
+        SmallGauArch(TrainPosition::kRope), SmallGauArch(TrainPosition::kKerpleLog)}) {
+    Trainer full(arch, SmallOptions());
     std::vector<double> losses;
     for (int s = 0; s < 12; ++s) losses.push_back(full.Step(RandomBatch).loss);
 
     const std::string path = TempPath("run.safetensors");
     {
-      Trainer first(SmallArch(pos), SmallOptions());
+      Trainer first(arch, SmallOptions());
       for (int s = 0; s < 5; ++s) ASSERT_EQ(first.Step(RandomBatch).loss, losses[s]);
       SaveCheckpoint(first, path);
     }
     const SafetensorsFile file(path);
     const CheckpointInfo info = ReadCheckpointInfo(file);
     EXPECT_EQ(info.step, 5);
+    EXPECT_EQ(info.arch.block, arch.block);
     Trainer resumed(info.arch, info.options);
     LoadCheckpointInto(resumed, file);
     for (int s = 5; s < 12; ++s) EXPECT_EQ(resumed.Step(RandomBatch).loss, losses[s]) << s;
@@ -90,6 +103,58 @@ TEST(Checkpoint, ArchitectureAndOptionsRoundTrip) {
   EXPECT_EQ(ArchToJson(a), ArchToJson(b));
   const TrainerOptions o = SmallOptions();
   EXPECT_EQ(TrainerOptionsToJson(o), TrainerOptionsToJson(TrainerOptionsFromJson(TrainerOptionsToJson(o), "t")));
+}
+
+TEST(Checkpoint, GauArchitectureRoundTrips) {
+  TrainArch a = SmallGauArch(TrainPosition::kKerplePower);
+  a.logits.query_norm = true;
+  const nlohmann::json j = ArchToJson(a);
+  EXPECT_EQ(j.at("block"), "gau");
+  EXPECT_EQ(j.at("gau_key_dim"), 16);
+  const TrainArch b = ArchFromJson(j, "test");
+  EXPECT_EQ(b.block, TrainBlock::kGau);
+  EXPECT_EQ(b.gau_key_dim, 16);
+  EXPECT_EQ(ArchToJson(b), j);
+  // A LLaMA config carries "block": "llama" and no GAU size.
+  const nlohmann::json l = ArchToJson(SmallArch(TrainPosition::kRope));
+  EXPECT_EQ(l.at("block"), "llama");
+  EXPECT_FALSE(l.contains("gau_key_dim"));
+}
+
+// Configs written before the GAU block have no "block": they are LLaMA ones.
+TEST(Checkpoint, ConfigWithoutBlockIsLlama) {
+  nlohmann::json j = ArchToJson(SmallArch(TrainPosition::kAlibi));
+  j.erase("block");
+  const TrainArch a = ArchFromJson(j, "old.json");
+  EXPECT_EQ(a.block, TrainBlock::kLlama);
+  EXPECT_EQ(ArchToJson(a), ArchToJson(SmallArch(TrainPosition::kAlibi)));
+}
+
+// A GAU checkpoint holds GAU tensors: it restores a GAU run's parameters exactly, and a LLaMA run
+// refuses it.
+TEST(Checkpoint, GauCheckpointLoadsIntoGauRunsOnly) {
+  const std::string path = TempPath("gau.safetensors");
+  Trainer t(SmallGauArch(TrainPosition::kRope), SmallOptions());
+  t.Step(RandomBatch);
+  SaveCheckpoint(t, path);
+  const SafetensorsFile f(path);
+  EXPECT_NE(f.Find("layers.1.gau_o"), nullptr);
+  EXPECT_NE(f.Find("layers.0.gamma_q"), nullptr);
+  EXPECT_EQ(f.Find("layers.0.wq"), nullptr);
+  TrainerOptions other_seed = SmallOptions();
+  other_seed.seed = 5;
+  Trainer u(SmallGauArch(TrainPosition::kRope), other_seed);
+  LoadParamsInto(u, f);
+  const std::vector<float> a = AllParams(t), b = AllParams(u);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+  Trainer llama(SmallArch(TrainPosition::kRope), SmallOptions());
+  try {
+    LoadCheckpointInto(llama, f);
+    ADD_FAILURE() << "a GAU checkpoint loaded into a LLaMA run";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("differs from the run's"), std::string::npos) << e.what();
+  }
 }
 
 void ExpectErrorContaining(const std::function<void()>& f, const std::string& part) {
@@ -125,6 +190,15 @@ TEST(Checkpoint, RefusesOtherFilesAndOtherArchitectures) {
   ExpectErrorContaining([&] { ArchFromJson(j, "cfg.json"); }, "heads=5");
   j.erase("dim");
   ExpectErrorContaining([&] { ArchFromJson(j, "cfg.json"); }, "missing field \"dim\"");
+  j = ArchToJson(SmallArch(TrainPosition::kRope));
+  j["block"] = "mamba";
+  ExpectErrorContaining([&] { ArchFromJson(j, "cfg.json"); }, "block \"mamba\"");
+  j = ArchToJson(SmallGauArch(TrainPosition::kRope));
+  j.erase("gau_key_dim");
+  ExpectErrorContaining([&] { ArchFromJson(j, "cfg.json"); }, "missing field \"gau_key_dim\"");
+  j = ArchToJson(SmallGauArch(TrainPosition::kRope));
+  j["gau_key_dim"] = 24;  // does not divide hidden_dim = 64
+  ExpectErrorContaining([&] { ArchFromJson(j, "cfg.json"); }, "multiple of gau_key_dim=24");
 }
 
 }  // namespace

@@ -1,81 +1,25 @@
 // The whole trainable model: its loss gradient with respect to every parameter tensor against
 // central differences, in double (with the naive reference attention), for every position
 // variant and a mixed layer layout; then the float model (tiled kernel) against the double one.
+// Both block kinds: LLaMA and GAU (the GAU layer alone: tests/train/gau_layer_test.cc).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <string>
 #include <vector>
 
-#include "reference/attention_backward.h"
-#include "reference/position.h"
+#include "src/core/error.h"
 #include "src/core/rng.h"
 #include "src/train/transformer_train.h"
+#include "tests/train/ref_attention.h"
 
 namespace stretch {
 namespace {
 
-// The reference attention (double, full matrices) behind TrainTransformer's Attn interface.
-struct RefAttention {
-  static ref::TrainAttentionOptions<double> Options(const AttentionPlan& plan, double scale) {
-    ref::TrainAttentionOptions<double> o;
-    o.scale = scale;
-    o.visible = [&plan](int64_t i, int64_t j) { return ref::MethodVisible(plan.method, i, j); };
-    o.row_factor = [&plan](int64_t i) { return ref::MethodLogitFactor(plan, i); };
-    o.bias = [&plan](int h, int64_t i, int64_t j) { return ref::BiasValue(plan.bias, h, i - j); };
-    return o;
-  }
-  static ref::AttentionShape Shape(const AttentionDims& d) {
-    return {d.n_q, d.n_kv, d.q_pos0, d.n_heads, d.n_kv_heads, d.head_dim};
-  }
-  static void Forward(const double* q, const double* k, const double* v, double* out,
-                      double* lse, const AttentionDims& dims, double scale,
-                      const AttentionPlan& plan) {
-    const int64_t nq = dims.n_q * dims.n_heads * dims.head_dim;
-    const int64_t nk = dims.n_kv * dims.n_kv_heads * dims.head_dim;
-    const ref::TrainAttention<double> f = ref::TrainAttentionForward(
-        std::vector<double>(q, q + nq), std::vector<double>(k, k + nk),
-        std::vector<double>(v, v + nk), Shape(dims), Options(plan, scale));
-    std::copy(f.out.begin(), f.out.end(), out);
-    std::copy(f.lse.begin(), f.lse.end(), lse);
-  }
-  static void Backward(const double* q, const double* k, const double* v, const double* /*out*/,
-                       const double* dout, const double* /*lse*/, double* dq, double* dk,
-                       double* dv, const AttentionDims& dims, double scale,
-                       const AttentionPlan& plan, double* dbias_a, double* dbias_b) {
-    const int64_t nq = dims.n_q * dims.n_heads * dims.head_dim;
-    const int64_t nk = dims.n_kv * dims.n_kv_heads * dims.head_dim;
-    const ref::TrainAttentionGrads<double> g = ref::TrainAttentionBackward(
-        std::vector<double>(q, q + nq), std::vector<double>(k, k + nk),
-        std::vector<double>(v, v + nk), std::vector<double>(dout, dout + nq), Shape(dims),
-        Options(plan, scale));
-    std::copy(g.dq.begin(), g.dq.end(), dq);
-    std::copy(g.dk.begin(), g.dk.end(), dk);
-    std::copy(g.dv.begin(), g.dv.end(), dv);
-    if (dbias_a == nullptr) return;
-    // KERPLE: d bias / d a and d b (log: -log(1 + b d), -a d / (1 + b d); power: -d^b,
-    // -a d^b ln d), times d loss / d s.
-    for (int h = 0; h < dims.n_heads; ++h) {
-      const double a = plan.bias.a[h], b = plan.bias.b[h];
-      for (int64_t i = 0; i < dims.n_q; ++i) {
-        for (int64_t j = 0; j < dims.n_kv; ++j) {
-          const double ds = g.ds[(h * dims.n_q + i) * dims.n_kv + j];
-          const double d = static_cast<double>(dims.q_pos0 + i - j);
-          if (ds == 0 || d < 0) continue;
-          if (plan.bias.kind == BiasKind::kKerpleLog) {
-            dbias_a[h] += ds * -std::log1p(b * d);
-            dbias_b[h] += ds * (-a * d / (1 + b * d));
-          } else if (d > 0) {
-            dbias_a[h] += ds * -std::pow(d, b);
-            dbias_b[h] += ds * (-a * std::pow(d, b) * std::log(d));
-          }
-        }
-      }
-    }
-  }
-};
+using testing::RefAttention;
 
 TrainArch TinyArch(TrainPosition position) {
   TrainArch a;
@@ -117,17 +61,31 @@ std::vector<int> TinyTokens(const TrainArch& arch, int64_t B, int64_t T, uint64_
   return tok;
 }
 
-// Every coordinate of the parameter tensors `filter` accepts, against central differences of the
-// model's loss. Step 1e-5 on O(1) values: truncation ~h^2 |f'''| ~ 1e-10, rounding
-// ~1e-16 |L| / h ~ 1e-11; bound 1e-7 + 1e-6 relative, orders of magnitude above both.
-void ExpectModelGradients(const TrainTransformer<double, RefAttention>& model,
-                          TrainParams<double>& p, const std::vector<int>& tokens, int64_t B,
-                          const std::function<bool(const std::string&)>& filter,
-                          const std::string& label) {
+// The analytic gradient of the model's loss with respect to every parameter tensor.
+TrainParams<double> ModelGradients(const TrainTransformer<double, RefAttention>& model,
+                                   const TrainParams<double>& p, const std::vector<int>& tokens,
+                                   int64_t B) {
   TrainActs<double> acts;
   model.Forward(p, tokens, B, acts);
   TrainParams<double> grads = ZeroParams<double>(model.arch());
   model.Backward(p, acts, grads);
+  return grads;
+}
+
+struct ModelGradientMismatch {
+  std::string name;
+  size_t index = 0;
+  double analytic = 0, numeric = 0;
+};
+
+// Every coordinate of the parameter tensors `filter` accepts, `grads` against central differences
+// of the model's loss. Step 1e-5 on O(1) values: truncation ~h^2 |f'''| ~ 1e-10, rounding
+// ~1e-16 |L| / h ~ 1e-11; bound 1e-7 + 1e-6 relative, orders of magnitude above both.
+std::vector<ModelGradientMismatch> ModelGradientMismatches(
+    const TrainTransformer<double, RefAttention>& model, TrainParams<double>& p,
+    TrainParams<double>& grads, const std::vector<int>& tokens, int64_t B,
+    const std::function<bool(const std::string&)>& filter) {
+  std::vector<ModelGradientMismatch> out;
   std::vector<std::vector<double>*> gt;
   grads.ForEach([&](const std::string&, std::vector<double>& t, bool) { gt.push_back(&t); });
   size_t idx = 0;
@@ -143,10 +101,26 @@ void ExpectModelGradients(const TrainTransformer<double, RefAttention>& model,
       const double down = model.Forward(p, tokens, B, a2);
       t[i] = keep;
       const double numeric = (up - down) / 2e-5;
-      ASSERT_NEAR(g[i], numeric, 1e-7 + 1e-6 * std::abs(numeric))
-          << label << " " << name << "[" << i << "]";
+      if (!(std::abs(g[i] - numeric) <= 1e-7 + 1e-6 * std::abs(numeric))) {
+        out.push_back({name, i, g[i], numeric});
+      }
     }
   });
+  return out;
+}
+
+void ExpectModelGradients(const TrainTransformer<double, RefAttention>& model,
+                          TrainParams<double>& p, const std::vector<int>& tokens, int64_t B,
+                          const std::function<bool(const std::string&)>& filter,
+                          const std::string& label) {
+  TrainParams<double> grads = ModelGradients(model, p, tokens, B);
+  const std::vector<ModelGradientMismatch> bad =
+      ModelGradientMismatches(model, p, grads, tokens, B, filter);
+  for (size_t k = 0; k < bad.size() && k < 10; ++k) {
+    ADD_FAILURE() << label << " " << bad[k].name << "[" << bad[k].index << "]: analytic "
+                  << bad[k].analytic << ", numeric " << bad[k].numeric;
+  }
+  EXPECT_TRUE(bad.empty()) << label << ": " << bad.size() << " coordinates off";
 }
 
 TEST(TrainTransformer, GradientOfEveryParameterMatchesCentralDifferences) {
@@ -178,6 +152,56 @@ TEST(TrainTransformer, NormalizedLogitsGradientsMatchCentralDifferences) {
   }
 }
 
+// The float model (tiled kernel) against the double model (reference attention) on the same
+// parameters and tokens: the loss and every parameter's gradient.
+void ExpectFloatModelMatchesDouble(const TrainArch& arch, const std::string& label) {
+  const int64_t B = 2, T = arch.model.seq_len;
+  const std::vector<int> tokens = TinyTokens(arch, B, T, 9);
+  const TrainParams<double> pd = RandomParams<double>(arch, 23);
+  TrainParams<float> pf = ZeroParams<float>(arch);
+  {
+    std::vector<std::vector<double>*> src;
+    TrainParams<double> copy = pd;
+    copy.ForEach([&](const std::string&, std::vector<double>& t, bool) { src.push_back(&t); });
+    size_t i = 0;
+    pf.ForEach([&](const std::string&, std::vector<float>& t, bool) {
+      t.assign(src[i]->begin(), src[i]->end());
+      ++i;
+    });
+  }
+  TrainTransformer<double, RefAttention> md(arch);
+  TrainTransformer<float, KernelAttention> mf(arch);
+  TrainActs<double> ad;
+  TrainActs<float> af;
+  const double ld = md.Forward(pd, tokens, B, ad);
+  const double lf = mf.Forward(pf, tokens, B, af);
+  // float32 forward through 2 layers at these sizes: ~1e-6 relative.
+  EXPECT_NEAR(lf, ld, 1e-4 * std::abs(ld)) << label;
+  TrainParams<double> gd = ZeroParams<double>(arch);
+  TrainParams<float> gf = ZeroParams<float>(arch);
+  md.Backward(pd, ad, gd);
+  mf.Backward(pf, af, gf);
+  std::vector<std::vector<double>*> want;
+  gd.ForEach([&](const std::string&, std::vector<double>& t, bool) { want.push_back(&t); });
+  size_t idx = 0;
+  double worst = 0;  // largest err / allowed
+  gf.ForEach([&](const std::string& name, std::vector<float>& t, bool) {
+    const std::vector<double>& w = *want[idx++];
+    double err = 0, mag = 0;
+    for (size_t i = 0; i < t.size(); ++i) {
+      err = std::max(err, std::abs(t[i] - w[i]));
+      mag = std::max(mag, std::abs(w[i]));
+    }
+    // Every gradient is a sum of O(N) float products through 2 layers; float's 6e-8 relative
+    // rounding grows to ~1e-5 of the tensor's largest entry; 1e-3 still catches any wrong term.
+    const double allowed = 1e-3 * mag + 1e-7;
+    worst = std::max(worst, err / allowed);
+    EXPECT_LE(err, allowed) << label << " " << name << " mag=" << mag;
+  });
+  std::printf("[ float    ] %s: loss %.6f vs %.6f, largest gradient error / allowed %.2e\n",
+              label.c_str(), lf, ld, worst);
+}
+
 TEST(TrainTransformer, FloatKernelModelMatchesDoubleModel) {
   for (TrainPosition pos : {TrainPosition::kRope, TrainPosition::kKerpleLog}) {
     TrainArch arch = TinyArch(pos);
@@ -189,47 +213,142 @@ TEST(TrainTransformer, FloatKernelModelMatchesDoubleModel) {
     arch.model.vocab_size = 40;
     arch.model.seq_len = 100;
     arch.layers = {LayerLayout{true, 30}, LayerLayout{true, 0}};
-    const int64_t B = 2, T = 100;
-    const std::vector<int> tokens = TinyTokens(arch, B, T, 9);
-    const TrainParams<double> pd = RandomParams<double>(arch, 23);
-    TrainParams<float> pf = ZeroParams<float>(arch);
-    {
-      std::vector<std::vector<double>*> src;
-      TrainParams<double> copy = pd;
-      copy.ForEach([&](const std::string&, std::vector<double>& t, bool) { src.push_back(&t); });
-      size_t i = 0;
-      pf.ForEach([&](const std::string&, std::vector<float>& t, bool) {
-        t.assign(src[i]->begin(), src[i]->end());
-        ++i;
-      });
-    }
-    TrainTransformer<double, RefAttention> md(arch);
-    TrainTransformer<float, KernelAttention> mf(arch);
-    TrainActs<double> ad;
-    TrainActs<float> af;
-    const double ld = md.Forward(pd, tokens, B, ad);
-    const double lf = mf.Forward(pf, tokens, B, af);
-    // float32 forward through 2 layers at these sizes: ~1e-6 relative.
-    EXPECT_NEAR(lf, ld, 1e-4 * std::abs(ld)) << static_cast<int>(pos);
-    TrainParams<double> gd = ZeroParams<double>(arch);
-    TrainParams<float> gf = ZeroParams<float>(arch);
-    md.Backward(pd, ad, gd);
-    mf.Backward(pf, af, gf);
-    std::vector<std::vector<double>*> want;
-    gd.ForEach([&](const std::string&, std::vector<double>& t, bool) { want.push_back(&t); });
-    size_t idx = 0;
-    gf.ForEach([&](const std::string& name, std::vector<float>& t, bool) {
-      const std::vector<double>& w = *want[idx++];
-      double err = 0, mag = 0;
-      for (size_t i = 0; i < t.size(); ++i) {
-        err = std::max(err, std::abs(t[i] - w[i]));
-        mag = std::max(mag, std::abs(w[i]));
-      }
-      // Every gradient is a sum of O(N) float products through 2 layers; float's 6e-8 relative
-      // rounding grows to ~1e-5 of the tensor's largest entry; 1e-3 still catches any wrong term.
-      EXPECT_LE(err, 1e-3 * mag + 1e-7) << static_cast<int>(pos) << " " << name << " mag=" << mag;
-    });
+    ExpectFloatModelMatchesDouble(arch, "llama position " + std::to_string(static_cast<int>(pos)));
   }
+}
+
+// ---- The GAU block (src/train/gau_layer.h) ---------------------------------------------------
+
+// One head of key width S = 4 and expansion width E = 12: the kernel runs R = 3 copies of it.
+TrainArch TinyGauArch(TrainPosition position) {
+  TrainArch a = TinyArch(position);
+  a.block = TrainBlock::kGau;
+  a.model.n_heads = a.model.n_kv_heads = 1;
+  a.model.hidden_dim = 12;
+  a.gau_key_dim = 4;
+  return a;
+}
+
+TEST(TrainTransformer, GauGradientOfEveryParameterMatchesCentralDifferences) {
+  for (TrainPosition pos : {TrainPosition::kRope, TrainPosition::kNope, TrainPosition::kAlibi,
+                            TrainPosition::kKerpleLog, TrainPosition::kKerplePower}) {
+    const TrainArch arch = TinyGauArch(pos);
+    TrainTransformer<double, RefAttention> model(arch);
+    TrainParams<double> p = RandomParams<double>(arch, 41 + static_cast<int>(pos));
+    ExpectModelGradients(model, p, TinyTokens(arch, 2, 5, 7), 2,
+                         [](const std::string&) { return true; },
+                         "gau position " + std::to_string(static_cast<int>(pos)));
+  }
+}
+
+TEST(TrainTransformer, GauNormalizedLogitsGradientsMatchCentralDifferences) {
+  // KeyNorm, QueryNorm, and both (cosine attention with lambda = 3), on the GAU's Q and K.
+  for (int v = 0; v < 3; ++v) {
+    TrainArch arch = TinyGauArch(TrainPosition::kRope);
+    arch.logits.query_norm = v != 1;
+    arch.logits.key_norm = v != 0;
+    if (v == 2) arch.logits.logit_scale = 3.0;
+    TrainTransformer<double, RefAttention> model(arch);
+    TrainParams<double> p = RandomParams<double>(arch, 51 + v);
+    ExpectModelGradients(
+        model, p, TinyTokens(arch, 2, 5, 8), 2,
+        [](const std::string& name) { return name.starts_with("layers.0."); },
+        "gau variant " + std::to_string(v));
+  }
+}
+
+// The check above is not blind: the same comparison, handed the analytic gradient with the
+// largest coordinate of one tensor off by 1%, flags that coordinate and no other, for every
+// tensor of a GAU layer (and the embedding, through the GAU's embedding norm). The layer with
+// RoPE: without it (or KeyNorm) beta_k's gradient is 0 by the math (tests/train/gau_layer_test.cc).
+TEST(TrainTransformer, GauWrongGradientIsFlagged) {
+  const TrainArch arch = TinyGauArch(TrainPosition::kRope);
+  TrainTransformer<double, RefAttention> model(arch);
+  TrainParams<double> p = RandomParams<double>(arch, 61);
+  const std::vector<int> tokens = TinyTokens(arch, 2, 5, 9);
+  TrainParams<double> grads = ModelGradients(model, p, tokens, 2);
+  std::vector<std::pair<std::string, std::vector<double>*>> tensors;
+  grads.ForEach([&](const std::string& name, std::vector<double>& t, bool) {
+    if (name.starts_with("layers.0.") || name == "token_embedding") tensors.emplace_back(name, &t);
+  });
+  ASSERT_EQ(tensors.size(), 9u);  // embedding, 4 matrices, 4 scales and offsets
+  for (auto& [name, t] : tensors) {
+    size_t k = 0;
+    for (size_t i = 0; i < t->size(); ++i) {
+      if (std::abs((*t)[i]) > std::abs((*t)[k])) k = i;
+    }
+    // 1% of the coordinate must exceed the bound 1e-7 + 1e-6 |g| by far.
+    ASSERT_GT(std::abs((*t)[k]), 1e-3) << name << ": a gradient that is all ~0 checks nothing";
+    const double keep = (*t)[k];
+    (*t)[k] *= 1.01;
+    const std::string target = name;
+    const std::vector<ModelGradientMismatch> bad = ModelGradientMismatches(
+        model, p, grads, tokens, 2, [&](const std::string& n) { return n == target; });
+    (*t)[k] = keep;
+    ASSERT_EQ(bad.size(), 1u) << name << ": the 1% error at " << k << " went unnoticed";
+    EXPECT_EQ(bad[0].name, name);
+    EXPECT_EQ(bad[0].index, k);
+  }
+}
+
+TEST(TrainTransformer, GauFloatKernelModelMatchesDoubleModel) {
+  for (TrainPosition pos :
+       {TrainPosition::kRope, TrainPosition::kAlibi, TrainPosition::kKerpleLog}) {
+    TrainArch arch = TinyGauArch(pos);
+    // Several key tiles of the kernel (T = 100 > 64); E = 64, S = 16: R = 4 copies of the head.
+    arch.model.dim = 32;
+    arch.model.hidden_dim = 64;
+    arch.gau_key_dim = 16;
+    arch.model.vocab_size = 40;
+    arch.model.seq_len = 100;
+    arch.layers = {LayerLayout{true, 30}, LayerLayout{true, 0}};
+    ExpectFloatModelMatchesDouble(arch, "gau position " + std::to_string(static_cast<int>(pos)));
+  }
+}
+
+TEST(TrainTransformer, GauArchitectureIsValidated) {
+  TrainArch a = TinyGauArch(TrainPosition::kRope);
+  a.model.hidden_dim = 10;  // not a multiple of S = 4
+  try {
+    ValidateArch(a);
+    ADD_FAILURE() << "E = 10, S = 4 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a positive multiple of gau_key_dim=4"), std::string::npos)
+        << e.what();
+  }
+  a = TinyGauArch(TrainPosition::kRope);
+  a.model.n_heads = 2;
+  EXPECT_THROW(ValidateArch(a), Error);
+  a = TinyGauArch(TrainPosition::kRope);
+  a.gau_key_dim = 3;
+  EXPECT_THROW(ValidateArch(a), Error);
+}
+
+// GAU parameters: names, shapes and weight decay (none on the per-dim scales and offsets).
+TEST(TrainTransformer, GauParameterList) {
+  const TrainArch arch = TinyGauArch(TrainPosition::kKerpleLog);
+  TrainParams<double> p = ZeroParams<double>(arch);
+  std::vector<std::string> names;
+  p.ForEach([&](const std::string& name, std::vector<double>& t, bool decay) {
+    names.push_back(name);
+    int64_t n = 1;
+    for (int64_t d : ParamShape(arch, name)) n *= d;
+    EXPECT_EQ(n, static_cast<int64_t>(t.size())) << name;
+    const bool matrix = name == "token_embedding" || name.ends_with("_u") ||
+                        name.ends_with("_v") || name.ends_with("_z") || name.ends_with("_o");
+    EXPECT_EQ(decay, matrix) << name;
+  });
+  const std::vector<std::string> layer0 = {
+      "layers.0.gau_u",   "layers.0.gau_v",  "layers.0.gau_z",   "layers.0.gau_o",
+      "layers.0.gamma_q", "layers.0.beta_q", "layers.0.gamma_k", "layers.0.beta_k",
+      "layers.0.bias_a",  "layers.0.bias_b"};
+  ASSERT_EQ(names.size(), 1 + 2 * layer0.size() + 1);  // + embedding, final norm (classifier tied)
+  for (size_t i = 0; i < layer0.size(); ++i) EXPECT_EQ(names[1 + i], layer0[i]);
+  EXPECT_EQ(ParamShape(arch, "layers.1.gau_u"), (std::vector<int64_t>{12, 8}));
+  EXPECT_EQ(ParamShape(arch, "layers.1.gau_z"), (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(ParamShape(arch, "layers.1.gau_o"), (std::vector<int64_t>{8, 12}));
+  EXPECT_EQ(ParamShape(arch, "layers.1.beta_k"), (std::vector<int64_t>{4}));
+  EXPECT_EQ(ParamShape(arch, "layers.1.bias_b"), (std::vector<int64_t>{1}));
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ struct TrainArgs {
   std::string attention = "full";
   int64_t seq_len = 128, steps = 2000, batch = 16, warmup = -1, save_every = 500,
           eval_every = 100, eval_windows = 64, log_every = 10;
-  int dim = 128, layers = 4, heads = 4, kv_heads = 0, hidden_dim = 0, accumulate = 1;
+  int dim = 128, layers = 4, heads = 0, kv_heads = 0, hidden_dim = 0, accumulate = 1;
   double lr = 1e-3, min_lr = -1, weight_decay = 0.1, clip = 1.0, valid_fraction = 0.1;
   uint64_t seed = 1;
   bool resume = false;
@@ -126,10 +126,6 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
     a.resume = true;
   }
   if (a.data.empty()) Fail("--data is required: a text file or a directory of *.txt files");
-  if (a.block != "llama") {
-    Fail("--block {}: only the LLaMA block is implemented so far (the GAU block is not yet)",
-         a.block);
-  }
   if (a.threads > 0) SetNumThreads(a.threads);
   fs::create_directories(a.out);
 
@@ -159,9 +155,20 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
   ModelConfig& m = arch.model;
   m.dim = a.dim;
   m.n_layers = a.layers;
-  m.n_heads = a.heads;
-  m.n_kv_heads = a.kv_heads > 0 ? a.kv_heads : a.heads;
-  m.hidden_dim = a.hidden_dim > 0 ? a.hidden_dim : (8 * a.dim / 3 + 15) / 16 * 16;
+  ApplyBlockSpec(a.block, arch);
+  if (arch.Gau()) {
+    // One head whose width is the key width; e = 2 dim as in the paper and GAU-alpha.
+    if (a.heads > 1 || a.kv_heads > 1) {
+      Fail("--heads {} --kv-heads {}: the GAU block has a single head (its width: --block "
+           "gau:key=S)", a.heads, a.kv_heads);
+    }
+    m.n_heads = m.n_kv_heads = 1;
+    m.hidden_dim = a.hidden_dim > 0 ? a.hidden_dim : 2 * a.dim;
+  } else {
+    m.n_heads = a.heads > 0 ? a.heads : 4;
+    m.n_kv_heads = a.kv_heads > 0 ? a.kv_heads : m.n_heads;
+    m.hidden_dim = a.hidden_dim > 0 ? a.hidden_dim : (8 * a.dim / 3 + 15) / 16 * 16;
+  }
   m.vocab_size = data.tokenizer.vocab_size();
   m.seq_len = static_cast<int>(a.seq_len);
   m.shared_classifier = false;
@@ -179,9 +186,12 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
   Trainer trainer(arch, topt);
   int64_t n_params = 0;
   for (const Param& p : trainer.registry().params()) n_params += p.numel();
-  fmt::print(stderr,
-             "train: {} parameters; dim {}, {} layers, {} heads; position {}; layers: {}{}{}\n",
-             n_params, m.dim, m.n_layers, m.n_heads, PositionSpecOf(arch), LayoutText(arch),
+  const std::string block_text =
+      arch.Gau() ? fmt::format("GAU blocks (key width {}, expansion {})", arch.gau_key_dim,
+                               m.hidden_dim)
+                 : fmt::format("{} heads", m.n_heads);
+  fmt::print(stderr, "train: {} parameters; dim {}, {} layers, {}; position {}; layers: {}{}{}\n",
+             n_params, m.dim, m.n_layers, block_text, PositionSpecOf(arch), LayoutText(arch),
              arch.logits.key_norm ? "; keynorm" : "", arch.logits.query_norm ? "; querynorm" : "");
   fmt::print(stderr, "train: unigram entropy of the training tokens: {:.3f} nats/token\n",
              entropy.nats);
@@ -299,10 +309,10 @@ void RegisterTrain(CLI::App& app) {
   sub->add_option("--accumulate", args->accumulate, "Micro-batches per optimizer step (gradient accumulation)")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--dim", args->dim, "Model width")->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--layers", args->layers, "Transformer blocks")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--heads", args->heads, "Attention heads (dim / heads must be even)")->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--heads", args->heads, "Attention heads (dim / heads must be even; default 4; the GAU block has one)");
   sub->add_option("--kv-heads", args->kv_heads, "Key/value heads (grouped-query attention; default: --heads)");
-  sub->add_option("--hidden-dim", args->hidden_dim, "SwiGLU width (default: 8/3 dim rounded up to 16)");
-  sub->add_option("--block", args->block, "Block: llama (pre-norm attention + SwiGLU); gau is not implemented yet")->capture_default_str();
+  sub->add_option("--hidden-dim", args->hidden_dim, "SwiGLU width (default: 8/3 dim rounded up to 16); GAU: the expansion width e of U and V (default: 2 dim; a multiple of the key width)");
+  sub->add_option("--block", args->block, "Block: llama (pre-norm attention + SwiGLU) or gau[:key=S] (post-norm single-head Gated Attention Unit, as GAU-alpha: key width S, default min(128, dim))")->capture_default_str();
   sub->add_option("--position", args->position, "Position scheme: rope[:base=B], nope, alibi, kerple-log, kerple-power")->capture_default_str();
   sub->add_option("--attention", args->attention, "Logits and layer layout, a comma list: keynorm, querynorm, cosine, scale=X; full, window=W, hwfa=W, hwfa2=W/K, swan=W/K")->capture_default_str();
   sub->add_option("--lr", args->lr, "Peak learning rate")->capture_default_str();
