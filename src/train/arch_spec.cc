@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fmt/format.h>
 
+#include "src/core/check.h"
 #include "src/core/error.h"
 
 namespace stretch {
@@ -60,15 +61,59 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
   const std::string_view name = spec.substr(0, colon);
   const std::string_view rest = colon == std::string_view::npos ? "" : spec.substr(colon + 1);
   constexpr std::string_view kAllowed =
-      "rope[:base=B], nope, alibi, kerple-log, kerple-power";
-  if (name == "rope") {
-    arch.position = TrainPosition::kRope;
-    if (!rest.empty()) {
-      if (!rest.starts_with("base=")) {
-        Fail("--position {}: unknown key in \"{}\" (allowed: base=B)", spec, rest);
+      "rope[:base=B,fraction=P], xpos[:base=B,gamma=G,fraction=P], nope, alibi, kerple-log, "
+      "kerple-power, sandwich[:dim=D,lambda=X]";
+  // key=value pieces of `rest`, each handed to `set`, which returns false for an unknown key.
+  auto each_key = [&](std::string_view allowed_keys, auto&& set) {
+    std::string_view r = rest;
+    while (!r.empty()) {
+      const size_t comma = r.find(',');
+      const std::string_view piece = r.substr(0, comma);
+      r = comma == std::string_view::npos ? std::string_view() : r.substr(comma + 1);
+      const size_t eq = piece.find('=');
+      if (eq == std::string_view::npos || !set(piece.substr(0, eq), piece.substr(eq + 1))) {
+        Fail("--position {}: unknown key in \"{}\" (allowed for {}: {})", spec, piece, name,
+             allowed_keys);
       }
-      arch.model.rope_base = static_cast<float>(PositiveNumber("--position", spec, rest.substr(5)));
     }
+  };
+  if (name == "rope" || name == "xpos") {
+    arch.position = name == "rope" ? TrainPosition::kRope : TrainPosition::kXpos;
+    each_key(name == "rope" ? "base=B, fraction=P" : "base=B, gamma=G, fraction=P",
+             [&](std::string_view key, std::string_view value) {
+               if (key == "base") {
+                 arch.model.rope_base =
+                     static_cast<float>(PositiveNumber("--position", spec, value));
+               } else if (key == "fraction") {
+                 arch.rope_fraction = PositiveNumber("--position", spec, value);
+                 if (arch.rope_fraction > 1.0) {
+                   Fail("--position {}: fraction={} (allowed: 0 < P <= 1, the share of RoPE's "
+                        "frequency pairs that rotate)",
+                        spec, value);
+                 }
+               } else if (key == "gamma" && name == "xpos") {
+                 arch.xpos_gamma = PositiveNumber("--position", spec, value);
+               } else {
+                 return false;
+               }
+               return true;
+             });
+    return;
+  }
+  if (name == "sandwich") {
+    arch.position = TrainPosition::kSandwich;
+    each_key("dim=D, lambda=X", [&](std::string_view key, std::string_view value) {
+      if (key == "dim") {
+        const int64_t d = PositiveInt("--position", spec, value);
+        if (d % 2 != 0 || d > 65536) Fail("--position {}: dim={} (allowed: even, 2 .. 65536)", spec, d);
+        arch.sandwich_dim = static_cast<int>(d);
+      } else if (key == "lambda") {
+        arch.sandwich_lambda = PositiveNumber("--position", spec, value);
+      } else {
+        return false;
+      }
+      return true;
+    });
     return;
   }
   if (!rest.empty()) Fail("--position {}: {} takes no parameters (allowed: {})", spec, name, kAllowed);
@@ -89,8 +134,10 @@ void ApplyAttentionSpec(std::string_view spec, TrainArch& arch) {
   const int n = arch.model.n_layers;
   arch.layers.assign(static_cast<size_t>(n), LayerLayout{});
   arch.logits = TrainLogits{};
+  bool cosine = false;
   constexpr std::string_view kAllowed =
-      "keynorm, querynorm, cosine, scale=X, full, window=W, hwfa=W, hwfa2=W/K, swan=W/K";
+      "keynorm, querynorm, cosine, cosine=per-position, scale=X, logn, ssmax, full, window=W, "
+      "hwfa=W, hwfa2=W/K, swan=W/K";
   size_t start = 0;
   while (start <= spec.size()) {
     const size_t comma = spec.find(',', start);
@@ -113,8 +160,14 @@ void ApplyAttentionSpec(std::string_view spec, TrainArch& arch) {
       arch.logits.key_norm = true;
     } else if (piece == "querynorm") {
       arch.logits.query_norm = true;
-    } else if (piece == "cosine") {
+    } else if (piece == "cosine" || piece == "cosine=per-position") {
       arch.logits.key_norm = arch.logits.query_norm = true;
+      arch.logits.position_lambda = piece == "cosine=per-position";
+      cosine = true;
+    } else if (piece == "logn") {
+      arch.logits.logn = true;
+    } else if (piece == "ssmax") {
+      arch.logits.ssmax = true;
     } else if (key == "scale") {
       arch.logits.logit_scale = PositiveNumber("--attention", piece, value);
     } else if (piece == "full") {
@@ -139,6 +192,14 @@ void ApplyAttentionSpec(std::string_view spec, TrainArch& arch) {
       Fail("--attention {}: unknown piece \"{}\" (allowed: {})", spec, piece, kAllowed);
     }
   }
+  // Cosine attention's lambda (the seeds' definitions): 4 ln(L / 2) for the training length L, or
+  // per position 4 ln((i + 1) / 2) (the scale 4 times the plan's per-position factor); a given
+  // scale=X replaces the 4 ln(L / 2) or the 4.
+  if (cosine && arch.logits.logit_scale == 0.0) {
+    STRETCH_CHECK(arch.model.seq_len >= 3, "seq_len={} must be set first", arch.model.seq_len);
+    arch.logits.logit_scale =
+        arch.logits.position_lambda ? 4.0 : 4.0 * std::log(0.5 * arch.model.seq_len);
+  }
 }
 
 std::string BlockSpecOf(const TrainArch& arch) {
@@ -147,7 +208,16 @@ std::string BlockSpecOf(const TrainArch& arch) {
 
 std::string PositionSpecOf(const TrainArch& arch) {
   switch (arch.position) {
-    case TrainPosition::kRope: return fmt::format("rope:base={}", arch.model.rope_base);
+    case TrainPosition::kRope:
+    case TrainPosition::kXpos: {
+      std::string out = fmt::format("{}:base={}", arch.position == TrainPosition::kRope ? "rope" : "xpos",
+                                    arch.model.rope_base);
+      if (arch.position == TrainPosition::kXpos) out += fmt::format(",gamma={}", arch.xpos_gamma);
+      if (arch.rope_fraction != 1.0) out += fmt::format(",fraction={}", arch.rope_fraction);
+      return out;
+    }
+    case TrainPosition::kSandwich:
+      return fmt::format("sandwich:dim={},lambda={}", arch.sandwich_dim, arch.sandwich_lambda);
     case TrainPosition::kNope: return "nope";
     case TrainPosition::kAlibi: return "alibi";
     case TrainPosition::kKerpleLog: return "kerple-log";

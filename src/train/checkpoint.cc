@@ -11,12 +11,14 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::pair<TrainPosition, const char*>, 5> kPositions = {{
+constexpr std::array<std::pair<TrainPosition, const char*>, 7> kPositions = {{
     {TrainPosition::kRope, "rope"},
     {TrainPosition::kNope, "nope"},
     {TrainPosition::kAlibi, "alibi"},
     {TrainPosition::kKerpleLog, "kerple-log"},
     {TrainPosition::kKerplePower, "kerple-power"},
+    {TrainPosition::kSandwich, "sandwich"},
+    {TrainPosition::kXpos, "xpos"},
 }};
 
 constexpr std::array<std::pair<TrainBlock, const char*>, 2> kBlocks = {{
@@ -76,6 +78,17 @@ json ArchToJson(const TrainArch& a) {
               {"scale", a.logits.logit_scale}}},
             {"layout", layout}};
   if (a.Gau()) j["gau_key_dim"] = a.gau_key_dim;  // LLaMA: absent (it has no such size)
+  // Fields that came with the later variants are written only when they are not the default,
+  // so that configs of earlier runs compare equal (resume checks the architecture by its JSON).
+  if (a.rope_fraction != 1.0) j["rope_fraction"] = a.rope_fraction;
+  if (a.position == TrainPosition::kXpos) j["xpos_gamma"] = a.xpos_gamma;
+  if (a.position == TrainPosition::kSandwich) {
+    j["sandwich_dim"] = a.sandwich_dim;
+    j["sandwich_lambda"] = a.sandwich_lambda;
+  }
+  if (a.logits.logn) j["logits"]["logn"] = true;
+  if (a.logits.position_lambda) j["logits"]["position_lambda"] = true;
+  if (a.logits.ssmax) j["logits"]["ssmax"] = true;
   return j;
 }
 
@@ -114,12 +127,23 @@ TrainArch ArchFromJson(const json& j, const std::string& what) {
     }
   }
   if (!found) {
-    Fail("{}: position \"{}\" (allowed: rope, nope, alibi, kerple-log, kerple-power)", what, pos);
+    Fail("{}: position \"{}\" (allowed: rope, nope, alibi, kerple-log, kerple-power, sandwich, "
+         "xpos)",
+         what, pos);
   }
+  if (j.contains("rope_fraction")) a.rope_fraction = Get<double>(j, "rope_fraction", what);
+  if (j.contains("xpos_gamma")) a.xpos_gamma = Get<double>(j, "xpos_gamma", what);
+  if (j.contains("sandwich_dim")) a.sandwich_dim = Get<int>(j, "sandwich_dim", what);
+  if (j.contains("sandwich_lambda")) a.sandwich_lambda = Get<double>(j, "sandwich_lambda", what);
   const json logits = Get<json>(j, "logits", what);
   a.logits.query_norm = Get<bool>(logits, "query_norm", what + " logits");
   a.logits.key_norm = Get<bool>(logits, "key_norm", what + " logits");
   a.logits.logit_scale = Get<double>(logits, "scale", what + " logits");
+  if (logits.contains("logn")) a.logits.logn = Get<bool>(logits, "logn", what + " logits");
+  if (logits.contains("position_lambda")) {
+    a.logits.position_lambda = Get<bool>(logits, "position_lambda", what + " logits");
+  }
+  if (logits.contains("ssmax")) a.logits.ssmax = Get<bool>(logits, "ssmax", what + " logits");
   const json layout = Get<json>(j, "layout", what);
   if (!layout.is_array()) Fail("{}: layout is not a list", what);
   for (const json& l : layout) {

@@ -53,6 +53,11 @@ void InitParams(const TrainArch& arch, TrainParams<float>& p, Rng& rng) {
       const double fan_in = name.ends_with(".gau_o") ? E : C;
       const double sd = gau_gain / std::sqrt(fan_in);
       for (float& x : t) x = static_cast<float>(sd * rng.Normal());
+    } else if (name.ends_with(".ssmax")) {
+      // SSMax's s_h ln n equals 1 at n = L: at the training length the logits start as they
+      // would without it.
+      const double s0 = 1.0 / std::log(static_cast<double>(arch.model.seq_len));
+      std::fill(t.begin(), t.end(), static_cast<float>(s0));
     } else if (name.find(".bias_a") != std::string::npos) {
       for (float& x : t) x = static_cast<float>(std::max(0.01, 2.0 * rng.UniformDouble()));
     } else if (name.find(".bias_b") != std::string::npos) {

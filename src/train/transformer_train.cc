@@ -42,6 +42,24 @@ void ValidateArch(const TrainArch& arch) {
   for (const LayerLayout& l : arch.layers) {
     if (l.window < 0) bad("window", l.window, "0 (full attention) or a positive integer");
   }
+  auto bad_value = [](std::string_view field, double v, std::string_view allowed) {
+    throw Error(fmt::format("model: {}={} (allowed: {})", field, v, allowed));
+  };
+  if (!(arch.rope_fraction > 0.0 && arch.rope_fraction <= 1.0)) {
+    bad_value("rope fraction (p-RoPE)", arch.rope_fraction, "0 < p <= 1");
+  }
+  if (arch.position == TrainPosition::kXpos && !(arch.xpos_gamma > 0.0)) {
+    bad_value("xpos gamma", arch.xpos_gamma, "> 0");
+  }
+  if (arch.position == TrainPosition::kSandwich &&
+      (arch.sandwich_dim < 2 || arch.sandwich_dim % 2 != 0)) {
+    bad("sandwich dim", arch.sandwich_dim, "an even number >= 2");
+  }
+  if (arch.Gau() && (arch.position == TrainPosition::kXpos || arch.logits.ssmax)) {
+    throw Error("model: XPOS and SSMax are not yet implemented for the GAU block (allowed with "
+                "--block gau: rope, nope, alibi, kerple-log, kerple-power, sandwich; keynorm, "
+                "querynorm, cosine, logn)");
+  }
 }
 
 namespace {

@@ -55,6 +55,8 @@ enum class TrainPosition {
   kAlibi,        // additive -m_h (i - j), Press et al.'s slopes (not learned)
   kKerpleLog,    // additive -a_h log(1 + b_h (i - j)), a_h, b_h learned per layer and head
   kKerplePower,  // additive -a_h (i - j)^b_h, learned
+  kSandwich,     // additive lambda p_i . p_j, sinusoidal embeddings of dim sandwich_dim (plan.h)
+  kXpos,         // RoPE with XPOS's per-pair decay zeta_t^((i - j) / gamma) (plan.h)
 };
 
 // One layer's attention layout: whether it uses the model's position scheme (false: NoPE for
@@ -70,6 +72,14 @@ struct TrainLogits {
   bool query_norm = false;
   bool key_norm = false;
   double logit_scale = 0.0;
+  // max(1, ln(i + 1) / ln L) on query i's logits (1 at every trained position; the checkpoint
+  // then carries it to evaluation, where it grows past L).
+  bool logn = false;
+  // Cosine attention's per-position lambda: logits also times ln((i + 1) / 2) (plan.h).
+  bool position_lambda = false;
+  // SSMax (arXiv 2501.19399): query i's logits in head h times s_h ln(i + 1), s_h learned per
+  // layer and head (tensor "ssmax"; LLaMA block).
+  bool ssmax = false;
 };
 
 // What one layer is.
@@ -84,6 +94,12 @@ struct TrainArch {
   TrainBlock block = TrainBlock::kLlama;
   int gau_key_dim = 0;  // GAU: S, the width of Z, Q, K (and RoPE's rotary dim); divides E
   TrainPosition position = TrainPosition::kRope;
+  // p-RoPE (Barbero et al. 2024, arXiv 2410.06205): the fraction of RoPE's frequency pairs that
+  // rotate; the lowest frequencies (the last pairs) are left unrotated. 1: plain RoPE.
+  double rope_fraction = 1.0;
+  double xpos_gamma = 512.0;    // kXpos: the scale base gamma (torchscale's default 512)
+  int sandwich_dim = 128;       // kSandwich: the sinusoids' dimension
+  double sandwich_lambda = 1.0; // kSandwich: lambda, the same for every head
   TrainLogits logits;
   std::vector<LayerLayout> layers;  // model.n_layers entries
   bool Gau() const { return block == TrainBlock::kGau; }
@@ -119,6 +135,7 @@ struct TrainLayer {
   std::vector<Real> attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3;  // LLaMA
   GauWeights<Real> gau;                                                // GAU
   std::vector<Real> bias_a, bias_b;  // KERPLE: (H) each (GAU: 1); empty otherwise
+  std::vector<Real> ssmax;           // SSMax: (H); empty otherwise
 };
 template <typename Real>
 struct TrainParams {
@@ -165,6 +182,7 @@ struct TrainParams {
         fn(p + "bias_a", L.bias_a, false);
         fn(p + "bias_b", L.bias_b, false);
       }
+      if (!L.ssmax.empty()) fn(p + "ssmax", L.ssmax, false);
     }
     fn("final_norm", final_norm, false);
     if (!classifier.empty()) fn("classifier", classifier, true);
@@ -206,6 +224,7 @@ TrainParams<Real> ZeroParams(const TrainArch& arch) {
     L.w1.assign(F * C, Real(0));
     L.w2.assign(C * F, Real(0));
     L.w3.assign(F * C, Real(0));
+    if (arch.logits.ssmax) L.ssmax.assign(static_cast<size_t>(m.n_heads), Real(0));
   }
   p.final_norm.assign(C, Real(0));
   if (!m.shared_classifier) p.classifier.assign(V * C, Real(0));
@@ -231,12 +250,20 @@ inline std::vector<int64_t> ParamShape(const TrainArch& arch, const std::string&
   if (ends(".w1") || ends(".w3")) return {F, C};
   if (ends(".w2")) return {C, F};
   if (ends(".bias_a") || ends(".bias_b")) return {arch.AttentionHeads()};
+  if (ends(".ssmax")) return {m.n_heads};
   STRETCH_CHECK(false, "unknown parameter {}", name);
   return {};
 }
 
 // Checks the architecture (sizes, layer list, windows); throws stretch::Error naming the field.
 void ValidateArch(const TrainArch& arch);
+
+// p-RoPE: how many of the HeadDim() / 2 frequency pairs rotate (the first ones, highest
+// frequencies): round(rope_fraction * pairs).
+inline int RotatedPairs(const TrainArch& arch) {
+  const int pairs = arch.HeadDim() / 2;
+  return static_cast<int>(std::lround(arch.rope_fraction * pairs));
+}
 
 // The attention plan of layer l for sequences of T positions, with the layer's current KERPLE
 // parameters (a plan is plain data; rebuilt per step, it costs nothing next to the layer). Biases
@@ -246,9 +273,12 @@ AttentionPlan LayerPlan(const TrainArch& arch, const TrainLayer<Real>& layer, in
   const LayerLayout& lay = arch.layers[static_cast<size_t>(l)];
   const ModelConfig& m = arch.model;
   const std::string spec =
-      lay.window > 0 && lay.window < T ? "window:window=" + std::to_string(lay.window) : "direct";
+      (lay.window > 0 && lay.window < T ? "window:window=" + std::to_string(lay.window)
+                                        : std::string("direct")) +
+      (arch.logits.logn ? "+logn" : "");
   AttentionPlan plan = MakeAttentionPlan(
       ParseMethod(spec), RopeGeometry{m.seq_len, arch.HeadDim(), m.rope_base}, T);
+  plan.position_log_scale = arch.logits.position_lambda;
   if (!lay.position) return plan;
   const int heads = arch.AttentionHeads(), copies = arch.KernelHeads() / heads;
   auto per_kernel_head = [&](const auto& per_head) {  // head h's value for its `copies`
@@ -260,7 +290,13 @@ AttentionPlan LayerPlan(const TrainArch& arch, const TrainLayer<Real>& layer, in
   };
   switch (arch.position) {
     case TrainPosition::kRope:
+    case TrainPosition::kXpos:  // its decay scales q and k outside the kernel (PairScale)
     case TrainPosition::kNope: break;
+    case TrainPosition::kSandwich:
+      plan.bias = SandwichBias(std::vector<double>(static_cast<size_t>(arch.KernelHeads()),
+                                                   arch.sandwich_lambda),
+                               arch.sandwich_dim, T);
+      break;
     case TrainPosition::kAlibi:
       plan.bias.kind = BiasKind::kAlibi;
       plan.bias.a = per_kernel_head(AlibiSlopes(heads));
@@ -281,6 +317,7 @@ template <typename Real>
 struct LayerActs {
   std::vector<Real> x, a, q, k, v, att, lse, x1, f, g, u, h;  // LLaMA
   std::vector<Real> q_raw, k_raw;  // before QueryNorm / KeyNorm (empty without)
+  std::vector<Real> q_unscaled;    // SSMax: q before s_h ln(i + 1) (empty without)
   GauActs<Real> gau;               // GAU
 };
 template <typename Real>
@@ -371,6 +408,12 @@ class TrainTransformer {
         for (int64_t b = 0; b < B; ++b) {
           RopeInterleavedForward(A.q.data() + b * T * H * D, T, H, int64_t{H} * D, D, rope.angles);
           RopeInterleavedForward(A.k.data() + b * T * G * D, T, G, int64_t{G} * D, D, rope.angles);
+          if (arch_.position == TrainPosition::kXpos) {  // q, k <- XPOS decay per pair
+            PairScaleForward(A.q.data() + b * T * H * D, T, H, int64_t{H} * D, D, D / 2,
+                             rope.xpos_q.data());
+            PairScaleForward(A.k.data() + b * T * G * D, T, G, int64_t{G} * D, D, D / 2,
+                             rope.xpos_k.data());
+          }
         }
       }
       if (arch_.logits.query_norm) {  // forward: q <- q / |q| per head
@@ -380,6 +423,12 @@ class TrainTransformer {
       if (arch_.logits.key_norm) {
         A.k_raw = A.k;
         L2NormalizeForward(A.k_raw.data(), A.k.data(), N * G, D);
+      }
+      if (arch_.logits.ssmax) {  // forward: q[i, h] <- s_h ln(i + 1) q[i, h]
+        A.q_unscaled = A.q;
+        for (int64_t b = 0; b < B; ++b) {
+          HeadScaleForward(A.q.data() + b * T * H * D, T, H, D, rope.log_n.data(), W.ssmax.data());
+        }
       }
       A.att.resize(A.q.size());
       A.lse.resize(static_cast<size_t>(N * H));
@@ -494,6 +543,12 @@ class TrainTransformer {
           dW.bias_b[static_cast<size_t>(h)] += static_cast<Real>(dbb[static_cast<size_t>(h)]);
         }
       }
+      if (arch_.logits.ssmax) {  // forward: q <- s_h ln(i + 1) q  so: dq scaled, ds_h added
+        for (int64_t b = 0; b < B; ++b) {
+          HeadScaleBackward(dq.data() + b * T * H * D, A.q_unscaled.data() + b * T * H * D, T, H,
+                            D, rope.log_n.data(), W.ssmax.data(), dW.ssmax.data());
+        }
+      }
       if (arch_.logits.query_norm) {
         L2NormalizeBackward(dq.data(), A.q_raw.data(), dq.data(), N * H, D);
       }
@@ -502,6 +557,12 @@ class TrainTransformer {
       }
       if (UsesRope(l)) {  // forward: q, k rotated in place  so: rotate dq, dk back
         for (int64_t b = 0; b < B; ++b) {
+          if (arch_.position == TrainPosition::kXpos) {  // forward: q, k scaled  so: dq, dk too
+            PairScaleBackward(dq.data() + b * T * H * D, T, H, int64_t{H} * D, D, D / 2,
+                              rope.xpos_q.data());
+            PairScaleBackward(dk.data() + b * T * G * D, T, G, int64_t{G} * D, D, D / 2,
+                              rope.xpos_k.data());
+          }
           RopeInterleavedBackward(dq.data() + b * T * H * D, T, H, int64_t{H} * D, D, rope.angles);
           RopeInterleavedBackward(dk.data() + b * T * G * D, T, G, int64_t{G} * D, D, rope.angles);
         }
@@ -531,9 +592,12 @@ class TrainTransformer {
     int64_t T = -1;
     std::vector<Real> cos, sin;
     RopeAngles<Real> angles;
+    std::vector<Real> xpos_q, xpos_k;  // XPOS: (T, pairs) factors on q and k
+    std::vector<Real> log_n;           // (T): ln(i + 1), SSMax's row weight
   };
   bool UsesRope(int l) const {
-    return arch_.position == TrainPosition::kRope && arch_.layers[static_cast<size_t>(l)].position;
+    return (arch_.position == TrainPosition::kRope || arch_.position == TrainPosition::kXpos) &&
+           arch_.layers[static_cast<size_t>(l)].position;
   }
   const Real* Classifier(const TrainParams<Real>& p) const {
     return p.classifier.empty() ? p.token_embedding.data() : p.classifier.data();
@@ -547,14 +611,38 @@ class TrainTransformer {
       rope_.T = T;
       rope_.cos.resize(static_cast<size_t>(T * pairs));
       rope_.sin.resize(rope_.cos.size());
+      // p-RoPE: pairs from RotatedPairs() on have theta 0 (cos 1, sin 0: not rotated).
+      const int rotated = RotatedPairs(arch_);
       for (int64_t t = 0; t < T; ++t) {
         for (int u = 0; u < pairs; ++u) {
-          const double theta = std::pow(static_cast<double>(m.rope_base), -2.0 * u / D);
+          const double theta =
+              u < rotated ? std::pow(static_cast<double>(m.rope_base), -2.0 * u / D) : 0.0;
           rope_.cos[static_cast<size_t>(t * pairs + u)] = static_cast<Real>(std::cos(t * theta));
           rope_.sin[static_cast<size_t>(t * pairs + u)] = static_cast<Real>(std::sin(t * theta));
         }
       }
       rope_.angles = RopeAngles<Real>{rope_.cos.data(), rope_.sin.data(), T, pairs};
+      // XPOS: pair u of a score decays as zeta_u^((i - j) / gamma), zeta_u = (2u + 0.4 D) /
+      // (1.4 D) (torchscale xpos_relative_position.py); q_i gets zeta^((i - c) / gamma) and k_j
+      // zeta^((c - j) / gamma) with c = T - 1, whose product is the decay; k's factor is <= 1
+      // and q's at most zeta_0^(-(T - 1) / gamma) (3.5 at T = gamma), so nothing overflows at
+      // training lengths (the inference kernel references positions per tile, plan.h).
+      rope_.xpos_q.assign(static_cast<size_t>(T * pairs), Real(1));
+      rope_.xpos_k.assign(rope_.xpos_q.size(), Real(1));
+      if (arch_.position == TrainPosition::kXpos) {
+        for (int64_t t = 0; t < T; ++t) {
+          for (int u = 0; u < pairs; ++u) {
+            const double zeta = (2.0 * u + 0.4 * D) / (1.4 * D);
+            const double rel = static_cast<double>(t - (T - 1)) / arch_.xpos_gamma;
+            rope_.xpos_q[static_cast<size_t>(t * pairs + u)] = static_cast<Real>(std::pow(zeta, rel));
+            rope_.xpos_k[static_cast<size_t>(t * pairs + u)] = static_cast<Real>(std::pow(zeta, -rel));
+          }
+        }
+      }
+      rope_.log_n.resize(static_cast<size_t>(T));
+      for (int64_t t = 0; t < T; ++t) {
+        rope_.log_n[static_cast<size_t>(t)] = static_cast<Real>(std::log(static_cast<double>(t + 1)));
+      }
     }
     return rope_;
   }

@@ -1,6 +1,7 @@
 // --position and --attention specs: what each layout gives per layer, and the errors.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "src/core/error.h"
@@ -80,6 +81,31 @@ TEST(ArchSpec, Errors) {
   ExpectError([&] { ApplyBlockSpec("gau:s=64", a); }, "unknown key in \"s=64\"");
   ExpectError([&] { ApplyBlockSpec("gau:key=0", a); }, "not a positive integer");
   ExpectError([&] { ApplyBlockSpec("llama:key=64", a); }, "llama takes no parameters");
+}
+
+TEST(ArchSpec, LaterVariants) {
+  TrainArch a = Layers(2);
+  a.model.seq_len = 128;
+  ApplyPositionSpec("xpos:gamma=256,fraction=0.5", a);
+  EXPECT_EQ(a.position, TrainPosition::kXpos);
+  EXPECT_EQ(a.xpos_gamma, 256.0);
+  EXPECT_EQ(a.rope_fraction, 0.5);
+  EXPECT_EQ(PositionSpecOf(a), "xpos:base=10000,gamma=256,fraction=0.5");
+  ApplyPositionSpec("sandwich:dim=64,lambda=0.5", a);
+  EXPECT_EQ(a.position, TrainPosition::kSandwich);
+  EXPECT_EQ(a.sandwich_dim, 64);
+  EXPECT_EQ(PositionSpecOf(a), "sandwich:dim=64,lambda=0.5");
+  ApplyAttentionSpec("cosine,logn,ssmax", a);
+  EXPECT_TRUE(a.logits.query_norm && a.logits.key_norm && a.logits.logn && a.logits.ssmax);
+  EXPECT_NEAR(a.logits.logit_scale, 4.0 * std::log(64.0), 1e-12);  // 4 ln(L / 2)
+  ApplyAttentionSpec("cosine=per-position", a);
+  EXPECT_TRUE(a.logits.position_lambda);
+  EXPECT_EQ(a.logits.logit_scale, 4.0);
+  ApplyAttentionSpec("scale=10,cosine", a);
+  EXPECT_EQ(a.logits.logit_scale, 10.0);  // a given scale wins, in any order
+  ExpectError([&] { ApplyPositionSpec("rope:fraction=1.5", a); }, "0 < P <= 1");
+  ExpectError([&] { ApplyPositionSpec("rope:gamma=3", a); }, "unknown key in \"gamma=3\"");
+  ExpectError([&] { ApplyPositionSpec("sandwich:dim=7", a); }, "even");
 }
 
 }  // namespace

@@ -105,6 +105,34 @@ TEST(Checkpoint, ArchitectureAndOptionsRoundTrip) {
   EXPECT_EQ(TrainerOptionsToJson(o), TrainerOptionsToJson(TrainerOptionsFromJson(TrainerOptionsToJson(o), "t")));
 }
 
+TEST(Checkpoint, LaterVariantsRoundTrip) {
+  TrainArch x = SmallArch(TrainPosition::kXpos);
+  x.xpos_gamma = 64;
+  x.rope_fraction = 0.75;
+  x.logits.ssmax = x.logits.logn = true;
+  TrainArch s = SmallArch(TrainPosition::kSandwich);
+  s.sandwich_dim = 32;
+  s.sandwich_lambda = 0.5;
+  s.logits.query_norm = s.logits.key_norm = s.logits.position_lambda = true;
+  s.logits.logit_scale = 4;
+  for (const TrainArch& a : {x, s}) {
+    const TrainArch b = ArchFromJson(ArchToJson(a), "test");
+    EXPECT_EQ(ArchToJson(a), ArchToJson(b));
+    EXPECT_EQ(b.position, a.position);
+    EXPECT_EQ(b.xpos_gamma, a.xpos_gamma);
+    EXPECT_EQ(b.rope_fraction, a.rope_fraction);
+    EXPECT_EQ(b.sandwich_dim, a.sandwich_dim);
+    EXPECT_EQ(b.sandwich_lambda, a.sandwich_lambda);
+    EXPECT_EQ(b.logits.ssmax, a.logits.ssmax);
+    EXPECT_EQ(b.logits.logn, a.logits.logn);
+    EXPECT_EQ(b.logits.position_lambda, a.logits.position_lambda);
+  }
+  // Defaults are not written, so earlier runs' configs keep comparing equal on --resume.
+  const nlohmann::json plain = ArchToJson(SmallArch(TrainPosition::kRope));
+  EXPECT_FALSE(plain.contains("rope_fraction"));
+  EXPECT_FALSE(plain.at("logits").contains("ssmax"));
+}
+
 TEST(Checkpoint, GauArchitectureRoundTrips) {
   TrainArch a = SmallGauArch(TrainPosition::kKerplePower);
   a.logits.query_norm = true;

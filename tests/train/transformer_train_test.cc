@@ -202,6 +202,79 @@ void ExpectFloatModelMatchesDouble(const TrainArch& arch, const std::string& lab
               label.c_str(), lf, ld, worst);
 }
 
+// The later position and logit variants: Sandwich, XPOS (a small gamma, so the decay is
+// strong over 5 positions), p-RoPE, SSMax (its learned s_h included), log-n (a training length
+// of 3 below the 5 positions, so the factor exceeds 1) and cosine attention's per-position lambda.
+std::vector<std::pair<std::string, std::function<void(TrainArch&)>>> LaterVariants() {
+  return {
+      {"sandwich", [](TrainArch& a) {
+         a.position = TrainPosition::kSandwich;
+         a.sandwich_dim = 6;
+         a.sandwich_lambda = 0.7;
+       }},
+      {"xpos", [](TrainArch& a) {
+         a.position = TrainPosition::kXpos;
+         a.xpos_gamma = 3.0;
+       }},
+      {"p-rope", [](TrainArch& a) { a.rope_fraction = 0.5; }},
+      {"ssmax", [](TrainArch& a) { a.logits.ssmax = true; }},
+      {"logn", [](TrainArch& a) {
+         a.logits.logn = true;
+         a.model.seq_len = 3;
+       }},
+      {"cosine per position", [](TrainArch& a) {
+         a.logits.query_norm = a.logits.key_norm = a.logits.position_lambda = true;
+         a.logits.logit_scale = 4.0;
+       }},
+  };
+}
+
+TEST(TrainTransformer, LaterVariantsGradientsMatchCentralDifferences) {
+  uint64_t seed = 90;
+  for (const auto& [label, set] : LaterVariants()) {
+    TrainArch arch = TinyArch(TrainPosition::kRope);
+    set(arch);
+    TrainTransformer<double, RefAttention> model(arch);
+    TrainParams<double> p = RandomParams<double>(arch, ++seed);
+    ExpectModelGradients(model, p, TinyTokens(arch, 2, 5, seed), 2,
+                         [](const std::string&) { return true; }, label);
+  }
+}
+
+TEST(TrainTransformer, LaterVariantsChangeTheLoss) {
+  // Each variant must reach the loss: the same parameters give another loss than plain RoPE.
+  const TrainArch base = TinyArch(TrainPosition::kRope);
+  TrainTransformer<double, RefAttention> plain(base);
+  for (const auto& [label, set] : LaterVariants()) {
+    TrainArch arch = base;
+    set(arch);
+    TrainTransformer<double, RefAttention> model(arch);
+    TrainParams<double> p = RandomParams<double>(arch, 5);
+    TrainParams<double> q = RandomParams<double>(base, 5);
+    const std::vector<int> tokens = TinyTokens(arch, 2, 5, 3);
+    TrainActs<double> a1, a2;
+    EXPECT_GT(std::abs(model.Forward(p, tokens, 2, a1) - plain.Forward(q, tokens, 2, a2)), 1e-6)
+        << label;
+  }
+}
+
+TEST(TrainTransformer, LaterVariantsFloatKernelModelMatchesDoubleModel) {
+  for (const auto& [label, set] : LaterVariants()) {
+    TrainArch arch = TinyArch(TrainPosition::kRope);
+    arch.model.dim = 32;
+    arch.model.hidden_dim = 48;
+    arch.model.n_heads = 4;
+    arch.model.n_kv_heads = 2;
+    arch.model.vocab_size = 40;
+    arch.model.seq_len = 100;
+    arch.layers = {LayerLayout{true, 30}, LayerLayout{true, 0}};
+    set(arch);
+    if (label == "xpos") arch.xpos_gamma = 64.0;  // a decay over 100 positions, no underflow
+    if (label == "logn") arch.model.seq_len = 40;
+    ExpectFloatModelMatchesDouble(arch, label);
+  }
+}
+
 TEST(TrainTransformer, FloatKernelModelMatchesDoubleModel) {
   for (TrainPosition pos : {TrainPosition::kRope, TrainPosition::kKerpleLog}) {
     TrainArch arch = TinyArch(pos);

@@ -313,8 +313,23 @@ void RegisterTrain(CLI::App& app) {
   sub->add_option("--kv-heads", args->kv_heads, "Key/value heads (grouped-query attention; default: --heads)");
   sub->add_option("--hidden-dim", args->hidden_dim, "SwiGLU width (default: 8/3 dim rounded up to 16); GAU: the expansion width e of U and V (default: 2 dim; a multiple of the key width)");
   sub->add_option("--block", args->block, "Block: llama (pre-norm attention + SwiGLU) or gau[:key=S] (post-norm single-head Gated Attention Unit, as GAU-alpha: key width S, default min(128, dim))")->capture_default_str();
-  sub->add_option("--position", args->position, "Position scheme: rope[:base=B], nope, alibi, kerple-log, kerple-power")->capture_default_str();
-  sub->add_option("--attention", args->attention, "Logits and layer layout, a comma list: keynorm, querynorm, cosine, scale=X; full, window=W, hwfa=W, hwfa2=W/K, swan=W/K")->capture_default_str();
+  sub->add_option("--position", args->position,
+                  "How attention knows where tokens are: rope[:base=B,fraction=P] (RoPE; P < 1 "
+                  "is p-RoPE: only that share of the frequency pairs rotates, the slowest are "
+                  "left out), xpos[:base=B,gamma=G] (RoPE whose scores also decay with distance, "
+                  "scale base G, default 512), nope (nothing), alibi (a fixed linear distance "
+                  "penalty per head), kerple-log, kerple-power (learned distance penalties), "
+                  "sandwich[:dim=D,lambda=X] (a bias from the inner product of two sinusoidal "
+                  "position embeddings of dimension D, default 128, times X)")
+      ->capture_default_str();
+  sub->add_option("--attention", args->attention,
+                  "Logits and layer layout, a comma list. Logits: keynorm, querynorm (unit-length "
+                  "keys / queries), cosine (both, times lambda = 4 ln(L/2)), "
+                  "cosine=per-position (lambda = 4 ln((i+1)/2) for query i), scale=X (instead "
+                  "of 1/sqrt(head dim) or lambda), logn (logits times max(1, ln(i+1)/ln L): 1 "
+                  "while training, growing past L), ssmax (a learned per-head s times ln(i+1), "
+                  "SSMax). Layout: full, window=W, hwfa=W, hwfa2=W/K, swan=W/K")
+      ->capture_default_str();
   sub->add_option("--lr", args->lr, "Peak learning rate")->capture_default_str();
   sub->add_option("--min-lr", args->min_lr, "Learning rate at the last step (default: lr / 10)");
   sub->add_option("--warmup", args->warmup, "Warm-up steps (default: min(100, steps / 10))");
