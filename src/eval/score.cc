@@ -111,6 +111,7 @@ ScoreSummary ScoreStream(Transformer& model, std::span<const int> stream, const 
                          const TokenSink& sink) {
   ValidateScoreOptions(opt);
   CheckTokenIds(stream, model.config().vocab_size, "token stream");
+  CheckTokenIds(std::span<const int>(&opt.bos, 1), model.config().vocab_size, "BOS");
   const int64_t N = opt.ctx;
   const int64_t S = opt.stride == 0 ? N : opt.stride;
   const int64_t total = static_cast<int64_t>(stream.size());
@@ -127,7 +128,7 @@ ScoreSummary ScoreStream(Transformer& model, std::span<const int> stream, const 
   Progress progress(opt.progress_label, windows, "windows", opt.progress);
   for (int64_t w = 0; w < windows; ++w) {
     const int64_t a = w * S;
-    inputs[0] = kScoreBos;
+    inputs[0] = opt.bos;
     std::copy(stream.begin() + a, stream.begin() + a + N - 1, inputs.begin() + 1);
     const int64_t first = w == 0 ? 0 : N - S;
     ScoreWindow(model, inputs, stream.subspan(static_cast<size_t>(a), static_cast<size_t>(N)),
@@ -181,6 +182,7 @@ ScoreSummary ScoreFixedTail(Transformer& model, std::span<const int> stream,
   ValidateScoreOptions(opt);
   if (opt.tail < 1) Fail("fixed tail: --tail must be at least 1, found {}", opt.tail);
   CheckTokenIds(stream, model.config().vocab_size, "token stream");
+  CheckTokenIds(std::span<const int>(&opt.bos, 1), model.config().vocab_size, "BOS");
   const int64_t C = opt.ctx;
   const int64_t M = opt.sample_len == 0 ? C : opt.sample_len;
   const int64_t total = static_cast<int64_t>(stream.size());
@@ -199,7 +201,7 @@ ScoreSummary ScoreFixedTail(Transformer& model, std::span<const int> stream,
   for (int64_t w = 0; w < samples; ++w) {
     // inputs = [BOS] + stream[a+M-C .. a+M-2]; position p predicts stream[b + p], b = a + M - C.
     const int64_t b = w * M + M - C;
-    inputs[0] = kScoreBos;
+    inputs[0] = opt.bos;
     std::copy(stream.begin() + b, stream.begin() + b + C - 1, inputs.begin() + 1);
     ScoreWindow(model, inputs, stream.subspan(static_cast<size_t>(b), static_cast<size_t>(C)),
                 C - opt.tail, w, opt, summary, sink, hidden, logits);

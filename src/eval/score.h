@@ -35,7 +35,9 @@
 #include "src/model/transformer.h"
 
 namespace stretch {
-// The token fed first in every window of a text stream (llama2.c's BOS id).
+// The token fed first in every window of a text stream by default (llama2.c's BOS id); a model
+// with another tokenizer sets ScoreOptions::bos to its own (a stretch checkpoint's bytes
+// tokenizer: 256).
 inline constexpr int kScoreBos = 1;
 // Rows of logits computed at once while scoring: bounds the logits buffer to kScoreLogitRows * V
 // floats whatever the context length (32 MB for a 32000-token vocabulary).
@@ -53,6 +55,7 @@ struct ScoreOptions {
   // targets scored per sample (1 .. ctx). Both 0 for the other protocols.
   int64_t sample_len = 0;
   int64_t tail = 0;
+  int bos = kScoreBos;        // the BOS fed first in every window of a text stream
   bool progress = true;       // progress line on stderr
   std::string progress_label = "score";  // how the progress line begins
 };

@@ -10,6 +10,40 @@
 
 namespace stretch {
 
+// How one layer attends, for models trained by `stretch train` (src/train/inference_model.h
+// fills it from a checkpoint; the trainer's TrainArch describes the same layers). LLaMA-family
+// checkpoints (llama2.c, ...) leave AttentionLayout::layers empty: every layer RoPE at the model's
+// base with full causal attention.
+enum class LayerPosition {
+  kRope,         // q and k rotated by RoPE (base = ModelConfig::rope_base)
+  kNone,         // no position information at all (NoPE): causal attention alone
+  kAlibi,        // additive -m_h (i - j), ALiBi's fixed slopes m_h = AlibiSlopes(H)
+  kKerpleLog,    // additive -a_h log(1 + b_h (i - j)), a_h, b_h: LayerWeights::bias_a, bias_b
+  kKerplePower,  // additive -a_h (i - j)^b_h
+};
+
+struct LayerAttention {
+  LayerPosition position = LayerPosition::kRope;
+  int64_t window = 0;  // trained sliding window: query i sees keys i - window + 1 .. i; 0: all
+};
+
+// The attention of a trained model: per-layer position and window, and what multiplies q . k.
+// The default (no layers, no norms, scale 0) is the LLaMA model, unchanged bit for bit.
+struct AttentionLayout {
+  std::vector<LayerAttention> layers;  // n_layers entries, or empty: every layer {kRope, 0}
+  bool query_norm = false;   // QueryNorm: q / |q| per head before the product
+  bool key_norm = false;     // KeyNorm: k / |k| per head; with query_norm, cosine attention
+  double logit_scale = 0.0;  // what multiplies q . k; 0: 1/sqrt(D)
+
+  bool IsDefault() const {
+    return layers.empty() && !query_norm && !key_norm && logit_scale == 0.0;
+  }
+  // Layer l's attention (the default when `layers` is empty).
+  LayerAttention Layer(int l) const {
+    return layers.empty() ? LayerAttention{} : layers[static_cast<size_t>(l)];
+  }
+};
+
 struct ModelConfig {
   int dim = 0;             // C: width of the residual stream
   int hidden_dim = 0;      // F: inner width of the SwiGLU feed-forward
@@ -21,15 +55,22 @@ struct ModelConfig {
   bool shared_classifier = true;  // the output classifier is the token embedding
   float rope_base = 10000.0f;     // RoPE base (theta_t = base^(-2t/D))
   float norm_eps = 1e-5f;         // RMSNorm epsilon
+  AttentionLayout attention;      // trained models' layout; default: LLaMA (RoPE, full, 1/sqrt(D))
 
   int head_dim() const { return dim / n_heads; }
   int kv_dim() const { return head_dim() * n_kv_heads; }
-  // Number of parameters (the classifier counted once when shared).
+  // Number of parameters (the classifier counted once when shared; KERPLE's 2H per layer).
   int64_t ParameterCount() const {
     const int64_t C = dim, F = hidden_dim, V = vocab_size, KV = kv_dim();
     const int64_t per_layer = C /*attn_norm*/ + C * C /*wq*/ + 2 * KV * C /*wk, wv*/ +
                               C * C /*wo*/ + C /*ffn_norm*/ + 3 * F * C /*w1, w2, w3*/;
-    return V * C + n_layers * per_layer + C + (shared_classifier ? 0 : V * C);
+    int64_t kerple = 0;
+    for (const LayerAttention& l : attention.layers) {
+      if (l.position == LayerPosition::kKerpleLog || l.position == LayerPosition::kKerplePower) {
+        kerple += 2 * int64_t{n_heads};
+      }
+    }
+    return V * C + n_layers * per_layer + C + (shared_classifier ? 0 : V * C) + kerple;
   }
 };
 
@@ -44,6 +85,9 @@ struct LayerWeights {
   std::vector<float> w1;         // (F, C) gate
   std::vector<float> w2;         // (C, F) down
   std::vector<float> w3;         // (F, C) up
+  // KERPLE's learned per-head parameters a_h, b_h (LayerPosition kKerpleLog / kKerplePower):
+  // (H) each; empty for every other layer.
+  std::vector<float> bias_a, bias_b;
 };
 
 struct ModelWeights {

@@ -18,16 +18,18 @@ KvCache::KvCache(const ModelConfig& config, int64_t capacity)
   const size_t per_layer = static_cast<size_t>(capacity) * config.kv_dim();
   k_.resize(static_cast<size_t>(config.n_layers));
   v_.resize(static_cast<size_t>(config.n_layers));
+  key_slots_.assign(static_cast<size_t>(config.n_layers), 1);
   for (int l = 0; l < config.n_layers; ++l) {
     k_[static_cast<size_t>(l)].resize(per_layer);
     v_[static_cast<size_t>(l)].resize(per_layer);
   }
 }
 
-void KvCache::EnsureKeySlots(int slots) {
-  if (slots <= key_slots_) return;
-  for (auto& k : k_) k.resize(static_cast<size_t>(slots) * SlotFloats());
-  key_slots_ = slots;
+void KvCache::EnsureKeySlots(int layer, int slots) {
+  int& have = key_slots_[static_cast<size_t>(layer)];
+  if (slots <= have) return;
+  k_[static_cast<size_t>(layer)].resize(static_cast<size_t>(slots) * SlotFloats());
+  have = slots;
 }
 
 void KvCache::Truncate(int64_t length) {
@@ -48,22 +50,213 @@ int64_t KvCache::Bytes() const {
   return bytes;
 }
 
-Transformer::Transformer(const Model& model) : model_(model) {
-  SetMethod(Method{}, std::max(1, model.config.seq_len));
+LayerMethodUse MethodUseOf(const LayerAttention& layer) {
+  if (layer.window > 0) return LayerMethodUse::kTrainedWindow;
+  return layer.position == LayerPosition::kRope ? LayerMethodUse::kMethod
+                                                : LayerMethodUse::kMaskAndLogn;
 }
 
-RopeGeometry Transformer::Geometry() const {
-  const ModelConfig& c = model_.config;
+std::string_view LayerPositionName(LayerPosition position) {
+  switch (position) {
+    case LayerPosition::kRope: return "rope";
+    case LayerPosition::kNone: return "nope";
+    case LayerPosition::kAlibi: return "alibi";
+    case LayerPosition::kKerpleLog: return "kerple-log";
+    case LayerPosition::kKerplePower: return "kerple-power";
+  }
+  return "?";
+}
+
+namespace {
+
+bool IsKerple(LayerPosition p) {
+  return p == LayerPosition::kKerpleLog || p == LayerPosition::kKerplePower;
+}
+
+RopeGeometry ModelGeometry(const ModelConfig& c) {
   return RopeGeometry{c.seq_len, c.head_dim(), static_cast<double>(c.rope_base)};
 }
 
-int Transformer::KeySlots() const {
-  return plan_.KeysRotatedOnce() || plan_.dynamic ? 1 : plan_.map.KeySlots();
+// What a method changes in the rotation, for errors ("" when nothing).
+std::string RopeChange(const AttentionPlan& p, double model_base) {
+  if (p.dynamic) return "a dynamic frequency scale";
+  if (p.method.rope.scaling != RopeScaling::kNone) return "the RoPE frequencies";
+  if (p.method.rel.kind != RelMapKind::kIdentity) return "the relative positions RoPE rotates by";
+  if (p.method.rope.base != model_base) {
+    return fmt::format("the RoPE base ({} instead of the model's {})", p.method.rope.base,
+                       model_base);
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string AttentionLayoutText(const ModelConfig& c) {
+  std::string out;
+  int first = 0;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerAttention a = c.attention.Layer(l), b = c.attention.Layer(first);
+    const bool last = l + 1 == c.n_layers;
+    const LayerAttention next = last ? a : c.attention.Layer(l + 1);
+    if (!last && next.position == b.position && next.window == b.window) continue;
+    if (!out.empty()) out += "; ";
+    out += first == l ? fmt::format("layer {}: ", l) : fmt::format("layers {}-{}: ", first, l);
+    out += LayerPositionName(b.position);
+    out += b.window > 0 ? fmt::format(", window {}", b.window) : std::string(", full");
+    first = l + 1;
+  }
+  return out;
+}
+
+bool MethodChangesRope(const AttentionPlan& method_plan, double model_base) {
+  return !RopeChange(method_plan, model_base).empty();
+}
+
+void CheckMethodFitsLayout(const ModelConfig& config, const AttentionPlan& method_plan) {
+  const std::string change = RopeChange(method_plan, static_cast<double>(config.rope_base));
+  bool rope_full = false, full = false;
+  for (int l = 0; l < config.n_layers; ++l) {
+    const LayerMethodUse use = MethodUseOf(config.attention.Layer(l));
+    rope_full |= use == LayerMethodUse::kMethod;
+    full |= use != LayerMethodUse::kTrainedWindow;
+  }
+  if (!full && (!change.empty() || method_plan.mask != MaskKind::kCausal || method_plan.logn)) {
+    Fail("method \"{}\" applies to no layer of this model ({}): every layer was trained with a "
+         "window, keeps it and needs no method (allowed on this model: direct)",
+         CanonicalSpec(method_plan.method), AttentionLayoutText(config));
+  }
+  if (change.empty() || rope_full) return;
+  Fail("method \"{}\" changes {}, but this model has no full-attention RoPE layer for it to "
+       "apply to ({}): layers trained with a window keep it and plain RoPE, and layers without "
+       "RoPE have no rotation to change (allowed on this model: direct, and a mask with or "
+       "without +logn, e.g. window:window=W, lambda, blockwise, direct+logn, which the "
+       "full-attention layers take)",
+       CanonicalSpec(method_plan.method), change, AttentionLayoutText(config));
+}
+
+AttentionPlan LayerAttentionPlan(const ModelConfig& config, const LayerWeights* layer_weights,
+                                 int l, const AttentionPlan& method_plan) {
+  const AttentionLayout& layout = config.attention;
+  const LayerAttention a = layout.Layer(l);
+  AttentionPlan p;
+  switch (MethodUseOf(a)) {
+    case LayerMethodUse::kMethod:
+      p = method_plan;
+      break;
+    case LayerMethodUse::kTrainedWindow:
+      // Plain RoPE at the model's base (the trainer's LayerPlan), the trained window, no logn.
+      p = MakeAttentionPlan(Method{}, ModelGeometry(config), method_plan.fed_len);
+      p.mask = MaskKind::kWindow;
+      p.window = a.window;
+      break;
+    case LayerMethodUse::kMaskAndLogn:
+      // The method's mask and log-n; q and k are never rotated, so no map, no dynamic
+      // frequencies, and no attention factor (YaRN's compensates for its frequency change).
+      p = method_plan;
+      p.map = PositionMap{};
+      p.dynamic = false;
+      p.freq.attention_factor = 1.0;
+      break;
+  }
+  p.query_norm = layout.query_norm;
+  p.key_norm = layout.key_norm;
+  switch (a.position) {
+    case LayerPosition::kRope:
+    case LayerPosition::kNone: break;
+    case LayerPosition::kAlibi:
+      p.bias.kind = BiasKind::kAlibi;
+      p.bias.a = AlibiSlopes(config.n_heads);
+      break;
+    case LayerPosition::kKerpleLog:
+    case LayerPosition::kKerplePower:
+      p.bias.kind = a.position == LayerPosition::kKerpleLog ? BiasKind::kKerpleLog
+                                                             : BiasKind::kKerplePower;
+      if (layer_weights != nullptr) {
+        p.bias.a.assign(layer_weights->bias_a.begin(), layer_weights->bias_a.end());
+        p.bias.b.assign(layer_weights->bias_b.begin(), layer_weights->bias_b.end());
+      } else {  // the plan's shape only (CheckMethodFitsLayout, inspect)
+        p.bias.a.assign(static_cast<size_t>(config.n_heads), 0.0);
+        p.bias.b.assign(static_cast<size_t>(config.n_heads), 0.0);
+      }
+      break;
+  }
+  return p;
+}
+
+void ValidateAttentionLayout(const Model& model) {
+  const ModelConfig& c = model.config;
+  const AttentionLayout& layout = c.attention;
+  const std::string& what = model.source;
+  if (!layout.layers.empty() && static_cast<int>(layout.layers.size()) != c.n_layers) {
+    Fail("{}: attention layout has {} layer entries, expected one per layer ({})", what,
+         layout.layers.size(), c.n_layers);
+  }
+  if (!(layout.logit_scale >= 0.0 && std::isfinite(layout.logit_scale))) {
+    Fail("{}: logit scale {} is out of range (allowed: a positive number, or 0 for 1/sqrt(D))",
+         what, layout.logit_scale);
+  }
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerAttention a = layout.Layer(l);
+    if (a.window < 0) {
+      Fail("{}: layer {}: window {} (allowed: 0 for full attention, or a positive integer)", what,
+           l, a.window);
+    }
+    if (static_cast<size_t>(l) >= model.weights.layers.size()) continue;  // the loader's check
+    const LayerWeights& w = model.weights.layers[static_cast<size_t>(l)];
+    const size_t want = IsKerple(a.position) ? static_cast<size_t>(c.n_heads) : 0;
+    if (w.bias_a.size() != want || w.bias_b.size() != want) {
+      Fail("{}: layer {} ({}): KERPLE parameters bias_a, bias_b have {} and {} entries, expected "
+           "{} each",
+           what, l, LayerPositionName(a.position), w.bias_a.size(), w.bias_b.size(), want);
+    }
+    for (size_t h = 0; h < want; ++h) {
+      if (!std::isfinite(w.bias_a[h]) || !std::isfinite(w.bias_b[h])) {
+        Fail("{}: layer {}: KERPLE parameters of head {} are a={}, b={} (expected finite numbers)",
+             what, l, h, w.bias_a[h], w.bias_b[h]);
+      }
+    }
+  }
+}
+
+Transformer::Transformer(const Model& model) : model_(model) {
+  ValidateAttentionLayout(model);
+  SetMethod(Method{}, std::max(1, model.config.seq_len));
+}
+
+RopeGeometry Transformer::Geometry() const { return ModelGeometry(model_.config); }
+
+int Transformer::MaxKeySlots() const {
+  int slots = 1;
+  for (const LayerRun& run : layers_) slots = std::max(slots, run.key_slots);
+  return slots;
 }
 
 void Transformer::SetMethod(const Method& method, int64_t fed_len) {
-  plan_ = MakeAttentionPlan(method, Geometry(), fed_len);
+  const ModelConfig& c = model_.config;
+  AttentionPlan plan = MakeAttentionPlan(method, Geometry(), fed_len);
+  CheckMethodFitsLayout(c, plan);
+  std::vector<LayerRun> layers(static_cast<size_t>(c.n_layers));
+  int plan_layer[2] = {-1, -1};
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerRun& run = layers[static_cast<size_t>(l)];
+    run.plan = LayerAttentionPlan(c, &model_.weights.layers[static_cast<size_t>(l)], l, plan);
+    const LayerAttention a = c.attention.Layer(l);
+    if (a.position != LayerPosition::kRope) {
+      run.rotation = -1;
+    } else {
+      run.rotation = MethodUseOf(a) == LayerMethodUse::kTrainedWindow ? kPlainRotation
+                                                                      : kMethodRotation;
+      if (plan_layer[run.rotation] < 0) plan_layer[run.rotation] = l;
+    }
+    // A layer that never rotates has the identity map and static frequencies (LayerAttentionPlan).
+    STRETCH_CHECK(run.rotation >= 0 || run.plan.KeysRotatedOnce(), "layer {}", l);
+    run.key_slots =
+        run.plan.KeysRotatedOnce() || run.plan.dynamic ? 1 : run.plan.map.KeySlots();
+  }
+  plan_ = std::move(plan);
   method_key_ = CanonicalSpec(plan_.method);
+  layers_ = std::move(layers);
+  for (int r = 0; r < 2; ++r) rotations_[r].plan_layer = plan_layer[r];
 }
 
 int64_t Transformer::ActivationBytes(const ModelConfig& c, int64_t T) {
@@ -108,11 +301,13 @@ void Transformer::ReserveScratch(int64_t T) {
   }
 }
 
-void Transformer::PrepareRotation(int64_t pos0, int64_t T) {
-  if (plan_.KeysRotatedOnce()) {
-    rope_ = MakeRopeTable(plan_.freq.thetas, pos0, T);
-  } else if (!plan_.dynamic) {
-    tables_.Prepare(plan_, pos0, T);
+void Transformer::PrepareRotation(int r, int64_t pos0, int64_t T) {
+  Rotation& rot = rotations_[r];
+  const AttentionPlan& plan = layers_[static_cast<size_t>(rot.plan_layer)].plan;
+  if (plan.KeysRotatedOnce()) {
+    rot.rope = MakeRopeTable(plan.freq.thetas, pos0, T);
+  } else if (!plan.dynamic) {
+    rot.tables.Prepare(plan, pos0, T);
   }
 }
 
@@ -130,7 +325,9 @@ void Transformer::Forward(std::span<const int> tokens, KvCache& cache,
   }
   CheckTokens(tokens, cache.length());
   cache.method_ = method_key_;
-  cache.EnsureKeySlots(KeySlots());
+  for (int l = 0; l < model_.config.n_layers; ++l) {
+    cache.EnsureKeySlots(l, layers_[static_cast<size_t>(l)].key_slots);
+  }
   hidden.resize(static_cast<size_t>(T) * C);
   const int64_t chunk = std::max<int64_t>(1, prefill_chunk_);
   for (int64_t start = 0; start < T; start += chunk) {
@@ -139,7 +336,9 @@ void Transformer::Forward(std::span<const int> tokens, KvCache& cache,
     float* x = hidden.data() + start * C;
     ReserveScratch(n);
     Embed(tokens.data() + start, n, x);
-    PrepareRotation(pos0, n);
+    for (int r = 0; r < 2; ++r) {
+      if (rotations_[r].plan_layer >= 0) PrepareRotation(r, pos0, n);
+    }
     for (int l = 0; l < model_.config.n_layers; ++l) {
       Layer(l, x, n, pos0, cache.Keys(l), cache.Values(l), cache.capacity_);
     }
@@ -155,7 +354,8 @@ void Transformer::ForwardSequence(std::span<const int> tokens, std::vector<float
   hidden.resize(static_cast<size_t>(T) * c.dim);
   if (T == 0) return;
   const size_t kv = static_cast<size_t>(T) * c.kv_dim();
-  if (seq_k_.size() < kv * KeySlots()) seq_k_.resize(kv * KeySlots());
+  const size_t slots = static_cast<size_t>(MaxKeySlots());
+  if (seq_k_.size() < kv * slots) seq_k_.resize(kv * slots);
   if (seq_v_.size() < kv) seq_v_.resize(kv);
   Embed(tokens.data(), T, hidden.data());
   const int64_t chunk = std::max<int64_t>(1, prefill_chunk_);
@@ -163,7 +363,8 @@ void Transformer::ForwardSequence(std::span<const int> tokens, std::vector<float
   for (int l = 0; l < c.n_layers; ++l) {
     for (int64_t start = 0; start < T; start += chunk) {
       const int64_t n = std::min(chunk, T - start);
-      PrepareRotation(start, n);
+      const int r = layers_[static_cast<size_t>(l)].rotation;
+      if (r >= 0) PrepareRotation(r, start, n);
       Layer(l, hidden.data() + start * c.dim, n, start, seq_k_.data(), seq_v_.data(), T);
     }
   }
@@ -179,21 +380,25 @@ void Transformer::Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, flo
   const size_t TC = static_cast<size_t>(T) * C;
   float* k_new = kv_tmp_.data();                                // (T, G*D)
   float* v_new = kv_tmp_.data() + static_cast<size_t>(T) * KV;  // (T, G*D)
-  const bool rotate_here = plan_.KeysRotatedOnce();
+  const LayerRun& run = layers_[static_cast<size_t>(l)];
+  const AttentionPlan& plan = run.plan;
+  // Null for a layer without RoPE, whose plan then always has KeysRotatedOnce (nothing to do).
+  Rotation* rot = run.rotation >= 0 ? &rotations_[run.rotation] : nullptr;
+  const bool rotate_here = plan.KeysRotatedOnce();
 
   RmsNorm(x, lw.attn_norm.data(), xb_.data(), T, C, c.norm_eps);
   MatMulRows(xb_.data(), lw.wq.data(), q_.data(), T, C, C);
   MatMulRows(xb_.data(), lw.wk.data(), k_new, T, C, KV);
   MatMulRows(xb_.data(), lw.wv.data(), v_new, T, C, KV);
-  if (rotate_here) {
-    RopeInterleaved(q_.data(), T, H, C, D, rope_);
-    RopeInterleaved(k_new, T, G, KV, D, rope_);
+  if (rotate_here && rot != nullptr) {
+    RopeInterleaved(q_.data(), T, H, C, D, rot->rope);
+    RopeInterleaved(k_new, T, G, KV, D, rot->rope);
   }
 
   // Scatter the new rows into the (G, cap, D) layouts: values once, keys once per key slot,
   // rotated for that slot (static plans with a relative map) or as they are (after RoPE above, or
   // raw for dynamic plans).
-  const int slots = KeySlots();
+  const int slots = run.key_slots;
   const size_t slot_floats = static_cast<size_t>(cap) * KV;
   auto scatter = [&](const float* src_rows, float* dst_base) {
     for (int g = 0; g < G; ++g) {
@@ -205,15 +410,15 @@ void Transformer::Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, flo
     }
   };
   scatter(v_new, vc);
-  if (rotate_here || plan_.dynamic) {
+  if (rotate_here || plan.dynamic) {
     scatter(k_new, kc);
   } else {
     for (int slot = 0; slot < slots; ++slot) {
       float* rows = k_new;
-      if (!plan_.map.SlotIsUnrotated(slot)) {
+      if (!plan.map.SlotIsUnrotated(slot)) {
         // The rotated copy goes to xb_, which is free until the output projection.
         std::memcpy(xb_.data(), k_new, sizeof(float) * static_cast<size_t>(T) * KV);
-        RopeInterleaved(xb_.data(), T, G, KV, D, tables_.Key(slot));
+        RopeInterleaved(xb_.data(), T, G, KV, D, rot->tables.Key(slot));
         rows = xb_.data();
       }
       scatter(rows, kc + static_cast<size_t>(slot) * slot_floats);
@@ -232,10 +437,13 @@ void Transformer::Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, flo
   dims.n_kv_heads = G;
   dims.head_dim = D;
   AttentionParams params;
-  params.scale = 1.0f / std::sqrt(static_cast<float>(D));
-  params.plan = &plan_;
+  // A trained model's scale as the trainer rounds it (TrainArch::Scale() to float); LLaMA's as
+  // it always was.
+  params.scale = c.attention.logit_scale > 0.0 ? static_cast<float>(c.attention.logit_scale)
+                                               : 1.0f / std::sqrt(static_cast<float>(D));
+  params.plan = &plan;
   params.rotate = !rotate_here;
-  params.tables = rotate_here || plan_.dynamic ? nullptr : &tables_;
+  params.tables = rotate_here || plan.dynamic ? nullptr : &rot->tables;
   params.key_slots = key_slots;
   AttentionForward(HeadRows{q_.data(), C, D}, HeadRows{kc, D, cap * D}, HeadRows{vc, D, cap * D},
                    HeadRowsMut{att_.data(), C, D}, dims, params);

@@ -13,10 +13,31 @@
 // the kernel rotates nothing; otherwise (ReRoPE, Leaky ReRoPE, Self-Extend, STRING, DCA, Lambda
 // sinks, dynamic scaling) it holds keys before RoPE and the kernel rotates them per tile as each
 // (query, key) pair's segment requires.
+//
+// Models trained by `stretch train` carry a per-layer attention layout (ModelConfig::attention):
+// RoPE, NoPE, ALiBi or KERPLE per layer, a trained sliding window per layer, QueryNorm / KeyNorm /
+// cosine logits and their scale. Each layer then has its own plan, and a position method applies
+// to a layer by the rule of LayerMethodUse below:
+//   - a layer trained with a window keeps that window and plain RoPE (or no rotation, NoPE): its
+//     relative distances never exceed the window it was trained with, so it needs no method and
+//     none is applied (not the method's mask, not +logn);
+//   - a full-attention RoPE layer takes the method as it is (frequencies, relative map, mask,
+//     +logn, YaRN's attention factor);
+//   - a full-attention layer without RoPE (NoPE, ALiBi, KERPLE) takes the method's mask (window,
+//     Lambda's sinks + window, blockwise) and +logn, and keeps its bias; it has no rotation for
+//     the method's RoPE part to change (nor YaRN's attention factor, which compensates for it).
+// A method that changes the rotation (MethodChangesRope: pi, ntk, yarn, llama3, longrope, dynamic-*,
+// rerope, leaky-rerope, self-extend, string, dca, direct:base=B) on a model with no full-attention
+// RoPE layer would change nothing it claims to: SetMethod refuses it (CheckMethodFitsLayout). On a
+// mixed model it applies to the full-attention RoPE layers only. Each layer's KV cache holds the
+// key slots its own plan needs. The default layout gives every layer the method's plan: the
+// LLaMA path above, bit for bit.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/core/aligned.h"
@@ -29,6 +50,7 @@ namespace stretch {
 // Keys and values of every layer for positions 0 .. length-1. Layout per layer: values (G,
 // capacity, D), so that each kv head's rows are contiguous for the attention kernel; keys
 // (slots, G, capacity, D): one copy per key slot of the method (see above), two at most.
+// Layer l's keys and values are those of its own plan (the layers of a trained layout may differ).
 class KvCache {
  public:
   KvCache(const ModelConfig& config, int64_t capacity);
@@ -45,28 +67,62 @@ class KvCache {
   int64_t Bytes() const;
   static int64_t BytesFor(const ModelConfig& config, int64_t capacity);
 
-  // Keys of key slot `slot` (0 .. key_slots() - 1), (G, capacity, D).
+  // Keys of key slot `slot` (0 .. key_slots(layer) - 1) of a layer, (G, capacity, D).
   float* Keys(int layer, int slot = 0) {
     return k_[static_cast<size_t>(layer)].data() + static_cast<size_t>(slot) * SlotFloats();
   }
-  int key_slots() const { return key_slots_; }
+  int key_slots(int layer) const { return key_slots_[static_cast<size_t>(layer)]; }
   float* Values(int layer) { return v_[static_cast<size_t>(layer)].data(); }
 
  private:
   friend class Transformer;
   size_t SlotFloats() const { return static_cast<size_t>(capacity_) * kv_dim_; }
-  void EnsureKeySlots(int slots);
+  void EnsureKeySlots(int layer, int slots);
   int64_t capacity_ = 0;
   int kv_dim_ = 0;
-  int key_slots_ = 1;
+  std::vector<int> key_slots_;  // per layer
   int64_t length_ = 0;
   std::string method_;  // canonical spec of the resolved method the cached keys were made under
   std::vector<AlignedVector<float>> k_, v_;
 };
 
+// How a position method applies to a layer (the rule at the top of this file).
+enum class LayerMethodUse {
+  kMethod,         // full attention with RoPE: the method as it is
+  kMaskAndLogn,    // full attention without RoPE (NoPE, ALiBi, KERPLE): the method's mask, +logn
+  kTrainedWindow,  // trained with a window: that window and plain RoPE (if any); no method
+};
+LayerMethodUse MethodUseOf(const LayerAttention& layer);
+std::string_view LayerPositionName(LayerPosition position);  // "rope", "nope", "alibi", ...
+// The layers' positions and windows, runs of equal layers merged:
+// "layers 0-2: rope, window 64; layer 3: nope, full".
+std::string AttentionLayoutText(const ModelConfig& config);
+
+// Whether a resolved method changes how q and k are rotated, against plain RoPE at `model_base`:
+// frequency scaling, a dynamic scale, a relative map, or another base. Masks (window, Lambda,
+// blockwise) and +logn do not.
+bool MethodChangesRope(const AttentionPlan& method_plan, double model_base);
+
+// Throws stretch::Error when the method changes RoPE and no layer of `config` takes it (no
+// full-attention RoPE layer), naming the method, what it changes, the layers and what is allowed.
+void CheckMethodFitsLayout(const ModelConfig& config, const AttentionPlan& method_plan);
+
+// Layer l's plan under a method resolved as `method_plan` (MakeAttentionPlan for the model's
+// geometry), by the rule above: its mask, relative map, frequencies, logit scale, bias (ALiBi's
+// slopes; KERPLE's from `layer_weights`, which may be null when only the shape of the plan is
+// wanted) and QueryNorm / KeyNorm.
+AttentionPlan LayerAttentionPlan(const ModelConfig& config, const LayerWeights* layer_weights,
+                                 int l, const AttentionPlan& method_plan);
+
+// Checks a model's attention layout against its sizes and weights (one entry per layer, windows
+// >= 0, KERPLE layers with H parameters each and others without, a positive finite scale).
+// Throws stretch::Error naming the model's source, the layer and the field.
+void ValidateAttentionLayout(const Model& model);
+
 class Transformer {
  public:
-  // Keeps a reference to `model`, which must outlive the Transformer.
+  // Keeps a reference to `model`, which must outlive the Transformer. Throws stretch::Error when
+  // the model's attention layout is inconsistent (ValidateAttentionLayout).
   explicit Transformer(const Model& model);
 
   const ModelConfig& config() const { return model_.config; }
@@ -74,10 +130,14 @@ class Transformer {
   // Selects the position method for the calls that follow, resolved for a context of `fed_len`
   // tokens (L': for scoring the window length, for generation prompt + new tokens; it fixes the
   // scale s = L'/L of methods given no factor). Throws stretch::Error when the method does not fit
-  // the model or the context. The default is `direct` (plain RoPE). A KvCache filled under one
-  // method is refused under another: clear it first.
+  // the model or the context, or, for a trained layout, changes RoPE on a model that has no
+  // full-attention RoPE layer (CheckMethodFitsLayout). The default is `direct` (plain RoPE). A
+  // KvCache filled under one method is refused under another: clear it first.
   void SetMethod(const Method& method, int64_t fed_len);
+  // The method as resolved for the call (what full-attention RoPE layers run).
   const AttentionPlan& plan() const { return plan_; }
+  // What layer l runs (plan() itself for every layer of a LLaMA model).
+  const AttentionPlan& layer_plan(int l) const { return layers_[static_cast<size_t>(l)].plan; }
   RopeGeometry Geometry() const;
 
   // Runs `tokens` at positions cache.length() .. cache.length() + T - 1, appends their keys and
@@ -102,24 +162,37 @@ class Transformer {
   static int64_t ActivationBytes(const ModelConfig& config, int64_t T);
 
  private:
+  // How the layers that rotate alike rotate a chunk: the method's rotation (full-attention RoPE
+  // layers) and plain RoPE (RoPE layers trained with a window, when the method changes RoPE).
+  struct Rotation {
+    int plan_layer = -1;     // a layer whose plan defines it; -1: no layer uses it
+    RopeTable rope;          // plan KeysRotatedOnce: this chunk's rotation
+    RotationTables tables;   // otherwise (static): the kernel's tables
+  };
+  static constexpr int kMethodRotation = 0, kPlainRotation = 1;
+  struct LayerRun {
+    AttentionPlan plan;
+    int rotation = kMethodRotation;  // index into rotations_, or -1: q and k are never rotated
+    int key_slots = 1;  // copies of each key the cache holds (1, or 2 for rerope, leaky-rerope,
+                        // self-extend and lambda on RoPE layers)
+  };
+
   void CheckTokens(std::span<const int> tokens, int64_t pos0) const;
   void Embed(const int* tokens, int64_t T, float* x) const;
-  // Prepares the rotation of a chunk of T queries at pos0 (keys 0 .. pos0 + T - 1).
-  void PrepareRotation(int64_t pos0, int64_t T);
+  // Prepares rotation r for a chunk of T queries at pos0 (keys 0 .. pos0 + T - 1).
+  void PrepareRotation(int r, int64_t pos0, int64_t T);
   // One Transformer block on the chunk x (T, C) at positions pos0..: appends its keys and values
-  // to kc (plan's key slots x (G, cap, D)) and vc ((G, cap, D)), positions < pos0 already there,
-  // and updates x in place.
+  // to kc (the layer's key slots x (G, cap, D)) and vc ((G, cap, D)), positions < pos0 already
+  // there, and updates x in place.
   void Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, float* vc, int64_t cap);
   void ReserveScratch(int64_t T);
-  // Copies of each key the cache holds under the current plan (1, or 2 for rerope, leaky-rerope,
-  // self-extend and lambda).
-  int KeySlots() const;
+  int MaxKeySlots() const;
 
   const Model& model_;
   AttentionPlan plan_;
-  std::string method_key_;     // CanonicalSpec of plan_.method
-  RopeTable rope_;             // KeysRotatedOnce: this chunk's rotation
-  RotationTables tables_;      // otherwise (static): the kernel's tables
+  std::string method_key_;       // CanonicalSpec of plan_.method
+  std::vector<LayerRun> layers_;  // n_layers
+  Rotation rotations_[2];
   AlignedVector<float> seq_k_, seq_v_;  // ForwardSequence: one layer's keys and values
   int64_t prefill_chunk_ = kDefaultPrefillChunk;
   // Scratch, reused across calls (sized for the largest chunk seen).

@@ -4,33 +4,198 @@
 
 #include <cctype>
 
+#include <filesystem>
+
 #include "src/core/error.h"
 #include "src/core/threads.h"
 #include "src/io/llama2c.h"
+#include "src/model/transformer.h"
+#include "src/position/plan.h"
+#include "src/train/inference_model.h"
 
 namespace stretch::cli {
 
-void AddModelOptions(CLI::App* app, ModelArgs& args, bool tokenizer_required) {
+void AddModelOptions(CLI::App* app, ModelArgs& args, bool tokenizer_needed) {
   app->add_option("--model,-m", args.model,
-                  "Checkpoint file: llama2.c format (legacy or version 1 export), e.g. "
-                  "../shared/models/stories260K/stories260K.bin")
+                  "The model: a llama2.c checkpoint (legacy or version 1 export, e.g. "
+                  "../shared/models/stories260K/stories260K.bin, with --tokenizer), a stretch "
+                  "checkpoint written by `stretch train` (OUT/step-NNNNNNNN.safetensors: it "
+                  "carries its own tokenizer and attention layout), or a training run's directory "
+                  "OUT (its newest complete checkpoint). The format is told by the file's content")
       ->required();
-  auto* tok = app->add_option("--tokenizer,-t", args.tokenizer,
-                              "Tokenizer file in llama2.c format (tok512.bin, tokenizer.bin); its "
-                              "vocabulary size must equal the model's");
-  if (tokenizer_required) tok->required();
+  app->add_option("--tokenizer,-t", args.tokenizer,
+                  std::string("Tokenizer file in llama2.c format (tok512.bin, tokenizer.bin) for a "
+                              "llama2.c model; its vocabulary size must equal the model's. ") +
+                      (tokenizer_needed ? "Required for llama2.c models; " : "") +
+                      "refused with a stretch checkpoint, which has its own");
   app->add_option("--threads", args.threads, "Threads to use (default: all cores)")
       ->check(CLI::NonNegativeNumber);
 }
 
-Loaded LoadModel(const ModelArgs& args) {
+int ModelTokenizer::vocab_size() const {
+  return llama2c ? llama2c->vocab_size() : trained->vocab_size();
+}
+int ModelTokenizer::bos() const { return llama2c ? Tokenizer::kBos : trained->bos_id(); }
+int ModelTokenizer::eos() const { return llama2c ? Tokenizer::kEos : trained->eos_id(); }
+
+std::vector<int> ModelTokenizer::EncodePrompt(std::string_view text) const {
+  if (llama2c) return llama2c->Encode(text, /*bos=*/true, /*eos=*/false);
+  std::vector<int> ids = {trained->bos_id()};
+  if (!text.empty()) {
+    const std::vector<int32_t> body = trained->Encode(text);
+    ids.insert(ids.end(), body.begin(), body.end());
+  }
+  return ids;
+}
+
+TextStream ModelTokenizer::EncodeText(const std::string& path) const {
+  return llama2c ? EncodeTextPath(path, *llama2c) : EncodeTextPath(path, *trained);
+}
+
+std::string ModelTokenizer::ProtocolText() const {
+  return llama2c ? TextProtocolText() : CheckpointTextProtocolText();
+}
+
+TokenTextStream::TokenTextStream(const ModelTokenizer& tokenizer, std::span<const int> prompt)
+    : tok_(tokenizer), prev_(prompt.empty() ? tokenizer.bos() : prompt.back()) {
+  if (tok_.trained) {
+    ids_.assign(prompt.begin(), prompt.end());
+    emitted_ = tok_.trained->Decode(ids_);
+  }
+}
+
+std::string TokenTextStream::Next(int token) {
+  if (tok_.llama2c) {
+    std::string piece = tok_.llama2c->DecodeToken(prev_, token);
+    prev_ = token;
+    return piece;
+  }
+  ids_.push_back(token);
+  const std::string text = tok_.trained->Decode(ids_);
+  if (!text.starts_with(emitted_)) {
+    // The decoding of earlier tokens changed (rare): what is printed stays; go on from here.
+    emitted_ = text;
+    held_ = 0;
+    return tok_.trained->Decode(std::span<const int32_t>(&ids_.back(), 1));
+  }
+  std::string fresh = text.substr(emitted_.size());
+  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+  held_ = fresh.ends_with(kReplacement) ? kReplacement.size() : 0;
+  fresh.resize(fresh.size() - held_);
+  emitted_ += fresh;
+  return fresh;
+}
+
+std::string TokenTextStream::Finish() {
+  if (!tok_.trained || held_ == 0) return "";
+  const std::string text = tok_.trained->Decode(ids_);
+  held_ = 0;
+  if (!text.starts_with(emitted_)) return "";
+  std::string rest = text.substr(emitted_.size());
+  emitted_ = text;
+  return rest;
+}
+
+namespace {
+
+// --model as a file path: a directory means its newest complete checkpoint.
+std::string ResolveModelPath(const std::string& model) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(model, ec)) return model;
+  std::vector<std::string> skipped;
+  const std::string path = NewestCheckpointIn(model, &skipped);
+  for (const std::string& line : skipped) fmt::print(stderr, "model: {}\n", line);
+  return path;
+}
+
+// Stretch checkpoints are told by content: a safetensors header (LooksLikeSafetensors). A file
+// named *.safetensors that does not look like one is opened as safetensors anyway, so that its
+// error says what is wrong with it rather than what a llama2.c reader makes of it.
+bool IsCheckpointPath(const std::string& path) {
+  return LooksLikeSafetensors(path) || std::filesystem::path(path).extension() == ".safetensors";
+}
+
+}  // namespace
+
+ModelHeader ReadModelHeader(const std::string& model) {
+  ModelHeader h;
+  h.path = ResolveModelPath(model);
+  if (IsCheckpointPath(h.path)) {
+    const CheckpointHeader c = ReadCheckpointHeader(h.path);
+    h.format = "stretch checkpoint";
+    h.config = c.config;
+    h.checkpoint = true;
+    h.step = c.step;
+    h.tokenizer_kind = c.tokenizer_kind;
+    return h;
+  }
+  const Llama2cHeader l = ReadLlama2cHeader(h.path);
+  h.format = l.format;
+  h.config = l.config;
+  return h;
+}
+
+Loaded LoadModel(const ModelArgs& args, bool tokenizer_needed) {
   if (args.threads > 0) SetNumThreads(args.threads);
-  Loaded loaded{LoadLlama2c(args.model), std::nullopt};
+  Loaded loaded;
+  loaded.header.path = ResolveModelPath(args.model);
+  if (IsCheckpointPath(loaded.header.path)) {
+    if (!args.tokenizer.empty()) {
+      Fail("--tokenizer {}: {} is a stretch checkpoint, which carries its own tokenizer (and "
+           "--tokenizer reads llama2.c tokenizer files only); leave --tokenizer out",
+           args.tokenizer, loaded.header.path);
+    }
+    CheckpointModel c = LoadCheckpointModel(loaded.header.path);
+    loaded.header.format = "stretch checkpoint";
+    loaded.header.config = c.header.config;
+    loaded.header.checkpoint = true;
+    loaded.header.step = c.header.step;
+    loaded.header.tokenizer_kind = c.header.tokenizer_kind;
+    loaded.model = std::move(c.model);
+    if (c.tokenizer) {
+      ModelTokenizer t;
+      t.name = fmt::format("the checkpoint's {} tokenizer (vocabulary {})", c.tokenizer->kind(),
+                           c.tokenizer->vocab_size());
+      t.trained.emplace(std::move(*c.tokenizer));
+      loaded.tokenizer.emplace(std::move(t));
+    } else if (tokenizer_needed) {
+      Fail("{}: the checkpoint carries no tokenizer (no metadata stretch.tokenizer), expected "
+           "one to turn text into tokens (score such a checkpoint with --tokens)",
+           loaded.header.path);
+    }
+    return loaded;
+  }
+  const Llama2cHeader header = ReadLlama2cHeader(loaded.header.path);
+  loaded.header.format = header.format;
+  loaded.header.config = header.config;
+  if (tokenizer_needed && args.tokenizer.empty()) {
+    Fail("--tokenizer is required with a llama2.c model ({}): a llama2.c tokenizer file such as "
+         "tok512.bin",
+         loaded.header.path);
+  }
+  loaded.model = LoadLlama2c(loaded.header.path);
   if (!args.tokenizer.empty()) {
-    loaded.tokenizer = Tokenizer::LoadLlama2c(args.tokenizer);
-    CheckVocabMatches(args.model, loaded.model.config.vocab_size, *loaded.tokenizer);
+    ModelTokenizer t;
+    t.name = args.tokenizer;
+    t.llama2c = Tokenizer::LoadLlama2c(args.tokenizer);
+    CheckVocabMatches(args.model, loaded.model.config.vocab_size, *t.llama2c);
+    loaded.tokenizer.emplace(std::move(t));
   }
   return loaded;
+}
+
+void CheckMethodsFitLayout(const ModelConfig& config, std::span<const SweepMethod> methods,
+                           std::span<const int64_t> contexts) {
+  if (config.attention.IsDefault()) return;
+  for (const SweepMethod& m : methods) {
+    for (const int64_t ctx : contexts) {
+      try {
+        CheckMethodFitsLayout(config, MakeAttentionPlan(m.method, GeometryOf(config), ctx));
+      } catch (const Error& e) {
+        Fail("--method {} at context {}: {}", m.spec, ctx, e.what());
+      }
+    }
+  }
 }
 
 std::string HumanBytes(int64_t bytes) {

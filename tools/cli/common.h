@@ -7,12 +7,15 @@
 #include <functional>
 #include <utility>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "src/eval/sweep.h"
+#include "src/io/text.h"
 #include "src/io/tokenizer.h"
+#include "src/train/data.h"
 #include "src/model/config.h"
 #include "src/position/method.h"
 
@@ -24,16 +27,88 @@ struct ModelArgs {
   int threads = 0;  // 0: all cores
 };
 
-// --model, --tokenizer and --threads, with their help text.
-void AddModelOptions(CLI::App* app, ModelArgs& args, bool tokenizer_required);
+// --model, --tokenizer and --threads, with their help text. --model takes a llama2.c .bin file
+// (with --tokenizer), a stretch checkpoint (step-NNNNNNNN.safetensors from `stretch train`, which
+// carries its own tokenizer: --tokenizer is then refused), or a run's directory (its newest
+// complete checkpoint). `tokenizer_needed`: the command needs text (generate) — a llama2.c model
+// without --tokenizer is then an error.
+void AddModelOptions(CLI::App* app, ModelArgs& args, bool tokenizer_needed);
+
+// The tokenizer that goes with the model: llama2.c's file (--tokenizer), or the one a stretch
+// checkpoint carries (bytes or SentencePiece). Exactly one of the two is set.
+struct ModelTokenizer {
+  std::optional<Tokenizer> llama2c;
+  std::optional<TrainingTokenizer> trained;
+  std::string name;  // for reports: the file, or "the checkpoint's bytes tokenizer"
+
+  int vocab_size() const;
+  int bos() const;
+  int eos() const;  // -1 when the tokenizer has none
+  // BOS, then the text's tokens (what generation starts from).
+  std::vector<int> EncodePrompt(std::string_view text) const;
+  // A text file or a directory of *.txt files as one token stream (no BOS/EOS inside).
+  TextStream EncodeText(const std::string& path) const;
+  // How EncodeText turns text into tokens, for reports.
+  std::string ProtocolText() const;
+};
+
+// Turns generated tokens into text as they come: llama2.c's DecodeToken(prev, token); for a
+// checkpoint's tokenizer, the new suffix of the decoded prompt + generated ids (SentencePiece
+// pieces need their neighbours: a leading space, a multi-byte character split into byte tokens),
+// holding back a trailing U+FFFD until the bytes after it arrive.
+class TokenTextStream {
+ public:
+  TokenTextStream(const ModelTokenizer& tokenizer, std::span<const int> prompt);
+  std::string Next(int token);
+  std::string Finish();  // whatever was held back
+
+ private:
+  const ModelTokenizer& tok_;
+  int prev_ = 0;
+  std::vector<int32_t> ids_;
+  std::string emitted_;  // decoded text emitted so far (the prompt's included)
+  size_t held_ = 0;      // bytes at the end of the decoded text held back
+};
+
+// What --model names, from its header alone: a llama2.c file's header, or a checkpoint's
+// metadata (format, version, block, architecture, step). A directory means its newest complete
+// checkpoint (skipped newer files are reported on stderr).
+struct ModelHeader {
+  std::string path;    // the file (a directory resolved)
+  std::string format;  // "llama2.c legacy", "llama2.c version 1", "stretch checkpoint"
+  ModelConfig config;  // with the attention layout for a checkpoint
+  bool checkpoint = false;
+  int64_t step = 0;                // checkpoints: the training step
+  std::string tokenizer_kind;      // checkpoints: "bytes", "sentencepiece" or ""
+};
+ModelHeader ReadModelHeader(const std::string& model);
 
 struct Loaded {
+  ModelHeader header;
   Model model;
-  std::optional<Tokenizer> tokenizer;
+  std::optional<ModelTokenizer> tokenizer;
 };
-// Loads the checkpoint (and the tokenizer when given), checks that their vocabularies agree and
-// applies --threads. Throws stretch::Error with the file, field, found and expected values.
-Loaded LoadModel(const ModelArgs& args);
+// Loads the model (and its tokenizer: --tokenizer for llama2.c files, the checkpoint's own for
+// stretch checkpoints), checks that their vocabularies agree and applies --threads. With
+// `tokenizer_needed`, a model without a tokenizer is an error. Throws stretch::Error with the
+// file, field, found and expected values.
+Loaded LoadModel(const ModelArgs& args, bool tokenizer_needed);
+
+// How --method applies to a trained model's layers (src/model/transformer.h), for --help.
+inline constexpr const char* kTrainedLayoutMethodRule =
+    "How a method applies to a trained layout: layers trained with a window keep that window and "
+    "plain RoPE (no method, no +logn: their distances never exceed the window); full-attention "
+    "RoPE layers take the method as it is; full-attention layers without RoPE (NoPE, ALiBi, "
+    "KERPLE) take the method's mask (window, lambda, blockwise) and +logn and keep their bias. A "
+    "method that changes RoPE (pi, ntk, yarn, llama3, longrope, dynamic-*, rerope, "
+    "leaky-rerope, self-extend, string, dca, direct:base=B) is refused on a model with no "
+    "full-attention RoPE layer, and on a mixed model changes its full-attention RoPE layers "
+    "only.";
+
+// The layer-layout check of a trained model (Transformer::SetMethod's CheckMethodFitsLayout) for
+// every method at every length, before anything runs; the error names the method and the length.
+void CheckMethodsFitLayout(const ModelConfig& config, std::span<const SweepMethod> methods,
+                           std::span<const int64_t> contexts);
 
 std::string HumanBytes(int64_t bytes);
 

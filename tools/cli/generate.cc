@@ -34,10 +34,10 @@ void RunGenerate(const GenerateArgs& args) {
     Fail("--top-p: found {}, expected a value in (0, 1]", args.sampler.top_p);
   }
   const SweepMethod method = OneMethodFromArgs(args.method, "generate");
-  Loaded loaded = LoadModel(args.model);
-  const Tokenizer& tok = *loaded.tokenizer;
+  Loaded loaded = LoadModel(args.model, /*tokenizer_needed=*/true);
+  const ModelTokenizer& tok = *loaded.tokenizer;
   const ModelConfig& config = loaded.model.config;
-  std::vector<int> prompt = tok.Encode(args.prompt, /*bos=*/true, /*eos=*/false);
+  std::vector<int> prompt = tok.EncodePrompt(args.prompt);
   const int64_t capacity = static_cast<int64_t>(prompt.size()) + args.steps;
 
   Transformer model(loaded.model);
@@ -63,17 +63,16 @@ void RunGenerate(const GenerateArgs& args) {
   const double prefill_s = prefill_timer.Seconds();
 
   Timer decode_timer;
-  int prev = prompt.back();
+  TokenTextStream text(tok, prompt);
   int generated = 0;
   int decode_forwards = 0;  // forward passes of single generated tokens
   std::vector<int> one(1);
   for (int step = 0; step < args.steps; ++step) {
     const int next = sampler.Sample(logits.data(), config.vocab_size);
-    if (!args.ignore_eos && (next == Tokenizer::kBos || next == Tokenizer::kEos)) break;
-    fmt::print("{}", tok.DecodeToken(prev, next));
+    if (!args.ignore_eos && (next == tok.bos() || next == tok.eos())) break;
+    fmt::print("{}", text.Next(next));
     std::fflush(stdout);
     ++generated;
-    prev = next;
     if (step + 1 == args.steps) break;
     one[0] = next;
     model.Forward(one, cache, hidden);
@@ -81,7 +80,7 @@ void RunGenerate(const GenerateArgs& args) {
     ++decode_forwards;
   }
   const double decode_s = decode_timer.Seconds();
-  fmt::print("\n");
+  fmt::print("{}\n", text.Finish());
   std::fflush(stdout);
   if (!args.quiet_stats) {
     // The decode rate counts forward passes of single tokens (the last token printed needs none).
@@ -112,8 +111,12 @@ void RegisterGenerate(CLI::App& app) {
       "A position method (--method, llama.cpp's --rope-*/--yarn-*/--grp-attn-* flags, or "
       "--rope-scaling-json) is resolved for the whole call: L' = prompt tokens (with BOS) + -n, "
       "so a method without a factor uses s = L' / trained length.\n"
-      "Example: stretch generate -m stories260K.bin -t tok512.bin --prompt \"Once upon\" -n 100");
-  AddModelOptions(sub, args->model, /*tokenizer_required=*/true);
+      "A stretch checkpoint (--model OUT/step-NNNNNNNN.safetensors, or the run's directory "
+      "OUT) brings its own tokenizer (no --tokenizer) and its attention layout; its BOS and EOS "
+      "are the tokenizer's. " + std::string(kTrainedLayoutMethodRule) + "\n"
+      "Example: stretch generate -m stories260K.bin -t tok512.bin --prompt \"Once upon\" -n 100\n"
+      "Example: stretch generate -m runs/rope --prompt \"The \" -n 200 --method yarn");
+  AddModelOptions(sub, args->model, /*tokenizer_needed=*/true);
   AddMethodOptions(sub, args->method, /*several=*/false);
   sub->add_option("--prompt,-p", args->prompt, "Text to continue (default: empty, start from BOS)");
   sub->add_option("-n,--steps", args->steps, "Maximum number of tokens to generate")

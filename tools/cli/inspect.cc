@@ -4,6 +4,8 @@
 
 #include <memory>
 
+#include <cmath>
+
 #include "src/core/error.h"
 #include "src/io/llama2c.h"
 #include "src/eval/rotation.h"
@@ -45,17 +47,49 @@ void PrintMethod(const SweepMethod& method, const RopeGeometry& geo, const Atten
   fmt::print("\n{}", RotationViewText(view));
 }
 
+// A trained model's attention, layer by layer, and what the method does to each layer.
+void PrintLayout(const ModelHeader& header, const AttentionPlan& plan) {
+  const ModelConfig& c = header.config;
+  const AttentionLayout& a = c.attention;
+  fmt::print("\nattention as trained (step {}):\n", header.step);
+  Row("logits", fmt::format("{}{}q.k times {:.6g}{}",
+                            a.query_norm ? "QueryNorm, " : "", a.key_norm ? "KeyNorm, " : "",
+                            a.logit_scale,
+                            a.logit_scale == 1.0 / std::sqrt(static_cast<double>(c.head_dim()))
+                                ? " (1/sqrt(head dim))"
+                                : ""));
+  Row("tokenizer", header.tokenizer_kind.empty() ? "none in the file" : header.tokenizer_kind);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerAttention la = a.Layer(l);
+    std::string use;
+    switch (MethodUseOf(la)) {
+      case LayerMethodUse::kMethod: use = "takes the method as it is"; break;
+      case LayerMethodUse::kMaskAndLogn: {
+        const AttentionPlan p = LayerAttentionPlan(c, nullptr, l, plan);
+        use = fmt::format("takes the method's mask ({}){}", MaskText(p),
+                          p.logn ? " and +logn" : "");
+        break;
+      }
+      case LayerMethodUse::kTrainedWindow: use = "keeps its window; no method"; break;
+    }
+    Row(fmt::format("layer {}: {}, {}", l, LayerPositionName(la.position),
+                    la.window > 0 ? fmt::format("window {}", la.window) : std::string("full")),
+        use);
+  }
+}
+
 void RunInspect(const InspectArgs& args) {
   const SweepMethod method = OneMethodFromArgs(args.method, "inspect");
-  const Llama2cHeader header = ReadLlama2cHeader(args.model);
+  const ModelHeader header = ReadModelHeader(args.model);
   const ModelConfig& c = header.config;
   const int64_t ctx = args.ctx > 0 ? args.ctx : c.seq_len;
-  // Resolved before anything is printed: a method that does not fit the model or the context
-  // prints nothing but the error.
+  // Resolved before anything is printed: a method that does not fit the model, its layer layout
+  // or the context prints nothing but the error.
   const RopeGeometry geo = GeometryOf(c);
   AttentionPlan plan;
   try {
     plan = MakeAttentionPlan(method.method, geo, ctx);
+    CheckMethodFitsLayout(c, plan);
   } catch (const Error& e) {
     Fail("--method {} at --ctx {}: {}", method.spec, ctx, e.what());
   }
@@ -68,7 +102,7 @@ void RunInspect(const InspectArgs& args) {
   const int64_t hidden = ctx * c.dim * static_cast<int64_t>(sizeof(float));
   const int64_t logits = kScoreLogitRows * c.vocab_size * static_cast<int64_t>(sizeof(float));
 
-  fmt::print("model: {} ({})\n", args.model, header.format);
+  fmt::print("model: {} ({})\n", header.path, header.format);
   Row("dim (width of the residual stream)", fmt::format("{}", c.dim));
   Row("hidden_dim (feed-forward width)", fmt::format("{}", c.hidden_dim));
   Row("layers", fmt::format("{}", c.n_layers));
@@ -78,8 +112,13 @@ void RunInspect(const InspectArgs& args) {
   Row("trained context length (seq_len)", fmt::format("{}", c.seq_len));
   Row("classifier", fmt::format("{}",
              c.shared_classifier ? "shared with the token embedding" : "separate"));
-  Row("RoPE base / pairs per head", fmt::format("{} / {} (interleaved pairs)",
-             c.rope_base, c.head_dim() / 2));
+  bool rope_full = false;  // some layer takes the method's rotation
+  for (int l = 0; l < c.n_layers; ++l) {
+    rope_full |= MethodUseOf(c.attention.Layer(l)) == LayerMethodUse::kMethod;
+  }
+  if (!c.attention.IsDefault()) Row("attention layout", AttentionLayoutText(c));
+  Row("RoPE base / pairs per head", fmt::format("{} / {} (interleaved pairs){}",
+             c.rope_base, c.head_dim() / 2, rope_full ? "" : "; no full-attention RoPE layer"));
   Row("parameters", fmt::format("{} ({:.3f} M)", params, params / 1e6));
   fmt::print("\nmemory at context {} ({:.1f}x the trained length):\n", ctx,
              static_cast<double>(ctx) / c.seq_len);
@@ -91,7 +130,14 @@ void RunInspect(const InspectArgs& args) {
              HumanBytes(weights + kv + act + hidden + logits)));
   fmt::print("attention never holds a {} x {} score matrix (tiled online softmax): memory is O(ctx).\n",
              ctx, ctx);
-  PrintMethod(method, geo, plan);
+  if (header.checkpoint) PrintLayout(header, plan);
+  if (rope_full) {
+    PrintMethod(method, geo, plan);
+  } else {
+    fmt::print("\nposition method at context N = {}: {} (resolved {}); no full-attention layer "
+               "rotates by RoPE, so there is no rotation view (see the layers above)\n",
+               ctx, method.spec, CanonicalSpec(plan.method));
+  }
 }
 
 }  // namespace
@@ -102,14 +148,20 @@ void RegisterInspect(CLI::App& app) {
       "inspect",
       "Show a checkpoint's configuration (widths, layers, heads, vocabulary, the context length it "
       "was trained at), its parameter count, and the memory needed to run it at a context "
-      "length. Reads only the file's header.\n"
+      "length. Reads only the file's header. For a stretch checkpoint (or a run's directory: "
+      "its newest checkpoint) also the attention it was trained with, layer by layer (position "
+      "scheme, window, QueryNorm / KeyNorm, logit scale), its tokenizer, and what the method "
+      "does to each layer.\n"
       "Then what the position method (--method, default direct; or llama.cpp's flags, or "
       "--rope-scaling-json) does at that length: its resolved spec, attention factor, relative "
       "position map and mask, and per RoPE frequency pair the rotation view: the model's and the "
       "method's angle per position, the period, the turns made within the trained length and "
       "at the context, and whether the pair goes beyond the arc it met in training.\n"
       "Example: stretch inspect -m stories260K.bin --ctx 16384 --method yarn");
-  sub->add_option("--model,-m", args->model, "Checkpoint file (llama2.c format)")->required();
+  sub->add_option("--model,-m", args->model,
+                  "Checkpoint: a llama2.c .bin file, a stretch checkpoint (.safetensors from "
+                  "`stretch train`), or a training run's directory (its newest checkpoint)")
+      ->required();
   sub->add_option("--ctx", args->ctx,
                   "Context length for the memory estimate (default: the trained length)")
       ->check(CLI::PositiveNumber);

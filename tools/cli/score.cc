@@ -101,22 +101,27 @@ void RunScore(const ScoreArgs& args) {
     Fail("give exactly one of --data (text) or --tokens (token ids); found {}",
          args.data.empty() ? "neither" : "both");
   }
-  if (!args.data.empty() && args.model.tokenizer.empty()) {
-    Fail("--data needs --tokenizer to turn the text into tokens");
-  }
   if (!args.tokens.empty() && args.options.stride != 0) {
     Fail("--stride applies to text (--data), not to --tokens sequences, which are fed whole");
   }
   // Everything that can be checked before the (possibly long) run is checked first: the flags,
   // then every (method, length) pair against the model's header (before the weights are loaded
-  // and the text is encoded), then the input's length.
+  // and the text is encoded) and, for a trained model, against its layer layout, then the
+  // input's length.
   const std::vector<SweepMethod> methods = MethodsFromArgs(args.method);
-  const Llama2cHeader header = ReadLlama2cHeader(args.model.model);
+  const ModelHeader header = ReadModelHeader(args.model.model);
+  if (!args.data.empty() && args.model.tokenizer.empty() && !header.checkpoint) {
+    Fail("--data needs --tokenizer to turn the text into tokens (a llama2.c model; stretch "
+         "checkpoints carry their own)");
+  }
   std::vector<SweepCell> planned = PlanSweep(GeometryOf(header.config), methods, args.contexts,
                                              args.options, !args.tokens.empty());
+  CheckMethodsFitLayout(header.config, methods, args.contexts);
   const bool single = planned.size() == 1;
 
-  Loaded loaded = LoadModel(args.model);
+  ModelArgs model_args = args.model;
+  model_args.model = header.path;  // a run's directory resolved once
+  Loaded loaded = LoadModel(model_args, /*tokenizer_needed=*/!args.data.empty());
   Transformer model(loaded.model);
 
   std::string protocol;
@@ -126,10 +131,10 @@ void RunScore(const ScoreArgs& args) {
   SweepInput sweep_input;
   if (!args.data.empty()) {
     Timer t;
-    stream = EncodeTextPath(args.data, *loaded.tokenizer);
+    stream = loaded.tokenizer->EncodeText(args.data);
     fmt::print(stderr, "encoded {} bytes of text into {} tokens in {:.2f} s\n", stream.bytes,
                stream.tokens.size(), t.Seconds());
-    protocol = TextProtocolText() + " " +
+    protocol = loaded.tokenizer->ProtocolText() + " " +
                (args.options.tail > 0
                     ? FixedTailProtocolText() + fmt::format(" Here tail = {}.", args.options.tail)
                     : StreamProtocolText());
@@ -180,8 +185,12 @@ void RunScore(const ScoreArgs& args) {
                            : std::string());
     };
   }
+  // Every text window starts with the tokenizer's own BOS (llama2.c's 1; a stretch checkpoint's
+  // bytes tokenizer's 256).
+  ScoreOptions options = args.options;
+  if (loaded.tokenizer) options.bos = loaded.tokenizer->bos();
   const std::vector<SweepCell> cells =
-      ScoreSweep(model, methods, args.contexts, sweep_input, args.options, sink, done);
+      ScoreSweep(model, methods, args.contexts, sweep_input, options, sink, done);
   if (csv) {
     csv->flush();
     if (!*csv) Fail("--per-token {}: write failed", args.per_token);
@@ -193,7 +202,7 @@ void RunScore(const ScoreArgs& args) {
   }
   nlohmann::json report = {
       {"model", loaded.model.source},
-      {"tokenizer", args.model.tokenizer},
+      {"tokenizer", loaded.tokenizer ? loaded.tokenizer->name : args.model.tokenizer},
       {"input", input},
       {"methods", method_list},
       {"contexts", args.contexts},
@@ -245,8 +254,14 @@ void RegisterScore(CLI::App& app) {
           "../shared/data/tinystories --ctx 512\n"
           "Example: stretch score -m stories260K.bin -t tok512.bin --data "
           "../shared/data/tinystories --methods direct,pi,yarn,self-extend:group=8,window=128 "
-          "--ctx 512,1024,2048,4096 --tail 256 --max-windows 8");
-  AddModelOptions(sub, args->model, /*tokenizer_required=*/false);
+          "--ctx 512,1024,2048,4096 --tail 256 --max-windows 8\n"
+          "A model you trained: --model OUT/step-NNNNNNNN.safetensors (or the run's directory "
+          "OUT for its newest checkpoint) with no --tokenizer: the checkpoint carries its "
+          "tokenizer and its attention layout, which run exactly as trained. " +
+          std::string(kTrainedLayoutMethodRule) +
+          "\nExample: stretch score -m runs/rope --data ../shared/data/gutenberg --methods "
+          "direct,yarn,rerope:window=64 --ctx 128,512,2048");
+  AddModelOptions(sub, args->model, /*tokenizer_needed=*/false);
   AddMethodOptions(sub, args->method, /*several=*/true);
   sub->add_option("--data", args->data, "Text file, or a directory of *.txt files, to score");
   sub->add_option("--tokens", args->tokens,

@@ -1,0 +1,346 @@
+#include "src/train/inference_model.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "src/core/error.h"
+#include "src/io/safetensors.h"
+#include "src/model/transformer.h"
+#include "src/train/arch_spec.h"
+#include "src/train/checkpoint.h"
+
+namespace stretch {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+LayerPosition LayerPositionOf(const TrainArch& arch, const LayerLayout& layer) {
+  if (!layer.position) return LayerPosition::kNone;  // the trainer's UsesRope and LayerPlan
+  switch (arch.position) {
+    case TrainPosition::kRope:
+      return LayerPosition::kRope;
+    case TrainPosition::kNope:
+      return LayerPosition::kNone;
+    case TrainPosition::kAlibi:
+      return LayerPosition::kAlibi;
+    case TrainPosition::kKerpleLog:
+      return LayerPosition::kKerpleLog;
+    case TrainPosition::kKerplePower:
+      return LayerPosition::kKerplePower;
+    case TrainPosition::kSandwich:
+    case TrainPosition::kXpos:
+      break;  // refused by InferenceConfig
+  }
+  return LayerPosition::kNone;
+}
+
+json ParseMetadataJson(const SafetensorsFile& f, const char* key) {
+  try {
+    return json::parse(f.GetMetadata(key));
+  } catch (const json::exception& e) {
+    Fail("{}: metadata {} is not JSON ({})", f.path(), key, e.what());
+  }
+}
+
+// The block a JSON object names under "block" ("llama" when it names none); anything else is
+// refused before the rest of the architecture is read, so a GAU checkpoint is never half-read
+// as a LLaMA one.
+void RequireLlamaBlock(const json& j, const std::string& path, const char* where) {
+  if (!j.is_object() || !j.contains("block")) return;
+  const json& b = j.at("block");
+  if (b.is_string() && b.get<std::string>() == "llama") return;
+  Fail(
+      "{}: {} block = {}: only the LLaMA block is supported at inference (the GAU block is not "
+      "yet supported at inference; expected \"llama\")",
+      path, where, b.dump());
+}
+
+// Training state and tokenizer tensors a checkpoint may hold besides the parameters.
+bool IsTrainingStateTensor(const std::string& name) {
+  return name.starts_with("optim.") || name.starts_with("rng.") || name.starts_with("train.") ||
+         name == "tokenizer.model";
+}
+
+CheckpointHeader ReadHeaderOf(const SafetensorsFile& f) {
+  const std::string& path = f.path();
+  // Format and version first (ReadCheckpointInfo says which it found), then the block, then the
+  // architecture.
+  const std::optional<std::string> format = f.FindMetadata("stretch.format");
+  if (format != kCheckpointFormat) {
+    Fail(
+        "{}: not a stretch checkpoint (metadata stretch.format = \"{}\", expected \"{}\"): "
+        "--model reads stretch checkpoints (safetensors written by `stretch train`) and "
+        "llama2.c .bin files",
+        path, format.value_or(""), kCheckpointFormat);
+  }
+  const std::optional<std::string> version = f.FindMetadata("stretch.version");
+  if (version != std::to_string(kCheckpointVersion)) {
+    Fail("{}: checkpoint version \"{}\" (this stretch reads version {})", path,
+         version.value_or(""), kCheckpointVersion);
+  }
+  RequireLlamaBlock(ParseMetadataJson(f, "stretch.config"), path, "stretch.config");
+  if (f.FindMetadata("stretch.cli")) {
+    RequireLlamaBlock(ParseMetadataJson(f, "stretch.cli"), path,
+                      "stretch.cli (the training command)");
+  }
+  const CheckpointInfo info = ReadCheckpointInfo(f);
+  CheckpointHeader h;
+  h.path = path;
+  h.arch = info.arch;
+  h.config = InferenceConfig(info.arch);
+  h.step = info.step;
+  if (f.FindMetadata("stretch.tokenizer")) {
+    const json t = ParseMetadataJson(f, "stretch.tokenizer");
+    if (!t.is_object() || !t.contains("kind") || !t.at("kind").is_string()) {
+      Fail("{}: metadata stretch.tokenizer = {}: expected an object with a \"kind\" string", path,
+           t.dump());
+    }
+    h.tokenizer_kind = t.at("kind").get<std::string>();
+  }
+  return h;
+}
+
+std::optional<TrainingTokenizer> LoadTokenizerOf(const SafetensorsFile& f, const ModelConfig& c) {
+  const std::string& path = f.path();
+  if (!f.FindMetadata("stretch.tokenizer")) return std::nullopt;
+  const json t = ParseMetadataJson(f, "stretch.tokenizer");
+  const std::string kind = t.value("kind", "");
+  std::string model;
+  if (const SafetensorsTensor* tensor = f.Find("tokenizer.model")) {
+    const std::vector<uint8_t> bytes = f.Read<uint8_t>(tensor->name);
+    model.assign(bytes.begin(), bytes.end());
+  }
+  std::optional<TrainingTokenizer> tok;
+  try {
+    tok = TrainingTokenizer::Load(kind, model);
+  } catch (const Error& e) {
+    Fail("{}: stretch.tokenizer (with tensor tokenizer.model): {}", path, e.what());
+  }
+  if (t.contains("vocab_size") && t.at("vocab_size") != tok->vocab_size()) {
+    Fail(
+        "{}: stretch.tokenizer vocab_size = {}, but its {} model has {} tokens (expected the same)",
+        path, t.at("vocab_size").dump(), kind, tok->vocab_size());
+  }
+  if (tok->vocab_size() != c.vocab_size) {
+    Fail("{}: the tokenizer ({}) has {} tokens, the model's vocab_size is {} (expected the same)",
+         path, kind, tok->vocab_size(), c.vocab_size);
+  }
+  return tok;
+}
+
+std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) Fail("{}: cannot open: {}", path, std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) Fail("{}: read error", path);
+  return ss.str();
+}
+
+}  // namespace
+
+ModelConfig InferenceConfig(const TrainArch& arch) {
+  // Variants the trainer has and the inference model does not run yet: refused, never misread.
+  // (A training-time relative map needs nothing here: the model is scored with whatever
+  // --method is given, the trained map included; a trained log-n is 1 below L, and +logn on the
+  // method applies it beyond.)
+  std::string missing;
+  if (arch.position == TrainPosition::kSandwich) missing = "Sandwich position bias";
+  if (arch.position == TrainPosition::kXpos) missing = "XPOS";
+  if (arch.rope_fraction != 1.0) missing = "p-RoPE (rope fraction)";
+  if (arch.logits.ssmax) missing = "SSMax";
+  if (arch.logits.position_lambda) missing = "cosine attention's per-position lambda";
+  if (!missing.empty()) {
+    Fail("model trained with {}: not yet supported at inference (scoring, generation and "
+         "inspection run RoPE, NoPE, ALiBi and KERPLE models with QueryNorm/KeyNorm/cosine "
+         "logits)",
+         missing);
+  }
+  ModelConfig c = arch.model;
+  c.attention = AttentionLayout{};
+  for (const LayerLayout& l : arch.layers) {
+    c.attention.layers.push_back(LayerAttention{LayerPositionOf(arch, l), l.window});
+  }
+  c.attention.query_norm = arch.logits.query_norm;
+  c.attention.key_norm = arch.logits.key_norm;
+  c.attention.logit_scale = arch.Scale();
+  return c;
+}
+
+Model InferenceModel(const TrainArch& arch, const TrainParams<float>& p, std::string source) {
+  Model m;
+  m.config = InferenceConfig(arch);
+  m.source = std::move(source);
+  ModelWeights& w = m.weights;
+  w.token_embedding = p.token_embedding;
+  w.layers.resize(p.layers.size());
+  for (size_t l = 0; l < p.layers.size(); ++l) {
+    const TrainLayer<float>& t = p.layers[l];
+    LayerWeights& L = w.layers[l];
+    L.attn_norm = t.attn_norm;
+    L.wq = t.wq;
+    L.wk = t.wk;
+    L.wv = t.wv;
+    L.wo = t.wo;
+    L.ffn_norm = t.ffn_norm;
+    L.w1 = t.w1;
+    L.w2 = t.w2;
+    L.w3 = t.w3;
+    // The trainer keeps KERPLE parameters for every layer of a KERPLE model, and uses them only
+    // where the layer has its position (LayerPlan); the inference model holds them exactly there.
+    const LayerPosition pos = m.config.attention.layers[l].position;
+    if (pos == LayerPosition::kKerpleLog || pos == LayerPosition::kKerplePower) {
+      L.bias_a = t.bias_a;
+      L.bias_b = t.bias_b;
+    }
+  }
+  w.final_norm = p.final_norm;
+  w.classifier = p.classifier;
+  ValidateAttentionLayout(m);
+  return m;
+}
+
+bool LooksLikeSafetensors(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec || size < 10) return false;
+  std::ifstream in(path, std::ios::binary);
+  unsigned char b[9];
+  if (!in.read(reinterpret_cast<char*>(b), 9)) return false;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | b[i];
+  return n >= 2 && n <= static_cast<uint64_t>(SafetensorsFile::kMaxHeaderBytes) && n <= size - 8 &&
+         b[8] == '{';
+}
+
+std::string NewestCheckpointIn(const std::string& dir, std::vector<std::string>* skipped) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) Fail("{}: not a directory", dir);
+  std::vector<std::pair<int64_t, std::string>> found;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    // step-NNNNNNNN.safetensors: eight digits, as the trainer names them.
+    const std::string name = e.path().filename().string();
+    constexpr std::string_view kPrefix = "step-", kSuffix = ".safetensors";
+    if (name.size() != kPrefix.size() + 8 + kSuffix.size() || !name.starts_with(kPrefix) ||
+        !name.ends_with(kSuffix)) {
+      continue;
+    }
+    const std::string digits = name.substr(kPrefix.size(), 8);
+    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      continue;
+    }
+    found.emplace_back(std::stoll(digits), e.path().string());
+  }
+  std::sort(found.rbegin(), found.rend());
+  for (const auto& [step, path] : found) {
+    try {
+      // Complete: the whole header validates against the file's size, and it is ours. Its
+      // content (block, architecture) is the loader's to judge: a checkpoint of a block this
+      // code cannot run is refused when loaded, never skipped for an older one.
+      const SafetensorsFile f(path);
+      const std::optional<std::string> format = f.FindMetadata("stretch.format");
+      if (format != kCheckpointFormat) {
+        Fail("{}: not a stretch checkpoint (metadata stretch.format = \"{}\", expected \"{}\")",
+             path, format.value_or(""), kCheckpointFormat);
+      }
+      return path;
+    } catch (const Error& e) {
+      if (skipped != nullptr) skipped->push_back(fmt::format("skipping {}: {}", path, e.what()));
+    }
+  }
+  Fail("{}: no complete checkpoint (step-NNNNNNNN.safetensors) in this directory{}", dir,
+       found.empty() ? std::string()
+                     : fmt::format(" ({} file(s) named like one failed to read)", found.size()));
+}
+
+CheckpointHeader ReadCheckpointHeader(const std::string& path) {
+  return ReadHeaderOf(SafetensorsFile(path));
+}
+
+CheckpointModel LoadCheckpointModel(const std::string& path) {
+  const SafetensorsFile f(path);
+  CheckpointModel out;
+  out.header = ReadHeaderOf(f);
+  const TrainArch& arch = out.header.arch;
+  // The sizes come from the file: bound what they ask for by the bytes the file holds before
+  // allocating (the safetensors header is already checked against the file's size).
+  const ModelConfig& m = arch.model;
+  const double C = m.dim, F = m.hidden_dim, V = m.vocab_size, KV = m.kv_dim();
+  const double floats = V * C * (m.shared_classifier ? 1 : 2) + C +
+                        m.n_layers * (2 * C + 2 * C * C + 2 * KV * C + 3 * F * C + 2 * m.n_heads);
+  if (floats * sizeof(float) > static_cast<double>(f.file_bytes())) {
+    Fail(
+        "{}: stretch.config describes about {:.0f} parameters ({:.0f} bytes as float32), but the "
+        "file holds {} bytes (expected a file at least that large)",
+        path, floats, floats * sizeof(float), f.file_bytes());
+  }
+  // Exact coverage: every parameter is read with its shape below; every other tensor must be
+  // training state or the tokenizer.
+  TrainParams<float> params = ZeroParams<float>(arch);
+  std::set<std::string> names;
+  params.ForEach([&](const std::string& name, std::vector<float>&, bool) { names.insert(name); });
+  for (const SafetensorsTensor& t : f.tensors()) {
+    if (names.count(t.name) == 0 && !IsTrainingStateTensor(t.name)) {
+      Fail(
+          "{}: tensor '{}' is not a parameter of the architecture in stretch.config (position "
+          "{}, {} layers; expected token_embedding, layers.N.{{attn_norm, wq, wk, wv, wo, "
+          "ffn_norm, w1, w2, w3{}}}, final_norm{}, and training state optim.*, rng.*, train.*, "
+          "tokenizer.model): a checkpoint of another block or model is not yet supported at "
+          "inference",
+          path, t.name, PositionSpecOf(arch), arch.model.n_layers,
+          params.layers.empty() || params.layers[0].bias_a.empty() ? "" : ", bias_a, bias_b",
+          arch.model.shared_classifier ? "" : ", classifier");
+    }
+  }
+  params.ForEach([&](const std::string& name, std::vector<float>& v, bool) {
+    f.ReadInto<float>(name, ParamShape(arch, name), std::span<float>(v));
+  });
+  out.model = InferenceModel(
+      arch, params, fmt::format("{} (stretch checkpoint, step {})", path, out.header.step));
+  out.tokenizer = LoadTokenizerOf(f, out.model.config);
+  return out;
+}
+
+TextStream EncodeTextPath(const std::string& path, const TrainingTokenizer& tokenizer) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st)) Fail("{}: no such file or directory", path);
+  TextStream out;
+  if (fs::is_directory(st)) {
+    for (const auto& entry : fs::directory_iterator(path)) {
+      if (entry.is_regular_file() && entry.path().extension() == ".txt") {
+        out.files.push_back(entry.path().string());
+      }
+    }
+    std::sort(out.files.begin(), out.files.end());
+    if (out.files.empty()) Fail("{}: directory has no *.txt files to score", path);
+  } else {
+    out.files.push_back(path);
+  }
+  for (const std::string& file : out.files) {
+    const std::string text = ReadWholeFile(file);
+    if (text.empty()) Fail("{}: file is empty, expected text", file);
+    out.bytes += static_cast<int64_t>(text.size());
+    const std::vector<int32_t> ids = tokenizer.Encode(text);
+    out.tokens.insert(out.tokens.end(), ids.begin(), ids.end());
+  }
+  return out;
+}
+
+std::string CheckpointTextProtocolText() {
+  return "Text files are encoded whole with the checkpoint's own tokenizer (bytes: one token per "
+         "byte; SentencePiece: as the trainer encoded its documents), no BOS or EOS inside the "
+         "stream. A directory means its *.txt files in name order, each encoded on its own, "
+         "concatenated.";
+}
+
+}  // namespace stretch

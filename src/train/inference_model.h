@@ -1,0 +1,87 @@
+// A `stretch train` checkpoint (src/train/checkpoint.h) as an inference model: the conversion from
+// the trainer's architecture and parameters to the Model that src/model's Transformer runs, and the
+// loading of a checkpoint file (or the newest complete one in a run's directory) with its
+// tokenizer, for `stretch score`, `generate` and `inspect`.
+//
+// The conversion is exact: every parameter is copied as it is (float), and the attention layout
+// (per-layer RoPE / NoPE / ALiBi / KERPLE and window, QueryNorm / KeyNorm, the logit scale of
+// TrainArch::Scale()) becomes ModelConfig::attention, so that the Transformer runs the function
+// TrainTransformer<float, KernelAttention>::Forward computes (tests/train/inference_model_test.cc).
+//
+// What is refused, with the file, the field, what was found and what was expected:
+//   - a file that is not safetensors, or safetensors without stretch.format = "stretch-checkpoint",
+//     or of another checkpoint version;
+//   - a block other than the LLaMA block ("block" in stretch.config, or in the stored command
+//     line stretch.cli): the GAU block is not yet supported at inference;
+//   - a tensor that is neither a parameter of the architecture nor training state (optim.*,
+//     rng.*, train.*) nor the tokenizer (tokenizer.model): a checkpoint of a model this code does
+//     not know is never read as one it knows;
+//   - a missing parameter, or one of the wrong dtype or shape; non-finite KERPLE parameters;
+//   - a tokenizer whose vocabulary differs from the model's.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/io/text.h"
+#include "src/model/config.h"
+#include "src/train/data.h"
+#include "src/train/transformer_train.h"
+
+namespace stretch {
+
+// The inference configuration of a training architecture: its sizes, and its attention layout
+// (every layer listed; logit_scale = arch.Scale(), always explicit).
+ModelConfig InferenceConfig(const TrainArch& arch);
+
+// The inference Model of trained parameters (copied). `source` names it in reports and errors.
+Model InferenceModel(const TrainArch& arch, const TrainParams<float>& params, std::string source);
+
+// True when the file at `path` begins like a safetensors file: an 8-byte little-endian header
+// length N with 2 <= N <= the bytes that follow (and the 100 MB cap), then '{'. Reads 9 bytes;
+// false for a missing or unreadable path or a directory. llama2.c files never match: their first
+// 8 bytes (dim and hidden_dim, or the "ak42" magic and version) read as a length far beyond
+// their size.
+bool LooksLikeSafetensors(const std::string& path);
+
+// A run's directory -> its newest complete checkpoint: the step-NNNNNNNN.safetensors with the
+// highest step whose safetensors header validates against the file (sizes, offsets) and says
+// stretch.format = "stretch-checkpoint" (a half-written file never has the final name: the
+// trainer renames it into place). Its content is the loader's to judge: a checkpoint of a block
+// this code cannot run is picked, then refused, never skipped for an older one. `skipped`
+// (optional) receives a line for each newer file passed over, with the reason. Throws
+// stretch::Error when there is none.
+std::string NewestCheckpointIn(const std::string& dir, std::vector<std::string>* skipped = nullptr);
+
+// What a checkpoint says about itself, from its header alone (no tensor is read but train.step).
+struct CheckpointHeader {
+  std::string path;
+  TrainArch arch;
+  ModelConfig config;  // InferenceConfig(arch)
+  int64_t step = 0;
+  std::string tokenizer_kind;  // "bytes", "sentencepiece", or "" when the file has none
+};
+// Throws stretch::Error for a file that is not a stretch checkpoint of this version, or of
+// another block (see the top of this file).
+CheckpointHeader ReadCheckpointHeader(const std::string& path);
+
+struct CheckpointModel {
+  CheckpointHeader header;
+  Model model;
+  // The checkpoint's tokenizer (metadata stretch.tokenizer and, for SentencePiece, the tensor
+  // tokenizer.model); nullopt when the file carries none (checkpoints written without one).
+  std::optional<TrainingTokenizer> tokenizer;
+};
+// Loads a checkpoint file: header, every parameter (exact coverage checked), the tokenizer.
+CheckpointModel LoadCheckpointModel(const std::string& path);
+
+// Text for scoring, as src/io/text.h's EncodeTextPath with a checkpoint's tokenizer: a file, or a
+// directory's *.txt files in name order, each encoded whole on its own (no BOS or EOS inside the
+// stream) and concatenated. Throws stretch::Error for a missing path, an empty file, a directory
+// without *.txt files.
+TextStream EncodeTextPath(const std::string& path, const TrainingTokenizer& tokenizer);
+std::string CheckpointTextProtocolText();
+
+}  // namespace stretch

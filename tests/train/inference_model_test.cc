@@ -1,0 +1,850 @@
+// A trained model at inference: the checkpoint's parameters run by src/model's Transformer must
+// give the logits the trainer's forward gives (TrainTransformer<float, KernelAttention>), for every
+// position scheme, logit variant and layer layout, in every inference path (one prefill, chunks,
+// token-by-token decoding, the layer-major sequence forward); position methods apply to a trained
+// layout by the rule of src/model/transformer.h, checked against a naive double forward written
+// from that rule; checkpoint files load exactly, and bad ones are refused with the reason.
+#include "src/train/inference_model.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "reference/attention_backward.h"
+#include "reference/llama.h"
+#include "reference/method_llama.h"
+#include "reference/position.h"
+#include "src/core/error.h"
+#include "src/core/rng.h"
+#include "src/io/llama2c.h"
+#include "src/io/safetensors.h"
+#include "src/model/transformer.h"
+#include "src/train/arch_spec.h"
+#include "src/train/checkpoint.h"
+#include "src/train/trainer.h"
+#include "tests/testing/files.h"
+
+namespace stretch {
+namespace {
+
+using testing::ErrorOf;
+
+// ---------------------------------------------------------------------------------------------
+// Models
+
+// The reference attention (double, full matrices) behind TrainTransformer's Attn interface:
+// forward only (the trainer's own definition of the model, in double).
+struct RefAttentionForward {
+  static void Forward(const double* q, const double* k, const double* v, double* out, double* lse,
+                      const AttentionDims& d, double scale, const AttentionPlan& plan) {
+    ref::TrainAttentionOptions<double> o;
+    o.scale = scale;
+    o.visible = [&plan](int64_t i, int64_t j) { return ref::MethodVisible(plan.method, i, j); };
+    o.row_factor = [&plan](int64_t i) { return ref::MethodLogitFactor(plan, i); };
+    o.bias = [&plan](int h, int64_t i, int64_t j) { return ref::BiasValue(plan.bias, h, i - j); };
+    const int64_t nq = d.n_q * d.n_heads * d.head_dim, nk = d.n_kv * d.n_kv_heads * d.head_dim;
+    const ref::TrainAttention<double> f = ref::TrainAttentionForward(
+        std::vector<double>(q, q + nq), std::vector<double>(k, k + nk),
+        std::vector<double>(v, v + nk),
+        ref::AttentionShape{d.n_q, d.n_kv, d.q_pos0, d.n_heads, d.n_kv_heads, d.head_dim}, o);
+    std::copy(f.out.begin(), f.out.end(), out);
+    std::copy(f.lse.begin(), f.lse.end(), lse);
+  }
+  static void Backward(const double*, const double*, const double*, const double*, const double*,
+                       const double*, double*, double*, double*, const AttentionDims&, double,
+                       const AttentionPlan&, double*, double*) {
+    STRETCH_CHECK(false, "forward only");
+  }
+};
+
+// One trained variant: the flags `stretch train` takes.
+struct Variant {
+  std::string name;
+  std::string position = "rope";
+  std::string attention = "full";
+  int kv_heads = 4;
+  bool shared_classifier = false;
+  std::vector<LayerLayout> layers = {};  // when set, replaces the layout of `attention`
+};
+
+// A layout no --attention spec gives: a full RoPE layer, a full layer without position, and a
+// windowed one (so a method meets all three kinds of layer at once).
+const std::vector<LayerLayout> kMixed = {LayerLayout{true, 0}, LayerLayout{false, 0},
+                                         LayerLayout{true, 12}};
+
+std::vector<Variant> Variants() {
+  return {
+      {"rope"},
+      {"nope", "nope"},
+      {"alibi", "alibi"},
+      {"kerple-log", "kerple-log"},
+      {"kerple-power", "kerple-power"},
+      {"keynorm", "rope", "keynorm"},
+      {"querynorm", "rope", "querynorm"},
+      {"cosine-scale", "rope", "cosine,scale=6"},
+      {"window", "rope", "window=12"},
+      {"hwfa", "rope", "hwfa=12"},
+      {"hwfa2-alibi", "alibi", "hwfa2=12/2"},
+      {"swan", "rope", "swan=12/2"},
+      {"swan-kerple", "kerple-log", "keynorm,swan=12/3"},
+      {"gqa", "rope", "full", 2},
+      {"gqa-alibi-window", "alibi", "window=10", 1},
+      {"shared-classifier", "rope", "full", 4, true},
+      {"rope-base", "rope:base=500"},
+      {"mixed", "rope", "keynorm", 4, false, kMixed},
+      {"mixed-kerple", "kerple-power", "full", 2, false, kMixed},
+  };
+}
+
+constexpr int kL = 24;  // training length
+
+TrainArch ArchOf(const Variant& v) {
+  TrainArch a;
+  ModelConfig& m = a.model;
+  m.dim = 32;
+  m.hidden_dim = 48;
+  m.n_layers = 3;
+  m.n_heads = 4;
+  m.n_kv_heads = v.kv_heads;
+  m.vocab_size = 37;
+  m.seq_len = kL;
+  m.shared_classifier = v.shared_classifier;
+  ApplyPositionSpec(v.position, a);
+  ApplyAttentionSpec(v.attention, a);
+  if (!v.layers.empty()) a.layers = v.layers;
+  ValidateArch(a);
+  return a;
+}
+
+std::vector<int> RandomIds(int64_t n, int vocab, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<int> t(static_cast<size_t>(n));
+  for (int& x : t) x = static_cast<int>(rng.NextU64() % static_cast<uint64_t>(vocab));
+  return t;
+}
+
+TrainerOptions FewSteps() {
+  TrainerOptions o;
+  o.batch = 2;
+  o.schedule = LrSchedule{3e-2, 3e-2, 0, 4};  // large steps: KERPLE's a, b move visibly
+  o.seed = 5;
+  o.clip = 0;
+  return o;
+}
+
+// The trainer's InitParams, then 4 optimizer steps on random windows (so KERPLE's parameters
+// and the norms' gains are no longer at their initial values).
+std::unique_ptr<Trainer> TrainFewSteps(const TrainArch& arch) {
+  auto trainer = std::make_unique<Trainer>(arch, FewSteps());
+  const int V = arch.model.vocab_size;
+  const BatchSource source = [V](Rng& rng, int64_t B, std::vector<int>& tokens) {
+    tokens.resize(static_cast<size_t>(B * (kL + 1)));
+    for (int& t : tokens) t = static_cast<int>(rng.NextU64() % static_cast<uint64_t>(V));
+  };
+  for (int s = 0; s < 4; ++s) trainer->Step(source);
+  return trainer;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forwards
+
+// The trainer's logits (T, V) for `tokens` at positions 0 .. T-1.
+template <typename Real, class Attn>
+std::vector<double> TrainerLogits(const TrainArch& arch, const TrainParams<float>& p,
+                                  const std::vector<int>& tokens) {
+  TrainParams<Real> pr = ZeroParams<Real>(arch);
+  TrainParams<float> pf = p;
+  std::vector<std::vector<float>*> src;
+  pf.ForEach([&](const std::string&, std::vector<float>& t, bool) { src.push_back(&t); });
+  size_t i = 0;
+  pr.ForEach([&](const std::string&, std::vector<Real>& t, bool) {
+    t.assign(src[i]->begin(), src[i]->end());
+    ++i;
+  });
+  TrainTransformer<Real, Attn> model(arch);
+  std::vector<int> with_target = tokens;
+  with_target.push_back(0);
+  TrainActs<Real> acts;
+  model.Forward(pr, with_target, 1, acts);
+  return std::vector<double>(acts.logits.begin(), acts.logits.end());
+}
+
+enum class RunPath { kPrefill, kChunks7, kDecode, kSequence };
+constexpr RunPath kPaths[] = {RunPath::kPrefill, RunPath::kChunks7, RunPath::kDecode,
+                              RunPath::kSequence};
+const char* PathName(RunPath p) {
+  switch (p) {
+    case RunPath::kPrefill:
+      return "prefill";
+    case RunPath::kChunks7:
+      return "chunks of 7";
+    case RunPath::kDecode:
+      return "decode";
+    case RunPath::kSequence:
+      return "sequence";
+  }
+  return "?";
+}
+
+std::vector<double> InferenceLogits(const Model& m, const std::vector<int>& tokens, RunPath path,
+                                    const std::string& spec = "direct") {
+  Transformer model(m);
+  model.SetMethod(ParseMethod(spec), static_cast<int64_t>(tokens.size()));
+  std::vector<float> hidden;
+  if (path == RunPath::kSequence) {
+    model.set_prefill_chunk(19);  // several chunks per layer
+    model.ForwardSequence(tokens, hidden);
+  } else {
+    model.set_prefill_chunk(path == RunPath::kPrefill ? 4096 : path == RunPath::kChunks7 ? 7 : 1);
+    // Capacity above the length: a mix-up of capacity and length strides shows.
+    KvCache cache(m.config, static_cast<int64_t>(tokens.size()) + 9);
+    model.Forward(tokens, cache, hidden);
+  }
+  std::vector<float> logits(tokens.size() * static_cast<size_t>(m.config.vocab_size));
+  model.Logits(hidden.data(), static_cast<int64_t>(tokens.size()), logits.data());
+  return std::vector<double>(logits.begin(), logits.end());
+}
+
+double MaxAbsDiff(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The trained layout runs as trained
+
+// Tolerance. The trainer and the inference engine evaluate the same float32 function of the same
+// float weights; their results differ only by rounding: (1) RoPE's cos/sin tables are made in
+// double and rounded to float by two recipes (the trainer: cos(t theta) per entry; the engine:
+// angle addition from two small tables), which may differ by one float ulp; (2) QueryNorm /
+// KeyNorm: the trainer divides q and k by their norms in float before the kernel, the kernel
+// folds 1/|q| (computed in double) into the row's scale and divides keys in the tile; (3) chunked
+// prefill and decoding split the keys into other tiles and flash-decoding chunks, so the online
+// softmax sums in another order; (4) BLAS blocks a T-row product differently from a 1-row one.
+// Each is a float32 rounding of the same quantity, so the two results differ by at most about
+// the sum of their errors against the exact result. The exact result is the trainer's forward in
+// double (naive reference attention); e_f = |trainer float - exact| measures how large float32
+// rounding is for this model and input. The bound is 8 e_f (as tests/model/transformer_test.cc):
+// an engine twice to four times less lucky than the trainer still passes, while a wrong
+// position, mask, bias, norm, scale or classifier errs by O(0.1 .. 1) (LayoutIsNotVacuous).
+TEST(InferenceModel, EveryTrainedVariantMatchesTheTrainerInEveryPath) {
+  const std::vector<int> tokens = RandomIds(2 * kL + 11, 37, 7);  // beyond L: 59 positions
+  for (const Variant& v : Variants()) {
+    const TrainArch arch = ArchOf(v);
+    const std::unique_ptr<Trainer> trainer = TrainFewSteps(arch);
+    const TrainParams<float>& p = trainer->params();
+    const std::vector<double> exact = TrainerLogits<double, RefAttentionForward>(arch, p, tokens);
+    const std::vector<double> trained = TrainerLogits<float, KernelAttention>(arch, p, tokens);
+    const double e_f = MaxAbsDiff(trained, exact);
+    EXPECT_GT(e_f, 0.0) << v.name;
+    const Model m = InferenceModel(arch, p, "test " + v.name);
+    double worst = 0;
+    for (RunPath path : kPaths) {
+      const std::vector<double> got = InferenceLogits(m, tokens, path);
+      const double d = MaxAbsDiff(got, trained);
+      worst = std::max(worst, d);
+      EXPECT_LE(d, 8 * e_f) << v.name << " " << PathName(path) << ": float32 error " << e_f;
+    }
+    std::printf("  %-18s max |inference - trainer| = %.3g  (trainer float32 error %.3g)\n",
+                v.name.c_str(), worst, e_f);
+  }
+}
+
+// Not vacuous: run each layout as if it were a plain LLaMA model (RoPE, full attention,
+// 1/sqrt(D), no norms, no bias) and the logits move far beyond the tolerance above.
+TEST(InferenceModel, LayoutIsNotVacuous) {
+  const std::vector<int> tokens = RandomIds(2 * kL + 11, 37, 8);
+  for (const Variant& v : Variants()) {
+    if (v.attention == "full" && v.position.starts_with("rope")) continue;  // the plain model
+    const TrainArch arch = ArchOf(v);
+    const std::unique_ptr<Trainer> trainer = TrainFewSteps(arch);
+    const TrainParams<float>& p = trainer->params();
+    const std::vector<double> trained = TrainerLogits<float, KernelAttention>(arch, p, tokens);
+    Model plain = InferenceModel(arch, p, "plain");
+    plain.config.attention = AttentionLayout{};
+    for (LayerWeights& w : plain.weights.layers) w.bias_a.clear(), w.bias_b.clear();
+    EXPECT_GT(MaxAbsDiff(InferenceLogits(plain, tokens, RunPath::kPrefill), trained), 1e-2)
+        << v.name;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Methods on a trained layout
+
+// The naive forward of a trained model under a method, in any number type, written from the
+// rule at the top of src/model/transformer.h and from the methods' definitions in
+// reference/position.h (not from the engine's per-layer plans):
+//   a layer trained with a window w: keys i - w < j <= i, RoPE at its true positions (when the
+//     layer has RoPE), factor 1;
+//   a full-attention RoPE layer: the method's mask, relative position, frequencies and factor;
+//   a full-attention layer without RoPE: the method's mask, no rotation, factor max(1, ln(i+1) /
+//     ln L) with +logn;
+// and every layer with its bias (ALiBi, KERPLE) and QueryNorm / KeyNorm, scaled by arch.Scale().
+template <typename T>
+std::vector<T> RuleForwardRef(const TrainArch& arch, const TrainParams<float>& p,
+                              const std::string& spec, const std::vector<int>& tokens) {
+  const ModelConfig& c = arch.model;
+  const int C = c.dim, F = c.hidden_dim, H = c.n_heads, G = c.n_kv_heads, D = c.head_dim();
+  const int KV = c.kv_dim(), V = c.vocab_size;
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const RopeGeometry geo{c.seq_len, D, static_cast<double>(c.rope_base)};
+  const AttentionPlan mp = MakeAttentionPlan(ParseMethod(spec), geo, n);
+  const std::vector<double> alibi = AlibiSlopes(H);
+  std::vector<std::vector<T>> x(static_cast<size_t>(n), std::vector<T>(static_cast<size_t>(C)));
+  for (int64_t t = 0; t < n; ++t) {
+    for (int i = 0; i < C; ++i) x[t][i] = p.token_embedding[static_cast<size_t>(tokens[t]) * C + i];
+  }
+  auto normalize = [D](T* v) {
+    T ss = 0;
+    for (int d = 0; d < D; ++d) ss += v[d] * v[d];
+    if (ss > 0) {
+      const T inv = T(1) / std::sqrt(ss);
+      for (int d = 0; d < D; ++d) v[d] *= inv;
+    }
+  };
+  for (int l = 0; l < c.n_layers; ++l) {
+    const TrainLayer<float>& w = p.layers[static_cast<size_t>(l)];
+    const LayerLayout& lay = arch.layers[static_cast<size_t>(l)];
+    const bool rope = arch.position == TrainPosition::kRope && lay.position;
+    const bool windowed = lay.window > 0;
+    std::function<bool(int64_t, int64_t)> visible;
+    std::function<double(int64_t, int64_t)> rel;
+    std::function<std::vector<double>(int64_t)> thetas;
+    std::function<double(int64_t)> factor;
+    if (windowed) {
+      visible = [&](int64_t i, int64_t j) { return j <= i && i - j < lay.window; };
+      rel = [](int64_t i, int64_t j) { return static_cast<double>(i - j); };
+      thetas = [&](int64_t) { return RopeThetas(geo.base, D); };
+      factor = [](int64_t) { return 1.0; };
+    } else {
+      visible = [&](int64_t i, int64_t j) { return ref::MethodVisible(mp.method, i, j); };
+      if (rope) {
+        rel = [&](int64_t i, int64_t j) { return ref::MethodRelPos(mp.method, i, j); };
+        thetas = [&](int64_t i) { return ref::MethodThetas(mp, i); };
+        factor = [&](int64_t i) { return ref::MethodLogitFactor(mp, i); };
+      } else {
+        factor = [&](int64_t i) {
+          return mp.method.logn ? std::max(1.0, std::log(static_cast<double>(i + 1)) /
+                                                    std::log(static_cast<double>(c.seq_len)))
+                                : 1.0;
+        };
+      }
+    }
+    auto bias = [&](int h, int64_t d) -> double {
+      if (!lay.position) return 0.0;
+      switch (arch.position) {
+        case TrainPosition::kAlibi:
+          return -alibi[h] * static_cast<double>(d);
+        case TrainPosition::kKerpleLog:
+          return -double(w.bias_a[h]) *
+                 std::log(1.0 + double(w.bias_b[h]) * static_cast<double>(d));
+        case TrainPosition::kKerplePower:
+          return -double(w.bias_a[h]) * std::pow(static_cast<double>(d), double(w.bias_b[h]));
+        default:
+          return 0.0;
+      }
+    };
+    std::vector<std::vector<T>> q(static_cast<size_t>(n)), k(q.size()), vv(q.size());
+    for (int64_t t = 0; t < n; ++t) {
+      const std::vector<T> h = ref::RmsNormRef(x[t], w.attn_norm, c.norm_eps);
+      q[t] = ref::Matvec(w.wq, h, C, C);
+      k[t] = ref::Matvec(w.wk, h, KV, C);
+      vv[t] = ref::Matvec(w.wv, h, KV, C);
+      // QueryNorm / KeyNorm before the rotation, which keeps the norm.
+      for (int hh = 0; arch.logits.query_norm && hh < H; ++hh) normalize(q[t].data() + hh * D);
+      for (int g = 0; arch.logits.key_norm && g < G; ++g) normalize(k[t].data() + g * D);
+    }
+    const T scale = static_cast<T>(arch.Scale());
+    for (int64_t i = 0; i < n; ++i) {
+      const std::vector<double> th = rope ? thetas(i) : std::vector<double>();
+      std::vector<T> att(static_cast<size_t>(C), T(0));
+      for (int hh = 0; hh < H; ++hh) {
+        const int g = hh / (H / G);
+        std::vector<T> s(static_cast<size_t>(i + 1), -INFINITY);
+        T mx = -INFINITY;
+        for (int64_t j = 0; j <= i; ++j) {
+          if (!visible(i, j)) continue;
+          std::vector<T> qr(q[i].begin() + hh * D, q[i].begin() + (hh + 1) * D);
+          if (rope) {
+            const double r = rel(i, j);
+            for (int t = 0; t < D / 2; ++t) {
+              const T cs = static_cast<T>(std::cos(r * th[t])),
+                      sn = static_cast<T>(std::sin(r * th[t]));
+              const T a = qr[2 * t], b = qr[2 * t + 1];
+              qr[2 * t] = a * cs - b * sn;
+              qr[2 * t + 1] = a * sn + b * cs;
+            }
+          }
+          T dot = 0;
+          for (int d = 0; d < D; ++d) dot += qr[d] * k[j][g * D + d];
+          s[j] = scale * static_cast<T>(factor(i)) * dot + static_cast<T>(bias(hh, i - j));
+          mx = std::max(mx, s[j]);
+        }
+        T sum = 0;
+        for (T& e : s) sum += (e = std::exp(e - mx));
+        for (int64_t j = 0; j <= i; ++j) {
+          for (int d = 0; d < D; ++d) att[hh * D + d] += s[j] / sum * vv[j][g * D + d];
+        }
+      }
+      const std::vector<T> o = ref::Matvec(w.wo, att, C, C);
+      for (int d = 0; d < C; ++d) x[i][d] += o[d];
+      const std::vector<T> h = ref::RmsNormRef(x[i], w.ffn_norm, c.norm_eps);
+      std::vector<T> a = ref::Matvec(w.w1, h, F, C);
+      const std::vector<T> b = ref::Matvec(w.w3, h, F, C);
+      for (int f = 0; f < F; ++f) a[f] = a[f] / (T(1) + std::exp(-a[f])) * b[f];
+      const std::vector<T> down = ref::Matvec(w.w2, a, C, F);
+      for (int d = 0; d < C; ++d) x[i][d] += down[d];
+    }
+  }
+  const std::vector<float>& cls = p.classifier.empty() ? p.token_embedding : p.classifier;
+  std::vector<T> logits;
+  for (int64_t t = 0; t < n; ++t) {
+    const std::vector<T> h = ref::RmsNormRef(x[t], p.final_norm, c.norm_eps);
+    const std::vector<T> row = ref::Matvec(cls, h, V, C);
+    logits.insert(logits.end(), row.begin(), row.end());
+  }
+  return logits;
+}
+
+template <typename T>
+std::vector<double> AsDouble(const std::vector<T>& v) {
+  return std::vector<double>(v.begin(), v.end());
+}
+
+struct MethodCase {
+  Variant variant;
+  std::vector<std::string> specs;
+};
+
+// Tolerance: 8x a plain float32 run of the same naive forward, as tests/model/
+// method_model_test.cc (the engine sums in other orders; a wrong mask, relative position, factor
+// or layer rule errs by O(0.1 .. 1): MethodsChangeTheLayersTheRuleSays).
+TEST(InferenceModel, MethodsOnTrainedLayoutsMatchTheRuleReference) {
+  const std::vector<MethodCase> cases = {
+      // Full RoPE layers: the method as it is (also against reference/method_llama.h below).
+      {{"rope"}, {"window:window=20", "rerope:window=16", "yarn:factor=3+logn", "dynamic-ntk"}},
+      // Windowed RoPE layers keep their window and plain RoPE; the full RoPE layer takes it.
+      {{"hwfa2", "rope", "hwfa2=12/2"},
+       {"rerope:window=16", "self-extend:group=3,window=14", "yarn+logn",
+        "lambda:sinks=2,window=20"}},
+      // Full NoPE layer: mask and +logn; windowed RoPE layers unchanged.
+      {{"swan", "rope", "swan=12/2"},
+       {"window:window=20+logn", "blockwise:window=16", "direct+logn"}},
+      // No RoPE at all: masks and +logn.
+      {{"nope", "nope"}, {"window:window=20", "lambda:sinks=3,window=18+logn"}},
+      {{"alibi", "alibi", "querynorm"}, {"window:window=20+logn", "blockwise:window=20"}},
+      {{"kerple-power", "kerple-power", "cosine,scale=5"}, {"direct+logn", "window:window=16"}},
+      {{"gqa-rope", "rope", "keynorm", 2}, {"rerope:window=16", "window:window=20+logn"}},
+      // Full RoPE, full NoPE and windowed layers at once: each takes its part of the method
+      // (the NoPE layer YaRN's mask and +logn, not its attention factor).
+      {{"mixed", "rope", "full", 4, false, kMixed},
+       {"yarn:factor=3+logn", "rerope:window=16", "lambda:sinks=2,window=20", "dynamic-yarn"}},
+      {{"mixed-alibi", "alibi", "full", 2, false, kMixed}, {"direct+logn", "window:window=20"}},
+  };
+  const std::vector<int> tokens = RandomIds(2 * kL + 11, 37, 9);
+  for (const MethodCase& mc : cases) {
+    const TrainArch arch = ArchOf(mc.variant);
+    const std::unique_ptr<Trainer> trainer = TrainFewSteps(arch);
+    const TrainParams<float>& p = trainer->params();
+    const Model m = InferenceModel(arch, p, "test " + mc.variant.name);
+    for (const std::string& spec : mc.specs) {
+      const std::vector<double> exact = AsDouble(RuleForwardRef<double>(arch, p, spec, tokens));
+      const std::vector<double> plain = AsDouble(RuleForwardRef<float>(arch, p, spec, tokens));
+      const double tol = 8 * MaxAbsDiff(plain, exact) + 1e-6;
+      double worst = 0;
+      for (RunPath path : kPaths) {
+        const double d = MaxAbsDiff(InferenceLogits(m, tokens, path, spec), exact);
+        worst = std::max(worst, d);
+        EXPECT_LE(d, tol) << mc.variant.name << " " << spec << " " << PathName(path);
+      }
+      std::printf("  %-13s %-30s max |inference - rule reference| = %.3g (tolerance %.3g)\n",
+                  mc.variant.name.c_str(), spec.c_str(), worst, tol);
+    }
+  }
+}
+
+// Not vacuous: on a mixed model (windowed RoPE layers and a full RoPE layer) each method changes
+// the output, and the per-layer plans are those of the rule: windowed layers keep their window
+// and plain RoPE, the full layer takes the method.
+TEST(InferenceModel, MethodsChangeTheLayersTheRuleSays) {
+  const std::vector<int> tokens = RandomIds(2 * kL + 11, 37, 10);
+  const TrainArch arch = ArchOf({"hwfa2", "rope", "hwfa2=12/2"});
+  const std::unique_ptr<Trainer> trainer = TrainFewSteps(arch);
+  const Model m = InferenceModel(arch, trainer->params(), "hwfa2");
+  const std::vector<double> direct = InferenceLogits(m, tokens, RunPath::kPrefill);
+  for (const std::string spec : {"rerope:window=16", "yarn", "window:window=16", "direct+logn"}) {
+    EXPECT_GT(MaxAbsDiff(InferenceLogits(m, tokens, RunPath::kPrefill, spec), direct), 1e-3)
+        << spec;
+  }
+  Transformer model(m);
+  model.SetMethod(ParseMethod("rerope:window=16"), 59);
+  EXPECT_EQ(model.layer_plan(0).mask, MaskKind::kWindow);
+  EXPECT_EQ(model.layer_plan(0).window, 12);
+  EXPECT_EQ(model.layer_plan(0).map.kind, RelMapKind::kIdentity);
+  EXPECT_EQ(model.layer_plan(1).map.kind, RelMapKind::kReRope);
+  EXPECT_EQ(model.layer_plan(1).mask, MaskKind::kCausal);
+}
+
+// A RoPE checkpoint's full layers under a method equal the LLaMA path's double reference
+// (reference/method_llama.h), exactly as tests/model/method_model_test.cc checks llama2.c models.
+TEST(InferenceModel, RopeCheckpointUnderMethodsMatchesTheDoubleReference) {
+  for (const Variant& v : {Variant{"rope"}, Variant{"gqa", "rope", "full", 2}}) {
+    const TrainArch arch = ArchOf(v);
+    const std::unique_ptr<Trainer> trainer = TrainFewSteps(arch);
+    const Model m = InferenceModel(arch, trainer->params(), "rope");
+    const std::vector<int> tokens = RandomIds(3 * kL, 37, 11);
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    for (const std::string spec : {"window:window=20", "rerope:window=16",
+                                   "leaky-rerope:window=16,k=3", "pi", "dynamic-yarn"}) {
+      const AttentionPlan plan = MakeAttentionPlan(
+          ParseMethod(spec), RopeGeometry{kL, m.config.head_dim(), m.config.rope_base}, n);
+      const ref::PositionRef pos = ref::MethodPositionRef(plan);
+      const std::vector<double> exact = ref::LlamaForwardRef<double>(m, tokens, pos);
+      const std::vector<double> plain = AsDouble(ref::LlamaForwardRef<float>(m, tokens, pos));
+      const double tol = 8 * MaxAbsDiff(plain, exact) + 1e-6;
+      for (RunPath path : kPaths) {
+        EXPECT_LE(MaxAbsDiff(InferenceLogits(m, tokens, path, spec), exact), tol)
+            << v.name << " " << spec << " " << PathName(path);
+      }
+    }
+  }
+}
+
+// Variants the trainer has and inference does not run yet are refused by name, never misread;
+// a training-time relative map is not one of them (the model is scored with any --method).
+TEST(InferenceModel, VariantsNotYetRunAtInferenceAreRefusedByName) {
+  const std::vector<std::pair<Variant, std::string>> cases = {
+      {{"xpos", "xpos:gamma=64"}, "XPOS"},
+      {{"sandwich", "sandwich"}, "Sandwich"},
+      {{"p-rope", "rope:fraction=0.5"}, "p-RoPE"},
+      {{"ssmax", "rope", "ssmax"}, "SSMax"},
+      {{"cosine", "rope", "cosine=per-position"}, "per-position lambda"},
+  };
+  for (const auto& [variant, expect] : cases) {
+    const TrainArch arch = ArchOf(variant);
+    const std::string e = ErrorOf([&] { InferenceConfig(arch); });
+    EXPECT_NE(e.find(expect), std::string::npos) << variant.name << ": " << e;
+    EXPECT_NE(e.find("not yet supported at inference"), std::string::npos) << e;
+  }
+  TrainArch mapped = ArchOf({"rerope", "rerope:window=8"});
+  EXPECT_EQ(mapped.rope_map, "rerope:window=8");
+  EXPECT_NO_THROW(InferenceConfig(mapped));
+}
+
+TEST(InferenceModel, RopeChangingMethodWithoutFullRopeLayerIsRefused) {
+  struct Refusal {
+    Variant variant;
+    std::string spec;
+    std::string expect;
+  };
+  const std::vector<Refusal> refusals = {
+      {{"nope", "nope"}, "yarn", "no full-attention RoPE layer"},
+      {{"alibi", "alibi"}, "rerope:window=8", "no full-attention RoPE layer"},
+      {{"kerple", "kerple-log"}, "dynamic-ntk", "no full-attention RoPE layer"},
+      {{"hwfa", "rope", "hwfa=12"}, "pi", "no full-attention RoPE layer"},
+      {{"swan", "rope", "swan=12/2"}, "direct:base=500", "RoPE base"},
+      {{"window", "rope", "window=12"}, "window:window=8", "applies to no layer"},
+      {{"window", "rope", "window=12"}, "direct+logn", "applies to no layer"},
+  };
+  for (const Refusal& r : refusals) {
+    const TrainArch arch = ArchOf(r.variant);
+    const Model m = InferenceModel(arch, TrainFewSteps(arch)->params(), "m");
+    Transformer model(m);
+    const std::string e = ErrorOf([&] { model.SetMethod(ParseMethod(r.spec), 48); });
+    EXPECT_NE(e.find(r.expect), std::string::npos) << r.variant.name << " " << r.spec << ": " << e;
+    // The model is left under its previous method, usable.
+    EXPECT_EQ(CanonicalSpec(model.plan().method),
+              CanonicalSpec(MakeAttentionPlan(Method{}, model.Geometry(), kL).method));
+  }
+  // Allowed: a mask on a model without RoPE, and a RoPE method on a mixed model.
+  for (const auto& [variant, spec] : std::vector<std::pair<Variant, std::string>>{
+           {{"nope", "nope"}, "window:window=16+logn"},
+           {{"hwfa", "rope", "hwfa=12"}, "lambda:sinks=2,window=16"},
+           {{"hwfa2", "rope", "hwfa2=12/3"}, "yarn"}}) {
+    const TrainArch arch = ArchOf(variant);
+    const Model m = InferenceModel(arch, TrainFewSteps(arch)->params(), "m");
+    Transformer model(m);
+    EXPECT_NO_THROW(model.SetMethod(ParseMethod(spec), 48)) << variant.name << " " << spec;
+  }
+}
+
+// Each layer's cache holds its own plan's key slots: rerope needs two copies of each key in the
+// full RoPE layer and one in the windowed ones.
+TEST(InferenceModel, KeySlotsArePerLayer) {
+  const TrainArch arch = ArchOf({"hwfa2", "rope", "hwfa2=12/2"});
+  const Model m = InferenceModel(arch, TrainFewSteps(arch)->params(), "m");
+  Transformer model(m);
+  model.SetMethod(ParseMethod("rerope:window=16"), 40);
+  KvCache cache(m.config, 40);
+  std::vector<float> hidden;
+  model.Forward(RandomIds(30, 37, 12), cache, hidden);
+  EXPECT_EQ(cache.key_slots(0), 1);
+  EXPECT_EQ(cache.key_slots(1), 2);
+  EXPECT_EQ(cache.key_slots(2), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checkpoint files
+
+class CheckpointFile : public testing::TempDirTest {
+ protected:
+  CheckpointFile() : TempDirTest("stretch_inference_model_") {}
+
+  // Trains `v` a few steps and saves it as NAME.safetensors (no tokenizer: the vocabulary of
+  // 37 fits none).
+  std::string Save(const Variant& v, const std::string& name = "step-00000004") {
+    const TrainArch arch = ArchOf(v);
+    std::unique_ptr<Trainer> trainer = TrainFewSteps(arch);
+    const std::string path = Path(name + ".safetensors");
+    SaveCheckpoint(*trainer, path);
+    return path;
+  }
+};
+
+// Copies a safetensors file, letting `edit` change the metadata and the tensor list.
+struct TensorCopy {
+  std::string name;
+  SafetensorsDtype dtype;
+  std::vector<int64_t> shape;
+  std::vector<std::byte> bytes;
+};
+void Rewrite(const std::string& from, const std::string& to,
+             const std::function<void(std::map<std::string, std::string>&,
+                                      std::vector<TensorCopy>&)>& edit) {
+  std::vector<TensorCopy> tensors;
+  std::map<std::string, std::string> meta;
+  {
+    const SafetensorsFile f(from);
+    meta = f.metadata();
+    for (const SafetensorsTensor& t : f.tensors()) {
+      TensorCopy c{t.name, t.dtype, t.shape,
+                   std::vector<std::byte>(static_cast<size_t>(t.bytes()))};
+      f.ReadBytesInto(t.name, c.bytes);
+      tensors.push_back(std::move(c));
+    }
+  }
+  edit(meta, tensors);
+  SafetensorsWriter w;
+  for (const TensorCopy& t : tensors) w.AddRaw(t.name, t.dtype, t.shape, t.bytes);
+  for (const auto& [k, v] : meta) w.SetMetadata(k, v);
+  w.Write(to);
+}
+
+TEST_F(CheckpointFile, LoadsExactlyWhatTheTrainerHolds) {
+  // The test variants have a vocabulary of 37: no tokenizer fits, so this one has none.
+  std::unique_ptr<Trainer> trainer;
+  const TrainArch arch = ArchOf({"kerple", "kerple-power", "keynorm,hwfa=12"});
+  trainer = TrainFewSteps(arch);
+  const std::string path = Path("step-00000004.safetensors");
+  SaveCheckpoint(*trainer, path);
+  EXPECT_TRUE(LooksLikeSafetensors(path));
+  const CheckpointModel c = LoadCheckpointModel(path);
+  EXPECT_EQ(c.header.step, 4);
+  EXPECT_FALSE(c.tokenizer.has_value());
+  const Model direct = InferenceModel(arch, trainer->params(), "direct");
+  ASSERT_EQ(c.model.weights.layers.size(), direct.weights.layers.size());
+  EXPECT_EQ(c.model.weights.token_embedding, direct.weights.token_embedding);
+  EXPECT_EQ(c.model.weights.classifier, direct.weights.classifier);
+  for (size_t l = 0; l < direct.weights.layers.size(); ++l) {
+    const LayerWeights &a = c.model.weights.layers[l], &b = direct.weights.layers[l];
+    EXPECT_EQ(a.wq, b.wq);
+    EXPECT_EQ(a.w2, b.w2);
+    EXPECT_EQ(a.bias_a, b.bias_a);
+    EXPECT_EQ(a.bias_b, b.bias_b);
+    EXPECT_EQ(c.model.config.attention.layers[l].position,
+              direct.config.attention.layers[l].position);
+    EXPECT_EQ(c.model.config.attention.layers[l].window, direct.config.attention.layers[l].window);
+  }
+  // The last layer of hwfa has no position: no KERPLE parameters at inference.
+  EXPECT_TRUE(c.model.weights.layers.back().bias_a.empty());
+  EXPECT_EQ(c.model.config.attention.layers.back().position, LayerPosition::kNone);
+  EXPECT_TRUE(c.model.config.attention.key_norm);
+  EXPECT_EQ(c.model.config.attention.logit_scale, arch.Scale());
+  const std::vector<int> tokens = RandomIds(40, 37, 13);
+  EXPECT_EQ(InferenceLogits(c.model, tokens, RunPath::kPrefill),
+            InferenceLogits(direct, tokens, RunPath::kPrefill));
+}
+
+TEST_F(CheckpointFile, CarriesItsTokenizer) {
+  Variant v{"bytes-vocab"};
+  TrainArch arch = ArchOf(v);
+  arch.model.vocab_size = 258;
+  std::unique_ptr<Trainer> trainer = TrainFewSteps(arch);
+  CheckpointExtras extras;
+  extras.metadata["stretch.tokenizer"] = R"({"kind":"bytes","vocab_size":258,"bos":256})";
+  const std::string path = Path("step-00000004.safetensors");
+  SaveCheckpoint(*trainer, path, extras);
+  const CheckpointModel c = LoadCheckpointModel(path);
+  ASSERT_TRUE(c.tokenizer.has_value());
+  EXPECT_EQ(c.tokenizer->kind(), "bytes");
+  EXPECT_EQ(c.header.tokenizer_kind, "bytes");
+  // A tokenizer that does not fit the model is refused.
+  const std::string bad = Path("bad.safetensors");
+  Rewrite(path, bad, [](auto& meta, auto&) {
+    meta["stretch.tokenizer"] = R"({"kind":"sentencepiece","vocab_size":258,"bos":1})";
+  });
+  EXPECT_NE(ErrorOf([&] { LoadCheckpointModel(bad); }).find("stretch.tokenizer"),
+            std::string::npos);
+}
+
+TEST_F(CheckpointFile, NewestCompleteCheckpointOfADirectory) {
+  const TrainArch arch = ArchOf({"rope"});
+  std::unique_ptr<Trainer> trainer = TrainFewSteps(arch);
+  SaveCheckpoint(*trainer, Path("step-00000004.safetensors"));
+  SaveCheckpoint(*trainer, Path("step-00000002.safetensors"));
+  testing::WriteBytes(Path("step-00000009.safetensors"), "not a checkpoint");  // newest, broken
+  std::vector<std::string> skipped;
+  EXPECT_EQ(NewestCheckpointIn(dir_.string(), &skipped), Path("step-00000004.safetensors"));
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("step-00000009"), std::string::npos) << skipped[0];
+  std::filesystem::create_directories(dir_ / "empty");
+  EXPECT_NE(ErrorOf([&] {
+              NewestCheckpointIn((dir_ / "empty").string());
+            }).find("no complete checkpoint"),
+            std::string::npos);
+}
+
+TEST_F(CheckpointFile, OtherBlocksAndUnknownTensorsAreRefused) {
+  const std::string path = Save({"rope"});
+  // "block": "gau" in the architecture (the GAU trainer's checkpoints).
+  const std::string gau = Path("gau.safetensors");
+  Rewrite(path, gau, [](auto& meta, auto& tensors) {
+    nlohmann::json c = nlohmann::json::parse(meta["stretch.config"]);
+    c["block"] = "gau";
+    c["gau_key_dim"] = 8;
+    meta["stretch.config"] = c.dump();
+    for (TensorCopy& t : tensors) {
+      if (t.name.ends_with(".wq")) t.name.replace(t.name.size() - 3, 3, ".gau_z");
+    }
+  });
+  std::string e = ErrorOf([&] { LoadCheckpointModel(gau); });
+  EXPECT_NE(e.find("not yet supported at inference"), std::string::npos) << e;
+  EXPECT_NE(e.find("gau"), std::string::npos) << e;
+  e = ErrorOf([&] { ReadCheckpointHeader(gau); });
+  EXPECT_NE(e.find("not yet supported at inference"), std::string::npos) << e;
+  // "block" in the stored command line only.
+  const std::string cli = Path("cli.safetensors");
+  Rewrite(path, cli, [](auto& meta, auto&) { meta["stretch.cli"] = R"({"block":"gau"})"; });
+  e = ErrorOf([&] { LoadCheckpointModel(cli); });
+  EXPECT_NE(e.find("not yet supported at inference"), std::string::npos) << e;
+  // "block": "llama" is what the trainer may write: accepted.
+  const std::string llama = Path("llama.safetensors");
+  Rewrite(path, llama, [](auto& meta, auto&) {
+    nlohmann::json c = nlohmann::json::parse(meta["stretch.config"]);
+    c["block"] = "llama";
+    meta["stretch.config"] = c.dump();
+  });
+  EXPECT_NO_THROW(LoadCheckpointModel(llama));
+  // A tensor the architecture does not have.
+  const std::string extra = Path("extra.safetensors");
+  Rewrite(path, extra, [](auto&, auto& tensors) {
+    tensors.push_back({"layers.0.gau_u", SafetensorsDtype::kF32, {2}, std::vector<std::byte>(8)});
+  });
+  e = ErrorOf([&] { LoadCheckpointModel(extra); });
+  EXPECT_NE(e.find("'layers.0.gau_u' is not a parameter"), std::string::npos) << e;
+  // A missing parameter.
+  const std::string missing = Path("missing.safetensors");
+  Rewrite(path, missing, [](auto&, auto& tensors) {
+    std::erase_if(tensors, [](const TensorCopy& t) { return t.name == "layers.1.w3"; });
+  });
+  e = ErrorOf([&] { LoadCheckpointModel(missing); });
+  EXPECT_NE(e.find("layers.1.w3"), std::string::npos) << e;
+}
+
+TEST_F(CheckpointFile, CorruptAndForeignFilesAreRefusedWithTheReason) {
+  const std::string path = Save({"rope"});
+  const std::string bytes = testing::ReadBytes(path);
+  // Truncated.
+  testing::WriteBytes(Path("truncated.safetensors"), bytes.substr(0, bytes.size() / 2));
+  std::string e = ErrorOf([&] { LoadCheckpointModel(Path("truncated.safetensors")); });
+  EXPECT_NE(e.find("truncated.safetensors"), std::string::npos) << e;
+  EXPECT_NE(e.find("truncated"), std::string::npos) << e;
+  // A safetensors file that is not a stretch checkpoint.
+  SafetensorsWriter w;
+  w.AddOwned<float>("weight", {2}, {1.0f, 2.0f});
+  w.Write(Path("foreign.safetensors"));
+  e = ErrorOf([&] { LoadCheckpointModel(Path("foreign.safetensors")); });
+  EXPECT_NE(e.find("not a stretch checkpoint"), std::string::npos) << e;
+  EXPECT_NE(e.find("stretch.format"), std::string::npos) << e;
+  // Another version.
+  Rewrite(path, Path("v2.safetensors"), [](auto& meta, auto&) { meta["stretch.version"] = "2"; });
+  e = ErrorOf([&] { LoadCheckpointModel(Path("v2.safetensors")); });
+  EXPECT_NE(e.find("version \"2\""), std::string::npos) << e;
+  // A damaged architecture.
+  Rewrite(path, Path("arch.safetensors"), [](auto& meta, auto&) {
+    nlohmann::json c = nlohmann::json::parse(meta["stretch.config"]);
+    c["heads"] = 3;
+    meta["stretch.config"] = c.dump();
+  });
+  e = ErrorOf([&] { LoadCheckpointModel(Path("arch.safetensors")); });
+  EXPECT_NE(e.find("heads=3"), std::string::npos) << e;
+  // Sizes far beyond what the file holds: refused before anything is allocated from them.
+  Rewrite(path, Path("huge.safetensors"), [](auto& meta, auto&) {
+    nlohmann::json c = nlohmann::json::parse(meta["stretch.config"]);
+    c["dim"] = 1 << 20;
+    c["hidden_dim"] = 1 << 30;
+    meta["stretch.config"] = c.dump();
+  });
+  e = ErrorOf([&] { LoadCheckpointModel(Path("huge.safetensors")); });
+  EXPECT_NE(e.find("but the file holds"), std::string::npos) << e;
+  // Non-finite KERPLE parameters.
+  const std::string kerple = Save({"kerple", "kerple-log"}, "kerple");
+  Rewrite(kerple, Path("nan.safetensors"), [](auto&, auto& tensors) {
+    for (TensorCopy& t : tensors) {
+      if (t.name == "layers.2.bias_b") {
+        const float nan = std::nanf("");
+        std::memcpy(t.bytes.data(), &nan, sizeof nan);
+      }
+    }
+  });
+  e = ErrorOf([&] { LoadCheckpointModel(Path("nan.safetensors")); });
+  EXPECT_NE(e.find("layer 2"), std::string::npos) << e;
+  // Content, not the name, tells a checkpoint: a llama2.c file and a text file do not look
+  // like safetensors; a checkpoint under another name does.
+  ModelConfig c;
+  c.dim = 8;
+  c.hidden_dim = 16;
+  c.n_layers = 1;
+  c.n_heads = 2;
+  c.n_kv_heads = 2;
+  c.vocab_size = 10;
+  c.seq_len = 16;
+  Model m;
+  m.config = c;
+  m.weights.token_embedding.assign(80, 0.5f);
+  m.weights.layers.resize(1);
+  LayerWeights& l = m.weights.layers[0];
+  l.attn_norm.assign(8, 1.0f);
+  l.ffn_norm.assign(8, 1.0f);
+  l.wq.assign(64, 0.1f);
+  l.wk.assign(64, 0.1f);
+  l.wv.assign(64, 0.1f);
+  l.wo.assign(64, 0.1f);
+  l.w1.assign(128, 0.1f);
+  l.w2.assign(128, 0.1f);
+  l.w3.assign(128, 0.1f);
+  m.weights.final_norm.assign(8, 1.0f);
+  SaveLlama2cVersion1(m, Path("model.bin"));
+  EXPECT_FALSE(LooksLikeSafetensors(Path("model.bin")));
+  testing::WriteBytes(Path("text.txt"), "{\"hello\": 1}\n");
+  EXPECT_FALSE(LooksLikeSafetensors(Path("text.txt")));
+  EXPECT_FALSE(LooksLikeSafetensors(dir_.string()));
+  std::filesystem::copy_file(path, Path("model.ckpt"));
+  EXPECT_TRUE(LooksLikeSafetensors(Path("model.ckpt")));
+  EXPECT_NO_THROW(LoadCheckpointModel(Path("model.ckpt")));
+}
+
+}  // namespace
+}  // namespace stretch
