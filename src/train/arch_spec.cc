@@ -62,7 +62,8 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
   const std::string_view rest = colon == std::string_view::npos ? "" : spec.substr(colon + 1);
   constexpr std::string_view kAllowed =
       "rope[:base=B,fraction=P], xpos[:base=B,gamma=G,fraction=P], nope, alibi, kerple-log, "
-      "kerple-power, sandwich[:dim=D,lambda=X]";
+      "kerple-power, sandwich[:dim=D,lambda=X], or RoPE with a relative map: rerope[:window=W], "
+      "leaky-rerope[:window=W,k=K], self-extend[:group=G,window=W], string, dca";
   // key=value pieces of `rest`, each handed to `set`, which returns false for an unknown key.
   auto each_key = [&](std::string_view allowed_keys, auto&& set) {
     std::string_view r = rest;
@@ -79,6 +80,7 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
   };
   if (name == "rope" || name == "xpos") {
     arch.position = name == "rope" ? TrainPosition::kRope : TrainPosition::kXpos;
+    arch.rope_map.clear();
     each_key(name == "rope" ? "base=B, fraction=P" : "base=B, gamma=G, fraction=P",
              [&](std::string_view key, std::string_view value) {
                if (key == "base") {
@@ -98,6 +100,24 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
                }
                return true;
              });
+    return;
+  }
+  // A relative map at training time: RoPE whose full-attention layers see the map's positions.
+  if (name == "rerope" || name == "leaky-rerope" || name == "self-extend" || name == "string" ||
+      name == "dca") {
+    Method m;
+    try {
+      m = ParseMethod(spec);
+    } catch (const Error& e) {
+      Fail("--position {}: {}", spec, e.what());
+    }
+    if (m.rope.scaling != RopeScaling::kNone || m.mask.kind != MaskKind::kCausal || m.logn) {
+      Fail("--position {}: a training-time map takes its own keys only (window, k, group, ...), "
+           "no frequency scaling, mask or +logn (put logn in --attention)",
+           spec);
+    }
+    arch.position = TrainPosition::kRope;
+    arch.rope_map = CanonicalSpec(m);
     return;
   }
   if (name == "sandwich") {
@@ -209,6 +229,8 @@ std::string BlockSpecOf(const TrainArch& arch) {
 std::string PositionSpecOf(const TrainArch& arch) {
   switch (arch.position) {
     case TrainPosition::kRope:
+      if (!arch.rope_map.empty()) return arch.rope_map;
+      [[fallthrough]];
     case TrainPosition::kXpos: {
       std::string out = fmt::format("{}:base={}", arch.position == TrainPosition::kRope ? "rope" : "xpos",
                                     arch.model.rope_base);

@@ -81,6 +81,7 @@ json ArchToJson(const TrainArch& a) {
   // Fields that came with the later variants are written only when they are not the default,
   // so that configs of earlier runs compare equal (resume checks the architecture by its JSON).
   if (a.rope_fraction != 1.0) j["rope_fraction"] = a.rope_fraction;
+  if (!a.rope_map.empty()) j["rope_map"] = a.rope_map;
   if (a.position == TrainPosition::kXpos) j["xpos_gamma"] = a.xpos_gamma;
   if (a.position == TrainPosition::kSandwich) {
     j["sandwich_dim"] = a.sandwich_dim;
@@ -132,6 +133,7 @@ TrainArch ArchFromJson(const json& j, const std::string& what) {
          what, pos);
   }
   if (j.contains("rope_fraction")) a.rope_fraction = Get<double>(j, "rope_fraction", what);
+  if (j.contains("rope_map")) a.rope_map = Get<std::string>(j, "rope_map", what);
   if (j.contains("xpos_gamma")) a.xpos_gamma = Get<double>(j, "xpos_gamma", what);
   if (j.contains("sandwich_dim")) a.sandwich_dim = Get<int>(j, "sandwich_dim", what);
   if (j.contains("sandwich_lambda")) a.sandwich_lambda = Get<double>(j, "sandwich_lambda", what);

@@ -1,6 +1,9 @@
 #include "src/train/transformer_train.h"
 
+#include <memory>
+
 #include "src/core/error.h"
+#include "src/position/rope.h"
 
 namespace stretch {
 
@@ -55,6 +58,20 @@ void ValidateArch(const TrainArch& arch) {
       (arch.sandwich_dim < 2 || arch.sandwich_dim % 2 != 0)) {
     bad("sandwich dim", arch.sandwich_dim, "an even number >= 2");
   }
+  if (!arch.rope_map.empty()) {
+    Method map;
+    try {
+      map = ParseMethod(arch.rope_map);
+    } catch (const Error& e) {
+      throw Error(fmt::format("model: rope map \"{}\": {}", arch.rope_map, e.what()));
+    }
+    if (map.rel.kind == RelMapKind::kIdentity || arch.position != TrainPosition::kRope ||
+        arch.Gau()) {
+      throw Error(fmt::format("model: rope map \"{}\" needs a relative map (rerope, "
+                              "leaky-rerope, self-extend, string, dca), RoPE and the LLaMA block",
+                              arch.rope_map));
+    }
+  }
   if (arch.Gau() && (arch.position == TrainPosition::kXpos || arch.logits.ssmax)) {
     throw Error("model: XPOS and SSMax are not yet implemented for the GAU block (allowed with "
                 "--block gau: rope, nope, alibi, kerple-log, kerple-power, sandwich; keynorm, "
@@ -67,6 +84,35 @@ HeadRows Rows(const float* x, int heads, int D) { return {x, int64_t{heads} * D,
 HeadRowsMut RowsMut(float* x, int heads, int D) { return {x, int64_t{heads} * D, D}; }
 }  // namespace
 
+namespace {
+// A plan with a relative map takes raw q and k: the kernel rotates q per segment with `tables`
+// and reads each key slot's keys, rotated here once per slot (attention.h, AttentionBackward).
+struct MapInputs {
+  RotationTables tables;
+  std::vector<float> slot_keys;
+  HeadRows slots[3];
+  MapInputs(const float* k, const AttentionDims& dims, const AttentionPlan& plan) {
+    const int G = dims.n_kv_heads, D = dims.head_dim;
+    const size_t n = static_cast<size_t>(dims.n_kv) * G * D;
+    tables.Prepare(plan, 0, dims.n_kv);
+    slot_keys.resize(n * static_cast<size_t>(plan.map.KeySlots()));
+    for (int slot = 0; slot < plan.map.KeySlots(); ++slot) {
+      float* dst = slot_keys.data() + n * static_cast<size_t>(slot);
+      std::copy(k, k + n, dst);
+      if (!plan.map.SlotIsUnrotated(slot)) {
+        RopeInterleaved(dst, dims.n_kv, G, int64_t{G} * D, D, tables.Key(slot));
+      }
+      slots[slot] = Rows(dst, G, D);
+    }
+  }
+  void Into(AttentionParams& params) const {
+    params.rotate = true;
+    params.tables = &tables;
+    params.key_slots = slots;
+  }
+};
+}  // namespace
+
 void KernelAttention::Forward(const float* q, const float* k, const float* v, float* out,
                               float* lse, const AttentionDims& dims, float scale,
                               const AttentionPlan& plan) {
@@ -75,6 +121,12 @@ void KernelAttention::Forward(const float* q, const float* k, const float* v, fl
   params.plan = &plan;
   params.lse = lse;
   const int H = dims.n_heads, G = dims.n_kv_heads, D = dims.head_dim;
+  std::unique_ptr<MapInputs> map;
+  if (plan.map.kind != RelMapKind::kIdentity) {
+    STRETCH_CHECK(dims.q_pos0 == 0 && dims.n_q == dims.n_kv, "training: whole sequences");
+    map = std::make_unique<MapInputs>(k, dims, plan);
+    map->Into(params);
+  }
   AttentionForward(Rows(q, H, D), Rows(k, G, D), Rows(v, G, D), RowsMut(out, H, D), dims, params);
 }
 
@@ -86,6 +138,11 @@ void KernelAttention::Backward(const float* q, const float* k, const float* v, c
   params.scale = scale;
   params.plan = &plan;
   const int H = dims.n_heads, G = dims.n_kv_heads, D = dims.head_dim;
+  std::unique_ptr<MapInputs> map;
+  if (plan.map.kind != RelMapKind::kIdentity) {  // dq, dk come back for the raw q and k
+    map = std::make_unique<MapInputs>(k, dims, plan);
+    map->Into(params);
+  }
   AttentionGrads grads{RowsMut(dq, H, D), RowsMut(dk, G, D), RowsMut(dv, G, D), dbias_a, dbias_b};
   AttentionBackward(Rows(q, H, D), Rows(k, G, D), Rows(v, G, D), Rows(out, H, D),
                     Rows(dout, H, D), lse, dims, params, grads);

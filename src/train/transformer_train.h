@@ -98,6 +98,11 @@ struct TrainArch {
   // rotate; the lowest frequencies (the last pairs) are left unrotated. 1: plain RoPE.
   double rope_fraction = 1.0;
   double xpos_gamma = 512.0;    // kXpos: the scale base gamma (torchscale's default 512)
+  // A relative position map at training time (kRope, full-attention layers): a method spec of
+  // src/position/method.h with a map, e.g. "rerope:window=64", "leaky-rerope:window=64,k=4",
+  // "self-extend:group=4,window=32", "string", "dca"; "" for plain RoPE. Windowed layers keep
+  // plain RoPE inside their window.
+  std::string rope_map;
   int sandwich_dim = 128;       // kSandwich: the sinusoids' dimension
   double sandwich_lambda = 1.0; // kSandwich: lambda, the same for every head
   TrainLogits logits;
@@ -272,12 +277,20 @@ template <typename Real>
 AttentionPlan LayerPlan(const TrainArch& arch, const TrainLayer<Real>& layer, int l, int64_t T) {
   const LayerLayout& lay = arch.layers[static_cast<size_t>(l)];
   const ModelConfig& m = arch.model;
+  const bool windowed = lay.window > 0 && lay.window < T;
+  const bool mapped = lay.window == 0 && lay.position && !arch.rope_map.empty() &&
+                      arch.position == TrainPosition::kRope;  // as TrainTransformer::Mapped
   const std::string spec =
-      (lay.window > 0 && lay.window < T ? "window:window=" + std::to_string(lay.window)
-                                        : std::string("direct")) +
+      (windowed ? "window:window=" + std::to_string(lay.window)
+                : mapped ? arch.rope_map : std::string("direct")) +
       (arch.logits.logn ? "+logn" : "");
   AttentionPlan plan = MakeAttentionPlan(
       ParseMethod(spec), RopeGeometry{m.seq_len, arch.HeadDim(), m.rope_base}, T);
+  // p-RoPE on a mapped layer: the pairs past RotatedPairs() do not rotate (the kernel rotates
+  // with these thetas).
+  for (size_t u = static_cast<size_t>(RotatedPairs(arch)); u < plan.freq.thetas.size(); ++u) {
+    plan.freq.thetas[u] = 0.0;
+  }
   plan.position_log_scale = arch.logits.position_lambda;
   if (!lay.position) return plan;
   const int heads = arch.AttentionHeads(), copies = arch.KernelHeads() / heads;
@@ -595,9 +608,15 @@ class TrainTransformer {
     std::vector<Real> xpos_q, xpos_k;  // XPOS: (T, pairs) factors on q and k
     std::vector<Real> log_n;           // (T): ln(i + 1), SSMax's row weight
   };
+  // RoPE applied to q and k before the kernel (layers with a relative map rotate inside it).
   bool UsesRope(int l) const {
     return (arch_.position == TrainPosition::kRope || arch_.position == TrainPosition::kXpos) &&
-           arch_.layers[static_cast<size_t>(l)].position;
+           arch_.layers[static_cast<size_t>(l)].position && !Mapped(l);
+  }
+  bool Mapped(int l) const {
+    const LayerLayout& lay = arch_.layers[static_cast<size_t>(l)];
+    return !arch_.rope_map.empty() && arch_.position == TrainPosition::kRope && lay.position &&
+           lay.window == 0;
   }
   const Real* Classifier(const TrainParams<Real>& p) const {
     return p.classifier.empty() ? p.token_embedding.data() : p.classifier.data();

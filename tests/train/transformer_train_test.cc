@@ -241,6 +241,41 @@ TEST(TrainTransformer, LaterVariantsGradientsMatchCentralDifferences) {
   }
 }
 
+// Relative maps at training time: the full layer rotates inside the attention (the reference
+// with the map's r_ij, the kernel per segment), the windowed one keeps plain RoPE. Windows of 2
+// and 3 so that 5 positions cross them; p-RoPE on top for rerope.
+TEST(TrainTransformer, RelativeMapsGradientsMatchCentralDifferences) {
+  uint64_t seed = 120;
+  for (const char* map : {"rerope:window=2", "leaky-rerope:window=2,k=2",
+                          "self-extend:group=2,window=2", "string:shift=3,window=1",
+                          "dca:chunk=4,window=1"}) {
+    TrainArch arch = TinyArch(TrainPosition::kRope);
+    arch.layers = {LayerLayout{true, 3}, LayerLayout{true, 0}};
+    arch.rope_map = map;
+    if (std::string(map).starts_with("rerope")) arch.rope_fraction = 0.5;
+    TrainTransformer<double, RefAttention> model(arch);
+    TrainParams<double> p = RandomParams<double>(arch, ++seed);
+    ExpectModelGradients(model, p, TinyTokens(arch, 2, 5, seed), 2,
+                         [](const std::string&) { return true; }, map);
+  }
+}
+
+TEST(TrainTransformer, RelativeMapFloatKernelModelMatchesDoubleModel) {
+  for (const char* map : {"rerope:window=24", "leaky-rerope:window=20,k=3",
+                          "self-extend:group=4,window=16"}) {
+    TrainArch arch = TinyArch(TrainPosition::kRope);
+    arch.model.dim = 32;
+    arch.model.hidden_dim = 48;
+    arch.model.n_heads = 4;
+    arch.model.n_kv_heads = 2;
+    arch.model.vocab_size = 40;
+    arch.model.seq_len = 100;
+    arch.layers = {LayerLayout{true, 30}, LayerLayout{true, 0}};
+    arch.rope_map = map;
+    ExpectFloatModelMatchesDouble(arch, map);
+  }
+}
+
 TEST(TrainTransformer, LaterVariantsChangeTheLoss) {
   // Each variant must reach the loss: the same parameters give another loss than plain RoPE.
   const TrainArch base = TinyArch(TrainPosition::kRope);
