@@ -25,7 +25,8 @@ std::string ReadWholeFile(const std::string& path) {
 
 }  // namespace
 
-TextStream EncodeTextPath(const std::string& path, const Tokenizer& tokenizer) {
+TextStream EncodeTextPath(const std::string& path,
+                          const std::function<std::vector<int>(const std::string&)>& encode) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (ec || !fs::exists(st)) Fail("{}: no such file or directory", path);
@@ -45,10 +46,16 @@ TextStream EncodeTextPath(const std::string& path, const Tokenizer& tokenizer) {
     const std::string text = ReadWholeFile(file);
     if (text.empty()) Fail("{}: file is empty, expected text", file);
     out.bytes += static_cast<int64_t>(text.size());
-    const std::vector<int> ids = tokenizer.Encode(text, /*bos=*/false, /*eos=*/false);
+    const std::vector<int> ids = encode(text);
     out.tokens.insert(out.tokens.end(), ids.begin(), ids.end());
   }
   return out;
+}
+
+TextStream EncodeTextPath(const std::string& path, const Tokenizer& tokenizer) {
+  return EncodeTextPath(path, [&tokenizer](const std::string& text) {
+    return tokenizer.Encode(text, /*bos=*/false, /*eos=*/false);
+  });
 }
 
 std::vector<std::vector<int>> ReadTokenFile(const std::string& path, int vocab_size) {

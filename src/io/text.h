@@ -4,6 +4,7 @@
 // on its own and the streams concatenated.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@ struct TextStream {
 // Throws stretch::Error for a missing path, an unreadable or empty file, a directory without
 // *.txt files.
 TextStream EncodeTextPath(const std::string& path, const Tokenizer& tokenizer);
+// The same with any tokenizer: `encode` turns one file's whole text into ids (no BOS/EOS).
+TextStream EncodeTextPath(const std::string& path,
+                          const std::function<std::vector<int>(const std::string&)>& encode);
 
 // Reads whitespace-separated token ids, one sequence per non-empty line. Each id must be an
 // integer in [0, vocab_size); the error names the line and column.

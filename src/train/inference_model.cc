@@ -136,15 +136,6 @@ std::optional<TrainingTokenizer> LoadTokenizerOf(const SafetensorsFile& f, const
   return tok;
 }
 
-std::string ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) Fail("{}: cannot open: {}", path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) Fail("{}: read error", path);
-  return ss.str();
-}
-
 }  // namespace
 
 ModelConfig InferenceConfig(const TrainArch& arch) {
@@ -311,29 +302,10 @@ CheckpointModel LoadCheckpointModel(const std::string& path) {
 }
 
 TextStream EncodeTextPath(const std::string& path, const TrainingTokenizer& tokenizer) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) Fail("{}: no such file or directory", path);
-  TextStream out;
-  if (fs::is_directory(st)) {
-    for (const auto& entry : fs::directory_iterator(path)) {
-      if (entry.is_regular_file() && entry.path().extension() == ".txt") {
-        out.files.push_back(entry.path().string());
-      }
-    }
-    std::sort(out.files.begin(), out.files.end());
-    if (out.files.empty()) Fail("{}: directory has no *.txt files to score", path);
-  } else {
-    out.files.push_back(path);
-  }
-  for (const std::string& file : out.files) {
-    const std::string text = ReadWholeFile(file);
-    if (text.empty()) Fail("{}: file is empty, expected text", file);
-    out.bytes += static_cast<int64_t>(text.size());
+  return EncodeTextPath(path, [&tokenizer](const std::string& text) {
     const std::vector<int32_t> ids = tokenizer.Encode(text);
-    out.tokens.insert(out.tokens.end(), ids.begin(), ids.end());
-  }
-  return out;
+    return std::vector<int>(ids.begin(), ids.end());
+  });
 }
 
 std::string CheckpointTextProtocolText() {
