@@ -202,6 +202,18 @@ void ExpectFloatModelMatchesDouble(const TrainArch& arch, const std::string& lab
               label.c_str(), lf, ld, worst);
 }
 
+// Larger than the tiny shapes, for the float kernel against the double model: several key tiles
+// of the kernel (T = 100 > 64), GQA, a windowed layer and a full one.
+void MakeMidSized(TrainArch& arch) {
+  arch.model.dim = 32;
+  arch.model.hidden_dim = 48;
+  arch.model.n_heads = 4;
+  arch.model.n_kv_heads = 2;
+  arch.model.vocab_size = 40;
+  arch.model.seq_len = 100;
+  arch.layers = {LayerLayout{true, 30}, LayerLayout{true, 0}};
+}
+
 // The later position and logit variants: Sandwich, XPOS (a small gamma, so the decay is
 // strong over 5 positions), p-RoPE, SSMax (its learned s_h included), log-n (a training length
 // of 3 below the 5 positions, so the factor exceeds 1) and cosine attention's per-position lambda.
@@ -264,13 +276,7 @@ TEST(TrainTransformer, RelativeMapFloatKernelModelMatchesDoubleModel) {
   for (const char* map : {"rerope:window=24", "leaky-rerope:window=20,k=3",
                           "self-extend:group=4,window=16"}) {
     TrainArch arch = TinyArch(TrainPosition::kRope);
-    arch.model.dim = 32;
-    arch.model.hidden_dim = 48;
-    arch.model.n_heads = 4;
-    arch.model.n_kv_heads = 2;
-    arch.model.vocab_size = 40;
-    arch.model.seq_len = 100;
-    arch.layers = {LayerLayout{true, 30}, LayerLayout{true, 0}};
+    MakeMidSized(arch);
     arch.rope_map = map;
     ExpectFloatModelMatchesDouble(arch, map);
   }
@@ -296,13 +302,7 @@ TEST(TrainTransformer, LaterVariantsChangeTheLoss) {
 TEST(TrainTransformer, LaterVariantsFloatKernelModelMatchesDoubleModel) {
   for (const auto& [label, set] : LaterVariants()) {
     TrainArch arch = TinyArch(TrainPosition::kRope);
-    arch.model.dim = 32;
-    arch.model.hidden_dim = 48;
-    arch.model.n_heads = 4;
-    arch.model.n_kv_heads = 2;
-    arch.model.vocab_size = 40;
-    arch.model.seq_len = 100;
-    arch.layers = {LayerLayout{true, 30}, LayerLayout{true, 0}};
+    MakeMidSized(arch);
     set(arch);
     if (label == "xpos") arch.xpos_gamma = 64.0;  // a decay over 100 positions, no underflow
     if (label == "logn") arch.model.seq_len = 40;
@@ -313,14 +313,7 @@ TEST(TrainTransformer, LaterVariantsFloatKernelModelMatchesDoubleModel) {
 TEST(TrainTransformer, FloatKernelModelMatchesDoubleModel) {
   for (TrainPosition pos : {TrainPosition::kRope, TrainPosition::kKerpleLog}) {
     TrainArch arch = TinyArch(pos);
-    // Larger than the tiny shapes: several key tiles of the kernel (T = 100 > 64).
-    arch.model.dim = 32;
-    arch.model.hidden_dim = 48;
-    arch.model.n_heads = 4;
-    arch.model.n_kv_heads = 2;
-    arch.model.vocab_size = 40;
-    arch.model.seq_len = 100;
-    arch.layers = {LayerLayout{true, 30}, LayerLayout{true, 0}};
+    MakeMidSized(arch);
     ExpectFloatModelMatchesDouble(arch, "llama position " + std::to_string(static_cast<int>(pos)));
   }
 }
