@@ -161,7 +161,7 @@ TrainArch ArchFromJson(const json& j, const std::string& what) {
 }
 
 json TrainerOptionsToJson(const TrainerOptions& o) {
-  return {{"batch", o.batch},
+  json j = {{"batch", o.batch},
           {"accumulate", o.accumulate},
           {"lr", o.schedule.lr},
           {"min_lr", o.schedule.min_lr},
@@ -173,6 +173,8 @@ json TrainerOptionsToJson(const TrainerOptions& o) {
           {"weight_decay", o.adamw.weight_decay},
           {"clip", o.clip},
           {"seed", o.seed}};
+  if (o.perturb.Active()) j["perturb"] = o.perturb.Spec();  // absent: none (earlier runs too)
+  return j;
 }
 
 TrainerOptions TrainerOptionsFromJson(const json& j, const std::string& what) {
@@ -189,6 +191,9 @@ TrainerOptions TrainerOptionsFromJson(const json& j, const std::string& what) {
   o.adamw.weight_decay = Get<double>(j, "weight_decay", what);
   o.clip = Get<double>(j, "clip", what);
   o.seed = Get<uint64_t>(j, "seed", what);
+  if (j.contains("perturb")) {
+    o.perturb = ParsePerturbation(Get<std::string>(j, "perturb", what), what + " perturb");
+  }
   return o;
 }
 

@@ -84,6 +84,15 @@ Trainer::Trainer(TrainArch arch, TrainerOptions options)
   if (options_.accumulate < 1) Fail("train: accumulate={} (allowed: >= 1)", options_.accumulate);
   if (!(options_.clip >= 0.0)) Fail("train: clip={} (allowed: >= 0; 0 = none)", options_.clip);
   ValidateLrSchedule(options_.schedule);
+  if (options_.perturb.Active()) {
+    CheckPerturbation(options_.perturb, model_.arch().model.seq_len);
+    const TrainArch& a = model_.arch();
+    if (a.Gau() || a.position != TrainPosition::kRope || !a.rope_map.empty()) {
+      Fail("train: position perturbation {} moves RoPE positions: it needs --position rope "
+           "(no relative map) and --block llama",
+           options_.perturb.Spec());
+    }
+  }
   Rng init(options_.seed);
   InitParams(model_.arch(), params_, init);
 }
@@ -94,6 +103,11 @@ StepStats Trainer::Step(const BatchSource& next) {
   const int A = options_.accumulate;
   for (int a = 0; a < A; ++a) {
     next(data_rng_, options_.batch, tokens_);
+    if (options_.perturb.Active()) {
+      const int64_t T = static_cast<int64_t>(tokens_.size()) / options_.batch - 1;
+      model_.SetPositions(PerturbedPositions(options_.perturb, options_.seed,
+                                             adam_.step() * A + a, options_.batch, T));
+    }
     st.loss += model_.Forward(params_, tokens_, options_.batch, acts_) / A;
     st.tokens += acts_.scored;
     model_.Backward(params_, acts_, grads_, 1.0 / A);
@@ -121,6 +135,7 @@ StepStats Trainer::Step(const BatchSource& next) {
 }
 
 EvalStats Trainer::Evaluate(const std::vector<int>& tokens, int64_t B, int64_t from_position) {
+  model_.SetPositions({});  // evaluation at the true positions
   model_.Forward(params_, tokens, B, acts_);
   const int64_t T = acts_.T;
   const int V = model_.arch().model.vocab_size;

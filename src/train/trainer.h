@@ -16,6 +16,7 @@
 
 #include "src/core/rng.h"
 #include "src/train/optim.h"
+#include "src/train/positions.h"
 #include "src/train/transformer_train.h"
 
 namespace stretch {
@@ -27,6 +28,9 @@ struct TrainerOptions {
   AdamWConfig adamw;
   double clip = 1.0;      // max global gradient norm; 0: no clipping
   uint64_t seed = 1;      // parameters' initialization and the batch stream
+  // Training windows' RoPE positions (src/train/positions.h): randomized or PoSE; a pure function
+  // of (seed, micro-batch), so a resumed run draws the same. Evaluation uses the true positions.
+  PositionPerturbation perturb;
 };
 
 // Fills tokens with B sequences of T + 1 ids (inputs and next-token targets), drawing only from

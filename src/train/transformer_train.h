@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "src/core/check.h"
+#include "src/core/error.h"
 #include "src/kernels/attention.h"
 #include "src/kernels/ops.h"
 #include "src/model/config.h"
@@ -341,6 +342,7 @@ struct TrainActs {
   std::vector<Real> x_embed;  // (N, C): GAU: the embedding rows before their norm (empty: LLaMA)
   std::vector<Real> x_final;  // (N, C): input of the final norm
   std::vector<Real> logits;   // (N, V); the backward turns it into dlogits in place
+  std::vector<Real> rope_cos, rope_sin;  // perturbed positions: (B, T, pairs) each; else empty
   double loss = 0.0;          // mean over scored targets
   int64_t scored = 0;
 };
@@ -361,6 +363,11 @@ struct KernelAttention {
 template <typename Real, class Attn>
 class TrainTransformer {
  public:
+  // Position perturbation (src/train/positions.h): the RoPE positions of the next Forward calls,
+  // (B x T) row-major, instead of 0 .. T-1 in every row; empty: the true positions. Only RoPE
+  // rotates by them (RoPE layers of the LLaMA block without a relative map; checked by Forward).
+  void SetPositions(std::vector<int64_t> positions) const { positions_ = std::move(positions); }
+
   explicit TrainTransformer(TrainArch arch) : arch_(std::move(arch)) {
     ValidateArch(arch_);
     ones_.assign(static_cast<size_t>(arch_.model.dim), Real(1));
@@ -398,6 +405,7 @@ class TrainTransformer {
                      static_cast<Real>(m.norm_eps));
     }
     const RopeTables& rope = Rope(T);
+    PerturbedTables(B, T, acts);
     acts.layers.resize(static_cast<size_t>(m.n_layers));
     const Real scale = static_cast<Real>(arch_.Scale());
     for (int l = 0; l < m.n_layers; ++l) {
@@ -419,8 +427,10 @@ class TrainTransformer {
       LinearForward(A.a.data(), W.wv.data(), A.v.data(), N, C, int64_t{G} * D);
       if (UsesRope(l)) {
         for (int64_t b = 0; b < B; ++b) {
-          RopeInterleavedForward(A.q.data() + b * T * H * D, T, H, int64_t{H} * D, D, rope.angles);
-          RopeInterleavedForward(A.k.data() + b * T * G * D, T, G, int64_t{G} * D, D, rope.angles);
+          RopeInterleavedForward(A.q.data() + b * T * H * D, T, H, int64_t{H} * D, D,
+                                 RowAngles(acts, rope, b));
+          RopeInterleavedForward(A.k.data() + b * T * G * D, T, G, int64_t{G} * D, D,
+                                 RowAngles(acts, rope, b));
           if (arch_.position == TrainPosition::kXpos) {  // q, k <- XPOS decay per pair
             PairScaleForward(A.q.data() + b * T * H * D, T, H, int64_t{H} * D, D, D / 2,
                              rope.xpos_q.data());
@@ -576,8 +586,10 @@ class TrainTransformer {
             PairScaleBackward(dk.data() + b * T * G * D, T, G, int64_t{G} * D, D, D / 2,
                               rope.xpos_k.data());
           }
-          RopeInterleavedBackward(dq.data() + b * T * H * D, T, H, int64_t{H} * D, D, rope.angles);
-          RopeInterleavedBackward(dk.data() + b * T * G * D, T, G, int64_t{G} * D, D, rope.angles);
+          RopeInterleavedBackward(dq.data() + b * T * H * D, T, H, int64_t{H} * D, D,
+                                  RowAngles(acts, rope, b));
+          RopeInterleavedBackward(dk.data() + b * T * G * D, T, G, int64_t{G} * D, D,
+                                  RowAngles(acts, rope, b));
         }
       }
       // forward: q = a Wq^T, k = a Wk^T, v = a Wv^T  so: da = dq Wq + dk Wk + dv Wv
@@ -608,6 +620,37 @@ class TrainTransformer {
     std::vector<Real> xpos_q, xpos_k;  // XPOS: (T, pairs) factors on q and k
     std::vector<Real> log_n;           // (T): ln(i + 1), SSMax's row weight
   };
+  // RoPE's angles of row b: the perturbed positions' (acts) or the true ones'.
+  RopeAngles<Real> RowAngles(const TrainActs<Real>& acts, const RopeTables& rope, int64_t b) const {
+    if (acts.rope_cos.empty()) return rope.angles;
+    const int64_t pairs = rope.angles.pairs;
+    return RopeAngles<Real>{acts.rope_cos.data() + b * acts.T * pairs,
+                            acts.rope_sin.data() + b * acts.T * pairs, acts.T, rope.angles.pairs};
+  }
+  // cos/sin of the perturbed positions (SetPositions) into acts, or nothing.
+  void PerturbedTables(int64_t B, int64_t T, TrainActs<Real>& acts) const {
+    acts.rope_cos.clear();
+    acts.rope_sin.clear();
+    if (positions_.empty()) return;
+    STRETCH_CHECK(static_cast<int64_t>(positions_.size()) == B * T, "positions {} for B={} T={}",
+                  positions_.size(), B, T);
+    if (arch_.Gau() || arch_.position != TrainPosition::kRope || !arch_.rope_map.empty()) {
+      throw Error("position perturbation needs RoPE without a relative map in LLaMA blocks "
+                  "(--position rope, --block llama)");
+    }
+    const int D = arch_.HeadDim(), pairs = D / 2, rotated = RotatedPairs(arch_);
+    acts.rope_cos.resize(static_cast<size_t>(B * T * pairs));
+    acts.rope_sin.resize(acts.rope_cos.size());
+    for (int64_t r = 0; r < B * T; ++r) {
+      const double pos = static_cast<double>(positions_[static_cast<size_t>(r)]);
+      for (int u = 0; u < pairs; ++u) {
+        const double theta =
+            u < rotated ? std::pow(static_cast<double>(arch_.model.rope_base), -2.0 * u / D) : 0.0;
+        acts.rope_cos[static_cast<size_t>(r * pairs + u)] = static_cast<Real>(std::cos(pos * theta));
+        acts.rope_sin[static_cast<size_t>(r * pairs + u)] = static_cast<Real>(std::sin(pos * theta));
+      }
+    }
+  }
   // RoPE applied to q and k before the kernel (layers with a relative map rotate inside it).
   bool UsesRope(int l) const {
     return (arch_.position == TrainPosition::kRope || arch_.position == TrainPosition::kXpos) &&
@@ -669,6 +712,7 @@ class TrainTransformer {
   TrainArch arch_;
   std::vector<Real> ones_;  // (C): the gain of the GAU's norms, which have none to learn
   mutable RopeTables rope_;
+  mutable std::vector<int64_t> positions_;  // SetPositions
 };
 
 }  // namespace stretch

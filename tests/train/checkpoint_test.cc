@@ -95,6 +95,32 @@ TEST(Checkpoint, ResumedRunIsBitForBitTheUninterruptedOne) {
   }
 }
 
+// PoSE positions are a function of (seed, micro-batch): a resumed run draws the same ones, and
+// its options (with the perturbation) come back from the file.
+TEST(Checkpoint, ResumedPerturbedRunIsBitForBitTheUninterruptedOne) {
+  const TrainArch arch = SmallArch(TrainPosition::kRope);
+  TrainerOptions opt = SmallOptions();
+  opt.perturb = ParsePerturbation("pose:max=" + std::to_string(4 * arch.model.seq_len), "test");
+  Trainer full(arch, opt), plain(arch, SmallOptions());
+  std::vector<double> losses;
+  for (int s = 0; s < 8; ++s) losses.push_back(full.Step(RandomBatch).loss);
+  EXPECT_NE(plain.Step(RandomBatch).loss, losses[0]);  // the positions reach the loss
+  const std::string path = TempPath("pose.safetensors");
+  {
+    Trainer first(arch, opt);
+    for (int s = 0; s < 3; ++s) ASSERT_EQ(first.Step(RandomBatch).loss, losses[s]);
+    SaveCheckpoint(first, path);
+  }
+  const SafetensorsFile file(path);
+  const CheckpointInfo info = ReadCheckpointInfo(file);
+  EXPECT_EQ(info.options.perturb.Spec(), opt.perturb.Spec());
+  Trainer resumed(info.arch, info.options);
+  LoadCheckpointInto(resumed, file);
+  for (int s = 3; s < 8; ++s) EXPECT_EQ(resumed.Step(RandomBatch).loss, losses[s]) << s;
+  const std::vector<float> a = AllParams(full), b = AllParams(resumed);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+}
+
 TEST(Checkpoint, ArchitectureAndOptionsRoundTrip) {
   TrainArch a = SmallArch(TrainPosition::kKerplePower);
   a.logits.key_norm = true;

@@ -13,6 +13,7 @@
 
 #include "src/core/error.h"
 #include "src/core/rng.h"
+#include "src/train/positions.h"
 #include "src/train/transformer_train.h"
 #include "tests/train/ref_attention.h"
 
@@ -280,6 +281,32 @@ TEST(TrainTransformer, RelativeMapFloatKernelModelMatchesDoubleModel) {
     arch.rope_map = map;
     ExpectFloatModelMatchesDouble(arch, map);
   }
+}
+
+// Position perturbation: RoPE rotates by the given positions (randomized ones here, with gaps),
+// and the gradient stays exact; a constant shift of every position changes nothing (RoPE sees
+// differences only), while the randomized positions do change the loss.
+TEST(TrainTransformer, PerturbedPositionsGradientsAndInvariance) {
+  TrainArch arch = TinyArch(TrainPosition::kRope);
+  arch.layers = {LayerLayout{true, 0}, LayerLayout{true, 3}};
+  TrainTransformer<double, RefAttention> model(arch);
+  TrainParams<double> p = RandomParams<double>(arch, 140);
+  const std::vector<int> tokens = TinyTokens(arch, 2, 5, 141);
+  const PositionPerturbation randomized = ParsePerturbation("randomized:max=40", "test");
+  const std::vector<int64_t> positions = PerturbedPositions(randomized, 7, 0, 2, 5);
+  model.SetPositions(positions);
+  ExpectModelGradients(model, p, tokens, 2, [](const std::string&) { return true; },
+                       "randomized positions");
+  TrainActs<double> acts;
+  const double perturbed = model.Forward(p, tokens, 2, acts);
+  model.SetPositions({});
+  const double plain = model.Forward(p, tokens, 2, acts);
+  std::vector<int64_t> shifted(10);
+  for (int64_t r = 0; r < 10; ++r) shifted[r] = r % 5 + 1000;
+  model.SetPositions(shifted);
+  // Rotations by 1000 + t in double: the angles' rounding is ~1e-13 relative.
+  EXPECT_NEAR(model.Forward(p, tokens, 2, acts), plain, 1e-10);
+  EXPECT_GT(std::abs(perturbed - plain), 1e-6);
 }
 
 TEST(TrainTransformer, LaterVariantsChangeTheLoss) {

@@ -34,6 +34,7 @@ struct TrainArgs {
   std::string block = "llama";
   std::string position = "rope";
   std::string attention = "full";
+  std::string perturb = "none";
   int64_t seq_len = 128, steps = 2000, batch = 16, warmup = -1, save_every = 500,
           eval_every = 100, eval_windows = 64, log_every = 10;
   int dim = 128, layers = 4, heads = 0, kv_heads = 0, hidden_dim = 0, accumulate = 1;
@@ -53,7 +54,8 @@ json ArgsToJson(const TrainArgs& a) {
           {"layers", a.layers},       {"heads", a.heads},           {"kv_heads", a.kv_heads},
           {"hidden_dim", a.hidden_dim}, {"accumulate", a.accumulate}, {"lr", a.lr},
           {"min_lr", a.min_lr},       {"weight_decay", a.weight_decay}, {"clip", a.clip},
-          {"valid_fraction", a.valid_fraction}, {"seed", a.seed}, {"init", a.init}};
+          {"valid_fraction", a.valid_fraction}, {"seed", a.seed}, {"init", a.init},
+          {"perturb", a.perturb}};
 }
 
 // JSON values for options not given on the command line (--config FILE, and --resume's stored
@@ -183,6 +185,7 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
   topt.adamw.weight_decay = a.weight_decay;
   topt.clip = a.clip;
   topt.seed = a.seed;
+  topt.perturb = ParsePerturbation(a.perturb, "--perturb");
   Trainer trainer(arch, topt);
   int64_t n_params = 0;
   for (const Param& p : trainer.registry().params()) n_params += p.numel();
@@ -334,6 +337,13 @@ void RegisterTrain(CLI::App& app) {
   sub->add_option("--min-lr", args->min_lr, "Learning rate at the last step (default: lr / 10)");
   sub->add_option("--warmup", args->warmup, "Warm-up steps (default: min(100, steps / 10))");
   sub->add_option("--weight-decay", args->weight_decay, "AdamW decoupled weight decay (not on norms)")->capture_default_str();
+  sub->add_option("--perturb", args->perturb,
+                  "Position perturbation of the training windows (RoPE only): none, "
+                  "randomized:max=M (each window's positions are a sorted random sample below M, "
+                  "so longer distances are seen; Ruoss et al. 2023), pose:max=M[,chunks=N] (PoSE: "
+                  "the window is cut into N pieces moved apart by random skips, positions below "
+                  "M; Zhu et al. 2023). Evaluation uses the true positions")
+      ->capture_default_str();
   sub->add_option("--clip", args->clip, "Clip the global gradient norm to this (0: no clipping)")->capture_default_str();
   sub->add_option("--seed", args->seed, "Seed of the initialization, the split and the batches")->capture_default_str();
   sub->add_option("--save-every", args->save_every, "Checkpoint every N steps (and at the end)")->capture_default_str();
