@@ -205,16 +205,25 @@ TEST(StoriesReal, LossAtTrainedLength) {
   STRETCH_REQUIRE_SHARED(kStories);
   double first_sum = 0;
   int64_t first_count = 0;
-  const ScoreSummary s = ScoreStories(512, 0, [&](const TokenRecord& r) {
+  auto first_windows = [&](const TokenRecord& r) {
     if (r.window < 8) {
       first_sum += r.loss;
       ++first_count;
     }
-  });
-  ASSERT_EQ(first_count, 8 * 512);
-  EXPECT_NEAR(first_sum / first_count, 1.35, 0.05);
+  };
+#if defined(__SANITIZE_ADDRESS__)
+  // The sanitizer build scores the first 64 windows (the same code paths; the whole file takes
+  // ~90 s there): their mean is 1.4417 in the optimized build.
+  const ScoreSummary s = ScoreStories(512, 64, first_windows);
+  EXPECT_NEAR(s.MeanLoss(), 1.4417, 0.01);
+  EXPECT_EQ(s.scored, 64 * 512);
+#else
+  const ScoreSummary s = ScoreStories(512, 0, first_windows);
   EXPECT_NEAR(s.MeanLoss(), 1.6715, 0.01);
   EXPECT_EQ(s.scored, 392704);
+#endif
+  ASSERT_EQ(first_count, 8 * 512);
+  EXPECT_NEAR(first_sum / first_count, 1.35, 0.05);
 }
 
 // With plain RoPE at 4096 (8x the trained length) the model does not extrapolate: README: "the
