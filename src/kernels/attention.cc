@@ -611,10 +611,11 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
     return map != nullptr ? map->KeyPos(seg, j) : static_cast<double>(j);
   };
   // XPOS: pair t of a score decays as zeta_t^((a - b)/gamma) = 2^(x_t (a - c)) 2^(x_t (c - b))
-  // for any c; with c the largest query position a of the tile (per segment), the query factor
-  // is bounded by 1 and so is the key factor (b <= a for every visible pair), so nothing
-  // overflows at any length (scaling by zeta^(a/gamma) and zeta^(-b/gamma) as written would
-  // overflow float past ~35k positions), and far keys underflow to 0, their true limit.
+  // for any c; with c the largest query position a of the tile (per segment), the key factor is
+  // at most 1 (x_t < 0 and b <= a <= c for every visible pair) and the query factor at most
+  // zeta_t^(-(tile span)/gamma), the tile's few rows, so nothing overflows at any length
+  // (scaling by zeta^(a/gamma) and zeta^(-b/gamma) as written would overflow float past ~35k
+  // positions), and far keys underflow to 0, their true limit.
   double xpos_ref[kMaxSegments] = {};
   for (int seg = 0; seg < kMaxSegments; ++seg) {
     if (pb.xpos == nullptr || !(item_segs & (1u << seg))) continue;
