@@ -35,7 +35,9 @@ TEST(Positions, RandomizedAreSortedDistinctBelowMaxAndReproducible) {
       const int64_t x = a[b * T + t];
       EXPECT_GE(x, 0);
       EXPECT_LT(x, 100);
-      if (t > 0) EXPECT_GT(x, a[b * T + t - 1]);
+      if (t > 0) {
+        EXPECT_GT(x, a[b * T + t - 1]);
+      }
     }
   }
   // max = T leaves one choice: 0 .. T-1.
