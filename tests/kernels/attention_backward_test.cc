@@ -72,10 +72,59 @@ std::vector<double> RandomVec(Rng& rng, size_t n, double sd = 1.0) {
   return x;
 }
 
+// A kernel call's float inputs, N(0, 1) values drawn in this order.
+struct FloatInputs {
+  std::vector<float> q;     // (T, H, D)
+  std::vector<float> k;     // (S, G, D)
+  std::vector<float> v;     // (S, G, D)
+  std::vector<float> dout;  // (T, H, D)
+};
+FloatInputs RandomFloatInputs(Rng& rng, const Shape& sh) {
+  auto fl = [](const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); };
+  FloatInputs in;
+  in.q = fl(RandomVec(rng, sh.T * sh.H * sh.D));
+  in.k = fl(RandomVec(rng, sh.S * sh.G * sh.D));
+  in.v = fl(RandomVec(rng, sh.S * sh.G * sh.D));
+  in.dout = fl(RandomVec(rng, sh.T * sh.H * sh.D));
+  return in;
+}
+
 double Dot(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;
   for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
   return s;
+}
+
+// d loss / d a_h and d b_h of a KERPLE bias, from dS = d loss / d logit (H, T, S): the sum over
+// the pairs with dS != 0 at distance d = q_pos0 + i - j >= 0 of dS times
+//   log   (bias -a log(1 + b d)):  d/da = -log(1 + b d),  d/db = -a d / (1 + b d);
+//   power (bias -a d^b):           d/da = -d^b,            d/db = -a d^b ln d  (both 0 at d = 0).
+// `mag` is the sum of the terms' magnitudes, per head: the scale of a float sum's rounding.
+struct KerpleGrads {
+  std::vector<double> da, db, mag;  // (H)
+};
+KerpleGrads KerpleParamGrads(const AttentionPlan& plan, const Shape& sh,
+                             const std::vector<double>& ds) {
+  KerpleGrads g{std::vector<double>(sh.H, 0.0), std::vector<double>(sh.H, 0.0),
+                std::vector<double>(sh.H, 0.0)};
+  const bool is_log = plan.bias.kind == BiasKind::kKerpleLog;
+  for (int h = 0; h < sh.H; ++h) {
+    const double a = plan.bias.a[h], b = plan.bias.b[h];
+    for (int64_t i = 0; i < sh.T; ++i) {
+      for (int64_t j = 0; j < sh.S; ++j) {
+        const double dsij = ds[(h * sh.T + i) * sh.S + j];
+        const double d = static_cast<double>(sh.q_pos0 + i - j);
+        if (dsij == 0 || d < 0) continue;
+        const double ga = is_log ? -std::log1p(b * d) : (d > 0 ? -std::pow(d, b) : 0.0);
+        const double gb =
+            is_log ? -a * d / (1 + b * d) : (d > 0 ? -a * std::pow(d, b) * std::log(d) : 0.0);
+        g.da[h] += dsij * ga;
+        g.db[h] += dsij * gb;
+        g.mag[h] += std::abs(dsij * ga) + std::abs(dsij * gb);
+      }
+    }
+  }
+  return g;
 }
 
 // Central differences of L = sum(out * R) for each coordinate of x, against the analytic
@@ -134,22 +183,10 @@ TEST(AttentionBackwardReference, MatchesCentralDifferences) {
     if (plan.bias.kind == BiasKind::kKerpleLog || plan.bias.kind == BiasKind::kKerplePower) {
       // d loss / d a_h and d b_h from dS and the bias formula, against differences of the loss in
       // the parameters themselves.
+      const KerpleGrads kg = KerpleParamGrads(plan, sh, g.ds);
       for (int h = 0; h < sh.H; ++h) {
         for (int which = 0; which < 2; ++which) {
-          double analytic = 0;
-          for (int64_t i = 0; i < sh.T; ++i) {
-            for (int64_t j = 0; j < sh.S; ++j) {
-              const double ds = g.ds[(h * sh.T + i) * sh.S + j];
-              const double d = static_cast<double>(sh.q_pos0 + i - j);
-              if (ds == 0 || d < 0) continue;
-              const double a = plan.bias.a[h], b = plan.bias.b[h];
-              if (plan.bias.kind == BiasKind::kKerpleLog) {
-                analytic += ds * (which == 0 ? -std::log1p(b * d) : -a * d / (1 + b * d));
-              } else if (d > 0) {
-                analytic += ds * (which == 0 ? -std::pow(d, b) : -a * std::pow(d, b) * std::log(d));
-              }
-            }
-          }
+          const double analytic = which == 0 ? kg.da[h] : kg.db[h];
           std::vector<double>& param = which == 0 ? plan.bias.a : plan.bias.b;
           std::vector<double> one{param[h]};
           CheckGradient(
@@ -281,6 +318,17 @@ void ExpectGradWithin(const std::vector<float>& got, const std::vector<double>& 
   EXPECT_LE(e.err, e.budget) << what << " err=" << e.err << " budget=" << e.budget;
 }
 
+// The kernel's KERPLE da, db against the sums of the reference's dS (KerpleParamGrads). Each is a
+// sum of ~T*S float-rounded terms: bounded by ~1e-5 of the sum of their magnitudes.
+void ExpectKerpleGradsWithin(const KernelRun& got, const AttentionPlan& plan, const Shape& sh,
+                             const std::vector<double>& ds, const std::string& what) {
+  const KerpleGrads want = KerpleParamGrads(plan, sh, ds);
+  for (int h = 0; h < sh.H; ++h) {
+    EXPECT_NEAR(got.da[h], want.da[h], 1e-5 * want.mag[h] + 1e-9) << what << " da head " << h;
+    EXPECT_NEAR(got.db[h], want.db[h], 1e-5 * want.mag[h] + 1e-9) << what << " db head " << h;
+  }
+}
+
 TEST(AttentionBackward, KernelMatchesTheReference) {
   const std::vector<std::pair<std::string, std::function<void(AttentionPlan&)>>> cases = {
       {"direct", {}},
@@ -303,11 +351,7 @@ TEST(AttentionBackward, KernelMatchesTheReference) {
                             Shape{64, 65, 65, 0, 4, 1}, Shape{24, 129, 129, 0, 4, 2}}) {
       const AttentionPlan plan = Plan(spec, sh.D, sh.S, tweak);
       Rng rng(++seed);
-      auto fl = [](const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); };
-      const std::vector<float> q = fl(RandomVec(rng, sh.T * sh.H * sh.D)),
-                               k = fl(RandomVec(rng, sh.S * sh.G * sh.D)),
-                               v = fl(RandomVec(rng, sh.S * sh.G * sh.D)),
-                               dout = fl(RandomVec(rng, sh.T * sh.H * sh.D));
+      const auto [q, k, v, dout] = RandomFloatInputs(rng, sh);
       const float scale = 1.0f / std::sqrt(static_cast<float>(sh.D));
       const KernelRun got = RunKernel(plan, sh, q, k, v, dout, scale);
       const ref::AttentionShape rs{sh.T, sh.S, sh.q_pos0, sh.H, sh.G, sh.D};
@@ -328,56 +372,37 @@ TEST(AttentionBackward, KernelMatchesTheReference) {
         ASSERT_NEAR(got.lse[x], f.lse[x], 1e-5 * std::max(1.0, std::abs(f.lse[x]))) << what;
       }
       if (plan.bias.kind == BiasKind::kKerpleLog || plan.bias.kind == BiasKind::kKerplePower) {
-        for (int h = 0; h < sh.H; ++h) {
-          double wa = 0, wb = 0, mag = 0;
-          for (int64_t i = 0; i < sh.T; ++i) {
-            for (int64_t j = 0; j < sh.S; ++j) {
-              const double ds = want.ds[(h * sh.T + i) * sh.S + j];
-              const double d = static_cast<double>(sh.q_pos0 + i - j);
-              if (ds == 0 || d < 0) continue;
-              const double a = plan.bias.a[h], b = plan.bias.b[h];
-              const double ga = plan.bias.kind == BiasKind::kKerpleLog
-                                    ? -std::log1p(b * d)
-                                    : (d > 0 ? -std::pow(d, b) : 0.0);
-              const double gb = plan.bias.kind == BiasKind::kKerpleLog
-                                    ? -a * d / (1 + b * d)
-                                    : (d > 0 ? -a * std::pow(d, b) * std::log(d) : 0.0);
-              wa += ds * ga;
-              wb += ds * gb;
-              mag += std::abs(ds * ga) + std::abs(ds * gb);
-            }
-          }
-          // A sum of ~T*S float-rounded terms: bounded by ~1e-5 of the sum of magnitudes.
-          EXPECT_NEAR(got.da[h], wa, 1e-5 * mag + 1e-9) << what << " da head " << h;
-          EXPECT_NEAR(got.db[h], wb, 1e-5 * mag + 1e-9) << what << " db head " << h;
-        }
+        ExpectKerpleGradsWithin(got, plan, sh, want.ds, what);
       }
     }
   }
 }
 
-TEST(AttentionBackward, SameBitsWithOneOrTwoThreads) {
+// The kernel's backward with one thread and with two (or all there are) gives the same bits in
+// dq, dk, dv and KERPLE's da, db, for `spec` with a KERPLE-log bias. `rotate`: raw q and k rotated
+// in the kernel, the relative maps' path (RunKernel).
+void ExpectSameBitsWithOneOrTwoThreads(const std::string& spec, bool rotate, uint64_t seed) {
   const Shape sh{16, 200, 200, 0, 4, 2};
-  const AttentionPlan plan = Plan("direct", sh.D, sh.S, [](AttentionPlan& p) {
+  const AttentionPlan plan = Plan(spec, sh.D, sh.S, [](AttentionPlan& p) {
     p.bias = {BiasKind::kKerpleLog, {0.5, 1.0, 2.0, 0.3}, {0.2, 1.0, 0.05, 3.0}, 0, {}};
   });
-  Rng rng(5);
-  auto fl = [](const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); };
-  const std::vector<float> q = fl(RandomVec(rng, sh.T * sh.H * sh.D)),
-                           k = fl(RandomVec(rng, sh.S * sh.G * sh.D)),
-                           v = fl(RandomVec(rng, sh.S * sh.G * sh.D)),
-                           dout = fl(RandomVec(rng, sh.T * sh.H * sh.D));
+  Rng rng(seed);
+  const auto [q, k, v, dout] = RandomFloatInputs(rng, sh);
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
-  const KernelRun one = RunKernel(plan, sh, q, k, v, dout, 0.25f);
+  const KernelRun one = RunKernel(plan, sh, q, k, v, dout, 0.25f, rotate);
   omp_set_num_threads(std::max(2, threads));
-  const KernelRun two = RunKernel(plan, sh, q, k, v, dout, 0.25f);
+  const KernelRun two = RunKernel(plan, sh, q, k, v, dout, 0.25f, rotate);
   omp_set_num_threads(threads);
-  EXPECT_EQ(std::memcmp(one.dq.data(), two.dq.data(), one.dq.size() * sizeof(float)), 0);
-  EXPECT_EQ(std::memcmp(one.dk.data(), two.dk.data(), one.dk.size() * sizeof(float)), 0);
-  EXPECT_EQ(std::memcmp(one.dv.data(), two.dv.data(), one.dv.size() * sizeof(float)), 0);
-  EXPECT_EQ(one.da, two.da);
-  EXPECT_EQ(one.db, two.db);
+  EXPECT_EQ(std::memcmp(one.dq.data(), two.dq.data(), one.dq.size() * sizeof(float)), 0) << spec;
+  EXPECT_EQ(std::memcmp(one.dk.data(), two.dk.data(), one.dk.size() * sizeof(float)), 0) << spec;
+  EXPECT_EQ(std::memcmp(one.dv.data(), two.dv.data(), one.dv.size() * sizeof(float)), 0) << spec;
+  EXPECT_EQ(one.da, two.da) << spec;
+  EXPECT_EQ(one.db, two.db) << spec;
+}
+
+TEST(AttentionBackward, SameBitsWithOneOrTwoThreads) {
+  ExpectSameBitsWithOneOrTwoThreads("direct", /*rotate=*/false, /*seed=*/5);
 }
 
 // The maps' cases for the kernel: windows, shifts and chunks that are not multiples of the
@@ -407,12 +432,8 @@ struct MapRun {
 MapRun RunMap(const AttentionPlan& plan, const AttentionPlan& ref_plan, const Shape& sh,
               uint64_t seed, const std::string& what) {
   Rng rng(seed);
-  auto fl = [](const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); };
   auto db = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
-  const std::vector<float> q = fl(RandomVec(rng, sh.T * sh.H * sh.D)),
-                           k = fl(RandomVec(rng, sh.S * sh.G * sh.D)),
-                           v = fl(RandomVec(rng, sh.S * sh.G * sh.D)),
-                           dout = fl(RandomVec(rng, sh.T * sh.H * sh.D));
+  const auto [q, k, v, dout] = RandomFloatInputs(rng, sh);
   const float scale = 1.0f / std::sqrt(static_cast<float>(sh.D));
   const KernelRun got = RunKernel(plan, sh, q, k, v, dout, scale, /*rotate=*/true);
   const ref::AttentionShape rs{sh.T, sh.S, sh.q_pos0, sh.H, sh.G, sh.D};
@@ -423,24 +444,9 @@ MapRun RunMap(const AttentionPlan& plan, const AttentionPlan& ref_plan, const Sh
   MapRun r{MeasureGrad(got.dq, want.dq, naive.dq), MeasureGrad(got.dk, want.dk, naive.dk),
            MeasureGrad(got.dv, want.dv, naive.dv)};
   if (plan.bias.kind == BiasKind::kKerpleLog && &plan == &ref_plan) {
-    // The bias parameters' gradients read dS, which the map changes: the same sums as in
-    // KernelMatchesTheReference, bounded by ~1e-5 of the sum of the terms' magnitudes.
-    for (int h = 0; h < sh.H; ++h) {
-      double wa = 0, wb = 0, mag = 0;
-      for (int64_t i = 0; i < sh.T; ++i) {
-        for (int64_t j = 0; j < sh.S; ++j) {
-          const double ds = want.ds[(h * sh.T + i) * sh.S + j];
-          const double d = static_cast<double>(sh.q_pos0 + i - j);
-          if (ds == 0 || d < 0) continue;
-          const double a = plan.bias.a[h], b = plan.bias.b[h];
-          wa += ds * -std::log1p(b * d);
-          wb += ds * (-a * d / (1 + b * d));
-          mag += std::abs(ds * std::log1p(b * d)) + std::abs(ds * a * d / (1 + b * d));
-        }
-      }
-      EXPECT_NEAR(got.da[h], wa, 1e-5 * mag + 1e-9) << what << " da head " << h;
-      EXPECT_NEAR(got.db[h], wb, 1e-5 * mag + 1e-9) << what << " db head " << h;
-    }
+    // The bias parameters' gradients read dS, which the map changes: the same check as in
+    // KernelMatchesTheReference.
+    ExpectKerpleGradsWithin(got, plan, sh, want.ds, what);
   }
   return r;
 }
@@ -486,28 +492,8 @@ TEST(AttentionBackward, APerturbedMapIsFarOutsideTheBudget) {
 }
 
 TEST(AttentionBackward, RelativeMapsSameBitsWithOneOrTwoThreads) {
-  const Shape sh{16, 200, 200, 0, 4, 2};
   for (const char* spec : {"dca:chunk=24,window=5", "rerope:window=40"}) {
-    const AttentionPlan plan = Plan(spec, sh.D, sh.S, [](AttentionPlan& p) {
-      p.bias = {BiasKind::kKerpleLog, {0.5, 1.0, 2.0, 0.3}, {0.2, 1.0, 0.05, 3.0}, 0, {}};
-    });
-    Rng rng(9);
-    auto fl = [](const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); };
-    const std::vector<float> q = fl(RandomVec(rng, sh.T * sh.H * sh.D)),
-                             k = fl(RandomVec(rng, sh.S * sh.G * sh.D)),
-                             v = fl(RandomVec(rng, sh.S * sh.G * sh.D)),
-                             dout = fl(RandomVec(rng, sh.T * sh.H * sh.D));
-    const int threads = omp_get_max_threads();
-    omp_set_num_threads(1);
-    const KernelRun one = RunKernel(plan, sh, q, k, v, dout, 0.25f, true);
-    omp_set_num_threads(std::max(2, threads));
-    const KernelRun two = RunKernel(plan, sh, q, k, v, dout, 0.25f, true);
-    omp_set_num_threads(threads);
-    EXPECT_EQ(std::memcmp(one.dq.data(), two.dq.data(), one.dq.size() * sizeof(float)), 0) << spec;
-    EXPECT_EQ(std::memcmp(one.dk.data(), two.dk.data(), one.dk.size() * sizeof(float)), 0) << spec;
-    EXPECT_EQ(std::memcmp(one.dv.data(), two.dv.data(), one.dv.size() * sizeof(float)), 0) << spec;
-    EXPECT_EQ(one.da, two.da) << spec;
-    EXPECT_EQ(one.db, two.db) << spec;
+    ExpectSameBitsWithOneOrTwoThreads(spec, /*rotate=*/true, /*seed=*/9);
   }
 }
 

@@ -33,6 +33,13 @@
 //
 // A wrong gradient is reported with its coordinate, the analytic and numeric values, their
 // difference and the allowance; ExpectGradcheck turns that into a GoogleTest failure.
+//
+// The check can fail. ExpectGradcheckFlagsOnePercent also runs it on the same gradient with its
+// largest coordinate off by 1% and expects exactly that coordinate flagged: a 1% error is four
+// orders above rtol, so a check that lets it pass is checking nothing (too large a step, too
+// loose an allowance, or a loss that does not depend on x). A gradient that is 0 by the math has
+// no such coordinate: ExpectGradcheckOfZero checks it against the numeric one and against a
+// bound the caller derives.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -40,6 +47,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <numeric>
@@ -174,6 +182,47 @@ inline GradcheckResult ExpectGradcheck(std::string_view name, const LossOf& loss
     ADD_FAILURE() << r.Describe(name, options.max_reported);
   }
   return r;
+}
+
+// ExpectGradcheck of every coordinate, then the same check shown to flag `analytic` with its
+// largest coordinate multiplied by 1.01 at that coordinate and no other. The largest is taken
+// so that 1% of it is far above the allowance; it must exceed 1e-3 (a gradient that is all ~0
+// is ExpectGradcheckOfZero's case). Prints a line with the largest relative error seen.
+inline void ExpectGradcheckFlagsOnePercent(std::string_view name, const LossOf& loss,
+                                           const std::vector<double>& x,
+                                           const std::vector<double>& analytic) {
+  SCOPED_TRACE(name);
+  const GradcheckResult r = ExpectGradcheck(name, loss, x, analytic);
+  EXPECT_EQ(r.checked, static_cast<int64_t>(x.size()));
+  ASSERT_EQ(analytic.size(), x.size());
+  size_t k = 0;
+  for (size_t i = 0; i < analytic.size(); ++i) {
+    if (std::abs(analytic[i]) > std::abs(analytic[k])) k = i;
+  }
+  ASSERT_GT(std::abs(analytic[k]), 1e-3) << "a gradient that is all ~0 checks nothing";
+  std::vector<double> wrong = analytic;
+  wrong[k] *= 1.01;
+  const GradcheckResult rw = Gradcheck(loss, x, wrong);
+  ASSERT_EQ(rw.mismatches.size(), 1u) << "the 1% error at coordinate " << k << " went unnoticed";
+  EXPECT_EQ(rw.mismatches[0].index, static_cast<int64_t>(k));
+  std::printf("[ gradcheck ] %-34s %4lld coords  max rel err %.2e  max err/allowed %.2e\n",
+              std::string(name).c_str(), static_cast<long long>(r.checked), r.max_rel_error,
+              r.max_error_ratio);
+}
+
+// For an argument whose gradient is 0 by the math: ExpectGradcheck of every coordinate (the
+// numeric gradient is then ~0 too), and every analytic coordinate within `bound` of 0, a
+// rounding bound the caller derives and states.
+inline void ExpectGradcheckOfZero(std::string_view name, const LossOf& loss,
+                                  const std::vector<double>& x,
+                                  const std::vector<double>& analytic, double bound) {
+  SCOPED_TRACE(name);
+  const GradcheckResult r = ExpectGradcheck(name, loss, x, analytic);
+  EXPECT_EQ(r.checked, static_cast<int64_t>(x.size()));
+  ASSERT_EQ(analytic.size(), x.size());
+  for (double g : analytic) EXPECT_LT(std::abs(g), bound);
+  std::printf("[ gradcheck ] %-34s %4lld coords  zero by the math (analytic and numeric)\n",
+              std::string(name).c_str(), static_cast<long long>(r.checked));
 }
 
 }  // namespace stretch::testing

@@ -11,7 +11,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdio>
 #include <functional>
 #include <limits>
 #include <span>
@@ -26,9 +25,8 @@
 namespace stretch {
 namespace {
 
-using testing::ExpectGradcheck;
-using testing::Gradcheck;
-using testing::GradcheckResult;
+using testing::ExpectGradcheckFlagsOnePercent;
+using testing::ExpectGradcheckOfZero;
 using testing::LossOf;
 using testing::RefAttention;
 
@@ -234,36 +232,6 @@ TEST(GauLayer, ForwardIsTheGauFormula) {
   }
 }
 
-// Checks one argument's analytic gradient and shows the same check failing for a gradient whose
-// largest coordinate is off by 1%. An argument whose gradient is 0 by the math (`zero`) is
-// checked to be 0, to rounding, both ways instead.
-void CheckArgument(const std::string& name, const LossOf& loss, const std::vector<double>& x,
-                   const std::vector<double>& analytic, bool zero = false) {
-  SCOPED_TRACE(name);
-  const GradcheckResult r = ExpectGradcheck(name, loss, x, analytic);
-  EXPECT_EQ(r.checked, static_cast<int64_t>(x.size()));
-  ASSERT_EQ(analytic.size(), x.size());
-  if (zero) {
-    // Sums of O(10) terms of O(1) that cancel: rounding ~1e-15.
-    for (double g : analytic) EXPECT_LT(std::abs(g), 1e-12);
-    std::printf("[ gradcheck ] %-34s %4lld coords  zero by the math (analytic and numeric)\n",
-                name.c_str(), static_cast<long long>(r.checked));
-    return;
-  }
-  size_t k = 0;
-  for (size_t i = 0; i < analytic.size(); ++i) {
-    if (std::abs(analytic[i]) > std::abs(analytic[k])) k = i;
-  }
-  ASSERT_GT(std::abs(analytic[k]), 1e-3) << "a gradient that is all ~0 checks nothing";
-  std::vector<double> wrong = analytic;
-  wrong[k] *= 1.01;
-  const GradcheckResult rw = Gradcheck(loss, x, wrong);
-  ASSERT_EQ(rw.mismatches.size(), 1u) << "the 1% error at coordinate " << k << " went unnoticed";
-  EXPECT_EQ(rw.mismatches[0].index, static_cast<int64_t>(k));
-  std::printf("[ gradcheck ] %-34s %4lld coords  max rel err %.2e  max err/allowed %.2e\n",
-              name.c_str(), static_cast<long long>(r.checked), r.max_rel_error, r.max_error_ratio);
-}
-
 TEST(GauLayer, GradientsMatchCentralDifferences) {
   for (const LayerCase& c : Cases()) {
     LayerSetup s(c);
@@ -271,7 +239,7 @@ TEST(GauLayer, GradientsMatchCentralDifferences) {
     double da = 0.0, db = 0.0;
     const std::vector<double> dx = s.Backward(dW, da, db);
     // The input.
-    CheckArgument(
+    ExpectGradcheckFlagsOnePercent(
         c.name + ": x",
         [&](std::span<const double> v) {
           LayerSetup t = s;
@@ -284,36 +252,42 @@ TEST(GauLayer, GradientsMatchCentralDifferences) {
     auto grads = Tensors(dW);
     for (size_t i = 0; i < params.size(); ++i) {
       const std::string tensor = params[i].first;
+      const LossOf loss = [&](std::span<const double> v) {
+        LayerSetup t = s;
+        for (auto& [n, p] : Tensors(t.layer.gau)) {
+          if (n == tensor) p->assign(v.begin(), v.end());
+        }
+        return t.Loss();
+      };
       // K = gamma_k Z + beta_k: beta_k adds q_i . beta_k to every logit of row i, which the
       // softmax ignores, unless RoPE turns it differently per key or KeyNorm rescales each key.
-      const bool zero = tensor == "beta_k" && !s.arch.GauConfig(0).rope && !c.cosine;
-      CheckArgument(
-          c.name + ": " + tensor,
-          [&](std::span<const double> v) {
-            LayerSetup t = s;
-            for (auto& [n, p] : Tensors(t.layer.gau)) {
-              if (n == tensor) p->assign(v.begin(), v.end());
-            }
-            return t.Loss();
-          },
-          *params[i].second, *grads[i].second, zero);
+      if (tensor == "beta_k" && !s.arch.GauConfig(0).rope && !c.cosine) {
+        // Sums of O(10) terms of O(1) that cancel: rounding ~1e-15.
+        ExpectGradcheckOfZero(c.name + ": " + tensor, loss, *params[i].second, *grads[i].second,
+                              1e-12);
+      } else {
+        ExpectGradcheckFlagsOnePercent(c.name + ": " + tensor, loss, *params[i].second,
+                                       *grads[i].second);
+      }
     }
     // KERPLE's a and b: one value each for the single head, shared by its R kernel copies.
     if (!s.layer.bias_a.empty()) {
-      CheckArgument(c.name + ": bias a",
-                    [&](std::span<const double> v) {
-                      LayerSetup t = s;
-                      t.layer.bias_a.assign(v.begin(), v.end());
-                      return t.Loss();
-                    },
-                    s.layer.bias_a, {da});
-      CheckArgument(c.name + ": bias b",
-                    [&](std::span<const double> v) {
-                      LayerSetup t = s;
-                      t.layer.bias_b.assign(v.begin(), v.end());
-                      return t.Loss();
-                    },
-                    s.layer.bias_b, {db});
+      ExpectGradcheckFlagsOnePercent(
+          c.name + ": bias a",
+          [&](std::span<const double> v) {
+            LayerSetup t = s;
+            t.layer.bias_a.assign(v.begin(), v.end());
+            return t.Loss();
+          },
+          s.layer.bias_a, {da});
+      ExpectGradcheckFlagsOnePercent(
+          c.name + ": bias b",
+          [&](std::span<const double> v) {
+            LayerSetup t = s;
+            t.layer.bias_b.assign(v.begin(), v.end());
+            return t.Loss();
+          },
+          s.layer.bias_b, {db});
     }
   }
 }
@@ -330,7 +304,7 @@ TEST(GauLayer, SiluBackwardMatchesCentralDifferences) {
   };
   std::vector<double> dh(h.size());
   SiluBackward(r.data(), h.data(), dh.data(), static_cast<int64_t>(h.size()));
-  CheckArgument("silu", loss, h, dh);
+  ExpectGradcheckFlagsOnePercent("silu", loss, h, dh);
 }
 
 }  // namespace
