@@ -39,7 +39,9 @@ RotationView MakeRotationView(const RopeGeometry& model_geo, const AttentionPlan
   v.ctx = plan.fed_len;
   const int64_t last = std::max<int64_t>(0, plan.fed_len - 1);
   const RopeFrequencies method_freq = plan.FrequenciesAt(last);
-  const std::vector<double> thetas = RopeThetas(model_geo.base, model_geo.rotary_dim);
+  // The model's trained angles: its base, and its own position interpolation (PI) if any.
+  std::vector<double> thetas = RopeThetas(model_geo.base, model_geo.rotary_dim);
+  for (double& t : thetas) t /= model_geo.interpolation;
   STRETCH_CHECK(thetas.size() == method_freq.thetas.size(), "{} vs {} pairs", thetas.size(),
                 method_freq.thetas.size());
   v.max_rel_method = MaxRelativePosition(plan, std::max<int64_t>(1, plan.fed_len));

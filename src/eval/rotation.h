@@ -26,7 +26,7 @@ namespace stretch {
 
 struct RotationPair {
   int t = 0;
-  double theta = 0.0;           // theta_t, the model's (its own base)
+  double theta = 0.0;           // theta_t, the model's (its own base and interpolation)
   double theta_method = 0.0;    // theta'_t, the method's at the call (dynamic: the last query's)
   double ratio = 0.0;           // theta'_t / theta_t
   double period = 0.0;          // 2 pi / theta'_t, in tokens

@@ -42,6 +42,11 @@ void SwiGlu(float* gate, const float* up, int64_t n) {
   }
 }
 
+void Silu(float* x, int64_t n) {
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
+}
+
 void AddInPlace(float* a, const float* b, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > 262144)
   for (int64_t i = 0; i < n; ++i) a[i] += b[i];

@@ -30,6 +30,8 @@ void RmsNorm(const float* x, const float* w, float* out, int64_t T, int C, float
 
 // SwiGLU (Shazeer 2020): gate[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)).
 void SwiGlu(float* gate, const float* up, int64_t n);
+// SiLU in place: x[i] = x[i] / (1 + exp(-x[i])) (the GAU's phi; the trainer's SiluForward).
+void Silu(float* x, int64_t n);
 
 // Adds b to a: a[i] += b[i].
 // Backward of the residual add x = x + f(x): forward: a[i] += b[i];  so: db[i] = da[i] and da[i]

@@ -4,6 +4,7 @@
 //   H query heads, G kv heads (n_kv_heads), D head dim (C / H), V vocabulary.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@ enum class LayerPosition {
   kAlibi,        // additive -m_h (i - j), ALiBi's fixed slopes m_h = AlibiSlopes(H)
   kKerpleLog,    // additive -a_h log(1 + b_h (i - j)), a_h, b_h: LayerWeights::bias_a, bias_b
   kKerplePower,  // additive -a_h (i - j)^b_h
+  kSandwich,     // additive lambda p_i . p_j of sinusoidal embeddings (AttentionLayout::sandwich_*)
 };
 
 struct LayerAttention {
@@ -34,14 +36,48 @@ struct AttentionLayout {
   bool query_norm = false;   // QueryNorm: q / |q| per head before the product
   bool key_norm = false;     // KeyNorm: k / |k| per head; with query_norm, cosine attention
   double logit_scale = 0.0;  // what multiplies q . k; 0: 1/sqrt(D)
+  // The training issue's later variants (src/position/plan.h defines each):
+  // p-RoPE: the share of RoPE's frequency pairs that rotate (the first, fastest ones; the rest
+  // keep theta 0), for every RoPE layer. 1: all.
+  double rope_fraction = 1.0;
+  // XPOS: the scale base gamma of the per-pair decay on every RoPE layer. 0: off.
+  double xpos_scale_base = 0.0;
+  // Sandwich layers: the sinusoids' dimension and lambda (the same for every head).
+  int sandwich_dim = 0;
+  double sandwich_lambda = 0.0;
+  // Cosine attention's per-position lambda: query i's logits also times ln((i + 1) / 2).
+  bool position_log_scale = false;
+  // SSMax: query i's logits in head h times s_h ln(i + 1), s_h = LayerWeights::ssmax[h].
+  bool ssmax = false;
 
   bool IsDefault() const {
-    return layers.empty() && !query_norm && !key_norm && logit_scale == 0.0;
+    return layers.empty() && !query_norm && !key_norm && logit_scale == 0.0 &&
+           rope_fraction == 1.0 && xpos_scale_base == 0.0 && sandwich_dim == 0 &&
+           !position_log_scale && !ssmax;
+  }
+  // p-RoPE: how many of the head_dim / 2 pairs rotate, round(rope_fraction * pairs) (the
+  // trainer's RotatedPairs).
+  int RotatedPairs(int head_dim) const {
+    return static_cast<int>(std::lround(rope_fraction * (head_dim / 2)));
   }
   // Layer l's attention (the default when `layers` is empty).
   LayerAttention Layer(int l) const {
     return layers.empty() ? LayerAttention{} : layers[static_cast<size_t>(l)];
   }
+};
+
+// What one layer is.
+enum class ModelBlock {
+  kLlama,  // pre-norm attention + SwiGLU feed-forward (the file's top)
+  // The single-head Gated Attention Unit with post-norm (src/train/gau_layer.h defines it):
+  //   x = RMSNorm(embed(tokens)) (no gain); per layer x = RMSNorm(x + GAU(x)) (no gain);
+  //   GAU(x) = (U * (A V)) Wo, U = silu(x Wu), V = silu(x Wv), Z = silu(x Wz),
+  //   Q = gamma_q Z + beta_q, K = gamma_k Z + beta_k; logits = RMSNorm(x) Wcls^T (with gain).
+  // Sizes: hidden_dim is the expansion width E, key_dim the width S of Z, Q, K (and the rotary
+  // dim). The attention runs as R = E / S heads (n_heads = n_kv_heads = R, head_dim() = S) whose
+  // queries and keys are copies of Q and K and whose values are V's R slices of width S, exactly
+  // as the trainer runs it; the KV cache holds the R copies of each key.
+  kGau,
 };
 
 struct ModelConfig {
@@ -54,33 +90,47 @@ struct ModelConfig {
   int seq_len = 0;         // L: the context length the model was trained at
   bool shared_classifier = true;  // the output classifier is the token embedding
   float rope_base = 10000.0f;     // RoPE base (theta_t = base^(-2t/D))
+  // Positions divided by this (PI, linear RoPE scaling, as HF rope_scaling type "linear"),
+  // trained into the model (stretch train --position rope:pi=F); 1: none.
+  float rope_interpolation = 1.0f;
   float norm_eps = 1e-5f;         // RMSNorm epsilon
   AttentionLayout attention;      // trained models' layout; default: LLaMA (RoPE, full, 1/sqrt(D))
+  ModelBlock block = ModelBlock::kLlama;
+  int key_dim = 0;                // kGau: S
 
-  int head_dim() const { return dim / n_heads; }
+  bool Gau() const { return block == ModelBlock::kGau; }
+  int head_dim() const { return Gau() ? key_dim : dim / n_heads; }
+  // Heads with their own position parameters (ALiBi's slope, KERPLE's a and b, SSMax's s): the
+  // GAU has one, shared by its R kernel heads.
+  int position_heads() const { return Gau() ? 1 : n_heads; }
   int kv_dim() const { return head_dim() * n_kv_heads; }
-  // Number of parameters (the classifier counted once when shared; KERPLE's 2H per layer).
+  // Number of parameters (the classifier counted once when shared; KERPLE's 2H and SSMax's H
+  // per layer).
   int64_t ParameterCount() const {
-    const int64_t C = dim, F = hidden_dim, V = vocab_size, KV = kv_dim();
-    const int64_t per_layer = C /*attn_norm*/ + C * C /*wq*/ + 2 * KV * C /*wk, wv*/ +
-                              C * C /*wo*/ + C /*ffn_norm*/ + 3 * F * C /*w1, w2, w3*/;
-    int64_t kerple = 0;
+    const int64_t C = dim, F = hidden_dim, V = vocab_size, KV = kv_dim(), S = key_dim;
+    const int64_t per_layer =
+        Gau() ? 2 * F * C /*wu, wv*/ + S * C /*wz*/ + C * F /*wo*/ + 4 * S /*gamma, beta*/
+              : C /*attn_norm*/ + C * C /*wq*/ + 2 * KV * C /*wk, wv*/ + C * C /*wo*/ +
+                    C /*ffn_norm*/ + 3 * F * C /*w1, w2, w3*/;
+    int64_t per_head = 0;  // KERPLE's a_h, b_h; SSMax's s_h
     for (const LayerAttention& l : attention.layers) {
       if (l.position == LayerPosition::kKerpleLog || l.position == LayerPosition::kKerplePower) {
-        kerple += 2 * int64_t{n_heads};
+        per_head += 2 * int64_t{position_heads()};
       }
     }
-    return V * C + n_layers * per_layer + C + (shared_classifier ? 0 : V * C) + kerple;
+    if (attention.ssmax) per_head += int64_t{n_layers} * position_heads();
+    return V * C + n_layers * per_layer + C + (shared_classifier ? 0 : V * C) + per_head;
   }
 };
 
 // All matrices are row-major (out, in): y = W x, as in llama2.c. Every vector is sized exactly.
+// A GAU layer (ModelBlock::kGau) holds wo and the gau_* tensors; the others stay empty.
 struct LayerWeights {
   std::vector<float> attn_norm;  // (C)
   std::vector<float> wq;         // (H*D, C)
   std::vector<float> wk;         // (G*D, C)
   std::vector<float> wv;         // (G*D, C)
-  std::vector<float> wo;         // (C, H*D)
+  std::vector<float> wo;         // (C, H*D); GAU: (C, E)
   std::vector<float> ffn_norm;   // (C)
   std::vector<float> w1;         // (F, C) gate
   std::vector<float> w2;         // (C, F) down
@@ -88,6 +138,11 @@ struct LayerWeights {
   // KERPLE's learned per-head parameters a_h, b_h (LayerPosition kKerpleLog / kKerplePower):
   // (H) each; empty for every other layer.
   std::vector<float> bias_a, bias_b;
+  // SSMax's learned per-head s_h (AttentionLayout::ssmax): (H); empty otherwise.
+  std::vector<float> ssmax;
+  // GAU: gau_u, gau_v (E, C), gau_z (S, C); gamma_q, beta_q, gamma_k, beta_k (S).
+  std::vector<float> gau_u, gau_v, gau_z;
+  std::vector<float> gamma_q, beta_q, gamma_k, beta_k;
 };
 
 struct ModelWeights {

@@ -63,6 +63,7 @@ std::string_view LayerPositionName(LayerPosition position) {
     case LayerPosition::kAlibi: return "alibi";
     case LayerPosition::kKerpleLog: return "kerple-log";
     case LayerPosition::kKerplePower: return "kerple-power";
+    case LayerPosition::kSandwich: return "sandwich";
   }
   return "?";
 }
@@ -74,7 +75,8 @@ bool IsKerple(LayerPosition p) {
 }
 
 RopeGeometry ModelGeometry(const ModelConfig& c) {
-  return RopeGeometry{c.seq_len, c.head_dim(), static_cast<double>(c.rope_base)};
+  return RopeGeometry{c.seq_len, c.head_dim(), static_cast<double>(c.rope_base),
+                      static_cast<double>(c.rope_interpolation)};
 }
 
 // What a method changes in the rotation, for errors ("" when nothing).
@@ -105,6 +107,27 @@ std::string AttentionLayoutText(const ModelConfig& c) {
     out += b.window > 0 ? fmt::format(", window {}", b.window) : std::string(", full");
     first = l + 1;
   }
+  return out;
+}
+
+std::string AttentionVariantsText(const ModelConfig& c) {
+  const AttentionLayout& a = c.attention;
+  std::vector<std::string> parts;
+  if (a.rope_fraction != 1.0) {
+    parts.push_back(fmt::format("p-RoPE: {} of {} frequency pairs rotate (fraction {})",
+                                a.RotatedPairs(c.head_dim()), c.head_dim() / 2, a.rope_fraction));
+  }
+  if (a.xpos_scale_base > 0.0) {
+    parts.push_back(fmt::format("XPOS decay on RoPE layers (scale base {})", a.xpos_scale_base));
+  }
+  if (a.sandwich_dim > 0) {
+    parts.push_back(fmt::format("Sandwich bias (dim {}, lambda {})", a.sandwich_dim,
+                                a.sandwich_lambda));
+  }
+  if (a.ssmax) parts.push_back("SSMax: logits times s_h ln(i + 1), s_h learned per layer and head");
+  if (a.position_log_scale) parts.push_back("per-position lambda: logits times ln((i + 1) / 2)");
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
   return out;
 }
 
@@ -160,23 +183,47 @@ AttentionPlan LayerAttentionPlan(const ModelConfig& config, const LayerWeights* 
   }
   p.query_norm = layout.query_norm;
   p.key_norm = layout.key_norm;
+  // The trainer's LayerPlan and its ops outside the kernel (src/train/transformer_train.h): the
+  // per-position lambda and SSMax on every layer; p-RoPE and XPOS on the RoPE layers.
+  // Per-head values come per position head (position_heads(): the GAU's one head) and go to
+  // every kernel head (the GAU's R copies repeat its head's value, as the trainer's LayerPlan).
+  const int copies = config.n_heads / config.position_heads();
+  auto per_kernel_head = [&](const auto& per_head) {
+    std::vector<double> out;
+    for (const auto& v : per_head) out.insert(out.end(), static_cast<size_t>(copies), double(v));
+    return out;
+  };
+  const std::vector<double> zeros(static_cast<size_t>(config.position_heads()), 0.0);
+  p.position_log_scale = layout.position_log_scale;
+  if (layout.ssmax) {
+    p.ssmax = layer_weights != nullptr ? per_kernel_head(layer_weights->ssmax)
+                                       : per_kernel_head(zeros);
+  }
+  if (a.position == LayerPosition::kRope) {
+    p.LeavePairsUnrotated(layout.RotatedPairs(config.head_dim()));
+    p.xpos_scale_base = layout.xpos_scale_base;
+  }
   switch (a.position) {
     case LayerPosition::kRope:
     case LayerPosition::kNone: break;
+    case LayerPosition::kSandwich:
+      p.bias = SandwichBias(std::vector<double>(static_cast<size_t>(config.n_heads),
+                                                layout.sandwich_lambda),
+                            layout.sandwich_dim, std::max<int64_t>(1, method_plan.fed_len));
+      break;
     case LayerPosition::kAlibi:
       p.bias.kind = BiasKind::kAlibi;
-      p.bias.a = AlibiSlopes(config.n_heads);
+      p.bias.a = per_kernel_head(AlibiSlopes(config.position_heads()));
       break;
     case LayerPosition::kKerpleLog:
     case LayerPosition::kKerplePower:
       p.bias.kind = a.position == LayerPosition::kKerpleLog ? BiasKind::kKerpleLog
                                                              : BiasKind::kKerplePower;
       if (layer_weights != nullptr) {
-        p.bias.a.assign(layer_weights->bias_a.begin(), layer_weights->bias_a.end());
-        p.bias.b.assign(layer_weights->bias_b.begin(), layer_weights->bias_b.end());
+        p.bias.a = per_kernel_head(layer_weights->bias_a);
+        p.bias.b = per_kernel_head(layer_weights->bias_b);
       } else {  // the plan's shape only (CheckMethodFitsLayout, inspect)
-        p.bias.a.assign(static_cast<size_t>(config.n_heads), 0.0);
-        p.bias.b.assign(static_cast<size_t>(config.n_heads), 0.0);
+        p.bias.a = p.bias.b = per_kernel_head(zeros);
       }
       break;
   }
@@ -195,15 +242,34 @@ void ValidateAttentionLayout(const Model& model) {
     Fail("{}: logit scale {} is out of range (allowed: a positive number, or 0 for 1/sqrt(D))",
          what, layout.logit_scale);
   }
+  if (c.Gau() && !(c.key_dim > 0 && c.key_dim % 2 == 0 && c.hidden_dim % c.key_dim == 0 &&
+                   c.n_heads == c.hidden_dim / c.key_dim && c.n_kv_heads == c.n_heads)) {
+    Fail("{}: GAU sizes: key dim {}, expansion {}, {} heads / {} kv heads (expected an even key "
+         "dim S dividing the expansion E, and E / S heads and kv heads)",
+         what, c.key_dim, c.hidden_dim, c.n_heads, c.n_kv_heads);
+  }
+  if (!(layout.rope_fraction > 0.0 && layout.rope_fraction <= 1.0)) {
+    Fail("{}: rope fraction {} (allowed: 0 < P <= 1)", what, layout.rope_fraction);
+  }
+  if (!(layout.xpos_scale_base >= 0.0 && std::isfinite(layout.xpos_scale_base))) {
+    Fail("{}: XPOS scale base {} (allowed: a positive number, or 0 for none)", what,
+         layout.xpos_scale_base);
+  }
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerAttention a = layout.Layer(l);
+    if (a.position == LayerPosition::kSandwich &&
+        !(layout.sandwich_dim > 0 && layout.sandwich_dim % 2 == 0 &&
+          std::isfinite(layout.sandwich_lambda))) {
+      Fail("{}: layer {}: Sandwich dim {} and lambda {} (allowed: an even dim > 0, a finite "
+           "lambda)", what, l, layout.sandwich_dim, layout.sandwich_lambda);
+    }
     if (a.window < 0) {
       Fail("{}: layer {}: window {} (allowed: 0 for full attention, or a positive integer)", what,
            l, a.window);
     }
     if (static_cast<size_t>(l) >= model.weights.layers.size()) continue;  // the loader's check
     const LayerWeights& w = model.weights.layers[static_cast<size_t>(l)];
-    const size_t want = IsKerple(a.position) ? static_cast<size_t>(c.n_heads) : 0;
+    const size_t want = IsKerple(a.position) ? static_cast<size_t>(c.position_heads()) : 0;
     if (w.bias_a.size() != want || w.bias_b.size() != want) {
       Fail("{}: layer {} ({}): KERPLE parameters bias_a, bias_b have {} and {} entries, expected "
            "{} each",
@@ -215,11 +281,20 @@ void ValidateAttentionLayout(const Model& model) {
              what, l, h, w.bias_a[h], w.bias_b[h]);
       }
     }
+    const size_t want_s = layout.ssmax ? static_cast<size_t>(c.position_heads()) : 0;
+    if (w.ssmax.size() != want_s) {
+      Fail("{}: layer {}: SSMax parameters have {} entries, expected {}", what, l, w.ssmax.size(),
+           want_s);
+    }
+    for (const float s : w.ssmax) {
+      if (!std::isfinite(s)) Fail("{}: layer {}: SSMax parameter {} (expected finite)", what, l, s);
+    }
   }
 }
 
 Transformer::Transformer(const Model& model) : model_(model) {
   ValidateAttentionLayout(model);
+  if (model.config.Gau()) ones_.assign(static_cast<size_t>(model.config.dim), 1.0f);
   SetMethod(Method{}, std::max(1, model.config.seq_len));
 }
 
@@ -260,8 +335,10 @@ void Transformer::SetMethod(const Method& method, int64_t fed_len) {
 }
 
 int64_t Transformer::ActivationBytes(const ModelConfig& c, int64_t T) {
-  // x, xb, q, att (T, C) each; h1, h3 (T, F); k, v staging (T, 2 * G * D).
-  return T * (4 * int64_t{c.dim} + 2 * int64_t{c.hidden_dim} + 2 * int64_t{c.kv_dim()}) *
+  // x (T, C); xb (T, max(C, G D)); q, att (T, H D) each; h1, h3 (T, F); k, v staging
+  // (T, 2 G D). For LLaMA H D = C and G D <= C.
+  const int64_t C = c.dim, Q = int64_t{c.n_heads} * c.head_dim(), KV = c.kv_dim();
+  return T * (C + std::max(C, KV) + 2 * Q + 2 * int64_t{c.hidden_dim} + 2 * KV) *
          static_cast<int64_t>(sizeof(float));
 }
 
@@ -282,15 +359,19 @@ void Transformer::Embed(const int* tokens, int64_t T, float* x) const {
     std::memcpy(x + t * C, model_.weights.token_embedding.data() + static_cast<size_t>(tokens[t]) * C,
                 sizeof(float) * C);
   }
+  // The GAU's Embedding-Norm: RMSNorm without gain.
+  if (model_.config.Gau()) RmsNorm(x, ones_.data(), x, T, C, model_.config.norm_eps);
 }
 
 void Transformer::ReserveScratch(int64_t T) {
   const ModelConfig& c = model_.config;
   const size_t TC = static_cast<size_t>(T) * c.dim;
-  if (xb_.size() < TC) {
-    xb_.resize(TC);
-    q_.resize(TC);
-    att_.resize(TC);
+  const size_t TQ = static_cast<size_t>(T) * c.n_heads * c.head_dim();  // TC, or T E (GAU)
+  const size_t TKV = static_cast<size_t>(T) * c.kv_dim();
+  if (xb_.size() < std::max(TC, TKV)) xb_.resize(std::max(TC, TKV));  // also a rotated key copy
+  if (q_.size() < TQ) {
+    q_.resize(TQ);
+    att_.resize(TQ);
   }
   if (h1_.size() < static_cast<size_t>(T) * c.hidden_dim) {
     h1_.resize(static_cast<size_t>(T) * c.hidden_dim);
@@ -375,23 +456,70 @@ void Transformer::Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, flo
                         int64_t cap) {
   const ModelConfig& c = model_.config;
   const LayerWeights& lw = model_.weights.layers[static_cast<size_t>(l)];
-  const int C = c.dim, F = c.hidden_dim, H = c.n_heads, G = c.n_kv_heads, D = c.head_dim();
-  const int KV = c.kv_dim();
+  const int C = c.dim, F = c.hidden_dim, KV = c.kv_dim();
   const size_t TC = static_cast<size_t>(T) * C;
   float* k_new = kv_tmp_.data();                                // (T, G*D)
   float* v_new = kv_tmp_.data() + static_cast<size_t>(T) * KV;  // (T, G*D)
+  if (c.Gau()) {
+    // x <- RMSNorm(x + (U * (A V)) Wo), no gain (the top of config.h; the trainer's
+    // GauLayerForward). V is the values (T, E) = R slices of width S; Q and K go to the R heads
+    // as copies.
+    const int E = F, S = c.key_dim, R = c.n_heads;
+    float* u = h1_.data();  // (T, E)
+    float* z = h3_.data();  // (T, S)
+    MatMulRows(x, lw.gau_u.data(), u, T, C, E);
+    MatMulRows(x, lw.gau_v.data(), v_new, T, C, E);
+    MatMulRows(x, lw.gau_z.data(), z, T, C, S);
+    Silu(u, T * E);
+    Silu(v_new, T * E);
+    Silu(z, T * S);
+    for (int64_t t = 0; t < T; ++t) {
+      const float* zt = z + t * S;
+      for (int r = 0; r < R; ++r) {
+        float* qt = q_.data() + (t * R + r) * S;
+        float* kt = k_new + (t * R + r) * S;
+        for (int d = 0; d < S; ++d) {
+          qt[d] = lw.gamma_q[static_cast<size_t>(d)] * zt[d] + lw.beta_q[static_cast<size_t>(d)];
+          kt[d] = lw.gamma_k[static_cast<size_t>(d)] * zt[d] + lw.beta_k[static_cast<size_t>(d)];
+        }
+      }
+    }
+    Attend(l, T, pos0, kc, vc, cap);
+    for (size_t i = 0; i < static_cast<size_t>(T) * E; ++i) u[i] *= att_[i];
+    MatMulRows(u, lw.wo.data(), xb_.data(), T, E, C);
+    AddInPlace(x, xb_.data(), static_cast<int64_t>(TC));
+    RmsNorm(x, ones_.data(), x, T, C, c.norm_eps);
+    return;
+  }
+  RmsNorm(x, lw.attn_norm.data(), xb_.data(), T, C, c.norm_eps);
+  MatMulRows(xb_.data(), lw.wq.data(), q_.data(), T, C, C);
+  MatMulRows(xb_.data(), lw.wk.data(), k_new, T, C, KV);
+  MatMulRows(xb_.data(), lw.wv.data(), v_new, T, C, KV);
+  Attend(l, T, pos0, kc, vc, cap);
+  MatMulRows(att_.data(), lw.wo.data(), xb_.data(), T, C, C);
+  AddInPlace(x, xb_.data(), static_cast<int64_t>(TC));
+
+  RmsNorm(x, lw.ffn_norm.data(), xb_.data(), T, C, c.norm_eps);
+  MatMulRows(xb_.data(), lw.w1.data(), h1_.data(), T, C, F);
+  MatMulRows(xb_.data(), lw.w3.data(), h3_.data(), T, C, F);
+  SwiGlu(h1_.data(), h3_.data(), T * F);
+  MatMulRows(h1_.data(), lw.w2.data(), xb_.data(), T, F, C);
+  AddInPlace(x, xb_.data(), static_cast<int64_t>(TC));
+}
+
+void Transformer::Attend(int l, int64_t T, int64_t pos0, float* kc, float* vc, int64_t cap) {
+  const ModelConfig& c = model_.config;
+  const int H = c.n_heads, G = c.n_kv_heads, D = c.head_dim(), KV = c.kv_dim();
+  const int64_t QW = int64_t{H} * D;  // a query row's width: C (LLaMA), E (GAU)
+  float* k_new = kv_tmp_.data();
+  const float* v_new = kv_tmp_.data() + static_cast<size_t>(T) * KV;
   const LayerRun& run = layers_[static_cast<size_t>(l)];
   const AttentionPlan& plan = run.plan;
   // Null for a layer without RoPE, whose plan then always has KeysRotatedOnce (nothing to do).
   Rotation* rot = run.rotation >= 0 ? &rotations_[run.rotation] : nullptr;
   const bool rotate_here = plan.KeysRotatedOnce();
-
-  RmsNorm(x, lw.attn_norm.data(), xb_.data(), T, C, c.norm_eps);
-  MatMulRows(xb_.data(), lw.wq.data(), q_.data(), T, C, C);
-  MatMulRows(xb_.data(), lw.wk.data(), k_new, T, C, KV);
-  MatMulRows(xb_.data(), lw.wv.data(), v_new, T, C, KV);
   if (rotate_here && rot != nullptr) {
-    RopeInterleaved(q_.data(), T, H, C, D, rot->rope);
+    RopeInterleaved(q_.data(), T, H, QW, D, rot->rope);
     RopeInterleaved(k_new, T, G, KV, D, rot->rope);
   }
 
@@ -416,7 +544,7 @@ void Transformer::Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, flo
     for (int slot = 0; slot < slots; ++slot) {
       float* rows = k_new;
       if (!plan.map.SlotIsUnrotated(slot)) {
-        // The rotated copy goes to xb_, which is free until the output projection.
+        // The rotated copy goes to xb_ (T * max(C, KV) floats), free until the output projection.
         std::memcpy(xb_.data(), k_new, sizeof(float) * static_cast<size_t>(T) * KV);
         RopeInterleaved(xb_.data(), T, G, KV, D, rot->tables.Key(slot));
         rows = xb_.data();
@@ -445,18 +573,8 @@ void Transformer::Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, flo
   params.rotate = !rotate_here;
   params.tables = rotate_here || plan.dynamic ? nullptr : &rot->tables;
   params.key_slots = key_slots;
-  AttentionForward(HeadRows{q_.data(), C, D}, HeadRows{kc, D, cap * D}, HeadRows{vc, D, cap * D},
-                   HeadRowsMut{att_.data(), C, D}, dims, params);
-
-  MatMulRows(att_.data(), lw.wo.data(), xb_.data(), T, C, C);
-  AddInPlace(x, xb_.data(), static_cast<int64_t>(TC));
-
-  RmsNorm(x, lw.ffn_norm.data(), xb_.data(), T, C, c.norm_eps);
-  MatMulRows(xb_.data(), lw.w1.data(), h1_.data(), T, C, F);
-  MatMulRows(xb_.data(), lw.w3.data(), h3_.data(), T, C, F);
-  SwiGlu(h1_.data(), h3_.data(), T * F);
-  MatMulRows(h1_.data(), lw.w2.data(), xb_.data(), T, F, C);
-  AddInPlace(x, xb_.data(), static_cast<int64_t>(TC));
+  AttentionForward(HeadRows{q_.data(), QW, D}, HeadRows{kc, D, cap * D},
+                   HeadRows{vc, D, cap * D}, HeadRowsMut{att_.data(), QW, D}, dims, params);
 }
 
 void Transformer::Logits(const float* hidden, int64_t T, float* logits) const {

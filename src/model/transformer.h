@@ -97,6 +97,9 @@ std::string_view LayerPositionName(LayerPosition position);  // "rope", "nope", 
 // The layers' positions and windows, runs of equal layers merged:
 // "layers 0-2: rope, window 64; layer 3: nope, full".
 std::string AttentionLayoutText(const ModelConfig& config);
+// The layout's other variants (p-RoPE, XPOS, Sandwich, SSMax, per-position lambda), "; "
+// separated; "" when none.
+std::string AttentionVariantsText(const ModelConfig& config);
 
 // Whether a resolved method changes how q and k are rotated, against plain RoPE at `model_base`:
 // frequency scaling, a dynamic scale, a relative map, or another base. Masks (window, Lambda,
@@ -185,6 +188,10 @@ class Transformer {
   // to kc (the layer's key slots x (G, cap, D)) and vc ((G, cap, D)), positions < pos0 already
   // there, and updates x in place.
   void Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, float* vc, int64_t cap);
+  // Layer l's attention of the chunk: queries q_ (T, H*D) and new keys and values kv_tmp_
+  // ((T, G*D) each) -> att_ (T, H*D); rotates them as the layer's plan says and appends the keys
+  // and values to the layer's cache (kc, vc; see Layer).
+  void Attend(int l, int64_t T, int64_t pos0, float* kc, float* vc, int64_t cap);
   void ReserveScratch(int64_t T);
   int MaxKeySlots() const;
 
@@ -197,6 +204,7 @@ class Transformer {
   int64_t prefill_chunk_ = kDefaultPrefillChunk;
   // Scratch, reused across calls (sized for the largest chunk seen).
   AlignedVector<float> xb_, q_, att_, h1_, h3_, kv_tmp_;
+  std::vector<float> ones_;  // (C) the GAU's norms' gain of 1
 };
 
 }  // namespace stretch

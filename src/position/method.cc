@@ -1036,6 +1036,8 @@ RopeFrequencies ComputeFrequencies(const RopeMethod& rope, const RopeGeometry& g
   STRETCH_CHECK(geo.rotary_dim > 0 && geo.rotary_dim % 2 == 0, "rotary_dim={}", geo.rotary_dim);
   STRETCH_CHECK(geo.train_len > 0, "train_len={}", geo.train_len);
   STRETCH_CHECK(std::isfinite(s) && s >= 1.0, "s={}", s);
+  STRETCH_CHECK(std::isfinite(geo.interpolation) && geo.interpolation >= 1.0, "interpolation={}",
+                geo.interpolation);
   const int d = geo.rotary_dim;
   const size_t pairs = static_cast<size_t>(d / 2);
   const double base = rope.base != 0.0 ? rope.base : geo.base;
@@ -1135,6 +1137,13 @@ RopeFrequencies ComputeFrequencies(const RopeMethod& rope, const RopeGeometry& g
       break;
     }
   }
+  // The model's own position interpolation (PI, Chen et al. 2023, arXiv 2306.15595: position m
+  // rotated as m / F; HF _compute_linear_scaling_rope_parameters: inv_freq / factor), trained
+  // into it (`stretch train --position rope:pi=F`): it divides every theta, and the method above
+  // (pi, ntk, yarn, ...) applies on top of it, as to any model.
+  if (geo.interpolation != 1.0) {
+    for (double& t : f.thetas) t /= geo.interpolation;
+  }
   return f;
 }
 
@@ -1151,6 +1160,11 @@ void ValidateMethod(const Method& m, const RopeGeometry& geo, int64_t fed_len) {
   }
   if (!(std::isfinite(geo.base) && geo.base > 1.0)) {
     Fail("model: base={} is not above 1 (allowed: a RoPE base > 1)", geo.base);
+  }
+  if (!(std::isfinite(geo.interpolation) && geo.interpolation >= 1.0)) {
+    Fail("model: interpolation={} is not a finite number >= 1 (allowed: the factor F >= 1 its "
+         "positions are divided by, PI; 1: none)",
+         geo.interpolation);
   }
   if (fed_len < 1) Fail("call: length={} is not positive (allowed: >= 1 token)", fed_len);
 

@@ -136,6 +136,9 @@ struct RopeGeometry {
   int64_t train_len = 0;  // L
   int rotary_dim = 0;     // d (even)
   double base = 10000.0;  // the model's base
+  // The model's own position interpolation (trained with it, e.g. `stretch train --position
+  // rope:pi=F`): every theta_t is divided by it, under any method. 1: none.
+  double interpolation = 1.0;
 };
 
 // Everything a call needs from the rope part at one scale s (>= 1).
@@ -147,6 +150,7 @@ struct RopeFrequencies {
 // The scale a call uses when the spec gives none: max(1, fed / L).
 double CallScale(const RopeMethod& rope, const RopeGeometry& geo, int64_t fed_len);
 // Frequencies for scale s. For kDynamic methods the caller passes s_i = max(L, i + 1) / L.
+// Every theta is then divided by geo.interpolation (the model's own PI).
 RopeFrequencies ComputeFrequencies(const RopeMethod& rope, const RopeGeometry& geo, double s);
 
 // The method with every default filled in for a call of `fed_len` tokens (L' = fed_len):

@@ -222,7 +222,18 @@ RopeFrequencies AttentionPlan::FrequenciesAt(int64_t i) const {
   if (!dynamic) return freq;
   const double L = static_cast<double>(geo.train_len);
   const double s = std::max(L, static_cast<double>(i + 1)) / L;
-  return ComputeFrequencies(method.rope, geo, s);
+  RopeFrequencies f = ComputeFrequencies(method.rope, geo, s);
+  if (rotated_pairs >= 0) {
+    for (size_t u = static_cast<size_t>(rotated_pairs); u < f.thetas.size(); ++u) f.thetas[u] = 0.0;
+  }
+  return f;
+}
+
+void AttentionPlan::LeavePairsUnrotated(int rotated) {
+  STRETCH_CHECK(rotated >= 0 && static_cast<size_t>(rotated) <= freq.thetas.size(),
+                "rotated pairs {} of {}", rotated, freq.thetas.size());
+  rotated_pairs = rotated;
+  for (size_t u = static_cast<size_t>(rotated); u < freq.thetas.size(); ++u) freq.thetas[u] = 0.0;
 }
 
 double AttentionPlan::LogitScale(int64_t i) const {

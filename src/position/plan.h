@@ -125,6 +125,12 @@ struct AttentionPlan {
   double xpos_scale_base = 0.0;
   // log2(zeta_t) / gamma per rotary pair (empty when XPOS is off).
   std::vector<double> XposLog2Decay() const;
+  // p-RoPE (Barbero et al. 2024, arXiv 2410.06205): only the first `rotated_pairs` pairs (the
+  // fastest frequencies) rotate; the others keep theta 0 (cos 1, sin 0), in `freq` and in
+  // FrequenciesAt alike. -1: every pair rotates.
+  int rotated_pairs = -1;
+  // Sets rotated_pairs and zeroes freq.thetas from it on.
+  void LeavePairsUnrotated(int rotated);
 
   // Keys keep one rotation forever (static frequencies, identity map): the KV cache may hold
   // keys after RoPE and the kernel rotates nothing.

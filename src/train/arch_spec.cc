@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <optional>
 #include <fmt/format.h>
 
 #include "src/core/check.h"
@@ -61,9 +62,10 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
   const std::string_view name = spec.substr(0, colon);
   const std::string_view rest = colon == std::string_view::npos ? "" : spec.substr(colon + 1);
   constexpr std::string_view kAllowed =
-      "rope[:base=B,fraction=P], xpos[:base=B,gamma=G,fraction=P], nope, alibi, kerple-log, "
-      "kerple-power, sandwich[:dim=D,lambda=X], or RoPE with a relative map: rerope[:window=W], "
-      "leaky-rerope[:window=W,k=K], self-extend[:group=G,window=W], string, dca";
+      "rope[:base=B,fraction=P,pi=F|ntk=F], xpos[:base=B,gamma=G,fraction=P,pi=F|ntk=F], nope, "
+      "alibi, kerple-log, kerple-power, sandwich[:dim=D,lambda=X], or RoPE with a relative map: "
+      "rerope[:window=W], leaky-rerope[:window=W,k=K], self-extend[:group=G,window=W], string, "
+      "dca";
   // key=value pieces of `rest`, each handed to `set`, which returns false for an unknown key.
   auto each_key = [&](std::string_view allowed_keys, auto&& set) {
     std::string_view r = rest;
@@ -78,12 +80,39 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
       }
     }
   };
+  // Every field of the position scheme back to its default but the RoPE base, which a spec
+  // without base= keeps (a checkpoint's, for --init: the base its weights were trained with).
+  {
+    const TrainArch defaults;
+    arch.rope_fraction = defaults.rope_fraction;
+    arch.rope_ntk = defaults.rope_ntk;
+    arch.rope_ntk_base = defaults.rope_ntk_base;
+    arch.model.rope_interpolation = defaults.model.rope_interpolation;
+    arch.xpos_gamma = defaults.xpos_gamma;
+    arch.rope_map.clear();
+    arch.sandwich_dim = defaults.sandwich_dim;
+    arch.sandwich_lambda = defaults.sandwich_lambda;
+  }
   if (name == "rope" || name == "xpos") {
     arch.position = name == "rope" ? TrainPosition::kRope : TrainPosition::kXpos;
-    arch.rope_map.clear();
-    each_key(name == "rope" ? "base=B, fraction=P" : "base=B, gamma=G, fraction=P",
+    // pi=F, ntk=F: a factor F >= 1 (1: none); one of the two.
+    std::optional<double> pi, ntk;
+    auto factor = [&](std::string_view key, std::string_view value) {
+      const double f = PositiveNumber("--position", spec, value);
+      if (f < 1.0) {
+        Fail("--position {}: {}={} (allowed: a factor F >= 1; {})", spec, key, value,
+             key == "pi" ? "positions are divided by F" : "the base is scaled by F^(D/(D-2))");
+      }
+      return f;
+    };
+    each_key(name == "rope" ? "base=B, fraction=P, pi=F, ntk=F"
+                            : "base=B, gamma=G, fraction=P, pi=F, ntk=F",
              [&](std::string_view key, std::string_view value) {
-               if (key == "base") {
+               if (key == "pi") {
+                 pi = factor(key, value);
+               } else if (key == "ntk") {
+                 ntk = factor(key, value);
+               } else if (key == "base") {
                  arch.model.rope_base =
                      static_cast<float>(PositiveNumber("--position", spec, value));
                } else if (key == "fraction") {
@@ -100,6 +129,24 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
                }
                return true;
              });
+    if (pi && ntk) {
+      Fail("--position {}: pi and ntk together (allowed: one of them: pi=F divides positions by "
+           "F, ntk=F scales the base)",
+           spec);
+    }
+    // PI (Chen et al. 2023, arXiv 2306.15595): position m rotated as m / F, every theta / F.
+    if (pi) arch.model.rope_interpolation = static_cast<float>(*pi);
+    // NTK-aware (bloc97; HF _compute_ntk_parameters): base' = base F^(D/(D-2)), resolved here
+    // when the sizes are known (FinalizeArch).
+    if (ntk) {
+      arch.rope_ntk = *ntk;
+      arch.rope_ntk_base = arch.model.rope_base;
+      try {
+        FinalizeArch(arch);
+      } catch (const Error& e) {
+        Fail("--position {}: {}", spec, e.what());
+      }
+    }
     return;
   }
   // A relative map at training time: RoPE whose full-attention layers see the map's positions.
@@ -232,10 +279,17 @@ std::string PositionSpecOf(const TrainArch& arch) {
       if (!arch.rope_map.empty()) return arch.rope_map;
       [[fallthrough]];
     case TrainPosition::kXpos: {
+      // NTK: the base it scales (model.rope_base is the scaled one), so that the spec parses
+      // back to the same architecture.
+      const float base = arch.rope_ntk != 1.0 ? arch.rope_ntk_base : arch.model.rope_base;
       std::string out = fmt::format("{}:base={}", arch.position == TrainPosition::kRope ? "rope" : "xpos",
-                                    arch.model.rope_base);
+                                    base);
       if (arch.position == TrainPosition::kXpos) out += fmt::format(",gamma={}", arch.xpos_gamma);
       if (arch.rope_fraction != 1.0) out += fmt::format(",fraction={}", arch.rope_fraction);
+      if (arch.model.rope_interpolation != 1.0f) {
+        out += fmt::format(",pi={}", arch.model.rope_interpolation);
+      }
+      if (arch.rope_ntk != 1.0) out += fmt::format(",ntk={}", arch.rope_ntk);
       return out;
     }
     case TrainPosition::kSandwich:

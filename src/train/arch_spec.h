@@ -6,7 +6,14 @@
 //                  gau     post-norm single-head Gated Attention Unit (src/train/gau_layer.h),
 //                          key width S (default min(128, dim)); its expansion width e is
 //                          model.hidden_dim
-//   --position   rope[:base=B] | nope | alibi | kerple-log | kerple-power
+//   --position   rope[:base=B,fraction=P,pi=F|ntk=F] | xpos[:...,gamma=G] | nope | alibi |
+//                kerple-log | kerple-power | sandwich[:dim=D,lambda=X] | a relative map
+//                  pi=F    position interpolation (Chen et al. 2023): position m rotated as m / F
+//                          (model.rope_interpolation)
+//                  ntk=F   NTK-aware RoPE: base' = base F^(D/(D-2)), D = HeadDim()
+//                          (model.rope_base, the spec's base kept in rope_ntk_base)
+//                  F >= 1; one of the two. On xpos they change the rotation only (the decay
+//                  keeps the true distances).
 //   --attention  a comma list of
 //                  keynorm | querynorm | cosine      L2-normalized keys / queries / both
 //                  scale=X                           what multiplies q.k (default 1/sqrt(head dim))
@@ -33,7 +40,10 @@ namespace stretch {
 
 // Sets arch.block (and gau_key_dim; model.dim must be set for its default) from a --block spec.
 void ApplyBlockSpec(std::string_view spec, TrainArch& arch);
-// Sets arch.position (and model.rope_base) from a --position spec.
+// Sets arch.position and its fields (model.rope_base, rope_interpolation, ...) from a
+// --position spec. Every field of the scheme the spec does not give goes back to its default,
+// except the RoPE base, which a spec without base= keeps. ntk=F needs the sizes (model.dim and
+// n_heads, or the GAU key width) set first: it resolves model.rope_base (FinalizeArch).
 void ApplyPositionSpec(std::string_view spec, TrainArch& arch);
 // Sets arch.logits and arch.layers (model.n_layers must be set) from an --attention spec.
 void ApplyAttentionSpec(std::string_view spec, TrainArch& arch);

@@ -81,6 +81,11 @@ json ArchToJson(const TrainArch& a) {
   // Fields that came with the later variants are written only when they are not the default,
   // so that configs of earlier runs compare equal (resume checks the architecture by its JSON).
   if (a.rope_fraction != 1.0) j["rope_fraction"] = a.rope_fraction;
+  if (m.rope_interpolation != 1.0f) j["rope_interpolation"] = m.rope_interpolation;
+  if (a.rope_ntk != 1.0) {  // rope_base above is the resolved one; these say where it came from
+    j["rope_ntk"] = a.rope_ntk;
+    j["rope_ntk_base"] = a.rope_ntk_base;
+  }
   if (!a.rope_map.empty()) j["rope_map"] = a.rope_map;
   if (a.position == TrainPosition::kXpos) j["xpos_gamma"] = a.xpos_gamma;
   if (a.position == TrainPosition::kSandwich) {
@@ -133,6 +138,13 @@ TrainArch ArchFromJson(const json& j, const std::string& what) {
          what, pos);
   }
   if (j.contains("rope_fraction")) a.rope_fraction = Get<double>(j, "rope_fraction", what);
+  if (j.contains("rope_interpolation")) {
+    m.rope_interpolation = Get<float>(j, "rope_interpolation", what);
+  }
+  if (j.contains("rope_ntk")) {  // ValidateArch checks rope_base against these
+    a.rope_ntk = Get<double>(j, "rope_ntk", what);
+    a.rope_ntk_base = Get<float>(j, "rope_ntk_base", what);
+  }
   if (j.contains("rope_map")) a.rope_map = Get<std::string>(j, "rope_map", what);
   if (j.contains("xpos_gamma")) a.xpos_gamma = Get<double>(j, "xpos_gamma", what);
   if (j.contains("sandwich_dim")) a.sandwich_dim = Get<int>(j, "sandwich_dim", what);
@@ -243,6 +255,41 @@ CheckpointInfo ReadCheckpointInfo(const SafetensorsFile& f) {
   info.options = TrainerOptionsFromJson(parse("stretch.train"), path + " stretch.train");
   info.step = static_cast<int64_t>(f.Read<uint64_t>(kStepTensor, {})[0]);
   return info;
+}
+
+std::optional<TrainingTokenizer> ReadCheckpointTokenizer(const SafetensorsFile& f,
+                                                         int vocab_size) {
+  const std::string& path = f.path();
+  const std::optional<std::string> meta = f.FindMetadata("stretch.tokenizer");
+  if (!meta) return std::nullopt;
+  json t;
+  try {
+    t = json::parse(*meta);
+  } catch (const json::exception& e) {
+    Fail("{}: metadata stretch.tokenizer is not JSON ({})", path, e.what());
+  }
+  const std::string kind = Get<std::string>(t, "kind", path + " stretch.tokenizer");
+  std::string model;
+  if (f.Find(std::string(kTokenizerTensor)) != nullptr) {
+    const std::vector<uint8_t> bytes = f.Read<uint8_t>(std::string(kTokenizerTensor));
+    model.assign(bytes.begin(), bytes.end());
+  }
+  std::optional<TrainingTokenizer> tok;
+  try {
+    tok = TrainingTokenizer::Load(kind, model);
+  } catch (const Error& e) {
+    Fail("{}: stretch.tokenizer (with tensor {}): {}", path, kTokenizerTensor, e.what());
+  }
+  if (t.contains("vocab_size") && t.at("vocab_size") != tok->vocab_size()) {
+    Fail("{}: stretch.tokenizer vocab_size = {}, but its {} model has {} tokens (expected the "
+         "same)",
+         path, t.at("vocab_size").dump(), kind, tok->vocab_size());
+  }
+  if (tok->vocab_size() != vocab_size) {
+    Fail("{}: the tokenizer ({}) has {} tokens, the model's vocab_size is {} (expected the same)",
+         path, kind, tok->vocab_size(), vocab_size);
+  }
+  return tok;
 }
 
 void LoadParamsInto(Trainer& trainer, const SafetensorsFile& f) {

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "src/io/safetensors.h"
+#include "src/train/data.h"
 #include "src/train/trainer.h"
 
 namespace stretch {
@@ -50,6 +51,13 @@ CheckpointInfo ReadCheckpointInfo(const SafetensorsFile& file);
 // Restores parameters, optimizer state and the batch stream's RNG into a trainer built with the
 // file's architecture; throws stretch::Error when the architecture differs or a tensor is missing.
 void LoadCheckpointInto(Trainer& trainer, const SafetensorsFile& file);
+
+// The tokenizer the checkpoint carries (metadata stretch.tokenizer and, for SentencePiece, the
+// tensor tokenizer.model), checked against the model's vocabulary size; nullopt when the file has
+// none. Throws stretch::Error naming the file for a tokenizer that does not load or does not fit.
+// (--init tokenizes its new data with it: a vocabulary trained anew would map ids wrongly.)
+std::optional<TrainingTokenizer> ReadCheckpointTokenizer(const SafetensorsFile& file,
+                                                         int vocab_size);
 
 // Parameters only (fine-tuning from a checkpoint with another position scheme, --init): every
 // tensor of `trainer` must exist in the file with the same shape; KERPLE parameters that the file

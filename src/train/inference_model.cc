@@ -26,6 +26,7 @@ LayerPosition LayerPositionOf(const TrainArch& arch, const LayerLayout& layer) {
   if (!layer.position) return LayerPosition::kNone;  // the trainer's UsesRope and LayerPlan
   switch (arch.position) {
     case TrainPosition::kRope:
+    case TrainPosition::kXpos:  // RoPE with AttentionLayout::xpos_scale_base
       return LayerPosition::kRope;
     case TrainPosition::kNope:
       return LayerPosition::kNone;
@@ -36,8 +37,7 @@ LayerPosition LayerPositionOf(const TrainArch& arch, const LayerLayout& layer) {
     case TrainPosition::kKerplePower:
       return LayerPosition::kKerplePower;
     case TrainPosition::kSandwich:
-    case TrainPosition::kXpos:
-      break;  // refused by InferenceConfig
+      return LayerPosition::kSandwich;
   }
   return LayerPosition::kNone;
 }
@@ -48,19 +48,6 @@ json ParseMetadataJson(const SafetensorsFile& f, const char* key) {
   } catch (const json::exception& e) {
     Fail("{}: metadata {} is not JSON ({})", f.path(), key, e.what());
   }
-}
-
-// The block a JSON object names under "block" ("llama" when it names none); anything else is
-// refused before the rest of the architecture is read, so a GAU checkpoint is never half-read
-// as a LLaMA one.
-void RequireLlamaBlock(const json& j, const std::string& path, const char* where) {
-  if (!j.is_object() || !j.contains("block")) return;
-  const json& b = j.at("block");
-  if (b.is_string() && b.get<std::string>() == "llama") return;
-  Fail(
-      "{}: {} block = {}: only the LLaMA block is supported at inference (the GAU block is not "
-      "yet supported at inference; expected \"llama\")",
-      path, where, b.dump());
 }
 
 // Training state and tokenizer tensors a checkpoint may hold besides the parameters.
@@ -86,11 +73,6 @@ CheckpointHeader ReadHeaderOf(const SafetensorsFile& f) {
     Fail("{}: checkpoint version \"{}\" (this stretch reads version {})", path,
          version.value_or(""), kCheckpointVersion);
   }
-  RequireLlamaBlock(ParseMetadataJson(f, "stretch.config"), path, "stretch.config");
-  if (f.FindMetadata("stretch.cli")) {
-    RequireLlamaBlock(ParseMetadataJson(f, "stretch.cli"), path,
-                      "stretch.cli (the training command)");
-  }
   const CheckpointInfo info = ReadCheckpointInfo(f);
   CheckpointHeader h;
   h.path = path;
@@ -108,53 +90,12 @@ CheckpointHeader ReadHeaderOf(const SafetensorsFile& f) {
   return h;
 }
 
-std::optional<TrainingTokenizer> LoadTokenizerOf(const SafetensorsFile& f, const ModelConfig& c) {
-  const std::string& path = f.path();
-  if (!f.FindMetadata("stretch.tokenizer")) return std::nullopt;
-  const json t = ParseMetadataJson(f, "stretch.tokenizer");
-  const std::string kind = t.value("kind", "");
-  std::string model;
-  if (const SafetensorsTensor* tensor = f.Find("tokenizer.model")) {
-    const std::vector<uint8_t> bytes = f.Read<uint8_t>(tensor->name);
-    model.assign(bytes.begin(), bytes.end());
-  }
-  std::optional<TrainingTokenizer> tok;
-  try {
-    tok = TrainingTokenizer::Load(kind, model);
-  } catch (const Error& e) {
-    Fail("{}: stretch.tokenizer (with tensor tokenizer.model): {}", path, e.what());
-  }
-  if (t.contains("vocab_size") && t.at("vocab_size") != tok->vocab_size()) {
-    Fail(
-        "{}: stretch.tokenizer vocab_size = {}, but its {} model has {} tokens (expected the same)",
-        path, t.at("vocab_size").dump(), kind, tok->vocab_size());
-  }
-  if (tok->vocab_size() != c.vocab_size) {
-    Fail("{}: the tokenizer ({}) has {} tokens, the model's vocab_size is {} (expected the same)",
-         path, kind, tok->vocab_size(), c.vocab_size);
-  }
-  return tok;
-}
-
 }  // namespace
 
 ModelConfig InferenceConfig(const TrainArch& arch) {
-  // Variants the trainer has and the inference model does not run yet: refused, never misread.
   // (A training-time relative map needs nothing here: the model is scored with whatever
   // --method is given, the trained map included; a trained log-n is 1 below L, and +logn on the
   // method applies it beyond.)
-  std::string missing;
-  if (arch.position == TrainPosition::kSandwich) missing = "Sandwich position bias";
-  if (arch.position == TrainPosition::kXpos) missing = "XPOS";
-  if (arch.rope_fraction != 1.0) missing = "p-RoPE (rope fraction)";
-  if (arch.logits.ssmax) missing = "SSMax";
-  if (arch.logits.position_lambda) missing = "cosine attention's per-position lambda";
-  if (!missing.empty()) {
-    Fail("model trained with {}: not yet supported at inference (scoring, generation and "
-         "inspection run RoPE, NoPE, ALiBi and KERPLE models with QueryNorm/KeyNorm/cosine "
-         "logits)",
-         missing);
-  }
   ModelConfig c = arch.model;
   c.attention = AttentionLayout{};
   for (const LayerLayout& l : arch.layers) {
@@ -163,6 +104,19 @@ ModelConfig InferenceConfig(const TrainArch& arch) {
   c.attention.query_norm = arch.logits.query_norm;
   c.attention.key_norm = arch.logits.key_norm;
   c.attention.logit_scale = arch.Scale();
+  c.attention.rope_fraction = arch.rope_fraction;
+  if (arch.position == TrainPosition::kXpos) c.attention.xpos_scale_base = arch.xpos_gamma;
+  if (arch.position == TrainPosition::kSandwich) {
+    c.attention.sandwich_dim = arch.sandwich_dim;
+    c.attention.sandwich_lambda = arch.sandwich_lambda;
+  }
+  c.attention.position_log_scale = arch.logits.position_lambda;
+  c.attention.ssmax = arch.logits.ssmax;
+  if (arch.Gau()) {  // R = E / S kernel heads of width S (config.h's ModelBlock::kGau)
+    c.block = ModelBlock::kGau;
+    c.key_dim = arch.gau_key_dim;
+    c.n_heads = c.n_kv_heads = arch.KernelHeads();
+  }
   return c;
 }
 
@@ -191,6 +145,17 @@ Model InferenceModel(const TrainArch& arch, const TrainParams<float>& p, std::st
     if (pos == LayerPosition::kKerpleLog || pos == LayerPosition::kKerplePower) {
       L.bias_a = t.bias_a;
       L.bias_b = t.bias_b;
+    }
+    L.ssmax = t.ssmax;
+    if (arch.Gau()) {
+      L.wo = t.gau.wo;
+      L.gau_u = t.gau.wu;
+      L.gau_v = t.gau.wv;
+      L.gau_z = t.gau.wz;
+      L.gamma_q = t.gau.gamma_q;
+      L.beta_q = t.gau.beta_q;
+      L.gamma_k = t.gau.gamma_k;
+      L.beta_k = t.gau.beta_k;
     }
   }
   w.final_norm = p.final_norm;
@@ -265,9 +230,12 @@ CheckpointModel LoadCheckpointModel(const std::string& path) {
   // The sizes come from the file: bound what they ask for by the bytes the file holds before
   // allocating (the safetensors header is already checked against the file's size).
   const ModelConfig& m = arch.model;
-  const double C = m.dim, F = m.hidden_dim, V = m.vocab_size, KV = m.kv_dim();
-  const double floats = V * C * (m.shared_classifier ? 1 : 2) + C +
-                        m.n_layers * (2 * C + 2 * C * C + 2 * KV * C + 3 * F * C + 2 * m.n_heads);
+  const double C = m.dim, F = m.hidden_dim, V = m.vocab_size, KV = m.kv_dim(),
+               S = arch.gau_key_dim;
+  const double per_layer = arch.Gau() ? 3 * F * C + S * C + 4 * S
+                                      : 2 * C + 2 * C * C + 2 * KV * C + 3 * F * C;
+  const double floats =
+      V * C * (m.shared_classifier ? 1 : 2) + C + m.n_layers * (per_layer + 2 * m.n_heads);
   if (floats * sizeof(float) > static_cast<double>(f.file_bytes())) {
     Fail(
         "{}: stretch.config describes about {:.0f} parameters ({:.0f} bytes as float32), but the "
@@ -282,13 +250,15 @@ CheckpointModel LoadCheckpointModel(const std::string& path) {
   for (const SafetensorsTensor& t : f.tensors()) {
     if (names.count(t.name) == 0 && !IsTrainingStateTensor(t.name)) {
       Fail(
-          "{}: tensor '{}' is not a parameter of the architecture in stretch.config (position "
-          "{}, {} layers; expected token_embedding, layers.N.{{attn_norm, wq, wk, wv, wo, "
-          "ffn_norm, w1, w2, w3{}}}, final_norm{}, and training state optim.*, rng.*, train.*, "
-          "tokenizer.model): a checkpoint of another block or model is not yet supported at "
-          "inference",
-          path, t.name, PositionSpecOf(arch), arch.model.n_layers,
+          "{}: tensor '{}' is not a parameter of the architecture in stretch.config ({} "
+          "block, position {}, {} layers; expected token_embedding, layers.N.{{{}{}{}}}, "
+          "final_norm{}, and training state optim.*, rng.*, train.*, tokenizer.model): a "
+          "checkpoint of another block or model is not supported at inference",
+          path, t.name, BlockSpecOf(arch), PositionSpecOf(arch), arch.model.n_layers,
+          arch.Gau() ? "gau_u, gau_v, gau_z, gau_o, gamma_q, beta_q, gamma_k, beta_k"
+                     : "attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3",
           params.layers.empty() || params.layers[0].bias_a.empty() ? "" : ", bias_a, bias_b",
+          arch.logits.ssmax ? ", ssmax" : "",
           arch.model.shared_classifier ? "" : ", classifier");
     }
   }
@@ -297,7 +267,7 @@ CheckpointModel LoadCheckpointModel(const std::string& path) {
   });
   out.model = InferenceModel(
       arch, params, fmt::format("{} (stretch checkpoint, step {})", path, out.header.step));
-  out.tokenizer = LoadTokenizerOf(f, out.model.config);
+  out.tokenizer = ReadCheckpointTokenizer(f, out.model.config.vocab_size);
   return out;
 }
 

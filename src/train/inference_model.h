@@ -4,15 +4,15 @@
 // tokenizer, for `stretch score`, `generate` and `inspect`.
 //
 // The conversion is exact: every parameter is copied as it is (float), and the attention layout
-// (per-layer RoPE / NoPE / ALiBi / KERPLE and window, QueryNorm / KeyNorm, the logit scale of
-// TrainArch::Scale()) becomes ModelConfig::attention, so that the Transformer runs the function
+// (per-layer RoPE / XPOS / NoPE / ALiBi / KERPLE / Sandwich and window, p-RoPE's fraction,
+// QueryNorm / KeyNorm, the logit scale of TrainArch::Scale(), the per-position lambda, SSMax's
+// learned s_h) becomes ModelConfig::attention, and a GAU model's block and sizes become
+// ModelConfig::block, key_dim and R = E / S heads (src/model/config.h), so that the Transformer runs the function
 // TrainTransformer<float, KernelAttention>::Forward computes (tests/train/inference_model_test.cc).
 //
 // What is refused, with the file, the field, what was found and what was expected:
 //   - a file that is not safetensors, or safetensors without stretch.format = "stretch-checkpoint",
 //     or of another checkpoint version;
-//   - a block other than the LLaMA block ("block" in stretch.config, or in the stored command
-//     line stretch.cli): the GAU block is not yet supported at inference;
 //   - a tensor that is neither a parameter of the architecture nor training state (optim.*,
 //     rng.*, train.*) nor the tokenizer (tokenizer.model): a checkpoint of a model this code does
 //     not know is never read as one it knows;

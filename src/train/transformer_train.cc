@@ -1,5 +1,6 @@
 #include "src/train/transformer_train.h"
 
+#include <cmath>
 #include <memory>
 
 #include "src/core/error.h"
@@ -51,6 +52,44 @@ void ValidateArch(const TrainArch& arch) {
   if (!(arch.rope_fraction > 0.0 && arch.rope_fraction <= 1.0)) {
     bad_value("rope fraction (p-RoPE)", arch.rope_fraction, "0 < p <= 1");
   }
+  // RoPE's position interpolation (PI) and NTK-aware factor: finite, >= 1, one at a time, on
+  // RoPE (or XPOS's rotation) without a training-time map (a map's spec has no key for them).
+  const double pi = arch.model.rope_interpolation;
+  if (!(std::isfinite(pi) && pi >= 1.0)) {
+    bad_value("rope interpolation (pi)", pi, "a finite factor >= 1; 1: none");
+  }
+  if (!(std::isfinite(arch.rope_ntk) && arch.rope_ntk >= 1.0)) {
+    bad_value("rope ntk factor", arch.rope_ntk, "a finite factor >= 1; 1: none");
+  }
+  if (pi != 1.0 || arch.rope_ntk != 1.0) {
+    const std::string what = pi != 1.0 ? fmt::format("pi={}", pi)
+                                       : fmt::format("ntk={}", arch.rope_ntk);
+    if (pi != 1.0 && arch.rope_ntk != 1.0) {
+      throw Error(fmt::format("model: pi={} and ntk={} together (allowed: one of them)", pi,
+                              arch.rope_ntk));
+    }
+    if (arch.position != TrainPosition::kRope && arch.position != TrainPosition::kXpos) {
+      throw Error(fmt::format("model: {} on a model without RoPE (allowed: rope, xpos)", what));
+    }
+    if (!arch.rope_map.empty()) {
+      throw Error(fmt::format("model: {} with the training-time map \"{}\" (allowed: plain "
+                              "RoPE or XPOS)",
+                              what, arch.rope_map));
+    }
+  }
+  if (arch.rope_ntk != 1.0) {
+    if (!(std::isfinite(arch.rope_ntk_base) && arch.rope_ntk_base > 1.0f)) {
+      bad_value("rope ntk base", arch.rope_ntk_base, "the RoPE base ntk scales, > 1");
+    }
+    const float want = NtkRopeBase(arch.rope_ntk_base, arch.rope_ntk, arch.HeadDim());
+    if (arch.model.rope_base != want) {
+      throw Error(fmt::format("model: rope_base={} with ntk={} from base {} (expected the NTK "
+                              "base {} * {}^({} / {}) = {})",
+                              arch.model.rope_base, arch.rope_ntk, arch.rope_ntk_base,
+                              arch.rope_ntk_base, arch.rope_ntk, arch.HeadDim(),
+                              arch.HeadDim() - 2, want));
+    }
+  }
   if (arch.position == TrainPosition::kXpos && !(arch.xpos_gamma > 0.0)) {
     bad_value("xpos gamma", arch.xpos_gamma, "> 0");
   }
@@ -76,6 +115,27 @@ void ValidateArch(const TrainArch& arch) {
     throw Error("model: XPOS and SSMax are not yet implemented for the GAU block (allowed with "
                 "--block gau: rope, nope, alibi, kerple-log, kerple-power, sandwich; keynorm, "
                 "querynorm, cosine, logn)");
+  }
+}
+
+float NtkRopeBase(double base, double factor, int rotary_dim) {
+  // NTK-aware scaled RoPE (bloc97 2023; HF _compute_ntk_parameters): base * factor^(d / (d - 2)),
+  // so that the slowest pair's wavelength grows by `factor` while the fastest keeps its own.
+  if (rotary_dim < 4) {
+    Fail("ntk={}: the rotary dim is {} (allowed: NTK needs a rotary dim >= 4, its exponent is "
+         "d / (d - 2))",
+         factor, rotary_dim);
+  }
+  const double d = rotary_dim;
+  return static_cast<float>(base * std::pow(factor, d / (d - 2.0)));
+}
+
+void FinalizeArch(TrainArch& arch) {
+  if (arch.rope_ntk != 1.0) {
+    STRETCH_CHECK(arch.Gau() ? arch.gau_key_dim > 0 : arch.model.dim > 0 && arch.model.n_heads > 0,
+                  "ntk={}: the sizes (dim, heads or the GAU key width) must be set first",
+                  arch.rope_ntk);
+    arch.model.rope_base = NtkRopeBase(arch.rope_ntk_base, arch.rope_ntk, arch.HeadDim());
   }
 }
 

@@ -98,6 +98,12 @@ struct TrainArch {
   // p-RoPE (Barbero et al. 2024, arXiv 2410.06205): the fraction of RoPE's frequency pairs that
   // rotate; the lowest frequencies (the last pairs) are left unrotated. 1: plain RoPE.
   double rope_fraction = 1.0;
+  // NTK-aware RoPE (`--position rope:ntk=F`; bloc97 2023, HF _compute_ntk_parameters): exactly a
+  // new base, model.rope_base = rope_ntk_base * F^(D / (D - 2)) with D = HeadDim(), set by
+  // FinalizeArch once the sizes are known. 1: none (rope_ntk_base then unused). Position
+  // interpolation (`rope:pi=F`) is model.rope_interpolation, which inference reads too.
+  double rope_ntk = 1.0;
+  float rope_ntk_base = 0.0f;  // the base F scales (the spec's base=, or the one before)
   double xpos_gamma = 512.0;    // kXpos: the scale base gamma (torchscale's default 512)
   // A relative position map at training time (kRope, full-attention layers): a method spec of
   // src/position/method.h with a map, e.g. "rerope:window=64", "leaky-rerope:window=64,k=4",
@@ -264,6 +270,14 @@ inline std::vector<int64_t> ParamShape(const TrainArch& arch, const std::string&
 // Checks the architecture (sizes, layer list, windows); throws stretch::Error naming the field.
 void ValidateArch(const TrainArch& arch);
 
+// Fills what depends on the sizes: NTK's base (model.rope_base from rope_ntk_base and rope_ntk
+// at D = HeadDim()). Idempotent; call it after the specs and before ValidateArch. Throws
+// stretch::Error when NTK cannot apply (D < 4: the exponent D / (D - 2)).
+void FinalizeArch(TrainArch& arch);
+// NTK-aware base: base * F^(D / (D - 2)) (HF _compute_ntk_parameters), rounded to float as
+// ModelConfig::rope_base holds it.
+float NtkRopeBase(double base, double factor, int rotary_dim);
+
 // p-RoPE: how many of the HeadDim() / 2 frequency pairs rotate (the first ones, highest
 // frequencies): round(rope_fraction * pairs).
 inline int RotatedPairs(const TrainArch& arch) {
@@ -286,12 +300,11 @@ AttentionPlan LayerPlan(const TrainArch& arch, const TrainLayer<Real>& layer, in
                 : mapped ? arch.rope_map : std::string("direct")) +
       (arch.logits.logn ? "+logn" : "");
   AttentionPlan plan = MakeAttentionPlan(
-      ParseMethod(spec), RopeGeometry{m.seq_len, arch.HeadDim(), m.rope_base}, T);
+      ParseMethod(spec),
+      RopeGeometry{m.seq_len, arch.HeadDim(), m.rope_base, m.rope_interpolation}, T);
   // p-RoPE on a mapped layer: the pairs past RotatedPairs() do not rotate (the kernel rotates
   // with these thetas).
-  for (size_t u = static_cast<size_t>(RotatedPairs(arch)); u < plan.freq.thetas.size(); ++u) {
-    plan.freq.thetas[u] = 0.0;
-  }
+  plan.LeavePairsUnrotated(RotatedPairs(arch));
   plan.position_log_scale = arch.logits.position_lambda;
   if (!lay.position) return plan;
   const int heads = arch.AttentionHeads(), copies = arch.KernelHeads() / heads;
@@ -639,13 +652,15 @@ class TrainTransformer {
                   "(--position rope, --block llama)");
     }
     const int D = arch_.HeadDim(), pairs = D / 2, rotated = RotatedPairs(arch_);
+    const double interpolation = static_cast<double>(arch_.model.rope_interpolation);  // PI
     acts.rope_cos.resize(static_cast<size_t>(B * T * pairs));
     acts.rope_sin.resize(acts.rope_cos.size());
     for (int64_t r = 0; r < B * T; ++r) {
       const double pos = static_cast<double>(positions_[static_cast<size_t>(r)]);
       for (int u = 0; u < pairs; ++u) {
-        const double theta =
-            u < rotated ? std::pow(static_cast<double>(arch_.model.rope_base), -2.0 * u / D) : 0.0;
+        const double theta = u < rotated ? std::pow(static_cast<double>(arch_.model.rope_base),
+                                                    -2.0 * u / D) / interpolation
+                                         : 0.0;
         acts.rope_cos[static_cast<size_t>(r * pairs + u)] = static_cast<Real>(std::cos(pos * theta));
         acts.rope_sin[static_cast<size_t>(r * pairs + u)] = static_cast<Real>(std::sin(pos * theta));
       }
@@ -673,12 +688,15 @@ class TrainTransformer {
       rope_.T = T;
       rope_.cos.resize(static_cast<size_t>(T * pairs));
       rope_.sin.resize(rope_.cos.size());
-      // p-RoPE: pairs from RotatedPairs() on have theta 0 (cos 1, sin 0: not rotated).
+      // p-RoPE: pairs from RotatedPairs() on have theta 0 (cos 1, sin 0: not rotated). PI:
+      // position t rotated as t / F (every theta divided by F; Chen et al. 2023).
       const int rotated = RotatedPairs(arch_);
+      const double interpolation = static_cast<double>(m.rope_interpolation);
       for (int64_t t = 0; t < T; ++t) {
         for (int u = 0; u < pairs; ++u) {
           const double theta =
-              u < rotated ? std::pow(static_cast<double>(m.rope_base), -2.0 * u / D) : 0.0;
+              u < rotated ? std::pow(static_cast<double>(m.rope_base), -2.0 * u / D) / interpolation
+                          : 0.0;
           rope_.cos[static_cast<size_t>(t * pairs + u)] = static_cast<Real>(std::cos(t * theta));
           rope_.sin[static_cast<size_t>(t * pairs + u)] = static_cast<Real>(std::sin(t * theta));
         }

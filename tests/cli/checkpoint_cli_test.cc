@@ -247,7 +247,7 @@ TEST_F(CheckpointCli, BadUseAndBadFilesAreRefusedWithTheReason) {
   r = RunCli("inspect --model " + Q(bad / "foreign.bin"));
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_TRUE(Has(r.out, "not a stretch checkpoint")) << r.out;
-  // A GAU checkpoint (the architecture's "block"): refused, not misread.
+  // A LLaMA model's sizes under a GAU architecture ("block"): refused, not misread.
   {
     const SafetensorsFile f(ckpt.string());
     std::vector<std::vector<std::byte>> data;
@@ -268,12 +268,12 @@ TEST_F(CheckpointCli, BadUseAndBadFilesAreRefusedWithTheReason) {
   r = RunCli("score --threads 1 --model " + Q(bad / "step-00000099.safetensors") + " --data " +
              Q(Corpus()));
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_TRUE(Has(r.out, "not yet supported at inference")) << r.out;
-  // In a run's directory, the newest complete checkpoint is taken; the GAU one there is a
-  // complete checkpoint of another block, so it is picked and refused (never silently skipped).
+  EXPECT_TRUE(Has(r.out, "the GAU block has a single head")) << r.out;
+  // In a run's directory, the newest complete checkpoint is taken; the mismatched one there is
+  // a complete checkpoint, so it is picked and refused (never silently skipped).
   r = RunCli("generate --threads 1 --model " + Q(bad) + " -n 5");
   EXPECT_EQ(r.exit_code, 1) << r.out;
-  EXPECT_TRUE(Has(r.out, "not yet supported at inference")) << r.out;
+  EXPECT_TRUE(Has(r.out, "the GAU block has a single head")) << r.out;
   // A directory with no checkpoint.
   fs::create_directories(bad / "empty");
   r = RunCli("score --threads 1 --model " + Q(bad / "empty") + " --data " + Q(Corpus()));

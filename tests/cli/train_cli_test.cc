@@ -1,5 +1,6 @@
 // `stretch train` as a user runs it: a tiny run on a generated corpus; a run killed with SIGKILL
-// and resumed ends with the very weights of an uninterrupted run; bad input is refused.
+// and resumed ends with the very weights of an uninterrupted run; bad input is refused; a run
+// fine-tuned from a checkpoint (--init) with PI or NTK at a longer length.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -7,15 +8,22 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "src/core/rng.h"
 #include "src/io/safetensors.h"
+#include "src/model/transformer.h"
+#include "src/train/inference_model.h"
 #include "tests/cli/cli_run.h"
 
 namespace stretch {
@@ -175,6 +183,171 @@ TEST(TrainCli, GauBlockRunCompletes) {
   };
   ASSERT_FALSE(first.empty());
   EXPECT_LT(loss_of(last), loss_of(first)) << first << "\n" << last;
+
+  // The run's directory alone serves score, generate and inspect, with a method on top.
+  const std::string model = " --threads 1 --model '" + out.string() + "'";
+  auto scored = RunCli("score" + model + " --data '" + corpus.string() + "' --ctx 64 --no-progress");
+  ASSERT_EQ(scored.exit_code, 0) << scored.out;
+  auto mapped = RunCli("score" + model + " --data '" + corpus.string() +
+                       "' --ctx 64 --method rerope:window=16 --no-progress");
+  ASSERT_EQ(mapped.exit_code, 0) << mapped.out;
+  const auto gen = RunCli("generate" + model + " -n 8 --prompt 'the '");
+  ASSERT_EQ(gen.exit_code, 0) << gen.out;
+  const auto info = RunCli("inspect --model '" + out.string() + "'");
+  ASSERT_EQ(info.exit_code, 0) << info.out;
+  EXPECT_TRUE(Has(info.out, "GAU (single-head Gated Attention Unit")) << info.out;
+  EXPECT_TRUE(Has(info.out, "2 copies of the head (E / S)")) << info.out;
+}
+
+// Copies a checkpoint with its stretch.config changed by `edit` (every tensor and the other
+// metadata as they are).
+void CopyWithConfig(const fs::path& from, const fs::path& to,
+                    const std::function<void(nlohmann::json&)>& edit) {
+  const SafetensorsFile f(from.string());
+  SafetensorsWriter w;
+  for (const SafetensorsTensor& t : f.tensors()) {
+    switch (t.dtype) {
+      case SafetensorsDtype::kF32:
+        w.AddOwned<float>(t.name, t.shape, f.Read<float>(t.name));
+        break;
+      case SafetensorsDtype::kU64:
+        w.AddOwned<uint64_t>(t.name, t.shape, f.Read<uint64_t>(t.name));
+        break;
+      case SafetensorsDtype::kU8:
+        w.AddOwned<uint8_t>(t.name, t.shape, f.Read<uint8_t>(t.name));
+        break;
+      default: FAIL() << "unexpected dtype of " << t.name;
+    }
+  }
+  for (const auto& [k, v] : f.metadata()) w.SetMetadata(k, v);
+  nlohmann::json config = nlohmann::json::parse(f.GetMetadata("stretch.config"));
+  edit(config);
+  w.SetMetadata("stretch.config", config.dump());
+  fs::create_directories(to.parent_path());
+  w.Write(to.string());
+}
+
+// The mean loss `stretch score --json-out` reports for one method and one length.
+double ScoredLoss(const fs::path& model, const fs::path& data, const fs::path& json_out) {
+  const auto r = RunCli("score --model '" + model.string() + "' --data '" + data.string() +
+                        "' --ctx 64 --json-out '" + json_out.string() + "'");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream in(json_out);
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  const nlohmann::json* cell = nullptr;
+  if (j.is_object() && j.contains("cells") && j.at("cells").is_array() && !j.at("cells").empty()) {
+    cell = &j.at("cells").at(0);
+  }
+  EXPECT_TRUE(cell != nullptr && cell->contains("loss")) << j.dump(1);
+  return cell != nullptr && cell->contains("loss") ? cell->at("loss").get<double>() : 0.0;
+}
+
+// --init: a run at seq-len 32 with a SentencePiece tokenizer, fine-tuned from its checkpoint
+// with position interpolation at twice the length. The architecture and the tokenizer come from
+// the checkpoint and the banner says so; the new checkpoint stores the interpolation and the same
+// tokenizer; `stretch score` and `inspect` run it with the interpolation (the loss changes
+// without it); a resumed fine-tuning run is bit for bit the uninterrupted one, even with the
+// --init file gone; NTK resolves its base; flags that contradict the checkpoint are refused.
+TEST(TrainCli, InitFineTunesFromACheckpointWithPiAtALongerLength) {
+  const fs::path corpus = WriteCorpus();
+  const fs::path base = TempDir("init_base"), pi = TempDir("init_pi"), ntk = TempDir("init_ntk");
+  const std::string run_opts = " --batch 2 --eval-every 0 --valid-fraction 0.25 --threads 1";
+  auto r = RunCli("train --data '" + corpus.string() + "' --out '" + base.string() +
+                  "' --tokenizer bpe --vocab-size 300 --seq-len 32 --steps 4 --save-every 4 "
+                  "--dim 32 --layers 2 --heads 2" + run_opts);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const fs::path ck = base / "step-00000004.safetensors";
+  ASSERT_TRUE(fs::exists(ck));
+
+  // Only the new length and position: sizes, block, attention and tokenizer from the checkpoint
+  // (given as the run's directory: its newest checkpoint).
+  const std::string init = "train --data '" + corpus.string() + "' --init '" + base.string() + "'";
+  r = RunCli(init + " --out '" + pi.string() + "' --position rope:pi=2 --seq-len 64 --steps 4 "
+             "--save-every 2" + run_opts);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "(the checkpoint's bpe tokenizer, vocabulary 300;")) << r.out;
+  EXPECT_TRUE(Has(r.out, "train: --init " + ck.string() + ": from the checkpoint: bpe tokenizer, "
+                         "vocabulary 300; block llama, dim 32, 2 layers, 2 heads (2 kv)")) << r.out;
+  EXPECT_TRUE(Has(r.out, "changed: seq_len 32 -> 64, position rope:base=10000 -> "
+                         "rope:base=10000,pi=2\n")) << r.out;
+  EXPECT_TRUE(Has(r.out, "dim 32, 2 layers, 2 heads; position rope:base=10000,pi=2;")) << r.out;
+  EXPECT_TRUE(Has(r.out, "parameters initialized from " + ck.string())) << r.out;
+  EXPECT_TRUE(Has(r.out, "train: 4 steps done")) << r.out;
+  const fs::path tuned = pi / "step-00000004.safetensors";
+  {
+    const SafetensorsFile f(tuned.string()), g(ck.string());
+    const nlohmann::json config = nlohmann::json::parse(f.GetMetadata("stretch.config"));
+    EXPECT_EQ(config.at("rope_interpolation"), 2.0) << config.dump();
+    EXPECT_EQ(config.at("seq_len"), 64);
+    EXPECT_EQ(config.at("dim"), 32);
+    EXPECT_EQ(config.at("vocab_size"), 300);
+    EXPECT_EQ(f.GetMetadata("stretch.tokenizer"), g.GetMetadata("stretch.tokenizer"));
+    EXPECT_EQ(f.Read<uint8_t>("tokenizer.model"), g.Read<uint8_t>("tokenizer.model"));
+    const nlohmann::json cli = nlohmann::json::parse(f.GetMetadata("stretch.cli"));
+    EXPECT_EQ(cli.at("init"), ck.string());
+    EXPECT_EQ(cli.at("tokenizer"), "bpe");
+  }
+  // The inference model of the checkpoint carries the interpolation into its RoPE geometry.
+  const CheckpointModel loaded = LoadCheckpointModel(tuned.string());
+  EXPECT_EQ(loaded.model.config.rope_interpolation, 2.0f);
+  EXPECT_EQ(Transformer(loaded.model).Geometry().interpolation, 2.0);
+  r = RunCli("inspect --model '" + pi.string() + "' --ctx 64");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "positions divided by 2 (PI")) << r.out;
+  // score runs the run's directory, and the interpolation is what it runs: the same checkpoint
+  // without it scores otherwise.
+  const fs::path without = TempDir("init_pi_without") / "step-00000004.safetensors";
+  CopyWithConfig(tuned, without, [](nlohmann::json& j) { j.erase("rope_interpolation"); });
+  const double with_pi = ScoredLoss(pi, corpus, TempDir("score_pi") / "a.json");
+  const double without_pi = ScoredLoss(without, corpus, TempDir("score_pi") / "b.json");
+  EXPECT_GT(with_pi, 0.0);
+  EXPECT_GT(std::abs(with_pi - without_pi), 1e-6) << with_pi << " " << without_pi;
+
+  // NTK: the base, resolved at head dim 16, in the banner; a size flag equal to the checkpoint's
+  // is accepted.
+  r = RunCli(init + " --out '" + ntk.string() + "' --position rope:ntk=2 --seq-len 64 --steps 1 "
+             "--dim 32 --tokenizer bpe" + run_opts);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string ntk_base =
+      fmt::format("{}", static_cast<float>(1e4 * std::pow(2.0, 16.0 / 14.0)));
+  EXPECT_TRUE(Has(r.out, "position rope:base=10000,ntk=2 (NTK-aware: RoPE base 10000 -> " +
+                         ntk_base + ")")) << r.out;
+  {
+    const SafetensorsFile f((ntk / "step-00000001.safetensors").string());
+    const nlohmann::json config = nlohmann::json::parse(f.GetMetadata("stretch.config"));
+    EXPECT_EQ(config.at("rope_ntk"), 2.0);
+    EXPECT_EQ(fmt::format("{}", config.at("rope_base").get<float>()), ntk_base);
+  }
+
+  // Flags that contradict the checkpoint.
+  const fs::path bad = TempDir("init_bad");
+  auto refused = [&](const std::string& extra, const std::string& part) {
+    const auto b =
+        RunCli(init + " --out '" + bad.string() + "' --steps 1" + run_opts + " " + extra);
+    EXPECT_NE(b.exit_code, 0) << extra;
+    EXPECT_TRUE(Has(b.out, part)) << extra << "\n" << b.out;
+  };
+  refused("--dim 64", "--dim 64: the checkpoint " + ck.string() + " has dim=32");
+  refused("--heads 4", "--heads 4: the checkpoint");
+  refused("--block gau", "--block gau: the checkpoint");
+  refused("--tokenizer bytes", "--tokenizer bytes: --init");
+  refused("--tokenizer unigram", "--tokenizer unigram: --init");
+  refused("--vocab-size 500", "--vocab-size 500: --init");
+  refused("--position rope:pi=2,ntk=2", "pi and ntk together");
+  refused("--position rope:pi=0.5", "pi=0.5 (allowed: a factor F >= 1");
+
+  // Resume the fine-tuning run from its step 2 with the --init file gone: the weights of step 4.
+  const fs::path resumed = TempDir("init_resumed");
+  fs::copy_file(pi / "step-00000002.safetensors", resumed / "step-00000002.safetensors");
+  fs::remove_all(base);
+  r = RunCli("train --out '" + resumed.string() + "' --resume --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "resumed from")) << r.out;
+  const std::vector<float> wa = Weights(tuned), wb = Weights(resumed / "step-00000004.safetensors");
+  ASSERT_EQ(wa.size(), wb.size());
+  ASSERT_FALSE(wa.empty());
+  EXPECT_EQ(std::memcmp(wa.data(), wb.data(), wa.size() * sizeof(float)), 0)
+      << "the resumed --init run's weights differ from the uninterrupted run's";
 }
 
 }  // namespace

@@ -412,6 +412,30 @@ INSTANTIATE_TEST_SUITE_P(Formats, Llama2cSynthetic,
                                            FormatCase{"v1_separate", true, false}),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// The format holds plain LLaMA models only: a model trained with another layout, the GAU block
+// or a RoPE interpolation is refused by name (its file would be read back as another model).
+TEST(Llama2c, SavingAModelTheFormatCannotHoldIsRefused) {
+  const std::string path = TempFile("not_plain.bin");
+  auto refused = [&](const Model& m, const std::string& what) {
+    try {
+      SaveLlama2cVersion1(m, path);
+      ADD_FAILURE() << what << ": not refused";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(std::filesystem::exists(path)) << what;
+  };
+  Model keynorm = SyntheticModel(SmallConfig(true), 3);
+  keynorm.config.attention.key_norm = true;
+  refused(keynorm, "a trained attention layout");
+  Model pi = SyntheticModel(SmallConfig(true), 3);
+  pi.config.rope_interpolation = 2.0f;
+  refused(pi, "a trained RoPE interpolation 2");
+  Model gau = SyntheticModel(SmallConfig(true), 3);
+  gau.config.block = ModelBlock::kGau;
+  refused(gau, "the GAU block");
+}
+
 // The legacy RoPE tables are skipped, not read into a weight: filled with a sentinel, they change
 // nothing, and the separate classifier after them is read from the right offset.
 TEST(Llama2c, LegacyRopeTablesAreSkipped) {

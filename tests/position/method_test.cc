@@ -96,6 +96,35 @@ TEST(MethodFrequencies, PositionInterpolation) {
   EXPECT_EQ(f.attention_factor, 1.0);
 }
 
+// A model trained with position interpolation F (stretch train --position rope:pi=F): every theta
+// divided by F (position m rotated as m / F, Chen et al. 2023), and a method on top of it.
+TEST(MethodFrequencies, ModelInterpolationDividesEveryTheta) {
+  RopeGeometry geo = Geo8();
+  geo.interpolation = 4.0;
+  ExpectThetas(Freq("direct", geo, 1.0), {0.25, 0.025, 0.0025, 0.00025});
+  // The formula, pair by pair, at another base and F = 3: base^(-2t/d) / F.
+  geo.base = 500.0;
+  geo.interpolation = 3.0;
+  const RopeFrequencies f = Freq("direct", geo, 1.0);
+  for (size_t t = 0; t < 4; ++t) {
+    ExpectClose(f.thetas[t], std::pow(500.0, -2.0 * static_cast<double>(t) / 8.0) / 3.0,
+                "pair " + std::to_string(t));
+  }
+  // Methods apply on top: pi:factor=2 gives theta / (2 F); NTK's base' with theta / F.
+  geo = Geo8();
+  geo.interpolation = 4.0;
+  ExpectThetas(Freq("pi:factor=2", geo, 2.0), {0.125, 0.0125, 0.00125, 0.000125});
+  const RopeFrequencies ntk = Freq("ntk", geo, 2.0);
+  const RopeFrequencies ntk_plain = Freq("ntk", Geo8(), 2.0);
+  for (size_t t = 0; t < 4; ++t) {
+    ExpectClose(ntk.thetas[t], ntk_plain.thetas[t] / 4.0, "ntk pair " + std::to_string(t));
+  }
+  // Through a plan (the engine's path), dynamic methods included.
+  const AttentionPlan plan = MakeAttentionPlan(ParseMethod("dynamic-ntk"), geo, 2048);
+  EXPECT_EQ(plan.geo.interpolation, 4.0);
+  ExpectThetas(plan.FrequenciesAt(100), {0.25, 0.025, 0.0025, 0.00025});  // s = 1 below L
+}
+
 TEST(MethodFrequencies, Ntk) {
   // HF _compute_ntk_parameters: base' = 10000 * 4^(8/6), theta_t = base'^(-t/4).
   ExpectThetas(Freq("ntk:factor=4", Geo8(), 4.0),
@@ -482,6 +511,10 @@ TEST(MethodValidate, ModelAndLists) {
   ExpectValidateError("direct", RopeGeometry{512, 7, 10000.0}, 512, {"rotary_dim=7"});
   ExpectValidateError("direct", RopeGeometry{512, 8, 1.0}, 512, {"model: base=1"});
   ExpectValidateError("direct", RopeGeometry{0, 8, 10000.0}, 512, {"train_len=0"});
+  ExpectValidateError("direct", RopeGeometry{512, 8, 10000.0, 0.5}, 512,
+                      {"model: interpolation=0.5", ">= 1"});
+  ExpectValidateError("direct", RopeGeometry{512, 8, 10000.0, std::nan("")}, 512,
+                      {"model: interpolation=nan"});
   ExpectValidateError("direct", geo, 0, {"length=0"});
   ExpectValidateError("ntk", RopeGeometry{512, 2, 10000.0}, 512, {"rotary_dim=2 is too small"});
   ExpectValidateError("dynamic-ntk", RopeGeometry{512, 2, 10000.0}, 512, {"rotary_dim=2"});

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <string>
 
 #include "src/core/error.h"
@@ -106,6 +108,99 @@ TEST(ArchSpec, LaterVariants) {
   ExpectError([&] { ApplyPositionSpec("rope:fraction=1.5", a); }, "0 < P <= 1");
   ExpectError([&] { ApplyPositionSpec("rope:gamma=3", a); }, "unknown key in \"gamma=3\"");
   ExpectError([&] { ApplyPositionSpec("sandwich:dim=7", a); }, "even");
+}
+
+// rope:pi=F and rope:ntk=F (the seeds' fine-tuning initialisations): PI is the model's own
+// interpolation, NTK exactly a new base, resolved at the head dim; both print back to a spec that
+// parses to the same architecture.
+TEST(ArchSpec, PositionInterpolationAndNtk) {
+  TrainArch a = Layers(2);
+  a.model.dim = 64;
+  a.model.n_heads = 4;  // D = 16
+  ApplyPositionSpec("rope:pi=4", a);
+  EXPECT_EQ(a.position, TrainPosition::kRope);
+  EXPECT_EQ(a.model.rope_interpolation, 4.0f);
+  EXPECT_EQ(a.model.rope_base, 10000.0f);
+  EXPECT_EQ(PositionSpecOf(a), "rope:base=10000,pi=4");
+
+  ApplyPositionSpec("rope:ntk=4,base=500", a);  // key order does not matter
+  EXPECT_EQ(a.model.rope_interpolation, 1.0f);  // the spec replaces the scheme
+  EXPECT_EQ(a.rope_ntk, 4.0);
+  EXPECT_EQ(a.rope_ntk_base, 500.0f);
+  // HF _compute_ntk_parameters: base * factor^(dim / (dim - 2)), dim 16: 500 * 4^(16/14).
+  EXPECT_EQ(a.model.rope_base, static_cast<float>(500.0 * std::pow(4.0, 16.0 / 14.0)));
+  EXPECT_NEAR(a.model.rope_base, 2438.03, 0.01);
+  EXPECT_EQ(PositionSpecOf(a), "rope:base=500,ntk=4");
+  FinalizeArch(a);  // idempotent
+  EXPECT_EQ(a.model.rope_base, static_cast<float>(500.0 * std::pow(4.0, 16.0 / 14.0)));
+  TrainArch b = Layers(2);
+  b.model.dim = 64;
+  b.model.n_heads = 4;
+  ApplyPositionSpec(PositionSpecOf(a), b);
+  EXPECT_EQ(b.model.rope_base, a.model.rope_base);
+  EXPECT_EQ(PositionSpecOf(b), PositionSpecOf(a));
+
+  // A spec without base= keeps the base there is (for --init: the checkpoint's, NTK included).
+  ApplyPositionSpec("rope:pi=2", a);
+  EXPECT_EQ(a.rope_ntk, 1.0);
+  EXPECT_EQ(a.model.rope_base, static_cast<float>(500.0 * std::pow(4.0, 16.0 / 14.0)));
+  EXPECT_EQ(a.model.rope_interpolation, 2.0f);
+
+  // With p-RoPE and on XPOS; D is the GAU's key width on a GAU block.
+  ApplyPositionSpec("xpos:gamma=64,fraction=0.5,ntk=2,base=10000", a);
+  EXPECT_EQ(a.position, TrainPosition::kXpos);
+  EXPECT_EQ(a.rope_fraction, 0.5);
+  EXPECT_EQ(PositionSpecOf(a), "xpos:base=10000,gamma=64,fraction=0.5,ntk=2");
+  TrainArch g = Layers(2);
+  g.model.dim = 64;
+  ApplyBlockSpec("gau:key=8", g);
+  ApplyPositionSpec("rope:ntk=2", g);
+  EXPECT_EQ(g.model.rope_base, static_cast<float>(10000.0 * std::pow(2.0, 8.0 / 6.0)));
+
+  // Errors.
+  ExpectError([&] { ApplyPositionSpec("rope:pi=0.5", a); }, "pi=0.5 (allowed: a factor F >= 1");
+  ExpectError([&] { ApplyPositionSpec("rope:ntk=0.9", a); }, "ntk=0.9 (allowed: a factor F >= 1");
+  ExpectError([&] { ApplyPositionSpec("rope:pi=inf", a); }, "not a positive number");
+  ExpectError([&] { ApplyPositionSpec("rope:pi=nan", a); }, "not a positive number");
+  ExpectError([&] { ApplyPositionSpec("rope:pi=2,ntk=2", a); }, "pi and ntk together");
+  ExpectError([&] { ApplyPositionSpec("alibi:pi=2", a); }, "takes no parameters");
+  ExpectError([&] { ApplyPositionSpec("sandwich:ntk=2", a); }, "unknown key in \"ntk=2\"");
+  ExpectError([&] { ApplyPositionSpec("rerope:window=8,pi=2", a); }, "--position rerope");
+  TrainArch tiny = Layers(1);
+  tiny.model.dim = 4;
+  tiny.model.n_heads = 2;  // D = 2: NTK's exponent D / (D - 2) has no value
+  ExpectError([&] { ApplyPositionSpec("rope:ntk=2", tiny); }, "rotary dim is 2");
+}
+
+// ValidateArch: an interpolation or NTK factor out of range, on a scheme without RoPE, or an NTK
+// base that does not follow from its factor (a file's config).
+TEST(ArchSpec, InterpolationAndNtkAreValidated) {
+  TrainArch a = Layers(2);
+  a.model.dim = 64;
+  a.model.n_heads = a.model.n_kv_heads = 4;
+  a.model.hidden_dim = 96;
+  a.model.vocab_size = 10;
+  a.model.seq_len = 16;
+  ApplyAttentionSpec("full", a);
+  ValidateArch(a);
+  TrainArch b = a;
+  b.model.rope_interpolation = 0.5f;
+  ExpectError([&] { ValidateArch(b); }, "rope interpolation (pi)=0.5");
+  b = a;
+  b.model.rope_interpolation = std::numeric_limits<float>::infinity();
+  ExpectError([&] { ValidateArch(b); }, "rope interpolation (pi)=inf");
+  b = a;
+  b.model.rope_interpolation = 2.0f;
+  b.position = TrainPosition::kAlibi;
+  ExpectError([&] { ValidateArch(b); }, "pi=2 on a model without RoPE");
+  b = a;
+  b.rope_ntk = 2.0;
+  b.rope_ntk_base = 10000.0f;  // model.rope_base not resolved
+  ExpectError([&] { ValidateArch(b); }, "expected the NTK base");
+  FinalizeArch(b);
+  ValidateArch(b);
+  b.model.rope_interpolation = 2.0f;
+  ExpectError([&] { ValidateArch(b); }, "together");
 }
 
 }  // namespace

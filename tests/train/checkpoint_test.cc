@@ -6,11 +6,14 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "src/core/error.h"
 #include "src/core/rng.h"
+#include "src/train/arch_spec.h"
 #include "src/train/checkpoint.h"
 
 namespace stretch {
@@ -66,6 +69,15 @@ std::vector<float> AllParams(Trainer& t) {
   std::vector<float> out;
   for (const Param& p : t.registry().params()) out.insert(out.end(), p.value, p.value + p.numel());
   return out;
+}
+
+void ExpectErrorContaining(const std::function<void()>& f, const std::string& part) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one containing " << part;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
 }
 
 TEST(Checkpoint, ResumedRunIsBitForBitTheUninterruptedOne) {
@@ -159,6 +171,80 @@ TEST(Checkpoint, LaterVariantsRoundTrip) {
   EXPECT_FALSE(plain.at("logits").contains("ssmax"));
 }
 
+// PI and NTK: the interpolation, the NTK factor and the base it scales come back, with the
+// resolved base; a resumed PI / NTK run is the uninterrupted one; a config whose base does not
+// follow from its NTK factor is refused.
+TEST(Checkpoint, InterpolationAndNtkRoundTripAndResume) {
+  TrainArch pi = SmallArch(TrainPosition::kRope);
+  pi.model.rope_interpolation = 4.0f;
+  TrainArch ntk = SmallGauArch(TrainPosition::kRope);
+  ntk.rope_ntk = 8.0;
+  ntk.rope_ntk_base = 500.0f;
+  FinalizeArch(ntk);
+  for (const TrainArch& a : {pi, ntk}) {
+    const nlohmann::json j = ArchToJson(a);
+    const TrainArch b = ArchFromJson(j, "test");
+    EXPECT_EQ(ArchToJson(b), j);
+    EXPECT_EQ(b.model.rope_interpolation, a.model.rope_interpolation);
+    EXPECT_EQ(b.model.rope_base, a.model.rope_base);
+    EXPECT_EQ(b.rope_ntk, a.rope_ntk);
+    EXPECT_EQ(b.rope_ntk_base, a.rope_ntk_base);
+    EXPECT_EQ(PositionSpecOf(b), PositionSpecOf(a));
+
+    Trainer full(a, SmallOptions());
+    std::vector<double> losses;
+    for (int s = 0; s < 6; ++s) losses.push_back(full.Step(RandomBatch).loss);
+    const std::string path = TempPath("pi_ntk.safetensors");
+    {
+      Trainer first(a, SmallOptions());
+      for (int s = 0; s < 3; ++s) ASSERT_EQ(first.Step(RandomBatch).loss, losses[s]);
+      SaveCheckpoint(first, path);
+    }
+    const SafetensorsFile file(path);
+    const CheckpointInfo info = ReadCheckpointInfo(file);
+    Trainer resumed(info.arch, info.options);
+    LoadCheckpointInto(resumed, file);
+    for (int s = 3; s < 6; ++s) EXPECT_EQ(resumed.Step(RandomBatch).loss, losses[s]) << s;
+  }
+  EXPECT_EQ(ArchToJson(pi).at("rope_interpolation"), 4.0);
+  EXPECT_EQ(ArchToJson(ntk).at("rope_ntk_base"), 500.0);
+  // Defaults are not written (earlier runs' configs compare equal on --resume).
+  const nlohmann::json plain = ArchToJson(SmallArch(TrainPosition::kRope));
+  EXPECT_FALSE(plain.contains("rope_interpolation"));
+  EXPECT_FALSE(plain.contains("rope_ntk"));
+  nlohmann::json j = ArchToJson(ntk);
+  j["rope_base"] = 10000.0;
+  ExpectErrorContaining([&] { ArchFromJson(j, "cfg.json"); }, "expected the NTK base");
+  j = ArchToJson(pi);
+  j["rope_interpolation"] = 0.25;
+  ExpectErrorContaining([&] { ArchFromJson(j, "cfg.json"); }, "rope interpolation (pi)=0.25");
+}
+
+// The tokenizer a checkpoint carries comes back (what --init tokenizes its data with), checked
+// against the model's vocabulary.
+TEST(Checkpoint, TokenizerComesBack) {
+  TrainArch a = SmallArch(TrainPosition::kRope);
+  a.model.vocab_size = TrainingTokenizer::kByteVocab;
+  Trainer t(a, SmallOptions());
+  const std::string path = TempPath("tok.safetensors");
+  SaveCheckpoint(t, path);
+  EXPECT_FALSE(ReadCheckpointTokenizer(SafetensorsFile(path), a.model.vocab_size).has_value());
+  CheckpointExtras extras;
+  extras.metadata["stretch.tokenizer"] = R"({"kind": "bytes", "vocab_size": 258, "bos": 256})";
+  SaveCheckpoint(t, path, extras);
+  const std::optional<TrainingTokenizer> tok =
+      ReadCheckpointTokenizer(SafetensorsFile(path), a.model.vocab_size);
+  ASSERT_TRUE(tok.has_value());
+  EXPECT_EQ(tok->kind(), "bytes");
+  EXPECT_EQ(tok->vocab_size(), 258);
+  ExpectErrorContaining([&] { ReadCheckpointTokenizer(SafetensorsFile(path), 300); },
+                        "has 258 tokens, the model's vocab_size is 300");
+  extras.metadata["stretch.tokenizer"] = R"({"kind": "wordpiece"})";
+  SaveCheckpoint(t, path, extras);
+  ExpectErrorContaining([&] { ReadCheckpointTokenizer(SafetensorsFile(path), 258); },
+                        "wordpiece");
+}
+
 TEST(Checkpoint, GauArchitectureRoundTrips) {
   TrainArch a = SmallGauArch(TrainPosition::kKerplePower);
   a.logits.query_norm = true;
@@ -208,15 +294,6 @@ TEST(Checkpoint, GauCheckpointLoadsIntoGauRunsOnly) {
     ADD_FAILURE() << "a GAU checkpoint loaded into a LLaMA run";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("differs from the run's"), std::string::npos) << e.what();
-  }
-}
-
-void ExpectErrorContaining(const std::function<void()>& f, const std::string& part) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing " << part;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
   }
 }
 

@@ -75,6 +75,7 @@ struct Variant {
   int kv_heads = 4;
   bool shared_classifier = false;
   std::vector<LayerLayout> layers = {};  // when set, replaces the layout of `attention`
+  std::string block = "llama";           // or "gau:key=16": E = 64, R = 4 kernel heads
 };
 
 // A layout no --attention spec gives: a full RoPE layer, a full layer without position, and a
@@ -103,6 +104,25 @@ std::vector<Variant> Variants() {
       {"rope-base", "rope:base=500"},
       {"mixed", "rope", "keynorm", 4, false, kMixed},
       {"mixed-kerple", "kerple-power", "full", 2, false, kMixed},
+      {"xpos", "xpos:gamma=64"},
+      {"xpos-hwfa2", "xpos:gamma=48", "hwfa2=12/2", 2},
+      {"sandwich", "sandwich:dim=16,lambda=2"},
+      {"sandwich-swan", "sandwich", "swan=12/2"},
+      {"p-rope", "rope:fraction=0.5"},
+      {"p-rope-window", "rope:fraction=0.25", "keynorm,window=12"},
+      {"ssmax", "rope", "ssmax"},
+      {"ssmax-gqa-alibi", "alibi", "ssmax", 2},
+      {"cosine-per-pos", "rope", "cosine=per-position"},
+      {"cosine-pp-mixed", "kerple-log", "cosine=per-position", 4, false, kMixed},
+      {"gau", "rope", "full", 1, false, {}, "gau:key=16"},
+      {"gau-alibi", "alibi", "full", 1, false, {}, "gau:key=16"},
+      {"gau-kerple-mixed", "kerple-power", "keynorm", 1, false, kMixed, "gau:key=8"},
+      {"gau-cosine-window", "rope", "cosine,window=12", 1, true, {}, "gau:key=16"},
+      {"gau-sandwich-pp", "sandwich", "cosine=per-position", 1, false, {}, "gau:key=32"},
+      {"gau-nope-p-rope", "rope:fraction=0.5", "hwfa=12", 1, false, {}, "gau:key=16"},
+      {"pi", "rope:pi=2.5"},
+      {"pi-mixed", "rope:base=500,pi=2", "keynorm", 2, false, kMixed},
+      {"ntk", "rope:ntk=3"},
   };
 }
 
@@ -119,6 +139,11 @@ TrainArch ArchOf(const Variant& v) {
   m.vocab_size = 37;
   m.seq_len = kL;
   m.shared_classifier = v.shared_classifier;
+  ApplyBlockSpec(v.block, a);
+  if (a.Gau()) {  // one head; E = 2 dim as `stretch train` makes it
+    m.n_heads = m.n_kv_heads = 1;
+    m.hidden_dim = 2 * m.dim;
+  }
   ApplyPositionSpec(v.position, a);
   ApplyAttentionSpec(v.attention, a);
   if (!v.layers.empty()) a.layers = v.layers;
@@ -152,6 +177,15 @@ std::unique_ptr<Trainer> TrainFewSteps(const TrainArch& arch) {
     for (int& t : tokens) t = static_cast<int>(rng.NextU64() % static_cast<uint64_t>(V));
   };
   for (int s = 0; s < 4; ++s) trainer->Step(source);
+  // The GAU starts with gamma_q, gamma_k ~ N(0, 0.02^2) (InitParams), so after 4 steps its
+  // logits are still ~0 and its attention nearly uniform whatever the positions: shift gamma
+  // by 1 so that positions matter and a wrong mask, bias or rotation shows.
+  if (arch.Gau()) {
+    for (TrainLayer<float>& l : trainer->params().layers) {
+      for (float& g : l.gau.gamma_q) g += 1.0f;
+      for (float& g : l.gau.gamma_k) g += 1.0f;
+    }
+  }
   return trainer;
 }
 
@@ -274,7 +308,7 @@ TEST(InferenceModel, LayoutIsNotVacuous) {
     const std::vector<double> trained = TrainerLogits<float, KernelAttention>(arch, p, tokens);
     Model plain = InferenceModel(arch, p, "plain");
     plain.config.attention = AttentionLayout{};
-    for (LayerWeights& w : plain.weights.layers) w.bias_a.clear(), w.bias_b.clear();
+    for (LayerWeights& w : plain.weights.layers) w.bias_a.clear(), w.bias_b.clear(), w.ssmax.clear();
     EXPECT_GT(MaxAbsDiff(InferenceLogits(plain, tokens, RunPath::kPrefill), trained), 1e-2)
         << v.name;
   }
@@ -291,20 +325,34 @@ TEST(InferenceModel, LayoutIsNotVacuous) {
 //   a full-attention RoPE layer: the method's mask, relative position, frequencies and factor;
 //   a full-attention layer without RoPE: the method's mask, no rotation, factor max(1, ln(i+1) /
 //     ln L) with +logn;
-// and every layer with its bias (ALiBi, KERPLE) and QueryNorm / KeyNorm, scaled by arch.Scale().
+// and every layer with its bias (ALiBi, KERPLE, Sandwich) and QueryNorm / KeyNorm, scaled by
+// arch.Scale(); the later variants from their definitions (src/position/plan.h): p-RoPE (pairs
+// from round(P D/2) on keep theta 0), XPOS (pair t of a score times zeta_t^(r / gamma), r the
+// relative position the pair is rotated by), SSMax (times s_h ln(i + 1)) and the per-position
+// lambda (times ln((i + 1) / 2)).
 template <typename T>
 std::vector<T> RuleForwardRef(const TrainArch& arch, const TrainParams<float>& p,
                               const std::string& spec, const std::vector<int>& tokens) {
   const ModelConfig& c = arch.model;
-  const int C = c.dim, F = c.hidden_dim, H = c.n_heads, G = c.n_kv_heads, D = c.head_dim();
+  // The GAU (src/model/config.h's ModelBlock::kGau): one head whose queries and keys have width
+  // S = HeadDim() and whose values have width E; LLaMA: H heads over G kv heads of width D.
+  const bool gau = arch.Gau();
+  const int C = c.dim, F = c.hidden_dim, D = arch.HeadDim();
+  const int H = gau ? 1 : c.n_heads, G = gau ? 1 : c.n_kv_heads, VD = gau ? F : D;
   const int KV = c.kv_dim(), V = c.vocab_size;
   const int64_t n = static_cast<int64_t>(tokens.size());
   const RopeGeometry geo{c.seq_len, D, static_cast<double>(c.rope_base)};
   const AttentionPlan mp = MakeAttentionPlan(ParseMethod(spec), geo, n);
   const std::vector<double> alibi = AlibiSlopes(H);
+  const std::vector<float> ones(static_cast<size_t>(C), 1.0f);  // the GAU's norms' gain
+  auto silu = [](std::vector<T> v) {
+    for (T& e : v) e = e / (T(1) + std::exp(-e));
+    return v;
+  };
   std::vector<std::vector<T>> x(static_cast<size_t>(n), std::vector<T>(static_cast<size_t>(C)));
   for (int64_t t = 0; t < n; ++t) {
     for (int i = 0; i < C; ++i) x[t][i] = p.token_embedding[static_cast<size_t>(tokens[t]) * C + i];
+    if (gau) x[t] = ref::RmsNormRef(x[t], ones, c.norm_eps);  // Embedding-Norm
   }
   auto normalize = [D](T* v) {
     T ss = 0;
@@ -317,7 +365,9 @@ std::vector<T> RuleForwardRef(const TrainArch& arch, const TrainParams<float>& p
   for (int l = 0; l < c.n_layers; ++l) {
     const TrainLayer<float>& w = p.layers[static_cast<size_t>(l)];
     const LayerLayout& lay = arch.layers[static_cast<size_t>(l)];
-    const bool rope = arch.position == TrainPosition::kRope && lay.position;
+    const bool rope = (arch.position == TrainPosition::kRope ||
+                       arch.position == TrainPosition::kXpos) && lay.position;
+    const int rotated = static_cast<int>(std::lround(arch.rope_fraction * (D / 2)));
     const bool windowed = lay.window > 0;
     std::function<bool(int64_t, int64_t)> visible;
     std::function<double(int64_t, int64_t)> rel;
@@ -352,26 +402,50 @@ std::vector<T> RuleForwardRef(const TrainArch& arch, const TrainParams<float>& p
                  std::log(1.0 + double(w.bias_b[h]) * static_cast<double>(d));
         case TrainPosition::kKerplePower:
           return -double(w.bias_a[h]) * std::pow(static_cast<double>(d), double(w.bias_b[h]));
+        case TrainPosition::kSandwich: {  // lambda sum_{t < dim/2} cos(d 10000^(-2t/dim))
+          double sum = 0;
+          for (int t = 0; t < arch.sandwich_dim / 2; ++t) {
+            sum += std::cos(static_cast<double>(d) *
+                            std::pow(10000.0, -2.0 * t / arch.sandwich_dim));
+          }
+          return arch.sandwich_lambda * sum;
+        }
         default:
           return 0.0;
       }
     };
-    std::vector<std::vector<T>> q(static_cast<size_t>(n)), k(q.size()), vv(q.size());
+    std::vector<std::vector<T>> q(static_cast<size_t>(n)), k(q.size()), vv(q.size()), u(q.size());
     for (int64_t t = 0; t < n; ++t) {
-      const std::vector<T> h = ref::RmsNormRef(x[t], w.attn_norm, c.norm_eps);
-      q[t] = ref::Matvec(w.wq, h, C, C);
-      k[t] = ref::Matvec(w.wk, h, KV, C);
-      vv[t] = ref::Matvec(w.wv, h, KV, C);
+      if (gau) {  // U, V = silu(x Wu), silu(x Wv); Q, K = gamma Z + beta, Z = silu(x Wz)
+        u[t] = silu(ref::Matvec(w.gau.wu, x[t], F, C));
+        vv[t] = silu(ref::Matvec(w.gau.wv, x[t], F, C));
+        const std::vector<T> z = silu(ref::Matvec(w.gau.wz, x[t], D, C));
+        q[t].resize(static_cast<size_t>(D));
+        k[t].resize(static_cast<size_t>(D));
+        for (int d = 0; d < D; ++d) {
+          q[t][d] = T(w.gau.gamma_q[d]) * z[d] + T(w.gau.beta_q[d]);
+          k[t][d] = T(w.gau.gamma_k[d]) * z[d] + T(w.gau.beta_k[d]);
+        }
+      } else {
+        const std::vector<T> h = ref::RmsNormRef(x[t], w.attn_norm, c.norm_eps);
+        q[t] = ref::Matvec(w.wq, h, C, C);
+        k[t] = ref::Matvec(w.wk, h, KV, C);
+        vv[t] = ref::Matvec(w.wv, h, KV, C);
+      }
       // QueryNorm / KeyNorm before the rotation, which keeps the norm.
       for (int hh = 0; arch.logits.query_norm && hh < H; ++hh) normalize(q[t].data() + hh * D);
       for (int g = 0; arch.logits.key_norm && g < G; ++g) normalize(k[t].data() + g * D);
     }
     const T scale = static_cast<T>(arch.Scale());
     for (int64_t i = 0; i < n; ++i) {
-      const std::vector<double> th = rope ? thetas(i) : std::vector<double>();
-      std::vector<T> att(static_cast<size_t>(C), T(0));
+      std::vector<double> th = rope ? thetas(i) : std::vector<double>();
+      for (size_t t = static_cast<size_t>(rotated); t < th.size(); ++t) th[t] = 0.0;
+      std::vector<T> att(static_cast<size_t>(H * VD), T(0));
       for (int hh = 0; hh < H; ++hh) {
         const int g = hh / (H / G);
+        double row = factor(i);
+        if (arch.logits.ssmax) row *= double(w.ssmax[hh]) * std::log(static_cast<double>(i + 1));
+        if (arch.logits.position_lambda) row *= std::log(static_cast<double>(i + 1) / 2.0);
         std::vector<T> s(static_cast<size_t>(i + 1), -INFINITY);
         T mx = -INFINITY;
         for (int64_t j = 0; j <= i; ++j) {
@@ -385,18 +459,31 @@ std::vector<T> RuleForwardRef(const TrainArch& arch, const TrainParams<float>& p
               const T a = qr[2 * t], b = qr[2 * t + 1];
               qr[2 * t] = a * cs - b * sn;
               qr[2 * t + 1] = a * sn + b * cs;
+              if (arch.position == TrainPosition::kXpos) {  // zeta_t^(r / gamma), zeta_t =
+                const double zeta = (2.0 * t + 0.4 * D) / (1.4 * D);  // (2t + 0.4 D) / (1.4 D)
+                const T f = static_cast<T>(std::pow(zeta, r / arch.xpos_gamma));
+                qr[2 * t] *= f;
+                qr[2 * t + 1] *= f;
+              }
             }
           }
           T dot = 0;
           for (int d = 0; d < D; ++d) dot += qr[d] * k[j][g * D + d];
-          s[j] = scale * static_cast<T>(factor(i)) * dot + static_cast<T>(bias(hh, i - j));
+          s[j] = scale * static_cast<T>(row) * dot + static_cast<T>(bias(hh, i - j));
           mx = std::max(mx, s[j]);
         }
         T sum = 0;
         for (T& e : s) sum += (e = std::exp(e - mx));
         for (int64_t j = 0; j <= i; ++j) {
-          for (int d = 0; d < D; ++d) att[hh * D + d] += s[j] / sum * vv[j][g * D + d];
+          for (int d = 0; d < VD; ++d) att[hh * VD + d] += s[j] / sum * vv[j][g * VD + d];
         }
+      }
+      if (gau) {  // x <- RMSNorm(x + (U * (A V)) Wo), no gain
+        for (int f = 0; f < F; ++f) att[f] *= u[i][f];
+        const std::vector<T> o = ref::Matvec(w.gau.wo, att, C, F);
+        for (int d = 0; d < C; ++d) x[i][d] += o[d];
+        x[i] = ref::RmsNormRef(x[i], ones, c.norm_eps);
+        continue;
       }
       const std::vector<T> o = ref::Matvec(w.wo, att, C, C);
       for (int d = 0; d < C; ++d) x[i][d] += o[d];
@@ -452,6 +539,21 @@ TEST(InferenceModel, MethodsOnTrainedLayoutsMatchTheRuleReference) {
       {{"mixed", "rope", "full", 4, false, kMixed},
        {"yarn:factor=3+logn", "rerope:window=16", "lambda:sinks=2,window=20", "dynamic-yarn"}},
       {{"mixed-alibi", "alibi", "full", 2, false, kMixed}, {"direct+logn", "window:window=20"}},
+      // The later variants: XPOS with the blockwise mask its paper tests with, and with maps.
+      {{"xpos", "xpos:gamma=64"}, {"blockwise:window=16", "rerope:window=16", "yarn"}},
+      {{"xpos-mixed", "xpos:gamma=48", "full", 2, false, kMixed},
+       {"leaky-rerope:window=12,k=3", "dynamic-ntk"}},
+      {{"p-rope", "rope:fraction=0.5"}, {"pi", "dynamic-yarn", "self-extend:group=3,window=14"}},
+      {{"sandwich-mixed", "sandwich:dim=16,lambda=2", "full", 4, false, kMixed},
+       {"window:window=20+logn", "blockwise:window=16"}},
+      {{"ssmax", "rope", "ssmax", 2}, {"ntk", "window:window=20+logn", "rerope:window=16"}},
+      {{"cosine-per-pos", "rope", "cosine=per-position"}, {"yarn+logn", "lambda:sinks=2,window=20"}},
+      // The GAU block: its one head (R kernel copies) takes the method like a LLaMA head.
+      {{"gau", "rope", "full", 1, false, {}, "gau:key=16"},
+       {"rerope:window=16", "yarn+logn", "dynamic-ntk", "lambda:sinks=2,window=20"}},
+      {{"gau-mixed", "rope", "keynorm", 1, false, kMixed, "gau:key=8"},
+       {"self-extend:group=3,window=14", "window:window=20+logn"}},
+      {{"gau-alibi", "alibi", "full", 1, false, {}, "gau:key=16"}, {"blockwise:window=16"}},
   };
   const std::vector<int> tokens = RandomIds(2 * kL + 11, 37, 9);
   for (const MethodCase& mc : cases) {
@@ -522,22 +624,9 @@ TEST(InferenceModel, RopeCheckpointUnderMethodsMatchesTheDoubleReference) {
   }
 }
 
-// Variants the trainer has and inference does not run yet are refused by name, never misread;
-// a training-time relative map is not one of them (the model is scored with any --method).
-TEST(InferenceModel, VariantsNotYetRunAtInferenceAreRefusedByName) {
-  const std::vector<std::pair<Variant, std::string>> cases = {
-      {{"xpos", "xpos:gamma=64"}, "XPOS"},
-      {{"sandwich", "sandwich"}, "Sandwich"},
-      {{"p-rope", "rope:fraction=0.5"}, "p-RoPE"},
-      {{"ssmax", "rope", "ssmax"}, "SSMax"},
-      {{"cosine", "rope", "cosine=per-position"}, "per-position lambda"},
-  };
-  for (const auto& [variant, expect] : cases) {
-    const TrainArch arch = ArchOf(variant);
-    const std::string e = ErrorOf([&] { InferenceConfig(arch); });
-    EXPECT_NE(e.find(expect), std::string::npos) << variant.name << ": " << e;
-    EXPECT_NE(e.find("not yet supported at inference"), std::string::npos) << e;
-  }
+// A training-time relative map needs nothing at inference: the model is scored with any
+// --method (the trained map included), and its layout is plain RoPE.
+TEST(InferenceModel, TrainingTimeMapIsScoredWithAnyMethod) {
   TrainArch mapped = ArchOf({"rerope", "rerope:window=8"});
   EXPECT_EQ(mapped.rope_map, "rerope:window=8");
   EXPECT_NO_THROW(InferenceConfig(mapped));
@@ -716,7 +805,7 @@ TEST_F(CheckpointFile, NewestCompleteCheckpointOfADirectory) {
             std::string::npos);
 }
 
-TEST_F(CheckpointFile, OtherBlocksAndUnknownTensorsAreRefused) {
+TEST_F(CheckpointFile, MismatchedBlocksAndUnknownTensorsAreRefused) {
   const std::string path = Save({"rope"});
   // "block": "gau" in the architecture (the GAU trainer's checkpoints).
   const std::string gau = Path("gau.safetensors");
@@ -729,16 +818,26 @@ TEST_F(CheckpointFile, OtherBlocksAndUnknownTensorsAreRefused) {
       if (t.name.ends_with(".wq")) t.name.replace(t.name.size() - 3, 3, ".gau_z");
     }
   });
+  // A LLaMA model's sizes under a GAU architecture: refused by the architecture's own check.
   std::string e = ErrorOf([&] { LoadCheckpointModel(gau); });
-  EXPECT_NE(e.find("not yet supported at inference"), std::string::npos) << e;
-  EXPECT_NE(e.find("gau"), std::string::npos) << e;
-  e = ErrorOf([&] { ReadCheckpointHeader(gau); });
-  EXPECT_NE(e.find("not yet supported at inference"), std::string::npos) << e;
-  // "block" in the stored command line only.
-  const std::string cli = Path("cli.safetensors");
-  Rewrite(path, cli, [](auto& meta, auto&) { meta["stretch.cli"] = R"({"block":"gau"})"; });
-  e = ErrorOf([&] { LoadCheckpointModel(cli); });
-  EXPECT_NE(e.find("not yet supported at inference"), std::string::npos) << e;
+  EXPECT_NE(e.find("the GAU block has a single head"), std::string::npos) << e;
+  // With the GAU's sizes, the LLaMA tensors are not GAU parameters, and the error names the
+  // block.
+  const std::string gau1 = Path("gau1.safetensors");
+  Rewrite(path, gau1, [](auto& meta, auto& tensors) {
+    nlohmann::json c = nlohmann::json::parse(meta["stretch.config"]);
+    c["block"] = "gau";
+    c["gau_key_dim"] = 8;
+    c["heads"] = c["kv_heads"] = 1;
+    meta["stretch.config"] = c.dump();
+    for (TensorCopy& t : tensors) {
+      if (t.name.ends_with(".wq")) t.name.replace(t.name.size() - 3, 3, ".gau_z");
+    }
+  });
+  e = ErrorOf([&] { LoadCheckpointModel(gau1); });
+  EXPECT_NE(e.find("is not a parameter of the architecture"), std::string::npos) << e;
+  EXPECT_NE(e.find("gau:key=8 block"), std::string::npos) << e;
+  EXPECT_EQ(ReadCheckpointHeader(gau1).config.block, ModelBlock::kGau);
   // "block": "llama" is what the trainer may write: accepted.
   const std::string llama = Path("llama.safetensors");
   Rewrite(path, llama, [](auto& meta, auto&) {

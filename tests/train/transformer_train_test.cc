@@ -230,6 +230,15 @@ std::vector<std::pair<std::string, std::function<void(TrainArch&)>>> LaterVarian
          a.xpos_gamma = 3.0;
        }},
       {"p-rope", [](TrainArch& a) { a.rope_fraction = 0.5; }},
+      // The fine-tuning initialisations: position interpolation (every theta / F) and NTK-aware
+      // RoPE (base * F^(D/(D-2)), resolved at this arch's head dim), the latter with p-RoPE.
+      {"pi", [](TrainArch& a) { a.model.rope_interpolation = 2.5f; }},
+      {"ntk", [](TrainArch& a) {
+         a.rope_ntk = 3.0;
+         a.rope_ntk_base = a.model.rope_base;
+         a.rope_fraction = 0.5;
+         FinalizeArch(a);
+       }},
       {"ssmax", [](TrainArch& a) { a.logits.ssmax = true; }},
       {"logn", [](TrainArch& a) {
          a.logits.logn = true;
@@ -309,6 +318,29 @@ TEST(TrainTransformer, PerturbedPositionsGradientsAndInvariance) {
   EXPECT_GT(std::abs(perturbed - plain), 1e-6);
 }
 
+// PI is "position m rotated as m / F": a model with F = 2 at positions 0, 2, 4, ... is the plain
+// model at 0, 1, 2, ... (angles 2t * theta/2 = t * theta, exact in binary floating point), and
+// its perturbed-position tables agree with its own tables at the true positions.
+TEST(TrainTransformer, PositionInterpolationDividesPositions) {
+  TrainArch plain_arch = TinyArch(TrainPosition::kRope);
+  plain_arch.layers = {LayerLayout{true, 0}, LayerLayout{true, 3}};
+  TrainArch pi_arch = plain_arch;
+  pi_arch.model.rope_interpolation = 2.0f;
+  TrainTransformer<double, RefAttention> plain(plain_arch), pi(pi_arch);
+  const TrainParams<double> p = RandomParams<double>(plain_arch, 150);
+  const std::vector<int> tokens = TinyTokens(plain_arch, 2, 5, 151);
+  TrainActs<double> acts;
+  const double at_t = plain.Forward(p, tokens, 2, acts);
+  const double pi_true = pi.Forward(p, tokens, 2, acts);
+  EXPECT_GT(std::abs(pi_true - at_t), 1e-6);  // PI reaches the loss
+  std::vector<int64_t> doubled(10), same(10);
+  for (int64_t r = 0; r < 10; ++r) doubled[r] = 2 * (r % 5), same[r] = r % 5;
+  pi.SetPositions(doubled);
+  EXPECT_EQ(pi.Forward(p, tokens, 2, acts), at_t);
+  pi.SetPositions(same);
+  EXPECT_EQ(pi.Forward(p, tokens, 2, acts), pi_true);
+}
+
 TEST(TrainTransformer, LaterVariantsChangeTheLoss) {
   // Each variant must reach the loss: the same parameters give another loss than plain RoPE.
   const TrainArch base = TinyArch(TrainPosition::kRope);
@@ -357,6 +389,18 @@ TrainArch TinyGauArch(TrainPosition position) {
   return a;
 }
 
+// `a` with sizes for the float kernel against the double model: several key tiles of the kernel
+// (T = 100 > 64), E = 64, S = 16: R = 4 copies of the head; a windowed and a full layer.
+TrainArch MidGauArch(TrainArch a) {
+  a.model.dim = 32;
+  a.model.hidden_dim = 64;
+  a.gau_key_dim = 16;
+  a.model.vocab_size = 40;
+  a.model.seq_len = 100;
+  a.layers = {LayerLayout{true, 30}, LayerLayout{true, 0}};
+  return a;
+}
+
 TEST(TrainTransformer, GauGradientOfEveryParameterMatchesCentralDifferences) {
   for (TrainPosition pos : {TrainPosition::kRope, TrainPosition::kNope, TrainPosition::kAlibi,
                             TrainPosition::kKerpleLog, TrainPosition::kKerplePower}) {
@@ -366,6 +410,29 @@ TEST(TrainTransformer, GauGradientOfEveryParameterMatchesCentralDifferences) {
     ExpectModelGradients(model, p, TinyTokens(arch, 2, 5, 7), 2,
                          [](const std::string&) { return true; },
                          "gau position " + std::to_string(static_cast<int>(pos)));
+  }
+}
+
+// The GAU's RoPE with position interpolation and with NTK's base (its D: the key width S = 4).
+TEST(TrainTransformer, GauInterpolationAndNtkGradientsMatchCentralDifferences) {
+  for (int v = 0; v < 2; ++v) {
+    TrainArch arch = TinyGauArch(TrainPosition::kRope);
+    arch.layers = {LayerLayout{true, 3}, LayerLayout{true, 0}};
+    if (v == 0) {
+      arch.model.rope_interpolation = 3.0f;
+    } else {
+      arch.rope_ntk = 2.0;
+      arch.rope_ntk_base = arch.model.rope_base;
+      FinalizeArch(arch);
+      EXPECT_EQ(arch.model.rope_base, 40000.0f);  // 10^4 * 2^(4/2)
+    }
+    TrainTransformer<double, RefAttention> model(arch);
+    TrainParams<double> p = RandomParams<double>(arch, 71 + v);
+    ExpectModelGradients(model, p, TinyTokens(arch, 2, 5, 10 + v), 2,
+                         [](const std::string&) { return true; }, v == 0 ? "gau pi" : "gau ntk");
+    TrainArch mid = MidGauArch(arch);  // the float kernel against the double model
+    FinalizeArch(mid);
+    ExpectFloatModelMatchesDouble(mid, v == 0 ? "gau pi" : "gau ntk");
   }
 }
 
@@ -422,14 +489,7 @@ TEST(TrainTransformer, GauWrongGradientIsFlagged) {
 TEST(TrainTransformer, GauFloatKernelModelMatchesDoubleModel) {
   for (TrainPosition pos :
        {TrainPosition::kRope, TrainPosition::kAlibi, TrainPosition::kKerpleLog}) {
-    TrainArch arch = TinyGauArch(pos);
-    // Several key tiles of the kernel (T = 100 > 64); E = 64, S = 16: R = 4 copies of the head.
-    arch.model.dim = 32;
-    arch.model.hidden_dim = 64;
-    arch.gau_key_dim = 16;
-    arch.model.vocab_size = 40;
-    arch.model.seq_len = 100;
-    arch.layers = {LayerLayout{true, 30}, LayerLayout{true, 0}};
+    const TrainArch arch = MidGauArch(TinyGauArch(pos));
     ExpectFloatModelMatchesDouble(arch, "gau position " + std::to_string(static_cast<int>(pos)));
   }
 }

@@ -361,7 +361,8 @@ SweepMethod OneMethodFromArgs(const MethodArgs& args, std::string_view command) 
 }
 
 RopeGeometry GeometryOf(const ModelConfig& config) {
-  return RopeGeometry{config.seq_len, config.head_dim(), static_cast<double>(config.rope_base)};
+  return RopeGeometry{config.seq_len, config.head_dim(), static_cast<double>(config.rope_base),
+                      static_cast<double>(config.rope_interpolation)};
 }
 
 }  // namespace stretch::cli

@@ -104,10 +104,22 @@ void RunInspect(const InspectArgs& args) {
 
   fmt::print("model: {} ({})\n", header.path, header.format);
   Row("dim (width of the residual stream)", fmt::format("{}", c.dim));
-  Row("hidden_dim (feed-forward width)", fmt::format("{}", c.hidden_dim));
+  if (c.Gau()) {
+    Row("block", "GAU (single-head Gated Attention Unit, post-norm, no feed-forward)");
+    Row("expansion width E (U, V)", fmt::format("{}", c.hidden_dim));
+    Row("key width S (Z, Q, K; the head dim)", fmt::format("{}", c.key_dim));
+    Row("attention runs as", fmt::format("{} copies of the head (E / S), each with an S-wide "
+                                         "slice of V",
+                                         c.n_heads));
+  } else {
+    Row("hidden_dim (feed-forward width)", fmt::format("{}", c.hidden_dim));
+  }
   Row("layers", fmt::format("{}", c.n_layers));
-  Row("heads / kv heads (grouped-query attention)", fmt::format("{} / {}", c.n_heads, c.n_kv_heads));
-  Row("head dim", fmt::format("{}", c.head_dim()));
+  if (!c.Gau()) {
+    Row("heads / kv heads (grouped-query attention)",
+        fmt::format("{} / {}", c.n_heads, c.n_kv_heads));
+    Row("head dim", fmt::format("{}", c.head_dim()));
+  }
   Row("vocabulary", fmt::format("{}", c.vocab_size));
   Row("trained context length (seq_len)", fmt::format("{}", c.seq_len));
   Row("classifier", fmt::format("{}",
@@ -117,8 +129,14 @@ void RunInspect(const InspectArgs& args) {
     rope_full |= MethodUseOf(c.attention.Layer(l)) == LayerMethodUse::kMethod;
   }
   if (!c.attention.IsDefault()) Row("attention layout", AttentionLayoutText(c));
+  if (const std::string v = AttentionVariantsText(c); !v.empty()) Row("attention variants", v);
   Row("RoPE base / pairs per head", fmt::format("{} / {} (interleaved pairs){}",
              c.rope_base, c.head_dim() / 2, rope_full ? "" : "; no full-attention RoPE layer"));
+  if (c.rope_interpolation != 1.0f) {
+    Row("RoPE position interpolation (trained)",
+        fmt::format("positions divided by {} (PI; any --method applies on top)",
+                    c.rope_interpolation));
+  }
   Row("parameters", fmt::format("{} ({:.3f} M)", params, params / 1e6));
   fmt::print("\nmemory at context {} ({:.1f}x the trained length):\n", ctx,
              static_cast<double>(ctx) / c.seq_len);

@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -102,6 +104,186 @@ std::optional<std::string> NewestCheckpoint(const std::string& dir) {
   return std::nullopt;
 }
 
+// What --init takes from a checkpoint: the architecture and the tokenizer. (A run started with
+// --init and resumed takes them from the checkpoint it resumes: the very ones it started with,
+// and the --init file need not exist any more.)
+struct InitSource {
+  std::string path;
+  TrainArch arch;
+  TrainingTokenizer tokenizer = TrainingTokenizer::Bytes();
+  // The checkpoint run's --tokenizer (bytes, bpe, unigram) from its stored arguments, when they
+  // agree with its tokenizer's kind; "" when unknown.
+  std::string tokenizer_flag;
+
+  std::string TokenizerText() const {
+    return fmt::format("{} tokenizer, vocabulary {}",
+                       tokenizer_flag.empty() ? std::string(tokenizer.kind()) : tokenizer_flag,
+                       tokenizer.vocab_size());
+  }
+};
+
+InitSource ReadInitSource(const std::string& path) {
+  const SafetensorsFile f(path);
+  InitSource s;
+  s.path = path;
+  s.arch = ReadCheckpointInfo(f).arch;
+  std::optional<TrainingTokenizer> tok = ReadCheckpointTokenizer(f, s.arch.model.vocab_size);
+  if (!tok) {
+    Fail("{}: the checkpoint carries no tokenizer (metadata stretch.tokenizer; expected one: "
+         "--init tokenizes the new data with the checkpoint's own tokenizer)",
+         path);
+  }
+  s.tokenizer = *tok;
+  if (const std::optional<std::string> cli = f.FindMetadata("stretch.cli")) {
+    const json j = json::parse(*cli, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("tokenizer") && j.at("tokenizer").is_string()) {
+      const std::string flag = j.at("tokenizer").get<std::string>();
+      const bool bytes = s.tokenizer.kind() == "bytes";
+      if ((flag == "bytes") == bytes && (flag == "bytes" || flag == "bpe" || flag == "unigram")) {
+        s.tokenizer_flag = flag;
+      }
+    }
+  }
+  return s;
+}
+
+// --tokenizer / --vocab-size given with --init must name the checkpoint's tokenizer: a vocabulary
+// trained anew on other text would give the same ids other meanings.
+void CheckTokenizerFlags(CLI::App* app, const TrainArgs& a, const InitSource& s) {
+  const TrainingTokenizer& t = s.tokenizer;
+  if (app->count("--tokenizer") > 0) {
+    const bool bytes = ParseTokenizerKind(a.tokenizer) == TokenizerKind::kBytes;
+    const bool same = bytes ? t.kind() == "bytes"
+                            : t.kind() != "bytes" &&
+                                  (s.tokenizer_flag.empty() || s.tokenizer_flag == a.tokenizer);
+    if (!same) {
+      Fail("--tokenizer {}: --init {} takes the checkpoint's tokenizer ({}), expected --tokenizer "
+           "to name it or be left out (the new data is tokenized with the checkpoint's "
+           "vocabulary, so that every id means what it meant in training)",
+           a.tokenizer, s.path, s.TokenizerText());
+    }
+  }
+  if (app->count("--vocab-size") > 0 && a.vocab_size != t.vocab_size()) {
+    Fail("--vocab-size {}: --init {} takes the checkpoint's tokenizer ({}), expected --vocab-size "
+         "{} or none",
+         a.vocab_size, s.path, s.TokenizerText(), t.vocab_size());
+  }
+}
+
+// The layout and logits of an architecture, for the banner.
+std::string AttentionText(const TrainArch& arch) {
+  std::string out = LayoutText(arch);
+  const TrainLogits& l = arch.logits;
+  if (l.query_norm) out += "; querynorm";
+  if (l.key_norm) out += "; keynorm";
+  if (l.logit_scale > 0.0) out += fmt::format("; scale {}", l.logit_scale);
+  if (l.position_lambda) out += "; per-position lambda";
+  if (l.logn) out += "; logn";
+  if (l.ssmax) out += "; ssmax";
+  return out;
+}
+
+// The architecture of the flags (a run from scratch); vocab_size is the tokenizer's.
+TrainArch ArchFromFlags(const TrainArgs& a, int vocab_size) {
+  TrainArch arch;
+  ModelConfig& m = arch.model;
+  m.dim = a.dim;
+  m.n_layers = a.layers;
+  ApplyBlockSpec(a.block, arch);
+  if (arch.Gau()) {
+    // One head whose width is the key width; e = 2 dim as in the paper and GAU-alpha.
+    if (a.heads > 1 || a.kv_heads > 1) {
+      Fail("--heads {} --kv-heads {}: the GAU block has a single head (its width: --block "
+           "gau:key=S)", a.heads, a.kv_heads);
+    }
+    m.n_heads = m.n_kv_heads = 1;
+    m.hidden_dim = a.hidden_dim > 0 ? a.hidden_dim : 2 * a.dim;
+  } else {
+    m.n_heads = a.heads > 0 ? a.heads : 4;
+    m.n_kv_heads = a.kv_heads > 0 ? a.kv_heads : m.n_heads;
+    m.hidden_dim = a.hidden_dim > 0 ? a.hidden_dim : (8 * a.dim / 3 + 15) / 16 * 16;
+  }
+  m.vocab_size = vocab_size;
+  m.seq_len = static_cast<int>(a.seq_len);
+  m.shared_classifier = false;
+  ApplyPositionSpec(a.position, arch);
+  ApplyAttentionSpec(a.attention, arch);
+  return arch;
+}
+
+// --init: the checkpoint's architecture (block, sizes, position, attention, vocabulary), trained
+// at the new --seq-len, with --position and --attention replaced when given on the command line
+// (or in --config). A size or block flag given must equal the checkpoint's: its parameters are
+// loaded as they are. `changed` receives a line per change.
+TrainArch ArchFromInit(CLI::App* app, const TrainArgs& a, const InitSource& s,
+                       std::vector<std::string>& changed) {
+  TrainArch arch = s.arch;
+  ModelConfig& m = arch.model;
+  auto same = [&](const char* flag, int64_t given, int64_t have, const char* what) {
+    if (app->count(flag) > 0 && given != have) {
+      Fail("{} {}: the checkpoint {} has {}={} (--init keeps the checkpoint's sizes, whose "
+           "parameters it loads; expected {} {} or no {})",
+           flag, given, s.path, what, have, flag, have, flag);
+    }
+  };
+  same("--dim", a.dim, m.dim, "dim");
+  same("--layers", a.layers, m.n_layers, "layers");
+  same("--heads", a.heads, m.n_heads, "heads");
+  same("--kv-heads", a.kv_heads, m.n_kv_heads, "kv_heads");
+  same("--hidden-dim", a.hidden_dim, m.hidden_dim, "hidden_dim");
+  if (app->count("--block") > 0) {
+    TrainArch given = arch;
+    ApplyBlockSpec(a.block, given);
+    if (BlockSpecOf(given) != BlockSpecOf(arch)) {
+      Fail("--block {}: the checkpoint {} has block {} (--init keeps the checkpoint's block, "
+           "whose parameters it loads; expected --block {} or no --block)",
+           a.block, s.path, BlockSpecOf(arch), BlockSpecOf(arch));
+    }
+  }
+  if (m.seq_len != a.seq_len) {
+    changed.push_back(fmt::format("seq_len {} -> {}", m.seq_len, a.seq_len));
+  }
+  m.seq_len = static_cast<int>(a.seq_len);
+  if (app->count("--position") > 0) {
+    const std::string before = PositionSpecOf(arch);
+    ApplyPositionSpec(a.position, arch);
+    if (PositionSpecOf(arch) != before) {
+      changed.push_back(fmt::format("position {} -> {}", before, PositionSpecOf(arch)));
+    }
+  }
+  if (app->count("--attention") > 0) {
+    const std::string before = AttentionText(arch);
+    ApplyAttentionSpec(a.attention, arch);
+    if (AttentionText(arch) != before) {
+      changed.push_back(fmt::format("attention {} -> {}", before, AttentionText(arch)));
+    }
+  }
+  return arch;
+}
+
+// Most of a training step is OpenBLAS's sgemm. On a CPU with AVX-512, OPENBLAS_CORETYPE set to
+// an AVX2 kernel set (Haswell, Zen: as this project's environment sets it) caps every product at
+// half the FMA peak; with SkylakeX's kernels the 4-layer d = 256 benchmark steps ~1.4x faster
+// (docs/performance.md). The user's setting is kept (it may be deliberate); this says what it
+// costs.
+std::optional<std::string> BlasKernelHint() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  const char* core = std::getenv("OPENBLAS_CORETYPE");
+  if (core == nullptr || !__builtin_cpu_supports("avx512f")) return std::nullopt;
+  std::string c(core);
+  std::transform(c.begin(), c.end(), c.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  for (const char* avx512 : {"skylakex", "cooperlake", "sapphirerapids"}) {
+    if (c == avx512) return std::nullopt;
+  }
+  return fmt::format(
+      "this CPU has AVX-512, but OPENBLAS_CORETYPE={} limits OpenBLAS to narrower kernels; "
+      "try OPENBLAS_CORETYPE=SkylakeX (1.4x faster steps in docs/performance.md's benchmark)",
+      core);
+#else
+  return std::nullopt;
+#endif
+}
+
 void RunTrain(CLI::App* app, TrainArgs& a) {
   if (!a.config.empty()) {
     std::ifstream in(a.config);
@@ -131,16 +313,35 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
   if (a.threads > 0) SetNumThreads(a.threads);
   fs::create_directories(a.out);
 
+  // --init: the architecture and tokenizer of the checkpoint (of the resumed one on --resume).
+  std::optional<InitSource> init;
+  if (!a.init.empty()) {
+    if (!resume_from && fs::is_directory(a.init)) {  // a run's directory: its newest checkpoint
+      const std::optional<std::string> newest = NewestCheckpoint(a.init);
+      if (!newest) Fail("--init {}: no complete checkpoint in this directory", a.init);
+      a.init = *newest;  // stored so: the file this run started from
+    }
+    init = ReadInitSource(resume_from ? *resume_from : a.init);
+    if (!resume_from) {
+      CheckTokenizerFlags(app, a, *init);
+      // The stored arguments name the tokenizer the run really uses.
+      if (!init->tokenizer_flag.empty()) a.tokenizer = init->tokenizer_flag;
+      if (init->tokenizer.kind() != "bytes") a.vocab_size = init->tokenizer.vocab_size();
+    }
+  }
+
   // Data: tokenizer, cache next to the checkpoints, split by document.
   DataOptions dopt;
   dopt.corpus.path = a.data;
   dopt.tokenizer.kind = ParseTokenizerKind(a.tokenizer);
   dopt.tokenizer.vocab_size = a.vocab_size;
   dopt.cache_path = (fs::path(a.out) / "tokens.cache").string();
-  const CorpusData data = LoadCorpusData(dopt);
-  fmt::print(stderr, "train: {} documents, {} tokens ({} tokenizer, vocabulary {}; cache {})\n",
-             data.documents.size(), data.documents.n_tokens(), a.tokenizer,
-             data.tokenizer.vocab_size(), data.cache_note);
+  const CorpusData data = init ? LoadCorpusData(dopt, init->tokenizer) : LoadCorpusData(dopt);
+  const std::string tokenizer_text =
+      init ? "the checkpoint's " + init->TokenizerText()
+           : fmt::format("{} tokenizer, vocabulary {}", a.tokenizer, data.tokenizer.vocab_size());
+  fmt::print(stderr, "train: {} documents, {} tokens ({}; cache {})\n", data.documents.size(),
+             data.documents.n_tokens(), tokenizer_text, data.cache_note);
   SplitOptions sopt;
   sopt.valid_fraction = a.valid_fraction;
   sopt.seed = a.seed;
@@ -152,31 +353,20 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
   const std::vector<Window> valid = ValidationWindows(split.valid, a.seq_len, TailWindow::kDrop);
   const Entropy entropy = UnigramEntropy(split.train, data.tokenizer.vocab_size());
 
-  // Architecture.
+  // Architecture: from the flags, or from the --init checkpoint (a resumed --init run: exactly
+  // the one it started with, which LoadCheckpointInto compares with the file anyway).
+  std::vector<std::string> changed;
   TrainArch arch;
-  ModelConfig& m = arch.model;
-  m.dim = a.dim;
-  m.n_layers = a.layers;
-  ApplyBlockSpec(a.block, arch);
-  if (arch.Gau()) {
-    // One head whose width is the key width; e = 2 dim as in the paper and GAU-alpha.
-    if (a.heads > 1 || a.kv_heads > 1) {
-      Fail("--heads {} --kv-heads {}: the GAU block has a single head (its width: --block "
-           "gau:key=S)", a.heads, a.kv_heads);
-    }
-    m.n_heads = m.n_kv_heads = 1;
-    m.hidden_dim = a.hidden_dim > 0 ? a.hidden_dim : 2 * a.dim;
+  if (!init) {
+    arch = ArchFromFlags(a, data.tokenizer.vocab_size());
+  } else if (resume_from) {
+    arch = init->arch;
   } else {
-    m.n_heads = a.heads > 0 ? a.heads : 4;
-    m.n_kv_heads = a.kv_heads > 0 ? a.kv_heads : m.n_heads;
-    m.hidden_dim = a.hidden_dim > 0 ? a.hidden_dim : (8 * a.dim / 3 + 15) / 16 * 16;
+    arch = ArchFromInit(app, a, *init, changed);
   }
-  m.vocab_size = data.tokenizer.vocab_size();
-  m.seq_len = static_cast<int>(a.seq_len);
-  m.shared_classifier = false;
-  ApplyPositionSpec(a.position, arch);
-  ApplyAttentionSpec(a.attention, arch);
+  FinalizeArch(arch);  // NTK's base, at the final sizes
   ValidateArch(arch);
+  const ModelConfig& m = arch.model;
   TrainerOptions topt;
   topt.batch = a.batch;
   topt.accumulate = a.accumulate;
@@ -193,11 +383,31 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
       arch.Gau() ? fmt::format("GAU blocks (key width {}, expansion {})", arch.gau_key_dim,
                                m.hidden_dim)
                  : fmt::format("{} heads", m.n_heads);
-  fmt::print(stderr, "train: {} parameters; dim {}, {} layers, {}; position {}; layers: {}{}{}\n",
-             n_params, m.dim, m.n_layers, block_text, PositionSpecOf(arch), LayoutText(arch),
-             arch.logits.key_norm ? "; keynorm" : "", arch.logits.query_norm ? "; querynorm" : "");
+  const std::string ntk_text =
+      arch.rope_ntk != 1.0 ? fmt::format(" (NTK-aware: RoPE base {} -> {})", arch.rope_ntk_base,
+                                         m.rope_base)
+                           : "";
+  fmt::print(stderr, "train: {} parameters; dim {}, {} layers, {}; position {}{}; layers: {}{}{}\n",
+             n_params, m.dim, m.n_layers, block_text, PositionSpecOf(arch), ntk_text,
+             LayoutText(arch), arch.logits.key_norm ? "; keynorm" : "",
+             arch.logits.query_norm ? "; querynorm" : "");
+  if (init && !resume_from) {
+    std::string change_text;
+    for (const std::string& c : changed) change_text += (change_text.empty() ? "" : ", ") + c;
+    const TrainArch& from = init->arch;
+    const ModelConfig& f = from.model;
+    fmt::print(stderr,
+               "train: --init {}: from the checkpoint: {}; block {}, dim {}, {} layers, {} heads "
+               "({} kv), hidden {}, position {}, attention {}; changed: {}\n",
+               init->path, init->TokenizerText(), BlockSpecOf(from), f.dim, f.n_layers, f.n_heads,
+               f.n_kv_heads, f.hidden_dim, PositionSpecOf(from), AttentionText(from),
+               changed.empty() ? std::string("nothing") : change_text);
+  }
   fmt::print(stderr, "train: unigram entropy of the training tokens: {:.3f} nats/token\n",
              entropy.nats);
+  if (const std::optional<std::string> hint = BlasKernelHint()) {
+    fmt::print(stderr, "train: note: {}\n", *hint);
+  }
   if (resume_from) {
     LoadCheckpointInto(trainer, SafetensorsFile(*resume_from));
     fmt::print(stderr, "train: resumed from {} at step {}\n", *resume_from, trainer.step());
@@ -303,7 +513,15 @@ void RegisterTrain(CLI::App& app) {
   sub->add_option("--out", args->out, "Directory for checkpoints (step-NNNNNNNN.safetensors), the token cache and train_log.jsonl");
   sub->add_option("--config", args->config, "JSON file with any of these options (keys: the long flag names, '_' for '-'); flags given on the command line win");
   sub->add_flag("--resume", args->resume, "Continue the run in --out from its newest complete checkpoint, with the arguments stored in it");
-  sub->add_option("--init", args->init, "Start from the parameters of this checkpoint (e.g. fine-tune at a longer --seq-len with another --position)");
+  sub->add_option("--init", args->init,
+                  "Fine-tune from this checkpoint: its parameters, its tokenizer (the new --data "
+                  "is tokenized with it; --tokenizer / --vocab-size, if given, must name it) and "
+                  "its architecture (block, sizes, position, attention). --seq-len is the new "
+                  "training length; --position and --attention given here replace the "
+                  "checkpoint's (a --position without base= keeps the checkpoint's RoPE base); a "
+                  "size or block flag that differs from the checkpoint is an error. E.g. --init "
+                  "runs/rope --position rope:pi=4 --seq-len 512 --steps 1000 (the file, or a "
+                  "run's directory: its newest checkpoint)");
   sub->add_option("--tokenizer", args->tokenizer, "Tokenizer trained on --data: bytes, bpe or unigram (SentencePiece)")->capture_default_str();
   sub->add_option("--vocab-size", args->vocab_size, "Vocabulary size for bpe / unigram")->capture_default_str();
   sub->add_option("--seq-len", args->seq_len, "Training length L: tokens per window")->capture_default_str()->check(CLI::PositiveNumber);
@@ -317,13 +535,17 @@ void RegisterTrain(CLI::App& app) {
   sub->add_option("--hidden-dim", args->hidden_dim, "SwiGLU width (default: 8/3 dim rounded up to 16); GAU: the expansion width e of U and V (default: 2 dim; a multiple of the key width)");
   sub->add_option("--block", args->block, "Block: llama (pre-norm attention + SwiGLU) or gau[:key=S] (post-norm single-head Gated Attention Unit, as GAU-alpha: key width S, default min(128, dim))")->capture_default_str();
   sub->add_option("--position", args->position,
-                  "How attention knows where tokens are: rope[:base=B,fraction=P] (RoPE; P < 1 "
-                  "is p-RoPE: only that share of the frequency pairs rotates, the slowest are "
-                  "left out), xpos[:base=B,gamma=G] (RoPE whose scores also decay with distance, "
-                  "scale base G, default 512), nope (nothing), alibi (a fixed linear distance "
-                  "penalty per head), kerple-log, kerple-power (learned distance penalties), "
-                  "sandwich[:dim=D,lambda=X] (a bias from the inner product of two sinusoidal "
-                  "position embeddings of dimension D, default 128, times X)")
+                  "How attention knows where tokens are: rope[:base=B,fraction=P,pi=F|ntk=F] "
+                  "(RoPE; P < 1 is p-RoPE: only that share of the frequency pairs rotates, the "
+                  "slowest are left out; pi=F is position interpolation, every position divided "
+                  "by F (Chen et al. 2023); ntk=F is NTK-aware RoPE, the base times "
+                  "F^(D/(D-2)) for head dim D: the two ways to fine-tune with --init at F times "
+                  "the length), xpos[:base=B,gamma=G] (RoPE whose scores also decay with "
+                  "distance, scale base G, default 512; pi and ntk change its rotation only), "
+                  "nope (nothing), alibi (a fixed linear distance penalty per head), kerple-log, "
+                  "kerple-power (learned distance penalties), sandwich[:dim=D,lambda=X] (a bias "
+                  "from the inner product of two sinusoidal position embeddings of dimension D, "
+                  "default 128, times X)")
       ->capture_default_str();
   sub->add_option("--attention", args->attention,
                   "Logits and layer layout, a comma list. Logits: keynorm, querynorm (unit-length "
