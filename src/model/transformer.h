@@ -1,4 +1,5 @@
-// The LLaMA decoder (Touvron et al. 2023; llama2.c's run.c is the reference forward):
+// The LLaMA decoder (Touvron et al. 2023; llama2.c's run.c is the reference forward), and the
+// GAU block of models trained with it (src/model/config.h's ModelBlock::kGau):
 //   x = embed(tokens)
 //   per layer:  h = rmsnorm(x) ; q, k, v = h Wq^T, h Wk^T, h Wv^T ; rope(q), rope(k) at their
 //               positions ; x += attention(q, k, v) Wo^T
@@ -15,15 +16,16 @@
 // (query, key) pair's segment requires.
 //
 // Models trained by `stretch train` carry a per-layer attention layout (ModelConfig::attention):
-// RoPE, NoPE, ALiBi or KERPLE per layer, a trained sliding window per layer, QueryNorm / KeyNorm /
-// cosine logits and their scale. Each layer then has its own plan, and a position method applies
+// RoPE (with XPOS's decay, p-RoPE's unrotated pairs, a trained interpolation), NoPE, ALiBi,
+// KERPLE or Sandwich per layer, a trained sliding window per layer, QueryNorm / KeyNorm / cosine
+// logits and their scale, the per-position lambda and SSMax. Each layer then has its own plan, and a position method applies
 // to a layer by the rule of LayerMethodUse below:
 //   - a layer trained with a window keeps that window and plain RoPE (or no rotation, NoPE): its
 //     relative distances never exceed the window it was trained with, so it needs no method and
 //     none is applied (not the method's mask, not +logn);
 //   - a full-attention RoPE layer takes the method as it is (frequencies, relative map, mask,
 //     +logn, YaRN's attention factor);
-//   - a full-attention layer without RoPE (NoPE, ALiBi, KERPLE) takes the method's mask (window,
+//   - a full-attention layer without RoPE (NoPE, ALiBi, KERPLE, Sandwich) takes the method's mask (window,
 //     Lambda's sinks + window, blockwise) and +logn, and keeps its bias; it has no rotation for
 //     the method's RoPE part to change (nor YaRN's attention factor, which compensates for it).
 // A method that changes the rotation (MethodChangesRope: pi, ntk, yarn, llama3, longrope, dynamic-*,
@@ -89,7 +91,7 @@ class KvCache {
 // How a position method applies to a layer (the rule at the top of this file).
 enum class LayerMethodUse {
   kMethod,         // full attention with RoPE: the method as it is
-  kMaskAndLogn,    // full attention without RoPE (NoPE, ALiBi, KERPLE): the method's mask, +logn
+  kMaskAndLogn,    // full attention without RoPE (NoPE, ALiBi, KERPLE, Sandwich): mask, +logn
   kTrainedWindow,  // trained with a window: that window and plain RoPE (if any); no method
 };
 LayerMethodUse MethodUseOf(const LayerAttention& layer);
@@ -111,14 +113,18 @@ bool MethodChangesRope(const AttentionPlan& method_plan, double model_base);
 void CheckMethodFitsLayout(const ModelConfig& config, const AttentionPlan& method_plan);
 
 // Layer l's plan under a method resolved as `method_plan` (MakeAttentionPlan for the model's
-// geometry), by the rule above: its mask, relative map, frequencies, logit scale, bias (ALiBi's
-// slopes; KERPLE's from `layer_weights`, which may be null when only the shape of the plan is
-// wanted) and QueryNorm / KeyNorm.
+// geometry), by the rule above: its mask, relative map, frequencies (p-RoPE's pairs unrotated),
+// XPOS's decay, logit scale, bias (ALiBi's slopes, Sandwich's table; KERPLE's from
+// `layer_weights`, which may be null when only the shape of the plan is wanted), SSMax's s (from
+// `layer_weights` too), the per-position lambda and QueryNorm / KeyNorm. Per-head values are
+// given per position head and repeated for a GAU's R kernel heads.
 AttentionPlan LayerAttentionPlan(const ModelConfig& config, const LayerWeights* layer_weights,
                                  int l, const AttentionPlan& method_plan);
 
 // Checks a model's attention layout against its sizes and weights (one entry per layer, windows
-// >= 0, KERPLE layers with H parameters each and others without, a positive finite scale).
+// >= 0, KERPLE layers and SSMax with position_heads() finite parameters each and others without,
+// a positive finite scale, a rope fraction in (0, 1], XPOS's and Sandwich's settings, the GAU's
+// sizes).
 // Throws stretch::Error naming the model's source, the layer and the field.
 void ValidateAttentionLayout(const Model& model);
 

@@ -1140,7 +1140,8 @@ RopeFrequencies ComputeFrequencies(const RopeMethod& rope, const RopeGeometry& g
   // The model's own position interpolation (PI, Chen et al. 2023, arXiv 2306.15595: position m
   // rotated as m / F; HF _compute_linear_scaling_rope_parameters: inv_freq / factor), trained
   // into it (`stretch train --position rope:pi=F`): it divides every theta, and the method above
-  // (pi, ntk, yarn, ...) applies on top of it, as to any model.
+  // (pi, ntk, ntk-fixed; ValidateMethod refuses the wavelength rules of yarn, llama3 and longrope
+  // on such a model) applies on top of it.
   if (geo.interpolation != 1.0) {
     for (double& t : f.thetas) t /= geo.interpolation;
   }
@@ -1174,6 +1175,18 @@ void ValidateMethod(const Method& m, const RopeGeometry& geo, int64_t fed_len) {
 
   const RopeMethod& rope = m.rope;
   const int pairs = geo.rotary_dim / 2;
+  if (geo.interpolation != 1.0 &&
+      (rope.scaling == RopeScaling::kYarn || rope.scaling == RopeScaling::kLlama3 ||
+       rope.scaling == RopeScaling::kLongRope)) {
+    // Their per-pair rule compares the base's wavelengths with the original length; on a model
+    // trained with PI the trained wavelengths are F times longer, and no source defines how the
+    // two compose.
+    Fail("{}: picks the frequency pairs to scale by their wavelengths, but this model was trained "
+         "with position interpolation (positions divided by {}), whose wavelengths that rule does "
+         "not know (allowed on such a model: direct, pi, ntk, ntk-fixed, dynamic-ntk, the "
+         "relative maps and the masks)",
+         where, geo.interpolation);
+  }
   if (rope.scaling == RopeScaling::kNtk && geo.rotary_dim <= 2) {
     Fail("{}: rotary_dim={} is too small for NTK scaling (allowed: rotary_dim >= 4, the exponent "
          "is d/(d-2))",

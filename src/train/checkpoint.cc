@@ -294,7 +294,12 @@ std::optional<TrainingTokenizer> ReadCheckpointTokenizer(const SafetensorsFile& 
 
 void LoadParamsInto(Trainer& trainer, const SafetensorsFile& f) {
   for (const Param& p : trainer.registry().params()) {
-    if (f.Find(p.name) == nullptr && p.name.find(".bias_") != std::string::npos) continue;
+    // KERPLE's a, b and SSMax's s that the file lacks (--init adding the variant) keep their
+    // initialization (SSMax's 1/ln L is a no-op at the training length).
+    if (f.Find(p.name) == nullptr && (p.name.find(".bias_") != std::string::npos ||
+                                      p.name.ends_with(".ssmax"))) {
+      continue;
+    }
     f.ReadInto<float>(p.name, p.shape, std::span<float>(p.value, static_cast<size_t>(p.numel())));
   }
 }

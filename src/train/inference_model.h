@@ -16,7 +16,8 @@
 //   - a tensor that is neither a parameter of the architecture nor training state (optim.*,
 //     rng.*, train.*) nor the tokenizer (tokenizer.model): a checkpoint of a model this code does
 //     not know is never read as one it knows;
-//   - a missing parameter, or one of the wrong dtype or shape; non-finite KERPLE parameters;
+//   - a missing parameter, or one of the wrong dtype or shape; non-finite KERPLE or SSMax
+//     parameters;
 //   - a tokenizer whose vocabulary differs from the model's.
 #pragma once
 

@@ -111,6 +111,24 @@ void ValidateArch(const TrainArch& arch) {
                               arch.rope_map));
     }
   }
+  if (arch.position == TrainPosition::kXpos &&
+      (arch.logits.query_norm || arch.logits.key_norm)) {
+    // The trainer would normalize after XPOS's decay and the inference kernel before it; the
+    // XPOS paper uses neither, and q/|q| after a decay referenced at the window's end is no
+    // longer a function of i - j alone.
+    throw Error("model: XPOS with QueryNorm / KeyNorm / cosine attention is not supported (the "
+                "decay and the normalization do not commute; allowed with xpos: the plain, "
+                "scale=X, logn and ssmax logits)");
+  }
+  if (arch.position == TrainPosition::kXpos && !(std::isfinite(arch.xpos_gamma) &&
+                                                 arch.xpos_gamma > 0.0)) {
+    throw Error(fmt::format("model: xpos gamma={} (allowed: a finite number > 0)",
+                            arch.xpos_gamma));
+  }
+  if (arch.position == TrainPosition::kSandwich && !std::isfinite(arch.sandwich_lambda)) {
+    throw Error(fmt::format("model: sandwich lambda={} (allowed: a finite number)",
+                            arch.sandwich_lambda));
+  }
   if (arch.Gau() && (arch.position == TrainPosition::kXpos || arch.logits.ssmax)) {
     throw Error("model: XPOS and SSMax are not yet implemented for the GAU block (allowed with "
                 "--block gau: rope, nope, alibi, kerple-log, kerple-power, sandwich; keynorm, "

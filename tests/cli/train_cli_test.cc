@@ -304,8 +304,8 @@ TEST(TrainCli, InitFineTunesFromACheckpointWithPiAtALongerLength) {
   EXPECT_GT(std::abs(with_pi - without_pi), 1e-6) << with_pi << " " << without_pi;
 
   // NTK: the base, resolved at head dim 16, in the banner; a size flag equal to the checkpoint's
-  // is accepted.
-  r = RunCli(init + " --out '" + ntk.string() + "' --position rope:ntk=2 --seq-len 64 --steps 1 "
+  // is accepted; no --seq-len: the checkpoint's.
+  r = RunCli(init + " --out '" + ntk.string() + "' --position rope:ntk=2 --steps 1 "
              "--dim 32 --tokenizer bpe" + run_opts);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::string ntk_base =
@@ -317,6 +317,7 @@ TEST(TrainCli, InitFineTunesFromACheckpointWithPiAtALongerLength) {
     const nlohmann::json config = nlohmann::json::parse(f.GetMetadata("stretch.config"));
     EXPECT_EQ(config.at("rope_ntk"), 2.0);
     EXPECT_EQ(fmt::format("{}", config.at("rope_base").get<float>()), ntk_base);
+    EXPECT_EQ(config.at("seq_len"), 32);
   }
 
   // Flags that contradict the checkpoint.

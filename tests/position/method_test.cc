@@ -123,6 +123,17 @@ TEST(MethodFrequencies, ModelInterpolationDividesEveryTheta) {
   const AttentionPlan plan = MakeAttentionPlan(ParseMethod("dynamic-ntk"), geo, 2048);
   EXPECT_EQ(plan.geo.interpolation, 4.0);
   ExpectThetas(plan.FrequenciesAt(100), {0.25, 0.025, 0.0025, 0.00025});  // s = 1 below L
+  // The wavelength rules (yarn, llama3, longrope) are refused on an interpolated model.
+  for (const char* spec : {"yarn", "dynamic-yarn", "llama3", "longrope:short=1/1/1/1,long=1/2/3/4"}) {
+    try {
+      MakeAttentionPlan(ParseMethod(spec), geo, 2048);
+      ADD_FAILURE() << spec << ": not refused";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("trained with position interpolation"),
+                std::string::npos)
+          << spec << ": " << e.what();
+    }
+  }
 }
 
 TEST(MethodFrequencies, Ntk) {

@@ -203,5 +203,31 @@ TEST(ArchSpec, InterpolationAndNtkAreValidated) {
   ExpectError([&] { ValidateArch(b); }, "together");
 }
 
+// ValidateArch: XPOS with QueryNorm / KeyNorm (the decay and the normalization do not commute),
+// a non-finite XPOS gamma or Sandwich lambda.
+TEST(ArchSpec, XposAndSandwichSettingsAreValidated) {
+  TrainArch a = Layers(2);
+  a.model.dim = 64;
+  a.model.n_heads = a.model.n_kv_heads = 4;
+  a.model.hidden_dim = 96;
+  a.model.vocab_size = 10;
+  a.model.seq_len = 16;
+  ApplyPositionSpec("xpos", a);
+  ApplyAttentionSpec("full", a);
+  ValidateArch(a);
+  for (const char* logits : {"keynorm", "querynorm", "cosine"}) {
+    TrainArch b = a;
+    ApplyAttentionSpec(logits, b);
+    ExpectError([&] { ValidateArch(b); }, "XPOS with QueryNorm / KeyNorm");
+  }
+  TrainArch b = a;
+  b.xpos_gamma = std::numeric_limits<double>::infinity();
+  ExpectError([&] { ValidateArch(b); }, "xpos gamma=inf");
+  ApplyPositionSpec("sandwich", b);
+  ValidateArch(b);
+  b.sandwich_lambda = std::nan("");
+  ExpectError([&] { ValidateArch(b); }, "sandwich lambda=nan");
+}
+
 }  // namespace
 }  // namespace stretch

@@ -327,6 +327,8 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
       // The stored arguments name the tokenizer the run really uses.
       if (!init->tokenizer_flag.empty()) a.tokenizer = init->tokenizer_flag;
       if (init->tokenizer.kind() != "bytes") a.vocab_size = init->tokenizer.vocab_size();
+      // No --seq-len given: the checkpoint's length (a fine-tune usually gives a longer one).
+      if (app->get_option("--seq-len")->count() == 0) a.seq_len = init->arch.model.seq_len;
     }
   }
 
@@ -517,7 +519,7 @@ void RegisterTrain(CLI::App& app) {
                   "Fine-tune from this checkpoint: its parameters, its tokenizer (the new --data "
                   "is tokenized with it; --tokenizer / --vocab-size, if given, must name it) and "
                   "its architecture (block, sizes, position, attention). --seq-len is the new "
-                  "training length; --position and --attention given here replace the "
+                  "training length (default: the checkpoint's); --position and --attention given here replace the "
                   "checkpoint's (a --position without base= keeps the checkpoint's RoPE base); a "
                   "size or block flag that differs from the checkpoint is an error. E.g. --init "
                   "runs/rope --position rope:pi=4 --seq-len 512 --steps 1000 (the file, or a "
