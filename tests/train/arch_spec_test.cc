@@ -174,13 +174,19 @@ TEST(ArchSpec, PositionInterpolationAndNtk) {
 
 // ValidateArch: an interpolation or NTK factor out of range, on a scheme without RoPE, or an NTK
 // base that does not follow from its factor (a file's config).
-TEST(ArchSpec, InterpolationAndNtkAreValidated) {
+// Two full layers of a 64-wide, 4-head model: sizes ValidateArch accepts.
+TrainArch SmallArch() {
   TrainArch a = Layers(2);
   a.model.dim = 64;
   a.model.n_heads = a.model.n_kv_heads = 4;
   a.model.hidden_dim = 96;
   a.model.vocab_size = 10;
   a.model.seq_len = 16;
+  return a;
+}
+
+TEST(ArchSpec, InterpolationAndNtkAreValidated) {
+  TrainArch a = SmallArch();
   ApplyAttentionSpec("full", a);
   ValidateArch(a);
   TrainArch b = a;
@@ -206,12 +212,7 @@ TEST(ArchSpec, InterpolationAndNtkAreValidated) {
 // ValidateArch: XPOS with QueryNorm / KeyNorm (the decay and the normalization do not commute),
 // a non-finite XPOS gamma or Sandwich lambda.
 TEST(ArchSpec, XposAndSandwichSettingsAreValidated) {
-  TrainArch a = Layers(2);
-  a.model.dim = 64;
-  a.model.n_heads = a.model.n_kv_heads = 4;
-  a.model.hidden_dim = 96;
-  a.model.vocab_size = 10;
-  a.model.seq_len = 16;
+  TrainArch a = SmallArch();
   ApplyPositionSpec("xpos", a);
   ApplyAttentionSpec("full", a);
   ValidateArch(a);
