@@ -18,6 +18,7 @@
 #include "src/core/check.h"
 #include "src/core/error.h"
 #include "src/io/binary_reader.h"
+#include "src/io/output_file.h"
 
 namespace stretch {
 namespace {
@@ -382,18 +383,11 @@ void SaveLlama2cVersion1(const Model& model, const std::string& path) {
                 DescribeConfig(c));
 
   // Written to a temporary name and renamed, so that `path` never holds a partial checkpoint.
-  const std::string tmp = path + ".tmp";
-  struct FileCloser {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-  };
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(tmp.c_str(), "wb"));
-  if (!f) Fail("{}: cannot open for writing: {}", tmp, std::strerror(errno));
+  AtomicFile out(path);
   auto write = [&](const void* data, size_t bytes, std::string_view what) {
-    if (bytes != 0 && std::fwrite(data, 1, bytes, f.get()) != bytes) {
-      Fail("{}: write failed at {}: {}", tmp, what, std::strerror(errno));
-    }
+    out.Write(data, bytes, what);
   };
-  try {
+  {
     unsigned char header[kVersion1HeaderBytes] = {};
     auto put_u32 = [&](size_t at, uint32_t v) {
       for (int i = 0; i < 4; ++i) header[at + i] = static_cast<unsigned char>(v >> (8 * i));
@@ -410,19 +404,8 @@ void SaveLlama2cVersion1(const Model& model, const std::string& path) {
                   [&](const std::string& name, const std::vector<float>* v, int64_t) {
                     write(v->data(), v->size() * sizeof(float), name);
                   });
-    if (std::fflush(f.get()) != 0) Fail("{}: write failed: {}", tmp, std::strerror(errno));
-    if (std::fclose(f.release()) != 0) Fail("{}: close failed: {}", tmp, std::strerror(errno));
-  } catch (...) {
-    f.reset();
-    std::remove(tmp.c_str());
-    throw;
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    Fail("{}: cannot rename {} to it: {}", path, tmp, ec.message());
-  }
+  out.Commit();
 }
 
 }  // namespace stretch

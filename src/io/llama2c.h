@@ -33,7 +33,7 @@ Model LoadLlama2c(const std::string& path);
 
 // Writes `model` as a llama2.c version 1 (float32) checkpoint, byte for byte the layout of
 // llama2.c export.py's version1_export (llama2.c's run.c itself reads only the legacy format).
-// Written to "<path>.tmp" and renamed, so `path` never holds a partial file. Throws stretch::Error
+// Written atomically (AtomicFile, src/io/output_file.h): `path` never holds a partial file. Throws stretch::Error
 // when the file cannot be written or the model is not a plain LLaMA model (a trained attention
 // layout, the GAU block, a trained RoPE interpolation: the format cannot hold them); weights whose
 // sizes differ from the config are a programming error (STRETCH_CHECK).

@@ -18,6 +18,7 @@
 
 #include "src/core/check.h"
 #include "src/core/error.h"
+#include "src/io/output_file.h"
 
 namespace stretch {
 namespace {
@@ -477,78 +478,18 @@ std::string SafetensorsWriter::Header() const {
 }
 
 void SafetensorsWriter::Write(const std::string& path) const {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  const std::string base = target.filename().string();
-  if (base.empty() || base == "." || base == "..") {
-    Fail("{}: not a file name: expected a path such as dir/model.safetensors", path);
-  }
-  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp =
-      (dir / fmt::format(".{}.partial-{}-{}", base, ::getpid(), counter.fetch_add(1))).string();
-
   const std::string header = Header();  // before any file exists: it may throw
-
-  // Until the rename, the temporary file is removed on every way out.
-  struct TempFile {
-    std::string path;
-    std::FILE* f = nullptr;
-    bool renamed = false;
-    ~TempFile() {
-      if (f != nullptr) std::fclose(f);
-      if (!renamed) ::unlink(path.c_str());
-    }
-  } out{tmp};
-  out.f = std::fopen(tmp.c_str(), "wbx");  // x: fails rather than reuse an existing file
-  if (out.f == nullptr) {
-    out.renamed = true;  // nothing of ours to remove
-    Fail("{}: cannot create the temporary file {}: {}", path, tmp, std::strerror(errno));
-  }
-  auto write = [&](const void* data, size_t n, std::string_view what) {
-    if (n != 0 && std::fwrite(data, 1, n, out.f) != n) {
-      Fail("{}: writing {} to the temporary file {} failed: {}", path, what, tmp,
-           std::strerror(errno));
-    }
-  };
+  AtomicFile out(path);
   unsigned char len_bytes[8];
   for (int i = 0; i < 8; ++i) {
     len_bytes[i] = static_cast<unsigned char>(static_cast<uint64_t>(header.size()) >> (8 * i));
   }
-  write(len_bytes, 8, "the header length");
-  write(header.data(), header.size(), "the header");
+  out.Write(len_bytes, 8, "the header length");
+  out.Write(header.data(), header.size(), "the header");
   for (const Entry* e : DataOrder()) {
-    write(e->bytes().data(), e->bytes().size(), fmt::format("tensor '{}'", e->name));
+    out.Write(e->bytes().data(), e->bytes().size(), fmt::format("tensor '{}'", e->name));
   }
-  if (std::fflush(out.f) != 0) {
-    Fail("{}: flushing the temporary file {} failed: {}", path, tmp, std::strerror(errno));
-  }
-  if (::fsync(::fileno(out.f)) != 0) {
-    Fail("{}: fsync of the temporary file {} failed: {}", path, tmp, std::strerror(errno));
-  }
-  std::FILE* f = std::exchange(out.f, nullptr);
-  if (std::fclose(f) != 0) {
-    Fail("{}: closing the temporary file {} failed: {}", path, tmp, std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    Fail("{}: renaming the temporary file {} over it failed: {}", path, tmp, std::strerror(errno));
-  }
-  out.renamed = true;
-
-  // The rename is durable only once the directory entry is on disk. Some file systems cannot
-  // fsync a directory (EINVAL): nothing more can be done there, and the file itself is complete.
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) {
-    Fail("{}: written, but its directory {} cannot be opened to sync it: {}", path, dir.string(),
-         std::strerror(errno));
-  }
-  const int rc = ::fsync(dir_fd);
-  const int err = errno;
-  ::close(dir_fd);
-  if (rc != 0 && err != EINVAL) {
-    Fail("{}: written, but syncing its directory {} failed: {}", path, dir.string(),
-         std::strerror(err));
-  }
+  out.Commit();
 }
 
 }  // namespace stretch

@@ -19,11 +19,10 @@
 // expected. Tensor data are then read with pread straight into the caller's memory, with a typed
 // check of dtype and shape (SafetensorsFile::Read).
 //
-// Writing (SafetensorsWriter::Write) is atomic: a temporary file in the target's directory, named
-// ".<name>.partial-<pid>-<n>" (hidden, and never ending in ".safetensors", so no glob for
-// checkpoints picks it up), is written, flushed, fsync'ed, renamed over the target, and the
-// directory is fsync'ed. On any failure the temporary file is removed and whatever was at the
-// target before is untouched. The header is padded with spaces to a multiple of 8 bytes and the
+// Writing (SafetensorsWriter::Write) is atomic (AtomicFile, src/io/output_file.h): a hidden
+// temporary file ".<name>.partial-<pid>-<n>" beside the target (never ending in ".safetensors", so
+// no glob for checkpoints picks it up) is renamed over it once complete; on any failure whatever
+// was at the target before is untouched. The header is padded with spaces to a multiple of 8 bytes and the
 // tensors are laid out by decreasing element size (then in the order they were added), so every
 // tensor starts at a multiple of its element size in the file, as the reference writer does; the
 // JSON lists the tensors in that data order.

@@ -15,6 +15,7 @@
 #include "src/core/check.h"
 #include "src/core/error.h"
 #include "src/io/binary_reader.h"
+#include "src/io/output_file.h"
 
 namespace stretch {
 namespace {
@@ -168,21 +169,15 @@ std::string DescribeTokenizer(std::string_view kind, std::string_view model) {
   return fmt::format("\"{}\" (model {} bytes, FNV-1a {:016x})", kind, model.size(), Fnv1a64(model));
 }
 
-struct FileCloser {
-  void operator()(std::FILE* f) const { std::fclose(f); }
-};
-
-// Writes little-endian fields to a FILE and hashes every byte written.
+// Writes little-endian fields to a file and hashes every byte written.
 class HashedWriter {
  public:
-  HashedWriter(std::FILE* f, const std::string& path) : f_(f), path_(path) {}
+  explicit HashedWriter(AtomicFile& file) : file_(file) {}
   uint64_t hash() const { return hash_; }
 
   void Bytes(const void* data, size_t n, std::string_view field) {
     if (n == 0) return;
-    if (std::fwrite(data, 1, n, f_) != n) {
-      Fail("{}: write failed at {}: {}", path_, field, std::strerror(errno));
-    }
+    file_.Write(data, n, field);
     hash_ = Fnv1a64(std::string_view(static_cast<const char*>(data), n), hash_);
   }
   void U32(uint32_t v, std::string_view field) {
@@ -201,8 +196,7 @@ class HashedWriter {
   }
 
  private:
-  std::FILE* f_;
-  const std::string& path_;
+  AtomicFile& file_;
   uint64_t hash_ = kFnvOffset;
 };
 
@@ -306,11 +300,9 @@ void WriteTokenCache(const std::string& path, const TokenCache& cache) {
                 cache.tokens.size());
   const int width = TokenCacheTokenBytes(meta.vocab_size);
 
-  const std::string tmp = fmt::format("{}.tmp.{}", path, getpid());
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(tmp.c_str(), "wb"));
-  if (!f) Fail("{}: cannot open for writing: {}", tmp, std::strerror(errno));
-  try {
-    HashedWriter out(f.get(), tmp);
+  AtomicFile file(path);
+  {
+    HashedWriter out(file);
     out.Bytes(kMagic, 4, "magic");
     out.U32(kTokenCacheVersion, "version");
     out.U32(static_cast<uint32_t>(meta.vocab_size), "vocab_size");
@@ -336,28 +328,8 @@ void WriteTokenCache(const std::string& path, const TokenCache& cache) {
       out.Bytes(buf.data(), static_cast<size_t>(m * width), "tokens");
     }
     out.U64(out.hash(), "checksum");
-    if (std::fflush(f.get()) != 0) Fail("{}: write failed: {}", tmp, std::strerror(errno));
-    if (fsync(fileno(f.get())) != 0) Fail("{}: fsync failed: {}", tmp, std::strerror(errno));
-    if (std::fclose(f.release()) != 0) Fail("{}: close failed: {}", tmp, std::strerror(errno));
-  } catch (...) {
-    f.reset();
-    std::remove(tmp.c_str());
-    throw;
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    Fail("{}: cannot rename {} to it: {}", path, tmp, std::strerror(err));
-  }
-  // Makes the rename itself durable. Best effort: some file systems refuse fsync on a directory,
-  // and the file is complete either way.
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  const int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    fsync(dfd);
-    close(dfd);
-  }
+  file.Commit();
 }
 
 }  // namespace stretch

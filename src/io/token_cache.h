@@ -76,9 +76,8 @@ TokenCache ReadTokenCache(const std::string& path);
 void RequireTokenCacheTokenizer(const std::string& path, const TokenCacheMeta& meta,
                                 std::string_view kind, std::string_view model);
 
-// Writes `cache` atomically: to "<path>.tmp.<pid>" in the same directory, flushed and fsync'ed,
-// then renamed over `path` (and the directory fsync'ed), so `path` holds either the old file or
-// the complete new one. Throws stretch::Error when the file cannot be written. A cache whose
+// Writes `cache` atomically (AtomicFile, src/io/output_file.h), so `path` holds either the old file
+// or the complete new one. Throws stretch::Error when the file cannot be written. A cache whose
 // counts do not add up to its tokens, or with a token outside the vocabulary, is a programming
 // error (STRETCH_CHECK).
 void WriteTokenCache(const std::string& path, const TokenCache& cache);

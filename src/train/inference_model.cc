@@ -178,46 +178,6 @@ bool LooksLikeSafetensors(const std::string& path) {
          b[8] == '{';
 }
 
-std::string NewestCheckpointIn(const std::string& dir, std::vector<std::string>* skipped) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) Fail("{}: not a directory", dir);
-  std::vector<std::pair<int64_t, std::string>> found;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    // step-NNNNNNNN.safetensors: eight digits, as the trainer names them.
-    const std::string name = e.path().filename().string();
-    constexpr std::string_view kPrefix = "step-", kSuffix = ".safetensors";
-    if (name.size() != kPrefix.size() + 8 + kSuffix.size() || !name.starts_with(kPrefix) ||
-        !name.ends_with(kSuffix)) {
-      continue;
-    }
-    const std::string digits = name.substr(kPrefix.size(), 8);
-    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-      continue;
-    }
-    found.emplace_back(std::stoll(digits), e.path().string());
-  }
-  std::sort(found.rbegin(), found.rend());
-  for (const auto& [step, path] : found) {
-    try {
-      // Complete: the whole header validates against the file's size, and it is ours. Its
-      // content (block, architecture) is the loader's to judge: a checkpoint of a block this
-      // code cannot run is refused when loaded, never skipped for an older one.
-      const SafetensorsFile f(path);
-      const std::optional<std::string> format = f.FindMetadata("stretch.format");
-      if (format != kCheckpointFormat) {
-        Fail("{}: not a stretch checkpoint (metadata stretch.format = \"{}\", expected \"{}\")",
-             path, format.value_or(""), kCheckpointFormat);
-      }
-      return path;
-    } catch (const Error& e) {
-      if (skipped != nullptr) skipped->push_back(fmt::format("skipping {}: {}", path, e.what()));
-    }
-  }
-  Fail("{}: no complete checkpoint (step-NNNNNNNN.safetensors) in this directory{}", dir,
-       found.empty() ? std::string()
-                     : fmt::format(" ({} file(s) named like one failed to read)", found.size()));
-}
-
 CheckpointHeader ReadCheckpointHeader(const std::string& path) {
   return ReadHeaderOf(SafetensorsFile(path));
 }

@@ -47,15 +47,6 @@ Model InferenceModel(const TrainArch& arch, const TrainParams<float>& params, st
 // their size.
 bool LooksLikeSafetensors(const std::string& path);
 
-// A run's directory -> its newest complete checkpoint: the step-NNNNNNNN.safetensors with the
-// highest step whose safetensors header validates against the file (sizes, offsets) and says
-// stretch.format = "stretch-checkpoint" (a half-written file never has the final name: the
-// trainer renames it into place). Its content is the loader's to judge: a checkpoint of a block
-// this code cannot run is picked, then refused, never skipped for an older one. `skipped`
-// (optional) receives a line for each newer file passed over, with the reason. Throws
-// stretch::Error when there is none.
-std::string NewestCheckpointIn(const std::string& dir, std::vector<std::string>* skipped = nullptr);
-
 // What a checkpoint says about itself, from its header alone (no tensor is read but train.step).
 struct CheckpointHeader {
   std::string path;

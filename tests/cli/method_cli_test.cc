@@ -17,6 +17,7 @@
 #include "src/core/rng.h"
 #include "src/io/llama2c.h"
 #include "tests/cli/cli_run.h"
+#include "tests/cli/tiny_files.h"
 #include "tests/testing/random_model.h"
 #include "tests/testing/shared.h"
 
@@ -26,53 +27,8 @@ namespace {
 using testing::Has;
 using testing::RunCli;
 using testing::RunResult;
-
-// Pieces of the tiny tokenizer: <unk>, <s>, </s>, then one character each. No piece has two
-// characters, so no merges: a text of n characters (all from the list) is n + 1 tokens (the
-// dummy-prefix space first).
-constexpr const char kChars[] = " abcdefghijklmnopqrstuvwxyz0123456789";
-static_assert(sizeof(kChars) - 1 + 3 == 40, "the tiny model's vocabulary is 40 tokens");
-
-struct TinyFiles {
-  std::string dir, model, tok, text;
-};
-
-void WriteTokenizer(const std::string& path) {
-  std::ofstream out(path, std::ios::binary);
-  auto i32 = [&out](int32_t v) { out.write(reinterpret_cast<const char*>(&v), 4); };
-  auto f32 = [&out](float v) { out.write(reinterpret_cast<const char*>(&v), 4); };
-  i32(5);  // max_token_length
-  for (const char* special : {"<unk>", "<s>", "</s>"}) {
-    f32(0.0f);
-    i32(static_cast<int32_t>(std::strlen(special)));
-    out.write(special, static_cast<std::streamsize>(std::strlen(special)));
-  }
-  for (size_t i = 0; i + 1 < sizeof(kChars); ++i) {
-    f32(-static_cast<float>(i));
-    i32(1);
-    out.write(&kChars[i], 1);
-  }
-}
-
-// Written once for the whole program (each test runs the command several times).
-const TinyFiles& Files() {
-  static const TinyFiles files = [] {
-    TinyFiles f;
-    f.dir = ::testing::TempDir() + "/stretch_method_cli";
-    std::filesystem::create_directories(f.dir);
-    f.model = f.dir + "/tiny.bin";
-    f.tok = f.dir + "/tiny_tok.bin";
-    f.text = f.dir + "/tiny.txt";
-    SaveLlama2cVersion1(testing::RandomModel(testing::TinyConfig(), 41), f.model);
-    WriteTokenizer(f.tok);
-    Rng rng(42);
-    std::string text;
-    for (int i = 0; i < 1199; ++i) text += kChars[1 + rng.NextU64() % (sizeof(kChars) - 2)];
-    std::ofstream(f.text) << text;  // 1200 tokens with the dummy-prefix space
-    return f;
-  }();
-  return files;
-}
+using testing::Files;
+using testing::kChars;
 
 std::string Model() {
   return "--model '" + Files().model + "'";

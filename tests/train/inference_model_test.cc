@@ -31,6 +31,7 @@
 #include "src/model/transformer.h"
 #include "src/train/arch_spec.h"
 #include "src/train/checkpoint.h"
+#include "src/train/run_dir.h"
 #include "src/train/trainer.h"
 #include "tests/testing/files.h"
 

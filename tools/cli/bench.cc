@@ -21,6 +21,7 @@
 #include "src/core/rng.h"
 #include "src/core/threads.h"
 #include "src/core/timer.h"
+#include "src/io/output_file.h"
 #include "src/eval/score.h"
 #include "src/io/llama2c.h"
 #include "src/kernels/attention.h"
@@ -425,6 +426,9 @@ void MethodCases(const BenchArgs& a, const std::string& threads, nlohmann::json&
 }
 
 void RunParent(const BenchArgs& a) {
+  const NamedPath inputs[] = {{"--model", a.model}};
+  const NamedPath outputs[] = {{"--json-out", a.json_out}};
+  CheckOutputPaths(inputs, outputs);
   if (!a.model.empty()) ReadLlama2cHeader(a.model);  // a bad --model fails now, not after minutes
   const std::string threads = a.threads > 0 ? fmt::format(" --threads {}", a.threads) : "";
   const int nthreads = a.threads > 0 ? a.threads : NumThreads();
@@ -515,9 +519,9 @@ void RunParent(const BenchArgs& a) {
   }
   report["targets"] = targets;
   if (!a.json_out.empty()) {
-    std::ofstream out(a.json_out);
-    out << report.dump(2) << "\n";
-    if (!out) Fail("--json-out {}: cannot write", a.json_out);
+    AtomicFile out(a.json_out);
+    out.Write(report.dump(2) + "\n");
+    out.Commit();
     fmt::print("\nwrote {}\n", a.json_out);
   }
 }

@@ -12,6 +12,7 @@
 #include "src/model/transformer.h"
 #include "src/position/plan.h"
 #include "src/train/inference_model.h"
+#include "src/train/run_dir.h"
 
 namespace stretch::cli {
 

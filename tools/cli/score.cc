@@ -12,6 +12,7 @@
 #include "src/eval/score.h"
 #include "src/eval/sweep.h"
 #include "src/io/llama2c.h"
+#include "src/io/output_file.h"
 #include "src/io/text.h"
 #include "tools/cli/common.h"
 
@@ -110,6 +111,13 @@ void RunScore(const ScoreArgs& args) {
   // input's length.
   const std::vector<SweepMethod> methods = MethodsFromArgs(args.method);
   const ModelHeader header = ReadModelHeader(args.model.model);
+  std::vector<NamedPath> inputs = {{"--model", header.path},
+                                   {"--tokenizer", args.model.tokenizer},
+                                   {"--data", args.data},
+                                   {"--tokens", args.tokens}};
+  const std::vector<NamedPath> outputs = {{"--json-out", args.json_out},
+                                          {"--per-token", args.per_token}};
+  CheckOutputPaths(inputs, outputs);
   if (!args.data.empty() && args.model.tokenizer.empty() && !header.checkpoint) {
     Fail("--data needs --tokenizer to turn the text into tokens (a llama2.c model; stretch "
          "checkpoints carry their own)");
@@ -149,26 +157,25 @@ void RunScore(const ScoreArgs& args) {
   }
 
   CheckSweepInput(sweep_input, args.contexts, args.options);
+  for (const std::string& file : stream.files) inputs.push_back({"--data", file});
+  CheckOutputPaths(inputs, outputs);  // the files a --data directory holds
 
-  // Output files are opened (and so created) only once everything has been checked, before the
-  // first cell is scored.
-  std::unique_ptr<std::ofstream> json_out;
-  if (!args.json_out.empty()) {
-    json_out = std::make_unique<std::ofstream>(args.json_out);
-    if (!*json_out) Fail("--json-out {}: cannot open for writing", args.json_out);
-  }
-  std::unique_ptr<std::ofstream> csv;
+  // Output files are written to temporary names once everything has been checked and renamed
+  // into place when complete: an interrupted or failed run leaves what was there before.
+  std::unique_ptr<AtomicFile> json_out;
+  if (!args.json_out.empty()) json_out = std::make_unique<AtomicFile>(args.json_out);
+  std::unique_ptr<AtomicFile> csv;
   if (!args.per_token.empty()) {
-    csv = std::make_unique<std::ofstream>(args.per_token);
-    if (!*csv) Fail("--per-token {}: cannot open for writing", args.per_token);
-    *csv << (single ? "" : "method,ctx,") << "window,position,target,loss,correct\n";
+    csv = std::make_unique<AtomicFile>(args.per_token);
+    csv->Write(single ? "" : "method,ctx,");
+    csv->Write("window,position,target,loss,correct\n");
   }
   SweepTokenSink sink;
   if (csv) {
     sink = [&csv, &methods, single](const SweepCell& cell, const TokenRecord& r) {
-      if (!single) *csv << CsvQuote(methods[cell.method].spec) << ',' << cell.ctx << ',';
-      *csv << fmt::format("{},{},{},{:.6f},{}\n", r.window, r.position, r.target, r.loss,
-                          r.correct ? 1 : 0);
+      if (!single) csv->Write(fmt::format("{},{},", CsvQuote(methods[cell.method].spec), cell.ctx));
+      csv->Write(fmt::format("{},{},{},{:.6f},{}\n", r.window, r.position, r.target, r.loss,
+                             r.correct ? 1 : 0));
     };
   }
 
@@ -191,10 +198,7 @@ void RunScore(const ScoreArgs& args) {
   if (loaded.tokenizer) options.bos = loaded.tokenizer->bos();
   const std::vector<SweepCell> cells =
       ScoreSweep(model, methods, args.contexts, sweep_input, options, sink, done);
-  if (csv) {
-    csv->flush();
-    if (!*csv) Fail("--per-token {}: write failed", args.per_token);
-  }
+  if (csv) csv->Commit();
 
   nlohmann::json method_list = nlohmann::json::array();
   for (const SweepMethod& m : methods) {
@@ -227,9 +231,8 @@ void RunScore(const ScoreArgs& args) {
     PrintProduct(args, loaded, methods, cells, protocol, timer.Seconds());
   }
   if (json_out) {
-    *json_out << json_text << "\n";
-    json_out->flush();
-    if (!*json_out) Fail("--json-out {}: write failed", args.json_out);
+    json_out->Write(json_text + "\n");
+    json_out->Commit();
   }
 }
 

@@ -17,9 +17,11 @@
 #include "src/core/error.h"
 #include "src/core/threads.h"
 #include "src/core/timer.h"
+#include "src/io/output_file.h"
 #include "src/train/arch_spec.h"
 #include "src/train/checkpoint.h"
 #include "src/train/data.h"
+#include "src/train/run_dir.h"
 #include "src/train/trainer.h"
 #include "tools/cli/common.h"
 
@@ -43,6 +45,7 @@ struct TrainArgs {
   double lr = 1e-3, min_lr = -1, weight_decay = 0.1, clip = 1.0, valid_fraction = 0.1;
   uint64_t seed = 1;
   bool resume = false;
+  bool overwrite = false;  // an action of this invocation, never stored with the run
   int threads = 0;
 };
 
@@ -79,29 +82,39 @@ void ApplyJson(CLI::App* app, const json& j, const std::string& what, bool overr
   }
 }
 
-std::string StepFileName(int64_t step) { return fmt::format("step-{:08d}.safetensors", step); }
-
-// The newest checkpoint in dir that opens and reads as one (a half-written file never has the
-// final name: the writer renames it into place).
+// The newest complete checkpoint in dir (newer files that do not read as one are reported and
+// passed over), or nullopt when there is none.
 std::optional<std::string> NewestCheckpoint(const std::string& dir) {
-  std::vector<std::pair<int64_t, std::string>> found;
-  const std::regex re("step-([0-9]{8})\\.safetensors");
-  if (!fs::is_directory(dir)) return std::nullopt;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    std::smatch m;
-    const std::string name = e.path().filename().string();
-    if (std::regex_match(name, m, re)) found.emplace_back(std::stoll(m[1].str()), e.path().string());
+  if (StepFiles(dir).empty()) return std::nullopt;
+  std::vector<std::string> skipped;
+  try {
+    const std::string path = NewestCheckpointIn(dir, &skipped);
+    for (const std::string& line : skipped) fmt::print(stderr, "train: {}\n", line);
+    return path;
+  } catch (const Error&) {
+    for (const std::string& line : skipped) fmt::print(stderr, "train: {}\n", line);
+    return std::nullopt;
   }
-  std::sort(found.rbegin(), found.rend());
-  for (const auto& [step, path] : found) {
-    try {
-      ReadCheckpointInfo(SafetensorsFile(path));
-      return path;
-    } catch (const Error& e) {
-      fmt::print(stderr, "train: skipping {}: {}\n", path, e.what());
-    }
+}
+
+// One directory holds one run. Inputs never lie inside --out (a new run there would replace them,
+// --overwrite would delete them); a directory holding another run is refused unless the run is
+// resumed, or --overwrite asks for its files to be deleted first.
+void CheckRunDirectory(const TrainArgs& a, bool resuming) {
+  std::vector<NamedPath> inputs = {{"--data", a.data}, {"--config", a.config}};
+  if (!resuming) inputs.push_back({"--init", a.init});  // a resumed run reads its own checkpoint
+  CheckInputsOutside(inputs, {"--out", a.out});
+  if (resuming) return;
+  const RunDirContents held = ScanRunDir(a.out);
+  if (!held.HoldsRun()) return;
+  if (!a.overwrite) {
+    Fail("--out {} holds another run ({}): continue it with --resume, delete it and start over "
+         "with --overwrite, or choose another --out",
+         a.out, held.Describe());
   }
-  return std::nullopt;
+  const int64_t removed = ClearRunDir(a.out);
+  fmt::print(stderr, "train: --overwrite: deleted the earlier run in {} ({}; {} files)\n", a.out,
+             held.Describe(), removed);
 }
 
 // What --init takes from a checkpoint: the architecture and the tokenizer. (A run started with
@@ -297,6 +310,10 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
     ApplyJson(app, j, a.config, false);
   }
   if (a.out.empty()) Fail("--out is required: the directory for checkpoints");
+  if (a.overwrite && a.resume) {
+    Fail("--overwrite and --resume contradict each other: --resume continues the run in --out, "
+         "--overwrite deletes it");
+  }
   std::optional<std::string> resume_from;
   if (a.resume) {
     resume_from = NewestCheckpoint(a.out);
@@ -311,7 +328,6 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
   }
   if (a.data.empty()) Fail("--data is required: a text file or a directory of *.txt files");
   if (a.threads > 0) SetNumThreads(a.threads);
-  fs::create_directories(a.out);
 
   // --init: the architecture and tokenizer of the checkpoint (of the resumed one on --resume).
   std::optional<InitSource> init;
@@ -321,6 +337,10 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
       if (!newest) Fail("--init {}: no complete checkpoint in this directory", a.init);
       a.init = *newest;  // stored so: the file this run started from
     }
+  }
+  CheckRunDirectory(a, resume_from.has_value());
+  fs::create_directories(a.out);
+  if (!a.init.empty()) {
     init = ReadInitSource(resume_from ? *resume_from : a.init);
     if (!resume_from) {
       CheckTokenizerFlags(app, a, *init);
@@ -337,7 +357,7 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
   dopt.corpus.path = a.data;
   dopt.tokenizer.kind = ParseTokenizerKind(a.tokenizer);
   dopt.tokenizer.vocab_size = a.vocab_size;
-  dopt.cache_path = (fs::path(a.out) / "tokens.cache").string();
+  dopt.cache_path = (fs::path(a.out) / kTokenCacheName).string();
   const CorpusData data = init ? LoadCorpusData(dopt, init->tokenizer) : LoadCorpusData(dopt);
   const std::string tokenizer_text =
       init ? "the checkpoint's " + init->TokenizerText()
@@ -453,7 +473,7 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
     return EvalStats{loss / scored, acc / scored, scored};
   };
 
-  std::ofstream log((fs::path(a.out) / "train_log.jsonl").string(), std::ios::app);
+  std::ofstream log((fs::path(a.out) / kTrainLogName).string(), std::ios::app);
   Timer timer;
   const int64_t first = trainer.step();
   int64_t tokens_done = 0;
@@ -491,7 +511,7 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
   }
   fmt::print("train: {} steps done; checkpoints in {} (latest {}); log {}\n", trainer.step(),
              a.out, last_saved.empty() ? "none new" : last_saved,
-             (fs::path(a.out) / "train_log.jsonl").string());
+             (fs::path(a.out) / kTrainLogName).string());
 }
 
 }  // namespace
@@ -515,6 +535,7 @@ void RegisterTrain(CLI::App& app) {
   sub->add_option("--out", args->out, "Directory for checkpoints (step-NNNNNNNN.safetensors), the token cache and train_log.jsonl");
   sub->add_option("--config", args->config, "JSON file with any of these options (keys: the long flag names, '_' for '-'); flags given on the command line win");
   sub->add_flag("--resume", args->resume, "Continue the run in --out from its newest complete checkpoint, with the arguments stored in it");
+  sub->add_flag("--overwrite", args->overwrite, "Delete the run that --out holds (its checkpoints, token cache and train_log.jsonl; nothing else) and start a new one there. Without it, a new run into a directory that holds another is refused");
   sub->add_option("--init", args->init,
                   "Fine-tune from this checkpoint: its parameters, its tokenizer (the new --data "
                   "is tokenized with it; --tokenizer / --vocab-size, if given, must name it) and "
