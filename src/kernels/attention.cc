@@ -61,6 +61,7 @@
 #include "src/core/aligned.h"
 #include "src/core/check.h"
 #include "src/kernels/attention_simd.h"
+#include "src/kernels/ops.h"
 
 namespace stretch {
 namespace attention_internal {
@@ -540,14 +541,6 @@ void RotateKeysTransposed(float* HWY_RESTRICT kt, int pairs, int nk, const float
 }
 
 // Rotates pairs of a query row by the angles whose cos/sin are given (pairs entries each).
-inline void RotateRow(float* x, int pairs, const float* cos, const float* sin) {
-  for (int t = 0; t < pairs; ++t) {
-    const float a = x[2 * t], b = x[2 * t + 1];
-    x[2 * t] = a * cos[t] - b * sin[t];
-    x[2 * t + 1] = a * sin[t] + b * cos[t];
-  }
-}
-
 // One work item: kv head g, query tile qt, keys [k_begin, k_end).
 template <int kD, class Mask>
 void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, Scratch& sc) {
@@ -652,7 +645,7 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
                            static_cast<int64_t>(g * r + hh) * pb.q.head_stride;
         float* dst = q + (t * r + hh) * dp;
         for (int d = 0; d < D; ++d) dst[d] = src[d];
-        if (qcos != nullptr) RotateRow(dst, pairs, qcos, qsin);
+        if (qcos != nullptr) RotatePairs(dst, pairs, qcos, qsin);
         float row_qs = qs;
         if (pb.query_norm) {  // QueryNorm: q / |q| (a zero q stays zero)
           double ss = 0;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "src/core/aligned.h"
 #include "src/position/plan.h"
 
 namespace stretch {
@@ -44,7 +45,8 @@ struct AttentionDims {
 //   plan, rotate == false:  q and k already rotated; the plan's map must be the identity.
 //   plan, rotate == true, static plan: q raw, rotated here per segment with `tables` (prepared
 //                           for this call's T queries at q_pos0); keys already rotated once per
-//                           key slot: key_slots[map.KeySlot(seg)] (`k` is not read).
+//                           key slot: key_slots[map.KeySlot(seg)] (`k` is not read). A
+//                           KernelRotation (below) builds both from the raw keys.
 //   plan, rotate == true, dynamic plan: q and k raw; query i and its keys are rotated here with
 //                           query i's own frequencies.
 struct AttentionParams {
@@ -57,6 +59,36 @@ struct AttentionParams {
   // -inf for a row that sees no key). Training keeps it so the backward can recompute the
   // softmax tile by tile: P_ij = exp(score_ij - lse_i).
   float* lse = nullptr;
+};
+
+// Rotates keys in place for key slot `slot` of a static plan's relative map: n rows, row r at the
+// position of `tables` row r, G heads, rows row_stride floats apart, head dim D. A slot the map
+// leaves unrotated (ReRoPE's far keys sit at position 0) is left as it is. A KV cache fills its
+// per-slot key rows with it; KernelRotation does it for a whole call.
+void RotateKeySlot(const AttentionPlan& plan, const RotationTables& tables, int slot, float* k,
+                   int64_t n, int G, int64_t row_stride, int D);
+
+// What the kernel reads besides q, k and v when it rotates (params.rotate), built from the raw
+// keys of the call:
+//   static plan:  the query rotation tables for the call's T queries at q_pos0, and the S keys
+//                 rotated once per key slot of the plan's relative map (a copy each; a slot the
+//                 map leaves unrotated reads `k` itself);
+//   dynamic plan: nothing (the kernel rotates query i and its keys with query i's frequencies).
+// Into(params) points params at them: the object must outlive the AttentionForward /
+// AttentionBackward calls that use it.
+class KernelRotation {
+ public:
+  KernelRotation(const AttentionPlan& plan, HeadRows k, const AttentionDims& dims);
+  KernelRotation(const KernelRotation&) = delete;
+  KernelRotation& operator=(const KernelRotation&) = delete;
+  void Into(AttentionParams& params) const;
+
+ private:
+  bool dynamic_ = false;
+  RotationTables query_tables_;  // the call's queries
+  RotationTables key_tables_;    // keys 0..S-1 (unused when the queries are exactly those)
+  AlignedVector<float> slot_keys_;  // (S, G, D) per rotated slot
+  HeadRows slots_[kMaxKeySlots];
 };
 
 // Parallelizes internally with OpenMP (over kv heads x query tiles; for a single query row,
@@ -85,12 +117,8 @@ struct AttentionGrads {
 //       in the forward call; `k` is not read. dq and dk are with respect to the RAW q and k: the
 //       rotations are differentiated here, the caller applies no RoPE backward. Dynamic plans
 //       (dynamic-ntk, dynamic-yarn) are refused with a STRETCH_CHECK.
-// Training with a map, per layer and sequence (q_pos0 = 0, T = S): tables.Prepare(plan, 0, T)
-// (its Key(slot) tables then cover every key); for each slot < plan.map.KeySlots(),
-// key_slots[slot] = k itself if map.SlotIsUnrotated(slot), else a copy of k rotated by
-// RopeInterleaved(copy, T, G, row_stride, D, tables.Key(slot)) (src/kernels/ops.h); keep raw q,
-// the key slots, v, out and lse of the forward for the backward, whose dq and dk go straight to
-// the q and k projections' backward.
+// Training with a map: a KernelRotation of the raw keys, as for the forward; dq and dk go
+// straight to the q and k projections' backward.
 // Deterministic: the same inputs give the same bits whatever the thread count.
 void AttentionBackward(HeadRows q, HeadRows k, HeadRows v, HeadRows out, HeadRows dout,
                        const float* lse, const AttentionDims& dims, const AttentionParams& params,

@@ -18,7 +18,7 @@
 // seg = map.SegmentOf(p_i, j), whose query position a_seg(p_i) = map.QueryPos and key position
 // b_seg(j) = map.KeyPos are rotated separately (attention.cc, RunItem), and segments sharing a
 // key position function share a key slot (slot = map.KeySlot(seg)):
-//   forward: qr^seg_i  = R(a_seg(p_i)) q_i     (attention.cc: RotateRow(dst, pairs, qcos, qsin))
+//   forward: qr^seg_i  = R(a_seg(p_i)) q_i     (attention.cc: RotatePairs(dst, pairs, qcos, qsin))
 //   forward: kr^slot_j = R(b_seg(j)) k_j       (the caller's key_slots[slot]; R = 1 for ReRoPE's
 //                                               far slot, whose keys sit at position 0)
 //   forward: s_ij = scale c_i qr^seg_i . kr^slot_j + b
@@ -60,6 +60,7 @@
 #include "src/core/aligned.h"
 #include "src/core/check.h"
 #include "src/kernels/attention.h"
+#include "src/kernels/ops.h"
 #include "src/position/rope.h"
 
 namespace stretch {
@@ -217,15 +218,6 @@ const float* SegmentG(uint32_t segs, int seg, int nq, int nk, TileWork& w) {
   return w.gs.data();
 }
 
-// Rotates pairs of x by the angles whose cos/sin are given (the forward's RotateRow).
-void RotateRow(float* x, int pairs, const float* cos, const float* sin) {
-  for (int t = 0; t < pairs; ++t) {
-    const float a = x[2 * t], b = x[2 * t + 1];
-    x[2 * t] = a * cos[t] - b * sin[t];
-    x[2 * t + 1] = a * sin[t] + b * cos[t];
-  }
-}
-
 // x += R^T y, R the rotation whose cos/sin are given:
 //   forward: y0 = x0 cos - x1 sin;  y1 = x0 sin + x1 cos
 //   so:      dx0 = dy0 cos + dy1 sin;  dx1 = -dy0 sin + dy1 cos
@@ -316,7 +308,7 @@ void AttentionBackward(HeadRows q, HeadRows k, HeadRows v, HeadRows out, HeadRow
           const float* src = q.data + i * q.row_stride + h * q.head_stride;
           float* dst = qrot.data() + (seg * b.T + i) * rs + h * D;
           std::copy(src, src + D, dst);
-          RotateRow(dst, pairs, tab.cos.data() + i * pairs, tab.sin.data() + i * pairs);
+          RotatePairs(dst, pairs, tab.cos.data() + i * pairs, tab.sin.data() + i * pairs);
         }
       }
     }

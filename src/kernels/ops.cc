@@ -60,14 +60,7 @@ void RopeInterleaved(float* x, int64_t T, int heads, int64_t row_stride, int64_t
   for (int64_t r = 0; r < T; ++r) {
     const float* c = table.cos.data() + r * pairs;
     const float* s = table.sin.data() + r * pairs;
-    for (int h = 0; h < heads; ++h) {
-      float* v = x + r * row_stride + h * head_stride;
-      for (int t = 0; t < pairs; ++t) {
-        const float x0 = v[2 * t], x1 = v[2 * t + 1];
-        v[2 * t] = x0 * c[t] - x1 * s[t];
-        v[2 * t + 1] = x0 * s[t] + x1 * c[t];
-      }
-    }
+    for (int h = 0; h < heads; ++h) RotatePairs(x + r * row_stride + h * head_stride, pairs, c, s);
   }
 }
 

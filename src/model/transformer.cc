@@ -552,7 +552,7 @@ void Transformer::Attend(int l, int64_t T, int64_t pos0, float* kc, float* vc, i
       if (!plan.map.SlotIsUnrotated(slot)) {
         // The rotated copy goes to xb_ (T * max(C, KV) floats), free until the output projection.
         std::memcpy(xb_.data(), k_new, sizeof(float) * static_cast<size_t>(T) * KV);
-        RopeInterleaved(xb_.data(), T, G, KV, D, rot->tables.Key(slot));
+        RotateKeySlot(plan, rot->tables, slot, xb_.data(), T, G, KV, D);
         rows = xb_.data();
       }
       scatter(rows, kc + static_cast<size_t>(slot) * slot_floats);

@@ -34,6 +34,9 @@
 
 namespace stretch {
 
+// The most key slots a relative map uses (ReRoPE, Leaky ReRoPE, Self-Extend: near and far).
+inline constexpr int kMaxKeySlots = 2;
+
 struct PositionMap {
   RelMapKind kind = RelMapKind::kIdentity;
   int64_t window = 0;      // w / W / DCA's local window
@@ -56,7 +59,7 @@ struct PositionMap {
   // Key slots: the distinct key-position functions among the segments (rerope: j and 0; leaky:
   // j and j/k; self-extend: j and floor(j/G); string: j; dca: j mod c). Under a static plan a key
   // is rotated once per slot and cached that way.
-  int KeySlots() const;
+  int KeySlots() const;  // at most kMaxKeySlots
   int KeySlot(int seg) const;
   bool SlotIsUnrotated(int slot) const;  // key position 0 for every key (rerope's far keys)
   // The relative position the model sees, QueryPos - KeyPos of the pair's segment.

@@ -162,34 +162,6 @@ HeadRows Rows(const float* x, int heads, int D) { return {x, int64_t{heads} * D,
 HeadRowsMut RowsMut(float* x, int heads, int D) { return {x, int64_t{heads} * D, D}; }
 }  // namespace
 
-namespace {
-// A plan with a relative map takes raw q and k: the kernel rotates q per segment with `tables`
-// and reads each key slot's keys, rotated here once per slot (attention.h, AttentionBackward).
-struct MapInputs {
-  RotationTables tables;
-  std::vector<float> slot_keys;
-  HeadRows slots[3];
-  MapInputs(const float* k, const AttentionDims& dims, const AttentionPlan& plan) {
-    const int G = dims.n_kv_heads, D = dims.head_dim;
-    const size_t n = static_cast<size_t>(dims.n_kv) * G * D;
-    tables.Prepare(plan, 0, dims.n_kv);
-    slot_keys.resize(n * static_cast<size_t>(plan.map.KeySlots()));
-    for (int slot = 0; slot < plan.map.KeySlots(); ++slot) {
-      float* dst = slot_keys.data() + n * static_cast<size_t>(slot);
-      std::copy(k, k + n, dst);
-      if (!plan.map.SlotIsUnrotated(slot)) {
-        RopeInterleaved(dst, dims.n_kv, G, int64_t{G} * D, D, tables.Key(slot));
-      }
-      slots[slot] = Rows(dst, G, D);
-    }
-  }
-  void Into(AttentionParams& params) const {
-    params.rotate = true;
-    params.tables = &tables;
-    params.key_slots = slots;
-  }
-};
-}  // namespace
 
 void KernelAttention::Forward(const float* q, const float* k, const float* v, float* out,
                               float* lse, const AttentionDims& dims, float scale,
@@ -199,10 +171,12 @@ void KernelAttention::Forward(const float* q, const float* k, const float* v, fl
   params.plan = &plan;
   params.lse = lse;
   const int H = dims.n_heads, G = dims.n_kv_heads, D = dims.head_dim;
-  std::unique_ptr<MapInputs> map;
+  // A plan with a relative map takes raw q and k: the kernel rotates q per segment and reads
+  // the keys rotated once per key slot.
+  std::unique_ptr<KernelRotation> map;
   if (plan.map.kind != RelMapKind::kIdentity) {
     STRETCH_CHECK(dims.q_pos0 == 0 && dims.n_q == dims.n_kv, "training: whole sequences");
-    map = std::make_unique<MapInputs>(k, dims, plan);
+    map = std::make_unique<KernelRotation>(plan, Rows(k, G, D), dims);
     map->Into(params);
   }
   AttentionForward(Rows(q, H, D), Rows(k, G, D), Rows(v, G, D), RowsMut(out, H, D), dims, params);
@@ -216,9 +190,9 @@ void KernelAttention::Backward(const float* q, const float* k, const float* v, c
   params.scale = scale;
   params.plan = &plan;
   const int H = dims.n_heads, G = dims.n_kv_heads, D = dims.head_dim;
-  std::unique_ptr<MapInputs> map;
+  std::unique_ptr<KernelRotation> map;
   if (plan.map.kind != RelMapKind::kIdentity) {  // dq, dk come back for the raw q and k
-    map = std::make_unique<MapInputs>(k, dims, plan);
+    map = std::make_unique<KernelRotation>(plan, Rows(k, G, D), dims);
     map->Into(params);
   }
   AttentionGrads grads{RowsMut(dq, H, D), RowsMut(dk, G, D), RowsMut(dv, G, D), dbias_a, dbias_b};

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -262,23 +263,8 @@ KernelRun RunKernel(const AttentionPlan& plan, const Shape& sh, const std::vecto
   params.scale = scale;
   params.plan = &plan;
   params.lse = r.lse.data();
-  RotationTables tables, key_tables;
-  std::vector<float> slot_keys[2];
-  HeadRows slots[2];
-  if (rotate) {
-    params.rotate = true;
-    tables.Prepare(plan, sh.q_pos0, sh.T);
-    params.tables = &tables;
-    key_tables.Prepare(plan, 0, sh.S);
-    for (int slot = 0; slot < plan.map.KeySlots(); ++slot) {
-      slot_keys[slot] = k;
-      if (!plan.map.SlotIsUnrotated(slot)) {
-        RopeInterleaved(slot_keys[slot].data(), sh.S, G, int64_t{G} * D, D, key_tables.Key(slot));
-      }
-      slots[slot] = HeadRows{slot_keys[slot].data(), int64_t{G} * D, D};
-    }
-    params.key_slots = slots;
-  }
+  std::optional<KernelRotation> rotation;
+  if (rotate) rotation.emplace(plan, HeadRows{k.data(), int64_t{G} * D, D}, dims).Into(params);
   const HeadRows hq{q.data(), int64_t{H} * D, D}, hk{k.data(), int64_t{G} * D, D},
       hv{v.data(), int64_t{G} * D, D};
   AttentionForward(hq, hk, hv, {out.data(), int64_t{H} * D, D}, dims, params);

@@ -6,6 +6,7 @@
 #include <functional>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,10 +86,8 @@ Result Run(const std::string& spec, const Shape& sh, bool prerotate, uint64_t se
   AttentionParams params;
   params.scale = scale;
   params.plan = &plan;
-  RotationTables tables;
   std::vector<float> qk = q, kk = k;
-  std::vector<float> slot_keys[2];
-  HeadRows slots[2];
+  std::optional<KernelRotation> rotation;
   if (prerotate) {
     std::vector<int64_t> qpos(sh.T), kpos(sh.S);
     for (int64_t i = 0; i < sh.T; ++i) qpos[i] = sh.q_pos0 + i;
@@ -103,22 +102,8 @@ Result Run(const std::string& spec, const Shape& sh, bool prerotate, uint64_t se
     qk = rot(q, sh.T, H, qpos);
     kk = rot(k, sh.S, G, kpos);
   } else {
-    params.rotate = true;
-    if (!plan.dynamic) {
-      // As the model does: each key rotated once per key slot, q rotated by the kernel.
-      tables.Prepare(plan, sh.q_pos0, sh.T);
-      params.tables = &tables;
-      RotationTables key_tables;
-      key_tables.Prepare(plan, 0, sh.S);
-      for (int slot = 0; slot < plan.map.KeySlots(); ++slot) {
-        slot_keys[slot] = k;
-        if (!plan.map.SlotIsUnrotated(slot)) {
-          RopeInterleaved(slot_keys[slot].data(), sh.S, G, int64_t{G} * D, D, key_tables.Key(slot));
-        }
-        slots[slot] = HeadRows{slot_keys[slot].data(), int64_t{G} * D, D};
-      }
-      params.key_slots = slots;
-    }
+    // As the model does: each key rotated once per key slot, q rotated by the kernel.
+    rotation.emplace(plan, HeadRows{k.data(), int64_t{G} * D, D}, dims).Into(params);
   }
   AttentionForward({qk.data(), int64_t{H} * D, D}, {kk.data(), int64_t{G} * D, D},
                    {v.data(), int64_t{G} * D, D}, {out.data(), int64_t{H} * D, D}, dims, params);
@@ -317,23 +302,13 @@ TEST(MethodAttention, RelativeMapsReallyChangeTheResult) {
     for (float& x : q) x = static_cast<float>(rng.Normal());
     for (float& x : k) x = static_cast<float>(rng.Normal());
     for (float& x : v) x = static_cast<float>(rng.Normal());
-    RotationTables tables, key_tables;
-    tables.Prepare(plan, sh.q_pos0, sh.T);
-    key_tables.Prepare(plan, 0, sh.S);
-    std::vector<float> slot_keys[2];
-    HeadRows slots[2];
-    for (int slot = 0; slot < plan.map.KeySlots(); ++slot) {
-      slot_keys[slot] = k;
-      if (!plan.map.SlotIsUnrotated(slot)) {
-        RopeInterleaved(slot_keys[slot].data(), sh.S, sh.G, sh.G * 8, 8, key_tables.Key(slot));
-      }
-      slots[slot] = HeadRows{slot_keys[slot].data(), sh.G * 8, 8};
-    }
-    AttentionParams params{1.0f / std::sqrt(8.0f), &plan, true, &tables, slots};
+    const AttentionDims dims{sh.T, sh.S, sh.q_pos0, sh.H, sh.G, 8};
+    const KernelRotation rotation(plan, HeadRows{k.data(), sh.G * 8, 8}, dims);
+    AttentionParams params{1.0f / std::sqrt(8.0f), &plan};
+    rotation.Into(params);
     std::vector<float> out(sh.T * sh.H * sh.D);
     AttentionForward({q.data(), sh.H * 8, 8}, {k.data(), sh.G * 8, 8}, {v.data(), sh.G * 8, 8},
-                     {out.data(), sh.H * 8, 8}, AttentionDims{sh.T, sh.S, sh.q_pos0, sh.H, sh.G, 8},
-                     params);
+                     {out.data(), sh.H * 8, 8}, dims, params);
     return out;
   };
   const std::vector<float> direct = run("direct");

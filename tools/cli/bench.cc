@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -100,9 +101,6 @@ class AttentionCase {
   // Seconds of one forward, rotary work included.
   double Run() {
     Timer t;
-    RotationTables tables;
-    AlignedVector<float> slot_keys;
-    HeadRows slots[2];
     AlignedVector<float> q_rot, k_rot;
     AttentionParams params = params_;
     HeadRows q_in{q_.data(), int64_t{H_} * D_, D_}, k_in{k_.data(), int64_t{G_} * D_, D_};
@@ -115,20 +113,8 @@ class AttentionCase {
       q_in.data = q_rot.data();
       k_in.data = k_rot.data();
     }
-    if (params.rotate && !plan_.dynamic) {
-      tables.Prepare(plan_, 0, L_);
-      params.tables = &tables;
-      slot_keys.resize(k_.size() * plan_.map.KeySlots());
-      for (int slot = 0; slot < plan_.map.KeySlots(); ++slot) {
-        float* dst = slot_keys.data() + slot * k_.size();
-        std::copy(k_.begin(), k_.end(), dst);
-        if (!plan_.map.SlotIsUnrotated(slot)) {
-          RopeInterleaved(dst, L_, G_, int64_t{G_} * D_, D_, tables.Key(slot));
-        }
-        slots[slot] = HeadRows{dst, int64_t{G_} * D_, D_};
-      }
-      params.key_slots = slots;
-    }
+    std::optional<KernelRotation> rotation;
+    if (params.rotate) rotation.emplace(plan_, k_in, dims_).Into(params);
     AttentionForward(q_in, k_in, HeadRows{v_.data(), int64_t{G_} * D_, D_},
                      HeadRowsMut{out_.data(), int64_t{H_} * D_, D_}, dims_, params);
     return t.Seconds();
