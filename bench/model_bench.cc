@@ -19,7 +19,9 @@ namespace {
 const Model* BenchModel() {
   static std::unique_ptr<Model> model = [] {
     const char* env = std::getenv("STRETCH_BENCH_MODEL");
-    const std::string path = env ? env : std::string(STRETCH_SOURCE_DIR) + "/../shared/models/stories260K/stories260K.bin";
+    const std::string path =
+        env ? env
+            : std::string(STRETCH_SOURCE_DIR) + "/../shared/models/stories260K/stories260K.bin";
     if (!std::filesystem::exists(path)) return std::unique_ptr<Model>();
     return std::make_unique<Model>(LoadLlama2c(path));
   }();
@@ -50,9 +52,16 @@ void BM_Prefill(benchmark::State& state) {
     model.Forward(tokens, cache, hidden);
     benchmark::DoNotOptimize(hidden.data());
   }
-  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(L), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(L), benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_Prefill)->Arg(512)->Arg(2048)->Arg(8192)->Arg(16384)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Prefill)
+    ->Arg(512)
+    ->Arg(2048)
+    ->Arg(8192)
+    ->Arg(16384)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // One decode step at a given depth: the cache holds `depth` tokens; each iteration appends one
 // token and then rolls the cache back, so every step runs at the same depth.
@@ -69,16 +78,24 @@ void BM_Decode(benchmark::State& state) {
   std::vector<float> hidden, logits(static_cast<size_t>(m->config.vocab_size));
   model.Forward(std::span<const int>(tokens).first(static_cast<size_t>(depth)), cache, hidden);
   for (auto _ : state) {
-    model.Forward(std::span<const int>(tokens).subspan(static_cast<size_t>(depth), 1), cache, hidden);
+    model.Forward(std::span<const int>(tokens).subspan(static_cast<size_t>(depth), 1), cache,
+                  hidden);
     model.Logits(hidden.data(), 1, logits.data());
     benchmark::DoNotOptimize(logits.data());
     state.PauseTiming();
     cache.Truncate(depth);
     state.ResumeTiming();
   }
-  state.counters["tokens/s"] = benchmark::Counter(1.0, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["tokens/s"] =
+      benchmark::Counter(1.0, benchmark::Counter::kIsIterationInvariantRate);
 }
-BENCHMARK(BM_Decode)->Arg(512)->Arg(2048)->Arg(8192)->Arg(16384)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Decode)
+    ->Arg(512)
+    ->Arg(2048)
+    ->Arg(8192)
+    ->Arg(16384)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace stretch

@@ -67,9 +67,10 @@ void BM_TrainStep(benchmark::State& state) {
   static const std::pair<double, double> peaks = [] {
     const double p = bench::MeasureFmaPeakGflops<16>(omp_get_max_threads(), 1.0);
     const double p256 = bench::MeasureFmaPeakGflops<8>(omp_get_max_threads(), 1.0);
-    std::printf("FMA peak: %.1f GFLOP/s float32 on %d threads (%.1f with 256-bit vectors); "
-                "OpenBLAS kernels: %s\n",
-                p, omp_get_max_threads(), p256, openblas_get_corename());
+    std::printf(
+        "FMA peak: %.1f GFLOP/s float32 on %d threads (%.1f with 256-bit vectors); "
+        "OpenBLAS kernels: %s\n",
+        p, omp_get_max_threads(), p256, openblas_get_corename());
     return std::pair{p, p256};
   }();
   state.counters["peak GFLOP/s"] = peaks.first;

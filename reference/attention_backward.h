@@ -31,7 +31,7 @@ namespace stretch::ref {
 template <typename Real>
 struct TrainAttentionOptions {
   Real scale = Real(1);
-  std::function<bool(int64_t, int64_t)> visible;   // empty: causal
+  std::function<bool(int64_t, int64_t)> visible;    // empty: causal
   std::function<Real(int64_t)> row_factor;          // c(p_i); empty: 1
   std::function<Real(int, int64_t, int64_t)> bias;  // bias(h, p_i, j); empty: 0
   // theta_t per interleaved pair t < D/2; empty: no rotation (q, k used as given).

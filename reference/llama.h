@@ -28,7 +28,8 @@ std::vector<T> Matvec(const std::vector<float>& w, const std::vector<T>& x, int 
   std::vector<T> y(static_cast<size_t>(out), T(0));
   for (int o = 0; o < out; ++o) {
     T acc = 0;
-    for (int i = 0; i < in; ++i) acc += static_cast<T>(w[static_cast<size_t>(o) * in + i]) * x[static_cast<size_t>(i)];
+    for (int i = 0; i < in; ++i)
+      acc += static_cast<T>(w[static_cast<size_t>(o) * in + i]) * x[static_cast<size_t>(i)];
     y[static_cast<size_t>(o)] = acc;
   }
   return y;
@@ -90,7 +91,8 @@ std::vector<T> LlamaForwardRef(const Model& model, const std::vector<int>& token
       if (pos.thetas_at) {
         thetas = pos.thetas_at(i);
       } else {
-        for (int p = 0; p < D / 2; ++p) thetas[static_cast<size_t>(p)] = std::pow(c.rope_base, -2.0 * p / D);
+        for (int p = 0; p < D / 2; ++p)
+          thetas[static_cast<size_t>(p)] = std::pow(c.rope_base, -2.0 * p / D);
       }
       const T factor = pos.logit_factor ? static_cast<T>(pos.logit_factor(i)) : T(1);
       // s[hh][j] for every head; -inf where j is not visible.
@@ -130,7 +132,8 @@ std::vector<T> LlamaForwardRef(const Model& model, const std::vector<int>& token
         for (size_t j = 0; j <= t; ++j) {
           if (sh[j] == T(0)) continue;
           for (int d = 0; d < D; ++d) {
-            att[static_cast<size_t>(hh * D + d)] += sh[j] / sum * v[j][static_cast<size_t>(g * D + d)];
+            att[static_cast<size_t>(hh * D + d)] +=
+                sh[j] / sum * v[j][static_cast<size_t>(g * D + d)];
           }
         }
       }
@@ -153,7 +156,8 @@ std::vector<T> LlamaForwardRef(const Model& model, const std::vector<int>& token
     const std::vector<T> h = RmsNormRef(x[t], w.final_norm, c.norm_eps);
     for (int o = 0; o < V; ++o) {
       T acc = 0;
-      for (int i = 0; i < C; ++i) acc += static_cast<T>(cls[static_cast<size_t>(o) * C + i]) * h[static_cast<size_t>(i)];
+      for (int i = 0; i < C; ++i)
+        acc += static_cast<T>(cls[static_cast<size_t>(o) * C + i]) * h[static_cast<size_t>(i)];
       logits[t * static_cast<size_t>(V) + static_cast<size_t>(o)] = acc;
     }
   }

@@ -26,13 +26,13 @@ inline double MethodRelPos(const Method& m, int64_t i, int64_t j) {
     case RelMapKind::kIdentity: return static_cast<double>(d);
     case RelMapKind::kReRope: return static_cast<double>(std::min(d, r.window));  // min(i-j, w)
     case RelMapKind::kLeakyReRope:  // i - j below w, else w + (i - j - w) / k
-      return d < r.window ? static_cast<double>(d)
-                          : static_cast<double>(r.window) +
-                                static_cast<double>(d - r.window) / r.leaky_k;
+      return d < r.window
+                 ? static_cast<double>(d)
+                 : static_cast<double>(r.window) + static_cast<double>(d - r.window) / r.leaky_k;
     case RelMapKind::kSelfExtend:  // i - j below W, else floor(i/G) - floor(j/G) + W - floor(W/G)
-      return d < r.window ? static_cast<double>(d)
-                          : static_cast<double>(i / r.group - j / r.group + r.window -
-                                                r.window / r.group);
+      return d < r.window
+                 ? static_cast<double>(d)
+                 : static_cast<double>(i / r.group - j / r.group + r.window - r.window / r.group);
     case RelMapKind::kString:  // STRING: i - j below S, else i - j - S + W
       return d < r.shift ? static_cast<double>(d) : static_cast<double>(d - r.shift + r.window);
     case RelMapKind::kDca: {
@@ -77,14 +77,14 @@ inline std::vector<double> MethodThetas(const AttentionPlan& p, int64_t i) {
 
 // attention_factor^2 (of query i when dynamic) times max(1, ln(i + 1) / ln L) with +logn.
 inline double MethodLogitFactor(const AttentionPlan& p, int64_t i) {
-  const double af =
-      p.dynamic ? ComputeFrequencies(p.method.rope, p.geo, DynamicScale(p.geo.train_len, i))
-                      .attention_factor
-                : p.freq.attention_factor;
+  const double af = p.dynamic
+                        ? ComputeFrequencies(p.method.rope, p.geo, DynamicScale(p.geo.train_len, i))
+                              .attention_factor
+                        : p.freq.attention_factor;
   double f = af * af;
   if (p.method.logn) {
-    f *= std::max(1.0, std::log(static_cast<double>(i + 1)) /
-                           std::log(static_cast<double>(p.geo.train_len)));
+    f *= std::max(
+        1.0, std::log(static_cast<double>(i + 1)) / std::log(static_cast<double>(p.geo.train_len)));
   }
   // Cosine attention with a per-position lambda: times ln(n / 2), n = i + 1 keys seen.
   if (p.position_log_scale) f *= std::log((static_cast<double>(i) + 1.0) / 2.0);
@@ -130,7 +130,8 @@ inline double BiasValue(const AttentionBias& b, int h, int64_t d) {
 inline std::vector<double> XposLogDecay(int pairs, double scale_base) {
   std::vector<double> out;
   const double d = 2.0 * pairs;
-  for (int t = 0; t < pairs; ++t) out.push_back(std::log((2.0 * t + 0.4 * d) / (1.4 * d)) / scale_base);
+  for (int t = 0; t < pairs; ++t)
+    out.push_back(std::log((2.0 * t + 0.4 * d) / (1.4 * d)) / scale_base);
   return out;
 }
 

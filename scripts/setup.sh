@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   g++ cmake ninja-build pkg-config     # toolchain
+  clang-format                         # the code's layout (.clang-format), checked by the tests
   libopenblas-openmp-dev               # BLAS matrix products, OpenMP threading
   libhwy-dev                           # Highway: portable SIMD for the hand-written kernels
   nlohmann-json3-dev libcli11-dev libfmt-dev

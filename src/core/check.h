@@ -13,10 +13,10 @@ namespace stretch::detail {
 }  // namespace stretch::detail
 
 // STRETCH_CHECK(cond) or STRETCH_CHECK(cond, "fmt {}", args...)
-#define STRETCH_CHECK(cond, ...)                                                     \
-  do {                                                                               \
-    if (!(cond)) [[unlikely]] {                                                      \
-      ::stretch::detail::CheckFailed(__FILE__, __LINE__, #cond __VA_OPT__(, ) \
-                                         __VA_OPT__(fmt::format(__VA_ARGS__)));      \
-    }                                                                                \
+#define STRETCH_CHECK(cond, ...)                                                                 \
+  do {                                                                                           \
+    if (!(cond)) [[unlikely]] {                                                                  \
+      ::stretch::detail::CheckFailed(__FILE__, __LINE__,                                         \
+                                     #cond __VA_OPT__(, ) __VA_OPT__(fmt::format(__VA_ARGS__))); \
+    }                                                                                            \
   } while (0)

@@ -7,7 +7,10 @@
 namespace stretch {
 
 Progress::Progress(std::string label, int64_t total, std::string unit, bool enabled)
-    : label_(std::move(label)), unit_(std::move(unit)), total_(total), enabled_(enabled),
+    : label_(std::move(label)),
+      unit_(std::move(unit)),
+      total_(total),
+      enabled_(enabled),
       tty_(isatty(fileno(stderr)) != 0) {}
 
 Progress::~Progress() { Finish(); }

@@ -37,7 +37,9 @@ class Rng {
   // Uniform in [0, 1), 24 random bits so every value is exactly representable as a float.
   float Uniform() { return static_cast<float>(NextU64() >> 40) * (1.0f / 16777216.0f); }
   // Uniform double in [0, 1) with 53 random bits.
-  double UniformDouble() { return static_cast<double>(NextU64() >> 11) * (1.0 / 9007199254740992.0); }
+  double UniformDouble() {
+    return static_cast<double>(NextU64() >> 11) * (1.0 / 9007199254740992.0);
+  }
   // Standard normal (Box-Muller).
   double Normal();
 

@@ -74,8 +74,7 @@ std::string RelMapText(const AttentionPlan& plan) {
   switch (m.kind) {
     case RelMapKind::kIdentity:
       return "identity: a (query i, key j) pair is rotated by its true distance i - j";
-    case RelMapKind::kReRope:
-      return fmt::format("ReRoPE, window w = {}: min(i - j, w)", m.window);
+    case RelMapKind::kReRope: return fmt::format("ReRoPE, window w = {}: min(i - j, w)", m.window);
     case RelMapKind::kLeakyReRope:
       return fmt::format(
           "Leaky ReRoPE, window w = {}, k = {:g}: i - j below w, else "
@@ -102,8 +101,7 @@ std::string RelMapText(const AttentionPlan& plan) {
 
 std::string MaskText(const AttentionPlan& plan) {
   switch (plan.mask) {
-    case MaskKind::kCausal:
-      return "causal: query i sees every key j <= i";
+    case MaskKind::kCausal: return "causal: query i sees every key j <= i";
     case MaskKind::kWindow:
       return fmt::format("sliding window of {}: query i sees keys j with 0 <= i - j < {}",
                          plan.window, plan.window);
@@ -111,9 +109,10 @@ std::string MaskText(const AttentionPlan& plan) {
       return fmt::format("Lambda: a window of {} plus the first {} tokens (attention sinks)",
                          plan.window, plan.sinks);
     case MaskKind::kBlock:
-      return fmt::format("blockwise causal: query i sees its own half-block of {} positions and "
-                         "the one before it ({} .. {} keys)",
-                         plan.window / 2, plan.window / 2 + 1, plan.window);
+      return fmt::format(
+          "blockwise causal: query i sees its own half-block of {} positions and "
+          "the one before it ({} .. {} keys)",
+          plan.window / 2, plan.window / 2 + 1, plan.window);
   }
   return "?";
 }

@@ -94,9 +94,10 @@ void ValidateScoreOptions(const ScoreOptions& opt) {
            opt.tail, opt.ctx, opt.ctx);
     }
     if (opt.stride != 0) {
-      Fail("--stride {} and --tail {}: the fixed-tail protocol cuts the stream into samples of "
-           "the longest context; give one or the other",
-           opt.stride, opt.tail);
+      Fail(
+          "--stride {} and --tail {}: the fixed-tail protocol cuts the stream into samples of "
+          "the longest context; give one or the other",
+          opt.stride, opt.tail);
     }
     if (opt.sample_len != 0 && opt.sample_len < opt.ctx) {
       Fail("fixed tail: sample length {} is shorter than --ctx {}; expected the longest context",
@@ -235,8 +236,8 @@ std::vector<FixedTailResult> ScoreFixedTailContexts(Transformer& model, const Me
     model.SetMethod(method, C);
     TokenSink cell_sink;
     if (sink) cell_sink = [&sink, C](const TokenRecord& r) { sink(C, r); };
-    results.push_back({C, CanonicalSpec(model.plan().method),
-                       ScoreFixedTail(model, stream, cell, cell_sink)});
+    results.push_back(
+        {C, CanonicalSpec(model.plan().method), ScoreFixedTail(model, stream, cell, cell_sink)});
   }
   return results;
 }

@@ -47,16 +47,16 @@ inline constexpr int64_t kScoreLogitRows = 256;
 namespace stretch {
 
 struct ScoreOptions {
-  int64_t ctx = 512;          // N: positions per window
-  int64_t stride = 0;         // S: stream offset between windows; 0 means N (streams only)
-  int64_t bucket = 512;       // width of the position buckets of the report
-  int64_t max_windows = 0;    // score at most this many windows; 0 means all
+  int64_t ctx = 512;        // N: positions per window
+  int64_t stride = 0;       // S: stream offset between windows; 0 means N (streams only)
+  int64_t bucket = 512;     // width of the position buckets of the report
+  int64_t max_windows = 0;  // score at most this many windows; 0 means all
   // Fixed-tail protocol only (ScoreFixedTail): M, the sample length (>= ctx), and the number of
   // targets scored per sample (1 .. ctx). Both 0 for the other protocols.
   int64_t sample_len = 0;
   int64_t tail = 0;
-  int bos = kScoreBos;        // the BOS fed first in every window of a text stream
-  bool progress = true;       // progress line on stderr
+  int bos = kScoreBos;                   // the BOS fed first in every window of a text stream
+  bool progress = true;                  // progress line on stderr
   std::string progress_label = "score";  // how the progress line begins
 };
 
@@ -71,9 +71,9 @@ struct PositionBucket {
 
 struct ScoreSummary {
   int64_t windows = 0;
-  int64_t scored = 0;       // targets scored
-  int64_t correct = 0;      // targets equal to the argmax of the logits
-  double loss_sum = 0.0;    // sum of -log p(target), nats
+  int64_t scored = 0;         // targets scored
+  int64_t correct = 0;        // targets equal to the argmax of the logits
+  double loss_sum = 0.0;      // sum of -log p(target), nats
   int64_t unscored_tail = 0;  // stream tokens after the last whole window
   std::vector<PositionBucket> buckets;
   double seconds = 0.0;

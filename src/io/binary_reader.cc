@@ -63,9 +63,7 @@ uint8_t BinaryReader::ReadU8(std::string_view field) {
   return b;
 }
 
-float BinaryReader::ReadF32(std::string_view field) {
-  return std::bit_cast<float>(ReadU32(field));
-}
+float BinaryReader::ReadF32(std::string_view field) { return std::bit_cast<float>(ReadU32(field)); }
 
 void BinaryReader::ReadF32s(std::span<float> dst, std::string_view field) {
   ReadBytes(dst.data(), static_cast<int64_t>(dst.size_bytes()), field);

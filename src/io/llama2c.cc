@@ -365,14 +365,15 @@ void SaveLlama2cVersion1(const Model& model, const std::string& path) {
   // The format holds a plain LLaMA model (RoPE at its base, full attention, 1/sqrt(D)): a trained
   // layout, a GAU block or a trained interpolation would be lost, so such models are refused.
   if (!c.attention.IsDefault() || c.Gau() || c.rope_interpolation != 1.0f) {
-    Fail("{}: llama2.c files hold plain LLaMA models; {} has {} (expected the default RoPE, "
-         "full-attention LLaMA layout)",
-         path, model.source,
-         c.Gau() ? std::string("the GAU block")
-         : c.rope_interpolation != 1.0f
-             ? fmt::format("a trained RoPE interpolation {}", c.rope_interpolation)
-             : std::string("a trained attention layout (per-layer positions or windows, "
-                           "norms, logit scale or another variant)"));
+    Fail(
+        "{}: llama2.c files hold plain LLaMA models; {} has {} (expected the default RoPE, "
+        "full-attention LLaMA layout)",
+        path, model.source,
+        c.Gau() ? std::string("the GAU block")
+        : c.rope_interpolation != 1.0f
+            ? fmt::format("a trained RoPE interpolation {}", c.rope_interpolation)
+            : std::string("a trained attention layout (per-layer positions or windows, "
+                          "norms, logit scale or another variant)"));
   }
   STRETCH_CHECK(c.dim > 0 && c.hidden_dim > 0 && c.n_layers > 0 && c.n_heads > 0 &&
                     c.n_kv_heads > 0 && c.vocab_size > 0 && c.seq_len > 0,

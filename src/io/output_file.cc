@@ -55,8 +55,8 @@ void CheckOutputPaths(std::span<const NamedPath> inputs, std::span<const NamedPa
     if (out.path.empty()) continue;
     for (const NamedPath& in : inputs) {
       if (!in.path.empty() && SamePath(out.path, in.path)) {
-        Fail("{} {} is the same file as {} {}: refusing to write over an input", out.name,
-             out.path, in.name, in.path);
+        Fail("{} {} is the same file as {} {}: refusing to write over an input", out.name, out.path,
+             in.name, in.path);
       }
     }
     for (size_t j = 0; j < i; ++j) {
@@ -81,7 +81,7 @@ std::string PartialFileName(const std::string& path) {
   static std::atomic<uint64_t> counter{0};
   const fs::path target(path);
   return (target.parent_path() / fmt::format(".{}.partial-{}-{}", target.filename().string(),
-                                              ::getpid(), counter.fetch_add(1)))
+                                             ::getpid(), counter.fetch_add(1)))
       .string();
 }
 

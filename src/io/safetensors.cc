@@ -153,14 +153,16 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(len_bytes[i]) << (8 * i);
   if (n > static_cast<uint64_t>(kMaxHeaderBytes)) {
-    Fail("{}: header length {} exceeds the limit of {} bytes: not a safetensors file, or a "
-         "corrupted one",
-         path_, n, kMaxHeaderBytes);
+    Fail(
+        "{}: header length {} exceeds the limit of {} bytes: not a safetensors file, or a "
+        "corrupted one",
+        path_, n, kMaxHeaderBytes);
   }
   if (static_cast<int64_t>(n) > file_bytes_ - 8) {
-    Fail("{}: header length {} is larger than the {} bytes that follow it: the file is truncated "
-         "or not a safetensors file",
-         path_, n, file_bytes_ - 8);
+    Fail(
+        "{}: header length {} is larger than the {} bytes that follow it: the file is truncated "
+        "or not a safetensors file",
+        path_, n, file_bytes_ - 8);
   }
   header_bytes_ = static_cast<int64_t>(n);
   const int64_t buffer_bytes = file_bytes_ - 8 - header_bytes_;
@@ -168,8 +170,7 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
   std::string header(static_cast<size_t>(header_bytes_), '\0');
   ReadAt(8, header.data(), header_bytes_, "the JSON header");
   if (header.empty() || header[0] != '{') {
-    Fail("{}: the header does not begin with '{{' (found {}): expected a JSON object",
-         path_,
+    Fail("{}: the header does not begin with '{{' (found {}): expected a JSON object", path_,
          header.empty() ? std::string("an empty header")
                         : fmt::format("byte 0x{:02x}", static_cast<unsigned char>(header[0])));
   }
@@ -252,7 +253,8 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
     }
     t.dtype = *parsed;
     const nlohmann::json& shape = value.at("shape");
-    if (!shape.is_array()) Fail("{}: shape is {}, expected an array of integers", where, Kind(shape));
+    if (!shape.is_array())
+      Fail("{}: shape is {}, expected an array of integers", where, Kind(shape));
     for (size_t i = 0; i < shape.size(); ++i) {
       t.shape.push_back(NonNegativeInt(shape[i], where, fmt::format("shape[{}]", i)));
     }
@@ -267,9 +269,10 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
       Fail("{}: data_offsets [{}, {}] end before they begin", where, t.begin, t.end);
     }
     if (t.end > buffer_bytes) {
-      Fail("{}: data_offsets [{}, {}] reach past the data buffer, which holds {} bytes: the file "
-           "is truncated or the header is wrong",
-           where, t.begin, t.end, buffer_bytes);
+      Fail(
+          "{}: data_offsets [{}, {}] reach past the data buffer, which holds {} bytes: the file "
+          "is truncated or the header is wrong",
+          where, t.begin, t.end, buffer_bytes);
     }
     const std::optional<int64_t> need = CheckedBytes(t.shape, SafetensorsDtypeSize(t.dtype));
     if (!need || *need != t.end - t.begin) {
@@ -290,22 +293,25 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const SafetensorsTensor& t = tensors_[i];
     if (t.begin < covered) {
-      Fail("{}: tensor '{}' at data_offsets [{}, {}] overlaps tensor '{}' at [{}, {}]: expected "
-           "disjoint tensors",
-           path_, t.name, t.begin, t.end, tensors_[i - 1].name, tensors_[i - 1].begin,
-           tensors_[i - 1].end);
+      Fail(
+          "{}: tensor '{}' at data_offsets [{}, {}] overlaps tensor '{}' at [{}, {}]: expected "
+          "disjoint tensors",
+          path_, t.name, t.begin, t.end, tensors_[i - 1].name, tensors_[i - 1].begin,
+          tensors_[i - 1].end);
     }
     if (t.begin > covered) {
-      Fail("{}: bytes [{}, {}) of the data buffer belong to no tensor (a gap before tensor '{}'): "
-           "expected the tensors to cover the buffer",
-           path_, covered, t.begin, t.name);
+      Fail(
+          "{}: bytes [{}, {}) of the data buffer belong to no tensor (a gap before tensor '{}'): "
+          "expected the tensors to cover the buffer",
+          path_, covered, t.begin, t.name);
     }
     covered = t.end;
   }
   if (covered != buffer_bytes) {
-    Fail("{}: bytes [{}, {}) of the data buffer belong to no tensor (trailing data): expected the "
-         "tensors to cover the buffer",
-         path_, covered, buffer_bytes);
+    Fail(
+        "{}: bytes [{}, {}) of the data buffer belong to no tensor (trailing data): expected the "
+        "tensors to cover the buffer",
+        path_, covered, buffer_bytes);
   }
   for (size_t i = 0; i < tensors_.size(); ++i) index_.emplace(tensors_[i].name, i);
   guard.fd = nullptr;
@@ -423,8 +429,8 @@ void SafetensorsFile::ReadAt(int64_t file_offset, void* dst, int64_t n,
 // Writing
 
 void SafetensorsWriter::AddEntry(Entry entry) {
-  STRETCH_CHECK(!entry.name.empty() && entry.name != kMetadataKey,
-                "tensor name '{}' is reserved", entry.name);
+  STRETCH_CHECK(!entry.name.empty() && entry.name != kMetadataKey, "tensor name '{}' is reserved",
+                entry.name);
   STRETCH_CHECK(!index_.contains(entry.name), "tensor '{}' added twice", entry.name);
   const std::optional<int64_t> need = CheckedBytes(entry.shape, SafetensorsDtypeSize(entry.dtype));
   STRETCH_CHECK(need.has_value(), "tensor '{}': bad shape {}", entry.name,

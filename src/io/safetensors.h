@@ -58,8 +58,9 @@
 namespace stretch {
 
 // Tensor bytes are copied as they are between memory and file, which is little-endian.
-static_assert(std::endian::native == std::endian::little,
-              "safetensors data are little-endian and copied byte for byte; add swapping for this host");
+static_assert(
+    std::endian::native == std::endian::little,
+    "safetensors data are little-endian and copied byte for byte; add swapping for this host");
 
 // The dtypes of the safetensors specification whose element is a whole number of bytes. Those
 // without a C++ type here (BOOL, F16, BF16, F8_*) can be read as bytes (ReadBytesInto).
@@ -91,17 +92,28 @@ std::optional<SafetensorsDtype> ParseSafetensorsDtype(std::string_view name);
 // The dtype that holds a C++ element type (the typed reads and writes use it).
 template <typename T>
 constexpr SafetensorsDtype SafetensorsDtypeOf() {
-  if constexpr (std::is_same_v<T, float>) return SafetensorsDtype::kF32;
-  else if constexpr (std::is_same_v<T, double>) return SafetensorsDtype::kF64;
-  else if constexpr (std::is_same_v<T, int64_t>) return SafetensorsDtype::kI64;
-  else if constexpr (std::is_same_v<T, uint64_t>) return SafetensorsDtype::kU64;
-  else if constexpr (std::is_same_v<T, int32_t>) return SafetensorsDtype::kI32;
-  else if constexpr (std::is_same_v<T, uint32_t>) return SafetensorsDtype::kU32;
-  else if constexpr (std::is_same_v<T, int16_t>) return SafetensorsDtype::kI16;
-  else if constexpr (std::is_same_v<T, uint16_t>) return SafetensorsDtype::kU16;
-  else if constexpr (std::is_same_v<T, int8_t>) return SafetensorsDtype::kI8;
-  else if constexpr (std::is_same_v<T, uint8_t>) return SafetensorsDtype::kU8;
-  else static_assert(sizeof(T) == 0, "no safetensors dtype for this element type");
+  if constexpr (std::is_same_v<T, float>)
+    return SafetensorsDtype::kF32;
+  else if constexpr (std::is_same_v<T, double>)
+    return SafetensorsDtype::kF64;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return SafetensorsDtype::kI64;
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return SafetensorsDtype::kU64;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return SafetensorsDtype::kI32;
+  else if constexpr (std::is_same_v<T, uint32_t>)
+    return SafetensorsDtype::kU32;
+  else if constexpr (std::is_same_v<T, int16_t>)
+    return SafetensorsDtype::kI16;
+  else if constexpr (std::is_same_v<T, uint16_t>)
+    return SafetensorsDtype::kU16;
+  else if constexpr (std::is_same_v<T, int8_t>)
+    return SafetensorsDtype::kI8;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return SafetensorsDtype::kU8;
+  else
+    static_assert(sizeof(T) == 0, "no safetensors dtype for this element type");
 }
 
 // "[2, 3]"; "[]" for a scalar.
@@ -190,7 +202,7 @@ class SafetensorsFile {
   int fd_ = -1;
   int64_t file_bytes_ = 0;
   int64_t header_bytes_ = 0;
-  std::vector<SafetensorsTensor> tensors_;          // sorted by begin
+  std::vector<SafetensorsTensor> tensors_;            // sorted by begin
   std::map<std::string, size_t, std::less<>> index_;  // name -> position in tensors_
   std::map<std::string, std::string> metadata_;
 };
@@ -203,8 +215,12 @@ class SafetensorsWriter {
   // writer.Add<float>("wq", {C, C}, wq): borrows wq's memory.
   template <typename T>
   void Add(std::string name, std::vector<int64_t> shape, std::span<const T> data) {
-    AddEntry(Entry{std::move(name), SafetensorsDtypeOf<T>(), std::move(shape), std::as_bytes(data),
-                   {}, false});
+    AddEntry(Entry{std::move(name),
+                   SafetensorsDtypeOf<T>(),
+                   std::move(shape),
+                   std::as_bytes(data),
+                   {},
+                   false});
   }
   // A temporary would be gone before Write(): use AddOwned for it.
   template <typename T>
@@ -213,8 +229,8 @@ class SafetensorsWriter {
   void AddOwned(std::string name, std::vector<int64_t> shape, std::vector<T> data) {
     std::vector<std::byte> owned(data.size() * sizeof(T));
     if (!owned.empty()) std::memcpy(owned.data(), data.data(), owned.size());
-    AddEntry(Entry{std::move(name), SafetensorsDtypeOf<T>(), std::move(shape), {}, std::move(owned),
-                   true});
+    AddEntry(Entry{
+        std::move(name), SafetensorsDtypeOf<T>(), std::move(shape), {}, std::move(owned), true});
   }
   // Any dtype, from raw little-endian bytes (borrowed), e.g. BF16 weights.
   void AddRaw(std::string name, SafetensorsDtype dtype, std::vector<int64_t> shape,

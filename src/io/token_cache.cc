@@ -208,9 +208,7 @@ int64_t TokenCacheMeta::n_tokens() const {
   return total;
 }
 
-int TokenCacheTokenBytes(int32_t vocab_size) {
-  return vocab_size <= 65536 ? 2 : 4;
-}
+int TokenCacheTokenBytes(int32_t vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
 
 uint64_t Fnv1a64(std::string_view bytes, uint64_t hash) {
   for (unsigned char c : bytes) {

@@ -125,9 +125,7 @@ struct WindowMask {
     if (d_lo >= 0 && d_hi < w) return TileKind::kFull;
     return TileKind::kPartial;
   }
-  bool Visible(int64_t q_pos, int64_t k_pos) const {
-    return k_pos <= q_pos && q_pos - k_pos < w;
-  }
+  bool Visible(int64_t q_pos, int64_t k_pos) const { return k_pos <= q_pos && q_pos - k_pos < w; }
   int64_t KeyBegin(int64_t q_lo) const { return std::max<int64_t>(0, q_lo - w + 1); }
   int64_t KeyEnd(int64_t q_hi) const { return q_hi + 1; }
 };
@@ -443,29 +441,29 @@ struct Problem {
   HeadRowsMut out;
   int64_t T, S, q_pos0;
   int G, D, dp;
-  int group;        // H / G query heads per kv head
+  int group;  // H / G query heads per kv head
   int H;
-  int64_t tq;       // query positions per query tile
+  int64_t tq;  // query positions per query tile
   int64_t n_qtiles;
-  int n_chunks;     // key chunks per work item (flash-decoding); 1 for prefill
+  int n_chunks;  // key chunks per work item (flash-decoding); 1 for prefill
   int64_t chunk_keys;
   int64_t key_first;  // first key any query of the call sees (a window skips the rest)
-  int rows_max;     // tq * group
-  float qscale;     // scale * log2(e)
-  float* partial;   // n_chunks > 1: per (item, chunk): rows_max x (dp + 2) floats: o, m, l
-  float* lse;       // optional (T, H): log-sum-exp per row, natural log
+  int rows_max;       // tq * group
+  float qscale;       // scale * log2(e)
+  float* partial;     // n_chunks > 1: per (item, chunk): rows_max x (dp + 2) floats: o, m, l
+  float* lse;         // optional (T, H): log-sum-exp per row, natural log
   // Position plan (may be null), and how it is applied.
   const AttentionPlan* plan;
-  bool row_scale;   // multiply query i's scores by plan->LogitScale(i)
+  bool row_scale;                              // multiply query i's scores by plan->LogitScale(i)
   const std::vector<double>* ssmax = nullptr;  // plan->ssmax when on: per-head s_h ln(i + 1)
-  bool rotate;      // q and k are raw: rotate them here
-  bool dynamic;     // rotate with per-query frequencies
+  bool rotate;                                 // q and k are raw: rotate them here
+  bool dynamic;                                // rotate with per-query frequencies
   const RotationTables* tables;
   const HeadRows* key_slots;  // static rotating plans: keys rotated once per key slot
   const AttentionBias* bias;  // null when the plan has none
   bool query_norm, key_norm;
   const std::vector<double>* xpos;  // XPOS: log2(zeta_t) / gamma per pair; null when off
-  int pairs;        // rotated pairs (D / 2) when rotating
+  int pairs;                        // rotated pairs (D / 2) when rotating
 };
 
 constexpr int kMaxSegments = 3;
@@ -684,8 +682,7 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
   auto pack_keys = [&](int seg, int64_t k_lo, int nk, int ncols) {
     if (pb.rotate && !pb.dynamic) {
       // Static plans: the key slot holds these keys already rotated for this segment.
-      PackKeysTransposed<kBk>(pb.key_slots[map->KeySlot(seg)], g, k_lo, nk, ncols, D,
-                              sc.kt.data());
+      PackKeysTransposed<kBk>(pb.key_slots[map->KeySlot(seg)], g, k_lo, nk, ncols, D, sc.kt.data());
       return;
     }
     PackKeysTransposed<kBk>(pb.k, g, k_lo, nk, ncols, D, sc.kt.data());
@@ -727,10 +724,12 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
   auto xpos_keys = [&](int seg, int64_t k_lo, int nk) {
     if (pb.xpos == nullptr) return;
     float* kt = sc.kt.data();
-    for (int c = 0; c < nk; ++c) sc.xpos_rel[static_cast<size_t>(c)] = xpos_ref[seg] - key_pos(seg, k_lo + c);
+    for (int c = 0; c < nk; ++c)
+      sc.xpos_rel[static_cast<size_t>(c)] = xpos_ref[seg] - key_pos(seg, k_lo + c);
     for (size_t t = 0; t < pb.xpos->size(); ++t) {
       const double x = (*pb.xpos)[t];
-      for (int c = 0; c < nk; ++c) sc.xpos_arg[c] = static_cast<float>(x * sc.xpos_rel[static_cast<size_t>(c)]);
+      for (int c = 0; c < nk; ++c)
+        sc.xpos_arg[c] = static_cast<float>(x * sc.xpos_rel[static_cast<size_t>(c)]);
       Exp2Array(sc.xpos_arg.data(), sc.xpos_f.data(), nk);
       float* r0 = kt + (2 * t) * kBk;
       float* r1 = r0 + kBk;
@@ -767,8 +766,8 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
       pack_keys(seg, k_lo, nk, ncols);
       normalize_keys(nk);
       xpos_keys(seg, k_lo, nk);
-      ScoreTile<kD>(sc.q.data() + static_cast<size_t>(seg) * pb.rows_max * dp, dp,
-                    sc.kt.data(), sc.s.data(), rows, ncols, D);
+      ScoreTile<kD>(sc.q.data() + static_cast<size_t>(seg) * pb.rows_max * dp, dp, sc.kt.data(),
+                    sc.s.data(), rows, ncols, D);
     } else {
       // A tile on a segment boundary: every segment's score, then the right one per element.
       for (int seg = 0; seg < kMaxSegments; ++seg) {
@@ -776,17 +775,16 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
         pack_keys(seg, k_lo, nk, ncols);
         normalize_keys(nk);
         xpos_keys(seg, k_lo, nk);
-        ScoreTile<kD>(sc.q.data() + static_cast<size_t>(seg) * pb.rows_max * dp, dp,
-                      sc.kt.data(), sc.seg_s.data() + static_cast<size_t>(seg) * rows * kBk,
-                      rows, ncols, D);
+        ScoreTile<kD>(sc.q.data() + static_cast<size_t>(seg) * pb.rows_max * dp, dp, sc.kt.data(),
+                      sc.seg_s.data() + static_cast<size_t>(seg) * rows * kBk, rows, ncols, D);
       }
       for (int row = 0; row < rows; ++row) {
         const int64_t q_pos = q_lo + row / r;
         float* sr = sc.s.data() + row * kBk;
         for (int c = 0; c < nk;) {
           const int seg = map->SegmentOf(q_pos, k_lo + c);
-          const int end = static_cast<int>(
-              std::min<int64_t>(nk, map->SegmentRunEnd(q_pos, k_lo + c) - k_lo));
+          const int end =
+              static_cast<int>(std::min<int64_t>(nk, map->SegmentRunEnd(q_pos, k_lo + c) - k_lo));
           const float* src = sc.seg_s.data() + static_cast<size_t>(seg) * rows * kBk + row * kBk;
           std::copy(src + c, src + end, sr + c);
           c = end;
@@ -830,7 +828,8 @@ void MergeChunks(const Problem& pb, int g, int64_t qt) {
   const int nt = static_cast<int>(std::min(pb.tq, pb.T - i0));
   for (int row = 0; row < nt * r; ++row) {
     float m = kNegInf;
-    for (int c = 0; c < pb.n_chunks; ++c) m = std::max(m, PartialSlot(pb, g, qt, c)[row * (pb.dp + 2) + pb.dp]);
+    for (int c = 0; c < pb.n_chunks; ++c)
+      m = std::max(m, PartialSlot(pb, g, qt, c)[row * (pb.dp + 2) + pb.dp]);
     const float m_ref = m == kNegInf ? 0.0f : m;
     float l = 0.0f;
     float* dst = pb.out.data + (i0 + row / r) * pb.out.row_stride +
@@ -954,8 +953,7 @@ void AttentionForward(HeadRows q, HeadRows k, HeadRows v, HeadRowsMut out,
       xpos = plan->XposLog2Decay();
       STRETCH_CHECK(2 * static_cast<int64_t>(xpos.size()) <= dims.head_dim &&
                         xpos.size() <= static_cast<size_t>(kMaxPairsOnStack),
-                    "xpos pairs {} D={}",
-                    xpos.size(), dims.head_dim);
+                    "xpos pairs {} D={}", xpos.size(), dims.head_dim);
       pb.xpos = &xpos;
     }
     pb.rotate = params.rotate;
@@ -963,8 +961,8 @@ void AttentionForward(HeadRows q, HeadRows k, HeadRows v, HeadRowsMut out,
                   "a relative map needs raw q and k (rotate)");
     STRETCH_CHECK(!plan->dynamic || pb.rotate, "dynamic frequencies need raw q and k (rotate)");
     if (pb.rotate) {
-      STRETCH_CHECK(dims.head_dim % 2 == 0 && dims.head_dim / 2 <= kMaxPairsOnStack,
-                    "D={}", dims.head_dim);
+      STRETCH_CHECK(dims.head_dim % 2 == 0 && dims.head_dim / 2 <= kMaxPairsOnStack, "D={}",
+                    dims.head_dim);
       pb.pairs = dims.head_dim / 2;
       STRETCH_CHECK(static_cast<int>(plan->freq.thetas.size()) == pb.pairs, "pairs {} vs {}",
                     plan->freq.thetas.size(), pb.pairs);
@@ -972,8 +970,8 @@ void AttentionForward(HeadRows q, HeadRows k, HeadRows v, HeadRowsMut out,
       pb.tables = params.tables;
       if (!pb.dynamic) {
         STRETCH_CHECK(pb.tables != nullptr && pb.tables->pairs() == pb.pairs &&
-                      pb.tables->pos0() == dims.q_pos0 &&
-                      pb.tables->Query(0).n == dims.n_q && params.key_slots != nullptr,
+                          pb.tables->pos0() == dims.q_pos0 && pb.tables->Query(0).n == dims.n_q &&
+                          params.key_slots != nullptr,
                       "rotation tables or key slots not prepared");
         pb.key_slots = params.key_slots;
       }

@@ -85,8 +85,8 @@ class KernelRotation {
 
  private:
   bool dynamic_ = false;
-  RotationTables query_tables_;  // the call's queries
-  RotationTables key_tables_;    // keys 0..S-1 (unused when the queries are exactly those)
+  RotationTables query_tables_;     // the call's queries
+  RotationTables key_tables_;       // keys 0..S-1 (unused when the queries are exactly those)
   AlignedVector<float> slot_keys_;  // (S, G, D) per rotated slot
   HeadRows slots_[kMaxKeySlots];
 };

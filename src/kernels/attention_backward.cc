@@ -161,8 +161,8 @@ void ComputeTile(const Backward& b, int h, int64_t i0, int nq, int64_t j0, int n
       const int64_t pos = b.q_pos0 + i0 + a;
       for (int x = 0; x < nk;) {
         const int seg = b.map->SegmentOf(pos, j0 + x);
-        const int end = static_cast<int>(
-            std::min<int64_t>(nk, b.map->SegmentRunEnd(pos, j0 + x) - j0));
+        const int end =
+            static_cast<int>(std::min<int64_t>(nk, b.map->SegmentRunEnd(pos, j0 + x) - j0));
         const float* src = w.seg_s.data() + static_cast<size_t>(seg) * kTile * kTile + a * kTile;
         std::copy(src + x, src + end, w.s.data() + a * kTile + x);
         std::fill(w.seg_of.data() + a * kTile + x, w.seg_of.data() + a * kTile + end,
@@ -244,9 +244,9 @@ void AttentionBackward(HeadRows q, HeadRows k, HeadRows v, HeadRows out, HeadRow
     STRETCH_CHECK(!plan->dynamic,
                   "the backward has no dynamic frequencies (dynamic-ntk, dynamic-yarn): a key's "
                   "rotation there depends on the query; train with a static plan");
-    STRETCH_CHECK(dims.head_dim % 2 == 0 &&
-                      static_cast<int>(plan->freq.thetas.size()) == dims.head_dim / 2,
-                  "D={} with {} rotary pairs", dims.head_dim, plan->freq.thetas.size());
+    STRETCH_CHECK(
+        dims.head_dim % 2 == 0 && static_cast<int>(plan->freq.thetas.size()) == dims.head_dim / 2,
+        "D={} with {} rotary pairs", dims.head_dim, plan->freq.thetas.size());
     STRETCH_CHECK(params.tables != nullptr && params.tables->pairs() == dims.head_dim / 2 &&
                       params.tables->pos0() == dims.q_pos0 &&
                       params.tables->Query(0).n == dims.n_q && params.key_slots != nullptr,
@@ -257,10 +257,10 @@ void AttentionBackward(HeadRows q, HeadRows k, HeadRows v, HeadRows out, HeadRow
                   "frequencies; a relative map needs raw q and k (rotate)");
   }
   if (plan != nullptr) {
-    STRETCH_CHECK(!plan->query_norm && !plan->key_norm && plan->xpos_scale_base <= 0.0 &&
-                      plan->ssmax.empty(),
-                  "QueryNorm, KeyNorm, XPOS and SSMax are applied to q and k outside the kernel "
-                  "when training");
+    STRETCH_CHECK(
+        !plan->query_norm && !plan->key_norm && plan->xpos_scale_base <= 0.0 && plan->ssmax.empty(),
+        "QueryNorm, KeyNorm, XPOS and SSMax are applied to q and k outside the kernel "
+        "when training");
   }
   STRETCH_CHECK(lse != nullptr && grads.dq.data && grads.dk.data && grads.dv.data);
   Backward b;
@@ -366,9 +366,8 @@ void AttentionBackward(HeadRows q, HeadRows k, HeadRows v, HeadRows out, HeadRow
           const int h = g * b.group + hh;
           ComputeTile(b, h, i0, nq, j0, nk, segs, w);
           // dv (nk, D) += P^T (nk, nq) do (nq, D)
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, D, nq, 1.0f, w.p.data(),
-                      kTile, b.DoRow(i0, h), static_cast<int>(dout.row_stride), 1.0f, dv.data(),
-                      D);
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, D, nq, 1.0f, w.p.data(), kTile,
+                      b.DoRow(i0, h), static_cast<int>(dout.row_stride), 1.0f, dv.data(), D);
           // dk^slot (nk, D) += G_seg^T (nk, nq) q^seg (nq, D)
           for (int seg = 0; seg < b.segments; ++seg) {
             if (!(segs & (1u << seg))) continue;
@@ -405,9 +404,9 @@ void AttentionBackward(HeadRows q, HeadRows k, HeadRows v, HeadRows out, HeadRow
 
   // Pass 2: dq per (query head, query tile), per segment (dqr^seg) then back to raw q, and the
   // bias parameters' gradients per item.
-  const bool bias_grads = plan != nullptr && grads.dbias_a != nullptr &&
-                          (plan->bias.kind == BiasKind::kKerpleLog ||
-                           plan->bias.kind == BiasKind::kKerplePower);
+  const bool bias_grads =
+      plan != nullptr && grads.dbias_a != nullptr &&
+      (plan->bias.kind == BiasKind::kKerpleLog || plan->bias.kind == BiasKind::kKerplePower);
   const int64_t items2 = b.H * n_qt;
   std::vector<double> item_da(static_cast<size_t>(items2), 0.0), item_db(item_da.size(), 0.0);
 #pragma omp parallel
@@ -434,8 +433,8 @@ void AttentionBackward(HeadRows q, HeadRows k, HeadRows v, HeadRows out, HeadRow
           if (!(segs & (1u << seg))) continue;
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, D, nk, 1.0f,
                       SegmentG(segs, seg, nq, nk, w), kTile, b.KRow(seg, j0, g),
-                      static_cast<int>(b.kseg[seg].row_stride), 1.0f,
-                      dq.data() + seg * tile_floats, D);
+                      static_cast<int>(b.kseg[seg].row_stride), 1.0f, dq.data() + seg * tile_floats,
+                      D);
         }
         if (!bias_grads) continue;
         // KERPLE log:   b = -a log(1 + r d):  db/da = -log(1 + r d),  db/dr = -a d / (1 + r d)

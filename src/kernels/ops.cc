@@ -95,14 +95,14 @@ int BlasInt(int64_t n) {
 void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t Kd, float alpha,
           const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
           int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, BlasInt(M), BlasInt(N), BlasInt(Kd), alpha, A, BlasInt(lda),
-              B, BlasInt(ldb), beta, C, BlasInt(ldc));
+  cblas_sgemm(CblasRowMajor, ta, tb, BlasInt(M), BlasInt(N), BlasInt(Kd), alpha, A, BlasInt(lda), B,
+              BlasInt(ldb), beta, C, BlasInt(ldc));
 }
 void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t Kd, double alpha,
           const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
           int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta, tb, BlasInt(M), BlasInt(N), BlasInt(Kd), alpha, A, BlasInt(lda),
-              B, BlasInt(ldb), beta, C, BlasInt(ldc));
+  cblas_dgemm(CblasRowMajor, ta, tb, BlasInt(M), BlasInt(N), BlasInt(Kd), alpha, A, BlasInt(lda), B,
+              BlasInt(ldb), beta, C, BlasInt(ldc));
 }
 // y (M) = A (M, N) x (N), row-major A.
 void Gemv(int64_t M, int64_t N, const float* A, const float* x, float* y) {
@@ -110,8 +110,8 @@ void Gemv(int64_t M, int64_t N, const float* A, const float* x, float* y) {
               y, 1);
 }
 void Gemv(int64_t M, int64_t N, const double* A, const double* x, double* y) {
-  cblas_dgemv(CblasRowMajor, CblasNoTrans, BlasInt(M), BlasInt(N), 1.0, A, BlasInt(N), x, 1, 0.0,
-              y, 1);
+  cblas_dgemv(CblasRowMajor, CblasNoTrans, BlasInt(M), BlasInt(N), 1.0, A, BlasInt(N), x, 1, 0.0, y,
+              1);
 }
 
 // Column sums over rows in blocks of kColumnBlock channels: threads split the channels, each
@@ -258,7 +258,7 @@ void SwiGluBackward(const Real* dh, const Real* g, const Real* u, Real* dg, Real
   for (int64_t i = 0; i < n; ++i) {
     const Real gi = g[i], ui = u[i], dhi = dh[i];
     const Real s = Real(1) / (Real(1) + std::exp(-gi));  // exp overflows to inf for g < -88
-                                                          // (float): s = 0, silu = -0, both fine
+                                                         // (float): s = 0, silu = -0, both fine
     // forward: h = silu(g) * u;  so: du = dh * silu(g)
     du[i] = dhi * (gi * s);
     // forward: h = silu(g) * u, silu(g) = g s;  so: dg = dh * u * s * (1 + g * (1 - s))
@@ -316,8 +316,8 @@ int64_t CheckTargets(const int* targets, int64_t T, int V) {
   int64_t scored = 0;
   for (int64_t t = 0; t < T; ++t) {
     STRETCH_CHECK(targets[t] == kNotScored || (targets[t] >= 0 && targets[t] < V),
-                  "target {} at row {} is neither kNotScored nor in a vocabulary of {}",
-                  targets[t], t, V);
+                  "target {} at row {} is neither kNotScored nor in a vocabulary of {}", targets[t],
+                  t, V);
     scored += targets[t] != kNotScored;
   }
   return scored;
@@ -376,9 +376,9 @@ void CrossEntropyBackward(const Real* logits, const int* targets, Real* dlogits,
     // forward: loss_t = log sum_i exp(l[i]) - l[target];  so: dl[i] = softmax(l)[i] - [i == target]
     // The target's entry from double throughout: p - 1 cancels when p is near 1.
     const double inv_sum = 1.0 / sum;
-    for (int i = 0; i < V; ++i) d[i] = static_cast<Real>(static_cast<double>(d[i]) * inv_sum * scale);
-    d[targets[t]] =
-        static_cast<Real>((std::exp(l_target - max) * inv_sum - 1.0) * scale);
+    for (int i = 0; i < V; ++i)
+      d[i] = static_cast<Real>(static_cast<double>(d[i]) * inv_sum * scale);
+    d[targets[t]] = static_cast<Real>((std::exp(l_target - max) * inv_sum - 1.0) * scale);
   }
 }
 
@@ -422,8 +422,8 @@ void L2NormalizeBackward(const Real* dy, const Real* x, Real* dx, int64_t rows, 
 // ---- Per-pair and per-head scales (XPOS, SSMax) -------------------------------------------------
 
 template <typename Real>
-void PairScaleForward(Real* x, int64_t T, int H, int64_t row_stride, int64_t head_stride,
-                      int pairs, const Real* factors) {
+void PairScaleForward(Real* x, int64_t T, int H, int64_t row_stride, int64_t head_stride, int pairs,
+                      const Real* factors) {
   for (int64_t r = 0; r < T; ++r) {
     const Real* f = factors + r * pairs;
     for (int h = 0; h < H; ++h) {
@@ -472,30 +472,30 @@ void HeadScaleBackward(Real* d, const Real* x_in, int64_t T, int H, int D, const
   for (int h = 0; h < H; ++h) ds[h] += static_cast<Real>(acc[static_cast<size_t>(h)]);
 }
 
-#define STRETCH_OPS_INSTANTIATE(Real)                                                          \
-  template void LinearForward<Real>(const Real*, const Real*, Real*, int64_t, int64_t, int64_t); \
-  template void LinearBackward<Real>(const Real*, const Real*, const Real*, Real*, Real*,      \
-                                     int64_t, int64_t, int64_t, GradWrite);                    \
-  template void EmbeddingForward<Real>(const int*, const Real*, Real*, int64_t, int, int);    \
-  template void EmbeddingBackward<Real>(const int*, const Real*, Real*, int64_t, int, int);   \
-  template void RmsNormForward<Real>(const Real*, const Real*, Real*, int64_t, int, Real);     \
-  template void RmsNormBackward<Real>(const Real*, const Real*, const Real*, Real*, Real*,     \
-                                      int64_t, int, Real, GradWrite);                          \
-  template void SwiGluForward<Real>(const Real*, const Real*, Real*, int64_t);                 \
-  template void SwiGluBackward<Real>(const Real*, const Real*, const Real*, Real*, Real*,      \
-                                     int64_t);                                                 \
-  template void RopeInterleavedForward<Real>(Real*, int64_t, int, int64_t, int64_t,            \
-                                             const RopeAngles<Real>&);                         \
-  template void RopeInterleavedBackward<Real>(Real*, int64_t, int, int64_t, int64_t,           \
-                                              const RopeAngles<Real>&);                        \
-  template MeanLoss CrossEntropyForward<Real>(const Real*, const int*, int64_t, int);          \
-  template void CrossEntropyBackward<Real>(const Real*, const int*, Real*, int64_t, int, double); \
-  template void L2NormalizeForward<Real>(const Real*, Real*, int64_t, int);                   \
-  template void L2NormalizeBackward<Real>(const Real*, const Real*, Real*, int64_t, int);      \
-  template void PairScaleForward<Real>(Real*, int64_t, int, int64_t, int64_t, int, const Real*); \
-  template void PairScaleBackward<Real>(Real*, int64_t, int, int64_t, int64_t, int, const Real*); \
-  template void HeadScaleForward<Real>(Real*, int64_t, int, int, const Real*, const Real*);     \
-  template void HeadScaleBackward<Real>(Real*, const Real*, int64_t, int, int, const Real*,     \
+#define STRETCH_OPS_INSTANTIATE(Real)                                                              \
+  template void LinearForward<Real>(const Real*, const Real*, Real*, int64_t, int64_t, int64_t);   \
+  template void LinearBackward<Real>(const Real*, const Real*, const Real*, Real*, Real*, int64_t, \
+                                     int64_t, int64_t, GradWrite);                                 \
+  template void EmbeddingForward<Real>(const int*, const Real*, Real*, int64_t, int, int);         \
+  template void EmbeddingBackward<Real>(const int*, const Real*, Real*, int64_t, int, int);        \
+  template void RmsNormForward<Real>(const Real*, const Real*, Real*, int64_t, int, Real);         \
+  template void RmsNormBackward<Real>(const Real*, const Real*, const Real*, Real*, Real*,         \
+                                      int64_t, int, Real, GradWrite);                              \
+  template void SwiGluForward<Real>(const Real*, const Real*, Real*, int64_t);                     \
+  template void SwiGluBackward<Real>(const Real*, const Real*, const Real*, Real*, Real*,          \
+                                     int64_t);                                                     \
+  template void RopeInterleavedForward<Real>(Real*, int64_t, int, int64_t, int64_t,                \
+                                             const RopeAngles<Real>&);                             \
+  template void RopeInterleavedBackward<Real>(Real*, int64_t, int, int64_t, int64_t,               \
+                                              const RopeAngles<Real>&);                            \
+  template MeanLoss CrossEntropyForward<Real>(const Real*, const int*, int64_t, int);              \
+  template void CrossEntropyBackward<Real>(const Real*, const int*, Real*, int64_t, int, double);  \
+  template void L2NormalizeForward<Real>(const Real*, Real*, int64_t, int);                        \
+  template void L2NormalizeBackward<Real>(const Real*, const Real*, Real*, int64_t, int);          \
+  template void PairScaleForward<Real>(Real*, int64_t, int, int64_t, int64_t, int, const Real*);   \
+  template void PairScaleBackward<Real>(Real*, int64_t, int, int64_t, int64_t, int, const Real*);  \
+  template void HeadScaleForward<Real>(Real*, int64_t, int, int, const Real*, const Real*);        \
+  template void HeadScaleBackward<Real>(Real*, const Real*, int64_t, int, int, const Real*,        \
                                         const Real*, Real*);
 STRETCH_OPS_INSTANTIATE(float)
 STRETCH_OPS_INSTANTIATE(double)

@@ -183,8 +183,8 @@ void RopeInterleavedBackward(Real* d,  // (T, H, D), strided: dy in, dx out
 //   y = x / |x|,  |x| = sqrt(sum_d x[d]^2) (in double); a zero vector stays zero.
 // x: (T, H, D) dense; y may be x.
 template <typename Real>
-void L2NormalizeForward(const Real* x,  // (T, H, D)
-                        Real* y,        // (T, H, D)
+void L2NormalizeForward(const Real* x,         // (T, H, D)
+                        Real* y,               // (T, H, D)
                         int64_t rows, int D);  // rows = T * H
 // forward: y[d] = x[d] / n,  n = |x|,  d n / d x[e] = x[e] / n = y[e]
 // so: dx[e] = (dy[e] - y[e] * sum_d dy[d] y[d]) / n   (overwrites dx; dx may be dy)
@@ -199,8 +199,8 @@ void L2NormalizeBackward(const Real* dy,  // (T, H, D)
 //   (x0, x1) <- f (x0, x1),  f = factors[r * pairs + t],  D = 2 * pairs.
 // x: (T, H, D), rows row_stride and heads head_stride elements apart.
 template <typename Real>
-void PairScaleForward(Real* x, int64_t T, int H, int64_t row_stride, int64_t head_stride,
-                      int pairs, const Real* factors);  // factors: (T, pairs)
+void PairScaleForward(Real* x, int64_t T, int H, int64_t row_stride, int64_t head_stride, int pairs,
+                      const Real* factors);  // factors: (T, pairs)
 // forward: y = f x  so: dx = f dy (in place on the gradient; the factors are not learned).
 template <typename Real>
 void PairScaleBackward(Real* d, int64_t T, int H, int64_t row_stride, int64_t head_stride,

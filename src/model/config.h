@@ -33,7 +33,7 @@ struct LayerAttention {
 // The default (no layers, no norms, scale 0) is the LLaMA model, unchanged bit for bit.
 struct AttentionLayout {
   std::vector<LayerAttention> layers;  // n_layers entries, or empty: every layer {kRope, 0}
-  bool query_norm = false;   // QueryNorm: q / |q| per head before the product
+  bool query_norm = false;             // QueryNorm: q / |q| per head before the product
   bool key_norm = false;     // KeyNorm: k / |k| per head; with query_norm, cosine attention
   double logit_scale = 0.0;  // what multiplies q . k; 0: 1/sqrt(D)
   // The training issue's later variants (src/position/plan.h defines each):
@@ -81,22 +81,22 @@ enum class ModelBlock {
 };
 
 struct ModelConfig {
-  int dim = 0;             // C: width of the residual stream
-  int hidden_dim = 0;      // F: inner width of the SwiGLU feed-forward
-  int n_layers = 0;        // number of Transformer blocks
-  int n_heads = 0;         // H: query heads
-  int n_kv_heads = 0;      // G: key/value heads; divides H (grouped-query attention)
-  int vocab_size = 0;      // V
-  int seq_len = 0;         // L: the context length the model was trained at
+  int dim = 0;                    // C: width of the residual stream
+  int hidden_dim = 0;             // F: inner width of the SwiGLU feed-forward
+  int n_layers = 0;               // number of Transformer blocks
+  int n_heads = 0;                // H: query heads
+  int n_kv_heads = 0;             // G: key/value heads; divides H (grouped-query attention)
+  int vocab_size = 0;             // V
+  int seq_len = 0;                // L: the context length the model was trained at
   bool shared_classifier = true;  // the output classifier is the token embedding
   float rope_base = 10000.0f;     // RoPE base (theta_t = base^(-2t/D))
   // Positions divided by this (PI, linear RoPE scaling, as HF rope_scaling type "linear"),
   // trained into the model (stretch train --position rope:pi=F); 1: none.
   float rope_interpolation = 1.0f;
-  float norm_eps = 1e-5f;         // RMSNorm epsilon
-  AttentionLayout attention;      // trained models' layout; default: LLaMA (RoPE, full, 1/sqrt(D))
+  float norm_eps = 1e-5f;     // RMSNorm epsilon
+  AttentionLayout attention;  // trained models' layout; default: LLaMA (RoPE, full, 1/sqrt(D))
   ModelBlock block = ModelBlock::kLlama;
-  int key_dim = 0;                // kGau: S
+  int key_dim = 0;  // kGau: S
 
   bool Gau() const { return block == ModelBlock::kGau; }
   int head_dim() const { return Gau() ? key_dim : dim / n_heads; }

@@ -15,7 +15,8 @@ int Sampler::Sample(float* logits, int V) {
   std::vector<double> p(static_cast<size_t>(V));
   double sum = 0.0;
   for (int i = 0; i < V; ++i) {
-    p[static_cast<size_t>(i)] = std::exp((static_cast<double>(logits[i]) - max) / options_.temperature);
+    p[static_cast<size_t>(i)] =
+        std::exp((static_cast<double>(logits[i]) - max) / options_.temperature);
     sum += p[static_cast<size_t>(i)];
   }
   std::vector<int> order(static_cast<size_t>(V));

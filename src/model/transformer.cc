@@ -121,8 +121,8 @@ std::string AttentionVariantsText(const ModelConfig& c) {
     parts.push_back(fmt::format("XPOS decay on RoPE layers (scale base {})", a.xpos_scale_base));
   }
   if (a.sandwich_dim > 0) {
-    parts.push_back(fmt::format("Sandwich bias (dim {}, lambda {})", a.sandwich_dim,
-                                a.sandwich_lambda));
+    parts.push_back(
+        fmt::format("Sandwich bias (dim {}, lambda {})", a.sandwich_dim, a.sandwich_lambda));
   }
   if (a.ssmax) parts.push_back("SSMax: logits times s_h ln(i + 1), s_h learned per layer and head");
   if (a.position_log_scale) parts.push_back("per-position lambda: logits times ln((i + 1) / 2)");
@@ -144,17 +144,19 @@ void CheckMethodFitsLayout(const ModelConfig& config, const AttentionPlan& metho
     full |= use != LayerMethodUse::kTrainedWindow;
   }
   if (!full && (!change.empty() || method_plan.mask != MaskKind::kCausal || method_plan.logn)) {
-    Fail("method \"{}\" applies to no layer of this model ({}): every layer was trained with a "
-         "window, keeps it and needs no method (allowed on this model: direct)",
-         CanonicalSpec(method_plan.method), AttentionLayoutText(config));
+    Fail(
+        "method \"{}\" applies to no layer of this model ({}): every layer was trained with a "
+        "window, keeps it and needs no method (allowed on this model: direct)",
+        CanonicalSpec(method_plan.method), AttentionLayoutText(config));
   }
   if (change.empty() || rope_full) return;
-  Fail("method \"{}\" changes {}, but this model has no full-attention RoPE layer for it to "
-       "apply to ({}): layers trained with a window keep it and plain RoPE, and layers without "
-       "RoPE have no rotation to change (allowed on this model: direct, and a mask with or "
-       "without +logn, e.g. window:window=W, lambda, blockwise, direct+logn, which the "
-       "full-attention layers take)",
-       CanonicalSpec(method_plan.method), change, AttentionLayoutText(config));
+  Fail(
+      "method \"{}\" changes {}, but this model has no full-attention RoPE layer for it to "
+      "apply to ({}): layers trained with a window keep it and plain RoPE, and layers without "
+      "RoPE have no rotation to change (allowed on this model: direct, and a mask with or "
+      "without +logn, e.g. window:window=W, lambda, blockwise, direct+logn, which the "
+      "full-attention layers take)",
+      CanonicalSpec(method_plan.method), change, AttentionLayoutText(config));
 }
 
 AttentionPlan LayerAttentionPlan(const ModelConfig& config, const LayerWeights* layer_weights,
@@ -163,9 +165,7 @@ AttentionPlan LayerAttentionPlan(const ModelConfig& config, const LayerWeights* 
   const LayerAttention a = layout.Layer(l);
   AttentionPlan p;
   switch (MethodUseOf(a)) {
-    case LayerMethodUse::kMethod:
-      p = method_plan;
-      break;
+    case LayerMethodUse::kMethod: p = method_plan; break;
     case LayerMethodUse::kTrainedWindow:
       // Plain RoPE at the model's base (the trainer's LayerPlan), the trained window, no logn.
       p = MakeAttentionPlan(Method{}, ModelGeometry(config), method_plan.fed_len);
@@ -196,8 +196,8 @@ AttentionPlan LayerAttentionPlan(const ModelConfig& config, const LayerWeights* 
   const std::vector<double> zeros(static_cast<size_t>(config.position_heads()), 0.0);
   p.position_log_scale = layout.position_log_scale;
   if (layout.ssmax) {
-    p.ssmax = layer_weights != nullptr ? per_kernel_head(layer_weights->ssmax)
-                                       : per_kernel_head(zeros);
+    p.ssmax =
+        layer_weights != nullptr ? per_kernel_head(layer_weights->ssmax) : per_kernel_head(zeros);
   }
   if (a.position == LayerPosition::kRope) {
     p.LeavePairsUnrotated(layout.RotatedPairs(config.head_dim()));
@@ -207,9 +207,9 @@ AttentionPlan LayerAttentionPlan(const ModelConfig& config, const LayerWeights* 
     case LayerPosition::kRope:
     case LayerPosition::kNone: break;
     case LayerPosition::kSandwich:
-      p.bias = SandwichBias(std::vector<double>(static_cast<size_t>(config.n_heads),
-                                                layout.sandwich_lambda),
-                            layout.sandwich_dim, std::max<int64_t>(1, method_plan.fed_len));
+      p.bias = SandwichBias(
+          std::vector<double>(static_cast<size_t>(config.n_heads), layout.sandwich_lambda),
+          layout.sandwich_dim, std::max<int64_t>(1, method_plan.fed_len));
       break;
     case LayerPosition::kAlibi:
       p.bias.kind = BiasKind::kAlibi;
@@ -217,8 +217,8 @@ AttentionPlan LayerAttentionPlan(const ModelConfig& config, const LayerWeights* 
       break;
     case LayerPosition::kKerpleLog:
     case LayerPosition::kKerplePower:
-      p.bias.kind = a.position == LayerPosition::kKerpleLog ? BiasKind::kKerpleLog
-                                                             : BiasKind::kKerplePower;
+      p.bias.kind =
+          a.position == LayerPosition::kKerpleLog ? BiasKind::kKerpleLog : BiasKind::kKerplePower;
       if (layer_weights != nullptr) {
         p.bias.a = per_kernel_head(layer_weights->bias_a);
         p.bias.b = per_kernel_head(layer_weights->bias_b);
@@ -244,9 +244,10 @@ void ValidateAttentionLayout(const Model& model) {
   }
   if (c.Gau() && !(c.key_dim > 0 && c.key_dim % 2 == 0 && c.hidden_dim % c.key_dim == 0 &&
                    c.n_heads == c.hidden_dim / c.key_dim && c.n_kv_heads == c.n_heads)) {
-    Fail("{}: GAU sizes: key dim {}, expansion {}, {} heads / {} kv heads (expected an even key "
-         "dim S dividing the expansion E, and E / S heads and kv heads)",
-         what, c.key_dim, c.hidden_dim, c.n_heads, c.n_kv_heads);
+    Fail(
+        "{}: GAU sizes: key dim {}, expansion {}, {} heads / {} kv heads (expected an even key "
+        "dim S dividing the expansion E, and E / S heads and kv heads)",
+        what, c.key_dim, c.hidden_dim, c.n_heads, c.n_kv_heads);
   }
   if (!(layout.rope_fraction > 0.0 && layout.rope_fraction <= 1.0)) {
     Fail("{}: rope fraction {} (allowed: 0 < P <= 1)", what, layout.rope_fraction);
@@ -255,19 +256,22 @@ void ValidateAttentionLayout(const Model& model) {
     Fail("{}: XPOS scale base {} (allowed: a positive number, or 0 for none)", what,
          layout.xpos_scale_base);
   }
-  if (layout.xpos_scale_base > 0.0 && (c.head_dim() > 512 || layout.query_norm ||
-                                       layout.key_norm)) {
-    Fail("{}: XPOS with head dim {}{} (allowed: head dim <= 512, the kernel's per-tile decay "
-         "limit, and no QueryNorm / KeyNorm)",
-         what, c.head_dim(), layout.query_norm || layout.key_norm ? " and QueryNorm / KeyNorm" : "");
+  if (layout.xpos_scale_base > 0.0 &&
+      (c.head_dim() > 512 || layout.query_norm || layout.key_norm)) {
+    Fail(
+        "{}: XPOS with head dim {}{} (allowed: head dim <= 512, the kernel's per-tile decay "
+        "limit, and no QueryNorm / KeyNorm)",
+        what, c.head_dim(), layout.query_norm || layout.key_norm ? " and QueryNorm / KeyNorm" : "");
   }
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerAttention a = layout.Layer(l);
     if (a.position == LayerPosition::kSandwich &&
         !(layout.sandwich_dim > 0 && layout.sandwich_dim % 2 == 0 &&
           std::isfinite(layout.sandwich_lambda))) {
-      Fail("{}: layer {}: Sandwich dim {} and lambda {} (allowed: an even dim > 0, a finite "
-           "lambda)", what, l, layout.sandwich_dim, layout.sandwich_lambda);
+      Fail(
+          "{}: layer {}: Sandwich dim {} and lambda {} (allowed: an even dim > 0, a finite "
+          "lambda)",
+          what, l, layout.sandwich_dim, layout.sandwich_lambda);
     }
     if (a.window < 0) {
       Fail("{}: layer {}: window {} (allowed: 0 for full attention, or a positive integer)", what,
@@ -277,9 +281,10 @@ void ValidateAttentionLayout(const Model& model) {
     const LayerWeights& w = model.weights.layers[static_cast<size_t>(l)];
     const size_t want = IsKerple(a.position) ? static_cast<size_t>(c.position_heads()) : 0;
     if (w.bias_a.size() != want || w.bias_b.size() != want) {
-      Fail("{}: layer {} ({}): KERPLE parameters bias_a, bias_b have {} and {} entries, expected "
-           "{} each",
-           what, l, LayerPositionName(a.position), w.bias_a.size(), w.bias_b.size(), want);
+      Fail(
+          "{}: layer {} ({}): KERPLE parameters bias_a, bias_b have {} and {} entries, expected "
+          "{} each",
+          what, l, LayerPositionName(a.position), w.bias_a.size(), w.bias_b.size(), want);
     }
     for (size_t h = 0; h < want; ++h) {
       if (!std::isfinite(w.bias_a[h]) || !std::isfinite(w.bias_b[h])) {
@@ -325,14 +330,13 @@ void Transformer::SetMethod(const Method& method, int64_t fed_len) {
     if (a.position != LayerPosition::kRope) {
       run.rotation = -1;
     } else {
-      run.rotation = MethodUseOf(a) == LayerMethodUse::kTrainedWindow ? kPlainRotation
-                                                                      : kMethodRotation;
+      run.rotation =
+          MethodUseOf(a) == LayerMethodUse::kTrainedWindow ? kPlainRotation : kMethodRotation;
       if (plan_layer[run.rotation] < 0) plan_layer[run.rotation] = l;
     }
     // A layer that never rotates has the identity map and static frequencies (LayerAttentionPlan).
     STRETCH_CHECK(run.rotation >= 0 || run.plan.KeysRotatedOnce(), "layer {}", l);
-    run.key_slots =
-        run.plan.KeysRotatedOnce() || run.plan.dynamic ? 1 : run.plan.map.KeySlots();
+    run.key_slots = run.plan.KeysRotatedOnce() || run.plan.dynamic ? 1 : run.plan.map.KeySlots();
   }
   plan_ = std::move(plan);
   method_key_ = CanonicalSpec(plan_.method);
@@ -362,7 +366,8 @@ void Transformer::CheckTokens(std::span<const int> tokens, int64_t pos0) const {
 void Transformer::Embed(const int* tokens, int64_t T, float* x) const {
   const int C = model_.config.dim;
   for (int64_t t = 0; t < T; ++t) {
-    std::memcpy(x + t * C, model_.weights.token_embedding.data() + static_cast<size_t>(tokens[t]) * C,
+    std::memcpy(x + t * C,
+                model_.weights.token_embedding.data() + static_cast<size_t>(tokens[t]) * C,
                 sizeof(float) * C);
   }
   // The GAU's Embedding-Norm: RMSNorm without gain.
@@ -398,17 +403,18 @@ void Transformer::PrepareRotation(int r, int64_t pos0, int64_t T) {
   }
 }
 
-void Transformer::Forward(std::span<const int> tokens, KvCache& cache,
-                          std::vector<float>& hidden) {
+void Transformer::Forward(std::span<const int> tokens, KvCache& cache, std::vector<float>& hidden) {
   const int64_t T = static_cast<int64_t>(tokens.size());
   const int C = model_.config.dim;
   if (cache.length() + T > cache.capacity()) {
-    Fail("KV cache: {} cached + {} new tokens exceed its capacity of {} positions",
-         cache.length(), T, cache.capacity());
+    Fail("KV cache: {} cached + {} new tokens exceed its capacity of {} positions", cache.length(),
+         T, cache.capacity());
   }
   if (cache.length() > 0 && cache.method_ != method_key_) {
-    Fail("the KV cache holds {} positions made under method \"{}\"; clear it before running "
-         "method \"{}\"", cache.length(), cache.method_, method_key_);
+    Fail(
+        "the KV cache holds {} positions made under method \"{}\"; clear it before running "
+        "method \"{}\"",
+        cache.length(), cache.method_, method_key_);
   }
   CheckTokens(tokens, cache.length());
   cache.method_ = method_key_;
@@ -579,8 +585,8 @@ void Transformer::Attend(int l, int64_t T, int64_t pos0, float* kc, float* vc, i
   params.rotate = !rotate_here;
   params.tables = rotate_here || plan.dynamic ? nullptr : &rot->tables;
   params.key_slots = key_slots;
-  AttentionForward(HeadRows{q_.data(), QW, D}, HeadRows{kc, D, cap * D},
-                   HeadRows{vc, D, cap * D}, HeadRowsMut{att_.data(), QW, D}, dims, params);
+  AttentionForward(HeadRows{q_.data(), QW, D}, HeadRows{kc, D, cap * D}, HeadRows{vc, D, cap * D},
+                   HeadRowsMut{att_.data(), QW, D}, dims, params);
 }
 
 void Transformer::Logits(const float* hidden, int64_t T, float* logits) const {

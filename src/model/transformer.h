@@ -174,9 +174,9 @@ class Transformer {
   // How the layers that rotate alike rotate a chunk: the method's rotation (full-attention RoPE
   // layers) and plain RoPE (RoPE layers trained with a window, when the method changes RoPE).
   struct Rotation {
-    int plan_layer = -1;     // a layer whose plan defines it; -1: no layer uses it
-    RopeTable rope;          // plan KeysRotatedOnce: this chunk's rotation
-    RotationTables tables;   // otherwise (static): the kernel's tables
+    int plan_layer = -1;    // a layer whose plan defines it; -1: no layer uses it
+    RopeTable rope;         // plan KeysRotatedOnce: this chunk's rotation
+    RotationTables tables;  // otherwise (static): the kernel's tables
   };
   static constexpr int kMethodRotation = 0, kPlainRotation = 1;
   struct LayerRun {
@@ -203,7 +203,7 @@ class Transformer {
 
   const Model& model_;
   AttentionPlan plan_;
-  std::string method_key_;       // CanonicalSpec of plan_.method
+  std::string method_key_;        // CanonicalSpec of plan_.method
   std::vector<LayerRun> layers_;  // n_layers
   Rotation rotations_[2];
   AlignedVector<float> seq_k_, seq_v_;  // ForwardSequence: one layer's keys and values

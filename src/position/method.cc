@@ -98,11 +98,13 @@ enum class Key : int {
   kBase,
   kCount,
 };
+// clang-format off
 constexpr std::string_view kKeyNames[] = {
     "factor", "group",  "shift",          "sinks",    "chunk", "window", "k",
     "orig",   "beta_fast", "beta_slow",   "attention_factor", "mscale", "mscale_all_dim",
     "truncate", "low",  "high",           "short",    "long",  "base",
 };
+// clang-format on
 static_assert(std::size(kKeyNames) == static_cast<size_t>(Key::kCount));
 
 using KeySet = uint32_t;
@@ -112,9 +114,8 @@ template <typename... K>
 constexpr KeySet Keys(K... k) {
   return (Bit(Key::kBase) | ... | Bit(k));
 }
-constexpr KeySet kYarnKeys = Keys(Key::kOrig, Key::kBetaFast, Key::kBetaSlow,
-                                  Key::kAttentionFactor, Key::kMscale, Key::kMscaleAllDim,
-                                  Key::kTruncate);
+constexpr KeySet kYarnKeys = Keys(Key::kOrig, Key::kBetaFast, Key::kBetaSlow, Key::kAttentionFactor,
+                                  Key::kMscale, Key::kMscaleAllDim, Key::kTruncate);
 
 struct MethodInfo {
   std::string_view name;
@@ -260,8 +261,7 @@ double ParseNumber(std::string_view where, std::string_view key, std::string_vie
   return v;
 }
 
-int64_t ParsePositiveInteger(std::string_view where, std::string_view key,
-                             std::string_view text) {
+int64_t ParsePositiveInteger(std::string_view where, std::string_view key, std::string_view text) {
   int64_t v = 0;
   const char* begin = text.data();
   const char* end = begin + text.size();
@@ -272,8 +272,7 @@ int64_t ParsePositiveInteger(std::string_view where, std::string_view key,
   return v;
 }
 
-std::vector<double> ParseList(std::string_view where, std::string_view key,
-                              std::string_view text) {
+std::vector<double> ParseList(std::string_view where, std::string_view key, std::string_view text) {
   constexpr std::string_view kAllowed = "positive numbers separated by '/'";
   std::vector<double> out;
   size_t at = 0;
@@ -286,8 +285,7 @@ std::vector<double> ParseList(std::string_view where, std::string_view key,
         std::from_chars(item.data(), item.data() + item.size(), v, std::chars_format::general);
     if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() ||
         !std::isfinite(v)) {
-      BadValue(where, key, text, fmt::format("has \"{}\", which is not a number", item),
-               kAllowed);
+      BadValue(where, key, text, fmt::format("has \"{}\", which is not a number", item), kAllowed);
     }
     if (!(v > 0.0)) {
       BadValue(where, key, text, fmt::format("has {}, which is not positive", item), kAllowed);
@@ -354,12 +352,8 @@ void SetKey(const MethodInfo& info, Method& m, Key key, std::string_view shown,
         BadValue(where, shown, text, "is not true or false", "true or false");
       }
       return;
-    case Key::kShort:
-      m.rope.short_factor = ParseList(where, shown, text);
-      return;
-    case Key::kLong:
-      m.rope.long_factor = ParseList(where, shown, text);
-      return;
+    case Key::kShort: m.rope.short_factor = ParseList(where, shown, text); return;
+    case Key::kLong: m.rope.long_factor = ParseList(where, shown, text); return;
     case Key::kK:
       if (text == "s") {
         m.rel.leaky_k = 0.0;  // k = s = L'/L, resolved per call
@@ -372,9 +366,7 @@ void SetKey(const MethodInfo& info, Method& m, Key key, std::string_view shown,
         m.rel.leaky_k = v;
       }
       return;
-    case Key::kOrig:
-      m.rope.original_length = ParsePositiveInteger(where, shown, text);
-      return;
+    case Key::kOrig: m.rope.original_length = ParsePositiveInteger(where, shown, text); return;
     case Key::kWindow: {
       const int64_t v = ParsePositiveInteger(where, shown, text);
       if (info.mask != MaskKind::kCausal) {
@@ -384,15 +376,9 @@ void SetKey(const MethodInfo& info, Method& m, Key key, std::string_view shown,
       }
       return;
     }
-    case Key::kGroup:
-      m.rel.group = ParsePositiveInteger(where, shown, text);
-      return;
-    case Key::kShift:
-      m.rel.shift = ParsePositiveInteger(where, shown, text);
-      return;
-    case Key::kChunk:
-      m.rel.chunk = ParsePositiveInteger(where, shown, text);
-      return;
+    case Key::kGroup: m.rel.group = ParsePositiveInteger(where, shown, text); return;
+    case Key::kShift: m.rel.shift = ParsePositiveInteger(where, shown, text); return;
+    case Key::kChunk: m.rel.chunk = ParsePositiveInteger(where, shown, text); return;
     case Key::kSinks:
       if (text == "0") {
         BadValue(where, shown, text, "is not a positive integer",
@@ -483,9 +469,10 @@ void CheckFieldPairs(const Method& m, std::string_view where) {
   }
   if (m.mask.kind == MaskKind::kBlock && m.mask.window != 0 &&
       (m.mask.window < 2 || m.mask.window % 2 != 0)) {
-    Fail("{}: window={} is not an even number >= 2 (allowed: 2, 4, 6, ...: a query sees its own "
-         "half-block of window/2 positions and the one before it)",
-         where, m.mask.window);
+    Fail(
+        "{}: window={} is not an even number >= 2 (allowed: 2, 4, 6, ...: a query sees its own "
+        "half-block of window/2 positions and the one before it)",
+        where, m.mask.window);
   }
 }
 
@@ -525,14 +512,16 @@ void CheckFieldRanges(const Method& m, std::string_view where) {
   }
   if (r.mode == ScaleMode::kDynamic) {
     if (r.scaling != RopeScaling::kNtk && r.scaling != RopeScaling::kYarn) {
-      Fail("{}: a dynamic scale needs NTK or YaRN frequencies (allowed: dynamic-ntk, "
-           "dynamic-yarn)",
-           where);
+      Fail(
+          "{}: a dynamic scale needs NTK or YaRN frequencies (allowed: dynamic-ntk, "
+          "dynamic-yarn)",
+          where);
     }
     if (r.factor != 0.0) {
-      Fail("{}: factor={} is not allowed for a dynamic method (allowed: no factor; query i uses "
-           "s_i = max(L, i + 1) / L)",
-           where, r.factor);
+      Fail(
+          "{}: factor={} is not allowed for a dynamic method (allowed: no factor; query i uses "
+          "s_i = max(L, i + 1) / L)",
+          where, r.factor);
     }
   }
   const RelMapMethod& rel = m.rel;
@@ -660,9 +649,10 @@ Method ParseMethod(std::string_view spec) {
     const KeySet bit = key < static_cast<int>(Key::kCount) ? KeySet{1} << key : 0;
     if (!(info->keys & bit)) {
       if (key_text == "factor" && info->mode == ScaleMode::kDynamic) {
-        Fail("{}: factor={} is not allowed for a dynamic method (allowed keys: {}; query i uses "
-             "s_i = max(L, i + 1) / L)",
-             where, value, KeyList(info->keys));
+        Fail(
+            "{}: factor={} is not allowed for a dynamic method (allowed keys: {}; query i uses "
+            "s_i = max(L, i + 1) / L)",
+            where, value, KeyList(info->keys));
       }
       Fail("{}: unknown key \"{}\" (allowed: {})", where, key_text, KeyList(info->keys));
     }
@@ -709,9 +699,8 @@ bool SameRope(const RopeMethod& a, const RopeMethod& b) {
 bool operator==(const Method& a, const Method& b) {
   return SameRope(a.rope, b.rope) && a.rel.kind == b.rel.kind && a.rel.window == b.rel.window &&
          a.rel.leaky_k == b.rel.leaky_k && a.rel.group == b.rel.group &&
-         a.rel.shift == b.rel.shift && a.rel.chunk == b.rel.chunk &&
-         a.mask.kind == b.mask.kind && a.mask.window == b.mask.window &&
-         a.mask.sinks == b.mask.sinks && a.logn == b.logn;
+         a.rel.shift == b.rel.shift && a.rel.chunk == b.rel.chunk && a.mask.kind == b.mask.kind &&
+         a.mask.window == b.mask.window && a.mask.sinks == b.mask.sinks && a.logn == b.logn;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -752,14 +741,16 @@ Method MethodFromLlamaCpp(const LlamaCppRopeFlags& f) {
   if (f.rope_freq_scale && *f.rope_freq_scale != 0.0) {
     const double v = *f.rope_freq_scale;
     if (!(std::isfinite(v) && v > 0.0 && v <= 1.0)) {
-      Fail("--rope-freq-scale={} is not in (0, 1] (allowed: 1/s for a scale s >= 1, or 0 for the "
-           "model's)",
-           v);
+      Fail(
+          "--rope-freq-scale={} is not in (0, 1] (allowed: 1/s for a scale s >= 1, or 0 for the "
+          "model's)",
+          v);
     }
     if (scale && std::abs(*scale * v - 1.0) > 1e-6) {
-      Fail("--rope-scale={} and --rope-freq-scale={} disagree (allowed: --rope-freq-scale = "
-           "1/--rope-scale, or only one of them)",
-           *scale, v);
+      Fail(
+          "--rope-scale={} and --rope-freq-scale={} disagree (allowed: --rope-freq-scale = "
+          "1/--rope-scale, or only one of them)",
+          *scale, v);
     }
     if (!scale) scale = 1.0 / v;
   }
@@ -775,9 +766,10 @@ Method MethodFromLlamaCpp(const LlamaCppRopeFlags& f) {
   Method m;
   if (type == "none") {
     if (scale && *scale != 1.0) {
-      Fail("--rope-scaling none with a scale of {} (allowed: no --rope-scale/--rope-freq-scale, "
-           "or 1: llama.cpp never scales with none)",
-           *scale);
+      Fail(
+          "--rope-scaling none with a scale of {} (allowed: no --rope-scale/--rope-freq-scale, "
+          "or 1: llama.cpp never scales with none)",
+          *scale);
     }
   } else if (type == "linear") {
     m = MethodOf(FindMethodOrDie("pi"));
@@ -809,9 +801,10 @@ Method MethodFromLlamaCpp(const LlamaCppRopeFlags& f) {
   if (f.yarn_ext_factor && *f.yarn_ext_factor != -1.0) {
     const double v = *f.yarn_ext_factor;
     if (yarn && v != 1.0) {
-      Fail("--yarn-ext-factor={} is not supported (allowed: -1 or 1 with yarn: HF's YaRN; 0 is "
-           "full interpolation, i.e. --rope-scaling linear)",
-           v);
+      Fail(
+          "--yarn-ext-factor={} is not supported (allowed: -1 or 1 with yarn: HF's YaRN; 0 is "
+          "full interpolation, i.e. --rope-scaling linear)",
+          v);
     }
     if (!yarn && v != 0.0) {
       Fail("--yarn-ext-factor={} with --rope-scaling {} is not supported (allowed: -1 or 0)", v,
@@ -846,13 +839,13 @@ Method MethodFromLlamaCpp(const LlamaCppRopeFlags& f) {
     const double v = *f.yarn_attn_factor;
     if (!yarn) needs_yarn("--yarn-attn-factor", v);
     if (!(std::isfinite(v) && v > 0.0)) {
-      Fail("--yarn-attn-factor={} is not positive (allowed: a number > 0, or -1 or 1 for none)",
-           v);
+      Fail("--yarn-attn-factor={} is not positive (allowed: a number > 0, or -1 or 1 for none)", v);
     }
     if (!scale) {
-      Fail("--yarn-attn-factor={} needs --rope-scale or --rope-freq-scale (it multiplies YaRN's "
-           "0.1 ln s + 1, which depends on the scale s)",
-           v);
+      Fail(
+          "--yarn-attn-factor={} needs --rope-scale or --rope-freq-scale (it multiplies YaRN's "
+          "0.1 ln s + 1, which depends on the scale s)",
+          v);
     }
     m.rope.attention_factor = v * GetMscale(*scale, 1.0);
   }
@@ -864,14 +857,16 @@ Method MethodFromLlamaCpp(const LlamaCppRopeFlags& f) {
     const int64_t w = f.grp_attn_w.value_or(512);
     if (w <= 0) Fail("--grp-attn-w={} is not positive (allowed: a positive width)", w);
     if (w % g != 0) {
-      Fail("--grp-attn-w={} is not a multiple of --grp-attn-n={} (allowed: a multiple, as "
-           "llama.cpp requires)",
-           w, g);
+      Fail(
+          "--grp-attn-w={} is not a multiple of --grp-attn-n={} (allowed: a multiple, as "
+          "llama.cpp requires)",
+          w, g);
     }
     if (type != "none") {
-      Fail("--grp-attn-n={} (Self-Extend) with --rope-scaling {} (allowed: no frequency scaling: "
-           "Self-Extend runs on plain RoPE)",
-           g, type);
+      Fail(
+          "--grp-attn-n={} (Self-Extend) with --rope-scaling {} (allowed: no frequency scaling: "
+          "Self-Extend runs on plain RoPE)",
+          g, type);
     }
     const double base = m.rope.base;
     m = MethodOf(FindMethodOrDie("self-extend"));
@@ -975,9 +970,10 @@ Method MethodFromHfRopeScaling(std::string_view text) {
     }
     const std::string value = it->get<std::string>();
     if (type && *type != value) {
-      Fail("rope_scaling: rope_type=\"{}\" and type=\"{}\" disagree (allowed: one of them, or "
-           "both the same)",
-           *type, value);
+      Fail(
+          "rope_scaling: rope_type=\"{}\" and type=\"{}\" disagree (allowed: one of them, or "
+          "both the same)",
+          *type, value);
     }
     type = value;
   }
@@ -1008,9 +1004,10 @@ Method MethodFromHfRopeScaling(std::string_view text) {
       // HF's dynamic NTK: base * (f * n / L - (f - 1))^(d/(d-2)) for n > L tokens. stretch's
       // dynamic-ntk is f = 1: base * s_i^(d/(d-2)), s_i = max(L, i + 1) / L.
       if (!(value.is_number() && value.get<double>() == 1.0)) {
-        Fail("{}: factor={} is not supported (allowed: 1; stretch's dynamic-ntk is HF's dynamic "
-             "with factor 1, base * s_i^(d/(d-2)) for s_i = max(L, i + 1) / L)",
-             where, value.dump());
+        Fail(
+            "{}: factor={} is not supported (allowed: 1; stretch's dynamic-ntk is HF's dynamic "
+            "with factor 1, base * s_i^(d/(d-2)) for s_i = max(L, i + 1) / L)",
+            where, value.dump());
       }
       continue;
     }
@@ -1041,13 +1038,11 @@ RopeFrequencies ComputeFrequencies(const RopeMethod& rope, const RopeGeometry& g
   const int d = geo.rotary_dim;
   const size_t pairs = static_cast<size_t>(d / 2);
   const double base = rope.base != 0.0 ? rope.base : geo.base;
-  const double orig = static_cast<double>(rope.original_length != 0 ? rope.original_length
-                                                                    : geo.train_len);
+  const double orig =
+      static_cast<double>(rope.original_length != 0 ? rope.original_length : geo.train_len);
   RopeFrequencies f;
   switch (rope.scaling) {
-    case RopeScaling::kNone:
-      f.thetas = RopeThetas(base, d);
-      break;
+    case RopeScaling::kNone: f.thetas = RopeThetas(base, d); break;
     case RopeScaling::kLinear:
       // HF _compute_linear_scaling_rope_parameters: inv_freq /= factor.
       f.thetas = RopeThetas(base, d);
@@ -1163,9 +1158,10 @@ void ValidateMethod(const Method& m, const RopeGeometry& geo, int64_t fed_len) {
     Fail("model: base={} is not above 1 (allowed: a RoPE base > 1)", geo.base);
   }
   if (!(std::isfinite(geo.interpolation) && geo.interpolation >= 1.0)) {
-    Fail("model: interpolation={} is not a finite number >= 1 (allowed: the factor F >= 1 its "
-         "positions are divided by, PI; 1: none)",
-         geo.interpolation);
+    Fail(
+        "model: interpolation={} is not a finite number >= 1 (allowed: the factor F >= 1 its "
+        "positions are divided by, PI; 1: none)",
+        geo.interpolation);
   }
   if (fed_len < 1) Fail("call: length={} is not positive (allowed: >= 1 token)", fed_len);
 
@@ -1181,24 +1177,27 @@ void ValidateMethod(const Method& m, const RopeGeometry& geo, int64_t fed_len) {
     // Their per-pair rule compares the base's wavelengths with the original length; on a model
     // trained with PI the trained wavelengths are F times longer, and no source defines how the
     // two compose.
-    Fail("{}: picks the frequency pairs to scale by their wavelengths, but this model was trained "
-         "with position interpolation (positions divided by {}), whose wavelengths that rule does "
-         "not know (allowed on such a model: direct, pi, ntk, ntk-fixed, dynamic-ntk, the "
-         "relative maps and the masks)",
-         where, geo.interpolation);
+    Fail(
+        "{}: picks the frequency pairs to scale by their wavelengths, but this model was trained "
+        "with position interpolation (positions divided by {}), whose wavelengths that rule does "
+        "not know (allowed on such a model: direct, pi, ntk, ntk-fixed, dynamic-ntk, the "
+        "relative maps and the masks)",
+        where, geo.interpolation);
   }
   if (rope.scaling == RopeScaling::kNtk && geo.rotary_dim <= 2) {
-    Fail("{}: rotary_dim={} is too small for NTK scaling (allowed: rotary_dim >= 4, the exponent "
-         "is d/(d-2))",
-         where, geo.rotary_dim);
+    Fail(
+        "{}: rotary_dim={} is too small for NTK scaling (allowed: rotary_dim >= 4, the exponent "
+        "is d/(d-2))",
+        where, geo.rotary_dim);
   }
   if (rope.scaling == RopeScaling::kLongRope) {
-    for (const auto& [key, list] : {std::pair{"short", &rope.short_factor},
-                                    std::pair{"long", &rope.long_factor}}) {
+    for (const auto& [key, list] :
+         {std::pair{"short", &rope.short_factor}, std::pair{"long", &rope.long_factor}}) {
       if (static_cast<int>(list->size()) != pairs) {
-        Fail("{}: {} has {} factors (allowed: rotary_dim/2 = {} positive numbers separated by "
-             "'/')",
-             where, key, list->size(), pairs);
+        Fail(
+            "{}: {} has {} factors (allowed: rotary_dim/2 = {} positive numbers separated by "
+            "'/')",
+            where, key, list->size(), pairs);
       }
       for (double v : *list) {
         if (!(v > 0.0 && std::isfinite(v))) {
@@ -1255,9 +1254,10 @@ void ValidateMethod(const Method& m, const RopeGeometry& geo, int64_t fed_len) {
       break;
     case RelMapKind::kSelfExtend:
       if (r.rel.group == 0) {
-        Fail("{}: window={} leaves no group that keeps relative positions below L = {} "
-             "(allowed: window <= {} when group is not given)",
-             where, r.rel.window, geo.train_len, geo.train_len - 1);
+        Fail(
+            "{}: window={} leaves no group that keeps relative positions below L = {} "
+            "(allowed: window <= {} when group is not given)",
+            where, r.rel.window, geo.train_len, geo.train_len - 1);
       }
       break;
     case RelMapKind::kString:

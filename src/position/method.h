@@ -143,8 +143,8 @@ struct RopeGeometry {
 
 // Everything a call needs from the rope part at one scale s (>= 1).
 struct RopeFrequencies {
-  std::vector<double> thetas;    // d/2 angles per unit of position, in double
-  double attention_factor = 1.0; // q and k are both multiplied by it: logits by its square
+  std::vector<double> thetas;     // d/2 angles per unit of position, in double
+  double attention_factor = 1.0;  // q and k are both multiplied by it: logits by its square
 };
 
 // The scale a call uses when the spec gives none: max(1, fed / L).

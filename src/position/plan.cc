@@ -241,8 +241,8 @@ double AttentionPlan::LogitScale(int64_t i) const {
   double scale = af * af;
   if (logn) {
     // max(1, ln(i + 1) / ln L): Chiang & Cholak 2022 / Su 2021's log-n attention scaling.
-    scale *= std::max(1.0, std::log(static_cast<double>(i + 1)) /
-                               std::log(static_cast<double>(geo.train_len)));
+    scale *= std::max(
+        1.0, std::log(static_cast<double>(i + 1)) / std::log(static_cast<double>(geo.train_len)));
   }
   if (position_log_scale) scale *= std::log(0.5 * static_cast<double>(i + 1));
   return scale;
@@ -255,8 +255,8 @@ AttentionPlan MakeAttentionPlan(const Method& m, const RopeGeometry& geo, int64_
   plan.geo.base = plan.method.rope.base;
   plan.fed_len = fed_len;
   plan.dynamic = plan.method.rope.mode == ScaleMode::kDynamic;
-  plan.freq = ComputeFrequencies(plan.method.rope, plan.geo,
-                                 plan.dynamic ? 1.0 : plan.method.rope.factor);
+  plan.freq =
+      ComputeFrequencies(plan.method.rope, plan.geo, plan.dynamic ? 1.0 : plan.method.rope.factor);
   plan.logn = plan.method.logn;
   plan.mask = plan.method.mask.kind;
   plan.window = plan.method.mask.window;

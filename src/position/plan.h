@@ -78,9 +78,9 @@ struct PositionMap {
 enum class BiasKind { kNone, kAlibi, kKerpleLog, kKerplePower, kSandwich };
 struct AttentionBias {
   BiasKind kind = BiasKind::kNone;
-  std::vector<double> a, b;  // per query head
-  int dim = 0;               // Sandwich: the sinusoidal embedding's dimension (even)
-  std::vector<double> table; // Sandwich: sum_t cos(d w_t) for d < table.size() (SandwichBias)
+  std::vector<double> a, b;   // per query head
+  int dim = 0;                // Sandwich: the sinusoidal embedding's dimension (even)
+  std::vector<double> table;  // Sandwich: sum_t cos(d w_t) for d < table.size() (SandwichBias)
   double Value(int head, int64_t distance) const;
 };
 // Sandwich with per-head lambdas, tabulated for distances below max_distance (beyond, Value sums
@@ -97,15 +97,15 @@ std::vector<double> AlibiSlopes(int n_heads);
 inline int64_t BlockKeyBegin(int64_t i, int64_t h) { return i / h >= 1 ? (i / h - 1) * h : 0; }
 
 struct AttentionPlan {
-  Method method;           // resolved: every default filled in
+  Method method;  // resolved: every default filled in
   RopeGeometry geo;
-  int64_t fed_len = 0;     // L'
-  bool dynamic = false;    // per-query frequencies (dynamic-ntk, dynamic-yarn)
-  RopeFrequencies freq;    // static methods: the call's frequencies; dynamic: at s = 1
+  int64_t fed_len = 0;   // L'
+  bool dynamic = false;  // per-query frequencies (dynamic-ntk, dynamic-yarn)
+  RopeFrequencies freq;  // static methods: the call's frequencies; dynamic: at s = 1
   PositionMap map;
   MaskKind mask = MaskKind::kCausal;
-  int64_t window = 0;      // kWindow, kLambda, kBlock (the block: two half-blocks)
-  int64_t sinks = 0;       // kLambda
+  int64_t window = 0;  // kWindow, kLambda, kBlock (the block: two half-blocks)
+  int64_t sinks = 0;   // kLambda
   bool logn = false;
   // Models trained with them (the training issue): an additive bias, and L2-normalized queries
   // and/or keys (QueryNorm, KeyNorm; both with the caller's scale = lambda: cosine attention).

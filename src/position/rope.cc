@@ -40,7 +40,7 @@ RopeTable MakeRopeTableAt(const std::vector<double>& thetas, int64_t pos0,
     max_abs = std::max(max_abs, std::abs(p));
   }
   if (!integral) {
-#pragma omp parallel for schedule(static) if (n * static_cast<int64_t>(P) > 8192)
+#pragma omp parallel for schedule(static) if (n * static_cast <int64_t>(P) > 8192)
     for (int64_t r = 0; r < n; ++r) {
       for (size_t t = 0; t < P; ++t) {
         const double a = positions[static_cast<size_t>(r)] * thetas[t];
@@ -63,7 +63,7 @@ RopeTable MakeRopeTableAt(const std::vector<double>& thetas, int64_t pos0,
       cs[t * n_coarse + a] = std::sin(static_cast<double>(a * kFine) * thetas[t]);
     }
   }
-#pragma omp parallel for schedule(static) if (n * static_cast<int64_t>(P) > 8192)
+#pragma omp parallel for schedule(static) if (n * static_cast <int64_t>(P) > 8192)
   for (int64_t r = 0; r < n; ++r) {
     const double p = positions[static_cast<size_t>(r)];
     const int64_t m = static_cast<int64_t>(std::abs(p));

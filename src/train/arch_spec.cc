@@ -1,10 +1,10 @@
 #include "src/train/arch_spec.h"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <optional>
-#include <fmt/format.h>
 
 #include "src/core/check.h"
 #include "src/core/error.h"
@@ -118,9 +118,10 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
                } else if (key == "fraction") {
                  arch.rope_fraction = PositiveNumber("--position", spec, value);
                  if (arch.rope_fraction > 1.0) {
-                   Fail("--position {}: fraction={} (allowed: 0 < P <= 1, the share of RoPE's "
-                        "frequency pairs that rotate)",
-                        spec, value);
+                   Fail(
+                       "--position {}: fraction={} (allowed: 0 < P <= 1, the share of RoPE's "
+                       "frequency pairs that rotate)",
+                       spec, value);
                  }
                } else if (key == "gamma" && name == "xpos") {
                  arch.xpos_gamma = PositiveNumber("--position", spec, value);
@@ -130,9 +131,10 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
                return true;
              });
     if (pi && ntk) {
-      Fail("--position {}: pi and ntk together (allowed: one of them: pi=F divides positions by "
-           "F, ntk=F scales the base)",
-           spec);
+      Fail(
+          "--position {}: pi and ntk together (allowed: one of them: pi=F divides positions by "
+          "F, ntk=F scales the base)",
+          spec);
     }
     // PI (Chen et al. 2023, arXiv 2306.15595): position m rotated as m / F, every theta / F.
     if (pi) arch.model.rope_interpolation = static_cast<float>(*pi);
@@ -159,9 +161,10 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
       Fail("--position {}: {}", spec, e.what());
     }
     if (m.rope.scaling != RopeScaling::kNone || m.mask.kind != MaskKind::kCausal || m.logn) {
-      Fail("--position {}: a training-time map takes its own keys only (window, k, group, ...), "
-           "no frequency scaling, mask or +logn (put logn in --attention)",
-           spec);
+      Fail(
+          "--position {}: a training-time map takes its own keys only (window, k, group, ...), "
+          "no frequency scaling, mask or +logn (put logn in --attention)",
+          spec);
     }
     arch.position = TrainPosition::kRope;
     arch.rope_map = CanonicalSpec(m);
@@ -172,7 +175,8 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
     each_key("dim=D, lambda=X", [&](std::string_view key, std::string_view value) {
       if (key == "dim") {
         const int64_t d = PositiveInt("--position", spec, value);
-        if (d % 2 != 0 || d > 65536) Fail("--position {}: dim={} (allowed: even, 2 .. 65536)", spec, d);
+        if (d % 2 != 0 || d > 65536)
+          Fail("--position {}: dim={} (allowed: even, 2 .. 65536)", spec, d);
         arch.sandwich_dim = static_cast<int>(d);
       } else if (key == "lambda") {
         arch.sandwich_lambda = PositiveNumber("--position", spec, value);
@@ -183,7 +187,8 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
     });
     return;
   }
-  if (!rest.empty()) Fail("--position {}: {} takes no parameters (allowed: {})", spec, name, kAllowed);
+  if (!rest.empty())
+    Fail("--position {}: {} takes no parameters (allowed: {})", spec, name, kAllowed);
   if (name == "nope") {
     arch.position = TrainPosition::kNope;
   } else if (name == "alibi") {
@@ -208,8 +213,8 @@ void ApplyAttentionSpec(std::string_view spec, TrainArch& arch) {
   size_t start = 0;
   while (start <= spec.size()) {
     const size_t comma = spec.find(',', start);
-    const std::string_view piece =
-        spec.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    const std::string_view piece = spec.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     start = comma == std::string_view::npos ? spec.size() + 1 : comma + 1;
     if (piece.empty()) Fail("--attention {}: an empty piece (allowed: {})", spec, kAllowed);
     const size_t eq = piece.find('=');
@@ -245,7 +250,8 @@ void ApplyAttentionSpec(std::string_view spec, TrainArch& arch) {
     } else if (key == "hwfa") {
       const int64_t w = PositiveInt("--attention", piece, value);
       for (int i = 0; i < n; ++i) {
-        arch.layers[static_cast<size_t>(i)] = i + 1 < n ? LayerLayout{true, w} : LayerLayout{false, 0};
+        arch.layers[static_cast<size_t>(i)] =
+            i + 1 < n ? LayerLayout{true, w} : LayerLayout{false, 0};
       }
     } else if (key == "hwfa2" || key == "swan") {
       int64_t w = 0, k = 0;
@@ -282,8 +288,8 @@ std::string PositionSpecOf(const TrainArch& arch) {
       // NTK: the base it scales (model.rope_base is the scaled one), so that the spec parses
       // back to the same architecture.
       const float base = arch.rope_ntk != 1.0 ? arch.rope_ntk_base : arch.model.rope_base;
-      std::string out = fmt::format("{}:base={}", arch.position == TrainPosition::kRope ? "rope" : "xpos",
-                                    base);
+      std::string out =
+          fmt::format("{}:base={}", arch.position == TrainPosition::kRope ? "rope" : "xpos", base);
       if (arch.position == TrainPosition::kXpos) out += fmt::format(",gamma={}", arch.xpos_gamma);
       if (arch.rope_fraction != 1.0) out += fmt::format(",fraction={}", arch.rope_fraction);
       if (arch.model.rope_interpolation != 1.0f) {

@@ -59,7 +59,8 @@ constexpr std::string_view kTokenizerTensor = "tokenizer.model";
 json ArchToJson(const TrainArch& a) {
   const ModelConfig& m = a.model;
   json layout = json::array();
-  for (const LayerLayout& l : a.layers) layout.push_back({{"position", l.position}, {"window", l.window}});
+  for (const LayerLayout& l : a.layers)
+    layout.push_back({{"position", l.position}, {"window", l.window}});
   json j = {{"block", BlockName(a.block)},
             {"dim", m.dim},
             {"hidden_dim", m.hidden_dim},
@@ -133,9 +134,10 @@ TrainArch ArchFromJson(const json& j, const std::string& what) {
     }
   }
   if (!found) {
-    Fail("{}: position \"{}\" (allowed: rope, nope, alibi, kerple-log, kerple-power, sandwich, "
-         "xpos)",
-         what, pos);
+    Fail(
+        "{}: position \"{}\" (allowed: rope, nope, alibi, kerple-log, kerple-power, sandwich, "
+        "xpos)",
+        what, pos);
   }
   if (j.contains("rope_fraction")) a.rope_fraction = Get<double>(j, "rope_fraction", what);
   if (j.contains("rope_interpolation")) {
@@ -174,17 +176,17 @@ TrainArch ArchFromJson(const json& j, const std::string& what) {
 
 json TrainerOptionsToJson(const TrainerOptions& o) {
   json j = {{"batch", o.batch},
-          {"accumulate", o.accumulate},
-          {"lr", o.schedule.lr},
-          {"min_lr", o.schedule.min_lr},
-          {"warmup_steps", o.schedule.warmup_steps},
-          {"steps", o.schedule.total_steps},
-          {"beta1", o.adamw.beta1},
-          {"beta2", o.adamw.beta2},
-          {"eps", o.adamw.eps},
-          {"weight_decay", o.adamw.weight_decay},
-          {"clip", o.clip},
-          {"seed", o.seed}};
+            {"accumulate", o.accumulate},
+            {"lr", o.schedule.lr},
+            {"min_lr", o.schedule.min_lr},
+            {"warmup_steps", o.schedule.warmup_steps},
+            {"steps", o.schedule.total_steps},
+            {"beta1", o.adamw.beta1},
+            {"beta2", o.adamw.beta2},
+            {"eps", o.adamw.eps},
+            {"weight_decay", o.adamw.weight_decay},
+            {"clip", o.clip},
+            {"seed", o.seed}};
   if (o.perturb.Active()) j["perturb"] = o.perturb.Spec();  // absent: none (earlier runs too)
   return j;
 }
@@ -257,8 +259,7 @@ CheckpointInfo ReadCheckpointInfo(const SafetensorsFile& f) {
   return info;
 }
 
-std::optional<TrainingTokenizer> ReadCheckpointTokenizer(const SafetensorsFile& f,
-                                                         int vocab_size) {
+std::optional<TrainingTokenizer> ReadCheckpointTokenizer(const SafetensorsFile& f, int vocab_size) {
   const std::string& path = f.path();
   const std::optional<std::string> meta = f.FindMetadata("stretch.tokenizer");
   if (!meta) return std::nullopt;
@@ -281,9 +282,10 @@ std::optional<TrainingTokenizer> ReadCheckpointTokenizer(const SafetensorsFile& 
     Fail("{}: stretch.tokenizer (with tensor {}): {}", path, kTokenizerTensor, e.what());
   }
   if (t.contains("vocab_size") && t.at("vocab_size") != tok->vocab_size()) {
-    Fail("{}: stretch.tokenizer vocab_size = {}, but its {} model has {} tokens (expected the "
-         "same)",
-         path, t.at("vocab_size").dump(), kind, tok->vocab_size());
+    Fail(
+        "{}: stretch.tokenizer vocab_size = {}, but its {} model has {} tokens (expected the "
+        "same)",
+        path, t.at("vocab_size").dump(), kind, tok->vocab_size());
   }
   if (tok->vocab_size() != vocab_size) {
     Fail("{}: the tokenizer ({}) has {} tokens, the model's vocab_size is {} (expected the same)",
@@ -296,8 +298,8 @@ void LoadParamsInto(Trainer& trainer, const SafetensorsFile& f) {
   for (const Param& p : trainer.registry().params()) {
     // KERPLE's a, b and SSMax's s that the file lacks (--init adding the variant) keep their
     // initialization (SSMax's 1/ln L is a no-op at the training length).
-    if (f.Find(p.name) == nullptr && (p.name.find(".bias_") != std::string::npos ||
-                                      p.name.ends_with(".ssmax"))) {
+    if (f.Find(p.name) == nullptr &&
+        (p.name.find(".bias_") != std::string::npos || p.name.ends_with(".ssmax"))) {
       continue;
     }
     f.ReadInto<float>(p.name, p.shape, std::span<float>(p.value, static_cast<size_t>(p.numel())));

@@ -400,12 +400,9 @@ TokenizerKind ParseTokenizerKind(std::string_view name) {
 
 std::string_view TokenizerKindName(TokenizerKind kind) {
   switch (kind) {
-    case TokenizerKind::kBytes:
-      return "bytes";
-    case TokenizerKind::kBpe:
-      return "bpe";
-    case TokenizerKind::kUnigram:
-      return "unigram";
+    case TokenizerKind::kBytes: return "bytes";
+    case TokenizerKind::kBpe: return "bpe";
+    case TokenizerKind::kUnigram: return "unigram";
   }
   STRETCH_CHECK(false, "unknown tokenizer kind {}", static_cast<int>(kind));
   return {};

@@ -28,16 +28,11 @@ LayerPosition LayerPositionOf(const TrainArch& arch, const LayerLayout& layer) {
     case TrainPosition::kRope:
     case TrainPosition::kXpos:  // RoPE with AttentionLayout::xpos_scale_base
       return LayerPosition::kRope;
-    case TrainPosition::kNope:
-      return LayerPosition::kNone;
-    case TrainPosition::kAlibi:
-      return LayerPosition::kAlibi;
-    case TrainPosition::kKerpleLog:
-      return LayerPosition::kKerpleLog;
-    case TrainPosition::kKerplePower:
-      return LayerPosition::kKerplePower;
-    case TrainPosition::kSandwich:
-      return LayerPosition::kSandwich;
+    case TrainPosition::kNope: return LayerPosition::kNone;
+    case TrainPosition::kAlibi: return LayerPosition::kAlibi;
+    case TrainPosition::kKerpleLog: return LayerPosition::kKerpleLog;
+    case TrainPosition::kKerplePower: return LayerPosition::kKerplePower;
+    case TrainPosition::kSandwich: return LayerPosition::kSandwich;
   }
   return LayerPosition::kNone;
 }
@@ -190,10 +185,9 @@ CheckpointModel LoadCheckpointModel(const std::string& path) {
   // The sizes come from the file: bound what they ask for by the bytes the file holds before
   // allocating (the safetensors header is already checked against the file's size).
   const ModelConfig& m = arch.model;
-  const double C = m.dim, F = m.hidden_dim, V = m.vocab_size, KV = m.kv_dim(),
-               S = arch.gau_key_dim;
-  const double per_layer = arch.Gau() ? 3 * F * C + S * C + 4 * S
-                                      : 2 * C + 2 * C * C + 2 * KV * C + 3 * F * C;
+  const double C = m.dim, F = m.hidden_dim, V = m.vocab_size, KV = m.kv_dim(), S = arch.gau_key_dim;
+  const double per_layer =
+      arch.Gau() ? 3 * F * C + S * C + 4 * S : 2 * C + 2 * C * C + 2 * KV * C + 3 * F * C;
   const double floats =
       V * C * (m.shared_classifier ? 1 : 2) + C + m.n_layers * (per_layer + 2 * m.n_heads);
   if (floats * sizeof(float) > static_cast<double>(f.file_bytes())) {
@@ -218,8 +212,7 @@ CheckpointModel LoadCheckpointModel(const std::string& path) {
           arch.Gau() ? "gau_u, gau_v, gau_z, gau_o, gamma_q, beta_q, gamma_k, beta_k"
                      : "attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3",
           params.layers.empty() || params.layers[0].bias_a.empty() ? "" : ", bias_a, bias_b",
-          arch.logits.ssmax ? ", ssmax" : "",
-          arch.model.shared_classifier ? "" : ", classifier");
+          arch.logits.ssmax ? ", ssmax" : "", arch.model.shared_classifier ? "" : ", classifier");
     }
   }
   params.ForEach([&](const std::string& name, std::vector<float>& v, bool) {

@@ -164,8 +164,7 @@ void AdamW::Step(double lr) {
 
 void AdamW::AddStateTo(SafetensorsWriter& writer) const {
   STRETCH_CHECK(params_->size() == m_.size(), "registry changed size");
-  writer.AddOwned<uint64_t>(std::string(kAdamWStepTensor), {},
-                            {static_cast<uint64_t>(step_)});
+  writer.AddOwned<uint64_t>(std::string(kAdamWStepTensor), {}, {static_cast<uint64_t>(step_)});
   for (size_t k = 0; k < m_.size(); ++k) {
     const Param& p = params_->params()[k];
     writer.Add<float>(std::string(kAdamWFirstMomentPrefix) + p.name, p.shape,
@@ -183,9 +182,10 @@ void AdamW::LoadStateFrom(const SafetensorsFile& file) {
     for (std::string_view prefix : {kAdamWFirstMomentPrefix, kAdamWSecondMomentPrefix}) {
       if (t.name.starts_with(prefix) &&
           params_->Find(std::string_view(t.name).substr(prefix.size())) == nullptr) {
-        Fail("{}: tensor '{}' holds AdamW moments for parameter '{}', which this model does not "
-             "have: expected moments for the {} registered parameters only",
-             file.path(), t.name, t.name.substr(prefix.size()), params.size());
+        Fail(
+            "{}: tensor '{}' holds AdamW moments for parameter '{}', which this model does not "
+            "have: expected moments for the {} registered parameters only",
+            file.path(), t.name, t.name.substr(prefix.size()), params.size());
       }
     }
   }
@@ -232,8 +232,7 @@ double LearningRate(const LrSchedule& s, int64_t step) {
   if (step < w) return s.lr * static_cast<double>(step + 1) / static_cast<double>(w);
   const int64_t decay_steps = s.total_steps - 1 - w;
   if (decay_steps <= 0) return s.lr;
-  const double r =
-      std::min(1.0, static_cast<double>(step - w) / static_cast<double>(decay_steps));
+  const double r = std::min(1.0, static_cast<double>(step - w) / static_cast<double>(decay_steps));
   return s.min_lr + (s.lr - s.min_lr) * 0.5 * (1.0 + std::cos(std::numbers::pi * r));
 }
 

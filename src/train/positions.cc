@@ -48,13 +48,15 @@ PositionPerturbation ParsePerturbation(std::string_view spec, std::string_view f
   } else {
     Fail("{} \"{}\": unknown perturbation '{}'; {}", flag, spec, name, kAllowed);
   }
-  std::string_view rest = colon == std::string_view::npos ? std::string_view() : spec.substr(colon + 1);
+  std::string_view rest =
+      colon == std::string_view::npos ? std::string_view() : spec.substr(colon + 1);
   while (!rest.empty()) {
     const size_t comma = rest.find(',');
     const std::string_view piece = rest.substr(0, comma);
     rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
     const size_t eq = piece.find('=');
-    if (eq == std::string_view::npos) Fail("{} \"{}\": '{}' is not key=value; {}", flag, spec, piece, kAllowed);
+    if (eq == std::string_view::npos)
+      Fail("{} \"{}\": '{}' is not key=value; {}", flag, spec, piece, kAllowed);
     const std::string_view key = piece.substr(0, eq), value = piece.substr(eq + 1);
     if (key == "max") {
       p.max = PositiveInt(flag, spec, key, value);
@@ -64,16 +66,18 @@ PositionPerturbation ParsePerturbation(std::string_view spec, std::string_view f
       Fail("{} \"{}\": unknown key '{}' for {}; {}", flag, spec, key, name, kAllowed);
     }
   }
-  if (p.max == 0) Fail("{} \"{}\": {} needs max=M, the largest position plus one", flag, spec, name);
+  if (p.max == 0)
+    Fail("{} \"{}\": {} needs max=M, the largest position plus one", flag, spec, name);
   return p;
 }
 
 void CheckPerturbation(const PositionPerturbation& p, int64_t T) {
   if (!p.Active()) return;
   if (p.max < T) {
-    Fail("position perturbation {}: max={} is below the training length {}; positions must "
-         "reach at least 0 .. {}",
-         p.Spec(), p.max, T, T - 1);
+    Fail(
+        "position perturbation {}: max={} is below the training length {}; positions must "
+        "reach at least 0 .. {}",
+        p.Spec(), p.max, T, T - 1);
   }
   if (p.kind == PositionPerturbation::Kind::kPose && (p.chunks < 1 || p.chunks > T)) {
     Fail("position perturbation {}: chunks={} must lie in 1 .. {} (the training length)", p.Spec(),

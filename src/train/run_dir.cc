@@ -83,7 +83,8 @@ std::string RunDirContents::Describe() const {
   if (log) parts.push_back(kTrainLogName);
   if (cache) parts.push_back(kTokenCacheName);
   if (!partial.empty()) parts.push_back(fmt::format("{} partial file(s)", partial.size()));
-  return parts.empty() ? std::string("nothing of a run") : fmt::format("{}", fmt::join(parts, ", "));
+  return parts.empty() ? std::string("nothing of a run")
+                       : fmt::format("{}", fmt::join(parts, ", "));
 }
 
 RunDirContents ScanRunDir(const std::string& dir) {

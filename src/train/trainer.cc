@@ -88,9 +88,10 @@ Trainer::Trainer(TrainArch arch, TrainerOptions options)
     CheckPerturbation(options_.perturb, model_.arch().model.seq_len);
     const TrainArch& a = model_.arch();
     if (a.Gau() || a.position != TrainPosition::kRope || !a.rope_map.empty()) {
-      Fail("train: position perturbation {} moves RoPE positions: it needs --position rope "
-           "(no relative map) and --block llama",
-           options_.perturb.Spec());
+      Fail(
+          "train: position perturbation {} moves RoPE positions: it needs --position rope "
+          "(no relative map) and --block llama",
+          options_.perturb.Spec());
     }
   }
   Rng init(options_.seed);
@@ -105,8 +106,8 @@ StepStats Trainer::Step(const BatchSource& next) {
     next(data_rng_, options_.batch, tokens_);
     if (options_.perturb.Active()) {
       const int64_t T = static_cast<int64_t>(tokens_.size()) / options_.batch - 1;
-      model_.SetPositions(PerturbedPositions(options_.perturb, options_.seed,
-                                             adam_.step() * A + a, options_.batch, T));
+      model_.SetPositions(PerturbedPositions(options_.perturb, options_.seed, adam_.step() * A + a,
+                                             options_.batch, T));
     }
     st.loss += model_.Forward(params_, tokens_, options_.batch, acts_) / A;
     st.tokens += acts_.scored;

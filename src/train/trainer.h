@@ -22,12 +22,12 @@
 namespace stretch {
 
 struct TrainerOptions {
-  int64_t batch = 8;      // B: sequences per micro-batch
-  int accumulate = 1;     // A: micro-batches per optimizer step
-  LrSchedule schedule;    // learning rate per step
+  int64_t batch = 8;    // B: sequences per micro-batch
+  int accumulate = 1;   // A: micro-batches per optimizer step
+  LrSchedule schedule;  // learning rate per step
   AdamWConfig adamw;
-  double clip = 1.0;      // max global gradient norm; 0: no clipping
-  uint64_t seed = 1;      // parameters' initialization and the batch stream
+  double clip = 1.0;  // max global gradient norm; 0: no clipping
+  uint64_t seed = 1;  // parameters' initialization and the batch stream
   // Training windows' RoPE positions (src/train/positions.h): randomized or PoSE; a pure function
   // of (seed, micro-batch), so a resumed run draws the same. Evaluation uses the true positions.
   PositionPerturbation perturb;
@@ -42,7 +42,7 @@ struct StepStats {
   double loss = 0.0;     // mean over the step's micro-batches
   double grad_norm = 0;  // before clipping
   double lr = 0.0;
-  int64_t tokens = 0;    // target tokens in the step
+  int64_t tokens = 0;  // target tokens in the step
 };
 
 struct EvalStats {

@@ -62,8 +62,8 @@ void ValidateArch(const TrainArch& arch) {
     bad_value("rope ntk factor", arch.rope_ntk, "a finite factor >= 1; 1: none");
   }
   if (pi != 1.0 || arch.rope_ntk != 1.0) {
-    const std::string what = pi != 1.0 ? fmt::format("pi={}", pi)
-                                       : fmt::format("ntk={}", arch.rope_ntk);
+    const std::string what =
+        pi != 1.0 ? fmt::format("pi={}", pi) : fmt::format("ntk={}", arch.rope_ntk);
     if (pi != 1.0 && arch.rope_ntk != 1.0) {
       throw Error(fmt::format("model: pi={} and ntk={} together (allowed: one of them)", pi,
                               arch.rope_ntk));
@@ -72,9 +72,10 @@ void ValidateArch(const TrainArch& arch) {
       throw Error(fmt::format("model: {} on a model without RoPE (allowed: rope, xpos)", what));
     }
     if (!arch.rope_map.empty()) {
-      throw Error(fmt::format("model: {} with the training-time map \"{}\" (allowed: plain "
-                              "RoPE or XPOS)",
-                              what, arch.rope_map));
+      throw Error(
+          fmt::format("model: {} with the training-time map \"{}\" (allowed: plain "
+                      "RoPE or XPOS)",
+                      what, arch.rope_map));
     }
   }
   if (arch.rope_ntk != 1.0) {
@@ -83,11 +84,11 @@ void ValidateArch(const TrainArch& arch) {
     }
     const float want = NtkRopeBase(arch.rope_ntk_base, arch.rope_ntk, arch.HeadDim());
     if (arch.model.rope_base != want) {
-      throw Error(fmt::format("model: rope_base={} with ntk={} from base {} (expected the NTK "
-                              "base {} * {}^({} / {}) = {})",
-                              arch.model.rope_base, arch.rope_ntk, arch.rope_ntk_base,
-                              arch.rope_ntk_base, arch.rope_ntk, arch.HeadDim(),
-                              arch.HeadDim() - 2, want));
+      throw Error(
+          fmt::format("model: rope_base={} with ntk={} from base {} (expected the NTK "
+                      "base {} * {}^({} / {}) = {})",
+                      arch.model.rope_base, arch.rope_ntk, arch.rope_ntk_base, arch.rope_ntk_base,
+                      arch.rope_ntk, arch.HeadDim(), arch.HeadDim() - 2, want));
     }
   }
   if (arch.position == TrainPosition::kXpos && !(arch.xpos_gamma > 0.0)) {
@@ -106,33 +107,35 @@ void ValidateArch(const TrainArch& arch) {
     }
     if (map.rel.kind == RelMapKind::kIdentity || arch.position != TrainPosition::kRope ||
         arch.Gau()) {
-      throw Error(fmt::format("model: rope map \"{}\" needs a relative map (rerope, "
-                              "leaky-rerope, self-extend, string, dca), RoPE and the LLaMA block",
-                              arch.rope_map));
+      throw Error(
+          fmt::format("model: rope map \"{}\" needs a relative map (rerope, "
+                      "leaky-rerope, self-extend, string, dca), RoPE and the LLaMA block",
+                      arch.rope_map));
     }
   }
-  if (arch.position == TrainPosition::kXpos &&
-      (arch.logits.query_norm || arch.logits.key_norm)) {
+  if (arch.position == TrainPosition::kXpos && (arch.logits.query_norm || arch.logits.key_norm)) {
     // The trainer would normalize after XPOS's decay and the inference kernel before it; the
     // XPOS paper uses neither, and q/|q| after a decay referenced at the window's end is no
     // longer a function of i - j alone.
-    throw Error("model: XPOS with QueryNorm / KeyNorm / cosine attention is not supported (the "
-                "decay and the normalization do not commute; allowed with xpos: the plain, "
-                "scale=X, logn and ssmax logits)");
+    throw Error(
+        "model: XPOS with QueryNorm / KeyNorm / cosine attention is not supported (the "
+        "decay and the normalization do not commute; allowed with xpos: the plain, "
+        "scale=X, logn and ssmax logits)");
   }
-  if (arch.position == TrainPosition::kXpos && !(std::isfinite(arch.xpos_gamma) &&
-                                                 arch.xpos_gamma > 0.0)) {
-    throw Error(fmt::format("model: xpos gamma={} (allowed: a finite number > 0)",
-                            arch.xpos_gamma));
+  if (arch.position == TrainPosition::kXpos &&
+      !(std::isfinite(arch.xpos_gamma) && arch.xpos_gamma > 0.0)) {
+    throw Error(
+        fmt::format("model: xpos gamma={} (allowed: a finite number > 0)", arch.xpos_gamma));
   }
   if (arch.position == TrainPosition::kSandwich && !std::isfinite(arch.sandwich_lambda)) {
-    throw Error(fmt::format("model: sandwich lambda={} (allowed: a finite number)",
-                            arch.sandwich_lambda));
+    throw Error(
+        fmt::format("model: sandwich lambda={} (allowed: a finite number)", arch.sandwich_lambda));
   }
   if (arch.Gau() && (arch.position == TrainPosition::kXpos || arch.logits.ssmax)) {
-    throw Error("model: XPOS and SSMax are not yet implemented for the GAU block (allowed with "
-                "--block gau: rope, nope, alibi, kerple-log, kerple-power, sandwich; keynorm, "
-                "querynorm, cosine, logn)");
+    throw Error(
+        "model: XPOS and SSMax are not yet implemented for the GAU block (allowed with "
+        "--block gau: rope, nope, alibi, kerple-log, kerple-power, sandwich; keynorm, "
+        "querynorm, cosine, logn)");
   }
 }
 
@@ -140,9 +143,10 @@ float NtkRopeBase(double base, double factor, int rotary_dim) {
   // NTK-aware scaled RoPE (bloc97 2023; HF _compute_ntk_parameters): base * factor^(d / (d - 2)),
   // so that the slowest pair's wavelength grows by `factor` while the fastest keeps its own.
   if (rotary_dim < 4) {
-    Fail("ntk={}: the rotary dim is {} (allowed: NTK needs a rotary dim >= 4, its exponent is "
-         "d / (d - 2))",
-         factor, rotary_dim);
+    Fail(
+        "ntk={}: the rotary dim is {} (allowed: NTK needs a rotary dim >= 4, its exponent is "
+        "d / (d - 2))",
+        factor, rotary_dim);
   }
   const double d = rotary_dim;
   return static_cast<float>(base * std::pow(factor, d / (d - 2.0)));
@@ -161,7 +165,6 @@ namespace {
 HeadRows Rows(const float* x, int heads, int D) { return {x, int64_t{heads} * D, D}; }
 HeadRowsMut RowsMut(float* x, int heads, int D) { return {x, int64_t{heads} * D, D}; }
 }  // namespace
-
 
 void KernelAttention::Forward(const float* q, const float* k, const float* v, float* out,
                               float* lse, const AttentionDims& dims, float scale,
@@ -196,8 +199,8 @@ void KernelAttention::Backward(const float* q, const float* k, const float* v, c
     map->Into(params);
   }
   AttentionGrads grads{RowsMut(dq, H, D), RowsMut(dk, G, D), RowsMut(dv, G, D), dbias_a, dbias_b};
-  AttentionBackward(Rows(q, H, D), Rows(k, G, D), Rows(v, G, D), Rows(out, H, D),
-                    Rows(dout, H, D), lse, dims, params, grads);
+  AttentionBackward(Rows(q, H, D), Rows(k, G, D), Rows(v, G, D), Rows(out, H, D), Rows(dout, H, D),
+                    lse, dims, params, grads);
 }
 
 }  // namespace stretch

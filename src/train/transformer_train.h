@@ -104,14 +104,14 @@ struct TrainArch {
   // interpolation (`rope:pi=F`) is model.rope_interpolation, which inference reads too.
   double rope_ntk = 1.0;
   float rope_ntk_base = 0.0f;  // the base F scales (the spec's base=, or the one before)
-  double xpos_gamma = 512.0;    // kXpos: the scale base gamma (torchscale's default 512)
+  double xpos_gamma = 512.0;   // kXpos: the scale base gamma (torchscale's default 512)
   // A relative position map at training time (kRope, full-attention layers): a method spec of
   // src/position/method.h with a map, e.g. "rerope:window=64", "leaky-rerope:window=64,k=4",
   // "self-extend:group=4,window=32", "string", "dca"; "" for plain RoPE. Windowed layers keep
   // plain RoPE inside their window.
   std::string rope_map;
-  int sandwich_dim = 128;       // kSandwich: the sinusoids' dimension
-  double sandwich_lambda = 1.0; // kSandwich: lambda, the same for every head
+  int sandwich_dim = 128;        // kSandwich: the sinusoids' dimension
+  double sandwich_lambda = 1.0;  // kSandwich: lambda, the same for every head
   TrainLogits logits;
   std::vector<LayerLayout> layers;  // model.n_layers entries
   bool Gau() const { return block == TrainBlock::kGau; }
@@ -145,7 +145,7 @@ struct TrainArch {
 template <typename Real>
 struct TrainLayer {
   std::vector<Real> attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3;  // LLaMA
-  GauWeights<Real> gau;                                                // GAU
+  GauWeights<Real> gau;                                               // GAU
   std::vector<Real> bias_a, bias_b;  // KERPLE: (H) each (GAU: 1); empty otherwise
   std::vector<Real> ssmax;           // SSMax: (H); empty otherwise
 };
@@ -211,7 +211,8 @@ TrainParams<Real> ZeroParams(const TrainArch& arch) {
   p.token_embedding.assign(V * C, Real(0));
   p.layers.resize(static_cast<size_t>(m.n_layers));
   for (TrainLayer<Real>& L : p.layers) {
-    if (arch.position == TrainPosition::kKerpleLog || arch.position == TrainPosition::kKerplePower) {
+    if (arch.position == TrainPosition::kKerpleLog ||
+        arch.position == TrainPosition::kKerplePower) {
       L.bias_a.assign(H, Real(0));
       L.bias_b.assign(H, Real(0));
     }
@@ -246,8 +247,8 @@ TrainParams<Real> ZeroParams(const TrainArch& arch) {
 // The shape of a parameter tensor named as TrainParams::ForEach names it: matrices (out, in).
 inline std::vector<int64_t> ParamShape(const TrainArch& arch, const std::string& name) {
   const ModelConfig& m = arch.model;
-  const int64_t C = m.dim, F = m.hidden_dim, V = m.vocab_size, HD = int64_t{m.n_heads} * m.head_dim(),
-                KV = m.kv_dim();
+  const int64_t C = m.dim, F = m.hidden_dim, V = m.vocab_size,
+                HD = int64_t{m.n_heads} * m.head_dim(), KV = m.kv_dim();
   auto ends = [&](const char* s) { return name.ends_with(s); };
   if (name == "token_embedding" || name == "classifier") return {V, C};
   if (ends("norm")) return {C};
@@ -295,13 +296,13 @@ AttentionPlan LayerPlan(const TrainArch& arch, const TrainLayer<Real>& layer, in
   const bool windowed = lay.window > 0 && lay.window < T;
   const bool mapped = lay.window == 0 && lay.position && !arch.rope_map.empty() &&
                       arch.position == TrainPosition::kRope;  // as TrainTransformer::Mapped
-  const std::string spec =
-      (windowed ? "window:window=" + std::to_string(lay.window)
-                : mapped ? arch.rope_map : std::string("direct")) +
-      (arch.logits.logn ? "+logn" : "");
+  const std::string spec = (windowed ? "window:window=" + std::to_string(lay.window)
+                            : mapped ? arch.rope_map
+                                     : std::string("direct")) +
+                           (arch.logits.logn ? "+logn" : "");
   AttentionPlan plan = MakeAttentionPlan(
-      ParseMethod(spec),
-      RopeGeometry{m.seq_len, arch.HeadDim(), m.rope_base, m.rope_interpolation}, T);
+      ParseMethod(spec), RopeGeometry{m.seq_len, arch.HeadDim(), m.rope_base, m.rope_interpolation},
+      T);
   // p-RoPE on a mapped layer: the pairs past RotatedPairs() do not rotate (the kernel rotates
   // with these thetas).
   plan.LeavePairsUnrotated(RotatedPairs(arch));
@@ -320,9 +321,9 @@ AttentionPlan LayerPlan(const TrainArch& arch, const TrainLayer<Real>& layer, in
     case TrainPosition::kXpos:  // its decay scales q and k outside the kernel (PairScale)
     case TrainPosition::kNope: break;
     case TrainPosition::kSandwich:
-      plan.bias = SandwichBias(std::vector<double>(static_cast<size_t>(arch.KernelHeads()),
-                                                   arch.sandwich_lambda),
-                               arch.sandwich_dim, T);
+      plan.bias = SandwichBias(
+          std::vector<double>(static_cast<size_t>(arch.KernelHeads()), arch.sandwich_lambda),
+          arch.sandwich_dim, T);
       break;
     case TrainPosition::kAlibi:
       plan.bias.kind = BiasKind::kAlibi;
@@ -356,7 +357,7 @@ struct TrainActs {
   std::vector<Real> x_final;  // (N, C): input of the final norm
   std::vector<Real> logits;   // (N, V); the backward turns it into dlogits in place
   std::vector<Real> rope_cos, rope_sin;  // perturbed positions: (B, T, pairs) each; else empty
-  double loss = 0.0;          // mean over scored targets
+  double loss = 0.0;                     // mean over scored targets
   int64_t scored = 0;
 };
 
@@ -480,7 +481,8 @@ class TrainTransformer {
       LinearForward(A.att.data(), W.wo.data(), proj.data(), N, int64_t{H} * D, C);
       for (size_t i = 0; i < proj.size(); ++i) A.x1[i] += proj[i];
       A.f.resize(x.size());
-      RmsNormForward(A.x1.data(), W.ffn_norm.data(), A.f.data(), N, C, static_cast<Real>(m.norm_eps));
+      RmsNormForward(A.x1.data(), W.ffn_norm.data(), A.f.data(), N, C,
+                     static_cast<Real>(m.norm_eps));
       A.g.resize(static_cast<size_t>(N * F));
       A.u.resize(A.g.size());
       A.h.resize(A.g.size());
@@ -526,9 +528,9 @@ class TrainTransformer {
     const Real scale = static_cast<Real>(arch_.Scale());
     // The LLaMA layers' scratch (none for GAU layers, which keep their own).
     auto llama_size = [&](int64_t n) { return arch_.Gau() ? size_t{0} : static_cast<size_t>(n); };
-    std::vector<Real> dh(llama_size(N * F)), dg(dh.size()), du(dh.size()),
-        df(llama_size(N * C)), datt(llama_size(N * H * D)), dq(datt.size()),
-        dk(llama_size(N * G * D)), dv(dk.size()), da(df.size());
+    std::vector<Real> dh(llama_size(N * F)), dg(dh.size()), du(dh.size()), df(llama_size(N * C)),
+        datt(llama_size(N * H * D)), dq(datt.size()), dk(llama_size(N * G * D)), dv(dk.size()),
+        da(df.size());
     for (int l = m.n_layers - 1; l >= 0; --l) {
       const TrainLayer<Real>& W = p.layers[static_cast<size_t>(l)];
       TrainLayer<Real>& dW = grads.layers[static_cast<size_t>(l)];
@@ -566,12 +568,11 @@ class TrainTransformer {
       std::vector<double> dba(static_cast<size_t>(H), 0.0), dbb(dba.size(), 0.0);
       const bool learned_bias = !dW.bias_a.empty() && arch_.layers[static_cast<size_t>(l)].position;
       for (int64_t b = 0; b < B; ++b) {
-        Attn::Backward(A.q.data() + b * T * H * D, A.k.data() + b * T * G * D,
-                       A.v.data() + b * T * G * D, A.att.data() + b * T * H * D,
-                       datt.data() + b * T * H * D, A.lse.data() + b * T * H,
-                       dq.data() + b * T * H * D, dk.data() + b * T * G * D,
-                       dv.data() + b * T * G * D, dims, scale, plan,
-                       learned_bias ? dba.data() : nullptr, learned_bias ? dbb.data() : nullptr);
+        Attn::Backward(
+            A.q.data() + b * T * H * D, A.k.data() + b * T * G * D, A.v.data() + b * T * G * D,
+            A.att.data() + b * T * H * D, datt.data() + b * T * H * D, A.lse.data() + b * T * H,
+            dq.data() + b * T * H * D, dk.data() + b * T * G * D, dv.data() + b * T * G * D, dims,
+            scale, plan, learned_bias ? dba.data() : nullptr, learned_bias ? dbb.data() : nullptr);
       }
       if (learned_bias) {
         for (int h = 0; h < H; ++h) {
@@ -581,8 +582,8 @@ class TrainTransformer {
       }
       if (arch_.logits.ssmax) {  // forward: q <- s_h ln(i + 1) q  so: dq scaled, ds_h added
         for (int64_t b = 0; b < B; ++b) {
-          HeadScaleBackward(dq.data() + b * T * H * D, A.q_unscaled.data() + b * T * H * D, T, H,
-                            D, rope.log_n.data(), W.ssmax.data(), dW.ssmax.data());
+          HeadScaleBackward(dq.data() + b * T * H * D, A.q_unscaled.data() + b * T * H * D, T, H, D,
+                            rope.log_n.data(), W.ssmax.data(), dW.ssmax.data());
         }
       }
       if (arch_.logits.query_norm) {
@@ -648,8 +649,9 @@ class TrainTransformer {
     STRETCH_CHECK(static_cast<int64_t>(positions_.size()) == B * T, "positions {} for B={} T={}",
                   positions_.size(), B, T);
     if (arch_.Gau() || arch_.position != TrainPosition::kRope || !arch_.rope_map.empty()) {
-      throw Error("position perturbation needs RoPE without a relative map in LLaMA blocks "
-                  "(--position rope, --block llama)");
+      throw Error(
+          "position perturbation needs RoPE without a relative map in LLaMA blocks "
+          "(--position rope, --block llama)");
     }
     const int D = arch_.HeadDim(), pairs = D / 2, rotated = RotatedPairs(arch_);
     const double interpolation = static_cast<double>(arch_.model.rope_interpolation);  // PI
@@ -658,11 +660,14 @@ class TrainTransformer {
     for (int64_t r = 0; r < B * T; ++r) {
       const double pos = static_cast<double>(positions_[static_cast<size_t>(r)]);
       for (int u = 0; u < pairs; ++u) {
-        const double theta = u < rotated ? std::pow(static_cast<double>(arch_.model.rope_base),
-                                                    -2.0 * u / D) / interpolation
-                                         : 0.0;
-        acts.rope_cos[static_cast<size_t>(r * pairs + u)] = static_cast<Real>(std::cos(pos * theta));
-        acts.rope_sin[static_cast<size_t>(r * pairs + u)] = static_cast<Real>(std::sin(pos * theta));
+        const double theta =
+            u < rotated
+                ? std::pow(static_cast<double>(arch_.model.rope_base), -2.0 * u / D) / interpolation
+                : 0.0;
+        acts.rope_cos[static_cast<size_t>(r * pairs + u)] =
+            static_cast<Real>(std::cos(pos * theta));
+        acts.rope_sin[static_cast<size_t>(r * pairs + u)] =
+            static_cast<Real>(std::sin(pos * theta));
       }
     }
   }
@@ -714,14 +719,17 @@ class TrainTransformer {
           for (int u = 0; u < pairs; ++u) {
             const double zeta = (2.0 * u + 0.4 * D) / (1.4 * D);
             const double rel = static_cast<double>(t - (T - 1)) / arch_.xpos_gamma;
-            rope_.xpos_q[static_cast<size_t>(t * pairs + u)] = static_cast<Real>(std::pow(zeta, rel));
-            rope_.xpos_k[static_cast<size_t>(t * pairs + u)] = static_cast<Real>(std::pow(zeta, -rel));
+            rope_.xpos_q[static_cast<size_t>(t * pairs + u)] =
+                static_cast<Real>(std::pow(zeta, rel));
+            rope_.xpos_k[static_cast<size_t>(t * pairs + u)] =
+                static_cast<Real>(std::pow(zeta, -rel));
           }
         }
       }
       rope_.log_n.resize(static_cast<size_t>(T));
       for (int64_t t = 0; t < T; ++t) {
-        rope_.log_n[static_cast<size_t>(t)] = static_cast<Real>(std::log(static_cast<double>(t + 1)));
+        rope_.log_n[static_cast<size_t>(t)] =
+            static_cast<Real>(std::log(static_cast<double>(t + 1)));
       }
     }
     return rope_;

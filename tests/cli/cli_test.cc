@@ -40,7 +40,8 @@ constexpr const char* kModel = "models/stories260K/stories260K.bin";
 constexpr const char* kTok = "models/stories260K/tok512.bin";
 
 std::string ModelArgs() {
-  return "--model '" + testing::SharedPath(kModel) + "' --tokenizer '" + testing::SharedPath(kTok) + "'";
+  return "--model '" + testing::SharedPath(kModel) + "' --tokenizer '" + testing::SharedPath(kTok) +
+         "'";
 }
 
 // ../shared/README.md: greedy decoding from BOS, 200 tokens, begins with this text.
@@ -61,7 +62,8 @@ TEST(Cli, ScoreWritesJsonAndPerTokenCsvForTokenFiles) {
   const std::string tokens = ::testing::TempDir() + "/cli_tokens.txt";
   const std::string csv = ::testing::TempDir() + "/cli_per_token.csv";
   std::ofstream(tokens) << "1 403 407 261 378 434 500\n";
-  const RunResult r = RunCli("score " + ModelArgs() + " --tokens '" + tokens + "' --ctx 16 --json --per-token '" + csv + "'");
+  const RunResult r = RunCli("score " + ModelArgs() + " --tokens '" + tokens +
+                             "' --ctx 16 --json --per-token '" + csv + "'");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(Has(r.out, "\"tokens_scored\": 6")) << r.out;
   EXPECT_TRUE(Has(r.out, "no BOS added")) << r.out;
@@ -82,15 +84,18 @@ TEST(Cli, ScoreRejectsBadFlagsBeforeRunning) {
   STRETCH_REQUIRE_SHARED(kModel);
   const RunResult neither = RunCli("score " + ModelArgs() + " --ctx 512");
   EXPECT_EQ(neither.exit_code, 1);
-  EXPECT_TRUE(Has(neither.out, "exactly one of --data (text) or --tokens (token ids); found neither"))
+  EXPECT_TRUE(
+      Has(neither.out, "exactly one of --data (text) or --tokens (token ids); found neither"))
       << neither.out;
   const std::string tokens = ::testing::TempDir() + "/cli_tokens_both.txt";
   std::ofstream(tokens) << "1 2 3\n";
-  const RunResult both = RunCli("score " + ModelArgs() + " --data '" +
-                                testing::SharedPath("data/tinystories") + "' --tokens '" + tokens + "'");
+  const RunResult both =
+      RunCli("score " + ModelArgs() + " --data '" + testing::SharedPath("data/tinystories") +
+             "' --tokens '" + tokens + "'");
   EXPECT_EQ(both.exit_code, 1);
   EXPECT_TRUE(Has(both.out, "found both")) << both.out;
-  const RunResult tok_stride = RunCli("score " + ModelArgs() + " --tokens '" + tokens + "' --stride 2");
+  const RunResult tok_stride =
+      RunCli("score " + ModelArgs() + " --tokens '" + tokens + "' --stride 2");
   EXPECT_EQ(tok_stride.exit_code, 1);
   EXPECT_TRUE(Has(tok_stride.out, "--stride applies to text")) << tok_stride.out;
   const RunResult nan = RunCli("generate " + ModelArgs() + " --temperature nan");
@@ -99,8 +104,9 @@ TEST(Cli, ScoreRejectsBadFlagsBeforeRunning) {
   const RunResult bench = RunCli("bench --quick --model /nonexistent/m.bin");
   EXPECT_EQ(bench.exit_code, 1);
   EXPECT_TRUE(Has(bench.out, "/nonexistent/m.bin")) << bench.out;
-  const RunResult stride = RunCli("score " + ModelArgs() + " --data '" +
-                               testing::SharedPath("data/tinystories") + "' --ctx 64 --stride 65");
+  const RunResult stride =
+      RunCli("score " + ModelArgs() + " --data '" + testing::SharedPath("data/tinystories") +
+             "' --ctx 64 --stride 65");
   EXPECT_EQ(stride.exit_code, 1);
   EXPECT_TRUE(Has(stride.out, "--stride: found 65")) << stride.out;
 }
@@ -114,16 +120,17 @@ TEST(Cli, ScoringAt16kNeverHoldsALengthSquaredMatrix) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "peak RSS is not meaningful under AddressSanitizer";
 #endif
-  const RunResult r = RunCli("score " + ModelArgs() + " --data '" +
-                             testing::SharedPath("data/tinystories") +
-                             "' --ctx 16384 --max-windows 1 --no-progress");
+  const RunResult r =
+      RunCli("score " + ModelArgs() + " --data '" + testing::SharedPath("data/tinystories") +
+             "' --ctx 16384 --max-windows 1 --no-progress");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(Has(r.out, "16384 tokens scored")) << r.out;
   struct rusage usage {};
   ASSERT_EQ(getrusage(RUSAGE_CHILDREN, &usage), 0);
   const double peak_mib = usage.ru_maxrss / 1024.0;  // ru_maxrss is in KiB on Linux
   EXPECT_LT(peak_mib, 256.0);
-  EXPECT_GT(peak_mib, 20.0);  // the KV cache alone is 20 MiB: the measurement is of the right process
+  EXPECT_GT(peak_mib,
+            20.0);  // the KV cache alone is 20 MiB: the measurement is of the right process
 }
 
 TEST(Cli, InspectReportsConfigAndLinearMemory) {

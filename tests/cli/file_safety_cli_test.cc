@@ -92,8 +92,7 @@ TEST_F(FileSafetyCli, ScoreOutputsAppearWholeAndLeaveNoPartialFile) {
   EXPECT_TRUE(ReadBytes(Path("report.json")).starts_with("{")) << ReadBytes(Path("report.json"));
   EXPECT_TRUE(ReadBytes(Path("tokens.csv")).starts_with("window,position,target,loss,correct\n"));
   for (const auto& e : fs::directory_iterator(dir_)) {
-    EXPECT_FALSE(e.path().filename().string().find(".partial-") != std::string::npos)
-        << e.path();
+    EXPECT_FALSE(e.path().filename().string().find(".partial-") != std::string::npos) << e.path();
   }
 }
 

@@ -24,24 +24,18 @@
 namespace stretch {
 namespace {
 
+using testing::Files;
 using testing::Has;
+using testing::kChars;
 using testing::RunCli;
 using testing::RunResult;
-using testing::Files;
-using testing::kChars;
 
-std::string Model() {
-  return "--model '" + Files().model + "'";
-}
-std::string ModelTok() {
-  return Model() + " --tokenizer '" + Files().tok + "'";
-}
+std::string Model() { return "--model '" + Files().model + "'"; }
+std::string ModelTok() { return Model() + " --tokenizer '" + Files().tok + "'"; }
 std::string Score() {
   return "score " + ModelTok() + " --data '" + Files().text + "' --no-progress ";
 }
-std::string Temp(const std::string& name) {
-  return Files().dir + "/" + name;
-}
+std::string Temp(const std::string& name) { return Files().dir + "/" + name; }
 
 nlohmann::json ReadJson(const std::string& path) {
   std::ifstream in(path);

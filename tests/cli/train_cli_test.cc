@@ -44,8 +44,8 @@ fs::path TempDir(const std::string& name) {
 // Four documents of pseudo-English: words from a small list, deterministic.
 fs::path WriteCorpus() {
   const fs::path dir = TempDir("corpus");
-  const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "then", "ran", "away",
-                         "from", "dog", "who", "was", "very", "big"};
+  const char* words[] = {"the", "cat",  "sat",  "on",  "a",   "mat", "and",  "then",
+                         "ran", "away", "from", "dog", "who", "was", "very", "big"};
   Rng rng(4);
   for (int d = 0; d < 4; ++d) {
     std::ofstream f(dir / ("doc" + std::to_string(d) + ".txt"));
@@ -74,7 +74,8 @@ std::vector<float> Weights(const fs::path& ckpt) {
 TEST(TrainCli, KilledAndResumedRunEndsWithTheUninterruptedWeights) {
   const fs::path corpus = WriteCorpus();
   const fs::path a = TempDir("a"), b = TempDir("b");
-  const auto full = RunCli("train --data '" + corpus.string() + "' --out '" + a.string() + "' " + kArgs);
+  const auto full =
+      RunCli("train --data '" + corpus.string() + "' --out '" + a.string() + "' " + kArgs);
   ASSERT_EQ(full.exit_code, 0) << full.out;
   EXPECT_TRUE(Has(full.out, "step 60/60")) << full.out;
   EXPECT_TRUE(Has(full.out, "val loss")) << full.out;
@@ -122,8 +123,8 @@ TEST(TrainCli, BadInputIsRefusedBeforeTraining) {
   const fs::path corpus = WriteCorpus();
   const fs::path out = TempDir("bad");
   auto run = [&](const std::string& extra) {
-    return RunCli("train --data '" + corpus.string() + "' --out '" + out.string() +
-                  "' --steps 2 " + extra);
+    return RunCli("train --data '" + corpus.string() + "' --out '" + out.string() + "' --steps 2 " +
+                  extra);
   };
   auto r = run("--position sinusoidal");
   EXPECT_NE(r.exit_code, 0);
@@ -186,7 +187,8 @@ TEST(TrainCli, GauBlockRunCompletes) {
 
   // The run's directory alone serves score, generate and inspect, with a method on top.
   const std::string model = " --threads 1 --model '" + out.string() + "'";
-  auto scored = RunCli("score" + model + " --data '" + corpus.string() + "' --ctx 64 --no-progress");
+  auto scored =
+      RunCli("score" + model + " --data '" + corpus.string() + "' --ctx 64 --no-progress");
   ASSERT_EQ(scored.exit_code, 0) << scored.out;
   auto mapped = RunCli("score" + model + " --data '" + corpus.string() +
                        "' --ctx 64 --method rerope:window=16 --no-progress");
@@ -207,9 +209,7 @@ void CopyWithConfig(const fs::path& from, const fs::path& to,
   SafetensorsWriter w;
   for (const SafetensorsTensor& t : f.tensors()) {
     switch (t.dtype) {
-      case SafetensorsDtype::kF32:
-        w.AddOwned<float>(t.name, t.shape, f.Read<float>(t.name));
-        break;
+      case SafetensorsDtype::kF32: w.AddOwned<float>(t.name, t.shape, f.Read<float>(t.name)); break;
       case SafetensorsDtype::kU64:
         w.AddOwned<uint64_t>(t.name, t.shape, f.Read<uint64_t>(t.name));
         break;
@@ -254,7 +254,8 @@ TEST(TrainCli, InitFineTunesFromACheckpointWithPiAtALongerLength) {
   const std::string run_opts = " --batch 2 --eval-every 0 --valid-fraction 0.25 --threads 1";
   auto r = RunCli("train --data '" + corpus.string() + "' --out '" + base.string() +
                   "' --tokenizer bpe --vocab-size 300 --seq-len 32 --steps 4 --save-every 4 "
-                  "--dim 32 --layers 2 --heads 2" + run_opts);
+                  "--dim 32 --layers 2 --heads 2" +
+                  run_opts);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const fs::path ck = base / "step-00000004.safetensors";
   ASSERT_TRUE(fs::exists(ck));
@@ -262,14 +263,20 @@ TEST(TrainCli, InitFineTunesFromACheckpointWithPiAtALongerLength) {
   // Only the new length and position: sizes, block, attention and tokenizer from the checkpoint
   // (given as the run's directory: its newest checkpoint).
   const std::string init = "train --data '" + corpus.string() + "' --init '" + base.string() + "'";
-  r = RunCli(init + " --out '" + pi.string() + "' --position rope:pi=2 --seq-len 64 --steps 4 "
-             "--save-every 2" + run_opts);
+  r = RunCli(init + " --out '" + pi.string() +
+             "' --position rope:pi=2 --seq-len 64 --steps 4 "
+             "--save-every 2" +
+             run_opts);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(Has(r.out, "(the checkpoint's bpe tokenizer, vocabulary 300;")) << r.out;
-  EXPECT_TRUE(Has(r.out, "train: --init " + ck.string() + ": from the checkpoint: bpe tokenizer, "
-                         "vocabulary 300; block llama, dim 32, 2 layers, 2 heads (2 kv)")) << r.out;
-  EXPECT_TRUE(Has(r.out, "changed: seq_len 32 -> 64, position rope:base=10000 -> "
-                         "rope:base=10000,pi=2\n")) << r.out;
+  EXPECT_TRUE(Has(r.out, "train: --init " + ck.string() +
+                             ": from the checkpoint: bpe tokenizer, "
+                             "vocabulary 300; block llama, dim 32, 2 layers, 2 heads (2 kv)"))
+      << r.out;
+  EXPECT_TRUE(Has(r.out,
+                  "changed: seq_len 32 -> 64, position rope:base=10000 -> "
+                  "rope:base=10000,pi=2\n"))
+      << r.out;
   EXPECT_TRUE(Has(r.out, "dim 32, 2 layers, 2 heads; position rope:base=10000,pi=2;")) << r.out;
   EXPECT_TRUE(Has(r.out, "parameters initialized from " + ck.string())) << r.out;
   EXPECT_TRUE(Has(r.out, "train: 4 steps done")) << r.out;
@@ -305,13 +312,16 @@ TEST(TrainCli, InitFineTunesFromACheckpointWithPiAtALongerLength) {
 
   // NTK: the base, resolved at head dim 16, in the banner; a size flag equal to the checkpoint's
   // is accepted; no --seq-len: the checkpoint's.
-  r = RunCli(init + " --out '" + ntk.string() + "' --position rope:ntk=2 --steps 1 "
-             "--dim 32 --tokenizer bpe" + run_opts);
+  r = RunCli(init + " --out '" + ntk.string() +
+             "' --position rope:ntk=2 --steps 1 "
+             "--dim 32 --tokenizer bpe" +
+             run_opts);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::string ntk_base =
       fmt::format("{}", static_cast<float>(1e4 * std::pow(2.0, 16.0 / 14.0)));
-  EXPECT_TRUE(Has(r.out, "position rope:base=10000,ntk=2 (NTK-aware: RoPE base 10000 -> " +
-                         ntk_base + ")")) << r.out;
+  EXPECT_TRUE(
+      Has(r.out, "position rope:base=10000,ntk=2 (NTK-aware: RoPE base 10000 -> " + ntk_base + ")"))
+      << r.out;
   {
     const SafetensorsFile f((ntk / "step-00000001.safetensors").string());
     const nlohmann::json config = nlohmann::json::parse(f.GetMetadata("stretch.config"));

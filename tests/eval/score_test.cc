@@ -58,7 +58,11 @@ TEST(ScoreStream, WindowsFeedBosThenStreamAndScoreEveryTokenOnce) {
       const double* row = logits.data() + static_cast<size_t>(p) * c.vocab_size;
       double max = row[0];
       int argmax = 0;
-      for (int v = 1; v < c.vocab_size; ++v) if (row[v] > max) { max = row[v]; argmax = v; }
+      for (int v = 1; v < c.vocab_size; ++v)
+        if (row[v] > max) {
+          max = row[v];
+          argmax = v;
+        }
       double z = 0;
       for (int v = 0; v < c.vocab_size; ++v) z += std::exp(row[v] - max);
       const double ref_loss = std::log(z) + max - row[r.target];
@@ -136,32 +140,27 @@ TEST(ScoreSequences, FeedsTokensExactlyAsGiven) {
     for (int v = 1; v < c.vocab_size; ++v) max = std::max(max, row[v]);
     double z = 0;
     for (int v = 0; v < c.vocab_size; ++v) z += std::exp(row[v] - max);
-    EXPECT_NEAR(records[static_cast<size_t>(p)].loss, std::log(z) + max - row[seqs[0][p + 1]], 1e-3);
+    EXPECT_NEAR(records[static_cast<size_t>(p)].loss, std::log(z) + max - row[seqs[0][p + 1]],
+                1e-3);
   }
   EXPECT_THROW(ScoreSequences(model, seqs, Options(4)), Error);  // a sequence longer than ctx
 }
 
 TEST(ReadTokenFile, ParsesLinesAndNamesBadTokens) {
   const std::string path = ::testing::TempDir() + "/tokens.txt";
-  {
-    std::ofstream(path) << "1 5 6\n\n  7\t8 \n";
-  }
+  { std::ofstream(path) << "1 5 6\n\n  7\t8 \n"; }
   const auto seqs = ReadTokenFile(path, 10);
   ASSERT_EQ(seqs.size(), 2u);
   EXPECT_EQ(seqs[0], (std::vector<int>{1, 5, 6}));
   EXPECT_EQ(seqs[1], (std::vector<int>{7, 8}));
-  {
-    std::ofstream(path) << "1 2\n3 x4\n";
-  }
+  { std::ofstream(path) << "1 2\n3 x4\n"; }
   try {
     ReadTokenFile(path, 10);
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(":2:3: found 'x4'"), std::string::npos) << e.what();
   }
-  {
-    std::ofstream(path) << "1 10\n";
-  }
+  { std::ofstream(path) << "1 10\n"; }
   try {
     ReadTokenFile(path, 10);
     FAIL();

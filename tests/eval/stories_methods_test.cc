@@ -56,11 +56,24 @@ TEST(StoriesMethods, FloatEngineMatchesDoubleForwardTo1e4Nats) {
   // (the random-model tests in tests/model cover every method under ASan).
   const std::vector<std::string> specs = {"dynamic-yarn", "leaky-rerope:window=256,k=4"};
 #else
-  const std::vector<std::string> specs = {
-      "direct", "pi", "ntk", "ntk-fixed", "yarn", "yarn+logn", "llama3",
-      "longrope:short=1/1/1/1,long=1/1.5/3/4", "dynamic-ntk", "dynamic-yarn",
-      "rerope:window=256", "leaky-rerope:window=256,k=4", "self-extend:group=8,window=128",
-      "window", "lambda:sinks=4,window=384", "blockwise", "string", "dca"};
+  const std::vector<std::string> specs = {"direct",
+                                          "pi",
+                                          "ntk",
+                                          "ntk-fixed",
+                                          "yarn",
+                                          "yarn+logn",
+                                          "llama3",
+                                          "longrope:short=1/1/1/1,long=1/1.5/3/4",
+                                          "dynamic-ntk",
+                                          "dynamic-yarn",
+                                          "rerope:window=256",
+                                          "leaky-rerope:window=256,k=4",
+                                          "self-extend:group=8,window=128",
+                                          "window",
+                                          "lambda:sinks=4,window=384",
+                                          "blockwise",
+                                          "string",
+                                          "dca"};
 #endif
   const RopeGeometry geo{m.config.seq_len, m.config.head_dim(), m.config.rope_base};
   for (const std::string& spec : specs) {

@@ -37,9 +37,7 @@ using Bytes = std::vector<unsigned char>;
 void AppendU32(Bytes& b, uint32_t v) {
   for (int i = 0; i < 4; ++i) b.push_back(static_cast<unsigned char>(v >> (8 * i)));
 }
-void AppendI32(Bytes& b, int32_t v) {
-  AppendU32(b, static_cast<uint32_t>(v));
-}
+void AppendI32(Bytes& b, int32_t v) { AppendU32(b, static_cast<uint32_t>(v)); }
 void AppendFloats(Bytes& b, const std::vector<float>& v) {
   const size_t at = b.size();
   b.resize(at + v.size() * 4);
@@ -367,9 +365,7 @@ struct FormatCase {
   bool shared;
 };
 
-void PrintTo(const FormatCase& c, std::ostream* os) {
-  *os << c.name;
-}
+void PrintTo(const FormatCase& c, std::ostream* os) { *os << c.name; }
 
 class Llama2cSynthetic : public ::testing::TestWithParam<FormatCase> {};
 
@@ -644,8 +640,7 @@ TEST(Llama2cErrors, SaveToUnwritablePath) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cannot create the temporary file"), std::string::npos)
         << e.what();
-    EXPECT_NE(std::string(e.what()).find("no_such_dir/model.bin:"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("no_such_dir/model.bin:"), std::string::npos) << e.what();
   }
 }
 

@@ -23,7 +23,8 @@ class OutputFileTest : public testing::TempDirTest {
   OutputFileTest() : TempDirTest("stretch_output_file_") {}
   std::vector<std::string> Names() const {
     std::vector<std::string> names;
-    for (const auto& e : fs::directory_iterator(dir_)) names.push_back(e.path().filename().string());
+    for (const auto& e : fs::directory_iterator(dir_))
+      names.push_back(e.path().filename().string());
     return names;
   }
 };
@@ -114,8 +115,8 @@ TEST_F(OutputFileTest, PartialFileNamesAreRecognized) {
   EXPECT_TRUE(IsPartialFileName(fs::path(p).filename().string())) << p;
   EXPECT_FALSE(fs::path(p).filename().string().ends_with(".safetensors"));
   EXPECT_TRUE(IsPartialFileName(".tokens.cache.partial-123-0"));
-  for (const char* name : {"step-00000010.safetensors", ".partial-1-2", ".x.partial-1", "x.partial-1-2",
-                           ".x.partial-a-2", ".x.partial-1-"}) {
+  for (const char* name : {"step-00000010.safetensors", ".partial-1-2", ".x.partial-1",
+                           "x.partial-1-2", ".x.partial-a-2", ".x.partial-1-"}) {
     EXPECT_FALSE(IsPartialFileName(name)) << name;
   }
 }

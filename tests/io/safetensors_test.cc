@@ -99,7 +99,7 @@ std::string OpenError(const std::string& path) {
 // Round trip
 
 TEST_F(SafetensorsTest, RoundTripsEveryDtypeScalarsAndEmptyTensors) {
-  const std::vector<float> f32 = {1.5f, -2.25f, 3e-38f, std::numeric_limits<float>::infinity(),
+  const std::vector<float> f32 = {1.5f,  -2.25f, 3e-38f, std::numeric_limits<float>::infinity(),
                                   -0.0f, 6.0f};
   const std::vector<double> f64 = {1.0 / 3.0, -1e300, 5e-324, 0.0};
   const std::vector<int64_t> i64 = {-(int64_t{1} << 62) - 7};
@@ -151,8 +151,8 @@ TEST_F(SafetensorsTest, RoundTripsEveryDtypeScalarsAndEmptyTensors) {
   // tensors() lists the data order: 8-byte elements, then 4, then 1; within a size, Add order.
   std::vector<std::string> order;
   for (const SafetensorsTensor& t : file.tensors()) order.push_back(t.name);
-  EXPECT_EQ(order, (std::vector<std::string>{"vector", "scalar", "words", "matrix", "cube",
-                                             "empty", "bytes", "empty2"}));
+  EXPECT_EQ(order, (std::vector<std::string>{"vector", "scalar", "words", "matrix", "cube", "empty",
+                                             "bytes", "empty2"}));
 }
 
 TEST_F(SafetensorsTest, ReadsIntoTheCallersBufferAndRawBytes) {
@@ -267,11 +267,17 @@ TEST_F(SafetensorsTest, TypedReadsCheckNameDtypeAndShape) {
     }
     return "";
   };
-  EXPECT_EQ(message([&] { file.Read<float>("layers.0.wq", {3, 2}); }),
+  EXPECT_EQ(message([&] {
+              file.Read<float>("layers.0.wq", {3, 2});
+            }),
             path + ": tensor 'layers.0.wq': shape [2, 3], expected [3, 2]");
-  EXPECT_EQ(message([&] { file.Read<double>("layers.0.wq", {2, 3}); }),
+  EXPECT_EQ(message([&] {
+              file.Read<double>("layers.0.wq", {2, 3});
+            }),
             path + ": tensor 'layers.0.wq': dtype F32, expected F64");
-  EXPECT_EQ(message([&] { file.Read<float>("layers.0.wk", {2, 3}); }),
+  EXPECT_EQ(message([&] {
+              file.Read<float>("layers.0.wk", {2, 3});
+            }),
             path + ": no tensor named 'layers.0.wk' (the file has 1 tensors)");
   EXPECT_EQ(message([&] { file.GetMetadata("stretch.config"); }),
             path + ": no metadata key 'stretch.config' (the file has 0 keys)");
@@ -340,8 +346,7 @@ TEST_F(SafetensorsTest, RejectsCorruptedFilesWithMessages) {
                 Bytes(16)),
        {"tensor 'a' appears twice: expected unique names"}},
       {"duplicate field",
-       MakeFile(R"({"a":{"dtype":"F32","dtype":"U8","shape":[2],"data_offsets":[0,8]}})",
-                Bytes(8)),
+       MakeFile(R"({"a":{"dtype":"F32","dtype":"U8","shape":[2],"data_offsets":[0,8]}})", Bytes(8)),
        {"'a': key 'dtype' appears twice"}},
       {"duplicate metadata key",
        MakeFile(R"({"__metadata__":{"k":"1","k":"2"}})", {}),
@@ -364,7 +369,8 @@ TEST_F(SafetensorsTest, RejectsCorruptedFilesWithMessages) {
       {"unknown field",
        MakeFile(R"({"a":{)" + f32_2 + R"(,"data_offsets":[0,8],"strides":[1]}})", Bytes(8)),
        {"tensor 'a': unknown field 'strides'"}},
-      {"tensor not an object", MakeFile(R"({"a":3})", {}),
+      {"tensor not an object",
+       MakeFile(R"({"a":3})", {}),
        {"tensor 'a' is a number, expected an object with dtype, shape and data_offsets"}},
       {"metadata value not a string",
        MakeFile(R"({"__metadata__":{"step":5}})", {}),
@@ -493,7 +499,8 @@ TEST(SafetensorsSharedTest, ReadsSharedFiles) {
   const std::string root = ::stretch::testing::SharedPath("");
   STRETCH_SKIP_IF_MISSING(root);
   std::vector<std::string> found;
-  for (const auto& e : fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied)) {
+  for (const auto& e :
+       fs::recursive_directory_iterator(root, fs::directory_options::skip_permission_denied)) {
     if (e.is_regular_file() && e.path().extension() == ".safetensors") found.push_back(e.path());
   }
   if (found.empty()) {

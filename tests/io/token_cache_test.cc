@@ -1,7 +1,7 @@
 // Tests of the token cache file (src/io/token_cache.h): round trips in both token widths, atomic
 // writes, and every kind of damage rejected with a message that names the file and the problem.
-#include "tests/testing/files.h"
 #include "src/io/token_cache.h"
+#include "tests/testing/files.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -29,8 +29,6 @@ class TokenCacheTest : public testing::TempDirTest {
  protected:
   TokenCacheTest() : TempDirTest("stretch_token_cache_") {}
 };
-
-
 
 void PutU32(std::string& bytes, size_t at, uint32_t v) {
   for (int i = 0; i < 4; ++i) bytes[at + i] = static_cast<char>(v >> (8 * i));
@@ -60,7 +58,6 @@ size_t CountsOffset(const TokenCacheMeta& m) {
 size_t TokensOffset(const TokenCacheMeta& m) {
   return CountsOffset(m) + 8 + 8 * m.doc_tokens.size();
 }
-
 
 void ExpectSame(const TokenCache& a, const TokenCache& b) {
   EXPECT_EQ(a.meta.vocab_size, b.meta.vocab_size);

@@ -453,7 +453,8 @@ TEST(Tokenizer, LlamaVocabularyMatchesTheNaiveReference) {
 // holds the same 32000 pieces and scores, and its greedy BPE reproduces SentencePiece's on every
 // vector except those listed in kDiverging, each with its reason.
 TEST(Tokenizer, LlamaMatchesSentencePieceVectors) {
-  const std::string tok = testing::SharedPath(kLlamaTok), inp = testing::SharedPath(kSpmVectors + ".inp"),
+  const std::string tok = testing::SharedPath(kLlamaTok),
+                    inp = testing::SharedPath(kSpmVectors + ".inp"),
                     out = testing::SharedPath(kSpmVectors + ".out");
   STRETCH_SKIP_IF_MISSING(tok);
   STRETCH_SKIP_IF_MISSING(inp);

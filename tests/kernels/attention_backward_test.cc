@@ -157,7 +157,10 @@ TEST(AttentionBackwardReference, MatchesCentralDifferences) {
       {"window:window=3", {}},
       {"blockwise:window=4", {}},
       {"direct+logn", {}},
-      {"direct", [](AttentionPlan& p) { p.bias = {BiasKind::kAlibi, AlibiSlopes(4), {}, 0, {}}; }},
+      {"direct",
+       [](AttentionPlan& p) {
+         p.bias = {BiasKind::kAlibi, AlibiSlopes(4), {}, 0, {}};
+       }},
       {"direct",
        [](AttentionPlan& p) {
          p.bias = {BiasKind::kKerpleLog, {0.5, 1.0, 2.0, 0.3}, {0.2, 1.0, 0.05, 3.0}, 0, {}};
@@ -170,8 +173,10 @@ TEST(AttentionBackwardReference, MatchesCentralDifferences) {
   Rng rng(3);
   for (const auto& [spec, tweak] : cases) {
     AttentionPlan plan = Plan(spec, sh.D, sh.S, tweak);
-    std::vector<double> q = RandomVec(rng, sh.T * sh.H * sh.D), k = RandomVec(rng, sh.S * sh.G * sh.D),
-                        v = RandomVec(rng, sh.S * sh.G * sh.D), R = RandomVec(rng, sh.T * sh.H * sh.D);
+    std::vector<double> q = RandomVec(rng, sh.T * sh.H * sh.D),
+                        k = RandomVec(rng, sh.S * sh.G * sh.D),
+                        v = RandomVec(rng, sh.S * sh.G * sh.D),
+                        R = RandomVec(rng, sh.T * sh.H * sh.D);
     const double scale = 0.7;
     auto loss = [&] {
       return Dot(ref::TrainAttentionForward(q, k, v, rs, Options<double>(plan, scale)).out, R);
@@ -273,10 +278,13 @@ KernelRun RunKernel(const AttentionPlan& plan, const Shape& sh, const std::vecto
   r.dv.assign(v.size(), 7.0f);
   r.da.assign(H, 0.0);
   r.db.assign(H, 0.0);
-  AttentionGrads grads{{r.dq.data(), int64_t{H} * D, D}, {r.dk.data(), int64_t{G} * D, D},
-                       {r.dv.data(), int64_t{G} * D, D}, r.da.data(), r.db.data()};
-  AttentionBackward(hq, hk, hv, {out.data(), int64_t{H} * D, D},
-                    {dout.data(), int64_t{H} * D, D}, r.lse.data(), dims, params, grads);
+  AttentionGrads grads{{r.dq.data(), int64_t{H} * D, D},
+                       {r.dk.data(), int64_t{G} * D, D},
+                       {r.dv.data(), int64_t{G} * D, D},
+                       r.da.data(),
+                       r.db.data()};
+  AttentionBackward(hq, hk, hv, {out.data(), int64_t{H} * D, D}, {dout.data(), int64_t{H} * D, D},
+                    r.lse.data(), dims, params, grads);
   return r;
 }
 
@@ -329,7 +337,10 @@ TEST(AttentionBackward, KernelMatchesTheReference) {
        [](AttentionPlan& p) {
          p.bias = {BiasKind::kKerplePower, {0.3, 0.05, 1.0, 0.01}, {0.5, 1.0, 1.5, 2.0}, 0, {}};
        }},
-      {"direct", [](AttentionPlan& p) { p.bias = SandwichBias({0.5, 0.1, 0.02, -0.05}, 16, 400); }},
+      {"direct",
+       [](AttentionPlan& p) {
+         p.bias = SandwichBias({0.5, 0.1, 0.02, -0.05}, 16, 400);
+       }},
   };
   uint64_t seed = 11;
   for (const auto& [spec, tweak] : cases) {
@@ -342,8 +353,8 @@ TEST(AttentionBackward, KernelMatchesTheReference) {
       const KernelRun got = RunKernel(plan, sh, q, k, v, dout, scale);
       const ref::AttentionShape rs{sh.T, sh.S, sh.q_pos0, sh.H, sh.G, sh.D};
       auto db = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
-      const ref::TrainAttentionGrads<double> want =
-          ref::TrainAttentionBackward(db(q), db(k), db(v), db(dout), rs, Options<double>(plan, scale));
+      const ref::TrainAttentionGrads<double> want = ref::TrainAttentionBackward(
+          db(q), db(k), db(v), db(dout), rs, Options<double>(plan, scale));
       const ref::TrainAttentionGrads<float> naive =
           ref::TrainAttentionBackward(q, k, v, dout, rs, Options<float>(plan, scale));
       const std::string what = spec + " D=" + std::to_string(sh.D) + " T=" + std::to_string(sh.T) +
@@ -464,8 +475,7 @@ TEST(AttentionBackward, RelativeMapsKernelMatchesTheReference) {
 // outside the budget.
 TEST(AttentionBackward, APerturbedMapIsFarOutsideTheBudget) {
   const Shape sh{16, 150, 150, 0, 4, 2};
-  for (const auto& [spec, wrong] :
-       std::vector<std::pair<std::string, std::string>>{
+  for (const auto& [spec, wrong] : std::vector<std::pair<std::string, std::string>>{
            {"rerope:window=40", "rerope:window=41"},
            {"self-extend:group=4,window=37", "self-extend:group=5,window=37"},
            {"dca:chunk=24,window=5", "dca:chunk=25,window=5"}}) {
@@ -494,7 +504,8 @@ TEST(AttentionBackwardDeathTest, DynamicPlansAndPrerotatedMapsAreRefused) {
       dv(k.size());
   const AttentionDims dims{sh.T, sh.S, sh.q_pos0, sh.H, sh.G, sh.D};
   const HeadRows hq{q.data(), sh.H * sh.D, sh.D}, hk{k.data(), sh.G * sh.D, sh.D};
-  const AttentionGrads grads{{dq.data(), sh.H * sh.D, sh.D}, {dk.data(), sh.G * sh.D, sh.D},
+  const AttentionGrads grads{{dq.data(), sh.H * sh.D, sh.D},
+                             {dk.data(), sh.G * sh.D, sh.D},
                              {dv.data(), sh.G * sh.D, sh.D}};
   const AttentionPlan dynamic = Plan("dynamic-ntk", sh.D, sh.S, {});
   AttentionParams params;

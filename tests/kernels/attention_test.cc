@@ -64,11 +64,11 @@ Strided MakeStrided(Rng& rng, int64_t rows, int heads, int D, int64_t row_stride
 }
 
 struct Errors {
-  double kernel = 0;      // max |kernel - double reference|
-  double naive = 0;       // max |float naive - double reference|
-  double magnitude = 0;   // max |double reference|
-  double score_bound = 0; // a-priori bound on a score's rounding error (see HugeLogits test)
-  double v_max = 0;       // max |v|
+  double kernel = 0;       // max |kernel - double reference|
+  double naive = 0;        // max |float naive - double reference|
+  double magnitude = 0;    // max |double reference|
+  double score_bound = 0;  // a-priori bound on a score's rounding error (see HugeLogits test)
+  double v_max = 0;        // max |v|
 };
 
 Errors RunCase(const Case& c, uint64_t seed, std::vector<float>* kernel_out = nullptr) {
@@ -107,7 +107,9 @@ Errors RunCase(const Case& c, uint64_t seed, std::vector<float>* kernel_out = nu
                    {v.storage.data(), kv_rs, kv_hs}, {out.data(), o_rs, o_hs}, dims, {scale});
 
   ref::AttentionShape sh{c.T, c.S, c.q_pos0, H, G, D};
-  auto to_double = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
+  auto to_double = [](const std::vector<float>& x) {
+    return std::vector<double>(x.begin(), x.end());
+  };
   ref::AttentionOptions<double> opt_d;
   opt_d.scale = scale;  // the same float scale, so both see the same math
   const std::vector<double> want =
@@ -126,7 +128,8 @@ Errors RunCase(const Case& c, uint64_t seed, std::vector<float>* kernel_out = nu
       for (int64_t j = 0; j <= c.q_pos0 + i && j < c.S; ++j) {
         double abs_dot = 0;
         for (int d = 0; d < D; ++d) {
-          abs_dot += std::abs(q.dense[(i * H + h) * D + d] * k.dense[(j * G + h / (H / G)) * D + d]);
+          abs_dot +=
+              std::abs(q.dense[(i * H + h) * D + d] * k.dense[(j * G + h / (H / G)) * D + d]);
         }
         e.score_bound = std::max(e.score_bound, (D + 3) * eps * scale * abs_dot);
       }
@@ -179,9 +182,9 @@ std::vector<Case> SweepCases() {
     int64_t T, S, q_pos0;
   };
   const Lengths lengths[] = {
-      {1, 1, 0},      {7, 7, 0},       {33, 33, 0},    {130, 130, 0}, {300, 300, 0},  // prefill
-      {33, 130, 97},  {130, 300, 170}, {7, 300, 200},                                 // chunks
-      {1, 33, 32},    {1, 300, 299},   {1, 1000, 999}, {1, 300, 50},                  // decode
+      {1, 1, 0},     {7, 7, 0},       {33, 33, 0},    {130, 130, 0}, {300, 300, 0},  // prefill
+      {33, 130, 97}, {130, 300, 170}, {7, 300, 200},                                 // chunks
+      {1, 33, 32},   {1, 300, 299},   {1, 1000, 999}, {1, 300, 50},                  // decode
   };
   const int ratios[] = {1, 2, 4};
   int n = 0;

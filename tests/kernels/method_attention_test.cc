@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <functional>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -120,10 +120,11 @@ Result Run(const std::string& spec, const Shape& sh, bool prerotate, uint64_t se
   };
   if (plan.query_norm) normalize(q);
   if (plan.key_norm) normalize(k);
-  const std::vector<double> want =
-      ref::Attention(std::vector<double>(q.begin(), q.end()), std::vector<double>(k.begin(), k.end()),
-                     std::vector<double>(v.begin(), v.end()), rs, ReferenceOptions<double>(plan, scale));
-  const std::vector<float> naive = ref::Attention(q, k, v, rs, ReferenceOptions<float>(plan, scale));
+  const std::vector<double> want = ref::Attention(
+      std::vector<double>(q.begin(), q.end()), std::vector<double>(k.begin(), k.end()),
+      std::vector<double>(v.begin(), v.end()), rs, ReferenceOptions<double>(plan, scale));
+  const std::vector<float> naive =
+      ref::Attention(q, k, v, rs, ReferenceOptions<float>(plan, scale));
   Result r;
   for (size_t x = 0; x < want.size(); ++x) {
     const double got = out[x];
@@ -183,8 +184,11 @@ std::vector<std::string> Specs(int D) {
 // Prefill from 0, a chunk after a cached prefix, decode at depth, and key counts that split into
 // flash-decoding chunks. Lengths cross tile edges (64 / 128 keys, 60 / 120 query rows).
 std::vector<Shape> Shapes(int D) {
-  return {{D, 300, 300, 0, 4, 2}, {D, 130, 300, 170, 4, 2}, {D, 1, 1000, 999, 4, 2},
-          {D, 1, 300, 120, 2, 1}, {D, 70, 200, 130, 4, 4}};
+  return {{D, 300, 300, 0, 4, 2},
+          {D, 130, 300, 170, 4, 2},
+          {D, 1, 1000, 999, 4, 2},
+          {D, 1, 300, 120, 2, 1},
+          {D, 70, 200, 130, 4, 4}};
 }
 
 void SweepMethods(int D, bool prerotate_where_possible) {
@@ -195,8 +199,9 @@ void SweepMethods(int D, bool prerotate_where_possible) {
           MakeAttentionPlan(ParseMethod(spec), RopeGeometry{kTrainLen, D, 10000.0}, sh.S);
       const bool prerotate = prerotate_where_possible && plan.KeysRotatedOnce();
       const std::string what = spec + " D=" + std::to_string(D) + " T=" + std::to_string(sh.T) +
-                               " S=" + std::to_string(sh.S) + " q_pos0=" +
-                               std::to_string(sh.q_pos0) + (prerotate ? " prerotated" : " raw");
+                               " S=" + std::to_string(sh.S) +
+                               " q_pos0=" + std::to_string(sh.q_pos0) +
+                               (prerotate ? " prerotated" : " raw");
       ExpectWithinBudget(Run(spec, sh, prerotate, ++seed), what);
     }
   }
@@ -228,13 +233,17 @@ TEST(MethodAttention, TrainedVariantsMatchTheReference) {
       [](AttentionPlan& p) { p.query_norm = p.key_norm = true; },
       // Sandwich with lambdas of both signs and magnitudes, tabulated only up to distance 100
       // (beyond it Value sums the cosines directly).
-      [](AttentionPlan& p) { p = WithSandwich(p, {0.5, 0.1, 0.02, -0.05}, 16, 100); },
+      [](AttentionPlan& p) {
+        p = WithSandwich(p, {0.5, 0.1, 0.02, -0.05}, 16, 100);
+      },
       [](AttentionPlan& p) { p.xpos_scale_base = 512; },  // torchscale's default gamma
       [](AttentionPlan& p) { p.xpos_scale_base = 16; },   // a strong decay
       // Cosine attention with the per-position lambda ln((i + 1) / 2) (times the scale).
       [](AttentionPlan& p) { p.query_norm = p.key_norm = p.position_log_scale = true; },
       // SSMax with per-head s of both signs and sizes, with and without log-n beside it.
-      [](AttentionPlan& p) { p.ssmax = {0.5, 1.0, 0.1, -0.3}; },
+      [](AttentionPlan& p) {
+        p.ssmax = {0.5, 1.0, 0.1, -0.3};
+      },
       [](AttentionPlan& p) {
         p.ssmax = {0.2, 0.7, 1.3, 0.4};
         p.logn = p.method.logn = true;
@@ -260,8 +269,10 @@ TEST(MethodAttention, TrainedVariantsMatchTheReference) {
 TEST(MethodAttention, XposStaysExactAt70kPositions) {
   auto xpos = [](AttentionPlan& p) { p.xpos_scale_base = 512; };
   for (const Shape& sh : {Shape{8, 1, 70000, 69999, 2, 1}, Shape{16, 20, 70000, 69980, 2, 2}}) {
-    ExpectWithinBudget(stretch::Run("direct", sh, false, 5, xpos), "xpos T=" + std::to_string(sh.T));
-    ExpectWithinBudget(stretch::Run("direct", sh, true, 6, xpos), "xpos prerotated T=" + std::to_string(sh.T));
+    ExpectWithinBudget(stretch::Run("direct", sh, false, 5, xpos),
+                       "xpos T=" + std::to_string(sh.T));
+    ExpectWithinBudget(stretch::Run("direct", sh, true, 6, xpos),
+                       "xpos prerotated T=" + std::to_string(sh.T));
   }
 }
 
@@ -312,10 +323,12 @@ TEST(MethodAttention, RelativeMapsReallyChangeTheResult) {
     return out;
   };
   const std::vector<float> direct = run("direct");
-  for (const char* spec : {"rerope:window=40", "self-extend:group=4,window=32", "window:window=50"}) {
+  for (const char* spec :
+       {"rerope:window=40", "self-extend:group=4,window=32", "window:window=50"}) {
     const std::vector<float> other = run(spec);
     double diff = 0;
-    for (size_t x = 0; x < direct.size(); ++x) diff = std::max(diff, double{std::abs(direct[x] - other[x])});
+    for (size_t x = 0; x < direct.size(); ++x)
+      diff = std::max(diff, double{std::abs(direct[x] - other[x])});
     EXPECT_GT(diff, 1e-2) << spec;
   }
 }

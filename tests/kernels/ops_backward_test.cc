@@ -46,7 +46,8 @@ std::vector<double> RandomDoubles(size_t n, uint64_t seed, double scale = 1.0, d
   return v;
 }
 // Random values that are floats, held as doubles: the float and double runs see the same inputs.
-std::vector<double> RandomFloatValues(size_t n, uint64_t seed, double scale = 1.0, double mean = 0.0) {
+std::vector<double> RandomFloatValues(size_t n, uint64_t seed, double scale = 1.0,
+                                      double mean = 0.0) {
   std::vector<double> v = RandomDoubles(n, seed, scale, mean);
   for (double& x : v) x = static_cast<float>(x);
   return v;
@@ -286,7 +287,8 @@ TEST(OpsBackwardGradcheck, RopeStridedHeads) {
   RopeInterleavedBackward<double>(dx.data(), T, H, row_stride, head_stride, angles);
   ExpectGradcheckFlagsOnePercent("Rope dx", loss_x, x, dx);
   for (int64_t t = 0; t < T; ++t) {
-    for (int64_t j = H * D; j < row_stride; ++j) EXPECT_EQ(dx[t * row_stride + j], R[t * row_stride + j]);
+    for (int64_t j = H * D; j < row_stride; ++j)
+      EXPECT_EQ(dx[t * row_stride + j], R[t * row_stride + j]);
   }
 }
 
@@ -306,7 +308,8 @@ TEST(OpsBackwardGradcheck, PairScaleStridedHeads) {
   PairScaleBackward<double>(dx.data(), T, H, row_stride, head_stride, pairs, factors.data());
   ExpectGradcheckFlagsOnePercent("PairScale dx", loss, x, dx);
   for (int64_t t = 0; t < T; ++t) {
-    for (int64_t j = H * D; j < row_stride; ++j) EXPECT_EQ(dx[t * row_stride + j], R[t * row_stride + j]);
+    for (int64_t j = H * D; j < row_stride; ++j)
+      EXPECT_EQ(dx[t * row_stride + j], R[t * row_stride + j]);
   }
 }
 
@@ -387,8 +390,8 @@ TEST(OpsBackwardFloat, LinearMatchesDouble) {
                         dWf.data(), T, K, N, GradWrite::kAccumulate);
   // Magnitudes sum_n |dy||W| + |dx0| and sum_t |dy||x| + |dW0|: the same op on absolute values.
   std::vector<double> mdx = Abs(dx0), mdW = Abs(dW0);
-  LinearBackward<double>(Abs(dy).data(), Abs(x).data(), Abs(W).data(), mdx.data(), mdW.data(), T,
-                         K, N, GradWrite::kAccumulate);
+  LinearBackward<double>(Abs(dy).data(), Abs(x).data(), Abs(W).data(), mdx.data(), mdW.data(), T, K,
+                         N, GradWrite::kAccumulate);
   // A float dot product of n terms plus one more errs by at most (n + 1) eps sum|terms|
   // (Higham, Accuracy and Stability, 2nd ed., eq. 3.5, gamma_n ~ n eps / 2 per term, doubled).
   ExpectWithin("Linear dx", dxf, dx, [&](size_t i) { return (N + 1) * kEpsF * mdx[i]; });
@@ -410,9 +413,8 @@ TEST(OpsBackwardFloat, EmbeddingMatchesDouble) {
   std::vector<int> count(V, 0);
   for (int t : tokens) ++count[t];
   // A float sum of n + 1 terms in order: at most n eps sum|terms| (Higham eq. 4.4, doubled).
-  ExpectWithin("Embedding dE", dEf, dE, [&](size_t i) {
-    return (count[i / C] + 1) * kEpsF * mag[i] + 1e-30;
-  });
+  ExpectWithin("Embedding dE", dEf, dE,
+               [&](size_t i) { return (count[i / C] + 1) * kEpsF * mag[i] + 1e-30; });
 }
 
 TEST(OpsBackwardFloat, RmsNormMatchesDouble) {
@@ -487,7 +489,8 @@ TEST(OpsBackwardFloat, RopeMatchesDouble) {
   // Two products and a sum in float: eps (|dy0 cos| + |dy1 sin|) at most; allowed 2 eps.
   ExpectWithin("Rope dx", dxf, dx, [&](size_t i) {
     const size_t p = (i % D) / 2, r = i / (H * D), j = i ^ 1;  // j: the other of the pair
-    return 2 * kEpsF * (std::abs(dy[i] * cos[r * D / 2 + p]) + std::abs(dy[j] * sin[r * D / 2 + p])) +
+    return 2 * kEpsF *
+               (std::abs(dy[i] * cos[r * D / 2 + p]) + std::abs(dy[j] * sin[r * D / 2 + p])) +
            1e-30;
   });
 }
@@ -507,7 +510,8 @@ TEST(OpsBackwardFloat, CrossEntropyMatchesDouble) {
   CrossEntropyBackward<float>(lf.data(), targets.data(), df.data(), T, V, 1.0);
   // Both runs do the arithmetic in double on the same values; the float run rounds exp(l - max)
   // to float and then the result (eps/2 each): eps |d| at most; allowed 2 eps.
-  ExpectWithin("CrossEntropy dlogits", df, d, [&](size_t i) { return 2 * kEpsF * std::abs(d[i]) + 1e-30; });
+  ExpectWithin("CrossEntropy dlogits", df, d,
+               [&](size_t i) { return 2 * kEpsF * std::abs(d[i]) + 1e-30; });
   // The loss: the same double arithmetic on the same values: equal to double rounding.
   const double mf = CrossEntropyForward<float>(lf.data(), targets.data(), T, V).mean;
   const double md = CrossEntropyForward<double>(logits.data(), targets.data(), T, V).mean;
@@ -578,25 +582,34 @@ TEST(OpsBackward, FloatForwardsEqualTheInferenceForms) {
 TEST(OpsBackward, InputAndParameterGradientsAccumulate) {
   const int64_t T = 6, K = 10, N = 7;
   const int C = 10, V = 4;
-  const auto x = RandomDoubles(T * K, 140), W = RandomDoubles(N * K, 141), dy = RandomDoubles(T * N, 142);
+  const auto x = RandomDoubles(T * K, 140), W = RandomDoubles(N * K, 141),
+             dy = RandomDoubles(T * N, 142);
   const auto dx0 = RandomDoubles(T * K, 143), dW0 = RandomDoubles(N * K, 144);
   // Linear: kAccumulate adds what kOverwrite writes; dW always adds.
   std::vector<double> dx1(T * K, 7.0), dW1(N * K, 0.0), dx2 = dx0, dW2 = dW0;
-  LinearBackward<double>(dy.data(), x.data(), W.data(), dx1.data(), dW1.data(), T, K, N, GradWrite::kOverwrite);
-  LinearBackward<double>(dy.data(), x.data(), W.data(), dx2.data(), dW2.data(), T, K, N, GradWrite::kAccumulate);
-  for (size_t i = 0; i < dx1.size(); ++i) EXPECT_NEAR(dx2[i], dx0[i] + dx1[i], 1e-14 * (std::abs(dx0[i]) + 10));
-  for (size_t i = 0; i < dW1.size(); ++i) EXPECT_NEAR(dW2[i], dW0[i] + dW1[i], 1e-14 * (std::abs(dW0[i]) + 10));
+  LinearBackward<double>(dy.data(), x.data(), W.data(), dx1.data(), dW1.data(), T, K, N,
+                         GradWrite::kOverwrite);
+  LinearBackward<double>(dy.data(), x.data(), W.data(), dx2.data(), dW2.data(), T, K, N,
+                         GradWrite::kAccumulate);
+  for (size_t i = 0; i < dx1.size(); ++i)
+    EXPECT_NEAR(dx2[i], dx0[i] + dx1[i], 1e-14 * (std::abs(dx0[i]) + 10));
+  for (size_t i = 0; i < dW1.size(); ++i)
+    EXPECT_NEAR(dW2[i], dW0[i] + dW1[i], 1e-14 * (std::abs(dW0[i]) + 10));
   // dx may be null: only dW.
   std::vector<double> dW3(N * K, 0.0);
-  LinearBackward<double>(dy.data(), x.data(), W.data(), nullptr, dW3.data(), T, K, N, GradWrite::kOverwrite);
+  LinearBackward<double>(dy.data(), x.data(), W.data(), nullptr, dW3.data(), T, K, N,
+                         GradWrite::kOverwrite);
   EXPECT_EQ(dW3, dW1);
   // RMSNorm: the same.
   const auto w = RandomDoubles(C, 145, 0.1, 1.0), dout = RandomDoubles(T * C, 146);
   std::vector<double> rx1(T * C, 7.0), rw1(C, 0.0), rx2 = dx0, rw2 = RandomDoubles(C, 147);
   const auto rw0 = rw2;
-  RmsNormBackward<double>(dout.data(), x.data(), w.data(), rx1.data(), rw1.data(), T, C, 1e-5, GradWrite::kOverwrite);
-  RmsNormBackward<double>(dout.data(), x.data(), w.data(), rx2.data(), rw2.data(), T, C, 1e-5, GradWrite::kAccumulate);
-  for (size_t i = 0; i < rx1.size(); ++i) EXPECT_NEAR(rx2[i], dx0[i] + rx1[i], 1e-14 * (std::abs(dx0[i]) + 10));
+  RmsNormBackward<double>(dout.data(), x.data(), w.data(), rx1.data(), rw1.data(), T, C, 1e-5,
+                          GradWrite::kOverwrite);
+  RmsNormBackward<double>(dout.data(), x.data(), w.data(), rx2.data(), rw2.data(), T, C, 1e-5,
+                          GradWrite::kAccumulate);
+  for (size_t i = 0; i < rx1.size(); ++i)
+    EXPECT_NEAR(rx2[i], dx0[i] + rx1[i], 1e-14 * (std::abs(dx0[i]) + 10));
   for (int c = 0; c < C; ++c) EXPECT_NEAR(rw2[c], rw0[c] + rw1[c], 1e-14 * (std::abs(rw0[c]) + 10));
   // Embedding: dE adds.
   const std::vector<int> tokens = {1, 1, 3, 0, 1, 2};
@@ -604,7 +617,8 @@ TEST(OpsBackward, InputAndParameterGradientsAccumulate) {
   std::vector<double> dE1(V * C, 0.0), dE2 = E0;
   EmbeddingBackward<double>(tokens.data(), dout.data(), dE1.data(), T, C, V);
   EmbeddingBackward<double>(tokens.data(), dout.data(), dE2.data(), T, C, V);
-  for (size_t i = 0; i < dE1.size(); ++i) EXPECT_NEAR(dE2[i], E0[i] + dE1[i], 1e-14 * (std::abs(E0[i]) + 10));
+  for (size_t i = 0; i < dE1.size(); ++i)
+    EXPECT_NEAR(dE2[i], E0[i] + dE1[i], 1e-14 * (std::abs(E0[i]) + 10));
 }
 
 TEST(OpsBackward, InPlaceFormsEqualOutOfPlace) {
@@ -614,8 +628,10 @@ TEST(OpsBackward, InPlaceFormsEqualOutOfPlace) {
   const auto x = ToFloat(RandomDoubles(T * C, 150)), w = ToFloat(RandomDoubles(C, 151, 0.1, 1.0));
   const auto dout = ToFloat(RandomDoubles(T * C, 152));
   std::vector<float> dx(T * C), dw1(C, 0.0f), d = dout, dw2(C, 0.0f);
-  RmsNormBackward<float>(dout.data(), x.data(), w.data(), dx.data(), dw1.data(), T, C, 1e-5f, GradWrite::kOverwrite);
-  RmsNormBackward<float>(d.data(), x.data(), w.data(), d.data(), dw2.data(), T, C, 1e-5f, GradWrite::kOverwrite);
+  RmsNormBackward<float>(dout.data(), x.data(), w.data(), dx.data(), dw1.data(), T, C, 1e-5f,
+                         GradWrite::kOverwrite);
+  RmsNormBackward<float>(d.data(), x.data(), w.data(), d.data(), dw2.data(), T, C, 1e-5f,
+                         GradWrite::kOverwrite);
   EXPECT_TRUE(BitEqual(dx, d));
   EXPECT_TRUE(BitEqual(dw1, dw2));
   // SwiGLU: dg over dh.

@@ -86,7 +86,8 @@ TEST(RopeInterleaved, MatchesReferenceRotationAtEveryPosition) {
       ref::RotateRef(v.data(), D, static_cast<double>(pos0 + t), 10000.0);
       for (int d = 0; d < D; ++d) {
         // cos/sin rounded to float (eps/2 each), two products and a sum: |x| * 3 eps bound.
-        const double mag = std::abs(x0[(t * heads + h) * D + (d ^ 1)]) + std::abs(x0[(t * heads + h) * D + d]);
+        const double mag =
+            std::abs(x0[(t * heads + h) * D + (d ^ 1)]) + std::abs(x0[(t * heads + h) * D + d]);
         EXPECT_NEAR(x[(t * heads + h) * D + d], v[d], 3 * kEps * mag) << "t=" << t << " d=" << d;
       }
     }

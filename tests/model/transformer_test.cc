@@ -62,10 +62,11 @@ TEST(Transformer, ChunkedPrefillAndDecodeMatchOnePrefill) {
   const std::vector<double> exact = ref::LlamaForwardRef<double>(m, tokens);
   const std::vector<float> plain = ref::LlamaForwardRef<float>(m, tokens);
   const double tol = 8 * MaxAbsDiff(plain, exact) + 1e-6;  // as above
-  for (int64_t chunk : {1, 7, 32}) {  // chunk 1 is token-by-token decoding
+  for (int64_t chunk : {1, 7, 32}) {                       // chunk 1 is token-by-token decoding
     const std::vector<float> chunked = EngineLogits(m, tokens, chunk);
     double diff = 0;
-    for (size_t i = 0; i < whole.size(); ++i) diff = std::max(diff, double(std::abs(chunked[i] - whole[i])));
+    for (size_t i = 0; i < whole.size(); ++i)
+      diff = std::max(diff, double(std::abs(chunked[i] - whole[i])));
     EXPECT_LE(diff, tol) << "chunk " << chunk;
   }
 }

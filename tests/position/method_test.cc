@@ -124,7 +124,8 @@ TEST(MethodFrequencies, ModelInterpolationDividesEveryTheta) {
   EXPECT_EQ(plan.geo.interpolation, 4.0);
   ExpectThetas(plan.FrequenciesAt(100), {0.25, 0.025, 0.0025, 0.00025});  // s = 1 below L
   // The wavelength rules (yarn, llama3, longrope) are refused on an interpolated model.
-  for (const char* spec : {"yarn", "dynamic-yarn", "llama3", "longrope:short=1/1/1/1,long=1/2/3/4"}) {
+  for (const char* spec :
+       {"yarn", "dynamic-yarn", "llama3", "longrope:short=1/1/1/1,long=1/2/3/4"}) {
     try {
       MakeAttentionPlan(ParseMethod(spec), geo, 2048);
       ADD_FAILURE() << spec << ": not refused";
@@ -214,10 +215,10 @@ TEST(MethodFrequencies, Llama3) {
   ExpectThetas(Freq("llama3:factor=4,orig=2048,low=2,high=8", Geo8(), 4.0),
                {1.0, 0.1, 0.004074366543152521, 0.00025});
   // d=16, base=500, factor 8, orig 2048 (low 1, high 4: band [512, 2048]).
-  ExpectThetas(Freq("llama3:factor=8,base=500,orig=2048", RopeGeometry{1024, 16, 10000.0}, 8.0),
-               {1.0, 0.45986329782677027, 0.21147425268811282, 0.0972492472466073,
-                0.044721359549995794, 0.020565711885957794, 0.006926953837018582,
-                0.0010733526274082329});
+  ExpectThetas(
+      Freq("llama3:factor=8,base=500,orig=2048", RopeGeometry{1024, 16, 10000.0}, 8.0),
+      {1.0, 0.45986329782677027, 0.21147425268811282, 0.0972492472466073, 0.044721359549995794,
+       0.020565711885957794, 0.006926953837018582, 0.0010733526274082329});
   EXPECT_EQ(Freq("llama3:factor=8", Geo8(), 8.0).attention_factor, 1.0);
 }
 
@@ -239,8 +240,7 @@ TEST(MethodFrequencies, LongRopeSwitchesLists) {
   EXPECT_EQ(orig256.attention_factor, 1.0);
   ExpectClose(Freq(std::string(spec) + ",orig=256", Geo8(), 2.0).attention_factor,
               1.0606601717798212, "sqrt(1 + ln 2 / ln 256)");
-  EXPECT_EQ(Freq(std::string(spec) + ",attention_factor=1.25", Geo8(), 4.0).attention_factor,
-            1.25);
+  EXPECT_EQ(Freq(std::string(spec) + ",attention_factor=1.25", Geo8(), 4.0).attention_factor, 1.25);
 }
 
 TEST(MethodFrequencies, DynamicUsesTheFormulasAtEachScale) {
@@ -270,10 +270,10 @@ TEST(MethodFrequencies, CallScale) {
 // ---------------------------------------------------------------------------------------------
 // Spec grammar
 
-const char* const kNames[] = {"direct",      "pi",          "ntk",          "ntk-fixed",
-                              "yarn",        "llama3",      "longrope",     "dynamic-ntk",
-                              "dynamic-yarn", "rerope",     "leaky-rerope", "self-extend",
-                              "string",      "dca",         "window",       "lambda"};
+const char* const kNames[] = {"direct",       "pi",     "ntk",          "ntk-fixed",
+                              "yarn",         "llama3", "longrope",     "dynamic-ntk",
+                              "dynamic-yarn", "rerope", "leaky-rerope", "self-extend",
+                              "string",       "dca",    "window",       "lambda"};
 
 TEST(MethodSpec, EveryNameParsesAndPrintsBack) {
   for (const char* name : kNames) {
@@ -431,15 +431,15 @@ TEST(MethodSpec, EqualityComparesEveryField) {
 TEST(MethodSpec, Errors) {
   ExpectSpecError("yam", {"unknown method \"yam\"", "known: direct, pi, ntk"});
   ExpectSpecError("", {"unknown method \"\""});
-  ExpectSpecError("rerope:windw=8", {"method \"rerope\"", "unknown key \"windw\"",
-                                     "allowed: window, base"});
+  ExpectSpecError("rerope:windw=8",
+                  {"method \"rerope\"", "unknown key \"windw\"", "allowed: window, base"});
   ExpectSpecError("pi:window=8", {"method \"pi\"", "unknown key \"window\"", "factor, base"});
-  ExpectSpecError("yarn:factor=0.5", {"method \"yarn\"", "factor=0.5 is below 1",
-                                      "allowed: a number >= 1"});
+  ExpectSpecError("yarn:factor=0.5",
+                  {"method \"yarn\"", "factor=0.5 is below 1", "allowed: a number >= 1"});
   ExpectSpecError("pi:factor=0", {"factor=0 is below 1"});
   ExpectSpecError("pi:factor=-2", {"factor=-2 is below 1"});
-  ExpectSpecError("self-extend:group=2.5", {"method \"self-extend\"",
-                                            "group=2.5 is not a positive integer"});
+  ExpectSpecError("self-extend:group=2.5",
+                  {"method \"self-extend\"", "group=2.5 is not a positive integer"});
   ExpectSpecError("self-extend:group=0", {"group=0 is not a positive integer"});
   ExpectSpecError("rerope:window=-3", {"window=-3 is not a positive integer"});
   ExpectSpecError("rerope:window=1e3", {"window=1e3 is not a positive integer"});
@@ -459,8 +459,8 @@ TEST(MethodSpec, Errors) {
   ExpectSpecError("pi:=4", {"\"=4\" is not key=value"});
   ExpectSpecError("pi:", {"method \"pi\"", "nothing after ':'"});
   ExpectSpecError("pi:factor=4,", {"\"\" is not key=value"});
-  ExpectSpecError("dynamic-ntk:factor=2", {"method \"dynamic-ntk\"", "factor=2 is not allowed",
-                                           "dynamic"});
+  ExpectSpecError("dynamic-ntk:factor=2",
+                  {"method \"dynamic-ntk\"", "factor=2 is not allowed", "dynamic"});
   ExpectSpecError("dynamic-yarn:factor=4", {"factor=4 is not allowed"});
   ExpectSpecError("yarn+lgn", {"unknown suffix \"+lgn\"", "allowed: +logn"});
   ExpectSpecError("yarn+", {"unknown suffix \"+\""});
@@ -586,9 +586,9 @@ TEST(MethodResolve, RopeDefaults) {
   EXPECT_EQ(yarn.rope.beta_slow, 1.0);
   // The resolved method keeps its kind, and the frequencies at its factor are the method's.
   EXPECT_EQ(MethodName(yarn), "yarn");
-  ExpectThetas(ComputeFrequencies(yarn.rope, geo, yarn.rope.factor),
-               ComputeFrequencies(ParseMethod("yarn:factor=4,base=500,orig=256").rope, geo, 4.0)
-                   .thetas);
+  ExpectThetas(
+      ComputeFrequencies(yarn.rope, geo, yarn.rope.factor),
+      ComputeFrequencies(ParseMethod("yarn:factor=4,base=500,orig=256").rope, geo, 4.0).thetas);
 }
 
 TEST(MethodResolve, ReRopeDefaults) {
@@ -628,9 +628,9 @@ TEST(MethodResolve, SelfExtendGroup) {
     }
   }
   // A given group is kept.
-  EXPECT_EQ(ResolveMethod(ParseMethod("self-extend:group=3"), RopeGeometry{512, 8, 1e4}, 4096)
-                .rel.group,
-            3);
+  EXPECT_EQ(
+      ResolveMethod(ParseMethod("self-extend:group=3"), RopeGeometry{512, 8, 1e4}, 4096).rel.group,
+      3);
 }
 
 TEST(MethodResolve, MaskStringAndDcaDefaults) {
@@ -658,15 +658,18 @@ TEST(MethodResolve, MaskStringAndDcaDefaults) {
 TEST(MethodResolve, BlockwiseDefaultsAndErrors) {
   // Blockwise causal attention: block B = L (rounded down to even), half-blocks of B/2.
   EXPECT_EQ(ParseMethod("blockwise").mask.kind, MaskKind::kBlock);
-  EXPECT_EQ(ResolveMethod(ParseMethod("blockwise"), RopeGeometry{512, 8, 1e4}, 4096).mask.window, 512);
-  EXPECT_EQ(ResolveMethod(ParseMethod("blockwise"), RopeGeometry{101, 8, 1e4}, 4096).mask.window, 100);
+  EXPECT_EQ(ResolveMethod(ParseMethod("blockwise"), RopeGeometry{512, 8, 1e4}, 4096).mask.window,
+            512);
+  EXPECT_EQ(ResolveMethod(ParseMethod("blockwise"), RopeGeometry{101, 8, 1e4}, 4096).mask.window,
+            100);
   EXPECT_EQ(CanonicalSpec(ParseMethod("blockwise:window=64")), "blockwise:window=64");
   ExpectSpecError("blockwise:window=7", {"window=7", "even"});
   ExpectSpecError("blockwise:window=0", {"window=0"});
   ExpectValidateError("blockwise:window=8192", RopeGeometry{512, 8, 1e4}, 4096,
                       {"window=8192", "larger than the context"});
   // Which keys query i sees with B = 8 (half-blocks of 4): its own half-block and the previous.
-  const AttentionPlan p = MakeAttentionPlan(ParseMethod("blockwise:window=8"), RopeGeometry{8, 8, 1e4}, 64);
+  const AttentionPlan p =
+      MakeAttentionPlan(ParseMethod("blockwise:window=8"), RopeGeometry{8, 8, 1e4}, 64);
   EXPECT_TRUE(p.Visible(3, 0));   // first half-block: causal
   EXPECT_TRUE(p.Visible(7, 0));   // half-block 1 sees half-block 0
   EXPECT_FALSE(p.Visible(8, 3));  // half-block 2 starts at key 4

@@ -12,10 +12,14 @@
 namespace stretch {
 namespace {
 
-const char* const kSpecs[] = {"direct",           "rerope:window=40",
-                              "leaky-rerope:window=40,k=4", "self-extend:group=3,window=20",
-                              "string:shift=40,window=8",   "dca:chunk=48",
-                              "lambda:sinks=4,window=50",   "window:window=50"};
+const char* const kSpecs[] = {"direct",
+                              "rerope:window=40",
+                              "leaky-rerope:window=40,k=4",
+                              "self-extend:group=3,window=20",
+                              "string:shift=40,window=8",
+                              "dca:chunk=48",
+                              "lambda:sinks=4,window=50",
+                              "window:window=50"};
 
 TEST(PositionMap, SegmentsGiveTheIssuesRelativePositions) {
   for (const char* spec : kSpecs) {

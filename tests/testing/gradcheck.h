@@ -68,9 +68,9 @@ using LossOf = std::function<double(std::span<const double>)>;
 inline constexpr double kGradcheckRoundingSteps = 1000.0;
 
 struct GradcheckOptions {
-  double step = 1e-5;   // h
-  double rtol = 1e-6;   // see the derivation above
-  double atol = -1.0;   // < 0: kGradcheckRoundingSteps * eps * max(1, |L(x)|) / h
+  double step = 1e-5;      // h
+  double rtol = 1e-6;      // see the derivation above
+  double atol = -1.0;      // < 0: kGradcheckRoundingSteps * eps * max(1, |L(x)|) / h
   int64_t max_coords = 0;  // 0: every coordinate; else this many, drawn without replacement
   uint64_t seed = 1;       // for the drawn subset
   int max_reported = 10;   // mismatches listed in the failure message
@@ -107,12 +107,13 @@ struct GradcheckResult {
         max_error_ratio);
     for (size_t k = 0; k < mismatches.size() && static_cast<int>(k) < max_reported; ++k) {
       const GradcheckMismatch& m = mismatches[k];
-      s += fmt::format("\n  coordinate {}: analytic {:.17g}, numeric {:.17g}, |diff| {:.3g} > {:.3g}",
-                       m.index, m.analytic, m.numeric, std::abs(m.analytic - m.numeric),
-                       m.allowed);
+      s += fmt::format(
+          "\n  coordinate {}: analytic {:.17g}, numeric {:.17g}, |diff| {:.3g} > {:.3g}", m.index,
+          m.analytic, m.numeric, std::abs(m.analytic - m.numeric), m.allowed);
     }
     if (static_cast<int64_t>(mismatches.size()) > max_reported) {
-      s += fmt::format("\n  ... and {} more", static_cast<int64_t>(mismatches.size()) - max_reported);
+      s += fmt::format("\n  ... and {} more",
+                       static_cast<int64_t>(mismatches.size()) - max_reported);
     }
     return s;
   }
@@ -126,7 +127,8 @@ inline GradcheckResult Gradcheck(const LossOf& loss, std::vector<double> x,
   r.size = static_cast<int64_t>(x.size());
   if (analytic.size() != x.size()) {
     // A harness misuse, reported as a failing coordinate -1 rather than a crash.
-    r.mismatches.push_back({-1, static_cast<double>(analytic.size()), static_cast<double>(x.size()), 0});
+    r.mismatches.push_back(
+        {-1, static_cast<double>(analytic.size()), static_cast<double>(x.size()), 0});
     return r;
   }
   const double h = options.step;
@@ -214,8 +216,8 @@ inline void ExpectGradcheckFlagsOnePercent(std::string_view name, const LossOf& 
 // numeric gradient is then ~0 too), and every analytic coordinate within `bound` of 0, a
 // rounding bound the caller derives and states.
 inline void ExpectGradcheckOfZero(std::string_view name, const LossOf& loss,
-                                  const std::vector<double>& x,
-                                  const std::vector<double>& analytic, double bound) {
+                                  const std::vector<double>& x, const std::vector<double>& analytic,
+                                  double bound) {
   SCOPED_TRACE(name);
   const GradcheckResult r = ExpectGradcheck(name, loss, x, analytic);
   EXPECT_EQ(r.checked, static_cast<int64_t>(x.size()));

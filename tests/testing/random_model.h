@@ -24,7 +24,8 @@ inline Model RandomModel(const ModelConfig& config, uint64_t seed) {
   m.source = "random test model";
   fill(m.weights.token_embedding, V * C, 1.0);
   m.weights.layers.resize(static_cast<size_t>(c.n_layers));
-  const double sc = 1.0 / std::sqrt(static_cast<double>(C)), sf = 1.0 / std::sqrt(static_cast<double>(F));
+  const double sc = 1.0 / std::sqrt(static_cast<double>(C)),
+               sf = 1.0 / std::sqrt(static_cast<double>(F));
   for (LayerWeights& l : m.weights.layers) {
     fill(l.attn_norm, C, 0.1, 1.0);
     // Query/key weights scaled up so that attention is sharp enough to test something.

@@ -140,7 +140,8 @@ TEST(Checkpoint, ArchitectureAndOptionsRoundTrip) {
   const TrainArch b = ArchFromJson(ArchToJson(a), "test");
   EXPECT_EQ(ArchToJson(a), ArchToJson(b));
   const TrainerOptions o = SmallOptions();
-  EXPECT_EQ(TrainerOptionsToJson(o), TrainerOptionsToJson(TrainerOptionsFromJson(TrainerOptionsToJson(o), "t")));
+  EXPECT_EQ(TrainerOptionsToJson(o),
+            TrainerOptionsToJson(TrainerOptionsFromJson(TrainerOptionsToJson(o), "t")));
 }
 
 TEST(Checkpoint, LaterVariantsRoundTrip) {
@@ -241,8 +242,7 @@ TEST(Checkpoint, TokenizerComesBack) {
                         "has 258 tokens, the model's vocab_size is 300");
   extras.metadata["stretch.tokenizer"] = R"({"kind": "wordpiece"})";
   SaveCheckpoint(t, path, extras);
-  ExpectErrorContaining([&] { ReadCheckpointTokenizer(SafetensorsFile(path), 258); },
-                        "wordpiece");
+  ExpectErrorContaining([&] { ReadCheckpointTokenizer(SafetensorsFile(path), 258); }, "wordpiece");
 }
 
 TEST(Checkpoint, GauArchitectureRoundTrips) {

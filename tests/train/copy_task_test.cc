@@ -18,7 +18,7 @@ namespace stretch {
 namespace {
 
 constexpr int kVocab = 32;
-constexpr int kHalf = 16;  // n
+constexpr int kHalf = 16;              // n
 constexpr int64_t kT = 2 * kHalf - 1;  // positions fed (2n tokens = T + 1)
 
 void CopyBatch(Rng& rng, int64_t B, std::vector<int>& tokens) {
@@ -108,9 +108,7 @@ TrainArch GauCopyArch() {
   a.gau_key_dim = 64;
   return a;
 }
-TEST(CopyTask, GauLearnsToCopy) {
-  EXPECT_GT(StepsToLearnCopying(GauCopyArch(), kMaxSteps), 0);
-}
+TEST(CopyTask, GauLearnsToCopy) { EXPECT_GT(StepsToLearnCopying(GauCopyArch(), kMaxSteps), 0); }
 
 // Not vacuous: the second half is unpredictable without copying, so an untrained model (and any
 // model that does not copy) sits near chance, 1/(V - ...) ~ 3-7%.

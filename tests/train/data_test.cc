@@ -1,8 +1,8 @@
 // Tests of the training data pipeline (src/train/data.h): corpus reading, the bytes and
 // SentencePiece tokenizers, the token cache's reuse rule, the held-out split, the window sampler,
 // validation windows and unigram entropy; and the bytes tokenizer on two real Gutenberg books.
-#include "tests/testing/files.h"
 #include "src/train/data.h"
+#include "tests/testing/files.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -38,9 +38,6 @@ class DataTest : public testing::TempDirTest {
  protected:
   DataTest() : TempDirTest("stretch_data_") {}
 };
-
-
-
 
 #define EXPECT_CONTAINS(haystack, needle)                          \
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos) \

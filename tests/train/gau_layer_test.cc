@@ -272,22 +272,20 @@ TEST(GauLayer, GradientsMatchCentralDifferences) {
     }
     // KERPLE's a and b: one value each for the single head, shared by its R kernel copies.
     if (!s.layer.bias_a.empty()) {
-      ExpectGradcheckFlagsOnePercent(
-          c.name + ": bias a",
-          [&](std::span<const double> v) {
-            LayerSetup t = s;
-            t.layer.bias_a.assign(v.begin(), v.end());
-            return t.Loss();
-          },
-          s.layer.bias_a, {da});
-      ExpectGradcheckFlagsOnePercent(
-          c.name + ": bias b",
-          [&](std::span<const double> v) {
-            LayerSetup t = s;
-            t.layer.bias_b.assign(v.begin(), v.end());
-            return t.Loss();
-          },
-          s.layer.bias_b, {db});
+      ExpectGradcheckFlagsOnePercent(c.name + ": bias a",
+                                     [&](std::span<const double> v) {
+                                       LayerSetup t = s;
+                                       t.layer.bias_a.assign(v.begin(), v.end());
+                                       return t.Loss();
+                                     },
+                                     s.layer.bias_a, {da});
+      ExpectGradcheckFlagsOnePercent(c.name + ": bias b",
+                                     [&](std::span<const double> v) {
+                                       LayerSetup t = s;
+                                       t.layer.bias_b.assign(v.begin(), v.end());
+                                       return t.Loss();
+                                     },
+                                     s.layer.bias_b, {db});
     }
   }
 }

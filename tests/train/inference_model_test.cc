@@ -219,14 +219,10 @@ constexpr RunPath kPaths[] = {RunPath::kPrefill, RunPath::kChunks7, RunPath::kDe
                               RunPath::kSequence};
 const char* PathName(RunPath p) {
   switch (p) {
-    case RunPath::kPrefill:
-      return "prefill";
-    case RunPath::kChunks7:
-      return "chunks of 7";
-    case RunPath::kDecode:
-      return "decode";
-    case RunPath::kSequence:
-      return "sequence";
+    case RunPath::kPrefill: return "prefill";
+    case RunPath::kChunks7: return "chunks of 7";
+    case RunPath::kDecode: return "decode";
+    case RunPath::kSequence: return "sequence";
   }
   return "?";
 }
@@ -309,7 +305,8 @@ TEST(InferenceModel, LayoutIsNotVacuous) {
     const std::vector<double> trained = TrainerLogits<float, KernelAttention>(arch, p, tokens);
     Model plain = InferenceModel(arch, p, "plain");
     plain.config.attention = AttentionLayout{};
-    for (LayerWeights& w : plain.weights.layers) w.bias_a.clear(), w.bias_b.clear(), w.ssmax.clear();
+    for (LayerWeights& w : plain.weights.layers)
+      w.bias_a.clear(), w.bias_b.clear(), w.ssmax.clear();
     EXPECT_GT(MaxAbsDiff(InferenceLogits(plain, tokens, RunPath::kPrefill), trained), 1e-2)
         << v.name;
   }
@@ -366,8 +363,9 @@ std::vector<T> RuleForwardRef(const TrainArch& arch, const TrainParams<float>& p
   for (int l = 0; l < c.n_layers; ++l) {
     const TrainLayer<float>& w = p.layers[static_cast<size_t>(l)];
     const LayerLayout& lay = arch.layers[static_cast<size_t>(l)];
-    const bool rope = (arch.position == TrainPosition::kRope ||
-                       arch.position == TrainPosition::kXpos) && lay.position;
+    const bool rope =
+        (arch.position == TrainPosition::kRope || arch.position == TrainPosition::kXpos) &&
+        lay.position;
     const int rotated = static_cast<int>(std::lround(arch.rope_fraction * (D / 2)));
     const bool windowed = lay.window > 0;
     std::function<bool(int64_t, int64_t)> visible;
@@ -396,8 +394,7 @@ std::vector<T> RuleForwardRef(const TrainArch& arch, const TrainParams<float>& p
     auto bias = [&](int h, int64_t d) -> double {
       if (!lay.position) return 0.0;
       switch (arch.position) {
-        case TrainPosition::kAlibi:
-          return -alibi[h] * static_cast<double>(d);
+        case TrainPosition::kAlibi: return -alibi[h] * static_cast<double>(d);
         case TrainPosition::kKerpleLog:
           return -double(w.bias_a[h]) *
                  std::log(1.0 + double(w.bias_b[h]) * static_cast<double>(d));
@@ -406,13 +403,12 @@ std::vector<T> RuleForwardRef(const TrainArch& arch, const TrainParams<float>& p
         case TrainPosition::kSandwich: {  // lambda sum_{t < dim/2} cos(d 10000^(-2t/dim))
           double sum = 0;
           for (int t = 0; t < arch.sandwich_dim / 2; ++t) {
-            sum += std::cos(static_cast<double>(d) *
-                            std::pow(10000.0, -2.0 * t / arch.sandwich_dim));
+            sum +=
+                std::cos(static_cast<double>(d) * std::pow(10000.0, -2.0 * t / arch.sandwich_dim));
           }
           return arch.sandwich_lambda * sum;
         }
-        default:
-          return 0.0;
+        default: return 0.0;
       }
     };
     std::vector<std::vector<T>> q(static_cast<size_t>(n)), k(q.size()), vv(q.size()), u(q.size());
@@ -548,7 +544,8 @@ TEST(InferenceModel, MethodsOnTrainedLayoutsMatchTheRuleReference) {
       {{"sandwich-mixed", "sandwich:dim=16,lambda=2", "full", 4, false, kMixed},
        {"window:window=20+logn", "blockwise:window=16"}},
       {{"ssmax", "rope", "ssmax", 2}, {"ntk", "window:window=20+logn", "rerope:window=16"}},
-      {{"cosine-per-pos", "rope", "cosine=per-position"}, {"yarn+logn", "lambda:sinks=2,window=20"}},
+      {{"cosine-per-pos", "rope", "cosine=per-position"},
+       {"yarn+logn", "lambda:sinks=2,window=20"}},
       // The GAU block: its one head (R kernel copies) takes the method like a LLaMA head.
       {{"gau", "rope", "full", 1, false, {}, "gau:key=16"},
        {"rerope:window=16", "yarn+logn", "dynamic-ntk", "lambda:sinks=2,window=20"}},

@@ -1,8 +1,8 @@
 // Tests of the parameter registry, AdamW, clipping and the schedule (src/train/optim.h).
 // AdamW is checked against the update written out here in double from the paper's formula, not
 // against the library's own code path.
-#include "tests/testing/files.h"
 #include "src/train/optim.h"
+#include "tests/testing/files.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -38,7 +38,6 @@ struct Tensor {
 std::string TempPath(const std::string& name) {
   return ::testing::TempDir() + "stretch_train_optim_" + std::to_string(getpid()) + "_" + name;
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // Registry
@@ -298,8 +297,8 @@ TEST(ClipTest, NormOverEveryTensor) {
     EXPECT_EQ(r.norm, 13.0);
     const double scale = max_norm / (13.0 + 1e-6);
     EXPECT_EQ(r.scale, scale);
-    EXPECT_EQ(a.grad, (std::vector<float>{static_cast<float>(3 * scale),
-                                          static_cast<float>(4 * scale)}));
+    EXPECT_EQ(a.grad,
+              (std::vector<float>{static_cast<float>(3 * scale), static_cast<float>(4 * scale)}));
     EXPECT_EQ(b.grad, (std::vector<float>{static_cast<float>(12 * scale)}));
     // Three float roundings of the gradients, and the 1e-6.
     EXPECT_NEAR(GradNorm(params), max_norm, max_norm * (4 * kFloatEps + 1e-6 / 13));
@@ -352,7 +351,8 @@ TEST(LrScheduleTest, WarmUpThenCosine) {
   EXPECT_EQ(LearningRate(s, 10), 1.0);  // start of the decay
   // Decay over 100 steps: halfway (step 60) is the mean of lr and min_lr.
   EXPECT_NEAR(LearningRate(s, 60), 0.55, 1e-15);
-  EXPECT_NEAR(LearningRate(s, 35), 0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi * 0.25)), 1e-15);
+  EXPECT_NEAR(LearningRate(s, 35), 0.1 + 0.9 * 0.5 * (1 + std::cos(std::numbers::pi * 0.25)),
+              1e-15);
   EXPECT_EQ(LearningRate(s, 110), 0.1);  // the last step, exactly min_lr
   EXPECT_EQ(LearningRate(s, 500), 0.1);  // and after
   for (int64_t t = 1; t < 10; ++t) EXPECT_GT(LearningRate(s, t), LearningRate(s, t - 1)) << t;
@@ -372,17 +372,21 @@ TEST(LrScheduleTest, EdgeCases) {
 }
 
 TEST(LrScheduleTest, ValidationNamesTheField) {
-  EXPECT_EQ(ErrorOf([] { ValidateLrSchedule({.lr = -1, .min_lr = 0, .warmup_steps = 0,
-                                             .total_steps = 1}); }),
+  EXPECT_EQ(ErrorOf([] {
+              ValidateLrSchedule({.lr = -1, .min_lr = 0, .warmup_steps = 0, .total_steps = 1});
+            }),
             "lr=-1: expected a positive number");
-  EXPECT_EQ(ErrorOf([] { ValidateLrSchedule({.lr = 1, .min_lr = 2, .warmup_steps = 0,
-                                             .total_steps = 1}); }),
+  EXPECT_EQ(ErrorOf([] {
+              ValidateLrSchedule({.lr = 1, .min_lr = 2, .warmup_steps = 0, .total_steps = 1});
+            }),
             "min_lr=2: expected 0 <= min_lr <= lr=1");
-  EXPECT_EQ(ErrorOf([] { ValidateLrSchedule({.lr = 1, .min_lr = 0, .warmup_steps = 5,
-                                             .total_steps = 4}); }),
+  EXPECT_EQ(ErrorOf([] {
+              ValidateLrSchedule({.lr = 1, .min_lr = 0, .warmup_steps = 5, .total_steps = 4});
+            }),
             "warmup_steps=5: expected 0 <= warmup_steps <= total_steps=4");
-  EXPECT_EQ(ErrorOf([] { ValidateLrSchedule({.lr = 1, .min_lr = 0, .warmup_steps = 0,
-                                             .total_steps = 0}); }),
+  EXPECT_EQ(ErrorOf([] {
+              ValidateLrSchedule({.lr = 1, .min_lr = 0, .warmup_steps = 0, .total_steps = 0});
+            }),
             "total_steps=0: expected at least 1");
   EXPECT_EQ(ErrorOf([] { ValidateAdamWConfig({.beta1 = 0.9, .beta2 = 1.5}); }),
             "adamw beta2=1.5: expected 0 <= beta2 < 1");
@@ -511,9 +515,10 @@ TEST(AdamWCheckpointTest, RejectsStateOfAnotherModel) {
               state(w, true);
               w.Add<float>("optim.adamw.m.wq", {4}, four);
             }),
-            path + ": tensor 'optim.adamw.m.wq' holds AdamW moments for parameter 'wq', which "
-                   "this model does not have: expected moments for the 2 registered parameters "
-                   "only");
+            path +
+                ": tensor 'optim.adamw.m.wq' holds AdamW moments for parameter 'wq', which "
+                "this model does not have: expected moments for the 2 registered parameters "
+                "only");
   EXPECT_EQ(load_error([&](SafetensorsWriter& w) {
               w.AddOwned<uint64_t>("optim.adamw.step", {}, {7});
               w.Add<float>("optim.adamw.m.w", {3, 2}, six);

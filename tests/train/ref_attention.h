@@ -31,9 +31,8 @@ struct RefAttention {
   static ref::AttentionShape Shape(const AttentionDims& d) {
     return {d.n_q, d.n_kv, d.q_pos0, d.n_heads, d.n_kv_heads, d.head_dim};
   }
-  static void Forward(const double* q, const double* k, const double* v, double* out,
-                      double* lse, const AttentionDims& dims, double scale,
-                      const AttentionPlan& plan) {
+  static void Forward(const double* q, const double* k, const double* v, double* out, double* lse,
+                      const AttentionDims& dims, double scale, const AttentionPlan& plan) {
     const int64_t nq = dims.n_q * dims.n_heads * dims.head_dim;
     const int64_t nk = dims.n_kv * dims.n_kv_heads * dims.head_dim;
     const ref::TrainAttention<double> f = ref::TrainAttentionForward(

@@ -22,9 +22,9 @@ class RunDirTest : public testing::TempDirTest {
 
 TEST_F(RunDirTest, StepFilesAreNewestFirstAndNamedExactly) {
   EXPECT_EQ(StepFileName(40), "step-00000040.safetensors");
-  for (const char* name : {"step-00000002.safetensors", "step-00000010.safetensors",
-                           "step-0000001.safetensors", "step-0000000x.safetensors",
-                           "step-00000003.safetensors.bak", "notes.md"}) {
+  for (const char* name :
+       {"step-00000002.safetensors", "step-00000010.safetensors", "step-0000001.safetensors",
+        "step-0000000x.safetensors", "step-00000003.safetensors.bak", "notes.md"}) {
     WriteBytes(Path(name), "x");
   }
   const auto files = StepFiles(dir_.string());
@@ -52,9 +52,9 @@ TEST_F(RunDirTest, ScanSaysWhatOfARunIsThere) {
 }
 
 TEST_F(RunDirTest, ClearRemovesTheRunAndNothingElse) {
-  for (const char* name : {"step-00000002.safetensors", "step-00000004.safetensors",
-                           kTrainLogName, kTokenCacheName, ".tokens.cache.partial-5-1",
-                           "notes.md", "step-4.safetensors"}) {
+  for (const char* name :
+       {"step-00000002.safetensors", "step-00000004.safetensors", kTrainLogName, kTokenCacheName,
+        ".tokens.cache.partial-5-1", "notes.md", "step-4.safetensors"}) {
     WriteBytes(Path(name), "x");
   }
   EXPECT_EQ(ClearRunDir(dir_.string()), 5);

@@ -48,8 +48,9 @@ TrainParams<Real> RandomParams(const TrainArch& arch, uint64_t seed) {
     for (Real& x : t) {
       // norms near 1, KERPLE parameters positive (0.2 .. 1.2), matrices O(1) so that every
       // path carries gradient.
-      x = static_cast<Real>(norm ? 1.0 + 0.2 * rng.Normal()
-                                 : bias ? 0.2 + rng.UniformDouble() : 0.5 * rng.Normal());
+      x = static_cast<Real>(norm   ? 1.0 + 0.2 * rng.Normal()
+                            : bias ? 0.2 + rng.UniformDouble()
+                                   : 0.5 * rng.Normal());
     }
   });
   return p;
@@ -130,9 +131,9 @@ TEST(TrainTransformer, GradientOfEveryParameterMatchesCentralDifferences) {
     const TrainArch arch = TinyArch(pos);
     TrainTransformer<double, RefAttention> model(arch);
     TrainParams<double> p = RandomParams<double>(arch, 17 + static_cast<int>(pos));
-    ExpectModelGradients(model, p, TinyTokens(arch, 2, 5, 5), 2,
-                         [](const std::string&) { return true; },
-                         "position " + std::to_string(static_cast<int>(pos)));
+    ExpectModelGradients(
+        model, p, TinyTokens(arch, 2, 5, 5), 2, [](const std::string&) { return true; },
+        "position " + std::to_string(static_cast<int>(pos)));
   }
 }
 
@@ -220,12 +221,14 @@ void MakeMidSized(TrainArch& arch) {
 // of 3 below the 5 positions, so the factor exceeds 1) and cosine attention's per-position lambda.
 std::vector<std::pair<std::string, std::function<void(TrainArch&)>>> LaterVariants() {
   return {
-      {"sandwich", [](TrainArch& a) {
+      {"sandwich",
+       [](TrainArch& a) {
          a.position = TrainPosition::kSandwich;
          a.sandwich_dim = 6;
          a.sandwich_lambda = 0.7;
        }},
-      {"xpos", [](TrainArch& a) {
+      {"xpos",
+       [](TrainArch& a) {
          a.position = TrainPosition::kXpos;
          a.xpos_gamma = 3.0;
        }},
@@ -233,18 +236,21 @@ std::vector<std::pair<std::string, std::function<void(TrainArch&)>>> LaterVarian
       // The fine-tuning initialisations: position interpolation (every theta / F) and NTK-aware
       // RoPE (base * F^(D/(D-2)), resolved at this arch's head dim), the latter with p-RoPE.
       {"pi", [](TrainArch& a) { a.model.rope_interpolation = 2.5f; }},
-      {"ntk", [](TrainArch& a) {
+      {"ntk",
+       [](TrainArch& a) {
          a.rope_ntk = 3.0;
          a.rope_ntk_base = a.model.rope_base;
          a.rope_fraction = 0.5;
          FinalizeArch(a);
        }},
       {"ssmax", [](TrainArch& a) { a.logits.ssmax = true; }},
-      {"logn", [](TrainArch& a) {
+      {"logn",
+       [](TrainArch& a) {
          a.logits.logn = true;
          a.model.seq_len = 3;
        }},
-      {"cosine per position", [](TrainArch& a) {
+      {"cosine per position",
+       [](TrainArch& a) {
          a.logits.query_norm = a.logits.key_norm = a.logits.position_lambda = true;
          a.logits.logit_scale = 4.0;
        }},
@@ -258,8 +264,8 @@ TEST(TrainTransformer, LaterVariantsGradientsMatchCentralDifferences) {
     set(arch);
     TrainTransformer<double, RefAttention> model(arch);
     TrainParams<double> p = RandomParams<double>(arch, ++seed);
-    ExpectModelGradients(model, p, TinyTokens(arch, 2, 5, seed), 2,
-                         [](const std::string&) { return true; }, label);
+    ExpectModelGradients(
+        model, p, TinyTokens(arch, 2, 5, seed), 2, [](const std::string&) { return true; }, label);
   }
 }
 
@@ -268,23 +274,23 @@ TEST(TrainTransformer, LaterVariantsGradientsMatchCentralDifferences) {
 // and 3 so that 5 positions cross them; p-RoPE on top for rerope.
 TEST(TrainTransformer, RelativeMapsGradientsMatchCentralDifferences) {
   uint64_t seed = 120;
-  for (const char* map : {"rerope:window=2", "leaky-rerope:window=2,k=2",
-                          "self-extend:group=2,window=2", "string:shift=3,window=1",
-                          "dca:chunk=4,window=1"}) {
+  for (const char* map :
+       {"rerope:window=2", "leaky-rerope:window=2,k=2", "self-extend:group=2,window=2",
+        "string:shift=3,window=1", "dca:chunk=4,window=1"}) {
     TrainArch arch = TinyArch(TrainPosition::kRope);
     arch.layers = {LayerLayout{true, 3}, LayerLayout{true, 0}};
     arch.rope_map = map;
     if (std::string(map).starts_with("rerope")) arch.rope_fraction = 0.5;
     TrainTransformer<double, RefAttention> model(arch);
     TrainParams<double> p = RandomParams<double>(arch, ++seed);
-    ExpectModelGradients(model, p, TinyTokens(arch, 2, 5, seed), 2,
-                         [](const std::string&) { return true; }, map);
+    ExpectModelGradients(
+        model, p, TinyTokens(arch, 2, 5, seed), 2, [](const std::string&) { return true; }, map);
   }
 }
 
 TEST(TrainTransformer, RelativeMapFloatKernelModelMatchesDoubleModel) {
-  for (const char* map : {"rerope:window=24", "leaky-rerope:window=20,k=3",
-                          "self-extend:group=4,window=16"}) {
+  for (const char* map :
+       {"rerope:window=24", "leaky-rerope:window=20,k=3", "self-extend:group=4,window=16"}) {
     TrainArch arch = TinyArch(TrainPosition::kRope);
     MakeMidSized(arch);
     arch.rope_map = map;
@@ -304,8 +310,8 @@ TEST(TrainTransformer, PerturbedPositionsGradientsAndInvariance) {
   const PositionPerturbation randomized = ParsePerturbation("randomized:max=40", "test");
   const std::vector<int64_t> positions = PerturbedPositions(randomized, 7, 0, 2, 5);
   model.SetPositions(positions);
-  ExpectModelGradients(model, p, tokens, 2, [](const std::string&) { return true; },
-                       "randomized positions");
+  ExpectModelGradients(
+      model, p, tokens, 2, [](const std::string&) { return true; }, "randomized positions");
   TrainActs<double> acts;
   const double perturbed = model.Forward(p, tokens, 2, acts);
   model.SetPositions({});
@@ -407,9 +413,9 @@ TEST(TrainTransformer, GauGradientOfEveryParameterMatchesCentralDifferences) {
     const TrainArch arch = TinyGauArch(pos);
     TrainTransformer<double, RefAttention> model(arch);
     TrainParams<double> p = RandomParams<double>(arch, 41 + static_cast<int>(pos));
-    ExpectModelGradients(model, p, TinyTokens(arch, 2, 5, 7), 2,
-                         [](const std::string&) { return true; },
-                         "gau position " + std::to_string(static_cast<int>(pos)));
+    ExpectModelGradients(
+        model, p, TinyTokens(arch, 2, 5, 7), 2, [](const std::string&) { return true; },
+        "gau position " + std::to_string(static_cast<int>(pos)));
   }
 }
 
@@ -428,8 +434,9 @@ TEST(TrainTransformer, GauInterpolationAndNtkGradientsMatchCentralDifferences) {
     }
     TrainTransformer<double, RefAttention> model(arch);
     TrainParams<double> p = RandomParams<double>(arch, 71 + v);
-    ExpectModelGradients(model, p, TinyTokens(arch, 2, 5, 10 + v), 2,
-                         [](const std::string&) { return true; }, v == 0 ? "gau pi" : "gau ntk");
+    ExpectModelGradients(
+        model, p, TinyTokens(arch, 2, 5, 10 + v), 2, [](const std::string&) { return true; },
+        v == 0 ? "gau pi" : "gau ntk");
     TrainArch mid = MidGauArch(arch);  // the float kernel against the double model
     FinalizeArch(mid);
     ExpectFloatModelMatchesDouble(mid, v == 0 ? "gau pi" : "gau ntk");
@@ -522,8 +529,8 @@ TEST(TrainTransformer, GauParameterList) {
     int64_t n = 1;
     for (int64_t d : ParamShape(arch, name)) n *= d;
     EXPECT_EQ(n, static_cast<int64_t>(t.size())) << name;
-    const bool matrix = name == "token_embedding" || name.ends_with("_u") ||
-                        name.ends_with("_v") || name.ends_with("_z") || name.ends_with("_o");
+    const bool matrix = name == "token_embedding" || name.ends_with("_u") || name.ends_with("_v") ||
+                        name.ends_with("_z") || name.ends_with("_o");
     EXPECT_EQ(decay, matrix) << name;
   });
   const std::vector<std::string> layer0 = {

@@ -3,9 +3,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <sys/wait.h>
 #include <algorithm>
 #include <cmath>
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -22,9 +22,9 @@
 #include "src/core/rng.h"
 #include "src/core/threads.h"
 #include "src/core/timer.h"
-#include "src/io/output_file.h"
 #include "src/eval/score.h"
 #include "src/io/llama2c.h"
+#include "src/io/output_file.h"
 #include "src/kernels/attention.h"
 #include "src/kernels/ops.h"
 #include "src/model/transformer.h"
@@ -40,7 +40,7 @@ struct BenchArgs {
   std::string child_case;  // internal: run one case and print one JSON line
   int64_t length = 0;
   int head_dim = 0;
-  std::string method;  // internal: the case's position method ("" = plain causal RoPE)
+  std::string method;   // internal: the case's position method ("" = plain causal RoPE)
   std::string against;  // internal: a second method timed in alternation (attention, prefill)
   int repeats = 3;
   bool quick = false;
@@ -182,7 +182,8 @@ std::vector<int> BenchTokens(int64_t n, int vocab) {
   Rng rng(7);
   std::vector<int> tokens(static_cast<size_t>(n));
   tokens[0] = kScoreBos;
-  for (int64_t i = 1; i < n; ++i) tokens[static_cast<size_t>(i)] = 3 + static_cast<int>(rng.NextU64() % (vocab - 3));
+  for (int64_t i = 1; i < n; ++i)
+    tokens[static_cast<size_t>(i)] = 3 + static_cast<int>(rng.NextU64() % (vocab - 3));
   return tokens;
 }
 
@@ -190,8 +191,12 @@ std::vector<int> BenchTokens(int64_t n, int vocab) {
 class PrefillCase {
  public:
   PrefillCase(const Model& m, int64_t L, const std::string& method)
-      : model_(m), cache_(m.config, L), tokens_(BenchTokens(L, m.config.vocab_size)),
-        logits_(static_cast<size_t>(m.config.vocab_size)), L_(L), dim_(m.config.dim) {
+      : model_(m),
+        cache_(m.config, L),
+        tokens_(BenchTokens(L, m.config.vocab_size)),
+        logits_(static_cast<size_t>(m.config.vocab_size)),
+        L_(L),
+        dim_(m.config.dim) {
     if (!method.empty()) model_.SetMethod(ParseMethod(method), L);
   }
   double Run() {
@@ -274,7 +279,8 @@ void RunChild(const BenchArgs& a) {
   } else if (a.child_case == "decode") {
     j = CaseDecode(a.model, a.length, a.repeats);
   } else {
-    Fail("--case: found '{}', expected fma, attention, prefill, score-window or decode", a.child_case);
+    Fail("--case: found '{}', expected fma, attention, prefill, score-window or decode",
+         a.child_case);
   }
   j["case"] = a.child_case;
   j["peak_rss_bytes"] = PeakRssBytes();
@@ -325,9 +331,10 @@ void MethodCases(const BenchArgs& a, const std::string& threads, nlohmann::json&
   };
   std::vector<std::string> lines;
   const int64_t L = a.quick ? 4096 : 16384;
-  fmt::print("\nposition methods: attention kernel at L = {}, against `direct` timed in alternation "
-             "(median of {} per-round ratios)\n",
-             L, a.repeats);
+  fmt::print(
+      "\nposition methods: attention kernel at L = {}, against `direct` timed in alternation "
+      "(median of {} per-round ratios)\n",
+      L, a.repeats);
   fmt::print("{:>4} {:<32} {:>10} {:>8}\n", "D", "method", "time", "ratio");
   nlohmann::json rows = nlohmann::json::array();
   for (int D : a.quick ? std::vector<int>{64} : std::vector<int>{64, 128}) {
@@ -336,15 +343,20 @@ void MethodCases(const BenchArgs& a, const std::string& threads, nlohmann::json&
       // The method and `direct` alternate in one process (TimeAlternating): their ratio is taken
       // under the same machine state.
       const nlohmann::json r = RunCase(fmt::format(
-          "--case attention --length {} --head-dim {} --repeats {} --method {} --against direct{}", L,
-          D, a.repeats, ShellQuote(m), threads));
+          "--case attention --length {} --head-dim {} --repeats {} --method {} --against direct{}",
+          L, D, a.repeats, ShellQuote(m), threads));
       const double t = r["seconds"], base = r["against_seconds"], ratio = r["ratio"];
       if (first) fmt::print("{:>4} {:<32} {:>8.1f}ms {:>8}\n", D, "direct", 1e3 * base, "1.000");
       first = false;
       fmt::print("{:>4} {:<32} {:>8.1f}ms {:>8.3f}\n", D, m, 1e3 * t, ratio);
-      rows.push_back({{"head_dim", D}, {"length", L}, {"method", m}, {"seconds", t},
-                      {"direct_seconds", base}, {"ratio", ratio}});
-      const bool met = check(fmt::format("attention {} D={} L={} vs direct", m, D, L), ratio, 1.05, true);
+      rows.push_back({{"head_dim", D},
+                      {"length", L},
+                      {"method", m},
+                      {"seconds", t},
+                      {"direct_seconds", base},
+                      {"ratio", ratio}});
+      const bool met =
+          check(fmt::format("attention {} D={} L={} vs direct", m, D, L), ratio, 1.05, true);
       lines.push_back(fmt::format("  attention {:<30} D={:<3} {:>6.3f}x  target <= 1.05x  {}", m, D,
                                   ratio, met ? "met" : "NOT MET"));
     }
@@ -355,8 +367,8 @@ void MethodCases(const BenchArgs& a, const std::string& threads, nlohmann::json&
   fmt::print("{:>7} {:>10} {:>14} {:>10}\n", "L", "time", "time/L (ns)", "vs 4k");
   nlohmann::json wrows = nlohmann::json::array();
   double per_token_4k = 0;
-  for (int64_t wl : a.quick ? std::vector<int64_t>{4096, 16384}
-                            : std::vector<int64_t>{4096, 16384, 65536}) {
+  for (int64_t wl :
+       a.quick ? std::vector<int64_t>{4096, 16384} : std::vector<int64_t>{4096, 16384, 65536}) {
     nlohmann::json r = RunCase(fmt::format(
         "--case attention --length {} --head-dim 64 --repeats {} --method window:window=512{}", wl,
         a.repeats, threads));
@@ -365,7 +377,9 @@ void MethodCases(const BenchArgs& a, const std::string& threads, nlohmann::json&
     if (wl == 4096) per_token_4k = per_token;
     fmt::print("{:>7} {:>8.1f}ms {:>14.1f} {:>10.3f}\n", wl, 1e3 * t, 1e9 * per_token,
                per_token / per_token_4k);
-    wrows.push_back({{"length", wl}, {"seconds", t}, {"per_token_ratio_vs_4k", per_token / per_token_4k},
+    wrows.push_back({{"length", wl},
+                     {"seconds", t},
+                     {"per_token_ratio_vs_4k", per_token / per_token_4k},
                      {"peak_rss_bytes", r["peak_rss_bytes"]}});
   }
   report["window_scaling"] = wrows;
@@ -376,32 +390,35 @@ void MethodCases(const BenchArgs& a, const std::string& threads, nlohmann::json&
     nlohmann::json mrows = nlohmann::json::array();
     bool first = true;
     for (const std::string& m : maps) {
-      const nlohmann::json r = RunCase(
-          fmt::format("--case prefill --model {} --length {} --repeats {} --method {} --against direct{}",
-                      ShellQuote(a.model), L, a.repeats, ShellQuote(m), threads));
+      const nlohmann::json r = RunCase(fmt::format(
+          "--case prefill --model {} --length {} --repeats {} --method {} --against direct{}",
+          ShellQuote(a.model), L, a.repeats, ShellQuote(m), threads));
       const double t = r["seconds"], base = r["against_seconds"], ratio = r["ratio"];
       if (first) fmt::print("{:<32} {:>14.0f} {:>8}\n", "direct", L / base, "1.000");
       first = false;
       fmt::print("{:<32} {:>14.0f} {:>8.3f}\n", m, L / t, ratio);
       mrows.push_back({{"method", m}, {"seconds", t}, {"direct_seconds", base}, {"ratio", ratio}});
-      const bool met = check(fmt::format("model prefill {} L={} vs direct", m, L), ratio, 1.05, true);
+      const bool met =
+          check(fmt::format("model prefill {} L={} vs direct", m, L), ratio, 1.05, true);
       lines.push_back(fmt::format("  model prefill {:<26} {:>10.3f}x  target <= 1.05x  {}", m,
                                   ratio, met ? "met" : "NOT MET"));
     }
     report["method_prefill"] = mrows;
 
     const int64_t long_ctx = a.quick ? 16384 : 65536;
-    fmt::print("\nscoring one window of {} tokens (`stretch score --ctx {}`): peak memory\n", long_ctx,
-               long_ctx);
+    fmt::print("\nscoring one window of {} tokens (`stretch score --ctx {}`): peak memory\n",
+               long_ctx, long_ctx);
     nlohmann::json srows = nlohmann::json::array();
     for (const std::string m : {"window:window=512", "rerope:window=256"}) {
-      nlohmann::json r = RunCase(fmt::format("--case score-window --model {} --length {} --method {}{}",
-                                             ShellQuote(a.model), long_ctx, ShellQuote(m), threads));
+      nlohmann::json r =
+          RunCase(fmt::format("--case score-window --model {} --length {} --method {}{}",
+                              ShellQuote(a.model), long_ctx, ShellQuote(m), threads));
       const double mb = r["peak_rss_bytes"].get<double>() / 1e6;
       fmt::print("  {:<24} {:>8.1f} s  peak RSS {:>8.1f} MB  loss {:.3f}\n", m,
                  r["seconds"].get<double>(), mb, r["loss"].get<double>());
       srows.push_back({{"method", m}, {"length", long_ctx}, {"result", r}});
-      const bool met = check(fmt::format("score {} at {} peak RSS (MB)", m, long_ctx), mb, 100, true);
+      const bool met =
+          check(fmt::format("score {} at {} peak RSS (MB)", m, long_ctx), mb, 100, true);
       lines.push_back(fmt::format("  score {:<30} peak {:>6.1f} MB   target <= 100 MB  {}", m, mb,
                                   met ? "met" : "NOT MET"));
     }
@@ -424,21 +441,23 @@ void RunParent(const BenchArgs& a) {
   const double peak1 = RunCase("--case fma --threads 1")["gflops"];
   const double peak = RunCase("--case fma" + threads)["gflops"];
   report["fma_peak_gflops"] = {{"1_thread", peak1}, {"all_threads", peak}};
-  fmt::print("float32 FMA peak (bench/fma_peak.h loop): {:.1f} GFLOP/s on 1 thread, {:.1f} GFLOP/s "
-             "on {} threads\n\n",
-             peak1, peak, nthreads);
+  fmt::print(
+      "float32 FMA peak (bench/fma_peak.h loop): {:.1f} GFLOP/s on 1 thread, {:.1f} GFLOP/s "
+      "on {} threads\n\n",
+      peak1, peak, nthreads);
 
-  fmt::print("attention kernel, causal, forward (flops: 4 D per visible query-key pair per head)\n");
+  fmt::print(
+      "attention kernel, causal, forward (flops: 4 D per visible query-key pair per head)\n");
   fmt::print("{:>7} {:>4} {:>7} {:>10} {:>9} {:>8} {:>10}\n", "L", "D", "heads", "time", "GFLOP/s",
              "of peak", "peak RSS");
   nlohmann::json att = nlohmann::json::array();
   bool att_target = true;
-  const std::vector<int64_t> lengths = a.quick ? std::vector<int64_t>{1024, 4096}
-                                               : std::vector<int64_t>{1024, 4096, 16384};
+  const std::vector<int64_t> lengths =
+      a.quick ? std::vector<int64_t>{1024, 4096} : std::vector<int64_t>{1024, 4096, 16384};
   for (int64_t L : lengths) {
     for (int D : {8, 64, 128}) {
-      nlohmann::json r = RunCase(fmt::format("--case attention --length {} --head-dim {} --repeats {}{}",
-                                             L, D, a.repeats, threads));
+      nlohmann::json r = RunCase(fmt::format(
+          "--case attention --length {} --head-dim {} --repeats {}{}", L, D, a.repeats, threads));
       const double frac = r["gflops"].get<double>() / peak;
       if (L >= 4096 && D >= 64 && frac < 0.6) att_target = false;
       fmt::print("{:>7} {:>4} {:>7} {:>8.1f}ms {:>9.1f} {:>7.0f}% {:>10}\n", L, D,
@@ -464,13 +483,12 @@ void RunParent(const BenchArgs& a) {
   if (a.model.empty()) {
     fmt::print("\nmodel cases skipped: no --model given\n");
   } else {
-    fmt::print("\n{} : prefill (whole prompt at once) and decode (one token at a time)\n",
-               a.model);
+    fmt::print("\n{} : prefill (whole prompt at once) and decode (one token at a time)\n", a.model);
     fmt::print("{:>7} {:>14} {:>10} {:>16} {:>10}\n", "context", "prefill tok/s", "peak RSS",
                "decode tok/s", "peak RSS");
     nlohmann::json rows = nlohmann::json::array();
-    const std::vector<int64_t> ctxs = a.quick ? std::vector<int64_t>{512, 2048}
-                                              : std::vector<int64_t>{512, 2048, 8192, 16384};
+    const std::vector<int64_t> ctxs =
+        a.quick ? std::vector<int64_t>{512, 2048} : std::vector<int64_t>{512, 2048, 8192, 16384};
     double prefill8k = 0, prefill16k = 0, decode16k = 0;
     for (int64_t L : ctxs) {
       nlohmann::json p = RunCase(fmt::format("--case prefill --model {} --length {} --repeats {}{}",
@@ -501,7 +519,8 @@ void RunParent(const BenchArgs& a) {
     fmt::print("  {:<48} {:>10} {:<10} target >= 60%    {}\n",
                "attention D=64,128 at L>=4k, fraction of FMA peak", "", "",
                att_target ? "met" : "NOT MET");
-    targets.push_back({{"what", "attention D=64,128 L>=4k >= 60% of FMA peak"}, {"met", att_target}});
+    targets.push_back(
+        {{"what", "attention D=64,128 L>=4k >= 60% of FMA peak"}, {"met", att_target}});
   }
   report["targets"] = targets;
   if (!a.json_out.empty()) {
@@ -532,8 +551,7 @@ void RegisterBench(CLI::App& app) {
   sub->add_flag("--quick", args->quick, "Fewer, shorter cases (for a smoke test)");
   sub->add_option("--json-out", args->json_out, "Also write all figures as JSON to this file");
   sub->add_option("--threads", args->threads, "Threads (default: all cores)");
-  sub->add_option("--case", args->child_case, "Internal: run one case in this process")
-      ->group("");
+  sub->add_option("--case", args->child_case, "Internal: run one case in this process")->group("");
   sub->add_option("--length", args->length, "Internal: the case's length")->group("");
   sub->add_option("--head-dim", args->head_dim, "Internal: the case's head dim")->group("");
   sub->add_option("--method", args->method, "Internal: the case's position method")->group("");

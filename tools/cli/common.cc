@@ -142,9 +142,10 @@ Loaded LoadModel(const ModelArgs& args, bool tokenizer_needed) {
   loaded.header.path = ResolveModelPath(args.model);
   if (IsCheckpointPath(loaded.header.path)) {
     if (!args.tokenizer.empty()) {
-      Fail("--tokenizer {}: {} is a stretch checkpoint, which carries its own tokenizer (and "
-           "--tokenizer reads llama2.c tokenizer files only); leave --tokenizer out",
-           args.tokenizer, loaded.header.path);
+      Fail(
+          "--tokenizer {}: {} is a stretch checkpoint, which carries its own tokenizer (and "
+          "--tokenizer reads llama2.c tokenizer files only); leave --tokenizer out",
+          args.tokenizer, loaded.header.path);
     }
     CheckpointModel c = LoadCheckpointModel(loaded.header.path);
     loaded.header.format = "stretch checkpoint";
@@ -160,9 +161,10 @@ Loaded LoadModel(const ModelArgs& args, bool tokenizer_needed) {
       t.trained.emplace(std::move(*c.tokenizer));
       loaded.tokenizer.emplace(std::move(t));
     } else if (tokenizer_needed) {
-      Fail("{}: the checkpoint carries no tokenizer (no metadata stretch.tokenizer), expected "
-           "one to turn text into tokens (score such a checkpoint with --tokens)",
-           loaded.header.path);
+      Fail(
+          "{}: the checkpoint carries no tokenizer (no metadata stretch.tokenizer), expected "
+          "one to turn text into tokens (score such a checkpoint with --tokens)",
+          loaded.header.path);
     }
     return loaded;
   }
@@ -170,9 +172,10 @@ Loaded LoadModel(const ModelArgs& args, bool tokenizer_needed) {
   loaded.header.format = header.format;
   loaded.header.config = header.config;
   if (tokenizer_needed && args.tokenizer.empty()) {
-    Fail("--tokenizer is required with a llama2.c model ({}): a llama2.c tokenizer file such as "
-         "tok512.bin",
-         loaded.header.path);
+    Fail(
+        "--tokenizer is required with a llama2.c model ({}): a llama2.c tokenizer file such as "
+        "tok512.bin",
+        loaded.header.path);
   }
   loaded.model = LoadLlama2c(loaded.header.path);
   if (!args.tokenizer.empty()) {
@@ -237,13 +240,13 @@ std::vector<std::string> SplitMethodList(std::string_view list) {
   size_t start = 0;
   while (true) {
     const size_t comma = list.find(',', start);
-    const std::string_view piece =
-        Trim(list.substr(start, comma == std::string_view::npos ? std::string_view::npos
-                                                                  : comma - start));
+    const std::string_view piece = Trim(list.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
     if (piece.empty()) {
-      Fail("--methods \"{}\": empty method spec between commas (expected a list such as "
-           "direct,yarn:factor=4,beta_fast=32,pi)",
-           list);
+      Fail(
+          "--methods \"{}\": empty method spec between commas (expected a list such as "
+          "direct,yarn:factor=4,beta_fast=32,pi)",
+          list);
     }
     if (specs.empty() || StartsMethod(piece)) {
       specs.emplace_back(piece);
@@ -268,11 +271,12 @@ void AddMethodOptions(CLI::App* app, MethodArgs& args, bool several) {
                 "the next ':' or '+'); key=value pieces continue the method before them: "
                 "`direct,yarn:factor=4,beta_fast=32,pi` is three methods. Specs: ") +
                 kMethodExamples
-          : std::string("Position method as a spec name[:key=value,...][+logn] (default: "
-                        "direct). ") +
+          : std::string(
+                "Position method as a spec name[:key=value,...][+logn] (default: "
+                "direct). ") +
                 kMethodExamples;
-  args.method_option = app->add_option(several ? "--method,--methods" : "--method", args.specs,
-                                       spec_help);
+  args.method_option =
+      app->add_option(several ? "--method,--methods" : "--method", args.specs, spec_help);
   args.method_option->allow_extra_args(false);
   if (!several) args.method_option->expected(1);
 
@@ -281,8 +285,7 @@ void AddMethodOptions(CLI::App* app, MethodArgs& args, bool several) {
   const std::string llama = "llama.cpp's flag (instead of --method): ";
   auto add = [&](const char* name, auto& value, auto field, const std::string& help) {
     CLI::Option* o = app->add_option(name, value, llama + help);
-    args.llama_options.push_back(
-        {o, [&value, field](LlamaCppRopeFlags& f) { f.*field = value; }});
+    args.llama_options.push_back({o, [&value, field](LlamaCppRopeFlags& f) { f.*field = value; }});
   };
   using F = LlamaCppRopeFlags;
   add("--rope-scaling", args.rope_scaling, &F::rope_scaling,
@@ -325,9 +328,10 @@ std::vector<SweepMethod> MethodsFromArgs(const MethodArgs& args) {
     sources.push_back(args.hf_option->get_name());
   }
   if (sources.size() > 1) {
-    Fail("{} and {} both select the position method (allowed: one source: --method SPEC, "
-         "llama.cpp's --rope-*/--yarn-*/--grp-attn-* flags, or --rope-scaling-json)",
-         sources[0], sources[1]);
+    Fail(
+        "{} and {} both select the position method (allowed: one source: --method SPEC, "
+        "llama.cpp's --rope-*/--yarn-*/--grp-attn-* flags, or --rope-scaling-json)",
+        sources[0], sources[1]);
   }
   std::vector<SweepMethod> methods;
   if (llama_given) {
@@ -354,9 +358,10 @@ SweepMethod OneMethodFromArgs(const MethodArgs& args, std::string_view command) 
   if (methods.size() != 1) {
     std::string names;
     for (const SweepMethod& m : methods) names += (names.empty() ? "" : "; ") + m.spec;
-    Fail("--method: {} runs one method, found {} ({}) (allowed: one spec; `score --methods` "
-         "compares several)",
-         command, methods.size(), names);
+    Fail(
+        "--method: {} runs one method, found {} ({}) (allowed: one spec; `score --methods` "
+        "compares several)",
+        command, methods.size(), names);
   }
   return std::move(methods.front());
 }

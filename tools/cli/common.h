@@ -5,19 +5,19 @@
 
 #include <cstdint>
 #include <functional>
-#include <utility>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "src/eval/sweep.h"
 #include "src/io/text.h"
 #include "src/io/tokenizer.h"
-#include "src/train/data.h"
 #include "src/model/config.h"
 #include "src/position/method.h"
+#include "src/train/data.h"
 
 namespace stretch::cli {
 
@@ -78,8 +78,8 @@ struct ModelHeader {
   std::string format;  // "llama2.c legacy", "llama2.c version 1", "stretch checkpoint"
   ModelConfig config;  // with the attention layout for a checkpoint
   bool checkpoint = false;
-  int64_t step = 0;                // checkpoints: the training step
-  std::string tokenizer_kind;      // checkpoints: "bytes", "sentencepiece" or ""
+  int64_t step = 0;            // checkpoints: the training step
+  std::string tokenizer_kind;  // checkpoints: "bytes", "sentencepiece" or ""
 };
 ModelHeader ReadModelHeader(const std::string& model);
 

@@ -47,8 +47,8 @@ void RunGenerate(const GenerateArgs& args) {
   try {
     model.SetMethod(method.method, capacity);
   } catch (const Error& e) {
-    Fail("--method {} for {} tokens (prompt {} + -n {}): {}", method.spec, capacity,
-         prompt.size(), args.steps, e.what());
+    Fail("--method {} for {} tokens (prompt {} + -n {}): {}", method.spec, capacity, prompt.size(),
+         args.steps, e.what());
   }
   KvCache cache(config, capacity);
   Sampler sampler(args.sampler);
@@ -91,8 +91,9 @@ void RunGenerate(const GenerateArgs& args) {
                "method: {} (resolved for {} tokens)\n",
                prompt.size(), prefill_s, prompt.size() / std::max(prefill_s, 1e-9), generated,
                decode_forwards, decode_s,
-               decode_forwards > 0 ? fmt::format("{:.0f}", decode_forwards / std::max(decode_s, 1e-9))
-                                   : std::string("n/a"),
+               decode_forwards > 0
+                   ? fmt::format("{:.0f}", decode_forwards / std::max(decode_s, 1e-9))
+                   : std::string("n/a"),
                cache.length(), config.seq_len, CanonicalSpec(model.plan().method), capacity);
   }
 }
@@ -113,9 +114,12 @@ void RegisterGenerate(CLI::App& app) {
       "so a method without a factor uses s = L' / trained length.\n"
       "A stretch checkpoint (--model OUT/step-NNNNNNNN.safetensors, or the run's directory "
       "OUT) brings its own tokenizer (no --tokenizer) and its attention layout; its BOS and EOS "
-      "are the tokenizer's. " + std::string(kTrainedLayoutMethodRule) + "\n"
-      "Example: stretch generate -m stories260K.bin -t tok512.bin --prompt \"Once upon\" -n 100\n"
-      "Example: stretch generate -m runs/rope --prompt \"The \" -n 200 --method yarn");
+      "are the tokenizer's. " +
+          std::string(kTrainedLayoutMethodRule) +
+          "\n"
+          "Example: stretch generate -m stories260K.bin -t tok512.bin --prompt \"Once upon\" -n "
+          "100\n"
+          "Example: stretch generate -m runs/rope --prompt \"The \" -n 200 --method yarn");
   AddModelOptions(sub, args->model, /*tokenizer_needed=*/true);
   AddMethodOptions(sub, args->method, /*several=*/false);
   sub->add_option("--prompt,-p", args->prompt, "Text to continue (default: empty, start from BOS)");

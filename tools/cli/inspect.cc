@@ -7,11 +7,11 @@
 #include <cmath>
 
 #include "src/core/error.h"
-#include "src/io/llama2c.h"
 #include "src/eval/rotation.h"
 #include "src/eval/score.h"
-#include "src/position/plan.h"
+#include "src/io/llama2c.h"
 #include "src/model/transformer.h"
+#include "src/position/plan.h"
 #include "tools/cli/common.h"
 
 namespace stretch::cli {
@@ -38,9 +38,9 @@ void PrintMethod(const SweepMethod& method, const RopeGeometry& geo, const Atten
   }
   const RotationView view = MakeRotationView(geo, plan);
   Row("attention factor (multiplies q and k)", fmt::format("{:.6g}", view.attention_factor));
-  Row("logits scaled at the last query by", fmt::format("{:.6g} (times 1/sqrt(head dim){})",
-                                                        view.logit_scale_last,
-                                                        plan.logn ? "; log-n included" : ""));
+  Row("logits scaled at the last query by",
+      fmt::format("{:.6g} (times 1/sqrt(head dim){})", view.logit_scale_last,
+                  plan.logn ? "; log-n included" : ""));
   Row("relative position map", RelMapText(plan));
   Row("mask", MaskText(plan));
   Row("log-n scaling", plan.logn ? "on: logits times max(1, ln(i + 1) / ln L)" : "off");
@@ -52,9 +52,8 @@ void PrintLayout(const ModelHeader& header, const AttentionPlan& plan) {
   const ModelConfig& c = header.config;
   const AttentionLayout& a = c.attention;
   fmt::print("\nattention as trained (step {}):\n", header.step);
-  Row("logits", fmt::format("{}{}q.k times {:.6g}{}",
-                            a.query_norm ? "QueryNorm, " : "", a.key_norm ? "KeyNorm, " : "",
-                            a.logit_scale,
+  Row("logits", fmt::format("{}{}q.k times {:.6g}{}", a.query_norm ? "QueryNorm, " : "",
+                            a.key_norm ? "KeyNorm, " : "", a.logit_scale,
                             a.logit_scale == 1.0 / std::sqrt(static_cast<double>(c.head_dim()))
                                 ? " (1/sqrt(head dim))"
                                 : ""));
@@ -66,8 +65,8 @@ void PrintLayout(const ModelHeader& header, const AttentionPlan& plan) {
       case LayerMethodUse::kMethod: use = "takes the method as it is"; break;
       case LayerMethodUse::kMaskAndLogn: {
         const AttentionPlan p = LayerAttentionPlan(c, nullptr, l, plan);
-        use = fmt::format("takes the method's mask ({}){}", MaskText(p),
-                          p.logn ? " and +logn" : "");
+        use =
+            fmt::format("takes the method's mask ({}){}", MaskText(p), p.logn ? " and +logn" : "");
         break;
       }
       case LayerMethodUse::kTrainedWindow: use = "keeps its window; no method"; break;
@@ -122,16 +121,17 @@ void RunInspect(const InspectArgs& args) {
   }
   Row("vocabulary", fmt::format("{}", c.vocab_size));
   Row("trained context length (seq_len)", fmt::format("{}", c.seq_len));
-  Row("classifier", fmt::format("{}",
-             c.shared_classifier ? "shared with the token embedding" : "separate"));
+  Row("classifier",
+      fmt::format("{}", c.shared_classifier ? "shared with the token embedding" : "separate"));
   bool rope_full = false;  // some layer takes the method's rotation
   for (int l = 0; l < c.n_layers; ++l) {
     rope_full |= MethodUseOf(c.attention.Layer(l)) == LayerMethodUse::kMethod;
   }
   if (!c.attention.IsDefault()) Row("attention layout", AttentionLayoutText(c));
   if (const std::string v = AttentionVariantsText(c); !v.empty()) Row("attention variants", v);
-  Row("RoPE base / pairs per head", fmt::format("{} / {} (interleaved pairs){}",
-             c.rope_base, c.head_dim() / 2, rope_full ? "" : "; no full-attention RoPE layer"));
+  Row("RoPE base / pairs per head",
+      fmt::format("{} / {} (interleaved pairs){}", c.rope_base, c.head_dim() / 2,
+                  rope_full ? "" : "; no full-attention RoPE layer"));
   if (c.rope_interpolation != 1.0f) {
     Row("RoPE position interpolation (trained)",
         fmt::format("positions divided by {} (PI; any --method applies on top)",
@@ -144,17 +144,18 @@ void RunInspect(const InspectArgs& args) {
   Row(fmt::format("KV cache ({} positions)", ctx), HumanBytes(kv));
   Row(fmt::format("activations (prefill chunk of {})", chunk), HumanBytes(act));
   Row("scoring buffers (hidden states, logits)", HumanBytes(hidden + logits));
-  Row("total", fmt::format("{}",
-             HumanBytes(weights + kv + act + hidden + logits)));
-  fmt::print("attention never holds a {} x {} score matrix (tiled online softmax): memory is O(ctx).\n",
-             ctx, ctx);
+  Row("total", fmt::format("{}", HumanBytes(weights + kv + act + hidden + logits)));
+  fmt::print(
+      "attention never holds a {} x {} score matrix (tiled online softmax): memory is O(ctx).\n",
+      ctx, ctx);
   if (header.checkpoint) PrintLayout(header, plan);
   if (rope_full) {
     PrintMethod(method, geo, plan);
   } else {
-    fmt::print("\nposition method at context N = {}: {} (resolved {}); no full-attention layer "
-               "rotates by RoPE, so there is no rotation view (see the layers above)\n",
-               ctx, method.spec, CanonicalSpec(plan.method));
+    fmt::print(
+        "\nposition method at context N = {}: {} (resolved {}); no full-attention layer "
+        "rotates by RoPE, so there is no rotation view (see the layers above)\n",
+        ctx, method.spec, CanonicalSpec(plan.method));
   }
 }
 

@@ -1,7 +1,7 @@
 // stretch: run language models far beyond the context they were trained on, and measure how well
 // they do. See README.md; every subcommand has --help.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <exception>

@@ -44,9 +44,10 @@ void PrintSingle(const ScoreArgs& args, const Loaded& loaded, const SweepCell& c
   if (!args.tokens.empty()) {
     fmt::print("{} sequences, {} tokens scored in {:.1f} s", s.windows, s.scored, s.seconds);
   } else if (args.options.tail > 0) {
-    fmt::print("{} windows of {} positions, the last {} of each scored: {} tokens scored in "
-               "{:.1f} s",
-               s.windows, cell.ctx, args.options.tail, s.scored, s.seconds);
+    fmt::print(
+        "{} windows of {} positions, the last {} of each scored: {} tokens scored in "
+        "{:.1f} s",
+        s.windows, cell.ctx, args.options.tail, s.scored, s.seconds);
   } else {
     fmt::print("{} windows of {} positions, {} tokens scored in {:.1f} s", s.windows, cell.ctx,
                s.scored, s.seconds);
@@ -72,12 +73,13 @@ void PrintProduct(const ScoreArgs& args, const Loaded& loaded,
   fmt::print("model: {}\n", loaded.model.source);
   fmt::print("data: {}\n", InputName(args));
   fmt::print("protocol: {}\n", protocol);
-  fmt::print("{} methods x {} lengths scored in {:.1f} s; each cell: mean next-token loss (nats) "
-             "/ accuracy{}\n\n",
-             methods.size(), args.contexts.size(), seconds,
-             args.options.tail > 0
-                 ? fmt::format(" on the same last {} tokens of every sample", args.options.tail)
-                 : std::string());
+  fmt::print(
+      "{} methods x {} lengths scored in {:.1f} s; each cell: mean next-token loss (nats) "
+      "/ accuracy{}\n\n",
+      methods.size(), args.contexts.size(), seconds,
+      args.options.tail > 0
+          ? fmt::format(" on the same last {} tokens of every sample", args.options.tail)
+          : std::string());
   fmt::print("{}", SweepTableText(methods, args.contexts, cells));
 }
 
@@ -119,8 +121,9 @@ void RunScore(const ScoreArgs& args) {
                                           {"--per-token", args.per_token}};
   CheckOutputPaths(inputs, outputs);
   if (!args.data.empty() && args.model.tokenizer.empty() && !header.checkpoint) {
-    Fail("--data needs --tokenizer to turn the text into tokens (a llama2.c model; stretch "
-         "checkpoints carry their own)");
+    Fail(
+        "--data needs --tokenizer to turn the text into tokens (a llama2.c model; stretch "
+        "checkpoints carry their own)");
   }
   std::vector<SweepCell> planned = PlanSweep(GeometryOf(header.config), methods, args.contexts,
                                              args.options, !args.tokens.empty());
@@ -146,7 +149,9 @@ void RunScore(const ScoreArgs& args) {
                (args.options.tail > 0
                     ? FixedTailProtocolText() + fmt::format(" Here tail = {}.", args.options.tail)
                     : StreamProtocolText());
-    input = {{"data", args.data}, {"files", stream.files}, {"bytes", stream.bytes},
+    input = {{"data", args.data},
+             {"files", stream.files},
+             {"bytes", stream.bytes},
              {"stream_tokens", stream.tokens.size()}};
     sweep_input.stream = stream.tokens;
   } else {
@@ -222,7 +227,8 @@ void RunScore(const ScoreArgs& args) {
     report["result"] = SummaryJson(cells[0].summary);
   }
   // Paths and file names may hold bytes that are not UTF-8: replace them rather than fail.
-  const std::string json_text = report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  const std::string json_text =
+      report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   if (args.json) {
     fmt::print("{}\n", json_text);
   } else if (single) {
@@ -246,9 +252,9 @@ void RegisterScore(CLI::App& app) {
       "probability, in nats), perplexity (exp of the loss) and accuracy (how often the most "
       "likely token is the right one), overall and by position in the window. Positions beyond "
       "the length the model was trained on show whether it extrapolates.\n"
-      "Text (--data): " + TextProtocolText() + "\n" + StreamProtocolText() +
-          "\nFixed tail (--tail K): " + FixedTailProtocolText() +
-          "\nToken ids (--tokens): " + SequenceProtocolText() +
+      "Text (--data): " +
+          TextProtocolText() + "\n" + StreamProtocolText() + "\nFixed tail (--tail K): " +
+          FixedTailProtocolText() + "\nToken ids (--tokens): " + SequenceProtocolText() +
           "\nSeveral methods (--methods a,b,c) and/or lengths (--ctx 512,1024,2048) score every "
           "pair and print one table, rows methods, columns lengths; every pair is checked "
           "before the first is scored. A method given without a factor is resolved per length "

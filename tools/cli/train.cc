@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -39,8 +39,8 @@ struct TrainArgs {
   std::string position = "rope";
   std::string attention = "full";
   std::string perturb = "none";
-  int64_t seq_len = 128, steps = 2000, batch = 16, warmup = -1, save_every = 500,
-          eval_every = 100, eval_windows = 64, log_every = 10;
+  int64_t seq_len = 128, steps = 2000, batch = 16, warmup = -1, save_every = 500, eval_every = 100,
+          eval_windows = 64, log_every = 10;
   int dim = 128, layers = 4, heads = 0, kv_heads = 0, hidden_dim = 0, accumulate = 1;
   double lr = 1e-3, min_lr = -1, weight_decay = 0.1, clip = 1.0, valid_fraction = 0.1;
   uint64_t seed = 1;
@@ -51,15 +51,33 @@ struct TrainArgs {
 
 // Every field a run needs to be repeated exactly (what --resume restores), as JSON.
 json ArgsToJson(const TrainArgs& a) {
-  return {{"data", a.data},           {"tokenizer", a.tokenizer},   {"vocab_size", a.vocab_size},
-          {"block", a.block},         {"position", a.position},     {"attention", a.attention},
-          {"seq_len", a.seq_len},     {"steps", a.steps},           {"batch", a.batch},
-          {"warmup", a.warmup},       {"save_every", a.save_every}, {"eval_every", a.eval_every},
-          {"eval_windows", a.eval_windows}, {"log_every", a.log_every}, {"dim", a.dim},
-          {"layers", a.layers},       {"heads", a.heads},           {"kv_heads", a.kv_heads},
-          {"hidden_dim", a.hidden_dim}, {"accumulate", a.accumulate}, {"lr", a.lr},
-          {"min_lr", a.min_lr},       {"weight_decay", a.weight_decay}, {"clip", a.clip},
-          {"valid_fraction", a.valid_fraction}, {"seed", a.seed}, {"init", a.init},
+  return {{"data", a.data},
+          {"tokenizer", a.tokenizer},
+          {"vocab_size", a.vocab_size},
+          {"block", a.block},
+          {"position", a.position},
+          {"attention", a.attention},
+          {"seq_len", a.seq_len},
+          {"steps", a.steps},
+          {"batch", a.batch},
+          {"warmup", a.warmup},
+          {"save_every", a.save_every},
+          {"eval_every", a.eval_every},
+          {"eval_windows", a.eval_windows},
+          {"log_every", a.log_every},
+          {"dim", a.dim},
+          {"layers", a.layers},
+          {"heads", a.heads},
+          {"kv_heads", a.kv_heads},
+          {"hidden_dim", a.hidden_dim},
+          {"accumulate", a.accumulate},
+          {"lr", a.lr},
+          {"min_lr", a.min_lr},
+          {"weight_decay", a.weight_decay},
+          {"clip", a.clip},
+          {"valid_fraction", a.valid_fraction},
+          {"seed", a.seed},
+          {"init", a.init},
           {"perturb", a.perturb}};
 }
 
@@ -71,7 +89,8 @@ void ApplyJson(CLI::App* app, const json& j, const std::string& what, bool overr
     std::string flag = "--" + key;
     std::replace(flag.begin() + 2, flag.end(), '_', '-');
     CLI::Option* opt = app->get_option_no_throw(flag);
-    if (opt == nullptr) Fail("{}: unknown field \"{}\" (fields are the long flags of stretch train)", what, key);
+    if (opt == nullptr)
+      Fail("{}: unknown field \"{}\" (fields are the long flags of stretch train)", what, key);
     if (opt->count() > 0 && !override_given) continue;  // the command line wins
     std::string text = value.is_string() ? value.get<std::string>() : value.dump();
     if (value.is_boolean()) text = value.get<bool>() ? "true" : "false";
@@ -108,9 +127,10 @@ void CheckRunDirectory(const TrainArgs& a, bool resuming) {
   const RunDirContents held = ScanRunDir(a.out);
   if (!held.HoldsRun()) return;
   if (!a.overwrite) {
-    Fail("--out {} holds another run ({}): continue it with --resume, delete it and start over "
-         "with --overwrite, or choose another --out",
-         a.out, held.Describe());
+    Fail(
+        "--out {} holds another run ({}): continue it with --resume, delete it and start over "
+        "with --overwrite, or choose another --out",
+        a.out, held.Describe());
   }
   const int64_t removed = ClearRunDir(a.out);
   fmt::print(stderr, "train: --overwrite: deleted the earlier run in {} ({}; {} files)\n", a.out,
@@ -142,9 +162,10 @@ InitSource ReadInitSource(const std::string& path) {
   s.arch = ReadCheckpointInfo(f).arch;
   std::optional<TrainingTokenizer> tok = ReadCheckpointTokenizer(f, s.arch.model.vocab_size);
   if (!tok) {
-    Fail("{}: the checkpoint carries no tokenizer (metadata stretch.tokenizer; expected one: "
-         "--init tokenizes the new data with the checkpoint's own tokenizer)",
-         path);
+    Fail(
+        "{}: the checkpoint carries no tokenizer (metadata stretch.tokenizer; expected one: "
+        "--init tokenizes the new data with the checkpoint's own tokenizer)",
+        path);
   }
   s.tokenizer = *tok;
   if (const std::optional<std::string> cli = f.FindMetadata("stretch.cli")) {
@@ -170,16 +191,18 @@ void CheckTokenizerFlags(CLI::App* app, const TrainArgs& a, const InitSource& s)
                             : t.kind() != "bytes" &&
                                   (s.tokenizer_flag.empty() || s.tokenizer_flag == a.tokenizer);
     if (!same) {
-      Fail("--tokenizer {}: --init {} takes the checkpoint's tokenizer ({}), expected --tokenizer "
-           "to name it or be left out (the new data is tokenized with the checkpoint's "
-           "vocabulary, so that every id means what it meant in training)",
-           a.tokenizer, s.path, s.TokenizerText());
+      Fail(
+          "--tokenizer {}: --init {} takes the checkpoint's tokenizer ({}), expected --tokenizer "
+          "to name it or be left out (the new data is tokenized with the checkpoint's "
+          "vocabulary, so that every id means what it meant in training)",
+          a.tokenizer, s.path, s.TokenizerText());
     }
   }
   if (app->count("--vocab-size") > 0 && a.vocab_size != t.vocab_size()) {
-    Fail("--vocab-size {}: --init {} takes the checkpoint's tokenizer ({}), expected --vocab-size "
-         "{} or none",
-         a.vocab_size, s.path, s.TokenizerText(), t.vocab_size());
+    Fail(
+        "--vocab-size {}: --init {} takes the checkpoint's tokenizer ({}), expected --vocab-size "
+        "{} or none",
+        a.vocab_size, s.path, s.TokenizerText(), t.vocab_size());
   }
 }
 
@@ -206,8 +229,10 @@ TrainArch ArchFromFlags(const TrainArgs& a, int vocab_size) {
   if (arch.Gau()) {
     // One head whose width is the key width; e = 2 dim as in the paper and GAU-alpha.
     if (a.heads > 1 || a.kv_heads > 1) {
-      Fail("--heads {} --kv-heads {}: the GAU block has a single head (its width: --block "
-           "gau:key=S)", a.heads, a.kv_heads);
+      Fail(
+          "--heads {} --kv-heads {}: the GAU block has a single head (its width: --block "
+          "gau:key=S)",
+          a.heads, a.kv_heads);
     }
     m.n_heads = m.n_kv_heads = 1;
     m.hidden_dim = a.hidden_dim > 0 ? a.hidden_dim : 2 * a.dim;
@@ -234,9 +259,10 @@ TrainArch ArchFromInit(CLI::App* app, const TrainArgs& a, const InitSource& s,
   ModelConfig& m = arch.model;
   auto same = [&](const char* flag, int64_t given, int64_t have, const char* what) {
     if (app->count(flag) > 0 && given != have) {
-      Fail("{} {}: the checkpoint {} has {}={} (--init keeps the checkpoint's sizes, whose "
-           "parameters it loads; expected {} {} or no {})",
-           flag, given, s.path, what, have, flag, have, flag);
+      Fail(
+          "{} {}: the checkpoint {} has {}={} (--init keeps the checkpoint's sizes, whose "
+          "parameters it loads; expected {} {} or no {})",
+          flag, given, s.path, what, have, flag, have, flag);
     }
   };
   same("--dim", a.dim, m.dim, "dim");
@@ -248,9 +274,10 @@ TrainArch ArchFromInit(CLI::App* app, const TrainArgs& a, const InitSource& s,
     TrainArch given = arch;
     ApplyBlockSpec(a.block, given);
     if (BlockSpecOf(given) != BlockSpecOf(arch)) {
-      Fail("--block {}: the checkpoint {} has block {} (--init keeps the checkpoint's block, "
-           "whose parameters it loads; expected --block {} or no --block)",
-           a.block, s.path, BlockSpecOf(arch), BlockSpecOf(arch));
+      Fail(
+          "--block {}: the checkpoint {} has block {} (--init keeps the checkpoint's block, "
+          "whose parameters it loads; expected --block {} or no --block)",
+          a.block, s.path, BlockSpecOf(arch), BlockSpecOf(arch));
     }
   }
   if (m.seq_len != a.seq_len) {
@@ -311,8 +338,9 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
   }
   if (a.out.empty()) Fail("--out is required: the directory for checkpoints");
   if (a.overwrite && a.resume) {
-    Fail("--overwrite and --resume contradict each other: --resume continues the run in --out, "
-         "--overwrite deletes it");
+    Fail(
+        "--overwrite and --resume contradict each other: --resume continues the run in --out, "
+        "--overwrite deletes it");
   }
   std::optional<std::string> resume_from;
   if (a.resume) {
@@ -392,8 +420,9 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
   TrainerOptions topt;
   topt.batch = a.batch;
   topt.accumulate = a.accumulate;
-  topt.schedule = LrSchedule{a.lr, a.min_lr >= 0 ? a.min_lr : a.lr / 10,
-                             a.warmup >= 0 ? a.warmup : std::min<int64_t>(100, a.steps / 10), a.steps};
+  topt.schedule =
+      LrSchedule{a.lr, a.min_lr >= 0 ? a.min_lr : a.lr / 10,
+                 a.warmup >= 0 ? a.warmup : std::min<int64_t>(100, a.steps / 10), a.steps};
   topt.adamw.weight_decay = a.weight_decay;
   topt.clip = a.clip;
   topt.seed = a.seed;
@@ -401,14 +430,13 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
   Trainer trainer(arch, topt);
   int64_t n_params = 0;
   for (const Param& p : trainer.registry().params()) n_params += p.numel();
-  const std::string block_text =
-      arch.Gau() ? fmt::format("GAU blocks (key width {}, expansion {})", arch.gau_key_dim,
-                               m.hidden_dim)
-                 : fmt::format("{} heads", m.n_heads);
+  const std::string block_text = arch.Gau() ? fmt::format("GAU blocks (key width {}, expansion {})",
+                                                          arch.gau_key_dim, m.hidden_dim)
+                                            : fmt::format("{} heads", m.n_heads);
   const std::string ntk_text =
-      arch.rope_ntk != 1.0 ? fmt::format(" (NTK-aware: RoPE base {} -> {})", arch.rope_ntk_base,
-                                         m.rope_base)
-                           : "";
+      arch.rope_ntk != 1.0
+          ? fmt::format(" (NTK-aware: RoPE base {} -> {})", arch.rope_ntk_base, m.rope_base)
+          : "";
   fmt::print(stderr, "train: {} parameters; dim {}, {} layers, {}; position {}{}; layers: {}{}{}\n",
              n_params, m.dim, m.n_layers, block_text, PositionSpecOf(arch), ntk_text,
              LayoutText(arch), arch.logits.key_norm ? "; keynorm" : "",
@@ -440,9 +468,10 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
 
   CheckpointExtras extras;
   extras.tokenizer_model = data.tokenizer.model();
-  extras.metadata["stretch.tokenizer"] =
-      json{{"kind", std::string(data.tokenizer.kind())}, {"vocab_size", data.tokenizer.vocab_size()},
-           {"bos", data.tokenizer.bos_id()}}.dump();
+  extras.metadata["stretch.tokenizer"] = json{
+      {"kind", std::string(data.tokenizer.kind())},
+      {"vocab_size", data.tokenizer.vocab_size()},
+      {"bos", data.tokenizer.bos_id()}}.dump();
   extras.metadata["stretch.cli"] = ArgsToJson(a).dump();
 
   const int64_t T = a.seq_len;
@@ -450,7 +479,8 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
     const Batch b = SampleBatch(split.train, sampler, rng, B);
     tokens.resize(static_cast<size_t>(B * (T + 1)));
     for (int64_t s = 0; s < B; ++s) {
-      for (int64_t t = 0; t < T; ++t) tokens[static_cast<size_t>(s * (T + 1) + t)] = b.inputs[static_cast<size_t>(s * T + t)];
+      for (int64_t t = 0; t < T; ++t)
+        tokens[static_cast<size_t>(s * (T + 1) + t)] = b.inputs[static_cast<size_t>(s * T + t)];
       tokens[static_cast<size_t>(s * (T + 1) + T)] = b.targets[static_cast<size_t>(s * T + T - 1)];
     }
   };
@@ -483,7 +513,10 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
     tokens_done += st.tokens;
     const double secs = timer.Seconds();
     const double tps = tokens_done / std::max(secs, 1e-9);
-    json rec{{"step", st.step}, {"loss", st.loss}, {"lr", st.lr}, {"grad_norm", st.grad_norm},
+    json rec{{"step", st.step},
+             {"loss", st.loss},
+             {"lr", st.lr},
+             {"grad_norm", st.grad_norm},
              {"tokens_per_s", tps}};
     const bool eval_now = a.eval_every > 0 && (st.step % a.eval_every == 0 || st.step == a.steps);
     if (eval_now) {
@@ -494,8 +527,9 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
     }
     if (st.step % a.log_every == 0 || eval_now || st.step == first + 1) {
       const double eta = (a.steps - st.step) * secs / static_cast<double>(st.step - first);
-      std::string line = fmt::format("step {}/{}  loss {:.4f}  lr {:.2e}  |g| {:.3f}  {:.0f} tok/s  ETA {:.0f}s",
-                                     st.step, a.steps, st.loss, st.lr, st.grad_norm, tps, eta);
+      std::string line =
+          fmt::format("step {}/{}  loss {:.4f}  lr {:.2e}  |g| {:.3f}  {:.0f} tok/s  ETA {:.0f}s",
+                      st.step, a.steps, st.loss, st.lr, st.grad_norm, tps, eta);
       if (rec.contains("val_loss")) {
         line += fmt::format("  val loss {:.4f} acc {:.3f}", rec["val_loss"].get<double>(),
                             rec["val_accuracy"].get<double>());
@@ -509,8 +543,8 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
       SaveCheckpoint(trainer, last_saved, extras);
     }
   }
-  fmt::print("train: {} steps done; checkpoints in {} (latest {}); log {}\n", trainer.step(),
-             a.out, last_saved.empty() ? "none new" : last_saved,
+  fmt::print("train: {} steps done; checkpoints in {} (latest {}); log {}\n", trainer.step(), a.out,
+             last_saved.empty() ? "none new" : last_saved,
              (fs::path(a.out) / kTrainLogName).string());
 }
 
@@ -526,37 +560,73 @@ void RegisterTrain(CLI::App& app) {
       "documents (a held-out tenth of the documents, --valid-fraction, is used for validation "
       "only), runs the model forward and backward, clips the gradient norm (--clip) and takes an "
       "AdamW step; the learning rate warms up over --warmup steps and then follows a cosine down "
-      "to --min-lr. Checkpoints (safetensors with the configuration, tokenizer, optimizer state and "
+      "to --min-lr. Checkpoints (safetensors with the configuration, tokenizer, optimizer state "
+      "and "
       "random state) go to --out every --save-every steps and at the end; `--resume` continues a "
       "run from its newest complete checkpoint exactly as if it had never stopped.\n"
       "Example: stretch train --data ../shared/data/gutenberg --out runs/rope --seq-len 128 "
       "--steps 3000 --dim 192 --layers 4 --heads 4 --position rope --attention full");
-  sub->add_option("--data", args->data, "Training text: a file, or a directory of *.txt files (one document each)");
-  sub->add_option("--out", args->out, "Directory for checkpoints (step-NNNNNNNN.safetensors), the token cache and train_log.jsonl");
-  sub->add_option("--config", args->config, "JSON file with any of these options (keys: the long flag names, '_' for '-'); flags given on the command line win");
-  sub->add_flag("--resume", args->resume, "Continue the run in --out from its newest complete checkpoint, with the arguments stored in it");
-  sub->add_flag("--overwrite", args->overwrite, "Delete the run that --out holds (its checkpoints, token cache and train_log.jsonl; nothing else) and start a new one there. Without it, a new run into a directory that holds another is refused");
+  sub->add_option("--data", args->data,
+                  "Training text: a file, or a directory of *.txt files (one document each)");
+  sub->add_option(
+      "--out", args->out,
+      "Directory for checkpoints (step-NNNNNNNN.safetensors), the token cache and train_log.jsonl");
+  sub->add_option("--config", args->config,
+                  "JSON file with any of these options (keys: the long flag names, '_' for '-'); "
+                  "flags given on the command line win");
+  sub->add_flag("--resume", args->resume,
+                "Continue the run in --out from its newest complete checkpoint, with the arguments "
+                "stored in it");
+  sub->add_flag("--overwrite", args->overwrite,
+                "Delete the run that --out holds (its checkpoints, token cache and "
+                "train_log.jsonl; nothing else) and start a new one there. Without it, a new run "
+                "into a directory that holds another is refused");
   sub->add_option("--init", args->init,
                   "Fine-tune from this checkpoint: its parameters, its tokenizer (the new --data "
                   "is tokenized with it; --tokenizer / --vocab-size, if given, must name it) and "
                   "its architecture (block, sizes, position, attention). --seq-len is the new "
-                  "training length (default: the checkpoint's); --position and --attention given here replace the "
+                  "training length (default: the checkpoint's); --position and --attention given "
+                  "here replace the "
                   "checkpoint's (a --position without base= keeps the checkpoint's RoPE base); a "
                   "size or block flag that differs from the checkpoint is an error. E.g. --init "
                   "runs/rope --position rope:pi=4 --seq-len 512 --steps 1000 (the file, or a "
                   "run's directory: its newest checkpoint)");
-  sub->add_option("--tokenizer", args->tokenizer, "Tokenizer trained on --data: bytes, bpe or unigram (SentencePiece)")->capture_default_str();
-  sub->add_option("--vocab-size", args->vocab_size, "Vocabulary size for bpe / unigram")->capture_default_str();
-  sub->add_option("--seq-len", args->seq_len, "Training length L: tokens per window")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--steps", args->steps, "Optimizer steps in the whole run")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--batch", args->batch, "Windows per micro-batch")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--accumulate", args->accumulate, "Micro-batches per optimizer step (gradient accumulation)")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--dim", args->dim, "Model width")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--layers", args->layers, "Transformer blocks")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--heads", args->heads, "Attention heads (dim / heads must be even; default 4; the GAU block has one)");
-  sub->add_option("--kv-heads", args->kv_heads, "Key/value heads (grouped-query attention; default: --heads)");
-  sub->add_option("--hidden-dim", args->hidden_dim, "SwiGLU width (default: 8/3 dim rounded up to 16); GAU: the expansion width e of U and V (default: 2 dim; a multiple of the key width)");
-  sub->add_option("--block", args->block, "Block: llama (pre-norm attention + SwiGLU) or gau[:key=S] (post-norm single-head Gated Attention Unit, as GAU-alpha: key width S, default min(128, dim))")->capture_default_str();
+  sub->add_option("--tokenizer", args->tokenizer,
+                  "Tokenizer trained on --data: bytes, bpe or unigram (SentencePiece)")
+      ->capture_default_str();
+  sub->add_option("--vocab-size", args->vocab_size, "Vocabulary size for bpe / unigram")
+      ->capture_default_str();
+  sub->add_option("--seq-len", args->seq_len, "Training length L: tokens per window")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--steps", args->steps, "Optimizer steps in the whole run")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--batch", args->batch, "Windows per micro-batch")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--accumulate", args->accumulate,
+                  "Micro-batches per optimizer step (gradient accumulation)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--dim", args->dim, "Model width")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--layers", args->layers, "Transformer blocks")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--heads", args->heads,
+                  "Attention heads (dim / heads must be even; default 4; the GAU block has one)");
+  sub->add_option("--kv-heads", args->kv_heads,
+                  "Key/value heads (grouped-query attention; default: --heads)");
+  sub->add_option("--hidden-dim", args->hidden_dim,
+                  "SwiGLU width (default: 8/3 dim rounded up to 16); GAU: the expansion width e of "
+                  "U and V (default: 2 dim; a multiple of the key width)");
+  sub->add_option(
+         "--block", args->block,
+         "Block: llama (pre-norm attention + SwiGLU) or gau[:key=S] (post-norm single-head Gated "
+         "Attention Unit, as GAU-alpha: key width S, default min(128, dim))")
+      ->capture_default_str();
   sub->add_option("--position", args->position,
                   "How attention knows where tokens are: rope[:base=B,fraction=P,pi=F|ntk=F] "
                   "(RoPE; P < 1 is p-RoPE: only that share of the frequency pairs rotates, the "
@@ -581,7 +651,9 @@ void RegisterTrain(CLI::App& app) {
   sub->add_option("--lr", args->lr, "Peak learning rate")->capture_default_str();
   sub->add_option("--min-lr", args->min_lr, "Learning rate at the last step (default: lr / 10)");
   sub->add_option("--warmup", args->warmup, "Warm-up steps (default: min(100, steps / 10))");
-  sub->add_option("--weight-decay", args->weight_decay, "AdamW decoupled weight decay (not on norms)")->capture_default_str();
+  sub->add_option("--weight-decay", args->weight_decay,
+                  "AdamW decoupled weight decay (not on norms)")
+      ->capture_default_str();
   sub->add_option("--perturb", args->perturb,
                   "Position perturbation of the training windows (RoPE only): none, "
                   "randomized:max=M (each window's positions are a sorted random sample below M, "
@@ -589,13 +661,23 @@ void RegisterTrain(CLI::App& app) {
                   "the window is cut into N pieces moved apart by random skips, positions below "
                   "M; Zhu et al. 2023). Evaluation uses the true positions")
       ->capture_default_str();
-  sub->add_option("--clip", args->clip, "Clip the global gradient norm to this (0: no clipping)")->capture_default_str();
-  sub->add_option("--seed", args->seed, "Seed of the initialization, the split and the batches")->capture_default_str();
-  sub->add_option("--save-every", args->save_every, "Checkpoint every N steps (and at the end)")->capture_default_str();
-  sub->add_option("--eval-every", args->eval_every, "Validation loss and accuracy every N steps (0: never)")->capture_default_str();
-  sub->add_option("--eval-windows", args->eval_windows, "Held-out windows per validation")->capture_default_str();
-  sub->add_option("--log-every", args->log_every, "Progress line every N steps")->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--valid-fraction", args->valid_fraction, "Fraction of documents held out for validation")->capture_default_str();
+  sub->add_option("--clip", args->clip, "Clip the global gradient norm to this (0: no clipping)")
+      ->capture_default_str();
+  sub->add_option("--seed", args->seed, "Seed of the initialization, the split and the batches")
+      ->capture_default_str();
+  sub->add_option("--save-every", args->save_every, "Checkpoint every N steps (and at the end)")
+      ->capture_default_str();
+  sub->add_option("--eval-every", args->eval_every,
+                  "Validation loss and accuracy every N steps (0: never)")
+      ->capture_default_str();
+  sub->add_option("--eval-windows", args->eval_windows, "Held-out windows per validation")
+      ->capture_default_str();
+  sub->add_option("--log-every", args->log_every, "Progress line every N steps")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--valid-fraction", args->valid_fraction,
+                  "Fraction of documents held out for validation")
+      ->capture_default_str();
   sub->add_option("--threads", args->threads, "Threads (default: all cores)");
   sub->callback([sub, args] { RunTrain(sub, *args); });
 }
