@@ -19,11 +19,15 @@ int RotationView::BeyondCount() const {
 double MaxRelativePosition(const AttentionPlan& plan, int64_t N) {
   STRETCH_CHECK(N >= 1, "N={}", N);
   // Every map but DCA gives relative positions that never decrease with the query position for a
-  // fixed key, so the last query sees the largest. DCA's depend on i mod c (c = chunk_len): the
-  // last c queries cover every residue, each with at least as many chunks behind it as any
-  // earlier query of the same residue.
+  // fixed key, so the last query sees the largest, unless the mask hides keys from later queries
+  // that earlier ones saw. DCA's depend on i mod c (c = chunk_len): the last c queries cover every
+  // residue, each with at least as many chunks behind it as any earlier query of the same
+  // residue. The blockwise mask's reach depends on i mod B/2 (B the window): the last B queries
+  // hold the end of a whole half-block whenever N >= B, which reaches back furthest.
   int64_t first_query = N - 1;
   if (plan.map.kind == RelMapKind::kDca) first_query = std::max<int64_t>(0, N - plan.map.chunk_len);
+  if (plan.mask == MaskKind::kBlock)
+    first_query = std::min(first_query, std::max<int64_t>(0, N - plan.window));
   double best = 0.0;
   for (int64_t i = first_query; i < N; ++i) {
     for (int64_t j = 0; j <= i; ++j) {

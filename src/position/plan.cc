@@ -280,6 +280,7 @@ AttentionPlan MakeAttentionPlan(const Method& m, const RopeGeometry& geo, int64_
       map.shift = r.shift;
       break;
     case RelMapKind::kDca:
+      map.window = r.window;
       map.chunk_size = r.chunk;
       map.chunk_len = r.chunk - r.window;
       STRETCH_CHECK(map.chunk_len >= 1, "dca chunk={} window={}", r.chunk, r.window);
