@@ -538,7 +538,6 @@ void RotateKeysTransposed(float* HWY_RESTRICT kt, int pairs, int nk, const float
   }
 }
 
-// Rotates pairs of a query row by the angles whose cos/sin are given (pairs entries each).
 // One work item: kv head g, query tile qt, keys [k_begin, k_end).
 template <int kD, class Mask>
 void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, Scratch& sc) {

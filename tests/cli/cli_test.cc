@@ -29,6 +29,12 @@ TEST(Cli, EverySubcommandExplainsItself) {
   EXPECT_TRUE(Has(score.out, "BOS (prepended, replacing nothing)")) << score.out;
 }
 
+TEST(Cli, ContendedBenchNeedsAModel) {
+  const RunResult r = RunCli("bench --contended");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, "--contended needs --model")) << r.out;
+}
+
 TEST(Cli, MissingSubcommandOrFileFailsWithAMessage) {
   EXPECT_NE(RunCli("").exit_code, 0);
   const RunResult r = RunCli("inspect --model /nonexistent/model.bin");

@@ -3,9 +3,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 
 #include <cstdio>
 #include <filesystem>
@@ -30,6 +34,7 @@
 #include "src/model/transformer.h"
 #include "src/position/method.h"
 #include "src/position/plan.h"
+#include "src/train/trainer.h"
 #include "tools/cli/common.h"
 
 namespace stretch::cli {
@@ -44,6 +49,7 @@ struct BenchArgs {
   std::string against;  // internal: a second method timed in alternation (attention, prefill)
   int repeats = 3;
   bool quick = false;
+  bool contended = false;
   std::string json_out;
   int threads = 0;
 };
@@ -231,11 +237,13 @@ nlohmann::json CasePrefill(const std::string& path, int64_t L, int repeats,
 
 // Scoring one window of L tokens (BOS + L - 1) the way `stretch score` does: the layer-major
 // sequence forward with no KV cache, then logits and loss 256 rows at a time.
-nlohmann::json CaseScoreWindow(const std::string& path, int64_t L, const std::string& method) {
+// With `windows` > 1, that many windows of a stream, as scoring a text does.
+nlohmann::json CaseScoreWindow(const std::string& path, int64_t L, const std::string& method,
+                               int64_t windows) {
   const Model m = LoadLlama2c(path);
   Transformer model(m);
   if (!method.empty()) model.SetMethod(ParseMethod(method), L);
-  std::vector<int> stream = BenchTokens(L + 1, m.config.vocab_size);
+  std::vector<int> stream = BenchTokens(L * windows + 1, m.config.vocab_size);
   ScoreOptions o;
   o.ctx = L;
   o.progress = false;
@@ -266,6 +274,38 @@ nlohmann::json CaseDecode(const std::string& path, int64_t depth, int repeats) {
   return {{"tokens_per_s", Median(rates)}, {"steps", steps}};
 }
 
+// Optimizer steps of bench/train_bench.cc's model (dim 256, 4 layers, 4 heads, SwiGLU 688, vocab
+// 512, length 256, batch 8, RoPE) on random tokens: the median seconds of `repeats` steps after
+// one warm-up step.
+nlohmann::json CaseTrainStep(int repeats) {
+  TrainArch arch;
+  ModelConfig& m = arch.model;
+  m.dim = 256;
+  m.hidden_dim = 688;
+  m.n_layers = 4;
+  m.n_heads = m.n_kv_heads = 4;
+  m.vocab_size = 512;
+  m.seq_len = 256;
+  m.shared_classifier = false;
+  arch.layers.assign(4, LayerLayout{});
+  TrainerOptions opt;
+  opt.batch = 8;
+  opt.schedule = LrSchedule{1e-3, 1e-4, 10, 1000000};
+  Trainer trainer(arch, opt);
+  const BatchSource batches = [](Rng& rng, int64_t B, std::vector<int>& tokens) {
+    tokens.resize(static_cast<size_t>(B * 257));
+    for (int& t : tokens) t = static_cast<int>(rng.NextU64() % 512);
+  };
+  trainer.Step(batches);  // allocations
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) {
+    Timer t;
+    trainer.Step(batches);
+    times.push_back(t.Seconds());
+  }
+  return {{"seconds", Median(times)}, {"tokens_per_step", 8 * 256}};
+}
+
 void RunChild(const BenchArgs& a) {
   nlohmann::json j;
   if (a.child_case == "fma") {
@@ -275,11 +315,13 @@ void RunChild(const BenchArgs& a) {
   } else if (a.child_case == "prefill") {
     j = CasePrefill(a.model, a.length, a.repeats, a.method, a.against);
   } else if (a.child_case == "score-window") {
-    j = CaseScoreWindow(a.model, a.length, a.method);
+    j = CaseScoreWindow(a.model, a.length, a.method, a.contended ? a.repeats : 1);
   } else if (a.child_case == "decode") {
     j = CaseDecode(a.model, a.length, a.repeats);
+  } else if (a.child_case == "train-step") {
+    j = CaseTrainStep(a.repeats);
   } else {
-    Fail("--case: found '{}', expected fma, attention, prefill, score-window or decode",
+    Fail("--case: found '{}', expected fma, attention, prefill, score-window, decode or train-step",
          a.child_case);
   }
   j["case"] = a.child_case;
@@ -428,12 +470,90 @@ void MethodCases(const BenchArgs& a, const std::string& threads, nlohmann::json&
   for (const std::string& l : lines) fmt::print("{}\n", l);
 }
 
+// A CPU-bound neighbour: a child process spinning on one core until it is destroyed, as a
+// compiler or another job on a shared machine.
+class BusyNeighbour {
+ public:
+  BusyNeighbour() {
+    pid_ = ::fork();
+    if (pid_ < 0) Fail("bench: cannot start the busy neighbour process: {}", std::strerror(errno));
+    if (pid_ == 0) {
+      volatile uint64_t x = 1;
+      for (;;) x = x * 6364136223846793005ull + 1442695040888963407ull;
+    }
+  }
+  ~BusyNeighbour() {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  BusyNeighbour(const BusyNeighbour&) = delete;
+  BusyNeighbour& operator=(const BusyNeighbour&) = delete;
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// Scoring, prefill and a training step, each alone and beside a busy neighbour process, in
+// alternation; the ratio (median over rounds of beside / alone) says how much a shared machine
+// costs. Ideal on 2 cores with 2 threads: 1.5 (the neighbour takes a third of the CPU).
+void RunContended(const BenchArgs& a, const std::string& threads) {
+  if (a.model.empty())
+    Fail("--contended needs --model (a llama2.c model, for scoring and prefill)");
+  struct Case {
+    std::string name, args;
+  };
+  const std::vector<Case> cases = {
+      {"score 64 windows of 512",
+       fmt::format("--case score-window --contended --model {} --length 512 --repeats 64{}",
+                   ShellQuote(a.model), threads)},
+      {"prefill 8192", fmt::format("--case prefill --model {} --length 8192 --repeats 3{}",
+                                   ShellQuote(a.model), threads)},
+      {"train step (4 x 256, L 256, batch 8)",
+       fmt::format("--case train-step --repeats 3{}", threads)},
+  };
+  constexpr double kTarget = 2.5;
+  fmt::print("contended: each case alone, then beside a CPU-bound neighbour process, {} rounds\n",
+             a.repeats);
+  fmt::print("{:<38} {:>10} {:>10} {:>7}  target <= {}\n", "case", "alone", "beside", "ratio",
+             kTarget);
+  nlohmann::json rows = nlohmann::json::array();
+  for (const Case& c : cases) {
+    std::vector<double> alone, beside, ratios;
+    for (int r = 0; r < a.repeats; ++r) {
+      const double t0 = RunCase(c.args)["seconds"];
+      double t1 = 0;
+      {
+        BusyNeighbour neighbour;
+        t1 = RunCase(c.args)["seconds"];
+      }
+      alone.push_back(t0);
+      beside.push_back(t1);
+      ratios.push_back(t1 / t0);
+    }
+    const double ratio = Median(ratios);
+    fmt::print("{:<38} {:>9.3f}s {:>9.3f}s {:>7.2f}  {}\n", c.name, Median(alone), Median(beside),
+               ratio, ratio <= kTarget ? "met" : "NOT MET");
+    rows.push_back({{"case", c.name},
+                    {"alone_seconds", Median(alone)},
+                    {"beside_seconds", Median(beside)},
+                    {"ratio", ratio},
+                    {"target", kTarget},
+                    {"met", ratio <= kTarget}});
+  }
+  if (!a.json_out.empty()) {
+    AtomicFile out(a.json_out);
+    out.Write(nlohmann::json{{"contended", rows}}.dump(2) + "\n");
+    out.Commit();
+  }
+}
+
 void RunParent(const BenchArgs& a) {
   const NamedPath inputs[] = {{"--model", a.model}};
   const NamedPath outputs[] = {{"--json-out", a.json_out}};
   CheckOutputPaths(inputs, outputs);
   if (!a.model.empty()) ReadLlama2cHeader(a.model);  // a bad --model fails now, not after minutes
   const std::string threads = a.threads > 0 ? fmt::format(" --threads {}", a.threads) : "";
+  if (a.contended) return RunContended(a, threads);
   const int nthreads = a.threads > 0 ? a.threads : NumThreads();
   nlohmann::json report = {{"threads", nthreads}};
   fmt::print("stretch bench: {} threads{}\n\n", nthreads, a.quick ? " (quick: fewer cases)" : "");
@@ -549,6 +669,10 @@ void RegisterBench(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   sub->add_flag("--quick", args->quick, "Fewer, shorter cases (for a smoke test)");
+  sub->add_flag("--contended", args->contended,
+                "Instead of the usual cases: scoring, prefill (both need --model) and a training "
+                "step, each alone and beside a CPU-bound neighbour process, in alternation, "
+                "--repeats rounds; prints the slowdown beside the neighbour (target <= 2.5x)");
   sub->add_option("--json-out", args->json_out, "Also write all figures as JSON to this file");
   sub->add_option("--threads", args->threads, "Threads (default: all cores)");
   sub->add_option("--case", args->child_case, "Internal: run one case in this process")->group("");
