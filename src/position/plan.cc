@@ -169,10 +169,7 @@ AttentionBias SandwichBias(std::vector<double> lambdas, int dim, int64_t max_dis
 std::vector<double> AttentionPlan::XposLog2Decay() const {
   std::vector<double> out;
   if (xpos_scale_base <= 0.0) return out;
-  const size_t pairs = freq.thetas.size();
-  const double d = 2.0 * static_cast<double>(pairs);
-  for (size_t t = 0; t < pairs; ++t) {
-    const double zeta = (2.0 * static_cast<double>(t) + 0.4 * d) / (1.4 * d);
+  for (const double zeta : XposZetas(2 * static_cast<int>(freq.thetas.size()))) {
     out.push_back(std::log2(zeta) / xpos_scale_base);
   }
   return out;

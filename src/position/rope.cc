@@ -21,6 +21,23 @@ std::vector<double> RopeThetas(double base, int rotary_dim) {
   return thetas;
 }
 
+std::vector<double> TrainedRopeThetas(double base, int D, int rotated_pairs, double interpolation) {
+  std::vector<double> thetas = RopeThetas(base, D);
+  for (size_t t = 0; t < thetas.size(); ++t) {
+    thetas[t] = static_cast<int>(t) < rotated_pairs ? thetas[t] / interpolation : 0.0;
+  }
+  return thetas;
+}
+
+std::vector<double> XposZetas(int D) {
+  STRETCH_CHECK(D > 0 && D % 2 == 0, "D={}", D);
+  std::vector<double> zetas(static_cast<size_t>(D / 2));
+  for (int t = 0; t < D / 2; ++t) {
+    zetas[static_cast<size_t>(t)] = (2.0 * t + 0.4 * D) / (1.4 * D);
+  }
+  return zetas;
+}
+
 RopeTable MakeRopeTableAt(const std::vector<double>& thetas, int64_t pos0,
                           const std::vector<double>& positions) {
   RopeTable table;

@@ -653,17 +653,14 @@ class TrainTransformer {
           "position perturbation needs RoPE without a relative map in LLaMA blocks "
           "(--position rope, --block llama)");
     }
-    const int D = arch_.HeadDim(), pairs = D / 2, rotated = RotatedPairs(arch_);
-    const double interpolation = static_cast<double>(arch_.model.rope_interpolation);  // PI
+    const int D = arch_.HeadDim(), pairs = D / 2;
+    const std::vector<double> thetas = TrainedThetas();
     acts.rope_cos.resize(static_cast<size_t>(B * T * pairs));
     acts.rope_sin.resize(acts.rope_cos.size());
     for (int64_t r = 0; r < B * T; ++r) {
       const double pos = static_cast<double>(positions_[static_cast<size_t>(r)]);
       for (int u = 0; u < pairs; ++u) {
-        const double theta =
-            u < rotated
-                ? std::pow(static_cast<double>(arch_.model.rope_base), -2.0 * u / D) / interpolation
-                : 0.0;
+        const double theta = thetas[static_cast<size_t>(u)];
         acts.rope_cos[static_cast<size_t>(r * pairs + u)] =
             static_cast<Real>(std::cos(pos * theta));
         acts.rope_sin[static_cast<size_t>(r * pairs + u)] =
@@ -672,6 +669,12 @@ class TrainTransformer {
     }
   }
   // RoPE applied to q and k before the kernel (layers with a relative map rotate inside it).
+  // theta_u of every pair (rope.h: TrainedRopeThetas).
+  std::vector<double> TrainedThetas() const {
+    return TrainedRopeThetas(static_cast<double>(arch_.model.rope_base), arch_.HeadDim(),
+                             RotatedPairs(arch_),
+                             static_cast<double>(arch_.model.rope_interpolation));
+  }
   bool UsesRope(int l) const {
     return (arch_.position == TrainPosition::kRope || arch_.position == TrainPosition::kXpos) &&
            arch_.layers[static_cast<size_t>(l)].position && !Mapped(l);
@@ -688,20 +691,16 @@ class TrainTransformer {
   // the head dim, or the GAU's key width).
   const RopeTables& Rope(int64_t T) const {
     if (rope_.T != T) {
-      const ModelConfig& m = arch_.model;
       const int D = arch_.HeadDim(), pairs = D / 2;
       rope_.T = T;
       rope_.cos.resize(static_cast<size_t>(T * pairs));
       rope_.sin.resize(rope_.cos.size());
       // p-RoPE: pairs from RotatedPairs() on have theta 0 (cos 1, sin 0: not rotated). PI:
       // position t rotated as t / F (every theta divided by F; Chen et al. 2023).
-      const int rotated = RotatedPairs(arch_);
-      const double interpolation = static_cast<double>(m.rope_interpolation);
+      const std::vector<double> thetas = TrainedThetas();
       for (int64_t t = 0; t < T; ++t) {
         for (int u = 0; u < pairs; ++u) {
-          const double theta =
-              u < rotated ? std::pow(static_cast<double>(m.rope_base), -2.0 * u / D) / interpolation
-                          : 0.0;
+          const double theta = thetas[static_cast<size_t>(u)];
           rope_.cos[static_cast<size_t>(t * pairs + u)] = static_cast<Real>(std::cos(t * theta));
           rope_.sin[static_cast<size_t>(t * pairs + u)] = static_cast<Real>(std::sin(t * theta));
         }
@@ -715,9 +714,10 @@ class TrainTransformer {
       rope_.xpos_q.assign(static_cast<size_t>(T * pairs), Real(1));
       rope_.xpos_k.assign(rope_.xpos_q.size(), Real(1));
       if (arch_.position == TrainPosition::kXpos) {
+        const std::vector<double> zetas = XposZetas(D);
         for (int64_t t = 0; t < T; ++t) {
           for (int u = 0; u < pairs; ++u) {
-            const double zeta = (2.0 * u + 0.4 * D) / (1.4 * D);
+            const double zeta = zetas[static_cast<size_t>(u)];
             const double rel = static_cast<double>(t - (T - 1)) / arch_.xpos_gamma;
             rope_.xpos_q[static_cast<size_t>(t * pairs + u)] =
                 static_cast<Real>(std::pow(zeta, rel));
