@@ -538,87 +538,115 @@ void RotateKeysTransposed(float* HWY_RESTRICT kt, int pairs, int nk, const float
   }
 }
 
-// One work item: kv head g, query tile qt, keys [k_begin, k_end).
-template <int kD, class Mask>
-void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, Scratch& sc) {
-  using Cfg = Config<kD>;
-  constexpr int kBk = Cfg::kBk;
-  constexpr int N = Cfg::kN;
-  const int D = kD != 0 ? kD : pb.D;
-  const int dp = pb.dp;
-  const int r = pb.group;
-  const int64_t i0 = qt * pb.tq;
-  const int nt = static_cast<int>(std::min(pb.tq, pb.T - i0));
-  const int rows = nt * r;
-  const int64_t q_lo = pb.q_pos0 + i0;
-  const int64_t q_hi = q_lo + nt - 1;
-  const int64_t k_begin = std::max(chunk * pb.chunk_keys + pb.key_first, mask.KeyBegin(q_lo));
-  const int64_t k_end = std::min(pb.S, pb.key_first + (chunk + 1) * pb.chunk_keys);
-  const int64_t k_stop = std::min(k_end, mask.KeyEnd(q_hi));
-  const PositionMap* map = pb.rotate ? &pb.plan->map : nullptr;
-  const int pairs = pb.pairs;
+// What one work item covers: kv head g, query tile qt (rows i0 .. i0 + nt - 1 of the call, at
+// positions q_lo .. q_hi, stacked with their r = H/G query heads into `rows` tile rows), key chunk
+// `chunk` (keys k_begin .. k_end - 1; the mask ends the last query's keys at k_stop).
+struct Item {
+  int g = 0;
+  int64_t qt = 0;
+  int chunk = 0;
+  int64_t i0 = 0;
+  int nt = 0;
+  int rows = 0;
+  int64_t q_lo = 0, q_hi = 0;
+  int64_t k_begin = 0, k_end = 0, k_stop = 0;
+  const PositionMap* map = nullptr;  // the relative map when the kernel rotates, else null
+  uint32_t segs = 1u;                // the segments this tile's queries meet over all their keys
+  // XPOS: the largest query position of the tile per segment (see XposReference).
+  double xpos_ref[kMaxSegments] = {};
 
-  // Dynamic frequencies: one query position per tile (tq == 1); its thetas rotate q and keys.
-  if (pb.dynamic) {
-    STRETCH_CHECK(nt == 1);
-    sc.thetas = pb.plan->FrequenciesAt(q_lo).thetas;
-    // cos/sin(b theta_t) for b < kBk and cos/sin(a kBk theta_t) for the key tiles a this item
-    // visits, each by the angle-addition recurrence in double from exact values: at most
-    // max(kBk, S / kBk) steps, each adding ~1 double ulp, so ~1e-13 at 64k keys, far below the
-    // float rounding of the result.
-    sc.n_coarse = static_cast<size_t>((k_stop + kBk - 1) / kBk) + 1;
-    sc.fine_c.resize(static_cast<size_t>(pairs) * kBk);
-    sc.fine_s.resize(sc.fine_c.size());
-    sc.coarse_c.resize(static_cast<size_t>(pairs) * sc.n_coarse);
-    sc.coarse_s.resize(sc.coarse_c.size());
-    auto fill = [](double step, size_t n, double* c_out, double* s_out) {
-      const double c1 = std::cos(step), s1 = std::sin(step);
-      double c = 1.0, s = 0.0;
-      for (size_t x = 0; x < n; ++x) {
-        c_out[x] = c;
-        s_out[x] = s;
-        const double cn = c * c1 - s * s1;
-        s = s * c1 + c * s1;
-        c = cn;
-      }
-    };
-    for (int t = 0; t < pairs; ++t) {
-      const double th = sc.thetas[static_cast<size_t>(t)];
-      fill(th, kBk, sc.fine_c.data() + t * kBk, sc.fine_s.data() + t * kBk);
-      fill(th * kBk, sc.n_coarse, sc.coarse_c.data() + t * sc.n_coarse,
-           sc.coarse_s.data() + t * sc.n_coarse);
-    }
-  }
-
-  // Segments this tile's queries meet over all their keys: a rotated copy of Q for each.
-  const uint32_t item_segs =
-      map != nullptr && k_begin < k_stop ? map->SegmentsIn(q_lo, q_hi, k_begin, k_stop - 1) : 1u;
   // Positions a query / key is rotated at in a segment (no map: the true ones).
-  auto query_pos = [&](int seg, int64_t i) {
+  double QueryPos(int seg, int64_t i) const {
     return map != nullptr ? map->QueryPos(seg, i) : static_cast<double>(i);
-  };
-  auto key_pos = [&](int seg, int64_t j) {
+  }
+  double KeyPos(int seg, int64_t j) const {
     return map != nullptr ? map->KeyPos(seg, j) : static_cast<double>(j);
-  };
+  }
+};
+
+template <class Mask>
+Item MakeItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk) {
+  Item it;
+  it.g = g;
+  it.qt = qt;
+  it.chunk = chunk;
+  it.i0 = qt * pb.tq;
+  it.nt = static_cast<int>(std::min(pb.tq, pb.T - it.i0));
+  it.rows = it.nt * pb.group;
+  it.q_lo = pb.q_pos0 + it.i0;
+  it.q_hi = it.q_lo + it.nt - 1;
+  it.k_begin = std::max(chunk * pb.chunk_keys + pb.key_first, mask.KeyBegin(it.q_lo));
+  it.k_end = std::min(pb.S, pb.key_first + (chunk + 1) * pb.chunk_keys);
+  it.k_stop = std::min(it.k_end, mask.KeyEnd(it.q_hi));
+  it.map = pb.rotate ? &pb.plan->map : nullptr;
+  it.segs = it.map != nullptr && it.k_begin < it.k_stop
+                ? it.map->SegmentsIn(it.q_lo, it.q_hi, it.k_begin, it.k_stop - 1)
+                : 1u;
   // XPOS: pair t of a score decays as zeta_t^((a - b)/gamma) = 2^(x_t (a - c)) 2^(x_t (c - b))
   // for any c; with c the largest query position a of the tile (per segment), the key factor is
   // at most 1 (x_t < 0 and b <= a <= c for every visible pair) and the query factor at most
   // zeta_t^(-(tile span)/gamma), the tile's few rows, so nothing overflows at any length
   // (scaling by zeta^(a/gamma) and zeta^(-b/gamma) as written would overflow float past ~35k
   // positions), and far keys underflow to 0, their true limit.
-  double xpos_ref[kMaxSegments] = {};
   for (int seg = 0; seg < kMaxSegments; ++seg) {
-    if (pb.xpos == nullptr || !(item_segs & (1u << seg))) continue;
-    double c = query_pos(seg, q_lo);
-    for (int t = 1; t < nt; ++t) c = std::max(c, query_pos(seg, q_lo + t));
-    xpos_ref[seg] = c;
+    if (pb.xpos == nullptr || !(it.segs & (1u << seg))) continue;
+    double c = it.QueryPos(seg, it.q_lo);
+    for (int t = 1; t < it.nt; ++t) c = std::max(c, it.QueryPos(seg, it.q_lo + t));
+    it.xpos_ref[seg] = c;
   }
+  return it;
+}
+
+// Dynamic frequencies (one query position per tile, tq == 1): that query's thetas, and
+// cos/sin(b theta_t) for b < kBk and cos/sin(a kBk theta_t) for the key tiles a the item visits,
+// each by the angle-addition recurrence in double from exact values: at most max(kBk, S / kBk)
+// steps, each adding ~1 double ulp, so ~1e-13 at 64k keys, far below the float rounding of the
+// result.
+template <int kBk>
+void PrepareDynamicAngles(const Problem& pb, const Item& it, Scratch& sc) {
+  STRETCH_CHECK(it.nt == 1);
+  const int pairs = pb.pairs;
+  sc.thetas = pb.plan->FrequenciesAt(it.q_lo).thetas;
+  sc.n_coarse = static_cast<size_t>((it.k_stop + kBk - 1) / kBk) + 1;
+  sc.fine_c.resize(static_cast<size_t>(pairs) * kBk);
+  sc.fine_s.resize(sc.fine_c.size());
+  sc.coarse_c.resize(static_cast<size_t>(pairs) * sc.n_coarse);
+  sc.coarse_s.resize(sc.coarse_c.size());
+  auto fill = [](double step, size_t n, double* c_out, double* s_out) {
+    const double c1 = std::cos(step), s1 = std::sin(step);
+    double c = 1.0, s = 0.0;
+    for (size_t x = 0; x < n; ++x) {
+      c_out[x] = c;
+      s_out[x] = s;
+      const double cn = c * c1 - s * s1;
+      s = s * c1 + c * s1;
+      c = cn;
+    }
+  };
+  for (int t = 0; t < pairs; ++t) {
+    const double th = sc.thetas[static_cast<size_t>(t)];
+    fill(th, kBk, sc.fine_c.data() + t * kBk, sc.fine_s.data() + t * kBk);
+    fill(th * kBk, sc.n_coarse, sc.coarse_c.data() + t * sc.n_coarse,
+         sc.coarse_s.data() + t * sc.n_coarse);
+  }
+}
+
+// Q of the item, one packed (rows, dp) copy per segment it meets: rotated for that segment
+// (static plans: the segment's query table; dynamic: the query's own angles), normalized
+// (QueryNorm), scaled by XPOS's query factor, and multiplied by the row's logit scale (scale
+// log2(e), times log-n or YaRN's temperature, times SSMax's s_h ln(i + 1)); columns D .. dp zero.
+template <int kD>
+void PackQueries(const Problem& pb, const Item& it, Scratch& sc) {
+  const int D = kD != 0 ? kD : pb.D;
+  const int dp = pb.dp;
+  const int r = pb.group;
+  const int pairs = pb.pairs;
   for (int seg = 0; seg < kMaxSegments; ++seg) {
-    if (!(item_segs & (1u << seg))) continue;
+    if (!(it.segs & (1u << seg))) continue;
     float* q = sc.q.data() + static_cast<size_t>(seg) * pb.rows_max * dp;
     float xpos_q[kMaxPairsOnStack];
-    for (int t = 0; t < nt; ++t) {
-      const int64_t pos = q_lo + t;
+    for (int t = 0; t < it.nt; ++t) {
+      const int64_t pos = it.q_lo + t;
       const float qs =
           pb.row_scale ? static_cast<float>(pb.qscale * pb.plan->LogitScale(pos)) : pb.qscale;
       const float* qcos = nullptr;
@@ -638,8 +666,8 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
         qsin = dyn_sin;
       }
       for (int hh = 0; hh < r; ++hh) {
-        const float* src = pb.q.data + (i0 + t) * pb.q.row_stride +
-                           static_cast<int64_t>(g * r + hh) * pb.q.head_stride;
+        const float* src = pb.q.data + (it.i0 + t) * pb.q.row_stride +
+                           static_cast<int64_t>(it.g * r + hh) * pb.q.head_stride;
         float* dst = q + (t * r + hh) * dp;
         for (int d = 0; d < D; ++d) dst[d] = src[d];
         if (qcos != nullptr) RotatePairs(dst, pairs, qcos, qsin);
@@ -651,7 +679,7 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
         }
         if (pb.xpos != nullptr) {
           if (hh == 0) {
-            const double rel = query_pos(seg, pos) - xpos_ref[seg];
+            const double rel = it.QueryPos(seg, pos) - it.xpos_ref[seg];
             for (size_t p = 0; p < pb.xpos->size(); ++p) {
               xpos_q[p] = static_cast<float>(std::exp2((*pb.xpos)[p] * rel));
             }
@@ -662,7 +690,7 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
           }
         }
         if (pb.ssmax != nullptr) {  // SSMax: s_h ln(n_i), n_i = i + 1 keys seen
-          row_qs *= static_cast<float>((*pb.ssmax)[static_cast<size_t>(g * r + hh)] *
+          row_qs *= static_cast<float>((*pb.ssmax)[static_cast<size_t>(it.g * r + hh)] *
                                        std::log(static_cast<double>(pos + 1)));
         }
         for (int d = 0; d < D; ++d) dst[d] *= row_qs;
@@ -670,25 +698,27 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
       }
     }
   }
-  float* o = sc.o.data();
-  float* m = sc.m.data();
-  float* l = sc.l.data();
-  std::fill(o, o + static_cast<int64_t>(rows) * dp, 0.0f);
-  std::fill(m, m + rows, kNegInf);
-  std::fill(l, l + rows, 0.0f);
+}
 
-  // K^T of keys [k_lo, k_lo + nk) as segment seg sees them.
-  auto pack_keys = [&](int seg, int64_t k_lo, int nk, int ncols) {
-    if (pb.rotate && !pb.dynamic) {
-      // Static plans: the key slot holds these keys already rotated for this segment.
-      PackKeysTransposed<kBk>(pb.key_slots[map->KeySlot(seg)], g, k_lo, nk, ncols, D, sc.kt.data());
-      return;
-    }
-    PackKeysTransposed<kBk>(pb.k, g, k_lo, nk, ncols, D, sc.kt.data());
-    if (!pb.dynamic) return;
-    // Dynamic: cos/sin of j * theta_t (query i's thetas) for j = a * kBk + b, b < nk, from the
-    // per-item tables of cos/sin(a kBk theta) and cos/sin(b theta) by the angle-addition formula,
-    // in double (independent per key, so it vectorizes).
+// K^T of keys [k_lo, k_lo + nk) as segment seg sees them, in sc.kt: packed (static plans: from
+// the key slot that holds them rotated for this segment; dynamic: rotated here with the query's
+// angles), normalized (KeyNorm, after rotation, which keeps the norm) and scaled by XPOS's key
+// factor 2^(x_t (c_seg - b_j)).
+template <int kD, int kBk>
+void PackKeyTile(const Problem& pb, const Item& it, int seg, int64_t k_lo, int nk, int ncols,
+                 Scratch& sc) {
+  const int D = kD != 0 ? kD : pb.D;
+  const int pairs = pb.pairs;
+  float* kt = sc.kt.data();
+  if (pb.rotate && !pb.dynamic) {
+    PackKeysTransposed<kBk>(pb.key_slots[it.map->KeySlot(seg)], it.g, k_lo, nk, ncols, D, kt);
+  } else {
+    PackKeysTransposed<kBk>(pb.k, it.g, k_lo, nk, ncols, D, kt);
+  }
+  if (pb.dynamic) {
+    // cos/sin of j * theta_t (the query's thetas) for j = a * kBk + b, b < nk, from the per-item
+    // tables of cos/sin(a kBk theta) and cos/sin(b theta) by the angle-addition formula, in
+    // double (independent per key, so it vectorizes).
     STRETCH_CHECK(k_lo % kBk == 0, "k_lo={}", k_lo);
     const size_t a = static_cast<size_t>(k_lo / kBk);
     for (int t = 0; t < pairs; ++t) {
@@ -703,14 +733,9 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
         st[b] = static_cast<float>(sa * fc[b] + ca * fs[b]);
       }
     }
-    RotateKeysTransposed<kBk>(sc.kt.data(), pairs, nk, sc.rot_cos.data(), sc.rot_sin.data(), kBk);
-  };
-
-  // KeyNorm: every key column of the packed K^T tile divided by its L2 norm (after rotation,
-  // which keeps the norm).
-  auto normalize_keys = [&](int nk) {
-    if (!pb.key_norm) return;
-    float* kt = sc.kt.data();
+    RotateKeysTransposed<kBk>(kt, pairs, nk, sc.rot_cos.data(), sc.rot_sin.data(), kBk);
+  }
+  if (pb.key_norm) {
     for (int c = 0; c < nk; ++c) {
       double ss = 0;
       for (int d = 0; d < D; ++d) ss += static_cast<double>(kt[d * kBk + c]) * kt[d * kBk + c];
@@ -718,13 +743,10 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
       const float inv = static_cast<float>(1.0 / std::sqrt(ss));
       for (int d = 0; d < D; ++d) kt[d * kBk + c] *= inv;
     }
-  };
-  // XPOS: key column c of the packed K^T tile, pair t, times 2^(x_t (c_seg - b_j)).
-  auto xpos_keys = [&](int seg, int64_t k_lo, int nk) {
-    if (pb.xpos == nullptr) return;
-    float* kt = sc.kt.data();
+  }
+  if (pb.xpos != nullptr) {
     for (int c = 0; c < nk; ++c)
-      sc.xpos_rel[static_cast<size_t>(c)] = xpos_ref[seg] - key_pos(seg, k_lo + c);
+      sc.xpos_rel[static_cast<size_t>(c)] = it.xpos_ref[seg] - it.KeyPos(seg, k_lo + c);
     for (size_t t = 0; t < pb.xpos->size(); ++t) {
       const double x = (*pb.xpos)[t];
       for (int c = 0; c < nk; ++c)
@@ -737,87 +759,124 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
         r1[c] *= sc.xpos_f[c];
       }
     }
-  };
-  // Additive bias (ALiBi, KERPLE, Sandwich), in log2 units like the scores, on keys [k_lo, k_lo + nk).
-  auto add_bias = [&](int64_t k_lo, int nk) {
-    if (pb.bias == nullptr) return;
-    for (int row = 0; row < rows; ++row) {
-      const int64_t q_pos = q_lo + row / r;
-      const int head = g * r + row % r;
-      float* sr = sc.s.data() + row * kBk;
-      for (int c = 0; c < nk; ++c) {
-        const int64_t dist = q_pos - (k_lo + c);
-        if (dist >= 0) sr[c] += static_cast<float>(kLog2eD * pb.bias->Value(head, dist));
-      }
-    }
-  };
-
-  for (int64_t k_lo = k_begin; k_lo < k_stop; k_lo += kBk) {
-    const int nk = static_cast<int>(std::min<int64_t>(kBk, k_end - k_lo));
-    const int ncols = (nk + N - 1) / N * N;
-    TileKind kind = mask.Classify(q_lo, q_hi, k_lo, k_lo + nk - 1);
-    if (kind == TileKind::kEmpty) continue;
-    if (kind == TileKind::kFull && ncols != nk) kind = TileKind::kPartial;
-    const uint32_t segs = map != nullptr ? map->SegmentsIn(q_lo, q_hi, k_lo, k_lo + nk - 1) : 1u;
-    if ((segs & (segs - 1)) == 0) {
-      // One segment (most tiles): one score.
-      const int seg = std::countr_zero(segs);
-      pack_keys(seg, k_lo, nk, ncols);
-      normalize_keys(nk);
-      xpos_keys(seg, k_lo, nk);
-      ScoreTile<kD>(sc.q.data() + static_cast<size_t>(seg) * pb.rows_max * dp, dp, sc.kt.data(),
-                    sc.s.data(), rows, ncols, D);
-    } else {
-      // A tile on a segment boundary: every segment's score, then the right one per element.
-      for (int seg = 0; seg < kMaxSegments; ++seg) {
-        if (!(segs & (1u << seg))) continue;
-        pack_keys(seg, k_lo, nk, ncols);
-        normalize_keys(nk);
-        xpos_keys(seg, k_lo, nk);
-        ScoreTile<kD>(sc.q.data() + static_cast<size_t>(seg) * pb.rows_max * dp, dp, sc.kt.data(),
-                      sc.seg_s.data() + static_cast<size_t>(seg) * rows * kBk, rows, ncols, D);
-      }
-      for (int row = 0; row < rows; ++row) {
-        const int64_t q_pos = q_lo + row / r;
-        float* sr = sc.s.data() + row * kBk;
-        for (int c = 0; c < nk;) {
-          const int seg = map->SegmentOf(q_pos, k_lo + c);
-          const int end =
-              static_cast<int>(std::min<int64_t>(nk, map->SegmentRunEnd(q_pos, k_lo + c) - k_lo));
-          const float* src = sc.seg_s.data() + static_cast<size_t>(seg) * rows * kBk + row * kBk;
-          std::copy(src + c, src + end, sr + c);
-          c = end;
-        }
-      }
-      kind = TileKind::kPartial;  // padding columns were not selected
-    }
-    add_bias(k_lo, nk);
-    if (kind == TileKind::kPartial) {
-      ApplyMask<Mask, kBk>(mask, sc.s.data(), rows, r, ncols, nk, q_lo, k_lo);
-    }
-    SoftmaxUpdate<kD>(sc.s.data(), rows, ncols, m, l, sc.alpha.data());
-    const float* v = pb.v.data + k_lo * pb.v.row_stride + g * pb.v.head_stride;
-    AccumulatePV<kD>(sc.s.data(), v, pb.v.row_stride, nk, sc.alpha.data(), o, dp, rows, D);
   }
+}
 
+// A tile on a segment boundary: each element's score from its own segment's scores (seg_s).
+template <int kBk>
+void SelectSegmentScores(const Problem& pb, const Item& it, int64_t k_lo, int nk, Scratch& sc) {
+  for (int row = 0; row < it.rows; ++row) {
+    const int64_t q_pos = it.q_lo + row / pb.group;
+    float* sr = sc.s.data() + row * kBk;
+    for (int c = 0; c < nk;) {
+      const int seg = it.map->SegmentOf(q_pos, k_lo + c);
+      const int end =
+          static_cast<int>(std::min<int64_t>(nk, it.map->SegmentRunEnd(q_pos, k_lo + c) - k_lo));
+      const float* src = sc.seg_s.data() + static_cast<size_t>(seg) * it.rows * kBk + row * kBk;
+      std::copy(src + c, src + end, sr + c);
+      c = end;
+    }
+  }
+}
+
+// Additive bias (ALiBi, KERPLE, Sandwich), in log2 units like the scores, on keys [k_lo, k_lo + nk).
+template <int kBk>
+void AddBias(const Problem& pb, const Item& it, int64_t k_lo, int nk, Scratch& sc) {
+  const int r = pb.group;
+  for (int row = 0; row < it.rows; ++row) {
+    const int64_t q_pos = it.q_lo + row / r;
+    const int head = it.g * r + row % r;
+    float* sr = sc.s.data() + row * kBk;
+    for (int c = 0; c < nk; ++c) {
+      const int64_t dist = q_pos - (k_lo + c);
+      if (dist >= 0) sr[c] += static_cast<float>(kLog2eD * pb.bias->Value(head, dist));
+    }
+  }
+}
+
+// The item's result: out = o / l (and the rows' log-sum-exp), or with key chunks the partial
+// (o, m, l) that MergeChunks combines.
+template <int kD>
+void WriteItem(const Problem& pb, const Item& it, const Scratch& sc) {
+  const int r = pb.group, dp = pb.dp, D = kD != 0 ? kD : pb.D;
+  const float* o = sc.o.data();
+  const float* m = sc.m.data();
+  const float* l = sc.l.data();
   if (pb.n_chunks == 1) {
-    for (int row = 0; row < rows; ++row) {
+    for (int row = 0; row < it.rows; ++row) {
       const int t = row / r, hh = row % r;
-      float* dst = pb.out.data + (i0 + t) * pb.out.row_stride +
-                   static_cast<int64_t>(g * r + hh) * pb.out.head_stride;
+      float* dst = pb.out.data + (it.i0 + t) * pb.out.row_stride +
+                   static_cast<int64_t>(it.g * r + hh) * pb.out.head_stride;
       const float inv = l[row] > 0.0f ? 1.0f / l[row] : 0.0f;
       for (int d = 0; d < D; ++d) dst[d] = o[row * dp + d] * inv;
-      if (pb.lse != nullptr) pb.lse[(i0 + t) * pb.H + g * r + hh] = LogSumExp(m[row], l[row]);
+      if (pb.lse != nullptr) pb.lse[(it.i0 + t) * pb.H + it.g * r + hh] = LogSumExp(m[row], l[row]);
     }
   } else {
-    float* slot = PartialSlot(pb, g, qt, chunk);
-    for (int row = 0; row < rows; ++row) {
+    float* slot = PartialSlot(pb, it.g, it.qt, it.chunk);
+    for (int row = 0; row < it.rows; ++row) {
       float* dst = slot + row * (dp + 2);
       std::copy(o + row * dp, o + row * dp + D, dst);
       dst[dp] = m[row];
       dst[dp + 1] = l[row];
     }
   }
+}
+
+// One work item: kv head g, query tile qt, key chunk `chunk`; the steps of the top of this file.
+template <int kD, class Mask>
+void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, Scratch& sc) {
+  using Cfg = Config<kD>;
+  constexpr int kBk = Cfg::kBk;
+  constexpr int N = Cfg::kN;
+  const int D = kD != 0 ? kD : pb.D;
+  const int dp = pb.dp;
+  const Item it = MakeItem(pb, mask, g, qt, chunk);
+  if (pb.dynamic) PrepareDynamicAngles<kBk>(pb, it, sc);
+  PackQueries<kD>(pb, it, sc);
+  float* o = sc.o.data();
+  float* m = sc.m.data();
+  float* l = sc.l.data();
+  std::fill(o, o + static_cast<int64_t>(it.rows) * dp, 0.0f);
+  std::fill(m, m + it.rows, kNegInf);
+  std::fill(l, l + it.rows, 0.0f);
+
+  for (int64_t k_lo = it.k_begin; k_lo < it.k_stop; k_lo += kBk) {
+    const int nk = static_cast<int>(std::min<int64_t>(kBk, it.k_end - k_lo));
+    const int ncols = (nk + N - 1) / N * N;
+    // 1. Classify the tile.
+    TileKind kind = mask.Classify(it.q_lo, it.q_hi, k_lo, k_lo + nk - 1);
+    if (kind == TileKind::kEmpty) continue;
+    if (kind == TileKind::kFull && ncols != nk) kind = TileKind::kPartial;
+    // 2. Score it: once per segment it meets.
+    const uint32_t segs =
+        it.map != nullptr ? it.map->SegmentsIn(it.q_lo, it.q_hi, k_lo, k_lo + nk - 1) : 1u;
+    if ((segs & (segs - 1)) == 0) {  // one segment (most tiles): one score
+      const int seg = std::countr_zero(segs);
+      PackKeyTile<kD, kBk>(pb, it, seg, k_lo, nk, ncols, sc);
+      ScoreTile<kD>(sc.q.data() + static_cast<size_t>(seg) * pb.rows_max * dp, dp, sc.kt.data(),
+                    sc.s.data(), it.rows, ncols, D);
+    } else {  // a segment boundary: every segment's score, then the right one per element
+      for (int seg = 0; seg < kMaxSegments; ++seg) {
+        if (!(segs & (1u << seg))) continue;
+        PackKeyTile<kD, kBk>(pb, it, seg, k_lo, nk, ncols, sc);
+        ScoreTile<kD>(sc.q.data() + static_cast<size_t>(seg) * pb.rows_max * dp, dp, sc.kt.data(),
+                      sc.seg_s.data() + static_cast<size_t>(seg) * it.rows * kBk, it.rows, ncols,
+                      D);
+      }
+      SelectSegmentScores<kBk>(pb, it, k_lo, nk, sc);
+      kind = TileKind::kPartial;  // padding columns were not selected
+    }
+    if (pb.bias != nullptr) AddBias<kBk>(pb, it, k_lo, nk, sc);
+    // 3. Mask partial tiles.
+    if (kind == TileKind::kPartial) {
+      ApplyMask<Mask, kBk>(mask, sc.s.data(), it.rows, pb.group, ncols, nk, it.q_lo, k_lo);
+    }
+    // 4. Online softmax, 5. P V.
+    SoftmaxUpdate<kD>(sc.s.data(), it.rows, ncols, m, l, sc.alpha.data());
+    const float* v = pb.v.data + k_lo * pb.v.row_stride + g * pb.v.head_stride;
+    AccumulatePV<kD>(sc.s.data(), v, pb.v.row_stride, nk, sc.alpha.data(), o, dp, it.rows, D);
+  }
+  WriteItem<kD>(pb, it, sc);
 }
 
 // Flash-decoding merge of the chunks of work item (g, qt) into out.
