@@ -27,12 +27,6 @@ using testing::WriteBytes;
 class BinaryReaderTest : public testing::TempDirTest {
  protected:
   BinaryReaderTest() : TempDirTest("stretch_binary_reader_") {}
-  // Writes `bytes` to a file named `name` in the test's directory and returns its path.
-  std::string File(const std::string& name, const std::string& bytes) {
-    const std::string path = Path(name);
-    WriteBytes(path, bytes);
-    return path;
-  }
 };
 
 std::string Bytes(std::initializer_list<int> values) {

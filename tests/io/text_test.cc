@@ -41,11 +41,6 @@ std::vector<int> ByteIds(const std::string& text) {
 class TextTest : public testing::TempDirTest {
  protected:
   TextTest() : TempDirTest("stretch_text_") {}
-  std::string File(const std::string& name, const std::string& bytes) {
-    const std::string path = Path(name);
-    WriteBytes(path, bytes);
-    return path;
-  }
 };
 
 // ---- EncodeTextPath -----------------------------------------------------------------------------

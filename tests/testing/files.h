@@ -29,6 +29,8 @@ class TempDirTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  // Writes `bytes` to the file `name` in the test's directory and returns its path.
+  std::string File(const std::string& name, const std::string& bytes) const;
 
   std::filesystem::path dir_;
 
@@ -47,6 +49,12 @@ inline void WriteBytes(const std::string& path, const std::string& bytes) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   ASSERT_TRUE(f.good()) << path;
+}
+
+inline std::string TempDirTest::File(const std::string& name, const std::string& bytes) const {
+  const std::string path = Path(name);
+  WriteBytes(path, bytes);
+  return path;
 }
 
 // Runs f, which must throw stretch::Error, and returns its message (a test failure and "" when
