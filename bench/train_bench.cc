@@ -34,7 +34,7 @@ TrainArch BenchArch() {
   a.model.vocab_size = 512;
   a.model.seq_len = 256;
   a.model.shared_classifier = false;
-  a.layers.assign(4, LayerLayout{});
+  a.model.attention.layers.assign(4, LayerLayout{});
   return a;
 }
 

@@ -11,10 +11,8 @@
 
 namespace stretch {
 
-// How one layer attends, for models trained by `stretch train` (src/train/inference_model.h
-// fills it from a checkpoint; the trainer's TrainArch describes the same layers). LLaMA-family
-// checkpoints (llama2.c, ...) leave AttentionLayout::layers empty: every layer RoPE at the model's
-// base with full causal attention.
+// Where one layer's attention gets its positions from. LLaMA-family checkpoints (llama2.c, ...)
+// are kRope everywhere; models trained by `stretch train` may use any of these.
 enum class LayerPosition {
   kRope,         // q and k rotated by RoPE (base = ModelConfig::rope_base)
   kNone,         // no position information at all (NoPE): causal attention alone
@@ -24,45 +22,70 @@ enum class LayerPosition {
   kSandwich,     // additive lambda p_i . p_j of sinusoidal embeddings (AttentionLayout::sandwich_*)
 };
 
-struct LayerAttention {
-  LayerPosition position = LayerPosition::kRope;
-  int64_t window = 0;  // trained sliding window: query i sees keys i - window + 1 .. i; 0: all
+// One layer as stored: whether it uses the model's position scheme (false: NoPE for this layer,
+// as HWFA's last layer) and its trained window (query i sees keys i - window + 1 .. i; 0: all).
+struct LayerLayout {
+  bool position = true;
+  int64_t window = 0;
 };
 
-// The attention of a trained model: per-layer position and window, and what multiplies q . k.
-// The default (no layers, no norms, scale 0) is the LLaMA model, unchanged bit for bit.
+// One layer as it runs: its position (the model's scheme, or kNone) and window.
+struct LayerAttention {
+  LayerPosition position = LayerPosition::kRope;
+  int64_t window = 0;
+};
+
+// How the model attends: one description for training (src/train) and inference (src/model).
+// The default (RoPE, no layers, no norms, scale 0) is the LLaMA model, unchanged bit for bit.
 struct AttentionLayout {
-  std::vector<LayerAttention> layers;  // n_layers entries, or empty: every layer {kRope, 0}
-  bool query_norm = false;             // QueryNorm: q / |q| per head before the product
-  bool key_norm = false;     // KeyNorm: k / |k| per head; with query_norm, cosine attention
-  double logit_scale = 0.0;  // what multiplies q . k; 0: 1/sqrt(D)
-  // The training issue's later variants (src/position/plan.h defines each):
-  // p-RoPE: the share of RoPE's frequency pairs that rotate (the first, fastest ones; the rest
-  // keep theta 0), for every RoPE layer. 1: all.
+  LayerPosition position = LayerPosition::kRope;  // the model's scheme (every layer that has one)
+  std::vector<LayerLayout> layers;  // n_layers entries, or empty: every layer {true, 0}
+  bool query_norm = false;          // QueryNorm: q / |q| per head before the product
+  bool key_norm = false;            // KeyNorm: k / |k| per head; with query_norm, cosine attention
+  double logit_scale = 0.0;         // what multiplies q . k; 0: 1/sqrt(D) (ModelConfig::LogitScale)
+  // p-RoPE (Barbero et al. 2024, arXiv 2410.06205): the share of RoPE's frequency pairs that
+  // rotate (the first, fastest ones; the rest keep theta 0), for every RoPE layer. 1: all.
   double rope_fraction = 1.0;
-  // XPOS: the scale base gamma of the per-pair decay on every RoPE layer. 0: off.
+  // XPOS: the scale base gamma of the per-pair decay zeta_t^((i - j) / gamma) on every RoPE
+  // layer (plan.h). 0: off.
   double xpos_scale_base = 0.0;
   // Sandwich layers: the sinusoids' dimension and lambda (the same for every head).
   int sandwich_dim = 0;
   double sandwich_lambda = 0.0;
   // Cosine attention's per-position lambda: query i's logits also times ln((i + 1) / 2).
   bool position_log_scale = false;
-  // SSMax: query i's logits in head h times s_h ln(i + 1), s_h = LayerWeights::ssmax[h].
+  // SSMax (arXiv 2501.19399): query i's logits in head h times s_h ln(i + 1), s_h =
+  // LayerWeights::ssmax[h], learned per layer and head.
   bool ssmax = false;
+  // How it was trained, beyond the above: neither changes the model at the positions it was
+  // trained on in a way inference must repeat (it scores with whatever --method is given, which
+  // may name them again).
+  // Log-n at training: max(1, ln(i + 1) / ln L) on query i's logits (1 at every trained position).
+  bool logn = false;
+  // A relative position map at training time (kRope, full-attention layers): a method spec of
+  // src/position/method.h with a map, e.g. "rerope:window=64", "self-extend:group=4,window=32";
+  // "" for plain RoPE. Windowed layers keep plain RoPE inside their window.
+  std::string rope_map;
 
   bool IsDefault() const {
-    return layers.empty() && !query_norm && !key_norm && logit_scale == 0.0 &&
-           rope_fraction == 1.0 && xpos_scale_base == 0.0 && sandwich_dim == 0 &&
-           !position_log_scale && !ssmax;
+    return position == LayerPosition::kRope && layers.empty() && !query_norm && !key_norm &&
+           logit_scale == 0.0 && rope_fraction == 1.0 && xpos_scale_base == 0.0 &&
+           sandwich_dim == 0 && !position_log_scale && !ssmax;
   }
-  // p-RoPE: how many of the head_dim / 2 pairs rotate, round(rope_fraction * pairs) (the
-  // trainer's RotatedPairs).
+  // p-RoPE: how many of the head_dim / 2 pairs rotate, round(rope_fraction * pairs).
   int RotatedPairs(int head_dim) const {
     return static_cast<int>(std::lround(rope_fraction * (head_dim / 2)));
   }
-  // Layer l's attention (the default when `layers` is empty).
+  // Layer l's attention (every layer {position, 0} when `layers` is empty).
   LayerAttention Layer(int l) const {
-    return layers.empty() ? LayerAttention{} : layers[static_cast<size_t>(l)];
+    if (layers.empty()) return LayerAttention{position, 0};
+    const LayerLayout& s = layers[static_cast<size_t>(l)];
+    return LayerAttention{s.position ? position : LayerPosition::kNone, s.window};
+  }
+  // Whether the model's layers carry KERPLE's learned a_h, b_h (every layer does, and the layers
+  // with position use them).
+  bool Kerple() const {
+    return position == LayerPosition::kKerpleLog || position == LayerPosition::kKerplePower;
   }
 };
 
@@ -100,6 +123,18 @@ struct ModelConfig {
 
   bool Gau() const { return block == ModelBlock::kGau; }
   int head_dim() const { return Gau() ? key_dim : dim / n_heads; }
+  // What multiplies q . k, in double (the attention kernel rounds it to float once).
+  double LogitScale() const {
+    return attention.logit_scale > 0.0 ? attention.logit_scale
+                                       : 1.0 / std::sqrt(static_cast<double>(head_dim()));
+  }
+  // Makes every layer a GAU of key width S (hidden_dim, the expansion E, set first): R = E / S
+  // kernel heads of width S.
+  void SetGau(int S) {
+    block = ModelBlock::kGau;
+    key_dim = S;
+    n_heads = n_kv_heads = S > 0 ? hidden_dim / S : 0;
+  }
   // Heads with their own position parameters (ALiBi's slope, KERPLE's a and b, SSMax's s): the
   // GAU has one, shared by its R kernel heads.
   int position_heads() const { return Gau() ? 1 : n_heads; }
@@ -113,8 +148,9 @@ struct ModelConfig {
               : C /*attn_norm*/ + C * C /*wq*/ + 2 * KV * C /*wk, wv*/ + C * C /*wo*/ +
                     C /*ffn_norm*/ + 3 * F * C /*w1, w2, w3*/;
     int64_t per_head = 0;  // KERPLE's a_h, b_h; SSMax's s_h
-    for (const LayerAttention& l : attention.layers) {
-      if (l.position == LayerPosition::kKerpleLog || l.position == LayerPosition::kKerplePower) {
+    for (int l = 0; l < n_layers; ++l) {
+      const LayerPosition p = attention.Layer(l).position;
+      if (p == LayerPosition::kKerpleLog || p == LayerPosition::kKerplePower) {
         per_head += 2 * int64_t{position_heads()};
       }
     }

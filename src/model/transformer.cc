@@ -577,10 +577,8 @@ void Transformer::Attend(int l, int64_t T, int64_t pos0, float* kc, float* vc, i
   dims.n_kv_heads = G;
   dims.head_dim = D;
   AttentionParams params;
-  // A trained model's scale as the trainer rounds it (TrainArch::Scale() to float); LLaMA's as
-  // it always was.
-  params.scale = c.attention.logit_scale > 0.0 ? static_cast<float>(c.attention.logit_scale)
-                                               : 1.0f / std::sqrt(static_cast<float>(D));
+  // The scale in double rounded once to float, as the trainer rounds it.
+  params.scale = static_cast<float>(c.LogitScale());
   params.plan = &plan;
   params.rotate = !rotate_here;
   params.tables = rotate_here || plan.dynamic ? nullptr : &rot->tables;

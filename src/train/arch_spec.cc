@@ -40,20 +40,20 @@ void ApplyBlockSpec(std::string_view spec, TrainArch& arch) {
   constexpr std::string_view kAllowed = "llama, gau[:key=S]";
   if (name == "llama") {
     if (!rest.empty()) Fail("--block {}: llama takes no parameters (allowed: {})", spec, kAllowed);
-    arch.block = TrainBlock::kLlama;
+    arch.model.block = ModelBlock::kLlama;
     return;
   }
   if (name != "gau") Fail("--block {}: unknown block \"{}\" (allowed: {})", spec, name, kAllowed);
-  arch.block = TrainBlock::kGau;
+  arch.model.block = ModelBlock::kGau;
   // The paper's s = 128 (Hua et al. 2022, section 2), capped at the model's width.
-  arch.gau_key_dim = std::min(128, arch.model.dim);
+  arch.model.key_dim = std::min(128, arch.model.dim);
   if (!rest.empty()) {
     if (!rest.starts_with("key=")) {
       Fail("--block {}: unknown key in \"{}\" (allowed: key=S)", spec, rest);
     }
     const int64_t key = PositiveInt("--block", spec, rest.substr(4));
     if (key > 65536) Fail("--block {}: key={} (allowed: 2 .. 65536, even)", spec, key);
-    arch.gau_key_dim = static_cast<int>(key);
+    arch.model.key_dim = static_cast<int>(key);
   }
 }
 
@@ -84,17 +84,20 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
   // without base= keeps (a checkpoint's, for --init: the base its weights were trained with).
   {
     const TrainArch defaults;
-    arch.rope_fraction = defaults.rope_fraction;
+    arch.model.attention.rope_fraction = defaults.model.attention.rope_fraction;
     arch.rope_ntk = defaults.rope_ntk;
     arch.rope_ntk_base = defaults.rope_ntk_base;
     arch.model.rope_interpolation = defaults.model.rope_interpolation;
-    arch.xpos_gamma = defaults.xpos_gamma;
-    arch.rope_map.clear();
-    arch.sandwich_dim = defaults.sandwich_dim;
-    arch.sandwich_lambda = defaults.sandwich_lambda;
+    arch.model.attention.xpos_scale_base = defaults.model.attention.xpos_scale_base;
+    arch.model.attention.position = defaults.model.attention.position;
+    arch.model.attention.rope_map.clear();
+    arch.model.attention.sandwich_dim = defaults.model.attention.sandwich_dim;
+    arch.model.attention.sandwich_lambda = defaults.model.attention.sandwich_lambda;
   }
   if (name == "rope" || name == "xpos") {
-    arch.position = name == "rope" ? TrainPosition::kRope : TrainPosition::kXpos;
+    arch.model.attention.position = LayerPosition::kRope;
+    // XPOS: RoPE with a per-pair decay of scale base gamma (torchscale's default 512).
+    if (name == "xpos") arch.model.attention.xpos_scale_base = kXposDefaultGamma;
     // pi=F, ntk=F: a factor F >= 1 (1: none); one of the two.
     std::optional<double> pi, ntk;
     auto factor = [&](std::string_view key, std::string_view value) {
@@ -116,15 +119,15 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
                  arch.model.rope_base =
                      static_cast<float>(PositiveNumber("--position", spec, value));
                } else if (key == "fraction") {
-                 arch.rope_fraction = PositiveNumber("--position", spec, value);
-                 if (arch.rope_fraction > 1.0) {
+                 arch.model.attention.rope_fraction = PositiveNumber("--position", spec, value);
+                 if (arch.model.attention.rope_fraction > 1.0) {
                    Fail(
                        "--position {}: fraction={} (allowed: 0 < P <= 1, the share of RoPE's "
                        "frequency pairs that rotate)",
                        spec, value);
                  }
                } else if (key == "gamma" && name == "xpos") {
-                 arch.xpos_gamma = PositiveNumber("--position", spec, value);
+                 arch.model.attention.xpos_scale_base = PositiveNumber("--position", spec, value);
                } else {
                  return false;
                }
@@ -166,20 +169,22 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
           "no frequency scaling, mask or +logn (put logn in --attention)",
           spec);
     }
-    arch.position = TrainPosition::kRope;
-    arch.rope_map = CanonicalSpec(m);
+    arch.model.attention.position = LayerPosition::kRope;
+    arch.model.attention.rope_map = CanonicalSpec(m);
     return;
   }
   if (name == "sandwich") {
-    arch.position = TrainPosition::kSandwich;
+    arch.model.attention.position = LayerPosition::kSandwich;
+    arch.model.attention.sandwich_dim = kSandwichDefaultDim;
+    arch.model.attention.sandwich_lambda = kSandwichDefaultLambda;
     each_key("dim=D, lambda=X", [&](std::string_view key, std::string_view value) {
       if (key == "dim") {
         const int64_t d = PositiveInt("--position", spec, value);
         if (d % 2 != 0 || d > 65536)
           Fail("--position {}: dim={} (allowed: even, 2 .. 65536)", spec, d);
-        arch.sandwich_dim = static_cast<int>(d);
+        arch.model.attention.sandwich_dim = static_cast<int>(d);
       } else if (key == "lambda") {
-        arch.sandwich_lambda = PositiveNumber("--position", spec, value);
+        arch.model.attention.sandwich_lambda = PositiveNumber("--position", spec, value);
       } else {
         return false;
       }
@@ -190,13 +195,13 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
   if (!rest.empty())
     Fail("--position {}: {} takes no parameters (allowed: {})", spec, name, kAllowed);
   if (name == "nope") {
-    arch.position = TrainPosition::kNope;
+    arch.model.attention.position = LayerPosition::kNone;
   } else if (name == "alibi") {
-    arch.position = TrainPosition::kAlibi;
+    arch.model.attention.position = LayerPosition::kAlibi;
   } else if (name == "kerple-log") {
-    arch.position = TrainPosition::kKerpleLog;
+    arch.model.attention.position = LayerPosition::kKerpleLog;
   } else if (name == "kerple-power") {
-    arch.position = TrainPosition::kKerplePower;
+    arch.model.attention.position = LayerPosition::kKerplePower;
   } else {
     Fail("--position {}: unknown scheme \"{}\" (allowed: {})", spec, name, kAllowed);
   }
@@ -204,8 +209,17 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
 
 void ApplyAttentionSpec(std::string_view spec, TrainArch& arch) {
   const int n = arch.model.n_layers;
-  arch.layers.assign(static_cast<size_t>(n), LayerLayout{});
-  arch.logits = TrainLogits{};
+  arch.model.attention.layers.assign(static_cast<size_t>(n), LayerLayout{});
+  {  // the logits back to their defaults
+    AttentionLayout& a = arch.model.attention;
+    const AttentionLayout defaults;
+    a.query_norm = defaults.query_norm;
+    a.key_norm = defaults.key_norm;
+    a.logit_scale = defaults.logit_scale;
+    a.logn = defaults.logn;
+    a.position_log_scale = defaults.position_log_scale;
+    a.ssmax = defaults.ssmax;
+  }
   bool cosine = false;
   constexpr std::string_view kAllowed =
       "keynorm, querynorm, cosine, cosine=per-position, scale=X, logn, ssmax, full, window=W, "
@@ -229,28 +243,28 @@ void ApplyAttentionSpec(std::string_view spec, TrainArch& arch) {
       k = PositiveInt("--attention", piece, value.substr(slash + 1));
     };
     if (piece == "keynorm") {
-      arch.logits.key_norm = true;
+      arch.model.attention.key_norm = true;
     } else if (piece == "querynorm") {
-      arch.logits.query_norm = true;
+      arch.model.attention.query_norm = true;
     } else if (piece == "cosine" || piece == "cosine=per-position") {
-      arch.logits.key_norm = arch.logits.query_norm = true;
-      arch.logits.position_lambda = piece == "cosine=per-position";
+      arch.model.attention.key_norm = arch.model.attention.query_norm = true;
+      arch.model.attention.position_log_scale = piece == "cosine=per-position";
       cosine = true;
     } else if (piece == "logn") {
-      arch.logits.logn = true;
+      arch.model.attention.logn = true;
     } else if (piece == "ssmax") {
-      arch.logits.ssmax = true;
+      arch.model.attention.ssmax = true;
     } else if (key == "scale") {
-      arch.logits.logit_scale = PositiveNumber("--attention", piece, value);
+      arch.model.attention.logit_scale = PositiveNumber("--attention", piece, value);
     } else if (piece == "full") {
-      for (LayerLayout& l : arch.layers) l = LayerLayout{};
+      for (LayerLayout& l : arch.model.attention.layers) l = LayerLayout{};
     } else if (key == "window") {
       const int64_t w = PositiveInt("--attention", piece, value);
-      for (LayerLayout& l : arch.layers) l = LayerLayout{true, w};
+      for (LayerLayout& l : arch.model.attention.layers) l = LayerLayout{true, w};
     } else if (key == "hwfa") {
       const int64_t w = PositiveInt("--attention", piece, value);
       for (int i = 0; i < n; ++i) {
-        arch.layers[static_cast<size_t>(i)] =
+        arch.model.attention.layers[static_cast<size_t>(i)] =
             i + 1 < n ? LayerLayout{true, w} : LayerLayout{false, 0};
       }
     } else if (key == "hwfa2" || key == "swan") {
@@ -258,7 +272,7 @@ void ApplyAttentionSpec(std::string_view spec, TrainArch& arch) {
       window_every(w, k);
       for (int i = 0; i < n; ++i) {
         const bool full = (i + 1) % k == 0;
-        arch.layers[static_cast<size_t>(i)] =
+        arch.model.attention.layers[static_cast<size_t>(i)] =
             full ? LayerLayout{key == "hwfa2", 0} : LayerLayout{true, w};
       }
     } else {
@@ -268,50 +282,50 @@ void ApplyAttentionSpec(std::string_view spec, TrainArch& arch) {
   // Cosine attention's lambda (the seeds' definitions): 4 ln(L / 2) for the training length L, or
   // per position 4 ln((i + 1) / 2) (the scale 4 times the plan's per-position factor); a given
   // scale=X replaces the 4 ln(L / 2) or the 4.
-  if (cosine && arch.logits.logit_scale == 0.0) {
+  if (cosine && arch.model.attention.logit_scale == 0.0) {
     STRETCH_CHECK(arch.model.seq_len >= 3, "seq_len={} must be set first", arch.model.seq_len);
-    arch.logits.logit_scale =
-        arch.logits.position_lambda ? 4.0 : 4.0 * std::log(0.5 * arch.model.seq_len);
+    arch.model.attention.logit_scale =
+        arch.model.attention.position_log_scale ? 4.0 : 4.0 * std::log(0.5 * arch.model.seq_len);
   }
 }
 
 std::string BlockSpecOf(const TrainArch& arch) {
-  return arch.Gau() ? fmt::format("gau:key={}", arch.gau_key_dim) : std::string("llama");
+  return arch.model.Gau() ? fmt::format("gau:key={}", arch.model.key_dim) : std::string("llama");
 }
 
 std::string PositionSpecOf(const TrainArch& arch) {
-  switch (arch.position) {
-    case TrainPosition::kRope:
-      if (!arch.rope_map.empty()) return arch.rope_map;
-      [[fallthrough]];
-    case TrainPosition::kXpos: {
+  switch (arch.model.attention.position) {
+    case LayerPosition::kRope: {
+      const AttentionLayout& a = arch.model.attention;
+      if (!a.rope_map.empty()) return a.rope_map;
       // NTK: the base it scales (model.rope_base is the scaled one), so that the spec parses
       // back to the same architecture.
       const float base = arch.rope_ntk != 1.0 ? arch.rope_ntk_base : arch.model.rope_base;
-      std::string out =
-          fmt::format("{}:base={}", arch.position == TrainPosition::kRope ? "rope" : "xpos", base);
-      if (arch.position == TrainPosition::kXpos) out += fmt::format(",gamma={}", arch.xpos_gamma);
-      if (arch.rope_fraction != 1.0) out += fmt::format(",fraction={}", arch.rope_fraction);
+      const bool xpos = a.xpos_scale_base > 0.0;
+      std::string out = fmt::format("{}:base={}", xpos ? "xpos" : "rope", base);
+      if (xpos) out += fmt::format(",gamma={}", a.xpos_scale_base);
+      if (a.rope_fraction != 1.0) out += fmt::format(",fraction={}", a.rope_fraction);
       if (arch.model.rope_interpolation != 1.0f) {
         out += fmt::format(",pi={}", arch.model.rope_interpolation);
       }
       if (arch.rope_ntk != 1.0) out += fmt::format(",ntk={}", arch.rope_ntk);
       return out;
     }
-    case TrainPosition::kSandwich:
-      return fmt::format("sandwich:dim={},lambda={}", arch.sandwich_dim, arch.sandwich_lambda);
-    case TrainPosition::kNope: return "nope";
-    case TrainPosition::kAlibi: return "alibi";
-    case TrainPosition::kKerpleLog: return "kerple-log";
-    case TrainPosition::kKerplePower: return "kerple-power";
+    case LayerPosition::kSandwich:
+      return fmt::format("sandwich:dim={},lambda={}", arch.model.attention.sandwich_dim,
+                         arch.model.attention.sandwich_lambda);
+    case LayerPosition::kNone: return "nope";
+    case LayerPosition::kAlibi: return "alibi";
+    case LayerPosition::kKerpleLog: return "kerple-log";
+    case LayerPosition::kKerplePower: return "kerple-power";
   }
   return "?";
 }
 
 std::string LayoutText(const TrainArch& arch) {
   std::string out;
-  for (size_t i = 0; i < arch.layers.size(); ++i) {
-    const LayerLayout& l = arch.layers[i];
+  for (size_t i = 0; i < arch.model.attention.layers.size(); ++i) {
+    const LayerLayout& l = arch.model.attention.layers[i];
     if (!out.empty()) out += " / ";
     out += l.window > 0 ? fmt::format("window {}", l.window) : std::string("full");
     if (!l.position) out += " (no position)";

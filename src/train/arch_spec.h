@@ -10,7 +10,7 @@
 //                kerple-log | kerple-power | sandwich[:dim=D,lambda=X] | a relative map
 //                  pi=F    position interpolation (Chen et al. 2023): position m rotated as m / F
 //                          (model.rope_interpolation)
-//                  ntk=F   NTK-aware RoPE: base' = base F^(D/(D-2)), D = HeadDim()
+//                  ntk=F   NTK-aware RoPE: base' = base F^(D/(D-2)), D = the head dim (model.head_dim())
 //                          (model.rope_base, the spec's base kept in rope_ntk_base)
 //                  F >= 1; one of the two. On xpos they change the rotation only (the decay
 //                  keeps the true distances).
@@ -38,14 +38,22 @@
 
 namespace stretch {
 
-// Sets arch.block (and gau_key_dim; model.dim must be set for its default) from a --block spec.
+// What `--position xpos` and `sandwich` take when the spec gives no value: XPOS's scale base gamma
+// (torchscale's default 512), Sandwich's sinusoid dimension and lambda.
+inline constexpr double kXposDefaultGamma = 512.0;
+inline constexpr int kSandwichDefaultDim = 128;
+inline constexpr double kSandwichDefaultLambda = 1.0;
+
+// Sets arch.model.block (and key_dim; model.dim must be set for its default) from a --block
+// spec; FinalizeArch sets the GAU's kernel heads once hidden_dim is known.
 void ApplyBlockSpec(std::string_view spec, TrainArch& arch);
-// Sets arch.position and its fields (model.rope_base, rope_interpolation, ...) from a
+// Sets the position scheme and its fields (model.attention.position, model.rope_base, ...) from a
 // --position spec. Every field of the scheme the spec does not give goes back to its default,
 // except the RoPE base, which a spec without base= keeps. ntk=F needs the sizes (model.dim and
 // n_heads, or the GAU key width) set first: it resolves model.rope_base (FinalizeArch).
 void ApplyPositionSpec(std::string_view spec, TrainArch& arch);
-// Sets arch.logits and arch.layers (model.n_layers must be set) from an --attention spec.
+// Sets the logits (norms, scale, logn, SSMax) and the layers of model.attention (model.n_layers
+// must be set) from an --attention spec.
 void ApplyAttentionSpec(std::string_view spec, TrainArch& arch);
 
 // The canonical text of what the arch holds (for logs and --help examples).

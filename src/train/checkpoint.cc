@@ -5,37 +5,39 @@
 
 #include "src/core/check.h"
 #include "src/core/error.h"
+#include "src/train/arch_spec.h"
 
 namespace stretch {
 namespace {
 
 using nlohmann::json;
 
-constexpr std::array<std::pair<TrainPosition, const char*>, 7> kPositions = {{
-    {TrainPosition::kRope, "rope"},
-    {TrainPosition::kNope, "nope"},
-    {TrainPosition::kAlibi, "alibi"},
-    {TrainPosition::kKerpleLog, "kerple-log"},
-    {TrainPosition::kKerplePower, "kerple-power"},
-    {TrainPosition::kSandwich, "sandwich"},
-    {TrainPosition::kXpos, "xpos"},
+// The config's "position" names (XPOS is RoPE with xpos_scale_base > 0, written as "xpos").
+constexpr std::array<std::pair<LayerPosition, const char*>, 6> kPositions = {{
+    {LayerPosition::kRope, "rope"},
+    {LayerPosition::kNone, "nope"},
+    {LayerPosition::kAlibi, "alibi"},
+    {LayerPosition::kKerpleLog, "kerple-log"},
+    {LayerPosition::kKerplePower, "kerple-power"},
+    {LayerPosition::kSandwich, "sandwich"},
 }};
 
-constexpr std::array<std::pair<TrainBlock, const char*>, 2> kBlocks = {{
-    {TrainBlock::kLlama, "llama"},
-    {TrainBlock::kGau, "gau"},
+constexpr std::array<std::pair<ModelBlock, const char*>, 2> kBlocks = {{
+    {ModelBlock::kLlama, "llama"},
+    {ModelBlock::kGau, "gau"},
 }};
 
-const char* BlockName(TrainBlock b) {
+const char* BlockName(ModelBlock b) {
   for (const auto& [k, name] : kBlocks) {
     if (k == b) return name;
   }
   return "?";
 }
 
-const char* PositionName(TrainPosition p) {
+const char* PositionName(const AttentionLayout& a) {
+  if (a.position == LayerPosition::kRope && a.xpos_scale_base > 0.0) return "xpos";
   for (const auto& [k, name] : kPositions) {
-    if (k == p) return name;
+    if (k == a.position) return name;
   }
   return "?";
 }
@@ -58,44 +60,47 @@ constexpr std::string_view kTokenizerTensor = "tokenizer.model";
 
 json ArchToJson(const TrainArch& a) {
   const ModelConfig& m = a.model;
+  const AttentionLayout& at = m.attention;
   json layout = json::array();
-  for (const LayerLayout& l : a.layers)
+  for (const LayerLayout& l : at.layers) {
     layout.push_back({{"position", l.position}, {"window", l.window}});
-  json j = {{"block", BlockName(a.block)},
+  }
+  // The file counts the GAU's one head ("heads": 1); the config its R = E / S kernel heads.
+  json j = {{"block", BlockName(m.block)},
             {"dim", m.dim},
             {"hidden_dim", m.hidden_dim},
             {"layers", m.n_layers},
-            {"heads", m.n_heads},
-            {"kv_heads", m.n_kv_heads},
+            {"heads", m.Gau() ? 1 : m.n_heads},
+            {"kv_heads", m.Gau() ? 1 : m.n_kv_heads},
             {"vocab_size", m.vocab_size},
             {"seq_len", m.seq_len},
             {"shared_classifier", m.shared_classifier},
             {"rope_base", m.rope_base},
             {"norm_eps", m.norm_eps},
-            {"position", PositionName(a.position)},
+            {"position", PositionName(at)},
             {"logits",
-             {{"query_norm", a.logits.query_norm},
-              {"key_norm", a.logits.key_norm},
-              {"scale", a.logits.logit_scale}}},
+             {{"query_norm", a.model.attention.query_norm},
+              {"key_norm", a.model.attention.key_norm},
+              {"scale", a.model.attention.logit_scale}}},
             {"layout", layout}};
-  if (a.Gau()) j["gau_key_dim"] = a.gau_key_dim;  // LLaMA: absent (it has no such size)
+  if (a.model.Gau()) j["gau_key_dim"] = a.model.key_dim;  // LLaMA: absent (it has no such size)
   // Fields that came with the later variants are written only when they are not the default,
   // so that configs of earlier runs compare equal (resume checks the architecture by its JSON).
-  if (a.rope_fraction != 1.0) j["rope_fraction"] = a.rope_fraction;
+  if (a.model.attention.rope_fraction != 1.0) j["rope_fraction"] = a.model.attention.rope_fraction;
   if (m.rope_interpolation != 1.0f) j["rope_interpolation"] = m.rope_interpolation;
   if (a.rope_ntk != 1.0) {  // rope_base above is the resolved one; these say where it came from
     j["rope_ntk"] = a.rope_ntk;
     j["rope_ntk_base"] = a.rope_ntk_base;
   }
-  if (!a.rope_map.empty()) j["rope_map"] = a.rope_map;
-  if (a.position == TrainPosition::kXpos) j["xpos_gamma"] = a.xpos_gamma;
-  if (a.position == TrainPosition::kSandwich) {
-    j["sandwich_dim"] = a.sandwich_dim;
-    j["sandwich_lambda"] = a.sandwich_lambda;
+  if (!a.model.attention.rope_map.empty()) j["rope_map"] = a.model.attention.rope_map;
+  if (at.xpos_scale_base > 0.0) j["xpos_gamma"] = at.xpos_scale_base;
+  if (a.model.attention.position == LayerPosition::kSandwich) {
+    j["sandwich_dim"] = a.model.attention.sandwich_dim;
+    j["sandwich_lambda"] = a.model.attention.sandwich_lambda;
   }
-  if (a.logits.logn) j["logits"]["logn"] = true;
-  if (a.logits.position_lambda) j["logits"]["position_lambda"] = true;
-  if (a.logits.ssmax) j["logits"]["ssmax"] = true;
+  if (a.model.attention.logn) j["logits"]["logn"] = true;
+  if (a.model.attention.position_log_scale) j["logits"]["position_lambda"] = true;
+  if (a.model.attention.ssmax) j["logits"]["ssmax"] = true;
   return j;
 }
 
@@ -109,12 +114,12 @@ TrainArch ArchFromJson(const json& j, const std::string& what) {
   bool block_found = false;
   for (const auto& [k, name] : kBlocks) {
     if (block == name) {
-      a.block = k;
+      a.model.block = k;
       block_found = true;
     }
   }
   if (!block_found) Fail("{}: block \"{}\" (allowed: llama, gau)", what, block);
-  if (a.Gau()) a.gau_key_dim = Get<int>(j, "gau_key_dim", what);
+  if (a.model.Gau()) a.model.key_dim = Get<int>(j, "gau_key_dim", what);
   m.dim = Get<int>(j, "dim", what);
   m.hidden_dim = Get<int>(j, "hidden_dim", what);
   m.n_layers = Get<int>(j, "layers", what);
@@ -126,12 +131,17 @@ TrainArch ArchFromJson(const json& j, const std::string& what) {
   m.rope_base = Get<float>(j, "rope_base", what);
   m.norm_eps = Get<float>(j, "norm_eps", what);
   const std::string pos = Get<std::string>(j, "position", what);
-  bool found = false;
+  bool found = pos == "xpos";
+  if (found) a.model.attention.xpos_scale_base = kXposDefaultGamma;  // a later "xpos_gamma" wins
   for (const auto& [k, name] : kPositions) {
     if (pos == name) {
-      a.position = k;
+      a.model.attention.position = k;
       found = true;
     }
+  }
+  if (pos == "sandwich") {
+    a.model.attention.sandwich_dim = kSandwichDefaultDim;
+    a.model.attention.sandwich_lambda = kSandwichDefaultLambda;
   }
   if (!found) {
     Fail(
@@ -139,7 +149,8 @@ TrainArch ArchFromJson(const json& j, const std::string& what) {
         "xpos)",
         what, pos);
   }
-  if (j.contains("rope_fraction")) a.rope_fraction = Get<double>(j, "rope_fraction", what);
+  if (j.contains("rope_fraction"))
+    a.model.attention.rope_fraction = Get<double>(j, "rope_fraction", what);
   if (j.contains("rope_interpolation")) {
     m.rope_interpolation = Get<float>(j, "rope_interpolation", what);
   }
@@ -147,24 +158,35 @@ TrainArch ArchFromJson(const json& j, const std::string& what) {
     a.rope_ntk = Get<double>(j, "rope_ntk", what);
     a.rope_ntk_base = Get<float>(j, "rope_ntk_base", what);
   }
-  if (j.contains("rope_map")) a.rope_map = Get<std::string>(j, "rope_map", what);
-  if (j.contains("xpos_gamma")) a.xpos_gamma = Get<double>(j, "xpos_gamma", what);
-  if (j.contains("sandwich_dim")) a.sandwich_dim = Get<int>(j, "sandwich_dim", what);
-  if (j.contains("sandwich_lambda")) a.sandwich_lambda = Get<double>(j, "sandwich_lambda", what);
+  if (j.contains("rope_map")) a.model.attention.rope_map = Get<std::string>(j, "rope_map", what);
+  if (j.contains("xpos_gamma"))
+    a.model.attention.xpos_scale_base = Get<double>(j, "xpos_gamma", what);
+  if (j.contains("sandwich_dim"))
+    a.model.attention.sandwich_dim = Get<int>(j, "sandwich_dim", what);
+  if (j.contains("sandwich_lambda"))
+    a.model.attention.sandwich_lambda = Get<double>(j, "sandwich_lambda", what);
   const json logits = Get<json>(j, "logits", what);
-  a.logits.query_norm = Get<bool>(logits, "query_norm", what + " logits");
-  a.logits.key_norm = Get<bool>(logits, "key_norm", what + " logits");
-  a.logits.logit_scale = Get<double>(logits, "scale", what + " logits");
-  if (logits.contains("logn")) a.logits.logn = Get<bool>(logits, "logn", what + " logits");
+  a.model.attention.query_norm = Get<bool>(logits, "query_norm", what + " logits");
+  a.model.attention.key_norm = Get<bool>(logits, "key_norm", what + " logits");
+  a.model.attention.logit_scale = Get<double>(logits, "scale", what + " logits");
+  if (logits.contains("logn")) a.model.attention.logn = Get<bool>(logits, "logn", what + " logits");
   if (logits.contains("position_lambda")) {
-    a.logits.position_lambda = Get<bool>(logits, "position_lambda", what + " logits");
+    a.model.attention.position_log_scale = Get<bool>(logits, "position_lambda", what + " logits");
   }
-  if (logits.contains("ssmax")) a.logits.ssmax = Get<bool>(logits, "ssmax", what + " logits");
+  if (logits.contains("ssmax"))
+    a.model.attention.ssmax = Get<bool>(logits, "ssmax", what + " logits");
   const json layout = Get<json>(j, "layout", what);
   if (!layout.is_array()) Fail("{}: layout is not a list", what);
   for (const json& l : layout) {
-    a.layers.push_back(LayerLayout{Get<bool>(l, "position", what + " layout"),
-                                   Get<int64_t>(l, "window", what + " layout")});
+    a.model.attention.layers.push_back(LayerLayout{Get<bool>(l, "position", what + " layout"),
+                                                   Get<int64_t>(l, "window", what + " layout")});
+  }
+  if (m.Gau()) {
+    if (m.n_heads != 1 || m.n_kv_heads != 1) {
+      Fail("{}: GAU with heads={}, kv_heads={} (expected 1 and 1: the GAU block has a single head)", what,
+           m.n_heads, m.n_kv_heads);
+    }
+    if (m.key_dim > 0) m.SetGau(m.key_dim);  // R = E / S kernel heads (ValidateArch checks S)
   }
   try {
     ValidateArch(a);

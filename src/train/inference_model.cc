@@ -22,21 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-LayerPosition LayerPositionOf(const TrainArch& arch, const LayerLayout& layer) {
-  if (!layer.position) return LayerPosition::kNone;  // the trainer's UsesRope and LayerPlan
-  switch (arch.position) {
-    case TrainPosition::kRope:
-    case TrainPosition::kXpos:  // RoPE with AttentionLayout::xpos_scale_base
-      return LayerPosition::kRope;
-    case TrainPosition::kNope: return LayerPosition::kNone;
-    case TrainPosition::kAlibi: return LayerPosition::kAlibi;
-    case TrainPosition::kKerpleLog: return LayerPosition::kKerpleLog;
-    case TrainPosition::kKerplePower: return LayerPosition::kKerplePower;
-    case TrainPosition::kSandwich: return LayerPosition::kSandwich;
-  }
-  return LayerPosition::kNone;
-}
-
 json ParseMetadataJson(const SafetensorsFile& f, const char* key) {
   try {
     return json::parse(f.GetMetadata(key));
@@ -72,7 +57,7 @@ CheckpointHeader ReadHeaderOf(const SafetensorsFile& f) {
   CheckpointHeader h;
   h.path = path;
   h.arch = info.arch;
-  h.config = InferenceConfig(info.arch);
+  h.config = info.arch.model;
   h.step = info.step;
   if (f.FindMetadata("stretch.tokenizer")) {
     const json t = ParseMetadataJson(f, "stretch.tokenizer");
@@ -87,37 +72,9 @@ CheckpointHeader ReadHeaderOf(const SafetensorsFile& f) {
 
 }  // namespace
 
-ModelConfig InferenceConfig(const TrainArch& arch) {
-  // (A training-time relative map needs nothing here: the model is scored with whatever
-  // --method is given, the trained map included; a trained log-n is 1 below L, and +logn on the
-  // method applies it beyond.)
-  ModelConfig c = arch.model;
-  c.attention = AttentionLayout{};
-  for (const LayerLayout& l : arch.layers) {
-    c.attention.layers.push_back(LayerAttention{LayerPositionOf(arch, l), l.window});
-  }
-  c.attention.query_norm = arch.logits.query_norm;
-  c.attention.key_norm = arch.logits.key_norm;
-  c.attention.logit_scale = arch.Scale();
-  c.attention.rope_fraction = arch.rope_fraction;
-  if (arch.position == TrainPosition::kXpos) c.attention.xpos_scale_base = arch.xpos_gamma;
-  if (arch.position == TrainPosition::kSandwich) {
-    c.attention.sandwich_dim = arch.sandwich_dim;
-    c.attention.sandwich_lambda = arch.sandwich_lambda;
-  }
-  c.attention.position_log_scale = arch.logits.position_lambda;
-  c.attention.ssmax = arch.logits.ssmax;
-  if (arch.Gau()) {  // R = E / S kernel heads of width S (config.h's ModelBlock::kGau)
-    c.block = ModelBlock::kGau;
-    c.key_dim = arch.gau_key_dim;
-    c.n_heads = c.n_kv_heads = arch.KernelHeads();
-  }
-  return c;
-}
-
 Model InferenceModel(const TrainArch& arch, const TrainParams<float>& p, std::string source) {
   Model m;
-  m.config = InferenceConfig(arch);
+  m.config = arch.model;
   m.source = std::move(source);
   ModelWeights& w = m.weights;
   w.token_embedding = p.token_embedding;
@@ -136,13 +93,13 @@ Model InferenceModel(const TrainArch& arch, const TrainParams<float>& p, std::st
     L.w3 = t.w3;
     // The trainer keeps KERPLE parameters for every layer of a KERPLE model, and uses them only
     // where the layer has its position (LayerPlan); the inference model holds them exactly there.
-    const LayerPosition pos = m.config.attention.layers[l].position;
+    const LayerPosition pos = m.config.attention.Layer(static_cast<int>(l)).position;
     if (pos == LayerPosition::kKerpleLog || pos == LayerPosition::kKerplePower) {
       L.bias_a = t.bias_a;
       L.bias_b = t.bias_b;
     }
     L.ssmax = t.ssmax;
-    if (arch.Gau()) {
+    if (arch.model.Gau()) {
       L.wo = t.gau.wo;
       L.gau_u = t.gau.wu;
       L.gau_v = t.gau.wv;
@@ -185,9 +142,9 @@ CheckpointModel LoadCheckpointModel(const std::string& path) {
   // The sizes come from the file: bound what they ask for by the bytes the file holds before
   // allocating (the safetensors header is already checked against the file's size).
   const ModelConfig& m = arch.model;
-  const double C = m.dim, F = m.hidden_dim, V = m.vocab_size, KV = m.kv_dim(), S = arch.gau_key_dim;
+  const double C = m.dim, F = m.hidden_dim, V = m.vocab_size, KV = m.kv_dim(), S = m.key_dim;
   const double per_layer =
-      arch.Gau() ? 3 * F * C + S * C + 4 * S : 2 * C + 2 * C * C + 2 * KV * C + 3 * F * C;
+      arch.model.Gau() ? 3 * F * C + S * C + 4 * S : 2 * C + 2 * C * C + 2 * KV * C + 3 * F * C;
   const double floats =
       V * C * (m.shared_classifier ? 1 : 2) + C + m.n_layers * (per_layer + 2 * m.n_heads);
   if (floats * sizeof(float) > static_cast<double>(f.file_bytes())) {
@@ -209,10 +166,11 @@ CheckpointModel LoadCheckpointModel(const std::string& path) {
           "final_norm{}, and training state optim.*, rng.*, train.*, tokenizer.model): a "
           "checkpoint of another block or model is not supported at inference",
           path, t.name, BlockSpecOf(arch), PositionSpecOf(arch), arch.model.n_layers,
-          arch.Gau() ? "gau_u, gau_v, gau_z, gau_o, gamma_q, beta_q, gamma_k, beta_k"
-                     : "attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3",
+          arch.model.Gau() ? "gau_u, gau_v, gau_z, gau_o, gamma_q, beta_q, gamma_k, beta_k"
+                           : "attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3",
           params.layers.empty() || params.layers[0].bias_a.empty() ? "" : ", bias_a, bias_b",
-          arch.logits.ssmax ? ", ssmax" : "", arch.model.shared_classifier ? "" : ", classifier");
+          arch.model.attention.ssmax ? ", ssmax" : "",
+          arch.model.shared_classifier ? "" : ", classifier");
     }
   }
   params.ForEach([&](const std::string& name, std::vector<float>& v, bool) {

@@ -3,11 +3,8 @@
 // loading of a checkpoint file (or the newest complete one in a run's directory) with its
 // tokenizer, for `stretch score`, `generate` and `inspect`.
 //
-// The conversion is exact: every parameter is copied as it is (float), and the attention layout
-// (per-layer RoPE / XPOS / NoPE / ALiBi / KERPLE / Sandwich and window, p-RoPE's fraction,
-// QueryNorm / KeyNorm, the logit scale of TrainArch::Scale(), the per-position lambda, SSMax's
-// learned s_h) becomes ModelConfig::attention, and a GAU model's block and sizes become
-// ModelConfig::block, key_dim and R = E / S heads (src/model/config.h), so that the Transformer runs the function
+// The conversion is exact: the trainer's ModelConfig is the model's, and every parameter is copied
+// as it is (float), so that the Transformer runs the function
 // TrainTransformer<float, KernelAttention>::Forward computes (tests/train/inference_model_test.cc).
 //
 // What is refused, with the file, the field, what was found and what was expected:
@@ -33,10 +30,6 @@
 
 namespace stretch {
 
-// The inference configuration of a training architecture: its sizes, and its attention layout
-// (every layer listed; logit_scale = arch.Scale(), always explicit).
-ModelConfig InferenceConfig(const TrainArch& arch);
-
 // The inference Model of trained parameters (copied). `source` names it in reports and errors.
 Model InferenceModel(const TrainArch& arch, const TrainParams<float>& params, std::string source);
 
@@ -51,7 +44,7 @@ bool LooksLikeSafetensors(const std::string& path);
 struct CheckpointHeader {
   std::string path;
   TrainArch arch;
-  ModelConfig config;  // InferenceConfig(arch)
+  ModelConfig config;  // arch.model
   int64_t step = 0;
   std::string tokenizer_kind;  // "bytes", "sentencepiece", or "" when the file has none
 };

@@ -30,7 +30,7 @@ ParamRegistry Register(const TrainArch& arch, TrainParams<float>& p, TrainParams
 
 void InitParams(const TrainArch& arch, TrainParams<float>& p, Rng& rng) {
   const double resid = 0.02 / std::sqrt(2.0 * arch.model.n_layers);
-  const bool power = arch.position == TrainPosition::kKerplePower;
+  const bool power = arch.model.attention.position == LayerPosition::kKerplePower;
   // GAU layers (post-norm): GAU-alpha's initialization of the matrices (RoFormerV2's initializer
   // with order 3 in bert4keras): a normal of standard deviation n_layers^(-1/3) / sqrt(fan_in)
   // (bert4keras draws a normal of 1.13684723 times that, truncated at 2 sd, which has this sd; we
@@ -87,7 +87,8 @@ Trainer::Trainer(TrainArch arch, TrainerOptions options)
   if (options_.perturb.Active()) {
     CheckPerturbation(options_.perturb, model_.arch().model.seq_len);
     const TrainArch& a = model_.arch();
-    if (a.Gau() || a.position != TrainPosition::kRope || !a.rope_map.empty()) {
+    if (a.model.Gau() || a.model.attention.position != LayerPosition::kRope ||
+        !a.model.attention.rope_map.empty()) {
       Fail(
           "train: position perturbation {} moves RoPE positions: it needs --position rope "
           "(no relative map) and --block llama",
@@ -125,7 +126,7 @@ StepStats Trainer::Step(const BatchSource& next) {
   st.lr = LearningRate(options_.schedule, adam_.step());
   adam_.Step(st.lr);
   // KERPLE: a, b >= 0.01 (and the power's exponent <= 2).
-  const bool power = model_.arch().position == TrainPosition::kKerplePower;
+  const bool power = model_.arch().model.attention.position == LayerPosition::kKerplePower;
   params_.ForEach([&](const std::string& name, std::vector<float>& t, bool) {
     if (!IsBiasParameter(name)) return;
     const bool exponent = power && name.ends_with(".bias_b");

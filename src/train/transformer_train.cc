@@ -14,19 +14,23 @@ void ValidateArch(const TrainArch& arch) {
     throw Error(fmt::format("model: {}={} (allowed: {})", field, v, allowed));
   };
   if (m.dim < 2) bad("dim", m.dim, ">= 2");
-  if (arch.Gau()) {
+  if (arch.model.Gau()) {
     // One head: Z, Q, K of width S (gau_key_dim), U, V of width E (hidden_dim); the kernel runs
     // E / S copies of the head (src/train/gau_layer.h), so S must divide E.
-    if (m.n_heads != 1) bad("heads", m.n_heads, "1: the GAU block has a single head");
-    if (m.n_kv_heads != 1) bad("kv_heads", m.n_kv_heads, "1: the GAU block has a single head");
-    if (arch.gau_key_dim < 2 || arch.gau_key_dim % 2 != 0) {
-      bad("gau_key_dim", arch.gau_key_dim, "an even number >= 2 (RoPE rotates pairs)");
+    if (m.key_dim < 2 || m.key_dim % 2 != 0) {
+      bad("gau_key_dim", m.key_dim, "an even number >= 2 (RoPE rotates pairs)");
     }
-    if (m.hidden_dim < 1 || m.hidden_dim % arch.gau_key_dim != 0) {
+    if (m.hidden_dim < 1 || m.hidden_dim % m.key_dim != 0) {
       bad("hidden_dim (the GAU's expansion width e)", m.hidden_dim,
           fmt::format("a positive multiple of gau_key_dim={}: the attention kernel runs e / s "
                       "copies of the GAU's head, one per slice of V of width s",
-                      arch.gau_key_dim));
+                      m.key_dim));
+    }
+    if (m.n_heads != m.hidden_dim / m.key_dim || m.n_kv_heads != m.n_heads) {
+      bad("heads", m.n_heads,
+          fmt::format("e / s = {} kernel heads (and as many kv heads, {} given): the copies of "
+                      "the GAU's single head (ModelConfig::SetGau)",
+                      m.hidden_dim / m.key_dim, m.n_kv_heads));
     }
   } else {
     if (m.n_heads < 1 || m.dim % m.n_heads != 0) bad("heads", m.n_heads, "a divisor of dim");
@@ -39,18 +43,19 @@ void ValidateArch(const TrainArch& arch) {
   if (m.n_layers < 1) bad("layers", m.n_layers, ">= 1");
   if (m.vocab_size < 2) bad("vocab_size", m.vocab_size, ">= 2");
   if (m.seq_len < 2) bad("seq_len", m.seq_len, ">= 2");
-  if (static_cast<int>(arch.layers.size()) != m.n_layers) {
-    bad("layer layout entries", static_cast<int64_t>(arch.layers.size()),
+  const AttentionLayout& layout = m.attention;
+  if (static_cast<int>(layout.layers.size()) != m.n_layers) {
+    bad("layer layout entries", static_cast<int64_t>(layout.layers.size()),
         fmt::format("one per layer ({})", m.n_layers));
   }
-  for (const LayerLayout& l : arch.layers) {
+  for (const LayerLayout& l : layout.layers) {
     if (l.window < 0) bad("window", l.window, "0 (full attention) or a positive integer");
   }
   auto bad_value = [](std::string_view field, double v, std::string_view allowed) {
     throw Error(fmt::format("model: {}={} (allowed: {})", field, v, allowed));
   };
-  if (!(arch.rope_fraction > 0.0 && arch.rope_fraction <= 1.0)) {
-    bad_value("rope fraction (p-RoPE)", arch.rope_fraction, "0 < p <= 1");
+  if (!(layout.rope_fraction > 0.0 && layout.rope_fraction <= 1.0)) {
+    bad_value("rope fraction (p-RoPE)", layout.rope_fraction, "0 < p <= 1");
   }
   // RoPE's position interpolation (PI) and NTK-aware factor: finite, >= 1, one at a time, on
   // RoPE (or XPOS's rotation) without a training-time map (a map's spec has no key for them).
@@ -68,52 +73,61 @@ void ValidateArch(const TrainArch& arch) {
       throw Error(fmt::format("model: pi={} and ntk={} together (allowed: one of them)", pi,
                               arch.rope_ntk));
     }
-    if (arch.position != TrainPosition::kRope && arch.position != TrainPosition::kXpos) {
+    if (layout.position != LayerPosition::kRope) {
       throw Error(fmt::format("model: {} on a model without RoPE (allowed: rope, xpos)", what));
     }
-    if (!arch.rope_map.empty()) {
+    if (!layout.rope_map.empty()) {
       throw Error(
           fmt::format("model: {} with the training-time map \"{}\" (allowed: plain "
                       "RoPE or XPOS)",
-                      what, arch.rope_map));
+                      what, layout.rope_map));
     }
   }
   if (arch.rope_ntk != 1.0) {
     if (!(std::isfinite(arch.rope_ntk_base) && arch.rope_ntk_base > 1.0f)) {
       bad_value("rope ntk base", arch.rope_ntk_base, "the RoPE base ntk scales, > 1");
     }
-    const float want = NtkRopeBase(arch.rope_ntk_base, arch.rope_ntk, arch.HeadDim());
+    const float want = NtkRopeBase(arch.rope_ntk_base, arch.rope_ntk, arch.model.head_dim());
     if (arch.model.rope_base != want) {
       throw Error(
           fmt::format("model: rope_base={} with ntk={} from base {} (expected the NTK "
                       "base {} * {}^({} / {}) = {})",
                       arch.model.rope_base, arch.rope_ntk, arch.rope_ntk_base, arch.rope_ntk_base,
-                      arch.rope_ntk, arch.HeadDim(), arch.HeadDim() - 2, want));
+                      arch.rope_ntk, arch.model.head_dim(), arch.model.head_dim() - 2, want));
     }
   }
-  if (arch.position == TrainPosition::kXpos && !(arch.xpos_gamma > 0.0)) {
-    bad_value("xpos gamma", arch.xpos_gamma, "> 0");
+  if (!(std::isfinite(layout.xpos_scale_base) && layout.xpos_scale_base >= 0.0)) {
+    bad_value("xpos gamma", layout.xpos_scale_base, "a finite number > 0; 0: no XPOS");
   }
-  if (arch.position == TrainPosition::kSandwich &&
-      (arch.sandwich_dim < 2 || arch.sandwich_dim % 2 != 0)) {
-    bad("sandwich dim", arch.sandwich_dim, "an even number >= 2");
+  const bool xpos = layout.xpos_scale_base > 0.0;
+  if (xpos && layout.position != LayerPosition::kRope) {
+    throw Error(fmt::format("model: XPOS (gamma={}) on a model without RoPE (allowed: rope)",
+                            layout.xpos_scale_base));
   }
-  if (!arch.rope_map.empty()) {
+  if (xpos && !layout.rope_map.empty()) {
+    throw Error(fmt::format("model: XPOS with the training-time map \"{}\" (allowed: plain RoPE)",
+                            layout.rope_map));
+  }
+  if (layout.position == LayerPosition::kSandwich &&
+      (layout.sandwich_dim < 2 || layout.sandwich_dim % 2 != 0)) {
+    bad("sandwich dim", layout.sandwich_dim, "an even number >= 2");
+  }
+  if (!layout.rope_map.empty()) {
     Method map;
     try {
-      map = ParseMethod(arch.rope_map);
+      map = ParseMethod(layout.rope_map);
     } catch (const Error& e) {
-      throw Error(fmt::format("model: rope map \"{}\": {}", arch.rope_map, e.what()));
+      throw Error(fmt::format("model: rope map \"{}\": {}", layout.rope_map, e.what()));
     }
-    if (map.rel.kind == RelMapKind::kIdentity || arch.position != TrainPosition::kRope ||
-        arch.Gau()) {
+    if (map.rel.kind == RelMapKind::kIdentity || layout.position != LayerPosition::kRope ||
+        arch.model.Gau()) {
       throw Error(
           fmt::format("model: rope map \"{}\" needs a relative map (rerope, "
                       "leaky-rerope, self-extend, string, dca), RoPE and the LLaMA block",
-                      arch.rope_map));
+                      layout.rope_map));
     }
   }
-  if (arch.position == TrainPosition::kXpos && (arch.logits.query_norm || arch.logits.key_norm)) {
+  if (xpos && (layout.query_norm || layout.key_norm)) {
     // The trainer would normalize after XPOS's decay and the inference kernel before it; the
     // XPOS paper uses neither, and q/|q| after a decay referenced at the window's end is no
     // longer a function of i - j alone.
@@ -122,16 +136,11 @@ void ValidateArch(const TrainArch& arch) {
         "decay and the normalization do not commute; allowed with xpos: the plain, "
         "scale=X, logn and ssmax logits)");
   }
-  if (arch.position == TrainPosition::kXpos &&
-      !(std::isfinite(arch.xpos_gamma) && arch.xpos_gamma > 0.0)) {
-    throw Error(
-        fmt::format("model: xpos gamma={} (allowed: a finite number > 0)", arch.xpos_gamma));
+  if (layout.position == LayerPosition::kSandwich && !std::isfinite(layout.sandwich_lambda)) {
+    throw Error(fmt::format("model: sandwich lambda={} (allowed: a finite number)",
+                            layout.sandwich_lambda));
   }
-  if (arch.position == TrainPosition::kSandwich && !std::isfinite(arch.sandwich_lambda)) {
-    throw Error(
-        fmt::format("model: sandwich lambda={} (allowed: a finite number)", arch.sandwich_lambda));
-  }
-  if (arch.Gau() && (arch.position == TrainPosition::kXpos || arch.logits.ssmax)) {
+  if (m.Gau() && (xpos || layout.ssmax)) {
     throw Error(
         "model: XPOS and SSMax are not yet implemented for the GAU block (allowed with "
         "--block gau: rope, nope, alibi, kerple-log, kerple-power, sandwich; keynorm, "
@@ -153,11 +162,13 @@ float NtkRopeBase(double base, double factor, int rotary_dim) {
 }
 
 void FinalizeArch(TrainArch& arch) {
+  ModelConfig& m = arch.model;
+  if (m.Gau() && m.key_dim > 0) m.SetGau(m.key_dim);  // R = E / S at the final expansion width
   if (arch.rope_ntk != 1.0) {
-    STRETCH_CHECK(arch.Gau() ? arch.gau_key_dim > 0 : arch.model.dim > 0 && arch.model.n_heads > 0,
-                  "ntk={}: the sizes (dim, heads or the GAU key width) must be set first",
-                  arch.rope_ntk);
-    arch.model.rope_base = NtkRopeBase(arch.rope_ntk_base, arch.rope_ntk, arch.HeadDim());
+    STRETCH_CHECK(
+        arch.model.Gau() ? arch.model.key_dim > 0 : arch.model.dim > 0 && arch.model.n_heads > 0,
+        "ntk={}: the sizes (dim, heads or the GAU key width) must be set first", arch.rope_ntk);
+    arch.model.rope_base = NtkRopeBase(arch.rope_ntk_base, arch.rope_ntk, arch.model.head_dim());
   }
 }
 

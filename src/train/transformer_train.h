@@ -17,8 +17,8 @@
 //   h = silu(f W1^T) * (f W3^T);  x' = x1 + h W2^T
 // and at the end: logits = RMSNorm(x; final_norm) Wcls^T, loss = mean cross-entropy.
 //
-// Or, with TrainBlock::kGau, every layer one post-norm Gated Attention Unit (src/train/gau_layer.h,
-// single head, E expansion width = model.hidden_dim, S key width = gau_key_dim):
+// Or, with ModelBlock::kGau, every layer one post-norm Gated Attention Unit (src/train/gau_layer.h,
+// single head, E expansion width = model.hidden_dim, S key width = model.key_dim):
 //   x = RMSNorm(E[tokens]) with no gain   (RoFormerV2 / GAU-alpha's Embedding-Norm)
 //   x' = RMSNorm(x + GAU(x)) with no gain (post-norm)
 // and the same final norm and classifier (on a post-norm stack, whose output already has unit
@@ -49,92 +49,32 @@
 
 namespace stretch {
 
-// How attention knows where tokens are (the pre-training variants of the seeds).
-enum class TrainPosition {
-  kRope,         // RoPE on q and k (base = model.rope_base)
-  kNope,         // nothing: causal attention alone
-  kAlibi,        // additive -m_h (i - j), Press et al.'s slopes (not learned)
-  kKerpleLog,    // additive -a_h log(1 + b_h (i - j)), a_h, b_h learned per layer and head
-  kKerplePower,  // additive -a_h (i - j)^b_h, learned
-  kSandwich,     // additive lambda p_i . p_j, sinusoidal embeddings of dim sandwich_dim (plan.h)
-  kXpos,         // RoPE with XPOS's per-pair decay zeta_t^((i - j) / gamma) (plan.h)
-};
-
-// One layer's attention layout: whether it uses the model's position scheme (false: NoPE for
-// this layer, as HWFA's last layer) and its window (0: full causal attention).
-struct LayerLayout {
-  bool position = true;
-  int64_t window = 0;
-};
-
-// What multiplies q . k: QueryNorm and KeyNorm L2-normalize queries or keys (per head) before
-// the product; both is cosine attention. logit_scale 0 means 1/sqrt(D).
-struct TrainLogits {
-  bool query_norm = false;
-  bool key_norm = false;
-  double logit_scale = 0.0;
-  // max(1, ln(i + 1) / ln L) on query i's logits (1 at every trained position; the checkpoint
-  // then carries it to evaluation, where it grows past L).
-  bool logn = false;
-  // Cosine attention's per-position lambda: logits also times ln((i + 1) / 2) (plan.h).
-  bool position_lambda = false;
-  // SSMax (arXiv 2501.19399): query i's logits in head h times s_h ln(i + 1), s_h learned per
-  // layer and head (tensor "ssmax"; LLaMA block).
-  bool ssmax = false;
-};
-
-// What one layer is.
-enum class TrainBlock {
-  kLlama,  // pre-norm attention (H heads) + SwiGLU FFN, as src/model runs it
-  kGau,    // post-norm single-head Gated Attention Unit, no FFN (src/train/gau_layer.h)
-};
-
+// What `stretch train` trains: the model's configuration (src/model/config.h, the one description
+// that inference runs too) and how its RoPE base came about.
 struct TrainArch {
-  ModelConfig model;  // sizes; model.seq_len is the training length L. GAU: model.hidden_dim is
-                      // the expansion width E, n_heads = n_kv_heads = 1
-  TrainBlock block = TrainBlock::kLlama;
-  int gau_key_dim = 0;  // GAU: S, the width of Z, Q, K (and RoPE's rotary dim); divides E
-  TrainPosition position = TrainPosition::kRope;
-  // p-RoPE (Barbero et al. 2024, arXiv 2410.06205): the fraction of RoPE's frequency pairs that
-  // rotate; the lowest frequencies (the last pairs) are left unrotated. 1: plain RoPE.
-  double rope_fraction = 1.0;
+  // Sizes and attention; model.seq_len is the training length L. GAU (ModelConfig::SetGau):
+  // model.hidden_dim is the expansion width E, key_dim the width S of Z, Q, K, and the R = E / S
+  // kernel heads are n_heads = n_kv_heads.
+  ModelConfig model;
   // NTK-aware RoPE (`--position rope:ntk=F`; bloc97 2023, HF _compute_ntk_parameters): exactly a
-  // new base, model.rope_base = rope_ntk_base * F^(D / (D - 2)) with D = HeadDim(), set by
+  // new base, model.rope_base = rope_ntk_base * F^(D / (D - 2)) with D = head_dim(), set by
   // FinalizeArch once the sizes are known. 1: none (rope_ntk_base then unused). Position
   // interpolation (`rope:pi=F`) is model.rope_interpolation, which inference reads too.
   double rope_ntk = 1.0;
   float rope_ntk_base = 0.0f;  // the base F scales (the spec's base=, or the one before)
-  double xpos_gamma = 512.0;   // kXpos: the scale base gamma (torchscale's default 512)
-  // A relative position map at training time (kRope, full-attention layers): a method spec of
-  // src/position/method.h with a map, e.g. "rerope:window=64", "leaky-rerope:window=64,k=4",
-  // "self-extend:group=4,window=32", "string", "dca"; "" for plain RoPE. Windowed layers keep
-  // plain RoPE inside their window.
-  std::string rope_map;
-  int sandwich_dim = 128;        // kSandwich: the sinusoids' dimension
-  double sandwich_lambda = 1.0;  // kSandwich: lambda, the same for every head
-  TrainLogits logits;
-  std::vector<LayerLayout> layers;  // model.n_layers entries
-  bool Gau() const { return block == TrainBlock::kGau; }
-  // Width of q and k (what RoPE rotates and 1/sqrt scales by).
-  int HeadDim() const { return Gau() ? gau_key_dim : model.head_dim(); }
-  // Heads with their own position parameters (ALiBi slope, KERPLE a and b): the GAU has one.
-  int AttentionHeads() const { return Gau() ? 1 : model.n_heads; }
-  // Heads of the attention kernel's calls: the GAU's R = E / S copies of its head.
-  int KernelHeads() const { return Gau() ? model.hidden_dim / gau_key_dim : model.n_heads; }
-  double Scale() const {
-    return logits.logit_scale > 0.0 ? logits.logit_scale
-                                    : 1.0 / std::sqrt(static_cast<double>(HeadDim()));
-  }
+
+  const AttentionLayout& layout() const { return model.attention; }
+  AttentionLayout& layout() { return model.attention; }
   // The GAU's layer settings for layer l (sizes, scale, RoPE or not, QueryNorm / KeyNorm).
   GauLayerConfig GauConfig(int l) const {
     GauLayerConfig c;
     c.C = model.dim;
     c.E = model.hidden_dim;
-    c.S = gau_key_dim;
-    c.scale = Scale();
-    c.rope = position == TrainPosition::kRope && layers[static_cast<size_t>(l)].position;
-    c.query_norm = logits.query_norm;
-    c.key_norm = logits.key_norm;
+    c.S = model.key_dim;
+    c.scale = model.LogitScale();
+    c.rope = model.attention.Layer(l).position == LayerPosition::kRope;
+    c.query_norm = model.attention.query_norm;
+    c.key_norm = model.attention.key_norm;
     c.norm_eps = model.norm_eps;
     return c;
   }
@@ -206,18 +146,17 @@ template <typename Real>
 TrainParams<Real> ZeroParams(const TrainArch& arch) {
   const ModelConfig& m = arch.model;
   const size_t C = m.dim, F = m.hidden_dim, V = m.vocab_size,
-               H = static_cast<size_t>(arch.AttentionHeads());
+               H = static_cast<size_t>(arch.model.position_heads());
   TrainParams<Real> p;
   p.token_embedding.assign(V * C, Real(0));
   p.layers.resize(static_cast<size_t>(m.n_layers));
   for (TrainLayer<Real>& L : p.layers) {
-    if (arch.position == TrainPosition::kKerpleLog ||
-        arch.position == TrainPosition::kKerplePower) {
+    if (arch.model.attention.Kerple()) {
       L.bias_a.assign(H, Real(0));
       L.bias_b.assign(H, Real(0));
     }
-    if (arch.Gau()) {
-      const size_t E = F, S = static_cast<size_t>(arch.gau_key_dim);
+    if (arch.model.Gau()) {
+      const size_t E = F, S = static_cast<size_t>(arch.model.key_dim);
       L.gau.wu.assign(E * C, Real(0));
       L.gau.wv.assign(E * C, Real(0));
       L.gau.wz.assign(S * C, Real(0));
@@ -237,7 +176,7 @@ TrainParams<Real> ZeroParams(const TrainArch& arch) {
     L.w1.assign(F * C, Real(0));
     L.w2.assign(C * F, Real(0));
     L.w3.assign(F * C, Real(0));
-    if (arch.logits.ssmax) L.ssmax.assign(static_cast<size_t>(m.n_heads), Real(0));
+    if (arch.model.attention.ssmax) L.ssmax.assign(static_cast<size_t>(m.n_heads), Real(0));
   }
   p.final_norm.assign(C, Real(0));
   if (!m.shared_classifier) p.classifier.assign(V * C, Real(0));
@@ -252,7 +191,7 @@ inline std::vector<int64_t> ParamShape(const TrainArch& arch, const std::string&
   auto ends = [&](const char* s) { return name.ends_with(s); };
   if (name == "token_embedding" || name == "classifier") return {V, C};
   if (ends("norm")) return {C};
-  const int64_t E = m.hidden_dim, S = arch.gau_key_dim;
+  const int64_t E = m.hidden_dim, S = arch.model.key_dim;
   if (ends(".gau_u") || ends(".gau_v")) return {E, C};
   if (ends(".gau_z")) return {S, C};
   if (ends(".gau_o")) return {C, E};
@@ -262,7 +201,7 @@ inline std::vector<int64_t> ParamShape(const TrainArch& arch, const std::string&
   if (ends(".wo")) return {C, HD};
   if (ends(".w1") || ends(".w3")) return {F, C};
   if (ends(".w2")) return {C, F};
-  if (ends(".bias_a") || ends(".bias_b")) return {arch.AttentionHeads()};
+  if (ends(".bias_a") || ends(".bias_b")) return {arch.model.position_heads()};
   if (ends(".ssmax")) return {m.n_heads};
   STRETCH_CHECK(false, "unknown parameter {}", name);
   return {};
@@ -271,19 +210,18 @@ inline std::vector<int64_t> ParamShape(const TrainArch& arch, const std::string&
 // Checks the architecture (sizes, layer list, windows); throws stretch::Error naming the field.
 void ValidateArch(const TrainArch& arch);
 
-// Fills what depends on the sizes: NTK's base (model.rope_base from rope_ntk_base and rope_ntk
-// at D = HeadDim()). Idempotent; call it after the specs and before ValidateArch. Throws
+// Fills what depends on the sizes: the GAU's kernel heads (E / S) and NTK's base
+// (model.rope_base from rope_ntk_base and rope_ntk at D = head_dim()). Idempotent; call it after the specs and before ValidateArch. Throws
 // stretch::Error when NTK cannot apply (D < 4: the exponent D / (D - 2)).
 void FinalizeArch(TrainArch& arch);
 // NTK-aware base: base * F^(D / (D - 2)) (HF _compute_ntk_parameters), rounded to float as
 // ModelConfig::rope_base holds it.
 float NtkRopeBase(double base, double factor, int rotary_dim);
 
-// p-RoPE: how many of the HeadDim() / 2 frequency pairs rotate (the first ones, highest
+// p-RoPE: how many of the head_dim() / 2 frequency pairs rotate (the first ones, highest
 // frequencies): round(rope_fraction * pairs).
 inline int RotatedPairs(const TrainArch& arch) {
-  const int pairs = arch.HeadDim() / 2;
-  return static_cast<int>(std::lround(arch.rope_fraction * pairs));
+  return arch.model.attention.RotatedPairs(arch.model.head_dim());
 }
 
 // The attention plan of layer l for sequences of T positions, with the layer's current KERPLE
@@ -291,24 +229,24 @@ inline int RotatedPairs(const TrainArch& arch) {
 // have one entry per kernel head: the GAU's single head's values repeated for its R copies.
 template <typename Real>
 AttentionPlan LayerPlan(const TrainArch& arch, const TrainLayer<Real>& layer, int l, int64_t T) {
-  const LayerLayout& lay = arch.layers[static_cast<size_t>(l)];
   const ModelConfig& m = arch.model;
+  const AttentionLayout& layout = m.attention;
+  const LayerAttention lay = layout.Layer(l);
   const bool windowed = lay.window > 0 && lay.window < T;
-  const bool mapped = lay.window == 0 && lay.position && !arch.rope_map.empty() &&
-                      arch.position == TrainPosition::kRope;  // as TrainTransformer::Mapped
+  const bool mapped = lay.window == 0 && lay.position == LayerPosition::kRope &&
+                      !layout.rope_map.empty();  // as TrainTransformer::Mapped
   const std::string spec = (windowed ? "window:window=" + std::to_string(lay.window)
-                            : mapped ? arch.rope_map
+                            : mapped ? layout.rope_map
                                      : std::string("direct")) +
-                           (arch.logits.logn ? "+logn" : "");
+                           (layout.logn ? "+logn" : "");
   AttentionPlan plan = MakeAttentionPlan(
-      ParseMethod(spec), RopeGeometry{m.seq_len, arch.HeadDim(), m.rope_base, m.rope_interpolation},
+      ParseMethod(spec), RopeGeometry{m.seq_len, m.head_dim(), m.rope_base, m.rope_interpolation},
       T);
   // p-RoPE on a mapped layer: the pairs past RotatedPairs() do not rotate (the kernel rotates
   // with these thetas).
   plan.LeavePairsUnrotated(RotatedPairs(arch));
-  plan.position_log_scale = arch.logits.position_lambda;
-  if (!lay.position) return plan;
-  const int heads = arch.AttentionHeads(), copies = arch.KernelHeads() / heads;
+  plan.position_log_scale = layout.position_log_scale;
+  const int heads = m.position_heads(), copies = m.n_heads / heads;
   auto per_kernel_head = [&](const auto& per_head) {  // head h's value for its `copies`
     std::vector<double> out;
     for (const auto& v : per_head) {
@@ -316,23 +254,22 @@ AttentionPlan LayerPlan(const TrainArch& arch, const TrainLayer<Real>& layer, in
     }
     return out;
   };
-  switch (arch.position) {
-    case TrainPosition::kRope:
-    case TrainPosition::kXpos:  // its decay scales q and k outside the kernel (PairScale)
-    case TrainPosition::kNope: break;
-    case TrainPosition::kSandwich:
-      plan.bias = SandwichBias(
-          std::vector<double>(static_cast<size_t>(arch.KernelHeads()), arch.sandwich_lambda),
-          arch.sandwich_dim, T);
+  switch (lay.position) {
+    case LayerPosition::kRope:  // XPOS's decay scales q and k outside the kernel (PairScale)
+    case LayerPosition::kNone: break;
+    case LayerPosition::kSandwich:
+      plan.bias =
+          SandwichBias(std::vector<double>(static_cast<size_t>(m.n_heads), layout.sandwich_lambda),
+                       layout.sandwich_dim, T);
       break;
-    case TrainPosition::kAlibi:
+    case LayerPosition::kAlibi:
       plan.bias.kind = BiasKind::kAlibi;
       plan.bias.a = per_kernel_head(AlibiSlopes(heads));
       break;
-    case TrainPosition::kKerpleLog:
-    case TrainPosition::kKerplePower:
-      plan.bias.kind = arch.position == TrainPosition::kKerpleLog ? BiasKind::kKerpleLog
-                                                                  : BiasKind::kKerplePower;
+    case LayerPosition::kKerpleLog:
+    case LayerPosition::kKerplePower:
+      plan.bias.kind =
+          lay.position == LayerPosition::kKerpleLog ? BiasKind::kKerpleLog : BiasKind::kKerplePower;
       plan.bias.a = per_kernel_head(layer.bias_a);
       plan.bias.b = per_kernel_head(layer.bias_b);
       break;
@@ -413,7 +350,7 @@ class TrainTransformer {
     std::vector<Real> x(static_cast<size_t>(N * C));
     EmbeddingForward(acts.inputs.data(), p.token_embedding.data(), x.data(), N, C, V);
     acts.x_embed.clear();
-    if (arch_.Gau()) {  // forward: x = RMSNorm(E[inputs]) with gain 1
+    if (arch_.model.Gau()) {  // forward: x = RMSNorm(E[inputs]) with gain 1
       acts.x_embed = x;
       RmsNormForward(acts.x_embed.data(), ones_.data(), x.data(), N, C,
                      static_cast<Real>(m.norm_eps));
@@ -421,11 +358,11 @@ class TrainTransformer {
     const RopeTables& rope = Rope(T);
     PerturbedTables(B, T, acts);
     acts.layers.resize(static_cast<size_t>(m.n_layers));
-    const Real scale = static_cast<Real>(arch_.Scale());
+    const Real scale = static_cast<Real>(arch_.model.LogitScale());
     for (int l = 0; l < m.n_layers; ++l) {
       const TrainLayer<Real>& W = p.layers[static_cast<size_t>(l)];
       LayerActs<Real>& A = acts.layers[static_cast<size_t>(l)];
-      if (arch_.Gau()) {  // x' = RMSNorm(x + GAU(x)), in place
+      if (arch_.model.Gau()) {  // x' = RMSNorm(x + GAU(x)), in place
         GauLayerForward<Real, Attn>(W.gau, arch_.GauConfig(l), LayerPlan(arch_, W, l, T),
                                     &rope.angles, x.data(), B, T, A.gau, x.data());
         continue;
@@ -445,7 +382,7 @@ class TrainTransformer {
                                  RowAngles(acts, rope, b));
           RopeInterleavedForward(A.k.data() + b * T * G * D, T, G, int64_t{G} * D, D,
                                  RowAngles(acts, rope, b));
-          if (arch_.position == TrainPosition::kXpos) {  // q, k <- XPOS decay per pair
+          if (Xpos()) {  // q, k <- XPOS decay per pair
             PairScaleForward(A.q.data() + b * T * H * D, T, H, int64_t{H} * D, D, D / 2,
                              rope.xpos_q.data());
             PairScaleForward(A.k.data() + b * T * G * D, T, G, int64_t{G} * D, D, D / 2,
@@ -453,15 +390,15 @@ class TrainTransformer {
           }
         }
       }
-      if (arch_.logits.query_norm) {  // forward: q <- q / |q| per head
+      if (arch_.model.attention.query_norm) {  // forward: q <- q / |q| per head
         A.q_raw = A.q;
         L2NormalizeForward(A.q_raw.data(), A.q.data(), N * H, D);
       }
-      if (arch_.logits.key_norm) {
+      if (arch_.model.attention.key_norm) {
         A.k_raw = A.k;
         L2NormalizeForward(A.k_raw.data(), A.k.data(), N * G, D);
       }
-      if (arch_.logits.ssmax) {  // forward: q[i, h] <- s_h ln(i + 1) q[i, h]
+      if (arch_.model.attention.ssmax) {  // forward: q[i, h] <- s_h ln(i + 1) q[i, h]
         A.q_unscaled = A.q;
         for (int64_t b = 0; b < B; ++b) {
           HeadScaleForward(A.q.data() + b * T * H * D, T, H, D, rope.log_n.data(), W.ssmax.data());
@@ -525,9 +462,11 @@ class TrainTransformer {
     RmsNormBackward(dxn.data(), acts.x_final.data(), p.final_norm.data(), dx.data(),
                     grads.final_norm.data(), N, C, eps, GradWrite::kOverwrite);
     const RopeTables& rope = Rope(T);
-    const Real scale = static_cast<Real>(arch_.Scale());
+    const Real scale = static_cast<Real>(arch_.model.LogitScale());
     // The LLaMA layers' scratch (none for GAU layers, which keep their own).
-    auto llama_size = [&](int64_t n) { return arch_.Gau() ? size_t{0} : static_cast<size_t>(n); };
+    auto llama_size = [&](int64_t n) {
+      return arch_.model.Gau() ? size_t{0} : static_cast<size_t>(n);
+    };
     std::vector<Real> dh(llama_size(N * F)), dg(dh.size()), du(dh.size()), df(llama_size(N * C)),
         datt(llama_size(N * H * D)), dq(datt.size()), dk(llama_size(N * G * D)), dv(dk.size()),
         da(df.size());
@@ -535,9 +474,9 @@ class TrainTransformer {
       const TrainLayer<Real>& W = p.layers[static_cast<size_t>(l)];
       TrainLayer<Real>& dW = grads.layers[static_cast<size_t>(l)];
       const LayerActs<Real>& A = acts.layers[static_cast<size_t>(l)];
-      if (arch_.Gau()) {  // forward: x' = RMSNorm(x + GAU(x))  so: dx = GAU layer backward of dx'
-        const bool learned_bias =
-            !dW.bias_a.empty() && arch_.layers[static_cast<size_t>(l)].position;
+      if (arch_.model
+              .Gau()) {  // forward: x' = RMSNorm(x + GAU(x))  so: dx = GAU layer backward of dx'
+        const bool learned_bias = !dW.bias_a.empty() && HasPosition(l);
         double dba = 0.0, dbb = 0.0;
         GauLayerBackward<Real, Attn>(W.gau, arch_.GauConfig(l), LayerPlan(arch_, W, l, T),
                                      &rope.angles, A.gau, B, T, dx.data(), dx.data(), dW.gau,
@@ -566,7 +505,7 @@ class TrainTransformer {
       const AttentionPlan plan = LayerPlan(arch_, W, l, T);
       const AttentionDims dims{T, T, 0, H, G, D};
       std::vector<double> dba(static_cast<size_t>(H), 0.0), dbb(dba.size(), 0.0);
-      const bool learned_bias = !dW.bias_a.empty() && arch_.layers[static_cast<size_t>(l)].position;
+      const bool learned_bias = !dW.bias_a.empty() && HasPosition(l);
       for (int64_t b = 0; b < B; ++b) {
         Attn::Backward(
             A.q.data() + b * T * H * D, A.k.data() + b * T * G * D, A.v.data() + b * T * G * D,
@@ -580,21 +519,22 @@ class TrainTransformer {
           dW.bias_b[static_cast<size_t>(h)] += static_cast<Real>(dbb[static_cast<size_t>(h)]);
         }
       }
-      if (arch_.logits.ssmax) {  // forward: q <- s_h ln(i + 1) q  so: dq scaled, ds_h added
+      if (arch_.model.attention
+              .ssmax) {  // forward: q <- s_h ln(i + 1) q  so: dq scaled, ds_h added
         for (int64_t b = 0; b < B; ++b) {
           HeadScaleBackward(dq.data() + b * T * H * D, A.q_unscaled.data() + b * T * H * D, T, H, D,
                             rope.log_n.data(), W.ssmax.data(), dW.ssmax.data());
         }
       }
-      if (arch_.logits.query_norm) {
+      if (arch_.model.attention.query_norm) {
         L2NormalizeBackward(dq.data(), A.q_raw.data(), dq.data(), N * H, D);
       }
-      if (arch_.logits.key_norm) {
+      if (arch_.model.attention.key_norm) {
         L2NormalizeBackward(dk.data(), A.k_raw.data(), dk.data(), N * G, D);
       }
       if (UsesRope(l)) {  // forward: q, k rotated in place  so: rotate dq, dk back
         for (int64_t b = 0; b < B; ++b) {
-          if (arch_.position == TrainPosition::kXpos) {  // forward: q, k scaled  so: dq, dk too
+          if (Xpos()) {  // forward: q, k scaled  so: dq, dk too
             PairScaleBackward(dq.data() + b * T * H * D, T, H, int64_t{H} * D, D, D / 2,
                               rope.xpos_q.data());
             PairScaleBackward(dk.data() + b * T * G * D, T, G, int64_t{G} * D, D, D / 2,
@@ -617,7 +557,7 @@ class TrainTransformer {
       RmsNormBackward(da.data(), A.x.data(), W.attn_norm.data(), dx.data(), dW.attn_norm.data(), N,
                       C, eps, GradWrite::kAccumulate);
     }
-    if (arch_.Gau()) {  // forward: x = RMSNorm(E[inputs]), gain 1  so: dx <- RMSNorm backward
+    if (arch_.model.Gau()) {  // forward: x = RMSNorm(E[inputs]), gain 1  so: dx <- RMSNorm backward
       std::vector<Real> dgain(static_cast<size_t>(C), Real(0));  // not a parameter: discarded
       RmsNormBackward(dx.data(), acts.x_embed.data(), ones_.data(), dx.data(), dgain.data(), N, C,
                       eps, GradWrite::kOverwrite);
@@ -648,12 +588,14 @@ class TrainTransformer {
     if (positions_.empty()) return;
     STRETCH_CHECK(static_cast<int64_t>(positions_.size()) == B * T, "positions {} for B={} T={}",
                   positions_.size(), B, T);
-    if (arch_.Gau() || arch_.position != TrainPosition::kRope || !arch_.rope_map.empty()) {
+    const AttentionLayout& layout = arch_.model.attention;
+    if (arch_.model.Gau() || layout.position != LayerPosition::kRope || Xpos() ||
+        !layout.rope_map.empty()) {
       throw Error(
           "position perturbation needs RoPE without a relative map in LLaMA blocks "
           "(--position rope, --block llama)");
     }
-    const int D = arch_.HeadDim(), pairs = D / 2;
+    const int D = arch_.model.head_dim(), pairs = D / 2;
     const std::vector<double> thetas = TrainedThetas();
     acts.rope_cos.resize(static_cast<size_t>(B * T * pairs));
     acts.rope_sin.resize(acts.rope_cos.size());
@@ -671,17 +613,22 @@ class TrainTransformer {
   // RoPE applied to q and k before the kernel (layers with a relative map rotate inside it).
   // theta_u of every pair (rope.h: TrainedRopeThetas).
   std::vector<double> TrainedThetas() const {
-    return TrainedRopeThetas(static_cast<double>(arch_.model.rope_base), arch_.HeadDim(),
+    return TrainedRopeThetas(static_cast<double>(arch_.model.rope_base), arch_.model.head_dim(),
                              RotatedPairs(arch_),
                              static_cast<double>(arch_.model.rope_interpolation));
   }
+  // XPOS's decay on the RoPE layers (AttentionLayout::xpos_scale_base).
+  bool Xpos() const { return arch_.model.attention.xpos_scale_base > 0.0; }
+  // Whether layer l uses the model's position scheme (false: NoPE for this layer).
+  bool HasPosition(int l) const {
+    return arch_.model.attention.Layer(l).position != LayerPosition::kNone;
+  }
   bool UsesRope(int l) const {
-    return (arch_.position == TrainPosition::kRope || arch_.position == TrainPosition::kXpos) &&
-           arch_.layers[static_cast<size_t>(l)].position && !Mapped(l);
+    return arch_.model.attention.Layer(l).position == LayerPosition::kRope && !Mapped(l);
   }
   bool Mapped(int l) const {
-    const LayerLayout& lay = arch_.layers[static_cast<size_t>(l)];
-    return !arch_.rope_map.empty() && arch_.position == TrainPosition::kRope && lay.position &&
+    const LayerAttention lay = arch_.model.attention.Layer(l);
+    return !arch_.model.attention.rope_map.empty() && lay.position == LayerPosition::kRope &&
            lay.window == 0;
   }
   const Real* Classifier(const TrainParams<Real>& p) const {
@@ -691,7 +638,7 @@ class TrainTransformer {
   // the head dim, or the GAU's key width).
   const RopeTables& Rope(int64_t T) const {
     if (rope_.T != T) {
-      const int D = arch_.HeadDim(), pairs = D / 2;
+      const int D = arch_.model.head_dim(), pairs = D / 2;
       rope_.T = T;
       rope_.cos.resize(static_cast<size_t>(T * pairs));
       rope_.sin.resize(rope_.cos.size());
@@ -713,12 +660,13 @@ class TrainTransformer {
       // training lengths (the inference kernel references positions per tile, plan.h).
       rope_.xpos_q.assign(static_cast<size_t>(T * pairs), Real(1));
       rope_.xpos_k.assign(rope_.xpos_q.size(), Real(1));
-      if (arch_.position == TrainPosition::kXpos) {
+      if (Xpos()) {
         const std::vector<double> zetas = XposZetas(D);
         for (int64_t t = 0; t < T; ++t) {
           for (int u = 0; u < pairs; ++u) {
             const double zeta = zetas[static_cast<size_t>(u)];
-            const double rel = static_cast<double>(t - (T - 1)) / arch_.xpos_gamma;
+            const double rel =
+                static_cast<double>(t - (T - 1)) / arch_.model.attention.xpos_scale_base;
             rope_.xpos_q[static_cast<size_t>(t * pairs + u)] =
                 static_cast<Real>(std::pow(zeta, rel));
             rope_.xpos_k[static_cast<size_t>(t * pairs + u)] =

@@ -28,21 +28,21 @@ TEST(ArchSpec, LayoutsPerLayer) {
   EXPECT_EQ(LayoutText(a), "window 16 / full (no position) / window 16 / full (no position)");
   ApplyAttentionSpec("keynorm,window=8", a);
   EXPECT_EQ(LayoutText(a), "window 8 / window 8 / window 8 / window 8");
-  EXPECT_TRUE(a.logits.key_norm);
-  EXPECT_FALSE(a.logits.query_norm);
+  EXPECT_TRUE(a.model.attention.key_norm);
+  EXPECT_FALSE(a.model.attention.query_norm);
   ApplyAttentionSpec("cosine,scale=10", a);
-  EXPECT_TRUE(a.logits.key_norm && a.logits.query_norm);
-  EXPECT_EQ(a.logits.logit_scale, 10.0);
+  EXPECT_TRUE(a.model.attention.key_norm && a.model.attention.query_norm);
+  EXPECT_EQ(a.model.attention.logit_scale, 10.0);
   EXPECT_EQ(LayoutText(a), "full / full / full / full");
 }
 
 TEST(ArchSpec, Positions) {
   TrainArch a = Layers(1);
   ApplyPositionSpec("rope:base=500000", a);
-  EXPECT_EQ(a.position, TrainPosition::kRope);
+  EXPECT_EQ(a.model.attention.position, LayerPosition::kRope);
   EXPECT_EQ(a.model.rope_base, 500000.0f);
   ApplyPositionSpec("kerple-power", a);
-  EXPECT_EQ(a.position, TrainPosition::kKerplePower);
+  EXPECT_EQ(a.model.attention.position, LayerPosition::kKerplePower);
   EXPECT_EQ(PositionSpecOf(a), "kerple-power");
 }
 
@@ -50,16 +50,16 @@ TEST(ArchSpec, Blocks) {
   TrainArch a = Layers(2);
   a.model.dim = 64;
   ApplyBlockSpec("gau", a);
-  EXPECT_EQ(a.block, TrainBlock::kGau);
-  EXPECT_EQ(a.gau_key_dim, 64);  // min(128, dim)
+  EXPECT_EQ(a.model.block, ModelBlock::kGau);
+  EXPECT_EQ(a.model.key_dim, 64);  // min(128, dim)
   EXPECT_EQ(BlockSpecOf(a), "gau:key=64");
   a.model.dim = 512;
   ApplyBlockSpec("gau", a);
-  EXPECT_EQ(a.gau_key_dim, 128);  // the paper's s
+  EXPECT_EQ(a.model.key_dim, 128);  // the paper's s
   ApplyBlockSpec("gau:key=32", a);
-  EXPECT_EQ(a.gau_key_dim, 32);
+  EXPECT_EQ(a.model.key_dim, 32);
   ApplyBlockSpec("llama", a);
-  EXPECT_EQ(a.block, TrainBlock::kLlama);
+  EXPECT_EQ(a.model.block, ModelBlock::kLlama);
   EXPECT_EQ(BlockSpecOf(a), "llama");
 }
 
@@ -89,22 +89,23 @@ TEST(ArchSpec, LaterVariants) {
   TrainArch a = Layers(2);
   a.model.seq_len = 128;
   ApplyPositionSpec("xpos:gamma=256,fraction=0.5", a);
-  EXPECT_EQ(a.position, TrainPosition::kXpos);
-  EXPECT_EQ(a.xpos_gamma, 256.0);
-  EXPECT_EQ(a.rope_fraction, 0.5);
+  EXPECT_EQ(a.model.attention.position, LayerPosition::kRope);  // XPOS: RoPE with a decay
+  EXPECT_EQ(a.model.attention.xpos_scale_base, 256.0);
+  EXPECT_EQ(a.model.attention.rope_fraction, 0.5);
   EXPECT_EQ(PositionSpecOf(a), "xpos:base=10000,gamma=256,fraction=0.5");
   ApplyPositionSpec("sandwich:dim=64,lambda=0.5", a);
-  EXPECT_EQ(a.position, TrainPosition::kSandwich);
-  EXPECT_EQ(a.sandwich_dim, 64);
+  EXPECT_EQ(a.model.attention.position, LayerPosition::kSandwich);
+  EXPECT_EQ(a.model.attention.sandwich_dim, 64);
   EXPECT_EQ(PositionSpecOf(a), "sandwich:dim=64,lambda=0.5");
   ApplyAttentionSpec("cosine,logn,ssmax", a);
-  EXPECT_TRUE(a.logits.query_norm && a.logits.key_norm && a.logits.logn && a.logits.ssmax);
-  EXPECT_NEAR(a.logits.logit_scale, 4.0 * std::log(64.0), 1e-12);  // 4 ln(L / 2)
+  EXPECT_TRUE(a.model.attention.query_norm && a.model.attention.key_norm &&
+              a.model.attention.logn && a.model.attention.ssmax);
+  EXPECT_NEAR(a.model.attention.logit_scale, 4.0 * std::log(64.0), 1e-12);  // 4 ln(L / 2)
   ApplyAttentionSpec("cosine=per-position", a);
-  EXPECT_TRUE(a.logits.position_lambda);
-  EXPECT_EQ(a.logits.logit_scale, 4.0);
+  EXPECT_TRUE(a.model.attention.position_log_scale);
+  EXPECT_EQ(a.model.attention.logit_scale, 4.0);
   ApplyAttentionSpec("scale=10,cosine", a);
-  EXPECT_EQ(a.logits.logit_scale, 10.0);  // a given scale wins, in any order
+  EXPECT_EQ(a.model.attention.logit_scale, 10.0);  // a given scale wins, in any order
   ExpectError([&] { ApplyPositionSpec("rope:fraction=1.5", a); }, "0 < P <= 1");
   ExpectError([&] { ApplyPositionSpec("rope:gamma=3", a); }, "unknown key in \"gamma=3\"");
   ExpectError([&] { ApplyPositionSpec("sandwich:dim=7", a); }, "even");
@@ -118,7 +119,7 @@ TEST(ArchSpec, PositionInterpolationAndNtk) {
   a.model.dim = 64;
   a.model.n_heads = 4;  // D = 16
   ApplyPositionSpec("rope:pi=4", a);
-  EXPECT_EQ(a.position, TrainPosition::kRope);
+  EXPECT_EQ(a.model.attention.position, LayerPosition::kRope);
   EXPECT_EQ(a.model.rope_interpolation, 4.0f);
   EXPECT_EQ(a.model.rope_base, 10000.0f);
   EXPECT_EQ(PositionSpecOf(a), "rope:base=10000,pi=4");
@@ -148,8 +149,9 @@ TEST(ArchSpec, PositionInterpolationAndNtk) {
 
   // With p-RoPE and on XPOS; D is the GAU's key width on a GAU block.
   ApplyPositionSpec("xpos:gamma=64,fraction=0.5,ntk=2,base=10000", a);
-  EXPECT_EQ(a.position, TrainPosition::kXpos);
-  EXPECT_EQ(a.rope_fraction, 0.5);
+  EXPECT_EQ(a.model.attention.position, LayerPosition::kRope);
+  EXPECT_EQ(a.model.attention.xpos_scale_base, 64.0);
+  EXPECT_EQ(a.model.attention.rope_fraction, 0.5);
   EXPECT_EQ(PositionSpecOf(a), "xpos:base=10000,gamma=64,fraction=0.5,ntk=2");
   TrainArch g = Layers(2);
   g.model.dim = 64;
@@ -197,7 +199,7 @@ TEST(ArchSpec, InterpolationAndNtkAreValidated) {
   ExpectError([&] { ValidateArch(b); }, "rope interpolation (pi)=inf");
   b = a;
   b.model.rope_interpolation = 2.0f;
-  b.position = TrainPosition::kAlibi;
+  b.model.attention.position = LayerPosition::kAlibi;
   ExpectError([&] { ValidateArch(b); }, "pi=2 on a model without RoPE");
   b = a;
   b.rope_ntk = 2.0;
@@ -222,11 +224,11 @@ TEST(ArchSpec, XposAndSandwichSettingsAreValidated) {
     ExpectError([&] { ValidateArch(b); }, "XPOS with QueryNorm / KeyNorm");
   }
   TrainArch b = a;
-  b.xpos_gamma = std::numeric_limits<double>::infinity();
+  b.model.attention.xpos_scale_base = std::numeric_limits<double>::infinity();
   ExpectError([&] { ValidateArch(b); }, "xpos gamma=inf");
   ApplyPositionSpec("sandwich", b);
   ValidateArch(b);
-  b.sandwich_lambda = std::nan("");
+  b.model.attention.sandwich_lambda = std::nan("");
   ExpectError([&] { ValidateArch(b); }, "sandwich lambda=nan");
 }
 

@@ -26,7 +26,7 @@ void RandomBatch(Rng& rng, int64_t B, std::vector<int>& tokens) {
   for (int& t : tokens) t = static_cast<int>(rng.NextU64() % 24);
 }
 
-TrainArch SmallArch(TrainPosition pos) {
+TrainArch SmallArch(LayerPosition pos) {
   TrainArch a;
   a.model.dim = 32;
   a.model.hidden_dim = 48;
@@ -35,18 +35,20 @@ TrainArch SmallArch(TrainPosition pos) {
   a.model.n_kv_heads = 2;
   a.model.vocab_size = 24;
   a.model.seq_len = 16;
-  a.position = pos;
-  a.layers = {LayerLayout{true, 8}, LayerLayout{false, 0}};
+  a.model.attention.position = pos;
+  if (pos == LayerPosition::kSandwich) {
+    a.model.attention.sandwich_dim = kSandwichDefaultDim;
+    a.model.attention.sandwich_lambda = kSandwichDefaultLambda;
+  }
+  a.model.attention.layers = {LayerLayout{true, 8}, LayerLayout{false, 0}};
   return a;
 }
 
 // The GAU block: one head, key width 16, expansion 64 (4 kernel copies of the head).
-TrainArch SmallGauArch(TrainPosition pos) {
+TrainArch SmallGauArch(LayerPosition pos) {
   TrainArch a = SmallArch(pos);
-  a.block = TrainBlock::kGau;
-  a.model.n_heads = a.model.n_kv_heads = 1;
   a.model.hidden_dim = 64;
-  a.gau_key_dim = 16;
+  a.model.SetGau(16);
   return a;
 }
 
@@ -82,8 +84,8 @@ void ExpectErrorContaining(const std::function<void()>& f, const std::string& pa
 
 TEST(Checkpoint, ResumedRunIsBitForBitTheUninterruptedOne) {
   for (const TrainArch& arch :
-       {SmallArch(TrainPosition::kRope), SmallArch(TrainPosition::kKerpleLog),
-        SmallGauArch(TrainPosition::kRope), SmallGauArch(TrainPosition::kKerpleLog)}) {
+       {SmallArch(LayerPosition::kRope), SmallArch(LayerPosition::kKerpleLog),
+        SmallGauArch(LayerPosition::kRope), SmallGauArch(LayerPosition::kKerpleLog)}) {
     Trainer full(arch, SmallOptions());
     std::vector<double> losses;
     for (int s = 0; s < 12; ++s) losses.push_back(full.Step(RandomBatch).loss);
@@ -97,7 +99,7 @@ TEST(Checkpoint, ResumedRunIsBitForBitTheUninterruptedOne) {
     const SafetensorsFile file(path);
     const CheckpointInfo info = ReadCheckpointInfo(file);
     EXPECT_EQ(info.step, 5);
-    EXPECT_EQ(info.arch.block, arch.block);
+    EXPECT_EQ(info.arch.model.block, arch.model.block);
     Trainer resumed(info.arch, info.options);
     LoadCheckpointInto(resumed, file);
     for (int s = 5; s < 12; ++s) EXPECT_EQ(resumed.Step(RandomBatch).loss, losses[s]) << s;
@@ -110,7 +112,7 @@ TEST(Checkpoint, ResumedRunIsBitForBitTheUninterruptedOne) {
 // PoSE positions are a function of (seed, micro-batch): a resumed run draws the same ones, and
 // its options (with the perturbation) come back from the file.
 TEST(Checkpoint, ResumedPerturbedRunIsBitForBitTheUninterruptedOne) {
-  const TrainArch arch = SmallArch(TrainPosition::kRope);
+  const TrainArch arch = SmallArch(LayerPosition::kRope);
   TrainerOptions opt = SmallOptions();
   opt.perturb = ParsePerturbation("pose:max=" + std::to_string(4 * arch.model.seq_len), "test");
   Trainer full(arch, opt), plain(arch, SmallOptions());
@@ -134,9 +136,9 @@ TEST(Checkpoint, ResumedPerturbedRunIsBitForBitTheUninterruptedOne) {
 }
 
 TEST(Checkpoint, ArchitectureAndOptionsRoundTrip) {
-  TrainArch a = SmallArch(TrainPosition::kKerplePower);
-  a.logits.key_norm = true;
-  a.logits.logit_scale = 2.5;
+  TrainArch a = SmallArch(LayerPosition::kKerplePower);
+  a.model.attention.key_norm = true;
+  a.model.attention.logit_scale = 2.5;
   const TrainArch b = ArchFromJson(ArchToJson(a), "test");
   EXPECT_EQ(ArchToJson(a), ArchToJson(b));
   const TrainerOptions o = SmallOptions();
@@ -145,29 +147,30 @@ TEST(Checkpoint, ArchitectureAndOptionsRoundTrip) {
 }
 
 TEST(Checkpoint, LaterVariantsRoundTrip) {
-  TrainArch x = SmallArch(TrainPosition::kXpos);
-  x.xpos_gamma = 64;
-  x.rope_fraction = 0.75;
-  x.logits.ssmax = x.logits.logn = true;
-  TrainArch s = SmallArch(TrainPosition::kSandwich);
-  s.sandwich_dim = 32;
-  s.sandwich_lambda = 0.5;
-  s.logits.query_norm = s.logits.key_norm = s.logits.position_lambda = true;
-  s.logits.logit_scale = 4;
+  TrainArch x = SmallArch(LayerPosition::kRope);
+  x.model.attention.xpos_scale_base = 64;  // XPOS
+  x.model.attention.rope_fraction = 0.75;
+  x.model.attention.ssmax = x.model.attention.logn = true;
+  TrainArch s = SmallArch(LayerPosition::kSandwich);
+  s.model.attention.sandwich_dim = 32;
+  s.model.attention.sandwich_lambda = 0.5;
+  s.model.attention.query_norm = s.model.attention.key_norm = s.model.attention.position_log_scale =
+      true;
+  s.model.attention.logit_scale = 4;
   for (const TrainArch& a : {x, s}) {
     const TrainArch b = ArchFromJson(ArchToJson(a), "test");
     EXPECT_EQ(ArchToJson(a), ArchToJson(b));
-    EXPECT_EQ(b.position, a.position);
-    EXPECT_EQ(b.xpos_gamma, a.xpos_gamma);
-    EXPECT_EQ(b.rope_fraction, a.rope_fraction);
-    EXPECT_EQ(b.sandwich_dim, a.sandwich_dim);
-    EXPECT_EQ(b.sandwich_lambda, a.sandwich_lambda);
-    EXPECT_EQ(b.logits.ssmax, a.logits.ssmax);
-    EXPECT_EQ(b.logits.logn, a.logits.logn);
-    EXPECT_EQ(b.logits.position_lambda, a.logits.position_lambda);
+    EXPECT_EQ(b.model.attention.position, a.model.attention.position);
+    EXPECT_EQ(b.model.attention.xpos_scale_base, a.model.attention.xpos_scale_base);
+    EXPECT_EQ(b.model.attention.rope_fraction, a.model.attention.rope_fraction);
+    EXPECT_EQ(b.model.attention.sandwich_dim, a.model.attention.sandwich_dim);
+    EXPECT_EQ(b.model.attention.sandwich_lambda, a.model.attention.sandwich_lambda);
+    EXPECT_EQ(b.model.attention.ssmax, a.model.attention.ssmax);
+    EXPECT_EQ(b.model.attention.logn, a.model.attention.logn);
+    EXPECT_EQ(b.model.attention.position_log_scale, a.model.attention.position_log_scale);
   }
   // Defaults are not written, so earlier runs' configs keep comparing equal on --resume.
-  const nlohmann::json plain = ArchToJson(SmallArch(TrainPosition::kRope));
+  const nlohmann::json plain = ArchToJson(SmallArch(LayerPosition::kRope));
   EXPECT_FALSE(plain.contains("rope_fraction"));
   EXPECT_FALSE(plain.at("logits").contains("ssmax"));
 }
@@ -176,9 +179,9 @@ TEST(Checkpoint, LaterVariantsRoundTrip) {
 // resolved base; a resumed PI / NTK run is the uninterrupted one; a config whose base does not
 // follow from its NTK factor is refused.
 TEST(Checkpoint, InterpolationAndNtkRoundTripAndResume) {
-  TrainArch pi = SmallArch(TrainPosition::kRope);
+  TrainArch pi = SmallArch(LayerPosition::kRope);
   pi.model.rope_interpolation = 4.0f;
-  TrainArch ntk = SmallGauArch(TrainPosition::kRope);
+  TrainArch ntk = SmallGauArch(LayerPosition::kRope);
   ntk.rope_ntk = 8.0;
   ntk.rope_ntk_base = 500.0f;
   FinalizeArch(ntk);
@@ -210,7 +213,7 @@ TEST(Checkpoint, InterpolationAndNtkRoundTripAndResume) {
   EXPECT_EQ(ArchToJson(pi).at("rope_interpolation"), 4.0);
   EXPECT_EQ(ArchToJson(ntk).at("rope_ntk_base"), 500.0);
   // Defaults are not written (earlier runs' configs compare equal on --resume).
-  const nlohmann::json plain = ArchToJson(SmallArch(TrainPosition::kRope));
+  const nlohmann::json plain = ArchToJson(SmallArch(LayerPosition::kRope));
   EXPECT_FALSE(plain.contains("rope_interpolation"));
   EXPECT_FALSE(plain.contains("rope_ntk"));
   nlohmann::json j = ArchToJson(ntk);
@@ -224,7 +227,7 @@ TEST(Checkpoint, InterpolationAndNtkRoundTripAndResume) {
 // The tokenizer a checkpoint carries comes back (what --init tokenizes its data with), checked
 // against the model's vocabulary.
 TEST(Checkpoint, TokenizerComesBack) {
-  TrainArch a = SmallArch(TrainPosition::kRope);
+  TrainArch a = SmallArch(LayerPosition::kRope);
   a.model.vocab_size = TrainingTokenizer::kByteVocab;
   Trainer t(a, SmallOptions());
   const std::string path = TempPath("tok.safetensors");
@@ -246,35 +249,35 @@ TEST(Checkpoint, TokenizerComesBack) {
 }
 
 TEST(Checkpoint, GauArchitectureRoundTrips) {
-  TrainArch a = SmallGauArch(TrainPosition::kKerplePower);
-  a.logits.query_norm = true;
+  TrainArch a = SmallGauArch(LayerPosition::kKerplePower);
+  a.model.attention.query_norm = true;
   const nlohmann::json j = ArchToJson(a);
   EXPECT_EQ(j.at("block"), "gau");
   EXPECT_EQ(j.at("gau_key_dim"), 16);
   const TrainArch b = ArchFromJson(j, "test");
-  EXPECT_EQ(b.block, TrainBlock::kGau);
-  EXPECT_EQ(b.gau_key_dim, 16);
+  EXPECT_EQ(b.model.block, ModelBlock::kGau);
+  EXPECT_EQ(b.model.key_dim, 16);
   EXPECT_EQ(ArchToJson(b), j);
   // A LLaMA config carries "block": "llama" and no GAU size.
-  const nlohmann::json l = ArchToJson(SmallArch(TrainPosition::kRope));
+  const nlohmann::json l = ArchToJson(SmallArch(LayerPosition::kRope));
   EXPECT_EQ(l.at("block"), "llama");
   EXPECT_FALSE(l.contains("gau_key_dim"));
 }
 
 // Configs written before the GAU block have no "block": they are LLaMA ones.
 TEST(Checkpoint, ConfigWithoutBlockIsLlama) {
-  nlohmann::json j = ArchToJson(SmallArch(TrainPosition::kAlibi));
+  nlohmann::json j = ArchToJson(SmallArch(LayerPosition::kAlibi));
   j.erase("block");
   const TrainArch a = ArchFromJson(j, "old.json");
-  EXPECT_EQ(a.block, TrainBlock::kLlama);
-  EXPECT_EQ(ArchToJson(a), ArchToJson(SmallArch(TrainPosition::kAlibi)));
+  EXPECT_EQ(a.model.block, ModelBlock::kLlama);
+  EXPECT_EQ(ArchToJson(a), ArchToJson(SmallArch(LayerPosition::kAlibi)));
 }
 
 // A GAU checkpoint holds GAU tensors: it restores a GAU run's parameters exactly, and a LLaMA run
 // refuses it.
 TEST(Checkpoint, GauCheckpointLoadsIntoGauRunsOnly) {
   const std::string path = TempPath("gau.safetensors");
-  Trainer t(SmallGauArch(TrainPosition::kRope), SmallOptions());
+  Trainer t(SmallGauArch(LayerPosition::kRope), SmallOptions());
   t.Step(RandomBatch);
   SaveCheckpoint(t, path);
   const SafetensorsFile f(path);
@@ -283,12 +286,12 @@ TEST(Checkpoint, GauCheckpointLoadsIntoGauRunsOnly) {
   EXPECT_EQ(f.Find("layers.0.wq"), nullptr);
   TrainerOptions other_seed = SmallOptions();
   other_seed.seed = 5;
-  Trainer u(SmallGauArch(TrainPosition::kRope), other_seed);
+  Trainer u(SmallGauArch(LayerPosition::kRope), other_seed);
   LoadParamsInto(u, f);
   const std::vector<float> a = AllParams(t), b = AllParams(u);
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
-  Trainer llama(SmallArch(TrainPosition::kRope), SmallOptions());
+  Trainer llama(SmallArch(LayerPosition::kRope), SmallOptions());
   try {
     LoadCheckpointInto(llama, f);
     ADD_FAILURE() << "a GAU checkpoint loaded into a LLaMA run";
@@ -299,10 +302,10 @@ TEST(Checkpoint, GauCheckpointLoadsIntoGauRunsOnly) {
 
 TEST(Checkpoint, RefusesOtherFilesAndOtherArchitectures) {
   const std::string path = TempPath("a.safetensors");
-  Trainer t(SmallArch(TrainPosition::kRope), SmallOptions());
+  Trainer t(SmallArch(LayerPosition::kRope), SmallOptions());
   SaveCheckpoint(t, path);
   // Another architecture.
-  Trainer other(SmallArch(TrainPosition::kAlibi), SmallOptions());
+  Trainer other(SmallArch(LayerPosition::kAlibi), SmallOptions());
   ExpectErrorContaining([&] { LoadCheckpointInto(other, SafetensorsFile(path)); },
                         "differs from the run's");
   // A safetensors file that is not a checkpoint.
@@ -313,21 +316,21 @@ TEST(Checkpoint, RefusesOtherFilesAndOtherArchitectures) {
   ExpectErrorContaining([&] { ReadCheckpointInfo(SafetensorsFile(plain)); },
                         "not a stretch checkpoint");
   // A bad field in the config.
-  nlohmann::json j = ArchToJson(SmallArch(TrainPosition::kRope));
+  nlohmann::json j = ArchToJson(SmallArch(LayerPosition::kRope));
   j["position"] = "sinusoidal";
   ExpectErrorContaining([&] { ArchFromJson(j, "cfg.json"); }, "position \"sinusoidal\"");
-  j = ArchToJson(SmallArch(TrainPosition::kRope));
+  j = ArchToJson(SmallArch(LayerPosition::kRope));
   j["heads"] = 5;
   ExpectErrorContaining([&] { ArchFromJson(j, "cfg.json"); }, "heads=5");
   j.erase("dim");
   ExpectErrorContaining([&] { ArchFromJson(j, "cfg.json"); }, "missing field \"dim\"");
-  j = ArchToJson(SmallArch(TrainPosition::kRope));
+  j = ArchToJson(SmallArch(LayerPosition::kRope));
   j["block"] = "mamba";
   ExpectErrorContaining([&] { ArchFromJson(j, "cfg.json"); }, "block \"mamba\"");
-  j = ArchToJson(SmallGauArch(TrainPosition::kRope));
+  j = ArchToJson(SmallGauArch(LayerPosition::kRope));
   j.erase("gau_key_dim");
   ExpectErrorContaining([&] { ArchFromJson(j, "cfg.json"); }, "missing field \"gau_key_dim\"");
-  j = ArchToJson(SmallGauArch(TrainPosition::kRope));
+  j = ArchToJson(SmallGauArch(LayerPosition::kRope));
   j["gau_key_dim"] = 24;  // does not divide hidden_dim = 64
   ExpectErrorContaining([&] { ArchFromJson(j, "cfg.json"); }, "multiple of gau_key_dim=24");
 }

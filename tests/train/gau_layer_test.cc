@@ -35,26 +35,24 @@ constexpr int kC = 6, kE = 12, kS = 4;  // R = 3 copies of the head in the kerne
 
 struct LayerCase {
   std::string name;
-  TrainPosition position = TrainPosition::kRope;
+  LayerPosition position = LayerPosition::kRope;
   LayerLayout layout;
   bool cosine = false;  // QueryNorm + KeyNorm, scale 3
 };
 
 TrainArch CaseArch(const LayerCase& c) {
   TrainArch a;
-  a.block = TrainBlock::kGau;
   a.model.dim = kC;
   a.model.hidden_dim = kE;
-  a.gau_key_dim = kS;
+  a.model.SetGau(kS);
   a.model.n_layers = 1;
-  a.model.n_heads = a.model.n_kv_heads = 1;
   a.model.vocab_size = 7;
   a.model.seq_len = static_cast<int>(kT);
-  a.position = c.position;
-  a.layers = {c.layout};
+  a.model.attention.position = c.position;
+  a.model.attention.layers = {c.layout};
   if (c.cosine) {
-    a.logits.query_norm = a.logits.key_norm = true;
-    a.logits.logit_scale = 3.0;
+    a.model.attention.query_norm = a.model.attention.key_norm = true;
+    a.model.attention.logit_scale = 3.0;
   }
   return a;
 }
@@ -93,7 +91,7 @@ struct LayerSetup {
     W.gamma_k = Random(kS, rng, 0.3, 1.0);
     W.beta_q = Random(kS, rng, 0.3);
     W.beta_k = Random(kS, rng, 0.3);
-    if (c.position == TrainPosition::kKerpleLog || c.position == TrainPosition::kKerplePower) {
+    if (c.position == LayerPosition::kKerpleLog || c.position == LayerPosition::kKerplePower) {
       layer.bias_a = {0.7};
       layer.bias_b = {0.6};
     }
@@ -208,12 +206,12 @@ std::vector<double> DirectGau(const LayerSetup& s) {
 
 std::vector<LayerCase> Cases() {
   return {
-      {"rope", TrainPosition::kRope, LayerLayout{true, 0}, false},
-      {"rope, window 3", TrainPosition::kRope, LayerLayout{true, 3}, false},
-      {"alibi", TrainPosition::kAlibi, LayerLayout{true, 0}, false},
-      {"kerple-log", TrainPosition::kKerpleLog, LayerLayout{true, 0}, false},
-      {"kerple-power", TrainPosition::kKerplePower, LayerLayout{true, 3}, false},
-      {"nope, cosine", TrainPosition::kNope, LayerLayout{true, 0}, true},
+      {"rope", LayerPosition::kRope, LayerLayout{true, 0}, false},
+      {"rope, window 3", LayerPosition::kRope, LayerLayout{true, 3}, false},
+      {"alibi", LayerPosition::kAlibi, LayerLayout{true, 0}, false},
+      {"kerple-log", LayerPosition::kKerpleLog, LayerLayout{true, 0}, false},
+      {"kerple-power", LayerPosition::kKerplePower, LayerLayout{true, 3}, false},
+      {"nope, cosine", LayerPosition::kNone, LayerLayout{true, 0}, true},
   };
 }
 

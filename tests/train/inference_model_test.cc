@@ -141,13 +141,13 @@ TrainArch ArchOf(const Variant& v) {
   m.seq_len = kL;
   m.shared_classifier = v.shared_classifier;
   ApplyBlockSpec(v.block, a);
-  if (a.Gau()) {  // one head; E = 2 dim as `stretch train` makes it
-    m.n_heads = m.n_kv_heads = 1;
+  if (a.model.Gau()) {  // one head; E = 2 dim as `stretch train` makes it
     m.hidden_dim = 2 * m.dim;
+    m.SetGau(m.key_dim);
   }
   ApplyPositionSpec(v.position, a);
   ApplyAttentionSpec(v.attention, a);
-  if (!v.layers.empty()) a.layers = v.layers;
+  if (!v.layers.empty()) a.model.attention.layers = v.layers;
   ValidateArch(a);
   return a;
 }
@@ -181,7 +181,7 @@ std::unique_ptr<Trainer> TrainFewSteps(const TrainArch& arch) {
   // The GAU starts with gamma_q, gamma_k ~ N(0, 0.02^2) (InitParams), so after 4 steps its
   // logits are still ~0 and its attention nearly uniform whatever the positions: shift gamma
   // by 1 so that positions matter and a wrong mask, bias or rotation shows.
-  if (arch.Gau()) {
+  if (arch.model.Gau()) {
     for (TrainLayer<float>& l : trainer->params().layers) {
       for (float& g : l.gau.gamma_q) g += 1.0f;
       for (float& g : l.gau.gamma_k) g += 1.0f;
@@ -324,7 +324,7 @@ TEST(InferenceModel, LayoutIsNotVacuous) {
 //   a full-attention layer without RoPE: the method's mask, no rotation, factor max(1, ln(i+1) /
 //     ln L) with +logn;
 // and every layer with its bias (ALiBi, KERPLE, Sandwich) and QueryNorm / KeyNorm, scaled by
-// arch.Scale(); the later variants from their definitions (src/position/plan.h): p-RoPE (pairs
+// arch.model.LogitScale(); the later variants from their definitions (src/position/plan.h): p-RoPE (pairs
 // from round(P D/2) on keep theta 0), XPOS (pair t of a score times zeta_t^(r / gamma), r the
 // relative position the pair is rotated by), SSMax (times s_h ln(i + 1)) and the per-position
 // lambda (times ln((i + 1) / 2)).
@@ -333,9 +333,9 @@ std::vector<T> RuleForwardRef(const TrainArch& arch, const TrainParams<float>& p
                               const std::string& spec, const std::vector<int>& tokens) {
   const ModelConfig& c = arch.model;
   // The GAU (src/model/config.h's ModelBlock::kGau): one head whose queries and keys have width
-  // S = HeadDim() and whose values have width E; LLaMA: H heads over G kv heads of width D.
-  const bool gau = arch.Gau();
-  const int C = c.dim, F = c.hidden_dim, D = arch.HeadDim();
+  // S = head_dim() and whose values have width E; LLaMA: H heads over G kv heads of width D.
+  const bool gau = arch.model.Gau();
+  const int C = c.dim, F = c.hidden_dim, D = arch.model.head_dim();
   const int H = gau ? 1 : c.n_heads, G = gau ? 1 : c.n_kv_heads, VD = gau ? F : D;
   const int KV = c.kv_dim(), V = c.vocab_size;
   const int64_t n = static_cast<int64_t>(tokens.size());
@@ -362,11 +362,9 @@ std::vector<T> RuleForwardRef(const TrainArch& arch, const TrainParams<float>& p
   };
   for (int l = 0; l < c.n_layers; ++l) {
     const TrainLayer<float>& w = p.layers[static_cast<size_t>(l)];
-    const LayerLayout& lay = arch.layers[static_cast<size_t>(l)];
-    const bool rope =
-        (arch.position == TrainPosition::kRope || arch.position == TrainPosition::kXpos) &&
-        lay.position;
-    const int rotated = static_cast<int>(std::lround(arch.rope_fraction * (D / 2)));
+    const LayerLayout& lay = arch.model.attention.layers[static_cast<size_t>(l)];
+    const bool rope = arch.model.attention.position == LayerPosition::kRope && lay.position;
+    const int rotated = static_cast<int>(std::lround(arch.model.attention.rope_fraction * (D / 2)));
     const bool windowed = lay.window > 0;
     std::function<bool(int64_t, int64_t)> visible;
     std::function<double(int64_t, int64_t)> rel;
@@ -393,20 +391,20 @@ std::vector<T> RuleForwardRef(const TrainArch& arch, const TrainParams<float>& p
     }
     auto bias = [&](int h, int64_t d) -> double {
       if (!lay.position) return 0.0;
-      switch (arch.position) {
-        case TrainPosition::kAlibi: return -alibi[h] * static_cast<double>(d);
-        case TrainPosition::kKerpleLog:
+      switch (arch.model.attention.position) {
+        case LayerPosition::kAlibi: return -alibi[h] * static_cast<double>(d);
+        case LayerPosition::kKerpleLog:
           return -double(w.bias_a[h]) *
                  std::log(1.0 + double(w.bias_b[h]) * static_cast<double>(d));
-        case TrainPosition::kKerplePower:
+        case LayerPosition::kKerplePower:
           return -double(w.bias_a[h]) * std::pow(static_cast<double>(d), double(w.bias_b[h]));
-        case TrainPosition::kSandwich: {  // lambda sum_{t < dim/2} cos(d 10000^(-2t/dim))
+        case LayerPosition::kSandwich: {  // lambda sum_{t < dim/2} cos(d 10000^(-2t/dim))
           double sum = 0;
-          for (int t = 0; t < arch.sandwich_dim / 2; ++t) {
-            sum +=
-                std::cos(static_cast<double>(d) * std::pow(10000.0, -2.0 * t / arch.sandwich_dim));
+          for (int t = 0; t < arch.model.attention.sandwich_dim / 2; ++t) {
+            sum += std::cos(static_cast<double>(d) *
+                            std::pow(10000.0, -2.0 * t / arch.model.attention.sandwich_dim));
           }
-          return arch.sandwich_lambda * sum;
+          return arch.model.attention.sandwich_lambda * sum;
         }
         default: return 0.0;
       }
@@ -430,10 +428,11 @@ std::vector<T> RuleForwardRef(const TrainArch& arch, const TrainParams<float>& p
         vv[t] = ref::Matvec(w.wv, h, KV, C);
       }
       // QueryNorm / KeyNorm before the rotation, which keeps the norm.
-      for (int hh = 0; arch.logits.query_norm && hh < H; ++hh) normalize(q[t].data() + hh * D);
-      for (int g = 0; arch.logits.key_norm && g < G; ++g) normalize(k[t].data() + g * D);
+      for (int hh = 0; arch.model.attention.query_norm && hh < H; ++hh)
+        normalize(q[t].data() + hh * D);
+      for (int g = 0; arch.model.attention.key_norm && g < G; ++g) normalize(k[t].data() + g * D);
     }
-    const T scale = static_cast<T>(arch.Scale());
+    const T scale = static_cast<T>(arch.model.LogitScale());
     for (int64_t i = 0; i < n; ++i) {
       std::vector<double> th = rope ? thetas(i) : std::vector<double>();
       for (size_t t = static_cast<size_t>(rotated); t < th.size(); ++t) th[t] = 0.0;
@@ -441,8 +440,10 @@ std::vector<T> RuleForwardRef(const TrainArch& arch, const TrainParams<float>& p
       for (int hh = 0; hh < H; ++hh) {
         const int g = hh / (H / G);
         double row = factor(i);
-        if (arch.logits.ssmax) row *= double(w.ssmax[hh]) * std::log(static_cast<double>(i + 1));
-        if (arch.logits.position_lambda) row *= std::log(static_cast<double>(i + 1) / 2.0);
+        if (arch.model.attention.ssmax)
+          row *= double(w.ssmax[hh]) * std::log(static_cast<double>(i + 1));
+        if (arch.model.attention.position_log_scale)
+          row *= std::log(static_cast<double>(i + 1) / 2.0);
         std::vector<T> s(static_cast<size_t>(i + 1), -INFINITY);
         T mx = -INFINITY;
         for (int64_t j = 0; j <= i; ++j) {
@@ -456,9 +457,10 @@ std::vector<T> RuleForwardRef(const TrainArch& arch, const TrainParams<float>& p
               const T a = qr[2 * t], b = qr[2 * t + 1];
               qr[2 * t] = a * cs - b * sn;
               qr[2 * t + 1] = a * sn + b * cs;
-              if (arch.position == TrainPosition::kXpos) {  // zeta_t^(r / gamma), zeta_t =
+              if (arch.model.attention.xpos_scale_base > 0.0) {  // zeta_t^(r / gamma), zeta_t =
                 const double zeta = (2.0 * t + 0.4 * D) / (1.4 * D);  // (2t + 0.4 D) / (1.4 D)
-                const T f = static_cast<T>(std::pow(zeta, r / arch.xpos_gamma));
+                const T f =
+                    static_cast<T>(std::pow(zeta, r / arch.model.attention.xpos_scale_base));
                 qr[2 * t] *= f;
                 qr[2 * t + 1] *= f;
               }
@@ -626,8 +628,8 @@ TEST(InferenceModel, RopeCheckpointUnderMethodsMatchesTheDoubleReference) {
 // --method (the trained map included), and its layout is plain RoPE.
 TEST(InferenceModel, TrainingTimeMapIsScoredWithAnyMethod) {
   TrainArch mapped = ArchOf({"rerope", "rerope:window=8"});
-  EXPECT_EQ(mapped.rope_map, "rerope:window=8");
-  EXPECT_NO_THROW(InferenceConfig(mapped));
+  EXPECT_EQ(mapped.model.attention.rope_map, "rerope:window=8");
+  EXPECT_EQ(mapped.model.attention.Layer(0).position, LayerPosition::kRope);
 }
 
 TEST(InferenceModel, RopeChangingMethodWithoutFullRopeLayerIsRefused) {
@@ -750,15 +752,16 @@ TEST_F(CheckpointFile, LoadsExactlyWhatTheTrainerHolds) {
     EXPECT_EQ(a.w2, b.w2);
     EXPECT_EQ(a.bias_a, b.bias_a);
     EXPECT_EQ(a.bias_b, b.bias_b);
-    EXPECT_EQ(c.model.config.attention.layers[l].position,
-              direct.config.attention.layers[l].position);
+    EXPECT_EQ(c.model.config.attention.Layer(static_cast<int>(l)).position,
+              direct.config.attention.Layer(static_cast<int>(l)).position);
     EXPECT_EQ(c.model.config.attention.layers[l].window, direct.config.attention.layers[l].window);
   }
   // The last layer of hwfa has no position: no KERPLE parameters at inference.
   EXPECT_TRUE(c.model.weights.layers.back().bias_a.empty());
-  EXPECT_EQ(c.model.config.attention.layers.back().position, LayerPosition::kNone);
+  EXPECT_EQ(c.model.config.attention.Layer(c.model.config.n_layers - 1).position,
+            LayerPosition::kNone);
   EXPECT_TRUE(c.model.config.attention.key_norm);
-  EXPECT_EQ(c.model.config.attention.logit_scale, arch.Scale());
+  EXPECT_EQ(c.model.config.LogitScale(), arch.model.LogitScale());
   const std::vector<int> tokens = RandomIds(40, 37, 13);
   EXPECT_EQ(InferenceLogits(c.model, tokens, RunPath::kPrefill),
             InferenceLogits(direct, tokens, RunPath::kPrefill));

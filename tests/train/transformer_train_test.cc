@@ -22,7 +22,7 @@ namespace {
 
 using testing::RefAttention;
 
-TrainArch TinyArch(TrainPosition position) {
+TrainArch TinyArch(LayerPosition position) {
   TrainArch a;
   a.model.dim = 8;
   a.model.hidden_dim = 12;
@@ -31,10 +31,12 @@ TrainArch TinyArch(TrainPosition position) {
   a.model.n_kv_heads = 1;
   a.model.vocab_size = 11;
   a.model.seq_len = 6;
-  a.model.shared_classifier = position != TrainPosition::kNope;  // both cases covered
-  a.position = position;
-  a.layers = {LayerLayout{true, 3}, LayerLayout{false, 0}};  // windowed, then full without position
-  if (position == TrainPosition::kAlibi) a.layers = {LayerLayout{true, 0}, LayerLayout{true, 4}};
+  a.model.shared_classifier = position != LayerPosition::kNone;  // both cases covered
+  a.model.attention.position = position;
+  a.model.attention.layers = {LayerLayout{true, 3},
+                              LayerLayout{false, 0}};  // windowed, then full without position
+  if (position == LayerPosition::kAlibi)
+    a.model.attention.layers = {LayerLayout{true, 0}, LayerLayout{true, 4}};
   return a;
 }
 
@@ -126,8 +128,8 @@ void ExpectModelGradients(const TrainTransformer<double, RefAttention>& model,
 }
 
 TEST(TrainTransformer, GradientOfEveryParameterMatchesCentralDifferences) {
-  for (TrainPosition pos : {TrainPosition::kRope, TrainPosition::kNope, TrainPosition::kAlibi,
-                            TrainPosition::kKerpleLog, TrainPosition::kKerplePower}) {
+  for (LayerPosition pos : {LayerPosition::kRope, LayerPosition::kNone, LayerPosition::kAlibi,
+                            LayerPosition::kKerpleLog, LayerPosition::kKerplePower}) {
     const TrainArch arch = TinyArch(pos);
     TrainTransformer<double, RefAttention> model(arch);
     TrainParams<double> p = RandomParams<double>(arch, 17 + static_cast<int>(pos));
@@ -140,10 +142,10 @@ TEST(TrainTransformer, GradientOfEveryParameterMatchesCentralDifferences) {
 TEST(TrainTransformer, NormalizedLogitsGradientsMatchCentralDifferences) {
   // KeyNorm, QueryNorm, and both (cosine attention with lambda = 3).
   for (int v = 0; v < 3; ++v) {
-    TrainArch arch = TinyArch(TrainPosition::kRope);
-    arch.logits.query_norm = v != 1;
-    arch.logits.key_norm = v != 0;
-    if (v == 2) arch.logits.logit_scale = 3.0;
+    TrainArch arch = TinyArch(LayerPosition::kRope);
+    arch.model.attention.query_norm = v != 1;
+    arch.model.attention.key_norm = v != 0;
+    if (v == 2) arch.model.attention.logit_scale = 3.0;
     TrainTransformer<double, RefAttention> model(arch);
     TrainParams<double> p = RandomParams<double>(arch, 31 + v);
     // The q/k path of layer 0.
@@ -213,7 +215,7 @@ void MakeMidSized(TrainArch& arch) {
   arch.model.n_kv_heads = 2;
   arch.model.vocab_size = 40;
   arch.model.seq_len = 100;
-  arch.layers = {LayerLayout{true, 30}, LayerLayout{true, 0}};
+  arch.model.attention.layers = {LayerLayout{true, 30}, LayerLayout{true, 0}};
 }
 
 // The later position and logit variants: Sandwich, XPOS (a small gamma, so the decay is
@@ -223,16 +225,16 @@ std::vector<std::pair<std::string, std::function<void(TrainArch&)>>> LaterVarian
   return {
       {"sandwich",
        [](TrainArch& a) {
-         a.position = TrainPosition::kSandwich;
-         a.sandwich_dim = 6;
-         a.sandwich_lambda = 0.7;
+         a.model.attention.position = LayerPosition::kSandwich;
+         a.model.attention.sandwich_dim = 6;
+         a.model.attention.sandwich_lambda = 0.7;
        }},
       {"xpos",
        [](TrainArch& a) {
-         a.position = TrainPosition::kXpos;
-         a.xpos_gamma = 3.0;
+         a.model.attention.position = LayerPosition::kRope;
+         a.model.attention.xpos_scale_base = 3.0;  // XPOS
        }},
-      {"p-rope", [](TrainArch& a) { a.rope_fraction = 0.5; }},
+      {"p-rope", [](TrainArch& a) { a.model.attention.rope_fraction = 0.5; }},
       // The fine-tuning initialisations: position interpolation (every theta / F) and NTK-aware
       // RoPE (base * F^(D/(D-2)), resolved at this arch's head dim), the latter with p-RoPE.
       {"pi", [](TrainArch& a) { a.model.rope_interpolation = 2.5f; }},
@@ -240,19 +242,20 @@ std::vector<std::pair<std::string, std::function<void(TrainArch&)>>> LaterVarian
        [](TrainArch& a) {
          a.rope_ntk = 3.0;
          a.rope_ntk_base = a.model.rope_base;
-         a.rope_fraction = 0.5;
+         a.model.attention.rope_fraction = 0.5;
          FinalizeArch(a);
        }},
-      {"ssmax", [](TrainArch& a) { a.logits.ssmax = true; }},
+      {"ssmax", [](TrainArch& a) { a.model.attention.ssmax = true; }},
       {"logn",
        [](TrainArch& a) {
-         a.logits.logn = true;
+         a.model.attention.logn = true;
          a.model.seq_len = 3;
        }},
       {"cosine per position",
        [](TrainArch& a) {
-         a.logits.query_norm = a.logits.key_norm = a.logits.position_lambda = true;
-         a.logits.logit_scale = 4.0;
+         a.model.attention.query_norm = a.model.attention.key_norm =
+             a.model.attention.position_log_scale = true;
+         a.model.attention.logit_scale = 4.0;
        }},
   };
 }
@@ -260,7 +263,7 @@ std::vector<std::pair<std::string, std::function<void(TrainArch&)>>> LaterVarian
 TEST(TrainTransformer, LaterVariantsGradientsMatchCentralDifferences) {
   uint64_t seed = 90;
   for (const auto& [label, set] : LaterVariants()) {
-    TrainArch arch = TinyArch(TrainPosition::kRope);
+    TrainArch arch = TinyArch(LayerPosition::kRope);
     set(arch);
     TrainTransformer<double, RefAttention> model(arch);
     TrainParams<double> p = RandomParams<double>(arch, ++seed);
@@ -277,10 +280,10 @@ TEST(TrainTransformer, RelativeMapsGradientsMatchCentralDifferences) {
   for (const char* map :
        {"rerope:window=2", "leaky-rerope:window=2,k=2", "self-extend:group=2,window=2",
         "string:shift=3,window=1", "dca:chunk=4,window=1"}) {
-    TrainArch arch = TinyArch(TrainPosition::kRope);
-    arch.layers = {LayerLayout{true, 3}, LayerLayout{true, 0}};
-    arch.rope_map = map;
-    if (std::string(map).starts_with("rerope")) arch.rope_fraction = 0.5;
+    TrainArch arch = TinyArch(LayerPosition::kRope);
+    arch.model.attention.layers = {LayerLayout{true, 3}, LayerLayout{true, 0}};
+    arch.model.attention.rope_map = map;
+    if (std::string(map).starts_with("rerope")) arch.model.attention.rope_fraction = 0.5;
     TrainTransformer<double, RefAttention> model(arch);
     TrainParams<double> p = RandomParams<double>(arch, ++seed);
     ExpectModelGradients(
@@ -291,9 +294,9 @@ TEST(TrainTransformer, RelativeMapsGradientsMatchCentralDifferences) {
 TEST(TrainTransformer, RelativeMapFloatKernelModelMatchesDoubleModel) {
   for (const char* map :
        {"rerope:window=24", "leaky-rerope:window=20,k=3", "self-extend:group=4,window=16"}) {
-    TrainArch arch = TinyArch(TrainPosition::kRope);
+    TrainArch arch = TinyArch(LayerPosition::kRope);
     MakeMidSized(arch);
-    arch.rope_map = map;
+    arch.model.attention.rope_map = map;
     ExpectFloatModelMatchesDouble(arch, map);
   }
 }
@@ -302,8 +305,8 @@ TEST(TrainTransformer, RelativeMapFloatKernelModelMatchesDoubleModel) {
 // and the gradient stays exact; a constant shift of every position changes nothing (RoPE sees
 // differences only), while the randomized positions do change the loss.
 TEST(TrainTransformer, PerturbedPositionsGradientsAndInvariance) {
-  TrainArch arch = TinyArch(TrainPosition::kRope);
-  arch.layers = {LayerLayout{true, 0}, LayerLayout{true, 3}};
+  TrainArch arch = TinyArch(LayerPosition::kRope);
+  arch.model.attention.layers = {LayerLayout{true, 0}, LayerLayout{true, 3}};
   TrainTransformer<double, RefAttention> model(arch);
   TrainParams<double> p = RandomParams<double>(arch, 140);
   const std::vector<int> tokens = TinyTokens(arch, 2, 5, 141);
@@ -328,8 +331,8 @@ TEST(TrainTransformer, PerturbedPositionsGradientsAndInvariance) {
 // model at 0, 1, 2, ... (angles 2t * theta/2 = t * theta, exact in binary floating point), and
 // its perturbed-position tables agree with its own tables at the true positions.
 TEST(TrainTransformer, PositionInterpolationDividesPositions) {
-  TrainArch plain_arch = TinyArch(TrainPosition::kRope);
-  plain_arch.layers = {LayerLayout{true, 0}, LayerLayout{true, 3}};
+  TrainArch plain_arch = TinyArch(LayerPosition::kRope);
+  plain_arch.model.attention.layers = {LayerLayout{true, 0}, LayerLayout{true, 3}};
   TrainArch pi_arch = plain_arch;
   pi_arch.model.rope_interpolation = 2.0f;
   TrainTransformer<double, RefAttention> plain(plain_arch), pi(pi_arch);
@@ -349,7 +352,7 @@ TEST(TrainTransformer, PositionInterpolationDividesPositions) {
 
 TEST(TrainTransformer, LaterVariantsChangeTheLoss) {
   // Each variant must reach the loss: the same parameters give another loss than plain RoPE.
-  const TrainArch base = TinyArch(TrainPosition::kRope);
+  const TrainArch base = TinyArch(LayerPosition::kRope);
   TrainTransformer<double, RefAttention> plain(base);
   for (const auto& [label, set] : LaterVariants()) {
     TrainArch arch = base;
@@ -366,17 +369,18 @@ TEST(TrainTransformer, LaterVariantsChangeTheLoss) {
 
 TEST(TrainTransformer, LaterVariantsFloatKernelModelMatchesDoubleModel) {
   for (const auto& [label, set] : LaterVariants()) {
-    TrainArch arch = TinyArch(TrainPosition::kRope);
+    TrainArch arch = TinyArch(LayerPosition::kRope);
     MakeMidSized(arch);
     set(arch);
-    if (label == "xpos") arch.xpos_gamma = 64.0;  // a decay over 100 positions, no underflow
+    if (label == "xpos")
+      arch.model.attention.xpos_scale_base = 64.0;  // a decay over 100 positions, no underflow
     if (label == "logn") arch.model.seq_len = 40;
     ExpectFloatModelMatchesDouble(arch, label);
   }
 }
 
 TEST(TrainTransformer, FloatKernelModelMatchesDoubleModel) {
-  for (TrainPosition pos : {TrainPosition::kRope, TrainPosition::kKerpleLog}) {
+  for (LayerPosition pos : {LayerPosition::kRope, LayerPosition::kKerpleLog}) {
     TrainArch arch = TinyArch(pos);
     MakeMidSized(arch);
     ExpectFloatModelMatchesDouble(arch, "llama position " + std::to_string(static_cast<int>(pos)));
@@ -386,12 +390,10 @@ TEST(TrainTransformer, FloatKernelModelMatchesDoubleModel) {
 // ---- The GAU block (src/train/gau_layer.h) ---------------------------------------------------
 
 // One head of key width S = 4 and expansion width E = 12: the kernel runs R = 3 copies of it.
-TrainArch TinyGauArch(TrainPosition position) {
+TrainArch TinyGauArch(LayerPosition position) {
   TrainArch a = TinyArch(position);
-  a.block = TrainBlock::kGau;
-  a.model.n_heads = a.model.n_kv_heads = 1;
   a.model.hidden_dim = 12;
-  a.gau_key_dim = 4;
+  a.model.SetGau(4);
   return a;
 }
 
@@ -400,16 +402,16 @@ TrainArch TinyGauArch(TrainPosition position) {
 TrainArch MidGauArch(TrainArch a) {
   a.model.dim = 32;
   a.model.hidden_dim = 64;
-  a.gau_key_dim = 16;
+  a.model.SetGau(16);
   a.model.vocab_size = 40;
   a.model.seq_len = 100;
-  a.layers = {LayerLayout{true, 30}, LayerLayout{true, 0}};
+  a.model.attention.layers = {LayerLayout{true, 30}, LayerLayout{true, 0}};
   return a;
 }
 
 TEST(TrainTransformer, GauGradientOfEveryParameterMatchesCentralDifferences) {
-  for (TrainPosition pos : {TrainPosition::kRope, TrainPosition::kNope, TrainPosition::kAlibi,
-                            TrainPosition::kKerpleLog, TrainPosition::kKerplePower}) {
+  for (LayerPosition pos : {LayerPosition::kRope, LayerPosition::kNone, LayerPosition::kAlibi,
+                            LayerPosition::kKerpleLog, LayerPosition::kKerplePower}) {
     const TrainArch arch = TinyGauArch(pos);
     TrainTransformer<double, RefAttention> model(arch);
     TrainParams<double> p = RandomParams<double>(arch, 41 + static_cast<int>(pos));
@@ -422,8 +424,8 @@ TEST(TrainTransformer, GauGradientOfEveryParameterMatchesCentralDifferences) {
 // The GAU's RoPE with position interpolation and with NTK's base (its D: the key width S = 4).
 TEST(TrainTransformer, GauInterpolationAndNtkGradientsMatchCentralDifferences) {
   for (int v = 0; v < 2; ++v) {
-    TrainArch arch = TinyGauArch(TrainPosition::kRope);
-    arch.layers = {LayerLayout{true, 3}, LayerLayout{true, 0}};
+    TrainArch arch = TinyGauArch(LayerPosition::kRope);
+    arch.model.attention.layers = {LayerLayout{true, 3}, LayerLayout{true, 0}};
     if (v == 0) {
       arch.model.rope_interpolation = 3.0f;
     } else {
@@ -446,10 +448,10 @@ TEST(TrainTransformer, GauInterpolationAndNtkGradientsMatchCentralDifferences) {
 TEST(TrainTransformer, GauNormalizedLogitsGradientsMatchCentralDifferences) {
   // KeyNorm, QueryNorm, and both (cosine attention with lambda = 3), on the GAU's Q and K.
   for (int v = 0; v < 3; ++v) {
-    TrainArch arch = TinyGauArch(TrainPosition::kRope);
-    arch.logits.query_norm = v != 1;
-    arch.logits.key_norm = v != 0;
-    if (v == 2) arch.logits.logit_scale = 3.0;
+    TrainArch arch = TinyGauArch(LayerPosition::kRope);
+    arch.model.attention.query_norm = v != 1;
+    arch.model.attention.key_norm = v != 0;
+    if (v == 2) arch.model.attention.logit_scale = 3.0;
     TrainTransformer<double, RefAttention> model(arch);
     TrainParams<double> p = RandomParams<double>(arch, 51 + v);
     ExpectModelGradients(
@@ -464,7 +466,7 @@ TEST(TrainTransformer, GauNormalizedLogitsGradientsMatchCentralDifferences) {
 // tensor of a GAU layer (and the embedding, through the GAU's embedding norm). The layer with
 // RoPE: without it (or KeyNorm) beta_k's gradient is 0 by the math (tests/train/gau_layer_test.cc).
 TEST(TrainTransformer, GauWrongGradientIsFlagged) {
-  const TrainArch arch = TinyGauArch(TrainPosition::kRope);
+  const TrainArch arch = TinyGauArch(LayerPosition::kRope);
   TrainTransformer<double, RefAttention> model(arch);
   TrainParams<double> p = RandomParams<double>(arch, 61);
   const std::vector<int> tokens = TinyTokens(arch, 2, 5, 9);
@@ -494,15 +496,15 @@ TEST(TrainTransformer, GauWrongGradientIsFlagged) {
 }
 
 TEST(TrainTransformer, GauFloatKernelModelMatchesDoubleModel) {
-  for (TrainPosition pos :
-       {TrainPosition::kRope, TrainPosition::kAlibi, TrainPosition::kKerpleLog}) {
+  for (LayerPosition pos :
+       {LayerPosition::kRope, LayerPosition::kAlibi, LayerPosition::kKerpleLog}) {
     const TrainArch arch = MidGauArch(TinyGauArch(pos));
     ExpectFloatModelMatchesDouble(arch, "gau position " + std::to_string(static_cast<int>(pos)));
   }
 }
 
 TEST(TrainTransformer, GauArchitectureIsValidated) {
-  TrainArch a = TinyGauArch(TrainPosition::kRope);
+  TrainArch a = TinyGauArch(LayerPosition::kRope);
   a.model.hidden_dim = 10;  // not a multiple of S = 4
   try {
     ValidateArch(a);
@@ -511,17 +513,17 @@ TEST(TrainTransformer, GauArchitectureIsValidated) {
     EXPECT_NE(std::string(e.what()).find("a positive multiple of gau_key_dim=4"), std::string::npos)
         << e.what();
   }
-  a = TinyGauArch(TrainPosition::kRope);
+  a = TinyGauArch(LayerPosition::kRope);
   a.model.n_heads = 2;
   EXPECT_THROW(ValidateArch(a), Error);
-  a = TinyGauArch(TrainPosition::kRope);
-  a.gau_key_dim = 3;
+  a = TinyGauArch(LayerPosition::kRope);
+  a.model.key_dim = 3;
   EXPECT_THROW(ValidateArch(a), Error);
 }
 
 // GAU parameters: names, shapes and weight decay (none on the per-dim scales and offsets).
 TEST(TrainTransformer, GauParameterList) {
-  const TrainArch arch = TinyGauArch(TrainPosition::kKerpleLog);
+  const TrainArch arch = TinyGauArch(LayerPosition::kKerpleLog);
   TrainParams<double> p = ZeroParams<double>(arch);
   std::vector<std::string> names;
   p.ForEach([&](const std::string& name, std::vector<double>& t, bool decay) {

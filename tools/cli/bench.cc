@@ -287,7 +287,7 @@ nlohmann::json CaseTrainStep(int repeats) {
   m.vocab_size = 512;
   m.seq_len = 256;
   m.shared_classifier = false;
-  arch.layers.assign(4, LayerLayout{});
+  arch.model.attention.layers.assign(4, LayerLayout{});
   TrainerOptions opt;
   opt.batch = 8;
   opt.schedule = LrSchedule{1e-3, 1e-4, 10, 1000000};

@@ -53,8 +53,8 @@ void PrintLayout(const ModelHeader& header, const AttentionPlan& plan) {
   const AttentionLayout& a = c.attention;
   fmt::print("\nattention as trained (step {}):\n", header.step);
   Row("logits", fmt::format("{}{}q.k times {:.6g}{}", a.query_norm ? "QueryNorm, " : "",
-                            a.key_norm ? "KeyNorm, " : "", a.logit_scale,
-                            a.logit_scale == 1.0 / std::sqrt(static_cast<double>(c.head_dim()))
+                            a.key_norm ? "KeyNorm, " : "", c.LogitScale(),
+                            c.LogitScale() == 1.0 / std::sqrt(static_cast<double>(c.head_dim()))
                                 ? " (1/sqrt(head dim))"
                                 : ""));
   Row("tokenizer", header.tokenizer_kind.empty() ? "none in the file" : header.tokenizer_kind);

@@ -208,11 +208,11 @@ void CheckTokenizerFlags(CLI::App* app, const TrainArgs& a, const InitSource& s)
 // The layout and logits of an architecture, for the banner.
 std::string AttentionText(const TrainArch& arch) {
   std::string out = LayoutText(arch);
-  const TrainLogits& l = arch.logits;
+  const AttentionLayout& l = arch.model.attention;
   if (l.query_norm) out += "; querynorm";
   if (l.key_norm) out += "; keynorm";
   if (l.logit_scale > 0.0) out += fmt::format("; scale {}", l.logit_scale);
-  if (l.position_lambda) out += "; per-position lambda";
+  if (l.position_log_scale) out += "; per-position lambda";
   if (l.logn) out += "; logn";
   if (l.ssmax) out += "; ssmax";
   return out;
@@ -225,7 +225,7 @@ TrainArch ArchFromFlags(const TrainArgs& a, int vocab_size) {
   m.dim = a.dim;
   m.n_layers = a.layers;
   ApplyBlockSpec(a.block, arch);
-  if (arch.Gau()) {
+  if (arch.model.Gau()) {
     // One head whose width is the key width; e = 2 dim as in the paper and GAU-alpha.
     if (a.heads > 1 || a.kv_heads > 1) {
       Fail(
@@ -233,8 +233,8 @@ TrainArch ArchFromFlags(const TrainArgs& a, int vocab_size) {
           "gau:key=S)",
           a.heads, a.kv_heads);
     }
-    m.n_heads = m.n_kv_heads = 1;
     m.hidden_dim = a.hidden_dim > 0 ? a.hidden_dim : 2 * a.dim;
+    m.SetGau(m.key_dim);  // R = E / S kernel heads
   } else {
     m.n_heads = a.heads > 0 ? a.heads : 4;
     m.n_kv_heads = a.kv_heads > 0 ? a.kv_heads : m.n_heads;
@@ -266,8 +266,9 @@ TrainArch ArchFromInit(CLI::App* app, const TrainArgs& a, const InitSource& s,
   };
   same("--dim", a.dim, m.dim, "dim");
   same("--layers", a.layers, m.n_layers, "layers");
-  same("--heads", a.heads, m.n_heads, "heads");
-  same("--kv-heads", a.kv_heads, m.n_kv_heads, "kv_heads");
+  // The GAU's one head (its R = E / S kernel copies are not a flag).
+  same("--heads", a.heads, m.Gau() ? 1 : m.n_heads, "heads");
+  same("--kv-heads", a.kv_heads, m.Gau() ? 1 : m.n_kv_heads, "kv_heads");
   same("--hidden-dim", a.hidden_dim, m.hidden_dim, "hidden_dim");
   if (app->count("--block") > 0) {
     TrainArch given = arch;
@@ -429,17 +430,18 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
   Trainer trainer(arch, topt);
   int64_t n_params = 0;
   for (const Param& p : trainer.registry().params()) n_params += p.numel();
-  const std::string block_text = arch.Gau() ? fmt::format("GAU blocks (key width {}, expansion {})",
-                                                          arch.gau_key_dim, m.hidden_dim)
-                                            : fmt::format("{} heads", m.n_heads);
+  const std::string block_text =
+      arch.model.Gau()
+          ? fmt::format("GAU blocks (key width {}, expansion {})", arch.model.key_dim, m.hidden_dim)
+          : fmt::format("{} heads", m.n_heads);
   const std::string ntk_text =
       arch.rope_ntk != 1.0
           ? fmt::format(" (NTK-aware: RoPE base {} -> {})", arch.rope_ntk_base, m.rope_base)
           : "";
   fmt::print(stderr, "train: {} parameters; dim {}, {} layers, {}; position {}{}; layers: {}{}{}\n",
              n_params, m.dim, m.n_layers, block_text, PositionSpecOf(arch), ntk_text,
-             LayoutText(arch), arch.logits.key_norm ? "; keynorm" : "",
-             arch.logits.query_norm ? "; querynorm" : "");
+             LayoutText(arch), arch.model.attention.key_norm ? "; keynorm" : "",
+             arch.model.attention.query_norm ? "; querynorm" : "");
   if (init && !resume_from) {
     std::string change_text;
     for (const std::string& c : changed) change_text += (change_text.empty() ? "" : ", ") + c;

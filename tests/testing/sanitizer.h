@@ -1,0 +1,15 @@
+// Tests that measure learning or whole-corpus statistics (thousands of optimizer steps, tens of
+// thousands of scored tokens) run in the Release suite only: under AddressSanitizer they take
+// minutes each and check no code path that the smaller exactness tests do not already run there.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define STRETCH_SKIP_UNDER_SANITIZER(why)                                                    \
+  GTEST_SKIP() << "runs in the Release suite only (" << (why)                                \
+               << "); under the sanitizers it takes minutes and adds no code path that the " \
+                  "exactness tests do not run"
+#else
+#define STRETCH_SKIP_UNDER_SANITIZER(why) static_cast<void>(0)
+#endif
