@@ -74,11 +74,6 @@ bool IsKerple(LayerPosition p) {
   return p == LayerPosition::kKerpleLog || p == LayerPosition::kKerplePower;
 }
 
-RopeGeometry ModelGeometry(const ModelConfig& c) {
-  return RopeGeometry{c.seq_len, c.head_dim(), static_cast<double>(c.rope_base),
-                      static_cast<double>(c.rope_interpolation)};
-}
-
 // What a method changes in the rotation, for errors ("" when nothing).
 std::string RopeChange(const AttentionPlan& p, double model_base) {
   if (p.dynamic) return "a dynamic frequency scale";
@@ -92,6 +87,11 @@ std::string RopeChange(const AttentionPlan& p, double model_base) {
 }
 
 }  // namespace
+
+RopeGeometry ModelGeometry(const ModelConfig& c) {
+  return RopeGeometry{c.seq_len, c.head_dim(), static_cast<double>(c.rope_base),
+                      static_cast<double>(c.rope_interpolation)};
+}
 
 std::string AttentionLayoutText(const ModelConfig& c) {
   std::string out;
@@ -161,17 +161,31 @@ void CheckMethodFitsLayout(const ModelConfig& config, const AttentionPlan& metho
 
 AttentionPlan LayerAttentionPlan(const ModelConfig& config, const LayerWeights* layer_weights,
                                  int l, const AttentionPlan& method_plan) {
+  LayerHeadValues values;
+  if (layer_weights != nullptr) {
+    values.bias_a.assign(layer_weights->bias_a.begin(), layer_weights->bias_a.end());
+    values.bias_b.assign(layer_weights->bias_b.begin(), layer_weights->bias_b.end());
+    values.ssmax.assign(layer_weights->ssmax.begin(), layer_weights->ssmax.end());
+  }
+  return LayerAttentionPlan(config, l, method_plan, values);
+}
+
+AttentionPlan LayerAttentionPlan(const ModelConfig& config, int l, const AttentionPlan& method_plan,
+                                 const LayerHeadValues& values) {
   const AttentionLayout& layout = config.attention;
   const LayerAttention a = layout.Layer(l);
   AttentionPlan p;
   switch (MethodUseOf(a)) {
     case LayerMethodUse::kMethod: p = method_plan; break;
-    case LayerMethodUse::kTrainedWindow:
-      // Plain RoPE at the model's base (the trainer's LayerPlan), the trained window, no logn.
-      p = MakeAttentionPlan(Method{}, ModelGeometry(config), method_plan.fed_len);
-      p.mask = MaskKind::kWindow;
-      p.window = a.window;
+    case LayerMethodUse::kTrainedWindow: {
+      // Plain RoPE at the model's base, the trained window, no logn: the plan of the method
+      // window:window=W, so that plan.method says what the plan does.
+      Method window;
+      window.mask.kind = MaskKind::kWindow;
+      window.mask.window = a.window;
+      p = MakeAttentionPlan(window, ModelGeometry(config), method_plan.fed_len);
       break;
+    }
     case LayerMethodUse::kMaskAndLogn:
       // The method's mask and log-n; q and k are never rotated, so no map, no dynamic
       // frequencies, and no attention factor (YaRN's compensates for its frequency change).
@@ -195,10 +209,7 @@ AttentionPlan LayerAttentionPlan(const ModelConfig& config, const LayerWeights* 
   };
   const std::vector<double> zeros(static_cast<size_t>(config.position_heads()), 0.0);
   p.position_log_scale = layout.position_log_scale;
-  if (layout.ssmax) {
-    p.ssmax =
-        layer_weights != nullptr ? per_kernel_head(layer_weights->ssmax) : per_kernel_head(zeros);
-  }
+  if (layout.ssmax) p.ssmax = per_kernel_head(values.ssmax.empty() ? zeros : values.ssmax);
   if (a.position == LayerPosition::kRope) {
     p.LeavePairsUnrotated(layout.RotatedPairs(config.head_dim()));
     p.xpos_scale_base = layout.xpos_scale_base;
@@ -219,9 +230,9 @@ AttentionPlan LayerAttentionPlan(const ModelConfig& config, const LayerWeights* 
     case LayerPosition::kKerplePower:
       p.bias.kind =
           a.position == LayerPosition::kKerpleLog ? BiasKind::kKerpleLog : BiasKind::kKerplePower;
-      if (layer_weights != nullptr) {
-        p.bias.a = per_kernel_head(layer_weights->bias_a);
-        p.bias.b = per_kernel_head(layer_weights->bias_b);
+      if (!values.bias_a.empty()) {
+        p.bias.a = per_kernel_head(values.bias_a);
+        p.bias.b = per_kernel_head(values.bias_b);
       } else {  // the plan's shape only (CheckMethodFitsLayout, inspect)
         p.bias.a = p.bias.b = per_kernel_head(zeros);
       }

@@ -95,6 +95,8 @@ enum class LayerMethodUse {
   kTrainedWindow,  // trained with a window: that window and plain RoPE (if any); no method
 };
 LayerMethodUse MethodUseOf(const LayerAttention& layer);
+// The model's RoPE as MakeAttentionPlan takes it: training length, head dim, base, PI factor.
+RopeGeometry ModelGeometry(const ModelConfig& config);
 std::string_view LayerPositionName(LayerPosition position);  // "rope", "nope", "alibi", ...
 // The layers' positions and windows, runs of equal layers merged:
 // "layers 0-2: rope, window 64; layer 3: nope, full".
@@ -118,6 +120,14 @@ void CheckMethodFitsLayout(const ModelConfig& config, const AttentionPlan& metho
 // `layer_weights`, which may be null when only the shape of the plan is wanted), SSMax's s (from
 // `layer_weights` too), the per-position lambda and QueryNorm / KeyNorm. Per-head values are
 // given per position head and repeated for a GAU's R kernel heads.
+// The trainer (src/train/transformer_train.h) builds its layers' plans here too, from the values
+// of its parameters and the method it trains with (its relative map and log-n).
+struct LayerHeadValues {
+  std::vector<double> bias_a, bias_b;  // KERPLE's a_h, b_h: position_heads() each, or empty
+  std::vector<double> ssmax;           // SSMax's s_h: position_heads(), or empty
+};
+AttentionPlan LayerAttentionPlan(const ModelConfig& config, int l, const AttentionPlan& method_plan,
+                                 const LayerHeadValues& values);
 AttentionPlan LayerAttentionPlan(const ModelConfig& config, const LayerWeights* layer_weights,
                                  int l, const AttentionPlan& method_plan);
 

@@ -42,6 +42,7 @@
 #include "src/kernels/attention.h"
 #include "src/kernels/ops.h"
 #include "src/model/config.h"
+#include "src/model/transformer.h"
 #include "src/position/method.h"
 #include "src/position/plan.h"
 #include "src/position/rope.h"
@@ -225,55 +226,24 @@ inline int RotatedPairs(const TrainArch& arch) {
 }
 
 // The attention plan of layer l for sequences of T positions, with the layer's current KERPLE
-// parameters (a plan is plain data; rebuilt per step, it costs nothing next to the layer). Biases
-// have one entry per kernel head: the GAU's single head's values repeated for its R copies.
+// parameters: the model's own rule (src/model/transformer.h, LayerAttentionPlan) under the method
+// the model trains with (its relative map, if any, and log-n), less what the trainer computes
+// outside the kernel for its backward (QueryNorm / KeyNorm, SSMax, XPOS's decay). A plan is plain
+// data; rebuilt per step, it costs nothing next to the layer.
 template <typename Real>
 AttentionPlan LayerPlan(const TrainArch& arch, const TrainLayer<Real>& layer, int l, int64_t T) {
-  const ModelConfig& m = arch.model;
-  const AttentionLayout& layout = m.attention;
-  const LayerAttention lay = layout.Layer(l);
-  const bool windowed = lay.window > 0 && lay.window < T;
-  const bool mapped = lay.window == 0 && lay.position == LayerPosition::kRope &&
-                      !layout.rope_map.empty();  // as TrainTransformer::Mapped
-  const std::string spec = (windowed ? "window:window=" + std::to_string(lay.window)
-                            : mapped ? layout.rope_map
-                                     : std::string("direct")) +
-                           (layout.logn ? "+logn" : "");
-  AttentionPlan plan = MakeAttentionPlan(
-      ParseMethod(spec), RopeGeometry{m.seq_len, m.head_dim(), m.rope_base, m.rope_interpolation},
-      T);
-  // p-RoPE on a mapped layer: the pairs past RotatedPairs() do not rotate (the kernel rotates
-  // with these thetas).
-  plan.LeavePairsUnrotated(RotatedPairs(arch));
-  plan.position_log_scale = layout.position_log_scale;
-  const int heads = m.position_heads(), copies = m.n_heads / heads;
-  auto per_kernel_head = [&](const auto& per_head) {  // head h's value for its `copies`
-    std::vector<double> out;
-    for (const auto& v : per_head) {
-      out.insert(out.end(), static_cast<size_t>(copies), static_cast<double>(v));
-    }
-    return out;
-  };
-  switch (lay.position) {
-    case LayerPosition::kRope:  // XPOS's decay scales q and k outside the kernel (PairScale)
-    case LayerPosition::kNone: break;
-    case LayerPosition::kSandwich:
-      plan.bias =
-          SandwichBias(std::vector<double>(static_cast<size_t>(m.n_heads), layout.sandwich_lambda),
-                       layout.sandwich_dim, T);
-      break;
-    case LayerPosition::kAlibi:
-      plan.bias.kind = BiasKind::kAlibi;
-      plan.bias.a = per_kernel_head(AlibiSlopes(heads));
-      break;
-    case LayerPosition::kKerpleLog:
-    case LayerPosition::kKerplePower:
-      plan.bias.kind =
-          lay.position == LayerPosition::kKerpleLog ? BiasKind::kKerpleLog : BiasKind::kKerplePower;
-      plan.bias.a = per_kernel_head(layer.bias_a);
-      plan.bias.b = per_kernel_head(layer.bias_b);
-      break;
-  }
+  const AttentionLayout& layout = arch.model.attention;
+  const std::string trained = (layout.rope_map.empty() ? std::string("direct") : layout.rope_map) +
+                              (layout.logn ? "+logn" : "");
+  const AttentionPlan method =
+      MakeAttentionPlan(ParseMethod(trained), ModelGeometry(arch.model), T);
+  LayerHeadValues values;
+  values.bias_a.assign(layer.bias_a.begin(), layer.bias_a.end());
+  values.bias_b.assign(layer.bias_b.begin(), layer.bias_b.end());
+  AttentionPlan plan = LayerAttentionPlan(arch.model, l, method, values);
+  plan.query_norm = plan.key_norm = false;
+  plan.ssmax.clear();
+  plan.xpos_scale_base = 0.0;
   return plan;
 }
 
