@@ -57,17 +57,14 @@ void ApplyBlockSpec(std::string_view spec, TrainArch& arch) {
   }
 }
 
-void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
-  const size_t colon = spec.find(':');
-  const std::string_view name = spec.substr(0, colon);
-  const std::string_view rest = colon == std::string_view::npos ? "" : spec.substr(colon + 1);
-  constexpr std::string_view kAllowed =
-      "rope[:base=B,fraction=P,pi=F|ntk=F], xpos[:base=B,gamma=G,fraction=P,pi=F|ntk=F], nope, "
-      "alibi, kerple-log, kerple-power, sandwich[:dim=D,lambda=X], or RoPE with a relative map: "
-      "rerope[:window=W], leaky-rerope[:window=W,k=K], self-extend[:group=G,window=W], string, "
-      "dca";
-  // key=value pieces of `rest`, each handed to `set`, which returns false for an unknown key.
-  auto each_key = [&](std::string_view allowed_keys, auto&& set) {
+namespace {
+
+// The name, the key=value pieces and the spec of one --position value.
+struct PositionSpec {
+  std::string_view spec, name, rest;
+  // Each key=value piece of `rest` handed to `set`, which returns false for an unknown key.
+  template <class Set>
+  void EachKey(std::string_view allowed_keys, Set&& set) const {
     std::string_view r = rest;
     while (!r.empty()) {
       const size_t comma = r.find(',');
@@ -79,36 +76,26 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
              allowed_keys);
       }
     }
-  };
-  // Every field of the position scheme back to its default but the RoPE base, which a spec
-  // without base= keeps (a checkpoint's, for --init: the base its weights were trained with).
-  {
-    const TrainArch defaults;
-    arch.model.attention.rope_fraction = defaults.model.attention.rope_fraction;
-    arch.rope_ntk = defaults.rope_ntk;
-    arch.rope_ntk_base = defaults.rope_ntk_base;
-    arch.model.rope_interpolation = defaults.model.rope_interpolation;
-    arch.model.attention.xpos_scale_base = defaults.model.attention.xpos_scale_base;
-    arch.model.attention.position = defaults.model.attention.position;
-    arch.model.attention.rope_map.clear();
-    arch.model.attention.sandwich_dim = defaults.model.attention.sandwich_dim;
-    arch.model.attention.sandwich_lambda = defaults.model.attention.sandwich_lambda;
   }
-  if (name == "rope" || name == "xpos") {
-    arch.model.attention.position = LayerPosition::kRope;
-    // XPOS: RoPE with a per-pair decay of scale base gamma (torchscale's default 512).
-    if (name == "xpos") arch.model.attention.xpos_scale_base = kXposDefaultGamma;
-    // pi=F, ntk=F: a factor F >= 1 (1: none); one of the two.
-    std::optional<double> pi, ntk;
-    auto factor = [&](std::string_view key, std::string_view value) {
-      const double f = PositiveNumber("--position", spec, value);
-      if (f < 1.0) {
-        Fail("--position {}: {}={} (allowed: a factor F >= 1; {})", spec, key, value,
-             key == "pi" ? "positions are divided by F" : "the base is scaled by F^(D/(D-2))");
-      }
-      return f;
-    };
-    each_key(name == "rope" ? "base=B, fraction=P, pi=F, ntk=F"
+};
+
+// rope[:base=B,fraction=P,pi=F|ntk=F] and xpos[:...,gamma=G].
+void ApplyRopeSpec(const PositionSpec& ps, TrainArch& arch) {
+  const std::string_view spec = ps.spec, name = ps.name;
+  arch.model.attention.position = LayerPosition::kRope;
+  // XPOS: RoPE with a per-pair decay of scale base gamma (torchscale's default 512).
+  if (name == "xpos") arch.model.attention.xpos_scale_base = kXposDefaultGamma;
+  // pi=F, ntk=F: a factor F >= 1 (1: none); one of the two.
+  std::optional<double> pi, ntk;
+  auto factor = [&](std::string_view key, std::string_view value) {
+    const double f = PositiveNumber("--position", spec, value);
+    if (f < 1.0) {
+      Fail("--position {}: {}={} (allowed: a factor F >= 1; {})", spec, key, value,
+           key == "pi" ? "positions are divided by F" : "the base is scaled by F^(D/(D-2))");
+    }
+    return f;
+  };
+  ps.EachKey(name == "rope" ? "base=B, fraction=P, pi=F, ntk=F"
                             : "base=B, gamma=G, fraction=P, pi=F, ntk=F",
              [&](std::string_view key, std::string_view value) {
                if (key == "pi") {
@@ -133,27 +120,75 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
                }
                return true;
              });
-    if (pi && ntk) {
-      Fail(
-          "--position {}: pi and ntk together (allowed: one of them: pi=F divides positions by "
-          "F, ntk=F scales the base)",
-          spec);
-    }
-    // PI (Chen et al. 2023, arXiv 2306.15595): position m rotated as m / F, every theta / F.
-    if (pi) arch.model.rope_interpolation = static_cast<float>(*pi);
-    // NTK-aware (bloc97; HF _compute_ntk_parameters): base' = base F^(D/(D-2)), resolved here
-    // when the sizes are known (FinalizeArch).
-    if (ntk) {
-      arch.rope_ntk = *ntk;
-      arch.rope_ntk_base = arch.model.rope_base;
-      try {
-        FinalizeArch(arch);
-      } catch (const Error& e) {
-        Fail("--position {}: {}", spec, e.what());
-      }
-    }
-    return;
+  if (pi && ntk) {
+    Fail(
+        "--position {}: pi and ntk together (allowed: one of them: pi=F divides positions by "
+        "F, ntk=F scales the base)",
+        spec);
   }
+  // PI (Chen et al. 2023, arXiv 2306.15595): position m rotated as m / F, every theta / F.
+  if (pi) arch.model.rope_interpolation = static_cast<float>(*pi);
+  // NTK-aware (bloc97; HF _compute_ntk_parameters): base' = base F^(D/(D-2)), resolved here
+  // when the sizes are known (FinalizeArch).
+  if (ntk) {
+    arch.rope_ntk = *ntk;
+    arch.rope_ntk_base = arch.model.rope_base;
+    try {
+      FinalizeArch(arch);
+    } catch (const Error& e) {
+      Fail("--position {}: {}", spec, e.what());
+    }
+  }
+}
+
+// sandwich[:dim=D,lambda=X].
+void ApplySandwichSpec(const PositionSpec& ps, TrainArch& arch) {
+  const std::string_view spec = ps.spec;
+  arch.model.attention.position = LayerPosition::kSandwich;
+  arch.model.attention.sandwich_dim = kSandwichDefaultDim;
+  arch.model.attention.sandwich_lambda = kSandwichDefaultLambda;
+  ps.EachKey("dim=D, lambda=X", [&](std::string_view key, std::string_view value) {
+    if (key == "dim") {
+      const int64_t d = PositiveInt("--position", spec, value);
+      if (d % 2 != 0 || d > 65536)
+        Fail("--position {}: dim={} (allowed: even, 2 .. 65536)", spec, d);
+      arch.model.attention.sandwich_dim = static_cast<int>(d);
+    } else if (key == "lambda") {
+      arch.model.attention.sandwich_lambda = PositiveNumber("--position", spec, value);
+    } else {
+      return false;
+    }
+    return true;
+  });
+}
+
+}  // namespace
+
+void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
+  const size_t colon = spec.find(':');
+  const std::string_view name = spec.substr(0, colon);
+  const std::string_view rest = colon == std::string_view::npos ? "" : spec.substr(colon + 1);
+  constexpr std::string_view kAllowed =
+      "rope[:base=B,fraction=P,pi=F|ntk=F], xpos[:base=B,gamma=G,fraction=P,pi=F|ntk=F], nope, "
+      "alibi, kerple-log, kerple-power, sandwich[:dim=D,lambda=X], or RoPE with a relative map: "
+      "rerope[:window=W], leaky-rerope[:window=W,k=K], self-extend[:group=G,window=W], string, "
+      "dca";
+  // Every field of the position scheme back to its default but the RoPE base, which a spec
+  // without base= keeps (a checkpoint's, for --init: the base its weights were trained with).
+  {
+    const TrainArch defaults;
+    arch.model.attention.rope_fraction = defaults.model.attention.rope_fraction;
+    arch.rope_ntk = defaults.rope_ntk;
+    arch.rope_ntk_base = defaults.rope_ntk_base;
+    arch.model.rope_interpolation = defaults.model.rope_interpolation;
+    arch.model.attention.xpos_scale_base = defaults.model.attention.xpos_scale_base;
+    arch.model.attention.position = defaults.model.attention.position;
+    arch.model.attention.rope_map.clear();
+    arch.model.attention.sandwich_dim = defaults.model.attention.sandwich_dim;
+    arch.model.attention.sandwich_lambda = defaults.model.attention.sandwich_lambda;
+  }
+  const PositionSpec ps{spec, name, rest};
+  if (name == "rope" || name == "xpos") return ApplyRopeSpec(ps, arch);
   // A relative map at training time: RoPE whose full-attention layers see the map's positions.
   if (name == "rerope" || name == "leaky-rerope" || name == "self-extend" || name == "string" ||
       name == "dca") {
@@ -173,25 +208,7 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
     arch.model.attention.rope_map = CanonicalSpec(m);
     return;
   }
-  if (name == "sandwich") {
-    arch.model.attention.position = LayerPosition::kSandwich;
-    arch.model.attention.sandwich_dim = kSandwichDefaultDim;
-    arch.model.attention.sandwich_lambda = kSandwichDefaultLambda;
-    each_key("dim=D, lambda=X", [&](std::string_view key, std::string_view value) {
-      if (key == "dim") {
-        const int64_t d = PositiveInt("--position", spec, value);
-        if (d % 2 != 0 || d > 65536)
-          Fail("--position {}: dim={} (allowed: even, 2 .. 65536)", spec, d);
-        arch.model.attention.sandwich_dim = static_cast<int>(d);
-      } else if (key == "lambda") {
-        arch.model.attention.sandwich_lambda = PositiveNumber("--position", spec, value);
-      } else {
-        return false;
-      }
-      return true;
-    });
-    return;
-  }
+  if (name == "sandwich") return ApplySandwichSpec(ps, arch);
   if (!rest.empty())
     Fail("--position {}: {} takes no parameters (allowed: {})", spec, name, kAllowed);
   if (name == "nope") {

@@ -183,8 +183,8 @@ TrainArch ArchFromJson(const json& j, const std::string& what) {
   }
   if (m.Gau()) {
     if (m.n_heads != 1 || m.n_kv_heads != 1) {
-      Fail("{}: GAU with heads={}, kv_heads={} (expected 1 and 1: the GAU block has a single head)", what,
-           m.n_heads, m.n_kv_heads);
+      Fail("{}: GAU with heads={}, kv_heads={} (expected 1 and 1: the GAU block has a single head)",
+           what, m.n_heads, m.n_kv_heads);
     }
     if (m.key_dim > 0) m.SetGau(m.key_dim);  // R = E / S kernel heads (ValidateArch checks S)
   }

@@ -8,63 +8,73 @@
 
 namespace stretch {
 
-void ValidateArch(const TrainArch& arch) {
+namespace {
+
+[[noreturn]] void Bad(std::string_view field, int64_t v, std::string_view allowed) {
+  throw Error(fmt::format("model: {}={} (allowed: {})", field, v, allowed));
+}
+[[noreturn]] void BadValue(std::string_view field, double v, std::string_view allowed) {
+  throw Error(fmt::format("model: {}={} (allowed: {})", field, v, allowed));
+}
+
+// Sizes, the GAU's widths and heads, and the layer list.
+void ValidateSizes(const TrainArch& arch) {
   const ModelConfig& m = arch.model;
-  auto bad = [](std::string_view field, int64_t v, std::string_view allowed) {
-    throw Error(fmt::format("model: {}={} (allowed: {})", field, v, allowed));
-  };
-  if (m.dim < 2) bad("dim", m.dim, ">= 2");
+  if (m.dim < 2) Bad("dim", m.dim, ">= 2");
   if (arch.model.Gau()) {
     // One head: Z, Q, K of width S (gau_key_dim), U, V of width E (hidden_dim); the kernel runs
     // E / S copies of the head (src/train/gau_layer.h), so S must divide E.
     if (m.key_dim < 2 || m.key_dim % 2 != 0) {
-      bad("gau_key_dim", m.key_dim, "an even number >= 2 (RoPE rotates pairs)");
+      Bad("gau_key_dim", m.key_dim, "an even number >= 2 (RoPE rotates pairs)");
     }
     if (m.hidden_dim < 1 || m.hidden_dim % m.key_dim != 0) {
-      bad("hidden_dim (the GAU's expansion width e)", m.hidden_dim,
+      Bad("hidden_dim (the GAU's expansion width e)", m.hidden_dim,
           fmt::format("a positive multiple of gau_key_dim={}: the attention kernel runs e / s "
                       "copies of the GAU's head, one per slice of V of width s",
                       m.key_dim));
     }
     if (m.n_heads != m.hidden_dim / m.key_dim || m.n_kv_heads != m.n_heads) {
-      bad("heads", m.n_heads,
+      Bad("heads", m.n_heads,
           fmt::format("e / s = {} kernel heads (and as many kv heads, {} given): the copies of "
                       "the GAU's single head (ModelConfig::SetGau)",
                       m.hidden_dim / m.key_dim, m.n_kv_heads));
     }
   } else {
-    if (m.n_heads < 1 || m.dim % m.n_heads != 0) bad("heads", m.n_heads, "a divisor of dim");
-    if (m.head_dim() % 2 != 0) bad("head dim (dim / heads)", m.head_dim(), "an even number");
+    if (m.n_heads < 1 || m.dim % m.n_heads != 0) Bad("heads", m.n_heads, "a divisor of dim");
+    if (m.head_dim() % 2 != 0) Bad("head dim (dim / heads)", m.head_dim(), "an even number");
     if (m.n_kv_heads < 1 || m.n_heads % m.n_kv_heads != 0) {
-      bad("kv_heads", m.n_kv_heads, "a divisor of heads");
+      Bad("kv_heads", m.n_kv_heads, "a divisor of heads");
     }
-    if (m.hidden_dim < 1) bad("hidden_dim", m.hidden_dim, ">= 1");
+    if (m.hidden_dim < 1) Bad("hidden_dim", m.hidden_dim, ">= 1");
   }
-  if (m.n_layers < 1) bad("layers", m.n_layers, ">= 1");
-  if (m.vocab_size < 2) bad("vocab_size", m.vocab_size, ">= 2");
-  if (m.seq_len < 2) bad("seq_len", m.seq_len, ">= 2");
+  if (m.n_layers < 1) Bad("layers", m.n_layers, ">= 1");
+  if (m.vocab_size < 2) Bad("vocab_size", m.vocab_size, ">= 2");
+  if (m.seq_len < 2) Bad("seq_len", m.seq_len, ">= 2");
   const AttentionLayout& layout = m.attention;
   if (static_cast<int>(layout.layers.size()) != m.n_layers) {
-    bad("layer layout entries", static_cast<int64_t>(layout.layers.size()),
+    Bad("layer layout entries", static_cast<int64_t>(layout.layers.size()),
         fmt::format("one per layer ({})", m.n_layers));
   }
   for (const LayerLayout& l : layout.layers) {
-    if (l.window < 0) bad("window", l.window, "0 (full attention) or a positive integer");
+    if (l.window < 0) Bad("window", l.window, "0 (full attention) or a positive integer");
   }
-  auto bad_value = [](std::string_view field, double v, std::string_view allowed) {
-    throw Error(fmt::format("model: {}={} (allowed: {})", field, v, allowed));
-  };
+}
+
+// RoPE's variants: p-RoPE's fraction, PI, NTK and its base.
+void ValidateRope(const TrainArch& arch) {
+  const ModelConfig& m = arch.model;
+  const AttentionLayout& layout = m.attention;
   if (!(layout.rope_fraction > 0.0 && layout.rope_fraction <= 1.0)) {
-    bad_value("rope fraction (p-RoPE)", layout.rope_fraction, "0 < p <= 1");
+    BadValue("rope fraction (p-RoPE)", layout.rope_fraction, "0 < p <= 1");
   }
   // RoPE's position interpolation (PI) and NTK-aware factor: finite, >= 1, one at a time, on
   // RoPE (or XPOS's rotation) without a training-time map (a map's spec has no key for them).
   const double pi = arch.model.rope_interpolation;
   if (!(std::isfinite(pi) && pi >= 1.0)) {
-    bad_value("rope interpolation (pi)", pi, "a finite factor >= 1; 1: none");
+    BadValue("rope interpolation (pi)", pi, "a finite factor >= 1; 1: none");
   }
   if (!(std::isfinite(arch.rope_ntk) && arch.rope_ntk >= 1.0)) {
-    bad_value("rope ntk factor", arch.rope_ntk, "a finite factor >= 1; 1: none");
+    BadValue("rope ntk factor", arch.rope_ntk, "a finite factor >= 1; 1: none");
   }
   if (pi != 1.0 || arch.rope_ntk != 1.0) {
     const std::string what =
@@ -85,7 +95,7 @@ void ValidateArch(const TrainArch& arch) {
   }
   if (arch.rope_ntk != 1.0) {
     if (!(std::isfinite(arch.rope_ntk_base) && arch.rope_ntk_base > 1.0f)) {
-      bad_value("rope ntk base", arch.rope_ntk_base, "the RoPE base ntk scales, > 1");
+      BadValue("rope ntk base", arch.rope_ntk_base, "the RoPE base ntk scales, > 1");
     }
     const float want = NtkRopeBase(arch.rope_ntk_base, arch.rope_ntk, arch.model.head_dim());
     if (arch.model.rope_base != want) {
@@ -96,8 +106,14 @@ void ValidateArch(const TrainArch& arch) {
                       arch.rope_ntk, arch.model.head_dim(), arch.model.head_dim() - 2, want));
     }
   }
+}
+
+// XPOS, Sandwich, a training-time map, and the combinations that are refused.
+void ValidateVariants(const TrainArch& arch) {
+  const ModelConfig& m = arch.model;
+  const AttentionLayout& layout = m.attention;
   if (!(std::isfinite(layout.xpos_scale_base) && layout.xpos_scale_base >= 0.0)) {
-    bad_value("xpos gamma", layout.xpos_scale_base, "a finite number > 0; 0: no XPOS");
+    BadValue("xpos gamma", layout.xpos_scale_base, "a finite number > 0; 0: no XPOS");
   }
   const bool xpos = layout.xpos_scale_base > 0.0;
   if (xpos && layout.position != LayerPosition::kRope) {
@@ -110,7 +126,7 @@ void ValidateArch(const TrainArch& arch) {
   }
   if (layout.position == LayerPosition::kSandwich &&
       (layout.sandwich_dim < 2 || layout.sandwich_dim % 2 != 0)) {
-    bad("sandwich dim", layout.sandwich_dim, "an even number >= 2");
+    Bad("sandwich dim", layout.sandwich_dim, "an even number >= 2");
   }
   if (!layout.rope_map.empty()) {
     Method map;
@@ -146,6 +162,14 @@ void ValidateArch(const TrainArch& arch) {
         "--block gau: rope, nope, alibi, kerple-log, kerple-power, sandwich; keynorm, "
         "querynorm, cosine, logn)");
   }
+}
+
+}  // namespace
+
+void ValidateArch(const TrainArch& arch) {
+  ValidateSizes(arch);
+  ValidateRope(arch);
+  ValidateVariants(arch);
 }
 
 float NtkRopeBase(double base, double factor, int rotary_dim) {
