@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent setup: installs the Debian packages stretch needs (only the missing ones), then
-# configures and builds. Usage: scripts/setup.sh [release|all]
+# configures and builds. Usage: scripts/setup.sh [deps|release|all]
+#   deps     the Debian packages only
 #   release  the Release build (-O2 -march=native) in build/release        (default)
 #   all      also the Debug build with AddressSanitizer + UBSan in build/debug-asan
 set -euo pipefail
@@ -34,6 +35,8 @@ if ((${#missing[@]})); then
 else
   echo "setup: all Debian packages present"
 fi
+
+[ "${1:-release}" = "deps" ] && exit 0
 
 JOBS=$(nproc)
 build() {  # build DIR TYPE [cmake args...]

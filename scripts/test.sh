@@ -3,12 +3,14 @@
 # Tests that need ../shared (real models and corpora) skip with a message when it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh all
+bash scripts/setup.sh deps
+# The layout check first: a formatting slip fails in seconds, not after two builds.
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   echo "== format: clang-format --dry-run -Werror (.clang-format) =="
   git ls-files -z '*.cc' '*.h' | xargs -0 clang-format --dry-run -Werror
   echo "format: every C++ file is laid out as .clang-format says"
 fi
+bash scripts/setup.sh all
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 echo "== tests: Debug + AddressSanitizer + UndefinedBehaviorSanitizer =="
