@@ -229,16 +229,42 @@ void AddRotatedBack(float* x, const float* y, int pairs, const float* cos, const
   }
 }
 
-}  // namespace
+// KERPLE's bias gradients from one tile's dS (head h), added to da and db.
+void KerpleGradsOfTile(const Backward& b, int h, int64_t i0, int nq, int64_t j0, int nk,
+                       const TileWork& w, double& da, double& db) {
+  const AttentionPlan* plan = b.plan;
+  // KERPLE log:   b = -a log(1 + r d):  db/da = -log(1 + r d),  db/dr = -a d / (1 + r d)
+  // KERPLE power: b = -a d^r:           db/da = -d^r,           db/dr = -a d^r ln d
+  const double pa = plan->bias.a[static_cast<size_t>(h)];
+  const double pr = plan->bias.b[static_cast<size_t>(h)];
+  for (int a = 0; a < nq; ++a) {
+    const int64_t pos = b.q_pos0 + i0 + a;
+    const float* dsr = w.dp.data() + a * kTile;
+    for (int x = 0; x < nk; ++x) {
+      if (dsr[x] == 0.0f) continue;
+      const double d = static_cast<double>(pos - (j0 + x));
+      const double ds = dsr[x];
+      if (plan->bias.kind == BiasKind::kKerpleLog) {
+        da += ds * -std::log1p(pr * d);
+        db += ds * (-pa * d / (1.0 + pr * d));
+      } else if (d > 0.0) {
+        const double dr = std::pow(d, pr);
+        da += ds * -dr;
+        db += ds * (-pa * dr * std::log(d));
+      }
+    }
+  }
+}
 
-void AttentionBackward(HeadRows q, HeadRows k, HeadRows v, HeadRows out, HeadRows dout,
-                       const float* lse, const AttentionDims& dims, const AttentionParams& params,
-                       const AttentionGrads& grads) {
+// The shapes, and what the backward supports: static frequencies, and the q/k-side variants
+// (norms, XPOS, SSMax) applied outside the kernel.
+void CheckBackwardInputs(const float* lse, const AttentionDims& dims, const AttentionParams& params,
+                         const AttentionGrads& grads) {
+  const AttentionPlan* plan = params.plan;
   STRETCH_CHECK(dims.n_q >= 0 && dims.q_pos0 >= 0 && dims.q_pos0 + dims.n_q <= dims.n_kv,
                 "T={} S={} q_pos0={}", dims.n_q, dims.n_kv, dims.q_pos0);
   STRETCH_CHECK(dims.n_heads >= 1 && dims.n_kv_heads >= 1 && dims.n_heads % dims.n_kv_heads == 0,
                 "H={} G={}", dims.n_heads, dims.n_kv_heads);
-  const AttentionPlan* plan = params.plan;
   if (params.rotate) {
     STRETCH_CHECK(plan != nullptr, "rotate needs a plan");
     STRETCH_CHECK(!plan->dynamic,
@@ -263,27 +289,14 @@ void AttentionBackward(HeadRows q, HeadRows k, HeadRows v, HeadRows out, HeadRow
         "when training");
   }
   STRETCH_CHECK(lse != nullptr && grads.dq.data && grads.dk.data && grads.dv.data);
-  Backward b;
-  b.q = q;
-  b.v = v;
-  b.o = out;
-  b.dout = dout;
-  b.lse = lse;
-  b.T = dims.n_q;
-  b.S = dims.n_kv;
-  b.q_pos0 = dims.q_pos0;
-  b.H = dims.n_heads;
-  b.G = dims.n_kv_heads;
-  b.D = dims.head_dim;
-  b.group = b.H / b.G;
-  b.scale = params.scale;
-  b.plan = plan;
-  b.rotate = params.rotate;
-  const int D = b.D;
-  const int pairs = D / 2;
+}
 
-  // What each segment scores with (see Backward).
-  AlignedVector<float> qrot;  // rotating: (segments, T, H, D)
+// What each segment scores with (see Backward): the queries rotated per segment (into qrot,
+// (segments, T, H, D)), the key slots, and the key tables of the rotated slots.
+void PrepareSegments(Backward& b, HeadRows q, HeadRows k, const AttentionParams& params,
+                     AlignedVector<float>& qrot) {
+  const AttentionPlan* plan = b.plan;
+  const int D = b.D, pairs = D / 2;
   b.qseg[0] = q;
   b.kseg[0] = k;
   if (b.rotate) {
@@ -323,27 +336,32 @@ void AttentionBackward(HeadRows q, HeadRows k, HeadRows v, HeadRows out, HeadRow
       b.key_tab[static_cast<size_t>(slot)] = MakeRopeTableAt(plan->freq.thetas, 0, pos);
     }
   }
+}
 
-  // Delta_i = do_i . o_i (in double), and the row factors c_i.
+// Delta_i = do_i . o_i (in double), and the row factors c_i.
+void PrepareRows(Backward& b) {
+  const int D = b.D;
   b.delta.resize(static_cast<size_t>(b.T * b.H));
   b.row_c.resize(static_cast<size_t>(b.T));
   for (int64_t i = 0; i < b.T; ++i) {
     b.row_c[static_cast<size_t>(i)] =
-        plan != nullptr ? static_cast<float>(plan->LogitScale(b.q_pos0 + i)) : 1.0f;
+        b.plan != nullptr ? static_cast<float>(b.plan->LogitScale(b.q_pos0 + i)) : 1.0f;
     for (int h = 0; h < b.H; ++h) {
-      const float* d_o = dout.data + i * dout.row_stride + h * dout.head_stride;
-      const float* oo = out.data + i * out.row_stride + h * out.head_stride;
+      const float* d_o = b.dout.data + i * b.dout.row_stride + h * b.dout.head_stride;
+      const float* oo = b.o.data + i * b.o.row_stride + h * b.o.head_stride;
       double acc = 0.0;
       for (int d = 0; d < D; ++d) acc += static_cast<double>(d_o[d]) * oo[d];
       b.delta[static_cast<size_t>(i * b.H + h)] = static_cast<float>(acc);
     }
   }
+}
 
-  const int64_t n_qt = (b.T + kTile - 1) / kTile;
-  const int64_t n_kt = (b.S + kTile - 1) / kTile;
+// Pass 1: dk, dv per (kv head, key tile); dk per key slot (dkr^slot), then back to raw k.
+void KeyPass(const Backward& b, const AttentionGrads& grads) {
+  const int D = b.D, pairs = D / 2;
+  const HeadRows dout = b.dout;
+  const int64_t n_qt = (b.T + kTile - 1) / kTile, n_kt = (b.S + kTile - 1) / kTile;
   const size_t tile_floats = static_cast<size_t>(kTile) * D;
-
-  // Pass 1: dk, dv per (kv head, key tile); dk per key slot (dkr^slot), then back to raw k.
   const int64_t items1 = b.G * n_kt;
 #pragma omp parallel
   {
@@ -401,9 +419,15 @@ void AttentionBackward(HeadRows q, HeadRows k, HeadRows v, HeadRows out, HeadRow
       }
     }
   }
+}
 
-  // Pass 2: dq per (query head, query tile), per segment (dqr^seg) then back to raw q, and the
-  // bias parameters' gradients per item.
+// Pass 2: dq per (query head, query tile), per segment (dqr^seg) then back to raw q, and the bias
+// parameters' gradients per item, summed in a fixed order (deterministic).
+void QueryPass(const Backward& b, const AttentionParams& params, const AttentionGrads& grads) {
+  const AttentionPlan* plan = b.plan;
+  const int D = b.D, pairs = D / 2;
+  const int64_t n_qt = (b.T + kTile - 1) / kTile, n_kt = (b.S + kTile - 1) / kTile;
+  const size_t tile_floats = static_cast<size_t>(kTile) * D;
   const bool bias_grads =
       plan != nullptr && grads.dbias_a != nullptr &&
       (plan->bias.kind == BiasKind::kKerpleLog || plan->bias.kind == BiasKind::kKerplePower);
@@ -436,28 +460,7 @@ void AttentionBackward(HeadRows q, HeadRows k, HeadRows v, HeadRows out, HeadRow
                       static_cast<int>(b.kseg[seg].row_stride), 1.0f, dq.data() + seg * tile_floats,
                       D);
         }
-        if (!bias_grads) continue;
-        // KERPLE log:   b = -a log(1 + r d):  db/da = -log(1 + r d),  db/dr = -a d / (1 + r d)
-        // KERPLE power: b = -a d^r:           db/da = -d^r,           db/dr = -a d^r ln d
-        const double pa = plan->bias.a[static_cast<size_t>(h)];
-        const double pr = plan->bias.b[static_cast<size_t>(h)];
-        for (int a = 0; a < nq; ++a) {
-          const int64_t pos = b.q_pos0 + i0 + a;
-          const float* dsr = w.dp.data() + a * kTile;
-          for (int x = 0; x < nk; ++x) {
-            if (dsr[x] == 0.0f) continue;
-            const double d = static_cast<double>(pos - (j0 + x));
-            const double ds = dsr[x];
-            if (plan->bias.kind == BiasKind::kKerpleLog) {
-              da += ds * -std::log1p(pr * d);
-              db += ds * (-pa * d / (1.0 + pr * d));
-            } else if (d > 0.0) {
-              const double dr = std::pow(d, pr);
-              da += ds * -dr;
-              db += ds * (-pa * dr * std::log(d));
-            }
-          }
-        }
+        if (bias_grads) KerpleGradsOfTile(b, h, i0, nq, j0, nk, w, da, db);
       }
       for (int a = 0; a < nq; ++a) {
         const int64_t i = i0 + a;
@@ -479,12 +482,41 @@ void AttentionBackward(HeadRows q, HeadRows k, HeadRows v, HeadRows out, HeadRow
     }
   }
   if (bias_grads) {
-    for (int64_t it = 0; it < items2; ++it) {  // fixed order: deterministic sums
+    for (int64_t it = 0; it < items2; ++it) {
       const int h = static_cast<int>(it / n_qt);
       grads.dbias_a[h] += item_da[static_cast<size_t>(it)];
       if (grads.dbias_b != nullptr) grads.dbias_b[h] += item_db[static_cast<size_t>(it)];
     }
   }
+}
+
+}  // namespace
+
+void AttentionBackward(HeadRows q, HeadRows k, HeadRows v, HeadRows out, HeadRows dout,
+                       const float* lse, const AttentionDims& dims, const AttentionParams& params,
+                       const AttentionGrads& grads) {
+  CheckBackwardInputs(lse, dims, params, grads);
+  Backward b;
+  b.q = q;
+  b.v = v;
+  b.o = out;
+  b.dout = dout;
+  b.lse = lse;
+  b.T = dims.n_q;
+  b.S = dims.n_kv;
+  b.q_pos0 = dims.q_pos0;
+  b.H = dims.n_heads;
+  b.G = dims.n_kv_heads;
+  b.D = dims.head_dim;
+  b.group = b.H / b.G;
+  b.scale = params.scale;
+  b.plan = params.plan;
+  b.rotate = params.rotate;
+  AlignedVector<float> qrot;
+  PrepareSegments(b, q, k, params, qrot);
+  PrepareRows(b);
+  KeyPass(b, grads);
+  QueryPass(b, params, grads);
 }
 
 }  // namespace stretch
