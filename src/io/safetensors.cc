@@ -93,6 +93,140 @@ int64_t NonNegativeInt(const nlohmann::json& v, const std::string& path, const s
 
 constexpr std::string_view kMetadataKey = "__metadata__";
 
+// The header as JSON. nlohmann::json keeps the last of two equal keys silently; the parse
+// callback sees every key, so duplicates (two tensors of one name, two "dtype" fields) are
+// refused here.
+nlohmann::json ParseHeaderJson(const std::string& path, const std::string& header) {
+  struct Frame {
+    std::set<std::string> keys;
+    std::string last_key;
+  };
+  std::vector<Frame> frames;
+  std::string duplicate;
+  auto callback = [&](int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) {
+      frames.emplace_back();
+    } else if (event == Event::object_end) {
+      if (!frames.empty()) frames.pop_back();
+    } else if (event == Event::key && !frames.empty()) {
+      std::string key = parsed.get<std::string>();
+      if (!frames.back().keys.insert(key).second && duplicate.empty()) {
+        if (frames.size() == 1) {
+          duplicate = key == kMetadataKey ? fmt::format("'{}' appears twice", key)
+                                          : fmt::format("tensor '{}' appears twice", key);
+        } else {
+          std::string where;
+          for (size_t i = 0; i + 1 < frames.size(); ++i) {
+            where += (i == 0 ? "" : ".") + frames[i].last_key;
+          }
+          duplicate = fmt::format("'{}': key '{}' appears twice", where, key);
+        }
+      }
+      frames.back().last_key = std::move(key);
+    }
+    return true;
+  };
+  nlohmann::json root;
+  try {
+    root = nlohmann::json::parse(header, callback);
+  } catch (const nlohmann::json::exception& e) {
+    Fail("{}: the header is not valid JSON: {}", path, e.what());
+  }
+  if (!duplicate.empty()) Fail("{}: header: {}: expected unique names", path, duplicate);
+  STRETCH_CHECK(root.is_object(), "a header beginning with '{{' parsed as {}", root.type_name());
+  return root;
+}
+
+// One tensor's entry of the header, checked against the data buffer's size.
+SafetensorsTensor ParseTensorEntry(const std::string& path, const std::string& name,
+                                   const nlohmann::json& value, int64_t buffer_bytes) {
+  const std::string where = fmt::format("{}: tensor '{}'", path, name);
+  if (!value.is_object()) {
+    Fail("{} is {}, expected an object with dtype, shape and data_offsets", where, Kind(value));
+  }
+  for (const auto& [field, unused] : value.items()) {
+    if (field != "dtype" && field != "shape" && field != "data_offsets") {
+      Fail("{}: unknown field '{}', expected only dtype, shape and data_offsets", where, field);
+    }
+  }
+  for (const char* field : {"dtype", "shape", "data_offsets"}) {
+    if (!value.contains(field)) Fail("{}: no '{}' field", where, field);
+  }
+  SafetensorsTensor t;
+  t.name = name;
+  const nlohmann::json& dtype = value.at("dtype");
+  if (!dtype.is_string()) Fail("{}: dtype is {}, expected a string", where, Kind(dtype));
+  const std::optional<SafetensorsDtype> parsed = ParseSafetensorsDtype(dtype.get<std::string>());
+  if (!parsed) {
+    Fail("{}: unknown dtype '{}', expected one of {}", where, dtype.get<std::string>(),
+         KnownDtypeNames());
+  }
+  t.dtype = *parsed;
+  const nlohmann::json& shape = value.at("shape");
+  if (!shape.is_array()) Fail("{}: shape is {}, expected an array of integers", where, Kind(shape));
+  for (size_t i = 0; i < shape.size(); ++i) {
+    t.shape.push_back(NonNegativeInt(shape[i], where, fmt::format("shape[{}]", i)));
+  }
+  const nlohmann::json& offsets = value.at("data_offsets");
+  if (!offsets.is_array() || offsets.size() != 2) {
+    Fail("{}: data_offsets is {}, expected an array [begin, end]", where,
+         offsets.is_array() ? fmt::format("an array of {}", offsets.size()) : Kind(offsets));
+  }
+  t.begin = NonNegativeInt(offsets[0], where, "data_offsets[0]");
+  t.end = NonNegativeInt(offsets[1], where, "data_offsets[1]");
+  if (t.end < t.begin) {
+    Fail("{}: data_offsets [{}, {}] end before they begin", where, t.begin, t.end);
+  }
+  if (t.end > buffer_bytes) {
+    Fail(
+        "{}: data_offsets [{}, {}] reach past the data buffer, which holds {} bytes: the file "
+        "is truncated or the header is wrong",
+        where, t.begin, t.end, buffer_bytes);
+  }
+  const std::optional<int64_t> need = CheckedBytes(t.shape, SafetensorsDtypeSize(t.dtype));
+  if (!need || *need != t.end - t.begin) {
+    Fail("{}: {} {} needs {} bytes, but data_offsets [{}, {}] hold {}", where,
+         SafetensorsDtypeName(t.dtype), FormatShape(t.shape),
+         need ? fmt::format("{}", *need) : std::string("more than 2^63"), t.begin, t.end,
+         t.end - t.begin);
+  }
+  return t;
+}
+
+// The tensors, sorted by offset, must tile [0, buffer_bytes) exactly.
+void CheckTensorsTileBuffer(const std::string& path, std::vector<SafetensorsTensor>& tensors,
+                            int64_t buffer_bytes) {
+  std::stable_sort(tensors.begin(), tensors.end(),
+                   [](const SafetensorsTensor& a, const SafetensorsTensor& b) {
+                     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+                   });
+  int64_t covered = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const SafetensorsTensor& t = tensors[i];
+    if (t.begin < covered) {
+      Fail(
+          "{}: tensor '{}' at data_offsets [{}, {}] overlaps tensor '{}' at [{}, {}]: expected "
+          "disjoint tensors",
+          path, t.name, t.begin, t.end, tensors[i - 1].name, tensors[i - 1].begin,
+          tensors[i - 1].end);
+    }
+    if (t.begin > covered) {
+      Fail(
+          "{}: bytes [{}, {}) of the data buffer belong to no tensor (a gap before tensor '{}'): "
+          "expected the tensors to cover the buffer",
+          path, covered, t.begin, t.name);
+    }
+    covered = t.end;
+  }
+  if (covered != buffer_bytes) {
+    Fail(
+        "{}: bytes [{}, {}) of the data buffer belong to no tensor (trailing data): expected the "
+        "tensors to cover the buffer",
+        path, covered, buffer_bytes);
+  }
+}
+
 }  // namespace
 
 std::string_view SafetensorsDtypeName(SafetensorsDtype dtype) { return Row(dtype).name; }
@@ -175,46 +309,7 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
                         : fmt::format("byte 0x{:02x}", static_cast<unsigned char>(header[0])));
   }
 
-  // nlohmann::json keeps the last of two equal keys silently; the callback sees every key, so
-  // duplicates (two tensors of one name, two "dtype" fields) are caught here.
-  struct Frame {
-    std::set<std::string> keys;
-    std::string last_key;
-  };
-  std::vector<Frame> frames;
-  std::string duplicate;
-  auto callback = [&](int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using Event = nlohmann::json::parse_event_t;
-    if (event == Event::object_start) {
-      frames.emplace_back();
-    } else if (event == Event::object_end) {
-      if (!frames.empty()) frames.pop_back();
-    } else if (event == Event::key && !frames.empty()) {
-      std::string key = parsed.get<std::string>();
-      if (!frames.back().keys.insert(key).second && duplicate.empty()) {
-        if (frames.size() == 1) {
-          duplicate = key == kMetadataKey ? fmt::format("'{}' appears twice", key)
-                                          : fmt::format("tensor '{}' appears twice", key);
-        } else {
-          std::string where;
-          for (size_t i = 0; i + 1 < frames.size(); ++i) {
-            where += (i == 0 ? "" : ".") + frames[i].last_key;
-          }
-          duplicate = fmt::format("'{}': key '{}' appears twice", where, key);
-        }
-      }
-      frames.back().last_key = std::move(key);
-    }
-    return true;
-  };
-  nlohmann::json root;
-  try {
-    root = nlohmann::json::parse(header, callback);
-  } catch (const nlohmann::json::exception& e) {
-    Fail("{}: the header is not valid JSON: {}", path_, e.what());
-  }
-  if (!duplicate.empty()) Fail("{}: header: {}: expected unique names", path_, duplicate);
-  STRETCH_CHECK(root.is_object(), "a header beginning with '{{' parsed as {}", root.type_name());
+  const nlohmann::json root = ParseHeaderJson(path_, header);
 
   for (const auto& [name, value] : root.items()) {
     if (name == kMetadataKey) {
@@ -230,89 +325,10 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
       }
       continue;
     }
-    const std::string where = fmt::format("{}: tensor '{}'", path_, name);
-    if (!value.is_object()) {
-      Fail("{} is {}, expected an object with dtype, shape and data_offsets", where, Kind(value));
-    }
-    for (const auto& [field, unused] : value.items()) {
-      if (field != "dtype" && field != "shape" && field != "data_offsets") {
-        Fail("{}: unknown field '{}', expected only dtype, shape and data_offsets", where, field);
-      }
-    }
-    for (const char* field : {"dtype", "shape", "data_offsets"}) {
-      if (!value.contains(field)) Fail("{}: no '{}' field", where, field);
-    }
-    SafetensorsTensor t;
-    t.name = name;
-    const nlohmann::json& dtype = value.at("dtype");
-    if (!dtype.is_string()) Fail("{}: dtype is {}, expected a string", where, Kind(dtype));
-    const std::optional<SafetensorsDtype> parsed = ParseSafetensorsDtype(dtype.get<std::string>());
-    if (!parsed) {
-      Fail("{}: unknown dtype '{}', expected one of {}", where, dtype.get<std::string>(),
-           KnownDtypeNames());
-    }
-    t.dtype = *parsed;
-    const nlohmann::json& shape = value.at("shape");
-    if (!shape.is_array())
-      Fail("{}: shape is {}, expected an array of integers", where, Kind(shape));
-    for (size_t i = 0; i < shape.size(); ++i) {
-      t.shape.push_back(NonNegativeInt(shape[i], where, fmt::format("shape[{}]", i)));
-    }
-    const nlohmann::json& offsets = value.at("data_offsets");
-    if (!offsets.is_array() || offsets.size() != 2) {
-      Fail("{}: data_offsets is {}, expected an array [begin, end]", where,
-           offsets.is_array() ? fmt::format("an array of {}", offsets.size()) : Kind(offsets));
-    }
-    t.begin = NonNegativeInt(offsets[0], where, "data_offsets[0]");
-    t.end = NonNegativeInt(offsets[1], where, "data_offsets[1]");
-    if (t.end < t.begin) {
-      Fail("{}: data_offsets [{}, {}] end before they begin", where, t.begin, t.end);
-    }
-    if (t.end > buffer_bytes) {
-      Fail(
-          "{}: data_offsets [{}, {}] reach past the data buffer, which holds {} bytes: the file "
-          "is truncated or the header is wrong",
-          where, t.begin, t.end, buffer_bytes);
-    }
-    const std::optional<int64_t> need = CheckedBytes(t.shape, SafetensorsDtypeSize(t.dtype));
-    if (!need || *need != t.end - t.begin) {
-      Fail("{}: {} {} needs {} bytes, but data_offsets [{}, {}] hold {}", where,
-           SafetensorsDtypeName(t.dtype), FormatShape(t.shape),
-           need ? fmt::format("{}", *need) : std::string("more than 2^63"), t.begin, t.end,
-           t.end - t.begin);
-    }
-    tensors_.push_back(std::move(t));
+    tensors_.push_back(ParseTensorEntry(path_, name, value, buffer_bytes));
   }
 
-  // The tensors, sorted by offset, must tile [0, buffer_bytes) exactly.
-  std::stable_sort(tensors_.begin(), tensors_.end(),
-                   [](const SafetensorsTensor& a, const SafetensorsTensor& b) {
-                     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-                   });
-  int64_t covered = 0;
-  for (size_t i = 0; i < tensors_.size(); ++i) {
-    const SafetensorsTensor& t = tensors_[i];
-    if (t.begin < covered) {
-      Fail(
-          "{}: tensor '{}' at data_offsets [{}, {}] overlaps tensor '{}' at [{}, {}]: expected "
-          "disjoint tensors",
-          path_, t.name, t.begin, t.end, tensors_[i - 1].name, tensors_[i - 1].begin,
-          tensors_[i - 1].end);
-    }
-    if (t.begin > covered) {
-      Fail(
-          "{}: bytes [{}, {}) of the data buffer belong to no tensor (a gap before tensor '{}'): "
-          "expected the tensors to cover the buffer",
-          path_, covered, t.begin, t.name);
-    }
-    covered = t.end;
-  }
-  if (covered != buffer_bytes) {
-    Fail(
-        "{}: bytes [{}, {}) of the data buffer belong to no tensor (trailing data): expected the "
-        "tensors to cover the buffer",
-        path_, covered, buffer_bytes);
-  }
+  CheckTensorsTileBuffer(path_, tensors_, buffer_bytes);
   for (size_t i = 0; i < tensors_.size(); ++i) index_.emplace(tensors_[i].name, i);
   guard.fd = nullptr;
 }
