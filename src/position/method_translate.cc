@@ -50,7 +50,10 @@ bool LlamaCppRopeFlags::Any() const {
          grp_attn_w;
 }
 
-Method MethodFromLlamaCpp(const LlamaCppRopeFlags& f) {
+namespace {
+
+// --rope-scale and --rope-freq-scale (= 1 / the scale): the context expansion factor, or none.
+std::optional<double> LlamaCppScale(const LlamaCppRopeFlags& f) {
   std::optional<double> scale;
   if (f.rope_scale) {
     const double v = *f.rope_scale;
@@ -75,6 +78,11 @@ Method MethodFromLlamaCpp(const LlamaCppRopeFlags& f) {
     }
     if (!scale) scale = 1.0 / v;
   }
+  return scale;
+}
+
+// --rope-scaling, or what llama.cpp takes without it: linear with a scale, none without.
+std::string LlamaCppScalingType(const LlamaCppRopeFlags& f, const std::optional<double>& scale) {
   std::string type;
   if (f.rope_scaling) {
     type = *f.rope_scaling;
@@ -84,29 +92,12 @@ Method MethodFromLlamaCpp(const LlamaCppRopeFlags& f) {
   } else {
     type = scale ? "linear" : "none";
   }
-  Method m;
-  if (type == "none") {
-    if (scale && *scale != 1.0) {
-      Fail(
-          "--rope-scaling none with a scale of {} (allowed: no --rope-scale/--rope-freq-scale, "
-          "or 1: llama.cpp never scales with none)",
-          *scale);
-    }
-  } else if (type == "linear") {
-    m = MethodOf(FindMethodOrDie("pi"));
-  } else {
-    m = MethodOf(FindMethodOrDie("yarn"));
-  }
-  if (scale && type != "none") m.rope.factor = *scale;
-  if (f.rope_freq_base && *f.rope_freq_base != 0.0) {
-    const double v = *f.rope_freq_base;
-    if (!(std::isfinite(v) && v > 1.0)) {
-      Fail("--rope-freq-base={} is not above 1 (allowed: a base > 1, or 0 for the model's)", v);
-    }
-    m.rope.base = v;
-  }
+  return type;
+}
 
-  // The yarn-* flags, each at a value with no effect or used by YaRN.
+// The yarn-* flags, each at a value with no effect or used by YaRN, into m.
+void ApplyLlamaCppYarnFlags(const LlamaCppRopeFlags& f, const std::string& type,
+                            const std::optional<double>& scale, Method& m) {
   const bool yarn = type == "yarn";
   auto needs_yarn = [&](std::string_view flag, auto value) {
     Fail("{}={} needs --rope-scaling yarn (found: {})", flag, value, type);
@@ -170,8 +161,10 @@ Method MethodFromLlamaCpp(const LlamaCppRopeFlags& f) {
     }
     m.rope.attention_factor = v * GetMscale(*scale, 1.0);
   }
+}
 
-  // Self-Extend.
+// Self-Extend (--grp-attn-n, --grp-attn-w) on plain RoPE: m becomes self-extend at m's base.
+void ApplyLlamaCppSelfExtend(const LlamaCppRopeFlags& f, const std::string& type, Method& m) {
   if (f.grp_attn_n && *f.grp_attn_n != 1) {
     const int64_t g = *f.grp_attn_n;
     if (g <= 0) Fail("--grp-attn-n={} is not positive (allowed: 1 for off, or a group >= 2)", g);
@@ -198,6 +191,36 @@ Method MethodFromLlamaCpp(const LlamaCppRopeFlags& f) {
     Fail("--grp-attn-w={} has no effect without --grp-attn-n (allowed: with --grp-attn-n >= 2)",
          *f.grp_attn_w);
   }
+}
+
+}  // namespace
+
+Method MethodFromLlamaCpp(const LlamaCppRopeFlags& f) {
+  const std::optional<double> scale = LlamaCppScale(f);
+  const std::string type = LlamaCppScalingType(f, scale);
+  Method m;
+  if (type == "none") {
+    if (scale && *scale != 1.0) {
+      Fail(
+          "--rope-scaling none with a scale of {} (allowed: no --rope-scale/--rope-freq-scale, "
+          "or 1: llama.cpp never scales with none)",
+          *scale);
+    }
+  } else if (type == "linear") {
+    m = MethodOf(FindMethodOrDie("pi"));
+  } else {
+    m = MethodOf(FindMethodOrDie("yarn"));
+  }
+  if (scale && type != "none") m.rope.factor = *scale;
+  if (f.rope_freq_base && *f.rope_freq_base != 0.0) {
+    const double v = *f.rope_freq_base;
+    if (!(std::isfinite(v) && v > 1.0)) {
+      Fail("--rope-freq-base={} is not above 1 (allowed: a base > 1, or 0 for the model's)", v);
+    }
+    m.rope.base = v;
+  }
+  ApplyLlamaCppYarnFlags(f, type, scale, m);
+  ApplyLlamaCppSelfExtend(f, type, m);
   return m;
 }
 
