@@ -222,7 +222,10 @@ using namespace method_internal;
 // ---------------------------------------------------------------------------------------------
 // Validation and defaults
 
-void ValidateMethod(const Method& m, const RopeGeometry& geo, int64_t fed_len) {
+namespace {
+
+// The model's geometry and the call's length.
+void CheckGeometry(const RopeGeometry& geo, int64_t fed_len) {
   if (geo.train_len < 1) {
     Fail("model: train_len={} is not positive (allowed: the training length >= 1)", geo.train_len);
   }
@@ -240,11 +243,10 @@ void ValidateMethod(const Method& m, const RopeGeometry& geo, int64_t fed_len) {
         geo.interpolation);
   }
   if (fed_len < 1) Fail("call: length={} is not positive (allowed: >= 1 token)", fed_len);
+}
 
-  const std::string where = Where(m);
-  CheckFieldRanges(m, where);
-  CheckFieldPairs(m, where);
-
+// The frequency scaling against the model: PI-trained models, NTK's exponent, LongRoPE's lists.
+void CheckRopeAgainstModel(const Method& m, const RopeGeometry& geo, const std::string& where) {
   const RopeMethod& rope = m.rope;
   const int pairs = geo.rotary_dim / 2;
   if (geo.interpolation != 1.0 &&
@@ -283,8 +285,11 @@ void ValidateMethod(const Method& m, const RopeGeometry& geo, int64_t fed_len) {
       }
     }
   }
+}
 
-  // Lengths the user gave, against the call.
+// Lengths the user gave, against the call.
+void CheckLengthsAgainstCall(const Method& m, const RopeGeometry& geo, int64_t fed_len,
+                             const std::string& where) {
   const RelMapMethod& rel = m.rel;
   auto larger = [&](std::string_view key, int64_t v) {
     Fail("{}: {}={} is larger than the context ({} tokens) (allowed: 1 .. {})", where, key, v,
@@ -316,8 +321,11 @@ void ValidateMethod(const Method& m, const RopeGeometry& geo, int64_t fed_len) {
   if (m.mask.kind != MaskKind::kCausal && m.mask.window > fed_len) {
     larger("window", m.mask.window);
   }
+}
 
-  // What the defaults make of the rest.
+// What the defaults make of the rest.
+void CheckResolvedDefaults(const Method& m, const RopeGeometry& geo, int64_t fed_len,
+                           const std::string& where) {
   const Method r = FillDefaults(m, geo, fed_len);
   switch (r.rel.kind) {
     case RelMapKind::kIdentity:
@@ -353,6 +361,18 @@ void ValidateMethod(const Method& m, const RopeGeometry& geo, int64_t fed_len) {
     Fail("{}: sinks={} is not below window={} (allowed: 1 <= sinks < window)", where, r.mask.sinks,
          r.mask.window);
   }
+}
+
+}  // namespace
+
+void ValidateMethod(const Method& m, const RopeGeometry& geo, int64_t fed_len) {
+  CheckGeometry(geo, fed_len);
+  const std::string where = Where(m);
+  CheckFieldRanges(m, where);
+  CheckFieldPairs(m, where);
+  CheckRopeAgainstModel(m, geo, where);
+  CheckLengthsAgainstCall(m, geo, fed_len, where);
+  CheckResolvedDefaults(m, geo, fed_len, where);
 }
 
 Method ResolveMethod(const Method& m, const RopeGeometry& geo, int64_t fed_len) {
