@@ -444,8 +444,8 @@ class TrainTransformer {
       const TrainLayer<Real>& W = p.layers[static_cast<size_t>(l)];
       TrainLayer<Real>& dW = grads.layers[static_cast<size_t>(l)];
       const LayerActs<Real>& A = acts.layers[static_cast<size_t>(l)];
-      if (arch_.model
-              .Gau()) {  // forward: x' = RMSNorm(x + GAU(x))  so: dx = GAU layer backward of dx'
+      // forward: x' = RMSNorm(x + GAU(x))  so: dx = GAU layer backward of dx'
+      if (arch_.model.Gau()) {
         const bool learned_bias = !dW.bias_a.empty() && HasPosition(l);
         double dba = 0.0, dbb = 0.0;
         GauLayerBackward<Real, Attn>(W.gau, arch_.GauConfig(l), LayerPlan(arch_, W, l, T),
@@ -489,33 +489,7 @@ class TrainTransformer {
           dW.bias_b[static_cast<size_t>(h)] += static_cast<Real>(dbb[static_cast<size_t>(h)]);
         }
       }
-      if (arch_.model.attention
-              .ssmax) {  // forward: q <- s_h ln(i + 1) q  so: dq scaled, ds_h added
-        for (int64_t b = 0; b < B; ++b) {
-          HeadScaleBackward(dq.data() + b * T * H * D, A.q_unscaled.data() + b * T * H * D, T, H, D,
-                            rope.log_n.data(), W.ssmax.data(), dW.ssmax.data());
-        }
-      }
-      if (arch_.model.attention.query_norm) {
-        L2NormalizeBackward(dq.data(), A.q_raw.data(), dq.data(), N * H, D);
-      }
-      if (arch_.model.attention.key_norm) {
-        L2NormalizeBackward(dk.data(), A.k_raw.data(), dk.data(), N * G, D);
-      }
-      if (UsesRope(l)) {  // forward: q, k rotated in place  so: rotate dq, dk back
-        for (int64_t b = 0; b < B; ++b) {
-          if (Xpos()) {  // forward: q, k scaled  so: dq, dk too
-            PairScaleBackward(dq.data() + b * T * H * D, T, H, int64_t{H} * D, D, D / 2,
-                              rope.xpos_q.data());
-            PairScaleBackward(dk.data() + b * T * G * D, T, G, int64_t{G} * D, D, D / 2,
-                              rope.xpos_k.data());
-          }
-          RopeInterleavedBackward(dq.data() + b * T * H * D, T, H, int64_t{H} * D, D,
-                                  RowAngles(acts, rope, b));
-          RopeInterleavedBackward(dk.data() + b * T * G * D, T, G, int64_t{G} * D, D,
-                                  RowAngles(acts, rope, b));
-        }
-      }
+      QkBackward(acts, l, W, dW, dq, dk);
       // forward: q = a Wq^T, k = a Wk^T, v = a Wv^T  so: da = dq Wq + dk Wk + dv Wv
       LinearBackward(dq.data(), A.a.data(), W.wq.data(), da.data(), dW.wq.data(), N, C,
                      int64_t{H} * D, GradWrite::kOverwrite);
@@ -586,6 +560,44 @@ class TrainTransformer {
     return TrainedRopeThetas(static_cast<double>(arch_.model.rope_base), arch_.model.head_dim(),
                              RotatedPairs(arch_),
                              static_cast<double>(arch_.model.rope_interpolation));
+  }
+  // The q/k side of a LLaMA layer's backward, in the forward's reverse order: SSMax's scale,
+  // QueryNorm / KeyNorm, XPOS's decay, RoPE. dq, dk: the gradients at the kernel's inputs, turned
+  // into those at the projections' outputs in place.
+  void QkBackward(const TrainActs<Real>& acts, int l, const TrainLayer<Real>& W,
+                  TrainLayer<Real>& dW, std::vector<Real>& dq, std::vector<Real>& dk) const {
+    const ModelConfig& m = arch_.model;
+    const int64_t B = acts.B, T = acts.T, N = B * T;
+    const int H = m.n_heads, G = m.n_kv_heads, D = m.head_dim();
+    const LayerActs<Real>& A = acts.layers[static_cast<size_t>(l)];
+    const RopeTables& rope = Rope(T);
+    // forward: q <- s_h ln(i + 1) q  so: dq scaled, ds_h added
+    if (arch_.model.attention.ssmax) {
+      for (int64_t b = 0; b < B; ++b) {
+        HeadScaleBackward(dq.data() + b * T * H * D, A.q_unscaled.data() + b * T * H * D, T, H, D,
+                          rope.log_n.data(), W.ssmax.data(), dW.ssmax.data());
+      }
+    }
+    if (arch_.model.attention.query_norm) {
+      L2NormalizeBackward(dq.data(), A.q_raw.data(), dq.data(), N * H, D);
+    }
+    if (arch_.model.attention.key_norm) {
+      L2NormalizeBackward(dk.data(), A.k_raw.data(), dk.data(), N * G, D);
+    }
+    if (UsesRope(l)) {  // forward: q, k rotated in place  so: rotate dq, dk back
+      for (int64_t b = 0; b < B; ++b) {
+        if (Xpos()) {  // forward: q, k scaled  so: dq, dk too
+          PairScaleBackward(dq.data() + b * T * H * D, T, H, int64_t{H} * D, D, D / 2,
+                            rope.xpos_q.data());
+          PairScaleBackward(dk.data() + b * T * G * D, T, G, int64_t{G} * D, D, D / 2,
+                            rope.xpos_k.data());
+        }
+        RopeInterleavedBackward(dq.data() + b * T * H * D, T, H, int64_t{H} * D, D,
+                                RowAngles(acts, rope, b));
+        RopeInterleavedBackward(dk.data() + b * T * G * D, T, G, int64_t{G} * D, D,
+                                RowAngles(acts, rope, b));
+      }
+    }
   }
   // XPOS's decay on the RoPE layers (AttentionLayout::xpos_scale_base).
   bool Xpos() const { return arch_.model.attention.xpos_scale_base > 0.0; }
