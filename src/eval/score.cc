@@ -80,28 +80,37 @@ void CapBuckets(ScoreSummary& s, int64_t max_position) {
 }  // namespace
 
 void ValidateScoreOptions(const ScoreOptions& opt) {
-  if (opt.ctx < 2) Fail("--ctx: found {}, expected at least 2 positions", opt.ctx);
+  if (opt.ctx < 2) Fail("ScoreOptions::ctx: found {}, expected at least 2 positions", opt.ctx);
   if (opt.stride < 0 || opt.stride > opt.ctx) {
-    Fail("--stride: found {}, expected 1..{} (the context length) or 0 for non-overlapping windows",
-         opt.stride, opt.ctx);
+    Fail(
+        "ScoreOptions::stride: found {}, expected 1..{} (the context length) or 0 for "
+        "non-overlapping windows",
+        opt.stride, opt.ctx);
   }
-  if (opt.bucket < 1) Fail("--bucket: found {}, expected a positive width", opt.bucket);
-  if (opt.max_windows < 0) Fail("--max-windows: found {}, expected >= 0", opt.max_windows);
-  if (opt.tail < 0) Fail("--tail: found {}, expected >= 1 (or 0 for no fixed tail)", opt.tail);
+  if (opt.bucket < 1) Fail("ScoreOptions::bucket: found {}, expected a positive width", opt.bucket);
+  if (opt.max_windows < 0)
+    Fail("ScoreOptions::max_windows: found {}, expected >= 0", opt.max_windows);
+  if (opt.tail < 0)
+    Fail("ScoreOptions::tail: found {}, expected >= 1 (or 0 for no fixed tail)", opt.tail);
   if (opt.tail > 0) {
     if (opt.tail > opt.ctx) {
-      Fail("--tail: found {}, expected 1..{} (--ctx {}): every context must hold the scored tail",
-           opt.tail, opt.ctx, opt.ctx);
+      Fail(
+          "ScoreOptions::tail: found {}, expected 1..{} (ScoreOptions::ctx {}): every context must "
+          "hold the scored tail",
+          opt.tail, opt.ctx, opt.ctx);
     }
     if (opt.stride != 0) {
       Fail(
-          "--stride {} and --tail {}: the fixed-tail protocol cuts the stream into samples of "
+          "ScoreOptions::stride {} and ScoreOptions::tail {}: the fixed-tail protocol cuts the "
+          "stream into samples of "
           "the longest context; give one or the other",
           opt.stride, opt.tail);
     }
     if (opt.sample_len != 0 && opt.sample_len < opt.ctx) {
-      Fail("fixed tail: sample length {} is shorter than --ctx {}; expected the longest context",
-           opt.sample_len, opt.ctx);
+      Fail(
+          "fixed tail: sample length {} is shorter than ScoreOptions::ctx {}; expected the longest "
+          "context",
+          opt.sample_len, opt.ctx);
     }
   }
 }
@@ -117,7 +126,7 @@ ScoreSummary ScoreStream(Transformer& model, std::span<const int> stream, const 
   const int64_t S = opt.stride == 0 ? N : opt.stride;
   const int64_t total = static_cast<int64_t>(stream.size());
   if (total < N) {
-    Fail("the token stream has {} tokens, fewer than one window of --ctx {}", total, N);
+    Fail("the token stream has {} tokens, fewer than one window of ScoreOptions::ctx {}", total, N);
   }
   int64_t windows = (total - N) / S + 1;
   if (opt.max_windows > 0) windows = std::min(windows, opt.max_windows);
@@ -146,13 +155,15 @@ ScoreSummary ScoreStream(Transformer& model, std::span<const int> stream, const 
 ScoreSummary ScoreSequences(Transformer& model, const std::vector<std::vector<int>>& sequences,
                             const ScoreOptions& opt, const TokenSink& sink) {
   ValidateScoreOptions(opt);
-  if (opt.stride != 0) Fail("--stride applies to text streams (--data), not to --tokens sequences");
+  if (opt.stride != 0) Fail("ScoreOptions::stride applies to text streams, not to token sequences");
   int64_t longest = 0;
   for (size_t i = 0; i < sequences.size(); ++i) {
     const int64_t n = static_cast<int64_t>(sequences[i].size());
     if (n > opt.ctx) {
-      Fail("sequence {} has {} tokens, more than --ctx {}: raise --ctx or split it", i + 1, n,
-           opt.ctx);
+      Fail(
+          "sequence {} has {} tokens, more than ScoreOptions::ctx {}: raise it or split the "
+          "sequence",
+          i + 1, n, opt.ctx);
     }
     longest = std::max(longest, n);
     CheckTokenIds(sequences[i], model.config().vocab_size, "token sequence");
@@ -181,14 +192,14 @@ ScoreSummary ScoreSequences(Transformer& model, const std::vector<std::vector<in
 ScoreSummary ScoreFixedTail(Transformer& model, std::span<const int> stream,
                             const ScoreOptions& opt, const TokenSink& sink) {
   ValidateScoreOptions(opt);
-  if (opt.tail < 1) Fail("fixed tail: --tail must be at least 1, found {}", opt.tail);
+  if (opt.tail < 1) Fail("fixed tail: ScoreOptions::tail must be at least 1, found {}", opt.tail);
   CheckTokenIds(stream, model.config().vocab_size, "token stream");
   CheckTokenIds(std::span<const int>(&opt.bos, 1), model.config().vocab_size, "BOS");
   const int64_t C = opt.ctx;
   const int64_t M = opt.sample_len == 0 ? C : opt.sample_len;
   const int64_t total = static_cast<int64_t>(stream.size());
   if (total < M) {
-    Fail("the token stream has {} tokens, fewer than one sample of {} (the longest --ctx)", total,
+    Fail("the token stream has {} tokens, fewer than one sample of {} (the longest context)", total,
          M);
   }
   int64_t samples = total / M;

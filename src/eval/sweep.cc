@@ -24,18 +24,19 @@ ScoreOptions CellOptions(const ScoreOptions& opt, int64_t ctx, int64_t longest) 
 std::vector<SweepCell> PlanSweep(const RopeGeometry& geo, std::span<const SweepMethod> methods,
                                  std::span<const int64_t> contexts, const ScoreOptions& opt,
                                  bool sequences) {
-  if (methods.empty()) Fail("--method: no method given");
-  if (contexts.empty()) Fail("--ctx: no context length given");
+  if (methods.empty()) Fail("PlanSweep methods: no method given");
+  if (contexts.empty()) Fail("PlanSweep contexts: no context length given");
   for (size_t k = 0; k < contexts.size(); ++k) {
-    if (contexts[k] < 2) Fail("--ctx: found {}, expected at least 2 positions", contexts[k]);
+    if (contexts[k] < 2)
+      Fail("PlanSweep contexts: found {}, expected at least 2 positions", contexts[k]);
     if (std::find(contexts.begin(), contexts.begin() + k, contexts[k]) != contexts.begin() + k) {
-      Fail("--ctx: {} given twice (expected each length once)", contexts[k]);
+      Fail("PlanSweep contexts: {} given twice (expected each length once)", contexts[k]);
     }
   }
   for (size_t k = 0; k < methods.size(); ++k) {
     for (size_t e = 0; e < k; ++e) {
       if (methods[e].spec == methods[k].spec) {
-        Fail("--method: \"{}\" given twice (expected each method once)", methods[k].spec);
+        Fail("PlanSweep methods: \"{}\" given twice (expected each method once)", methods[k].spec);
       }
     }
   }
@@ -44,16 +45,16 @@ std::vector<SweepCell> PlanSweep(const RopeGeometry& geo, std::span<const SweepM
   if (sequences) {
     if (contexts.size() > 1) {
       Fail(
-          "--ctx: found {} lengths, expected one with --tokens (sequences are fed whole; --ctx "
-          "bounds their length)",
+          "PlanSweep contexts: found {} lengths, expected one for token sequences (sequences "
+          "are fed whole; the context bounds their length)",
           contexts.size());
     }
-    if (opt.tail > 0) Fail("--tail applies to text (--data), not to --tokens sequences");
+    if (opt.tail > 0) Fail("ScoreOptions::tail applies to text streams, not to token sequences");
   }
   if (opt.tail > 0 && opt.tail > shortest) {
     Fail(
-        "--tail: found {}, expected 1..{} (the shortest --ctx): every context must hold the "
-        "scored tail",
+        "ScoreOptions::tail: found {}, expected 1..{} (the shortest of PlanSweep contexts): every "
+        "context must hold the scored tail",
         opt.tail, shortest);
   }
   for (const int64_t c : contexts) ValidateScoreOptions(CellOptions(opt, c, longest));
@@ -65,7 +66,7 @@ std::vector<SweepCell> PlanSweep(const RopeGeometry& geo, std::span<const SweepM
         const AttentionPlan plan = MakeAttentionPlan(methods[m].method, geo, c);
         cells.push_back({m, c, CanonicalSpec(plan.method), {}});
       } catch (const Error& e) {
-        Fail("method \"{}\" at --ctx {}: {}", methods[m].spec, c, e.what());
+        Fail("method \"{}\" at ScoreOptions::ctx {}: {}", methods[m].spec, c, e.what());
       }
     }
   }
@@ -80,8 +81,10 @@ void CheckSweepInput(const SweepInput& input, std::span<const int64_t> contexts,
     for (size_t i = 0; i < input.sequences->size(); ++i) {
       const int64_t n = static_cast<int64_t>((*input.sequences)[i].size());
       if (n > contexts.front()) {
-        Fail("sequence {} has {} tokens, more than --ctx {}: raise --ctx or split it", i + 1, n,
-             contexts.front());
+        Fail(
+            "sequence {} has {} tokens, more than ScoreOptions::ctx {}: raise it or split the "
+            "sequence",
+            i + 1, n, contexts.front());
       }
       longest = std::max(longest, n);
     }
@@ -92,10 +95,13 @@ void CheckSweepInput(const SweepInput& input, std::span<const int64_t> contexts,
   const int64_t total = static_cast<int64_t>(input.stream.size());
   if (total < longest) {
     if (opt.tail > 0) {
-      Fail("the token stream has {} tokens, fewer than one sample of {} (the longest --ctx)", total,
-           longest);
+      Fail(
+          "the token stream has {} tokens, fewer than one sample of {} (the longest of PlanSweep "
+          "contexts)",
+          total, longest);
     }
-    Fail("the token stream has {} tokens, fewer than one window of --ctx {}", total, longest);
+    Fail("the token stream has {} tokens, fewer than one window of ScoreOptions::ctx {}", total,
+         longest);
   }
 }
 

@@ -39,20 +39,22 @@ void ApplyBlockSpec(std::string_view spec, TrainArch& arch) {
   const std::string_view rest = colon == std::string_view::npos ? "" : spec.substr(colon + 1);
   constexpr std::string_view kAllowed = "llama, gau[:key=S]";
   if (name == "llama") {
-    if (!rest.empty()) Fail("--block {}: llama takes no parameters (allowed: {})", spec, kAllowed);
+    if (!rest.empty())
+      Fail("block spec {}: llama takes no parameters (allowed: {})", spec, kAllowed);
     arch.model.block = ModelBlock::kLlama;
     return;
   }
-  if (name != "gau") Fail("--block {}: unknown block \"{}\" (allowed: {})", spec, name, kAllowed);
+  if (name != "gau")
+    Fail("block spec {}: unknown block \"{}\" (allowed: {})", spec, name, kAllowed);
   arch.model.block = ModelBlock::kGau;
   // The paper's s = 128 (Hua et al. 2022, section 2), capped at the model's width.
   arch.model.key_dim = std::min(128, arch.model.dim);
   if (!rest.empty()) {
     if (!rest.starts_with("key=")) {
-      Fail("--block {}: unknown key in \"{}\" (allowed: key=S)", spec, rest);
+      Fail("block spec {}: unknown key in \"{}\" (allowed: key=S)", spec, rest);
     }
-    const int64_t key = PositiveInt("--block", spec, rest.substr(4));
-    if (key > 65536) Fail("--block {}: key={} (allowed: 2 .. 65536, even)", spec, key);
+    const int64_t key = PositiveInt("block spec", spec, rest.substr(4));
+    if (key > 65536) Fail("block spec {}: key={} (allowed: 2 .. 65536, even)", spec, key);
     arch.model.key_dim = static_cast<int>(key);
   }
 }
@@ -72,7 +74,7 @@ struct PositionSpec {
       r = comma == std::string_view::npos ? std::string_view() : r.substr(comma + 1);
       const size_t eq = piece.find('=');
       if (eq == std::string_view::npos || !set(piece.substr(0, eq), piece.substr(eq + 1))) {
-        Fail("--position {}: unknown key in \"{}\" (allowed for {}: {})", spec, piece, name,
+        Fail("position spec {}: unknown key in \"{}\" (allowed for {}: {})", spec, piece, name,
              allowed_keys);
       }
     }
@@ -88,41 +90,41 @@ void ApplyRopeSpec(const PositionSpec& ps, TrainArch& arch) {
   // pi=F, ntk=F: a factor F >= 1 (1: none); one of the two.
   std::optional<double> pi, ntk;
   auto factor = [&](std::string_view key, std::string_view value) {
-    const double f = PositiveNumber("--position", spec, value);
+    const double f = PositiveNumber("position spec", spec, value);
     if (f < 1.0) {
-      Fail("--position {}: {}={} (allowed: a factor F >= 1; {})", spec, key, value,
+      Fail("position spec {}: {}={} (allowed: a factor F >= 1; {})", spec, key, value,
            key == "pi" ? "positions are divided by F" : "the base is scaled by F^(D/(D-2))");
     }
     return f;
   };
-  ps.EachKey(name == "rope" ? "base=B, fraction=P, pi=F, ntk=F"
-                            : "base=B, gamma=G, fraction=P, pi=F, ntk=F",
-             [&](std::string_view key, std::string_view value) {
-               if (key == "pi") {
-                 pi = factor(key, value);
-               } else if (key == "ntk") {
-                 ntk = factor(key, value);
-               } else if (key == "base") {
-                 arch.model.rope_base =
-                     static_cast<float>(PositiveNumber("--position", spec, value));
-               } else if (key == "fraction") {
-                 arch.model.attention.rope_fraction = PositiveNumber("--position", spec, value);
-                 if (arch.model.attention.rope_fraction > 1.0) {
-                   Fail(
-                       "--position {}: fraction={} (allowed: 0 < P <= 1, the share of RoPE's "
-                       "frequency pairs that rotate)",
-                       spec, value);
-                 }
-               } else if (key == "gamma" && name == "xpos") {
-                 arch.model.attention.xpos_scale_base = PositiveNumber("--position", spec, value);
-               } else {
-                 return false;
-               }
-               return true;
-             });
+  ps.EachKey(
+      name == "rope" ? "base=B, fraction=P, pi=F, ntk=F"
+                     : "base=B, gamma=G, fraction=P, pi=F, ntk=F",
+      [&](std::string_view key, std::string_view value) {
+        if (key == "pi") {
+          pi = factor(key, value);
+        } else if (key == "ntk") {
+          ntk = factor(key, value);
+        } else if (key == "base") {
+          arch.model.rope_base = static_cast<float>(PositiveNumber("position spec", spec, value));
+        } else if (key == "fraction") {
+          arch.model.attention.rope_fraction = PositiveNumber("position spec", spec, value);
+          if (arch.model.attention.rope_fraction > 1.0) {
+            Fail(
+                "position spec {}: fraction={} (allowed: 0 < P <= 1, the share of RoPE's "
+                "frequency pairs that rotate)",
+                spec, value);
+          }
+        } else if (key == "gamma" && name == "xpos") {
+          arch.model.attention.xpos_scale_base = PositiveNumber("position spec", spec, value);
+        } else {
+          return false;
+        }
+        return true;
+      });
   if (pi && ntk) {
     Fail(
-        "--position {}: pi and ntk together (allowed: one of them: pi=F divides positions by "
+        "position spec {}: pi and ntk together (allowed: one of them: pi=F divides positions by "
         "F, ntk=F scales the base)",
         spec);
   }
@@ -136,7 +138,7 @@ void ApplyRopeSpec(const PositionSpec& ps, TrainArch& arch) {
     try {
       FinalizeArch(arch);
     } catch (const Error& e) {
-      Fail("--position {}: {}", spec, e.what());
+      Fail("position spec {}: {}", spec, e.what());
     }
   }
 }
@@ -149,12 +151,12 @@ void ApplySandwichSpec(const PositionSpec& ps, TrainArch& arch) {
   arch.model.attention.sandwich_lambda = kSandwichDefaultLambda;
   ps.EachKey("dim=D, lambda=X", [&](std::string_view key, std::string_view value) {
     if (key == "dim") {
-      const int64_t d = PositiveInt("--position", spec, value);
+      const int64_t d = PositiveInt("position spec", spec, value);
       if (d % 2 != 0 || d > 65536)
-        Fail("--position {}: dim={} (allowed: even, 2 .. 65536)", spec, d);
+        Fail("position spec {}: dim={} (allowed: even, 2 .. 65536)", spec, d);
       arch.model.attention.sandwich_dim = static_cast<int>(d);
     } else if (key == "lambda") {
-      arch.model.attention.sandwich_lambda = PositiveNumber("--position", spec, value);
+      arch.model.attention.sandwich_lambda = PositiveNumber("position spec", spec, value);
     } else {
       return false;
     }
@@ -196,12 +198,12 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
     try {
       m = ParseMethod(spec);
     } catch (const Error& e) {
-      Fail("--position {}: {}", spec, e.what());
+      Fail("position spec {}: {}", spec, e.what());
     }
     if (m.rope.scaling != RopeScaling::kNone || m.mask.kind != MaskKind::kCausal || m.logn) {
       Fail(
-          "--position {}: a training-time map takes its own keys only (window, k, group, ...), "
-          "no frequency scaling, mask or +logn (put logn in --attention)",
+          "position spec {}: a training-time map takes its own keys only (window, k, group, ...), "
+          "no frequency scaling, mask or +logn (put logn in the attention spec)",
           spec);
     }
     arch.model.attention.position = LayerPosition::kRope;
@@ -210,7 +212,7 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
   }
   if (name == "sandwich") return ApplySandwichSpec(ps, arch);
   if (!rest.empty())
-    Fail("--position {}: {} takes no parameters (allowed: {})", spec, name, kAllowed);
+    Fail("position spec {}: {} takes no parameters (allowed: {})", spec, name, kAllowed);
   if (name == "nope") {
     arch.model.attention.position = LayerPosition::kNone;
   } else if (name == "alibi") {
@@ -220,7 +222,7 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
   } else if (name == "kerple-power") {
     arch.model.attention.position = LayerPosition::kKerplePower;
   } else {
-    Fail("--position {}: unknown scheme \"{}\" (allowed: {})", spec, name, kAllowed);
+    Fail("position spec {}: unknown scheme \"{}\" (allowed: {})", spec, name, kAllowed);
   }
 }
 
@@ -247,17 +249,18 @@ void ApplyAttentionSpec(std::string_view spec, TrainArch& arch) {
     const std::string_view piece = spec.substr(
         start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     start = comma == std::string_view::npos ? spec.size() + 1 : comma + 1;
-    if (piece.empty()) Fail("--attention {}: an empty piece (allowed: {})", spec, kAllowed);
+    if (piece.empty()) Fail("attention spec {}: an empty piece (allowed: {})", spec, kAllowed);
     const size_t eq = piece.find('=');
     const std::string_view key = piece.substr(0, eq);
     const std::string_view value = eq == std::string_view::npos ? "" : piece.substr(eq + 1);
     auto window_every = [&](int64_t& w, int64_t& k) {
       const size_t slash = value.find('/');
       if (slash == std::string_view::npos) {
-        Fail("--attention {}: {} wants W/K (a window and a period), got \"{}\"", spec, key, value);
+        Fail("attention spec {}: {} wants W/K (a window and a period), got \"{}\"", spec, key,
+             value);
       }
-      w = PositiveInt("--attention", piece, value.substr(0, slash));
-      k = PositiveInt("--attention", piece, value.substr(slash + 1));
+      w = PositiveInt("attention spec", piece, value.substr(0, slash));
+      k = PositiveInt("attention spec", piece, value.substr(slash + 1));
     };
     if (piece == "keynorm") {
       arch.model.attention.key_norm = true;
@@ -272,14 +275,14 @@ void ApplyAttentionSpec(std::string_view spec, TrainArch& arch) {
     } else if (piece == "ssmax") {
       arch.model.attention.ssmax = true;
     } else if (key == "scale") {
-      arch.model.attention.logit_scale = PositiveNumber("--attention", piece, value);
+      arch.model.attention.logit_scale = PositiveNumber("attention spec", piece, value);
     } else if (piece == "full") {
       for (LayerLayout& l : arch.model.attention.layers) l = LayerLayout{};
     } else if (key == "window") {
-      const int64_t w = PositiveInt("--attention", piece, value);
+      const int64_t w = PositiveInt("attention spec", piece, value);
       for (LayerLayout& l : arch.model.attention.layers) l = LayerLayout{true, w};
     } else if (key == "hwfa") {
-      const int64_t w = PositiveInt("--attention", piece, value);
+      const int64_t w = PositiveInt("attention spec", piece, value);
       for (int i = 0; i < n; ++i) {
         arch.model.attention.layers[static_cast<size_t>(i)] =
             i + 1 < n ? LayerLayout{true, w} : LayerLayout{false, 0};
@@ -293,7 +296,7 @@ void ApplyAttentionSpec(std::string_view spec, TrainArch& arch) {
             full ? LayerLayout{key == "hwfa2", 0} : LayerLayout{true, w};
       }
     } else {
-      Fail("--attention {}: unknown piece \"{}\" (allowed: {})", spec, piece, kAllowed);
+      Fail("attention spec {}: unknown piece \"{}\" (allowed: {})", spec, piece, kAllowed);
     }
   }
   // Cosine attention's lambda (the seeds' definitions): 4 ln(L / 2) for the training length L, or

@@ -28,7 +28,8 @@
 //                                                    without position (NoPE), the others windowed
 //                                                    with the position scheme
 //                e.g. `keynorm,hwfa=64`, `cosine,scale=10,window=128`.
-// Errors name the flag, the piece, and what is allowed.
+// Errors name the spec ("position spec rope:pi=0.5: ..."), the piece, and what is allowed;
+// the CLI writes the spec's flag in their place (tools/cli/common.h, WithFlagNames).
 #pragma once
 
 #include <string>

@@ -44,7 +44,7 @@ CheckpointHeader ReadHeaderOf(const SafetensorsFile& f) {
   if (format != kCheckpointFormat) {
     Fail(
         "{}: not a stretch checkpoint (metadata stretch.format = \"{}\", expected \"{}\"): "
-        "--model reads stretch checkpoints (safetensors written by `stretch train`) and "
+        "models are read from stretch checkpoints (safetensors written by `stretch train`) and "
         "llama2.c .bin files",
         path, format.value_or(""), kCheckpointFormat);
   }

@@ -88,10 +88,10 @@ Trainer::Trainer(TrainArch arch, TrainerOptions options)
     CheckPerturbation(options_.perturb, model_.arch().model.seq_len);
     const TrainArch& a = model_.arch();
     if (a.model.Gau() || a.model.attention.position != LayerPosition::kRope ||
-        !a.model.attention.rope_map.empty()) {
+        a.model.attention.xpos_scale_base > 0.0 || !a.model.attention.rope_map.empty()) {
       Fail(
-          "train: position perturbation {} moves RoPE positions: it needs --position rope "
-          "(no relative map) and --block llama",
+          "train: position perturbation {} moves RoPE positions: it needs position spec rope "
+          "(no relative map, no XPOS) and block spec llama",
           options_.perturb.Spec());
     }
   }
@@ -120,8 +120,11 @@ StepStats Trainer::Step(const BatchSource& next) {
     st.grad_norm = GradNorm(registry_);
   }
   if (!std::isfinite(st.grad_norm)) {
-    Fail("train: step {}: the gradient norm is {} (loss {}); lower --lr or enable clipping",
-         adam_.step() + 1, st.grad_norm, st.loss);
+    Fail(
+        "train: step {}: the gradient norm is {} (loss {}); lower TrainerOptions::schedule.lr or "
+        "enable "
+        "clipping",
+        adam_.step() + 1, st.grad_norm, st.loss);
   }
   st.lr = LearningRate(options_.schedule, adam_.step());
   adam_.Step(st.lr);

@@ -158,8 +158,8 @@ void ValidateVariants(const TrainArch& arch) {
   }
   if (m.Gau() && (xpos || layout.ssmax)) {
     throw Error(
-        "model: XPOS and SSMax are not yet implemented for the GAU block (allowed with "
-        "--block gau: rope, nope, alibi, kerple-log, kerple-power, sandwich; keynorm, "
+        "model: XPOS and SSMax are not yet implemented for the GAU block (allowed with the "
+        "GAU block: rope, nope, alibi, kerple-log, kerple-power, sandwich; keynorm, "
         "querynorm, cosine, logn)");
   }
 }

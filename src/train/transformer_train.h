@@ -537,7 +537,7 @@ class TrainTransformer {
         !layout.rope_map.empty()) {
       throw Error(
           "position perturbation needs RoPE without a relative map in LLaMA blocks "
-          "(--position rope, --block llama)");
+          "(position spec rope, block spec llama)");
     }
     const int D = arch_.model.head_dim(), pairs = D / 2;
     const std::vector<double> thetas = TrainedThetas();

@@ -124,7 +124,7 @@ TEST(FixedTail, EveryContextScoresTheSameTargetsWithItsOwnContext) {
   EXPECT_NE(results[0].summary.MeanLoss(), results[2].summary.MeanLoss());
 }
 
-TEST(FixedTail, BadOptionsAreErrorsNamingTheFlag) {
+TEST(FixedTail, BadOptionsAreErrorsNamingTheField) {
   const ModelConfig c = testing::TinyConfig();
   const Model m = testing::RandomModel(c, 25);
   Transformer model(m);
@@ -140,16 +140,18 @@ TEST(FixedTail, BadOptionsAreErrorsNamingTheFlag) {
   ScoreOptions o = Quiet();
   o.ctx = 16;
   o.tail = 17;
-  EXPECT_NE(message(o).find("--tail: found 17, expected 1..16"), std::string::npos) << message(o);
+  EXPECT_NE(message(o).find("ScoreOptions::tail: found 17, expected 1..16"), std::string::npos)
+      << message(o);
   o.tail = 4;
   o.stride = 8;
-  EXPECT_NE(message(o).find("--stride 8 and --tail 4"), std::string::npos) << message(o);
+  EXPECT_NE(message(o).find("ScoreOptions::stride 8 and ScoreOptions::tail 4"), std::string::npos)
+      << message(o);
   o.stride = 0;
   o.sample_len = 41;
   EXPECT_NE(message(o).find("40 tokens, fewer than one sample of 41"), std::string::npos)
       << message(o);
   o.sample_len = 8;
-  EXPECT_NE(message(o).find("shorter than --ctx 16"), std::string::npos) << message(o);
+  EXPECT_NE(message(o).find("shorter than ScoreOptions::ctx 16"), std::string::npos) << message(o);
 }
 
 // ---- sweeps ------------------------------------------------------------------------------------
@@ -256,20 +258,21 @@ TEST(Sweep, EveryPairIsCheckedBeforeTheFirstCellRuns) {
   };
   // rerope's window must be smaller than the context: fine at 128, not at 32 (the last cell).
   std::string e = run(Methods({"direct", "rerope:window=40"}), {128, 32}, Quiet());
-  EXPECT_NE(e.find("method \"rerope:window=40\" at --ctx 32"), std::string::npos) << e;
+  EXPECT_NE(e.find("method \"rerope:window=40\" at ScoreOptions::ctx 32"), std::string::npos) << e;
   EXPECT_NE(e.find("window=40"), std::string::npos) << e;
   ScoreOptions o = Quiet();
   o.tail = 40;
   e = run(Methods({"direct"}), {128, 32}, o);
-  EXPECT_NE(e.find("--tail: found 40, expected 1..32"), std::string::npos) << e;
+  EXPECT_NE(e.find("ScoreOptions::tail: found 40, expected 1..32"), std::string::npos) << e;
   e = run(Methods({"direct"}), {128, 301}, Quiet());
-  EXPECT_NE(e.find("300 tokens, fewer than one window of --ctx 301"), std::string::npos) << e;
+  EXPECT_NE(e.find("300 tokens, fewer than one window of ScoreOptions::ctx 301"), std::string::npos)
+      << e;
   e = run(Methods({"direct"}), {128, 1}, Quiet());
-  EXPECT_NE(e.find("--ctx: found 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("PlanSweep contexts: found 1"), std::string::npos) << e;
   e = run(Methods({"direct"}), {128, 64, 128}, Quiet());
-  EXPECT_NE(e.find("--ctx: 128 given twice"), std::string::npos) << e;
+  EXPECT_NE(e.find("PlanSweep contexts: 128 given twice"), std::string::npos) << e;
   e = run(Methods({"pi", "direct", "pi"}), {128}, Quiet());
-  EXPECT_NE(e.find("--method: \"pi\" given twice"), std::string::npos) << e;
+  EXPECT_NE(e.find("PlanSweep methods: \"pi\" given twice"), std::string::npos) << e;
   EXPECT_EQ(scored, 0);
 }
 

@@ -167,7 +167,7 @@ TEST(ArchSpec, PositionInterpolationAndNtk) {
   ExpectError([&] { ApplyPositionSpec("rope:pi=2,ntk=2", a); }, "pi and ntk together");
   ExpectError([&] { ApplyPositionSpec("alibi:pi=2", a); }, "takes no parameters");
   ExpectError([&] { ApplyPositionSpec("sandwich:ntk=2", a); }, "unknown key in \"ntk=2\"");
-  ExpectError([&] { ApplyPositionSpec("rerope:window=8,pi=2", a); }, "--position rerope");
+  ExpectError([&] { ApplyPositionSpec("rerope:window=8,pi=2", a); }, "position spec rerope");
   TrainArch tiny = Layers(1);
   tiny.model.dim = 4;
   tiny.model.n_heads = 2;  // D = 2: NTK's exponent D / (D - 2) has no value

@@ -202,6 +202,30 @@ void CheckMethodsFitLayout(const ModelConfig& config, std::span<const SweepMetho
   }
 }
 
+std::string WithFlagNames(std::string message) {
+  // Longer names first where one is a prefix of another (none today; kept in that order).
+  static constexpr std::pair<std::string_view, std::string_view> kFlags[] = {
+      {"ScoreOptions::max_windows", "--max-windows"},
+      {"ScoreOptions::stride", "--stride"},
+      {"ScoreOptions::bucket", "--bucket"},
+      {"ScoreOptions::tail", "--tail"},
+      {"ScoreOptions::ctx", "--ctx"},
+      {"PlanSweep contexts", "--ctx"},
+      {"PlanSweep methods", "--method"},
+      {"position spec", "--position"},  // stretch train's specs (src/train/arch_spec.h)
+      {"attention spec", "--attention"},
+      {"block spec", "--block"},
+      {"TrainerOptions::schedule.lr", "--lr"},
+  };
+  for (const auto& [field, flag] : kFlags) {
+    for (size_t at = message.find(field); at != std::string::npos;
+         at = message.find(field, at + flag.size())) {
+      message.replace(at, field.size(), flag);
+    }
+  }
+  return message;
+}
+
 std::string HumanBytes(int64_t bytes) {
   const double b = static_cast<double>(bytes);
   if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));

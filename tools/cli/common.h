@@ -94,6 +94,11 @@ struct Loaded {
 // file, field, found and expected values.
 Loaded LoadModel(const ModelArgs& args, bool tokenizer_needed);
 
+// The library's errors name the fields of its options (e.g. "ScoreOptions::tail: found 40,
+// expected 1..32"); the command sets those fields from flags. This writes each field the message
+// names as the flag that sets it ("--tail: found 40, expected 1..32"); other text is unchanged.
+std::string WithFlagNames(std::string message);
+
 // How --method applies to a trained model's layers (src/model/transformer.h), for --help.
 inline constexpr const char* kTrainedLayoutMethodRule =
     "How a method applies to a trained layout: layers trained with a window keep that window and "

@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const stretch::Error& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "stretch: error: {}\n", e.what());
+    fmt::print(stderr, "stretch: error: {}\n", stretch::cli::WithFlagNames(e.what()));
     return 1;
   } catch (const std::bad_alloc&) {
     std::fflush(stdout);
