@@ -196,4 +196,81 @@ std::string CheckpointTextProtocolText() {
          "concatenated.";
 }
 
+namespace {
+
+// The new suffix of the decoded prompt + generated ids at each step (the decoding of a token
+// depends on its neighbours).
+class CheckpointDecoder : public TokenTextDecoder {
+ public:
+  CheckpointDecoder(const TrainingTokenizer& tokenizer, std::span<const int> prompt)
+      : tok_(tokenizer), ids_(prompt.begin(), prompt.end()), emitted_(tok_.Decode(ids_)) {}
+  std::string Next(int token) override {
+    ids_.push_back(token);
+    const std::string text = tok_.Decode(ids_);
+    if (!text.starts_with(emitted_)) {
+      // The decoding of earlier tokens changed (rare): what is printed stays; go on from here.
+      emitted_ = text;
+      held_ = 0;
+      return tok_.Decode(std::span<const int32_t>(&ids_.back(), 1));
+    }
+    std::string fresh = text.substr(emitted_.size());
+    static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+    held_ = fresh.ends_with(kReplacement) ? kReplacement.size() : 0;
+    fresh.resize(fresh.size() - held_);
+    emitted_ += fresh;
+    return fresh;
+  }
+  std::string Finish() override {
+    if (held_ == 0) return "";
+    const std::string text = tok_.Decode(ids_);
+    held_ = 0;
+    if (!text.starts_with(emitted_)) return "";
+    std::string rest = text.substr(emitted_.size());
+    emitted_ = text;
+    return rest;
+  }
+
+ private:
+  const TrainingTokenizer& tok_;
+  std::vector<int32_t> ids_;
+  std::string emitted_;  // decoded text emitted so far (the prompt's included)
+  size_t held_ = 0;      // bytes at the end of the decoded text held back
+};
+
+class CheckpointTextTokenizer : public TextTokenizer {
+ public:
+  explicit CheckpointTextTokenizer(TrainingTokenizer tokenizer) : tok_(std::move(tokenizer)) {}
+  std::string Name() const override {
+    return fmt::format("the checkpoint's {} tokenizer (vocabulary {})", tok_.kind(),
+                       tok_.vocab_size());
+  }
+  int vocab_size() const override { return tok_.vocab_size(); }
+  int bos() const override { return tok_.bos_id(); }
+  int eos() const override { return tok_.eos_id(); }
+  std::vector<int> EncodePrompt(std::string_view text) const override {
+    std::vector<int> ids = {tok_.bos_id()};
+    if (!text.empty()) {
+      const std::vector<int32_t> body = tok_.Encode(text);
+      ids.insert(ids.end(), body.begin(), body.end());
+    }
+    return ids;
+  }
+  TextStream EncodeText(const std::string& path) const override {
+    return EncodeTextPath(path, tok_);
+  }
+  std::string ProtocolText() const override { return CheckpointTextProtocolText(); }
+  std::unique_ptr<TokenTextDecoder> Decoder(std::span<const int> prompt) const override {
+    return std::make_unique<CheckpointDecoder>(tok_, prompt);
+  }
+
+ private:
+  TrainingTokenizer tok_;
+};
+
+}  // namespace
+
+std::unique_ptr<TextTokenizer> MakeCheckpointTextTokenizer(TrainingTokenizer tokenizer) {
+  return std::make_unique<CheckpointTextTokenizer>(std::move(tokenizer));
+}
+
 }  // namespace stretch

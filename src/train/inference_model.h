@@ -19,11 +19,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "src/io/text.h"
+#include "src/io/text_tokenizer.h"
 #include "src/model/config.h"
 #include "src/train/data.h"
 #include "src/train/transformer_train.h"
@@ -68,5 +70,11 @@ CheckpointModel LoadCheckpointModel(const std::string& path);
 // without *.txt files.
 TextStream EncodeTextPath(const std::string& path, const TrainingTokenizer& tokenizer);
 std::string CheckpointTextProtocolText();
+
+// A checkpoint's tokenizer behind the one text interface (src/io/text_tokenizer.h): BOS and EOS
+// are the tokenizer's; generated text is decoded with its neighbours (SentencePiece pieces need
+// them: a leading space, a multi-byte character split into byte tokens), holding back a trailing
+// U+FFFD until the bytes after it arrive.
+std::unique_ptr<TextTokenizer> MakeCheckpointTextTokenizer(TrainingTokenizer tokenizer);
 
 }  // namespace stretch

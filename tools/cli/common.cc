@@ -33,70 +33,6 @@ void AddModelOptions(CLI::App* app, ModelArgs& args, bool tokenizer_needed) {
       ->check(CLI::NonNegativeNumber);
 }
 
-int ModelTokenizer::vocab_size() const {
-  return llama2c ? llama2c->vocab_size() : trained->vocab_size();
-}
-int ModelTokenizer::bos() const { return llama2c ? Tokenizer::kBos : trained->bos_id(); }
-int ModelTokenizer::eos() const { return llama2c ? Tokenizer::kEos : trained->eos_id(); }
-
-std::vector<int> ModelTokenizer::EncodePrompt(std::string_view text) const {
-  if (llama2c) return llama2c->Encode(text, /*bos=*/true, /*eos=*/false);
-  std::vector<int> ids = {trained->bos_id()};
-  if (!text.empty()) {
-    const std::vector<int32_t> body = trained->Encode(text);
-    ids.insert(ids.end(), body.begin(), body.end());
-  }
-  return ids;
-}
-
-TextStream ModelTokenizer::EncodeText(const std::string& path) const {
-  return llama2c ? EncodeTextPath(path, *llama2c) : EncodeTextPath(path, *trained);
-}
-
-std::string ModelTokenizer::ProtocolText() const {
-  return llama2c ? TextProtocolText() : CheckpointTextProtocolText();
-}
-
-TokenTextStream::TokenTextStream(const ModelTokenizer& tokenizer, std::span<const int> prompt)
-    : tok_(tokenizer), prev_(prompt.empty() ? tokenizer.bos() : prompt.back()) {
-  if (tok_.trained) {
-    ids_.assign(prompt.begin(), prompt.end());
-    emitted_ = tok_.trained->Decode(ids_);
-  }
-}
-
-std::string TokenTextStream::Next(int token) {
-  if (tok_.llama2c) {
-    std::string piece = tok_.llama2c->DecodeToken(prev_, token);
-    prev_ = token;
-    return piece;
-  }
-  ids_.push_back(token);
-  const std::string text = tok_.trained->Decode(ids_);
-  if (!text.starts_with(emitted_)) {
-    // The decoding of earlier tokens changed (rare): what is printed stays; go on from here.
-    emitted_ = text;
-    held_ = 0;
-    return tok_.trained->Decode(std::span<const int32_t>(&ids_.back(), 1));
-  }
-  std::string fresh = text.substr(emitted_.size());
-  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
-  held_ = fresh.ends_with(kReplacement) ? kReplacement.size() : 0;
-  fresh.resize(fresh.size() - held_);
-  emitted_ += fresh;
-  return fresh;
-}
-
-std::string TokenTextStream::Finish() {
-  if (!tok_.trained || held_ == 0) return "";
-  const std::string text = tok_.trained->Decode(ids_);
-  held_ = 0;
-  if (!text.starts_with(emitted_)) return "";
-  std::string rest = text.substr(emitted_.size());
-  emitted_ = text;
-  return rest;
-}
-
 namespace {
 
 // --model as a file path: a directory means its newest complete checkpoint.
@@ -155,11 +91,7 @@ Loaded LoadModel(const ModelArgs& args, bool tokenizer_needed) {
     loaded.header.tokenizer_kind = c.header.tokenizer_kind;
     loaded.model = std::move(c.model);
     if (c.tokenizer) {
-      ModelTokenizer t;
-      t.name = fmt::format("the checkpoint's {} tokenizer (vocabulary {})", c.tokenizer->kind(),
-                           c.tokenizer->vocab_size());
-      t.trained.emplace(std::move(*c.tokenizer));
-      loaded.tokenizer.emplace(std::move(t));
+      loaded.tokenizer = MakeCheckpointTextTokenizer(std::move(*c.tokenizer));
     } else if (tokenizer_needed) {
       Fail(
           "{}: the checkpoint carries no tokenizer (no metadata stretch.tokenizer), expected "
@@ -179,11 +111,9 @@ Loaded LoadModel(const ModelArgs& args, bool tokenizer_needed) {
   }
   loaded.model = LoadLlama2c(loaded.header.path);
   if (!args.tokenizer.empty()) {
-    ModelTokenizer t;
-    t.name = args.tokenizer;
-    t.llama2c = Tokenizer::LoadLlama2c(args.tokenizer);
-    CheckVocabMatches(args.model, loaded.model.config.vocab_size, *t.llama2c);
-    loaded.tokenizer.emplace(std::move(t));
+    Tokenizer t = Tokenizer::LoadLlama2c(args.tokenizer);
+    CheckVocabMatches(args.model, loaded.model.config.vocab_size, t);
+    loaded.tokenizer = MakeLlama2cTextTokenizer(std::move(t));
   }
   return loaded;
 }

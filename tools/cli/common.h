@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -14,10 +15,10 @@
 
 #include "src/eval/sweep.h"
 #include "src/io/text.h"
+#include "src/io/text_tokenizer.h"
 #include "src/io/tokenizer.h"
 #include "src/model/config.h"
 #include "src/position/method.h"
-#include "src/train/data.h"
 
 namespace stretch::cli {
 
@@ -33,42 +34,6 @@ struct ModelArgs {
 // complete checkpoint). `tokenizer_needed`: the command needs text (generate) — a llama2.c model
 // without --tokenizer is then an error.
 void AddModelOptions(CLI::App* app, ModelArgs& args, bool tokenizer_needed);
-
-// The tokenizer that goes with the model: llama2.c's file (--tokenizer), or the one a stretch
-// checkpoint carries (bytes or SentencePiece). Exactly one of the two is set.
-struct ModelTokenizer {
-  std::optional<Tokenizer> llama2c;
-  std::optional<TrainingTokenizer> trained;
-  std::string name;  // for reports: the file, or "the checkpoint's bytes tokenizer"
-
-  int vocab_size() const;
-  int bos() const;
-  int eos() const;  // -1 when the tokenizer has none
-  // BOS, then the text's tokens (what generation starts from).
-  std::vector<int> EncodePrompt(std::string_view text) const;
-  // A text file or a directory of *.txt files as one token stream (no BOS/EOS inside).
-  TextStream EncodeText(const std::string& path) const;
-  // How EncodeText turns text into tokens, for reports.
-  std::string ProtocolText() const;
-};
-
-// Turns generated tokens into text as they come: llama2.c's DecodeToken(prev, token); for a
-// checkpoint's tokenizer, the new suffix of the decoded prompt + generated ids (SentencePiece
-// pieces need their neighbours: a leading space, a multi-byte character split into byte tokens),
-// holding back a trailing U+FFFD until the bytes after it arrive.
-class TokenTextStream {
- public:
-  TokenTextStream(const ModelTokenizer& tokenizer, std::span<const int> prompt);
-  std::string Next(int token);
-  std::string Finish();  // whatever was held back
-
- private:
-  const ModelTokenizer& tok_;
-  int prev_ = 0;
-  std::vector<int32_t> ids_;
-  std::string emitted_;  // decoded text emitted so far (the prompt's included)
-  size_t held_ = 0;      // bytes at the end of the decoded text held back
-};
 
 // What --model names, from its header alone: a llama2.c file's header, or a checkpoint's
 // metadata (format, version, block, architecture, step). A directory means its newest complete
@@ -86,7 +51,9 @@ ModelHeader ReadModelHeader(const std::string& model);
 struct Loaded {
   ModelHeader header;
   Model model;
-  std::optional<ModelTokenizer> tokenizer;
+  // --tokenizer for llama2.c files, the checkpoint's own for stretch checkpoints; null when
+  // there is none (a llama2.c model without --tokenizer, a checkpoint that carries none).
+  std::unique_ptr<TextTokenizer> tokenizer;
 };
 // Loads the model (and its tokenizer: --tokenizer for llama2.c files, the checkpoint's own for
 // stretch checkpoints), checks that their vocabularies agree and applies --threads. With

@@ -35,7 +35,7 @@ void RunGenerate(const GenerateArgs& args) {
   }
   const SweepMethod method = OneMethodFromArgs(args.method, "generate");
   Loaded loaded = LoadModel(args.model, /*tokenizer_needed=*/true);
-  const ModelTokenizer& tok = *loaded.tokenizer;
+  const TextTokenizer& tok = *loaded.tokenizer;
   const ModelConfig& config = loaded.model.config;
   std::vector<int> prompt = tok.EncodePrompt(args.prompt);
   const int64_t capacity = static_cast<int64_t>(prompt.size()) + args.steps;
@@ -63,14 +63,14 @@ void RunGenerate(const GenerateArgs& args) {
   const double prefill_s = prefill_timer.Seconds();
 
   Timer decode_timer;
-  TokenTextStream text(tok, prompt);
+  const std::unique_ptr<TokenTextDecoder> text = tok.Decoder(prompt);
   int generated = 0;
   int decode_forwards = 0;  // forward passes of single generated tokens
   std::vector<int> one(1);
   for (int step = 0; step < args.steps; ++step) {
     const int next = sampler.Sample(logits.data(), config.vocab_size);
     if (!args.ignore_eos && (next == tok.bos() || next == tok.eos())) break;
-    fmt::print("{}", text.Next(next));
+    fmt::print("{}", text->Next(next));
     std::fflush(stdout);
     ++generated;
     if (step + 1 == args.steps) break;
@@ -80,7 +80,7 @@ void RunGenerate(const GenerateArgs& args) {
     ++decode_forwards;
   }
   const double decode_s = decode_timer.Seconds();
-  fmt::print("{}\n", text.Finish());
+  fmt::print("{}\n", text->Finish());
   std::fflush(stdout);
   if (!args.quiet_stats) {
     // The decode rate counts forward passes of single tokens (the last token printed needs none).

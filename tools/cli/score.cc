@@ -211,7 +211,7 @@ void RunScore(const ScoreArgs& args) {
   }
   nlohmann::json report = {
       {"model", loaded.model.source},
-      {"tokenizer", loaded.tokenizer ? loaded.tokenizer->name : args.model.tokenizer},
+      {"tokenizer", loaded.tokenizer ? loaded.tokenizer->Name() : args.model.tokenizer},
       {"input", input},
       {"methods", method_list},
       {"contexts", args.contexts},
