@@ -13,7 +13,7 @@
 // sees L (L + 1) / 2 pairs. The fraction is against MeasureFmaPeakGflops on the threads the
 // kernel uses (printed once at start); inputs are N(0, 1), scale 1/sqrt(D).
 #include <benchmark/benchmark.h>
-#include <omp.h>
+#include "src/core/threads.h"
 
 #include <cmath>
 #include <cstdio>
@@ -29,7 +29,7 @@ namespace {
 
 double PeakGflops() {
   static const double peak = [] {
-    const int threads = omp_get_max_threads();
+    const int threads = stretch::NumThreads();
     const double p = bench::MeasureFmaPeakGflops(threads, 1.0);
     std::printf("FMA peak used for fractions: %.1f GFLOP/s float32 on %d threads\n", p, threads);
     return p;

@@ -11,7 +11,7 @@
 // does half). Target: >= 40% of the peak.
 #include <benchmark/benchmark.h>
 #include <cblas.h>
-#include <omp.h>
+#include "src/core/threads.h"
 
 #include <cstdio>
 #include <utility>
@@ -65,12 +65,12 @@ void BM_TrainStep(benchmark::State& state) {
   // CPUs (and which OPENBLAS_CORETYPE=Haswell forces); OPENBLAS_CORETYPE=SkylakeX selects its
   // AVX-512 kernels on a CPU that has AVX-512.
   static const std::pair<double, double> peaks = [] {
-    const double p = bench::MeasureFmaPeakGflops<16>(omp_get_max_threads(), 1.0);
-    const double p256 = bench::MeasureFmaPeakGflops<8>(omp_get_max_threads(), 1.0);
+    const double p = bench::MeasureFmaPeakGflops<16>(stretch::NumThreads(), 1.0);
+    const double p256 = bench::MeasureFmaPeakGflops<8>(stretch::NumThreads(), 1.0);
     std::printf(
         "FMA peak: %.1f GFLOP/s float32 on %d threads (%.1f with 256-bit vectors); "
         "OpenBLAS kernels: %s\n",
-        p, omp_get_max_threads(), p256, openblas_get_corename());
+        p, stretch::NumThreads(), p256, openblas_get_corename());
     return std::pair{p, p256};
   }();
   state.counters["peak GFLOP/s"] = peaks.first;

@@ -5,6 +5,7 @@
 
 #include "src/core/error.h"
 #include "src/core/progress.h"
+#include "src/core/threads.h"
 #include "src/kernels/ops.h"
 #include "src/position/plan.h"
 
@@ -32,34 +33,100 @@ void AddToBucket(ScoreSummary& s, int64_t bucket, int64_t position, double loss,
   s.loss_sum += loss;
 }
 
-// Runs one window: `inputs` fed at positions 0.. (ForwardSequence: from position 0, no KV cache),
-// `targets[p]` scored for p in [first, n).
-void ScoreWindow(Transformer& model, std::span<const int> inputs, std::span<const int> targets,
-                 int64_t first, int64_t window, const ScoreOptions& opt, ScoreSummary& summary,
-                 const TokenSink& sink, std::vector<float>& hidden, std::vector<float>& logits) {
+// One window to score: `inputs` fed at positions 0.. (ForwardSequence: from position 0, no KV
+// cache), `targets[p]` scored for p in [first, targets.size()).
+struct Window {
+  std::span<const int> inputs, targets;
+  int64_t first = 0;
+  int64_t id = 0;  // TokenRecord::window
+};
+// Fills `inputs` (a buffer it may use) and returns window w.
+using WindowMaker = std::function<Window(int64_t w, std::vector<int>& inputs)>;
+
+// A thread's model and buffers.
+struct WindowRunner {
+  Transformer* model = nullptr;
+  std::vector<float> hidden, logits;
+  std::vector<int> inputs;
+  std::vector<TokenLoss> losses;
+};
+
+// Scores one window into `records`, in position order.
+void ScoreWindow(WindowRunner& run, const Window& win, std::vector<TokenRecord>& records) {
+  Transformer& model = *run.model;
   const int V = model.config().vocab_size;
   const int C = model.config().dim;
-  model.ForwardSequence(inputs, hidden);
-  const int64_t n = static_cast<int64_t>(targets.size());
-  std::vector<TokenLoss> losses(static_cast<size_t>(kLogitRows));
-  for (int64_t r0 = first; r0 < n; r0 += kLogitRows) {
+  model.ForwardSequence(win.inputs, run.hidden);
+  const int64_t n = static_cast<int64_t>(win.targets.size());
+  run.logits.resize(static_cast<size_t>(kLogitRows * V));
+  run.losses.resize(static_cast<size_t>(kLogitRows));
+  records.clear();
+  for (int64_t r0 = win.first; r0 < n; r0 += kLogitRows) {
     const int64_t rows = std::min(kLogitRows, n - r0);
-    model.Logits(hidden.data() + r0 * C, rows, logits.data());
-#pragma omp parallel for schedule(static) if (rows * V > 1 << 16)
-    for (int64_t r = 0; r < rows; ++r) {
-      losses[static_cast<size_t>(r)] =
-          CrossEntropyRow(logits.data() + r * V, V, targets[static_cast<size_t>(r0 + r)]);
-    }
+    model.Logits(run.hidden.data() + r0 * C, rows, run.logits.data());
+    ParallelFor(rows, WorkGrain(rows, rows * V, 1 << 16), [&](int64_t r_begin, int64_t r_end) {
+      for (int64_t r = r_begin; r < r_end; ++r) {
+        run.losses[static_cast<size_t>(r)] =
+            CrossEntropyRow(run.logits.data() + r * V, V, win.targets[static_cast<size_t>(r0 + r)]);
+      }
+    });
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t p = r0 + r;
-      const int target = targets[static_cast<size_t>(p)];
-      const TokenLoss& tl = losses[static_cast<size_t>(r)];
-      const bool correct = tl.argmax == target;
-      AddToBucket(summary, opt.bucket, p, tl.loss, correct);
-      if (sink) sink({window, p, target, tl.loss, correct});
+      const int target = win.targets[static_cast<size_t>(p)];
+      const TokenLoss& tl = run.losses[static_cast<size_t>(r)];
+      records.push_back({win.id, p, target, tl.loss, tl.argmax == target});
     }
   }
+}
+
+void AddWindow(ScoreSummary& summary, int64_t bucket, const std::vector<TokenRecord>& records,
+               const TokenSink& sink) {
+  for (const TokenRecord& r : records) {
+    AddToBucket(summary, bucket, r.position, r.loss, r.correct);
+    if (sink) sink(r);
+  }
   summary.windows++;
+}
+
+// Scores windows 0 .. count-1 and adds them to `summary` (and `sink`) in window order.
+//
+// With several threads and at least as many windows, each thread scores whole windows on a model
+// of its own (Transformer::Fork) with single-threaded kernels: no thread ever waits for another
+// inside a window, which is what keeps scoring fast on a machine shared with other work (a
+// preempted thread holds back only its own window). Windows run in batches of a few per thread,
+// their records kept and added in window order, so the summary, the sink's order and every figure
+// are those of one thread running the windows in turn. With fewer windows than threads, the
+// threads share each window instead (the kernels' own splits).
+void ScoreWindows(Transformer& model, int64_t count, const WindowMaker& make,
+                  const ScoreOptions& opt, ScoreSummary& summary, const TokenSink& sink,
+                  Progress& progress) {
+  const int threads = NumThreads();
+  const int workers = threads > 1 && count >= threads && !InParallelRegion() ? threads : 1;
+  std::vector<Transformer> forks;
+  for (int t = 1; t < workers; ++t) forks.push_back(model.Fork());
+  std::vector<WindowRunner> runners(static_cast<size_t>(workers));
+  for (int t = 0; t < workers; ++t) {
+    runners[static_cast<size_t>(t)].model = t == 0 ? &model : &forks[static_cast<size_t>(t - 1)];
+  }
+  const int64_t batch = workers == 1 ? 1 : 4 * int64_t{workers};
+  std::vector<std::vector<TokenRecord>> records(static_cast<size_t>(batch));
+  for (int64_t w0 = 0; w0 < count; w0 += batch) {
+    const int64_t n = std::min(batch, count - w0);
+    auto one = [&](int64_t i, int worker) {
+      WindowRunner& run = runners[static_cast<size_t>(worker)];
+      const Window win = make(w0 + i, run.inputs);
+      ScoreWindow(run, win, records[static_cast<size_t>(i)]);
+    };
+    if (workers == 1) {
+      one(0, 0);
+    } else {
+      ParallelForEach(n, one);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      AddWindow(summary, opt.bucket, records[static_cast<size_t>(i)], sink);
+      progress.Update(w0 + i + 1);
+    }
+  }
 }
 
 void CheckTokenIds(std::span<const int> ids, int vocab_size, const char* what) {
@@ -133,18 +200,16 @@ ScoreSummary ScoreStream(Transformer& model, std::span<const int> stream, const 
 
   ScoreSummary summary;
   Timer timer;
-  std::vector<float> hidden, logits(static_cast<size_t>(kLogitRows * model.config().vocab_size));
-  std::vector<int> inputs(static_cast<size_t>(N));
   Progress progress(opt.progress_label, windows, "windows", opt.progress);
-  for (int64_t w = 0; w < windows; ++w) {
+  auto make = [&](int64_t w, std::vector<int>& inputs) {
     const int64_t a = w * S;
+    inputs.resize(static_cast<size_t>(N));
     inputs[0] = opt.bos;
     std::copy(stream.begin() + a, stream.begin() + a + N - 1, inputs.begin() + 1);
-    const int64_t first = w == 0 ? 0 : N - S;
-    ScoreWindow(model, inputs, stream.subspan(static_cast<size_t>(a), static_cast<size_t>(N)),
-                first, w, opt, summary, sink, hidden, logits);
-    progress.Update(w + 1);
-  }
+    return Window{inputs, stream.subspan(static_cast<size_t>(a), static_cast<size_t>(N)),
+                  w == 0 ? 0 : N - S, w};
+  };
+  ScoreWindows(model, windows, make, opt, summary, sink, progress);
   progress.Finish();
   summary.unscored_tail = total - ((windows - 1) * S + N);
   CapBuckets(summary, N - 1);
@@ -171,18 +236,21 @@ ScoreSummary ScoreSequences(Transformer& model, const std::vector<std::vector<in
   ScoreSummary summary;
   Timer timer;
   if (longest < 2) Fail("no sequence has 2 or more tokens: nothing to score");
-  std::vector<float> hidden, logits(static_cast<size_t>(kLogitRows * model.config().vocab_size));
   int64_t count = static_cast<int64_t>(sequences.size());
   if (opt.max_windows > 0) count = std::min(count, opt.max_windows);
-  Progress progress(opt.progress_label, count, "sequences", opt.progress);
+  // Sequences of fewer than 2 tokens have nothing to score and are skipped (not counted).
+  std::vector<int64_t> scored;
   for (int64_t i = 0; i < count; ++i) {
-    const std::vector<int>& seq = sequences[static_cast<size_t>(i)];
-    if (seq.size() < 2) continue;
-    std::span<const int> all(seq);
-    ScoreWindow(model, all.first(seq.size() - 1), all.subspan(1), 0, i, opt, summary, sink, hidden,
-                logits);
-    progress.Update(i + 1);
+    if (sequences[static_cast<size_t>(i)].size() >= 2) scored.push_back(i);
   }
+  Progress progress(opt.progress_label, static_cast<int64_t>(scored.size()), "sequences",
+                    opt.progress);
+  auto make = [&](int64_t k, std::vector<int>&) {
+    const int64_t i = scored[static_cast<size_t>(k)];
+    const std::span<const int> all(sequences[static_cast<size_t>(i)]);
+    return Window{all.first(all.size() - 1), all.subspan(1), 0, i};
+  };
+  ScoreWindows(model, static_cast<int64_t>(scored.size()), make, opt, summary, sink, progress);
   progress.Finish();
   CapBuckets(summary, longest - 2);
   summary.seconds = timer.Seconds();
@@ -207,18 +275,17 @@ ScoreSummary ScoreFixedTail(Transformer& model, std::span<const int> stream,
 
   ScoreSummary summary;
   Timer timer;
-  std::vector<float> hidden, logits(static_cast<size_t>(kLogitRows * model.config().vocab_size));
-  std::vector<int> inputs(static_cast<size_t>(C));
   Progress progress(opt.progress_label, samples, "windows", opt.progress);
-  for (int64_t w = 0; w < samples; ++w) {
+  auto make = [&](int64_t w, std::vector<int>& inputs) {
     // inputs = [BOS] + stream[a+M-C .. a+M-2]; position p predicts stream[b + p], b = a + M - C.
     const int64_t b = w * M + M - C;
+    inputs.resize(static_cast<size_t>(C));
     inputs[0] = opt.bos;
     std::copy(stream.begin() + b, stream.begin() + b + C - 1, inputs.begin() + 1);
-    ScoreWindow(model, inputs, stream.subspan(static_cast<size_t>(b), static_cast<size_t>(C)),
-                C - opt.tail, w, opt, summary, sink, hidden, logits);
-    progress.Update(w + 1);
-  }
+    return Window{inputs, stream.subspan(static_cast<size_t>(b), static_cast<size_t>(C)),
+                  C - opt.tail, w};
+  };
+  ScoreWindows(model, samples, make, opt, summary, sink, progress);
   progress.Finish();
   summary.unscored_tail = total - samples * M;
   CapBuckets(summary, C - 1);

@@ -51,8 +51,6 @@
 //   m = max_c m_c;  l = sum_c 2^(m_c - m) l_c;  out = sum_c 2^(m_c - m) o_c / l.
 #include "src/kernels/attention.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -60,6 +58,7 @@
 
 #include "src/core/aligned.h"
 #include "src/core/check.h"
+#include "src/core/threads.h"
 #include "src/kernels/attention_simd.h"
 #include "src/kernels/attention_tile.h"
 #include "src/kernels/ops.h"
@@ -555,7 +554,7 @@ void MergeChunks(const Problem& pb, int g, int64_t qt) {
 template <int kD, class Mask>
 void RunAll(Problem pb, const Mask& mask) {
   using Cfg = Config<kD>;
-  const int threads = std::max(1, omp_get_max_threads());
+  const int threads = NumThreads();
   const int64_t items = pb.n_qtiles * pb.G;
   // Keys any query of this call can see: split them into chunks when there are too few work
   // items to keep every thread busy (decode), each chunk at least two key tiles.
@@ -577,27 +576,20 @@ void RunAll(Problem pb, const Mask& mask) {
     pb.partial = partial.data();
   }
   const int64_t units = items * pb.n_chunks;
-  const int n_threads = static_cast<int>(std::min<int64_t>(threads, units));
   const int D = kD != 0 ? kD : pb.D;
   const int segments = pb.rotate ? pb.plan->map.Segments() : 1;
-#pragma omp parallel num_threads(n_threads)
-  {
+  // Heaviest first: the last query tiles see the most keys.
+  ParallelForEach(units, [&](int64_t u, int) {
     thread_local Scratch sc;
     sc.Reserve(pb.rows_max, pb.dp, D, Cfg::kBk, segments);
-    // Heaviest first: the last query tiles see the most keys.
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t u = 0; u < units; ++u) {
-      const int64_t qt = pb.n_qtiles - 1 - u / (pb.G * pb.n_chunks);
-      const int64_t rest = u % (pb.G * pb.n_chunks);
-      RunItem<kD, Mask>(pb, mask, static_cast<int>(rest / pb.n_chunks), qt,
-                        static_cast<int>(rest % pb.n_chunks), sc);
-    }
-    if (pb.n_chunks > 1) {
-#pragma omp for schedule(static)
-      for (int64_t it = 0; it < items; ++it) {
-        MergeChunks(pb, static_cast<int>(it % pb.G), it / pb.G);
-      }
-    }
+    const int64_t qt = pb.n_qtiles - 1 - u / (pb.G * pb.n_chunks);
+    const int64_t rest = u % (pb.G * pb.n_chunks);
+    RunItem<kD, Mask>(pb, mask, static_cast<int>(rest / pb.n_chunks), qt,
+                      static_cast<int>(rest % pb.n_chunks), sc);
+  });
+  if (pb.n_chunks > 1) {
+    ParallelForEach(
+        items, [&](int64_t it, int) { MergeChunks(pb, static_cast<int>(it % pb.G), it / pb.G); });
   }
 }
 

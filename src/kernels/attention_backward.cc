@@ -48,7 +48,6 @@
 // the price of determinism without a (T, S) buffer. Tile products go to BLAS (sgemm), called
 // from inside the OpenMP loop (OpenBLAS runs single-threaded there).
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <bit>
@@ -59,6 +58,7 @@
 
 #include "src/core/aligned.h"
 #include "src/core/check.h"
+#include "src/core/threads.h"
 #include "src/kernels/attention.h"
 #include "src/kernels/ops.h"
 #include "src/position/rope.h"
@@ -313,18 +313,19 @@ void PrepareSegments(Backward& b, HeadRows q, HeadRows k, const AttentionParams&
       b.kseg[seg] = params.key_slots[b.slot_of[seg]];
     }
     // qr^seg_i = R(a_seg(p_i)) q_i, with the forward's tables (row i: position q_pos0 + i).
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < b.T; ++i) {
-      for (int seg = 0; seg < b.segments; ++seg) {
-        const RopeTable& tab = params.tables->Query(seg);
-        for (int h = 0; h < b.H; ++h) {
-          const float* src = q.data + i * q.row_stride + h * q.head_stride;
-          float* dst = qrot.data() + (seg * b.T + i) * rs + h * D;
-          std::copy(src, src + D, dst);
-          RotatePairs(dst, pairs, tab.cos.data() + i * pairs, tab.sin.data() + i * pairs);
+    ParallelFor(b.T, WorkGrain(b.T, b.T * b.segments * rs, 65536), [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        for (int seg = 0; seg < b.segments; ++seg) {
+          const RopeTable& tab = params.tables->Query(seg);
+          for (int h = 0; h < b.H; ++h) {
+            const float* src = q.data + i * q.row_stride + h * q.head_stride;
+            float* dst = qrot.data() + (seg * b.T + i) * rs + h * D;
+            std::copy(src, src + D, dst);
+            RotatePairs(dst, pairs, tab.cos.data() + i * pairs, tab.sin.data() + i * pairs);
+          }
         }
       }
-    }
+    });
     // cos/sin of b_slot(j) theta_t for keys 0 .. S-1, per rotated slot.
     b.key_tab.resize(static_cast<size_t>(b.slots));
     for (int slot = 0; slot < b.slots; ++slot) {
@@ -363,12 +364,21 @@ void KeyPass(const Backward& b, const AttentionGrads& grads) {
   const int64_t n_qt = (b.T + kTile - 1) / kTile, n_kt = (b.S + kTile - 1) / kTile;
   const size_t tile_floats = static_cast<size_t>(kTile) * D;
   const int64_t items1 = b.G * n_kt;
-#pragma omp parallel
+  struct Scratch {
+    TileWork w;
+    AlignedVector<float> dk, dv;
+  };
+  std::vector<Scratch> scratch;
+  for (int t = 0; t < NumThreads(); ++t) {
+    scratch.push_back({TileWork(b.segments),
+                       AlignedVector<float>(static_cast<size_t>(b.slots) * tile_floats),
+                       AlignedVector<float>(tile_floats)});
+  }
   {
-    TileWork w(b.segments);
-    AlignedVector<float> dk(static_cast<size_t>(b.slots) * tile_floats), dv(tile_floats);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t it = 0; it < items1; ++it) {
+    ParallelForEach(items1, [&](int64_t it, int worker) {
+      TileWork& w = scratch[static_cast<size_t>(worker)].w;
+      AlignedVector<float>& dk = scratch[static_cast<size_t>(worker)].dk;
+      AlignedVector<float>& dv = scratch[static_cast<size_t>(worker)].dv;
       const int g = static_cast<int>(it / n_kt);
       const int64_t j0 = (it % n_kt) * kTile;
       const int nk = static_cast<int>(std::min<int64_t>(kTile, b.S - j0));
@@ -417,7 +427,7 @@ void KeyPass(const Backward& b, const AttentionGrads& grads) {
           }
         }
       }
-    }
+    });
   }
 }
 
@@ -433,12 +443,19 @@ void QueryPass(const Backward& b, const AttentionParams& params, const Attention
       (plan->bias.kind == BiasKind::kKerpleLog || plan->bias.kind == BiasKind::kKerplePower);
   const int64_t items2 = b.H * n_qt;
   std::vector<double> item_da(static_cast<size_t>(items2), 0.0), item_db(item_da.size(), 0.0);
-#pragma omp parallel
+  struct Scratch {
+    TileWork w;
+    AlignedVector<float> dq;
+  };
+  std::vector<Scratch> scratch;
+  for (int t = 0; t < NumThreads(); ++t) {
+    scratch.push_back({TileWork(b.segments),
+                       AlignedVector<float>(static_cast<size_t>(b.segments) * tile_floats)});
+  }
   {
-    TileWork w(b.segments);
-    AlignedVector<float> dq(static_cast<size_t>(b.segments) * tile_floats);
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t it = 0; it < items2; ++it) {
+    ParallelForEach(items2, [&](int64_t it, int worker) {
+      TileWork& w = scratch[static_cast<size_t>(worker)].w;
+      AlignedVector<float>& dq = scratch[static_cast<size_t>(worker)].dq;
       const int h = static_cast<int>(it / n_qt);
       const int g = h / b.group;
       const int64_t i0 = (it % n_qt) * kTile;
@@ -479,7 +496,7 @@ void QueryPass(const Backward& b, const AttentionParams& params, const Attention
       }
       item_da[static_cast<size_t>(it)] = da;
       item_db[static_cast<size_t>(it)] = db;
-    }
+    });
   }
   if (bias_grads) {
     for (int64_t it = 0; it < items2; ++it) {

@@ -8,60 +8,137 @@
 #include <vector>
 
 #include "src/core/check.h"
+#include "src/core/threads.h"
 
 namespace stretch {
 
+namespace {
+
+// BLAS sizes are int; a larger matrix is a programming error here (weights of the models this
+// project trains are far below 2^31 elements per side).
+int BlasInt(int64_t n) {
+  STRETCH_CHECK(n >= 0 && n <= INT32_MAX, "matrix side {} does not fit a BLAS int", n);
+  return static_cast<int>(n);
+}
+
+void BlasGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t Kd, float alpha,
+              const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+              int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, BlasInt(M), BlasInt(N), BlasInt(Kd), alpha, A, BlasInt(lda), B,
+              BlasInt(ldb), beta, C, BlasInt(ldc));
+}
+void BlasGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t Kd,
+              double alpha, const double* A, int64_t lda, const double* B, int64_t ldb, double beta,
+              double* C, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, BlasInt(M), BlasInt(N), BlasInt(Kd), alpha, A, BlasInt(lda), B,
+              BlasInt(ldb), beta, C, BlasInt(ldc));
+}
+void BlasGemv(int64_t M, int64_t N, const float* A, const float* x, float* y) {
+  cblas_sgemv(CblasRowMajor, CblasNoTrans, BlasInt(M), BlasInt(N), 1.0f, A, BlasInt(N), x, 1, 0.0f,
+              y, 1);
+}
+void BlasGemv(int64_t M, int64_t N, const double* A, const double* x, double* y) {
+  cblas_dgemv(CblasRowMajor, CblasNoTrans, BlasInt(M), BlasInt(N), 1.0, A, BlasInt(N), x, 1, 0.0, y,
+              1);
+}
+
+// Matrix products are split by the thread pool (src/core/threads.h), each block one
+// single-threaded BLAS call: along the rows of C when it has more rows than columns, else along
+// its columns, never along the summed dimension, so every element of C is summed in the same
+// order whatever the thread count. Below kSplitMacs multiply-adds one call does it all; a block
+// has at least kMinBlock rows (columns), so that BLAS's packing of the other operand, repeated per
+// block, stays small beside the block's arithmetic.
+constexpr int64_t kSplitMacs = int64_t{1} << 18;
+constexpr int64_t kMinBlock = 64;
+
+// Row-major C (M, N) = alpha op(A) op(B) + beta C, op(A) (M, Kd), op(B) (Kd, N).
+template <typename Real>
+void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t Kd, Real alpha,
+          const Real* A, int64_t lda, const Real* B, int64_t ldb, Real beta, Real* C, int64_t ldc) {
+  threads_internal::SingleThreadedBlas();
+  if (M * N * Kd < kSplitMacs || InParallelRegion() || NumThreads() == 1) {
+    return BlasGemm(ta, tb, M, N, Kd, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+  if (M >= N) {  // rows of C: rows of op(A)
+    ParallelFor(M, kMinBlock, [&](int64_t i0, int64_t i1) {
+      const Real* a = ta == CblasNoTrans ? A + i0 * lda : A + i0;
+      BlasGemm(ta, tb, i1 - i0, N, Kd, alpha, a, lda, B, ldb, beta, C + i0 * ldc, ldc);
+    });
+  } else {  // columns of C: columns of op(B)
+    ParallelFor(N, kMinBlock, [&](int64_t j0, int64_t j1) {
+      const Real* b = tb == CblasNoTrans ? B + j0 : B + j0 * ldb;
+      BlasGemm(ta, tb, M, j1 - j0, Kd, alpha, A, lda, b, ldb, beta, C + j0, ldc);
+    });
+  }
+}
+
+// y (M) = A (M, N) x (N), row-major A, split along the rows of A.
+template <typename Real>
+void Gemv(int64_t M, int64_t N, const Real* A, const Real* x, Real* y) {
+  threads_internal::SingleThreadedBlas();
+  if (M * N < kSplitMacs || InParallelRegion() || NumThreads() == 1) {
+    return BlasGemv(M, N, A, x, y);
+  }
+  ParallelFor(M, kMinBlock,
+              [&](int64_t i0, int64_t i1) { BlasGemv(i1 - i0, N, A + i0 * N, x, y + i0); });
+}
+
+}  // namespace
+
 void MatMulRows(const float* x, const float* w, float* y, int64_t T, int64_t K, int64_t N) {
   if (T == 1) {
-    cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(N), static_cast<int>(K), 1.0f, w,
-                static_cast<int>(K), x, 1, 0.0f, y, 1);
+    Gemv(N, K, w, x, y);
     return;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(T), static_cast<int>(N),
-              static_cast<int>(K), 1.0f, x, static_cast<int>(K), w, static_cast<int>(K), 0.0f, y,
-              static_cast<int>(N));
+  Gemm(CblasNoTrans, CblasTrans, T, N, K, 1.0f, x, K, w, K, 0.0f, y, N);
 }
 
 void RmsNorm(const float* x, const float* w, float* out, int64_t T, int C, float eps) {
-#pragma omp parallel for schedule(static) if (T * C > 65536)
-  for (int64_t t = 0; t < T; ++t) {
-    const float* xr = x + t * C;
-    float* yr = out + t * C;
-    double ss = 0.0;
-    for (int c = 0; c < C; ++c) ss += static_cast<double>(xr[c]) * xr[c];
-    const float inv = static_cast<float>(1.0 / std::sqrt(ss / C + eps));
-    for (int c = 0; c < C; ++c) yr[c] = xr[c] * inv * w[c];
-  }
+  ParallelFor(T, WorkGrain(T, T * C, 65536), [&](int64_t t_begin, int64_t t_end) {
+    for (int64_t t = t_begin; t < t_end; ++t) {
+      const float* xr = x + t * C;
+      float* yr = out + t * C;
+      double ss = 0.0;
+      for (int c = 0; c < C; ++c) ss += static_cast<double>(xr[c]) * xr[c];
+      const float inv = static_cast<float>(1.0 / std::sqrt(ss / C + eps));
+      for (int c = 0; c < C; ++c) yr[c] = xr[c] * inv * w[c];
+    }
+  });
 }
 
 void SwiGlu(float* gate, const float* up, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
+  ParallelFor(n, WorkGrain(n, n, 65536), [&](int64_t i_begin, int64_t i_end) {
+    for (int64_t i = i_begin; i < i_end; ++i) {
+      const float g = gate[i];
+      gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+  });
 }
 
 void Silu(float* x, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
+  ParallelFor(n, WorkGrain(n, n, 65536), [&](int64_t i_begin, int64_t i_end) {
+    for (int64_t i = i_begin; i < i_end; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
+  });
 }
 
 void AddInPlace(float* a, const float* b, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > 262144)
-  for (int64_t i = 0; i < n; ++i) a[i] += b[i];
+  ParallelFor(n, WorkGrain(n, n, 262144), [&](int64_t i_begin, int64_t i_end) {
+    for (int64_t i = i_begin; i < i_end; ++i) a[i] += b[i];
+  });
 }
 
 void RopeInterleaved(float* x, int64_t T, int heads, int64_t row_stride, int64_t head_stride,
                      const RopeTable& table) {
   STRETCH_CHECK(table.n == T, "rope table has {} rows for {} rows", table.n, T);
   const int pairs = table.pairs;
-#pragma omp parallel for schedule(static) if (T * heads * pairs > 65536)
-  for (int64_t r = 0; r < T; ++r) {
-    const float* c = table.cos.data() + r * pairs;
-    const float* s = table.sin.data() + r * pairs;
-    for (int h = 0; h < heads; ++h) RotatePairs(x + r * row_stride + h * head_stride, pairs, c, s);
-  }
+  ParallelFor(T, WorkGrain(T, T * heads * pairs, 65536), [&](int64_t r_begin, int64_t r_end) {
+    for (int64_t r = r_begin; r < r_end; ++r) {
+      const float* c = table.cos.data() + r * pairs;
+      const float* s = table.sin.data() + r * pairs;
+      for (int h = 0; h < heads; ++h)
+        RotatePairs(x + r * row_stride + h * head_stride, pairs, c, s);
+    }
+  });
 }
 
 TokenLoss CrossEntropyRow(const float* logits, int V, int target) {
@@ -83,36 +160,6 @@ TokenLoss CrossEntropyRow(const float* logits, int V, int target) {
 // Training: Forward/Backward pairs.
 
 namespace {
-
-// BLAS sizes are int; a larger matrix is a programming error here (weights of the models this
-// project trains are far below 2^31 elements per side).
-int BlasInt(int64_t n) {
-  STRETCH_CHECK(n >= 0 && n <= INT32_MAX, "matrix side {} does not fit a BLAS int", n);
-  return static_cast<int>(n);
-}
-
-// Row-major C (M, N) = alpha op(A) op(B) + beta C, op(A) (M, Kd), op(B) (Kd, N).
-void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t Kd, float alpha,
-          const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-          int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, BlasInt(M), BlasInt(N), BlasInt(Kd), alpha, A, BlasInt(lda), B,
-              BlasInt(ldb), beta, C, BlasInt(ldc));
-}
-void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t Kd, double alpha,
-          const double* A, int64_t lda, const double* B, int64_t ldb, double beta, double* C,
-          int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta, tb, BlasInt(M), BlasInt(N), BlasInt(Kd), alpha, A, BlasInt(lda), B,
-              BlasInt(ldb), beta, C, BlasInt(ldc));
-}
-// y (M) = A (M, N) x (N), row-major A.
-void Gemv(int64_t M, int64_t N, const float* A, const float* x, float* y) {
-  cblas_sgemv(CblasRowMajor, CblasNoTrans, BlasInt(M), BlasInt(N), 1.0f, A, BlasInt(N), x, 1, 0.0f,
-              y, 1);
-}
-void Gemv(int64_t M, int64_t N, const double* A, const double* x, double* y) {
-  cblas_dgemv(CblasRowMajor, CblasNoTrans, BlasInt(M), BlasInt(N), 1.0, A, BlasInt(N), x, 1, 0.0, y,
-              1);
-}
 
 // Column sums over rows in blocks of kColumnBlock channels: threads split the channels, each
 // element's sum runs over the rows in order, in double (the same result for every thread count,
@@ -160,12 +207,13 @@ void EmbeddingForward(const int* tokens, const Real* E, Real* out, int64_t T, in
     STRETCH_CHECK(tokens[t] >= 0 && tokens[t] < V, "token {} at row {} outside vocabulary of {}",
                   tokens[t], t, V);
   }
-#pragma omp parallel for schedule(static) if (T * C > 262144)
-  for (int64_t t = 0; t < T; ++t) {
-    const Real* e = E + static_cast<int64_t>(tokens[t]) * C;
-    Real* o = out + t * C;
-    for (int c = 0; c < C; ++c) o[c] = e[c];
-  }
+  ParallelFor(T, WorkGrain(T, T * C, 262144), [&](int64_t t_begin, int64_t t_end) {
+    for (int64_t t = t_begin; t < t_end; ++t) {
+      const Real* e = E + static_cast<int64_t>(tokens[t]) * C;
+      Real* o = out + t * C;
+      for (int c = 0; c < C; ++c) o[c] = e[c];
+    }
+  });
 }
 
 template <typename Real>
@@ -176,94 +224,102 @@ void EmbeddingBackward(const int* tokens, const Real* dout, Real* dE, int64_t T,
   }
   const int blocks = (C + kColumnBlock - 1) / kColumnBlock;
   // forward: out[t][c] = E[tokens[t]][c];  so: dE[tokens[t]][c] += dout[t][c]
-#pragma omp parallel for schedule(static) if (T * C > 65536)
-  for (int b = 0; b < blocks; ++b) {
-    const int c0 = b * kColumnBlock, c1 = std::min(C, c0 + kColumnBlock);
-    for (int64_t t = 0; t < T; ++t) {
-      const Real* d = dout + t * C;
-      Real* e = dE + static_cast<int64_t>(tokens[t]) * C;
-      for (int c = c0; c < c1; ++c) e[c] += d[c];
+  ParallelFor(blocks, WorkGrain(blocks, T * C, 65536), [&](int64_t b_begin, int64_t b_end) {
+    for (int b = static_cast<int>(b_begin); b < b_end; ++b) {
+      const int c0 = b * kColumnBlock, c1 = std::min(C, c0 + kColumnBlock);
+      for (int64_t t = 0; t < T; ++t) {
+        const Real* d = dout + t * C;
+        Real* e = dE + static_cast<int64_t>(tokens[t]) * C;
+        for (int c = c0; c < c1; ++c) e[c] += d[c];
+      }
     }
-  }
+  });
 }
 
 // ---- RMSNorm ---------------------------------------------------------------------------------
 
 template <typename Real>
 void RmsNormForward(const Real* x, const Real* w, Real* out, int64_t T, int C, Real eps) {
-#pragma omp parallel for schedule(static) if (T * C > 65536)
-  for (int64_t t = 0; t < T; ++t) {
-    const Real* xr = x + t * C;
-    Real* yr = out + t * C;
-    const Real inv = InvRms(xr, C, eps);
-    for (int c = 0; c < C; ++c) yr[c] = xr[c] * inv * w[c];
-  }
+  ParallelFor(T, WorkGrain(T, T * C, 65536), [&](int64_t t_begin, int64_t t_end) {
+    for (int64_t t = t_begin; t < t_end; ++t) {
+      const Real* xr = x + t * C;
+      Real* yr = out + t * C;
+      const Real inv = InvRms(xr, C, eps);
+      for (int c = 0; c < C; ++c) yr[c] = xr[c] * inv * w[c];
+    }
+  });
 }
 
 template <typename Real>
 void RmsNormBackward(const Real* dout, const Real* x, const Real* w, Real* dx, Real* dw, int64_t T,
                      int C, Real eps, GradWrite dx_write) {
   std::vector<Real> inv(static_cast<size_t>(T));  // the forward's inv of each row, recomputed
-#pragma omp parallel for schedule(static) if (T * C > 65536)
-  for (int64_t t = 0; t < T; ++t) inv[static_cast<size_t>(t)] = InvRms(x + t * C, C, eps);
+  ParallelFor(T, WorkGrain(T, T * C, 65536), [&](int64_t t_begin, int64_t t_end) {
+    for (int64_t t = t_begin; t < t_end; ++t)
+      inv[static_cast<size_t>(t)] = InvRms(x + t * C, C, eps);
+  });
   // dw before dx: dx may overwrite dout. Threads split the channels (rows share dw).
   const int blocks = (C + kColumnBlock - 1) / kColumnBlock;
-#pragma omp parallel for schedule(static) if (T * C > 65536)
-  for (int b = 0; b < blocks; ++b) {
-    const int c0 = b * kColumnBlock, c1 = std::min(C, c0 + kColumnBlock);
-    double acc[kColumnBlock] = {};
-    for (int64_t t = 0; t < T; ++t) {
+  ParallelFor(blocks, WorkGrain(blocks, T * C, 65536), [&](int64_t b_begin, int64_t b_end) {
+    for (int b = static_cast<int>(b_begin); b < b_end; ++b) {
+      const int c0 = b * kColumnBlock, c1 = std::min(C, c0 + kColumnBlock);
+      double acc[kColumnBlock] = {};
+      for (int64_t t = 0; t < T; ++t) {
+        const Real* xr = x + t * C;
+        const Real* dr = dout + t * C;
+        const double it = inv[static_cast<size_t>(t)];
+        // forward: out[c] = x[c] * inv * w[c];  so: dw[c] += dout[c] * x[c] * inv
+        for (int c = c0; c < c1; ++c) acc[c - c0] += static_cast<double>(dr[c]) * xr[c] * it;
+      }
+      for (int c = c0; c < c1; ++c) dw[c] += static_cast<Real>(acc[c - c0]);
+    }
+  });
+  ParallelFor(T, WorkGrain(T, T * C, 65536), [&](int64_t t_begin, int64_t t_end) {
+    for (int64_t t = t_begin; t < t_end; ++t) {
       const Real* xr = x + t * C;
       const Real* dr = dout + t * C;
-      const double it = inv[static_cast<size_t>(t)];
-      // forward: out[c] = x[c] * inv * w[c];  so: dw[c] += dout[c] * x[c] * inv
-      for (int c = c0; c < c1; ++c) acc[c - c0] += static_cast<double>(dr[c]) * xr[c] * it;
+      Real* dxr = dx + t * C;
+      const Real it = inv[static_cast<size_t>(t)];
+      // forward: out[c] = x[c] * inv * w[c], inv = (sum_j x[j]^2 / C + eps)^(-1/2)
+      // so: dx[j] = inv * dout[j] w[j] + sum_c dout[c] w[c] x[c] * (-inv^3 x[j] / C)
+      //           = inv * (dout[j] w[j] - x[j] * coef),  coef = inv^2 * S / C
+      double S = 0.0;
+      for (int c = 0; c < C; ++c) S += static_cast<double>(dr[c]) * w[c] * xr[c];
+      const Real coef = static_cast<Real>(static_cast<double>(it) * it * S / C);
+      if (dx_write == GradWrite::kAccumulate) {
+        for (int c = 0; c < C; ++c) dxr[c] += it * (dr[c] * w[c] - xr[c] * coef);
+      } else {
+        for (int c = 0; c < C; ++c) dxr[c] = it * (dr[c] * w[c] - xr[c] * coef);
+      }
     }
-    for (int c = c0; c < c1; ++c) dw[c] += static_cast<Real>(acc[c - c0]);
-  }
-#pragma omp parallel for schedule(static) if (T * C > 65536)
-  for (int64_t t = 0; t < T; ++t) {
-    const Real* xr = x + t * C;
-    const Real* dr = dout + t * C;
-    Real* dxr = dx + t * C;
-    const Real it = inv[static_cast<size_t>(t)];
-    // forward: out[c] = x[c] * inv * w[c], inv = (sum_j x[j]^2 / C + eps)^(-1/2)
-    // so: dx[j] = inv * dout[j] w[j] + sum_c dout[c] w[c] x[c] * (-inv^3 x[j] / C)
-    //           = inv * (dout[j] w[j] - x[j] * coef),  coef = inv^2 * S / C
-    double S = 0.0;
-    for (int c = 0; c < C; ++c) S += static_cast<double>(dr[c]) * w[c] * xr[c];
-    const Real coef = static_cast<Real>(static_cast<double>(it) * it * S / C);
-    if (dx_write == GradWrite::kAccumulate) {
-      for (int c = 0; c < C; ++c) dxr[c] += it * (dr[c] * w[c] - xr[c] * coef);
-    } else {
-      for (int c = 0; c < C; ++c) dxr[c] = it * (dr[c] * w[c] - xr[c] * coef);
-    }
-  }
+  });
 }
 
 // ---- SwiGLU ----------------------------------------------------------------------------------
 
 template <typename Real>
 void SwiGluForward(const Real* g, const Real* u, Real* h, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    const Real gi = g[i];
-    h[i] = gi / (Real(1) + std::exp(-gi)) * u[i];
-  }
+  ParallelFor(n, WorkGrain(n, n, 65536), [&](int64_t i_begin, int64_t i_end) {
+    for (int64_t i = i_begin; i < i_end; ++i) {
+      const Real gi = g[i];
+      h[i] = gi / (Real(1) + std::exp(-gi)) * u[i];
+    }
+  });
 }
 
 template <typename Real>
 void SwiGluBackward(const Real* dh, const Real* g, const Real* u, Real* dg, Real* du, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    const Real gi = g[i], ui = u[i], dhi = dh[i];
-    const Real s = Real(1) / (Real(1) + std::exp(-gi));  // exp overflows to inf for g < -88
-                                                         // (float): s = 0, silu = -0, both fine
-    // forward: h = silu(g) * u;  so: du = dh * silu(g)
-    du[i] = dhi * (gi * s);
-    // forward: h = silu(g) * u, silu(g) = g s;  so: dg = dh * u * s * (1 + g * (1 - s))
-    dg[i] = dhi * ui * (s * (Real(1) + gi * (Real(1) - s)));
-  }
+  ParallelFor(n, WorkGrain(n, n, 65536), [&](int64_t i_begin, int64_t i_end) {
+    for (int64_t i = i_begin; i < i_end; ++i) {
+      const Real gi = g[i], ui = u[i], dhi = dh[i];
+      const Real s = Real(1) / (Real(1) + std::exp(-gi));  // exp overflows to inf for g < -88
+                                                           // (float): s = 0, silu = -0, both fine
+      // forward: h = silu(g) * u;  so: du = dh * silu(g)
+      du[i] = dhi * (gi * s);
+      // forward: h = silu(g) * u, silu(g) = g s;  so: dg = dh * u * s * (1 + g * (1 - s))
+      dg[i] = dhi * ui * (s * (Real(1) + gi * (Real(1) - s)));
+    }
+  });
 }
 
 // ---- RoPE ------------------------------------------------------------------------------------
@@ -276,19 +332,20 @@ void RopeRotate(Real* x, int64_t T, int H, int64_t row_stride, int64_t head_stri
                 const RopeAngles<Real>& angles, Real sign) {
   STRETCH_CHECK(angles.T == T, "rope angles have {} rows for {} rows", angles.T, T);
   const int pairs = angles.pairs;
-#pragma omp parallel for schedule(static) if (T * H * pairs > 65536)
-  for (int64_t r = 0; r < T; ++r) {
-    const Real* c = angles.cos + r * pairs;
-    const Real* s = angles.sin + r * pairs;
-    for (int h = 0; h < H; ++h) {
-      Real* v = x + r * row_stride + h * head_stride;
-      for (int p = 0; p < pairs; ++p) {
-        const Real x0 = v[2 * p], x1 = v[2 * p + 1], sn = sign * s[p];
-        v[2 * p] = x0 * c[p] - x1 * sn;
-        v[2 * p + 1] = x0 * sn + x1 * c[p];
+  ParallelFor(T, WorkGrain(T, T * H * pairs, 65536), [&](int64_t r_begin, int64_t r_end) {
+    for (int64_t r = r_begin; r < r_end; ++r) {
+      const Real* c = angles.cos + r * pairs;
+      const Real* s = angles.sin + r * pairs;
+      for (int h = 0; h < H; ++h) {
+        Real* v = x + r * row_stride + h * head_stride;
+        for (int p = 0; p < pairs; ++p) {
+          const Real x0 = v[2 * p], x1 = v[2 * p + 1], sn = sign * s[p];
+          v[2 * p] = x0 * c[p] - x1 * sn;
+          v[2 * p + 1] = x0 * sn + x1 * c[p];
+        }
       }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -337,15 +394,16 @@ MeanLoss CrossEntropyForward(const Real* logits, const int* targets, int64_t T, 
   const int64_t scored = CheckTargets(targets, T, V);
   if (scored == 0) return {};
   std::vector<double> row_loss(static_cast<size_t>(T), 0.0);
-#pragma omp parallel for schedule(static) if (T * V > 65536)
-  for (int64_t t = 0; t < T; ++t) {
-    if (targets[t] == kNotScored) continue;
-    const Real* l = logits + t * V;
-    const Real max = RowMax(l, V);
-    double sum = 0.0;
-    for (int i = 0; i < V; ++i) sum += std::exp(static_cast<double>(l[i]) - max);
-    row_loss[static_cast<size_t>(t)] = std::log(sum) - (static_cast<double>(l[targets[t]]) - max);
-  }
+  ParallelFor(T, WorkGrain(T, T * V, 65536), [&](int64_t t_begin, int64_t t_end) {
+    for (int64_t t = t_begin; t < t_end; ++t) {
+      if (targets[t] == kNotScored) continue;
+      const Real* l = logits + t * V;
+      const Real max = RowMax(l, V);
+      double sum = 0.0;
+      for (int i = 0; i < V; ++i) sum += std::exp(static_cast<double>(l[i]) - max);
+      row_loss[static_cast<size_t>(t)] = std::log(sum) - (static_cast<double>(l[targets[t]]) - max);
+    }
+  });
   double total = 0.0;
   for (double r : row_loss) total += r;
   return {total / static_cast<double>(scored), scored};
@@ -356,67 +414,70 @@ void CrossEntropyBackward(const Real* logits, const int* targets, Real* dlogits,
                           double dloss) {
   const int64_t scored = CheckTargets(targets, T, V);
   const double scale = scored == 0 ? 0.0 : dloss / static_cast<double>(scored);
-#pragma omp parallel for schedule(static) if (T * V > 65536)
-  for (int64_t t = 0; t < T; ++t) {
-    const Real* l = logits + t * V;
-    Real* d = dlogits + t * V;
-    if (targets[t] == kNotScored || scored == 0) {
-      for (int i = 0; i < V; ++i) d[i] = Real(0);
-      continue;
+  ParallelFor(T, WorkGrain(T, T * V, 65536), [&](int64_t t_begin, int64_t t_end) {
+    for (int64_t t = t_begin; t < t_end; ++t) {
+      const Real* l = logits + t * V;
+      Real* d = dlogits + t * V;
+      if (targets[t] == kNotScored || scored == 0) {
+        for (int i = 0; i < V; ++i) d[i] = Real(0);
+        continue;
+      }
+      // Both read before d is written: d may be l.
+      const Real max = RowMax(l, V);
+      const double l_target = l[targets[t]];
+      double sum = 0.0;
+      for (int i = 0; i < V; ++i) {
+        const double e = std::exp(static_cast<double>(l[i]) - max);
+        sum += e;
+        d[i] = static_cast<Real>(e);
+      }
+      // forward: loss_t = log sum_i exp(l[i]) - l[target];  so: dl[i] = softmax(l)[i] - [i == target]
+      // The target's entry from double throughout: p - 1 cancels when p is near 1.
+      const double inv_sum = 1.0 / sum;
+      for (int i = 0; i < V; ++i)
+        d[i] = static_cast<Real>(static_cast<double>(d[i]) * inv_sum * scale);
+      d[targets[t]] = static_cast<Real>((std::exp(l_target - max) * inv_sum - 1.0) * scale);
     }
-    // Both read before d is written: d may be l.
-    const Real max = RowMax(l, V);
-    const double l_target = l[targets[t]];
-    double sum = 0.0;
-    for (int i = 0; i < V; ++i) {
-      const double e = std::exp(static_cast<double>(l[i]) - max);
-      sum += e;
-      d[i] = static_cast<Real>(e);
-    }
-    // forward: loss_t = log sum_i exp(l[i]) - l[target];  so: dl[i] = softmax(l)[i] - [i == target]
-    // The target's entry from double throughout: p - 1 cancels when p is near 1.
-    const double inv_sum = 1.0 / sum;
-    for (int i = 0; i < V; ++i)
-      d[i] = static_cast<Real>(static_cast<double>(d[i]) * inv_sum * scale);
-    d[targets[t]] = static_cast<Real>((std::exp(l_target - max) * inv_sum - 1.0) * scale);
-  }
+  });
 }
 
 // ---- Instances -------------------------------------------------------------------------------
 
 template <typename Real>
 void L2NormalizeForward(const Real* x, Real* y, int64_t rows, int D) {
-#pragma omp parallel for schedule(static) if (rows * D > 65536)
-  for (int64_t r = 0; r < rows; ++r) {
-    const Real* xr = x + r * D;
-    Real* yr = y + r * D;
-    double ss = 0.0;
-    for (int d = 0; d < D; ++d) ss += static_cast<double>(xr[d]) * xr[d];
-    const Real inv = ss > 0.0 ? static_cast<Real>(1.0 / std::sqrt(ss)) : Real(0);
-    for (int d = 0; d < D; ++d) yr[d] = xr[d] * inv;
-  }
+  ParallelFor(rows, WorkGrain(rows, rows * D, 65536), [&](int64_t r_begin, int64_t r_end) {
+    for (int64_t r = r_begin; r < r_end; ++r) {
+      const Real* xr = x + r * D;
+      Real* yr = y + r * D;
+      double ss = 0.0;
+      for (int d = 0; d < D; ++d) ss += static_cast<double>(xr[d]) * xr[d];
+      const Real inv = ss > 0.0 ? static_cast<Real>(1.0 / std::sqrt(ss)) : Real(0);
+      for (int d = 0; d < D; ++d) yr[d] = xr[d] * inv;
+    }
+  });
 }
 
 template <typename Real>
 void L2NormalizeBackward(const Real* dy, const Real* x, Real* dx, int64_t rows, int D) {
-#pragma omp parallel for schedule(static) if (rows * D > 65536)
-  for (int64_t r = 0; r < rows; ++r) {
-    const Real* xr = x + r * D;
-    const Real* dyr = dy + r * D;
-    Real* dxr = dx + r * D;
-    double ss = 0.0;
-    for (int d = 0; d < D; ++d) ss += static_cast<double>(xr[d]) * xr[d];
-    if (!(ss > 0.0)) {  // y = 0 near x = 0 is not differentiable; the forward's zero passes none
-      for (int d = 0; d < D; ++d) dxr[d] = Real(0);
-      continue;
+  ParallelFor(rows, WorkGrain(rows, rows * D, 65536), [&](int64_t r_begin, int64_t r_end) {
+    for (int64_t r = r_begin; r < r_end; ++r) {
+      const Real* xr = x + r * D;
+      const Real* dyr = dy + r * D;
+      Real* dxr = dx + r * D;
+      double ss = 0.0;
+      for (int d = 0; d < D; ++d) ss += static_cast<double>(xr[d]) * xr[d];
+      if (!(ss > 0.0)) {  // y = 0 near x = 0 is not differentiable; the forward's zero passes none
+        for (int d = 0; d < D; ++d) dxr[d] = Real(0);
+        continue;
+      }
+      const double inv = 1.0 / std::sqrt(ss);
+      double dot = 0.0;  // sum_d dy[d] y[d]
+      for (int d = 0; d < D; ++d) dot += static_cast<double>(dyr[d]) * xr[d] * inv;
+      for (int d = 0; d < D; ++d) {
+        dxr[d] = static_cast<Real>((dyr[d] - xr[d] * inv * dot) * inv);
+      }
     }
-    const double inv = 1.0 / std::sqrt(ss);
-    double dot = 0.0;  // sum_d dy[d] y[d]
-    for (int d = 0; d < D; ++d) dot += static_cast<double>(dyr[d]) * xr[d] * inv;
-    for (int d = 0; d < D; ++d) {
-      dxr[d] = static_cast<Real>((dyr[d] - xr[d] * inv * dot) * inv);
-    }
-  }
+  });
 }
 
 // ---- Per-pair and per-head scales (XPOS, SSMax) -------------------------------------------------

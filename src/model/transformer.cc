@@ -320,6 +320,17 @@ Transformer::Transformer(const Model& model) : model_(model) {
   SetMethod(Method{}, std::max(1, model.config.seq_len));
 }
 
+Transformer Transformer::Fork() const {
+  Transformer t(model_);
+  t.plan_ = plan_;
+  t.method_key_ = method_key_;
+  t.layers_ = layers_;
+  t.rotations_[0] = rotations_[0];
+  t.rotations_[1] = rotations_[1];
+  t.prefill_chunk_ = prefill_chunk_;
+  return t;
+}
+
 RopeGeometry Transformer::Geometry() const { return ModelGeometry(model_.config); }
 
 int Transformer::MaxKeySlots() const {

@@ -174,6 +174,10 @@ class Transformer {
   // logits (T, V) = hidden (T, C) Wcls^T.
   void Logits(const float* hidden, int64_t T, float* logits) const;
 
+  // Another Transformer on the same model, under the same method and prefill chunk, with scratch
+  // of its own: several of them run windows on several threads at once.
+  Transformer Fork() const;
+
   static constexpr int64_t kDefaultPrefillChunk = 2048;
   // Tokens per prefill chunk (default kDefaultPrefillChunk).
   void set_prefill_chunk(int64_t chunk) { prefill_chunk_ = chunk; }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "src/core/check.h"
+#include "src/core/threads.h"
 #include "src/position/method.h"
 #include "src/position/method_internal.h"
 
@@ -61,14 +62,16 @@ RopeTable MakeRopeTableAt(const std::vector<double>& thetas, int64_t pos0,
     max_abs = std::max(max_abs, std::abs(p));
   }
   if (!integral) {
-#pragma omp parallel for schedule(static) if (n * static_cast <int64_t>(P) > 8192)
-    for (int64_t r = 0; r < n; ++r) {
-      for (size_t t = 0; t < P; ++t) {
-        const double a = positions[static_cast<size_t>(r)] * thetas[t];
-        table.cos[static_cast<size_t>(r) * P + t] = static_cast<float>(std::cos(a));
-        table.sin[static_cast<size_t>(r) * P + t] = static_cast<float>(std::sin(a));
-      }
-    }
+    ParallelFor(n, WorkGrain(n, n * static_cast<int64_t>(P), 8192),
+                [&](int64_t r_begin, int64_t r_end) {
+                  for (int64_t r = r_begin; r < r_end; ++r) {
+                    for (size_t t = 0; t < P; ++t) {
+                      const double a = positions[static_cast<size_t>(r)] * thetas[t];
+                      table.cos[static_cast<size_t>(r) * P + t] = static_cast<float>(std::cos(a));
+                      table.sin[static_cast<size_t>(r) * P + t] = static_cast<float>(std::sin(a));
+                    }
+                  }
+                });
     return table;
   }
   const int64_t n_coarse = static_cast<int64_t>(max_abs) / kFine + 1;
@@ -84,19 +87,22 @@ RopeTable MakeRopeTableAt(const std::vector<double>& thetas, int64_t pos0,
       cs[t * n_coarse + a] = std::sin(static_cast<double>(a * kFine) * thetas[t]);
     }
   }
-#pragma omp parallel for schedule(static) if (n * static_cast <int64_t>(P) > 8192)
-  for (int64_t r = 0; r < n; ++r) {
-    const double p = positions[static_cast<size_t>(r)];
-    const int64_t m = static_cast<int64_t>(std::abs(p));
-    const double sign = p < 0 ? -1.0 : 1.0;  // cos is even, sin is odd
-    const int64_t a = m / kFine, b = m % kFine;
-    for (size_t t = 0; t < P; ++t) {
-      const double ca = cc[t * n_coarse + a], sa = cs[t * n_coarse + a];
-      const double cb = fc[t * kFine + b], sb = fs[t * kFine + b];
-      table.cos[static_cast<size_t>(r) * P + t] = static_cast<float>(ca * cb - sa * sb);
-      table.sin[static_cast<size_t>(r) * P + t] = static_cast<float>(sign * (sa * cb + ca * sb));
-    }
-  }
+  ParallelFor(
+      n, WorkGrain(n, n * static_cast<int64_t>(P), 8192), [&](int64_t r_begin, int64_t r_end) {
+        for (int64_t r = r_begin; r < r_end; ++r) {
+          const double p = positions[static_cast<size_t>(r)];
+          const int64_t m = static_cast<int64_t>(std::abs(p));
+          const double sign = p < 0 ? -1.0 : 1.0;  // cos is even, sin is odd
+          const int64_t a = m / kFine, b = m % kFine;
+          for (size_t t = 0; t < P; ++t) {
+            const double ca = cc[t * n_coarse + a], sa = cs[t * n_coarse + a];
+            const double cb = fc[t * kFine + b], sb = fs[t * kFine + b];
+            table.cos[static_cast<size_t>(r) * P + t] = static_cast<float>(ca * cb - sa * sb);
+            table.sin[static_cast<size_t>(r) * P + t] =
+                static_cast<float>(sign * (sa * cb + ca * sb));
+          }
+        }
+      });
   return table;
 }
 

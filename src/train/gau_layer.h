@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "src/core/check.h"
+#include "src/core/threads.h"
 #include "src/kernels/attention.h"
 #include "src/kernels/ops.h"
 #include "src/position/plan.h"
@@ -91,19 +92,21 @@ struct GauActs {
 // SiLU (Swish with beta = 1), phi of the paper: y = h s, s = 1 / (1 + exp(-h)), as SwiGLU's gate.
 template <typename Real>
 void SiluForward(const Real* h, Real* y, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) y[i] = h[i] / (Real(1) + std::exp(-h[i]));
+  ParallelFor(n, WorkGrain(n, n, 65536), [&](int64_t i_begin, int64_t i_end) {
+    for (int64_t i = i_begin; i < i_end; ++i) y[i] = h[i] / (Real(1) + std::exp(-h[i]));
+  });
 }
 // forward: y = h s,  s' = s (1 - s)
 // so: dh = dy * (s + h s (1 - s)) = dy * s (1 + h (1 - s))   (overwrites dh; dh may be dy)
 template <typename Real>
 void SiluBackward(const Real* dy, const Real* h, Real* dh, int64_t n) {
-#pragma omp parallel for schedule(static) if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    const Real s = Real(1) / (Real(1) + std::exp(-h[i]));  // exp overflows to inf for h < -88
-                                                           // (float): s = 0, dh = 0, as it should
-    dh[i] = dy[i] * (s * (Real(1) + h[i] * (Real(1) - s)));
-  }
+  ParallelFor(n, WorkGrain(n, n, 65536), [&](int64_t i_begin, int64_t i_end) {
+    for (int64_t i = i_begin; i < i_end; ++i) {
+      const Real s = Real(1) / (Real(1) + std::exp(-h[i]));  // exp overflows to inf for h < -88
+                                                             // (float): s = 0, dh = 0, as it should
+      dh[i] = dy[i] * (s * (Real(1) + h[i] * (Real(1) - s)));
+    }
+  });
 }
 
 namespace gau_internal {

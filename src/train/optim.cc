@@ -7,6 +7,7 @@
 
 #include "src/core/check.h"
 #include "src/core/error.h"
+#include "src/core/threads.h"
 
 namespace stretch {
 namespace {
@@ -60,8 +61,10 @@ void ScaleGrads(const ParamRegistry& params, double scale) {
   for (const Param& p : params.params()) {
     const int64_t n = p.numel();
     float* g = p.grad;
-#pragma omp parallel for schedule(static) if (n > kParallelElements)
-    for (int64_t i = 0; i < n; ++i) g[i] = static_cast<float>(static_cast<double>(g[i]) * scale);
+    ParallelFor(n, WorkGrain(n, n, kParallelElements), [&](int64_t i_begin, int64_t i_end) {
+      for (int64_t i = i_begin; i < i_end; ++i)
+        g[i] = static_cast<float>(static_cast<double>(g[i]) * scale);
+    });
   }
 }
 
@@ -73,16 +76,18 @@ double GradNorm(const ParamRegistry& params) {
     const int64_t chunks = (n + kGradNormChunk - 1) / kGradNormChunk;
     chunk_sums.assign(static_cast<size_t>(chunks), 0.0);
     const float* g = p.grad;
-#pragma omp parallel for schedule(static) if (n > kParallelElements)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t end = std::min(n, (c + 1) * kGradNormChunk);
-      double s = 0;
-      for (int64_t i = c * kGradNormChunk; i < end; ++i) {
-        const double x = g[i];
-        s += x * x;
-      }
-      chunk_sums[static_cast<size_t>(c)] = s;
-    }
+    ParallelFor(chunks, WorkGrain(chunks, n, kParallelElements),
+                [&](int64_t c_begin, int64_t c_end) {
+                  for (int64_t c = c_begin; c < c_end; ++c) {
+                    const int64_t end = std::min(n, (c + 1) * kGradNormChunk);
+                    double s = 0;
+                    for (int64_t i = c * kGradNormChunk; i < end; ++i) {
+                      const double x = g[i];
+                      s += x * x;
+                    }
+                    chunk_sums[static_cast<size_t>(c)] = s;
+                  }
+                });
     for (double s : chunk_sums) total += s;
   }
   return std::sqrt(total);
@@ -146,19 +151,20 @@ void AdamW::Step(double lr) {
     const float* grad = p.grad;
     float* m = m_[k].data();
     float* v = v_[k].data();
-#pragma omp parallel for schedule(static) if (n > kParallelElements)
-    for (int64_t i = 0; i < n; ++i) {
-      const double g = grad[i];
-      const double mi = b1 * m[i] + (1.0 - b1) * g;
-      const double vi = b2 * v[i] + (1.0 - b2) * (g * g);
-      const double mhat = mi / correction1;
-      const double vhat = vi / correction2;
-      double pi = value[i] * keep;
-      pi -= lr * (mhat / (std::sqrt(vhat) + eps));
-      m[i] = static_cast<float>(mi);
-      v[i] = static_cast<float>(vi);
-      value[i] = static_cast<float>(pi);
-    }
+    ParallelFor(n, WorkGrain(n, n, kParallelElements), [&](int64_t i_begin, int64_t i_end) {
+      for (int64_t i = i_begin; i < i_end; ++i) {
+        const double g = grad[i];
+        const double mi = b1 * m[i] + (1.0 - b1) * g;
+        const double vi = b2 * v[i] + (1.0 - b2) * (g * g);
+        const double mhat = mi / correction1;
+        const double vhat = vi / correction2;
+        double pi = value[i] * keep;
+        pi -= lr * (mhat / (std::sqrt(vhat) + eps));
+        m[i] = static_cast<float>(mi);
+        v[i] = static_cast<float>(vi);
+        value[i] = static_cast<float>(pi);
+      }
+    });
   }
 }
 

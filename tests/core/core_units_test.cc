@@ -1,18 +1,20 @@
 // The small units of src/core that have no file of their own: the always-on check (check.h), the
-// aligned buffers (aligned.h), the thread count (threads.h), the timer and the memory readings
+// aligned buffers (aligned.h), the thread pool (threads.h), the timer and the memory readings
 // (timer.h), and the progress line (progress.h).
 #include <cblas.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <omp.h>
 #include <poll.h>
 #include <pty.h>
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -21,6 +23,7 @@
 
 #include "src/core/aligned.h"
 #include "src/core/check.h"
+#include "src/core/error.h"
 #include "src/core/progress.h"
 #include "src/core/threads.h"
 #include "src/core/timer.h"
@@ -148,23 +151,28 @@ class ThreadsTest : public ::testing::Test {
   int saved_ = 1;
 };
 
-int ThreadsInAParallelRegion() {
-  int n = 0;
-#pragma omp parallel
-  {
-#pragma omp single
-    n = omp_get_num_threads();
-  }
-  return n;
+// The workers a region of many small items actually used (each item records its worker index).
+std::vector<int> WorkersOfARegion(int64_t items) {
+  std::vector<int> worker_of(static_cast<size_t>(items), -1);
+  ParallelForEach(items, [&](int64_t i, int worker) {
+    volatile double x = 0;  // a little work per item, so that every worker can join in
+    for (int k = 0; k < 20000; ++k) x = x + k;
+    worker_of[static_cast<size_t>(i)] = worker;
+  });
+  return worker_of;
 }
 
-TEST_F(ThreadsTest, SetThenGetRoundTripsForKernelsAndBlas) {
+TEST_F(ThreadsTest, SetThenGetRoundTripsAndRegionsUseThatManyWorkers) {
   EXPECT_GE(NumThreads(), 1);
   for (const int n : {1, 3, 2}) {
     SetNumThreads(n);
     EXPECT_EQ(NumThreads(), n);
-    EXPECT_EQ(openblas_get_num_threads(), n);  // one pool: BLAS follows the same count
-    EXPECT_EQ(ThreadsInAParallelRegion(), n);  // what a kernel's parallel region actually gets
+    // BLAS is single-threaded: the pool splits matrix products itself (src/kernels/ops.cc).
+    EXPECT_EQ(openblas_get_num_threads(), 1);
+    for (const int w : WorkersOfARegion(64)) {
+      EXPECT_GE(w, 0);  // every item ran
+      EXPECT_LT(w, n);  // on one of the n workers
+    }
   }
 }
 
@@ -173,9 +181,74 @@ TEST_F(ThreadsTest, CountsBelowOneClampToOne) {
     SetNumThreads(3);
     SetNumThreads(n);
     EXPECT_EQ(NumThreads(), 1) << n;
-    EXPECT_EQ(openblas_get_num_threads(), 1) << n;
-    EXPECT_EQ(ThreadsInAParallelRegion(), 1) << n;
+    for (const int w : WorkersOfARegion(8)) EXPECT_EQ(w, 0) << n;
   }
+}
+
+TEST_F(ThreadsTest, ParallelForCoversEveryIndexOnceInRangesOfAtLeastTheGrain) {
+  SetNumThreads(2);
+  for (const int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{100003}}) {
+    for (const int64_t grain : {int64_t{1}, int64_t{64}, int64_t{5000}}) {
+      std::vector<int> hits(static_cast<size_t>(n), 0);
+      std::vector<std::pair<int64_t, int64_t>> ranges;
+      std::mutex mu;
+      ParallelFor(n, grain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+        std::lock_guard lock(mu);
+        ranges.emplace_back(b, e);
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)], 1) << n << " " << i;
+      std::sort(ranges.begin(), ranges.end());
+      for (size_t r = 0; r + 1 < ranges.size(); ++r) {  // all but the last range: >= grain
+        EXPECT_GE(ranges[r].second - ranges[r].first, std::min(grain, n)) << n << " " << grain;
+      }
+    }
+  }
+}
+
+TEST_F(ThreadsTest, ANestedRegionRunsInlineOnTheCallingWorker) {
+  SetNumThreads(2);
+  std::vector<int> outer(16, -1), inner(16 * 8, -1);
+  ParallelForEach(16, [&](int64_t i, int worker) {
+    EXPECT_TRUE(InParallelRegion());
+    outer[static_cast<size_t>(i)] = worker;
+    ParallelForEach(8, [&](int64_t j, int inner_worker) {
+      inner[static_cast<size_t>(i * 8 + j)] = inner_worker;
+    });
+  });
+  EXPECT_FALSE(InParallelRegion());
+  for (const int w : inner) EXPECT_EQ(w, 0);  // inline: one worker
+  for (const int w : outer) EXPECT_GE(w, 0);
+}
+
+TEST_F(ThreadsTest, AnExceptionInAChunkReachesTheCallerAfterTheRegion) {
+  SetNumThreads(2);
+  std::atomic<int> ran{0};
+  EXPECT_THROW(ParallelForEach(100,
+                               [&](int64_t i, int) {
+                                 ran++;
+                                 if (i == 37) throw Error("chunk 37 failed");
+                               }),
+               Error);
+  EXPECT_EQ(ran.load(), 100);  // the other chunks still ran: nothing is left half done
+  EXPECT_FALSE(InParallelRegion());
+  // The pool is usable again.
+  int64_t sum = 0;
+  std::mutex mu;
+  ParallelForEach(10, [&](int64_t i, int) {
+    std::lock_guard lock(mu);
+    sum += i;
+  });
+  EXPECT_EQ(sum, 45);
+}
+
+TEST_F(ThreadsTest, ManyTinyRegionsInARowLoseNoItem) {
+  SetNumThreads(2);
+  std::atomic<int64_t> total{0};
+  for (int r = 0; r < 20000; ++r) {
+    ParallelForEach(3, [&](int64_t i, int) { total += i + 1; });
+  }
+  EXPECT_EQ(total.load(), 20000 * 6);
 }
 
 // ---- Timer and memory ---------------------------------------------------------------------------
