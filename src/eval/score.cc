@@ -302,16 +302,20 @@ std::vector<FixedTailResult> ScoreFixedTailContexts(Transformer& model, const Me
   const int64_t M = *std::max_element(contexts.begin(), contexts.end());
   ScoreOptions cell = opt;
   cell.sample_len = M;
-  // Every context is checked (options and method) before the first is scored.
+  // Every context is checked (options and method) before the first is scored; each plan is
+  // resolved once.
+  std::vector<AttentionPlan> plans;
   for (const int64_t C : contexts) {
     cell.ctx = C;
     ValidateScoreOptions(cell);
-    (void)MakeAttentionPlan(method, model.Geometry(), C);
+    plans.push_back(MakeAttentionPlan(method, model.Geometry(), C));
+    CheckMethodFitsLayout(model.config(), plans.back());
   }
   std::vector<FixedTailResult> results;
-  for (const int64_t C : contexts) {
+  for (size_t k = 0; k < contexts.size(); ++k) {
+    const int64_t C = contexts[k];
     cell.ctx = C;
-    model.SetMethod(method, C);
+    model.SetPlan(std::move(plans[k]));
     TokenSink cell_sink;
     if (sink) cell_sink = [&sink, C](const TokenRecord& r) { sink(C, r); };
     results.push_back(

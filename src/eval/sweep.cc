@@ -21,7 +21,7 @@ ScoreOptions CellOptions(const ScoreOptions& opt, int64_t ctx, int64_t longest) 
 
 }  // namespace
 
-std::vector<SweepCell> PlanSweep(const RopeGeometry& geo, std::span<const SweepMethod> methods,
+std::vector<SweepCell> PlanSweep(const ModelConfig& config, std::span<const SweepMethod> methods,
                                  std::span<const int64_t> contexts, const ScoreOptions& opt,
                                  bool sequences) {
   if (methods.empty()) Fail("PlanSweep methods: no method given");
@@ -59,12 +59,15 @@ std::vector<SweepCell> PlanSweep(const RopeGeometry& geo, std::span<const SweepM
   }
   for (const int64_t c : contexts) ValidateScoreOptions(CellOptions(opt, c, longest));
 
+  const RopeGeometry geo = ModelGeometry(config);
   std::vector<SweepCell> cells;
   for (size_t m = 0; m < methods.size(); ++m) {
     for (const int64_t c : contexts) {
       try {
-        const AttentionPlan plan = MakeAttentionPlan(methods[m].method, geo, c);
-        cells.push_back({m, c, CanonicalSpec(plan.method), {}});
+        AttentionPlan plan = MakeAttentionPlan(methods[m].method, geo, c);
+        CheckMethodFitsLayout(config, plan);
+        std::string resolved = CanonicalSpec(plan.method);
+        cells.push_back({m, c, std::move(resolved), std::move(plan), {}});
       } catch (const Error& e) {
         Fail("method \"{}\" at ScoreOptions::ctx {}: {}", methods[m].spec, c, e.what());
       }
@@ -109,16 +112,30 @@ std::vector<SweepCell> ScoreSweep(Transformer& model, std::span<const SweepMetho
                                   std::span<const int64_t> contexts, const SweepInput& input,
                                   const ScoreOptions& opt, const SweepTokenSink& sink,
                                   const SweepCellDone& done) {
-  std::vector<SweepCell> cells =
-      PlanSweep(model.Geometry(), methods, contexts, opt, input.sequences != nullptr);
+  return ScoreSweep(model, methods,
+                    PlanSweep(model.config(), methods, contexts, opt, input.sequences != nullptr),
+                    input, opt, sink, done);
+}
+
+std::vector<SweepCell> ScoreSweep(Transformer& model, std::span<const SweepMethod> methods,
+                                  std::vector<SweepCell> cells, const SweepInput& input,
+                                  const ScoreOptions& opt, const SweepTokenSink& sink,
+                                  const SweepCellDone& done) {
+  std::vector<int64_t> contexts;
+  for (const SweepCell& cell : cells) {
+    STRETCH_CHECK(cell.method < methods.size(), "cell of method {} in a sweep of {}", cell.method,
+                  methods.size());
+    if (std::find(contexts.begin(), contexts.end(), cell.ctx) == contexts.end()) {
+      contexts.push_back(cell.ctx);
+    }
+  }
+  if (cells.empty()) return cells;
   CheckSweepInput(input, contexts, opt);
   const int64_t longest = *std::max_element(contexts.begin(), contexts.end());
   for (size_t k = 0; k < cells.size(); ++k) {
     SweepCell& cell = cells[k];
     const SweepMethod& method = methods[cell.method];
-    model.SetMethod(method.method, cell.ctx);
-    STRETCH_CHECK(CanonicalSpec(model.plan().method) == cell.resolved, "{} vs {}",
-                  CanonicalSpec(model.plan().method), cell.resolved);
+    model.SetPlan(cell.plan);
     ScoreOptions o = CellOptions(opt, cell.ctx, longest);
     if (cells.size() > 1) {
       o.progress_label = fmt::format("{} [{}/{}] {} @ {}", opt.progress_label, k + 1, cells.size(),

@@ -3,7 +3,7 @@
 // next-token loss and accuracy).
 //
 // Cells run method-major (every length of the first method, then the next method). Each cell
-// resolves its method for fed_len = ctx (Transformer::SetMethod), so a method given without a
+// resolves its method for fed_len = ctx (once, in PlanSweep; Transformer::SetPlan), so a method given without a
 // factor scales to s = ctx / L at each length; the resolved spec is reported per cell. Every
 // (method, ctx) pair is resolved and checked (PlanSweep) before the first cell is scored, so a
 // bad pair fails in seconds, not after an hour of scoring.
@@ -37,15 +37,18 @@ struct SweepCell {
   size_t method = 0;     // index into the sweep's methods
   int64_t ctx = 0;       // N (the window length; C for the fixed tail)
   std::string resolved;  // CanonicalSpec of the method resolved for ctx
+  AttentionPlan plan;    // the method resolved for ctx against the model, once (PlanSweep)
   ScoreSummary summary;  // filled by ScoreSweep
 };
 
 // Checks the options for every context (ValidateScoreOptions; the fixed tail needs
-// tail <= min(ctx); no length or method spec given twice), and resolves every (method, ctx) pair against the model's geometry
-// (MakeAttentionPlan). Returns the cells in the order ScoreSweep runs them, summaries empty.
-// Throws stretch::Error naming the method, the context and the field on the first bad pair.
-// `opt.ctx` and `opt.sample_len` are ignored (set per cell).
-std::vector<SweepCell> PlanSweep(const RopeGeometry& geo, std::span<const SweepMethod> methods,
+// tail <= min(ctx); no length or method spec given twice), and resolves every (method, ctx) pair
+// once against the model (MakeAttentionPlan for its geometry; CheckMethodFitsLayout for a trained
+// layout). Needs the configuration only (a file's header), not the weights. Returns the cells in
+// the order ScoreSweep runs them, summaries empty. Throws stretch::Error naming the method, the
+// context and the field on the first bad pair. `opt.ctx` and `opt.sample_len` are ignored (set
+// per cell).
+std::vector<SweepCell> PlanSweep(const ModelConfig& config, std::span<const SweepMethod> methods,
                                  std::span<const int64_t> contexts, const ScoreOptions& opt,
                                  bool sequences);
 
@@ -59,9 +62,14 @@ using SweepTokenSink = std::function<void(const SweepCell& cell, const TokenReco
 // Called after each cell with its index (0-based) and the number of cells.
 using SweepCellDone = std::function<void(const SweepCell& cell, size_t index, size_t cells)>;
 
-// Runs PlanSweep and CheckSweepInput, then scores every cell. With more than one cell the
-// progress line of each is labelled "score [k/n] SPEC @ ctx". The model is left set to the last
-// cell's method.
+// Runs CheckSweepInput, then scores every cell of `cells` (from PlanSweep, with the same methods,
+// contexts and options) under its plan. With more than one cell the progress line of each is
+// labelled "score [k/n] SPEC @ ctx". The model is left set to the last cell's method.
+std::vector<SweepCell> ScoreSweep(Transformer& model, std::span<const SweepMethod> methods,
+                                  std::vector<SweepCell> cells, const SweepInput& input,
+                                  const ScoreOptions& opt, const SweepTokenSink& sink = {},
+                                  const SweepCellDone& done = {});
+// PlanSweep for the model, then the above.
 std::vector<SweepCell> ScoreSweep(Transformer& model, std::span<const SweepMethod> methods,
                                   std::span<const int64_t> contexts, const SweepInput& input,
                                   const ScoreOptions& opt, const SweepTokenSink& sink = {},

@@ -340,8 +340,21 @@ int Transformer::MaxKeySlots() const {
 }
 
 void Transformer::SetMethod(const Method& method, int64_t fed_len) {
+  SetPlan(MakeAttentionPlan(method, Geometry(), fed_len));
+}
+
+void Transformer::SetPlan(AttentionPlan plan) {
   const ModelConfig& c = model_.config;
-  AttentionPlan plan = MakeAttentionPlan(method, Geometry(), fed_len);
+  const RopeGeometry geo = Geometry();
+  // (The base may differ: a method can set its own, `direct:base=B`.)
+  if (plan.geo.train_len != geo.train_len || plan.geo.rotary_dim != geo.rotary_dim ||
+      plan.geo.interpolation != geo.interpolation) {
+    Fail(
+        "{}: the plan of {} was resolved for another model (trained length {}, rotary dim {}, "
+        "interpolation {:g}), expected this model's ({}, {}, {:g})",
+        model_.source, CanonicalSpec(plan.method), plan.geo.train_len, plan.geo.rotary_dim,
+        plan.geo.interpolation, geo.train_len, geo.rotary_dim, geo.interpolation);
+  }
   CheckMethodFitsLayout(c, plan);
   std::vector<LayerRun> layers(static_cast<size_t>(c.n_layers));
   int plan_layer[2] = {-1, -1};

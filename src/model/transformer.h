@@ -153,6 +153,10 @@ class Transformer {
   // full-attention RoPE layer (CheckMethodFitsLayout). The default is `direct` (plain RoPE). A
   // KvCache filled under one method is refused under another: clear it first.
   void SetMethod(const Method& method, int64_t fed_len);
+  // The same with the method already resolved (MakeAttentionPlan for this model's Geometry(), as
+  // PlanSweep does once per cell). Throws stretch::Error when the plan was made for another
+  // geometry or does not fit the layout (CheckMethodFitsLayout).
+  void SetPlan(AttentionPlan plan);
   // The method as resolved for the call (what full-attention RoPE layers run).
   const AttentionPlan& plan() const { return plan_; }
   // What layer l runs (plan() itself for every layer of a LLaMA model).

@@ -156,7 +156,7 @@ TEST_F(CheckpointCli, ScoreRunsMethodsOnTheTrainedModel) {
   const RunResult refused = RunCli("score --threads 1 --model " + Q(Nope()) + " --data " +
                                    Q(Corpus()) + " --methods direct,yarn --ctx 64 --max-windows 2");
   EXPECT_EQ(refused.exit_code, 1) << refused.out;
-  EXPECT_TRUE(Has(refused.out, "--method yarn at context 64")) << refused.out;
+  EXPECT_TRUE(Has(refused.out, "method \"yarn\" at --ctx 64")) << refused.out;
   EXPECT_TRUE(Has(refused.out, "no full-attention RoPE layer")) << refused.out;
   EXPECT_FALSE(Has(refused.out, "score [1/")) << refused.out;
   const RunResult masks =

@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "reference/llama.h"
 #include "src/core/error.h"
 #include "src/core/rng.h"
+#include "src/position/method.h"
+#include "src/position/plan.h"
 #include "tests/testing/random_model.h"
 
 namespace stretch {
@@ -95,6 +98,34 @@ TEST(Transformer, TokenOutsideVocabularyIsAnError) {
   std::vector<float> hidden;
   const std::vector<int> tokens = {1, 2, c.vocab_size};
   EXPECT_THROW(model.Forward(tokens, cache, hidden), Error);
+}
+
+// SetPlan takes a plan resolved once elsewhere (PlanSweep): the same as SetMethod for a plan made
+// for this model, refused for a plan made for another model's geometry.
+TEST(Transformer, SetPlanEqualsSetMethodAndRefusesAnotherModelsPlan) {
+  const ModelConfig c = testing::TinyConfig();
+  const Model m = testing::RandomModel(c, 51);
+  const std::vector<int> tokens = {1, 5, 9, 3, 7, 2, 4, 8, 6, 1, 3, 5};
+  const int64_t fed = static_cast<int64_t>(tokens.size());
+  const Method rerope = ParseMethod("rerope:window=3");
+  Transformer a(m), b(m);
+  a.SetMethod(rerope, fed);
+  b.SetPlan(MakeAttentionPlan(rerope, b.Geometry(), fed));
+  std::vector<float> ha, hb;
+  a.ForwardSequence(tokens, ha);
+  b.ForwardSequence(tokens, hb);
+  EXPECT_EQ(ha, hb);
+  EXPECT_EQ(CanonicalSpec(a.plan().method), CanonicalSpec(b.plan().method));
+
+  RopeGeometry other = b.Geometry();
+  other.train_len *= 2;
+  try {
+    b.SetPlan(MakeAttentionPlan(rerope, other, fed));
+    FAIL() << "a plan for another trained length was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("resolved for another model"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -118,20 +118,6 @@ Loaded LoadModel(const ModelArgs& args, bool tokenizer_needed) {
   return loaded;
 }
 
-void CheckMethodsFitLayout(const ModelConfig& config, std::span<const SweepMethod> methods,
-                           std::span<const int64_t> contexts) {
-  if (config.attention.IsDefault()) return;
-  for (const SweepMethod& m : methods) {
-    for (const int64_t ctx : contexts) {
-      try {
-        CheckMethodFitsLayout(config, MakeAttentionPlan(m.method, GeometryOf(config), ctx));
-      } catch (const Error& e) {
-        Fail("--method {} at context {}: {}", m.spec, ctx, e.what());
-      }
-    }
-  }
-}
-
 std::string WithFlagNames(std::string message) {
   // Longer names first where one is a prefix of another (none today; kept in that order).
   static constexpr std::pair<std::string_view, std::string_view> kFlags[] = {

@@ -77,11 +77,6 @@ inline constexpr const char* kTrainedLayoutMethodRule =
     "full-attention RoPE layer, and on a mixed model changes its full-attention RoPE layers "
     "only.";
 
-// The layer-layout check of a trained model (Transformer::SetMethod's CheckMethodFitsLayout) for
-// every method at every length, before anything runs; the error names the method and the length.
-void CheckMethodsFitLayout(const ModelConfig& config, std::span<const SweepMethod> methods,
-                           std::span<const int64_t> contexts);
-
 std::string HumanBytes(int64_t bytes);
 
 // The position method, from exactly one of three sources:

@@ -33,7 +33,7 @@ struct ScoreArgs {
 
 std::string InputName(const ScoreArgs& args) { return args.data.empty() ? args.tokens : args.data; }
 
-// Today's single-run report: one method, one length, loss by position.
+// The single-run report: one method, one length, loss by position.
 void PrintSingle(const ScoreArgs& args, const Loaded& loaded, const SweepCell& cell,
                  const std::string& protocol) {
   const ScoreSummary& s = cell.summary;
@@ -125,9 +125,8 @@ void RunScore(const ScoreArgs& args) {
         "--data needs --tokenizer to turn the text into tokens (a llama2.c model; stretch "
         "checkpoints carry their own)");
   }
-  std::vector<SweepCell> planned = PlanSweep(GeometryOf(header.config), methods, args.contexts,
-                                             args.options, !args.tokens.empty());
-  CheckMethodsFitLayout(header.config, methods, args.contexts);
+  std::vector<SweepCell> planned =
+      PlanSweep(header.config, methods, args.contexts, args.options, !args.tokens.empty());
   const bool single = planned.size() == 1;
 
   ModelArgs model_args = args.model;
@@ -202,7 +201,7 @@ void RunScore(const ScoreArgs& args) {
   ScoreOptions options = args.options;
   if (loaded.tokenizer) options.bos = loaded.tokenizer->bos();
   const std::vector<SweepCell> cells =
-      ScoreSweep(model, methods, args.contexts, sweep_input, options, sink, done);
+      ScoreSweep(model, methods, std::move(planned), sweep_input, options, sink, done);
   if (csv) csv->Commit();
 
   nlohmann::json method_list = nlohmann::json::array();
