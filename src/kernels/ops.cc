@@ -44,12 +44,24 @@ void BlasGemv(int64_t M, int64_t N, const double* A, const double* x, double* y)
 
 // Matrix products are split by the thread pool (src/core/threads.h), each block one
 // single-threaded BLAS call: along the rows of C when it has more rows than columns, else along
-// its columns, never along the summed dimension, so every element of C is summed in the same
-// order whatever the thread count. Below kSplitMacs multiply-adds one call does it all; a block
+// its columns, never along the summed dimension. OpenBLAS's sgemm does not give bit-identical
+// elements for different call shapes (the same rows computed as one call or as two blocks differ
+// in the last bits, measured: up to 7.5e-5 in a per-token loss of scripts/golden.sh), so a split
+// product is equal to the unsplit one within float32 rounding, as OpenBLAS's own threading was. Below kSplitMacs multiply-adds one call does it all; a block
 // has at least kMinBlock rows (columns), so that BLAS's packing of the other operand, repeated per
-// block, stays small beside the block's arithmetic.
+// block, stays small beside the block's arithmetic. The split is along the larger of M and N: the
+// operand each block repacks is then the smaller one.
 constexpr int64_t kSplitMacs = int64_t{1} << 18;
+// A matrix-vector product reads its matrix once: split from 128 KiB of matrix on (decode of a
+// dim-288 model splits its 288 x 288 products).
+constexpr int64_t kSplitGemvMacs = int64_t{1} << 15;
 constexpr int64_t kMinBlock = 64;
+
+// One block per thread: each block repacks the operand it shares with the others, so fewer blocks
+// is faster on a quiet machine (stories110M shape, prefill 512, 2 threads, against OpenBLAS's own
+// threading, farm-bench wall ratios: 0.97 with 1 block per thread, 1.01 with 2, 1.02-1.06 with 4),
+// and beside a busy neighbour 1 and 2 blocks per thread measured alike (stretch bench --contended).
+inline int64_t GemmGrain(int64_t n) { return std::max<int64_t>(kMinBlock, n / NumThreads()); }
 
 // Row-major C (M, N) = alpha op(A) op(B) + beta C, op(A) (M, Kd), op(B) (Kd, N).
 template <typename Real>
@@ -60,12 +72,12 @@ void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t 
     return BlasGemm(ta, tb, M, N, Kd, alpha, A, lda, B, ldb, beta, C, ldc);
   }
   if (M >= N) {  // rows of C: rows of op(A)
-    ParallelFor(M, kMinBlock, [&](int64_t i0, int64_t i1) {
+    ParallelFor(M, GemmGrain(M), [&](int64_t i0, int64_t i1) {
       const Real* a = ta == CblasNoTrans ? A + i0 * lda : A + i0;
       BlasGemm(ta, tb, i1 - i0, N, Kd, alpha, a, lda, B, ldb, beta, C + i0 * ldc, ldc);
     });
   } else {  // columns of C: columns of op(B)
-    ParallelFor(N, kMinBlock, [&](int64_t j0, int64_t j1) {
+    ParallelFor(N, GemmGrain(N), [&](int64_t j0, int64_t j1) {
       const Real* b = tb == CblasNoTrans ? B + j0 : B + j0 * ldb;
       BlasGemm(ta, tb, M, j1 - j0, Kd, alpha, A, lda, b, ldb, beta, C + j0, ldc);
     });
@@ -76,7 +88,7 @@ void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t 
 template <typename Real>
 void Gemv(int64_t M, int64_t N, const Real* A, const Real* x, Real* y) {
   threads_internal::SingleThreadedBlas();
-  if (M * N < kSplitMacs || InParallelRegion() || NumThreads() == 1) {
+  if (M * N < kSplitGemvMacs || InParallelRegion() || NumThreads() == 1) {
     return BlasGemv(M, N, A, x, y);
   }
   ParallelFor(M, kMinBlock,
