@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "src/position/method.h"
@@ -22,30 +23,35 @@ inline double MethodRelPos(const Method& m, int64_t i, int64_t j) {
   if (m.mask.kind == MaskKind::kLambda) {
     return static_cast<double>(std::min(d, m.mask.window));  // a sink is seen at distance w
   }
-  switch (r.kind) {
-    case RelMapKind::kIdentity: return static_cast<double>(d);
-    case RelMapKind::kReRope: return static_cast<double>(std::min(d, r.window));  // min(i-j, w)
-    case RelMapKind::kLeakyReRope:  // i - j below w, else w + (i - j - w) / k
-      return d < r.window
-                 ? static_cast<double>(d)
-                 : static_cast<double>(r.window) + static_cast<double>(d - r.window) / r.leaky_k;
-    case RelMapKind::kSelfExtend:  // i - j below W, else floor(i/G) - floor(j/G) + W - floor(W/G)
-      return d < r.window
-                 ? static_cast<double>(d)
-                 : static_cast<double>(i / r.group - j / r.group + r.window - r.window / r.group);
-    case RelMapKind::kString:  // STRING: i - j below S, else i - j - S + W
-      return d < r.shift ? static_cast<double>(d) : static_cast<double>(d - r.shift + r.window);
-    case RelMapKind::kDca: {
-      // ChunkLlama (github.com/HKUNLP/ChunkLlama): chunks of c = chunk_size - local_window; keys
-      // at j mod c; the query at i mod c (same chunk), min(i mod c + c, chunk_size) (previous
-      // chunk), or min(2c - 1, chunk_size) (older chunks).
-      const int64_t c = r.chunk - r.window;
-      const int64_t back = i / c - j / c;
-      const int64_t qa = back == 0   ? i % c
-                         : back == 1 ? std::min(i % c + c, r.chunk)
-                                     : std::min(2 * c - 1, r.chunk);
-      return static_cast<double>(qa - j % c);
-    }
+  // The maps by spec name (src/position/maps/ holds their segment decompositions).
+  const std::string_view name = r.map->name;
+  if (r.IsIdentity()) return static_cast<double>(d);
+  if (name == "rerope") return static_cast<double>(std::min(d, r.window));  // min(i-j, w)
+  if (name == "leaky-rerope") {  // i - j below w, else w + (i - j - w) / k
+    return d < r.window
+               ? static_cast<double>(d)
+               : static_cast<double>(r.window) + static_cast<double>(d - r.window) / r.Param("k");
+  }
+  if (name == "self-extend") {  // i - j below W, else floor(i/G) - floor(j/G) + W - floor(W/G)
+    const auto g = static_cast<int64_t>(r.Param("group"));
+    return d < r.window ? static_cast<double>(d)
+                        : static_cast<double>(i / g - j / g + r.window - r.window / g);
+  }
+  if (name == "string") {  // STRING: i - j below S, else i - j - S + W
+    const auto shift = static_cast<int64_t>(r.Param("shift"));
+    return d < shift ? static_cast<double>(d) : static_cast<double>(d - shift + r.window);
+  }
+  if (name == "dca") {
+    // ChunkLlama (github.com/HKUNLP/ChunkLlama): chunks of c = chunk_size - local_window; keys
+    // at j mod c; the query at i mod c (same chunk), min(i mod c + c, chunk_size) (previous
+    // chunk), or min(2c - 1, chunk_size) (older chunks).
+    const auto chunk = static_cast<int64_t>(r.Param("chunk"));
+    const int64_t c = chunk - r.window;
+    const int64_t back = i / c - j / c;
+    const int64_t qa = back == 0   ? i % c
+                       : back == 1 ? std::min(i % c + c, chunk)
+                                   : std::min(2 * c - 1, chunk);
+    return static_cast<double>(qa - j % c);
   }
   return static_cast<double>(d);
 }

@@ -18,14 +18,15 @@ int RotationView::BeyondCount() const {
 
 double MaxRelativePosition(const AttentionPlan& plan, int64_t N) {
   STRETCH_CHECK(N >= 1, "N={}", N);
-  // Every map but DCA gives relative positions that never decrease with the query position for a
-  // fixed key, so the last query sees the largest, unless the mask hides keys from later queries
-  // that earlier ones saw. DCA's depend on i mod c (c = chunk_len): the last c queries cover every
-  // residue, each with at least as many chunks behind it as any earlier query of the same
-  // residue. The blockwise mask's reach depends on i mod B/2 (B the window): the last B queries
-  // hold the end of a whole half-block whenever N >= B, which reaches back furthest.
+  // Most maps give relative positions that never decrease with the query position for a fixed
+  // key, so the last query sees the largest, unless the mask hides keys from later queries that
+  // earlier ones saw; a map whose positions do not says from which query on to look
+  // (first_widest_query). The blockwise mask's reach depends on i mod B/2 (B the window): the last
+  // B queries hold the end of a whole half-block whenever N >= B, which reaches back furthest.
   int64_t first_query = N - 1;
-  if (plan.map.kind == RelMapKind::kDca) first_query = std::max<int64_t>(0, N - plan.map.chunk_len);
+  if (plan.map.map->first_widest_query != nullptr) {
+    first_query = plan.map.map->first_widest_query(plan.map, N);
+  }
   if (plan.mask == MaskKind::kBlock)
     first_query = std::min(first_query, std::max<int64_t>(0, N - plan.window));
   double best = 0.0;
@@ -73,35 +74,7 @@ RotationView MakeRotationView(const RopeGeometry& model_geo, const AttentionPlan
   return v;
 }
 
-std::string RelMapText(const AttentionPlan& plan) {
-  const PositionMap& m = plan.map;
-  switch (m.kind) {
-    case RelMapKind::kIdentity:
-      return "identity: a (query i, key j) pair is rotated by its true distance i - j";
-    case RelMapKind::kReRope: return fmt::format("ReRoPE, window w = {}: min(i - j, w)", m.window);
-    case RelMapKind::kLeakyReRope:
-      return fmt::format(
-          "Leaky ReRoPE, window w = {}, k = {:g}: i - j below w, else "
-          "w + (i - j - w) / k",
-          m.window, m.k);
-    case RelMapKind::kSelfExtend:
-      return fmt::format(
-          "Self-Extend, group G = {}, neighbour window W = {}: i - j below W, else "
-          "floor(i/G) - floor(j/G) + W - floor(W/G)",
-          m.group, m.window);
-    case RelMapKind::kString:
-      return fmt::format(
-          "STRING, shift S = {}, local window W = {}: i - j below S, else "
-          "i - j - S + W",
-          m.shift, m.window);
-    case RelMapKind::kDca:
-      return fmt::format(
-          "Dual Chunk Attention, chunk size {}, local window {} (chunks of {} "
-          "positions): intra-, successive- and inter-chunk maps",
-          m.chunk_size, m.window, m.chunk_len);
-  }
-  return "?";
-}
+std::string RelMapText(const AttentionPlan& plan) { return plan.map.map->describe(plan.map); }
 
 std::string MaskText(const AttentionPlan& plan) {
   switch (plan.mask) {

@@ -8,10 +8,11 @@
 // circle in training; a pair that did not (the slow, low-frequency pairs: L theta_t < 2 pi) has
 // met only the arc [0, (L-1) theta_t]. At context N the method turns pair t through angles up to
 // R theta'_t, R the largest relative position the method's map gives at N (N - 1 for plain RoPE;
-// min(N - 1, w) for ReRoPE; ...). The pair goes "beyond the trained arc" when it never completed a
-// turn in training and now turns at least one trained position further than it ever did:
-// R theta'_t >= L theta_t. (An angle below L theta_t is within one step theta_t of the trained
-// ones, as position interpolation's fractional positions are: PI at s = N/L is not "beyond".)
+// min(N - 1, w) for a map clamped at w; ...). The pair goes "beyond the trained arc" when it
+// never completed a turn in training and now turns at least one trained position further than it
+// ever did: R theta'_t >= L theta_t. (An angle below L theta_t is within one step theta_t of the
+// trained ones, as position interpolation's fractional positions are: PI at s = N/L is not
+// "beyond".)
 // Those are the angles the model never saw, the usual explanation of why plain RoPE fails past L
 // and of what interpolation (PI, NTK, YaRN, ...) fixes.
 #pragma once

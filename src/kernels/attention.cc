@@ -654,8 +654,7 @@ void AttentionForward(HeadRows q, HeadRows k, HeadRows v, HeadRowsMut out,
       pb.xpos = &xpos;
     }
     pb.rotate = params.rotate;
-    STRETCH_CHECK(pb.rotate || plan->map.kind == RelMapKind::kIdentity,
-                  "a relative map needs raw q and k (rotate)");
+    STRETCH_CHECK(pb.rotate || plan->map.IsIdentity(), "a relative map needs raw q and k (rotate)");
     STRETCH_CHECK(!plan->dynamic || pb.rotate, "dynamic frequencies need raw q and k (rotate)");
     if (pb.rotate) {
       STRETCH_CHECK(dims.head_dim % 2 == 0 && dims.head_dim / 2 <= kMaxPairsOnStack, "D={}",

@@ -63,7 +63,7 @@ struct AttentionParams {
 
 // Rotates keys in place for key slot `slot` of a static plan's relative map: n rows, row r at the
 // position of `tables` row r, G heads, rows row_stride floats apart, head dim D. A slot the map
-// leaves unrotated (ReRoPE's far keys sit at position 0) is left as it is. A KV cache fills its
+// leaves unrotated (far keys that all sit at position 0) is left as it is. A KV cache fills its
 // per-slot key rows with it; KernelRotation does it for a whole call.
 void RotateKeySlot(const AttentionPlan& plan, const RotationTables& tables, int slot, float* k,
                    int64_t n, int G, int64_t row_stride, int D);
@@ -112,8 +112,8 @@ struct AttentionGrads {
 // call); dout (T, H, D) is d loss / d out. The same arguments as the forward, two ways:
 //   rotate == false: q and k already rotated; the identity map only. dq and dk are with respect
 //       to those rotated q and k (the caller then applies RoPE's backward).
-//   rotate == true, static plan with any relative map (rerope, leaky-rerope, self-extend, string,
-//       dca, lambda's sinks) or the identity: q raw, params.tables and params.key_slots exactly as
+//   rotate == true, static plan with any relative map (src/position/maps/, lambda's sinks) or
+//       the identity: q raw, params.tables and params.key_slots exactly as
 //       in the forward call; `k` is not read. dq and dk are with respect to the RAW q and k: the
 //       rotations are differentiated here, the caller applies no RoPE backward. Dynamic plans
 //       (dynamic-ntk, dynamic-yarn) are refused with a STRETCH_CHECK.

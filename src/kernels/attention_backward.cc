@@ -13,14 +13,14 @@
 //                                                 db    = dS_ij (and through b's parameters)
 // Grouped-query attention: dk, dv of kv head g sum over the H/G query heads that read it.
 //
-// Relative position maps (params.rotate, static plans: ReRoPE, Leaky ReRoPE, Self-Extend, STRING,
-// DCA, Lambda's sinks; src/position/plan.h). q and k are raw; the pair (i, j) falls in segment
+// Relative position maps (params.rotate, static plans: every map of src/position/maps/, Lambda's
+// sinks; src/position/plan.h). q and k are raw; the pair (i, j) falls in segment
 // seg = map.SegmentOf(p_i, j), whose query position a_seg(p_i) = map.QueryPos and key position
 // b_seg(j) = map.KeyPos are rotated separately (attention.cc, RunItem), and segments sharing a
 // key position function share a key slot (slot = map.KeySlot(seg)):
 //   forward: qr^seg_i  = R(a_seg(p_i)) q_i     (attention.cc: RotatePairs(dst, pairs, qcos, qsin))
-//   forward: kr^slot_j = R(b_seg(j)) k_j       (the caller's key_slots[slot]; R = 1 for ReRoPE's
-//                                               far slot, whose keys sit at position 0)
+//   forward: kr^slot_j = R(b_seg(j)) k_j       (the caller's key_slots[slot]; R = 1 for an
+//                                               unrotated slot, whose keys sit at position 0)
 //   forward: s_ij = scale c_i qr^seg_i . kr^slot_j + b
 //       so: dqr^seg_i  += scale c_i sum_{j: SegmentOf(p_i, j) = seg} dS_ij kr^slot_j
 //           dkr^slot_j += scale sum_{i, seg: SegmentOf(p_i, j) = seg, KeySlot(seg) = slot}
@@ -67,7 +67,7 @@ namespace stretch {
 namespace {
 
 constexpr int kTile = 64;
-constexpr int kMaxSegments = 3;  // DCA's; every other map has 1 or 2
+constexpr int kMaxSegments = 3;  // the chunked map's; every other map has 1 or 2
 
 struct Backward {
   HeadRows q, v, o, dout;
@@ -278,7 +278,7 @@ void CheckBackwardInputs(const float* lse, const AttentionDims& dims, const Atte
                       params.tables->Query(0).n == dims.n_q && params.key_slots != nullptr,
                   "rotation tables or key slots not prepared");
   } else if (plan != nullptr) {
-    STRETCH_CHECK(plan->map.kind == RelMapKind::kIdentity && !plan->dynamic,
+    STRETCH_CHECK(plan->map.IsIdentity() && !plan->dynamic,
                   "q and k already rotated (rotate false) need the identity map and static "
                   "frequencies; a relative map needs raw q and k (rotate)");
   }
@@ -420,7 +420,7 @@ void KeyPass(const Backward& b, const AttentionGrads& grads) {
         for (int slot = 0; slot < b.slots; ++slot) {
           const float* src = dk.data() + slot * tile_floats + x * D;
           const RopeTable& tab = b.key_tab[static_cast<size_t>(slot)];
-          if (tab.n == 0) {  // unrotated slot (ReRoPE's far keys, at position 0)
+          if (tab.n == 0) {  // unrotated slot (far keys, all at position 0)
             for (int d = 0; d < D; ++d) dkr[d] += src[d];
           } else {
             AddRotatedBack(dkr, src, pairs, tab.cos.data() + j * pairs, tab.sin.data() + j * pairs);

@@ -63,8 +63,8 @@ struct AttentionLayout {
   // Log-n at training: max(1, ln(i + 1) / ln L) on query i's logits (1 at every trained position).
   bool logn = false;
   // A relative position map at training time (kRope, full-attention layers): a method spec of
-  // src/position/method.h with a map, e.g. "rerope:window=64", "self-extend:group=4,window=32";
-  // "" for plain RoPE. Windowed layers keep plain RoPE inside their window.
+  // src/position/method.h with a map of src/position/maps/ (its spec name and keys, e.g.
+  // "name:window=64"); "" for plain RoPE. Windowed layers keep plain RoPE inside their window.
   std::string rope_map;
 
   bool IsDefault() const {

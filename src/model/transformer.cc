@@ -78,7 +78,7 @@ bool IsKerple(LayerPosition p) {
 std::string RopeChange(const AttentionPlan& p, double model_base) {
   if (p.dynamic) return "a dynamic frequency scale";
   if (p.method.rope.scaling != RopeScaling::kNone) return "the RoPE frequencies";
-  if (p.method.rel.kind != RelMapKind::kIdentity) return "the relative positions RoPE rotates by";
+  if (!p.method.rel.IsIdentity()) return "the relative positions RoPE rotates by";
   if (p.method.rope.base != model_base) {
     return fmt::format("the RoPE base ({} instead of the model's {})", p.method.rope.base,
                        model_base);

@@ -11,7 +11,7 @@
 // Position methods (src/position/method.h) select how q and k are rotated, which keys a query sees
 // and how logits are scaled. When a method never changes a key's rotation (plain, PI, NTK, YaRN,
 // llama3, LongRoPE, windows: AttentionPlan::KeysRotatedOnce) the cache holds keys after RoPE and
-// the kernel rotates nothing; otherwise (ReRoPE, Leaky ReRoPE, Self-Extend, STRING, DCA, Lambda
+// the kernel rotates nothing; otherwise (the relative maps of src/position/maps/, Lambda
 // sinks, dynamic scaling) it holds keys before RoPE and the kernel rotates them per tile as each
 // (query, key) pair's segment requires.
 //
@@ -29,7 +29,7 @@
 //     Lambda's sinks + window, blockwise) and +logn, and keeps its bias; it has no rotation for
 //     the method's RoPE part to change (nor YaRN's attention factor, which compensates for it).
 // A method that changes the rotation (MethodChangesRope: pi, ntk, yarn, llama3, longrope, dynamic-*,
-// rerope, leaky-rerope, self-extend, string, dca, direct:base=B) on a model with no full-attention
+// the relative maps, direct:base=B) on a model with no full-attention
 // RoPE layer would change nothing it claims to: SetMethod refuses it (CheckMethodFitsLayout). On a
 // mixed model it applies to the full-attention RoPE layers only. Each layer's KV cache holds the
 // key slots its own plan needs. The default layout gives every layer the method's plan: the
@@ -200,8 +200,8 @@ class Transformer {
   struct LayerRun {
     AttentionPlan plan;
     int rotation = kMethodRotation;  // index into rotations_, or -1: q and k are never rotated
-    int key_slots = 1;  // copies of each key the cache holds (1, or 2 for rerope, leaky-rerope,
-                        // self-extend and lambda on RoPE layers)
+    int key_slots = 1;  // copies of each key the cache holds (1, or 2 for a map with two
+                        // key slots and lambda on RoPE layers)
   };
 
   void CheckTokens(std::span<const int> tokens, int64_t pos0) const;

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -18,13 +19,67 @@
 #include "src/core/check.h"
 #include "src/core/error.h"
 #include "src/position/method_internal.h"
+#include "src/position/rel_map.h"
 
 namespace stretch {
 namespace method_internal {
 
+namespace {
+
+constexpr MethodInfo kRopeMethods[] = {
+    {"direct", RopeScaling::kNone, ScaleMode::kStatic, nullptr, MaskKind::kCausal, Keys()},
+    {"pi", RopeScaling::kLinear, ScaleMode::kStatic, nullptr, MaskKind::kCausal,
+     Keys(Key::kFactor)},
+    {"ntk", RopeScaling::kNtk, ScaleMode::kStatic, nullptr, MaskKind::kCausal, Keys(Key::kFactor)},
+    {"ntk-fixed", RopeScaling::kNtkFixed, ScaleMode::kStatic, nullptr, MaskKind::kCausal,
+     Keys(Key::kFactor)},
+    {"yarn", RopeScaling::kYarn, ScaleMode::kStatic, nullptr, MaskKind::kCausal,
+     kYarnKeys | Bit(Key::kFactor)},
+    {"llama3", RopeScaling::kLlama3, ScaleMode::kStatic, nullptr, MaskKind::kCausal,
+     Keys(Key::kFactor, Key::kOrig, Key::kLow, Key::kHigh)},
+    {"longrope", RopeScaling::kLongRope, ScaleMode::kStatic, nullptr, MaskKind::kCausal,
+     Keys(Key::kFactor, Key::kOrig, Key::kAttentionFactor, Key::kShort, Key::kLong)},
+    {"dynamic-ntk", RopeScaling::kNtk, ScaleMode::kDynamic, nullptr, MaskKind::kCausal, Keys()},
+    {"dynamic-yarn", RopeScaling::kYarn, ScaleMode::kDynamic, nullptr, MaskKind::kCausal,
+     kYarnKeys},
+};
+constexpr MethodInfo kMaskMethods[] = {
+    {"window", RopeScaling::kNone, ScaleMode::kStatic, nullptr, MaskKind::kWindow,
+     Keys(Key::kWindow)},
+    {"lambda", RopeScaling::kNone, ScaleMode::kStatic, nullptr, MaskKind::kLambda,
+     Keys(Key::kSinks, Key::kWindow)},
+    {"blockwise", RopeScaling::kNone, ScaleMode::kStatic, nullptr, MaskKind::kBlock,
+     Keys(Key::kWindow)},
+};
+
+std::vector<MethodInfo> BuildMethods() {
+  std::vector<MethodInfo> out;
+  for (MethodInfo info : kRopeMethods) {
+    info.rel = &rel_maps::identity_map;
+    out.push_back(info);
+  }
+  for (const RelMapDescriptor* map : RelMaps()) {
+    if (map->IsIdentity()) continue;
+    out.push_back(
+        {map->name, RopeScaling::kNone, ScaleMode::kStatic, map, MaskKind::kCausal, Keys()});
+  }
+  for (MethodInfo info : kMaskMethods) {
+    info.rel = &rel_maps::identity_map;
+    out.push_back(info);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::span<const MethodInfo> Methods() {
+  static const std::vector<MethodInfo> methods = BuildMethods();
+  return methods;
+}
+
 std::string KnownNames() {
   std::string out;
-  for (const MethodInfo& info : kMethods) {
+  for (const MethodInfo& info : Methods()) {
     if (!out.empty()) out += ", ";
     out += info.name;
   }
@@ -41,8 +96,17 @@ std::string KeyList(KeySet keys) {
   return out;
 }
 
+std::string AllowedKeys(const MethodInfo& info) {
+  std::string out;
+  for (const RelKey& key : info.rel->keys) {
+    out += key.name;
+    out += ", ";
+  }
+  return out + KeyList(info.keys);
+}
+
 const MethodInfo* FindMethod(std::string_view name) {
-  for (const MethodInfo& info : kMethods) {
+  for (const MethodInfo& info : Methods()) {
     if (info.name == name) return &info;
   }
   return nullptr;
@@ -55,38 +119,39 @@ const MethodInfo& FindMethodOrDie(std::string_view name) {
 }
 
 const MethodInfo& InfoOf(const Method& m) {
-  for (const MethodInfo& info : kMethods) {
-    if (info.scaling == m.rope.scaling && info.mode == m.rope.mode && info.rel == m.rel.kind &&
+  const std::span<const MethodInfo> methods = Methods();
+  for (const MethodInfo& info : methods) {
+    if (info.scaling == m.rope.scaling && info.mode == m.rope.mode && info.rel == m.rel.map &&
         info.mask == m.mask.kind) {
       return info;
     }
   }
-  for (const MethodInfo& info : kMethods) {
-    if (m.rel.kind != RelMapKind::kIdentity && info.rel == m.rel.kind) return info;
+  for (const MethodInfo& info : methods) {
+    if (!m.rel.IsIdentity() && info.rel == m.rel.map) return info;
   }
-  for (const MethodInfo& info : kMethods) {
+  for (const MethodInfo& info : methods) {
     if (m.mask.kind != MaskKind::kCausal && info.mask == m.mask.kind) return info;
   }
-  for (const MethodInfo& info : kMethods) {
-    if (info.rel == RelMapKind::kIdentity && info.mask == MaskKind::kCausal &&
+  for (const MethodInfo& info : methods) {
+    if (info.rel->IsIdentity() && info.mask == MaskKind::kCausal &&
         info.scaling == m.rope.scaling && info.mode == m.rope.mode) {
       return info;
     }
   }
-  for (const MethodInfo& info : kMethods) {
-    if (info.rel == RelMapKind::kIdentity && info.mask == MaskKind::kCausal &&
+  for (const MethodInfo& info : methods) {
+    if (info.rel->IsIdentity() && info.mask == MaskKind::kCausal &&
         info.scaling == m.rope.scaling) {
       return info;
     }
   }
-  return kMethods[0];
+  return methods[0];
 }
 
 Method MethodOf(const MethodInfo& info) {
   Method m;
   m.rope.scaling = info.scaling;
   m.rope.mode = info.mode;
-  m.rel.kind = info.rel;
+  m.rel.map = info.rel;
   m.mask.kind = info.mask;
   return m;
 }
@@ -160,7 +225,7 @@ std::string JoinList(const std::vector<double>& v) {
   return out;
 }
 
-void SetKey(const MethodInfo& info, Method& m, Key key, std::string_view shown,
+void SetKey(const MethodInfo& /*info*/, Method& m, Key key, std::string_view shown,
             std::string_view text, std::string_view where) {
   switch (key) {
     case Key::kFactor: {
@@ -206,31 +271,8 @@ void SetKey(const MethodInfo& info, Method& m, Key key, std::string_view shown,
       return;
     case Key::kShort: m.rope.short_factor = ParseList(where, shown, text); return;
     case Key::kLong: m.rope.long_factor = ParseList(where, shown, text); return;
-    case Key::kK:
-      if (text == "s") {
-        m.rel.leaky_k = 0.0;  // k = s = L'/L, resolved per call
-      } else {
-        // k = 1 is the identity map (what `k=s` resolves to at s = 1), so a resolved spec
-        // printed by CanonicalSpec parses again.
-        constexpr std::string_view kAllowed = "a number >= 1, or s for k = L'/L";
-        const double v = ParseNumber(where, shown, text, kAllowed);
-        if (!(v >= 1.0)) BadValue(where, shown, text, "is below 1", kAllowed);
-        m.rel.leaky_k = v;
-      }
-      return;
     case Key::kOrig: m.rope.original_length = ParsePositiveInteger(where, shown, text); return;
-    case Key::kWindow: {
-      const int64_t v = ParsePositiveInteger(where, shown, text);
-      if (info.mask != MaskKind::kCausal) {
-        m.mask.window = v;
-      } else {
-        m.rel.window = v;
-      }
-      return;
-    }
-    case Key::kGroup: m.rel.group = ParsePositiveInteger(where, shown, text); return;
-    case Key::kShift: m.rel.shift = ParsePositiveInteger(where, shown, text); return;
-    case Key::kChunk: m.rel.chunk = ParsePositiveInteger(where, shown, text); return;
+    case Key::kWindow: m.mask.window = ParsePositiveInteger(where, shown, text); return;
     case Key::kSinks:
       if (text == "0") {
         BadValue(where, shown, text, "is not a positive integer",
@@ -243,8 +285,32 @@ void SetKey(const MethodInfo& info, Method& m, Key key, std::string_view shown,
   STRETCH_CHECK(false, "key {}", static_cast<int>(key));
 }
 
+// A relative map's key.
+void SetRelKey(const RelMapDescriptor& map, RelMapMethod& rel, RelSlot slot, std::string_view shown,
+               std::string_view text, std::string_view where) {
+  switch (slot) {
+    case RelSlot::kWindow: rel.window = ParsePositiveInteger(where, shown, text); return;
+    case RelSlot::kInt0: rel.ints[0] = ParsePositiveInteger(where, shown, text); return;
+    case RelSlot::kInt1: rel.ints[1] = ParsePositiveInteger(where, shown, text); return;
+    case RelSlot::kReal: rel.real = map.parse_real(shown, text, where); return;
+  }
+}
+
+std::optional<std::string> RelKeyText(const RelMapMethod& rel, RelSlot slot) {
+  const int64_t v = slot == RelSlot::kWindow ? rel.window
+                    : slot == RelSlot::kInt0 ? rel.ints[0]
+                    : slot == RelSlot::kInt1 ? rel.ints[1]
+                                             : 0;
+  if (slot == RelSlot::kReal) {
+    if (rel.real == 0.0) return std::nullopt;
+    return fmt::format("{}", rel.real);
+  }
+  if (v == 0) return std::nullopt;
+  return fmt::format("{}", v);
+}
+
 // The key's value in canonical text, or nothing when it is the default.
-std::optional<std::string> KeyText(const MethodInfo& info, const Method& m, Key key) {
+std::optional<std::string> KeyText(const Method& m, Key key) {
   auto number = [](double v, double default_value) -> std::optional<std::string> {
     if (v == default_value) return std::nullopt;
     return fmt::format("{}", v);
@@ -273,12 +339,7 @@ std::optional<std::string> KeyText(const MethodInfo& info, const Method& m, Key 
     case Key::kLong:
       if (m.rope.long_factor.empty()) return std::nullopt;
       return JoinList(m.rope.long_factor);
-    case Key::kWindow:
-      return integer(info.mask != MaskKind::kCausal ? m.mask.window : m.rel.window);
-    case Key::kK: return number(m.rel.leaky_k, 0.0);
-    case Key::kGroup: return integer(m.rel.group);
-    case Key::kShift: return integer(m.rel.shift);
-    case Key::kChunk: return integer(m.rel.chunk);
+    case Key::kWindow: return integer(m.mask.window);
     case Key::kSinks: return integer(m.mask.sinks);
     case Key::kCount: break;
   }
@@ -321,32 +382,44 @@ Method ParseMethod(std::string_view spec) {
   if (colon == std::string_view::npos) return m;
 
   std::string_view rest = body.substr(colon + 1);
-  if (rest.empty()) Fail("{}: nothing after ':' (allowed keys: {})", where, KeyList(info->keys));
+  if (rest.empty()) Fail("{}: nothing after ':' (allowed keys: {})", where, AllowedKeys(*info));
+  const std::span<const RelKey> map_keys = info->rel->keys;
+  // A map's keys take the bits above the rope and mask keys.
+  constexpr int kMapBit0 = static_cast<int>(Key::kCount);
+  STRETCH_CHECK(kMapBit0 + map_keys.size() <= 32, "{} keys", map_keys.size());
   KeySet seen = 0;
   while (true) {
     const size_t comma = rest.find(',');
     const std::string_view item = rest.substr(0, comma);
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos || eq == 0) {
-      Fail("{}: \"{}\" is not key=value (allowed keys: {})", where, item, KeyList(info->keys));
+      Fail("{}: \"{}\" is not key=value (allowed keys: {})", where, item, AllowedKeys(*info));
     }
     const std::string_view key_text = item.substr(0, eq);
     const std::string_view value = item.substr(eq + 1);
+    size_t map_key = 0;
+    while (map_key < map_keys.size() && map_keys[map_key].name != key_text) ++map_key;
     int key = 0;
     while (key < static_cast<int>(Key::kCount) && kKeyNames[key] != key_text) ++key;
-    const KeySet bit = key < static_cast<int>(Key::kCount) ? KeySet{1} << key : 0;
-    if (!(info->keys & bit)) {
+    const KeySet bit = map_key < map_keys.size()             ? KeySet{1} << (kMapBit0 + map_key)
+                       : key < static_cast<int>(Key::kCount) ? KeySet{1} << key
+                                                             : 0;
+    if (map_key == map_keys.size() && !(info->keys & bit)) {
       if (key_text == "factor" && info->mode == ScaleMode::kDynamic) {
         Fail(
             "{}: factor={} is not allowed for a dynamic method (allowed keys: {}; query i uses "
             "s_i = max(L, i + 1) / L)",
-            where, value, KeyList(info->keys));
+            where, value, AllowedKeys(*info));
       }
-      Fail("{}: unknown key \"{}\" (allowed: {})", where, key_text, KeyList(info->keys));
+      Fail("{}: unknown key \"{}\" (allowed: {})", where, key_text, AllowedKeys(*info));
     }
     if (seen & bit) Fail("{}: key \"{}\" given twice", where, key_text);
     seen |= bit;
-    SetKey(*info, m, static_cast<Key>(key), key_text, value, where);
+    if (map_key < map_keys.size()) {
+      SetRelKey(*info->rel, m.rel, map_keys[map_key].slot, key_text, value, where);
+    } else {
+      SetKey(*info, m, static_cast<Key>(key), key_text, value, where);
+    }
     if (comma == std::string_view::npos) break;
     rest = rest.substr(comma + 1);
   }
@@ -358,15 +431,18 @@ std::string CanonicalSpec(const Method& m) {
   const MethodInfo& info = InfoOf(m);
   std::string out(info.name);
   char sep = ':';
-  for (int k = 0; k < static_cast<int>(Key::kCount); ++k) {
-    if (!(info.keys & (KeySet{1} << k))) continue;
-    const std::optional<std::string> text = KeyText(info, m, static_cast<Key>(k));
-    if (!text) continue;
+  auto add = [&](std::string_view key, const std::optional<std::string>& text) {
+    if (!text) return;
     out += sep;
-    out += kKeyNames[k];
+    out += key;
     out += '=';
     out += *text;
     sep = ',';
+  };
+  for (const RelKey& key : info.rel->keys) add(key.name, RelKeyText(m.rel, key.slot));
+  for (int k = 0; k < static_cast<int>(Key::kCount); ++k) {
+    if (!(info.keys & (KeySet{1} << k))) continue;
+    add(kKeyNames[k], KeyText(m, static_cast<Key>(k)));
   }
   if (m.logn) out += "+logn";
   return out;
@@ -385,9 +461,8 @@ bool SameRope(const RopeMethod& a, const RopeMethod& b) {
 }  // namespace
 
 bool operator==(const Method& a, const Method& b) {
-  return SameRope(a.rope, b.rope) && a.rel.kind == b.rel.kind && a.rel.window == b.rel.window &&
-         a.rel.leaky_k == b.rel.leaky_k && a.rel.group == b.rel.group &&
-         a.rel.shift == b.rel.shift && a.rel.chunk == b.rel.chunk && a.mask.kind == b.mask.kind &&
+  return SameRope(a.rope, b.rope) && a.rel.map == b.rel.map && a.rel.window == b.rel.window &&
+         a.rel.ints == b.rel.ints && a.rel.real == b.rel.real && a.mask.kind == b.mask.kind &&
          a.mask.window == b.mask.window && a.mask.sinks == b.mask.sinks && a.logn == b.logn;
 }
 

@@ -8,13 +8,15 @@
 // A method has four independent parts (../shared/DESIGN.md, "Position schemes are data"):
 //   rope:    how the frequencies theta_t are scaled (none, PI, NTK, YaRN, llama3, LongRoPE), and
 //            whether the scale is fixed for the call or dynamic per query position;
-//   rel map: which relative position a (query, key) pair is rotated by (identity, ReRoPE, ...);
+//   rel map: which relative position a (query, key) pair is rotated by (the identity i - j, or
+//            one of the maps of src/position/maps/);
 //   mask:    which keys a query sees (causal, sliding window, Lambda / attention sinks,
 //            blockwise causal);
 //   logn:    whether logits are scaled by max(1, ln(i + 1) / ln L).
 // The spec grammar: `name[:key=value,...][+logn]`, e.g. `yarn:factor=4+logn`.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -57,23 +59,23 @@ struct RopeMethod {
   std::vector<double> short_factor, long_factor;
 };
 
-enum class RelMapKind {
-  kIdentity,     // i - j
-  kReRope,       // min(i - j, window)
-  kLeakyReRope,  // i - j below window, else window + (i - j - window) / k
-  kSelfExtend,   // i - j below window, else floor(i/G) - floor(j/G) + window - floor(window/G)
-  kString,       // STRING: i - j below shift, else i - j - shift + window
-  kDca,          // Dual Chunk Attention: intra-, successive- and inter-chunk maps
-};
+// A relative map (src/position/rel_map.h): one descriptor per map, in src/position/maps/.
+struct RelMapDescriptor;
+namespace rel_maps {
+extern const RelMapDescriptor identity_map;  // i - j
+}  // namespace rel_maps
 
 struct RelMapMethod {
-  RelMapKind kind = RelMapKind::kIdentity;
-  int64_t window = 0;    // w (ReRoPE, Leaky), W (Self-Extend, STRING local window); 0: default
-                         // (also DCA's local window: keys repeat every chunk - window)
-  double leaky_k = 0.0;  // Leaky ReRoPE's k; 0: k = s (`k=s`)
-  int64_t group = 0;     // Self-Extend's G; 0: default
-  int64_t shift = 0;     // STRING's offset S; 0: default
-  int64_t chunk = 0;     // DCA's chunk size; 0: default
+  const RelMapDescriptor* map = &rel_maps::identity_map;
+  // The map's window (its file says which); 0: default.
+  int64_t window = 0;
+  // The map's other parameters, named by its keys (RelKey); 0: default.
+  std::array<int64_t, 2> ints{};
+  double real = 0.0;
+  bool IsIdentity() const;
+  // A parameter by its spec key (`window`, or one of the map's keys); checks the key exists.
+  double Param(std::string_view key) const;
+  void SetParam(std::string_view key, double value);
 };
 
 enum class MaskKind {
@@ -105,7 +107,7 @@ Method ParseMethod(std::string_view spec);
 // spec and printing it again gives the same text. Only non-default fields are printed.
 std::string CanonicalSpec(const Method& m);
 bool operator==(const Method& a, const Method& b);
-// The spec name of a method (`yarn`, `self-extend`, ...). A hand-built method that no name
+// The spec name of a method (`yarn`, `window`, ...). A hand-built method that no name
 // expresses is named after its relative map, else its mask, else its rope scaling.
 std::string_view MethodName(const Method& m);
 
@@ -120,8 +122,8 @@ struct LlamaCppRopeFlags {
   std::optional<double> yarn_attn_factor;   // --yarn-attn-factor
   std::optional<double> yarn_beta_fast;     // --yarn-beta-fast
   std::optional<double> yarn_beta_slow;     // --yarn-beta-slow
-  std::optional<int64_t> grp_attn_n;        // --grp-attn-n: Self-Extend's G
-  std::optional<int64_t> grp_attn_w;        // --grp-attn-w: Self-Extend's W
+  std::optional<int64_t> grp_attn_n;        // --grp-attn-n: group attention's G
+  std::optional<int64_t> grp_attn_w;        // --grp-attn-w: group attention's W
   bool Any() const;
 };
 // Throws stretch::Error on combinations with no meaning (e.g. --rope-scale and
@@ -155,8 +157,9 @@ RopeFrequencies ComputeFrequencies(const RopeMethod& rope, const RopeGeometry& g
 
 // The method with every default filled in for a call of `fed_len` tokens (L' = fed_len):
 // rope.factor = CallScale when 0; rope.base = geo.base when 0; rope.original_length = L when 0;
-// rel.window / group / shift / chunk / leaky_k and mask.window / sinks per the defaults
-// documented in method.cc. After this every field the method uses is concrete (non-zero).
+// the relative map's parameters (its file in src/position/maps/) and mask.window / sinks per the
+// defaults documented in method_check.cc. After this every field the method uses is concrete
+// (non-zero).
 // Calls ValidateMethod first.
 Method ResolveMethod(const Method& m, const RopeGeometry& geo, int64_t fed_len);
 

@@ -6,11 +6,7 @@
 //                      call's length (DESIGN.md's "locally static" choice); dynamic methods ignore
 //                      it and use s_i = max(L, i + 1)/L per query.
 //   base               the model's.            orig         L.
-//   rerope window      L/2.                    leaky window L/2, leaky k = s (`k=s`); a resolved
-//                                              k below 1 is an error, k = 1 is the identity map.
-//   self-extend        window W = L/2; group G = the smallest integer G >= 1 with
-//                      floor((L'-1)/G) + W - floor(W/G) <= L - 1, i.e. the largest relative
-//                      position the model sees (query L'-1 against key 0) stays inside training.
+//   a relative map     its file's (src/position/maps/).
 //   window (mask)      window = L.
 //   lambda             window = L, sinks = 4: StreamingLLM's attention sinks (Xiao et al. 2023,
 //                      arXiv 2309.17453; github.com/mit-han-lab/streaming-llm
@@ -23,18 +19,6 @@
 //                      every relative position stays below B = L; a query sees B/2 + 1 .. B keys. (That
 //                      fork's cached decoding keeps a slightly wider span at half-block starts; we
 //                      take the prefill mask as the definition, so decoding equals prefill.)
-//   string             shift S = int(0.33 * L) and local window W = 128, STRING's defaults
-//                      (An et al. 2024, arXiv 2410.18745; github.com/HKUNLP/STRING README:
-//                      `shifted_offset=int(0.33 * L), small_local_value=128`, with L the
-//                      model's max_position_embeddings). Ours: W is capped at S/2 (at least 1)
-//                      so that the small models of this project (L = 256 .. 1024, where 128 would
-//                      reach or pass S) still shift positions down; for L >= 776 the cap is 128.
-//   dca                chunk = L * 3 // 4 and local window = L // 16, ChunkLlama's defaults
-//                      (Dual Chunk Attention, An et al. 2024, arXiv 2402.17463;
-//                      github.com/HKUNLP/ChunkLlama chunkllama_attn_replace.py,
-//                      replace_with_chunkllama: `chunk_size = pretraining_length * 3 // 4`,
-//                      `local_window = pretraining_length // 16`). Keys sit at j mod (chunk -
-//                      window) and a query's position never passes chunk (src/position/plan.h).
 // A default never goes below 1. Defaults are not checked against L' ("window larger than the
 // context" is an error for a value the user gave, not for L/2 on a short call), so ResolveMethod
 // takes an unresolved method: resolving twice may reject what the first resolution filled in.
@@ -50,6 +34,7 @@
 #include "src/core/error.h"
 #include "src/position/method.h"
 #include "src/position/method_internal.h"
+#include "src/position/rel_map.h"
 
 namespace stretch {
 namespace method_internal {
@@ -57,11 +42,17 @@ namespace method_internal {
 // ---------------------------------------------------------------------------------------------
 // Checks
 
+[[noreturn]] void LargerThanContext(std::string_view where, std::string_view key, int64_t v,
+                                    int64_t fed_len) {
+  Fail("{}: {}={} is larger than the context ({} tokens) (allowed: 1 .. {})", where, key, v,
+       fed_len, fed_len);
+}
+
 std::string Where(const Method& m) { return fmt::format("method \"{}\"", InfoOf(m).name); }
 
 // Checks between fields that need no model: beta_fast > beta_slow, high > low, and the pairs of
-// given lengths that must be ordered (STRING window < shift, Lambda sinks < window, DCA window <
-// chunk). Defaults are checked by ValidateMethod once they are known.
+// given lengths that must be ordered (a relative map's, Lambda sinks < window). Defaults are
+// checked by ValidateMethod once they are known.
 void CheckFieldPairs(const Method& m, std::string_view where) {
   if (m.rope.scaling == RopeScaling::kYarn && !(m.rope.beta_fast > m.rope.beta_slow)) {
     Fail("{}: beta_fast={} is not above beta_slow={} (allowed: beta_fast > beta_slow > 0)", where,
@@ -72,16 +63,7 @@ void CheckFieldPairs(const Method& m, std::string_view where) {
     Fail("{}: high={} is not above low={} (allowed: high > low > 0)", where,
          m.rope.high_freq_factor, m.rope.low_freq_factor);
   }
-  if (m.rel.kind == RelMapKind::kString && m.rel.shift != 0 && m.rel.window != 0 &&
-      m.rel.window >= m.rel.shift) {
-    Fail("{}: window={} is not below shift={} (allowed: 1 <= window < shift)", where, m.rel.window,
-         m.rel.shift);
-  }
-  if (m.rel.kind == RelMapKind::kDca && m.rel.chunk != 0 && m.rel.window != 0 &&
-      m.rel.window >= m.rel.chunk) {
-    Fail("{}: window={} is not below chunk={} (allowed: 1 <= window < chunk)", where, m.rel.window,
-         m.rel.chunk);
-  }
+  if (m.rel.map->check_pairs != nullptr) m.rel.map->check_pairs(m.rel, where);
   if (m.mask.kind == MaskKind::kLambda && m.mask.sinks != 0 && m.mask.window != 0 &&
       m.mask.sinks >= m.mask.window) {
     Fail("{}: sinks={} is not below window={} (allowed: 1 <= sinks < window)", where, m.mask.sinks,
@@ -146,58 +128,26 @@ void CheckFieldRanges(const Method& m, std::string_view where) {
   }
   const RelMapMethod& rel = m.rel;
   if (rel.window < 0) bad("window", rel.window, "a positive integer");
-  if (rel.group < 0) bad("group", rel.group, "a positive integer");
-  if (rel.shift < 0) bad("shift", rel.shift, "a positive integer");
-  if (rel.chunk < 0) bad("chunk", rel.chunk, "a positive integer");
-  if (rel.leaky_k != 0.0 && !(rel.leaky_k >= 1.0 && std::isfinite(rel.leaky_k))) {
-    bad("k", rel.leaky_k, "a number >= 1, or 0 for k = L'/L");
+  for (const RelKey& key : rel.map->keys) {
+    const int64_t v = key.slot == RelSlot::kInt0   ? rel.ints[0]
+                      : key.slot == RelSlot::kInt1 ? rel.ints[1]
+                                                   : 0;
+    if (v < 0) bad(key.name, v, "a positive integer");
   }
+  if (rel.map->check_real_range != nullptr) rel.map->check_real_range(rel, where);
   if (m.mask.window < 0) bad("window", m.mask.window, "a positive integer");
   if (m.mask.sinks < 0) bad("sinks", m.mask.sinks, "a positive integer");
-}
-
-// Self-Extend's default group: the smallest G >= 1 with floor((L'-1)/G) + W - floor(W/G) <= L-1.
-// For G >= max(L', W + 1) the left side is W, so no G exists when W > L - 1.
-std::optional<int64_t> SelfExtendGroup(int64_t train_len, int64_t fed_len, int64_t window) {
-  const int64_t last = std::max<int64_t>(fed_len, window + 1);
-  for (int64_t g = 1; g <= last; ++g) {
-    if ((fed_len - 1) / g + window - window / g <= train_len - 1) return g;
-  }
-  return std::nullopt;
 }
 
 // Every default filled in, without checks (see the table at the top of this file).
 Method FillDefaults(const Method& m, const RopeGeometry& geo, int64_t fed_len) {
   Method r = m;
   const int64_t L = geo.train_len;
-  const int64_t half = std::max<int64_t>(1, L / 2);
   r.rope.factor = CallScale(m.rope, geo, fed_len);
   if (r.rope.base == 0.0) r.rope.base = geo.base;
   if (r.rope.original_length == 0) r.rope.original_length = L;
-  RelMapMethod& rel = r.rel;
-  switch (rel.kind) {
-    case RelMapKind::kIdentity: break;
-    case RelMapKind::kReRope:
-      if (rel.window == 0) rel.window = half;
-      break;
-    case RelMapKind::kLeakyReRope:
-      if (rel.window == 0) rel.window = half;
-      if (rel.leaky_k == 0.0) rel.leaky_k = r.rope.factor;
-      break;
-    case RelMapKind::kSelfExtend:
-      if (rel.window == 0) rel.window = half;
-      if (rel.group == 0) rel.group = SelfExtendGroup(L, fed_len, rel.window).value_or(0);
-      break;
-    case RelMapKind::kString:
-      if (rel.shift == 0) {
-        rel.shift = std::max<int64_t>(1, static_cast<int64_t>(0.33 * static_cast<double>(L)));
-      }
-      if (rel.window == 0) rel.window = std::max<int64_t>(1, std::min<int64_t>(128, rel.shift / 2));
-      break;
-    case RelMapKind::kDca:
-      if (rel.chunk == 0) rel.chunk = std::max<int64_t>(1, L * 3 / 4);
-      if (rel.window == 0) rel.window = std::max<int64_t>(1, L / 16);
-      break;
+  if (r.rel.map->fill_defaults != nullptr) {
+    r.rel.map->fill_defaults(r.rel, geo, fed_len, r.rope.factor);
   }
   switch (r.mask.kind) {
     case MaskKind::kCausal: break;
@@ -290,36 +240,9 @@ void CheckRopeAgainstModel(const Method& m, const RopeGeometry& geo, const std::
 // Lengths the user gave, against the call.
 void CheckLengthsAgainstCall(const Method& m, const RopeGeometry& geo, int64_t fed_len,
                              const std::string& where) {
-  const RelMapMethod& rel = m.rel;
-  auto larger = [&](std::string_view key, int64_t v) {
-    Fail("{}: {}={} is larger than the context ({} tokens) (allowed: 1 .. {})", where, key, v,
-         fed_len, fed_len);
-  };
-  switch (rel.kind) {
-    case RelMapKind::kIdentity: break;
-    case RelMapKind::kReRope:
-    case RelMapKind::kLeakyReRope:
-      if (rel.window > fed_len) larger("window", rel.window);
-      break;
-    case RelMapKind::kSelfExtend:
-      if (rel.window != 0 && rel.window >= fed_len) {
-        Fail("{}: window={} is not smaller than the context ({} tokens) (allowed: 1 .. {})", where,
-             rel.window, fed_len, fed_len - 1);
-      }
-      break;
-    case RelMapKind::kString:
-      if (rel.shift > fed_len) larger("shift", rel.shift);
-      if (rel.window > fed_len) larger("window", rel.window);
-      break;
-    case RelMapKind::kDca:
-      if (rel.chunk > geo.train_len) {
-        Fail("{}: chunk={} is larger than the training length ({} tokens) (allowed: 2 .. {})",
-             where, rel.chunk, geo.train_len, geo.train_len);
-      }
-      break;
-  }
+  if (m.rel.map->check_call != nullptr) m.rel.map->check_call(m.rel, geo, fed_len, where);
   if (m.mask.kind != MaskKind::kCausal && m.mask.window > fed_len) {
-    larger("window", m.mask.window);
+    LargerThanContext(where, "window", m.mask.window, fed_len);
   }
 }
 
@@ -327,36 +250,7 @@ void CheckLengthsAgainstCall(const Method& m, const RopeGeometry& geo, int64_t f
 void CheckResolvedDefaults(const Method& m, const RopeGeometry& geo, int64_t fed_len,
                            const std::string& where) {
   const Method r = FillDefaults(m, geo, fed_len);
-  switch (r.rel.kind) {
-    case RelMapKind::kIdentity:
-    case RelMapKind::kReRope: break;
-    case RelMapKind::kLeakyReRope:
-      if (!(r.rel.leaky_k >= 1.0)) {
-        Fail("{}: k={} is below 1 (allowed: k >= 1; k = 1 is the identity map)", where,
-             r.rel.leaky_k);
-      }
-      break;
-    case RelMapKind::kSelfExtend:
-      if (r.rel.group == 0) {
-        Fail(
-            "{}: window={} leaves no group that keeps relative positions below L = {} "
-            "(allowed: window <= {} when group is not given)",
-            where, r.rel.window, geo.train_len, geo.train_len - 1);
-      }
-      break;
-    case RelMapKind::kString:
-      if (r.rel.window >= r.rel.shift) {
-        Fail("{}: window={} is not below shift={} (allowed: 1 <= window < shift)", where,
-             r.rel.window, r.rel.shift);
-      }
-      break;
-    case RelMapKind::kDca:
-      if (r.rel.window >= r.rel.chunk) {
-        Fail("{}: window={} is not below chunk={} (allowed: 1 <= window < chunk)", where,
-             r.rel.window, r.rel.chunk);
-      }
-      break;
-  }
+  if (r.rel.map->check_resolved != nullptr) r.rel.map->check_resolved(r.rel, geo, where);
   if (r.mask.kind == MaskKind::kLambda && r.mask.sinks >= r.mask.window) {
     Fail("{}: sinks={} is not below window={} (allowed: 1 <= sinks < window)", where, r.mask.sinks,
          r.mask.window);

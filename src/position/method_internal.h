@@ -6,26 +6,25 @@
 
 #include <cstdint>
 #include <iterator>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "src/position/method.h"
+#include "src/position/rel_map.h"
 
 namespace stretch::method_internal {
 
 // ---------------------------------------------------------------------------------------------
 // Names and keys
 
-// Spec keys, in the order CanonicalSpec prints them.
+// Spec keys of the rope and mask parts, in the order CanonicalSpec prints them. A relative map's
+// own keys (RelMapDescriptor::keys) print before them.
 enum class Key : int {
   kFactor,
-  kGroup,
-  kShift,
   kSinks,
-  kChunk,
   kWindow,
-  kK,
   kOrig,
   kBetaFast,
   kBetaSlow,
@@ -42,7 +41,7 @@ enum class Key : int {
 };
 // clang-format off
 inline constexpr std::string_view kKeyNames[] = {
-    "factor", "group",  "shift",          "sinks",    "chunk", "window", "k",
+    "factor", "sinks",  "window",
     "orig",   "beta_fast", "beta_slow",   "attention_factor", "mscale", "mscale_all_dim",
     "truncate", "low",  "high",           "short",    "long",  "base",
 };
@@ -60,55 +59,23 @@ inline constexpr KeySet kYarnKeys =
     Keys(Key::kOrig, Key::kBetaFast, Key::kBetaSlow, Key::kAttentionFactor, Key::kMscale,
          Key::kMscaleAllDim, Key::kTruncate);
 
+// One spec name: a rope scaling, a relative map (with its own keys besides `keys`) and a mask.
 struct MethodInfo {
   std::string_view name;
   RopeScaling scaling;
   ScaleMode mode;
-  RelMapKind rel;
+  const RelMapDescriptor* rel;
   MaskKind mask;
   KeySet keys;
 };
 
-inline constexpr MethodInfo kMethods[] = {
-    {"direct", RopeScaling::kNone, ScaleMode::kStatic, RelMapKind::kIdentity, MaskKind::kCausal,
-     Keys()},
-    {"pi", RopeScaling::kLinear, ScaleMode::kStatic, RelMapKind::kIdentity, MaskKind::kCausal,
-     Keys(Key::kFactor)},
-    {"ntk", RopeScaling::kNtk, ScaleMode::kStatic, RelMapKind::kIdentity, MaskKind::kCausal,
-     Keys(Key::kFactor)},
-    {"ntk-fixed", RopeScaling::kNtkFixed, ScaleMode::kStatic, RelMapKind::kIdentity,
-     MaskKind::kCausal, Keys(Key::kFactor)},
-    {"yarn", RopeScaling::kYarn, ScaleMode::kStatic, RelMapKind::kIdentity, MaskKind::kCausal,
-     kYarnKeys | Bit(Key::kFactor)},
-    {"llama3", RopeScaling::kLlama3, ScaleMode::kStatic, RelMapKind::kIdentity, MaskKind::kCausal,
-     Keys(Key::kFactor, Key::kOrig, Key::kLow, Key::kHigh)},
-    {"longrope", RopeScaling::kLongRope, ScaleMode::kStatic, RelMapKind::kIdentity,
-     MaskKind::kCausal,
-     Keys(Key::kFactor, Key::kOrig, Key::kAttentionFactor, Key::kShort, Key::kLong)},
-    {"dynamic-ntk", RopeScaling::kNtk, ScaleMode::kDynamic, RelMapKind::kIdentity,
-     MaskKind::kCausal, Keys()},
-    {"dynamic-yarn", RopeScaling::kYarn, ScaleMode::kDynamic, RelMapKind::kIdentity,
-     MaskKind::kCausal, kYarnKeys},
-    {"rerope", RopeScaling::kNone, ScaleMode::kStatic, RelMapKind::kReRope, MaskKind::kCausal,
-     Keys(Key::kWindow)},
-    {"leaky-rerope", RopeScaling::kNone, ScaleMode::kStatic, RelMapKind::kLeakyReRope,
-     MaskKind::kCausal, Keys(Key::kWindow, Key::kK)},
-    {"self-extend", RopeScaling::kNone, ScaleMode::kStatic, RelMapKind::kSelfExtend,
-     MaskKind::kCausal, Keys(Key::kGroup, Key::kWindow)},
-    {"string", RopeScaling::kNone, ScaleMode::kStatic, RelMapKind::kString, MaskKind::kCausal,
-     Keys(Key::kShift, Key::kWindow)},
-    {"dca", RopeScaling::kNone, ScaleMode::kStatic, RelMapKind::kDca, MaskKind::kCausal,
-     Keys(Key::kChunk, Key::kWindow)},
-    {"window", RopeScaling::kNone, ScaleMode::kStatic, RelMapKind::kIdentity, MaskKind::kWindow,
-     Keys(Key::kWindow)},
-    {"lambda", RopeScaling::kNone, ScaleMode::kStatic, RelMapKind::kIdentity, MaskKind::kLambda,
-     Keys(Key::kSinks, Key::kWindow)},
-    {"blockwise", RopeScaling::kNone, ScaleMode::kStatic, RelMapKind::kIdentity, MaskKind::kBlock,
-     Keys(Key::kWindow)},
-};
+// Every spec name: the rope methods, one per relative map of the registry (rel_map.h), the masks.
+std::span<const MethodInfo> Methods();
 
 std::string KnownNames();
 std::string KeyList(KeySet keys);
+// The keys a spec name takes, for messages: its map's keys, then KeyList(info.keys).
+std::string AllowedKeys(const MethodInfo& info);
 const MethodInfo* FindMethod(std::string_view name);
 const MethodInfo& FindMethodOrDie(std::string_view name);
 // The table row of a method. A method built by hand may combine parts that no spec name
@@ -120,6 +87,10 @@ Method MethodOf(const MethodInfo& info);
 // `where` names the object: `method "yarn"`, `rope_scaling (rope_type "yarn")`.
 [[noreturn]] void BadValue(std::string_view where, std::string_view key, std::string_view text,
                            std::string_view problem, std::string_view allowed);
+// A plain decimal number (4, 0.5, 1e-3, 1e+20), read back exactly; `allowed` for messages.
+double ParseNumber(std::string_view where, std::string_view key, std::string_view text,
+                   std::string_view allowed);
+int64_t ParsePositiveInteger(std::string_view where, std::string_view key, std::string_view text);
 // "1/2.5/4"
 std::string JoinList(const std::vector<double>& v);
 // Sets one key of `m` (a method of kind `info`) from its text. `shown` is the key's name as the
@@ -127,11 +98,15 @@ std::string JoinList(const std::vector<double>& v);
 void SetKey(const MethodInfo& info, Method& m, Key key, std::string_view shown,
             std::string_view text, std::string_view where);
 
+// "{where}: {key}={v} is larger than the context ({fed_len} tokens) (allowed: 1 .. {fed_len})"
+[[noreturn]] void LargerThanContext(std::string_view where, std::string_view key, int64_t v,
+                                    int64_t fed_len);
+
 // `method "yarn"`
 std::string Where(const Method& m);
 // Checks between fields that need no model: beta_fast > beta_slow, high > low, and the pairs of
-// given lengths that must be ordered (STRING window < shift, Lambda sinks < window, DCA window <
-// chunk). Defaults are checked by ValidateMethod once they are known.
+// given lengths that must be ordered (a relative map's, Lambda sinks < window). Defaults are
+// checked by ValidateMethod once they are known.
 void CheckFieldPairs(const Method& m, std::string_view where);
 
 // YaRN's attention scale for a factor s: 1 + 0.1 mscale ln s (1 for s <= 1).

@@ -19,6 +19,7 @@
 #include "src/core/error.h"
 #include "src/position/method.h"
 #include "src/position/method_internal.h"
+#include "src/position/rel_map.h"
 
 namespace stretch {
 
@@ -41,8 +42,8 @@ using namespace method_internal;
 // yarn_attn_factor from the model for yarn and drops a user's value; we keep the documented
 // meaning of the flag, "scale sqrt(t) or attention magnitude".) -1 (newer llama.cpp's "unset")
 // and 1 leave it alone. --yarn-beta-fast/--yarn-beta-slow -1 mean unset (newer llama.cpp).
-// --grp-attn-n G --grp-attn-w W: Self-Extend with group G and neighbour window W (G = 1: off;
-// W defaults to llama.cpp's 512 and must be a multiple of G, as llama.cpp asserts).
+// --grp-attn-n G --grp-attn-w W (group attention): the relative map whose file handles them
+// (RelMapDescriptor::from_llama_cpp).
 
 bool LlamaCppRopeFlags::Any() const {
   return rope_scaling || rope_scale || rope_freq_base || rope_freq_scale || yarn_orig_ctx ||
@@ -163,36 +164,6 @@ void ApplyLlamaCppYarnFlags(const LlamaCppRopeFlags& f, const std::string& type,
   }
 }
 
-// Self-Extend (--grp-attn-n, --grp-attn-w) on plain RoPE: m becomes self-extend at m's base.
-void ApplyLlamaCppSelfExtend(const LlamaCppRopeFlags& f, const std::string& type, Method& m) {
-  if (f.grp_attn_n && *f.grp_attn_n != 1) {
-    const int64_t g = *f.grp_attn_n;
-    if (g <= 0) Fail("--grp-attn-n={} is not positive (allowed: 1 for off, or a group >= 2)", g);
-    const int64_t w = f.grp_attn_w.value_or(512);
-    if (w <= 0) Fail("--grp-attn-w={} is not positive (allowed: a positive width)", w);
-    if (w % g != 0) {
-      Fail(
-          "--grp-attn-w={} is not a multiple of --grp-attn-n={} (allowed: a multiple, as "
-          "llama.cpp requires)",
-          w, g);
-    }
-    if (type != "none") {
-      Fail(
-          "--grp-attn-n={} (Self-Extend) with --rope-scaling {} (allowed: no frequency scaling: "
-          "Self-Extend runs on plain RoPE)",
-          g, type);
-    }
-    const double base = m.rope.base;
-    m = MethodOf(FindMethodOrDie("self-extend"));
-    m.rope.base = base;
-    m.rel.group = g;
-    m.rel.window = w;
-  } else if (f.grp_attn_w) {
-    Fail("--grp-attn-w={} has no effect without --grp-attn-n (allowed: with --grp-attn-n >= 2)",
-         *f.grp_attn_w);
-  }
-}
-
 }  // namespace
 
 Method MethodFromLlamaCpp(const LlamaCppRopeFlags& f) {
@@ -220,7 +191,9 @@ Method MethodFromLlamaCpp(const LlamaCppRopeFlags& f) {
     m.rope.base = v;
   }
   ApplyLlamaCppYarnFlags(f, type, scale, m);
-  ApplyLlamaCppSelfExtend(f, type, m);
+  for (const RelMapDescriptor* map : RelMaps()) {
+    if (map->from_llama_cpp != nullptr) map->from_llama_cpp(f, type, m);
+  }
   return m;
 }
 

@@ -2,122 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "src/core/check.h"
 
 namespace stretch {
-namespace {
-
-// floor(a / b) for b > 0 and any sign of a.
-int64_t FloorDiv(int64_t a, int64_t b) {
-  const int64_t q = a / b;
-  return (a % b != 0 && a < 0) ? q - 1 : q;
-}
-
-}  // namespace
-
-int PositionMap::Segments() const {
-  switch (kind) {
-    case RelMapKind::kIdentity: return 1;
-    case RelMapKind::kDca: return 3;
-    default: return 2;
-  }
-}
-
-int PositionMap::SegmentOf(int64_t i, int64_t j) const {
-  switch (kind) {
-    case RelMapKind::kIdentity: return 0;
-    case RelMapKind::kReRope:
-    case RelMapKind::kLeakyReRope:
-    case RelMapKind::kSelfExtend: return i - j >= window ? 1 : 0;
-    case RelMapKind::kString: return i - j >= shift ? 1 : 0;
-    case RelMapKind::kDca: {
-      const int64_t back = FloorDiv(i, chunk_len) - FloorDiv(j, chunk_len);
-      return back <= 0 ? 0 : (back == 1 ? 1 : 2);
-    }
-  }
-  return 0;
-}
-
-int64_t PositionMap::SegmentRunEnd(int64_t i, int64_t j) const {
-  constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
-  switch (kind) {
-    case RelMapKind::kIdentity: return kNever;
-    case RelMapKind::kDca: return (FloorDiv(j, chunk_len) + 1) * chunk_len;
-    default: {
-      // Far while i - j >= edge, i.e. j <= i - edge; near after.
-      const int64_t edge = kind == RelMapKind::kString ? shift : window;
-      return j <= i - edge ? i - edge + 1 : kNever;
-    }
-  }
-}
-
-uint32_t PositionMap::SegmentsIn(int64_t q_lo, int64_t q_hi, int64_t k_lo, int64_t k_hi) const {
-  if (kind == RelMapKind::kIdentity) return 1u;
-  if (kind == RelMapKind::kDca) {
-    const int64_t lo = FloorDiv(q_lo, chunk_len) - FloorDiv(k_hi, chunk_len);
-    const int64_t hi = FloorDiv(q_hi, chunk_len) - FloorDiv(k_lo, chunk_len);
-    uint32_t bits = 0;
-    if (lo <= 0) bits |= 1u;
-    if (lo <= 1 && hi >= 1) bits |= 2u;
-    if (hi >= 2) bits |= 4u;
-    return bits;
-  }
-  const int64_t edge = kind == RelMapKind::kString ? shift : window;
-  const int64_t d_lo = q_lo - k_hi, d_hi = q_hi - k_lo;
-  uint32_t bits = 0;
-  if (d_lo < edge) bits |= 1u;
-  if (d_hi >= edge) bits |= 2u;
-  return bits;
-}
-
-double PositionMap::QueryPos(int seg, int64_t i) const {
-  if (seg == 0 && kind != RelMapKind::kDca) return static_cast<double>(i);
-  switch (kind) {
-    case RelMapKind::kIdentity: return static_cast<double>(i);
-    case RelMapKind::kReRope: return static_cast<double>(window);
-    case RelMapKind::kLeakyReRope:
-      return static_cast<double>(window) + static_cast<double>(i - window) / k;
-    case RelMapKind::kSelfExtend:
-      return static_cast<double>(FloorDiv(i, group) + window - FloorDiv(window, group));
-    case RelMapKind::kString: return static_cast<double>(i - shift + window);
-    case RelMapKind::kDca: {
-      const int64_t r = i % chunk_len;
-      if (seg == 0) return static_cast<double>(r);
-      if (seg == 1) return static_cast<double>(std::min(r + chunk_len, chunk_size));
-      return static_cast<double>(std::min(2 * chunk_len - 1, chunk_size));
-    }
-  }
-  return static_cast<double>(i);
-}
-
-double PositionMap::KeyPos(int seg, int64_t j) const {
-  if (kind == RelMapKind::kDca) return static_cast<double>(j % chunk_len);
-  if (seg == 0) return static_cast<double>(j);
-  switch (kind) {
-    case RelMapKind::kReRope: return 0.0;
-    case RelMapKind::kLeakyReRope: return static_cast<double>(j) / k;
-    case RelMapKind::kSelfExtend: return static_cast<double>(FloorDiv(j, group));
-    default: return static_cast<double>(j);
-  }
-}
-
-int PositionMap::KeySlots() const {
-  switch (kind) {
-    case RelMapKind::kReRope:
-    case RelMapKind::kLeakyReRope:
-    case RelMapKind::kSelfExtend: return 2;
-    default: return 1;  // identity, string (j for both segments), dca (j mod c for all three)
-  }
-}
-
-int PositionMap::KeySlot(int seg) const { return KeySlots() == 2 ? seg : 0; }
-
-bool PositionMap::SlotIsUnrotated(int slot) const {
-  return kind == RelMapKind::kReRope && slot == 1;
-}
-
 double PositionMap::RelPos(int64_t i, int64_t j) const {
   const int seg = SegmentOf(i, j);
   return QueryPos(seg, i) - KeyPos(seg, j);
@@ -259,34 +147,16 @@ AttentionPlan MakeAttentionPlan(const Method& m, const RopeGeometry& geo, int64_
   plan.window = plan.method.mask.window;
   plan.sinks = plan.method.mask.sinks;
   const RelMapMethod& r = plan.method.rel;
-  PositionMap& map = plan.map;
-  map.kind = r.kind;
-  switch (r.kind) {
-    case RelMapKind::kIdentity: break;
-    case RelMapKind::kReRope: map.window = r.window; break;
-    case RelMapKind::kLeakyReRope:
-      map.window = r.window;
-      map.k = r.leaky_k;
-      break;
-    case RelMapKind::kSelfExtend:
-      map.window = r.window;
-      map.group = r.group;
-      break;
-    case RelMapKind::kString:
-      map.window = r.window;
-      map.shift = r.shift;
-      break;
-    case RelMapKind::kDca:
-      map.window = r.window;
-      map.chunk_size = r.chunk;
-      map.chunk_len = r.chunk - r.window;
-      STRETCH_CHECK(map.chunk_len >= 1, "dca chunk={} window={}", r.chunk, r.window);
-      break;
-  }
+  plan.map.map = r.map;
+  r.map->build(r, plan.map);
   if (plan.mask == MaskKind::kLambda) {
-    STRETCH_CHECK(r.kind == RelMapKind::kIdentity);
-    map.kind = RelMapKind::kReRope;
-    map.window = plan.window;
+    STRETCH_CHECK(r.IsIdentity());
+    RelMapMethod clamp;
+    clamp.map = &ClampMap();
+    clamp.window = plan.window;
+    plan.map = PositionMap{};
+    plan.map.map = clamp.map;
+    clamp.map->build(clamp, plan.map);
   }
   return plan;
 }

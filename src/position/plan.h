@@ -2,66 +2,60 @@
 //
 // RoPE in relative form: <R(a) q, R(b) k> = <R(a - b) q, k>, so a pair scored with q rotated at
 // "query position" a and k rotated at "key position" b sees relative position a - b. Every
-// relative map of src/position/method.h is piecewise, and on each piece (a "segment") the query
-// position depends on i only and the key position on j only:
-//
-//   map            segment 0 (near)          segment 1 (far)                        when far
-//   identity       a = i,     b = j          -                                      never
-//   rerope(w)      a = i,     b = j          a = w,                  b = 0          i - j >= w
-//   leaky(w, k)    a = i,     b = j          a = w + (i - w) / k,    b = j / k      i - j >= w
-//   self-extend    a = i,     b = j          a = fl(i/G) + W - fl(W/G), b = fl(j/G)  i - j >= W
-//   string(S, W)   a = i,     b = j          a = i - S + W,          b = j          i - j >= S
-//
-// so a - b is exactly the min(i - j, w), w + (i - j - w)/k, floor(i/G) - floor(j/G) + W -
-// floor(W/G), and i - j - S + W. Dual Chunk Attention (ChunkLlama, github.com/HKUNLP/ChunkLlama,
-// chunkllama_attn_replace.py) cuts positions into chunks of c = chunk_size - local_window tokens;
-// keys sit at b = j mod c and the query's position depends on how many chunks back the key is:
-//   segment 0, same chunk:      a = i mod c
-//   segment 1, previous chunk:  a = min(i mod c + c, chunk_size)
-//   segment 2, older chunks:    a = min(2c - 1, chunk_size)   (the successive map at i mod c = c-1)
-// A tile of (query, key) positions is classified by the segments it touches: most tiles touch
-// one, and only tiles along a boundary compute two scores and pick per element.
+// relative map (src/position/rel_map.h, one file each in src/position/maps/) is piecewise, and on
+// each piece (a "segment") the query position depends on i only and the key position on j only;
+// segment 0 of every map is the identity near the diagonal, a = i and b = j, but for the chunked
+// map, whose positions restart every chunk. Each map's file gives its segments and shows that
+// a - b is the map's definition. A tile of (query, key) positions is classified by the segments it
+// touches: most tiles touch one, and only tiles along a boundary compute two scores and pick per
+// element.
 //
 // Lambda (sinks + window) keeps plain RoPE inside the window and sees a sink outside the window at
-// distance `window`: that is rerope(window) restricted to the keys the Lambda mask lets through.
+// distance `window`: that is the map that clamps at its window, min(i - j, window) (ClampMap),
+// restricted to the keys the Lambda mask lets through.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
 #include "src/position/method.h"
+#include "src/position/rel_map.h"
 #include "src/position/rope.h"
 
 namespace stretch {
 
-// The most key slots a relative map uses (ReRoPE, Leaky ReRoPE, Self-Extend: near and far).
+// The most key slots a relative map uses (near and far).
 inline constexpr int kMaxKeySlots = 2;
 
+// A relative map resolved for a call: its descriptor and its parameters (which of window, ints
+// and real it uses is its file's). The functions go through the descriptor.
 struct PositionMap {
-  RelMapKind kind = RelMapKind::kIdentity;
-  int64_t window = 0;      // w / W / DCA's local window
-  double k = 1.0;          // Leaky ReRoPE
-  int64_t group = 1;       // Self-Extend
-  int64_t shift = 0;       // STRING
-  int64_t chunk_size = 0;  // DCA
-  int64_t chunk_len = 0;   // DCA: chunk_size - local window
+  const RelMapDescriptor* map = &rel_maps::identity_map;
+  int64_t window = 0;
+  std::array<int64_t, 2> ints{};
+  double real = 1.0;
 
-  int Segments() const;
-  int SegmentOf(int64_t i, int64_t j) const;
+  bool IsIdentity() const { return map->IsIdentity(); }
+  int Segments() const { return map->segments; }
+  int SegmentOf(int64_t i, int64_t j) const { return map->segment_of(*this, i, j); }
   // The first key position after j where SegmentOf(i, .) may change (keys j .. end-1 share j's
   // segment), so a kernel picks segments by runs of keys, not key by key.
-  int64_t SegmentRunEnd(int64_t i, int64_t j) const;
+  int64_t SegmentRunEnd(int64_t i, int64_t j) const { return map->segment_run_end(*this, i, j); }
   // Bit s set when some pair (i, j) with i in [q_lo, q_hi], j in [k_lo, k_hi], j <= i, falls in
   // segment s (a superset is allowed; never a subset).
-  uint32_t SegmentsIn(int64_t q_lo, int64_t q_hi, int64_t k_lo, int64_t k_hi) const;
-  double QueryPos(int seg, int64_t i) const;
-  double KeyPos(int seg, int64_t j) const;
-  // Key slots: the distinct key-position functions among the segments (rerope: j and 0; leaky:
-  // j and j/k; self-extend: j and floor(j/G); string: j; dca: j mod c). Under a static plan a key
-  // is rotated once per slot and cached that way.
-  int KeySlots() const;  // at most kMaxKeySlots
-  int KeySlot(int seg) const;
-  bool SlotIsUnrotated(int slot) const;  // key position 0 for every key (rerope's far keys)
+  uint32_t SegmentsIn(int64_t q_lo, int64_t q_hi, int64_t k_lo, int64_t k_hi) const {
+    return map->segments_in(*this, q_lo, q_hi, k_lo, k_hi);
+  }
+  double QueryPos(int seg, int64_t i) const { return map->query_pos(*this, seg, i); }
+  double KeyPos(int seg, int64_t j) const { return map->key_pos(*this, seg, j); }
+  // Key slots: the distinct key-position functions among the segments (e.g. j for the near keys
+  // and another function of j for the far ones). Under a static plan a key is rotated once per
+  // slot and cached that way.
+  int KeySlots() const { return map->key_slots; }  // at most kMaxKeySlots
+  int KeySlot(int seg) const { return map->slot_of[static_cast<size_t>(seg)]; }
+  // Key position 0 for every key (a map whose far keys all sit at 0).
+  bool SlotIsUnrotated(int slot) const { return slot == map->unrotated_slot; }
   // The relative position the model sees, QueryPos - KeyPos of the pair's segment.
   double RelPos(int64_t i, int64_t j) const;
 };
@@ -137,7 +131,7 @@ struct AttentionPlan {
 
   // Keys keep one rotation forever (static frequencies, identity map): the KV cache may hold
   // keys after RoPE and the kernel rotates nothing.
-  bool KeysRotatedOnce() const { return !dynamic && map.kind == RelMapKind::kIdentity; }
+  bool KeysRotatedOnce() const { return !dynamic && map.IsIdentity(); }
   bool Visible(int64_t i, int64_t j) const;
   // The first key query i may see (nondecreasing in i): the window's or half-block's start, else 0.
   int64_t FirstVisibleKey(int64_t i) const;

@@ -49,7 +49,7 @@ RopeTable MakeRopeTableAt(const std::vector<double>& thetas, int64_t pos0,
   table.pairs = static_cast<int>(P);
   table.cos.resize(static_cast<size_t>(n) * P);
   table.sin.resize(static_cast<size_t>(n) * P);
-  // Integer positions (all but Leaky ReRoPE's): p * theta from two small tables by the
+  // Integer positions (all but a map's fractional ones): p * theta from two small tables by the
   // angle-addition formula, in double: p = 64 a + b, cos(p theta) = cos(64 a theta) cos(b theta)
   // - sin(64 a theta) sin(b theta) (and sin alike), both tables filled with std::cos/std::sin, so
   // each entry is within a few double ulps of the direct value, 1e-9 of a float ulp. This turns
@@ -164,7 +164,7 @@ RopeFrequencies ComputeFrequencies(const RopeMethod& rope, const RopeGeometry& g
       break;
     }
     case RopeScaling::kNtkFixed:
-      // RoPE as a beta-base encoding (Su's blog; "NTK-fixed" in the ReRoPE literature): base * s.
+      // RoPE as a beta-base encoding (Su's blog, which calls it "NTK-fixed"): base * s.
       f.thetas = RopeThetas(base * s, d);
       break;
     case RopeScaling::kYarn: {

@@ -5,9 +5,12 @@
 #include <charconv>
 #include <cmath>
 #include <optional>
+#include <string>
+#include <string_view>
 
 #include "src/core/check.h"
 #include "src/core/error.h"
+#include "src/position/rel_map.h"
 
 namespace stretch {
 namespace {
@@ -164,17 +167,28 @@ void ApplySandwichSpec(const PositionSpec& ps, TrainArch& arch) {
   });
 }
 
+// The position schemes, for messages: the relative maps as their files give their usage.
+std::string PositionSpecAllowed() {
+  std::string out =
+      "rope[:base=B,fraction=P,pi=F|ntk=F], xpos[:base=B,gamma=G,fraction=P,pi=F|ntk=F], nope, "
+      "alibi, kerple-log, kerple-power, sandwich[:dim=D,lambda=X], or RoPE with a relative map: ";
+  std::string_view sep;
+  for (const RelMapDescriptor* map : RelMaps()) {
+    if (map->train_usage.empty()) continue;
+    out += sep;
+    out += map->train_usage;
+    sep = ", ";
+  }
+  return out;
+}
+
 }  // namespace
 
 void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
   const size_t colon = spec.find(':');
   const std::string_view name = spec.substr(0, colon);
   const std::string_view rest = colon == std::string_view::npos ? "" : spec.substr(colon + 1);
-  constexpr std::string_view kAllowed =
-      "rope[:base=B,fraction=P,pi=F|ntk=F], xpos[:base=B,gamma=G,fraction=P,pi=F|ntk=F], nope, "
-      "alibi, kerple-log, kerple-power, sandwich[:dim=D,lambda=X], or RoPE with a relative map: "
-      "rerope[:window=W], leaky-rerope[:window=W,k=K], self-extend[:group=G,window=W], string, "
-      "dca";
+  const std::string kAllowed = PositionSpecAllowed();
   // Every field of the position scheme back to its default but the RoPE base, which a spec
   // without base= keeps (a checkpoint's, for --init: the base its weights were trained with).
   {
@@ -192,8 +206,7 @@ void ApplyPositionSpec(std::string_view spec, TrainArch& arch) {
   const PositionSpec ps{spec, name, rest};
   if (name == "rope" || name == "xpos") return ApplyRopeSpec(ps, arch);
   // A relative map at training time: RoPE whose full-attention layers see the map's positions.
-  if (name == "rerope" || name == "leaky-rerope" || name == "self-extend" || name == "string" ||
-      name == "dca") {
+  if (const RelMapDescriptor* map = FindRelMap(name); map != nullptr && !map->train_usage.empty()) {
     Method m;
     try {
       m = ParseMethod(spec);

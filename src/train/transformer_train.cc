@@ -135,12 +135,10 @@ void ValidateVariants(const TrainArch& arch) {
     } catch (const Error& e) {
       throw Error(fmt::format("model: rope map \"{}\": {}", layout.rope_map, e.what()));
     }
-    if (map.rel.kind == RelMapKind::kIdentity || layout.position != LayerPosition::kRope ||
-        arch.model.Gau()) {
+    if (map.rel.IsIdentity() || layout.position != LayerPosition::kRope || arch.model.Gau()) {
       throw Error(
-          fmt::format("model: rope map \"{}\" needs a relative map (rerope, "
-                      "leaky-rerope, self-extend, string, dca), RoPE and the LLaMA block",
-                      layout.rope_map));
+          fmt::format("model: rope map \"{}\" needs a relative map ({}), RoPE and the LLaMA block",
+                      layout.rope_map, RelMapNames()));
     }
   }
   if (xpos && (layout.query_norm || layout.key_norm)) {
@@ -212,7 +210,7 @@ void KernelAttention::Forward(const float* q, const float* k, const float* v, fl
   // A plan with a relative map takes raw q and k: the kernel rotates q per segment and reads
   // the keys rotated once per key slot.
   std::unique_ptr<KernelRotation> map;
-  if (plan.map.kind != RelMapKind::kIdentity) {
+  if (!plan.map.IsIdentity()) {
     STRETCH_CHECK(dims.q_pos0 == 0 && dims.n_q == dims.n_kv, "training: whole sequences");
     map = std::make_unique<KernelRotation>(plan, Rows(k, G, D), dims);
     map->Into(params);
@@ -229,7 +227,7 @@ void KernelAttention::Backward(const float* q, const float* k, const float* v, c
   params.plan = &plan;
   const int H = dims.n_heads, G = dims.n_kv_heads, D = dims.head_dim;
   std::unique_ptr<KernelRotation> map;
-  if (plan.map.kind != RelMapKind::kIdentity) {  // dq, dk come back for the raw q and k
+  if (!plan.map.IsIdentity()) {  // dq, dk come back for the raw q and k
     map = std::make_unique<KernelRotation>(plan, Rows(k, G, D), dims);
     map->Into(params);
   }

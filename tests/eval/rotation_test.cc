@@ -312,14 +312,14 @@ TEST(RotationSummaries, RelMapTextNamesEveryMapWithItsParameters) {
   for (const auto& c : cases) EXPECT_EQ(RelMapText(Plan(c.spec, c.N)), c.expected) << c.spec;
 }
 
-// BUG (src/eval/rotation.cc RelMapText, or src/position/plan.cc MakeAttentionPlan): for DCA the
-// text prints PositionMap::window as the local window, but MakeAttentionPlan never sets
-// map.window for DCA (only chunk_size and chunk_len = chunk - window), so `inspect --method
-// dca:chunk=40,window=8` reports "local window 0". The intended text names the method's window,
-// 8 = chunk_size - chunk_len.
+// BUG (src/position/maps/dca.cc, describe and build): for DCA the text prints
+// PositionMap::window as the local window, but the map once never set map.window (only the chunk
+// size ints[0] and the chunk length ints[1] = chunk - window), so `inspect --method
+// dca:chunk=40,window=8` reported "local window 0". The intended text names the method's window,
+// 8 = chunk size - chunk length.
 TEST(RotationSummaries, RelMapTextNamesDcasLocalWindow) {
   const AttentionPlan plan = Plan("dca:chunk=40,window=8", 128);
-  ASSERT_EQ(plan.map.chunk_size - plan.map.chunk_len, 8);
+  ASSERT_EQ(plan.map.ints[0] - plan.map.ints[1], 8);  // chunk size - chunk length
   EXPECT_EQ(RelMapText(plan),
             "Dual Chunk Attention, chunk size 40, local window 8 (chunks of 32 positions): "
             "intra-, successive- and inter-chunk maps")

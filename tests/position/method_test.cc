@@ -12,6 +12,7 @@
 // formula mistake (a wrong ramp end, a floor for a ceil) moves a value by > 1e-3.
 #include "src/position/method.h"
 #include "src/position/plan.h"
+#include "src/position/rel_map.h"
 
 #include <gtest/gtest.h>
 
@@ -303,11 +304,11 @@ TEST(MethodSpec, NamesSelectTheParts) {
   EXPECT_EQ(dy.rope.scaling, RopeScaling::kYarn);
   EXPECT_EQ(dy.rope.mode, ScaleMode::kDynamic);
   EXPECT_EQ(ParseMethod("yarn").rope.mode, ScaleMode::kStatic);
-  EXPECT_EQ(ParseMethod("rerope").rel.kind, RelMapKind::kReRope);
-  EXPECT_EQ(ParseMethod("leaky-rerope").rel.kind, RelMapKind::kLeakyReRope);
-  EXPECT_EQ(ParseMethod("self-extend").rel.kind, RelMapKind::kSelfExtend);
-  EXPECT_EQ(ParseMethod("string").rel.kind, RelMapKind::kString);
-  EXPECT_EQ(ParseMethod("dca").rel.kind, RelMapKind::kDca);
+  EXPECT_EQ(ParseMethod("rerope").rel.map, FindRelMap("rerope"));
+  EXPECT_EQ(ParseMethod("leaky-rerope").rel.map, FindRelMap("leaky-rerope"));
+  EXPECT_EQ(ParseMethod("self-extend").rel.map, FindRelMap("self-extend"));
+  EXPECT_EQ(ParseMethod("string").rel.map, FindRelMap("string"));
+  EXPECT_EQ(ParseMethod("dca").rel.map, FindRelMap("dca"));
   EXPECT_EQ(ParseMethod("window").mask.kind, MaskKind::kWindow);
   EXPECT_EQ(ParseMethod("lambda").mask.kind, MaskKind::kLambda);
   for (const char* name : {"rerope", "self-extend", "window", "lambda", "string", "dca"}) {
@@ -342,16 +343,16 @@ TEST(MethodSpec, KeysSetFields) {
   EXPECT_EQ(ParseMethod("rerope:window=128").rel.window, 128);
   const Method leaky = ParseMethod("leaky-rerope:window=64,k=2.5");
   EXPECT_EQ(leaky.rel.window, 64);
-  EXPECT_EQ(leaky.rel.leaky_k, 2.5);
-  EXPECT_EQ(ParseMethod("leaky-rerope:k=s").rel.leaky_k, 0.0);
+  EXPECT_EQ(leaky.rel.Param("k"), 2.5);
+  EXPECT_EQ(ParseMethod("leaky-rerope:k=s").rel.Param("k"), 0.0);
   const Method se = ParseMethod("self-extend:group=4,window=128");
-  EXPECT_EQ(se.rel.group, 4);
+  EXPECT_EQ(se.rel.Param("group"), 4);
   EXPECT_EQ(se.rel.window, 128);
   const Method st = ParseMethod("string:shift=100,window=20");
-  EXPECT_EQ(st.rel.shift, 100);
+  EXPECT_EQ(st.rel.Param("shift"), 100);
   EXPECT_EQ(st.rel.window, 20);
   const Method dca = ParseMethod("dca:chunk=384,window=32");
-  EXPECT_EQ(dca.rel.chunk, 384);
+  EXPECT_EQ(dca.rel.Param("chunk"), 384);
   EXPECT_EQ(dca.rel.window, 32);
   // `window` and `lambda` keep their window in the mask, not in the relative map.
   const Method w = ParseMethod("window:window=100");
@@ -468,7 +469,7 @@ TEST(MethodSpec, Errors) {
   ExpectSpecError("yarn:truncate=yes", {"truncate=yes is not true or false"});
   ExpectSpecError("leaky-rerope:k=0.5", {"k=0.5 is below 1", "or s"});
   // k = 1 is the identity map, and what k=s resolves to at s = 1: a resolved spec parses again.
-  EXPECT_EQ(ParseMethod("leaky-rerope:k=1").rel.leaky_k, 1.0);
+  EXPECT_EQ(ParseMethod("leaky-rerope:k=1").rel.Param("k"), 1.0);
   ExpectSpecError("leaky-rerope:k=t", {"k=t is not a number"});
   ExpectSpecError("direct:base=1", {"base=1 is not above 1", "a number > 1"});
   ExpectSpecError("direct:base=0.5", {"base=0.5 is not above 1"});
@@ -561,7 +562,7 @@ TEST(MethodValidate, HandBuiltMethods) {
   m.rel.window = -1;
   ExpectError([&] { ValidateMethod(m, geo, 512); }, {"window=-1"});
   m = ParseMethod("leaky-rerope");
-  m.rel.leaky_k = 0.5;
+  m.rel.SetParam("k", 0.5);
   ExpectError([&] { ValidateMethod(m, geo, 512); }, {"k=0.5"});
   m = ParseMethod("yarn");
   m.rope.beta_slow = 0.0;
@@ -596,11 +597,11 @@ TEST(MethodResolve, ReRopeDefaults) {
   EXPECT_EQ(ResolveMethod(ParseMethod("rerope"), geo, 4096).rel.window, 256);  // L/2
   const Method leaky = ResolveMethod(ParseMethod("leaky-rerope"), geo, 4096);
   EXPECT_EQ(leaky.rel.window, 256);
-  EXPECT_EQ(leaky.rel.leaky_k, 8.0);  // k = s = 4096 / 512
-  EXPECT_EQ(ResolveMethod(ParseMethod("leaky-rerope"), geo, 1536).rel.leaky_k, 3.0);
+  EXPECT_EQ(leaky.rel.Param("k"), 8.0);  // k = s = 4096 / 512
+  EXPECT_EQ(ResolveMethod(ParseMethod("leaky-rerope"), geo, 1536).rel.Param("k"), 3.0);
   // A call no longer than L: k = s = 1, the identity map.
-  EXPECT_EQ(ResolveMethod(ParseMethod("leaky-rerope"), geo, 300).rel.leaky_k, 1.0);
-  EXPECT_EQ(ResolveMethod(ParseMethod("leaky-rerope:k=2"), geo, 4096).rel.leaky_k, 2.0);
+  EXPECT_EQ(ResolveMethod(ParseMethod("leaky-rerope"), geo, 300).rel.Param("k"), 1.0);
+  EXPECT_EQ(ResolveMethod(ParseMethod("leaky-rerope:k=2"), geo, 4096).rel.Param("k"), 2.0);
   EXPECT_EQ(ResolveMethod(ParseMethod("rerope:window=100"), geo, 4096).rel.window, 100);
 }
 
@@ -619,18 +620,19 @@ TEST(MethodResolve, SelfExtendGroup) {
     const Method r = ResolveMethod(m, geo, c.fed);
     const int64_t w = c.window != 0 ? c.window : c.train / 2;
     EXPECT_EQ(r.rel.window, w);
-    EXPECT_EQ(r.rel.group, c.group);
+    const int64_t group = static_cast<int64_t>(r.rel.Param("group"));
+    EXPECT_EQ(group, c.group);
     // The defining property, checked directly: G fits, G - 1 does not.
     auto top = [&](int64_t g) { return (c.fed - 1) / g + w - w / g; };
-    EXPECT_LE(top(r.rel.group), c.train - 1);
-    if (r.rel.group > 1) {
-      EXPECT_GT(top(r.rel.group - 1), c.train - 1);
+    EXPECT_LE(top(group), c.train - 1);
+    if (group > 1) {
+      EXPECT_GT(top(group - 1), c.train - 1);
     }
   }
   // A given group is kept.
-  EXPECT_EQ(
-      ResolveMethod(ParseMethod("self-extend:group=3"), RopeGeometry{512, 8, 1e4}, 4096).rel.group,
-      3);
+  EXPECT_EQ(ResolveMethod(ParseMethod("self-extend:group=3"), RopeGeometry{512, 8, 1e4}, 4096)
+                .rel.Param("group"),
+            3);
 }
 
 TEST(MethodResolve, MaskStringAndDcaDefaults) {
@@ -639,19 +641,19 @@ TEST(MethodResolve, MaskStringAndDcaDefaults) {
   const Method lam = ResolveMethod(ParseMethod("lambda"), geo, 4096);
   EXPECT_EQ(lam.mask.window, 512);
   EXPECT_EQ(lam.mask.sinks, 4);
-  EXPECT_EQ(lam.rel.kind, RelMapKind::kIdentity);
+  EXPECT_TRUE(lam.rel.IsIdentity());
   // STRING: S = int(0.33 L) = 168, W = min(128, S/2) = 84; at L = 4096: 1351 and 128.
   const Method st = ResolveMethod(ParseMethod("string"), geo, 512);
-  EXPECT_EQ(st.rel.shift, 168);
+  EXPECT_EQ(st.rel.Param("shift"), 168);
   EXPECT_EQ(st.rel.window, 84);
   const Method st4k = ResolveMethod(ParseMethod("string"), RopeGeometry{4096, 64, 1e4}, 4096);
-  EXPECT_EQ(st4k.rel.shift, 1351);
+  EXPECT_EQ(st4k.rel.Param("shift"), 1351);
   EXPECT_EQ(st4k.rel.window, 128);
   const Method st_given = ResolveMethod(ParseMethod("string:shift=100"), geo, 512);
   EXPECT_EQ(st_given.rel.window, 50);
   // DCA: chunk = L * 3 // 4 = 384, local window = L // 16 = 32 (ChunkLlama).
   const Method dca = ResolveMethod(ParseMethod("dca"), geo, 4096);
-  EXPECT_EQ(dca.rel.chunk, 384);
+  EXPECT_EQ(dca.rel.Param("chunk"), 384);
   EXPECT_EQ(dca.rel.window, 32);
 }
 

@@ -594,8 +594,8 @@ TEST(InferenceModel, MethodsChangeTheLayersTheRuleSays) {
   model.SetMethod(ParseMethod("rerope:window=16"), 59);
   EXPECT_EQ(model.layer_plan(0).mask, MaskKind::kWindow);
   EXPECT_EQ(model.layer_plan(0).window, 12);
-  EXPECT_EQ(model.layer_plan(0).map.kind, RelMapKind::kIdentity);
-  EXPECT_EQ(model.layer_plan(1).map.kind, RelMapKind::kReRope);
+  EXPECT_TRUE(model.layer_plan(0).map.IsIdentity());
+  EXPECT_EQ(model.layer_plan(1).map.map, FindRelMap("rerope"));
   EXPECT_EQ(model.layer_plan(1).mask, MaskKind::kCausal);
 }
 

@@ -22,7 +22,7 @@ struct RefAttention {
     o.visible = [&plan](int64_t i, int64_t j) { return ref::MethodVisible(plan.method, i, j); };
     o.row_factor = [&plan](int64_t i) { return ref::MethodLogitFactor(plan, i); };
     o.bias = [&plan](int h, int64_t i, int64_t j) { return ref::BiasValue(plan.bias, h, i - j); };
-    if (plan.map.kind != RelMapKind::kIdentity) {  // raw q and k, rotated by the map's r_ij
+    if (!plan.map.IsIdentity()) {  // raw q and k, rotated by the map's r_ij
       o.rope_thetas = plan.freq.thetas;
       o.rel_pos = [&plan](int64_t i, int64_t j) { return ref::MethodRelPos(plan.method, i, j); };
     }
