@@ -9,6 +9,7 @@
 #include "reference/llama.h"
 #include "src/core/error.h"
 #include "src/core/rng.h"
+#include "src/core/threads.h"
 #include "src/io/llama2c.h"
 #include "src/io/text.h"
 #include "src/io/tokenizer.h"
@@ -108,6 +109,63 @@ TEST(ScoreStream, SlidingWindowsScoreEachTargetOnceWithContext) {
   for (int64_t i = 0; i < s.scored; ++i) EXPECT_EQ(seen[i], 1) << "stream index " << i;
   EXPECT_EQ(min_context, N - S);
   EXPECT_EQ(s.unscored_tail, 50 - ((s.windows - 1) * S + N));
+}
+
+// Scoring runs a window per thread when there are at least as many windows as threads: every
+// protocol then gives the same records, in the same order, and the same summary, bit for bit, as
+// one thread running the windows in turn.
+TEST(ScoreStream, EveryThreadCountGivesTheSameRecordsInTheSameOrder) {
+  const ModelConfig c = testing::TinyConfig();
+  const Model m = testing::RandomModel(c, 13);
+  const std::vector<int> stream = RandomStream(400, c.vocab_size, 14);
+  const std::vector<std::vector<int>> seqs = {{5, 6, 7, 8, 9}, {3},    {10, 11, 12},
+                                              {4, 4, 4, 4},    {1, 2}, {9, 8, 7, 6, 5, 4}};
+  struct Run {
+    std::vector<TokenRecord> records;
+    ScoreSummary summary;
+  };
+  auto run = [&](int threads, int protocol) {
+    SetNumThreads(threads);
+    Transformer model(m);
+    Run r;
+    auto sink = [&r](const TokenRecord& t) { r.records.push_back(t); };
+    if (protocol == 0) r.summary = ScoreStream(model, stream, Options(16, 5), sink);  // 77 windows
+    if (protocol == 1) r.summary = ScoreSequences(model, seqs, Options(8), sink);
+    if (protocol == 2) {
+      ScoreOptions o = Options(12);
+      o.tail = 4;
+      o.sample_len = 20;
+      r.summary = ScoreFixedTail(model, stream, o, sink);  // 20 samples
+    }
+    return r;
+  };
+  const int saved = NumThreads();
+  for (int protocol = 0; protocol < 3; ++protocol) {
+    const Run one = run(1, protocol);
+    ASSERT_FALSE(one.records.empty()) << protocol;
+    for (const int threads : {2, 3}) {
+      const Run many = run(threads, protocol);
+      ASSERT_EQ(many.records.size(), one.records.size()) << protocol << " " << threads;
+      for (size_t i = 0; i < one.records.size(); ++i) {
+        const TokenRecord &a = one.records[i], &b = many.records[i];
+        ASSERT_EQ(a.window, b.window) << protocol << " " << threads << " record " << i;
+        ASSERT_EQ(a.position, b.position) << protocol << " " << threads << " record " << i;
+        ASSERT_EQ(a.target, b.target);
+        ASSERT_EQ(a.loss, b.loss) << protocol << " " << threads << " record " << i;
+        ASSERT_EQ(a.correct, b.correct);
+      }
+      EXPECT_EQ(many.summary.windows, one.summary.windows);
+      EXPECT_EQ(many.summary.scored, one.summary.scored);
+      EXPECT_EQ(many.summary.correct, one.summary.correct);
+      EXPECT_EQ(many.summary.loss_sum, one.summary.loss_sum);
+      ASSERT_EQ(many.summary.buckets.size(), one.summary.buckets.size());
+      for (size_t b = 0; b < one.summary.buckets.size(); ++b) {
+        EXPECT_EQ(many.summary.buckets[b].loss_sum, one.summary.buckets[b].loss_sum) << b;
+        EXPECT_EQ(many.summary.buckets[b].count, one.summary.buckets[b].count) << b;
+      }
+    }
+  }
+  SetNumThreads(saved);
 }
 
 TEST(ScoreStream, BadOptionsAreErrors) {
