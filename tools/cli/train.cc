@@ -20,6 +20,7 @@
 #include "src/train/arch_spec.h"
 #include "src/train/checkpoint.h"
 #include "src/train/data.h"
+#include "src/train/run.h"
 #include "src/train/run_dir.h"
 #include "src/train/trainer.h"
 #include "tools/cli/common.h"
@@ -475,78 +476,25 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
       {"bos", data.tokenizer.bos_id()}}.dump();
   extras.metadata["stretch.cli"] = ArgsToJson(a).dump();
 
-  const int64_t T = a.seq_len;
-  BatchSource source = [&](Rng& rng, int64_t B, std::vector<int>& tokens) {
-    const Batch b = SampleBatch(split.train, sampler, rng, B);
-    tokens.resize(static_cast<size_t>(B * (T + 1)));
-    for (int64_t s = 0; s < B; ++s) {
-      for (int64_t t = 0; t < T; ++t)
-        tokens[static_cast<size_t>(s * (T + 1) + t)] = b.inputs[static_cast<size_t>(s * T + t)];
-      tokens[static_cast<size_t>(s * (T + 1) + T)] = b.targets[static_cast<size_t>(s * T + T - 1)];
-    }
-  };
-  auto evaluate = [&]() -> std::optional<EvalStats> {
-    const int64_t n = std::min<int64_t>(a.eval_windows, static_cast<int64_t>(valid.size()));
-    if (n == 0) return std::nullopt;
-    double loss = 0, acc = 0;
-    int64_t scored = 0;
-    std::vector<int> tokens(static_cast<size_t>(T + 1));
-    std::vector<int32_t> in(static_cast<size_t>(T)), tg(static_cast<size_t>(T));
-    for (int64_t w = 0; w < n; ++w) {
-      CopyWindow(split.valid, valid[static_cast<size_t>(w)], in, tg);
-      std::copy(in.begin(), in.end(), tokens.begin());
-      tokens[static_cast<size_t>(T)] = tg[static_cast<size_t>(T - 1)];
-      const EvalStats e = trainer.Evaluate(tokens, 1);
-      loss += e.loss * e.scored;
-      acc += e.accuracy * e.scored;
-      scored += e.scored;
-    }
-    return EvalStats{loss / scored, acc / scored, scored};
-  };
-
-  std::ofstream log((fs::path(a.out) / kTrainLogName).string(), std::ios::app);
-  Timer timer;
-  const int64_t first = trainer.step();
-  int64_t tokens_done = 0;
-  std::string last_saved;
-  while (trainer.step() < a.steps) {
-    const StepStats st = trainer.Step(source);
-    tokens_done += st.tokens;
-    const double secs = timer.Seconds();
-    const double tps = tokens_done / std::max(secs, 1e-9);
-    json rec{{"step", st.step},
-             {"loss", st.loss},
-             {"lr", st.lr},
-             {"grad_norm", st.grad_norm},
-             {"tokens_per_s", tps}};
-    const bool eval_now = a.eval_every > 0 && (st.step % a.eval_every == 0 || st.step == a.steps);
-    if (eval_now) {
-      if (const std::optional<EvalStats> ev = evaluate()) {
-        rec["val_loss"] = ev->loss;
-        rec["val_accuracy"] = ev->accuracy;
-      }
-    }
-    if (st.step % a.log_every == 0 || eval_now || st.step == first + 1) {
-      const double eta = (a.steps - st.step) * secs / static_cast<double>(st.step - first);
-      std::string line =
-          fmt::format("step {}/{}  loss {:.4f}  lr {:.2e}  |g| {:.3f}  {:.0f} tok/s  ETA {:.0f}s",
-                      st.step, a.steps, st.loss, st.lr, st.grad_norm, tps, eta);
-      if (rec.contains("val_loss")) {
-        line += fmt::format("  val loss {:.4f} acc {:.3f}", rec["val_loss"].get<double>(),
-                            rec["val_accuracy"].get<double>());
-      }
-      fmt::print(stderr, "{}\n", line);
-    }
-    log << rec.dump() << "\n";
-    log.flush();
-    if ((a.save_every > 0 && st.step % a.save_every == 0) || st.step == a.steps) {
-      last_saved = (fs::path(a.out) / StepFileName(st.step)).string();
-      SaveCheckpoint(trainer, last_saved, extras);
-    }
-  }
-  fmt::print("train: {} steps done; checkpoints in {} (latest {}); log {}\n", trainer.step(), a.out,
-             last_saved.empty() ? "none new" : last_saved,
-             (fs::path(a.out) / kTrainLogName).string());
+  TrainLoopOptions loop;
+  loop.out = a.out;
+  loop.steps = a.steps;
+  loop.eval_every = a.eval_every;
+  loop.eval_windows = a.eval_windows;
+  loop.log_every = a.log_every;
+  loop.save_every = a.save_every;
+  loop.extras = std::move(extras);
+  const TrainingData training{&split, &sampler, valid};
+  const TrainLoopResult done = RunTrainingLoop(trainer, training, loop, [](const TrainProgress& p) {
+    if (!p.report) return;
+    std::string line = fmt::format(
+        "step {}/{}  loss {:.4f}  lr {:.2e}  |g| {:.3f}  {:.0f} tok/s  ETA {:.0f}s", p.stats.step,
+        p.steps, p.stats.loss, p.stats.lr, p.stats.grad_norm, p.tokens_per_s, p.eta_seconds);
+    if (p.eval) line += fmt::format("  val loss {:.4f} acc {:.3f}", p.eval->loss, p.eval->accuracy);
+    fmt::print(stderr, "{}\n", line);
+  });
+  fmt::print("train: {} steps done; checkpoints in {} (latest {}); log {}\n", done.steps_done,
+             a.out, done.last_saved.empty() ? "none new" : done.last_saved, done.log_path);
 }
 
 }  // namespace

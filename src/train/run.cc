@@ -1,0 +1,97 @@
+#include "src/train/run.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include "src/core/check.h"
+#include "src/core/error.h"
+#include "src/core/timer.h"
+#include "src/train/run_dir.h"
+
+namespace stretch {
+
+std::optional<EvalStats> EvaluateHeldOut(Trainer& trainer, const TrainingData& data,
+                                         int64_t windows) {
+  const int64_t n = std::min<int64_t>(windows, static_cast<int64_t>(data.valid.size()));
+  if (n <= 0) return std::nullopt;
+  const int64_t T = data.sampler->seq_len();
+  double loss = 0, acc = 0;
+  int64_t scored = 0;
+  std::vector<int> tokens(static_cast<size_t>(T + 1));
+  std::vector<int32_t> in(static_cast<size_t>(T)), tg(static_cast<size_t>(T));
+  for (int64_t w = 0; w < n; ++w) {
+    CopyWindow(data.split->valid, data.valid[static_cast<size_t>(w)], in, tg);
+    std::copy(in.begin(), in.end(), tokens.begin());
+    tokens[static_cast<size_t>(T)] = tg[static_cast<size_t>(T - 1)];
+    const EvalStats e = trainer.Evaluate(tokens, 1);
+    loss += e.loss * e.scored;
+    acc += e.accuracy * e.scored;
+    scored += e.scored;
+  }
+  return EvalStats{loss / scored, acc / scored, scored};
+}
+
+TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
+                                const TrainLoopOptions& opt,
+                                const std::function<void(const TrainProgress&)>& progress) {
+  STRETCH_CHECK(data.split != nullptr && data.sampler != nullptr, "training data not set");
+  if (opt.log_every < 1)
+    Fail("TrainLoopOptions::log_every: found {}, expected >= 1", opt.log_every);
+  const int64_t T = data.sampler->seq_len();
+  // A batch: B sequences of T + 1 tokens (T inputs, then the last target).
+  const BatchSource source = [&](Rng& rng, int64_t B, std::vector<int>& tokens) {
+    const Batch b = SampleBatch(data.split->train, *data.sampler, rng, B);
+    tokens.resize(static_cast<size_t>(B * (T + 1)));
+    for (int64_t s = 0; s < B; ++s) {
+      for (int64_t t = 0; t < T; ++t)
+        tokens[static_cast<size_t>(s * (T + 1) + t)] = b.inputs[static_cast<size_t>(s * T + t)];
+      tokens[static_cast<size_t>(s * (T + 1) + T)] = b.targets[static_cast<size_t>(s * T + T - 1)];
+    }
+  };
+
+  TrainLoopResult result;
+  result.log_path = (std::filesystem::path(opt.out) / kTrainLogName).string();
+  std::ofstream log(result.log_path, std::ios::app);
+  if (!log) Fail("{}: cannot open the training log for appending", result.log_path);
+  Timer timer;
+  const int64_t first = trainer.step();
+  int64_t tokens_done = 0;
+  while (trainer.step() < opt.steps) {
+    TrainProgress p;
+    p.stats = trainer.Step(source);
+    p.steps = opt.steps;
+    const int64_t step = p.stats.step;
+    tokens_done += p.stats.tokens;
+    const double secs = timer.Seconds();
+    p.tokens_per_s = tokens_done / std::max(secs, 1e-9);
+    p.eta_seconds = (opt.steps - step) * secs / static_cast<double>(step - first);
+    nlohmann::json rec{{"step", step},
+                       {"loss", p.stats.loss},
+                       {"lr", p.stats.lr},
+                       {"grad_norm", p.stats.grad_norm},
+                       {"tokens_per_s", p.tokens_per_s}};
+    const bool eval_now = opt.eval_every > 0 && (step % opt.eval_every == 0 || step == opt.steps);
+    if (eval_now) {
+      p.eval = EvaluateHeldOut(trainer, data, opt.eval_windows);
+      if (p.eval) {
+        rec["val_loss"] = p.eval->loss;
+        rec["val_accuracy"] = p.eval->accuracy;
+      }
+    }
+    p.report = step % opt.log_every == 0 || eval_now || step == first + 1;
+    if (progress) progress(p);
+    log << rec.dump() << "\n";
+    log.flush();
+    if ((opt.save_every > 0 && step % opt.save_every == 0) || step == opt.steps) {
+      result.last_saved = (std::filesystem::path(opt.out) / StepFileName(step)).string();
+      SaveCheckpoint(trainer, result.last_saved, opt.extras);
+    }
+  }
+  result.steps_done = trainer.step();
+  return result;
+}
+
+}  // namespace stretch

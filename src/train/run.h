@@ -1,0 +1,68 @@
+// A training run's loop: steps a Trainer to a given step, evaluates on held-out windows, appends a
+// record per step to OUT/train_log.jsonl and saves checkpoints (OUT/step-NNNNNNNN.safetensors),
+// reporting each step to a callback. `stretch train` (tools/cli/train.cc) maps its flags onto
+// these options and prints the progress lines; anything else that trains (the lab) calls the same.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/train/checkpoint.h"
+#include "src/train/data.h"
+#include "src/train/trainer.h"
+
+namespace stretch {
+
+// The tokens a run trains and evaluates on: the training documents with their window sampler,
+// the held-out documents with their evaluation windows (ValidationWindows). The sampler keeps a
+// pointer to `split.train`: keep the struct where it is built.
+struct TrainingData {
+  const DataSplit* split = nullptr;
+  const WindowSampler* sampler = nullptr;
+  std::vector<Window> valid;
+};
+
+struct TrainLoopOptions {
+  std::string out;           // the run's directory (it exists)
+  int64_t steps = 0;         // train until this step (the trainer may start beyond 0: resume)
+  int64_t eval_every = 0;    // evaluate every this many steps and at the last; 0: never
+  int64_t eval_windows = 0;  // held-out windows per evaluation (at most those there are)
+  int64_t log_every = 1;     // TrainProgress::report every this many steps (see below)
+  int64_t save_every = 0;    // a checkpoint every this many steps; always one at the last
+  CheckpointExtras extras;   // stored in every checkpoint (tokenizer, arguments)
+};
+
+struct TrainProgress {
+  StepStats stats;
+  int64_t steps = 0;          // TrainLoopOptions::steps
+  double tokens_per_s = 0.0;  // since the loop began
+  double eta_seconds = 0.0;   // at the rate so far
+  std::optional<EvalStats> eval;
+  // Whether a person should see this step: every log_every steps, each evaluation, and the
+  // first step of the loop.
+  bool report = false;
+};
+
+struct TrainLoopResult {
+  int64_t steps_done = 0;  // the trainer's step at the end
+  std::string last_saved;  // the last checkpoint written, "" when none
+  std::string log_path;    // OUT/train_log.jsonl
+};
+
+// Runs the loop. Each step's record ({step, loss, lr, grad_norm, tokens_per_s} and val_loss,
+// val_accuracy when evaluated) is appended to the log and flushed before the step's checkpoint is
+// written, so a run stopped at any point leaves a log that matches its checkpoints up to the last
+// step saved. Throws stretch::Error (through the trainer, the data or the checkpoint writer).
+TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
+                                const TrainLoopOptions& options,
+                                const std::function<void(const TrainProgress&)>& progress = {});
+
+// Evaluates the trainer on the first `windows` held-out windows: the mean loss and accuracy over
+// their targets; nullopt when there is no held-out window (or `windows` is 0).
+std::optional<EvalStats> EvaluateHeldOut(Trainer& trainer, const TrainingData& data,
+                                         int64_t windows);
+
+}  // namespace stretch
