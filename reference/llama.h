@@ -10,6 +10,7 @@
 #include <functional>
 #include <vector>
 
+#include "src/core/threads.h"
 #include "src/model/config.h"
 
 namespace stretch::ref {
@@ -84,8 +85,8 @@ std::vector<T> LlamaForwardRef(const Model& model, const std::vector<int>& token
       v[t] = Matvec(lw.wv, h, KV, C);
     }
     // Rows are independent given q, k, v: spread them over threads (only to keep tests short).
-#pragma omp parallel for schedule(dynamic, 8)
-    for (size_t t = 0; t < n; ++t) {
+    ParallelForEach(static_cast<int64_t>(n), [&](int64_t row, int) {
+      const size_t t = static_cast<size_t>(row);
       const int64_t i = static_cast<int64_t>(t);
       std::vector<double> thetas(static_cast<size_t>(D / 2));
       if (pos.thetas_at) {
@@ -148,7 +149,7 @@ std::vector<T> LlamaForwardRef(const Model& model, const std::vector<int>& token
       }
       const std::vector<T> down = Matvec(lw.w2, a, C, F);
       for (int i = 0; i < C; ++i) x[t][static_cast<size_t>(i)] += down[static_cast<size_t>(i)];
-    }
+    });
   }
   std::vector<T> logits(n * static_cast<size_t>(V));
   const float* cls = w.ClassifierData();

@@ -13,6 +13,7 @@
 
 #include "src/position/method.h"
 #include "src/position/plan.h"
+#include "src/position/rel_map.h"
 
 namespace stretch::ref {
 
@@ -23,25 +24,31 @@ inline double MethodRelPos(const Method& m, int64_t i, int64_t j) {
   if (m.mask.kind == MaskKind::kLambda) {
     return static_cast<double>(std::min(d, m.mask.window));  // a sink is seen at distance w
   }
-  // The maps by spec name (src/position/maps/ holds their segment decompositions).
-  const std::string_view name = r.map->name;
+  // The maps by spec name (src/position/maps/ holds their segment decompositions), looked up once:
+  // this runs for every (query, key) pair of the reference forward.
+  static const RelMapDescriptor* const kReRope = FindRelMap("rerope");
+  static const RelMapDescriptor* const kLeaky = FindRelMap("leaky-rerope");
+  static const RelMapDescriptor* const kSelfExtend = FindRelMap("self-extend");
+  static const RelMapDescriptor* const kString = FindRelMap("string");
+  static const RelMapDescriptor* const kDca = FindRelMap("dca");
+  const RelMapDescriptor* const map = r.map;
   if (r.IsIdentity()) return static_cast<double>(d);
-  if (name == "rerope") return static_cast<double>(std::min(d, r.window));  // min(i-j, w)
-  if (name == "leaky-rerope") {  // i - j below w, else w + (i - j - w) / k
+  if (map == kReRope) return static_cast<double>(std::min(d, r.window));  // min(i-j, w)
+  if (map == kLeaky) {  // i - j below w, else w + (i - j - w) / k
     return d < r.window
                ? static_cast<double>(d)
                : static_cast<double>(r.window) + static_cast<double>(d - r.window) / r.Param("k");
   }
-  if (name == "self-extend") {  // i - j below W, else floor(i/G) - floor(j/G) + W - floor(W/G)
+  if (map == kSelfExtend) {  // i - j below W, else floor(i/G) - floor(j/G) + W - floor(W/G)
     const auto g = static_cast<int64_t>(r.Param("group"));
     return d < r.window ? static_cast<double>(d)
                         : static_cast<double>(i / g - j / g + r.window - r.window / g);
   }
-  if (name == "string") {  // STRING: i - j below S, else i - j - S + W
+  if (map == kString) {  // STRING: i - j below S, else i - j - S + W
     const auto shift = static_cast<int64_t>(r.Param("shift"));
     return d < shift ? static_cast<double>(d) : static_cast<double>(d - shift + r.window);
   }
-  if (name == "dca") {
+  if (map == kDca) {
     // ChunkLlama (github.com/HKUNLP/ChunkLlama): chunks of c = chunk_size - local_window; keys
     // at j mod c; the query at i mod c (same chunk), min(i mod c + c, chunk_size) (previous
     // chunk), or min(2c - 1, chunk_size) (older chunks).

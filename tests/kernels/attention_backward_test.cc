@@ -4,7 +4,6 @@
 // every relative position map of a static plan (raw q and k, rotated in the kernel: ReRoPE, Leaky
 // ReRoPE, Self-Extend, STRING, DCA, Lambda), whose gradients are with respect to the raw q and k.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +17,7 @@
 #include "reference/attention_backward.h"
 #include "reference/position.h"
 #include "src/core/rng.h"
+#include "src/core/threads.h"
 #include "src/kernels/attention.h"
 #include "src/kernels/ops.h"
 #include "src/position/method.h"
@@ -385,12 +385,12 @@ void ExpectSameBitsWithOneOrTwoThreads(const std::string& spec, bool rotate, uin
   });
   Rng rng(seed);
   const auto [q, k, v, dout] = RandomFloatInputs(rng, sh);
-  const int threads = omp_get_max_threads();
-  omp_set_num_threads(1);
+  const int threads = NumThreads();
+  SetNumThreads(1);
   const KernelRun one = RunKernel(plan, sh, q, k, v, dout, 0.25f, rotate);
-  omp_set_num_threads(std::max(2, threads));
+  SetNumThreads(std::max(2, threads));
   const KernelRun two = RunKernel(plan, sh, q, k, v, dout, 0.25f, rotate);
-  omp_set_num_threads(threads);
+  SetNumThreads(threads);
   EXPECT_EQ(std::memcmp(one.dq.data(), two.dq.data(), one.dq.size() * sizeof(float)), 0) << spec;
   EXPECT_EQ(std::memcmp(one.dk.data(), two.dk.data(), one.dk.size() * sizeof(float)), 0) << spec;
   EXPECT_EQ(std::memcmp(one.dv.data(), two.dv.data(), one.dv.size() * sizeof(float)), 0) << spec;

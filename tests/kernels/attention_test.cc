@@ -1,7 +1,6 @@
 #include "src/kernels/attention.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +10,7 @@
 
 #include "reference/attention.h"
 #include "src/core/rng.h"
+#include "src/core/threads.h"
 #include "src/kernels/attention_simd.h"
 
 namespace stretch {
@@ -225,16 +225,16 @@ TEST(Attention, AllLayoutsAndGroupRatios) {
 // result must not depend on the thread count beyond rounding.
 TEST(Attention, DecodeSplitMatchesAcrossThreadCounts) {
   const Case c{16, 1, 1500, 1499, 4, 1, Layout::kCache, 0.0f};
-  const int saved = omp_get_max_threads();
+  const int saved = NumThreads();
   std::vector<std::vector<float>> outs;
   for (int threads : {1, 2, 5}) {
-    omp_set_num_threads(threads);
+    SetNumThreads(threads);
     std::vector<float> out;
     const Errors e = RunCase(c, 7, &out);
     ExpectWithinBudget(e, c);
     outs.push_back(out);
   }
-  omp_set_num_threads(saved);
+  SetNumThreads(saved);
   for (size_t i = 1; i < outs.size(); ++i) {
     for (size_t j = 0; j < outs[0].size(); ++j) {
       // Two results each within a few ulp of the double reference (asserted above).
