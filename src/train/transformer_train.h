@@ -11,6 +11,8 @@
 //   a = RMSNorm(x; attn_norm)
 //   q = a Wq^T, k = a Wk^T, v = a Wv^T          (N, H*D), (N, G*D), (N, G*D)
 //   q, k rotated by RoPE at positions 0..T-1    (unless the layer has no position: NoPE)
+//   then, where the model has them: q, k / |.| per head (QueryNorm, KeyNorm), XPOS's decay,
+//   SSMax's s_h ln(i + 1) on q
 //   att = Attention(q, k, v; mask, bias)        (N, H*D), and lse (N, H)
 //   x1 = x + att Wo^T
 //   f = RMSNorm(x1; ffn_norm)
@@ -346,18 +348,15 @@ class TrainTransformer {
       LinearForward(A.a.data(), W.wq.data(), A.q.data(), N, C, int64_t{H} * D);
       LinearForward(A.a.data(), W.wk.data(), A.k.data(), N, C, int64_t{G} * D);
       LinearForward(A.a.data(), W.wv.data(), A.v.data(), N, C, int64_t{G} * D);
+      // q, k: rotated, normalized (QueryNorm / KeyNorm), then XPOS's decay: the order of the
+      // inference kernel (src/kernels/attention.cc, PackQueries / PackKeyTile), so that with the
+      // norms the decay still multiplies unit vectors and the score is a function of i - j.
       if (UsesRope(l)) {
         for (int64_t b = 0; b < B; ++b) {
           RopeInterleavedForward(A.q.data() + b * T * H * D, T, H, int64_t{H} * D, D,
                                  RowAngles(acts, rope, b));
           RopeInterleavedForward(A.k.data() + b * T * G * D, T, G, int64_t{G} * D, D,
                                  RowAngles(acts, rope, b));
-          if (Xpos()) {  // q, k <- XPOS decay per pair
-            PairScaleForward(A.q.data() + b * T * H * D, T, H, int64_t{H} * D, D, D / 2,
-                             rope.xpos_q.data());
-            PairScaleForward(A.k.data() + b * T * G * D, T, G, int64_t{G} * D, D, D / 2,
-                             rope.xpos_k.data());
-          }
         }
       }
       if (arch_.model.attention.query_norm) {  // forward: q <- q / |q| per head
@@ -367,6 +366,14 @@ class TrainTransformer {
       if (arch_.model.attention.key_norm) {
         A.k_raw = A.k;
         L2NormalizeForward(A.k_raw.data(), A.k.data(), N * G, D);
+      }
+      if (UsesRope(l) && Xpos()) {  // q, k <- XPOS decay per pair
+        for (int64_t b = 0; b < B; ++b) {
+          PairScaleForward(A.q.data() + b * T * H * D, T, H, int64_t{H} * D, D, D / 2,
+                           rope.xpos_q.data());
+          PairScaleForward(A.k.data() + b * T * G * D, T, G, int64_t{G} * D, D, D / 2,
+                           rope.xpos_k.data());
+        }
       }
       if (arch_.model.attention.ssmax) {  // forward: q[i, h] <- s_h ln(i + 1) q[i, h]
         A.q_unscaled = A.q;
@@ -562,7 +569,7 @@ class TrainTransformer {
                              static_cast<double>(arch_.model.rope_interpolation));
   }
   // The q/k side of a LLaMA layer's backward, in the forward's reverse order: SSMax's scale,
-  // QueryNorm / KeyNorm, XPOS's decay, RoPE. dq, dk: the gradients at the kernel's inputs, turned
+  // XPOS's decay, QueryNorm / KeyNorm, RoPE. dq, dk: the gradients at the kernel's inputs, turned
   // into those at the projections' outputs in place.
   void QkBackward(const TrainActs<Real>& acts, int l, const TrainLayer<Real>& W,
                   TrainLayer<Real>& dW, std::vector<Real>& dq, std::vector<Real>& dk) const {
@@ -578,6 +585,14 @@ class TrainTransformer {
                           rope.log_n.data(), W.ssmax.data(), dW.ssmax.data());
       }
     }
+    if (UsesRope(l) && Xpos()) {  // forward: q, k scaled  so: dq, dk too
+      for (int64_t b = 0; b < B; ++b) {
+        PairScaleBackward(dq.data() + b * T * H * D, T, H, int64_t{H} * D, D, D / 2,
+                          rope.xpos_q.data());
+        PairScaleBackward(dk.data() + b * T * G * D, T, G, int64_t{G} * D, D, D / 2,
+                          rope.xpos_k.data());
+      }
+    }
     if (arch_.model.attention.query_norm) {
       L2NormalizeBackward(dq.data(), A.q_raw.data(), dq.data(), N * H, D);
     }
@@ -586,12 +601,6 @@ class TrainTransformer {
     }
     if (UsesRope(l)) {  // forward: q, k rotated in place  so: rotate dq, dk back
       for (int64_t b = 0; b < B; ++b) {
-        if (Xpos()) {  // forward: q, k scaled  so: dq, dk too
-          PairScaleBackward(dq.data() + b * T * H * D, T, H, int64_t{H} * D, D, D / 2,
-                            rope.xpos_q.data());
-          PairScaleBackward(dk.data() + b * T * G * D, T, G, int64_t{G} * D, D, D / 2,
-                            rope.xpos_k.data());
-        }
         RopeInterleavedBackward(dq.data() + b * T * H * D, T, H, int64_t{H} * D, D,
                                 RowAngles(acts, rope, b));
         RopeInterleavedBackward(dk.data() + b * T * G * D, T, G, int64_t{G} * D, D,

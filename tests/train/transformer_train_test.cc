@@ -234,6 +234,12 @@ std::vector<std::pair<std::string, std::function<void(TrainArch&)>>> LaterVarian
          a.model.attention.position = LayerPosition::kRope;
          a.model.attention.xpos_scale_base = 3.0;  // XPOS
        }},
+      {"xpos cosine",  // QueryNorm and KeyNorm before the decay
+       [](TrainArch& a) {
+         a.model.attention.xpos_scale_base = 3.0;
+         a.model.attention.query_norm = a.model.attention.key_norm = true;
+         a.model.attention.logit_scale = 4.0;
+       }},
       {"p-rope", [](TrainArch& a) { a.model.attention.rope_fraction = 0.5; }},
       // The fine-tuning initialisations: position interpolation (every theta / F) and NTK-aware
       // RoPE (base * F^(D/(D-2)), resolved at this arch's head dim), the latter with p-RoPE.
