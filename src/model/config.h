@@ -161,6 +161,30 @@ struct ModelConfig {
   }
 };
 
+// What `--position xpos` and `sandwich` take when the spec gives no value: XPOS's scale base gamma
+// (torchscale's default 512), Sandwich's sinusoid dimension and lambda.
+inline constexpr double kXposDefaultGamma = 512.0;
+inline constexpr int kSandwichDefaultDim = 128;
+inline constexpr double kSandwichDefaultLambda = 1.0;
+
+// What `stretch train` trains and its checkpoints store: the model's configuration (the one
+// description that inference runs too) and how its RoPE base came about.
+struct TrainArch {
+  // Sizes and attention; model.seq_len is the training length L. GAU (ModelConfig::SetGau):
+  // model.hidden_dim is the expansion width E, key_dim the width S of Z, Q, K, and the R = E / S
+  // kernel heads are n_heads = n_kv_heads.
+  ModelConfig model;
+  // NTK-aware RoPE (`--position rope:ntk=F`; bloc97 2023, HF _compute_ntk_parameters): exactly a
+  // new base, model.rope_base = rope_ntk_base * F^(D / (D - 2)) with D = head_dim(), set by
+  // FinalizeArch once the sizes are known. 1: none (rope_ntk_base then unused). Position
+  // interpolation (`rope:pi=F`) is model.rope_interpolation, which inference reads too.
+  double rope_ntk = 1.0;
+  float rope_ntk_base = 0.0f;  // the base F scales (the spec's base=, or the one before)
+
+  const AttentionLayout& layout() const { return model.attention; }
+  AttentionLayout& layout() { return model.attention; }
+};
+
 // The weights, one struct for inference (float) and training (float parameters and gradients;
 // double in the tests' reference model): ModelWeights = ModelWeightsOf<float>. All matrices are
 // row-major (out, in): y = W x, as in llama2.c. Every vector is sized exactly (ZeroWeights).

@@ -39,12 +39,6 @@
 
 namespace stretch {
 
-// What `--position xpos` and `sandwich` take when the spec gives no value: XPOS's scale base gamma
-// (torchscale's default 512), Sandwich's sinusoid dimension and lambda.
-inline constexpr double kXposDefaultGamma = 512.0;
-inline constexpr int kSandwichDefaultDim = 128;
-inline constexpr double kSandwichDefaultLambda = 1.0;
-
 // Sets arch.model.block (and key_dim; model.dim must be set for its default) from a --block
 // spec; FinalizeArch sets the GAU's kernel heads once hidden_dim is known.
 void ApplyBlockSpec(std::string_view spec, TrainArch& arch);

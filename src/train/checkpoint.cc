@@ -5,196 +5,17 @@
 
 #include "src/core/check.h"
 #include "src/core/error.h"
-#include "src/train/arch_spec.h"
 
 namespace stretch {
 namespace {
 
 using nlohmann::json;
 
-// The config's "position" names (XPOS is RoPE with xpos_scale_base > 0, written as "xpos").
-constexpr std::array<std::pair<LayerPosition, const char*>, 6> kPositions = {{
-    {LayerPosition::kRope, "rope"},
-    {LayerPosition::kNone, "nope"},
-    {LayerPosition::kAlibi, "alibi"},
-    {LayerPosition::kKerpleLog, "kerple-log"},
-    {LayerPosition::kKerplePower, "kerple-power"},
-    {LayerPosition::kSandwich, "sandwich"},
-}};
-
-constexpr std::array<std::pair<ModelBlock, const char*>, 2> kBlocks = {{
-    {ModelBlock::kLlama, "llama"},
-    {ModelBlock::kGau, "gau"},
-}};
-
-const char* BlockName(ModelBlock b) {
-  for (const auto& [k, name] : kBlocks) {
-    if (k == b) return name;
-  }
-  return "?";
-}
-
-const char* PositionName(const AttentionLayout& a) {
-  if (a.position == LayerPosition::kRope && a.xpos_scale_base > 0.0) return "xpos";
-  for (const auto& [k, name] : kPositions) {
-    if (k == a.position) return name;
-  }
-  return "?";
-}
-
-template <typename T>
-T Get(const json& j, const char* key, const std::string& what) {
-  if (!j.is_object() || !j.contains(key)) Fail("{}: missing field \"{}\"", what, key);
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception& e) {
-    Fail("{}: field \"{}\" = {} has the wrong type ({})", what, key, j.at(key).dump(), e.what());
-  }
-}
-
 constexpr std::string_view kRngTensor = "rng.data";
 constexpr std::string_view kStepTensor = "train.step";
 constexpr std::string_view kTokenizerTensor = "tokenizer.model";
 
 }  // namespace
-
-json ArchToJson(const TrainArch& a) {
-  const ModelConfig& m = a.model;
-  const AttentionLayout& at = m.attention;
-  json layout = json::array();
-  for (const LayerLayout& l : at.layers) {
-    layout.push_back({{"position", l.position}, {"window", l.window}});
-  }
-  // The file counts the GAU's one head ("heads": 1); the config its R = E / S kernel heads.
-  json j = {{"block", BlockName(m.block)},
-            {"dim", m.dim},
-            {"hidden_dim", m.hidden_dim},
-            {"layers", m.n_layers},
-            {"heads", m.Gau() ? 1 : m.n_heads},
-            {"kv_heads", m.Gau() ? 1 : m.n_kv_heads},
-            {"vocab_size", m.vocab_size},
-            {"seq_len", m.seq_len},
-            {"shared_classifier", m.shared_classifier},
-            {"rope_base", m.rope_base},
-            {"norm_eps", m.norm_eps},
-            {"position", PositionName(at)},
-            {"logits",
-             {{"query_norm", a.model.attention.query_norm},
-              {"key_norm", a.model.attention.key_norm},
-              {"scale", a.model.attention.logit_scale}}},
-            {"layout", layout}};
-  if (a.model.Gau()) j["gau_key_dim"] = a.model.key_dim;  // LLaMA: absent (it has no such size)
-  // Fields that came with the later variants are written only when they are not the default,
-  // so that configs of earlier runs compare equal (resume checks the architecture by its JSON).
-  if (a.model.attention.rope_fraction != 1.0) j["rope_fraction"] = a.model.attention.rope_fraction;
-  if (m.rope_interpolation != 1.0f) j["rope_interpolation"] = m.rope_interpolation;
-  if (a.rope_ntk != 1.0) {  // rope_base above is the resolved one; these say where it came from
-    j["rope_ntk"] = a.rope_ntk;
-    j["rope_ntk_base"] = a.rope_ntk_base;
-  }
-  if (!a.model.attention.rope_map.empty()) j["rope_map"] = a.model.attention.rope_map;
-  if (at.xpos_scale_base > 0.0) j["xpos_gamma"] = at.xpos_scale_base;
-  if (a.model.attention.position == LayerPosition::kSandwich) {
-    j["sandwich_dim"] = a.model.attention.sandwich_dim;
-    j["sandwich_lambda"] = a.model.attention.sandwich_lambda;
-  }
-  if (a.model.attention.logn) j["logits"]["logn"] = true;
-  if (a.model.attention.position_log_scale) j["logits"]["position_lambda"] = true;
-  if (a.model.attention.ssmax) j["logits"]["ssmax"] = true;
-  return j;
-}
-
-TrainArch ArchFromJson(const json& j, const std::string& what) {
-  TrainArch a;
-  ModelConfig& m = a.model;
-  // "block" came with the GAU block; a config without it (older checkpoints) is a LLaMA one.
-  const std::string block = j.is_object() && j.contains("block")
-                                ? Get<std::string>(j, "block", what)
-                                : std::string("llama");
-  bool block_found = false;
-  for (const auto& [k, name] : kBlocks) {
-    if (block == name) {
-      a.model.block = k;
-      block_found = true;
-    }
-  }
-  if (!block_found) Fail("{}: block \"{}\" (allowed: llama, gau)", what, block);
-  if (a.model.Gau()) a.model.key_dim = Get<int>(j, "gau_key_dim", what);
-  m.dim = Get<int>(j, "dim", what);
-  m.hidden_dim = Get<int>(j, "hidden_dim", what);
-  m.n_layers = Get<int>(j, "layers", what);
-  m.n_heads = Get<int>(j, "heads", what);
-  m.n_kv_heads = Get<int>(j, "kv_heads", what);
-  m.vocab_size = Get<int>(j, "vocab_size", what);
-  m.seq_len = Get<int>(j, "seq_len", what);
-  m.shared_classifier = Get<bool>(j, "shared_classifier", what);
-  m.rope_base = Get<float>(j, "rope_base", what);
-  m.norm_eps = Get<float>(j, "norm_eps", what);
-  const std::string pos = Get<std::string>(j, "position", what);
-  bool found = pos == "xpos";
-  if (found) a.model.attention.xpos_scale_base = kXposDefaultGamma;  // a later "xpos_gamma" wins
-  for (const auto& [k, name] : kPositions) {
-    if (pos == name) {
-      a.model.attention.position = k;
-      found = true;
-    }
-  }
-  if (pos == "sandwich") {
-    a.model.attention.sandwich_dim = kSandwichDefaultDim;
-    a.model.attention.sandwich_lambda = kSandwichDefaultLambda;
-  }
-  if (!found) {
-    Fail(
-        "{}: position \"{}\" (allowed: rope, nope, alibi, kerple-log, kerple-power, sandwich, "
-        "xpos)",
-        what, pos);
-  }
-  if (j.contains("rope_fraction"))
-    a.model.attention.rope_fraction = Get<double>(j, "rope_fraction", what);
-  if (j.contains("rope_interpolation")) {
-    m.rope_interpolation = Get<float>(j, "rope_interpolation", what);
-  }
-  if (j.contains("rope_ntk")) {  // ValidateArch checks rope_base against these
-    a.rope_ntk = Get<double>(j, "rope_ntk", what);
-    a.rope_ntk_base = Get<float>(j, "rope_ntk_base", what);
-  }
-  if (j.contains("rope_map")) a.model.attention.rope_map = Get<std::string>(j, "rope_map", what);
-  if (j.contains("xpos_gamma"))
-    a.model.attention.xpos_scale_base = Get<double>(j, "xpos_gamma", what);
-  if (j.contains("sandwich_dim"))
-    a.model.attention.sandwich_dim = Get<int>(j, "sandwich_dim", what);
-  if (j.contains("sandwich_lambda"))
-    a.model.attention.sandwich_lambda = Get<double>(j, "sandwich_lambda", what);
-  const json logits = Get<json>(j, "logits", what);
-  a.model.attention.query_norm = Get<bool>(logits, "query_norm", what + " logits");
-  a.model.attention.key_norm = Get<bool>(logits, "key_norm", what + " logits");
-  a.model.attention.logit_scale = Get<double>(logits, "scale", what + " logits");
-  if (logits.contains("logn")) a.model.attention.logn = Get<bool>(logits, "logn", what + " logits");
-  if (logits.contains("position_lambda")) {
-    a.model.attention.position_log_scale = Get<bool>(logits, "position_lambda", what + " logits");
-  }
-  if (logits.contains("ssmax"))
-    a.model.attention.ssmax = Get<bool>(logits, "ssmax", what + " logits");
-  const json layout = Get<json>(j, "layout", what);
-  if (!layout.is_array()) Fail("{}: layout is not a list", what);
-  for (const json& l : layout) {
-    a.model.attention.layers.push_back(LayerLayout{Get<bool>(l, "position", what + " layout"),
-                                                   Get<int64_t>(l, "window", what + " layout")});
-  }
-  if (m.Gau()) {
-    if (m.n_heads != 1 || m.n_kv_heads != 1) {
-      Fail("{}: GAU with heads={}, kv_heads={} (expected 1 and 1: the GAU block has a single head)",
-           what, m.n_heads, m.n_kv_heads);
-    }
-    if (m.key_dim > 0) m.SetGau(m.key_dim);  // R = E / S kernel heads (ValidateArch checks S)
-  }
-  try {
-    ValidateArch(a);
-  } catch (const Error& e) {
-    Fail("{}: {}", what, e.what());
-  }
-  return a;
-}
 
 json TrainerOptionsToJson(const TrainerOptions& o) {
   json j = {{"batch", o.batch},
@@ -215,20 +36,20 @@ json TrainerOptionsToJson(const TrainerOptions& o) {
 
 TrainerOptions TrainerOptionsFromJson(const json& j, const std::string& what) {
   TrainerOptions o;
-  o.batch = Get<int64_t>(j, "batch", what);
-  o.accumulate = Get<int>(j, "accumulate", what);
-  o.schedule.lr = Get<double>(j, "lr", what);
-  o.schedule.min_lr = Get<double>(j, "min_lr", what);
-  o.schedule.warmup_steps = Get<int64_t>(j, "warmup_steps", what);
-  o.schedule.total_steps = Get<int64_t>(j, "steps", what);
-  o.adamw.beta1 = Get<double>(j, "beta1", what);
-  o.adamw.beta2 = Get<double>(j, "beta2", what);
-  o.adamw.eps = Get<double>(j, "eps", what);
-  o.adamw.weight_decay = Get<double>(j, "weight_decay", what);
-  o.clip = Get<double>(j, "clip", what);
-  o.seed = Get<uint64_t>(j, "seed", what);
+  o.batch = JsonField<int64_t>(j, "batch", what);
+  o.accumulate = JsonField<int>(j, "accumulate", what);
+  o.schedule.lr = JsonField<double>(j, "lr", what);
+  o.schedule.min_lr = JsonField<double>(j, "min_lr", what);
+  o.schedule.warmup_steps = JsonField<int64_t>(j, "warmup_steps", what);
+  o.schedule.total_steps = JsonField<int64_t>(j, "steps", what);
+  o.adamw.beta1 = JsonField<double>(j, "beta1", what);
+  o.adamw.beta2 = JsonField<double>(j, "beta2", what);
+  o.adamw.eps = JsonField<double>(j, "eps", what);
+  o.adamw.weight_decay = JsonField<double>(j, "weight_decay", what);
+  o.clip = JsonField<double>(j, "clip", what);
+  o.seed = JsonField<uint64_t>(j, "seed", what);
   if (j.contains("perturb")) {
-    o.perturb = ParsePerturbation(Get<std::string>(j, "perturb", what), what + " perturb");
+    o.perturb = ParsePerturbation(JsonField<std::string>(j, "perturb", what), what + " perturb");
   }
   return o;
 }
@@ -291,7 +112,7 @@ std::optional<TrainingTokenizer> ReadCheckpointTokenizer(const SafetensorsFile& 
   } catch (const json::exception& e) {
     Fail("{}: metadata stretch.tokenizer is not JSON ({})", path, e.what());
   }
-  const std::string kind = Get<std::string>(t, "kind", path + " stretch.tokenizer");
+  const std::string kind = JsonField<std::string>(t, "kind", path + " stretch.tokenizer");
   std::string model;
   if (f.Find(std::string(kTokenizerTensor)) != nullptr) {
     const std::vector<uint8_t> bytes = f.Read<uint8_t>(std::string(kTokenizerTensor));

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 
+#include "src/io/model_arch.h"
 #include "src/io/safetensors.h"
 #include "src/train/data.h"
 #include "src/train/trainer.h"
@@ -25,10 +26,6 @@ namespace stretch {
 inline constexpr std::string_view kCheckpointFormat = "stretch-checkpoint";
 inline constexpr int kCheckpointVersion = 1;
 
-nlohmann::json ArchToJson(const TrainArch& arch);
-// Throws stretch::Error naming `what` (e.g. the file) and the field when a value is missing or
-// out of range.
-TrainArch ArchFromJson(const nlohmann::json& j, const std::string& what);
 nlohmann::json TrainerOptionsToJson(const TrainerOptions& o);
 TrainerOptions TrainerOptionsFromJson(const nlohmann::json& j, const std::string& what);
 

@@ -68,6 +68,21 @@ struct GauLayerConfig {
   int Replicas() const { return E / S; }
 };
 
+// The GAU's layer settings for layer l of a GAU model (sizes, scale, RoPE or not, QueryNorm /
+// KeyNorm).
+inline GauLayerConfig GauConfigOf(const ModelConfig& m, int l) {
+  GauLayerConfig c;
+  c.C = m.dim;
+  c.E = m.hidden_dim;
+  c.S = m.key_dim;
+  c.scale = m.LogitScale();
+  c.rope = m.attention.Layer(l).position == LayerPosition::kRope;
+  c.query_norm = m.attention.query_norm;
+  c.key_norm = m.attention.key_norm;
+  c.norm_eps = m.norm_eps;
+  return c;
+}
+
 // What the forward keeps for the backward.
 template <typename Real>
 struct GauActs {

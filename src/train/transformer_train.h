@@ -41,6 +41,7 @@
 
 #include "src/core/check.h"
 #include "src/core/error.h"
+#include "src/io/model_arch.h"
 #include "src/kernels/attention.h"
 #include "src/kernels/ops.h"
 #include "src/model/config.h"
@@ -51,48 +52,6 @@
 #include "src/train/gau_layer.h"
 
 namespace stretch {
-
-// What `stretch train` trains: the model's configuration (src/model/config.h, the one description
-// that inference runs too) and how its RoPE base came about.
-struct TrainArch {
-  // Sizes and attention; model.seq_len is the training length L. GAU (ModelConfig::SetGau):
-  // model.hidden_dim is the expansion width E, key_dim the width S of Z, Q, K, and the R = E / S
-  // kernel heads are n_heads = n_kv_heads.
-  ModelConfig model;
-  // NTK-aware RoPE (`--position rope:ntk=F`; bloc97 2023, HF _compute_ntk_parameters): exactly a
-  // new base, model.rope_base = rope_ntk_base * F^(D / (D - 2)) with D = head_dim(), set by
-  // FinalizeArch once the sizes are known. 1: none (rope_ntk_base then unused). Position
-  // interpolation (`rope:pi=F`) is model.rope_interpolation, which inference reads too.
-  double rope_ntk = 1.0;
-  float rope_ntk_base = 0.0f;  // the base F scales (the spec's base=, or the one before)
-
-  const AttentionLayout& layout() const { return model.attention; }
-  AttentionLayout& layout() { return model.attention; }
-  // The GAU's layer settings for layer l (sizes, scale, RoPE or not, QueryNorm / KeyNorm).
-  GauLayerConfig GauConfig(int l) const {
-    GauLayerConfig c;
-    c.C = model.dim;
-    c.E = model.hidden_dim;
-    c.S = model.key_dim;
-    c.scale = model.LogitScale();
-    c.rope = model.attention.Layer(l).position == LayerPosition::kRope;
-    c.query_norm = model.attention.query_norm;
-    c.key_norm = model.attention.key_norm;
-    c.norm_eps = model.norm_eps;
-    return c;
-  }
-};
-
-// Checks the architecture (sizes, layer list, windows); throws stretch::Error naming the field.
-void ValidateArch(const TrainArch& arch);
-
-// Fills what depends on the sizes: the GAU's kernel heads (E / S) and NTK's base
-// (model.rope_base from rope_ntk_base and rope_ntk at D = head_dim()). Idempotent; call it after the specs and before ValidateArch. Throws
-// stretch::Error when NTK cannot apply (D < 4: the exponent D / (D - 2)).
-void FinalizeArch(TrainArch& arch);
-// NTK-aware base: base * F^(D / (D - 2)) (HF _compute_ntk_parameters), rounded to float as
-// ModelConfig::rope_base holds it.
-float NtkRopeBase(double base, double factor, int rotary_dim);
 
 // p-RoPE: how many of the head_dim() / 2 frequency pairs rotate (the first ones, highest
 // frequencies): round(rope_fraction * pairs).
@@ -209,8 +168,8 @@ class TrainTransformer {
       const LayerWeightsOf<Real>& W = p.layers[static_cast<size_t>(l)];
       LayerActs<Real>& A = acts.layers[static_cast<size_t>(l)];
       if (arch_.model.Gau()) {  // x' = RMSNorm(x + GAU(x)), in place
-        GauLayerForward<Real, Attn>(W, arch_.GauConfig(l), LayerPlan(arch_, W, l, T), &rope.angles,
-                                    x.data(), B, T, A.gau, x.data());
+        GauLayerForward<Real, Attn>(W, GauConfigOf(arch_.model, l), LayerPlan(arch_, W, l, T),
+                                    &rope.angles, x.data(), B, T, A.gau, x.data());
         continue;
       }
       A.x = x;
@@ -329,8 +288,8 @@ class TrainTransformer {
       if (arch_.model.Gau()) {
         const bool learned_bias = !dW.bias_a.empty() && HasPosition(l);
         double dba = 0.0, dbb = 0.0;
-        GauLayerBackward<Real, Attn>(W, arch_.GauConfig(l), LayerPlan(arch_, W, l, T), &rope.angles,
-                                     A.gau, B, T, dx.data(), dx.data(), dW,
+        GauLayerBackward<Real, Attn>(W, GauConfigOf(arch_.model, l), LayerPlan(arch_, W, l, T),
+                                     &rope.angles, A.gau, B, T, dx.data(), dx.data(), dW,
                                      learned_bias ? &dba : nullptr, learned_bias ? &dbb : nullptr);
         if (learned_bias) {
           dW.bias_a[0] += static_cast<Real>(dba);

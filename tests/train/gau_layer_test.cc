@@ -112,8 +112,9 @@ struct LayerSetup {
 
   std::vector<double> Forward(GauActs<double>& acts) const {
     std::vector<double> out(x.size());
-    GauLayerForward<double, RefAttention>(layer, arch.GauConfig(0), LayerPlan(arch, layer, 0, kT),
-                                          &angles, x.data(), kB, kT, acts, out.data());
+    GauLayerForward<double, RefAttention>(layer, GauConfigOf(arch.model, 0),
+                                          LayerPlan(arch, layer, 0, kT), &angles, x.data(), kB, kT,
+                                          acts, out.data());
     return out;
   }
   double Loss() const {
@@ -132,9 +133,9 @@ struct LayerSetup {
     da = db = 0.0;
     std::vector<double> dx(x.size());
     const bool kerple = !layer.bias_a.empty();
-    GauLayerBackward<double, RefAttention>(layer, arch.GauConfig(0), LayerPlan(arch, layer, 0, kT),
-                                           &angles, acts, kB, kT, r.data(), dx.data(), dW,
-                                           kerple ? &da : nullptr, kerple ? &db : nullptr);
+    GauLayerBackward<double, RefAttention>(
+        layer, GauConfigOf(arch.model, 0), LayerPlan(arch, layer, 0, kT), &angles, acts, kB, kT,
+        r.data(), dx.data(), dW, kerple ? &da : nullptr, kerple ? &db : nullptr);
     return dx;
   }
 };
@@ -142,7 +143,7 @@ struct LayerSetup {
 // The GAU written out for one sequence, without the kernel: one head, P = softmax over the
 // visible keys of scale * q.k + bias, AV = P V with V of width E, then the post-norm.
 std::vector<double> DirectGau(const LayerSetup& s) {
-  const GauLayerConfig cfg = s.arch.GauConfig(0);
+  const GauLayerConfig cfg = GauConfigOf(s.arch.model, 0);
   const AttentionPlan plan = LayerPlan(s.arch, s.layer, 0, kT);
   const LayerWeightsOf<double>& W = s.layer;
   auto silu = [](double h) { return h / (1.0 + std::exp(-h)); };
@@ -258,7 +259,7 @@ TEST(GauLayer, GradientsMatchCentralDifferences) {
       };
       // K = gamma_k Z + beta_k: beta_k adds q_i . beta_k to every logit of row i, which the
       // softmax ignores, unless RoPE turns it differently per key or KeyNorm rescales each key.
-      if (tensor == "beta_k" && !s.arch.GauConfig(0).rope && !c.cosine) {
+      if (tensor == "beta_k" && !GauConfigOf(s.arch.model, 0).rope && !c.cosine) {
         // Sums of O(10) terms of O(1) that cancel: rounding ~1e-15.
         ExpectGradcheckOfZero(c.name + ": " + tensor, loss, *params[i].second, *grads[i].second,
                               1e-12);

@@ -1,0 +1,46 @@
+// The architecture of a model stretch trains (TrainArch, src/model/config.h) as values from
+// outside: its checks (sizes, layer list, windows, position variants and the combinations that
+// are refused, with the field, the value and what is allowed), what depends on the sizes (the
+// GAU's kernel heads, NTK's base), and its JSON form (a checkpoint's stretch.config).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+#include "src/core/error.h"
+#include "src/model/config.h"
+
+namespace stretch {
+
+// Checks the architecture (sizes, layer list, windows); throws stretch::Error naming the field.
+void ValidateArch(const TrainArch& arch);
+
+// Fills what depends on the sizes: the GAU's kernel heads (E / S) and NTK's base
+// (model.rope_base from rope_ntk_base and rope_ntk at D = head_dim()). Idempotent; call it after
+// the specs and before ValidateArch. Throws stretch::Error when NTK cannot apply (D < 4: the
+// exponent D / (D - 2)).
+void FinalizeArch(TrainArch& arch);
+// NTK-aware base: base * F^(D / (D - 2)) (HF _compute_ntk_parameters), rounded to float as
+// ModelConfig::rope_base holds it.
+float NtkRopeBase(double base, double factor, int rotary_dim);
+
+// The JSON form, as checkpoints store it in stretch.config. ArchFromJson throws stretch::Error
+// naming `what` (e.g. the file) and the field when a value is missing, of the wrong type or out
+// of range (ValidateArch).
+nlohmann::json ArchToJson(const TrainArch& arch);
+TrainArch ArchFromJson(const nlohmann::json& j, const std::string& what);
+
+// j[key] as a T; throws stretch::Error naming `what` and the field when it is missing or of the
+// wrong type.
+template <typename T>
+T JsonField(const nlohmann::json& j, const char* key, const std::string& what) {
+  if (!j.is_object() || !j.contains(key)) Fail("{}: missing field \"{}\"", what, key);
+  try {
+    return j.at(key).get<T>();
+  } catch (const nlohmann::json::exception& e) {
+    Fail("{}: field \"{}\" = {} has the wrong type ({})", what, key, j.at(key).dump(), e.what());
+  }
+}
+
+}  // namespace stretch
