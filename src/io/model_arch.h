@@ -31,6 +31,18 @@ float NtkRopeBase(double base, double factor, int rotary_dim);
 nlohmann::json ArchToJson(const TrainArch& arch);
 TrainArch ArchFromJson(const nlohmann::json& j, const std::string& what);
 
+// Checks a model's attention layout against its sizes and weights (one entry per layer, windows
+// >= 0, KERPLE layers and SSMax with position_heads() finite parameters each and others without,
+// a positive finite scale, a rope fraction in (0, 1], XPOS's and Sandwich's settings, the GAU's
+// sizes).
+// Throws stretch::Error naming the model's source, the layer and the field.
+void ValidateAttentionLayout(const Model& model);
+
+// The config's names: "llama", "gau"; "rope", "nope", "alibi", "kerple-log", "kerple-power",
+// "sandwich", "xpos" (RoPE with XPOS's decay).
+const char* ArchBlockName(ModelBlock block);
+const char* ArchPositionName(const AttentionLayout& layout);
+
 // j[key] as a T; throws stretch::Error naming `what` and the field when it is missing or of the
 // wrong type.
 template <typename T>

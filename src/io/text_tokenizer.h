@@ -1,6 +1,6 @@
 // One interface for the tokenizer that comes with a model, whatever its file: llama2.c's
 // tokenizer.bin (here), or the one a stretch checkpoint carries (bytes or SentencePiece;
-// src/train/inference_model.h). Commands that read or write text (score --data, generate) use
+// src/io/stretch_checkpoint.h). Commands that read or write text (score --data, generate) use
 // only this.
 #pragma once
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/core/error.h"
@@ -23,6 +24,18 @@ enum class LayerPosition {
   kKerplePower,  // additive -a_h (i - j)^b_h
   kSandwich,     // additive lambda p_i . p_j of sinusoidal embeddings (AttentionLayout::sandwich_*)
 };
+
+inline std::string_view LayerPositionName(LayerPosition position) {  // "rope", "nope", ...
+  switch (position) {
+    case LayerPosition::kRope: return "rope";
+    case LayerPosition::kNone: return "nope";
+    case LayerPosition::kAlibi: return "alibi";
+    case LayerPosition::kKerpleLog: return "kerple-log";
+    case LayerPosition::kKerplePower: return "kerple-power";
+    case LayerPosition::kSandwich: return "sandwich";
+  }
+  return "?";
+}
 
 // One layer as stored: whether it uses the model's position scheme (false: NoPE for this layer,
 // as HWFA's last layer) and its trained window (query i sees keys i - window + 1 .. i; 0: all).

@@ -56,23 +56,7 @@ LayerMethodUse MethodUseOf(const LayerAttention& layer) {
                                                 : LayerMethodUse::kMaskAndLogn;
 }
 
-std::string_view LayerPositionName(LayerPosition position) {
-  switch (position) {
-    case LayerPosition::kRope: return "rope";
-    case LayerPosition::kNone: return "nope";
-    case LayerPosition::kAlibi: return "alibi";
-    case LayerPosition::kKerpleLog: return "kerple-log";
-    case LayerPosition::kKerplePower: return "kerple-power";
-    case LayerPosition::kSandwich: return "sandwich";
-  }
-  return "?";
-}
-
 namespace {
-
-bool IsKerple(LayerPosition p) {
-  return p == LayerPosition::kKerpleLog || p == LayerPosition::kKerplePower;
-}
 
 // What a method changes in the rotation, for errors ("" when nothing).
 std::string RopeChange(const AttentionPlan& p, double model_base) {
@@ -239,76 +223,6 @@ AttentionPlan LayerAttentionPlan(const ModelConfig& config, int l, const Attenti
       break;
   }
   return p;
-}
-
-void ValidateAttentionLayout(const Model& model) {
-  const ModelConfig& c = model.config;
-  const AttentionLayout& layout = c.attention;
-  const std::string& what = model.source;
-  if (!layout.layers.empty() && static_cast<int>(layout.layers.size()) != c.n_layers) {
-    Fail("{}: attention layout has {} layer entries, expected one per layer ({})", what,
-         layout.layers.size(), c.n_layers);
-  }
-  if (!(layout.logit_scale >= 0.0 && std::isfinite(layout.logit_scale))) {
-    Fail("{}: logit scale {} is out of range (allowed: a positive number, or 0 for 1/sqrt(D))",
-         what, layout.logit_scale);
-  }
-  if (c.Gau() && !(c.key_dim > 0 && c.key_dim % 2 == 0 && c.hidden_dim % c.key_dim == 0 &&
-                   c.n_heads == c.hidden_dim / c.key_dim && c.n_kv_heads == c.n_heads)) {
-    Fail(
-        "{}: GAU sizes: key dim {}, expansion {}, {} heads / {} kv heads (expected an even key "
-        "dim S dividing the expansion E, and E / S heads and kv heads)",
-        what, c.key_dim, c.hidden_dim, c.n_heads, c.n_kv_heads);
-  }
-  if (!(layout.rope_fraction > 0.0 && layout.rope_fraction <= 1.0)) {
-    Fail("{}: rope fraction {} (allowed: 0 < P <= 1)", what, layout.rope_fraction);
-  }
-  if (!(layout.xpos_scale_base >= 0.0 && std::isfinite(layout.xpos_scale_base))) {
-    Fail("{}: XPOS scale base {} (allowed: a positive number, or 0 for none)", what,
-         layout.xpos_scale_base);
-  }
-  if (layout.xpos_scale_base > 0.0 && c.head_dim() > 512) {
-    Fail("{}: XPOS with head dim {} (allowed: head dim <= 512, the kernel's per-tile decay limit)",
-         what, c.head_dim());
-  }
-  for (int l = 0; l < c.n_layers; ++l) {
-    const LayerAttention a = layout.Layer(l);
-    if (a.position == LayerPosition::kSandwich &&
-        !(layout.sandwich_dim > 0 && layout.sandwich_dim % 2 == 0 &&
-          std::isfinite(layout.sandwich_lambda))) {
-      Fail(
-          "{}: layer {}: Sandwich dim {} and lambda {} (allowed: an even dim > 0, a finite "
-          "lambda)",
-          what, l, layout.sandwich_dim, layout.sandwich_lambda);
-    }
-    if (a.window < 0) {
-      Fail("{}: layer {}: window {} (allowed: 0 for full attention, or a positive integer)", what,
-           l, a.window);
-    }
-    if (static_cast<size_t>(l) >= model.weights.layers.size()) continue;  // the loader's check
-    const LayerWeights& w = model.weights.layers[static_cast<size_t>(l)];
-    const size_t want = IsKerple(a.position) ? static_cast<size_t>(c.position_heads()) : 0;
-    if (w.bias_a.size() != want || w.bias_b.size() != want) {
-      Fail(
-          "{}: layer {} ({}): KERPLE parameters bias_a, bias_b have {} and {} entries, expected "
-          "{} each",
-          what, l, LayerPositionName(a.position), w.bias_a.size(), w.bias_b.size(), want);
-    }
-    for (size_t h = 0; h < want; ++h) {
-      if (!std::isfinite(w.bias_a[h]) || !std::isfinite(w.bias_b[h])) {
-        Fail("{}: layer {}: KERPLE parameters of head {} are a={}, b={} (expected finite numbers)",
-             what, l, h, w.bias_a[h], w.bias_b[h]);
-      }
-    }
-    const size_t want_s = layout.ssmax ? static_cast<size_t>(c.position_heads()) : 0;
-    if (w.ssmax.size() != want_s) {
-      Fail("{}: layer {}: SSMax parameters have {} entries, expected {}", what, l, w.ssmax.size(),
-           want_s);
-    }
-    for (const float s : w.ssmax) {
-      if (!std::isfinite(s)) Fail("{}: layer {}: SSMax parameter {} (expected finite)", what, l, s);
-    }
-  }
 }
 
 Transformer::Transformer(const Model& model) : model_(model) {

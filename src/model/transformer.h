@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "src/core/aligned.h"
+#include "src/io/model_arch.h"
 #include "src/model/config.h"
 #include "src/position/plan.h"
 #include "src/position/rope.h"
@@ -97,7 +98,6 @@ enum class LayerMethodUse {
 LayerMethodUse MethodUseOf(const LayerAttention& layer);
 // The model's RoPE as MakeAttentionPlan takes it: training length, head dim, base, PI factor.
 RopeGeometry ModelGeometry(const ModelConfig& config);
-std::string_view LayerPositionName(LayerPosition position);  // "rope", "nope", "alibi", ...
 // The layers' positions and windows, runs of equal layers merged:
 // "layers 0-2: rope, window 64; layer 3: nope, full".
 std::string AttentionLayoutText(const ModelConfig& config);
@@ -130,13 +130,6 @@ AttentionPlan LayerAttentionPlan(const ModelConfig& config, int l, const Attenti
                                  const LayerHeadValues& values);
 AttentionPlan LayerAttentionPlan(const ModelConfig& config, const LayerWeights* layer_weights,
                                  int l, const AttentionPlan& method_plan);
-
-// Checks a model's attention layout against its sizes and weights (one entry per layer, windows
-// >= 0, KERPLE layers and SSMax with position_heads() finite parameters each and others without,
-// a positive finite scale, a rope fraction in (0, 1], XPOS's and Sandwich's settings, the GAU's
-// sizes).
-// Throws stretch::Error naming the model's source, the layer and the field.
-void ValidateAttentionLayout(const Model& model);
 
 class Transformer {
  public:

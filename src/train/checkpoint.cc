@@ -12,8 +12,6 @@ namespace {
 using nlohmann::json;
 
 constexpr std::string_view kRngTensor = "rng.data";
-constexpr std::string_view kStepTensor = "train.step";
-constexpr std::string_view kTokenizerTensor = "tokenizer.model";
 
 }  // namespace
 
@@ -62,11 +60,12 @@ void SaveCheckpoint(Trainer& trainer, const std::string& path, const CheckpointE
   trainer.optimizer().AddStateTo(w);
   const std::array<uint64_t, 4> rng = trainer.data_rng().State();
   w.AddOwned<uint64_t>(std::string(kRngTensor), {4}, std::vector<uint64_t>(rng.begin(), rng.end()));
-  w.AddOwned<uint64_t>(std::string(kStepTensor), {},
+  w.AddOwned<uint64_t>(std::string(kCheckpointStepTensor), {},
                        std::vector<uint64_t>{static_cast<uint64_t>(trainer.step())});
   std::vector<uint8_t> tok(extras.tokenizer_model.begin(), extras.tokenizer_model.end());
   if (!tok.empty()) {
-    w.AddOwned<uint8_t>(std::string(kTokenizerTensor), {static_cast<int64_t>(tok.size())}, tok);
+    w.AddOwned<uint8_t>(std::string(kCheckpointTokenizerTensor), {static_cast<int64_t>(tok.size())},
+                        tok);
   }
   w.SetMetadata("stretch.format", std::string(kCheckpointFormat));
   w.SetMetadata("stretch.version", std::to_string(kCheckpointVersion));
@@ -77,64 +76,19 @@ void SaveCheckpoint(Trainer& trainer, const std::string& path, const CheckpointE
 }
 
 CheckpointInfo ReadCheckpointInfo(const SafetensorsFile& f) {
+  const CheckpointHeader header = ReadCheckpointHeader(f);  // format, version, architecture
   const std::string& path = f.path();
-  const std::optional<std::string> format = f.FindMetadata("stretch.format");
-  if (format != kCheckpointFormat) {
-    Fail("{}: not a stretch checkpoint (metadata stretch.format = \"{}\", expected \"{}\")", path,
-         format.value_or(""), kCheckpointFormat);
-  }
-  const std::string version = f.GetMetadata("stretch.version");
-  if (version != std::to_string(kCheckpointVersion)) {
-    Fail("{}: checkpoint version {} (this stretch reads version {})", path, version,
-         kCheckpointVersion);
-  }
-  auto parse = [&](const char* key) {
-    try {
-      return json::parse(f.GetMetadata(key));
-    } catch (const json::exception& e) {
-      Fail("{}: metadata {} is not JSON ({})", path, key, e.what());
-    }
-  };
-  CheckpointInfo info;
-  info.arch = ArchFromJson(parse("stretch.config"), path + " stretch.config");
-  info.options = TrainerOptionsFromJson(parse("stretch.train"), path + " stretch.train");
-  info.step = static_cast<int64_t>(f.Read<uint64_t>(kStepTensor, {})[0]);
-  return info;
-}
-
-std::optional<TrainingTokenizer> ReadCheckpointTokenizer(const SafetensorsFile& f, int vocab_size) {
-  const std::string& path = f.path();
-  const std::optional<std::string> meta = f.FindMetadata("stretch.tokenizer");
-  if (!meta) return std::nullopt;
-  json t;
+  json train;
   try {
-    t = json::parse(*meta);
+    train = json::parse(f.GetMetadata("stretch.train"));
   } catch (const json::exception& e) {
-    Fail("{}: metadata stretch.tokenizer is not JSON ({})", path, e.what());
+    Fail("{}: metadata stretch.train is not JSON ({})", path, e.what());
   }
-  const std::string kind = JsonField<std::string>(t, "kind", path + " stretch.tokenizer");
-  std::string model;
-  if (f.Find(std::string(kTokenizerTensor)) != nullptr) {
-    const std::vector<uint8_t> bytes = f.Read<uint8_t>(std::string(kTokenizerTensor));
-    model.assign(bytes.begin(), bytes.end());
-  }
-  std::optional<TrainingTokenizer> tok;
-  try {
-    tok = TrainingTokenizer::Load(kind, model);
-  } catch (const Error& e) {
-    Fail("{}: stretch.tokenizer (with tensor {}): {}", path, kTokenizerTensor, e.what());
-  }
-  if (t.contains("vocab_size") && t.at("vocab_size") != tok->vocab_size()) {
-    Fail(
-        "{}: stretch.tokenizer vocab_size = {}, but its {} model has {} tokens (expected the "
-        "same)",
-        path, t.at("vocab_size").dump(), kind, tok->vocab_size());
-  }
-  if (tok->vocab_size() != vocab_size) {
-    Fail("{}: the tokenizer ({}) has {} tokens, the model's vocab_size is {} (expected the same)",
-         path, kind, tok->vocab_size(), vocab_size);
-  }
-  return tok;
+  CheckpointInfo info;
+  info.arch = header.arch;
+  info.options = TrainerOptionsFromJson(train, path + " stretch.train");
+  info.step = header.step;
+  return info;
 }
 
 void LoadParamsInto(Trainer& trainer, const SafetensorsFile& f) {

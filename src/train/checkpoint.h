@@ -18,13 +18,11 @@
 
 #include "src/io/model_arch.h"
 #include "src/io/safetensors.h"
+#include "src/io/stretch_checkpoint.h"
 #include "src/train/data.h"
 #include "src/train/trainer.h"
 
 namespace stretch {
-
-inline constexpr std::string_view kCheckpointFormat = "stretch-checkpoint";
-inline constexpr int kCheckpointVersion = 1;
 
 nlohmann::json TrainerOptionsToJson(const TrainerOptions& o);
 TrainerOptions TrainerOptionsFromJson(const nlohmann::json& j, const std::string& what);
@@ -48,13 +46,6 @@ CheckpointInfo ReadCheckpointInfo(const SafetensorsFile& file);
 // Restores parameters, optimizer state and the batch stream's RNG into a trainer built with the
 // file's architecture; throws stretch::Error when the architecture differs or a tensor is missing.
 void LoadCheckpointInto(Trainer& trainer, const SafetensorsFile& file);
-
-// The tokenizer the checkpoint carries (metadata stretch.tokenizer and, for SentencePiece, the
-// tensor tokenizer.model), checked against the model's vocabulary size; nullopt when the file has
-// none. Throws stretch::Error naming the file for a tokenizer that does not load or does not fit.
-// (--init tokenizes its new data with it: a vocabulary trained anew would map ids wrongly.)
-std::optional<TrainingTokenizer> ReadCheckpointTokenizer(const SafetensorsFile& file,
-                                                         int vocab_size);
 
 // Parameters only (fine-tuning from a checkpoint with another position scheme, --init): every
 // tensor of `trainer` must exist in the file with the same shape; KERPLE parameters that the file

@@ -22,8 +22,8 @@
 
 #include "src/core/rng.h"
 #include "src/io/safetensors.h"
+#include "src/io/stretch_checkpoint.h"
 #include "src/model/transformer.h"
-#include "src/train/inference_model.h"
 #include "tests/cli/cli_run.h"
 
 namespace stretch {

@@ -4,7 +4,7 @@
 // token-by-token decoding, the layer-major sequence forward); position methods apply to a trained
 // layout by the rule of src/model/transformer.h, checked against a naive double forward written
 // from that rule; checkpoint files load exactly, and bad ones are refused with the reason.
-#include "src/train/inference_model.h"
+#include "src/io/stretch_checkpoint.h"
 
 #include <gtest/gtest.h>
 

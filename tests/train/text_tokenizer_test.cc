@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "src/train/inference_model.h"
+#include "src/io/stretch_checkpoint.h"
 
 namespace stretch {
 namespace {

@@ -9,9 +9,9 @@
 #include "src/core/error.h"
 #include "src/core/threads.h"
 #include "src/io/llama2c.h"
+#include "src/io/stretch_checkpoint.h"
 #include "src/model/transformer.h"
 #include "src/position/plan.h"
-#include "src/train/inference_model.h"
 #include "src/train/run_dir.h"
 
 namespace stretch::cli {

@@ -1,4 +1,4 @@
-#include "src/train/inference_model.h"
+#include "src/io/stretch_checkpoint.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -11,10 +11,6 @@
 #include <sstream>
 
 #include "src/core/error.h"
-#include "src/io/safetensors.h"
-#include "src/model/transformer.h"
-#include "src/train/arch_spec.h"
-#include "src/train/checkpoint.h"
 
 namespace stretch {
 namespace {
@@ -38,8 +34,7 @@ bool IsTrainingStateTensor(const std::string& name) {
 
 CheckpointHeader ReadHeaderOf(const SafetensorsFile& f) {
   const std::string& path = f.path();
-  // Format and version first (ReadCheckpointInfo says which it found), then the block, then the
-  // architecture.
+  // Format and version first, then the architecture.
   const std::optional<std::string> format = f.FindMetadata("stretch.format");
   if (format != kCheckpointFormat) {
     Fail(
@@ -53,12 +48,11 @@ CheckpointHeader ReadHeaderOf(const SafetensorsFile& f) {
     Fail("{}: checkpoint version \"{}\" (this stretch reads version {})", path,
          version.value_or(""), kCheckpointVersion);
   }
-  const CheckpointInfo info = ReadCheckpointInfo(f);
   CheckpointHeader h;
   h.path = path;
-  h.arch = info.arch;
-  h.config = info.arch.model;
-  h.step = info.step;
+  h.arch = ArchFromJson(ParseMetadataJson(f, "stretch.config"), path + " stretch.config");
+  h.config = h.arch.model;
+  h.step = static_cast<int64_t>(f.Read<uint64_t>(std::string(kCheckpointStepTensor), {})[0]);
   if (f.FindMetadata("stretch.tokenizer")) {
     const json t = ParseMetadataJson(f, "stretch.tokenizer");
     if (!t.is_object() || !t.contains("kind") || !t.at("kind").is_string()) {
@@ -108,6 +102,8 @@ CheckpointHeader ReadCheckpointHeader(const std::string& path) {
   return ReadHeaderOf(SafetensorsFile(path));
 }
 
+CheckpointHeader ReadCheckpointHeader(const SafetensorsFile& file) { return ReadHeaderOf(file); }
+
 CheckpointModel LoadCheckpointModel(const std::string& path) {
   const SafetensorsFile f(path);
   CheckpointModel out;
@@ -139,7 +135,9 @@ CheckpointModel LoadCheckpointModel(const std::string& path) {
           "block, position {}, {} layers; expected token_embedding, layers.N.{{{}{}{}}}, "
           "final_norm{}, and training state optim.*, rng.*, train.*, tokenizer.model): a "
           "checkpoint of another block or model is not supported at inference",
-          path, t.name, BlockSpecOf(arch), PositionSpecOf(arch), arch.model.n_layers,
+          path, t.name,
+          arch.model.Gau() ? fmt::format("gau:key={}", arch.model.key_dim) : std::string("llama"),
+          ArchPositionName(arch.model.attention), arch.model.n_layers,
           arch.model.Gau() ? "gau_u, gau_v, gau_z, gau_o, gamma_q, beta_q, gamma_k, beta_k"
                            : "attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3",
           params.layers.empty() || params.layers[0].bias_a.empty() ? "" : ", bias_a, bias_b",
@@ -155,6 +153,41 @@ CheckpointModel LoadCheckpointModel(const std::string& path) {
                      fmt::format("{} (stretch checkpoint, step {})", path, out.header.step));
   out.tokenizer = ReadCheckpointTokenizer(f, out.model.config.vocab_size);
   return out;
+}
+
+std::optional<TrainingTokenizer> ReadCheckpointTokenizer(const SafetensorsFile& f, int vocab_size) {
+  const std::string& path = f.path();
+  const std::optional<std::string> meta = f.FindMetadata("stretch.tokenizer");
+  if (!meta) return std::nullopt;
+  json t;
+  try {
+    t = json::parse(*meta);
+  } catch (const json::exception& e) {
+    Fail("{}: metadata stretch.tokenizer is not JSON ({})", path, e.what());
+  }
+  const std::string kind = JsonField<std::string>(t, "kind", path + " stretch.tokenizer");
+  std::string model;
+  if (f.Find(std::string(kCheckpointTokenizerTensor)) != nullptr) {
+    const std::vector<uint8_t> bytes = f.Read<uint8_t>(std::string(kCheckpointTokenizerTensor));
+    model.assign(bytes.begin(), bytes.end());
+  }
+  std::optional<TrainingTokenizer> tok;
+  try {
+    tok = TrainingTokenizer::Load(kind, model);
+  } catch (const Error& e) {
+    Fail("{}: stretch.tokenizer (with tensor {}): {}", path, kCheckpointTokenizerTensor, e.what());
+  }
+  if (t.contains("vocab_size") && t.at("vocab_size") != tok->vocab_size()) {
+    Fail(
+        "{}: stretch.tokenizer vocab_size = {}, but its {} model has {} tokens (expected the "
+        "same)",
+        path, t.at("vocab_size").dump(), kind, tok->vocab_size());
+  }
+  if (tok->vocab_size() != vocab_size) {
+    Fail("{}: the tokenizer ({}) has {} tokens, the model's vocab_size is {} (expected the same)",
+         path, kind, tok->vocab_size(), vocab_size);
+  }
+  return tok;
 }
 
 TextStream EncodeTextPath(const std::string& path, const TrainingTokenizer& tokenizer) {

@@ -1,7 +1,6 @@
-// A `stretch train` checkpoint (src/train/checkpoint.h) as an inference model: the conversion from
-// the trainer's architecture and parameters to the Model that src/model's Transformer runs, and the
-// loading of a checkpoint file (or the newest complete one in a run's directory) with its
-// tokenizer, for `stretch score`, `generate` and `inspect`.
+// A `stretch train` checkpoint (written by src/train/checkpoint.h) read as a model: its header,
+// its weights as the Model that src/model's Transformer runs, and its tokenizer, for `stretch
+// score`, `generate` and `inspect`, and for the trainer's --resume and --init.
 //
 // The conversion is exact: the trainer's ModelConfig and weights are the model's, so that the Transformer runs the function
 // TrainTransformer<float, KernelAttention>::Forward computes (tests/train/inference_model_test.cc).
@@ -23,13 +22,21 @@
 #include <string>
 #include <vector>
 
+#include "src/io/model_arch.h"
+#include "src/io/safetensors.h"
 #include "src/io/text.h"
 #include "src/io/text_tokenizer.h"
+#include "src/io/training_tokenizer.h"
 #include "src/model/config.h"
-#include "src/train/data.h"
-#include "src/train/transformer_train.h"
 
 namespace stretch {
+
+// The format's marks (metadata stretch.format and stretch.version) and the tensors a checkpoint
+// holds besides the weights (src/train/checkpoint.h writes them).
+inline constexpr std::string_view kCheckpointFormat = "stretch-checkpoint";
+inline constexpr int kCheckpointVersion = 1;
+inline constexpr std::string_view kCheckpointStepTensor = "train.step";
+inline constexpr std::string_view kCheckpointTokenizerTensor = "tokenizer.model";
 
 // The inference Model of trained weights (the trainer's own struct, taken as it is, less the
 // KERPLE parameters of layers without position). `source` names it in reports and errors.
@@ -53,6 +60,14 @@ struct CheckpointHeader {
 // Throws stretch::Error for a file that is not a stretch checkpoint of this version, or of
 // another block (see the top of this file).
 CheckpointHeader ReadCheckpointHeader(const std::string& path);
+CheckpointHeader ReadCheckpointHeader(const SafetensorsFile& file);
+
+// The tokenizer the checkpoint carries (metadata stretch.tokenizer and, for SentencePiece, the
+// tensor tokenizer.model), checked against the model's vocabulary size; nullopt when the file has
+// none. Throws stretch::Error naming the file for a tokenizer that does not load or does not fit.
+// (--init tokenizes its new data with it: a vocabulary trained anew would map ids wrongly.)
+std::optional<TrainingTokenizer> ReadCheckpointTokenizer(const SafetensorsFile& file,
+                                                         int vocab_size);
 
 struct CheckpointModel {
   CheckpointHeader header;
