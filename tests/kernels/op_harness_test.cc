@@ -26,6 +26,7 @@
 #include "src/kernels/op_cases.h"
 #include "src/kernels/ops.h"
 #include "src/position/method.h"
+#include "tests/testing/float_baseline.h"
 #include "tests/testing/gradcheck.h"
 
 namespace stretch::op_cases {
@@ -202,13 +203,8 @@ void ExpectWithinBaseline(const AlignedVector<float>& got, const std::vector<dou
                           const std::vector<float>& naive, const ErrorBudget& b,
                           const std::string& what) {
   ASSERT_EQ(got.size(), want.size());
-  double err = 0, base = 0, mag = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    err = std::max(err, std::isfinite(got[i]) ? std::abs(got[i] - want[i])
-                                              : std::numeric_limits<double>::infinity());
-    base = std::max(base, std::abs(double{naive[i]} - want[i]));
-    mag = std::max(mag, std::abs(want[i]));
-  }
+  const testing::BaselineError e = testing::MeasureAgainstBaseline(got, want, naive);
+  const double err = e.err, base = e.baseline, mag = e.magnitude;
   const double budget = b.baseline_factor * base + b.eps_multiple * kEpsF * std::max(1.0, mag);
   EXPECT_LE(err, budget) << what << ": naive " << base << ", magnitude " << mag << " (" << b.reason
                          << ")";
