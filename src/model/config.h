@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "src/core/error.h"
+
 namespace stretch {
 
 // Where one layer's attention gets its positions from. LLaMA-family checkpoints (llama2.c, ...)
@@ -159,38 +161,154 @@ struct ModelConfig {
   }
 };
 
-// All matrices are row-major (out, in): y = W x, as in llama2.c. Every vector is sized exactly.
-// A GAU layer (ModelBlock::kGau) holds wo and the gau_* tensors; the others stay empty.
-struct LayerWeights {
-  std::vector<float> attn_norm;  // (C)
-  std::vector<float> wq;         // (H*D, C)
-  std::vector<float> wk;         // (G*D, C)
-  std::vector<float> wv;         // (G*D, C)
-  std::vector<float> wo;         // (C, H*D); GAU: (C, E)
-  std::vector<float> ffn_norm;   // (C)
-  std::vector<float> w1;         // (F, C) gate
-  std::vector<float> w2;         // (C, F) down
-  std::vector<float> w3;         // (F, C) up
+// The weights, one struct for inference (float) and training (float parameters and gradients;
+// double in the tests' reference model): ModelWeights = ModelWeightsOf<float>. All matrices are
+// row-major (out, in): y = W x, as in llama2.c. Every vector is sized exactly (ZeroWeights).
+// A GAU layer (ModelBlock::kGau) holds wo and the gau_* tensors; the LLaMA ones stay empty, and
+// the other way round.
+template <typename Real>
+struct LayerWeightsOf {
+  std::vector<Real> attn_norm;  // (C)
+  std::vector<Real> wq;         // (H*D, C)
+  std::vector<Real> wk;         // (G*D, C)
+  std::vector<Real> wv;         // (G*D, C)
+  std::vector<Real> wo;         // (C, H*D); GAU: (C, E)
+  std::vector<Real> ffn_norm;   // (C)
+  std::vector<Real> w1;         // (F, C) gate
+  std::vector<Real> w2;         // (C, F) down
+  std::vector<Real> w3;         // (F, C) up
   // KERPLE's learned per-head parameters a_h, b_h (LayerPosition kKerpleLog / kKerplePower):
-  // (H) each; empty for every other layer.
-  std::vector<float> bias_a, bias_b;
+  // (position_heads()) each. Training keeps them on every layer of a KERPLE model (a layer
+  // without position leaves them unused); the inference model only on the layers that use them.
+  std::vector<Real> bias_a, bias_b;
   // SSMax's learned per-head s_h (AttentionLayout::ssmax): (H); empty otherwise.
-  std::vector<float> ssmax;
+  std::vector<Real> ssmax;
   // GAU: gau_u, gau_v (E, C), gau_z (S, C); gamma_q, beta_q, gamma_k, beta_k (S).
-  std::vector<float> gau_u, gau_v, gau_z;
-  std::vector<float> gamma_q, beta_q, gamma_k, beta_k;
+  std::vector<Real> gau_u, gau_v, gau_z;
+  std::vector<Real> gamma_q, beta_q, gamma_k, beta_k;
+
+  bool Gau() const { return !gau_u.empty(); }
 };
 
-struct ModelWeights {
-  std::vector<float> token_embedding;  // (V, C)
-  std::vector<LayerWeights> layers;    // n_layers
-  std::vector<float> final_norm;       // (C)
-  std::vector<float> classifier;       // (V, C); empty when the config says shared_classifier
+template <typename Real>
+struct ModelWeightsOf {
+  std::vector<Real> token_embedding;         // (V, C)
+  std::vector<LayerWeightsOf<Real>> layers;  // n_layers
+  std::vector<Real> final_norm;              // (C)
+  std::vector<Real> classifier;              // (V, C); empty when the config says shared_classifier
 
-  const float* ClassifierData() const {
+  const Real* ClassifierData() const {
     return classifier.empty() ? token_embedding.data() : classifier.data();
   }
+
+  // Every tensor with its name and whether weight decay applies (not to norms, to the GAU's
+  // per-dim scales and offsets, or to the KERPLE and SSMax scalars), in one fixed order: the
+  // optimizer, the checkpoint and the tests walk this list. A GAU layer lists its tensors (wo as
+  // "gau_o") instead of the LLaMA ones. fn(const std::string& name, std::vector<Real>&, bool).
+  template <class Fn>
+  void ForEach(Fn&& fn) {
+    fn("token_embedding", token_embedding, true);
+    for (size_t l = 0; l < layers.size(); ++l) {
+      LayerWeightsOf<Real>& L = layers[l];
+      const std::string p = "layers." + std::to_string(l) + ".";
+      if (L.Gau()) {
+        fn(p + "gau_u", L.gau_u, true);
+        fn(p + "gau_v", L.gau_v, true);
+        fn(p + "gau_z", L.gau_z, true);
+        fn(p + "gau_o", L.wo, true);
+        fn(p + "gamma_q", L.gamma_q, false);
+        fn(p + "beta_q", L.beta_q, false);
+        fn(p + "gamma_k", L.gamma_k, false);
+        fn(p + "beta_k", L.beta_k, false);
+      } else {
+        fn(p + "attn_norm", L.attn_norm, false);
+        fn(p + "wq", L.wq, true);
+        fn(p + "wk", L.wk, true);
+        fn(p + "wv", L.wv, true);
+        fn(p + "wo", L.wo, true);
+        fn(p + "ffn_norm", L.ffn_norm, false);
+        fn(p + "w1", L.w1, true);
+        fn(p + "w2", L.w2, true);
+        fn(p + "w3", L.w3, true);
+      }
+      if (!L.bias_a.empty()) {
+        fn(p + "bias_a", L.bias_a, false);
+        fn(p + "bias_b", L.bias_b, false);
+      }
+      if (!L.ssmax.empty()) fn(p + "ssmax", L.ssmax, false);
+    }
+    fn("final_norm", final_norm, false);
+    if (!classifier.empty()) fn("classifier", classifier, true);
+  }
 };
+
+using LayerWeights = LayerWeightsOf<float>;
+using ModelWeights = ModelWeightsOf<float>;
+
+// Zero-filled weights of the configuration's shapes, as training holds them (KERPLE's a_h, b_h on
+// every layer of a KERPLE model).
+template <typename Real>
+ModelWeightsOf<Real> ZeroWeights(const ModelConfig& m) {
+  const size_t C = m.dim, F = m.hidden_dim, V = m.vocab_size,
+               H = static_cast<size_t>(m.position_heads());
+  ModelWeightsOf<Real> p;
+  p.token_embedding.assign(V * C, Real(0));
+  p.layers.resize(static_cast<size_t>(m.n_layers));
+  for (LayerWeightsOf<Real>& L : p.layers) {
+    if (m.attention.Kerple()) {
+      L.bias_a.assign(H, Real(0));
+      L.bias_b.assign(H, Real(0));
+    }
+    if (m.Gau()) {
+      const size_t E = F, S = static_cast<size_t>(m.key_dim);
+      L.gau_u.assign(E * C, Real(0));
+      L.gau_v.assign(E * C, Real(0));
+      L.gau_z.assign(S * C, Real(0));
+      L.wo.assign(C * E, Real(0));
+      for (std::vector<Real>* v : {&L.gamma_q, &L.beta_q, &L.gamma_k, &L.beta_k}) {
+        v->assign(S, Real(0));
+      }
+      continue;
+    }
+    const size_t HD = static_cast<size_t>(m.n_heads) * m.head_dim(), KV = m.kv_dim();
+    L.attn_norm.assign(C, Real(0));
+    L.wq.assign(HD * C, Real(0));
+    L.wk.assign(KV * C, Real(0));
+    L.wv.assign(KV * C, Real(0));
+    L.wo.assign(C * HD, Real(0));
+    L.ffn_norm.assign(C, Real(0));
+    L.w1.assign(F * C, Real(0));
+    L.w2.assign(C * F, Real(0));
+    L.w3.assign(F * C, Real(0));
+    if (m.attention.ssmax) L.ssmax.assign(static_cast<size_t>(m.n_heads), Real(0));
+  }
+  p.final_norm.assign(C, Real(0));
+  if (!m.shared_classifier) p.classifier.assign(V * C, Real(0));
+  return p;
+}
+
+// The shape of a tensor named as ModelWeightsOf::ForEach names it: matrices (out, in). Throws
+// stretch::Error for a name that is not one.
+inline std::vector<int64_t> WeightShape(const ModelConfig& m, const std::string& name) {
+  const int64_t C = m.dim, F = m.hidden_dim, V = m.vocab_size,
+                HD = int64_t{m.n_heads} * m.head_dim(), KV = m.kv_dim(), E = m.hidden_dim,
+                S = m.key_dim;
+  auto ends = [&](const char* s) { return name.ends_with(s); };
+  if (name == "token_embedding" || name == "classifier") return {V, C};
+  if (ends("norm")) return {C};
+  if (ends(".gau_u") || ends(".gau_v")) return {E, C};
+  if (ends(".gau_z")) return {S, C};
+  if (ends(".gau_o")) return {C, E};
+  if (ends(".gamma_q") || ends(".beta_q") || ends(".gamma_k") || ends(".beta_k")) return {S};
+  if (ends(".wq")) return {HD, C};
+  if (ends(".wk") || ends(".wv")) return {KV, C};
+  if (ends(".wo")) return {C, HD};
+  if (ends(".w1") || ends(".w3")) return {F, C};
+  if (ends(".w2")) return {C, F};
+  if (ends(".bias_a") || ends(".bias_b")) return {m.position_heads()};
+  if (ends(".ssmax")) return {m.n_heads};
+  Fail("model weights: no tensor is named \"{}\"", name);
+}
 
 struct Model {
   ModelConfig config;

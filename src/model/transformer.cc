@@ -267,12 +267,9 @@ void ValidateAttentionLayout(const Model& model) {
     Fail("{}: XPOS scale base {} (allowed: a positive number, or 0 for none)", what,
          layout.xpos_scale_base);
   }
-  if (layout.xpos_scale_base > 0.0 &&
-      (c.head_dim() > 512 || layout.query_norm || layout.key_norm)) {
-    Fail(
-        "{}: XPOS with head dim {}{} (allowed: head dim <= 512, the kernel's per-tile decay "
-        "limit, and no QueryNorm / KeyNorm)",
-        what, c.head_dim(), layout.query_norm || layout.key_norm ? " and QueryNorm / KeyNorm" : "");
+  if (layout.xpos_scale_base > 0.0 && c.head_dim() > 512) {
+    Fail("{}: XPOS with head dim {} (allowed: head dim <= 512, the kernel's per-tile decay limit)",
+         what, c.head_dim());
   }
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerAttention a = layout.Layer(l);

@@ -1,5 +1,5 @@
 // stretch checkpoints: one safetensors file (src/io/safetensors.h) holding
-//   tensors   every parameter by its TrainParams name (F32, (out, in) for matrices), AdamW's
+//   tensors   every parameter by its ModelWeightsOf::ForEach name (F32, (out, in) for matrices), AdamW's
 //             step and moments (optim.adamw.*), the batch stream's RNG state (rng.data, U64[4]),
 //             and the tokenizer's serialized model when it has one (tokenizer.model, U8);
 //   metadata  stretch.format = "stretch-checkpoint", stretch.version = "1",

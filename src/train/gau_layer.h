@@ -52,18 +52,10 @@
 #include "src/core/threads.h"
 #include "src/kernels/attention.h"
 #include "src/kernels/ops.h"
+#include "src/model/config.h"
 #include "src/position/plan.h"
 
 namespace stretch {
-
-// A GAU layer's parameters (and, with the same shapes, their gradients). Matrices (out, in).
-template <typename Real>
-struct GauWeights {
-  std::vector<Real> wu, wv;                            // (E, C)
-  std::vector<Real> wz;                                // (S, C)
-  std::vector<Real> wo;                                // (C, E)
-  std::vector<Real> gamma_q, beta_q, gamma_k, beta_k;  // (S)
-};
 
 struct GauLayerConfig {
   int C = 0;           // width of the residual stream
@@ -139,7 +131,7 @@ void SumReplicas(const Real* src, Real* dst, int64_t T, int R, int S) {
 // the single head's values repeated R times); `rope` the angles of positions 0..T-1 (with S / 2
 // pairs) when cfg.rope. out may be x.
 template <typename Real, class Attn>
-void GauLayerForward(const GauWeights<Real>& W, const GauLayerConfig& cfg,
+void GauLayerForward(const LayerWeightsOf<Real>& W, const GauLayerConfig& cfg,
                      const AttentionPlan& plan, const RopeAngles<Real>* rope,
                      const Real* x,  // (N, C)
                      int64_t B, int64_t T, GauActs<Real>& A,
@@ -153,9 +145,9 @@ void GauLayerForward(const GauWeights<Real>& W, const GauLayerConfig& cfg,
   for (std::vector<Real>* v : {&A.hu, &A.hv, &A.u, &A.v}) sized(*v, N * E);
   for (std::vector<Real>* v : {&A.hz, &A.z, &A.q, &A.k}) sized(*v, N * S);
   // U = phi(X W_u), V = phi(X W_v), Z = phi(X W_z)
-  LinearForward(A.x.data(), W.wu.data(), A.hu.data(), N, C, E);
-  LinearForward(A.x.data(), W.wv.data(), A.hv.data(), N, C, E);
-  LinearForward(A.x.data(), W.wz.data(), A.hz.data(), N, C, S);
+  LinearForward(A.x.data(), W.gau_u.data(), A.hu.data(), N, C, E);
+  LinearForward(A.x.data(), W.gau_v.data(), A.hv.data(), N, C, E);
+  LinearForward(A.x.data(), W.gau_z.data(), A.hz.data(), N, C, S);
   SiluForward(A.hu.data(), A.u.data(), N * E);
   SiluForward(A.hv.data(), A.v.data(), N * E);
   SiluForward(A.hz.data(), A.z.data(), N * S);
@@ -209,12 +201,12 @@ void GauLayerForward(const GauWeights<Real>& W, const GauLayerConfig& cfg,
 // gradients added to dW, and with KERPLE (dbias_a, dbias_b non-null) the single head's d loss /
 // d a and d b added to dbias_a[0], dbias_b[0]. `A` from the forward of the same weights.
 template <typename Real, class Attn>
-void GauLayerBackward(const GauWeights<Real>& W, const GauLayerConfig& cfg,
+void GauLayerBackward(const LayerWeightsOf<Real>& W, const GauLayerConfig& cfg,
                       const AttentionPlan& plan, const RopeAngles<Real>* rope,
                       const GauActs<Real>& A, int64_t B, int64_t T,
                       const Real* dout,  // (N, C)
                       Real* dx,          // (N, C)
-                      GauWeights<Real>& dW, double* dbias_a, double* dbias_b) {
+                      LayerWeightsOf<Real>& dW, double* dbias_a, double* dbias_b) {
   const int64_t N = B * T;
   const int C = cfg.C, E = cfg.E, S = cfg.S, R = cfg.Replicas();
   const Real eps = static_cast<Real>(cfg.norm_eps);
@@ -291,11 +283,11 @@ void GauLayerBackward(const GauWeights<Real>& W, const GauLayerConfig& cfg,
   SiluBackward(dv.data(), A.hv.data(), dv.data(), N * E);
   SiluBackward(dz.data(), A.hz.data(), dz.data(), N * S);
   // forward: hu = x W_u^T, hv = x W_v^T, hz = x W_z^T  so: dx += dhu W_u + dhv W_v + dhz W_z
-  LinearBackward(du.data(), A.x.data(), W.wu.data(), dx, dW.wu.data(), N, C, E,
+  LinearBackward(du.data(), A.x.data(), W.gau_u.data(), dx, dW.gau_u.data(), N, C, E,
                  GradWrite::kAccumulate);
-  LinearBackward(dv.data(), A.x.data(), W.wv.data(), dx, dW.wv.data(), N, C, E,
+  LinearBackward(dv.data(), A.x.data(), W.gau_v.data(), dx, dW.gau_v.data(), N, C, E,
                  GradWrite::kAccumulate);
-  LinearBackward(dz.data(), A.x.data(), W.wz.data(), dx, dW.wz.data(), N, C, S,
+  LinearBackward(dz.data(), A.x.data(), W.gau_z.data(), dx, dW.gau_z.data(), N, C, S,
                  GradWrite::kAccumulate);
 }
 

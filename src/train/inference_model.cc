@@ -72,46 +72,20 @@ CheckpointHeader ReadHeaderOf(const SafetensorsFile& f) {
 
 }  // namespace
 
-Model InferenceModel(const TrainArch& arch, const TrainParams<float>& p, std::string source) {
+Model InferenceModel(const TrainArch& arch, ModelWeights weights, std::string source) {
   Model m;
   m.config = arch.model;
   m.source = std::move(source);
-  ModelWeights& w = m.weights;
-  w.token_embedding = p.token_embedding;
-  w.layers.resize(p.layers.size());
-  for (size_t l = 0; l < p.layers.size(); ++l) {
-    const TrainLayer<float>& t = p.layers[l];
-    LayerWeights& L = w.layers[l];
-    L.attn_norm = t.attn_norm;
-    L.wq = t.wq;
-    L.wk = t.wk;
-    L.wv = t.wv;
-    L.wo = t.wo;
-    L.ffn_norm = t.ffn_norm;
-    L.w1 = t.w1;
-    L.w2 = t.w2;
-    L.w3 = t.w3;
-    // The trainer keeps KERPLE parameters for every layer of a KERPLE model, and uses them only
-    // where the layer has its position (LayerPlan); the inference model holds them exactly there.
+  m.weights = std::move(weights);
+  // The trainer keeps KERPLE parameters for every layer of a KERPLE model, and uses them only
+  // where the layer has its position (LayerPlan); the inference model holds them exactly there.
+  for (size_t l = 0; l < m.weights.layers.size(); ++l) {
     const LayerPosition pos = m.config.attention.Layer(static_cast<int>(l)).position;
-    if (pos == LayerPosition::kKerpleLog || pos == LayerPosition::kKerplePower) {
-      L.bias_a = t.bias_a;
-      L.bias_b = t.bias_b;
-    }
-    L.ssmax = t.ssmax;
-    if (arch.model.Gau()) {
-      L.wo = t.gau.wo;
-      L.gau_u = t.gau.wu;
-      L.gau_v = t.gau.wv;
-      L.gau_z = t.gau.wz;
-      L.gamma_q = t.gau.gamma_q;
-      L.beta_q = t.gau.beta_q;
-      L.gamma_k = t.gau.gamma_k;
-      L.beta_k = t.gau.beta_k;
+    if (pos != LayerPosition::kKerpleLog && pos != LayerPosition::kKerplePower) {
+      m.weights.layers[l].bias_a.clear();
+      m.weights.layers[l].bias_b.clear();
     }
   }
-  w.final_norm = p.final_norm;
-  w.classifier = p.classifier;
   ValidateAttentionLayout(m);
   return m;
 }
@@ -155,7 +129,7 @@ CheckpointModel LoadCheckpointModel(const std::string& path) {
   }
   // Exact coverage: every parameter is read with its shape below; every other tensor must be
   // training state or the tokenizer.
-  TrainParams<float> params = ZeroParams<float>(arch);
+  ModelWeights params = ZeroWeights<float>(arch.model);
   std::set<std::string> names;
   params.ForEach([&](const std::string& name, std::vector<float>&, bool) { names.insert(name); });
   for (const SafetensorsTensor& t : f.tensors()) {
@@ -174,10 +148,11 @@ CheckpointModel LoadCheckpointModel(const std::string& path) {
     }
   }
   params.ForEach([&](const std::string& name, std::vector<float>& v, bool) {
-    f.ReadInto<float>(name, ParamShape(arch, name), std::span<float>(v));
+    f.ReadInto<float>(name, WeightShape(arch.model, name), std::span<float>(v));
   });
-  out.model = InferenceModel(
-      arch, params, fmt::format("{} (stretch checkpoint, step {})", path, out.header.step));
+  out.model =
+      InferenceModel(arch, std::move(params),
+                     fmt::format("{} (stretch checkpoint, step {})", path, out.header.step));
   out.tokenizer = ReadCheckpointTokenizer(f, out.model.config.vocab_size);
   return out;
 }

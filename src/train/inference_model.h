@@ -3,8 +3,7 @@
 // loading of a checkpoint file (or the newest complete one in a run's directory) with its
 // tokenizer, for `stretch score`, `generate` and `inspect`.
 //
-// The conversion is exact: the trainer's ModelConfig is the model's, and every parameter is copied
-// as it is (float), so that the Transformer runs the function
+// The conversion is exact: the trainer's ModelConfig and weights are the model's, so that the Transformer runs the function
 // TrainTransformer<float, KernelAttention>::Forward computes (tests/train/inference_model_test.cc).
 //
 // What is refused, with the file, the field, what was found and what was expected:
@@ -32,8 +31,9 @@
 
 namespace stretch {
 
-// The inference Model of trained parameters (copied). `source` names it in reports and errors.
-Model InferenceModel(const TrainArch& arch, const TrainParams<float>& params, std::string source);
+// The inference Model of trained weights (the trainer's own struct, taken as it is, less the
+// KERPLE parameters of layers without position). `source` names it in reports and errors.
+Model InferenceModel(const TrainArch& arch, ModelWeights weights, std::string source);
 
 // True when the file at `path` begins like a safetensors file: an 8-byte little-endian header
 // length N with 2 <= N <= the bytes that follow (and the 100 MB cap), then '{'. Reads 9 bytes;

@@ -12,7 +12,7 @@ namespace {
 
 bool IsBiasParameter(const std::string& name) { return name.find(".bias_") != std::string::npos; }
 
-ParamRegistry Register(const TrainArch& arch, TrainParams<float>& p, TrainParams<float>& g) {
+ParamRegistry Register(const TrainArch& arch, ModelWeights& p, ModelWeights& g) {
   ParamRegistry reg;
   std::vector<std::vector<float>*> grads;
   g.ForEach([&](const std::string&, std::vector<float>& t, bool) { grads.push_back(&t); });
@@ -20,7 +20,7 @@ ParamRegistry Register(const TrainArch& arch, TrainParams<float>& p, TrainParams
   p.ForEach([&](const std::string& name, std::vector<float>& t, bool decay) {
     std::vector<float>& gt = *grads[i++];
     STRETCH_CHECK(gt.size() == t.size(), "{}", name);
-    const std::vector<int64_t> shape = ParamShape(arch, name);
+    const std::vector<int64_t> shape = WeightShape(arch.model, name);
     reg.Add(name, shape, t, gt, decay ? WeightDecay::kApply : WeightDecay::kNone);
   });
   return reg;
@@ -28,7 +28,7 @@ ParamRegistry Register(const TrainArch& arch, TrainParams<float>& p, TrainParams
 
 }  // namespace
 
-void InitParams(const TrainArch& arch, TrainParams<float>& p, Rng& rng) {
+void InitParams(const TrainArch& arch, ModelWeights& p, Rng& rng) {
   const double resid = 0.02 / std::sqrt(2.0 * arch.model.n_layers);
   const bool power = arch.model.attention.position == LayerPosition::kKerplePower;
   // GAU layers (post-norm): GAU-alpha's initialization of the matrices (RoFormerV2's initializer
@@ -75,8 +75,8 @@ void InitParams(const TrainArch& arch, TrainParams<float>& p, Rng& rng) {
 Trainer::Trainer(TrainArch arch, TrainerOptions options)
     : model_(std::move(arch)),
       options_(options),
-      params_(ZeroParams<float>(model_.arch())),
-      grads_(ZeroParams<float>(model_.arch())),
+      params_(ZeroWeights<float>(model_.arch().model)),
+      grads_(ZeroWeights<float>(model_.arch().model)),
       registry_(Register(model_.arch(), params_, grads_)),
       adam_(registry_, options.adamw),
       data_rng_(options.seed ^ 0xda7aULL) {

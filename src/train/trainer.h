@@ -57,7 +57,7 @@ struct EvalStats {
 // GAU layers: GAU-alpha's N(0, n_layers^(-2/3) / fan_in) for their matrices, gamma ~ N(0, 0.02^2)
 // and beta 0 as in the paper's code (trainer.cc says why not GAU-alpha's gamma = 1); the
 // embedding and classifier as above.
-void InitParams(const TrainArch& arch, TrainParams<float>& p, Rng& rng);
+void InitParams(const TrainArch& arch, ModelWeights& p, Rng& rng);
 
 class Trainer {
  public:
@@ -72,7 +72,7 @@ class Trainer {
 
   const TrainArch& arch() const { return model_.arch(); }
   const TrainerOptions& options() const { return options_; }
-  TrainParams<float>& params() { return params_; }
+  ModelWeights& params() { return params_; }
   const ParamRegistry& registry() const { return registry_; }
   AdamW& optimizer() { return adam_; }
   Rng& data_rng() { return data_rng_; }
@@ -81,7 +81,7 @@ class Trainer {
  private:
   TrainTransformer<float, KernelAttention> model_;
   TrainerOptions options_;
-  TrainParams<float> params_, grads_;
+  ModelWeights params_, grads_;
   ParamRegistry registry_;
   AdamW adam_;
   Rng data_rng_;

@@ -141,15 +141,6 @@ void ValidateVariants(const TrainArch& arch) {
                       layout.rope_map, RelMapNames()));
     }
   }
-  if (xpos && (layout.query_norm || layout.key_norm)) {
-    // The trainer would normalize after XPOS's decay and the inference kernel before it; the
-    // XPOS paper uses neither, and q/|q| after a decay referenced at the window's end is no
-    // longer a function of i - j alone.
-    throw Error(
-        "model: XPOS with QueryNorm / KeyNorm / cosine attention is not supported (the "
-        "decay and the normalization do not commute; allowed with xpos: the plain, "
-        "scale=X, logn and ssmax logits)");
-  }
   if (layout.position == LayerPosition::kSandwich && !std::isfinite(layout.sandwich_lambda)) {
     throw Error(fmt::format("model: sandwich lambda={} (allowed: a finite number)",
                             layout.sandwich_lambda));

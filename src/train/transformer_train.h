@@ -11,6 +11,8 @@
 //   a = RMSNorm(x; attn_norm)
 //   q = a Wq^T, k = a Wk^T, v = a Wv^T          (N, H*D), (N, G*D), (N, G*D)
 //   q, k rotated by RoPE at positions 0..T-1    (unless the layer has no position: NoPE)
+//   then, where the model has them: q, k / |.| per head (QueryNorm, KeyNorm), XPOS's decay,
+//   SSMax's s_h ln(i + 1) on q
 //   att = Attention(q, k, v; mask, bias)        (N, H*D), and lse (N, H)
 //   x1 = x + att Wo^T
 //   f = RMSNorm(x1; ffn_norm)
@@ -81,133 +83,6 @@ struct TrainArch {
   }
 };
 
-// Parameters (and, with the same shapes, their gradients). A layer holds the tensors of its
-// block kind; the other kind's stay empty.
-template <typename Real>
-struct TrainLayer {
-  std::vector<Real> attn_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3;  // LLaMA
-  GauWeights<Real> gau;                                               // GAU
-  std::vector<Real> bias_a, bias_b;  // KERPLE: (H) each (GAU: 1); empty otherwise
-  std::vector<Real> ssmax;           // SSMax: (H); empty otherwise
-};
-template <typename Real>
-struct TrainParams {
-  std::vector<Real> token_embedding;  // (V, C)
-  std::vector<TrainLayer<Real>> layers;
-  std::vector<Real> final_norm;  // (C)
-  std::vector<Real> classifier;  // (V, C); empty when model.shared_classifier
-
-  // Every tensor with its name and whether weight decay applies (not to norms, to the GAU's
-  // per-dim scales and offsets, or to the KERPLE scalars), in one fixed order: the optimizer, the
-  // checkpoint and the tests walk this list. A layer with GAU tensors lists those instead of the
-  // LLaMA ones.
-  template <class Fn>
-  void ForEach(Fn&& fn) {
-    fn("token_embedding", token_embedding, true);
-    for (size_t l = 0; l < layers.size(); ++l) {
-      TrainLayer<Real>& L = layers[l];
-      const std::string p = "layers." + std::to_string(l) + ".";
-      if (!L.gau.wu.empty()) {
-        fn(p + "gau_u", L.gau.wu, true);
-        fn(p + "gau_v", L.gau.wv, true);
-        fn(p + "gau_z", L.gau.wz, true);
-        fn(p + "gau_o", L.gau.wo, true);
-        fn(p + "gamma_q", L.gau.gamma_q, false);
-        fn(p + "beta_q", L.gau.beta_q, false);
-        fn(p + "gamma_k", L.gau.gamma_k, false);
-        fn(p + "beta_k", L.gau.beta_k, false);
-        if (!L.bias_a.empty()) {
-          fn(p + "bias_a", L.bias_a, false);
-          fn(p + "bias_b", L.bias_b, false);
-        }
-        continue;
-      }
-      fn(p + "attn_norm", L.attn_norm, false);
-      fn(p + "wq", L.wq, true);
-      fn(p + "wk", L.wk, true);
-      fn(p + "wv", L.wv, true);
-      fn(p + "wo", L.wo, true);
-      fn(p + "ffn_norm", L.ffn_norm, false);
-      fn(p + "w1", L.w1, true);
-      fn(p + "w2", L.w2, true);
-      fn(p + "w3", L.w3, true);
-      if (!L.bias_a.empty()) {
-        fn(p + "bias_a", L.bias_a, false);
-        fn(p + "bias_b", L.bias_b, false);
-      }
-      if (!L.ssmax.empty()) fn(p + "ssmax", L.ssmax, false);
-    }
-    fn("final_norm", final_norm, false);
-    if (!classifier.empty()) fn("classifier", classifier, true);
-  }
-};
-
-// Zero-filled parameters of the architecture's shapes.
-template <typename Real>
-TrainParams<Real> ZeroParams(const TrainArch& arch) {
-  const ModelConfig& m = arch.model;
-  const size_t C = m.dim, F = m.hidden_dim, V = m.vocab_size,
-               H = static_cast<size_t>(arch.model.position_heads());
-  TrainParams<Real> p;
-  p.token_embedding.assign(V * C, Real(0));
-  p.layers.resize(static_cast<size_t>(m.n_layers));
-  for (TrainLayer<Real>& L : p.layers) {
-    if (arch.model.attention.Kerple()) {
-      L.bias_a.assign(H, Real(0));
-      L.bias_b.assign(H, Real(0));
-    }
-    if (arch.model.Gau()) {
-      const size_t E = F, S = static_cast<size_t>(arch.model.key_dim);
-      L.gau.wu.assign(E * C, Real(0));
-      L.gau.wv.assign(E * C, Real(0));
-      L.gau.wz.assign(S * C, Real(0));
-      L.gau.wo.assign(C * E, Real(0));
-      for (std::vector<Real>* v : {&L.gau.gamma_q, &L.gau.beta_q, &L.gau.gamma_k, &L.gau.beta_k}) {
-        v->assign(S, Real(0));
-      }
-      continue;
-    }
-    const size_t HD = static_cast<size_t>(m.n_heads) * m.head_dim(), KV = m.kv_dim();
-    L.attn_norm.assign(C, Real(0));
-    L.wq.assign(HD * C, Real(0));
-    L.wk.assign(KV * C, Real(0));
-    L.wv.assign(KV * C, Real(0));
-    L.wo.assign(C * HD, Real(0));
-    L.ffn_norm.assign(C, Real(0));
-    L.w1.assign(F * C, Real(0));
-    L.w2.assign(C * F, Real(0));
-    L.w3.assign(F * C, Real(0));
-    if (arch.model.attention.ssmax) L.ssmax.assign(static_cast<size_t>(m.n_heads), Real(0));
-  }
-  p.final_norm.assign(C, Real(0));
-  if (!m.shared_classifier) p.classifier.assign(V * C, Real(0));
-  return p;
-}
-
-// The shape of a parameter tensor named as TrainParams::ForEach names it: matrices (out, in).
-inline std::vector<int64_t> ParamShape(const TrainArch& arch, const std::string& name) {
-  const ModelConfig& m = arch.model;
-  const int64_t C = m.dim, F = m.hidden_dim, V = m.vocab_size,
-                HD = int64_t{m.n_heads} * m.head_dim(), KV = m.kv_dim();
-  auto ends = [&](const char* s) { return name.ends_with(s); };
-  if (name == "token_embedding" || name == "classifier") return {V, C};
-  if (ends("norm")) return {C};
-  const int64_t E = m.hidden_dim, S = arch.model.key_dim;
-  if (ends(".gau_u") || ends(".gau_v")) return {E, C};
-  if (ends(".gau_z")) return {S, C};
-  if (ends(".gau_o")) return {C, E};
-  if (ends(".gamma_q") || ends(".beta_q") || ends(".gamma_k") || ends(".beta_k")) return {S};
-  if (ends(".wq")) return {HD, C};
-  if (ends(".wk") || ends(".wv")) return {KV, C};
-  if (ends(".wo")) return {C, HD};
-  if (ends(".w1") || ends(".w3")) return {F, C};
-  if (ends(".w2")) return {C, F};
-  if (ends(".bias_a") || ends(".bias_b")) return {arch.model.position_heads()};
-  if (ends(".ssmax")) return {m.n_heads};
-  STRETCH_CHECK(false, "unknown parameter {}", name);
-  return {};
-}
-
 // Checks the architecture (sizes, layer list, windows); throws stretch::Error naming the field.
 void ValidateArch(const TrainArch& arch);
 
@@ -231,7 +106,8 @@ inline int RotatedPairs(const TrainArch& arch) {
 // outside the kernel for its backward (QueryNorm / KeyNorm, SSMax, XPOS's decay). A plan is plain
 // data; rebuilt per step, it costs nothing next to the layer.
 template <typename Real>
-AttentionPlan LayerPlan(const TrainArch& arch, const TrainLayer<Real>& layer, int l, int64_t T) {
+AttentionPlan LayerPlan(const TrainArch& arch, const LayerWeightsOf<Real>& layer, int l,
+                        int64_t T) {
   const AttentionLayout& layout = arch.model.attention;
   const std::string trained = (layout.rope_map.empty() ? std::string("direct") : layout.rope_map) +
                               (layout.logn ? "+logn" : "");
@@ -297,7 +173,7 @@ class TrainTransformer {
 
   // tokens: B sequences of T + 1 ids (inputs and next-token targets); a target of kNotScored
   // is left out of the loss. Returns the mean loss; keeps what the backward needs in acts.
-  double Forward(const TrainParams<Real>& p, const std::vector<int>& tokens, int64_t B,
+  double Forward(const ModelWeightsOf<Real>& p, const std::vector<int>& tokens, int64_t B,
                  TrainActs<Real>& acts) const {
     const ModelConfig& m = arch_.model;
     const int64_t T = static_cast<int64_t>(tokens.size()) / B - 1;
@@ -330,11 +206,11 @@ class TrainTransformer {
     acts.layers.resize(static_cast<size_t>(m.n_layers));
     const Real scale = static_cast<Real>(arch_.model.LogitScale());
     for (int l = 0; l < m.n_layers; ++l) {
-      const TrainLayer<Real>& W = p.layers[static_cast<size_t>(l)];
+      const LayerWeightsOf<Real>& W = p.layers[static_cast<size_t>(l)];
       LayerActs<Real>& A = acts.layers[static_cast<size_t>(l)];
       if (arch_.model.Gau()) {  // x' = RMSNorm(x + GAU(x)), in place
-        GauLayerForward<Real, Attn>(W.gau, arch_.GauConfig(l), LayerPlan(arch_, W, l, T),
-                                    &rope.angles, x.data(), B, T, A.gau, x.data());
+        GauLayerForward<Real, Attn>(W, arch_.GauConfig(l), LayerPlan(arch_, W, l, T), &rope.angles,
+                                    x.data(), B, T, A.gau, x.data());
         continue;
       }
       A.x = x;
@@ -346,18 +222,15 @@ class TrainTransformer {
       LinearForward(A.a.data(), W.wq.data(), A.q.data(), N, C, int64_t{H} * D);
       LinearForward(A.a.data(), W.wk.data(), A.k.data(), N, C, int64_t{G} * D);
       LinearForward(A.a.data(), W.wv.data(), A.v.data(), N, C, int64_t{G} * D);
+      // q, k: rotated, normalized (QueryNorm / KeyNorm), then XPOS's decay: the order of the
+      // inference kernel (src/kernels/attention.cc, PackQueries / PackKeyTile), so that with the
+      // norms the decay still multiplies unit vectors and the score is a function of i - j.
       if (UsesRope(l)) {
         for (int64_t b = 0; b < B; ++b) {
           RopeInterleavedForward(A.q.data() + b * T * H * D, T, H, int64_t{H} * D, D,
                                  RowAngles(acts, rope, b));
           RopeInterleavedForward(A.k.data() + b * T * G * D, T, G, int64_t{G} * D, D,
                                  RowAngles(acts, rope, b));
-          if (Xpos()) {  // q, k <- XPOS decay per pair
-            PairScaleForward(A.q.data() + b * T * H * D, T, H, int64_t{H} * D, D, D / 2,
-                             rope.xpos_q.data());
-            PairScaleForward(A.k.data() + b * T * G * D, T, G, int64_t{G} * D, D, D / 2,
-                             rope.xpos_k.data());
-          }
         }
       }
       if (arch_.model.attention.query_norm) {  // forward: q <- q / |q| per head
@@ -367,6 +240,14 @@ class TrainTransformer {
       if (arch_.model.attention.key_norm) {
         A.k_raw = A.k;
         L2NormalizeForward(A.k_raw.data(), A.k.data(), N * G, D);
+      }
+      if (UsesRope(l) && Xpos()) {  // q, k <- XPOS decay per pair
+        for (int64_t b = 0; b < B; ++b) {
+          PairScaleForward(A.q.data() + b * T * H * D, T, H, int64_t{H} * D, D, D / 2,
+                           rope.xpos_q.data());
+          PairScaleForward(A.k.data() + b * T * G * D, T, G, int64_t{G} * D, D, D / 2,
+                           rope.xpos_k.data());
+        }
       }
       if (arch_.model.attention.ssmax) {  // forward: q[i, h] <- s_h ln(i + 1) q[i, h]
         A.q_unscaled = A.q;
@@ -404,7 +285,7 @@ class TrainTransformer {
     std::vector<Real> xn(x.size());
     RmsNormForward(x.data(), p.final_norm.data(), xn.data(), N, C, static_cast<Real>(m.norm_eps));
     acts.logits.resize(static_cast<size_t>(N * V));
-    LinearForward(xn.data(), Classifier(p), acts.logits.data(), N, C, V);
+    LinearForward(xn.data(), p.ClassifierData(), acts.logits.data(), N, C, V);
     const MeanLoss ml = CrossEntropyForward(acts.logits.data(), acts.targets.data(), N, V);
     acts.loss = ml.mean;
     acts.scored = ml.scored;
@@ -413,7 +294,7 @@ class TrainTransformer {
 
   // Adds d loss / d parameter to grads (accumulates, for gradient accumulation); `acts` from the
   // Forward of the same parameters (its logits are overwritten).
-  void Backward(const TrainParams<Real>& p, TrainActs<Real>& acts, TrainParams<Real>& grads,
+  void Backward(const ModelWeightsOf<Real>& p, TrainActs<Real>& acts, ModelWeightsOf<Real>& grads,
                 double dloss = 1.0) const {
     const ModelConfig& m = arch_.model;
     const int64_t B = acts.B, T = acts.T, N = B * T;
@@ -426,7 +307,7 @@ class TrainTransformer {
     RmsNormForward(acts.x_final.data(), p.final_norm.data(), xn.data(), N, C, eps);
     std::vector<Real> dxn(xn.size());
     Real* dcls = grads.classifier.empty() ? grads.token_embedding.data() : grads.classifier.data();
-    LinearBackward(acts.logits.data(), xn.data(), Classifier(p), dxn.data(), dcls, N, C, V,
+    LinearBackward(acts.logits.data(), xn.data(), p.ClassifierData(), dxn.data(), dcls, N, C, V,
                    GradWrite::kOverwrite);
     std::vector<Real> dx(xn.size());
     RmsNormBackward(dxn.data(), acts.x_final.data(), p.final_norm.data(), dx.data(),
@@ -441,15 +322,15 @@ class TrainTransformer {
         datt(llama_size(N * H * D)), dq(datt.size()), dk(llama_size(N * G * D)), dv(dk.size()),
         da(df.size());
     for (int l = m.n_layers - 1; l >= 0; --l) {
-      const TrainLayer<Real>& W = p.layers[static_cast<size_t>(l)];
-      TrainLayer<Real>& dW = grads.layers[static_cast<size_t>(l)];
+      const LayerWeightsOf<Real>& W = p.layers[static_cast<size_t>(l)];
+      LayerWeightsOf<Real>& dW = grads.layers[static_cast<size_t>(l)];
       const LayerActs<Real>& A = acts.layers[static_cast<size_t>(l)];
       // forward: x' = RMSNorm(x + GAU(x))  so: dx = GAU layer backward of dx'
       if (arch_.model.Gau()) {
         const bool learned_bias = !dW.bias_a.empty() && HasPosition(l);
         double dba = 0.0, dbb = 0.0;
-        GauLayerBackward<Real, Attn>(W.gau, arch_.GauConfig(l), LayerPlan(arch_, W, l, T),
-                                     &rope.angles, A.gau, B, T, dx.data(), dx.data(), dW.gau,
+        GauLayerBackward<Real, Attn>(W, arch_.GauConfig(l), LayerPlan(arch_, W, l, T), &rope.angles,
+                                     A.gau, B, T, dx.data(), dx.data(), dW,
                                      learned_bias ? &dba : nullptr, learned_bias ? &dbb : nullptr);
         if (learned_bias) {
           dW.bias_a[0] += static_cast<Real>(dba);
@@ -562,10 +443,10 @@ class TrainTransformer {
                              static_cast<double>(arch_.model.rope_interpolation));
   }
   // The q/k side of a LLaMA layer's backward, in the forward's reverse order: SSMax's scale,
-  // QueryNorm / KeyNorm, XPOS's decay, RoPE. dq, dk: the gradients at the kernel's inputs, turned
+  // XPOS's decay, QueryNorm / KeyNorm, RoPE. dq, dk: the gradients at the kernel's inputs, turned
   // into those at the projections' outputs in place.
-  void QkBackward(const TrainActs<Real>& acts, int l, const TrainLayer<Real>& W,
-                  TrainLayer<Real>& dW, std::vector<Real>& dq, std::vector<Real>& dk) const {
+  void QkBackward(const TrainActs<Real>& acts, int l, const LayerWeightsOf<Real>& W,
+                  LayerWeightsOf<Real>& dW, std::vector<Real>& dq, std::vector<Real>& dk) const {
     const ModelConfig& m = arch_.model;
     const int64_t B = acts.B, T = acts.T, N = B * T;
     const int H = m.n_heads, G = m.n_kv_heads, D = m.head_dim();
@@ -578,6 +459,14 @@ class TrainTransformer {
                           rope.log_n.data(), W.ssmax.data(), dW.ssmax.data());
       }
     }
+    if (UsesRope(l) && Xpos()) {  // forward: q, k scaled  so: dq, dk too
+      for (int64_t b = 0; b < B; ++b) {
+        PairScaleBackward(dq.data() + b * T * H * D, T, H, int64_t{H} * D, D, D / 2,
+                          rope.xpos_q.data());
+        PairScaleBackward(dk.data() + b * T * G * D, T, G, int64_t{G} * D, D, D / 2,
+                          rope.xpos_k.data());
+      }
+    }
     if (arch_.model.attention.query_norm) {
       L2NormalizeBackward(dq.data(), A.q_raw.data(), dq.data(), N * H, D);
     }
@@ -586,12 +475,6 @@ class TrainTransformer {
     }
     if (UsesRope(l)) {  // forward: q, k rotated in place  so: rotate dq, dk back
       for (int64_t b = 0; b < B; ++b) {
-        if (Xpos()) {  // forward: q, k scaled  so: dq, dk too
-          PairScaleBackward(dq.data() + b * T * H * D, T, H, int64_t{H} * D, D, D / 2,
-                            rope.xpos_q.data());
-          PairScaleBackward(dk.data() + b * T * G * D, T, G, int64_t{G} * D, D, D / 2,
-                            rope.xpos_k.data());
-        }
         RopeInterleavedBackward(dq.data() + b * T * H * D, T, H, int64_t{H} * D, D,
                                 RowAngles(acts, rope, b));
         RopeInterleavedBackward(dk.data() + b * T * G * D, T, G, int64_t{G} * D, D,
@@ -612,9 +495,6 @@ class TrainTransformer {
     const LayerAttention lay = arch_.model.attention.Layer(l);
     return !arch_.model.attention.rope_map.empty() && lay.position == LayerPosition::kRope &&
            lay.window == 0;
-  }
-  const Real* Classifier(const TrainParams<Real>& p) const {
-    return p.classifier.empty() ? p.token_embedding.data() : p.classifier.data();
   }
   // cos/sin of position t * theta_u for t < T, in double rounded to Real (D = the q/k width:
   // the head dim, or the GAU's key width).

@@ -58,8 +58,8 @@ TrainArch CaseArch(const LayerCase& c) {
 }
 
 // The layer's tensors by name, in a fixed order.
-std::vector<std::pair<std::string, std::vector<double>*>> Tensors(GauWeights<double>& W) {
-  return {{"wu", &W.wu},           {"wv", &W.wv},           {"wz", &W.wz},
+std::vector<std::pair<std::string, std::vector<double>*>> Tensors(LayerWeightsOf<double>& W) {
+  return {{"wu", &W.gau_u},        {"wv", &W.gau_v},        {"wz", &W.gau_z},
           {"wo", &W.wo},           {"gamma_q", &W.gamma_q}, {"beta_q", &W.beta_q},
           {"gamma_k", &W.gamma_k}, {"beta_k", &W.beta_k}};
 }
@@ -73,19 +73,19 @@ std::vector<double> Random(size_t n, Rng& rng, double scale, double mean = 0.0) 
 // Everything one layer evaluation needs, with the parameters as plain data.
 struct LayerSetup {
   TrainArch arch;
-  TrainLayer<double> layer;  // gau weights; KERPLE a, b
-  std::vector<double> x;     // (N, C)
-  std::vector<double> r;     // (N, C): L = sum(out * r)
+  LayerWeightsOf<double> layer;  // gau weights; KERPLE a, b
+  std::vector<double> x;         // (N, C)
+  std::vector<double> r;         // (N, C): L = sum(out * r)
   std::vector<double> cos, sin;
   RopeAngles<double> angles;
 
   explicit LayerSetup(const LayerCase& c) : arch(CaseArch(c)) {
     Rng rng(101);
-    GauWeights<double>& W = layer.gau;
+    LayerWeightsOf<double>& W = layer;
     // Matrices O(1 / sqrt(fan_in)) so that pre-activations are O(1) and SiLU is curved there.
-    W.wu = Random(static_cast<size_t>(kE * kC), rng, 0.6);
-    W.wv = Random(static_cast<size_t>(kE * kC), rng, 0.6);
-    W.wz = Random(static_cast<size_t>(kS * kC), rng, 0.6);
+    W.gau_u = Random(static_cast<size_t>(kE * kC), rng, 0.6);
+    W.gau_v = Random(static_cast<size_t>(kE * kC), rng, 0.6);
+    W.gau_z = Random(static_cast<size_t>(kS * kC), rng, 0.6);
     W.wo = Random(static_cast<size_t>(kC * kE), rng, 0.4);
     W.gamma_q = Random(kS, rng, 0.3, 1.0);
     W.gamma_k = Random(kS, rng, 0.3, 1.0);
@@ -112,9 +112,8 @@ struct LayerSetup {
 
   std::vector<double> Forward(GauActs<double>& acts) const {
     std::vector<double> out(x.size());
-    GauLayerForward<double, RefAttention>(layer.gau, arch.GauConfig(0),
-                                          LayerPlan(arch, layer, 0, kT), &angles, x.data(), kB, kT,
-                                          acts, out.data());
+    GauLayerForward<double, RefAttention>(layer, arch.GauConfig(0), LayerPlan(arch, layer, 0, kT),
+                                          &angles, x.data(), kB, kT, acts, out.data());
     return out;
   }
   double Loss() const {
@@ -125,17 +124,17 @@ struct LayerSetup {
     return l;
   }
   // d L / d x, and the parameters' gradients in dW, da, db.
-  std::vector<double> Backward(GauWeights<double>& dW, double& da, double& db) const {
+  std::vector<double> Backward(LayerWeightsOf<double>& dW, double& da, double& db) const {
     GauActs<double> acts;
     Forward(acts);
-    dW = layer.gau;
+    dW = layer;
     for (auto& [name, t] : Tensors(dW)) std::fill(t->begin(), t->end(), 0.0);
     da = db = 0.0;
     std::vector<double> dx(x.size());
     const bool kerple = !layer.bias_a.empty();
-    GauLayerBackward<double, RefAttention>(
-        layer.gau, arch.GauConfig(0), LayerPlan(arch, layer, 0, kT), &angles, acts, kB, kT,
-        r.data(), dx.data(), dW, kerple ? &da : nullptr, kerple ? &db : nullptr);
+    GauLayerBackward<double, RefAttention>(layer, arch.GauConfig(0), LayerPlan(arch, layer, 0, kT),
+                                           &angles, acts, kB, kT, r.data(), dx.data(), dW,
+                                           kerple ? &da : nullptr, kerple ? &db : nullptr);
     return dx;
   }
 };
@@ -145,7 +144,7 @@ struct LayerSetup {
 std::vector<double> DirectGau(const LayerSetup& s) {
   const GauLayerConfig cfg = s.arch.GauConfig(0);
   const AttentionPlan plan = LayerPlan(s.arch, s.layer, 0, kT);
-  const GauWeights<double>& W = s.layer.gau;
+  const LayerWeightsOf<double>& W = s.layer;
   auto silu = [](double h) { return h / (1.0 + std::exp(-h)); };
   std::vector<double> out(s.x.size());
   for (int64_t b = 0; b < kB; ++b) {
@@ -158,11 +157,11 @@ std::vector<double> DirectGau(const LayerSetup& s) {
         return acc;
       };
       for (int e = 0; e < kE; ++e) {
-        u[t * kE + e] = silu(dot(W.wu, e));
-        v[t * kE + e] = silu(dot(W.wv, e));
+        u[t * kE + e] = silu(dot(W.gau_u, e));
+        v[t * kE + e] = silu(dot(W.gau_v, e));
       }
       for (int d = 0; d < kS; ++d) {
-        const double z = silu(dot(W.wz, d));
+        const double z = silu(dot(W.gau_z, d));
         q[t * kS + d] = W.gamma_q[d] * z + W.beta_q[d];
         k[t * kS + d] = W.gamma_k[d] * z + W.beta_k[d];
       }
@@ -233,7 +232,7 @@ TEST(GauLayer, ForwardIsTheGauFormula) {
 TEST(GauLayer, GradientsMatchCentralDifferences) {
   for (const LayerCase& c : Cases()) {
     LayerSetup s(c);
-    GauWeights<double> dW;
+    LayerWeightsOf<double> dW;
     double da = 0.0, db = 0.0;
     const std::vector<double> dx = s.Backward(dW, da, db);
     // The input.
@@ -246,13 +245,13 @@ TEST(GauLayer, GradientsMatchCentralDifferences) {
         },
         s.x, dx);
     // Every parameter tensor.
-    auto params = Tensors(s.layer.gau);
+    auto params = Tensors(s.layer);
     auto grads = Tensors(dW);
     for (size_t i = 0; i < params.size(); ++i) {
       const std::string tensor = params[i].first;
       const LossOf loss = [&](std::span<const double> v) {
         LayerSetup t = s;
-        for (auto& [n, p] : Tensors(t.layer.gau)) {
+        for (auto& [n, p] : Tensors(t.layer)) {
           if (n == tensor) p->assign(v.begin(), v.end());
         }
         return t.Loss();

@@ -107,6 +107,8 @@ std::vector<Variant> Variants() {
       {"mixed-kerple", "kerple-power", "full", 2, false, kMixed},
       {"xpos", "xpos:gamma=64"},
       {"xpos-hwfa2", "xpos:gamma=48", "hwfa2=12/2", 2},
+      {"xpos-cosine", "xpos:gamma=64", "cosine"},
+      {"xpos-keynorm-hwfa2", "xpos:gamma=48", "keynorm,hwfa2=12/2", 2},
       {"sandwich", "sandwich:dim=16,lambda=2"},
       {"sandwich-swan", "sandwich", "swan=12/2"},
       {"p-rope", "rope:fraction=0.5"},
@@ -182,9 +184,9 @@ std::unique_ptr<Trainer> TrainFewSteps(const TrainArch& arch) {
   // logits are still ~0 and its attention nearly uniform whatever the positions: shift gamma
   // by 1 so that positions matter and a wrong mask, bias or rotation shows.
   if (arch.model.Gau()) {
-    for (TrainLayer<float>& l : trainer->params().layers) {
-      for (float& g : l.gau.gamma_q) g += 1.0f;
-      for (float& g : l.gau.gamma_k) g += 1.0f;
+    for (LayerWeights& l : trainer->params().layers) {
+      for (float& g : l.gamma_q) g += 1.0f;
+      for (float& g : l.gamma_k) g += 1.0f;
     }
   }
   return trainer;
@@ -195,10 +197,10 @@ std::unique_ptr<Trainer> TrainFewSteps(const TrainArch& arch) {
 
 // The trainer's logits (T, V) for `tokens` at positions 0 .. T-1.
 template <typename Real, class Attn>
-std::vector<double> TrainerLogits(const TrainArch& arch, const TrainParams<float>& p,
+std::vector<double> TrainerLogits(const TrainArch& arch, const ModelWeights& p,
                                   const std::vector<int>& tokens) {
-  TrainParams<Real> pr = ZeroParams<Real>(arch);
-  TrainParams<float> pf = p;
+  ModelWeightsOf<Real> pr = ZeroWeights<Real>(arch.model);
+  ModelWeights pf = p;
   std::vector<std::vector<float>*> src;
   pf.ForEach([&](const std::string&, std::vector<float>& t, bool) { src.push_back(&t); });
   size_t i = 0;
@@ -275,7 +277,7 @@ TEST(InferenceModel, EveryTrainedVariantMatchesTheTrainerInEveryPath) {
   for (const Variant& v : Variants()) {
     const TrainArch arch = ArchOf(v);
     const std::unique_ptr<Trainer> trainer = TrainFewSteps(arch);
-    const TrainParams<float>& p = trainer->params();
+    const ModelWeights& p = trainer->params();
     const std::vector<double> exact = TrainerLogits<double, RefAttentionForward>(arch, p, tokens);
     const std::vector<double> trained = TrainerLogits<float, KernelAttention>(arch, p, tokens);
     const double e_f = MaxAbsDiff(trained, exact);
@@ -301,7 +303,7 @@ TEST(InferenceModel, LayoutIsNotVacuous) {
     if (v.attention == "full" && v.position.starts_with("rope")) continue;  // the plain model
     const TrainArch arch = ArchOf(v);
     const std::unique_ptr<Trainer> trainer = TrainFewSteps(arch);
-    const TrainParams<float>& p = trainer->params();
+    const ModelWeights& p = trainer->params();
     const std::vector<double> trained = TrainerLogits<float, KernelAttention>(arch, p, tokens);
     Model plain = InferenceModel(arch, p, "plain");
     plain.config.attention = AttentionLayout{};
@@ -329,8 +331,8 @@ TEST(InferenceModel, LayoutIsNotVacuous) {
 // relative position the pair is rotated by), SSMax (times s_h ln(i + 1)) and the per-position
 // lambda (times ln((i + 1) / 2)).
 template <typename T>
-std::vector<T> RuleForwardRef(const TrainArch& arch, const TrainParams<float>& p,
-                              const std::string& spec, const std::vector<int>& tokens) {
+std::vector<T> RuleForwardRef(const TrainArch& arch, const ModelWeights& p, const std::string& spec,
+                              const std::vector<int>& tokens) {
   const ModelConfig& c = arch.model;
   // The GAU (src/model/config.h's ModelBlock::kGau): one head whose queries and keys have width
   // S = head_dim() and whose values have width E; LLaMA: H heads over G kv heads of width D.
@@ -361,7 +363,7 @@ std::vector<T> RuleForwardRef(const TrainArch& arch, const TrainParams<float>& p
     }
   };
   for (int l = 0; l < c.n_layers; ++l) {
-    const TrainLayer<float>& w = p.layers[static_cast<size_t>(l)];
+    const LayerWeights& w = p.layers[static_cast<size_t>(l)];
     const LayerLayout& lay = arch.model.attention.layers[static_cast<size_t>(l)];
     const bool rope = arch.model.attention.position == LayerPosition::kRope && lay.position;
     const int rotated = static_cast<int>(std::lround(arch.model.attention.rope_fraction * (D / 2)));
@@ -412,14 +414,14 @@ std::vector<T> RuleForwardRef(const TrainArch& arch, const TrainParams<float>& p
     std::vector<std::vector<T>> q(static_cast<size_t>(n)), k(q.size()), vv(q.size()), u(q.size());
     for (int64_t t = 0; t < n; ++t) {
       if (gau) {  // U, V = silu(x Wu), silu(x Wv); Q, K = gamma Z + beta, Z = silu(x Wz)
-        u[t] = silu(ref::Matvec(w.gau.wu, x[t], F, C));
-        vv[t] = silu(ref::Matvec(w.gau.wv, x[t], F, C));
-        const std::vector<T> z = silu(ref::Matvec(w.gau.wz, x[t], D, C));
+        u[t] = silu(ref::Matvec(w.gau_u, x[t], F, C));
+        vv[t] = silu(ref::Matvec(w.gau_v, x[t], F, C));
+        const std::vector<T> z = silu(ref::Matvec(w.gau_z, x[t], D, C));
         q[t].resize(static_cast<size_t>(D));
         k[t].resize(static_cast<size_t>(D));
         for (int d = 0; d < D; ++d) {
-          q[t][d] = T(w.gau.gamma_q[d]) * z[d] + T(w.gau.beta_q[d]);
-          k[t][d] = T(w.gau.gamma_k[d]) * z[d] + T(w.gau.beta_k[d]);
+          q[t][d] = T(w.gamma_q[d]) * z[d] + T(w.beta_q[d]);
+          k[t][d] = T(w.gamma_k[d]) * z[d] + T(w.beta_k[d]);
         }
       } else {
         const std::vector<T> h = ref::RmsNormRef(x[t], w.attn_norm, c.norm_eps);
@@ -479,7 +481,7 @@ std::vector<T> RuleForwardRef(const TrainArch& arch, const TrainParams<float>& p
       }
       if (gau) {  // x <- RMSNorm(x + (U * (A V)) Wo), no gain
         for (int f = 0; f < F; ++f) att[f] *= u[i][f];
-        const std::vector<T> o = ref::Matvec(w.gau.wo, att, C, F);
+        const std::vector<T> o = ref::Matvec(w.wo, att, C, F);
         for (int d = 0; d < C; ++d) x[i][d] += o[d];
         x[i] = ref::RmsNormRef(x[i], ones, c.norm_eps);
         continue;
@@ -542,6 +544,7 @@ TEST(InferenceModel, MethodsOnTrainedLayoutsMatchTheRuleReference) {
       {{"xpos", "xpos:gamma=64"}, {"blockwise:window=16", "rerope:window=16", "yarn"}},
       {{"xpos-mixed", "xpos:gamma=48", "full", 2, false, kMixed},
        {"leaky-rerope:window=12,k=3", "dynamic-ntk"}},
+      {{"xpos-cosine", "xpos:gamma=48", "cosine,scale=5", 2}, {"rerope:window=16", "yarn"}},
       {{"p-rope", "rope:fraction=0.5"}, {"pi", "dynamic-yarn", "self-extend:group=3,window=14"}},
       {{"sandwich-mixed", "sandwich:dim=16,lambda=2", "full", 4, false, kMixed},
        {"window:window=20+logn", "blockwise:window=16"}},
@@ -559,7 +562,7 @@ TEST(InferenceModel, MethodsOnTrainedLayoutsMatchTheRuleReference) {
   for (const MethodCase& mc : cases) {
     const TrainArch arch = ArchOf(mc.variant);
     const std::unique_ptr<Trainer> trainer = TrainFewSteps(arch);
-    const TrainParams<float>& p = trainer->params();
+    const ModelWeights& p = trainer->params();
     const Model m = InferenceModel(arch, p, "test " + mc.variant.name);
     for (const std::string& spec : mc.specs) {
       const std::vector<double> exact = AsDouble(RuleForwardRef<double>(arch, p, spec, tokens));

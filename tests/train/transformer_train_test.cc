@@ -41,8 +41,8 @@ TrainArch TinyArch(LayerPosition position) {
 }
 
 template <typename Real>
-TrainParams<Real> RandomParams(const TrainArch& arch, uint64_t seed) {
-  TrainParams<Real> p = ZeroParams<Real>(arch);
+ModelWeightsOf<Real> RandomParams(const TrainArch& arch, uint64_t seed) {
+  ModelWeightsOf<Real> p = ZeroWeights<Real>(arch.model);
   Rng rng(seed);
   p.ForEach([&](const std::string& name, std::vector<Real>& t, bool) {
     const bool norm = name.find("norm") != std::string::npos;
@@ -66,12 +66,12 @@ std::vector<int> TinyTokens(const TrainArch& arch, int64_t B, int64_t T, uint64_
 }
 
 // The analytic gradient of the model's loss with respect to every parameter tensor.
-TrainParams<double> ModelGradients(const TrainTransformer<double, RefAttention>& model,
-                                   const TrainParams<double>& p, const std::vector<int>& tokens,
-                                   int64_t B) {
+ModelWeightsOf<double> ModelGradients(const TrainTransformer<double, RefAttention>& model,
+                                      const ModelWeightsOf<double>& p,
+                                      const std::vector<int>& tokens, int64_t B) {
   TrainActs<double> acts;
   model.Forward(p, tokens, B, acts);
-  TrainParams<double> grads = ZeroParams<double>(model.arch());
+  ModelWeightsOf<double> grads = ZeroWeights<double>(model.arch().model);
   model.Backward(p, acts, grads);
   return grads;
 }
@@ -86,8 +86,8 @@ struct ModelGradientMismatch {
 // of the model's loss. Step 1e-5 on O(1) values: truncation ~h^2 |f'''| ~ 1e-10, rounding
 // ~1e-16 |L| / h ~ 1e-11; bound 1e-7 + 1e-6 relative, orders of magnitude above both.
 std::vector<ModelGradientMismatch> ModelGradientMismatches(
-    const TrainTransformer<double, RefAttention>& model, TrainParams<double>& p,
-    TrainParams<double>& grads, const std::vector<int>& tokens, int64_t B,
+    const TrainTransformer<double, RefAttention>& model, ModelWeightsOf<double>& p,
+    ModelWeightsOf<double>& grads, const std::vector<int>& tokens, int64_t B,
     const std::function<bool(const std::string&)>& filter) {
   std::vector<ModelGradientMismatch> out;
   std::vector<std::vector<double>*> gt;
@@ -114,10 +114,10 @@ std::vector<ModelGradientMismatch> ModelGradientMismatches(
 }
 
 void ExpectModelGradients(const TrainTransformer<double, RefAttention>& model,
-                          TrainParams<double>& p, const std::vector<int>& tokens, int64_t B,
+                          ModelWeightsOf<double>& p, const std::vector<int>& tokens, int64_t B,
                           const std::function<bool(const std::string&)>& filter,
                           const std::string& label) {
-  TrainParams<double> grads = ModelGradients(model, p, tokens, B);
+  ModelWeightsOf<double> grads = ModelGradients(model, p, tokens, B);
   const std::vector<ModelGradientMismatch> bad =
       ModelGradientMismatches(model, p, grads, tokens, B, filter);
   for (size_t k = 0; k < bad.size() && k < 10; ++k) {
@@ -132,7 +132,7 @@ TEST(TrainTransformer, GradientOfEveryParameterMatchesCentralDifferences) {
                             LayerPosition::kKerpleLog, LayerPosition::kKerplePower}) {
     const TrainArch arch = TinyArch(pos);
     TrainTransformer<double, RefAttention> model(arch);
-    TrainParams<double> p = RandomParams<double>(arch, 17 + static_cast<int>(pos));
+    ModelWeightsOf<double> p = RandomParams<double>(arch, 17 + static_cast<int>(pos));
     ExpectModelGradients(
         model, p, TinyTokens(arch, 2, 5, 5), 2, [](const std::string&) { return true; },
         "position " + std::to_string(static_cast<int>(pos)));
@@ -147,7 +147,7 @@ TEST(TrainTransformer, NormalizedLogitsGradientsMatchCentralDifferences) {
     arch.model.attention.key_norm = v != 0;
     if (v == 2) arch.model.attention.logit_scale = 3.0;
     TrainTransformer<double, RefAttention> model(arch);
-    TrainParams<double> p = RandomParams<double>(arch, 31 + v);
+    ModelWeightsOf<double> p = RandomParams<double>(arch, 31 + v);
     // The q/k path of layer 0.
     ExpectModelGradients(
         model, p, TinyTokens(arch, 2, 5, 6), 2,
@@ -161,11 +161,11 @@ TEST(TrainTransformer, NormalizedLogitsGradientsMatchCentralDifferences) {
 void ExpectFloatModelMatchesDouble(const TrainArch& arch, const std::string& label) {
   const int64_t B = 2, T = arch.model.seq_len;
   const std::vector<int> tokens = TinyTokens(arch, B, T, 9);
-  const TrainParams<double> pd = RandomParams<double>(arch, 23);
-  TrainParams<float> pf = ZeroParams<float>(arch);
+  const ModelWeightsOf<double> pd = RandomParams<double>(arch, 23);
+  ModelWeights pf = ZeroWeights<float>(arch.model);
   {
     std::vector<std::vector<double>*> src;
-    TrainParams<double> copy = pd;
+    ModelWeightsOf<double> copy = pd;
     copy.ForEach([&](const std::string&, std::vector<double>& t, bool) { src.push_back(&t); });
     size_t i = 0;
     pf.ForEach([&](const std::string&, std::vector<float>& t, bool) {
@@ -181,8 +181,8 @@ void ExpectFloatModelMatchesDouble(const TrainArch& arch, const std::string& lab
   const double lf = mf.Forward(pf, tokens, B, af);
   // float32 forward through 2 layers at these sizes: ~1e-6 relative.
   EXPECT_NEAR(lf, ld, 1e-4 * std::abs(ld)) << label;
-  TrainParams<double> gd = ZeroParams<double>(arch);
-  TrainParams<float> gf = ZeroParams<float>(arch);
+  ModelWeightsOf<double> gd = ZeroWeights<double>(arch.model);
+  ModelWeights gf = ZeroWeights<float>(arch.model);
   md.Backward(pd, ad, gd);
   mf.Backward(pf, af, gf);
   std::vector<std::vector<double>*> want;
@@ -234,6 +234,12 @@ std::vector<std::pair<std::string, std::function<void(TrainArch&)>>> LaterVarian
          a.model.attention.position = LayerPosition::kRope;
          a.model.attention.xpos_scale_base = 3.0;  // XPOS
        }},
+      {"xpos cosine",  // QueryNorm and KeyNorm before the decay
+       [](TrainArch& a) {
+         a.model.attention.xpos_scale_base = 3.0;
+         a.model.attention.query_norm = a.model.attention.key_norm = true;
+         a.model.attention.logit_scale = 4.0;
+       }},
       {"p-rope", [](TrainArch& a) { a.model.attention.rope_fraction = 0.5; }},
       // The fine-tuning initialisations: position interpolation (every theta / F) and NTK-aware
       // RoPE (base * F^(D/(D-2)), resolved at this arch's head dim), the latter with p-RoPE.
@@ -266,7 +272,7 @@ TEST(TrainTransformer, LaterVariantsGradientsMatchCentralDifferences) {
     TrainArch arch = TinyArch(LayerPosition::kRope);
     set(arch);
     TrainTransformer<double, RefAttention> model(arch);
-    TrainParams<double> p = RandomParams<double>(arch, ++seed);
+    ModelWeightsOf<double> p = RandomParams<double>(arch, ++seed);
     ExpectModelGradients(
         model, p, TinyTokens(arch, 2, 5, seed), 2, [](const std::string&) { return true; }, label);
   }
@@ -285,7 +291,7 @@ TEST(TrainTransformer, RelativeMapsGradientsMatchCentralDifferences) {
     arch.model.attention.rope_map = map;
     if (std::string(map).starts_with("rerope")) arch.model.attention.rope_fraction = 0.5;
     TrainTransformer<double, RefAttention> model(arch);
-    TrainParams<double> p = RandomParams<double>(arch, ++seed);
+    ModelWeightsOf<double> p = RandomParams<double>(arch, ++seed);
     ExpectModelGradients(
         model, p, TinyTokens(arch, 2, 5, seed), 2, [](const std::string&) { return true; }, map);
   }
@@ -308,7 +314,7 @@ TEST(TrainTransformer, PerturbedPositionsGradientsAndInvariance) {
   TrainArch arch = TinyArch(LayerPosition::kRope);
   arch.model.attention.layers = {LayerLayout{true, 0}, LayerLayout{true, 3}};
   TrainTransformer<double, RefAttention> model(arch);
-  TrainParams<double> p = RandomParams<double>(arch, 140);
+  ModelWeightsOf<double> p = RandomParams<double>(arch, 140);
   const std::vector<int> tokens = TinyTokens(arch, 2, 5, 141);
   const PositionPerturbation randomized = ParsePerturbation("randomized:max=40", "test");
   const std::vector<int64_t> positions = PerturbedPositions(randomized, 7, 0, 2, 5);
@@ -336,7 +342,7 @@ TEST(TrainTransformer, PositionInterpolationDividesPositions) {
   TrainArch pi_arch = plain_arch;
   pi_arch.model.rope_interpolation = 2.0f;
   TrainTransformer<double, RefAttention> plain(plain_arch), pi(pi_arch);
-  const TrainParams<double> p = RandomParams<double>(plain_arch, 150);
+  const ModelWeightsOf<double> p = RandomParams<double>(plain_arch, 150);
   const std::vector<int> tokens = TinyTokens(plain_arch, 2, 5, 151);
   TrainActs<double> acts;
   const double at_t = plain.Forward(p, tokens, 2, acts);
@@ -358,8 +364,8 @@ TEST(TrainTransformer, LaterVariantsChangeTheLoss) {
     TrainArch arch = base;
     set(arch);
     TrainTransformer<double, RefAttention> model(arch);
-    TrainParams<double> p = RandomParams<double>(arch, 5);
-    TrainParams<double> q = RandomParams<double>(base, 5);
+    ModelWeightsOf<double> p = RandomParams<double>(arch, 5);
+    ModelWeightsOf<double> q = RandomParams<double>(base, 5);
     const std::vector<int> tokens = TinyTokens(arch, 2, 5, 3);
     TrainActs<double> a1, a2;
     EXPECT_GT(std::abs(model.Forward(p, tokens, 2, a1) - plain.Forward(q, tokens, 2, a2)), 1e-6)
@@ -414,7 +420,7 @@ TEST(TrainTransformer, GauGradientOfEveryParameterMatchesCentralDifferences) {
                             LayerPosition::kKerpleLog, LayerPosition::kKerplePower}) {
     const TrainArch arch = TinyGauArch(pos);
     TrainTransformer<double, RefAttention> model(arch);
-    TrainParams<double> p = RandomParams<double>(arch, 41 + static_cast<int>(pos));
+    ModelWeightsOf<double> p = RandomParams<double>(arch, 41 + static_cast<int>(pos));
     ExpectModelGradients(
         model, p, TinyTokens(arch, 2, 5, 7), 2, [](const std::string&) { return true; },
         "gau position " + std::to_string(static_cast<int>(pos)));
@@ -435,7 +441,7 @@ TEST(TrainTransformer, GauInterpolationAndNtkGradientsMatchCentralDifferences) {
       EXPECT_EQ(arch.model.rope_base, 40000.0f);  // 10^4 * 2^(4/2)
     }
     TrainTransformer<double, RefAttention> model(arch);
-    TrainParams<double> p = RandomParams<double>(arch, 71 + v);
+    ModelWeightsOf<double> p = RandomParams<double>(arch, 71 + v);
     ExpectModelGradients(
         model, p, TinyTokens(arch, 2, 5, 10 + v), 2, [](const std::string&) { return true; },
         v == 0 ? "gau pi" : "gau ntk");
@@ -453,7 +459,7 @@ TEST(TrainTransformer, GauNormalizedLogitsGradientsMatchCentralDifferences) {
     arch.model.attention.key_norm = v != 0;
     if (v == 2) arch.model.attention.logit_scale = 3.0;
     TrainTransformer<double, RefAttention> model(arch);
-    TrainParams<double> p = RandomParams<double>(arch, 51 + v);
+    ModelWeightsOf<double> p = RandomParams<double>(arch, 51 + v);
     ExpectModelGradients(
         model, p, TinyTokens(arch, 2, 5, 8), 2,
         [](const std::string& name) { return name.starts_with("layers.0."); },
@@ -468,9 +474,9 @@ TEST(TrainTransformer, GauNormalizedLogitsGradientsMatchCentralDifferences) {
 TEST(TrainTransformer, GauWrongGradientIsFlagged) {
   const TrainArch arch = TinyGauArch(LayerPosition::kRope);
   TrainTransformer<double, RefAttention> model(arch);
-  TrainParams<double> p = RandomParams<double>(arch, 61);
+  ModelWeightsOf<double> p = RandomParams<double>(arch, 61);
   const std::vector<int> tokens = TinyTokens(arch, 2, 5, 9);
-  TrainParams<double> grads = ModelGradients(model, p, tokens, 2);
+  ModelWeightsOf<double> grads = ModelGradients(model, p, tokens, 2);
   std::vector<std::pair<std::string, std::vector<double>*>> tensors;
   grads.ForEach([&](const std::string& name, std::vector<double>& t, bool) {
     if (name.starts_with("layers.0.") || name == "token_embedding") tensors.emplace_back(name, &t);
@@ -524,12 +530,12 @@ TEST(TrainTransformer, GauArchitectureIsValidated) {
 // GAU parameters: names, shapes and weight decay (none on the per-dim scales and offsets).
 TEST(TrainTransformer, GauParameterList) {
   const TrainArch arch = TinyGauArch(LayerPosition::kKerpleLog);
-  TrainParams<double> p = ZeroParams<double>(arch);
+  ModelWeightsOf<double> p = ZeroWeights<double>(arch.model);
   std::vector<std::string> names;
   p.ForEach([&](const std::string& name, std::vector<double>& t, bool decay) {
     names.push_back(name);
     int64_t n = 1;
-    for (int64_t d : ParamShape(arch, name)) n *= d;
+    for (int64_t d : WeightShape(arch.model, name)) n *= d;
     EXPECT_EQ(n, static_cast<int64_t>(t.size())) << name;
     const bool matrix = name == "token_embedding" || name.ends_with("_u") || name.ends_with("_v") ||
                         name.ends_with("_z") || name.ends_with("_o");
@@ -541,11 +547,11 @@ TEST(TrainTransformer, GauParameterList) {
       "layers.0.bias_a",  "layers.0.bias_b"};
   ASSERT_EQ(names.size(), 1 + 2 * layer0.size() + 1);  // + embedding, final norm (classifier tied)
   for (size_t i = 0; i < layer0.size(); ++i) EXPECT_EQ(names[1 + i], layer0[i]);
-  EXPECT_EQ(ParamShape(arch, "layers.1.gau_u"), (std::vector<int64_t>{12, 8}));
-  EXPECT_EQ(ParamShape(arch, "layers.1.gau_z"), (std::vector<int64_t>{4, 8}));
-  EXPECT_EQ(ParamShape(arch, "layers.1.gau_o"), (std::vector<int64_t>{8, 12}));
-  EXPECT_EQ(ParamShape(arch, "layers.1.beta_k"), (std::vector<int64_t>{4}));
-  EXPECT_EQ(ParamShape(arch, "layers.1.bias_b"), (std::vector<int64_t>{1}));
+  EXPECT_EQ(WeightShape(arch.model, "layers.1.gau_u"), (std::vector<int64_t>{12, 8}));
+  EXPECT_EQ(WeightShape(arch.model, "layers.1.gau_z"), (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(WeightShape(arch.model, "layers.1.gau_o"), (std::vector<int64_t>{8, 12}));
+  EXPECT_EQ(WeightShape(arch.model, "layers.1.beta_k"), (std::vector<int64_t>{4}));
+  EXPECT_EQ(WeightShape(arch.model, "layers.1.bias_b"), (std::vector<int64_t>{1}));
 }
 
 }  // namespace
