@@ -1,11 +1,11 @@
-// The op harness's compare and gradient modes (src/kernels/op_cases.h), one test per row of its
-// case table:
-//   OpHarnessCompare/<row>:   the float kernel against a double reference on the same (float)
-//                             inputs, within the row's error budget;
-//   OpHarnessGradient/<row>:  the backward in double against central differences of the double
-//                             forward (tests/testing/gradcheck.h) of L = sum(out * dout), dout the
-//                             row's random upstream gradient; for the attention rows, also the
-//                             float kernel's backward against the double reference's.
+// The op harness's compare and gradient modes (src/kernels/op_cases.h) over its case table, one
+// test per group of rows (each failure names its row, see RowTrace):
+//   OpHarness.OpsCompare, .AttentionForwardCompare, .AttentionBackwardCompare:  the float kernel
+//       against a double reference on the same (float) inputs, within the row's error budget;
+//   OpHarness.OpsGradient, .AttentionBackwardGradient:  the backward in double against central
+//       differences of the double forward (tests/testing/gradcheck.h) of L = sum(out * dout),
+//       dout the row's random upstream gradient;
+//   OpHarnessTable:  the table itself.
 // The references live here (reference/ is header-only double code the library does not carry).
 #include <gtest/gtest.h>
 
@@ -13,7 +13,6 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
-#include <ostream>
 #include <set>
 #include <span>
 #include <string>
@@ -30,9 +29,6 @@
 #include "tests/testing/gradcheck.h"
 
 namespace stretch::op_cases {
-
-// Test parameters print as their row's name.
-void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
 
 namespace {
 
@@ -159,7 +155,8 @@ void CompareOp(OpRun& r) {
     const double allowed = b.eps_multiple * kEpsF * ref.magnitude[i] + 1e-30;
     worst = std::max(worst, err / allowed);
     ASSERT_LE(err, allowed) << "element " << i << ": float " << got[i] << ", double " << ref.out[i]
-                            << " (" << b.reason << ")";
+                            << ", error " << err << " > allowed " << allowed << " (" << b.reason
+                            << ")";
   }
   std::printf("[ compare   ] %-44s max err/allowed %.3f\n", r.c().name.c_str(), worst);
 }
@@ -361,13 +358,17 @@ void GradientAttention(const OpRun& r) {
   }
 }
 
-// ---- One test per row -------------------------------------------------------------------------
+// ---- One test per group of rows --------------------------------------------------------------
+//
+// Each group is one GoogleTest (one ctest entry) that runs its rows in table order. A row's
+// failures carry a trace naming the row (RowTrace), and a fatal failure inside a row's check
+// ends that row's check only: the loop goes on with the next row.
 
-bool IsAttention(const OpCase& c) {
-  return c.op == Op::kAttention || c.op == Op::kAttentionBackward;
-}
-bool HasGradient(const OpCase& c) { return c.op != Op::kAttention; }
+bool IsOpRow(const OpCase& c) { return c.op != Op::kAttention && c.op != Op::kAttentionBackward; }
+bool IsAttentionForwardRow(const OpCase& c) { return c.op == Op::kAttention; }
+bool IsAttentionBackwardRow(const OpCase& c) { return c.op == Op::kAttentionBackward; }
 
+// The rows of the table that `keep` selects.
 std::vector<OpCase> Rows(bool (*keep)(const OpCase&)) {
   std::vector<OpCase> out;
   for (OpCase& c : AllCases()) {
@@ -375,29 +376,54 @@ std::vector<OpCase> Rows(bool (*keep)(const OpCase&)) {
   }
   return out;
 }
-std::string RowName(const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; }
 
-class OpHarnessCompare : public ::testing::TestWithParam<OpCase> {};
-class OpHarnessGradient : public ::testing::TestWithParam<OpCase> {};
-
-TEST_P(OpHarnessCompare, KernelMatchesTheDoubleReference) {
-  OpRun r(GetParam());
-  SCOPED_TRACE(GetParam().description);
-  if (GetParam().op == Op::kAttention) return CompareAttentionForward(r);
-  if (GetParam().op == Op::kAttentionBackward) return CompareAttentionBackward(r);
-  CompareOp(r);
+// Everything that tells a row apart: name, description, shape, parameters and error budget.
+std::string RowTrace(const OpCase& c) {
+  const OpShape& s = c.shape;
+  std::string t = "row " + c.name + " (" + std::string(OpName(c.op)) + "): " + c.description;
+  t += "\n  shape T=" + std::to_string(s.T) + " C=" + std::to_string(s.C) +
+       " N=" + std::to_string(s.N) + " H=" + std::to_string(s.H) + " G=" + std::to_string(s.G) +
+       " S=" + std::to_string(s.S) + " q_pos0=" + std::to_string(s.q_pos0);
+  if (c.op == Op::kAttention || c.op == Op::kAttentionBackward) {
+    t += "\n  method '" + c.method + "' train_len " + std::to_string(c.train_len) + " variant " +
+         std::string(VariantName(c.variant)) + " rotation " +
+         (c.rotation == Rotation::kNone     ? "none"
+          : c.rotation == Rotation::kKernel ? "kernel"
+                                            : "prerotated");
+  }
+  t += "\n  budget " + std::to_string(c.budget.eps_multiple) + " eps, " +
+       std::to_string(c.budget.baseline_factor) + " x baseline (" + std::string(c.budget.reason) +
+       ")\n  grad step " + std::to_string(c.grad_step) + ", coords " +
+       std::to_string(c.grad_coords) + " (0: all), seed " + std::to_string(c.seed);
+  return t;
 }
 
-TEST_P(OpHarnessGradient, BackwardMatchesCentralDifferences) {
-  const OpRun r(GetParam());
-  SCOPED_TRACE(GetParam().description);
-  if (IsAttention(GetParam())) return GradientAttention(r);
-  GradientOp(r);
+// Runs `check` on every row `keep` selects, each under its row's trace; expects at least one.
+template <typename Check>
+void ForEachRow(bool (*keep)(const OpCase&), Check check) {
+  const std::vector<OpCase> rows = Rows(keep);
+  EXPECT_FALSE(rows.empty());
+  for (const OpCase& c : rows) {
+    SCOPED_TRACE(RowTrace(c));
+    OpRun r(c);
+    check(r);
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Rows, OpHarnessCompare,
-                         ::testing::ValuesIn(Rows([](const OpCase&) { return true; })), RowName);
-INSTANTIATE_TEST_SUITE_P(Rows, OpHarnessGradient, ::testing::ValuesIn(Rows(HasGradient)), RowName);
+// Compare mode: the float kernel against the double reference, within each row's budget.
+TEST(OpHarness, OpsCompare) { ForEachRow(IsOpRow, CompareOp); }
+TEST(OpHarness, AttentionForwardCompare) {
+  ForEachRow(IsAttentionForwardRow, CompareAttentionForward);
+}
+TEST(OpHarness, AttentionBackwardCompare) {
+  ForEachRow(IsAttentionBackwardRow, CompareAttentionBackward);
+}
+
+// Gradient mode: the double backward against central differences of the double forward.
+TEST(OpHarness, OpsGradient) { ForEachRow(IsOpRow, GradientOp); }
+TEST(OpHarness, AttentionBackwardGradient) {
+  ForEachRow(IsAttentionBackwardRow, GradientAttention);
+}
 
 // The table itself: unique test names, a reason beside every budget, and every method of the
 // spec registry (src/position/method.h) a forward row, every static one a backward row.
