@@ -356,6 +356,14 @@ using namespace method_internal;
 
 std::string_view MethodName(const Method& m) { return InfoOf(m).name; }
 
+std::vector<std::string_view> MethodSpecNames() {
+  std::vector<std::string_view> names;
+  for (const method_internal::MethodInfo& info : method_internal::Methods()) {
+    names.push_back(info.name);
+  }
+  return names;
+}
+
 Method ParseMethod(std::string_view spec) {
   std::string_view body = spec;
   bool logn = false;

@@ -110,6 +110,9 @@ bool operator==(const Method& a, const Method& b);
 // The spec name of a method (`yarn`, `window`, ...). A hand-built method that no name
 // expresses is named after its relative map, else its mask, else its rope scaling.
 std::string_view MethodName(const Method& m);
+// Every spec name, in the registry's order: the rope methods, one per relative map of
+// src/position/maps/, the masks.
+std::vector<std::string_view> MethodSpecNames();
 
 // llama.cpp's flags (common/arg.cpp); unset fields are std::nullopt.
 struct LlamaCppRopeFlags {

@@ -22,6 +22,7 @@
 #include "src/kernels/ops.h"
 #include "src/position/method.h"
 #include "src/position/plan.h"
+#include "tests/testing/float_baseline.h"
 
 namespace stretch {
 namespace {
@@ -296,13 +297,8 @@ struct GradError {
 };
 GradError MeasureGrad(const std::vector<float>& got, const std::vector<double>& want,
                       const std::vector<float>& naive) {
-  double err = 0, base = 0, mag = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    err = std::max(err, std::isfinite(got[i]) ? std::abs(got[i] - want[i])
-                                              : std::numeric_limits<double>::infinity());
-    base = std::max(base, std::abs(double{naive[i]} - want[i]));
-    mag = std::max(mag, std::abs(want[i]));
-  }
+  const testing::BaselineError e = testing::MeasureAgainstBaseline(got, want, naive);
+  const double err = e.err, base = e.baseline, mag = e.magnitude;
   const double eps = std::numeric_limits<float>::epsilon();
   return {err, 4 * base + 8 * eps * std::max(1.0, mag)};
 }

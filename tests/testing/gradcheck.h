@@ -190,11 +190,14 @@ inline GradcheckResult ExpectGradcheck(std::string_view name, const LossOf& loss
 // largest coordinate multiplied by 1.01 at that coordinate and no other. The largest is taken
 // so that 1% of it is far above the allowance; it must exceed 1e-3 (a gradient that is all ~0
 // is ExpectGradcheckOfZero's case). Prints a line with the largest relative error seen.
+// `options` may set the step (every coordinate is checked: options.max_coords is ignored).
 inline void ExpectGradcheckFlagsOnePercent(std::string_view name, const LossOf& loss,
                                            const std::vector<double>& x,
-                                           const std::vector<double>& analytic) {
+                                           const std::vector<double>& analytic,
+                                           GradcheckOptions options = {}) {
   SCOPED_TRACE(name);
-  const GradcheckResult r = ExpectGradcheck(name, loss, x, analytic);
+  options.max_coords = 0;
+  const GradcheckResult r = ExpectGradcheck(name, loss, x, analytic, options);
   EXPECT_EQ(r.checked, static_cast<int64_t>(x.size()));
   ASSERT_EQ(analytic.size(), x.size());
   size_t k = 0;
@@ -204,7 +207,7 @@ inline void ExpectGradcheckFlagsOnePercent(std::string_view name, const LossOf& 
   ASSERT_GT(std::abs(analytic[k]), 1e-3) << "a gradient that is all ~0 checks nothing";
   std::vector<double> wrong = analytic;
   wrong[k] *= 1.01;
-  const GradcheckResult rw = Gradcheck(loss, x, wrong);
+  const GradcheckResult rw = Gradcheck(loss, x, wrong, options);
   ASSERT_EQ(rw.mismatches.size(), 1u) << "the 1% error at coordinate " << k << " went unnoticed";
   EXPECT_EQ(rw.mismatches[0].index, static_cast<int64_t>(k));
   std::printf("[ gradcheck ] %-34s %4lld coords  max rel err %.2e  max err/allowed %.2e\n",

@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "bench/fma_peak.h"
-#include "src/core/aligned.h"
 #include "src/core/error.h"
 #include "src/core/rng.h"
 #include "src/core/threads.h"
@@ -29,16 +28,16 @@
 #include "src/eval/score.h"
 #include "src/io/llama2c.h"
 #include "src/io/output_file.h"
-#include "src/kernels/attention.h"
-#include "src/kernels/ops.h"
+#include "src/kernels/op_cases.h"
 #include "src/model/transformer.h"
 #include "src/position/method.h"
-#include "src/position/plan.h"
 #include "src/train/trainer.h"
 #include "tools/cli/common.h"
 
 namespace stretch::cli {
 namespace {
+
+using op_cases::Median;
 
 struct BenchArgs {
   std::string model;
@@ -50,15 +49,10 @@ struct BenchArgs {
   int repeats = 3;
   bool quick = false;
   bool contended = false;
+  bool ops = false;
   std::string json_out;
   int threads = 0;
 };
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // ---- child cases ---------------------------------------------------------------------------
 
@@ -67,82 +61,6 @@ nlohmann::json CaseFma(int threads) {
   for (int r = 0; r < 5; ++r) runs.push_back(bench::MeasureFmaPeakGflops(threads, 0.2));
   return {{"gflops", Median(runs)}, {"threads", threads}};
 }
-
-// Visible (query, key) pairs of a causal L x L attention, or of a window of w.
-double VisiblePairs(int64_t L, int64_t w) {
-  if (w <= 0 || w >= L) return 0.5 * static_cast<double>(L) * (L + 1);
-  return 0.5 * static_cast<double>(w) * (w + 1) + static_cast<double>(L - w) * w;
-}
-
-// The attention bench's training length for methods that need one (their windows are explicit).
-constexpr int64_t kBenchTrainLen = 4096;
-
-// One attention-kernel run of the bench's shape under a method, prepared once and timed per Run.
-class AttentionCase {
- public:
-  AttentionCase(int64_t L, int D, const std::string& method)
-      : L_(L), D_(D), H_(8), G_(D == 8 ? 4 : 8) {
-    // D = 8: the shape of stories260K (8 query heads sharing 4 kv heads); otherwise 8 heads.
-    Rng rng(1);
-    q_.resize(static_cast<size_t>(L) * H_ * D);
-    k_.resize(static_cast<size_t>(L) * G_ * D);
-    v_.resize(k_.size());
-    out_.resize(q_.size());
-    for (auto* buf : {&q_, &k_, &v_}) {
-      for (float& x : *buf) x = static_cast<float>(rng.Normal());
-    }
-    dims_ = AttentionDims{L, L, 0, H_, G_, D};
-    params_.scale = 1.0f / std::sqrt(static_cast<float>(D));
-    if (!method.empty()) {
-      plan_ = MakeAttentionPlan(ParseMethod(method), RopeGeometry{kBenchTrainLen, D, 10000.0}, L);
-      params_.plan = &plan_;
-      // Methods whose keys keep one rotation get q and k rotated before the kernel, as the model
-      // does; the others rotate q in the kernel and each key once per key slot. With a method,
-      // either rotary work is part of the time, tables included, so that `direct` and a relative
-      // map are compared on the same work a prefill does.
-      params_.rotate = !plan_.KeysRotatedOnce();
-    }
-  }
-
-  // Seconds of one forward, rotary work included.
-  double Run() {
-    Timer t;
-    AlignedVector<float> q_rot, k_rot;
-    AttentionParams params = params_;
-    HeadRows q_in{q_.data(), int64_t{H_} * D_, D_}, k_in{k_.data(), int64_t{G_} * D_, D_};
-    if (params.plan != nullptr && !params.rotate) {
-      const RopeTable rope = MakeRopeTable(plan_.freq.thetas, 0, L_);
-      q_rot.assign(q_.begin(), q_.end());
-      k_rot.assign(k_.begin(), k_.end());
-      RopeInterleaved(q_rot.data(), L_, H_, int64_t{H_} * D_, D_, rope);
-      RopeInterleaved(k_rot.data(), L_, G_, int64_t{G_} * D_, D_, rope);
-      q_in.data = q_rot.data();
-      k_in.data = k_rot.data();
-    }
-    std::optional<KernelRotation> rotation;
-    if (params.rotate) rotation.emplace(plan_, k_in, dims_).Into(params);
-    AttentionForward(q_in, k_in, HeadRows{v_.data(), int64_t{G_} * D_, D_},
-                     HeadRowsMut{out_.data(), int64_t{H_} * D_, D_}, dims_, params);
-    return t.Seconds();
-  }
-
-  // 4 D flops per visible (query, key) pair per head: 2 D for q.k and 2 D for p.v.
-  double Flops() const {
-    const double pairs =
-        VisiblePairs(L_, params_.plan && plan_.mask != MaskKind::kCausal ? plan_.window : 0);
-    return 4.0 * D_ * pairs * H_;
-  }
-  int heads() const { return H_; }
-  int kv_heads() const { return G_; }
-
- private:
-  int64_t L_;
-  int D_, H_, G_;
-  AlignedVector<float> q_, k_, v_, out_;
-  AttentionDims dims_;
-  AttentionParams params_;
-  AttentionPlan plan_;
-};
 
 // Times `run_method` and, when `run_against` is given, a second configuration in alternation
 // (A B A B ...) in this one process, so that both see the same machine state: the ratio is the
@@ -169,17 +87,23 @@ nlohmann::json TimeAlternating(int repeats, Run&& run_method, std::function<doub
   return j;
 }
 
+// The attention kernel through the op harness's timing mode (src/kernels/op_cases.h): the case
+// BenchAttentionCase builds, one forward per run, rotary work and tables included, so that
+// `direct` and a relative map are compared on the same work a prefill does.
 nlohmann::json CaseAttention(int64_t L, int D, int repeats, const std::string& method,
                              const std::string& against) {
-  AttentionCase main(L, D, method);
-  std::unique_ptr<AttentionCase> other;
-  if (!against.empty()) other = std::make_unique<AttentionCase>(L, D, against);
+  const op_cases::OpCase main_case = op_cases::BenchAttentionCase(L, D, method);
+  op_cases::OpRun main(main_case);
+  std::unique_ptr<op_cases::OpRun> other;
+  if (!against.empty()) {
+    other = std::make_unique<op_cases::OpRun>(op_cases::BenchAttentionCase(L, D, against));
+  }
   nlohmann::json j = TimeAlternating(
-      repeats, [&] { return main.Run(); },
-      other ? std::function<double()>([&] { return other->Run(); }) : nullptr);
-  j["gflops"] = main.Flops() / j["seconds"].get<double>() / 1e9;
-  j["heads"] = main.heads();
-  j["kv_heads"] = main.kv_heads();
+      repeats, [&] { return op_cases::TimeOnce(main, /*backward=*/false); },
+      other ? std::function<double()>([&] { return op_cases::TimeOnce(*other, false); }) : nullptr);
+  j["gflops"] = main.AttentionFlops() / j["seconds"].get<double>() / 1e9;
+  j["heads"] = main_case.shape.H;
+  j["kv_heads"] = main_case.shape.G;
   return j;
 }
 
@@ -547,6 +471,32 @@ void RunContended(const BenchArgs& a, const std::string& threads) {
   }
 }
 
+// The op harness's timing mode: every row of its case table (src/kernels/op_cases.h), the
+// forward and, for rows with one, the backward; the median of --repeats runs each, in this
+// process (the rows are a few dozen elements wide: a fresh process each would time its start).
+void RunOps(const BenchArgs& a) {
+  fmt::print("op harness rows: median of {} runs after one warm-up\n", a.repeats);
+  fmt::print("{:<60} {:>12} {:>12}\n", "row", "forward", "backward");
+  nlohmann::json rows = nlohmann::json::array();
+  for (const op_cases::OpCase& c : op_cases::AllCases()) {
+    op_cases::OpRun run(c);
+    const bool has_backward = c.op != op_cases::Op::kAttention;
+    const double fwd = op_cases::TimeOp(run, a.repeats, /*backward=*/false).seconds;
+    const double bwd = has_backward ? op_cases::TimeOp(run, a.repeats, true).seconds : 0.0;
+    fmt::print("{:<60} {:>10.1f}us {:>12}\n", c.name, 1e6 * fwd,
+               has_backward ? fmt::format("{:.1f}us", 1e6 * bwd) : std::string("-"));
+    nlohmann::json row = {
+        {"row", c.name}, {"description", c.description}, {"forward_seconds", fwd}};
+    if (has_backward) row["backward_seconds"] = bwd;
+    rows.push_back(row);
+  }
+  if (!a.json_out.empty()) {
+    AtomicFile out(a.json_out);
+    out.Write(nlohmann::json{{"ops", rows}}.dump(2) + "\n");
+    out.Commit();
+  }
+}
+
 void RunParent(const BenchArgs& a) {
   const NamedPath inputs[] = {{"--model", a.model}};
   const NamedPath outputs[] = {{"--json-out", a.json_out}};
@@ -554,6 +504,7 @@ void RunParent(const BenchArgs& a) {
   if (!a.model.empty()) ReadLlama2cHeader(a.model);  // a bad --model fails now, not after minutes
   const std::string threads = a.threads > 0 ? fmt::format(" --threads {}", a.threads) : "";
   if (a.contended) return RunContended(a, threads);
+  if (a.ops) return RunOps(a);
   const int nthreads = a.threads > 0 ? a.threads : NumThreads();
   nlohmann::json report = {{"threads", nthreads}};
   fmt::print("stretch bench: {} threads{}\n\n", nthreads, a.quick ? " (quick: fewer cases)" : "");
@@ -673,6 +624,11 @@ void RegisterBench(CLI::App& app) {
                 "Instead of the usual cases: scoring, prefill (both need --model) and a training "
                 "step, each alone and beside a CPU-bound neighbour process, in alternation, "
                 "--repeats rounds; prints the slowdown beside the neighbour (target <= 2.5x)");
+  sub->add_flag(
+      "--ops", args->ops,
+      "Instead of the usual cases: the op harness's timing mode, the forward and backward "
+      "of every op and position-scheme row of its case table (the rows the tests compare "
+      "with the double reference), median of --repeats runs each");
   sub->add_option("--json-out", args->json_out, "Also write all figures as JSON to this file");
   sub->add_option("--threads", args->threads, "Threads (default: all cores)");
   sub->add_option("--case", args->child_case, "Internal: run one case in this process")->group("");
