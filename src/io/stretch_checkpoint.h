@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/io/model_arch.h"
@@ -85,6 +86,23 @@ CheckpointModel LoadCheckpointModel(const std::string& path);
 // without *.txt files.
 TextStream EncodeTextPath(const std::string& path, const TrainingTokenizer& tokenizer);
 std::string CheckpointTextProtocolText();
+
+// Checkpoints in a training run's directory are named step-NNNNNNNN.safetensors (eight digits).
+// "step-00000040.safetensors"
+std::string StepFileName(int64_t step);
+
+// The files named like checkpoints in `dir`, newest (highest step) first; none when `dir` does not
+// exist. Their contents are not read.
+std::vector<std::pair<int64_t, std::string>> StepFiles(const std::string& dir);
+
+// A run's directory -> its newest complete checkpoint: the step-NNNNNNNN.safetensors with the
+// highest step whose safetensors header validates against the file (sizes, offsets) and says
+// stretch.format = "stretch-checkpoint" (a half-written file never has the final name: the
+// trainer renames it into place). Its content is the loader's to judge: a checkpoint of a block
+// this code cannot run is picked, then refused, never skipped for an older one. `skipped`
+// (optional) receives a line for each newer file passed over, with the reason. Throws
+// stretch::Error when there is none.
+std::string NewestCheckpointIn(const std::string& dir, std::vector<std::string>* skipped = nullptr);
 
 // A checkpoint's tokenizer behind the one text interface (src/io/text_tokenizer.h): BOS and EOS
 // are the tokenizer's; generated text is decoded with its neighbours (SentencePiece pieces need

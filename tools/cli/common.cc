@@ -9,10 +9,9 @@
 #include "src/core/error.h"
 #include "src/core/threads.h"
 #include "src/io/llama2c.h"
-#include "src/io/stretch_checkpoint.h"
+#include "src/io/model_file.h"
 #include "src/model/transformer.h"
 #include "src/position/plan.h"
-#include "src/train/run_dir.h"
 
 namespace stretch::cli {
 
@@ -33,94 +32,25 @@ void AddModelOptions(CLI::App* app, ModelArgs& args, bool tokenizer_needed) {
       ->check(CLI::NonNegativeNumber);
 }
 
-namespace {
-
-// --model as a file path: a directory means its newest complete checkpoint.
-std::string ResolveModelPath(const std::string& model) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(model, ec)) return model;
-  std::vector<std::string> skipped;
-  const std::string path = NewestCheckpointIn(model, &skipped);
-  for (const std::string& line : skipped) fmt::print(stderr, "model: {}\n", line);
-  return path;
-}
-
-// Stretch checkpoints are told by content: a safetensors header (LooksLikeSafetensors). A file
-// named *.safetensors that does not look like one is opened as safetensors anyway, so that its
-// error says what is wrong with it rather than what a llama2.c reader makes of it.
-bool IsCheckpointPath(const std::string& path) {
-  return LooksLikeSafetensors(path) || std::filesystem::path(path).extension() == ".safetensors";
-}
-
-}  // namespace
-
 ModelHeader ReadModelHeader(const std::string& model) {
-  ModelHeader h;
-  h.path = ResolveModelPath(model);
-  if (IsCheckpointPath(h.path)) {
-    const CheckpointHeader c = ReadCheckpointHeader(h.path);
-    h.format = "stretch checkpoint";
-    h.config = c.config;
-    h.checkpoint = true;
-    h.step = c.step;
-    h.tokenizer_kind = c.tokenizer_kind;
-    return h;
-  }
-  const Llama2cHeader l = ReadLlama2cHeader(h.path);
-  h.format = l.format;
-  h.config = l.config;
+  std::vector<std::string> notes;
+  ModelHeader h = ReadModelFileHeader(model, &notes);
+  for (const std::string& line : notes) fmt::print(stderr, "model: {}\n", line);
   return h;
 }
 
 Loaded LoadModel(const ModelArgs& args, bool tokenizer_needed) {
   if (args.threads > 0) SetNumThreads(args.threads);
-  Loaded loaded;
-  loaded.header.path = ResolveModelPath(args.model);
-  if (IsCheckpointPath(loaded.header.path)) {
-    if (!args.tokenizer.empty()) {
-      Fail(
-          "--tokenizer {}: {} is a stretch checkpoint, which carries its own tokenizer (and "
-          "--tokenizer reads llama2.c tokenizer files only); leave --tokenizer out",
-          args.tokenizer, loaded.header.path);
-    }
-    CheckpointModel c = LoadCheckpointModel(loaded.header.path);
-    loaded.header.format = "stretch checkpoint";
-    loaded.header.config = c.header.config;
-    loaded.header.checkpoint = true;
-    loaded.header.step = c.header.step;
-    loaded.header.tokenizer_kind = c.header.tokenizer_kind;
-    loaded.model = std::move(c.model);
-    if (c.tokenizer) {
-      loaded.tokenizer = MakeCheckpointTextTokenizer(std::move(*c.tokenizer));
-    } else if (tokenizer_needed) {
-      Fail(
-          "{}: the checkpoint carries no tokenizer (no metadata stretch.tokenizer), expected "
-          "one to turn text into tokens (score such a checkpoint with --tokens)",
-          loaded.header.path);
-    }
-    return loaded;
-  }
-  const Llama2cHeader header = ReadLlama2cHeader(loaded.header.path);
-  loaded.header.format = header.format;
-  loaded.header.config = header.config;
-  if (tokenizer_needed && args.tokenizer.empty()) {
-    Fail(
-        "--tokenizer is required with a llama2.c model ({}): a llama2.c tokenizer file such as "
-        "tok512.bin",
-        loaded.header.path);
-  }
-  loaded.model = LoadLlama2c(loaded.header.path);
-  if (!args.tokenizer.empty()) {
-    Tokenizer t = Tokenizer::LoadLlama2c(args.tokenizer);
-    CheckVocabMatches(args.model, loaded.model.config.vocab_size, t);
-    loaded.tokenizer = MakeLlama2cTextTokenizer(std::move(t));
-  }
+  std::vector<std::string> notes;
+  Loaded loaded = LoadModelFile(args.model, {args.tokenizer, tokenizer_needed}, &notes);
+  for (const std::string& line : notes) fmt::print(stderr, "model: {}\n", line);
   return loaded;
 }
 
 std::string WithFlagNames(std::string message) {
   // Longer names first where one is a prefix of another (none today; kept in that order).
   static constexpr std::pair<std::string_view, std::string_view> kFlags[] = {
+      {"ModelFileOptions::tokenizer_path", "--tokenizer"},
       {"ScoreOptions::max_windows", "--max-windows"},
       {"ScoreOptions::stride", "--stride"},
       {"ScoreOptions::bucket", "--bucket"},

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "src/eval/sweep.h"
+#include "src/io/model_file.h"
 #include "src/io/text.h"
 #include "src/io/text_tokenizer.h"
 #include "src/io/tokenizer.h"
@@ -35,26 +36,12 @@ struct ModelArgs {
 // without --tokenizer is then an error.
 void AddModelOptions(CLI::App* app, ModelArgs& args, bool tokenizer_needed);
 
-// What --model names, from its header alone: a llama2.c file's header, or a checkpoint's
-// metadata (format, version, block, architecture, step). A directory means its newest complete
-// checkpoint (skipped newer files are reported on stderr).
-struct ModelHeader {
-  std::string path;    // the file (a directory resolved)
-  std::string format;  // "llama2.c legacy", "llama2.c version 1", "stretch checkpoint"
-  ModelConfig config;  // with the attention layout for a checkpoint
-  bool checkpoint = false;
-  int64_t step = 0;            // checkpoints: the training step
-  std::string tokenizer_kind;  // checkpoints: "bytes", "sentencepiece" or ""
-};
+// What --model names, from its header alone (src/io/model_file.h); notes on skipped newer
+// checkpoints of a directory go to stderr.
+using ModelHeader = ModelFileHeader;
 ModelHeader ReadModelHeader(const std::string& model);
 
-struct Loaded {
-  ModelHeader header;
-  Model model;
-  // --tokenizer for llama2.c files, the checkpoint's own for stretch checkpoints; null when
-  // there is none (a llama2.c model without --tokenizer, a checkpoint that carries none).
-  std::unique_ptr<TextTokenizer> tokenizer;
-};
+using Loaded = LoadedModel;
 // Loads the model (and its tokenizer: --tokenizer for llama2.c files, the checkpoint's own for
 // stretch checkpoints), checks that their vocabularies agree and applies --threads. With
 // `tokenizer_needed`, a model without a tokenizer is an error. Throws stretch::Error with the

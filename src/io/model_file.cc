@@ -1,0 +1,98 @@
+#include "src/io/model_file.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <utility>
+
+#include "src/core/error.h"
+#include "src/io/llama2c.h"
+#include "src/io/stretch_checkpoint.h"
+#include "src/io/tokenizer.h"
+
+namespace stretch {
+
+namespace {
+
+// --model as a file path: a directory means its newest complete checkpoint.
+std::string ResolveModelPath(const std::string& model, std::vector<std::string>* notes) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(model, ec)) return model;
+  return NewestCheckpointIn(model, notes);
+}
+
+// Stretch checkpoints are told by content: a safetensors header (LooksLikeSafetensors). A file
+// named *.safetensors that does not look like one is opened as safetensors anyway, so that its
+// error says what is wrong with it rather than what a llama2.c reader makes of it.
+bool IsCheckpointPath(const std::string& path) {
+  return LooksLikeSafetensors(path) || std::filesystem::path(path).extension() == ".safetensors";
+}
+
+}  // namespace
+
+ModelFileHeader ReadModelFileHeader(const std::string& model, std::vector<std::string>* notes) {
+  ModelFileHeader h;
+  h.path = ResolveModelPath(model, notes);
+  if (IsCheckpointPath(h.path)) {
+    const CheckpointHeader c = ReadCheckpointHeader(h.path);
+    h.format = "stretch checkpoint";
+    h.config = c.config;
+    h.checkpoint = true;
+    h.step = c.step;
+    h.tokenizer_kind = c.tokenizer_kind;
+    return h;
+  }
+  const Llama2cHeader l = ReadLlama2cHeader(h.path);
+  h.format = l.format;
+  h.config = l.config;
+  return h;
+}
+
+LoadedModel LoadModelFile(const std::string& model, const ModelFileOptions& options,
+                          std::vector<std::string>* notes) {
+  LoadedModel loaded;
+  loaded.header.path = ResolveModelPath(model, notes);
+  if (IsCheckpointPath(loaded.header.path)) {
+    if (!options.tokenizer_path.empty()) {
+      Fail(
+          "ModelFileOptions::tokenizer_path {}: {} is a stretch checkpoint, which carries its own "
+          "tokenizer (and ModelFileOptions::tokenizer_path reads llama2.c tokenizer files only); "
+          "leave ModelFileOptions::tokenizer_path out",
+          options.tokenizer_path, loaded.header.path);
+    }
+    CheckpointModel c = LoadCheckpointModel(loaded.header.path);
+    loaded.header.format = "stretch checkpoint";
+    loaded.header.config = c.header.config;
+    loaded.header.checkpoint = true;
+    loaded.header.step = c.header.step;
+    loaded.header.tokenizer_kind = c.header.tokenizer_kind;
+    loaded.model = std::move(c.model);
+    if (c.tokenizer) {
+      loaded.tokenizer = MakeCheckpointTextTokenizer(std::move(*c.tokenizer));
+    } else if (options.tokenizer_needed) {
+      Fail(
+          "{}: the checkpoint carries no tokenizer (no metadata stretch.tokenizer), expected "
+          "one to turn text into tokens (such a checkpoint can only be given token ids)",
+          loaded.header.path);
+    }
+    return loaded;
+  }
+  const Llama2cHeader header = ReadLlama2cHeader(loaded.header.path);
+  loaded.header.format = header.format;
+  loaded.header.config = header.config;
+  if (options.tokenizer_needed && options.tokenizer_path.empty()) {
+    Fail(
+        "ModelFileOptions::tokenizer_path is required with a llama2.c model ({}): a llama2.c "
+        "tokenizer file such as tok512.bin",
+        loaded.header.path);
+  }
+  loaded.model = LoadLlama2c(loaded.header.path);
+  if (!options.tokenizer_path.empty()) {
+    Tokenizer t = Tokenizer::LoadLlama2c(options.tokenizer_path);
+    CheckVocabMatches(model, loaded.model.config.vocab_size, t);
+    loaded.tokenizer = MakeLlama2cTextTokenizer(std::move(t));
+  }
+  return loaded;
+}
+
+}  // namespace stretch

@@ -1,0 +1,53 @@
+// One entry point for every model file stretch reads, told apart by content, not by name:
+//   a llama2.c checkpoint (legacy or version 1 export; its tokenizer is a separate llama2.c
+//     tokenizer file, tokenizer_path),
+//   a stretch checkpoint (safetensors written by `stretch train`; it carries its own tokenizer,
+//     so tokenizer_path must be empty),
+//   a training run's directory (its newest complete checkpoint, NewestCheckpointIn).
+// The tokenizer comes back behind the one text interface (src/io/text_tokenizer.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/io/text_tokenizer.h"
+#include "src/model/config.h"
+
+namespace stretch {
+
+// What a model file says about itself, from its header alone.
+struct ModelFileHeader {
+  std::string path;    // the file (a directory resolved to its newest checkpoint)
+  std::string format;  // "llama2.c legacy", "llama2.c version 1", "stretch checkpoint"
+  ModelConfig config;  // with the attention layout for a checkpoint
+  bool checkpoint = false;
+  int64_t step = 0;            // checkpoints: the training step
+  std::string tokenizer_kind;  // checkpoints: "bytes", "sentencepiece" or ""
+};
+
+// `notes` (optional) receives a line for each newer checkpoint of a directory passed over, with
+// the reason. Throws stretch::Error naming the file, the field, what was found and expected.
+ModelFileHeader ReadModelFileHeader(const std::string& model,
+                                    std::vector<std::string>* notes = nullptr);
+
+struct ModelFileOptions {
+  // A llama2.c tokenizer file for a llama2.c model (its vocabulary must equal the model's);
+  // refused with a stretch checkpoint, which has its own. Empty: none.
+  std::string tokenizer_path;
+  // The caller turns text into tokens: a model without a tokenizer is then an error.
+  bool tokenizer_needed = false;
+};
+
+struct LoadedModel {
+  ModelFileHeader header;
+  Model model;
+  // The llama2.c tokenizer file's, or the checkpoint's own; null when there is none (a llama2.c
+  // model without tokenizer_path, a checkpoint that carries none) and none was needed.
+  std::unique_ptr<TextTokenizer> tokenizer;
+};
+LoadedModel LoadModelFile(const std::string& model, const ModelFileOptions& options,
+                          std::vector<std::string>* notes = nullptr);
+
+}  // namespace stretch
