@@ -1,4 +1,4 @@
-// Position methods as the issue and the papers define them, pair by pair, for the naive
+// Position methods as their papers define them, pair by pair, for the naive
 // references: which keys query i sees, the relative position (i, j) is rotated by, the frequencies
 // query i uses, and the factor on its logits. Written from the definitions, independently of the
 // segment decomposition in src/position/plan.cc that the kernel uses; the frequencies themselves

@@ -10,7 +10,7 @@
 // S positions (p >= N - S), so each token is still scored once, now with at least N - S tokens
 // of context. Only whole windows are scored; the leftover tail is counted and reported.
 //
-// Fixed tail with growing context (ScoreFixedTail, the seeds' protocol for comparing lengths): the
+// Fixed tail with growing context (ScoreFixedTail, the protocol of Su Jianlin's posts for comparing lengths): the
 // stream is cut into samples of M tokens (M = the longest context compared; sample w is
 // stream[a .. a+M-1], a = w * M). At context C <= M the window feeds BOS followed by the C-1
 // tokens stream[a+M-C .. a+M-2], position p predicts stream[a+M-C+p], and only the last `tail`

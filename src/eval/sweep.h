@@ -1,5 +1,5 @@
 // A sweep: the product of position methods x context lengths, scored with one protocol, and its
-// report (the seeds' table: one row per method, one column per length, each cell the mean
+// report (the table of Su Jianlin's posts: one row per method, one column per length, each cell the mean
 // next-token loss and accuracy).
 //
 // Cells run method-major (every length of the first method, then the next method). Each cell

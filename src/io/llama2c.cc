@@ -51,7 +51,7 @@ constexpr const char* kFieldNames[7] = {"dim",        "hidden_dim", "n_layers", 
                                         "n_kv_heads", "vocab_size", "seq_len"};
 
 // int64 arithmetic that reports overflow as bad input instead of wrapping. The bounds above make
-// overflow impossible today; this keeps the size check exact if they are ever raised.
+// overflow impossible at those bounds; this keeps the size check exact if they are ever raised.
 int64_t MulSize(const std::string& path, int64_t a, int64_t b) {
   int64_t r = 0;
   if (__builtin_mul_overflow(a, b, &r))

@@ -15,19 +15,19 @@
 //
 // 2^x instead of e^x: folding log2(e) into the scale that multiplies q when q is packed saves one
 // multiply per score, and 2^x is what the exponent field computes (Exp2 in attention_simd.h).
-// Anything later added to a score (a bias, a log-n factor) must be expressed in log2 units too.
+// Anything added to a score (a bias, a log-n factor) must be expressed in log2 units too.
 //
 // Structure (DESIGN.md, "The attention engine"). A work item is one kv head g and one query tile:
 // the rows of all H/G query heads that share g, for rows / (H/G) consecutive positions, stacked
 // into one (rows, D) tile, so that each K/V tile is loaded once per group. For each key tile:
 //   1. Mask::Classify(query positions, key positions) -> empty (skipped) / full / partial;
 //   2. ScoreTile: S = Q K^T for the tile (no mask work);
-//   3. ApplyMask, partial tiles only: element mask (today the causal diagonal and the tail of the
+//   3. ApplyMask, partial tiles only: element mask (e.g. the causal diagonal and the tail of the
 //      last tile), scores set to -inf;
 //   4. SoftmaxUpdate: the online max/sum update above, scores become probabilities in place;
 //   5. AccumulatePV: o = alpha o + P V.
-// The mask is a compile-time policy chosen once at dispatch; later position maps, biases and score
-// modifiers become more steps/policies between 2 and 4, per tile kind.
+// The mask is a compile-time policy chosen once at dispatch. Relative maps, XPOS, norms and row
+// scales act where Q and K are packed (per segment); biases between steps 2 and 4.
 //
 // Layouts and SIMD (Highway, static target). Q is packed once per work item, scaled, as (rows, Dp).
 // Each K tile is packed transposed, (D, kBk) (8x8 blocks transposed in registers), so QK^T and the
@@ -44,7 +44,7 @@
 // about 1/rows of the QK^T work; the per-row, per-tile work of the softmax update (one scalar
 // exp2, two reductions) is amortized over kBk keys; large D keeps kBk = 64 so K^T fits in L1.
 //
-// Threads (OpenMP). Prefill: work items (query tile x kv head), dynamic schedule, heaviest (last)
+// Threads (the pool, src/core/threads.h). Prefill: work items (query tile x kv head), dynamic schedule, heaviest (last)
 // query tiles first because causal work is triangular. Few query rows (decode): when there are
 // fewer than two work items per thread, the keys are also split into chunks; each chunk leaves a
 // partial (m, l, o) and a merge step combines them (flash-decoding):
@@ -115,7 +115,7 @@ struct Problem {
 constexpr int kMaxSegments = 3;
 constexpr int kMaxPairsOnStack = 256;  // head dims up to 512 when rotating
 
-// Per-thread scratch, kept across calls (OpenMP reuses its threads): O(tile sizes).
+// Per-thread scratch, kept across calls (the pool keeps its threads): O(tile sizes).
 struct Scratch {
   AlignedVector<float> q, kt, s, seg_s, o, m, l, alpha, rot_cos, rot_sin, xpos_arg, xpos_f;
   std::vector<double> xpos_rel;

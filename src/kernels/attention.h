@@ -5,7 +5,7 @@
 //
 // Letters: T query rows in this call, S keys available, H query heads, G kv heads, D head dim.
 // Key j sits at absolute position j; query row i at absolute position q_pos0 + i. Positions are
-// signed 64-bit so that later relative-position maps can go negative without wrapping.
+// signed 64-bit so that relative-position maps can go negative without wrapping.
 #pragma once
 
 #include <cstdint>
@@ -91,7 +91,7 @@ class KernelRotation {
   HeadRows slots_[kMaxKeySlots];
 };
 
-// Parallelizes internally with OpenMP (over kv heads x query tiles; for a single query row,
+// Parallelizes internally on the thread pool, src/core/threads.h (over kv heads x query tiles; for a single query row,
 // over heads and key blocks); call it from single-threaded code.
 void AttentionForward(HeadRows q, HeadRows k, HeadRows v, HeadRowsMut out,
                       const AttentionDims& dims, const AttentionParams& params);

@@ -46,7 +46,7 @@
 //           parameters' gradients, per item, summed in a fixed order afterwards).
 // The score products of pass 1 are computed again in pass 2: 2 QK^T and 2 dO V^T instead of 1,
 // the price of determinism without a (T, S) buffer. Tile products go to BLAS (sgemm), called
-// from inside the OpenMP loop (OpenBLAS runs single-threaded there).
+// from inside the parallel loop (OpenBLAS runs single-threaded there).
 #include <cblas.h>
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // Position methods as plain data: what a user selects with `--method SPEC`, and the frequency
 // math that turns a method into RoPE angles for one call.
 //
-// Notation (the issue's, used in every comment of src/position): L the training length (the
+// Notation (used in every comment of src/position): L the training length (the
 // checkpoint's seq_len), L' the length fed in this call, s = L'/L the scale, d the rotary dim,
 // theta_t = base^(-2t/d) for pair t = 0 .. d/2 - 1, i a query position, j a key position.
 //

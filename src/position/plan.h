@@ -106,7 +106,7 @@ struct AttentionPlan {
   AttentionBias bias;
   bool query_norm = false;
   bool key_norm = false;
-  // Cosine attention with a per-position lambda (the seeds' second choice, beside a constant
+  // Cosine attention with a per-position lambda (Su Jianlin's second choice, beside a constant
   // lambda = 4 ln(L/2) given as the scale): the logits of query i are also multiplied by
   // ln(n_i / 2), n_i = i + 1 the number of keys a causal query sees, so that with scale 4 the
   // row's lambda is 4 ln(n_i / 2). (Row 0 sees one key, so its negative factor changes nothing.)

@@ -312,7 +312,7 @@ void ApplyAttentionSpec(std::string_view spec, TrainArch& arch) {
       Fail("attention spec {}: unknown piece \"{}\" (allowed: {})", spec, piece, kAllowed);
     }
   }
-  // Cosine attention's lambda (the seeds' definitions): 4 ln(L / 2) for the training length L, or
+  // Cosine attention's lambda (Su Jianlin's definitions): 4 ln(L / 2) for the training length L, or
   // per position 4 ln((i + 1) / 2) (the scale 4 times the plan's per-position factor); a given
   // scale=X replaces the 4 ln(L / 2) or the 4.
   if (cosine && arch.model.attention.logit_scale == 0.0) {

@@ -9,8 +9,8 @@
 //   O = (U * (A V)) W_o                 (N, C), A the attention matrix, * elementwise
 // with phi = SiLU (Swish) and RoPE on Q and K. The paper's A is relu^2(Q K^T / n + rel. bias)
 // and its code normalizes the unit's input (pre-norm) (as Su Jianlin reads the paper,
-// kexue.fm/archives/8934); the variant this project follows is the seeds' (Su's GAU-alpha,
-// kexue.fm/archives/9052, code github.com/ZhuiyiTechnology/GAU-alpha models.py on top of
+// kexue.fm/archives/8934); the variant this project follows is Su Jianlin's GAU-alpha
+// (kexue.fm/archives/9052, code github.com/ZhuiyiTechnology/GAU-alpha models.py on top of
 // bert4keras' GatedAttentionUnit), which differs in three facts:
 //   - A = softmax(Q K^T / sqrt(S)) (the "softmax_plus" normalization: softmax of the logits times
 //     log n / log 512, n the sequence length and 512 the training length; see the note on log-n

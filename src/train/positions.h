@@ -1,4 +1,4 @@
-// Position perturbation for training ("position robustness" in the seeds): the positions a
+// Position perturbation for training ("position robustness" in Su Jianlin's posts): the positions a
 // training window's tokens are rotated at, instead of 0 .. T-1, so that a model trained on T
 // tokens meets the relative distances of a longer context.
 //

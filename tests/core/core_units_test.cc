@@ -33,7 +33,7 @@ namespace {
 
 // ---- STRETCH_CHECK -----------------------------------------------------------------------------
 
-// Death tests fork; the thread tests below may have started an OpenMP pool, so the child re-runs
+// Death tests fork; the thread tests below may have started the thread pool, so the child re-runs
 // the binary up to the statement instead of forking a threaded process.
 class CheckDeathTest : public ::testing::Test {
  protected:

@@ -1,6 +1,6 @@
 // The real stories260K model on 2,048 tokens of real text (4x its trained length) under every
 // position method: the engine's float32 mean loss against the naive double forward told the
-// method pair by pair (reference/method_llama.h), to 1e-4 nats as the issue asks.
+// method pair by pair (reference/method_llama.h), to 1e-4 nats.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // Every position method through the tiled kernel against the naive double reference, which is
-// told each method pair by pair as the issue defines it (reference/position.h).
+// told each method pair by pair as its paper defines it (reference/position.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// The segment decomposition of relative maps (src/position/plan.cc) against the maps as the issue
-// defines them (reference/position.h), pair by pair, and the tile/run classification the kernel
+// The segment decomposition of relative maps (src/position/plan.cc) against the maps as their
+// papers define them (reference/position.h), pair by pair, and the tile/run classification the kernel
 // relies on: SegmentsIn never misses a segment, SegmentRunEnd never spans a change.
 #include "src/position/plan.h"
 

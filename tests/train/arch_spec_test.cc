@@ -111,7 +111,7 @@ TEST(ArchSpec, LaterVariants) {
   ExpectError([&] { ApplyPositionSpec("sandwich:dim=7", a); }, "even");
 }
 
-// rope:pi=F and rope:ntk=F (the seeds' fine-tuning initialisations): PI is the model's own
+// rope:pi=F and rope:ntk=F (the fine-tuning initialisations of Su Jianlin's posts): PI is the model's own
 // interpolation, NTK exactly a new base, resolved at the head dim; both print back to a spec that
 // parses to the same architecture.
 TEST(ArchSpec, PositionInterpolationAndNtk) {
