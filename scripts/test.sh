@@ -13,7 +13,10 @@ fi
 bash scripts/setup.sh all
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+# One test process per core: the tests share no files (each has its own temporary directory) and
+# time nothing, and the thread pool does not stall when a core is busy (src/core/threads.h).
+JOBS=$(nproc)
 echo "== tests: Debug + AddressSanitizer + UndefinedBehaviorSanitizer =="
-ctest --test-dir build/debug-asan --output-on-failure
+ctest --test-dir build/debug-asan --output-on-failure -j "$JOBS"
 echo "== tests: Release =="
-ctest --test-dir build/release --output-on-failure
+ctest --test-dir build/release --output-on-failure -j "$JOBS"
