@@ -127,12 +127,6 @@ void SwiGlu(float* gate, const float* up, int64_t n) {
   });
 }
 
-void Silu(float* x, int64_t n) {
-  ParallelFor(n, WorkGrain(n, n, 65536), [&](int64_t i_begin, int64_t i_end) {
-    for (int64_t i = i_begin; i < i_end; ++i) x[i] = x[i] / (1.0f + std::exp(-x[i]));
-  });
-}
-
 void AddInPlace(float* a, const float* b, int64_t n) {
   ParallelFor(n, WorkGrain(n, n, 262144), [&](int64_t i_begin, int64_t i_end) {
     for (int64_t i = i_begin; i < i_end; ++i) a[i] += b[i];
@@ -330,6 +324,24 @@ void SwiGluBackward(const Real* dh, const Real* g, const Real* u, Real* dg, Real
       du[i] = dhi * (gi * s);
       // forward: h = silu(g) * u, silu(g) = g s;  so: dg = dh * u * s * (1 + g * (1 - s))
       dg[i] = dhi * ui * (s * (Real(1) + gi * (Real(1) - s)));
+    }
+  });
+}
+
+template <typename Real>
+void SiluForward(const Real* h, Real* y, int64_t n) {
+  ParallelFor(n, WorkGrain(n, n, 65536), [&](int64_t i_begin, int64_t i_end) {
+    for (int64_t i = i_begin; i < i_end; ++i) y[i] = h[i] / (Real(1) + std::exp(-h[i]));
+  });
+}
+
+template <typename Real>
+void SiluBackward(const Real* dy, const Real* h, Real* dh, int64_t n) {
+  ParallelFor(n, WorkGrain(n, n, 65536), [&](int64_t i_begin, int64_t i_end) {
+    for (int64_t i = i_begin; i < i_end; ++i) {
+      const Real s = Real(1) / (Real(1) + std::exp(-h[i]));  // exp overflows to inf for h < -88
+                                                             // (float): s = 0, dh = 0, as it should
+      dh[i] = dy[i] * (s * (Real(1) + h[i] * (Real(1) - s)));
     }
   });
 }
@@ -557,6 +569,8 @@ void HeadScaleBackward(Real* d, const Real* x_in, int64_t T, int H, int D, const
   template void SwiGluForward<Real>(const Real*, const Real*, Real*, int64_t);                     \
   template void SwiGluBackward<Real>(const Real*, const Real*, const Real*, Real*, Real*,          \
                                      int64_t);                                                     \
+  template void SiluForward<Real>(const Real*, Real*, int64_t);                                    \
+  template void SiluBackward<Real>(const Real*, const Real*, Real*, int64_t);                      \
   template void RopeInterleavedForward<Real>(Real*, int64_t, int, int64_t, int64_t,                \
                                              const RopeAngles<Real>&);                             \
   template void RopeInterleavedBackward<Real>(Real*, int64_t, int, int64_t, int64_t,               \

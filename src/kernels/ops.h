@@ -30,8 +30,6 @@ void RmsNorm(const float* x, const float* w, float* out, int64_t T, int C, float
 
 // SwiGLU (Shazeer 2020): gate[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)).
 void SwiGlu(float* gate, const float* up, int64_t n);
-// SiLU in place: x[i] = x[i] / (1 + exp(-x[i])) (the GAU's phi; the trainer's SiluForward).
-void Silu(float* x, int64_t n);
 
 // Adds b to a: a[i] += b[i].
 // Backward of the residual add x = x + f(x): forward: a[i] += b[i];  so: db[i] = da[i] and da[i]
@@ -151,6 +149,15 @@ void SwiGluBackward(const Real* dh,  // (T, F)
                     Real* dg,        // (T, F)
                     Real* du,        // (T, F)
                     int64_t n);
+
+// SiLU (Swish with beta = 1), the GAU's phi: y[i] = h[i] s, s = 1 / (1 + exp(-h[i])), as
+// SwiGLU's gate. y may be h (in place).
+template <typename Real>
+void SiluForward(const Real* h, Real* y, int64_t n);
+// forward: y = h s,  s' = s (1 - s)
+// so: dh = dy * (s + h s (1 - s)) = dy * s (1 + h (1 - s))   (overwrites dh; dh may be dy)
+template <typename Real>
+void SiluBackward(const Real* dy, const Real* h, Real* dh, int64_t n);
 
 // The rotation angles of T rows as cos/sin tables (RopeTable's layout, any number type).
 template <typename Real>

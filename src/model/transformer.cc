@@ -8,6 +8,7 @@
 #include "src/core/error.h"
 #include "src/kernels/attention.h"
 #include "src/kernels/ops.h"
+#include "src/model/block.h"
 #include "src/position/rope.h"
 
 namespace stretch {
@@ -292,9 +293,10 @@ void Transformer::SetPlan(AttentionPlan plan) {
 
 int64_t Transformer::ActivationBytes(const ModelConfig& c, int64_t T) {
   // x (T, C); xb (T, max(C, G D)); q, att (T, H D) each; h1, h3 (T, F); k, v staging
-  // (T, 2 G D). For LLaMA H D = C and G D <= C.
+  // (T, 2 G D); the GAU's Q and K before their copies (T, 2 S). For LLaMA H D = C and G D <= C.
   const int64_t C = c.dim, Q = int64_t{c.n_heads} * c.head_dim(), KV = c.kv_dim();
-  return T * (C + std::max(C, KV) + 2 * Q + 2 * int64_t{c.hidden_dim} + 2 * KV) *
+  const int64_t gau_qk = c.Gau() ? 2 * int64_t{c.key_dim} : 0;
+  return T * (C + std::max(C, KV) + 2 * Q + 2 * int64_t{c.hidden_dim} + 2 * KV + gau_qk) *
          static_cast<int64_t>(sizeof(float));
 }
 
@@ -336,6 +338,9 @@ void Transformer::ReserveScratch(int64_t T) {
   }
   if (kv_tmp_.size() < 2 * static_cast<size_t>(T) * c.kv_dim()) {
     kv_tmp_.resize(2 * static_cast<size_t>(T) * c.kv_dim());
+  }
+  if (c.Gau() && gau_qk_.size() < 2 * static_cast<size_t>(T) * c.key_dim) {
+    gau_qk_.resize(2 * static_cast<size_t>(T) * c.key_dim);
   }
 }
 
@@ -414,55 +419,48 @@ void Transformer::Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, flo
                         int64_t cap) {
   const ModelConfig& c = model_.config;
   const LayerWeights& lw = model_.weights.layers[static_cast<size_t>(l)];
-  const int C = c.dim, F = c.hidden_dim, KV = c.kv_dim();
-  const size_t TC = static_cast<size_t>(T) * C;
+  const int KV = c.kv_dim();
   float* k_new = kv_tmp_.data();                                // (T, G*D)
   float* v_new = kv_tmp_.data() + static_cast<size_t>(T) * KV;  // (T, G*D)
   if (c.Gau()) {
-    // x <- RMSNorm(x + (U * (A V)) Wo), no gain (the top of config.h; the trainer's
-    // GauLayerForward). V is the values (T, E) = R slices of width S; Q and K go to the R heads
-    // as copies.
-    const int E = F, S = c.key_dim, R = c.n_heads;
-    float* u = h1_.data();  // (T, E)
-    float* z = h3_.data();  // (T, S)
-    MatMulRows(x, lw.gau_u.data(), u, T, C, E);
-    MatMulRows(x, lw.gau_v.data(), v_new, T, C, E);
-    MatMulRows(x, lw.gau_z.data(), z, T, C, S);
-    Silu(u, T * E);
-    Silu(v_new, T * E);
-    Silu(z, T * S);
-    for (int64_t t = 0; t < T; ++t) {
-      const float* zt = z + t * S;
-      for (int r = 0; r < R; ++r) {
-        float* qt = q_.data() + (t * R + r) * S;
-        float* kt = k_new + (t * R + r) * S;
-        for (int d = 0; d < S; ++d) {
-          qt[d] = lw.gamma_q[static_cast<size_t>(d)] * zt[d] + lw.beta_q[static_cast<size_t>(d)];
-          kt[d] = lw.gamma_k[static_cast<size_t>(d)] * zt[d] + lw.beta_k[static_cast<size_t>(d)];
+    // V goes straight to the new values (T, E) = R slices of width S; Q and K (T, S) go to the R
+    // kernel heads as copies (src/model/block.h).
+    const int S = c.key_dim, R = c.n_heads;
+    float* gq = gau_qk_.data();  // (T, S)
+    float* gk = gq + static_cast<size_t>(T) * S;
+    const GauBlockBuffers<float> b{.u = h1_.data(),
+                                   .v = v_new,
+                                   .z = h3_.data(),
+                                   .q = gq,
+                                   .k = gk,
+                                   .att = att_.data(),
+                                   .g = h1_.data(),
+                                   .o = xb_.data(),
+                                   .ones = ones_.data()};
+    GauBlockForward(lw, GauConfigOf(c, l), x, T, b, [&] {
+      for (int64_t t = 0; t < T; ++t) {
+        for (int r = 0; r < R; ++r) {
+          std::memcpy(q_.data() + (t * R + r) * S, gq + t * S, sizeof(float) * S);
+          std::memcpy(k_new + (t * R + r) * S, gk + t * S, sizeof(float) * S);
         }
       }
-    }
-    Attend(l, T, pos0, kc, vc, cap);
-    for (size_t i = 0; i < static_cast<size_t>(T) * E; ++i) u[i] *= att_[i];
-    MatMulRows(u, lw.wo.data(), xb_.data(), T, E, C);
-    AddInPlace(x, xb_.data(), static_cast<int64_t>(TC));
-    RmsNorm(x, ones_.data(), x, T, C, c.norm_eps);
+      Attend(l, T, pos0, kc, vc, cap);
+    });
     return;
   }
-  RmsNorm(x, lw.attn_norm.data(), xb_.data(), T, C, c.norm_eps);
-  MatMulRows(xb_.data(), lw.wq.data(), q_.data(), T, C, C);
-  MatMulRows(xb_.data(), lw.wk.data(), k_new, T, C, KV);
-  MatMulRows(xb_.data(), lw.wv.data(), v_new, T, C, KV);
-  Attend(l, T, pos0, kc, vc, cap);
-  MatMulRows(att_.data(), lw.wo.data(), xb_.data(), T, C, C);
-  AddInPlace(x, xb_.data(), static_cast<int64_t>(TC));
-
-  RmsNorm(x, lw.ffn_norm.data(), xb_.data(), T, C, c.norm_eps);
-  MatMulRows(xb_.data(), lw.w1.data(), h1_.data(), T, C, F);
-  MatMulRows(xb_.data(), lw.w3.data(), h3_.data(), T, C, F);
-  SwiGlu(h1_.data(), h3_.data(), T * F);
-  MatMulRows(h1_.data(), lw.w2.data(), xb_.data(), T, F, C);
-  AddInPlace(x, xb_.data(), static_cast<int64_t>(TC));
+  // The block's scratch: xb_ holds a, then f, then each output projection (and, inside Attend, a
+  // rotated key copy); h1_ holds g, then silu(g) * u.
+  const LlamaBlockBuffers<float> b{.a = xb_.data(),
+                                   .q = q_.data(),
+                                   .k = k_new,
+                                   .v = v_new,
+                                   .att = att_.data(),
+                                   .f = xb_.data(),
+                                   .g = h1_.data(),
+                                   .u = h3_.data(),
+                                   .h = h1_.data(),
+                                   .proj = xb_.data()};
+  LlamaBlockForward(lw, c, x, T, b, [&] { Attend(l, T, pos0, kc, vc, cap); });
 }
 
 void Transformer::Attend(int l, int64_t T, int64_t pos0, float* kc, float* vc, int64_t cap) {

@@ -5,8 +5,9 @@
 //               positions ; x += attention(q, k, v) Wo^T
 //               h = rmsnorm(x) ; x += (silu(h W1^T) * (h W3^T)) W2^T
 //   logits = rmsnorm(x) Wcls^T
-// Prefill runs a whole chunk of tokens with matrix products (OpenBLAS) and the tiled attention
-// kernel; decode is the same path with one token. Keys and values go into a KvCache.
+// Each layer is the block of src/model/block.h, the one the trainer runs too. Prefill runs a
+// whole chunk of tokens with matrix products (OpenBLAS) and the tiled attention kernel; decode is
+// the same path with one token. Keys and values go into a KvCache.
 //
 // Position methods (src/position/method.h) select how q and k are rotated, which keys a query sees
 // and how logits are scaled. When a method never changes a key's rotation (plain, PI, NTK, YaRN,
@@ -221,7 +222,8 @@ class Transformer {
   int64_t prefill_chunk_ = kDefaultPrefillChunk;
   // Scratch, reused across calls (sized for the largest chunk seen).
   AlignedVector<float> xb_, q_, att_, h1_, h3_, kv_tmp_;
-  std::vector<float> ones_;  // (C) the GAU's norms' gain of 1
+  AlignedVector<float> gau_qk_;  // the GAU's Q and K (T, S) each, before their R copies
+  std::vector<float> ones_;      // (C) the GAU's norms' gain of 1
 };
 
 }  // namespace stretch

@@ -7,7 +7,7 @@
 // Shapes, fixed letters: B sequences, T positions each (the training length or less), N = B*T
 // rows, C width, F FFN width, H query heads, G kv heads, D head dim, V vocabulary.
 //
-// One layer (pre-norm LLaMA block, as src/model/transformer.cc runs it at inference):
+// One layer (the pre-norm LLaMA block of src/model/block.h, which inference runs too):
 //   a = RMSNorm(x; attn_norm)
 //   q = a Wq^T, k = a Wk^T, v = a Wv^T          (N, H*D), (N, G*D), (N, G*D)
 //   q, k rotated by RoPE at positions 0..T-1    (unless the layer has no position: NoPE)
@@ -19,7 +19,7 @@
 //   h = silu(f W1^T) * (f W3^T);  x' = x1 + h W2^T
 // and at the end: logits = RMSNorm(x; final_norm) Wcls^T, loss = mean cross-entropy.
 //
-// Or, with ModelBlock::kGau, every layer one post-norm Gated Attention Unit (src/train/gau_layer.h,
+// Or, with ModelBlock::kGau, every layer one post-norm Gated Attention Unit (src/model/block.h,
 // single head, E expansion width = model.hidden_dim, S key width = model.key_dim):
 //   x = RMSNorm(E[tokens]) with no gain   (RoFormerV2 / GAU-alpha's Embedding-Norm)
 //   x' = RMSNorm(x + GAU(x)) with no gain (post-norm)
@@ -44,6 +44,7 @@
 #include "src/io/model_arch.h"
 #include "src/kernels/attention.h"
 #include "src/kernels/ops.h"
+#include "src/model/block.h"
 #include "src/model/config.h"
 #include "src/model/transformer.h"
 #include "src/position/method.h"
@@ -139,8 +140,7 @@ class TrainTransformer {
     STRETCH_CHECK(B >= 1 && T >= 1 && static_cast<int64_t>(tokens.size()) == B * (T + 1),
                   "tokens={} B={}", tokens.size(), B);
     const int64_t N = B * T;
-    const int C = m.dim, F = m.hidden_dim, H = m.n_heads, G = m.n_kv_heads, D = m.head_dim(),
-              V = m.vocab_size;
+    const int C = m.dim, V = m.vocab_size;
     acts.B = B;
     acts.T = T;
     acts.inputs.resize(static_cast<size_t>(N));
@@ -163,82 +163,15 @@ class TrainTransformer {
     const RopeTables& rope = Rope(T);
     PerturbedTables(B, T, acts);
     acts.layers.resize(static_cast<size_t>(m.n_layers));
-    const Real scale = static_cast<Real>(arch_.model.LogitScale());
     for (int l = 0; l < m.n_layers; ++l) {
       const LayerWeightsOf<Real>& W = p.layers[static_cast<size_t>(l)];
-      LayerActs<Real>& A = acts.layers[static_cast<size_t>(l)];
       if (arch_.model.Gau()) {  // x' = RMSNorm(x + GAU(x)), in place
         GauLayerForward<Real, Attn>(W, GauConfigOf(arch_.model, l), LayerPlan(arch_, W, l, T),
-                                    &rope.angles, x.data(), B, T, A.gau, x.data());
+                                    &rope.angles, x.data(), B, T,
+                                    acts.layers[static_cast<size_t>(l)].gau, x.data());
         continue;
       }
-      A.x = x;
-      A.a.resize(x.size());
-      RmsNormForward(x.data(), W.attn_norm.data(), A.a.data(), N, C, static_cast<Real>(m.norm_eps));
-      A.q.resize(static_cast<size_t>(N * H * D));
-      A.k.resize(static_cast<size_t>(N * G * D));
-      A.v.resize(static_cast<size_t>(N * G * D));
-      LinearForward(A.a.data(), W.wq.data(), A.q.data(), N, C, int64_t{H} * D);
-      LinearForward(A.a.data(), W.wk.data(), A.k.data(), N, C, int64_t{G} * D);
-      LinearForward(A.a.data(), W.wv.data(), A.v.data(), N, C, int64_t{G} * D);
-      // q, k: rotated, normalized (QueryNorm / KeyNorm), then XPOS's decay: the order of the
-      // inference kernel (src/kernels/attention.cc, PackQueries / PackKeyTile), so that with the
-      // norms the decay still multiplies unit vectors and the score is a function of i - j.
-      if (UsesRope(l)) {
-        for (int64_t b = 0; b < B; ++b) {
-          RopeInterleavedForward(A.q.data() + b * T * H * D, T, H, int64_t{H} * D, D,
-                                 RowAngles(acts, rope, b));
-          RopeInterleavedForward(A.k.data() + b * T * G * D, T, G, int64_t{G} * D, D,
-                                 RowAngles(acts, rope, b));
-        }
-      }
-      if (arch_.model.attention.query_norm) {  // forward: q <- q / |q| per head
-        A.q_raw = A.q;
-        L2NormalizeForward(A.q_raw.data(), A.q.data(), N * H, D);
-      }
-      if (arch_.model.attention.key_norm) {
-        A.k_raw = A.k;
-        L2NormalizeForward(A.k_raw.data(), A.k.data(), N * G, D);
-      }
-      if (UsesRope(l) && Xpos()) {  // q, k <- XPOS decay per pair
-        for (int64_t b = 0; b < B; ++b) {
-          PairScaleForward(A.q.data() + b * T * H * D, T, H, int64_t{H} * D, D, D / 2,
-                           rope.xpos_q.data());
-          PairScaleForward(A.k.data() + b * T * G * D, T, G, int64_t{G} * D, D, D / 2,
-                           rope.xpos_k.data());
-        }
-      }
-      if (arch_.model.attention.ssmax) {  // forward: q[i, h] <- s_h ln(i + 1) q[i, h]
-        A.q_unscaled = A.q;
-        for (int64_t b = 0; b < B; ++b) {
-          HeadScaleForward(A.q.data() + b * T * H * D, T, H, D, rope.log_n.data(), W.ssmax.data());
-        }
-      }
-      A.att.resize(A.q.size());
-      A.lse.resize(static_cast<size_t>(N * H));
-      const AttentionPlan plan = LayerPlan(arch_, W, l, T);
-      const AttentionDims dims{T, T, 0, H, G, D};
-      for (int64_t b = 0; b < B; ++b) {
-        Attn::Forward(A.q.data() + b * T * H * D, A.k.data() + b * T * G * D,
-                      A.v.data() + b * T * G * D, A.att.data() + b * T * H * D,
-                      A.lse.data() + b * T * H, dims, scale, plan);
-      }
-      A.x1 = x;
-      std::vector<Real> proj(static_cast<size_t>(N * C));
-      LinearForward(A.att.data(), W.wo.data(), proj.data(), N, int64_t{H} * D, C);
-      for (size_t i = 0; i < proj.size(); ++i) A.x1[i] += proj[i];
-      A.f.resize(x.size());
-      RmsNormForward(A.x1.data(), W.ffn_norm.data(), A.f.data(), N, C,
-                     static_cast<Real>(m.norm_eps));
-      A.g.resize(static_cast<size_t>(N * F));
-      A.u.resize(A.g.size());
-      A.h.resize(A.g.size());
-      LinearForward(A.f.data(), W.w1.data(), A.g.data(), N, C, F);
-      LinearForward(A.f.data(), W.w3.data(), A.u.data(), N, C, F);
-      SwiGluForward(A.g.data(), A.u.data(), A.h.data(), N * F);
-      LinearForward(A.h.data(), W.w2.data(), proj.data(), N, F, C);
-      x = A.x1;
-      for (size_t i = 0; i < proj.size(); ++i) x[i] += proj[i];
+      LlamaLayerForward(acts, l, W, rope, x.data());
     }
     acts.x_final = x;
     std::vector<Real> xn(x.size());
@@ -400,6 +333,70 @@ class TrainTransformer {
     return TrainedRopeThetas(static_cast<double>(arch_.model.rope_base), arch_.model.head_dim(),
                              RotatedPairs(arch_),
                              static_cast<double>(arch_.model.rope_interpolation));
+  }
+  // Layer l of a LLaMA model on x (N, C), in place: the block of src/model/block.h, keeping what
+  // the backward needs in acts.layers[l]. Its attention: q, k rotated, normalized (QueryNorm /
+  // KeyNorm), then XPOS's decay: the order of the inference kernel (src/kernels/attention.cc,
+  // PackQueries / PackKeyTile), so that with the norms the decay still multiplies unit vectors and
+  // the score is a function of i - j; then SSMax's scale and the kernel, one sequence at a time.
+  void LlamaLayerForward(TrainActs<Real>& acts, int l, const LayerWeightsOf<Real>& W,
+                         const RopeTables& rope, Real* x) const {
+    const ModelConfig& m = arch_.model;
+    const int64_t B = acts.B, T = acts.T, N = B * T;
+    const int C = m.dim, F = m.hidden_dim, H = m.n_heads, G = m.n_kv_heads, D = m.head_dim();
+    LayerActs<Real>& A = acts.layers[static_cast<size_t>(l)];
+    auto sized = [](std::vector<Real>& v, int64_t n) {
+      v.resize(static_cast<size_t>(n));
+      return v.data();
+    };
+    std::vector<Real> proj(static_cast<size_t>(N * C));
+    const LlamaBlockBuffers<Real> buffers{
+        sized(A.x, N * C),     sized(A.a, N * C),     sized(A.q, N * H * D),
+        sized(A.k, N * G * D), sized(A.v, N * G * D), sized(A.att, N * H * D),
+        sized(A.x1, N * C),    sized(A.f, N * C),     sized(A.g, N * F),
+        sized(A.u, N * F),     sized(A.h, N * F),     proj.data()};
+    sized(A.lse, N * H);
+    auto attend = [&] {
+      if (UsesRope(l)) {
+        for (int64_t b = 0; b < B; ++b) {
+          RopeInterleavedForward(A.q.data() + b * T * H * D, T, H, int64_t{H} * D, D,
+                                 RowAngles(acts, rope, b));
+          RopeInterleavedForward(A.k.data() + b * T * G * D, T, G, int64_t{G} * D, D,
+                                 RowAngles(acts, rope, b));
+        }
+      }
+      if (m.attention.query_norm) {  // forward: q <- q / |q| per head
+        A.q_raw = A.q;
+        L2NormalizeForward(A.q_raw.data(), A.q.data(), N * H, D);
+      }
+      if (m.attention.key_norm) {
+        A.k_raw = A.k;
+        L2NormalizeForward(A.k_raw.data(), A.k.data(), N * G, D);
+      }
+      if (UsesRope(l) && Xpos()) {  // q, k <- XPOS decay per pair
+        for (int64_t b = 0; b < B; ++b) {
+          PairScaleForward(A.q.data() + b * T * H * D, T, H, int64_t{H} * D, D, D / 2,
+                           rope.xpos_q.data());
+          PairScaleForward(A.k.data() + b * T * G * D, T, G, int64_t{G} * D, D, D / 2,
+                           rope.xpos_k.data());
+        }
+      }
+      if (m.attention.ssmax) {  // forward: q[i, h] <- s_h ln(i + 1) q[i, h]
+        A.q_unscaled = A.q;
+        for (int64_t b = 0; b < B; ++b) {
+          HeadScaleForward(A.q.data() + b * T * H * D, T, H, D, rope.log_n.data(), W.ssmax.data());
+        }
+      }
+      const AttentionPlan plan = LayerPlan(arch_, W, l, T);
+      const AttentionDims dims{T, T, 0, H, G, D};
+      const Real scale = static_cast<Real>(m.LogitScale());
+      for (int64_t b = 0; b < B; ++b) {
+        Attn::Forward(A.q.data() + b * T * H * D, A.k.data() + b * T * G * D,
+                      A.v.data() + b * T * G * D, A.att.data() + b * T * H * D,
+                      A.lse.data() + b * T * H, dims, scale, plan);
+      }
+    };
+    LlamaBlockForward(W, m, x, N, buffers, attend);
   }
   // The q/k side of a LLaMA layer's backward, in the forward's reverse order: SSMax's scale,
   // XPOS's decay, QueryNorm / KeyNorm, RoPE. dq, dk: the gradients at the kernel's inputs, turned
