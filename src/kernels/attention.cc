@@ -595,10 +595,7 @@ void RunAll(Problem pb, const Mask& mask) {
 
 template <int kD>
 void RunMasked(const Problem& pb) {
-  if (pb.plan == nullptr || pb.plan->mask == MaskKind::kCausal) return RunAll<kD>(pb, CausalMask{});
-  if (pb.plan->mask == MaskKind::kWindow) return RunAll<kD>(pb, WindowMask{pb.plan->window});
-  if (pb.plan->mask == MaskKind::kBlock) return RunAll<kD>(pb, BlockMask{pb.plan->window / 2});
-  return RunAll<kD>(pb, LambdaMask{pb.plan->window, pb.plan->sinks});
+  WithMask(pb.plan, [&](const auto& mask) { RunAll<kD>(pb, mask); });
 }
 
 }  // namespace

@@ -60,11 +60,14 @@
 #include "src/core/check.h"
 #include "src/core/threads.h"
 #include "src/kernels/attention.h"
+#include "src/kernels/attention_tile.h"
 #include "src/kernels/ops.h"
 #include "src/position/rope.h"
 
 namespace stretch {
 namespace {
+
+using attention_internal::TileKind;
 
 constexpr int kTile = 64;
 constexpr int kMaxSegments = 3;  // the chunked map's; every other map has 1 or 2
@@ -89,19 +92,6 @@ struct Backward {
   std::vector<RopeTable> key_tab;
   bool rotate = false;
 
-  bool Visible(int64_t i, int64_t j) const {
-    return plan != nullptr ? plan->Visible(i, j) : j <= i;
-  }
-  // The first key any query in [q_lo, q_hi] sees (masks are monotone in i).
-  int64_t KeyBegin(int64_t q_lo) const { return plan != nullptr ? plan->FirstVisibleKey(q_lo) : 0; }
-  // Does any query of [q_lo, q_hi] see a key of [k_lo, k_hi]? (Lambda: the window's keys or a
-  // sink; FirstVisibleKey is 0 there because of the sinks.)
-  bool TileSeen(int64_t q_lo, int64_t q_hi, int64_t k_lo, int64_t k_hi) const {
-    if (plan != nullptr && plan->mask == MaskKind::kLambda) {
-      return k_lo <= q_hi && (k_hi > q_lo - plan->window || k_lo < plan->sinks);
-    }
-    return k_lo <= q_hi && k_hi >= KeyBegin(q_lo);
-  }
   // Segments the pairs of a tile may fall in (bit s: segment s; a superset).
   uint32_t Segments(int64_t q_lo, int64_t q_hi, int64_t k_lo, int64_t k_hi) const {
     return map != nullptr ? map->SegmentsIn(q_lo, q_hi, k_lo, k_hi) : 1u;
@@ -138,8 +128,9 @@ struct TileWork {
   }
 };
 
-void ComputeTile(const Backward& b, int h, int64_t i0, int nq, int64_t j0, int nk, uint32_t segs,
-                 TileWork& w) {
+template <class Mask>
+void ComputeTile(const Backward& b, const Mask& mask, int h, int64_t i0, int nq, int64_t j0, int nk,
+                 uint32_t segs, TileWork& w) {
   const int g = h / b.group;
   if ((segs & (segs - 1)) == 0) {
     // One segment: s = q k^T (raw dot products) of that segment's q copy and key slot.
@@ -188,7 +179,7 @@ void ComputeTile(const Backward& b, int h, int64_t i0, int nq, int64_t j0, int n
     float* gr = w.g.data() + a * kTile;
     for (int x = 0; x < nk; ++x) {
       const int64_t j = j0 + x;
-      if (!b.Visible(pos, j) || lse == -std::numeric_limits<float>::infinity()) {
+      if (!mask.Visible(pos, j) || lse == -std::numeric_limits<float>::infinity()) {
         pr[x] = 0.0f;
         dpr[x] = 0.0f;
         gr[x] = 0.0f;
@@ -358,7 +349,8 @@ void PrepareRows(Backward& b) {
 }
 
 // Pass 1: dk, dv per (kv head, key tile); dk per key slot (dkr^slot), then back to raw k.
-void KeyPass(const Backward& b, const AttentionGrads& grads) {
+template <class Mask>
+void KeyPass(const Backward& b, const Mask& mask, const AttentionGrads& grads) {
   const int D = b.D, pairs = D / 2;
   const HeadRows dout = b.dout;
   const int64_t n_qt = (b.T + kTile - 1) / kTile, n_kt = (b.S + kTile - 1) / kTile;
@@ -388,11 +380,11 @@ void KeyPass(const Backward& b, const AttentionGrads& grads) {
         const int64_t i0 = qt * kTile;
         const int nq = static_cast<int>(std::min<int64_t>(kTile, b.T - i0));
         const int64_t q_lo = b.q_pos0 + i0, q_hi = q_lo + nq - 1;
-        if (!b.TileSeen(q_lo, q_hi, j0, j0 + nk - 1)) continue;
+        if (mask.Classify(q_lo, q_hi, j0, j0 + nk - 1) == TileKind::kEmpty) continue;
         const uint32_t segs = b.Segments(q_lo, q_hi, j0, j0 + nk - 1);
         for (int hh = 0; hh < b.group; ++hh) {
           const int h = g * b.group + hh;
-          ComputeTile(b, h, i0, nq, j0, nk, segs, w);
+          ComputeTile(b, mask, h, i0, nq, j0, nk, segs, w);
           // dv (nk, D) += P^T (nk, nq) do (nq, D)
           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, D, nq, 1.0f, w.p.data(), kTile,
                       b.DoRow(i0, h), static_cast<int>(dout.row_stride), 1.0f, dv.data(), D);
@@ -433,7 +425,9 @@ void KeyPass(const Backward& b, const AttentionGrads& grads) {
 
 // Pass 2: dq per (query head, query tile), per segment (dqr^seg) then back to raw q, and the bias
 // parameters' gradients per item, summed in a fixed order (deterministic).
-void QueryPass(const Backward& b, const AttentionParams& params, const AttentionGrads& grads) {
+template <class Mask>
+void QueryPass(const Backward& b, const Mask& mask, const AttentionParams& params,
+               const AttentionGrads& grads) {
   const AttentionPlan* plan = b.plan;
   const int D = b.D, pairs = D / 2;
   const int64_t n_qt = (b.T + kTile - 1) / kTile, n_kt = (b.S + kTile - 1) / kTile;
@@ -466,9 +460,9 @@ void QueryPass(const Backward& b, const AttentionParams& params, const Attention
       for (int64_t kt = 0; kt < n_kt; ++kt) {
         const int64_t j0 = kt * kTile;
         const int nk = static_cast<int>(std::min<int64_t>(kTile, b.S - j0));
-        if (!b.TileSeen(q_lo, q_hi, j0, j0 + nk - 1)) continue;
+        if (mask.Classify(q_lo, q_hi, j0, j0 + nk - 1) == TileKind::kEmpty) continue;
         const uint32_t segs = b.Segments(q_lo, q_hi, j0, j0 + nk - 1);
-        ComputeTile(b, h, i0, nq, j0, nk, segs, w);
+        ComputeTile(b, mask, h, i0, nq, j0, nk, segs, w);
         // dq^seg (nq, D) += G_seg (nq, nk) k^slot (nk, D)
         for (int seg = 0; seg < b.segments; ++seg) {
           if (!(segs & (1u << seg))) continue;
@@ -532,8 +526,12 @@ void AttentionBackward(HeadRows q, HeadRows k, HeadRows v, HeadRows out, HeadRow
   AlignedVector<float> qrot;
   PrepareSegments(b, q, k, params, qrot);
   PrepareRows(b);
-  KeyPass(b, grads);
-  QueryPass(b, params, grads);
+  // The forward's mask policy (attention_tile.h), chosen once: which tiles are seen, and which
+  // pairs of a tile.
+  attention_internal::WithMask(b.plan, [&](const auto& mask) {
+    KeyPass(b, mask, grads);
+    QueryPass(b, mask, params, grads);
+  });
 }
 
 }  // namespace stretch

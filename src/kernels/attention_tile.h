@@ -95,6 +95,19 @@ struct BlockMask {
   int64_t KeyEnd(int64_t q_hi) const { return q_hi + 1; }
 };
 
+// Calls f(mask) with the mask policy of `plan` (causal without a plan): the one choice of mask
+// for the forward (attention.cc) and the backward (attention_backward.cc), made once per call.
+template <class F>
+void WithMask(const AttentionPlan* plan, F&& f) {
+  if (plan == nullptr) return f(CausalMask{});
+  switch (plan->mask) {
+    case MaskKind::kCausal: return f(CausalMask{});
+    case MaskKind::kWindow: return f(WindowMask{plan->window});
+    case MaskKind::kBlock: return f(BlockMask{plan->window / 2});
+    case MaskKind::kLambda: return f(LambdaMask{plan->window, plan->sinks});
+  }
+}
+
 // Compile-time shape of the kernel for one head dimension (kD = 0: any D, known at run time).
 template <int kD>
 struct Config {
