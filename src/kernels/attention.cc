@@ -650,25 +650,32 @@ void AttentionForward(HeadRows q, HeadRows k, HeadRows v, HeadRowsMut out,
                     "xpos pairs {} D={}", xpos.size(), dims.head_dim);
       pb.xpos = &xpos;
     }
-    pb.rotate = params.rotate;
+    // QkInput (attention.h): what the caller did to q and k, checked against the plan.
+    const auto* fixed = std::get_if<QkStaticRotation>(&params.qk);
+    pb.rotate = fixed != nullptr || std::holds_alternative<QkDynamicRotation>(params.qk);
+    pb.dynamic = plan->dynamic;
     STRETCH_CHECK(pb.rotate || plan->map.IsIdentity(), "a relative map needs raw q and k (rotate)");
     STRETCH_CHECK(!plan->dynamic || pb.rotate, "dynamic frequencies need raw q and k (rotate)");
+    STRETCH_CHECK(!pb.rotate || plan->dynamic == (fixed == nullptr),
+                  "QkStaticRotation is for static plans, QkDynamicRotation for dynamic ones");
     if (pb.rotate) {
       STRETCH_CHECK(dims.head_dim % 2 == 0 && dims.head_dim / 2 <= kMaxPairsOnStack, "D={}",
                     dims.head_dim);
       pb.pairs = dims.head_dim / 2;
       STRETCH_CHECK(static_cast<int>(plan->freq.thetas.size()) == pb.pairs, "pairs {} vs {}",
                     plan->freq.thetas.size(), pb.pairs);
-      pb.dynamic = plan->dynamic;
-      pb.tables = params.tables;
-      if (!pb.dynamic) {
-        STRETCH_CHECK(pb.tables != nullptr && pb.tables->pairs() == pb.pairs &&
-                          pb.tables->pos0() == dims.q_pos0 && pb.tables->Query(0).n == dims.n_q &&
-                          params.key_slots != nullptr,
-                      "rotation tables or key slots not prepared");
-        pb.key_slots = params.key_slots;
-      }
     }
+    if (fixed != nullptr) {
+      STRETCH_CHECK(fixed->tables != nullptr && fixed->tables->pairs() == pb.pairs &&
+                        fixed->tables->pos0() == dims.q_pos0 &&
+                        fixed->tables->Query(0).n == dims.n_q && fixed->key_slots != nullptr,
+                    "rotation tables or key slots not prepared");
+      pb.tables = fixed->tables;
+      pb.key_slots = fixed->key_slots;
+    }
+  } else {
+    STRETCH_CHECK(std::holds_alternative<QkRotated>(params.qk),
+                  "rotating q and k in the kernel needs a plan");
   }
   // Dynamic frequencies differ per query position: one position per query tile.
   pb.tq = pb.dynamic ? 1 : std::max(1, QueryTileRows(dims.head_dim) / pb.group);

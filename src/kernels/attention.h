@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <variant>
 
 #include "src/core/aligned.h"
 #include "src/position/plan.h"
@@ -41,20 +42,29 @@ struct AttentionDims {
 // Lambda), its per-query logit scale (YaRN's attention factor, log-n) and its relative map:
 //   score(i, j) = scale * LogitScale(i) * < R(QueryPos(seg, i)) q_i , R(KeyPos(seg, j)) k_j >
 // with seg = map.SegmentOf(i, j) and R(a) the RoPE rotation by a * theta_t per interleaved pair.
-//   plan == nullptr:        causal; q and k already rotated (the model's plain path).
-//   plan, rotate == false:  q and k already rotated; the plan's map must be the identity.
-//   plan, rotate == true, static plan: q raw, rotated here per segment with `tables` (prepared
-//                           for this call's T queries at q_pos0); keys already rotated once per
-//                           key slot: key_slots[map.KeySlot(seg)] (`k` is not read). A
-//                           KernelRotation (below) builds both from the raw keys.
-//   plan, rotate == true, dynamic plan: q and k raw; query i and its keys are rotated here with
-//                           query i's own frequencies.
+//
+// How q and k reach the kernel, one type per way (AttentionParams::qk):
+//   QkRotated: q and k already rotated by the caller (or never rotated: NoPE, ALiBi, ...). With a
+//       plan, its map must be the identity and its frequencies static (a relative map, or
+//       frequencies that depend on the query, need the raw q and k).
+//   QkStaticRotation: a static plan; q raw, rotated here per segment with `tables` (prepared for
+//       this call's T queries at q_pos0); keys already rotated once per key slot of the map:
+//       key_slots[map.KeySlot(seg)] (`k` is not read).
+//   QkDynamicRotation: a dynamic plan (dynamic-ntk, dynamic-yarn); q and k raw, query i and its
+//       keys rotated here with query i's own frequencies.
+// A KernelRotation (below) builds the last two from the raw keys of a call.
+struct QkRotated {};
+struct QkStaticRotation {
+  const RotationTables* tables = nullptr;
+  const HeadRows* key_slots = nullptr;  // map.KeySlots() entries
+};
+struct QkDynamicRotation {};
+using QkInput = std::variant<QkRotated, QkStaticRotation, QkDynamicRotation>;
+
 struct AttentionParams {
   float scale = 0.0f;  // multiplies q.k before the softmax; usually 1/sqrt(D)
   const AttentionPlan* plan = nullptr;
-  bool rotate = false;
-  const RotationTables* tables = nullptr;
-  const HeadRows* key_slots = nullptr;  // map.KeySlots() entries
+  QkInput qk = QkRotated{};
   // Optional output (T, H), row-major: the log-sum-exp of each row's final scores (natural log;
   // -inf for a row that sees no key). Training keeps it so the backward can recompute the
   // softmax tile by tile: P_ij = exp(score_ij - lse_i).
@@ -68,13 +78,13 @@ struct AttentionParams {
 void RotateKeySlot(const AttentionPlan& plan, const RotationTables& tables, int slot, float* k,
                    int64_t n, int G, int64_t row_stride, int D);
 
-// What the kernel reads besides q, k and v when it rotates (params.rotate), built from the raw
-// keys of the call:
+// What the kernel reads besides q, k and v when it rotates (QkStaticRotation, QkDynamicRotation),
+// built from the raw keys of the call:
 //   static plan:  the query rotation tables for the call's T queries at q_pos0, and the S keys
 //                 rotated once per key slot of the plan's relative map (a copy each; a slot the
 //                 map leaves unrotated reads `k` itself);
 //   dynamic plan: nothing (the kernel rotates query i and its keys with query i's frequencies).
-// Into(params) points params at them: the object must outlive the AttentionForward /
+// Into(params) sets params.qk to them: the object must outlive the AttentionForward /
 // AttentionBackward calls that use it.
 class KernelRotation {
  public:
@@ -110,13 +120,13 @@ struct AttentionGrads {
 // per-query logit scale and an additive bias; QueryNorm, KeyNorm and XPOS are ops on q and k
 // outside the kernel here. `out` and `lse` are the forward's (params.lse set in the forward
 // call); dout (T, H, D) is d loss / d out. The same arguments as the forward, two ways:
-//   rotate == false: q and k already rotated; the identity map only. dq and dk are with respect
-//       to those rotated q and k (the caller then applies RoPE's backward).
-//   rotate == true, static plan with any relative map (src/position/maps/, lambda's sinks) or
-//       the identity: q raw, params.tables and params.key_slots exactly as
-//       in the forward call; `k` is not read. dq and dk are with respect to the RAW q and k: the
-//       rotations are differentiated here, the caller applies no RoPE backward. Dynamic plans
-//       (dynamic-ntk, dynamic-yarn) are refused with a STRETCH_CHECK.
+//   QkRotated: q and k already rotated; the identity map only. dq and dk are with respect to
+//       those rotated q and k (the caller then applies RoPE's backward).
+//   QkStaticRotation, with any relative map (src/position/maps/, lambda's sinks) or the
+//       identity: q raw, the tables and key slots exactly as in the forward call; `k` is not
+//       read. dq and dk are with respect to the RAW q and k: the rotations are differentiated
+//       here, the caller applies no RoPE backward.
+//   QkDynamicRotation is refused with a STRETCH_CHECK (a key's rotation depends on the query).
 // Training with a map: a KernelRotation of the raw keys, as for the forward; dq and dk go
 // straight to the q and k projections' backward.
 // Deterministic: the same inputs give the same bits whatever the thread count.

@@ -13,7 +13,7 @@
 //                                                 db    = dS_ij (and through b's parameters)
 // Grouped-query attention: dk, dv of kv head g sum over the H/G query heads that read it.
 //
-// Relative position maps (params.rotate, static plans: every map of src/position/maps/, Lambda's
+// Relative position maps (QkStaticRotation, static plans: every map of src/position/maps/, Lambda's
 // sinks; src/position/plan.h). q and k are raw; the pair (i, j) falls in segment
 // seg = map.SegmentOf(p_i, j), whose query position a_seg(p_i) = map.QueryPos and key position
 // b_seg(j) = map.KeyPos are rotated separately (attention.cc, RunItem), and segments sharing a
@@ -33,7 +33,7 @@
 // boundary scores once per segment it touches, keeps each element's own score, and splits dS by
 // segment (zeros elsewhere) for the products with that segment's q copy and key slot. The query
 // copies qr^seg (Segments() x (T, H, D) floats: O(T H D), never (T, S)) are made once per call
-// from params.tables, the same tables the forward rotated q with; the keys' angles b_slot(j)
+// from the call's QkStaticRotation tables, the same tables the forward rotated q with; the keys' angles b_slot(j)
 // theta_t are tabulated here for keys 0 .. S-1 (MakeRopeTableAt, as RotationTables does, so the
 // same float cos/sin as the caller's key slots).
 //
@@ -90,7 +90,9 @@ struct Backward {
   int slots = 1;
   // Rotating plans: cos/sin of b_slot(j) theta_t for keys 0 .. S-1 (empty for an unrotated slot).
   std::vector<RopeTable> key_tab;
-  bool rotate = false;
+  bool rotate = false;  // QkStaticRotation: q raw, keys in key_slots, rotated per segment
+  const RotationTables* tables = nullptr;
+  const HeadRows* key_slots = nullptr;
 
   // Segments the pairs of a tile may fall in (bit s: segment s; a superset).
   uint32_t Segments(int64_t q_lo, int64_t q_hi, int64_t k_lo, int64_t k_hi) const {
@@ -256,7 +258,10 @@ void CheckBackwardInputs(const float* lse, const AttentionDims& dims, const Atte
                 "T={} S={} q_pos0={}", dims.n_q, dims.n_kv, dims.q_pos0);
   STRETCH_CHECK(dims.n_heads >= 1 && dims.n_kv_heads >= 1 && dims.n_heads % dims.n_kv_heads == 0,
                 "H={} G={}", dims.n_heads, dims.n_kv_heads);
-  if (params.rotate) {
+  STRETCH_CHECK(!std::holds_alternative<QkDynamicRotation>(params.qk),
+                "the backward has no dynamic frequencies (dynamic-ntk, dynamic-yarn): a key's "
+                "rotation there depends on the query; train with a static plan");
+  if (const auto* fixed = std::get_if<QkStaticRotation>(&params.qk)) {
     STRETCH_CHECK(plan != nullptr, "rotate needs a plan");
     STRETCH_CHECK(!plan->dynamic,
                   "the backward has no dynamic frequencies (dynamic-ntk, dynamic-yarn): a key's "
@@ -264,13 +269,13 @@ void CheckBackwardInputs(const float* lse, const AttentionDims& dims, const Atte
     STRETCH_CHECK(
         dims.head_dim % 2 == 0 && static_cast<int>(plan->freq.thetas.size()) == dims.head_dim / 2,
         "D={} with {} rotary pairs", dims.head_dim, plan->freq.thetas.size());
-    STRETCH_CHECK(params.tables != nullptr && params.tables->pairs() == dims.head_dim / 2 &&
-                      params.tables->pos0() == dims.q_pos0 &&
-                      params.tables->Query(0).n == dims.n_q && params.key_slots != nullptr,
+    STRETCH_CHECK(fixed->tables != nullptr && fixed->tables->pairs() == dims.head_dim / 2 &&
+                      fixed->tables->pos0() == dims.q_pos0 &&
+                      fixed->tables->Query(0).n == dims.n_q && fixed->key_slots != nullptr,
                   "rotation tables or key slots not prepared");
   } else if (plan != nullptr) {
     STRETCH_CHECK(plan->map.IsIdentity() && !plan->dynamic,
-                  "q and k already rotated (rotate false) need the identity map and static "
+                  "q and k already rotated (QkRotated) need the identity map and static "
                   "frequencies; a relative map needs raw q and k (rotate)");
   }
   if (plan != nullptr) {
@@ -284,8 +289,7 @@ void CheckBackwardInputs(const float* lse, const AttentionDims& dims, const Atte
 
 // What each segment scores with (see Backward): the queries rotated per segment (into qrot,
 // (segments, T, H, D)), the key slots, and the key tables of the rotated slots.
-void PrepareSegments(Backward& b, HeadRows q, HeadRows k, const AttentionParams& params,
-                     AlignedVector<float>& qrot) {
+void PrepareSegments(Backward& b, HeadRows q, HeadRows k, AlignedVector<float>& qrot) {
   const AttentionPlan* plan = b.plan;
   const int D = b.D, pairs = D / 2;
   b.qseg[0] = q;
@@ -301,13 +305,13 @@ void PrepareSegments(Backward& b, HeadRows q, HeadRows k, const AttentionParams&
     for (int seg = 0; seg < b.segments; ++seg) {
       b.slot_of[seg] = map.KeySlot(seg);
       b.qseg[seg] = HeadRows{qrot.data() + seg * b.T * rs, rs, D};
-      b.kseg[seg] = params.key_slots[b.slot_of[seg]];
+      b.kseg[seg] = b.key_slots[b.slot_of[seg]];
     }
     // qr^seg_i = R(a_seg(p_i)) q_i, with the forward's tables (row i: position q_pos0 + i).
     ParallelFor(b.T, WorkGrain(b.T, b.T * b.segments * rs, 65536), [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         for (int seg = 0; seg < b.segments; ++seg) {
-          const RopeTable& tab = params.tables->Query(seg);
+          const RopeTable& tab = b.tables->Query(seg);
           for (int h = 0; h < b.H; ++h) {
             const float* src = q.data + i * q.row_stride + h * q.head_stride;
             float* dst = qrot.data() + (seg * b.T + i) * rs + h * D;
@@ -426,8 +430,7 @@ void KeyPass(const Backward& b, const Mask& mask, const AttentionGrads& grads) {
 // Pass 2: dq per (query head, query tile), per segment (dqr^seg) then back to raw q, and the bias
 // parameters' gradients per item, summed in a fixed order (deterministic).
 template <class Mask>
-void QueryPass(const Backward& b, const Mask& mask, const AttentionParams& params,
-               const AttentionGrads& grads) {
+void QueryPass(const Backward& b, const Mask& mask, const AttentionGrads& grads) {
   const AttentionPlan* plan = b.plan;
   const int D = b.D, pairs = D / 2;
   const int64_t n_qt = (b.T + kTile - 1) / kTile, n_kt = (b.S + kTile - 1) / kTile;
@@ -483,7 +486,7 @@ void QueryPass(const Backward& b, const Mask& mask, const AttentionParams& param
         // dq_i = sum_seg R(a_seg(p_i))^T dqr^seg_i, segments in a fixed order.
         std::fill(dqr, dqr + D, 0.0f);
         for (int seg = 0; seg < b.segments; ++seg) {
-          const RopeTable& tab = params.tables->Query(seg);
+          const RopeTable& tab = b.tables->Query(seg);
           AddRotatedBack(dqr, dq.data() + seg * tile_floats + a * D, pairs,
                          tab.cos.data() + i * pairs, tab.sin.data() + i * pairs);
         }
@@ -522,15 +525,19 @@ void AttentionBackward(HeadRows q, HeadRows k, HeadRows v, HeadRows out, HeadRow
   b.group = b.H / b.G;
   b.scale = params.scale;
   b.plan = params.plan;
-  b.rotate = params.rotate;
+  if (const auto* fixed = std::get_if<QkStaticRotation>(&params.qk)) {
+    b.rotate = true;
+    b.tables = fixed->tables;
+    b.key_slots = fixed->key_slots;
+  }
   AlignedVector<float> qrot;
-  PrepareSegments(b, q, k, params, qrot);
+  PrepareSegments(b, q, k, qrot);
   PrepareRows(b);
   // The forward's mask policy (attention_tile.h), chosen once: which tiles are seen, and which
   // pairs of a tile.
   attention_internal::WithMask(b.plan, [&](const auto& mask) {
     KeyPass(b, mask, grads);
-    QueryPass(b, mask, params, grads);
+    QueryPass(b, mask, grads);
   });
 }
 

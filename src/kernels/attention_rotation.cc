@@ -51,10 +51,11 @@ KernelRotation::KernelRotation(const AttentionPlan& plan, HeadRows k, const Atte
 }
 
 void KernelRotation::Into(AttentionParams& params) const {
-  params.rotate = true;
-  if (dynamic_) return;
-  params.tables = &query_tables_;
-  params.key_slots = slots_;
+  if (dynamic_) {
+    params.qk = QkDynamicRotation{};
+  } else {
+    params.qk = QkStaticRotation{&query_tables_, slots_};
+  }
 }
 
 }  // namespace stretch

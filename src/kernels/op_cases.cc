@@ -312,7 +312,6 @@ void PrepareAttention(const OpCase& c, const AttentionPlan& plan, float scale,
     call.k.data = k_rot.data();
     return;
   }
-  call.params.rotate = true;
   call.rotation.emplace(plan, call.k, call.dims).Into(call.params);
 }
 

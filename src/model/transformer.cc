@@ -524,9 +524,13 @@ void Transformer::Attend(int l, int64_t T, int64_t pos0, float* kc, float* vc, i
   // The scale in double rounded once to float, as the trainer rounds it.
   params.scale = static_cast<float>(c.LogitScale());
   params.plan = &plan;
-  params.rotate = !rotate_here;
-  params.tables = rotate_here || plan.dynamic ? nullptr : &rot->tables;
-  params.key_slots = key_slots;
+  if (rotate_here) {
+    params.qk = QkRotated{};
+  } else if (plan.dynamic) {
+    params.qk = QkDynamicRotation{};
+  } else {
+    params.qk = QkStaticRotation{&rot->tables, key_slots};
+  }
   AttentionForward(HeadRows{q_.data(), QW, D}, HeadRows{kc, D, cap * D}, HeadRows{vc, D, cap * D},
                    HeadRowsMut{att_.data(), QW, D}, dims, params);
 }

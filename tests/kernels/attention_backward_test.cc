@@ -507,13 +507,13 @@ TEST(AttentionBackwardDeathTest, DynamicPlansAndPrerotatedMapsAreRefused) {
   AttentionParams params;
   params.scale = 1.0f;
   params.plan = &dynamic;
-  params.rotate = true;
+  params.qk = QkDynamicRotation{};
   EXPECT_DEATH(AttentionBackward(hq, hk, hk, {out.data(), sh.H * sh.D, sh.D},
                                  {dout.data(), sh.H * sh.D, sh.D}, lse.data(), dims, params, grads),
                "no dynamic frequencies");
   const AttentionPlan rerope = Plan("rerope:window=2", sh.D, sh.S, {});
   params.plan = &rerope;
-  params.rotate = false;
+  params.qk = QkRotated{};
   EXPECT_DEATH(AttentionBackward(hq, hk, hk, {out.data(), sh.H * sh.D, sh.D},
                                  {dout.data(), sh.H * sh.D, sh.D}, lse.data(), dims, params, grads),
                "a relative map needs raw q and k");
