@@ -26,8 +26,13 @@
 //      last tile), scores set to -inf;
 //   4. SoftmaxUpdate: the online max/sum update above, scores become probabilities in place;
 //   5. AccumulatePV: o = alpha o + P V.
-// The mask is a compile-time policy chosen once at dispatch. Relative maps, XPOS, norms and row
-// scales act where Q and K are packed (per segment); biases between steps 2 and 4.
+// The mask is a compile-time policy chosen once at dispatch (WithMask), as is the head dim: they
+// act on every score. Relative maps, XPOS, norms and row scales act where Q and K are packed (per
+// segment), once per query row of a work item and once per key tile, and biases between steps 2
+// and 4, once per tile: these are flags of the Problem, read outside the score loops (steps 2, 4,
+// 5 are the same code for every method). Making them template parameters as well would multiply
+// the kernel's instantiations (6 head dims x 4 masks today) by their 2^5 combinations, and its
+// compile time with them, to remove branches that run once per row or tile.
 //
 // Layouts and SIMD (Highway, static target). Q is packed once per work item, scaled, as (rows, Dp).
 // Each K tile is packed transposed, (D, kBk) (8x8 blocks transposed in registers), so QK^T and the
@@ -44,8 +49,8 @@
 // about 1/rows of the QK^T work; the per-row, per-tile work of the softmax update (one scalar
 // exp2, two reductions) is amortized over kBk keys; large D keeps kBk = 64 so K^T fits in L1.
 //
-// Threads (the pool, src/core/threads.h). Prefill: work items (query tile x kv head), dynamic schedule, heaviest (last)
-// query tiles first because causal work is triangular. Few query rows (decode): when there are
+// Threads (the pool, src/core/threads.h). Prefill: work items (query tile x kv head), dynamic
+// schedule, heaviest (last) query tiles first because causal work is triangular. Few query rows (decode): when there are
 // fewer than two work items per thread, the keys are also split into chunks; each chunk leaves a
 // partial (m, l, o) and a merge step combines them (flash-decoding):
 //   m = max_c m_c;  l = sum_c 2^(m_c - m) l_c;  out = sum_c 2^(m_c - m) o_c / l.
@@ -119,6 +124,7 @@ constexpr int kMaxPairsOnStack = 256;  // head dims up to 512 when rotating
 struct Scratch {
   AlignedVector<float> q, kt, s, seg_s, o, m, l, alpha, rot_cos, rot_sin, xpos_arg, xpos_f;
   std::vector<double> xpos_rel;
+  std::vector<float> bias;  // AddBias: a tile's bias per (head of the group, distance)
   std::vector<double> thetas;
   // Dynamic plans: cos/sin of b theta_t (pairs, kBk) and of a kBk theta_t (pairs, n_coarse).
   std::vector<double> fine_c, fine_s, coarse_c, coarse_s;
@@ -426,16 +432,29 @@ void SelectSegmentScores(const Problem& pb, const Item& it, int64_t k_lo, int nk
 }
 
 // Additive bias (ALiBi, KERPLE, Sandwich), in log2 units like the scores, on keys [k_lo, k_lo + nk).
+// A bias depends on the head and the distance i - j only, and the tile's distances form one run
+// of nk + nt - 1 values: each is evaluated once per head (sc.bias), and the scores add them by
+// distance.
 template <int kBk>
 void AddBias(const Problem& pb, const Item& it, int64_t k_lo, int nk, Scratch& sc) {
   const int r = pb.group;
+  const int64_t d_min = it.q_lo - (k_lo + nk - 1), d_max = it.q_hi - k_lo;
+  if (d_max < 0) return;  // every pair is in the future: masked anyway
+  const int64_t d_lo = std::max<int64_t>(0, d_min), span = d_max - d_lo + 1;
+  sc.bias.resize(static_cast<size_t>(r * span));
+  for (int hh = 0; hh < r; ++hh) {
+    for (int64_t d = d_lo; d <= d_max; ++d) {
+      sc.bias[static_cast<size_t>(hh * span + d - d_lo)] =
+          static_cast<float>(kLog2eD * pb.bias->Value(it.g * r + hh, d));
+    }
+  }
   for (int row = 0; row < it.rows; ++row) {
     const int64_t q_pos = it.q_lo + row / r;
-    const int head = it.g * r + row % r;
+    const float* bias = sc.bias.data() + static_cast<size_t>(row % r) * span;
     float* sr = sc.s.data() + row * kBk;
     for (int c = 0; c < nk; ++c) {
       const int64_t dist = q_pos - (k_lo + c);
-      if (dist >= 0) sr[c] += static_cast<float>(kLog2eD * pb.bias->Value(head, dist));
+      if (dist >= 0) sr[c] += bias[dist - d_lo];
     }
   }
 }

@@ -101,8 +101,8 @@ class KernelRotation {
   HeadRows slots_[kMaxKeySlots];
 };
 
-// Parallelizes internally on the thread pool, src/core/threads.h (over kv heads x query tiles; for a single query row,
-// over heads and key blocks); call it from single-threaded code.
+// Parallelizes internally on the thread pool, src/core/threads.h (over kv heads x query tiles;
+// for a single query row, over heads and key blocks); call it from single-threaded code.
 void AttentionForward(HeadRows q, HeadRows k, HeadRows v, HeadRowsMut out,
                       const AttentionDims& dims, const AttentionParams& params);
 
