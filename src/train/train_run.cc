@@ -6,7 +6,6 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
-#include <utility>
 
 #include "src/core/error.h"
 #include "src/io/model_arch.h"
