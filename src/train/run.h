@@ -1,7 +1,7 @@
 // A training run's loop: steps a Trainer to a given step, evaluates on held-out windows, appends a
 // record per step to OUT/train_log.jsonl and saves checkpoints (OUT/step-NNNNNNNN.safetensors),
-// reporting each step to a callback. `stretch train` (tools/cli/train.cc) maps its flags onto
-// these options and prints the progress lines; anything else that trains (the lab) calls the same.
+// reporting each step to a callback. RunTraining (src/train/train_run.h) prepares a whole run from
+// its options (data, architecture, trainer, checkpoint to continue from) and runs this loop.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,478 @@
+#include "src/train/train_run.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+
+#include "src/core/error.h"
+#include "src/io/model_arch.h"
+#include "src/io/output_file.h"
+#include "src/train/arch_spec.h"
+#include "src/train/checkpoint.h"
+#include "src/train/positions.h"
+#include "src/train/run_dir.h"
+
+namespace stretch {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Note = std::function<void(const std::string&)>;
+
+void Tell(const Note& note, const std::string& line) {
+  if (note) note(line);
+}
+
+// The options every run needs: a directory, and not both resuming and deleting the run there.
+void CheckRunTarget(const TrainRunOptions& o, bool resuming) {
+  if (o.out.empty()) Fail("TrainRunOptions::out is required: the directory for checkpoints");
+  if (o.overwrite && resuming) {
+    Fail(
+        "TrainRunOptions::overwrite and TrainRunOptions::resume_from contradict each other: "
+        "TrainRunOptions::resume_from continues the run in TrainRunOptions::out, "
+        "TrainRunOptions::overwrite deletes it");
+  }
+}
+
+// The newest complete checkpoint in dir (newer files that do not read as one are noted and
+// passed over), or nullopt when there is none.
+std::optional<std::string> NewestCheckpoint(const std::string& dir,
+                                            std::vector<std::string>& notes) {
+  if (StepFiles(dir).empty()) return std::nullopt;
+  try {
+    return NewestCheckpointIn(dir, &notes);
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+// One directory holds one run. Inputs never lie inside `out` (a new run there would replace
+// them, `overwrite` would delete them); a directory holding another run is refused unless the
+// run is resumed, or `overwrite` asks for its files to be deleted first.
+void CheckRunDirectory(const TrainRunOptions& o, bool resuming, const Note& note) {
+  std::vector<NamedPath> inputs = {{"TrainRunOptions::data", o.data}};
+  if (!resuming) inputs.push_back({"TrainRunOptions::init", o.init});  // resuming reads `out`
+  CheckInputsOutside(inputs, {"TrainRunOptions::out", o.out});
+  if (resuming) return;
+  const RunDirContents held = ScanRunDir(o.out);
+  if (!held.HoldsRun()) return;
+  if (!o.overwrite) {
+    Fail(
+        "TrainRunOptions::out {} holds another run ({}): continue it with "
+        "TrainRunOptions::resume_from, delete it and start over with TrainRunOptions::overwrite, "
+        "or choose another TrainRunOptions::out",
+        o.out, held.Describe());
+  }
+  const int64_t removed = ClearRunDir(o.out);
+  Tell(note, fmt::format("TrainRunOptions::overwrite: deleted the earlier run in {} ({}; {} files)",
+                         o.out, held.Describe(), removed));
+}
+
+// What `init` takes from a checkpoint: the architecture and the tokenizer. (A run started with
+// `init` and resumed takes them from the checkpoint it resumes: the very ones it started with,
+// and the `init` file need not exist any more.)
+struct InitSource {
+  std::string path;
+  TrainArch arch;
+  TrainingTokenizer tokenizer = TrainingTokenizer::Bytes();
+  // The checkpoint run's tokenizer option (bytes, bpe, unigram) from its stored options, when it
+  // agrees with its tokenizer's kind.
+  std::optional<TokenizerKind> tokenizer_option;
+
+  std::string TokenizerText() const {
+    return fmt::format("{} tokenizer, vocabulary {}",
+                       tokenizer_option ? TokenizerKindName(*tokenizer_option) : tokenizer.kind(),
+                       tokenizer.vocab_size());
+  }
+};
+
+InitSource ReadInitSource(const std::string& path) {
+  const SafetensorsFile f(path);
+  InitSource s;
+  s.path = path;
+  s.arch = ReadCheckpointInfo(f).arch;
+  std::optional<TrainingTokenizer> tok = ReadCheckpointTokenizer(f, s.arch.model.vocab_size);
+  if (!tok) {
+    Fail(
+        "{}: the checkpoint carries no tokenizer (metadata stretch.tokenizer; expected one: "
+        "TrainRunOptions::init tokenizes the new data with the checkpoint's own tokenizer)",
+        path);
+  }
+  s.tokenizer = *tok;
+  if (const std::optional<std::string> stored = f.FindMetadata("stretch.cli")) {
+    const json j = json::parse(*stored, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("tokenizer") && j.at("tokenizer").is_string()) {
+      const std::string name = j.at("tokenizer").get<std::string>();
+      const bool bytes = s.tokenizer.kind() == "bytes";
+      if ((name == "bytes") == bytes && (name == "bytes" || name == "bpe" || name == "unigram")) {
+        s.tokenizer_option = ParseTokenizerKind(name);
+      }
+    }
+  }
+  return s;
+}
+
+// A tokenizer or vocab_size set with `init` must name the checkpoint's tokenizer: a vocabulary
+// trained anew on other text would give the same ids other meanings.
+void CheckTokenizerOptions(const TrainRunOptions& o, const InitSource& s) {
+  const TrainingTokenizer& t = s.tokenizer;
+  if (o.tokenizer) {
+    const bool same =
+        *o.tokenizer == TokenizerKind::kBytes
+            ? t.kind() == "bytes"
+            : t.kind() != "bytes" && (!s.tokenizer_option || *s.tokenizer_option == *o.tokenizer);
+    if (!same) {
+      Fail(
+          "TrainRunOptions::tokenizer {}: TrainRunOptions::init {} takes the checkpoint's "
+          "tokenizer ({}), expected TrainRunOptions::tokenizer to name it or be left out (the new "
+          "data is tokenized with the checkpoint's vocabulary, so that every id means what it "
+          "meant in training)",
+          TokenizerKindName(*o.tokenizer), s.path, s.TokenizerText());
+    }
+  }
+  if (o.vocab_size && *o.vocab_size != t.vocab_size()) {
+    Fail(
+        "TrainRunOptions::vocab_size {}: TrainRunOptions::init {} takes the checkpoint's "
+        "tokenizer ({}), expected TrainRunOptions::vocab_size {} or none",
+        *o.vocab_size, s.path, s.TokenizerText(), t.vocab_size());
+  }
+}
+
+// The layout and logits of an architecture, for the banner.
+std::string AttentionText(const TrainArch& arch) {
+  std::string out = LayoutText(arch);
+  const AttentionLayout& l = arch.model.attention;
+  if (l.query_norm) out += "; querynorm";
+  if (l.key_norm) out += "; keynorm";
+  if (l.logit_scale > 0.0) out += fmt::format("; scale {}", l.logit_scale);
+  if (l.position_log_scale) out += "; per-position lambda";
+  if (l.logn) out += "; logn";
+  if (l.ssmax) out += "; ssmax";
+  return out;
+}
+
+// The architecture of the options (a run from scratch); vocab_size is the tokenizer's.
+TrainArch ArchFromOptions(const TrainRunOptions& o, int64_t seq_len, int vocab_size) {
+  using D = TrainRunDefaults;
+  TrainArch arch;
+  ModelConfig& m = arch.model;
+  const int dim = o.dim.value_or(D::dim);
+  const int heads = o.heads.value_or(0), kv_heads = o.kv_heads.value_or(0);
+  const int hidden_dim = o.hidden_dim.value_or(0);
+  m.dim = dim;
+  m.n_layers = o.layers.value_or(D::layers);
+  ApplyBlockSpec(o.block.value_or(D::block), arch);
+  if (arch.model.Gau()) {
+    // One head whose width is the key width; e = 2 dim as in the paper and GAU-alpha.
+    if (heads > 1 || kv_heads > 1) {
+      Fail(
+          "TrainRunOptions::heads {} TrainRunOptions::kv_heads {}: the GAU block has a single "
+          "head (its width: TrainRunOptions::block gau:key=S)",
+          heads, kv_heads);
+    }
+    m.hidden_dim = hidden_dim > 0 ? hidden_dim : 2 * dim;
+    m.SetGau(m.key_dim);  // R = E / S kernel heads
+  } else {
+    m.n_heads = heads > 0 ? heads : D::heads;
+    m.n_kv_heads = kv_heads > 0 ? kv_heads : m.n_heads;
+    m.hidden_dim = hidden_dim > 0 ? hidden_dim : (8 * dim / 3 + 15) / 16 * 16;
+  }
+  m.vocab_size = vocab_size;
+  m.seq_len = static_cast<int>(seq_len);
+  m.shared_classifier = false;
+  ApplyPositionSpec(o.position.value_or(D::position), arch);
+  ApplyAttentionSpec(o.attention.value_or(D::attention), arch);
+  return arch;
+}
+
+// `init`: the checkpoint's architecture (block, sizes, position, attention, vocabulary), trained
+// at seq_len, with the position and attention specs replaced when set. A size or block that is
+// set must equal the checkpoint's: its parameters are loaded as they are. `changed` receives a
+// line per change.
+TrainArch ArchFromInit(const TrainRunOptions& o, int64_t seq_len, const InitSource& s,
+                       std::vector<std::string>& changed) {
+  TrainArch arch = s.arch;
+  ModelConfig& m = arch.model;
+  auto same = [&](const char* field, const std::optional<int>& given, int64_t have) {
+    if (given && *given != have) {
+      Fail(
+          "TrainRunOptions::{} {}: the checkpoint {} has {}={} (TrainRunOptions::init keeps the "
+          "checkpoint's sizes, whose parameters it loads; expected TrainRunOptions::{} {} or no "
+          "TrainRunOptions::{})",
+          field, *given, s.path, field, have, field, have, field);
+    }
+  };
+  same("dim", o.dim, m.dim);
+  same("layers", o.layers, m.n_layers);
+  // The GAU's one head (its R = E / S kernel copies are not an option).
+  same("heads", o.heads, m.Gau() ? 1 : m.n_heads);
+  same("kv_heads", o.kv_heads, m.Gau() ? 1 : m.n_kv_heads);
+  same("hidden_dim", o.hidden_dim, m.hidden_dim);
+  if (o.block) {
+    TrainArch given = arch;
+    ApplyBlockSpec(*o.block, given);
+    if (BlockSpecOf(given) != BlockSpecOf(arch)) {
+      Fail(
+          "TrainRunOptions::block {}: the checkpoint {} has block {} (TrainRunOptions::init keeps "
+          "the checkpoint's block, whose parameters it loads; expected TrainRunOptions::block {} "
+          "or no TrainRunOptions::block)",
+          *o.block, s.path, BlockSpecOf(arch), BlockSpecOf(arch));
+    }
+  }
+  if (m.seq_len != seq_len) changed.push_back(fmt::format("seq_len {} -> {}", m.seq_len, seq_len));
+  m.seq_len = static_cast<int>(seq_len);
+  if (o.position) {
+    const std::string before = PositionSpecOf(arch);
+    ApplyPositionSpec(*o.position, arch);
+    if (PositionSpecOf(arch) != before) {
+      changed.push_back(fmt::format("position {} -> {}", before, PositionSpecOf(arch)));
+    }
+  }
+  if (o.attention) {
+    const std::string before = AttentionText(arch);
+    ApplyAttentionSpec(*o.attention, arch);
+    if (AttentionText(arch) != before) {
+      changed.push_back(fmt::format("attention {} -> {}", before, AttentionText(arch)));
+    }
+  }
+  return arch;
+}
+
+// Most of a training step is OpenBLAS's sgemm. On a CPU with AVX-512, OPENBLAS_CORETYPE set to
+// an AVX2 kernel set (Haswell, Zen: as this project's environment sets it) caps every product at
+// half the FMA peak; with SkylakeX's kernels the 4-layer d = 256 benchmark steps ~1.4x faster
+// (docs/performance.md). The user's setting is kept (it may be deliberate); this says what it
+// costs.
+std::optional<std::string> BlasKernelHint() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  const char* core = std::getenv("OPENBLAS_CORETYPE");
+  if (core == nullptr || !__builtin_cpu_supports("avx512f")) return std::nullopt;
+  std::string c(core);
+  std::transform(c.begin(), c.end(), c.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  for (const char* avx512 : {"skylakex", "cooperlake", "sapphirerapids"}) {
+    if (c == avx512) return std::nullopt;
+  }
+  return fmt::format(
+      "this CPU has AVX-512, but OPENBLAS_CORETYPE={} limits OpenBLAS to narrower kernels; "
+      "try OPENBLAS_CORETYPE=SkylakeX (1.4x faster steps in docs/performance.md's benchmark)",
+      core);
+#else
+  return std::nullopt;
+#endif
+}
+
+TrainerOptions TrainerOptionsOf(const TrainRunOptions& o) {
+  if (o.min_lr && *o.min_lr < 0) {
+    Fail("TrainRunOptions::min_lr: found {}, expected >= 0 (or unset: lr / 10)", *o.min_lr);
+  }
+  if (o.warmup && *o.warmup < 0) {
+    Fail("TrainRunOptions::warmup: found {}, expected >= 0 (or unset: min(100, steps / 10))",
+         *o.warmup);
+  }
+  TrainerOptions t;
+  t.batch = o.batch;
+  t.accumulate = o.accumulate;
+  t.schedule = LrSchedule{o.lr, o.min_lr.value_or(o.lr / 10),
+                          o.warmup.value_or(std::min<int64_t>(100, o.steps / 10)), o.steps};
+  t.adamw.weight_decay = o.weight_decay;
+  t.clip = o.clip;
+  t.seed = o.seed;
+  t.perturb = ParsePerturbation(o.perturb, "TrainRunOptions::perturb");
+  return t;
+}
+
+// "N parameters; dim D, L layers, H heads; position P; layers: ..."
+std::string ModelBanner(const TrainArch& arch, int64_t n_params) {
+  const ModelConfig& m = arch.model;
+  const std::string block_text =
+      m.Gau() ? fmt::format("GAU blocks (key width {}, expansion {})", m.key_dim, m.hidden_dim)
+              : fmt::format("{} heads", m.n_heads);
+  const std::string ntk_text =
+      arch.rope_ntk != 1.0
+          ? fmt::format(" (NTK-aware: RoPE base {} -> {})", arch.rope_ntk_base, m.rope_base)
+          : "";
+  return fmt::format("{} parameters; dim {}, {} layers, {}; position {}{}; layers: {}{}{}",
+                     n_params, m.dim, m.n_layers, block_text, PositionSpecOf(arch), ntk_text,
+                     LayoutText(arch), m.attention.key_norm ? "; keynorm" : "",
+                     m.attention.query_norm ? "; querynorm" : "");
+}
+
+// What a run with `init` took from the checkpoint, and what it changed.
+std::string InitSummary(const InitSource& s, const std::vector<std::string>& changed) {
+  std::string change_text;
+  for (const std::string& c : changed) change_text += (change_text.empty() ? "" : ", ") + c;
+  const ModelConfig& f = s.arch.model;
+  return fmt::format(
+      "TrainRunOptions::init {}: from the checkpoint: {}; block {}, dim {}, {} layers, {} heads "
+      "({} kv), hidden {}, position {}, attention {}; changed: {}",
+      s.path, s.TokenizerText(), BlockSpecOf(s.arch), f.dim, f.n_layers, f.n_heads, f.n_kv_heads,
+      f.hidden_dim, PositionSpecOf(s.arch), AttentionText(s.arch),
+      changed.empty() ? std::string("nothing") : change_text);
+}
+
+// A run's directory given as `init`: its newest complete checkpoint (the file the run is stored
+// as starting from); a file as it is.
+std::string InitCheckpointFile(const std::string& init, const Note& note) {
+  if (init.empty() || !fs::is_directory(init)) return init;
+  std::vector<std::string> skipped;
+  const std::optional<std::string> newest = NewestCheckpoint(init, skipped);
+  for (const std::string& line : skipped) Tell(note, line);
+  if (!newest) Fail("TrainRunOptions::init {}: no complete checkpoint in this directory", init);
+  return *newest;
+}
+
+// The init checkpoint's architecture and tokenizer (a resumed run's: of the checkpoint it
+// resumes), with what they resolve in the options: the checkpoint's tokenizer and, when unset,
+// its seq_len.
+std::optional<InitSource> ReadInit(TrainRunOptions& o, bool resuming) {
+  if (o.init.empty()) return std::nullopt;
+  InitSource init = ReadInitSource(resuming ? o.resume_from : o.init);
+  if (!resuming) {
+    CheckTokenizerOptions(o, init);
+    // The stored options name the tokenizer the run really uses.
+    if (init.tokenizer_option) o.tokenizer = init.tokenizer_option;
+    if (init.tokenizer.kind() != "bytes") o.vocab_size = init.tokenizer.vocab_size();
+  }
+  // No seq_len set: the checkpoint's (a fine-tune usually sets a longer one).
+  if (!o.seq_len) o.seq_len = init.arch.model.seq_len;
+  return init;
+}
+
+// The run's checkpoint extras: the tokenizer and the resolved options.
+CheckpointExtras ExtrasOf(const TrainRunOptions& resolved, const TrainingTokenizer& tokenizer) {
+  CheckpointExtras extras;
+  extras.tokenizer_model = tokenizer.model();
+  extras.metadata["stretch.tokenizer"] = json{
+      {"kind", std::string(tokenizer.kind())},
+      {"vocab_size", tokenizer.vocab_size()},
+      {"bos", tokenizer.bos_id()}}.dump();
+  extras.metadata["stretch.cli"] = StoredRunOptions(resolved).dump();
+  return extras;
+}
+
+}  // namespace
+
+json StoredRunOptions(const TrainRunOptions& o) {
+  using D = TrainRunDefaults;
+  return {{"data", o.data},
+          {"tokenizer", std::string(TokenizerKindName(o.tokenizer.value_or(D::tokenizer)))},
+          {"vocab_size", o.vocab_size.value_or(D::vocab_size)},
+          {"block", o.block.value_or(D::block)},
+          {"position", o.position.value_or(D::position)},
+          {"attention", o.attention.value_or(D::attention)},
+          {"seq_len", o.seq_len.value_or(D::seq_len)},
+          {"steps", o.steps},
+          {"batch", o.batch},
+          {"warmup", o.warmup.value_or(-1)},
+          {"save_every", o.save_every},
+          {"eval_every", o.eval_every},
+          {"eval_windows", o.eval_windows},
+          {"log_every", o.log_every},
+          {"dim", o.dim.value_or(D::dim)},
+          {"layers", o.layers.value_or(D::layers)},
+          {"heads", o.heads.value_or(0)},
+          {"kv_heads", o.kv_heads.value_or(0)},
+          {"hidden_dim", o.hidden_dim.value_or(0)},
+          {"accumulate", o.accumulate},
+          {"lr", o.lr},
+          {"min_lr", o.min_lr.value_or(-1.0)},
+          {"weight_decay", o.weight_decay},
+          {"clip", o.clip},
+          {"valid_fraction", o.valid_fraction},
+          {"seed", o.seed},
+          {"init", o.init},
+          {"perturb", o.perturb}};
+}
+
+TrainResume ReadTrainResume(const TrainRunOptions& options) {
+  CheckRunTarget(options, /*resuming=*/true);
+  TrainResume r;
+  const std::optional<std::string> newest = NewestCheckpoint(options.out, r.notes);
+  if (!newest) Fail("TrainRunOptions::resume_from: no complete checkpoint in {}", options.out);
+  r.checkpoint = *newest;
+  const SafetensorsFile f(r.checkpoint);
+  const std::optional<std::string> stored = f.FindMetadata("stretch.cli");
+  if (!stored) Fail("{}: has no stored arguments (stretch.cli) to resume with", r.checkpoint);
+  r.stored = json::parse(*stored, nullptr, /*allow_exceptions=*/false);
+  if (!r.stored.is_object()) {
+    Fail("{}: stretch.cli: found {}, expected a JSON object of the run's options", r.checkpoint,
+         r.stored.is_discarded() ? std::string("text that is not JSON") : r.stored.type_name());
+  }
+  return r;
+}
+
+TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallbacks& callbacks) {
+  const Note& note = callbacks.note;
+  const bool resuming = !options.resume_from.empty();
+  CheckRunTarget(options, resuming);
+  if (options.data.empty()) {
+    Fail("TrainRunOptions::data is required: a text file or a directory of *.txt files");
+  }
+  TrainRunOptions o = options;  // resolved below: init, tokenizer, vocab_size, seq_len
+  if (!resuming) o.init = InitCheckpointFile(o.init, note);
+  CheckRunDirectory(o, resuming, note);
+  fs::create_directories(o.out);
+  const std::optional<InitSource> init = ReadInit(o, resuming);
+  const int64_t seq_len = o.seq_len.value_or(TrainRunDefaults::seq_len);
+
+  // Data: tokenizer, cache next to the checkpoints, split by document.
+  DataOptions dopt;
+  dopt.corpus.path = o.data;
+  dopt.tokenizer.kind = o.tokenizer.value_or(TrainRunDefaults::tokenizer);
+  dopt.tokenizer.vocab_size = o.vocab_size.value_or(TrainRunDefaults::vocab_size);
+  dopt.cache_path = (fs::path(o.out) / kTokenCacheName).string();
+  const CorpusData data = init ? LoadCorpusData(dopt, init->tokenizer) : LoadCorpusData(dopt);
+  const std::string tokenizer_text =
+      init ? "the checkpoint's " + init->TokenizerText()
+           : fmt::format("{} tokenizer, vocabulary {}", TokenizerKindName(dopt.tokenizer.kind),
+                         data.tokenizer.vocab_size());
+  Tell(note, fmt::format("{} documents, {} tokens ({}; cache {})", data.documents.size(),
+                         data.documents.n_tokens(), tokenizer_text, data.cache_note));
+  SplitOptions sopt;
+  sopt.valid_fraction = o.valid_fraction;
+  sopt.seed = o.seed;
+  const DataSplit split = SplitDocuments(data.documents, sopt);
+  const WindowSampler sampler(split.train, seq_len);  // refuses documents all too short
+  const std::vector<Window> valid = ValidationWindows(split.valid, seq_len, TailWindow::kDrop);
+  const Entropy entropy = UnigramEntropy(split.train, data.tokenizer.vocab_size());
+
+  // Architecture: from the options, or from the init checkpoint (a resumed init run: exactly the
+  // one it started with, which LoadCheckpointInto compares with the file anyway).
+  std::vector<std::string> changed;
+  TrainArch arch = !init      ? ArchFromOptions(o, seq_len, data.tokenizer.vocab_size())
+                   : resuming ? init->arch
+                              : ArchFromInit(o, seq_len, *init, changed);
+  FinalizeArch(arch);  // NTK's base, at the final sizes
+  ValidateArch(arch);
+  Trainer trainer(arch, TrainerOptionsOf(o));
+  int64_t n_params = 0;
+  for (const Param& p : trainer.registry().params()) n_params += p.numel();
+  Tell(note, ModelBanner(arch, n_params));
+  if (init && !resuming) Tell(note, InitSummary(*init, changed));
+  Tell(note,
+       fmt::format("unigram entropy of the training tokens: {:.3f} nats/token", entropy.nats));
+  if (const std::optional<std::string> hint = BlasKernelHint()) Tell(note, "note: " + *hint);
+  if (resuming) {
+    LoadCheckpointInto(trainer, SafetensorsFile(o.resume_from));
+    Tell(note, fmt::format("resumed from {} at step {}", o.resume_from, trainer.step()));
+  } else if (init) {
+    LoadParamsInto(trainer, SafetensorsFile(o.init));
+    Tell(note, fmt::format("parameters initialized from {}", o.init));
+  }
+
+  TrainLoopOptions loop;
+  loop.out = o.out;
+  loop.steps = o.steps;
+  loop.eval_every = o.eval_every;
+  loop.eval_windows = o.eval_windows;
+  loop.log_every = o.log_every;
+  loop.save_every = o.save_every;
+  loop.extras = ExtrasOf(o, data.tokenizer);
+  const TrainingData training{&split, &sampler, valid};
+  return RunTrainingLoop(trainer, training, loop, callbacks.progress);
+}
+
+}  // namespace stretch

@@ -1,0 +1,118 @@
+// A whole training run from one options struct: the run's directory checked (one run per
+// directory), the text read and tokenized (the token cache lives in the directory), the
+// architecture built from the specs and sizes or taken from a checkpoint to fine-tune (`init`),
+// the trainer's options with their defaults, the checkpoint to continue from loaded
+// (`resume_from`), then the loop of src/train/run.h. `stretch train` (tools/cli/train.cc) maps its
+// flags onto these options; anything else that trains (the lab) calls the same.
+//
+// Errors name the options' fields ("TrainRunOptions::seq_len 100000: ..."); the CLI writes the
+// flag that sets each field in its place (tools/cli/common.h, WithFlagNames).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/io/training_tokenizer.h"
+#include "src/train/run.h"
+
+namespace stretch {
+
+// What an unset option of TrainRunOptions stands for in a run from scratch (with `init`, the
+// checkpoint's value instead).
+struct TrainRunDefaults {
+  static constexpr TokenizerKind tokenizer = TokenizerKind::kBytes;
+  static constexpr int vocab_size = 4096;
+  static constexpr const char* block = "llama";
+  static constexpr const char* position = "rope";
+  static constexpr const char* attention = "full";
+  static constexpr int dim = 128;
+  static constexpr int layers = 4;
+  static constexpr int heads = 4;
+  static constexpr int64_t seq_len = 128;
+};
+
+struct TrainRunOptions {
+  std::string data;  // training text: a file, or a directory of *.txt files (one document each)
+  std::string out;   // the run's directory: checkpoints, tokens.cache, train_log.jsonl
+  // A checkpoint, or a run's directory (its newest complete checkpoint), to fine-tune from: its
+  // parameters, its tokenizer (the data is tokenized with it) and its architecture. "": none.
+  std::string init;
+  // A checkpoint of the run in `out` to continue from, bit for bit, with the options the run
+  // was started with (ReadTrainResume finds the newest one and those options). "": a new run.
+  std::string resume_from;
+  // Delete the run `out` holds (ClearRunDir) and start a new one there. Without it a new run
+  // into a directory that holds another is refused.
+  bool overwrite = false;
+
+  // Unset: TrainRunDefaults; with `init`, the checkpoint's. With `init` a tokenizer, vocab_size,
+  // block or size that is set must equal the checkpoint's (its parameters are loaded as they
+  // are); a position or attention spec that is set replaces the checkpoint's.
+  std::optional<TokenizerKind> tokenizer;  // bytes, or a SentencePiece tokenizer trained on data
+  std::optional<int> vocab_size;           // of a bpe / unigram tokenizer
+  std::optional<std::string> block;        // block spec (src/train/arch_spec.h)
+  std::optional<std::string> position;     // position spec
+  std::optional<std::string> attention;    // attention spec: logits and layer layout
+  std::optional<int> dim;                  // model width
+  std::optional<int> layers;               // blocks
+  std::optional<int> heads;                // unset or 0: 4 (the GAU block has one)
+  std::optional<int> kv_heads;             // unset or 0: heads
+  // Unset or 0: SwiGLU width 8/3 dim rounded up to 16; GAU expansion width 2 dim.
+  std::optional<int> hidden_dim;
+  std::optional<int64_t> seq_len;  // training length L: tokens per window
+
+  std::string perturb = "none";   // position perturbation spec (src/train/positions.h)
+  int64_t steps = 2000;           // optimizer steps of the whole run
+  int64_t batch = 16;             // windows per micro-batch
+  int accumulate = 1;             // micro-batches per optimizer step
+  double lr = 1e-3;               // peak learning rate
+  std::optional<double> min_lr;   // at the last step (cosine); unset: lr / 10
+  std::optional<int64_t> warmup;  // linear warm-up steps; unset: min(100, steps / 10)
+  double weight_decay = 0.1;      // AdamW's decoupled weight decay
+  double clip = 1.0;              // global gradient norm clip; 0: none
+  double valid_fraction = 0.1;    // share of the documents held out for validation
+  uint64_t seed = 1;              // initialization, split and batches
+  int64_t save_every = 500;       // a checkpoint every this many steps (and at the last)
+  int64_t eval_every = 100;       // validation every this many steps; 0: never
+  int64_t eval_windows = 64;      // held-out windows per validation
+  int64_t log_every = 10;         // TrainProgress::report every this many steps
+};
+
+// The options as each checkpoint stores them (metadata stretch.cli), so that the run can be
+// repeated: keys are the long flags of `stretch train` with '_' for '-', an unset option is
+// written as its default (negative for min_lr and warmup: "the default"). RunTraining stores the
+// resolved options: `init` the checkpoint file, and with `init` the checkpoint's tokenizer and
+// its seq_len when none is set.
+nlohmann::json StoredRunOptions(const TrainRunOptions& options);
+
+// Where a run stands: its newest complete checkpoint and the options stored in it.
+struct TrainResume {
+  std::string checkpoint;
+  nlohmann::json stored;           // StoredRunOptions of the run, as the checkpoint holds them
+  std::vector<std::string> notes;  // newer files passed over as incomplete, one line each
+};
+
+// The newest complete checkpoint in options.out, and its stored options. Refuses what RunTraining
+// would refuse of a resumed run first (no `out`, `overwrite`), a directory without a complete
+// checkpoint, and a checkpoint without stored options.
+TrainResume ReadTrainResume(const TrainRunOptions& options);
+
+struct TrainRunCallbacks {
+  // Lines for a person, in order, before the first step: newer checkpoints passed over, a run
+  // deleted by `overwrite`, the data, the parameter count and architecture, what `init` took
+  // from its checkpoint and what changed, the unigram entropy, a note on the BLAS kernels, where
+  // the run resumed or was initialized from.
+  std::function<void(const std::string&)> note;
+  std::function<void(const TrainProgress&)> progress;  // every step (RunTrainingLoop)
+};
+
+// Prepares the run and trains it to `steps`. Throws stretch::Error naming the field and value
+// at fault, or through the data, the specs, the trainer and the checkpoints.
+TrainLoopResult RunTraining(const TrainRunOptions& options,
+                            const TrainRunCallbacks& callbacks = {});
+
+}  // namespace stretch

@@ -1,0 +1,247 @@
+// A whole training run from its options (src/train/train_run.h): a tiny run writes its
+// checkpoints, log and stored options; a run stopped mid-way and resumed from its checkpoint ends
+// with the uninterrupted run's losses and checkpoint, bit for bit; a fine-tune from a checkpoint
+// at a longer length; bad options are refused by their field's name.
+#include "src/train/train_run.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "src/core/rng.h"
+#include "src/io/safetensors.h"
+#include "src/train/run_dir.h"
+#include "tests/testing/files.h"
+
+namespace stretch {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<nlohmann::json> ReadLog(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+bool Has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+class TrainRun : public testing::TempDirTest {
+ protected:
+  TrainRun() : TempDirTest("stretch_train_run_") {}
+  void SetUp() override {
+    TempDirTest::SetUp();
+    // Four documents of pseudo-English from a small word list, deterministic.
+    const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "ran"};
+    Rng rng(4);
+    fs::create_directories(Path("corpus"));
+    for (int d = 0; d < 4; ++d) {
+      std::string text;
+      for (int w = 0; w < 150; ++w) text += std::string(words[rng.NextU64() % 8]) + " ";
+      File("corpus/doc" + std::to_string(d) + ".txt", text);
+    }
+  }
+  TrainRunOptions Options(const std::string& out) const {
+    TrainRunOptions o;
+    o.data = Path("corpus");
+    o.out = Path(out);
+    o.seq_len = 16;
+    o.dim = 16;
+    o.layers = 1;
+    o.heads = 2;
+    o.steps = 6;
+    o.batch = 2;
+    o.save_every = 3;
+    o.eval_every = 3;
+    o.eval_windows = 2;
+    o.log_every = 1;
+    o.valid_fraction = 0.25;
+    return o;
+  }
+  // Runs `o`, collecting the notes and the progress reports.
+  TrainLoopResult Run(const TrainRunOptions& o) {
+    notes_.clear();
+    progress_.clear();
+    return RunTraining(o, {[&](const std::string& line) { notes_ += line + "\n"; },
+                           [&](const TrainProgress& p) { progress_.push_back(p); }});
+  }
+  std::string notes_;
+  std::vector<TrainProgress> progress_;
+};
+
+TEST_F(TrainRun, ATinyRunWritesItsCheckpointsLogAndOptions) {
+  const TrainRunOptions o = Options("run");
+  const TrainLoopResult r = Run(o);
+  EXPECT_EQ(r.steps_done, 6);
+  EXPECT_EQ(r.last_saved, Path("run/" + StepFileName(6)));
+  EXPECT_TRUE(fs::exists(Path("run/" + StepFileName(3))));
+  EXPECT_TRUE(fs::exists(Path("run/") + kTokenCacheName));
+  EXPECT_EQ(ReadLog(r.log_path).size(), 6u);
+  ASSERT_EQ(progress_.size(), 6u);
+  EXPECT_TRUE(progress_[2].eval.has_value());
+  EXPECT_TRUE(Has(notes_, "4 documents,")) << notes_;
+  EXPECT_TRUE(Has(notes_, "bytes tokenizer")) << notes_;
+  EXPECT_TRUE(Has(notes_, "parameters; dim 16, 1 layers, 2 heads; position rope")) << notes_;
+  EXPECT_TRUE(Has(notes_, "unigram entropy of the training tokens")) << notes_;
+
+  // The checkpoint stores the options with the defaults written out, as `stretch train` reads
+  // them back on --resume.
+  const SafetensorsFile f(r.last_saved);
+  const nlohmann::json stored = nlohmann::json::parse(f.GetMetadata("stretch.cli"));
+  EXPECT_EQ(stored, StoredRunOptions(o));
+  EXPECT_EQ(stored.at("tokenizer"), "bytes");
+  EXPECT_EQ(stored.at("block"), "llama");
+  EXPECT_EQ(stored.at("seq_len"), 16);
+  EXPECT_EQ(stored.at("kv_heads"), 0);
+  EXPECT_EQ(stored.at("min_lr"), -1.0);
+  EXPECT_EQ(stored.at("warmup"), -1);
+  EXPECT_EQ(stored.at("init"), "");
+
+  // A second new run into the directory is refused; with overwrite it replaces the first.
+  const std::string refused = testing::ErrorOf([&] { Run(o); });
+  EXPECT_TRUE(Has(refused, "TrainRunOptions::out " + o.out + " holds another run")) << refused;
+  TrainRunOptions again = o;
+  again.overwrite = true;
+  again.steps = 2;
+  Run(again);
+  EXPECT_TRUE(Has(notes_, "TrainRunOptions::overwrite: deleted the earlier run")) << notes_;
+  EXPECT_FALSE(fs::exists(Path("run/" + StepFileName(6))));
+  EXPECT_EQ(ReadLog(r.log_path).size(), 2u);
+}
+
+// A run stopped after its step-3 checkpoint (the progress callback throws at step 4), then
+// resumed from what ReadTrainResume finds: the same losses and the same last checkpoint as a run
+// that was never stopped.
+TEST_F(TrainRun, AStoppedRunResumedEndsBitForBitAsTheUninterruptedOne) {
+  const TrainLoopResult whole = Run(Options("whole"));
+
+  const TrainRunOptions o = Options("part");
+  struct Stop {};
+  EXPECT_THROW(RunTraining(o, {{},
+                               [](const TrainProgress& p) {
+                                 if (p.stats.step == 4) throw Stop{};
+                               }}),
+               Stop);
+  EXPECT_EQ(ReadLog(Path("part/") + kTrainLogName).size(), 3u);
+  const TrainResume resume = ReadTrainResume(o);
+  EXPECT_EQ(resume.checkpoint, Path("part/" + StepFileName(3)));
+  EXPECT_EQ(resume.stored, StoredRunOptions(o));
+  TrainRunOptions resumed = o;
+  resumed.resume_from = resume.checkpoint;
+  const TrainLoopResult part = Run(resumed);
+  EXPECT_TRUE(Has(notes_, "resumed from " + resume.checkpoint + " at step 3")) << notes_;
+  EXPECT_EQ(progress_.size(), 3u);
+
+  const std::vector<nlohmann::json> a = ReadLog(whole.log_path), b = ReadLog(part.log_path);
+  ASSERT_EQ(a.size(), 6u);
+  ASSERT_EQ(b.size(), 6u);
+  for (size_t k = 0; k < a.size(); ++k) {
+    EXPECT_EQ(a[k]["loss"], b[k]["loss"]) << k;
+    EXPECT_EQ(a[k]["grad_norm"], b[k]["grad_norm"]) << k;
+    EXPECT_EQ(a[k].value("val_loss", -1.0), b[k].value("val_loss", -1.0)) << k;
+  }
+  EXPECT_EQ(testing::ReadBytes(whole.last_saved), testing::ReadBytes(part.last_saved));
+}
+
+// init: the checkpoint's architecture and tokenizer at a new length with position
+// interpolation; without a seq_len, the checkpoint's.
+TEST_F(TrainRun, InitFineTunesACheckpointAtALongerLength) {
+  TrainRunOptions base = Options("base");
+  base.steps = 2;
+  base.save_every = 2;
+  Run(base);
+  const std::string ck = Path("base/" + StepFileName(2));
+
+  TrainRunOptions tune;
+  tune.data = Path("corpus");
+  tune.out = Path("tune");
+  tune.init = Path("base");  // a run's directory: its newest checkpoint
+  tune.seq_len = 32;
+  tune.position = "rope:pi=2";
+  tune.steps = 2;
+  tune.batch = 2;
+  tune.eval_every = 0;
+  tune.valid_fraction = 0.25;
+  const TrainLoopResult r = Run(tune);
+  EXPECT_TRUE(Has(notes_, "(the checkpoint's bytes tokenizer, vocabulary")) << notes_;
+  EXPECT_TRUE(Has(notes_, "TrainRunOptions::init " + ck + ": from the checkpoint:")) << notes_;
+  EXPECT_TRUE(Has(notes_,
+                  "changed: seq_len 16 -> 32, position rope:base=10000 -> "
+                  "rope:base=10000,pi=2\n"))
+      << notes_;
+  EXPECT_TRUE(Has(notes_, "parameters initialized from " + ck)) << notes_;
+  const SafetensorsFile f(r.last_saved);
+  const nlohmann::json config = nlohmann::json::parse(f.GetMetadata("stretch.config"));
+  EXPECT_EQ(config.at("seq_len"), 32);
+  EXPECT_EQ(config.at("dim"), 16);
+  EXPECT_EQ(config.at("rope_interpolation"), 2.0);
+  const nlohmann::json stored = nlohmann::json::parse(f.GetMetadata("stretch.cli"));
+  EXPECT_EQ(stored.at("init"), ck);
+  EXPECT_EQ(stored.at("seq_len"), 32);
+
+  TrainRunOptions same_length = tune;
+  same_length.out = Path("same_length");
+  same_length.seq_len.reset();
+  same_length.position.reset();
+  const TrainLoopResult s = Run(same_length);
+  EXPECT_TRUE(Has(notes_, "changed: nothing")) << notes_;
+  const nlohmann::json kept =
+      nlohmann::json::parse(SafetensorsFile(s.last_saved).GetMetadata("stretch.config"));
+  EXPECT_EQ(kept.at("seq_len"), 16);
+}
+
+TEST_F(TrainRun, BadOptionsAreRefusedByTheirFieldsName) {
+  auto error = [&](const TrainRunOptions& o) { return testing::ErrorOf([&] { Run(o); }); };
+  TrainRunOptions o = Options("bad");
+  o.out.clear();
+  EXPECT_TRUE(Has(error(o), "TrainRunOptions::out is required")) << error(o);
+  o = Options("bad");
+  o.data.clear();
+  EXPECT_TRUE(Has(error(o), "TrainRunOptions::data is required")) << error(o);
+  o = Options("bad");
+  o.overwrite = true;
+  o.resume_from = Path("bad/" + StepFileName(3));
+  EXPECT_TRUE(Has(error(o),
+                  "TrainRunOptions::overwrite and TrainRunOptions::resume_from "
+                  "contradict each other"))
+      << error(o);
+  o = Options("bad");
+  o.min_lr = -0.5;
+  EXPECT_TRUE(Has(error(o), "TrainRunOptions::min_lr: found -0.5, expected >= 0")) << error(o);
+  o = Options("bad");
+  o.block = "gau";
+  o.heads = 4;
+  EXPECT_TRUE(Has(error(o),
+                  "TrainRunOptions::heads 4 TrainRunOptions::kv_heads 0: the GAU block "
+                  "has a single head"))
+      << error(o);
+  o = Options("bad");
+  o.data = Path("bad/corpus");  // data inside the run's directory
+  fs::create_directories(o.data);
+  EXPECT_TRUE(
+      Has(error(o), "TrainRunOptions::data " + o.data + " lies inside TrainRunOptions::out"))
+      << error(o);
+  EXPECT_TRUE(Has(testing::ErrorOf([&] { ReadTrainResume(Options("empty")); }),
+                  "TrainRunOptions::resume_from: no complete checkpoint in"));
+
+  // init: a size that differs from the checkpoint's.
+  TrainRunOptions base = Options("base");
+  base.steps = 1;
+  Run(base);
+  o = Options("bad_init");
+  o.init = Path("base");
+  o.dim = 32;
+  EXPECT_TRUE(Has(error(o), "TrainRunOptions::dim 32: the checkpoint " +
+                                Path("base/" + StepFileName(1)) + " has dim=16"))
+      << error(o);
+}
+
+}  // namespace
+}  // namespace stretch
