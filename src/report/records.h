@@ -1,0 +1,120 @@
+// The lab's results: one JSON object per line (JSON lines), one line per cell of a sweep, read
+// back by `stretch report` and by a resumed sweep.
+//
+// A cell is one (model, method, protocol, context length) and, for the passkey protocol, one
+// depth. Its `key` names exactly those, so a sweep that finds a key already written skips the
+// cell, and records merged from several files (several processes, several machines) keep one
+// record per key: the one read first.
+//
+// Line format (every field written; readers ignore fields they do not know, so later versions can
+// add some):
+//   {"record": "cell", "version": 1, "key": "...",
+//    "corpus": "sotu",                 label of the text the cell was scored on
+//    "model": "rope",                  label of the trained model (unique within a sweep)
+//    "variant": "rope | full",         what the model was trained with: position | attention
+//    "train_len": 128,                 L: the model's training length, tokens
+//    "method": "yarn",                 the training-free method's spec, as given
+//    "resolved_method": "yarn:...",    that spec resolved for ctx (CanonicalSpec)
+//    "protocol": "nonrepeat",          one of kProtocolNames below
+//    "ctx": 1024,                      tokens fed per sequence (the fixed tail: context C)
+//    "tail": 0,                        fixed tail: targets scored per sample; otherwise 0
+//    "stride": 0,                      sliding: tokens between window starts; otherwise 0
+//    "depth": -1,                      passkey: where the key sits, 0 (start) .. 1 (end); else -1
+//    "sequences": 8,                   sequences (windows, samples, passkey trials) scored
+//    "tokens": 8192,                   targets scored
+//    "loss": 1.93,                     mean next-token loss over the targets, nats
+//    "accuracy": 0.47,                 share of targets whose most likely token was right;
+//                                      passkey: share of trials with every key token right
+//    "token_accuracy": 0.47,           share of targets right (equal to accuracy but for passkey)
+//    "by_position": [{"begin": 0, "end": 128, "count": 64, "loss": 2.1, "accuracy": 0.4}, ...],
+//    "seconds": 1.25}                  time the cell took
+//
+// Protocols (src/eval/protocols.h says how each is built):
+//   nonrepeat  genuine text cut into windows of ctx tokens; all positions scored
+//   repeat     a sample of train_len tokens repeated until it fills ctx tokens
+//   tail       a fixed tail of `tail` tokens scored after ctx - tail tokens of context
+//   sliding    sliding-window perplexity: windows of ctx tokens every `stride` tokens, each
+//              token scored once, with at least ctx - stride tokens of context
+//   passkey    a number hidden at `depth` in filler text, asked for at the end; only the key's
+//              tokens are scored
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace stretch {
+
+inline constexpr int kLabRecordVersion = 1;
+inline constexpr std::array<std::string_view, 5> kProtocolNames = {"nonrepeat", "repeat", "tail",
+                                                                   "sliding", "passkey"};
+
+struct LabPositionBucket {
+  int64_t begin = 0, end = 0;  // positions [begin, end) in the sequence
+  int64_t count = 0;           // targets scored in it
+  double loss = 0.0;           // mean loss, nats
+  double accuracy = 0.0;
+};
+
+struct LabRecord {
+  std::string key;  // LabRecordKey of the fields below; filled by MakeKey
+  std::string corpus;
+  std::string model;
+  std::string variant;
+  int64_t train_len = 0;
+  std::string method;
+  std::string resolved_method;
+  std::string protocol;
+  int64_t ctx = 0;
+  int64_t tail = 0;
+  int64_t stride = 0;
+  double depth = -1.0;
+  int64_t sequences = 0;
+  int64_t tokens = 0;
+  double loss = 0.0;
+  double accuracy = 0.0;
+  double token_accuracy = 0.0;
+  std::vector<LabPositionBucket> by_position;
+  double seconds = 0.0;
+};
+
+// "corpus/model/method/protocol/ctx[/tail=K][/stride=S][/depth=D]": what identifies a cell.
+std::string LabRecordKey(const LabRecord& r);
+
+nlohmann::json LabRecordJson(const LabRecord& r);
+// Throws stretch::Error naming the field when a line is not a cell record of a known version.
+LabRecord LabRecordFromJson(const nlohmann::json& j);
+
+struct LabRecordFile {
+  std::vector<LabRecord> records;  // in file order, first of each key only
+  int64_t duplicates = 0;          // records whose key was already read, skipped
+  int64_t partial_lines = 0;       // a last line without its '\n' (a write cut short): skipped
+};
+// Reads records from JSON-lines files, in order, keeping the first record of each key. A last
+// line without a newline (the process was killed while writing it) is skipped and counted; any
+// other line that does not parse is an error naming the file and line number. Lines whose
+// "record" is not "cell" are skipped (room for other kinds later).
+LabRecordFile ReadLabRecords(const std::vector<std::string>& paths);
+
+// Appends records to a JSON-lines file, each line written whole and flushed to the disk before
+// Append returns, so a kill loses at most the line being written (which ReadLabRecords then
+// skips). A file whose last line was cut short is first truncated back to its last newline.
+class LabRecordWriter {
+ public:
+  explicit LabRecordWriter(std::string path);
+  ~LabRecordWriter();
+  LabRecordWriter(const LabRecordWriter&) = delete;
+  LabRecordWriter& operator=(const LabRecordWriter&) = delete;
+  void Append(const LabRecord& r);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+}  // namespace stretch
