@@ -14,25 +14,6 @@ namespace {
 
 constexpr int64_t kLogitRows = kScoreLogitRows;
 
-void AddToBucket(ScoreSummary& s, int64_t bucket, int64_t position, double loss, bool correct) {
-  const size_t b = static_cast<size_t>(position / bucket);
-  if (s.buckets.size() <= b) {
-    const size_t old = s.buckets.size();
-    s.buckets.resize(b + 1);
-    for (size_t i = old; i <= b; ++i) {
-      s.buckets[i].begin = static_cast<int64_t>(i) * bucket;
-      s.buckets[i].end = static_cast<int64_t>(i + 1) * bucket;
-    }
-  }
-  PositionBucket& pb = s.buckets[b];
-  pb.count++;
-  pb.correct += correct;
-  pb.loss_sum += loss;
-  s.scored++;
-  s.correct += correct;
-  s.loss_sum += loss;
-}
-
 // One window to score: `inputs` fed at positions 0.. (ForwardSequence: from position 0, no KV
 // cache), `targets[p]` scored for p in [first, targets.size()).
 struct Window {
@@ -82,7 +63,7 @@ void ScoreWindow(WindowRunner& run, const Window& win, std::vector<TokenRecord>&
 void AddWindow(ScoreSummary& summary, int64_t bucket, const std::vector<TokenRecord>& records,
                const TokenSink& sink) {
   for (const TokenRecord& r : records) {
-    AddToBucket(summary, bucket, r.position, r.loss, r.correct);
+    AddToSummary(summary, bucket, r.position, r.loss, r.correct);
     if (sink) sink(r);
   }
   summary.windows++;
@@ -184,6 +165,25 @@ void ValidateScoreOptions(const ScoreOptions& opt) {
           opt.sample_len, opt.ctx);
     }
   }
+}
+
+void AddToSummary(ScoreSummary& s, int64_t bucket, int64_t position, double loss, bool correct) {
+  const size_t b = static_cast<size_t>(position / bucket);
+  if (s.buckets.size() <= b) {
+    const size_t old = s.buckets.size();
+    s.buckets.resize(b + 1);
+    for (size_t i = old; i <= b; ++i) {
+      s.buckets[i].begin = static_cast<int64_t>(i) * bucket;
+      s.buckets[i].end = static_cast<int64_t>(i + 1) * bucket;
+    }
+  }
+  PositionBucket& pb = s.buckets[b];
+  pb.count++;
+  pb.correct += correct;
+  pb.loss_sum += loss;
+  s.scored++;
+  s.correct += correct;
+  s.loss_sum += loss;
 }
 
 double ScoreSummary::Perplexity() const { return std::exp(MeanLoss()); }

@@ -83,6 +83,10 @@ struct ScoreSummary {
   double Accuracy() const { return scored ? static_cast<double>(correct) / scored : 0.0; }
 };
 
+// Adds one scored target at `position` to the totals and to its bucket of `bucket` positions
+// (buckets [k bucket, (k+1) bucket), created as needed).
+void AddToSummary(ScoreSummary& s, int64_t bucket, int64_t position, double loss, bool correct);
+
 struct TokenRecord {
   int64_t window = 0;
   int64_t position = 0;
