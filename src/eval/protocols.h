@@ -56,7 +56,19 @@ std::vector<std::vector<int>> NonRepeatSequences(const TokenSpans& documents, in
 std::vector<std::vector<int>> RepeatSequences(const TokenSpans& documents, int64_t train_len,
                                               int64_t ctx, int64_t count, int bos);
 
-// Scores every target of every sequence: loss, accuracy, and buckets of `bucket` positions.
+// Fixed tail, growing context: `count` samples of `longest` tokens (windows chosen as above), each
+// fed as BOS followed by its last ctx tokens. Scored from position ctx - tail on
+// (ScoreTargetsFrom), every context scores the very same targets, the last `tail` tokens of each
+// sample; only the amount of context before them changes. Throws as above, and for ctx > longest.
+std::vector<std::vector<int>> TailSequences(const TokenSpans& documents, int64_t longest,
+                                            int64_t ctx, int64_t count, int bos);
+
+// Scores the targets at positions >= first_position of every sequence: loss, accuracy, and
+// buckets of `bucket` positions; ScoreSummary::windows counts the sequences with a scored target.
+ScoreSummary ScoreTargetsFrom(const SequenceScorer& scorer,
+                              const std::vector<std::vector<int>>& sequences,
+                              int64_t first_position, int64_t bucket);
+// Every target.
 ScoreSummary ScoreAllTargets(const SequenceScorer& scorer,
                              const std::vector<std::vector<int>>& sequences, int64_t bucket);
 

@@ -404,6 +404,14 @@ TrainResume ReadTrainResume(const TrainRunOptions& options) {
   return r;
 }
 
+TrainArch RunArchitecture(const TrainRunOptions& options, int vocab_size) {
+  TrainArch arch =
+      ArchFromOptions(options, options.seq_len.value_or(TrainRunDefaults::seq_len), vocab_size);
+  FinalizeArch(arch);
+  ValidateArch(arch);
+  return arch;
+}
+
 TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallbacks& callbacks) {
   const Note& note = callbacks.note;
   const bool resuming = !options.resume_from.empty();

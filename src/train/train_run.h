@@ -110,6 +110,10 @@ struct TrainRunCallbacks {
   std::function<void(const TrainProgress&)> progress;  // every step (RunTrainingLoop)
 };
 
+// The architecture a run from scratch with these options builds for a tokenizer of `vocab_size`
+// tokens (finalized and validated): what RunTraining trains, without reading any data.
+TrainArch RunArchitecture(const TrainRunOptions& options, int vocab_size);
+
 // Prepares the run and trains it to `steps`. Throws stretch::Error naming the field and value
 // at fault, or through the data, the specs, the trainer and the checkpoints.
 TrainLoopResult RunTraining(const TrainRunOptions& options,

@@ -1,0 +1,445 @@
+#include "src/lab/lab.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <unordered_set>
+
+#include "src/core/error.h"
+#include "src/core/rng.h"
+#include "src/core/timer.h"
+#include "src/eval/protocols.h"
+#include "src/io/model_file.h"
+#include "src/io/stretch_checkpoint.h"
+#include "src/model/transformer.h"
+#include "src/position/method.h"
+#include "src/position/plan.h"
+#include "src/train/arch_spec.h"
+#include "src/train/train_run.h"
+#include "src/train/trainer.h"
+
+namespace stretch {
+namespace fs = std::filesystem;
+namespace {
+
+using Note = std::function<void(const std::string&)>;
+
+void Tell(const Note& note, const std::string& line) {
+  if (note) note(line);
+}
+
+// One cell of the sweep, before it is scored.
+struct CellPlan {
+  size_t model = 0;
+  std::string method;
+  std::string protocol;
+  int64_t ctx = 0, tail = 0, stride = 0;
+  double depth = -1;
+  int64_t sequences = 0;
+  double weight = 0;  // relative cost, for the ETA
+  std::string key;
+};
+
+// Relative cost of scoring `sequences` of `ctx` tokens: the projections grow with ctx, attention
+// with ctx^2 (per token, attention costs about 2 ctx / (12 dim) of the projections' work).
+double CellWeight(int64_t sequences, int64_t ctx, int dim) {
+  return static_cast<double>(sequences) * static_cast<double>(ctx) *
+         (1.0 + static_cast<double>(ctx) / (6.0 * dim));
+}
+
+std::vector<CellPlan> PlanCells(const LabOptions& o, const std::string& corpus) {
+  std::vector<CellPlan> cells;
+  const int64_t L = o.train_len;
+  const int64_t longest = L * *std::max_element(o.factors.begin(), o.factors.end());
+  for (size_t m = 0; m < o.models.size(); ++m) {
+    if (static_cast<int>(m % static_cast<size_t>(o.ranks)) != o.rank) continue;
+    for (const std::string& method : o.methods) {
+      auto add = [&](const char* protocol, int64_t ctx, int64_t sequences, int64_t tail = 0,
+                     int64_t stride = 0, double depth = -1) {
+        CellPlan c{m,     method,    protocol,
+                   ctx,   tail,      stride,
+                   depth, sequences, CellWeight(sequences, ctx, o.dim),
+                   ""};
+        LabRecord r;
+        r.corpus = corpus;
+        r.model = o.models[m].label;
+        r.method = method;
+        r.protocol = protocol;
+        r.ctx = ctx;
+        r.tail = tail;
+        r.stride = stride;
+        r.depth = depth;
+        c.key = LabRecordKey(r);
+        cells.push_back(std::move(c));
+      };
+      add("nonrepeat", L, 8 * o.windows);
+      for (const int64_t k : o.factors) {
+        add("nonrepeat", k * L, o.windows);
+        add("repeat", k * L, o.windows);
+      }
+      if (o.tail) {
+        for (int64_t c = L; c <= longest; c *= 2) add("tail", c, o.tail_samples, L / 2);
+      }
+      for (const int64_t k : o.passkey_trials > 0 ? o.factors : std::vector<int64_t>{}) {
+        for (const double d : o.passkey_depths) {
+          add("passkey", k * L, o.passkey_trials, 0, 0, d);
+        }
+      }
+      if (o.sliding_stride > 0) {
+        for (const int64_t k : o.factors) add("sliding", k * L, o.windows, 0, o.sliding_stride);
+      }
+    }
+  }
+  return cells;
+}
+
+std::string Minutes(double seconds) {
+  if (seconds < 90) return fmt::format("{:.0f} s", seconds);
+  if (seconds < 5400) return fmt::format("{:.1f} min", seconds / 60);
+  return fmt::format("{:.1f} h", seconds / 3600);
+}
+
+TrainRunOptions RunOptionsOf(const LabOptions& o, const LabModel& m, const LabCorpus& corpus) {
+  TrainRunOptions r;
+  r.data = corpus.train_path;
+  r.out = (fs::path(o.out) / "models" / m.label).string();
+  r.tokenizer = ParseTokenizerKind(o.tokenizer);
+  if (*r.tokenizer != TokenizerKind::kBytes) r.vocab_size = o.vocab_size;
+  r.block = m.block;
+  r.position = m.position;
+  r.attention = m.attention;
+  r.dim = o.dim;
+  r.layers = o.layers;
+  if (m.block.rfind("gau", 0) != 0) r.heads = o.heads;
+  r.seq_len = o.train_len;
+  r.steps = o.steps;
+  r.batch = o.batch;
+  r.lr = o.lr;
+  r.seed = o.seed;
+  r.save_every = std::max<int64_t>(1, o.steps / 4);
+  r.eval_every = std::max<int64_t>(1, o.steps / 4);
+  r.eval_windows = 32;
+  r.log_every = std::max<int64_t>(1, std::min<int64_t>(50, o.steps / 10));
+  return r;
+}
+
+// Trains model `m` unless its run already holds the last step; continues a run cut short.
+void TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
+                const LabCallbacks& cb, const std::string& label) {
+  TrainRunOptions run = RunOptionsOf(o, m, corpus);
+  std::error_code ec;
+  std::optional<std::string> newest;
+  if (fs::is_directory(run.out, ec)) {
+    try {
+      newest = NewestCheckpointIn(run.out);
+    } catch (const Error&) {
+      // A folder without a complete checkpoint: a run killed before its first save. Nothing of
+      // it can be continued; start again there.
+      run.overwrite = true;
+    }
+  }
+  if (newest) {
+    const TrainResume resume = ReadTrainResume(run);
+    const nlohmann::json want = StoredRunOptions(run);
+    for (auto it = want.begin(); it != want.end(); ++it) {
+      if (it.key() == "init" || it.key() == "out") continue;
+      const auto have = resume.stored.find(it.key());
+      if (have == resume.stored.end() || *have != it.value()) {
+        Fail(
+            "{}: this model was trained with {} = {}, the lab now asks for {}: use another --out, "
+            "or delete {} to train it again",
+            run.out, it.key(), have == resume.stored.end() ? "(unset)" : have->dump(),
+            it.value().dump(), run.out);
+      }
+    }
+    if (ReadModelFileHeader(resume.checkpoint).step >= o.steps) {
+      Tell(cb.note, fmt::format("{}: trained already ({})", label, resume.checkpoint));
+      return;
+    }
+    run.resume_from = resume.checkpoint;
+    Tell(cb.note, fmt::format("{}: continuing from {}", label, resume.checkpoint));
+  }
+  TrainRunCallbacks tcb;
+  tcb.note = [&](const std::string& line) { Tell(cb.note, label + ": " + line); };
+  tcb.progress = [&](const TrainProgress& p) {
+    if (!cb.progress || !p.report) return;
+    std::string line =
+        fmt::format("{}: training step {}/{}, loss {:.3f}, {:.0f} tokens/s, ETA {}", label,
+                    p.stats.step, p.steps, p.stats.loss, p.tokens_per_s, Minutes(p.eta_seconds));
+    if (p.eval) line += fmt::format(", held-out loss {:.3f}", p.eval->loss);
+    cb.progress(line);
+  };
+  RunTraining(run, tcb);
+}
+
+// The test documents in the model's tokens, without BOS.
+std::vector<std::vector<int>> EncodeTest(const TextTokenizer& tok, const LabCorpus& corpus) {
+  std::vector<std::vector<int>> out;
+  for (const std::string& text : corpus.test_documents) {
+    std::vector<int> ids = tok.EncodePrompt(text);
+    ids.erase(ids.begin());  // its BOS
+    if (!ids.empty()) out.push_back(std::move(ids));
+  }
+  return out;
+}
+
+LabPositionBucket BucketOf(const PositionBucket& b) {
+  return {b.begin, b.end, b.count, b.MeanLoss(), b.Accuracy()};
+}
+
+void FillFromSummary(LabRecord& r, const ScoreSummary& s) {
+  r.sequences = s.windows;
+  r.tokens = s.scored;
+  r.loss = s.MeanLoss();
+  r.accuracy = s.Accuracy();
+  r.token_accuracy = s.Accuracy();
+  for (const PositionBucket& b : s.buckets) {
+    if (b.count > 0) r.by_position.push_back(BucketOf(b));
+  }
+}
+
+struct Progress {
+  double eval_weight_total = 0, eval_weight_done = 0, eval_seconds = 0;
+  int64_t cells_total = 0, cells_done = 0;
+  Timer timer;
+
+  std::string Line(const std::string& what) const {
+    std::string eta = "ETA after the first cells";
+    if (eval_weight_done > 0 && eval_seconds > 0) {
+      eta = "ETA " +
+            Minutes(eval_seconds / eval_weight_done * (eval_weight_total - eval_weight_done));
+    }
+    return fmt::format("lab [{}/{} cells, {} elapsed, {}] {}", cells_done, cells_total,
+                       Minutes(timer.Seconds()), eta, what);
+  }
+};
+
+}  // namespace
+
+LabOptions QuickLab() {
+  LabOptions o;
+  o.models = {{"rope", "llama", "rope", "full"}, {"keynorm", "llama", "rope", "keynorm"}};
+  o.methods = {"direct",       "pi",          "ntk",    "yarn",   "rerope",
+               "leaky-rerope", "self-extend", "window", "lambda", "ntk+logn"};
+  return o;
+}
+
+LabOptions FullLab() {
+  LabOptions o;
+  o.steps = 3000;
+  o.windows = 32;
+  o.tail_samples = 32;
+  o.passkey_depths = {0.0, 0.25, 0.5, 0.75, 1.0};
+  o.passkey_trials = 20;
+  o.sliding_stride = 0;
+  const std::string gau = "gau";
+  o.models = {
+      {"gau", gau, "rope", "full"},
+      {"gau-logn", gau, "rope", "logn"},
+      {"gau-querynorm", gau, "rope", "querynorm"},
+      {"gau-querynorm-logn", gau, "rope", "querynorm,logn"},
+      {"gau-keynorm", gau, "rope", "keynorm"},
+      {"gau-keynorm-logn", gau, "rope", "keynorm,logn"},
+      {"gau-cosine", gau, "rope", "cosine,scale=10"},
+      {"gau-cosine-logn", gau, "rope", "cosine,scale=10,logn"},
+      {"window", "llama", "rope", "window=32"},
+      {"hwfa", "llama", "rope", "hwfa=32"},
+      {"alibi", "llama", "alibi", "full"},
+      {"kerple", "llama", "kerple-log", "full"},
+      {"xpos", "llama", "xpos", "full"},
+      {"nope", "llama", "nope", "full"},
+      {"sandwich", "llama", "sandwich", "full"},
+  };
+  o.methods = {"direct", "pi",           "ntk",         "ntk+logn", "yarn",
+               "rerope", "leaky-rerope", "self-extend", "window"};
+  return o;
+}
+
+void ValidateLabOptions(const LabOptions& o) {
+  if (o.train_len < 8) Fail("LabOptions::train_len: found {}, expected at least 8", o.train_len);
+  if (o.steps < 1) Fail("LabOptions::steps: found {}, expected at least 1", o.steps);
+  if (o.models.empty()) Fail("LabOptions::models: none given");
+  if (o.methods.empty()) Fail("LabOptions::methods: none given");
+  if (o.factors.empty()) Fail("LabOptions::factors: none given");
+  for (const int64_t k : o.factors) {
+    if (k < 2 || k > 1024) Fail("LabOptions::factors: found {}, expected 2..1024", k);
+  }
+  if (o.windows < 1) Fail("LabOptions::windows: found {}, expected at least 1", o.windows);
+  if (o.tail && o.tail_samples < 1) {
+    Fail("LabOptions::tail_samples: found {}, expected at least 1", o.tail_samples);
+  }
+  if (o.passkey_trials < 0) {
+    Fail("LabOptions::passkey_trials: found {}, expected >= 0", o.passkey_trials);
+  }
+  for (const double d : o.passkey_depths) {
+    if (!(d >= 0 && d <= 1)) Fail("LabOptions::passkey_depths: found {}, expected 0..1", d);
+  }
+  if (!(o.passkey_share >= 0 && o.passkey_share <= 0.5)) {
+    Fail("LabOptions::passkey_share: found {}, expected 0..0.5", o.passkey_share);
+  }
+  if (o.ranks < 1 || o.rank < 0 || o.rank >= o.ranks) {
+    Fail("LabOptions::rank {} of {}: expected 0 <= rank < ranks", o.rank, o.ranks);
+  }
+  std::set<std::string> labels;
+  for (const LabModel& m : o.models) {
+    if (m.label.empty() || m.label.find_first_of("/\\ ") != std::string::npos || m.label == "." ||
+        m.label == "..") {
+      Fail("LabOptions::models: label \"{}\" cannot name a folder", m.label);
+    }
+    if (!labels.insert(m.label).second) Fail("LabOptions::models: label {} twice", m.label);
+    TrainRunOptions run;
+    run.block = m.block;
+    run.position = m.position;
+    run.attention = m.attention;
+    run.dim = o.dim;
+    run.layers = o.layers;
+    if (m.block.rfind("gau", 0) != 0) run.heads = o.heads;
+    run.seq_len = o.train_len;
+    try {
+      RunArchitecture(run, 259);
+    } catch (const Error& e) {
+      Fail("model {}: {}", m.label, e.what());
+    }
+  }
+  std::set<std::string> specs;
+  for (const std::string& s : o.methods) {
+    ParseMethod(s);
+    if (!specs.insert(s).second) Fail("LabOptions::methods: {} twice", s);
+  }
+}
+
+LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
+  ValidateLabOptions(o);
+  LabResult result;
+  Timer total_timer;
+  fs::create_directories(o.out);
+  const LabCorpus corpus = PrepareLabCorpus(o.corpus, o.out);
+  Tell(cb.note,
+       fmt::format("corpus {} ({}): {} training documents ({:.1f} MB), {} test documents "
+                   "({:.1f} MB); {}",
+                   corpus.label, corpus.source, corpus.train_documents, corpus.train_bytes / 1e6,
+                   corpus.test_documents.size(), corpus.test_bytes / 1e6, corpus.split_rule));
+
+  // Cells already done, in any results file of the folder (other ranks' too).
+  std::vector<std::string> files;
+  for (const fs::directory_entry& e : fs::directory_iterator(o.out)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file() && name.rfind("results", 0) == 0 && e.path().extension() == ".jsonl") {
+      files.push_back(e.path().string());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  std::unordered_set<std::string> done;
+  for (const LabRecord& r : ReadLabRecords(files).records) done.insert(r.key);
+
+  result.records_path =
+      (fs::path(o.out) /
+       (o.ranks == 1 ? std::string("results.jsonl") : fmt::format("results-rank{}.jsonl", o.rank)))
+          .string();
+  LabRecordWriter writer(result.records_path);
+
+  const std::vector<CellPlan> cells = PlanCells(o, corpus.label);
+  Progress progress;
+  for (const CellPlan& c : cells) {
+    progress.cells_total++;
+    if (done.count(c.key)) {
+      progress.cells_done++;
+      result.cells_skipped++;
+    } else {
+      progress.eval_weight_total += c.weight;
+    }
+  }
+  Tell(cb.note,
+       fmt::format("plan: {} models x {} methods, lengths {} x {}, {} cells ({} done "
+                   "already); results in {}",
+                   o.models.size(), o.methods.size(), o.train_len, fmt::join(o.factors, "/"),
+                   cells.size(), result.cells_skipped, result.records_path));
+
+  const int64_t L = o.train_len;
+  const int64_t longest = L * *std::max_element(o.factors.begin(), o.factors.end());
+  for (size_t mi = 0; mi < o.models.size(); ++mi) {
+    if (static_cast<int>(mi % static_cast<size_t>(o.ranks)) != o.rank) continue;
+    const LabModel& lm = o.models[mi];
+    const bool pending = std::any_of(cells.begin(), cells.end(), [&](const CellPlan& c) {
+      return c.model == mi && !done.count(c.key);
+    });
+    const std::string label = fmt::format("model {} ({}/{})", lm.label, mi + 1, o.models.size());
+    TrainModel(o, lm, corpus, cb, label);
+    if (!pending) continue;
+
+    const std::string run_dir = (fs::path(o.out) / "models" / lm.label).string();
+    LoadedModel loaded = LoadModelFile(run_dir, ModelFileOptions{"", true});
+    Transformer model(loaded.model);
+    const int bos = loaded.tokenizer->bos();
+    const std::vector<std::vector<int>> test = EncodeTest(*loaded.tokenizer, corpus);
+    TokenSpans docs(test.begin(), test.end());
+    const std::string variant = fmt::format("{} | {} | {}", lm.block, lm.position, lm.attention);
+
+    for (const CellPlan& c : cells) {
+      if (c.model != mi || done.count(c.key)) continue;
+      const Method method = ParseMethod(c.method);
+      AttentionPlan plan;
+      try {
+        plan = MakeAttentionPlan(method, model.Geometry(), c.ctx);
+        CheckMethodFitsLayout(model.config(), plan);
+      } catch (const Error& e) {
+        Tell(cb.note, fmt::format("skipped {}: {}", c.key, e.what()));
+        result.cells_refused++;
+        progress.eval_weight_total -= c.weight;
+        progress.cells_done++;
+        continue;
+      }
+      LabRecord r;
+      r.corpus = corpus.label;
+      r.model = lm.label;
+      r.variant = variant;
+      r.train_len = L;
+      r.method = c.method;
+      r.resolved_method = CanonicalSpec(plan.method);
+      r.protocol = c.protocol;
+      r.ctx = c.ctx;
+      r.tail = c.tail;
+      r.stride = c.stride;
+      r.depth = c.depth;
+      model.SetPlan(std::move(plan));
+      if (cb.progress) {
+        cb.progress(
+            progress.Line(fmt::format("{} / {} / {} @ {}", lm.label, c.method, c.protocol, c.ctx)));
+      }
+      const SequenceScorer scorer = ModelSequenceScorer(model, "", false);
+      const int64_t bucket = std::max<int64_t>(1, c.ctx / 16);
+      Timer timer;
+      if (c.protocol == "nonrepeat") {
+        FillFromSummary(
+            r, ScoreAllTargets(scorer, NonRepeatSequences(docs, c.ctx, c.sequences, bos), bucket));
+      } else if (c.protocol == "repeat") {
+        FillFromSummary(
+            r, ScoreAllTargets(scorer, RepeatSequences(docs, L, c.ctx, c.sequences, bos), bucket));
+      } else if (c.protocol == "tail") {
+        FillFromSummary(
+            r, ScoreTargetsFrom(scorer, TailSequences(docs, longest, c.ctx, c.sequences, bos),
+                                c.ctx - c.tail, std::max<int64_t>(1, c.tail / 4)));
+      } else {
+        // passkey and sliding: not scored by this build yet (src/eval/passkey.h).
+        result.cells_refused++;
+        progress.eval_weight_total -= c.weight;
+        progress.cells_done++;
+        continue;
+      }
+      r.seconds = timer.Seconds();
+      r.key = LabRecordKey(r);
+      writer.Append(r);
+      result.cells_done++;
+      progress.cells_done++;
+      progress.eval_weight_done += c.weight;
+      progress.eval_seconds += r.seconds;
+    }
+  }
+  result.seconds = total_timer.Seconds();
+  return result;
+}
+
+}  // namespace stretch

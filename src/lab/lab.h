@@ -1,0 +1,98 @@
+// `stretch lab`: train short, test long, in one command.
+//
+// A lab is a sweep: models x methods x lengths x protocols. Each model is trained at the training
+// length L on the lab's corpus (src/lab/corpus.h) with a pre-training variant (position scheme,
+// attention, block); then every training-free method (--method specs, src/position/method.h) is
+// run on it at k x L for each factor k, with the protocols of src/eval/protocols.h and
+// src/eval/passkey.h. Every cell (one model, method, protocol, length, passkey depth) becomes one
+// record (src/report/records.h) appended to OUT/results.jsonl the moment it is done.
+//
+// Resuming. A lab run again with the same OUT skips every cell whose key is already in a
+// results*.jsonl file of OUT, and every model whose run holds its last checkpoint; a model whose
+// training was cut short continues from its newest checkpoint (bit for bit, src/train/run.h). So
+// a lab killed at any point and started again ends with the records of one that never stopped.
+//
+// Several processes (MPI or not): with `ranks` = n and `rank` = r, this process trains and
+// evaluates the models whose index i has i mod n == r, and writes OUT/results-rank<r>.jsonl;
+// `stretch report OUT/results*.jsonl` merges them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "src/lab/corpus.h"
+#include "src/report/records.h"
+
+namespace stretch {
+
+// A pre-training variant: one model of the lab.
+struct LabModel {
+  std::string label;               // unique in the lab; names its run folder OUT/models/<label>
+  std::string block = "llama";     // `stretch train --block`
+  std::string position = "rope";   // `stretch train --position`
+  std::string attention = "full";  // `stretch train --attention`
+};
+
+struct LabOptions {
+  LabCorpusOptions corpus;
+  std::string out = "lab";  // the lab's folder: corpus copy, model runs, results, report
+
+  // Training (the same for every model).
+  int64_t train_len = 128;  // L
+  int64_t steps = 600;
+  int64_t batch = 16;
+  int dim = 128, layers = 4, heads = 4;
+  double lr = 2e-3;
+  std::string tokenizer = "bytes";  // bytes | bpe | unigram (trained on the corpus)
+  int vocab_size = 2048;            // of a bpe / unigram tokenizer
+  double passkey_share = 0.05;      // share of training windows that are passkey documents
+  uint64_t seed = 1;
+
+  std::vector<LabModel> models;
+  std::vector<std::string> methods;        // training-free method specs
+  std::vector<int64_t> factors = {8, 16};  // test lengths k x L (nonrepeat also runs at L)
+
+  // Protocols.
+  int64_t windows = 8;       // sequences per nonrepeat / repeat cell (64 at L)
+  int64_t tail_samples = 8;  // samples of the fixed tail; the tail is L/2 tokens
+  bool tail = true;
+  std::vector<double> passkey_depths = {0.0, 0.5, 1.0};
+  int64_t passkey_trials = 5;  // per (length, depth)
+  int64_t sliding_stride = 0;  // > 0: sliding-window perplexity at k x L with this stride
+
+  int rank = 0, ranks = 1;  // this process's share (see the top of this file)
+};
+
+// The presets: --quick (the README's main job: a RoPE baseline and KeyNorm, a handful of methods,
+// about 10 minutes on 2 cores) and --full (the seeds' experiments; hours).
+LabOptions QuickLab();
+LabOptions FullLab();
+
+// Throws stretch::Error naming the option when one is out of range, a label repeats, a method
+// spec does not parse, or a model spec is refused by `stretch train`'s spec parser.
+void ValidateLabOptions(const LabOptions& options);
+
+struct LabEvent {
+  std::string line;  // for a person; one line
+};
+struct LabCallbacks {
+  std::function<void(const std::string&)> note;  // plan, training notes, skipped cells
+  // Called often: the whole sweep's progress and ETA, in one line.
+  std::function<void(const std::string&)> progress;
+};
+
+struct LabResult {
+  std::string records_path;   // what this process wrote to
+  int64_t cells_done = 0;     // scored now
+  int64_t cells_skipped = 0;  // found already done
+  int64_t cells_refused = 0;  // method does not apply to the model (e.g. RoPE scaling on ALiBi)
+  double seconds = 0;
+};
+
+// Trains what is missing and scores every cell not yet done (resuming rules above).
+LabResult RunLab(const LabOptions& options, const LabCallbacks& callbacks = {});
+
+}  // namespace stretch

@@ -1,0 +1,169 @@
+// stretch lab: train small models at a short length, test them far beyond it with every
+// training-free method, and write the records (src/lab/lab.h) and the report.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "src/core/error.h"
+#include "src/core/threads.h"
+#include "src/lab/lab.h"
+#include "tools/cli/common.h"
+
+namespace stretch::cli {
+namespace {
+
+struct LabArgs {
+  bool quick = false, full = false;
+  std::string corpus, out = "lab";
+  int cutoff_year = 2000;
+  int64_t train_len = 0, steps = 0, batch = 0, windows = 0, passkey_trials = -1;
+  int dim = 0, layers = 0, heads = 0, threads = 0;
+  double lr = 0, passkey_share = -1;
+  std::string tokenizer, methods, factors;
+  int vocab_size = 0;
+  bool no_tail = false;
+};
+
+// The rank and size of an MPI job, from the environment mpirun (Open MPI) gives every process;
+// (0, 1) when not started by mpirun.
+std::pair<int, int> MpiRank() {
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (rank == nullptr || size == nullptr) return {0, 1};
+  return {std::atoi(rank), std::max(1, std::atoi(size))};
+}
+
+std::vector<int64_t> ParseFactors(const std::string& list) {
+  std::vector<int64_t> out;
+  size_t begin = 0;
+  while (begin <= list.size()) {
+    const size_t comma = std::min(list.find(',', begin), list.size());
+    const std::string piece = list.substr(begin, comma - begin);
+    char* end = nullptr;
+    const long long v = std::strtoll(piece.c_str(), &end, 10);
+    if (piece.empty() || end == nullptr || *end != '\0') {
+      Fail("--factors {}: \"{}\" is not a whole number (expected e.g. 8,16)", list, piece);
+    }
+    out.push_back(v);
+    begin = comma + 1;
+  }
+  return out;
+}
+
+LabOptions OptionsOf(const LabArgs& a) {
+  LabOptions o = a.full ? FullLab() : QuickLab();
+  o.corpus.path = a.corpus;
+  o.corpus.cutoff_year = a.cutoff_year;
+  o.out = a.out;
+  if (a.train_len > 0) o.train_len = a.train_len;
+  if (a.steps > 0) o.steps = a.steps;
+  if (a.batch > 0) o.batch = a.batch;
+  if (a.windows > 0) o.windows = a.windows;
+  if (a.passkey_trials >= 0) o.passkey_trials = a.passkey_trials;
+  if (a.dim > 0) o.dim = a.dim;
+  if (a.layers > 0) o.layers = a.layers;
+  if (a.heads > 0) o.heads = a.heads;
+  if (a.lr > 0) o.lr = a.lr;
+  if (a.passkey_share >= 0) o.passkey_share = a.passkey_share;
+  if (!a.tokenizer.empty()) o.tokenizer = a.tokenizer;
+  if (a.vocab_size > 0) o.vocab_size = a.vocab_size;
+  if (!a.methods.empty()) o.methods = SplitMethodList(a.methods);
+  if (!a.factors.empty()) o.factors = ParseFactors(a.factors);
+  if (a.no_tail) o.tail = false;
+  std::tie(o.rank, o.ranks) = MpiRank();
+  return o;
+}
+
+void RunLabCommand(const LabArgs& a) {
+  if (a.quick && a.full) Fail("--quick and --full: give one of them");
+  LabOptions o = OptionsOf(a);
+  const std::string who = o.ranks > 1 ? fmt::format("lab[{}/{}]", o.rank, o.ranks) : "lab";
+  if (a.threads > 0) {
+    SetNumThreads(a.threads);
+  } else if (o.ranks > 1) {
+    // Each rank takes its share of the cores.
+    const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    const int per_node = local ? std::max(1, std::atoi(local)) : o.ranks;
+    SetNumThreads(std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) / per_node));
+  }
+  const bool tty = isatty(fileno(stderr)) != 0;
+  LabCallbacks cb;
+  cb.note = [&](const std::string& line) {
+    fmt::print(stderr, "{}{}: {}\n", tty ? "\r\033[K" : "", who, WithFlagNames(line));
+  };
+  cb.progress = [&](const std::string& line) {
+    if (tty) {
+      fmt::print(stderr, "\r\033[K{}", line.substr(0, 150));
+    } else {
+      fmt::print(stderr, "{}\n", line);
+    }
+  };
+  const LabResult r = RunLab(o, cb);
+  if (tty) fmt::print(stderr, "\r\033[K");
+  fmt::print("{}: {} cells scored, {} found done, {} not applicable, in {:.0f} s; records: {}\n",
+             who, r.cells_done, r.cells_skipped, r.cells_refused, r.seconds, r.records_path);
+}
+
+}  // namespace
+
+void RegisterLab(CLI::App& app) {
+  auto a = std::make_shared<LabArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "lab",
+      "Train short, test long: trains small models at a short length (default 128 tokens) with "
+      "pre-training variants, then tests each far beyond it (8x and 16x) with every "
+      "training-free method, and records loss and accuracy by protocol.\n"
+      "Protocols: non-repeat (real text, longer than trained), repeat (a training-length sample "
+      "repeated: a model that still uses distant tokens copies it), fixed tail (the same last "
+      "tokens scored with more and more context before them), passkey (a number hidden in the "
+      "text, asked for at the end).\n"
+      "Records go to OUT/results.jsonl, one line per cell; run the same command again to resume "
+      "after an interruption. `mpirun -np N stretch lab ...` shares the models among N "
+      "processes.");
+  cmd->add_flag("--quick", a->quick,
+                "the quick lab (default): a RoPE baseline and a KeyNorm model, 10 methods, 8x "
+                "and 16x; about 10 minutes on 2 cores");
+  cmd->add_flag("--full", a->full,
+                "the seeds' experiments: GAU with QueryNorm/KeyNorm/cosine (each with and "
+                "without log-n), window, HWFA, ALiBi, KERPLE, XPOS, NoPE, Sandwich; hours");
+  cmd->add_option("--corpus", a->corpus,
+                  "text to train and test on: a folder of *.txt documents or one text file "
+                  "(default: the State of the Union addresses in data/sotu, installed by "
+                  "scripts/setup.sh)");
+  cmd->add_option("--cutoff-year", a->cutoff_year,
+                  "for files named YYYY_*.txt: those of this year and later are the test text")
+      ->capture_default_str();
+  cmd->add_option("--out", a->out, "the lab's folder: models, results.jsonl, report")
+      ->capture_default_str();
+  cmd->add_option("--train-len", a->train_len, "training length L in tokens (default 128)");
+  cmd->add_option("--steps", a->steps, "training steps per model (quick 600, full 3000)");
+  cmd->add_option("--batch", a->batch, "training windows per step (default 16)");
+  cmd->add_option("--dim", a->dim, "model width (default 128)");
+  cmd->add_option("--layers", a->layers, "blocks (default 4)");
+  cmd->add_option("--heads", a->heads, "attention heads of the LLaMA block (default 4)");
+  cmd->add_option("--lr", a->lr, "peak learning rate (default 2e-3)");
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "bytes (default) or a SentencePiece bpe / unigram tokenizer trained on the "
+                  "corpus");
+  cmd->add_option("--vocab-size", a->vocab_size, "vocabulary of a bpe / unigram tokenizer");
+  cmd->add_option("--methods", a->methods,
+                  "training-free methods to test, a comma list of --method specs (see `stretch "
+                  "score --help`)");
+  cmd->add_option("--factors", a->factors,
+                  "test lengths as multiples of the training length (default 8,16)");
+  cmd->add_option("--windows", a->windows,
+                  "sequences per repeat / non-repeat cell (quick 8, full 32)");
+  cmd->add_option("--passkey-trials", a->passkey_trials, "passkey trials per length and depth");
+  cmd->add_option("--passkey-share", a->passkey_share,
+                  "share of training windows that are passkey documents, so that small models "
+                  "learn the task (default 0.05)");
+  cmd->add_flag("--no-tail", a->no_tail, "skip the fixed-tail protocol");
+  cmd->add_option("--threads", a->threads, "threads (default: all cores, or a share per rank)");
+  cmd->callback([a] { RunLabCommand(*a); });
+}
+
+}  // namespace stretch::cli
