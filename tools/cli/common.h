@@ -113,5 +113,6 @@ void RegisterScore(CLI::App& app);
 void RegisterInspect(CLI::App& app);
 void RegisterBench(CLI::App& app);
 void RegisterTrain(CLI::App& app);
+void RegisterReport(CLI::App& app);
 
 }  // namespace stretch::cli
