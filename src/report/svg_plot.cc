@@ -291,7 +291,10 @@ std::string BarPlotSvg(const BarPlotSpec& spec) {
   const double group_w = s * bar_w + gap;
   const double label_drop = 3.6 * LongestLabel(spec.categories);  // rotated by 30 degrees
   const double legend_w = std::max(110.0, 7.0 * LongestLabel(spec.series) + 50);
-  const Frame f{78, 44, 78 + std::max(1.0, static_cast<double>(n)) * group_w, 44 + 260};
+  // The first category's label, rotated, reaches left of its group: room for it.
+  const double left =
+      std::max(78.0, n > 0 ? 5.8 * static_cast<double>(spec.categories[0].size()) - 20 : 0.0);
+  const Frame f{left, 44, left + std::max(1.0, static_cast<double>(n)) * group_w, 44 + 260};
   const double width = f.right + 20 + legend_w, height = f.bottom + 40 + label_drop + 30;
   Axis y = LinearAxis(0, 1, /*from_zero=*/true);
   y.p0 = f.bottom, y.p1 = f.top;
@@ -319,7 +322,7 @@ std::string BarPlotSvg(const BarPlotSpec& spec) {
       }
       const double top = y.Map(std::min(v, 1.0));
       svg.Rect(bx + 2, top, bar_w - 4, f.bottom - top, SeriesColour(k));
-      svg.Text(bx + bar_w / 2, top - 4, FormatNumber(v, 2), {.size = 9, .anchor = "middle"});
+      svg.Text(bx + bar_w / 2, top - 4, fmt::format("{:.2f}", v), {.size = 9, .anchor = "middle"});
     }
   }
   svg.EndGroup();
@@ -339,10 +342,12 @@ std::string BarPlotSvg(const BarPlotSpec& spec) {
 
 std::string HeatMapSvg(const HeatMapSpec& spec) {
   const size_t nc = spec.columns.size(), nr = spec.rows.size();
-  const double cell_w = 72, cell_h = 30;
+  // Cells at least 30 px high, and the map at least 200 px high so that the y label fits.
+  const double cell_w = 72, cell_h = std::max(30.0, 200.0 / std::max<size_t>(1, nr));
   const Frame f{96, 44, 96 + nc * cell_w, 44 + std::max<size_t>(1, nr) * cell_h};
   const double scale_x = f.right + 28, scale_h = std::max(100.0, f.bottom - f.top);
-  const double width = scale_x + 16 + 90, height = std::max(f.bottom, f.top + scale_h) + 56;
+  const double width = std::max(scale_x + 16 + 90, 10.0 * spec.title.size() + 40);
+  const double height = std::max(f.bottom, f.top + scale_h) + 56;
 
   SvgWriter svg(width, height, spec.name, spec.title);
   svg.Text(width / 2, 26, spec.title, {.size = 16, .anchor = "middle", .bold = true});
