@@ -94,6 +94,10 @@ TEST_F(RecordsTest, UnknownProtocolAndVersionAreRefused) {
   j["version"] = kLabRecordVersion;
   j.erase("loss");
   EXPECT_NE(ErrorOf([&] { LabRecordFromJson(j); }).find("\"loss\" is missing"), std::string::npos);
+  j["loss"] = 2.0;
+  j["ctx"] = 512.5;  // a length must be whole, not rounded down to match the key
+  EXPECT_NE(ErrorOf([&] { LabRecordFromJson(j); }).find("\"ctx\" is not an integer: 512.5"),
+            std::string::npos);
 }
 
 TEST_F(RecordsTest, CutLastLineIsSkippedAndCounted) {
