@@ -84,6 +84,12 @@ TEST_F(ReportCliTest, RefusesMissingFileMalformedLineAndOutputOverInput) {
   r = RunCli("report " + Quote(records) + " --out " + Quote(records));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(Has(r.out, "is the same file as records file")) << r.out;
+  // An output file that would replace an input: refused, and no directory made.
+  fs::copy_file(records, Path("report.html"));
+  r = RunCli("report " + Quote(Path("report.html")) + " --out " + Quote(Path("new/..")));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Has(r.out, "refusing to write over an input")) << r.out;
+  EXPECT_FALSE(fs::exists(Path("new")));
 
   // A records file inside --out named like one of the outputs.
   fs::create_directories(Path("d"));

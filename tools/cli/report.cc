@@ -32,13 +32,13 @@ void RunReport(const ReportArgs& args) {
   if (fs::exists(args.out, ec) && !fs::is_directory(args.out, ec)) {
     Fail("--out {}: exists and is not a directory", args.out);
   }
-  fs::create_directories(args.out, ec);
-  if (ec) Fail("--out {}: cannot create the directory: {}", args.out, ec.message());
   std::vector<NamedPath> outputs;
   for (const ReportFile& f : report.files) {
     outputs.push_back({"--out file", (fs::path(args.out) / f.name).string()});
   }
-  CheckOutputPaths(inputs, outputs);
+  CheckOutputPaths(inputs, outputs);  // before the directory is made: a refusal leaves nothing
+  fs::create_directories(args.out, ec);
+  if (ec) Fail("--out {}: cannot create the directory: {}", args.out, ec.message());
 
   fmt::print(
       "read {} records from {} file{}: {} duplicate{} skipped (first of each key kept), {} "
