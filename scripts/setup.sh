@@ -17,6 +17,11 @@ PACKAGES=(
   libsentencepiece-dev                 # SentencePiece: training tokenizers (src/train/data.h)
   libgtest-dev libgmock-dev libbenchmark-dev
 )
+# Needed by the tests only: installed by `setup.sh all` (scripts/test.sh).
+TEST_PACKAGES=(
+  chromium                             # headless browser for the report test (tests/report)
+)
+if [ "${1:-release}" = "all" ]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

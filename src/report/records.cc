@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 #include <unordered_set>
 
 #include "src/core/error.h"
@@ -19,6 +20,10 @@ template <typename T>
 T Field(const nlohmann::json& j, const char* name) {
   const auto it = j.find(name);
   if (it == j.end()) Fail("field \"{}\" is missing", name);
+  // nlohmann converts 1024.5 to an integer silently: a count or a length must be written whole.
+  if constexpr (std::is_integral_v<T>) {
+    if (!it->is_number_integer()) Fail("field \"{}\" is not an integer: {}", name, it->dump());
+  }
   try {
     return it->get<T>();
   } catch (const nlohmann::json::exception&) {

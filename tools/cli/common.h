@@ -114,5 +114,6 @@ void RegisterInspect(CLI::App& app);
 void RegisterBench(CLI::App& app);
 void RegisterTrain(CLI::App& app);
 void RegisterLab(CLI::App& app);
+void RegisterReport(CLI::App& app);
 
 }  // namespace stretch::cli

@@ -1,0 +1,164 @@
+// The lab's records: JSON round trip, the key check, and the reading rules (a cut last line
+// skipped and counted, the first record of a key kept across files, the writer cutting an
+// unfinished line before it appends).
+#include "src/report/records.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/report/sample_records.h"
+#include "tests/testing/files.h"
+
+namespace stretch {
+namespace {
+
+using testing::ErrorOf;
+using testing::ReadBytes;
+using testing::SampleCell;
+
+class RecordsTest : public testing::TempDirTest {
+ protected:
+  RecordsTest() : TempDirTest("records_test_") {}
+};
+
+std::string Line(const LabRecord& r) { return LabRecordJson(r).dump() + "\n"; }
+
+void ExpectSameRecord(const LabRecord& a, const LabRecord& b) {
+  EXPECT_EQ(a.key, b.key);
+  EXPECT_EQ(a.corpus, b.corpus);
+  EXPECT_EQ(a.model, b.model);
+  EXPECT_EQ(a.variant, b.variant);
+  EXPECT_EQ(a.train_len, b.train_len);
+  EXPECT_EQ(a.method, b.method);
+  EXPECT_EQ(a.resolved_method, b.resolved_method);
+  EXPECT_EQ(a.protocol, b.protocol);
+  EXPECT_EQ(a.ctx, b.ctx);
+  EXPECT_EQ(a.tail, b.tail);
+  EXPECT_EQ(a.stride, b.stride);
+  EXPECT_EQ(a.depth, b.depth);
+  EXPECT_EQ(a.sequences, b.sequences);
+  EXPECT_EQ(a.tokens, b.tokens);
+  // nlohmann writes doubles with enough digits to read them back exactly.
+  EXPECT_EQ(a.loss, b.loss);
+  EXPECT_EQ(a.accuracy, b.accuracy);
+  EXPECT_EQ(a.token_accuracy, b.token_accuracy);
+  EXPECT_EQ(a.seconds, b.seconds);
+  ASSERT_EQ(a.by_position.size(), b.by_position.size());
+  for (size_t i = 0; i < a.by_position.size(); ++i) {
+    EXPECT_EQ(a.by_position[i].begin, b.by_position[i].begin);
+    EXPECT_EQ(a.by_position[i].end, b.by_position[i].end);
+    EXPECT_EQ(a.by_position[i].count, b.by_position[i].count);
+    EXPECT_EQ(a.by_position[i].loss, b.by_position[i].loss);
+    EXPECT_EQ(a.by_position[i].accuracy, b.by_position[i].accuracy);
+  }
+}
+
+TEST_F(RecordsTest, RoundTripThroughJsonAndFile) {
+  LabRecord passkey = SampleCell("rope", "yarn:factor=8", "passkey", 1024, 0.5);
+  passkey.depth = 0.25;
+  passkey.accuracy = 1.0 / 3.0;  // not exact in decimal
+  passkey.key = LabRecordKey(passkey);
+  EXPECT_EQ(passkey.key, "sotu/rope/yarn:factor=8/passkey/1024/depth=0.25");
+  LabRecord tail = SampleCell("rope", "direct", "tail", 512, 0.5);
+  tail.tail = 64;
+  tail.key = LabRecordKey(tail);
+  EXPECT_EQ(tail.key, "sotu/rope/direct/tail/512/tail=64");
+
+  ExpectSameRecord(LabRecordFromJson(LabRecordJson(passkey)), passkey);
+  const std::string path = Path("r.jsonl");
+  {
+    LabRecordWriter writer(path);
+    writer.Append(passkey);
+    writer.Append(tail);
+  }
+  const LabRecordFile read = ReadLabRecords({path});
+  ASSERT_EQ(read.records.size(), 2u);
+  ExpectSameRecord(read.records[0], passkey);
+  ExpectSameRecord(read.records[1], tail);
+  EXPECT_EQ(read.duplicates, 0);
+  EXPECT_EQ(read.partial_lines, 0);
+}
+
+TEST_F(RecordsTest, KeyThatDoesNotMatchTheFieldsIsRefused) {
+  nlohmann::json j = LabRecordJson(SampleCell("rope", "direct", "nonrepeat", 512, 0.5));
+  j["ctx"] = 1024;  // the key still says 512
+  EXPECT_NE(ErrorOf([&] { LabRecordFromJson(j); }).find("does not match"), std::string::npos);
+  const std::string path = File("bad.jsonl", j.dump() + "\n");
+  const std::string message = ErrorOf([&] { ReadLabRecords({path}); });
+  EXPECT_NE(message.find(path + ":1: key"), std::string::npos) << message;
+}
+
+TEST_F(RecordsTest, UnknownProtocolAndVersionAreRefused) {
+  nlohmann::json j = LabRecordJson(SampleCell("rope", "direct", "nonrepeat", 512, 0.5));
+  j["version"] = 99;
+  EXPECT_NE(ErrorOf([&] { LabRecordFromJson(j); }).find("version 99"), std::string::npos);
+  j["version"] = kLabRecordVersion;
+  j.erase("loss");
+  EXPECT_NE(ErrorOf([&] { LabRecordFromJson(j); }).find("\"loss\" is missing"), std::string::npos);
+  j["loss"] = 2.0;
+  j["ctx"] = 512.5;  // a length must be whole, not rounded down to match the key
+  EXPECT_NE(ErrorOf([&] { LabRecordFromJson(j); }).find("\"ctx\" is not an integer: 512.5"),
+            std::string::npos);
+}
+
+TEST_F(RecordsTest, CutLastLineIsSkippedAndCounted) {
+  const LabRecord a = SampleCell("rope", "direct", "nonrepeat", 128, 0.5);
+  const LabRecord b = SampleCell("rope", "direct", "nonrepeat", 512, 0.5);
+  const std::string whole = Line(a) + Line(b);
+  const std::string path = File("cut.jsonl", whole + Line(a).substr(0, 40));
+  const LabRecordFile read = ReadLabRecords({path});
+  ASSERT_EQ(read.records.size(), 2u);
+  EXPECT_EQ(read.records[1].ctx, 512);
+  EXPECT_EQ(read.partial_lines, 1);
+  EXPECT_EQ(read.duplicates, 0);
+}
+
+TEST_F(RecordsTest, MalformedLineInTheMiddleNamesFileAndLine) {
+  const LabRecord a = SampleCell("rope", "direct", "nonrepeat", 128, 0.5);
+  const std::string path = File("bad.jsonl", Line(a) + "{\"record\": \"cell\", oops\n" + Line(a));
+  const std::string message = ErrorOf([&] { ReadLabRecords({path}); });
+  EXPECT_NE(message.find(path + ":2: not a JSON line"), std::string::npos) << message;
+}
+
+TEST_F(RecordsTest, DuplicatesAcrossFilesKeepTheFirst) {
+  LabRecord first = SampleCell("rope", "direct", "nonrepeat", 512, 0.5);
+  LabRecord second = first;
+  second.loss = 9.0;  // same key, other numbers: a rerun
+  const LabRecord other = SampleCell("rope", "direct", "repeat", 512, 0.5);
+  const std::string a = File("a.jsonl", Line(first));
+  const std::string b = File("b.jsonl", Line(second) + "\n" + Line(other) + Line(second));
+  const LabRecordFile read = ReadLabRecords({a, b});
+  ASSERT_EQ(read.records.size(), 2u);
+  EXPECT_EQ(read.records[0].loss, first.loss);
+  EXPECT_EQ(read.records[1].protocol, "repeat");
+  EXPECT_EQ(read.duplicates, 2);
+  // Other kinds of record are skipped, not refused.
+  const std::string c = File("c.jsonl", "{\"record\": \"sweep\", \"anything\": 1}\n" + Line(first));
+  EXPECT_EQ(ReadLabRecords({c}).records.size(), 1u);
+}
+
+TEST_F(RecordsTest, WriterCutsAnUnfinishedLastLineBeforeAppending) {
+  const LabRecord a = SampleCell("rope", "direct", "nonrepeat", 128, 0.5);
+  const LabRecord b = SampleCell("rope", "direct", "nonrepeat", 512, 0.5);
+  const std::string path = File("w.jsonl", Line(a) + Line(b).substr(0, 30));
+  {
+    LabRecordWriter writer(path);
+    writer.Append(b);
+  }
+  EXPECT_EQ(ReadBytes(path), Line(a) + Line(b));
+  const LabRecordFile read = ReadLabRecords({path});
+  EXPECT_EQ(read.records.size(), 2u);
+  EXPECT_EQ(read.partial_lines, 0);
+  // A file holding only a cut line is emptied.
+  const std::string only_cut = File("only.jsonl", Line(a).substr(0, 10));
+  { LabRecordWriter writer(only_cut); }
+  EXPECT_EQ(ReadBytes(only_cut), "");
+}
+
+TEST_F(RecordsTest, MissingFileIsAnErrorNamingIt) {
+  const std::string path = Path("absent.jsonl");
+  const std::string message = ErrorOf([&] { ReadLabRecords({path}); });
+  EXPECT_NE(message.find(path + ": cannot open"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace stretch

@@ -1,0 +1,169 @@
+// `stretch report` as a user runs it (the built command, STRETCH_CLI_PATH): the files it writes,
+// the inputs it refuses, and report.html opened in headless Chromium, whose render check must say
+// that every plot drew.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
+
+#include "src/report/records.h"
+#include "tests/cli/cli_run.h"
+#include "tests/report/sample_records.h"
+#include "tests/testing/files.h"
+
+namespace stretch {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Has;
+using testing::RunCli;
+
+class ReportCliTest : public testing::TempDirTest {
+ protected:
+  ReportCliTest() : TempDirTest("report_cli_test_") {}
+  // The sample records, written as the lab writes them.
+  std::string SampleFile(const std::string& name) {
+    const std::string path = Path(name);
+    LabRecordWriter writer(path);
+    for (const LabRecord& r : testing::SampleRecords()) writer.Append(r);
+    return path;
+  }
+};
+
+std::string Quote(const std::string& s) { return "'" + s + "'"; }
+
+std::vector<std::string> SvgFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() == ".svg") out.push_back(e.path().stem().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST_F(ReportCliTest, WritesTablesPlotsAndPage) {
+  const std::string records = SampleFile("results.jsonl");
+  // A second file repeating a record, and ending in a cut line.
+  const std::string more = File("more.jsonl", LabRecordJson(testing::SampleRecords()[0]).dump() +
+                                                  "\n{\"record\": \"cell\", \"ver");
+  const std::string out = Path("out");
+  const auto r = RunCli("report " + Quote(records) + " " + Quote(more) + " --out " + Quote(out));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "read 64 records from 2 files: 1 duplicate skipped")) << r.out;
+  EXPECT_TRUE(Has(r.out, "1 cut last line skipped")) << r.out;
+  EXPECT_TRUE(Has(r.out, "| rope / direct |")) << r.out;
+  EXPECT_TRUE(Has(r.out, "wrote 17 files (10 plots):")) << r.out;
+  for (const char* name : {"tables.md", "accuracy.csv", "loss.csv", "tail.csv", "passkey.csv",
+                           "sliding.csv", "report.html"}) {
+    EXPECT_TRUE(fs::exists(fs::path(out) / name)) << name;
+    EXPECT_TRUE(Has(r.out, (fs::path(out) / name).string())) << name;
+  }
+  EXPECT_EQ(SvgFiles(out).size(), 10u);
+  // Run again: the files are replaced, nothing else appears (no leftover temporary files).
+  const auto again = RunCli("report " + Quote(records) + " --out " + Quote(out));
+  ASSERT_EQ(again.exit_code, 0) << again.out;
+  EXPECT_EQ(std::distance(fs::directory_iterator(out), fs::directory_iterator()), 17);
+}
+
+TEST_F(ReportCliTest, RefusesMissingFileMalformedLineAndOutputOverInput) {
+  const std::string missing = Path("absent.jsonl");
+  auto r = RunCli("report " + Quote(missing) + " --out " + Quote(Path("out")));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Has(r.out, missing + ": cannot open the records file")) << r.out;
+
+  const std::string good = LabRecordJson(testing::SampleRecords()[0]).dump() + "\n";
+  const std::string bad = File("bad.jsonl", good + "{\"record\": \"cell\"}\n" + good);
+  r = RunCli("report " + Quote(bad) + " --out " + Quote(Path("out")));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Has(r.out, bad + ":2: field \"version\" is missing")) << r.out;
+  EXPECT_FALSE(fs::exists(Path("out")));
+
+  // --out naming an input file: refused before anything is written.
+  const std::string records = SampleFile("results.jsonl");
+  r = RunCli("report " + Quote(records) + " --out " + Quote(records));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Has(r.out, "is the same file as records file")) << r.out;
+  // An output file that would replace an input: refused, and no directory made.
+  fs::copy_file(records, Path("report.html"));
+  r = RunCli("report " + Quote(Path("report.html")) + " --out " + Quote(Path("new/..")));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Has(r.out, "refusing to write over an input")) << r.out;
+  EXPECT_FALSE(fs::exists(Path("new")));
+
+  // A records file inside --out named like one of the outputs.
+  fs::create_directories(Path("d"));
+  fs::copy_file(records, Path("d/tables.md"));
+  r = RunCli("report " + Quote(Path("d/tables.md")) + " --out " + Quote(Path("d")));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Has(r.out, "refusing to write over an input")) << r.out;
+
+  r = RunCli("report --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(Has(r.out, "non-repeat  genuine text")) << r.out;
+  EXPECT_TRUE(Has(r.out, "repeat      a text of L tokens repeated")) << r.out;
+}
+
+// Headless Chromium, if installed: Debian's package `chromium` (scripts/setup.sh installs it for
+// the tests).
+std::string FindChromium() {
+  for (const char* path : {"/usr/bin/chromium", "/usr/bin/chromium-browser"}) {
+    if (fs::exists(path)) return path;
+  }
+  return "";
+}
+
+TEST_F(ReportCliTest, EveryPlotRendersInChromium) {
+  const std::string chromium = FindChromium();
+  if (chromium.empty()) {
+    GTEST_SKIP() << "no chromium found (/usr/bin/chromium): install the Debian package "
+                    "`chromium` (scripts/setup.sh all does) to run this test";
+  }
+  const std::string records = SampleFile("results.jsonl");
+  const std::string out = Path("out");
+  const auto r = RunCli("report " + Quote(records) + " --out " + Quote(out));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::vector<std::string> svgs = SvgFiles(out);
+  ASSERT_FALSE(svgs.empty());
+
+  // A profile and HOME of its own, inside the test's directory; `timeout` in case it hangs.
+  const std::string page = fs::absolute(fs::path(out) / "report.html").string();
+  const std::string cmd = "HOME=" + Quote(dir_.string()) + " timeout 120 " + Quote(chromium) +
+                          " --headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage "
+                          "--no-first-run --user-data-dir=" +
+                          Quote(Path("profile")) + " --virtual-time-budget=5000 --dump-dom " +
+                          Quote("file://" + page) + " 2>" + Quote(Path("chromium.log"));
+  std::string dom;
+  {
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char buf[4096];
+    while (size_t n = std::fread(buf, 1, sizeof buf, p)) dom.append(buf, n);
+    const int status = pclose(p);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "chromium failed: " << testing::ReadBytes(Path("chromium.log"));
+  }
+  const std::string open = "<pre id=\"render-check\">";
+  const size_t begin = dom.find(open);
+  ASSERT_NE(begin, std::string::npos) << dom.substr(0, 2000);
+  const size_t end = dom.find("</pre>", begin);
+  ASSERT_NE(end, std::string::npos);
+  std::istringstream lines(dom.substr(begin + open.size(), end - begin - open.size()));
+  std::vector<std::string> ok;
+  std::string line, count;
+  while (std::getline(lines, line)) {
+    if (line.starts_with("PLOT-OK ")) {
+      ok.push_back(line.substr(8));
+    } else if (line.starts_with("PLOTS ")) {
+      count = line.substr(6);
+    } else {
+      ADD_FAILURE() << "render check: " << line;
+    }
+  }
+  std::sort(ok.begin(), ok.end());
+  EXPECT_EQ(ok, svgs);
+  EXPECT_EQ(count, std::to_string(svgs.size()));
+}
+
+}  // namespace
+}  // namespace stretch

@@ -1,0 +1,137 @@
+// The report's tables: layout (rows, ordered columns, "-" for a missing cell) and exact Markdown
+// and CSV text on a small constructed set.
+#include "src/report/report_tables.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/report/sample_records.h"
+
+namespace stretch {
+namespace {
+
+using testing::SampleCell;
+
+LabRecord Cell(const std::string& model, const std::string& method, const std::string& protocol,
+               int64_t ctx, double accuracy, double loss) {
+  LabRecord r = SampleCell(model, method, protocol, ctx, 0.5);
+  r.accuracy = accuracy;
+  r.loss = loss;
+  r.key = LabRecordKey(r);
+  return r;
+}
+
+// rope / direct has every cell but repeat 512; rope / yarn only non-repeat at 128 and 1024. The
+// 512 cell comes after the 1024 ones: columns are ordered by length, not by file order.
+std::vector<LabRecord> TwoByTwo() {
+  return {Cell("rope", "direct", "nonrepeat", 128, 0.5, 2.0),
+          Cell("rope", "direct", "repeat", 1024, 0.25, 3.0),
+          Cell("rope", "direct", "nonrepeat", 1024, 0.125, 4.0),
+          Cell("rope", "yarn", "nonrepeat", 128, 0.5, 2.0),
+          Cell("rope", "yarn", "nonrepeat", 1024, 0.4375, 2.25),
+          Cell("rope", "direct", "nonrepeat", 512, 0.3, 2.5)};
+}
+
+TEST(ReportTablesTest, AccuracyTableMarkdownAndCsv) {
+  const ReportTable t = MainTable(TwoByTwo(), /*loss=*/false);
+  EXPECT_EQ(t.name, "accuracy");
+  EXPECT_NE(t.note.find("repeat = a 128-token sample"), std::string::npos) << t.note;
+  EXPECT_EQ(TableMarkdown(t),
+            "## Next-token accuracy\n\n" + t.note +
+                "\n\n"
+                "| model / method | L=128 | repeat 512 (4x) | non-repeat 512 (4x) | "
+                "repeat 1024 (8x) | non-repeat 1024 (8x) |\n"
+                "| --- | ---: | ---: | ---: | ---: | ---: |\n"
+                "| rope / direct | 50.00% | - | 30.00% | 25.00% | 12.50% |\n"
+                "| rope / yarn | 50.00% | - | - | - | 43.75% |\n");
+  EXPECT_EQ(TableCsv(t),
+            "model,method,L=128,repeat 512 (4x),non-repeat 512 (4x),repeat 1024 (8x),"
+            "non-repeat 1024 (8x)\n"
+            "rope,direct,0.5,,0.3,0.25,0.125\n"
+            "rope,yarn,0.5,,,,0.4375\n");
+}
+
+TEST(ReportTablesTest, LossTableHasTheSameLayout) {
+  const ReportTable t = MainTable(TwoByTwo(), /*loss=*/true);
+  EXPECT_EQ(t.name, "loss");
+  EXPECT_EQ(TableCsv(t),
+            "model,method,L=128,repeat 512 (4x),non-repeat 512 (4x),repeat 1024 (8x),"
+            "non-repeat 1024 (8x)\n"
+            "rope,direct,2,,2.5,3,4\n"
+            "rope,yarn,2,,,,2.25\n");
+  const std::string md = TableMarkdown(t);
+  EXPECT_NE(md.find("| rope / yarn | 2.000 | - | - | - | 2.250 |\n"), std::string::npos) << md;
+}
+
+TEST(ReportTablesTest, RowsGroupByModelInFirstReadOrder) {
+  std::vector<LabRecord> rs = {Cell("b", "x", "nonrepeat", 128, 0.5, 2),
+                               Cell("a", "x", "nonrepeat", 128, 0.5, 2),
+                               Cell("b", "y", "nonrepeat", 128, 0.5, 2)};
+  const std::vector<ReportRowKey> rows = ReportRows(rs);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].model + "/" + rows[0].method, "b/x");
+  EXPECT_EQ(rows[1].model + "/" + rows[1].method, "b/y");
+  EXPECT_EQ(rows[2].model + "/" + rows[2].method, "a/x");
+}
+
+TEST(ReportTablesTest, MixedTrainingLengthsDropTheRatio) {
+  std::vector<LabRecord> rs = TwoByTwo();
+  LabRecord other = Cell("short", "direct", "nonrepeat", 64, 0.4, 2.0);
+  other.train_len = 64;
+  other.key = LabRecordKey(other);
+  rs.push_back(other);
+  const ReportTable t = MainTable(rs, /*loss=*/false);
+  ASSERT_EQ(t.columns.size(), 5u);
+  EXPECT_EQ(t.columns[0], "L (training length)");
+  EXPECT_EQ(t.columns[1], "repeat 512");
+  ASSERT_EQ(t.rows.size(), 3u);
+  EXPECT_TRUE(t.cells[2][0].present);  // "short" at its own L = 64
+  EXPECT_DOUBLE_EQ(t.cells[2][0].value, 0.4);
+}
+
+TEST(ReportTablesTest, TailPasskeyAndSlidingTables) {
+  std::vector<LabRecord> rs;
+  for (const int64_t ctx : {512, 128}) {
+    LabRecord r = Cell("rope", "direct", "tail", ctx, 0.5, ctx == 128 ? 2.5 : 2.25);
+    r.tail = 64;
+    r.key = LabRecordKey(r);
+    rs.push_back(r);
+  }
+  for (const double depth : {0.0, 1.0}) {
+    LabRecord r = Cell("rope", "direct", "passkey", 256, depth == 0 ? 1.0 : 0.5, 0);
+    r.depth = depth;
+    r.sequences = 10;
+    r.key = LabRecordKey(r);
+    rs.push_back(r);
+  }
+  LabRecord s = Cell("rope", "yarn", "sliding", 1024, 0.5, std::log(8.0));
+  s.stride = 256;
+  s.key = LabRecordKey(s);
+  rs.push_back(s);
+
+  const ReportTable tail = TailTable(rs);
+  EXPECT_EQ(TableCsv(tail), "model,method,C=128,C=512\nrope,direct,2.5,2.25\n");
+  EXPECT_NE(tail.note.find("last K=64 tokens"), std::string::npos) << tail.note;
+  const ReportTable passkey = PasskeyTable(rs);
+  EXPECT_EQ(TableCsv(passkey), "model,method,256 accuracy,256 trials\nrope,direct,0.75,20\n");
+  EXPECT_NE(TableMarkdown(passkey).find("| rope / direct | 75.00% (20) |"), std::string::npos);
+  const ReportTable sliding = SlidingTable(rs);
+  EXPECT_EQ(TableCsv(sliding), "model,method,1024 (stride 256)\nrope,yarn,8\n");
+  // No repeat / non-repeat records: the main table has no rows.
+  EXPECT_TRUE(MainTable(rs, false).empty());
+}
+
+TEST(ReportTablesTest, LabelsAreEscapedForEachFormat) {
+  std::vector<LabRecord> rs = {
+      Cell("a|b", "yarn:factor=4,beta_fast=\"32\"", "nonrepeat", 128, 0.5, 2),
+      Cell("<m&>", "x", "nonrepeat", 128, 0.5, 2)};
+  const ReportTable t = MainTable(rs, false);
+  EXPECT_NE(TableMarkdown(t).find("| a\\|b / yarn:factor=4,beta_fast=\"32\" |"), std::string::npos);
+  EXPECT_NE(TableCsv(t).find("a|b,\"yarn:factor=4,beta_fast=\"\"32\"\"\",0.5\n"), std::string::npos)
+      << TableCsv(t);
+  const std::string html = TableHtml(t);
+  EXPECT_NE(html.find("&lt;m&amp;&gt; / x"), std::string::npos) << html;
+  EXPECT_EQ(html.find("<m&>"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace stretch

@@ -1,0 +1,247 @@
+// The SVG plots: well-formed (a small tag checker: balanced tags, quoted attributes, entities
+// only), with title, axis labels and a legend entry per series, every label escaped; and the
+// report's set of files.
+#include "src/report/svg_plot.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <regex>
+
+#include "src/report/report_html.h"
+#include "tests/report/sample_records.h"
+
+namespace stretch {
+namespace {
+
+bool Has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// "" when `xml` is well formed in the subset the plots use (elements, attributes in double
+// quotes, text, entities), else what is wrong and where.
+std::string XmlProblem(const std::string& xml) {
+  std::vector<std::string> open;
+  static const std::regex kEntity("^&(amp|lt|gt|quot|#[0-9]+);");
+  auto check_text = [&](size_t from, size_t to) -> std::string {
+    for (size_t i = from; i < to; ++i) {
+      if (xml[i] == '<') return fmt::format("raw '<' at {}", i);
+      if (xml[i] == '&' && !std::regex_search(xml.substr(i, 8), kEntity)) {
+        return fmt::format("raw '&' at {}", i);
+      }
+    }
+    return "";
+  };
+  size_t i = 0;
+  while (i < xml.size()) {
+    const size_t lt = xml.find('<', i);
+    if (const std::string p = check_text(i, lt == std::string::npos ? xml.size() : lt);
+        !p.empty()) {
+      return p;
+    }
+    if (lt == std::string::npos) break;
+    const bool closing = lt + 1 < xml.size() && xml[lt + 1] == '/';
+    size_t j = lt + (closing ? 2 : 1);
+    const size_t name_begin = j;
+    while (j < xml.size() && (std::isalnum(static_cast<unsigned char>(xml[j])) || xml[j] == '-'))
+      ++j;
+    const std::string name = xml.substr(name_begin, j - name_begin);
+    if (name.empty()) return fmt::format("a tag without a name at {}", lt);
+    // Attributes: name="value", value free of '<' and of stray '&'.
+    while (j < xml.size() && xml[j] != '>' && xml[j] != '/') {
+      if (xml[j] == '"') {
+        const size_t end = xml.find('"', j + 1);
+        if (end == std::string::npos) return fmt::format("unclosed quote at {}", j);
+        if (const std::string p = check_text(j + 1, end); !p.empty()) return p;
+        j = end + 1;
+      } else {
+        ++j;
+      }
+    }
+    if (j >= xml.size()) return fmt::format("unclosed tag <{} at {}", name, lt);
+    const bool self_closing = xml[j] == '/';
+    if (self_closing && (j + 1 >= xml.size() || xml[j + 1] != '>')) {
+      return fmt::format("'/' not followed by '>' at {}", j);
+    }
+    if (closing) {
+      if (open.empty() || open.back() != name) {
+        return fmt::format("</{}> at {} closes <{}>", name, lt, open.empty() ? "" : open.back());
+      }
+      open.pop_back();
+    } else if (!self_closing) {
+      open.push_back(name);
+    }
+    i = xml.find('>', j) + 1;
+  }
+  if (!open.empty()) return fmt::format("<{}> never closed", open.back());
+  return "";
+}
+
+TEST(SvgPlotTest, TheCheckerCatchesBrokenXml) {
+  EXPECT_EQ(XmlProblem("<svg><g><text x=\"1\">a &amp; b</text></g><line/></svg>"), "");
+  EXPECT_NE(XmlProblem("<svg><g></svg>"), "");
+  EXPECT_NE(XmlProblem("<svg><text>a < b</text></svg>"), "");
+  EXPECT_NE(XmlProblem("<svg><text>a & b</text></svg>"), "");
+  EXPECT_NE(XmlProblem("<svg><text x=\"a&b\">t</text></svg>"), "");
+  EXPECT_NE(XmlProblem("<svg>"), "");
+}
+
+TEST(SvgPlotTest, LinePlotHasTitleAxesLegendAndEscapesLabels) {
+  LinePlotSpec spec;
+  spec.name = "loss_by_position_m";
+  spec.title = "Loss <by> position & \"more\"";
+  spec.x_label = "position in the sequence (tokens)";
+  spec.y_label = "mean next-token loss (nats)";
+  spec.x_marker = 128;
+  spec.x_marker_label = "training length";
+  spec.series = {{"direct", {32, 96, 160, 224}, {2.5, 2.2, 3.1, 4.0}},
+                 {"a<b & \"c\"", {32, 96, 160, 224}, {2.5, 2.2, 2.3, 2.4}}};
+  const std::string svg = LinePlotSvg(spec);
+  EXPECT_EQ(XmlProblem(svg), "") << svg;
+  EXPECT_TRUE(Has(svg, "class=\"plot\" data-plot=\"loss_by_position_m\""));
+  EXPECT_TRUE(Has(svg, "Loss &lt;by&gt; position &amp; &quot;more&quot;"));
+  EXPECT_TRUE(Has(svg, ">position in the sequence (tokens)</text>"));
+  EXPECT_TRUE(Has(svg, ">mean next-token loss (nats)</text>"));
+  EXPECT_TRUE(Has(svg, ">training length</text>"));
+  EXPECT_TRUE(Has(svg, ">direct</text>"));
+  EXPECT_TRUE(Has(svg, ">a&lt;b &amp; &quot;c&quot;</text>"));
+  EXPECT_FALSE(Has(svg, "a<b"));
+  EXPECT_TRUE(Has(svg, "<g class=\"data\">\n<polyline"));
+  EXPECT_TRUE(Has(svg, "stroke-dasharray=\"6 4\""));  // the training length
+  // Tick labels: the y axis from 2 to 4 by 0.5, the x axis from 0 by 50.
+  EXPECT_TRUE(Has(svg, ">2.5</text>"));
+  EXPECT_TRUE(Has(svg, ">200</text>"));
+}
+
+TEST(SvgPlotTest, LogAxisTicksAtTheContexts) {
+  LinePlotSpec spec;
+  spec.name = "tail_m";
+  spec.title = "t";
+  spec.x_label = "context C (tokens, log2 scale)";
+  spec.y_label = "tail loss (nats)";
+  spec.x_log2 = true;
+  spec.markers = true;
+  spec.series = {{"direct", {128, 512, 2048}, {2.2, 2.1, 2.0}}};
+  const std::string svg = LinePlotSvg(spec);
+  EXPECT_EQ(XmlProblem(svg), "");
+  for (const char* tick : {">128</text>", ">512</text>", ">2048</text>"}) {
+    EXPECT_TRUE(Has(svg, tick)) << tick;
+  }
+  EXPECT_FALSE(Has(svg, ">256</text>"));
+  EXPECT_TRUE(Has(svg, "<circle"));
+}
+
+TEST(SvgPlotTest, BarPlotAndHeatMap) {
+  BarPlotSpec bars;
+  bars.name = "repeat_vs_nonrepeat_1024";
+  bars.title = "Accuracy at context 1024 (8x)";
+  bars.y_label = "next-token accuracy (share right)";
+  bars.categories = {"rope / direct", "rope / <yarn>"};
+  bars.series = {"repeat (sample repeated)", "non-repeat (genuine text)"};
+  bars.values = {{0.9, -1}, {0.1, 0.35}};
+  const std::string b = BarPlotSvg(bars);
+  EXPECT_EQ(XmlProblem(b), "") << b;
+  EXPECT_TRUE(Has(b, ">repeat (sample repeated)</text>"));
+  EXPECT_TRUE(Has(b, ">non-repeat (genuine text)</text>"));
+  EXPECT_TRUE(Has(b, ">rope / &lt;yarn&gt;</text>"));
+  EXPECT_TRUE(Has(b, ">n/a</text>"));
+  EXPECT_TRUE(Has(b, ">0.35</text>"));
+  EXPECT_TRUE(Has(b, ">1</text>"));  // the y axis reaches 1
+
+  HeatMapSpec heat;
+  heat.name = "passkey_m_x";
+  heat.title = "Passkey";
+  heat.x_label = "input length (tokens)";
+  heat.y_label = "depth of the key (0 start, 1 end)";
+  heat.scale_label = "accuracy";
+  heat.columns = {"256", "512"};
+  heat.rows = {"0", "0.5", "1"};
+  heat.values = {{1.0, 0.25}, {0.5, -1}, {0.0, 0.75}};
+  const std::string h = HeatMapSvg(heat);
+  EXPECT_EQ(XmlProblem(h), "") << h;
+  EXPECT_TRUE(Has(h, ">0.25</text>"));
+  EXPECT_TRUE(Has(h, ">-</text>"));  // the missing cell
+  EXPECT_TRUE(Has(h, ">accuracy</text>"));
+  EXPECT_TRUE(Has(h, ">depth of the key (0 start, 1 end)</text>"));
+  EXPECT_TRUE(Has(h, ScaleColour(1.0)));
+  EXPECT_EQ(ScaleColour(0.0), "#440154");
+  EXPECT_EQ(ScaleColour(1.0), "#fde725");
+}
+
+TEST(SvgPlotTest, NumbersAndFileNames) {
+  EXPECT_EQ(FormatNumber(1024), "1024");
+  EXPECT_EQ(FormatNumber(0.25), "0.25");
+  EXPECT_EQ(FormatNumber(2.5000001, 2), "2.5");
+  EXPECT_EQ(FormatNumber(-0.0), "0");
+  EXPECT_EQ(SanitizeFileName("self-extend:group=8,window=128"), "self-extend_group_8_window_128");
+  EXPECT_EQ(SanitizeFileName("../x y"), "_._x_y");
+  EXPECT_EQ(SanitizeFileName(""), "_");
+}
+
+TEST(SvgPlotTest, ReportWritesEveryTableAndPlot) {
+  LabRecordFile records;
+  records.records = testing::SampleRecords();
+  records.duplicates = 3;
+  const Report report = BuildReport(records, {"a.jsonl"});
+  std::vector<std::string> names;
+  int64_t svgs = 0;
+  for (const ReportFile& f : report.files) {
+    names.push_back(f.name);
+    if (f.name.ends_with(".svg")) {
+      ++svgs;
+      EXPECT_EQ(XmlProblem(f.content), "") << f.name;
+    }
+  }
+  const std::vector<std::string> expected = {"tables.md",
+                                             "accuracy.csv",
+                                             "loss.csv",
+                                             "tail.csv",
+                                             "passkey.csv",
+                                             "sliding.csv",
+                                             "loss_by_position_rope.svg",
+                                             "loss_by_position_alibi.svg",
+                                             "repeat_vs_nonrepeat_512.svg",
+                                             "repeat_vs_nonrepeat_1024.svg",
+                                             "tail_rope.svg",
+                                             "tail_alibi.svg",
+                                             "passkey_rope_direct.svg",
+                                             "passkey_rope_self-extend_group_8_window_128.svg",
+                                             "passkey_alibi_direct.svg",
+                                             "passkey_alibi_self-extend_group_8_window_128.svg",
+                                             "report.html"};
+  EXPECT_EQ(names, expected);
+  EXPECT_EQ(report.plots, svgs);
+  const std::string& html = report.files.back().content;
+  size_t inline_plots = 0;
+  for (size_t at = html.find("<svg "); at != std::string::npos; at = html.find("<svg ", at + 1)) {
+    ++inline_plots;
+  }
+  EXPECT_EQ(inline_plots, static_cast<size_t>(svgs));
+  EXPECT_TRUE(Has(html, "<pre id=\"render-check\">"));
+  // Nothing loaded from elsewhere (the svg's xmlns is a name, not a fetch).
+  for (const char* fetch : {"src=", "href=", "url(", "@import", "<link"}) {
+    EXPECT_FALSE(Has(html, fetch)) << fetch;
+  }
+  EXPECT_TRUE(Has(report.files[0].content, "3 duplicate records skipped"));
+  EXPECT_TRUE(Has(report.accuracy_markdown, "| rope / direct |"));
+}
+
+TEST(SvgPlotTest, CollidingFileNamesGetASuffix) {
+  LabRecordFile records;
+  for (const char* model : {"a/b", "a_b"}) {
+    records.records.push_back(testing::SampleCell(model, "direct", "nonrepeat", 256, 0.5));
+  }
+  const Report report = BuildReport(records, {"r.jsonl"});
+  std::vector<std::string> svgs;
+  for (const ReportFile& f : report.files) {
+    if (f.name.ends_with(".svg")) svgs.push_back(f.name);
+  }
+  EXPECT_EQ(svgs,
+            (std::vector<std::string>{"loss_by_position_a_b.svg", "loss_by_position_a_b-2.svg",
+                                      "repeat_vs_nonrepeat_256.svg"}));
+  EXPECT_TRUE(Has(report.files.back().content, "data-plot=\"loss_by_position_a_b-2\""));
+}
+
+}  // namespace
+}  // namespace stretch

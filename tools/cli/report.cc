@@ -1,0 +1,109 @@
+// stretch report: tables, plots and one HTML page from the lab's results (JSON lines).
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "src/core/error.h"
+#include "src/io/output_file.h"
+#include "src/report/records.h"
+#include "src/report/report_html.h"
+#include "tools/cli/common.h"
+
+namespace stretch::cli {
+namespace {
+
+struct ReportArgs {
+  std::vector<std::string> inputs;
+  std::string out;
+};
+
+void RunReport(const ReportArgs& args) {
+  std::vector<NamedPath> inputs;
+  for (const std::string& in : args.inputs) inputs.push_back({"records file", in});
+  const std::vector<NamedPath> out_dir = {{"--out", args.out}};
+  CheckOutputPaths(inputs, out_dir);
+
+  const LabRecordFile records = ReadLabRecords(args.inputs);
+  const Report report = BuildReport(records, args.inputs);
+
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::exists(args.out, ec) && !fs::is_directory(args.out, ec)) {
+    Fail("--out {}: exists and is not a directory", args.out);
+  }
+  std::vector<NamedPath> outputs;
+  for (const ReportFile& f : report.files) {
+    outputs.push_back({"--out file", (fs::path(args.out) / f.name).string()});
+  }
+  CheckOutputPaths(inputs, outputs);  // before the directory is made: a refusal leaves nothing
+  fs::create_directories(args.out, ec);
+  if (ec) Fail("--out {}: cannot create the directory: {}", args.out, ec.message());
+
+  fmt::print(
+      "read {} records from {} file{}: {} duplicate{} skipped (first of each key kept), {} "
+      "cut last line{} skipped\n",
+      records.records.size(), args.inputs.size(), args.inputs.size() == 1 ? "" : "s",
+      records.duplicates, records.duplicates == 1 ? "" : "s", records.partial_lines,
+      records.partial_lines == 1 ? "" : "s");
+  if (!report.accuracy_markdown.empty()) {
+    fmt::print("\n{}\n", report.accuracy_markdown);
+  } else {
+    fmt::print("\n(no repeat / non-repeat records: no accuracy table)\n\n");
+  }
+  for (size_t i = 0; i < report.files.size(); ++i) {
+    AtomicFile file(outputs[i].path);
+    file.Write(report.files[i].content);
+    file.Commit();
+  }
+  fmt::print("wrote {} files ({} plots):\n", report.files.size(), report.plots);
+  for (const NamedPath& o : outputs) fmt::print("  {}\n", o.path);
+}
+
+}  // namespace
+
+void RegisterReport(CLI::App& app) {
+  auto args = std::make_shared<ReportArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "report",
+      "Turn the lab's results into tables, plots and one HTML page.\n"
+      "Reads: one or more results files written by the lab, JSON lines with one record per "
+      "cell (a model, a training-free method, a protocol and a context length in tokens). "
+      "Files are merged in the order given; when two records name the same cell, the first "
+      "is kept; a last line cut short by a killed run is skipped; every other bad line is an "
+      "error naming file:line.\n"
+      "Protocols: the models were trained on texts of length L (tokens) and are tested "
+      "longer.\n"
+      "  non-repeat  genuine text cut into windows of the context length: can the model "
+      "predict real text that long?\n"
+      "  repeat      a text of L tokens repeated until it fills the context: the answer is "
+      "always in view, so failing here means the model cannot use positions beyond L at "
+      "all.\n"
+      "  tail        the same last K tokens scored with more and more context before them.\n"
+      "  passkey     a number hidden at some depth of filler text, asked for at the end.\n"
+      "  sliding     sliding-window perplexity: each token scored once, with a long context.\n"
+      "Writes into --out DIR (created if missing; files of the same names are replaced):\n"
+      "  tables.md                      every table in Markdown: next-token accuracy and loss "
+      "(rows model / method; columns non-repeat at L, then repeat and non-repeat at each "
+      "longer context), fixed tail, passkey, sliding\n"
+      "  accuracy.csv loss.csv tail.csv passkey.csv sliding.csv   the same tables as CSV "
+      "(those with data)\n"
+      "  loss_by_position_MODEL.svg     loss by position at the model's longest non-repeat "
+      "context, one line per method, the training length marked\n"
+      "  repeat_vs_nonrepeat_CTX.svg    accuracy bars, repeat next to non-repeat, per model / "
+      "method\n"
+      "  tail_MODEL.svg                 fixed-tail loss by context length, one line per "
+      "method\n"
+      "  passkey_MODEL_METHOD.svg       passkey accuracy, length x depth heat map\n"
+      "  report.html                    one self-contained page: the tables and every plot "
+      "(open it in any browser, offline)\n"
+      "The accuracy table is also printed. Loss is in nats (natural log); accuracy is the "
+      "share of next tokens whose most likely prediction was right.\n"
+      "Example: stretch report results.jsonl more.jsonl --out report/");
+  sub->add_option("results", args->inputs, "Results files (JSON lines written by the lab)")
+      ->required();
+  sub->add_option("--out,-o", args->out, "Directory to write the report into")->required();
+  sub->callback([args] { RunReport(*args); });
+}
+
+}  // namespace stretch::cli
