@@ -10,6 +10,7 @@
 
 #include "src/core/error.h"
 #include "src/core/rng.h"
+#include "src/core/threads.h"
 #include "src/core/timer.h"
 #include "src/eval/protocols.h"
 #include "src/io/model_file.h"
@@ -126,9 +127,85 @@ TrainRunOptions RunOptionsOf(const LabOptions& o, const LabModel& m, const LabCo
   return r;
 }
 
+// Seconds the lab's work takes on this machine, measured at the start on a model of the lab's
+// shape with random weights: one training step, and scoring one sequence at half the longest
+// length and at the longest, fitted as a c + b c^2 seconds per sequence of c tokens.
+struct Calibration {
+  double step_seconds = 0;
+  double a = 0, b = 0;
+  double Sequence(int64_t c) const {
+    return a * static_cast<double>(c) + b * static_cast<double>(c) * static_cast<double>(c);
+  }
+};
+
+Calibration Calibrate(const LabOptions& o, const LabModel& m, int vocab_size, int64_t longest) {
+  Calibration cal;
+  const TrainRunOptions run = RunOptionsOf(o, m, LabCorpus{});
+  const TrainArch arch = RunArchitecture(run, vocab_size);
+  TrainerOptions to;
+  to.batch = o.batch;
+  Trainer trainer(arch, to);
+  const int64_t T = o.train_len;
+  const BatchSource random = [&](Rng& rng, int64_t B, std::vector<int>& tokens) {
+    tokens.resize(static_cast<size_t>(B * (T + 1)));
+    for (int& t : tokens) t = static_cast<int>(rng.NextU64() % static_cast<uint64_t>(vocab_size));
+  };
+  trainer.Step(random);  // first touches of memory, thread start-up
+  Timer step;
+  trainer.Step(random);
+  cal.step_seconds = step.Seconds();
+  const Model model = InferenceModel(arch, trainer.params(), "calibration");
+  Transformer t(model);
+  const SequenceScorer scorer = ModelSequenceScorer(t, "", false);
+  Rng rng(1);
+  auto time_one = [&](int64_t c) {
+    std::vector<std::vector<int>> seq(1, std::vector<int>(static_cast<size_t>(c + 1)));
+    for (int& x : seq[0]) x = static_cast<int>(rng.NextU64() % static_cast<uint64_t>(vocab_size));
+    Timer timer;
+    scorer(seq, {});
+    return timer.Seconds();
+  };
+  const double c1 = static_cast<double>(longest / 2), c2 = static_cast<double>(longest);
+  const double t1 = time_one(longest / 2), t2 = time_one(longest);
+  cal.b = std::max(0.0, (t2 / c2 - t1 / c1) / (c2 - c1));
+  cal.a = std::max(0.0, (t2 - cal.b * c2 * c2) / c2);
+  return cal;
+}
+
+struct Progress {
+  double eval_weight_total = 0, eval_weight_done = 0, eval_seconds = 0;
+  double seconds_per_weight = 1;  // the calibration's, until cells have been timed
+  int64_t cells_total = 0, cells_done = 0;
+  double train_seconds_left = 0;  // models still to train, at the measured pace
+  Timer timer;
+
+  double SecondsLeft() const {
+    const double rate = eval_weight_done > 0 && eval_seconds > 0 ? eval_seconds / eval_weight_done
+                                                                 : seconds_per_weight;
+    return train_seconds_left + rate * (eval_weight_total - eval_weight_done);
+  }
+  // `more`: seconds left of the work under way that SecondsLeft does not count (the training of
+  // the model at hand).
+  std::string Line(const std::string& what, double more = 0) const {
+    return fmt::format("lab [{}/{} cells, {} elapsed, ETA {}] {}", cells_done, cells_total,
+                       Minutes(timer.Seconds()), Minutes(SecondsLeft() + more), what);
+  }
+};
+
+// Whether the run in `dir` holds a checkpoint of step `steps` or later.
+bool Trained(const std::string& dir, int64_t steps) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return false;
+  try {
+    return ReadModelFileHeader(NewestCheckpointIn(dir)).step >= steps;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 // Trains model `m` unless its run already holds the last step; continues a run cut short.
 void TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
-                const LabCallbacks& cb, const std::string& label) {
+                const LabCallbacks& cb, const std::string& label, Progress& progress) {
   TrainRunOptions run = RunOptionsOf(o, m, corpus);
   std::error_code ec;
   std::optional<std::string> newest;
@@ -200,22 +277,6 @@ void FillFromSummary(LabRecord& r, const ScoreSummary& s) {
     if (b.count > 0) r.by_position.push_back(BucketOf(b));
   }
 }
-
-struct Progress {
-  double eval_weight_total = 0, eval_weight_done = 0, eval_seconds = 0;
-  int64_t cells_total = 0, cells_done = 0;
-  Timer timer;
-
-  std::string Line(const std::string& what) const {
-    std::string eta = "ETA after the first cells";
-    if (eval_weight_done > 0 && eval_seconds > 0) {
-      eta = "ETA " +
-            Minutes(eval_seconds / eval_weight_done * (eval_weight_total - eval_weight_done));
-    }
-    return fmt::format("lab [{}/{} cells, {} elapsed, {}] {}", cells_done, cells_total,
-                       Minutes(timer.Seconds()), eta, what);
-  }
-};
 
 }  // namespace
 
@@ -341,8 +402,22 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
           .string();
   LabRecordWriter writer(result.records_path);
 
-  const std::vector<CellPlan> cells = PlanCells(o, corpus.label);
+  std::vector<CellPlan> cells = PlanCells(o, corpus.label);
+  const int64_t L = o.train_len;
+  const int64_t longest = L * *std::max_element(o.factors.begin(), o.factors.end());
+  std::vector<size_t> to_train;
+  for (size_t mi = 0; mi < o.models.size(); ++mi) {
+    if (static_cast<int>(mi % static_cast<size_t>(o.ranks)) != o.rank) continue;
+    if (!Trained(RunOptionsOf(o, o.models[mi], corpus).out, o.steps)) to_train.push_back(mi);
+  }
+  const int vocab = o.tokenizer == "bytes" ? TrainingTokenizer::Bytes().vocab_size() : o.vocab_size;
+  const Calibration cal =
+      Calibrate(o, o.models[to_train.empty() ? 0 : to_train[0]], vocab, longest);
+  for (CellPlan& c : cells) c.weight = static_cast<double>(c.sequences) * cal.Sequence(c.ctx);
   Progress progress;
+  progress.seconds_per_weight = 1.0;
+  progress.train_seconds_left =
+      static_cast<double>(to_train.size()) * static_cast<double>(o.steps) * cal.step_seconds;
   for (const CellPlan& c : cells) {
     progress.cells_total++;
     if (done.count(c.key)) {
@@ -357,9 +432,11 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
                    "already); results in {}",
                    o.models.size(), o.methods.size(), o.train_len, fmt::join(o.factors, "/"),
                    cells.size(), result.cells_skipped, result.records_path));
-
-  const int64_t L = o.train_len;
-  const int64_t longest = L * *std::max_element(o.factors.begin(), o.factors.end());
+  Tell(cb.note,
+       fmt::format("estimated time: about {} ({} models to train, {} steps each at {:.2f} s a "
+                   "step measured now; scoring {} cells), on {} threads",
+                   Minutes(progress.SecondsLeft()), to_train.size(), o.steps, cal.step_seconds,
+                   progress.cells_total - progress.cells_done, NumThreads()));
   for (size_t mi = 0; mi < o.models.size(); ++mi) {
     if (static_cast<int>(mi % static_cast<size_t>(o.ranks)) != o.rank) continue;
     const LabModel& lm = o.models[mi];
@@ -367,7 +444,15 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
       return c.model == mi && !done.count(c.key);
     });
     const std::string label = fmt::format("model {} ({}/{})", lm.label, mi + 1, o.models.size());
-    TrainModel(o, lm, corpus, cb, label);
+    const bool training = std::find(to_train.begin(), to_train.end(), mi) != to_train.end();
+    Timer train_timer;
+    TrainModel(o, lm, corpus, cb, label, progress);
+    if (training) {
+      // The rest of the models at this model's measured pace.
+      const double each = train_timer.Seconds();
+      to_train.erase(std::find(to_train.begin(), to_train.end(), mi));
+      progress.train_seconds_left = each * static_cast<double>(to_train.size());
+    }
     if (!pending) continue;
 
     const std::string run_dir = (fs::path(o.out) / "models" / lm.label).string();

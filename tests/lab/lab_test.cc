@@ -135,7 +135,9 @@ TEST_F(LabTest, RecordsEveryCellOnceAndResumesWithoutRepeating) {
     EXPECT_GT(r.tokens, 0) << r.key;
     EXPECT_TRUE(std::isfinite(r.loss)) << r.key;
     EXPECT_EQ(r.train_len, 16);
-    if (r.protocol == "tail") EXPECT_EQ(r.tokens, 2 * 8) << r.key;  // 2 samples x L/2
+    if (r.protocol == "tail") {
+      EXPECT_EQ(r.tokens, 2 * 8) << r.key;  // 2 samples x L/2
+    }
   }
   const LabResult again = RunLab(o);
   EXPECT_EQ(again.cells_done, 0);
