@@ -14,6 +14,7 @@
 #include "src/core/timer.h"
 #include "src/eval/protocols.h"
 #include "src/io/model_file.h"
+#include "src/io/output_file.h"
 #include "src/io/stretch_checkpoint.h"
 #include "src/model/transformer.h"
 #include "src/position/method.h"
@@ -385,16 +386,8 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
                    corpus.test_documents.size(), corpus.test_bytes / 1e6, corpus.split_rule));
 
   // Cells already done, in any results file of the folder (other ranks' too).
-  std::vector<std::string> files;
-  for (const fs::directory_entry& e : fs::directory_iterator(o.out)) {
-    const std::string name = e.path().filename().string();
-    if (e.is_regular_file() && name.rfind("results", 0) == 0 && e.path().extension() == ".jsonl") {
-      files.push_back(e.path().string());
-    }
-  }
-  std::sort(files.begin(), files.end());
   std::unordered_set<std::string> done;
-  for (const LabRecord& r : ReadLabRecords(files).records) done.insert(r.key);
+  for (const LabRecord& r : ReadLabRecords(LabResultFiles(o.out)).records) done.insert(r.key);
 
   result.records_path =
       (fs::path(o.out) /
@@ -525,6 +518,47 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   }
   result.seconds = total_timer.Seconds();
   return result;
+}
+
+std::vector<std::string> LabResultFiles(const std::string& out) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  if (!fs::is_directory(out, ec)) return files;
+  for (const fs::directory_entry& e : fs::directory_iterator(out)) {
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file() && name.rfind("results", 0) == 0 && e.path().extension() == ".jsonl") {
+      files.push_back(e.path().string());
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+WrittenReport WriteLabReport(const std::vector<std::string>& inputs, const std::string& dir) {
+  std::vector<NamedPath> in;
+  for (const std::string& path : inputs) in.push_back({"records file", path});
+  CheckOutputPaths(in, std::vector<NamedPath>{{"--out", dir}});
+  WrittenReport w;
+  w.records = ReadLabRecords(inputs);
+  w.report = BuildReport(w.records, inputs);
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) {
+    Fail("--out {}: exists and is not a directory", dir);
+  }
+  std::vector<NamedPath> outputs;
+  for (const ReportFile& f : w.report.files) {
+    outputs.push_back({"--out file", (fs::path(dir) / f.name).string()});
+  }
+  CheckOutputPaths(in, outputs);  // before the directory is made: a refusal leaves nothing
+  fs::create_directories(dir, ec);
+  if (ec) Fail("--out {}: cannot create the directory: {}", dir, ec.message());
+  for (size_t i = 0; i < w.report.files.size(); ++i) {
+    AtomicFile file(outputs[i].path);
+    file.Write(w.report.files[i].content);
+    file.Commit();
+    w.paths.push_back(outputs[i].path);
+  }
+  return w;
 }
 
 }  // namespace stretch

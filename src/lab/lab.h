@@ -25,6 +25,7 @@
 
 #include "src/lab/corpus.h"
 #include "src/report/records.h"
+#include "src/report/report_html.h"
 
 namespace stretch {
 
@@ -94,5 +95,19 @@ struct LabResult {
 
 // Trains what is missing and scores every cell not yet done (resuming rules above).
 LabResult RunLab(const LabOptions& options, const LabCallbacks& callbacks = {});
+
+// The report of records files (src/report/report_html.h) written into `dir` (created when
+// missing), each file whole or not at all (AtomicFile). Every output path is checked against the
+// inputs before `dir` is made, so a refusal leaves nothing behind. Throws stretch::Error for
+// records that cannot be read, an output over an input, or `dir` that is not a directory.
+struct WrittenReport {
+  LabRecordFile records;
+  Report report;
+  std::vector<std::string> paths;  // the files written, in the order of report.files
+};
+WrittenReport WriteLabReport(const std::vector<std::string>& inputs, const std::string& dir);
+
+// The results files of a lab's folder (results.jsonl and results-rank<r>.jsonl), in name order.
+std::vector<std::string> LabResultFiles(const std::string& out);
 
 }  // namespace stretch

@@ -4,12 +4,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "src/core/error.h"
 #include "src/core/threads.h"
+#include "src/core/timer.h"
 #include "src/lab/lab.h"
 #include "tools/cli/common.h"
 
@@ -95,17 +100,48 @@ void RunLabCommand(const LabArgs& a) {
   cb.note = [&](const std::string& line) {
     fmt::print(stderr, "{}{}: {}\n", tty ? "\r\033[K" : "", who, WithFlagNames(line));
   };
+  // On a terminal the progress line is redrawn in place; in a log, one line every 20 s.
+  Timer since_print;
+  bool printed = false;
   cb.progress = [&](const std::string& line) {
     if (tty) {
       fmt::print(stderr, "\r\033[K{}", line.substr(0, 150));
-    } else {
+    } else if (!printed || since_print.Seconds() >= 20) {
       fmt::print(stderr, "{}\n", line);
+      since_print.Reset();
+      printed = true;
     }
   };
+  namespace fs = std::filesystem;
+  const fs::path marker = fs::path(o.out) / fmt::format(".rank-{}-of-{}.done", o.rank, o.ranks);
+  std::error_code ec;
+  fs::remove(marker, ec);
   const LabResult r = RunLab(o, cb);
   if (tty) fmt::print(stderr, "\r\033[K");
   fmt::print("{}: {} cells scored, {} found done, {} not applicable, in {:.0f} s; records: {}\n",
              who, r.cells_done, r.cells_skipped, r.cells_refused, r.seconds, r.records_path);
+  if (o.ranks > 1) {
+    // Rank 0 writes the report once every rank has finished (each leaves a marker file).
+    std::ofstream(marker.string()).put('\n');
+    if (o.rank != 0) return;
+    for (int waited = 0;; ++waited) {
+      int done = 0;
+      for (int k = 0; k < o.ranks; ++k) {
+        done += fs::exists(fs::path(o.out) / fmt::format(".rank-{}-of-{}.done", k, o.ranks), ec);
+      }
+      if (done == o.ranks) break;
+      if (waited % 30 == 0) cb.note(fmt::format("waiting for {} more rank(s)", o.ranks - done));
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  }
+  const WrittenReport w =
+      WriteLabReport(LabResultFiles(o.out), (fs::path(o.out) / "report").string());
+  fmt::print("\n{}\n", w.report.accuracy_markdown);
+  fmt::print("report: {} (tables.md, CSVs and {} plots beside it)\n", w.paths.back(),
+             w.report.plots);
+  for (const std::string& p : w.paths) {
+    if (p.size() > 4 && p.substr(p.size() - 4) == ".svg") fmt::print("  plot: {}\n", p);
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "src/core/error.h"
 #include "src/io/output_file.h"
+#include "src/lab/lab.h"
 #include "src/report/records.h"
 #include "src/report/report_html.h"
 #include "tools/cli/common.h"
@@ -19,45 +20,21 @@ struct ReportArgs {
 };
 
 void RunReport(const ReportArgs& args) {
-  std::vector<NamedPath> inputs;
-  for (const std::string& in : args.inputs) inputs.push_back({"records file", in});
-  const std::vector<NamedPath> out_dir = {{"--out", args.out}};
-  CheckOutputPaths(inputs, out_dir);
-
-  const LabRecordFile records = ReadLabRecords(args.inputs);
-  const Report report = BuildReport(records, args.inputs);
-
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::exists(args.out, ec) && !fs::is_directory(args.out, ec)) {
-    Fail("--out {}: exists and is not a directory", args.out);
-  }
-  std::vector<NamedPath> outputs;
-  for (const ReportFile& f : report.files) {
-    outputs.push_back({"--out file", (fs::path(args.out) / f.name).string()});
-  }
-  CheckOutputPaths(inputs, outputs);  // before the directory is made: a refusal leaves nothing
-  fs::create_directories(args.out, ec);
-  if (ec) Fail("--out {}: cannot create the directory: {}", args.out, ec.message());
-
+  const WrittenReport w = WriteLabReport(args.inputs, args.out);
+  const LabRecordFile& records = w.records;
   fmt::print(
       "read {} records from {} file{}: {} duplicate{} skipped (first of each key kept), {} "
       "cut last line{} skipped\n",
       records.records.size(), args.inputs.size(), args.inputs.size() == 1 ? "" : "s",
       records.duplicates, records.duplicates == 1 ? "" : "s", records.partial_lines,
       records.partial_lines == 1 ? "" : "s");
-  if (!report.accuracy_markdown.empty()) {
-    fmt::print("\n{}\n", report.accuracy_markdown);
+  if (!w.report.accuracy_markdown.empty()) {
+    fmt::print("\n{}\n", w.report.accuracy_markdown);
   } else {
     fmt::print("\n(no repeat / non-repeat records: no accuracy table)\n\n");
   }
-  for (size_t i = 0; i < report.files.size(); ++i) {
-    AtomicFile file(outputs[i].path);
-    file.Write(report.files[i].content);
-    file.Commit();
-  }
-  fmt::print("wrote {} files ({} plots):\n", report.files.size(), report.plots);
-  for (const NamedPath& o : outputs) fmt::print("  {}\n", o.path);
+  fmt::print("wrote {} files ({} plots):\n", w.paths.size(), w.report.plots);
+  for (const std::string& p : w.paths) fmt::print("  {}\n", p);
 }
 
 }  // namespace
