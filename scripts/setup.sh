@@ -20,6 +20,7 @@ PACKAGES=(
 # Needed by the tests only: installed by `setup.sh all` (scripts/test.sh).
 TEST_PACKAGES=(
   chromium                             # headless browser for the report test (tests/report)
+  openmpi-bin                          # mpirun, for the two-process lab test (tests/cli)
 )
 if [ "${1:-release}" = "all" ]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
 

@@ -1,0 +1,160 @@
+// `stretch lab` as a user runs it: killed with SIGKILL at any point and started again, it ends
+// with the records of a run that never stopped; under `mpirun -np 2` the two processes' records
+// merge into those of one process; the report is written at the end.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "src/core/rng.h"
+#include "src/report/records.h"
+#include "tests/cli/cli_run.h"
+#include "tests/testing/files.h"
+
+namespace stretch {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Has;
+using testing::RunCli;
+
+class LabCliTest : public testing::TempDirTest {
+ protected:
+  LabCliTest() : TempDirTest("stretch_lab_cli_") {}
+
+  void SetUp() override {
+    TempDirTest::SetUp();
+    const fs::path dir = dir_ / "corpus";
+    fs::create_directories(dir);
+    static const char* kWords[] = {"the", "nation", "people", "congress", "law",   "year",
+                                   "we",  "must",   "will",   "peace",    "trade", "and"};
+    for (int i = 0; i < 8; ++i) {
+      Rng rng(static_cast<uint64_t>(i + 1));
+      std::string text;
+      while (text.size() < 6000) {
+        text += kWords[rng.NextU64() % 12];
+        text += rng.NextU64() % 7 == 0 ? ".\n" : " ";
+      }
+      testing::WriteBytes((dir / ("199" + std::to_string(i) + "_x.txt")).string(), text);
+    }
+  }
+
+  // The lab's flags for a tiny run into `out` (one thread: the records then do not depend on how
+  // many cores the machine has).
+  std::string Args(const std::string& out, const std::string& methods = "direct,pi,rerope",
+                   const std::string& factors = "2,4") const {
+    return "lab --corpus '" + (dir_ / "corpus").string() + "' --cutoff-year 1996 --out '" + out +
+           "' --train-len 16 --steps 40 --batch 4 --dim 16 --layers 1 --heads 2 --methods " +
+           methods + " --factors " + factors +
+           " --windows 3 --passkey-trials 0 --passkey-share 0 --threads 1";
+  }
+
+  // Starts the lab in its own process group and kills the group with SIGKILL once `ready`
+  // holds. Returns whether the kill hit a running lab (false: it finished first).
+  bool RunAndKill(const std::string& out, const std::function<bool()>& ready) {
+    const std::string cmd =
+        std::string("exec '") + STRETCH_CLI_PATH + "' " + Args(out) + " >/dev/null 2>&1";
+    const pid_t pid = fork();
+    if (pid == 0) {
+      setpgid(0, 0);
+      execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    int status = 0;
+    for (int i = 0; i < 60000; ++i) {
+      if (waitpid(pid, &status, WNOHANG) == pid) return false;  // finished first
+      if (ready()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    kill(-pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+  }
+};
+
+size_t Lines(const std::string& path) {
+  const std::string text = testing::ReadBytes(path);
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// Every record of the files, without the time each took, sorted by key.
+std::vector<std::string> Records(const std::vector<std::string>& files) {
+  std::vector<std::string> out;
+  for (LabRecord r : ReadLabRecords(files).records) {
+    r.seconds = 0;
+    out.push_back(LabRecordJson(r).dump());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST_F(LabCliTest, KilledTwiceAndResumedGivesTheRecordsOfAnUninterruptedRun) {
+  const testing::RunResult whole = RunCli(Args(Path("whole")));
+  ASSERT_EQ(whole.exit_code, 0) << whole.out;
+  EXPECT_TRUE(Has(whole.out, "non-repeat 64 (4x)")) << whole.out;  // the table
+  EXPECT_TRUE(fs::exists(Path("whole/report/report.html")));
+  const std::vector<std::string> expected = Records({Path("whole/results.jsonl")});
+  ASSERT_EQ(expected.size(), 48u);  // 2 models x 3 methods x (5 + 3 tail) cells
+
+  const std::string out = Path("killed");
+  // Once during the first model's training (its first checkpoint is on disk), once in the middle
+  // of scoring (some records written, not all).
+  const bool in_training =
+      RunAndKill(out, [&] { return fs::exists(out + "/models/rope/step-00000010.safetensors"); });
+  const bool in_scoring = RunAndKill(out, [&] {
+    return fs::exists(out + "/results.jsonl") && Lines(out + "/results.jsonl") >= 10;
+  });
+  EXPECT_TRUE(in_training) << "the lab finished before the first kill";
+  EXPECT_TRUE(in_scoring) << "the lab finished before the second kill";
+  const testing::RunResult resumed = RunCli(Args(out));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_TRUE(Has(resumed.out, "found done")) << resumed.out;
+  EXPECT_EQ(Records({out + "/results.jsonl"}), expected);
+}
+
+TEST_F(LabCliTest, MpirunTwoRanksMergeToTheRecordsOfOneProcess) {
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "mpirun is not installed (Debian package openmpi-bin; scripts/setup.sh all "
+                    "installs it)";
+  }
+  const testing::RunResult one = RunCli(Args(Path("one")));
+  ASSERT_EQ(one.exit_code, 0) << one.out;
+  const std::string cmd = "mpirun --allow-run-as-root --oversubscribe -np 2 '" +
+                          std::string(STRETCH_CLI_PATH) + "' " + Args(Path("two")) + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string text;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) text.append(buf, n);
+  ASSERT_EQ(pclose(p), 0) << text;
+  EXPECT_TRUE(Has(text, "lab[0/2]")) << text;
+  EXPECT_TRUE(Has(text, "lab[1/2]")) << text;
+  const std::vector<std::string> files = {Path("two/results-rank0.jsonl"),
+                                          Path("two/results-rank1.jsonl")};
+  EXPECT_EQ(Records({files[0]}).size(), 24u) << "one model each";
+  EXPECT_EQ(Records(files), Records({Path("one/results.jsonl")}));
+  EXPECT_TRUE(fs::exists(Path("two/report/report.html"))) << "rank 0 reports once both are done";
+}
+
+TEST_F(LabCliTest, BadFlagsAreRefusedWithTheFlagsName) {
+  testing::RunResult r = RunCli(Args(Path("x"), "direct", "8,x"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Has(r.out, "--factors")) << r.out;
+  r = RunCli(Args(Path("x"), "direct,nonsense"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Has(r.out, "nonsense")) << r.out;
+  r = RunCli("lab --quick --full --out '" + Path("y") + "'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Has(r.out, "--quick and --full")) << r.out;
+  EXPECT_FALSE(fs::exists(Path("x")));
+  EXPECT_FALSE(fs::exists(Path("y")));
+}
+
+}  // namespace
+}  // namespace stretch
