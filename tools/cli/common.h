@@ -115,5 +115,6 @@ void RegisterBench(CLI::App& app);
 void RegisterTrain(CLI::App& app);
 void RegisterLab(CLI::App& app);
 void RegisterReport(CLI::App& app);
+void RegisterTune(CLI::App& app);
 
 }  // namespace stretch::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
       "  train     train a small model on your text with a position scheme of your choice\n"
       "  lab       train short, test long: models x methods x lengths x protocols, in one command\n"
       "  report    tables, plots and an HTML page from the lab's results files\n"
+      "  tune      which method and parameters suit a model at a target length, by measurement\n"
       "Run `stretch SUBCOMMAND --help` for the options of each."};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show the help of every subcommand");
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   stretch::cli::RegisterTrain(app);
   stretch::cli::RegisterLab(app);
   stretch::cli::RegisterReport(app);
+  stretch::cli::RegisterTune(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

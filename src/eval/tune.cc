@@ -1,0 +1,175 @@
+#include "src/eval/tune.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "src/core/error.h"
+#include "src/position/method.h"
+
+namespace stretch {
+namespace {
+
+// Keys whose values are whole numbers (token counts, group sizes).
+bool WholeNumberKey(std::string_view key) {
+  return key == "window" || key == "group" || key == "sinks" || key == "chunk" || key == "shift";
+}
+
+std::string FormatValue(double v, bool whole) {
+  if (whole) return fmt::format("{}", static_cast<int64_t>(std::llround(v)));
+  return fmt::format("{:g}", v);
+}
+
+struct SpecParts {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> params;
+  std::string suffix;  // "+logn" or ""
+};
+
+SpecParts SplitSpec(const std::string& spec) {
+  SpecParts p;
+  std::string rest = spec;
+  if (const size_t plus = rest.find('+'); plus != std::string::npos) {
+    p.suffix = rest.substr(plus);
+    rest = rest.substr(0, plus);
+  }
+  const size_t colon = rest.find(':');
+  p.name = rest.substr(0, colon);
+  if (colon == std::string::npos) return p;
+  std::string list = rest.substr(colon + 1);
+  size_t begin = 0;
+  while (begin <= list.size()) {
+    const size_t comma = std::min(list.find(',', begin), list.size());
+    const std::string kv = list.substr(begin, comma - begin);
+    const size_t eq = kv.find('=');
+    if (eq != std::string::npos) p.params.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    begin = comma + 1;
+  }
+  return p;
+}
+
+std::string JoinSpec(const SpecParts& p) {
+  std::string s = p.name;
+  for (size_t i = 0; i < p.params.size(); ++i) {
+    s += (i == 0 ? ":" : ",") + p.params[i].first + "=" + p.params[i].second;
+  }
+  return s + p.suffix;
+}
+
+}  // namespace
+
+std::vector<std::string> TuneGrid(int64_t train_len, int64_t ctx) {
+  const int64_t L = train_len;
+  const double s = std::max(1.0, static_cast<double>(ctx) / static_cast<double>(L));
+  auto f = [](double v) { return fmt::format("{:g}", v); };
+  auto w = [](int64_t v) { return fmt::format("{}", std::max<int64_t>(1, v)); };
+  std::vector<std::string> grid = {"direct", "pi:factor=" + f(s)};
+  for (const double k : {1.0, 2.0, 4.0}) {
+    grid.push_back("ntk:factor=" + f(k * s));
+    grid.push_back("ntk-fixed:factor=" + f(k * s));
+  }
+  for (const double k : {1.0, 2.0}) grid.push_back("yarn:factor=" + f(k * s));
+  for (const int64_t d : {8, 4, 2}) grid.push_back("rerope:window=" + w(L / d));
+  for (const int64_t d : {4, 2}) grid.push_back("leaky-rerope:window=" + w(L / d));
+  for (const int64_t g : {2, 4, 8}) {
+    for (const int64_t d : {4, 2}) {
+      grid.push_back(fmt::format("self-extend:group={},window={}", g, w(L / d)));
+    }
+  }
+  for (const int64_t d : {2, 1}) {
+    grid.push_back("window:window=" + w(L / d));
+    grid.push_back("lambda:sinks=4,window=" + w(L / d));
+  }
+  grid.push_back("blockwise");
+  return grid;
+}
+
+std::vector<std::string> TuneNeighbours(const std::string& spec) {
+  const SpecParts parts = SplitSpec(spec);
+  std::vector<std::string> out;
+  std::set<std::string> seen = {spec};
+  for (size_t i = 0; i < parts.params.size(); ++i) {
+    const std::string& key = parts.params[i].first;
+    double value = 0;
+    try {
+      size_t used = 0;
+      value = std::stod(parts.params[i].second, &used);
+      if (used != parts.params[i].second.size()) continue;
+    } catch (const std::exception&) {
+      continue;  // not a number (e.g. a list of factors)
+    }
+    for (const double m : {std::sqrt(0.5), std::sqrt(2.0)}) {
+      SpecParts next = parts;
+      next.params[i].second = FormatValue(value * m, WholeNumberKey(key));
+      std::string candidate;
+      try {
+        candidate = CanonicalSpec(ParseMethod(JoinSpec(next)));
+      } catch (const Error&) {
+        continue;  // out of the method's range (a factor below 1, ...)
+      }
+      if (seen.insert(candidate).second) out.push_back(candidate);
+    }
+  }
+  return out;
+}
+
+TuneResult RunTune(Transformer& model, std::span<const int> stream, const TuneOptions& options,
+                   const std::function<void(const TuneCell&, size_t, size_t)>& progress) {
+  if (options.windows < 1) Fail("TuneOptions::windows: found {}, expected >= 1", options.windows);
+  if (options.refine_rounds < 0) {
+    Fail("TuneOptions::refine_rounds: found {}, expected >= 0", options.refine_rounds);
+  }
+  if (static_cast<int64_t>(stream.size()) < options.ctx) {
+    Fail("the sample has {} tokens, fewer than one window of --ctx {}", stream.size(), options.ctx);
+  }
+  ScoreOptions so;
+  so.ctx = options.ctx;
+  so.max_windows = options.windows;
+  so.bos = options.bos;
+  so.bucket = options.ctx;
+  so.progress = false;
+  ValidateScoreOptions(so);
+
+  TuneResult result;
+  std::set<std::string> scored;
+  std::vector<std::string> queue = TuneGrid(model.config().seq_len, options.ctx);
+  size_t total = queue.size();
+  auto run = [&](const std::vector<std::string>& specs, int round) {
+    for (const std::string& given : specs) {
+      Method method;
+      std::string spec;
+      try {
+        method = ParseMethod(given);
+        spec = CanonicalSpec(method);
+        if (!scored.insert(spec).second) continue;
+        model.SetMethod(method, options.ctx);
+      } catch (const Error&) {
+        result.refused++;
+        continue;
+      }
+      TuneCell cell{spec, round, ScoreStream(model, stream, so)};
+      result.cells.push_back(std::move(cell));
+      if (progress) progress(result.cells.back(), result.cells.size(), total);
+    }
+  };
+  auto best = [&] {
+    size_t b = 0;
+    for (size_t i = 1; i < result.cells.size(); ++i) {
+      if (result.cells[i].summary.MeanLoss() < result.cells[b].summary.MeanLoss()) b = i;
+    }
+    return b;
+  };
+  run(queue, 0);
+  if (result.cells.empty()) Fail("no method of the grid could be scored on this model");
+  for (int round = 1; round <= options.refine_rounds; ++round) {
+    const std::vector<std::string> next = TuneNeighbours(result.cells[best()].spec);
+    total += next.size();
+    run(next, round);
+  }
+  result.best = best();
+  return result;
+}
+
+}  // namespace stretch
