@@ -46,6 +46,16 @@ SequenceScorer ModelSequenceScorer(Transformer& model, std::string label, bool p
 // Documents as token spans (without BOS; the protocols add it).
 using TokenSpans = std::vector<std::span<const int>>;
 
+// `count` of the documents' non-overlapping windows of `length` tokens, spread evenly (the rule at
+// the top), as (document, offset). `what` begins the errors: documents holding fewer than `count`
+// whole windows (naming how many they hold), length < 1 or count < 1.
+struct WindowRef {
+  size_t document = 0;
+  int64_t offset = 0;
+};
+std::vector<WindowRef> SpreadWindows(const TokenSpans& documents, int64_t length, int64_t count,
+                                     const char* what);
+
 // `count` windows of `length` tokens (rule at the top), each as BOS followed by the window.
 // Throws stretch::Error when the documents hold fewer than `count` whole windows (naming how many
 // they hold), or for length < 1 or count < 1.
