@@ -448,7 +448,7 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
       Fail(
           "TrainRunOptions::seq_len {}: too short for passkey documents "
           "(TrainRunOptions::passkey_share {}): the needle, the question, the key twice and a few "
-          "filler tokens need seq_len >= {} with this tokenizer",
+          "filler tokens need TrainRunOptions::seq_len >= {} with this tokenizer",
           seq_len, o.passkey_share, shortest);
     }
   }

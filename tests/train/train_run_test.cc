@@ -272,7 +272,7 @@ TEST_F(TrainRun, BadOptionsAreRefusedByTheirFieldsName) {
   EXPECT_TRUE(Has(error(o),
                   "TrainRunOptions::seq_len 16: too short for passkey documents "
                   "(TrainRunOptions::passkey_share 0.1): the needle, the question, the key twice "
-                  "and a few filler tokens need seq_len >= 61"))
+                  "and a few filler tokens need TrainRunOptions::seq_len >= 61"))
       << error(o);
   EXPECT_TRUE(Has(testing::ErrorOf([&] { ReadTrainResume(Options("empty")); }),
                   "TrainRunOptions::resume_from: no complete checkpoint in"));
