@@ -20,6 +20,8 @@
 //              keeps long-range dependency copies it and scores far above its training-length
 //              accuracy, one that has become local cannot (Su Jianlin, "Transformer upgrade road"
 //              posts, kexue.fm archives 9444 and 9708).
+//   Passkey    a random number hidden at a depth in held-out text and asked for at the end, scored
+//              at the key's tokens only: src/eval/passkey.h.
 #pragma once
 
 #include <cstdint>
