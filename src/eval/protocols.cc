@@ -6,15 +6,7 @@
 #include "src/core/timer.h"
 
 namespace stretch {
-namespace {
 
-struct WindowRef {
-  size_t document = 0;
-  int64_t offset = 0;
-};
-
-// `count` of the documents' non-overlapping windows of `length` tokens, spread evenly (the rule
-// at the top of protocols.h).
 std::vector<WindowRef> SpreadWindows(const TokenSpans& documents, int64_t length, int64_t count,
                                      const char* what) {
   if (length < 1) Fail("{}: window length {} is not positive", what, length);
@@ -42,8 +34,6 @@ std::vector<WindowRef> SpreadWindows(const TokenSpans& documents, int64_t length
   }
   return out;
 }
-
-}  // namespace
 
 SequenceScorer ModelSequenceScorer(Transformer& model, std::string label, bool progress) {
   return [&model, label = std::move(label), progress](

@@ -20,6 +20,8 @@
 //              keeps long-range dependency copies it and scores far above its training-length
 //              accuracy, one that has become local cannot (Su Jianlin, "Transformer upgrade road"
 //              posts, kexue.fm archives 9444 and 9708).
+//   Passkey    a random number hidden at a depth in held-out text and asked for at the end, scored
+//              at the key's tokens only: src/eval/passkey.h.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +47,16 @@ SequenceScorer ModelSequenceScorer(Transformer& model, std::string label, bool p
 
 // Documents as token spans (without BOS; the protocols add it).
 using TokenSpans = std::vector<std::span<const int>>;
+
+// `count` of the documents' non-overlapping windows of `length` tokens, spread evenly (the rule at
+// the top), as (document, offset). `what` begins the errors: documents holding fewer than `count`
+// whole windows (naming how many they hold), length < 1 or count < 1.
+struct WindowRef {
+  size_t document = 0;
+  int64_t offset = 0;
+};
+std::vector<WindowRef> SpreadWindows(const TokenSpans& documents, int64_t length, int64_t count,
+                                     const char* what);
 
 // `count` windows of `length` tokens (rule at the top), each as BOS followed by the window.
 // Throws stretch::Error when the documents hold fewer than `count` whole windows (naming how many

@@ -34,22 +34,48 @@ std::optional<EvalStats> EvaluateHeldOut(Trainer& trainer, const TrainingData& d
   return EvalStats{loss / scored, acc / scored, scored};
 }
 
+void SampleTrainingBatch(const TrainingData& data, Rng& rng, int64_t B, std::vector<int>& tokens) {
+  STRETCH_CHECK(data.split != nullptr && data.sampler != nullptr, "training data not set");
+  STRETCH_CHECK(data.passkey_share >= 0.0 && data.passkey_share <= 1.0);
+  const int64_t T = data.sampler->seq_len();
+  tokens.resize(static_cast<size_t>(B * (T + 1)));
+  if (data.passkey_share == 0.0) {
+    // Exactly the batches of runs without passkey rows (SampleBatch's draws).
+    const Batch b = SampleBatch(data.split->train, *data.sampler, rng, B);
+    for (int64_t s = 0; s < B; ++s) {
+      for (int64_t t = 0; t < T; ++t)
+        tokens[static_cast<size_t>(s * (T + 1) + t)] = b.inputs[static_cast<size_t>(s * T + t)];
+      tokens[static_cast<size_t>(s * (T + 1) + T)] = b.targets[static_cast<size_t>(s * T + T - 1)];
+    }
+    return;
+  }
+  for (int64_t s = 0; s < B; ++s) {
+    const bool passkey = rng.UniformDouble() < data.passkey_share;
+    const Window w = data.sampler->Sample(rng);  // T + 1 tokens of one document
+    const std::span<const int> window =
+        data.split->train.Document(w.document)
+            .subspan(static_cast<size_t>(w.offset), static_cast<size_t>(T + 1));
+    const auto row = tokens.begin() + s * (T + 1);
+    if (!passkey) {
+      std::copy(window.begin(), window.end(), row);
+      continue;
+    }
+    const double depth = rng.UniformDouble();
+    const int64_t filler = PasskeyMaxFiller(data.passkey, T);  // < T + 1: the window's tail
+    const PasskeyTrial trial = MakePasskeyTrial(
+        data.passkey, window.subspan(static_cast<size_t>(T + 1 - filler)), data.bos, T, depth, rng);
+    std::copy(trial.tokens.begin(), trial.tokens.end(), row);
+  }
+}
+
 TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
                                 const TrainLoopOptions& opt,
                                 const std::function<void(const TrainProgress&)>& progress) {
   STRETCH_CHECK(data.split != nullptr && data.sampler != nullptr, "training data not set");
   if (opt.log_every < 1)
     Fail("TrainLoopOptions::log_every: found {}, expected >= 1", opt.log_every);
-  const int64_t T = data.sampler->seq_len();
-  // A batch: B sequences of T + 1 tokens (T inputs, then the last target).
   const BatchSource source = [&](Rng& rng, int64_t B, std::vector<int>& tokens) {
-    const Batch b = SampleBatch(data.split->train, *data.sampler, rng, B);
-    tokens.resize(static_cast<size_t>(B * (T + 1)));
-    for (int64_t s = 0; s < B; ++s) {
-      for (int64_t t = 0; t < T; ++t)
-        tokens[static_cast<size_t>(s * (T + 1) + t)] = b.inputs[static_cast<size_t>(s * T + t)];
-      tokens[static_cast<size_t>(s * (T + 1) + T)] = b.targets[static_cast<size_t>(s * T + T - 1)];
-    }
+    SampleTrainingBatch(data, rng, B, tokens);
   };
 
   TrainLoopResult result;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "src/io/passkey.h"
 #include "src/train/checkpoint.h"
 #include "src/train/data.h"
 #include "src/train/trainer.h"
@@ -19,11 +20,27 @@ namespace stretch {
 // The tokens a run trains and evaluates on: the training documents with their window sampler,
 // the held-out documents with their evaluation windows (ValidationWindows). The sampler keeps a
 // pointer to `split.train`: keep the struct where it is built.
+//
+// Passkey documents (src/io/passkey.h) mixed into training: each row of a batch is, with
+// probability passkey_share, a passkey trial of T + 1 tokens instead of a window (T = the
+// sampler's seq_len): its filler is the last tokens of a window drawn as usual (the last, so that
+// a document's leading BOS is never filler), its depth uniform in [0, 1). Small models trained on
+// prose alone cannot retrieve a passkey at all; a small share teaches the task at the training
+// length, and the evaluation asks whether it survives at longer ones.
 struct TrainingData {
   const DataSplit* split = nullptr;
   const WindowSampler* sampler = nullptr;
   std::vector<Window> valid;
+  double passkey_share = 0.0;  // in [0, 1]; 0: no passkey rows, and no draws for them
+  PasskeyPieces passkey = {};  // encoded with the run's tokenizer; used when passkey_share > 0
+  int32_t bos = 0;             // the tokenizer's BOS, which begins a passkey row
 };
+
+// Fills `tokens` with B sequences of T + 1 tokens (T inputs, then the last target), drawing from
+// rng only. Per row: with passkey_share > 0, first a UniformDouble() that makes it a passkey row
+// when below the share (then a window, the depth and the key's digits); otherwise a window. With
+// passkey_share 0 this is SampleBatch's draws and windows exactly.
+void SampleTrainingBatch(const TrainingData& data, Rng& rng, int64_t B, std::vector<int>& tokens);
 
 struct TrainLoopOptions {
   std::string out;           // the run's directory (it exists)

@@ -6,10 +6,12 @@
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
+#include <string_view>
 
 #include "src/core/error.h"
 #include "src/io/model_arch.h"
 #include "src/io/output_file.h"
+#include "src/io/passkey.h"
 #include "src/train/arch_spec.h"
 #include "src/train/checkpoint.h"
 #include "src/train/positions.h"
@@ -357,34 +359,36 @@ CheckpointExtras ExtrasOf(const TrainRunOptions& resolved, const TrainingTokeniz
 
 json StoredRunOptions(const TrainRunOptions& o) {
   using D = TrainRunDefaults;
-  return {{"data", o.data},
-          {"tokenizer", std::string(TokenizerKindName(o.tokenizer.value_or(D::tokenizer)))},
-          {"vocab_size", o.vocab_size.value_or(D::vocab_size)},
-          {"block", o.block.value_or(D::block)},
-          {"position", o.position.value_or(D::position)},
-          {"attention", o.attention.value_or(D::attention)},
-          {"seq_len", o.seq_len.value_or(D::seq_len)},
-          {"steps", o.steps},
-          {"batch", o.batch},
-          {"warmup", o.warmup.value_or(-1)},
-          {"save_every", o.save_every},
-          {"eval_every", o.eval_every},
-          {"eval_windows", o.eval_windows},
-          {"log_every", o.log_every},
-          {"dim", o.dim.value_or(D::dim)},
-          {"layers", o.layers.value_or(D::layers)},
-          {"heads", o.heads.value_or(0)},
-          {"kv_heads", o.kv_heads.value_or(0)},
-          {"hidden_dim", o.hidden_dim.value_or(0)},
-          {"accumulate", o.accumulate},
-          {"lr", o.lr},
-          {"min_lr", o.min_lr.value_or(-1.0)},
-          {"weight_decay", o.weight_decay},
-          {"clip", o.clip},
-          {"valid_fraction", o.valid_fraction},
-          {"seed", o.seed},
-          {"init", o.init},
-          {"perturb", o.perturb}};
+  json j = {{"data", o.data},
+            {"tokenizer", std::string(TokenizerKindName(o.tokenizer.value_or(D::tokenizer)))},
+            {"vocab_size", o.vocab_size.value_or(D::vocab_size)},
+            {"block", o.block.value_or(D::block)},
+            {"position", o.position.value_or(D::position)},
+            {"attention", o.attention.value_or(D::attention)},
+            {"seq_len", o.seq_len.value_or(D::seq_len)},
+            {"steps", o.steps},
+            {"batch", o.batch},
+            {"warmup", o.warmup.value_or(-1)},
+            {"save_every", o.save_every},
+            {"eval_every", o.eval_every},
+            {"eval_windows", o.eval_windows},
+            {"log_every", o.log_every},
+            {"dim", o.dim.value_or(D::dim)},
+            {"layers", o.layers.value_or(D::layers)},
+            {"heads", o.heads.value_or(0)},
+            {"kv_heads", o.kv_heads.value_or(0)},
+            {"hidden_dim", o.hidden_dim.value_or(0)},
+            {"accumulate", o.accumulate},
+            {"lr", o.lr},
+            {"min_lr", o.min_lr.value_or(-1.0)},
+            {"weight_decay", o.weight_decay},
+            {"clip", o.clip},
+            {"valid_fraction", o.valid_fraction},
+            {"seed", o.seed},
+            {"init", o.init},
+            {"perturb", o.perturb}};
+  if (o.passkey_share != 0.0) j["passkey_share"] = o.passkey_share;
+  return j;
 }
 
 TrainResume ReadTrainResume(const TrainRunOptions& options) {
@@ -420,6 +424,9 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
     Fail("TrainRunOptions::data is required: a text file or a directory of *.txt files");
   }
   TrainRunOptions o = options;  // resolved below: init, tokenizer, vocab_size, seq_len
+  if (!(o.passkey_share >= 0.0 && o.passkey_share <= 0.5)) {
+    Fail("TrainRunOptions::passkey_share: found {}, expected in [0, 0.5]", o.passkey_share);
+  }
   if (!resuming) o.init = InitCheckpointFile(o.init, note);
   CheckRunDirectory(o, resuming, note);
   fs::create_directories(o.out);
@@ -439,6 +446,20 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
                          data.tokenizer.vocab_size());
   Tell(note, fmt::format("{} documents, {} tokens ({}; cache {})", data.documents.size(),
                          data.documents.n_tokens(), tokenizer_text, data.cache_note));
+  // Passkey documents, with the run's tokenizer.
+  PasskeyPieces passkey;
+  if (o.passkey_share > 0.0) {
+    passkey =
+        EncodePasskeyPieces([&](std::string_view text) { return data.tokenizer.Encode(text); });
+    const int64_t shortest = PasskeyMinCtx(passkey);
+    if (seq_len < shortest) {
+      Fail(
+          "TrainRunOptions::seq_len {}: too short for passkey documents "
+          "(TrainRunOptions::passkey_share {}): the needle, the question, the key twice and a few "
+          "filler tokens need TrainRunOptions::seq_len >= {} with this tokenizer",
+          seq_len, o.passkey_share, shortest);
+    }
+  }
   SplitOptions sopt;
   sopt.valid_fraction = o.valid_fraction;
   sopt.seed = o.seed;
@@ -479,7 +500,15 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
   loop.log_every = o.log_every;
   loop.save_every = o.save_every;
   loop.extras = ExtrasOf(o, data.tokenizer);
-  const TrainingData training{&split, &sampler, valid};
+  TrainingData training{&split, &sampler, valid};
+  if (o.passkey_share > 0.0) {
+    training.passkey_share = o.passkey_share;
+    training.passkey = passkey;
+    training.bos = data.tokenizer.bos_id();
+    Tell(note, fmt::format("TrainRunOptions::passkey_share {}: that share of the training rows are "
+                           "passkey documents of {} tokens",
+                           o.passkey_share, seq_len + 1));
+  }
   return RunTrainingLoop(trainer, training, loop, callbacks.progress);
 }
 

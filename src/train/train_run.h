@@ -80,13 +80,20 @@ struct TrainRunOptions {
   int64_t eval_every = 100;       // validation every this many steps; 0: never
   int64_t eval_windows = 64;      // held-out windows per validation
   int64_t log_every = 10;         // TrainProgress::report every this many steps
+  // Share of the training rows, in [0, 0.5], replaced by passkey documents of the training length
+  // (src/io/passkey.h: a random number hidden in training text and asked for at the end; the rule
+  // in src/train/run.h, TrainingData). 0: none, and the batches are those of a run without it.
+  // Needs seq_len >= PasskeyMinCtx (61 with the bytes tokenizer).
+  double passkey_share = 0.0;
 };
 
 // The options as each checkpoint stores them (metadata stretch.cli), so that the run can be
 // repeated: keys are the long flags of `stretch train` with '_' for '-', an unset option is
 // written as its default (negative for min_lr and warmup: "the default"). RunTraining stores the
 // resolved options: `init` the checkpoint file, and with `init` the checkpoint's tokenizer and
-// its seq_len when none is set.
+// its seq_len when none is set. passkey_share is written only when it is not 0, so that the
+// stored options of runs without it are those of runs from before it existed (a resumed run whose
+// stored options lack it resumes with 0).
 nlohmann::json StoredRunOptions(const TrainRunOptions& options);
 
 // Where a run stands: its newest complete checkpoint and the options stored in it.

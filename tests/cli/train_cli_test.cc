@@ -361,5 +361,53 @@ TEST(TrainCli, InitFineTunesFromACheckpointWithPiAtALongerLength) {
       << "the resumed --init run's weights differ from the uninterrupted run's";
 }
 
+// --passkey-share: the share is stored in the checkpoints and a resumed run trains with it, bit for
+// bit; a run stored without it resumes without it, whatever the resuming command line says; a
+// share above 0.5 and a --seq-len too short for the passkey documents are refused by their flags.
+TEST(TrainCli, PasskeyShareIsStoredAndResumedWith) {
+  const fs::path corpus = WriteCorpus();
+  const std::string args =
+      "--seq-len 64 --steps 4 --batch 4 --dim 32 --layers 1 --heads 2 --save-every 2 "
+      "--eval-every 0 --valid-fraction 0.25 --threads 1";
+  // Trains `extra` into a fresh directory, then resumes a copy of its step 2 with `resume_extra`:
+  // whether the resumed step 4 has the uninterrupted run's weights.
+  auto resumed_equals_whole = [&](const std::string& name, const std::string& extra,
+                                  const std::string& resume_extra, double stored_share) {
+    const fs::path whole = TempDir(name), part = TempDir(name + "_part");
+    auto r = RunCli("train --data '" + corpus.string() + "' --out '" + whole.string() + "' " +
+                    args + " " + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    fs::copy_file(whole / "step-00000002.safetensors", part / "step-00000002.safetensors");
+    r = RunCli("train --out '" + part.string() + "' --resume --threads 1 " + resume_extra);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_EQ(Has(r.out,
+                  "--passkey-share 0.3: that share of the training rows are passkey "
+                  "documents of 65 tokens"),
+              Has(extra, "--passkey-share"))
+        << r.out;
+    const SafetensorsFile f((whole / "step-00000004.safetensors").string());
+    const nlohmann::json stored = nlohmann::json::parse(f.GetMetadata("stretch.cli"));
+    EXPECT_EQ(stored.value("passkey_share", 0.0), stored_share) << stored.dump();
+    EXPECT_EQ(stored.contains("passkey_share"), stored_share != 0.0) << stored.dump();
+    const std::vector<float> wa = Weights(whole / "step-00000004.safetensors");
+    const std::vector<float> wb = Weights(part / "step-00000004.safetensors");
+    return !wa.empty() && wa.size() == wb.size() &&
+           std::memcmp(wa.data(), wb.data(), wa.size() * sizeof(float)) == 0;
+  };
+  EXPECT_TRUE(resumed_equals_whole("passkey", "--passkey-share 0.3", "", 0.3));
+  EXPECT_TRUE(resumed_equals_whole("plain", "", "--passkey-share 0.3", 0.0));
+
+  const fs::path out = TempDir("passkey_bad");
+  auto refused = [&](const std::string& extra, const std::string& expected) {
+    const auto r = RunCli("train --data '" + corpus.string() + "' --out '" + out.string() +
+                          "' --steps 1 " + extra);
+    EXPECT_NE(r.exit_code, 0) << extra;
+    EXPECT_TRUE(Has(r.out, expected)) << r.out;
+  };
+  refused("--passkey-share 0.7", "--passkey-share: Value 0.7 not in range");
+  refused("--seq-len 32 --passkey-share 0.1",
+          "--seq-len 32: too short for passkey documents (--passkey-share 0.1)");
+}
+
 }  // namespace
 }  // namespace stretch

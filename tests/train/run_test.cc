@@ -5,13 +5,18 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/core/rng.h"
+#include "src/io/passkey.h"
 #include "src/io/safetensors.h"
+#include "src/io/training_tokenizer.h"
 #include "src/train/checkpoint.h"
 #include "src/train/run_dir.h"
 #include "tests/testing/files.h"
@@ -168,6 +173,116 @@ TEST_F(TrainLoop, ALogEveryBelowOneIsAnError) {
               RunTrainingLoop(trainer, data_, o);
             }).find("TrainLoopOptions::log_every"),
             std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Passkey rows in the training batches (TrainingData::passkey_share)
+
+class PasskeyBatches : public ::testing::Test {
+ protected:
+  static constexpr int64_t kT = 64;  // the shortest length bytes passkey documents fit: 61
+  void SetUp() override {
+    const TrainingTokenizer bytes = TrainingTokenizer::Bytes();
+    // Ten documents of lowercase words: no capital, digit or '?', unlike the passkey's text.
+    const char* words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "ran"};
+    Rng rng(9);
+    for (int d = 0; d < 10; ++d) {
+      std::string text;
+      for (int w = 0; w < 60; ++w) text += std::string(words[rng.NextU64() % 8]) + " ";
+      docs_.Add(bytes.bos_id(), bytes.Encode(text));
+    }
+    SplitOptions s;
+    s.valid_documents = 2;
+    split_ = SplitDocuments(docs_, s);
+    sampler_ = std::make_unique<WindowSampler>(split_.train, kT);
+    question_ = bytes.Encode(" What is the key? The key is ");
+    data_ = TrainingData{&split_, sampler_.get(), {}};
+    data_.passkey = EncodePasskeyPieces(
+        [&](std::string_view text) { return TrainingTokenizer::Bytes().Encode(text); });
+    data_.bos = bytes.bos_id();
+  }
+  // Whether row s of a batch is a passkey document: it ends with the question and 5 digits.
+  bool IsPasskey(const std::vector<int>& tokens, int64_t s) const {
+    const auto end = tokens.begin() + (s + 1) * (kT + 1);
+    return std::equal(question_.begin(), question_.end(), end - 5 - 29);
+  }
+  TokenDocuments docs_;
+  DataSplit split_;
+  std::unique_ptr<WindowSampler> sampler_;
+  TrainingData data_;
+  std::vector<int> question_;
+};
+
+// Share 0: the batches, and the Rng's draws, of SampleBatch, as before passkey rows existed.
+TEST_F(PasskeyBatches, ShareZeroGivesSampleBatchsBatchesBitForBit) {
+  Rng a(3), b(3);
+  std::vector<int> tokens;
+  for (int batch = 0; batch < 20; ++batch) {
+    SampleTrainingBatch(data_, a, 4, tokens);
+    const Batch expected = SampleBatch(split_.train, *sampler_, b, 4);
+    ASSERT_EQ(tokens.size(), static_cast<size_t>(4 * (kT + 1)));
+    for (int64_t s = 0; s < 4; ++s) {
+      for (int64_t t = 0; t < kT; ++t) {
+        EXPECT_EQ(tokens[static_cast<size_t>(s * (kT + 1) + t)],
+                  expected.inputs[static_cast<size_t>(s * kT + t)]);
+      }
+      EXPECT_EQ(tokens[static_cast<size_t>(s * (kT + 1) + kT)],
+                expected.targets[static_cast<size_t>(s * kT + kT - 1)]);
+      EXPECT_FALSE(IsPasskey(tokens, s));
+    }
+  }
+  EXPECT_EQ(a.State(), b.State());
+}
+
+// Share 0.5: of 1600 rows, a binomial count of mean 800 and standard deviation 20; the bound of
+// 5 deviations (700..900) fails with probability below 1e-6 for a seed drawn at random (the seed
+// here is fixed, so the test is deterministic). Each passkey row is well formed: BOS, the key in
+// the needle equal to the answer; other rows are windows of the training text. The depths are
+// uniform: needles begin in the first and the last quarter of the filler alike.
+TEST_F(PasskeyBatches, ShareHalfMakesAboutHalfTheRowsPasskeyDocuments) {
+  data_.passkey_share = 0.5;
+  Rng rng(11);
+  std::vector<int> tokens;
+  int64_t passkey_rows = 0, early = 0, late = 0;
+  const std::vector<int> before = TrainingTokenizer::Bytes().Encode(" The key is ");
+  for (int batch = 0; batch < 200; ++batch) {
+    SampleTrainingBatch(data_, rng, 8, tokens);
+    ASSERT_EQ(tokens.size(), static_cast<size_t>(8 * (kT + 1)));
+    for (int64_t s = 0; s < 8; ++s) {
+      const std::vector<int> row(tokens.begin() + s * (kT + 1),
+                                 tokens.begin() + (s + 1) * (kT + 1));
+      const bool has_digit =
+          std::any_of(row.begin(), row.end(), [](int t) { return t >= '0' && t <= '9'; });
+      if (!IsPasskey(tokens, s)) {
+        EXPECT_FALSE(has_digit);
+        continue;
+      }
+      ++passkey_rows;
+      EXPECT_EQ(row[0], data_.bos);
+      const auto needle = std::search(row.begin(), row.end(), before.begin(), before.end());
+      ASSERT_NE(needle, row.end());
+      EXPECT_TRUE(std::equal(row.end() - 5, row.end(), needle + 12));  // the key, twice
+      // The filler holds 64 - 53 = 11 tokens; the needle starts after round(depth 11) of them.
+      const int64_t k = (needle - row.begin()) - 1;
+      early += k <= 2 ? 1 : 0;
+      late += k >= 9 ? 1 : 0;
+    }
+  }
+  EXPECT_GE(passkey_rows, 700);
+  EXPECT_LE(passkey_rows, 900);
+  // Each of k <= 2 and k >= 9 has probability 2.5 / 11 per passkey row (round(11 u) <= 2 for
+  // u < 2.5/11): ~180 of ~800 rows; 100 is 6 deviations below.
+  EXPECT_GT(early, 100);
+  EXPECT_GT(late, 100);
+
+  // The same Rng state, the same batches.
+  Rng x(5), y(5);
+  std::vector<int> tx, ty;
+  for (int batch = 0; batch < 10; ++batch) {
+    SampleTrainingBatch(data_, x, 8, tx);
+    SampleTrainingBatch(data_, y, 8, ty);
+    EXPECT_EQ(tx, ty);
+  }
 }
 
 }  // namespace

@@ -119,25 +119,28 @@ TEST_F(TrainRun, ATinyRunWritesItsCheckpointsLogAndOptions) {
 // A run stopped after its step-3 checkpoint (the progress callback throws at step 4), then
 // resumed from what ReadTrainResume finds: the same losses and the same last checkpoint as a run
 // that was never stopped.
-TEST_F(TrainRun, AStoppedRunResumedEndsBitForBitAsTheUninterruptedOne) {
-  const TrainLoopResult whole = Run(Options("whole"));
+void ExpectResumedEqualsWhole(const TrainRunOptions& whole_options, const TrainRunOptions& o) {
+  const TrainLoopResult whole = RunTraining(whole_options);
 
-  const TrainRunOptions o = Options("part");
   struct Stop {};
   EXPECT_THROW(RunTraining(o, {{},
                                [](const TrainProgress& p) {
                                  if (p.stats.step == 4) throw Stop{};
                                }}),
                Stop);
-  EXPECT_EQ(ReadLog(Path("part/") + kTrainLogName).size(), 3u);
+  EXPECT_EQ(ReadLog(o.out + "/" + kTrainLogName).size(), 3u);
   const TrainResume resume = ReadTrainResume(o);
-  EXPECT_EQ(resume.checkpoint, Path("part/" + StepFileName(3)));
+  EXPECT_EQ(resume.checkpoint, o.out + "/" + StepFileName(3));
   EXPECT_EQ(resume.stored, StoredRunOptions(o));
   TrainRunOptions resumed = o;
   resumed.resume_from = resume.checkpoint;
-  const TrainLoopResult part = Run(resumed);
-  EXPECT_TRUE(Has(notes_, "resumed from " + resume.checkpoint + " at step 3")) << notes_;
-  EXPECT_EQ(progress_.size(), 3u);
+  std::string notes;
+  int64_t reports = 0;
+  const TrainLoopResult part =
+      RunTraining(resumed, {[&](const std::string& line) { notes += line + "\n"; },
+                            [&](const TrainProgress&) { ++reports; }});
+  EXPECT_TRUE(Has(notes, "resumed from " + resume.checkpoint + " at step 3")) << notes;
+  EXPECT_EQ(reports, 3);
 
   const std::vector<nlohmann::json> a = ReadLog(whole.log_path), b = ReadLog(part.log_path);
   ASSERT_EQ(a.size(), 6u);
@@ -148,6 +151,38 @@ TEST_F(TrainRun, AStoppedRunResumedEndsBitForBitAsTheUninterruptedOne) {
     EXPECT_EQ(a[k].value("val_loss", -1.0), b[k].value("val_loss", -1.0)) << k;
   }
   EXPECT_EQ(testing::ReadBytes(whole.last_saved), testing::ReadBytes(part.last_saved));
+}
+
+TEST_F(TrainRun, AStoppedRunResumedEndsBitForBitAsTheUninterruptedOne) {
+  ExpectResumedEqualsWhole(Options("whole"), Options("part"));
+}
+
+// The same with passkey rows in the batches: their depth, key and filler come from the trainer's
+// Rng, which the checkpoint restores. Passkey documents need seq_len >= 61 (bytes).
+TEST_F(TrainRun, AStoppedRunWithPasskeyRowsResumedEndsBitForBit) {
+  auto with_passkey = [&](const std::string& out) {
+    TrainRunOptions o = Options(out);
+    o.seq_len = 64;
+    o.passkey_share = 0.5;
+    return o;
+  };
+  ExpectResumedEqualsWhole(with_passkey("whole"), with_passkey("part"));
+  // The share is stored (and so resumed with); the losses differ from a run without it.
+  const SafetensorsFile f(Path("part/" + StepFileName(6)));
+  EXPECT_EQ(nlohmann::json::parse(f.GetMetadata("stretch.cli")).at("passkey_share"), 0.5);
+  TrainRunOptions plain = with_passkey("plain");
+  plain.passkey_share = 0;
+  const TrainLoopResult p = Run(plain);
+  EXPECT_NE(ReadLog(p.log_path)[5]["loss"], ReadLog(Path("part/") + kTrainLogName)[5]["loss"]);
+}
+
+// Runs without passkey rows store exactly the options they stored before the option existed.
+TEST(StoredRunOptionsTest, PasskeyShareIsStoredOnlyWhenNotZero) {
+  TrainRunOptions o;
+  EXPECT_FALSE(StoredRunOptions(o).contains("passkey_share"));
+  EXPECT_EQ(StoredRunOptions(o).size(), 28u);
+  o.passkey_share = 0.1;
+  EXPECT_EQ(StoredRunOptions(o).at("passkey_share"), 0.1);
 }
 
 // init: the checkpoint's architecture and tokenizer at a new length with position
@@ -227,6 +262,17 @@ TEST_F(TrainRun, BadOptionsAreRefusedByTheirFieldsName) {
   fs::create_directories(o.data);
   EXPECT_TRUE(
       Has(error(o), "TrainRunOptions::data " + o.data + " lies inside TrainRunOptions::out"))
+      << error(o);
+  o = Options("bad");
+  o.passkey_share = 0.6;
+  EXPECT_TRUE(Has(error(o), "TrainRunOptions::passkey_share: found 0.6, expected in [0, 0.5]"))
+      << error(o);
+  o = Options("bad");
+  o.passkey_share = 0.1;  // at seq_len 16
+  EXPECT_TRUE(Has(error(o),
+                  "TrainRunOptions::seq_len 16: too short for passkey documents "
+                  "(TrainRunOptions::passkey_share 0.1): the needle, the question, the key twice "
+                  "and a few filler tokens need TrainRunOptions::seq_len >= 61"))
       << error(o);
   EXPECT_TRUE(Has(testing::ErrorOf([&] { ReadTrainResume(Options("empty")); }),
                   "TrainRunOptions::resume_from: no complete checkpoint in"));

@@ -94,6 +94,7 @@ std::string WithFlagNames(std::string message) {
       {"TrainRunOptions::eval_every", "--eval-every"},
       {"TrainRunOptions::eval_windows", "--eval-windows"},
       {"TrainRunOptions::log_every", "--log-every"},
+      {"TrainRunOptions::passkey_share", "--passkey-share"},
   };
   for (const auto& [field, flag] : kFlags) {
     for (size_t at = message.find(field); at != std::string::npos;

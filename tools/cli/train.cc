@@ -109,6 +109,8 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
     const int threads = a.threads;
     ApplyJson(app, resume.stored, resume.checkpoint + " stretch.cli", true);
     a.threads = threads;
+    // Stored only when not 0 (StoredRunOptions): a run stored without it had none.
+    if (!resume.stored.contains("passkey_share")) a.run.passkey_share = 0.0;
     resume_from = resume.checkpoint;
   }
   TrainRunOptions options = TrainRunOptionsOf(app, a);
@@ -253,6 +255,16 @@ void RegisterTrain(CLI::App& app) {
   sub->add_option("--valid-fraction", args->run.valid_fraction,
                   "Fraction of documents held out for validation")
       ->capture_default_str();
+  sub->add_option("--passkey-share", args->run.passkey_share,
+                  "Share of the training windows (0 to 0.5) replaced by passkey documents of the "
+                  "same length: a random 5-digit number hidden at a random depth in training "
+                  "text (\" The key is 48213. \"), asked for at the end (\" What is the key? The "
+                  "key is 48213\"). A small model trained on prose alone cannot retrieve it at "
+                  "any length; with e.g. 0.1 it learns the task at --seq-len, and the passkey "
+                  "evaluation then asks whether it still finds the key in longer texts. Needs "
+                  "--seq-len >= 61 with the bytes tokenizer. 0: none")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 0.5));
   sub->add_option("--threads", args->threads, "Threads (default: all cores)");
   sub->callback([sub, args] { RunTrain(sub, *args); });
 }

@@ -1,0 +1,64 @@
+#include "src/eval/passkey.h"
+
+#include <algorithm>
+
+#include "src/core/check.h"
+#include "src/core/error.h"
+#include "src/core/rng.h"
+
+namespace stretch {
+
+std::vector<PasskeyTrial> MakePasskeyTrials(const TokenSpans& documents, const TextEncoder& encode,
+                                            int bos, int64_t ctx, double depth, int64_t count,
+                                            uint64_t seed, const PasskeyFormat& format) {
+  const PasskeyPieces pieces = EncodePasskeyPieces(encode, format);
+  CheckPasskeyArgs(pieces, ctx, depth);
+  const int64_t filler = PasskeyMaxFiller(pieces, ctx);
+  Rng rng(seed);
+  std::vector<PasskeyTrial> out;
+  for (const WindowRef& w : SpreadWindows(documents, filler, count, "passkey filler")) {
+    out.push_back(MakePasskeyTrial(
+        pieces,
+        documents[w.document].subspan(static_cast<size_t>(w.offset), static_cast<size_t>(filler)),
+        bos, ctx, depth, rng));
+  }
+  return out;
+}
+
+PasskeyResult ScorePasskey(const SequenceScorer& scorer, const std::vector<PasskeyTrial>& trials) {
+  std::vector<std::vector<int>> sequences;
+  sequences.reserve(trials.size());
+  for (const PasskeyTrial& t : trials) sequences.push_back(t.tokens);
+  // Per trial: key tokens seen and right. key_positions ascend, and the scorer reports positions
+  // ascending, so a binary search finds each record's key position.
+  std::vector<int64_t> seen(trials.size(), 0), right(trials.size(), 0);
+  PasskeyResult r;
+  double loss = 0.0;
+  scorer(sequences, [&](const TokenRecord& rec) {
+    STRETCH_CHECK(rec.window >= 0 && rec.window < static_cast<int64_t>(trials.size()));
+    const size_t w = static_cast<size_t>(rec.window);
+    const std::vector<int64_t>& keys = trials[w].key_positions;
+    if (!std::binary_search(keys.begin(), keys.end(), rec.position)) return;
+    seen[w]++;
+    right[w] += rec.correct ? 1 : 0;
+    loss += rec.loss;
+  });
+  r.trials = static_cast<int64_t>(trials.size());
+  int64_t correct = 0;
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const int64_t k = static_cast<int64_t>(trials[i].key_positions.size());
+    // The scorer reports every target (SequenceScorer's contract), each once.
+    STRETCH_CHECK(seen[i] == k, "trial {}: {} of its {} key tokens scored", i, seen[i], k);
+    r.key_tokens += k;
+    correct += right[i];
+    if (right[i] == k) r.retrieved++;
+  }
+  if (r.trials > 0) r.accuracy = static_cast<double>(r.retrieved) / static_cast<double>(r.trials);
+  if (r.key_tokens > 0) {
+    r.token_accuracy = static_cast<double>(correct) / static_cast<double>(r.key_tokens);
+    r.key_loss = loss / static_cast<double>(r.key_tokens);
+  }
+  return r;
+}
+
+}  // namespace stretch

@@ -1,0 +1,38 @@
+// The passkey retrieval protocol (documents: src/io/passkey.h): `count` trials of ctx fed tokens
+// at one depth, their filler cut from held-out text, scored only at the key's tokens through a
+// SequenceScorer (src/eval/protocols.h), so a test can put an oracle in the model's place.
+//
+// Filler windows are chosen without randomness, as the other protocols choose theirs: `count` of
+// the documents' non-overlapping windows of PasskeyMaxFiller tokens, spread evenly (index
+// floor(i * total / count)); the keys come from Rng(seed). The same arguments give the same trials.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "src/eval/protocols.h"
+#include "src/io/passkey.h"
+
+namespace stretch {
+
+// Throws stretch::Error for depth outside [0, 1], digits outside 1..18, ctx too short for the
+// needle, question and key (naming the shortest), count < 1, or documents holding fewer than
+// `count` filler windows.
+std::vector<PasskeyTrial> MakePasskeyTrials(const TokenSpans& documents, const TextEncoder& encode,
+                                            int bos, int64_t ctx, double depth, int64_t count,
+                                            uint64_t seed, const PasskeyFormat& format = {});
+
+struct PasskeyResult {
+  int64_t trials = 0;
+  int64_t retrieved = 0;        // trials with every key token predicted right
+  double accuracy = 0.0;        // retrieved / trials
+  int64_t key_tokens = 0;       // key tokens scored, over all trials
+  double token_accuracy = 0.0;  // share of them predicted right
+  double key_loss = 0.0;        // mean loss over them, nats
+};
+
+// Scores the trials' key tokens only (TokenRecord positions in key_positions; the scorer's other
+// records are ignored).
+PasskeyResult ScorePasskey(const SequenceScorer& scorer, const std::vector<PasskeyTrial>& trials);
+
+}  // namespace stretch

@@ -1,0 +1,90 @@
+// Passkey documents: a random number hidden at a chosen depth in filler text and asked for at the
+// end (Mohtashami & Jaggi 2023, "Landmark Attention", section 4.2; the same test in the LongLoRA
+// and YaRN evaluations). Built at the token level, so the key's positions are known exactly for
+// any tokenizer:
+//
+//   BOS  filler[0, k)  needle_before KEY needle_after  filler[k, F)  question KEY
+//
+// with F filler tokens (cut so that the whole is exactly BOS + ctx tokens) and k = round(depth F):
+// depth 0 puts the needle right after BOS, depth 1 right before the question.
+//
+// Encoding. Each fixed text piece is encoded alone and the token pieces are concatenated. The key
+// is encoded digit by digit (each digit alone, its tokens concatenated), in the needle and in the
+// answer alike: with the bytes tokenizer the key's tokens are exactly its digit bytes, and with a
+// SentencePiece tokenizer (which may merge digits, or give a digit a word-start piece) the answer
+// is still token for token the needle's key, so it can be copied, and its positions are known.
+// The answer is the last thing in the document; nothing follows it.
+//
+// The default text is short because the lab trains at 64-128 tokens with the bytes tokenizer
+// (one token per character): 14 + 29 tokens of text and twice the key, so a 5-digit trial needs
+// ctx >= 53 + kPasskeyMinFiller = 61.
+//
+// This lives in src/io (linked by both src/train, which mixes passkey documents into training,
+// and src/eval, which scores them: src/eval/passkey.h); it needs only an encoder and tokens.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/core/rng.h"
+
+namespace stretch {
+
+// Text -> token ids, no BOS (TrainingTokenizer::Encode, say).
+using TextEncoder = std::function<std::vector<int>(std::string_view)>;
+
+// The fewest filler tokens a trial may have: a document of needle and question alone does not
+// test retrieval from within text.
+inline constexpr int64_t kPasskeyMinFiller = 8;
+
+struct PasskeyFormat {
+  int digits = 5;  // decimal digits of the key, 1..18; the first is never 0
+  std::string needle_before = " The key is ";
+  std::string needle_after = ". ";
+  std::string question = " What is the key? The key is ";
+};
+
+// The format's pieces, encoded once.
+struct PasskeyPieces {
+  int digits = 0;
+  std::vector<int> needle_before, needle_after, question;
+  std::array<std::vector<int>, 10> digit;  // the tokens of each digit '0'..'9', encoded alone
+  int64_t fixed = 0;                       // tokens of needle_before + needle_after + question
+  int64_t longest_key = 0;                 // tokens of the longest key (digits x the longest digit)
+};
+
+// Encodes the pieces. Throws stretch::Error for digits outside 1..18, or a digit that encodes to
+// no token.
+PasskeyPieces EncodePasskeyPieces(const TextEncoder& encode, const PasskeyFormat& format = {});
+
+// The shortest ctx any key fits with kPasskeyMinFiller filler tokens.
+int64_t PasskeyMinCtx(const PasskeyPieces& pieces);
+// Filler tokens a trial of ctx can take at most (the shortest key): a filler source this long
+// always suffices.
+int64_t PasskeyMaxFiller(const PasskeyPieces& pieces, int64_t ctx);
+
+// Throws stretch::Error for depth outside [0, 1] or ctx below PasskeyMinCtx (naming it).
+void CheckPasskeyArgs(const PasskeyPieces& pieces, int64_t ctx, double depth);
+
+struct PasskeyTrial {
+  std::vector<int> tokens;             // (ctx + 1): BOS, then ctx tokens (layout at the top)
+  std::vector<int64_t> key_positions;  // positions p whose target tokens[p + 1] is a key token
+                                       // of the answer, ascending
+  std::string key;                     // the digits
+  double depth = 0.0;                  // as asked
+  int64_t needle_start = 0;            // index in tokens of the needle's first token
+};
+
+// One trial of ctx fed tokens: the key drawn from rng (first digit uniform in 1..9, the others in
+// 0..9, each UniformIndex-style without modulo bias), the filler the first F tokens of `filler`.
+// Throws stretch::Error as CheckPasskeyArgs, and for a filler shorter than the F tokens the trial
+// needs.
+PasskeyTrial MakePasskeyTrial(const PasskeyPieces& pieces, std::span<const int> filler, int bos,
+                              int64_t ctx, double depth, Rng& rng);
+
+}  // namespace stretch
