@@ -12,6 +12,7 @@
 #include "src/core/rng.h"
 #include "src/core/threads.h"
 #include "src/core/timer.h"
+#include "src/eval/passkey.h"
 #include "src/eval/protocols.h"
 #include "src/io/model_file.h"
 #include "src/io/output_file.h"
@@ -85,13 +86,13 @@ std::vector<CellPlan> PlanCells(const LabOptions& o, const std::string& corpus) 
       if (o.tail) {
         for (int64_t c = L; c <= longest; c *= 2) add("tail", c, o.tail_samples, L / 2);
       }
+      if (o.sliding_stride > 0) {
+        for (const int64_t k : o.factors) add("sliding", k * L, o.windows, 0, o.sliding_stride);
+      }
       for (const int64_t k : o.passkey_trials > 0 ? o.factors : std::vector<int64_t>{}) {
         for (const double d : o.passkey_depths) {
           add("passkey", k * L, o.passkey_trials, 0, 0, d);
         }
-      }
-      if (o.sliding_stride > 0) {
-        for (const int64_t k : o.factors) add("sliding", k * L, o.windows, 0, o.sliding_stride);
       }
     }
   }
@@ -125,6 +126,7 @@ TrainRunOptions RunOptionsOf(const LabOptions& o, const LabModel& m, const LabCo
   r.eval_every = std::max<int64_t>(1, o.steps / 4);
   r.eval_windows = 32;
   r.log_every = std::max<int64_t>(1, std::min<int64_t>(50, o.steps / 10));
+  r.passkey_share = o.passkey_share;
   return r;
 }
 
@@ -296,7 +298,7 @@ LabOptions FullLab() {
   o.tail_samples = 32;
   o.passkey_depths = {0.0, 0.25, 0.5, 0.75, 1.0};
   o.passkey_trials = 20;
-  o.sliding_stride = 0;
+  o.sliding_stride = o.train_len;
   const std::string gau = "gau";
   o.models = {
       {"gau", gau, "rope", "full"},
@@ -454,7 +456,15 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
     const int bos = loaded.tokenizer->bos();
     const std::vector<std::vector<int>> test = EncodeTest(*loaded.tokenizer, corpus);
     TokenSpans docs(test.begin(), test.end());
+    const auto longest_doc = std::max_element(
+        test.begin(), test.end(), [](const auto& x, const auto& y) { return x.size() < y.size(); });
     const std::string variant = fmt::format("{} | {} | {}", lm.block, lm.position, lm.attention);
+    const TextTokenizer& tok = *loaded.tokenizer;
+    const TextEncoder encode = [&tok](std::string_view text) {
+      std::vector<int> ids = tok.EncodePrompt(text);
+      ids.erase(ids.begin());  // its BOS
+      return ids;
+    };
 
     for (const CellPlan& c : cells) {
       if (c.model != mi || done.count(c.key)) continue;
@@ -500,12 +510,29 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
         FillFromSummary(
             r, ScoreTargetsFrom(scorer, TailSequences(docs, longest, c.ctx, c.sequences, bos),
                                 c.ctx - c.tail, std::max<int64_t>(1, c.tail / 4)));
+      } else if (c.protocol == "sliding") {
+        // Sliding-window perplexity (ScoreStream with a stride) over the longest test document.
+        ScoreOptions so;
+        so.ctx = c.ctx;
+        so.stride = c.stride;
+        so.max_windows = c.sequences;
+        so.bos = bos;
+        so.bucket = bucket;
+        so.progress = false;
+        FillFromSummary(r, ScoreStream(model, *longest_doc, so));
+      } else if (c.protocol == "passkey") {
+        // The key is a function of (seed, length, depth): every method meets the same trials.
+        const uint64_t seed = o.seed * 1000003u + static_cast<uint64_t>(c.ctx) * 101u +
+                              static_cast<uint64_t>(std::llround(c.depth * 1000));
+        const PasskeyResult p = ScorePasskey(
+            scorer, MakePasskeyTrials(docs, encode, bos, c.ctx, c.depth, c.sequences, seed));
+        r.sequences = p.trials;
+        r.tokens = p.key_tokens;
+        r.loss = p.key_loss;
+        r.accuracy = p.accuracy;
+        r.token_accuracy = p.token_accuracy;
       } else {
-        // passkey and sliding: not scored by this build yet (src/eval/passkey.h).
-        result.cells_refused++;
-        progress.eval_weight_total -= c.weight;
-        progress.cells_done++;
-        continue;
+        Fail("lab: protocol {} is planned but not scored by this build", c.protocol);
       }
       r.seconds = timer.Seconds();
       r.key = LabRecordKey(r);

@@ -62,7 +62,9 @@ struct LabOptions {
   bool tail = true;
   std::vector<double> passkey_depths = {0.0, 0.5, 1.0};
   int64_t passkey_trials = 5;  // per (length, depth)
-  int64_t sliding_stride = 0;  // > 0: sliding-window perplexity at k x L with this stride
+  // > 0: also sliding-window perplexity at k x L, windows every this many tokens over the longest
+  // test document (each token scored once, with at least k x L - stride tokens of context).
+  int64_t sliding_stride = 0;
 
   int rank = 0, ranks = 1;  // this process's share (see the top of this file)
 };
