@@ -105,6 +105,13 @@ std::string Minutes(double seconds) {
   return fmt::format("{:.1f} h", seconds / 3600);
 }
 
+// The vocabulary the models will have: the bytes tokenizer's, or the size asked of SentencePiece.
+int LabVocab(const LabOptions& o) {
+  return ParseTokenizerKind(o.tokenizer) == TokenizerKind::kBytes
+             ? TrainingTokenizer::Bytes().vocab_size()
+             : o.vocab_size;
+}
+
 TrainRunOptions RunOptionsOf(const LabOptions& o, const LabModel& m, const LabCorpus& corpus) {
   TrainRunOptions r;
   r.data = corpus.train_path;
@@ -246,11 +253,10 @@ void TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
   tcb.note = [&](const std::string& line) { Tell(cb.note, label + ": " + line); };
   tcb.progress = [&](const TrainProgress& p) {
     if (!cb.progress || !p.report) return;
-    std::string line =
-        fmt::format("{}: training step {}/{}, loss {:.3f}, {:.0f} tokens/s, ETA {}", label,
-                    p.stats.step, p.steps, p.stats.loss, p.tokens_per_s, Minutes(p.eta_seconds));
+    std::string line = fmt::format("{}: training step {}/{}, loss {:.3f}, {:.0f} tokens/s", label,
+                                   p.stats.step, p.steps, p.stats.loss, p.tokens_per_s);
     if (p.eval) line += fmt::format(", held-out loss {:.3f}", p.eval->loss);
-    cb.progress(line);
+    cb.progress(progress.Line(line, p.eta_seconds));
   };
   RunTraining(run, tcb);
 }
@@ -354,16 +360,8 @@ void ValidateLabOptions(const LabOptions& o) {
       Fail("LabOptions::models: label \"{}\" cannot name a folder", m.label);
     }
     if (!labels.insert(m.label).second) Fail("LabOptions::models: label {} twice", m.label);
-    TrainRunOptions run;
-    run.block = m.block;
-    run.position = m.position;
-    run.attention = m.attention;
-    run.dim = o.dim;
-    run.layers = o.layers;
-    if (m.block.rfind("gau", 0) != 0) run.heads = o.heads;
-    run.seq_len = o.train_len;
     try {
-      RunArchitecture(run, 259);
+      RunArchitecture(RunOptionsOf(o, m, LabCorpus{}), LabVocab(o));
     } catch (const Error& e) {
       Fail("model {}: {}", m.label, e.what());
     }
@@ -405,7 +403,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
     if (static_cast<int>(mi % static_cast<size_t>(o.ranks)) != o.rank) continue;
     if (!Trained(RunOptionsOf(o, o.models[mi], corpus).out, o.steps)) to_train.push_back(mi);
   }
-  const int vocab = o.tokenizer == "bytes" ? TrainingTokenizer::Bytes().vocab_size() : o.vocab_size;
+  const int vocab = LabVocab(o);
   const Calibration cal =
       Calibrate(o, o.models[to_train.empty() ? 0 : to_train[0]], vocab, longest);
   for (CellPlan& c : cells) c.weight = static_cast<double>(c.sequences) * cal.Sequence(c.ctx);

@@ -73,6 +73,17 @@ struct Frame {
   double left, top, right, bottom;
 };
 
+// The y axis's grid lines, ticks and their labels, and the frame around the plot area.
+void DrawYAxisAndFrame(SvgWriter& svg, const Frame& f, const Axis& y) {
+  for (const double v : y.ticks) {
+    const double py = y.Map(v);
+    svg.Line(f.left, py, f.right, py, kGrid);
+    svg.Line(f.left - 5, py, f.left, py, kFrame);
+    svg.Text(f.left - 8, py + 4, FormatNumber(v, y.decimals), {.size = 11, .anchor = "end"});
+  }
+  svg.Rect(f.left, f.top, f.right - f.left, f.bottom - f.top, "none", kFrame);
+}
+
 // Title, axis labels, grid, ticks and their labels, the frame.
 void DrawAxes(SvgWriter& svg, double width, double height, const Frame& f, const Axis& x,
               const Axis& y, std::string_view title, std::string_view x_label,
@@ -86,13 +97,7 @@ void DrawAxes(SvgWriter& svg, double width, double height, const Frame& f, const
     svg.Line(px, f.bottom, px, f.bottom + 5, kFrame);
     svg.Text(px, f.bottom + 19, FormatNumber(v, x.decimals), {.size = 11, .anchor = "middle"});
   }
-  for (const double v : y.ticks) {
-    const double py = y.Map(v);
-    svg.Line(f.left, py, f.right, py, kGrid);
-    svg.Line(f.left - 5, py, f.left, py, kFrame);
-    svg.Text(f.left - 8, py + 4, FormatNumber(v, y.decimals), {.size = 11, .anchor = "end"});
-  }
-  svg.Rect(f.left, f.top, f.right - f.left, f.bottom - f.top, "none", kFrame);
+  DrawYAxisAndFrame(svg, f, y);
 }
 
 std::string_view SeriesColour(size_t i) { return kPlotPalette[i % std::size(kPlotPalette)]; }
@@ -303,13 +308,7 @@ std::string BarPlotSvg(const BarPlotSpec& spec) {
   svg.Text(width / 2, 26, spec.title, {.size = 16, .anchor = "middle", .bold = true});
   svg.Text(18, (f.top + f.bottom) / 2, spec.y_label,
            {.size = 13, .anchor = "middle", .rotate = -90});
-  for (const double v : y.ticks) {
-    const double py = y.Map(v);
-    svg.Line(f.left, py, f.right, py, kGrid);
-    svg.Line(f.left - 5, py, f.left, py, kFrame);
-    svg.Text(f.left - 8, py + 4, FormatNumber(v, y.decimals), {.size = 11, .anchor = "end"});
-  }
-  svg.Rect(f.left, f.top, f.right - f.left, f.bottom - f.top, "none", kFrame);
+  DrawYAxisAndFrame(svg, f, y);
   svg.BeginGroup("data");
   for (size_t c = 0; c < n; ++c) {
     const double gx = f.left + gap / 2 + c * group_w;

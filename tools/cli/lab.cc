@@ -139,8 +139,18 @@ void RunLabCommand(const LabArgs& a) {
   fmt::print("\n{}\n", w.report.accuracy_markdown);
   fmt::print("report: {} (tables.md, CSVs and {} plots beside it)\n", w.paths.back(),
              w.report.plots);
+  int heat_maps = 0;
   for (const std::string& p : w.paths) {
-    if (p.size() > 4 && p.substr(p.size() - 4) == ".svg") fmt::print("  plot: {}\n", p);
+    const std::string name = fs::path(p).filename().string();
+    if (name.size() < 4 || name.substr(name.size() - 4) != ".svg") continue;
+    if (name.rfind("passkey_", 0) == 0) {
+      ++heat_maps;
+    } else {
+      fmt::print("  plot: {}\n", p);
+    }
+  }
+  if (heat_maps > 0) {
+    fmt::print("  and {} passkey heat maps (passkey_<model>_<method>.svg)\n", heat_maps);
   }
 }
 
