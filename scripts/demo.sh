@@ -6,5 +6,5 @@
 # Run it again to reuse what is done (the lab resumes); `rm -rf lab` starts over.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh release
+bash scripts/setup.sh stretch
 exec build/release/stretch lab --quick --out lab "$@"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent setup: installs the Debian packages stretch needs (only the missing ones), then
 # installs the lab's default corpus, then configures and builds.
-# Usage: scripts/setup.sh [deps|release|all]
+# Usage: scripts/setup.sh [deps|stretch|release|all]
 #   deps     the Debian packages and the corpus only
+#   stretch  the `stretch` command alone in build/release (what scripts/demo.sh needs)
 #   release  the Release build (-O2 -march=native) in build/release        (default)
 #   all      also the Debug build with AddressSanitizer + UBSan in build/debug-asan
 set -euo pipefail
@@ -68,13 +69,15 @@ fi
 [ "${1:-release}" = "deps" ] && exit 0
 
 JOBS=$(nproc)
+TARGET=()
+[ "${1:-release}" = "stretch" ] && TARGET=(--target stretch)
 build() {  # build DIR TYPE [cmake args...]
   local dir=$1 type=$2; shift 2
   if [ ! -f "$dir/build.ninja" ]; then
     cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE="$type" "$@" >/dev/null
   fi
-  echo "setup: building $dir ($type${*:+ $*})"
-  cmake --build "$dir" -j "$JOBS"
+  echo "setup: building $dir ($type${*:+ $*}${TARGET[*]:+, ${TARGET[*]}})"
+  cmake --build "$dir" -j "$JOBS" "${TARGET[@]}"
 }
 
 build build/release Release

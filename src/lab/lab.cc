@@ -292,8 +292,10 @@ void FillFromSummary(LabRecord& r, const ScoreSummary& s) {
 LabOptions QuickLab() {
   LabOptions o;
   o.models = {{"rope", "llama", "rope", "full"}, {"keynorm", "llama", "rope", "keynorm"}};
-  o.methods = {"direct",       "pi",          "ntk",    "yarn",   "rerope",
-               "leaky-rerope", "self-extend", "window", "lambda", "ntk+logn"};
+  // Every training-free method family, each with its defaults (scaled to s = length / L).
+  o.methods = {"direct",      "pi",           "ntk",    "ntk-fixed",    "yarn",        "llama3",
+               "dynamic-ntk", "dynamic-yarn", "rerope", "leaky-rerope", "self-extend", "window",
+               "lambda",      "blockwise",    "string", "dca",          "ntk+logn"};
   return o;
 }
 

@@ -171,7 +171,8 @@ void RegisterLab(CLI::App& app) {
       "after an interruption. `mpirun -np N stretch lab ...` shares the models among N "
       "processes.");
   cmd->add_flag("--quick", a->quick,
-                "the quick lab (default): a RoPE baseline and a KeyNorm model, 10 methods, 8x "
+                "the quick lab (default): a RoPE baseline and a KeyNorm model, every training-free "
+                "method, 8x "
                 "and 16x; about 10 minutes on 2 cores");
   cmd->add_flag("--full", a->full,
                 "the seeds' experiments: GAU with QueryNorm/KeyNorm/cosine (each with and "
