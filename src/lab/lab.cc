@@ -411,8 +411,8 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   for (CellPlan& c : cells) c.weight = static_cast<double>(c.sequences) * cal.Sequence(c.ctx);
   Progress progress;
   progress.seconds_per_weight = 1.0;
-  progress.train_seconds_left =
-      static_cast<double>(to_train.size()) * static_cast<double>(o.steps) * cal.step_seconds;
+  double per_model_seconds = static_cast<double>(o.steps) * cal.step_seconds;
+  progress.train_seconds_left = static_cast<double>(to_train.size()) * per_model_seconds;
   for (const CellPlan& c : cells) {
     progress.cells_total++;
     if (done.count(c.key)) {
@@ -439,14 +439,17 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
       return c.model == mi && !done.count(c.key);
     });
     const std::string label = fmt::format("model {} ({}/{})", lm.label, mi + 1, o.models.size());
-    const bool training = std::find(to_train.begin(), to_train.end(), mi) != to_train.end();
+    // While a model trains, its own time left comes from the trainer (TrainModel's progress
+    // line); train_seconds_left counts the models after it.
+    const auto it = std::find(to_train.begin(), to_train.end(), mi);
+    const bool training = it != to_train.end();
+    if (training) to_train.erase(it);
+    progress.train_seconds_left = per_model_seconds * static_cast<double>(to_train.size());
     Timer train_timer;
     TrainModel(o, lm, corpus, cb, label, progress);
     if (training) {
-      // The rest of the models at this model's measured pace.
-      const double each = train_timer.Seconds();
-      to_train.erase(std::find(to_train.begin(), to_train.end(), mi));
-      progress.train_seconds_left = each * static_cast<double>(to_train.size());
+      per_model_seconds = train_timer.Seconds();  // the rest at this model's measured pace
+      progress.train_seconds_left = per_model_seconds * static_cast<double>(to_train.size());
     }
     if (!pending) continue;
 

@@ -78,9 +78,6 @@ LabOptions FullLab();
 // spec does not parse, or a model spec is refused by `stretch train`'s spec parser.
 void ValidateLabOptions(const LabOptions& options);
 
-struct LabEvent {
-  std::string line;  // for a person; one line
-};
 struct LabCallbacks {
   std::function<void(const std::string&)> note;  // plan, training notes, skipped cells
   // Called often: the whole sweep's progress and ETA, in one line.
