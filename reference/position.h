@@ -101,6 +101,10 @@ inline double MethodLogitFactor(const AttentionPlan& p, int64_t i) {
   }
   // Cosine attention with a per-position lambda: times ln(n / 2), n = i + 1 keys seen.
   if (p.position_log_scale) f *= std::log((static_cast<double>(i) + 1.0) / 2.0);
+  // Trained log-n: ln(n) / ln L at every position.
+  if (p.log_length_scale) {
+    f *= std::log(static_cast<double>(i) + 1.0) / std::log(static_cast<double>(p.geo.train_len));
+  }
   return f;
 }
 

@@ -267,7 +267,7 @@ json ArchToJson(const TrainArch& a) {
     j["sandwich_dim"] = a.model.attention.sandwich_dim;
     j["sandwich_lambda"] = a.model.attention.sandwich_lambda;
   }
-  if (a.model.attention.logn) j["logits"]["logn"] = true;
+  if (a.model.attention.log_length_scale) j["logits"]["log_length"] = true;
   if (a.model.attention.position_log_scale) j["logits"]["position_lambda"] = true;
   if (a.model.attention.ssmax) j["logits"]["ssmax"] = true;
   return j;
@@ -339,8 +339,20 @@ TrainArch ArchFromJson(const json& j, const std::string& what) {
   a.model.attention.query_norm = JsonField<bool>(logits, "query_norm", what + " logits");
   a.model.attention.key_norm = JsonField<bool>(logits, "key_norm", what + " logits");
   a.model.attention.logit_scale = JsonField<double>(logits, "scale", what + " logits");
-  if (logits.contains("logn"))
-    a.model.attention.logn = JsonField<bool>(logits, "logn", what + " logits");
+  // "logn" was the log-n of earlier versions, max(1, ln(i + 1) / ln L): 1 at every trained
+  // position, so a model trained with it learned nothing from it, and "logn" in --attention now
+  // means "log_length" (ln(i + 1) / ln L everywhere). Such a checkpoint is refused rather than
+  // silently resumed or scored under the new meaning.
+  if (logits.contains("logn") && JsonField<bool>(logits, "logn", what + " logits")) {
+    Fail(
+        "{} logits: \"logn\": true was written by an earlier stretch, whose training log-n "
+        "(max(1, ln(i + 1) / ln L)) had no effect at the trained positions; --attention logn now "
+        "trains with ln(i + 1) / ln L at every position (\"log_length\"). Train the model again",
+        what);
+  }
+  if (logits.contains("log_length")) {
+    a.model.attention.log_length_scale = JsonField<bool>(logits, "log_length", what + " logits");
+  }
   if (logits.contains("position_lambda")) {
     a.model.attention.position_log_scale =
         JsonField<bool>(logits, "position_lambda", what + " logits");

@@ -653,7 +653,7 @@ void AttentionForward(HeadRows q, HeadRows k, HeadRows v, HeadRowsMut out,
   pb.plan = params.plan;
   if (const AttentionPlan* plan = params.plan) {
     pb.row_scale = plan->logn || plan->dynamic || plan->freq.attention_factor != 1.0 ||
-                   plan->position_log_scale;
+                   plan->position_log_scale || plan->log_length_scale;
     if (!plan->ssmax.empty()) {
       STRETCH_CHECK(static_cast<int>(plan->ssmax.size()) == dims.n_heads, "ssmax {} heads, H={}",
                     plan->ssmax.size(), dims.n_heads);

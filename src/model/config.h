@@ -72,11 +72,14 @@ struct AttentionLayout {
   // SSMax (arXiv 2501.19399): query i's logits in head h times s_h ln(i + 1), s_h =
   // LayerWeights::ssmax[h], learned per layer and head.
   bool ssmax = false;
-  // How it was trained, beyond the above: neither changes the model at the positions it was
-  // trained on in a way inference must repeat (it scores with whatever --method is given, which
-  // may name them again).
-  // Log-n at training: max(1, ln(i + 1) / ln L) on query i's logits (1 at every trained position).
-  bool logn = false;
+  // Trained log-n (Su 2021, "entropy invariance", kexue.fm/archives/8823; the seeds' "-log n"
+  // models): query i's logits times ln(i + 1) / ln L, L = seq_len, at every position, in training
+  // and at inference alike (below 1 inside the trained length, above 1 beyond it). Not the
+  // inference-time +logn of a method, max(1, ln(i + 1) / ln L), which is 1 at every trained
+  // position and so cannot be learned.
+  bool log_length_scale = false;
+  // How it was trained, beyond the above: it does not change the model at the positions it was
+  // trained on in a way inference must repeat (it scores with whatever --method is given).
   // A relative position map at training time (kRope, full-attention layers): a method spec of
   // src/position/method.h with a map of src/position/maps/ (its spec name and keys, e.g.
   // "name:window=64"); "" for plain RoPE. Windowed layers keep plain RoPE inside their window.
@@ -85,7 +88,7 @@ struct AttentionLayout {
   bool IsDefault() const {
     return position == LayerPosition::kRope && layers.empty() && !query_norm && !key_norm &&
            logit_scale == 0.0 && rope_fraction == 1.0 && xpos_scale_base == 0.0 &&
-           sandwich_dim == 0 && !position_log_scale && !ssmax;
+           sandwich_dim == 0 && !position_log_scale && !ssmax && !log_length_scale;
   }
   // p-RoPE: how many of the head_dim / 2 pairs rotate, round(rope_fraction * pairs).
   int RotatedPairs(int head_dim) const {

@@ -111,6 +111,7 @@ std::string AttentionVariantsText(const ModelConfig& c) {
   }
   if (a.ssmax) parts.push_back("SSMax: logits times s_h ln(i + 1), s_h learned per layer and head");
   if (a.position_log_scale) parts.push_back("per-position lambda: logits times ln((i + 1) / 2)");
+  if (a.log_length_scale) parts.push_back("trained log-n: logits times ln(i + 1) / ln L");
   std::string out;
   for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
   return out;
@@ -194,6 +195,7 @@ AttentionPlan LayerAttentionPlan(const ModelConfig& config, int l, const Attenti
   };
   const std::vector<double> zeros(static_cast<size_t>(config.position_heads()), 0.0);
   p.position_log_scale = layout.position_log_scale;
+  p.log_length_scale = layout.log_length_scale;
   if (layout.ssmax) p.ssmax = per_kernel_head(values.ssmax.empty() ? zeros : values.ssmax);
   if (a.position == LayerPosition::kRope) {
     p.LeavePairsUnrotated(layout.RotatedPairs(config.head_dim()));

@@ -130,6 +130,9 @@ double AttentionPlan::LogitScale(int64_t i) const {
         1.0, std::log(static_cast<double>(i + 1)) / std::log(static_cast<double>(geo.train_len)));
   }
   if (position_log_scale) scale *= std::log(0.5 * static_cast<double>(i + 1));
+  if (log_length_scale) {
+    scale *= std::log(static_cast<double>(i + 1)) / std::log(static_cast<double>(geo.train_len));
+  }
   return scale;
 }
 

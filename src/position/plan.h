@@ -111,6 +111,8 @@ struct AttentionPlan {
   // ln(n_i / 2), n_i = i + 1 the number of keys a causal query sees, so that with scale 4 the
   // row's lambda is 4 ln(n_i / 2). (Row 0 sees one key, so its negative factor changes nothing.)
   bool position_log_scale = false;
+  // Trained log-n (ModelConfig's attention.log_length_scale): times ln(i + 1) / ln L.
+  bool log_length_scale = false;
   // SSMax (Nakanishi 2025, "Scalable-Softmax Is Superior for Attention", arXiv 2501.19399): the
   // logits of head h at query i times s_h ln(n_i), n_i = i + 1, with s_h learned per head.
   // Empty: off. (Per head, so it is not part of LogitScale; the kernel scales q by it.)

@@ -248,7 +248,7 @@ void ApplyAttentionSpec(std::string_view spec, TrainArch& arch) {
     a.query_norm = defaults.query_norm;
     a.key_norm = defaults.key_norm;
     a.logit_scale = defaults.logit_scale;
-    a.logn = defaults.logn;
+    a.log_length_scale = defaults.log_length_scale;
     a.position_log_scale = defaults.position_log_scale;
     a.ssmax = defaults.ssmax;
   }
@@ -284,7 +284,7 @@ void ApplyAttentionSpec(std::string_view spec, TrainArch& arch) {
       arch.model.attention.position_log_scale = piece == "cosine=per-position";
       cosine = true;
     } else if (piece == "logn") {
-      arch.model.attention.logn = true;
+      arch.model.attention.log_length_scale = true;
     } else if (piece == "ssmax") {
       arch.model.attention.ssmax = true;
     } else if (key == "scale") {

@@ -151,7 +151,7 @@ std::string AttentionText(const TrainArch& arch) {
   if (l.key_norm) out += "; keynorm";
   if (l.logit_scale > 0.0) out += fmt::format("; scale {}", l.logit_scale);
   if (l.position_log_scale) out += "; per-position lambda";
-  if (l.logn) out += "; logn";
+  if (l.log_length_scale) out += "; trained log-n";
   if (l.ssmax) out += "; ssmax";
   return out;
 }

@@ -69,8 +69,7 @@ template <typename Real>
 AttentionPlan LayerPlan(const TrainArch& arch, const LayerWeightsOf<Real>& layer, int l,
                         int64_t T) {
   const AttentionLayout& layout = arch.model.attention;
-  const std::string trained = (layout.rope_map.empty() ? std::string("direct") : layout.rope_map) +
-                              (layout.logn ? "+logn" : "");
+  const std::string trained = layout.rope_map.empty() ? std::string("direct") : layout.rope_map;
   const AttentionPlan method =
       MakeAttentionPlan(ParseMethod(trained), ModelGeometry(arch.model), T);
   LayerHeadValues values;

@@ -240,6 +240,8 @@ TEST(MethodAttention, TrainedVariantsMatchTheReference) {
       [](AttentionPlan& p) { p.xpos_scale_base = 16; },   // a strong decay
       // Cosine attention with the per-position lambda ln((i + 1) / 2) (times the scale).
       [](AttentionPlan& p) { p.query_norm = p.key_norm = p.position_log_scale = true; },
+      // Trained log-n, ln(i + 1) / ln L at every position, with KeyNorm beside it.
+      [](AttentionPlan& p) { p.key_norm = p.log_length_scale = true; },
       // SSMax with per-head s of both signs and sizes, with and without log-n beside it.
       [](AttentionPlan& p) {
         p.ssmax = {0.5, 1.0, 0.1, -0.3};

@@ -99,7 +99,7 @@ TEST(ArchSpec, LaterVariants) {
   EXPECT_EQ(PositionSpecOf(a), "sandwich:dim=64,lambda=0.5");
   ApplyAttentionSpec("cosine,logn,ssmax", a);
   EXPECT_TRUE(a.model.attention.query_norm && a.model.attention.key_norm &&
-              a.model.attention.logn && a.model.attention.ssmax);
+              a.model.attention.log_length_scale && a.model.attention.ssmax);
   EXPECT_NEAR(a.model.attention.logit_scale, 4.0 * std::log(64.0), 1e-12);  // 4 ln(L / 2)
   ApplyAttentionSpec("cosine=per-position", a);
   EXPECT_TRUE(a.model.attention.position_log_scale);

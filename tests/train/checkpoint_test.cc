@@ -150,7 +150,7 @@ TEST(Checkpoint, LaterVariantsRoundTrip) {
   TrainArch x = SmallArch(LayerPosition::kRope);
   x.model.attention.xpos_scale_base = 64;  // XPOS
   x.model.attention.rope_fraction = 0.75;
-  x.model.attention.ssmax = x.model.attention.logn = true;
+  x.model.attention.ssmax = x.model.attention.log_length_scale = true;
   TrainArch s = SmallArch(LayerPosition::kSandwich);
   s.model.attention.sandwich_dim = 32;
   s.model.attention.sandwich_lambda = 0.5;
@@ -166,13 +166,21 @@ TEST(Checkpoint, LaterVariantsRoundTrip) {
     EXPECT_EQ(b.model.attention.sandwich_dim, a.model.attention.sandwich_dim);
     EXPECT_EQ(b.model.attention.sandwich_lambda, a.model.attention.sandwich_lambda);
     EXPECT_EQ(b.model.attention.ssmax, a.model.attention.ssmax);
-    EXPECT_EQ(b.model.attention.logn, a.model.attention.logn);
+    EXPECT_EQ(b.model.attention.log_length_scale, a.model.attention.log_length_scale);
     EXPECT_EQ(b.model.attention.position_log_scale, a.model.attention.position_log_scale);
   }
   // Defaults are not written, so earlier runs' configs keep comparing equal on --resume.
   const nlohmann::json plain = ArchToJson(SmallArch(LayerPosition::kRope));
   EXPECT_FALSE(plain.contains("rope_fraction"));
   EXPECT_FALSE(plain.at("logits").contains("ssmax"));
+  EXPECT_FALSE(plain.at("logits").contains("log_length"));
+  // An earlier version's "logn" (max(1, ln(i + 1) / ln L): no effect in training) is refused,
+  // not read under the new meaning; "logn": false was never written and is accepted.
+  nlohmann::json old = plain;
+  old["logits"]["logn"] = true;
+  ExpectErrorContaining([&] { ArchFromJson(old, "old run"); }, "old run logits: \"logn\": true");
+  old["logits"]["logn"] = false;
+  EXPECT_EQ(ArchToJson(ArchFromJson(old, "old run")), plain);
 }
 
 // PI and NTK: the interpolation, the NTK factor and the base it scales come back, with the

@@ -116,6 +116,8 @@ std::vector<Variant> Variants() {
       {"ssmax", "rope", "ssmax"},
       {"ssmax-gqa-alibi", "alibi", "ssmax", 2},
       {"cosine-per-pos", "rope", "cosine=per-position"},
+      {"logn", "rope", "logn"},
+      {"keynorm-logn-alibi", "alibi", "keynorm,logn", 2},
       {"cosine-pp-mixed", "kerple-log", "cosine=per-position", 4, false, kMixed},
       {"gau", "rope", "full", 1, false, {}, "gau:key=16"},
       {"gau-alibi", "alibi", "full", 1, false, {}, "gau:key=16"},
@@ -123,6 +125,7 @@ std::vector<Variant> Variants() {
       {"gau-cosine-window", "rope", "cosine,window=12", 1, true, {}, "gau:key=16"},
       {"gau-sandwich-pp", "sandwich", "cosine=per-position", 1, false, {}, "gau:key=32"},
       {"gau-nope-p-rope", "rope:fraction=0.5", "hwfa=12", 1, false, {}, "gau:key=16"},
+      {"gau-logn", "rope", "logn", 1, false, {}, "gau:key=16"},
       {"pi", "rope:pi=2.5"},
       {"pi-mixed", "rope:base=500,pi=2", "keynorm", 2, false, kMixed},
       {"ntk", "rope:ntk=3"},
@@ -446,6 +449,10 @@ std::vector<T> RuleForwardRef(const TrainArch& arch, const ModelWeights& p, cons
           row *= double(w.ssmax[hh]) * std::log(static_cast<double>(i + 1));
         if (arch.model.attention.position_log_scale)
           row *= std::log(static_cast<double>(i + 1) / 2.0);
+        if (arch.model.attention.log_length_scale) {  // trained log-n, at every position
+          row *= std::log(static_cast<double>(i + 1)) /
+                 std::log(static_cast<double>(arch.model.seq_len));
+        }
         std::vector<T> s(static_cast<size_t>(i + 1), -INFINITY);
         T mx = -INFINITY;
         for (int64_t j = 0; j <= i; ++j) {
@@ -551,6 +558,10 @@ TEST(InferenceModel, MethodsOnTrainedLayoutsMatchTheRuleReference) {
       {{"ssmax", "rope", "ssmax", 2}, {"ntk", "window:window=20+logn", "rerope:window=16"}},
       {{"cosine-per-pos", "rope", "cosine=per-position"},
        {"yarn+logn", "lambda:sinks=2,window=20"}},
+      // Trained log-n (ln(i + 1) / ln L at every position) under methods, +logn on top of it,
+      // and on a layout with full RoPE, full NoPE and windowed layers.
+      {{"logn", "rope", "logn"}, {"direct", "ntk+logn", "rerope:window=16", "dynamic-yarn"}},
+      {{"logn-mixed", "rope", "keynorm,logn", 2, false, kMixed}, {"yarn", "window:window=20"}},
       // The GAU block: its one head (R kernel copies) takes the method like a LLaMA head.
       {{"gau", "rope", "full", 1, false, {}, "gau:key=16"},
        {"rerope:window=16", "yarn+logn", "dynamic-ntk", "lambda:sinks=2,window=20"}},

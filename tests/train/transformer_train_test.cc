@@ -252,11 +252,7 @@ std::vector<std::pair<std::string, std::function<void(TrainArch&)>>> LaterVarian
          FinalizeArch(a);
        }},
       {"ssmax", [](TrainArch& a) { a.model.attention.ssmax = true; }},
-      {"logn",
-       [](TrainArch& a) {
-         a.model.attention.logn = true;
-         a.model.seq_len = 3;
-       }},
+      {"trained logn", [](TrainArch& a) { a.model.attention.log_length_scale = true; }},
       {"cosine per position",
        [](TrainArch& a) {
          a.model.attention.query_norm = a.model.attention.key_norm =

@@ -220,8 +220,9 @@ void RegisterTrain(CLI::App& app) {
                   "Logits and layer layout, a comma list. Logits: keynorm, querynorm (unit-length "
                   "keys / queries), cosine (both, times lambda = 4 ln(L/2)), "
                   "cosine=per-position (lambda = 4 ln((i+1)/2) for query i), scale=X (instead "
-                  "of 1/sqrt(head dim) or lambda), logn (logits times max(1, ln(i+1)/ln L): 1 "
-                  "while training, growing past L), ssmax (a learned per-head s times ln(i+1), "
+                  "of 1/sqrt(head dim) or lambda), logn (logits of query i times ln(i+1)/ln L, "
+                  "in training and after: the seeds' log-n models), ssmax (a learned per-head s "
+                  "times ln(i+1), "
                   "SSMax). Layout: full, window=W, hwfa=W, hwfa2=W/K, swan=W/K")
       ->capture_default_str();
   sub->add_option("--lr", args->run.lr, "Peak learning rate")->capture_default_str();
