@@ -5,7 +5,9 @@
 #   deps     the Debian packages and the corpus only
 #   stretch  the `stretch` command alone in build/release (what scripts/demo.sh needs)
 #   release  the Release build (-O2 -march=native) in build/release        (default)
-#   all      also the Debug build with AddressSanitizer + UBSan in build/debug-asan
+#   all      also the Debug build with AddressSanitizer + UBSan in build/debug-asan, compiled
+#            with clang (it compiles this code about 1.5x faster than g++ with the sanitizers on,
+#            and the tests then run on a second compiler's build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +24,8 @@ PACKAGES=(
 TEST_PACKAGES=(
   chromium                             # headless browser for the report test (tests/report)
   openmpi-bin                          # mpirun, for the two-process lab test (tests/cli)
+  clang-14 libclang-rt-14-dev          # the sanitizer build's compiler and its ASan/UBSan runtime
+  libomp-14-dev                        # omp.h for clang (the program links GCC's libgomp)
 )
 if [ "${1:-release}" = "all" ]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
 
@@ -82,5 +86,12 @@ build() {  # build DIR TYPE [cmake args...]
 
 build build/release Release
 if [ "${1:-release}" = "all" ]; then
-  build build/debug-asan Debug -DSTRETCH_SANITIZE=ON -DSTRETCH_BUILD_BENCH=OFF
+  # A build folder configured with another compiler (older checkouts used g++) starts afresh.
+  if [ -f build/debug-asan/CMakeCache.txt ] &&
+    ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang++-14$' build/debug-asan/CMakeCache.txt; then
+    echo "setup: build/debug-asan was configured with another compiler: reconfiguring with clang++-14"
+    rm -rf build/debug-asan
+  fi
+  build build/debug-asan Debug -DSTRETCH_SANITIZE=ON -DSTRETCH_BUILD_BENCH=OFF \
+    -DCMAKE_CXX_COMPILER=clang++-14
 fi

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tests/cli/cli_run.h"
+#include "tests/testing/sanitizer.h"
 #include "tests/testing/shared.h"
 
 namespace stretch {
@@ -123,7 +124,7 @@ TEST(Cli, ScoreRejectsBadFlagsBeforeRunning) {
 // matrix. Not checked under AddressSanitizer, whose shadow memory and quarantine inflate RSS.
 TEST(Cli, ScoringAt16kNeverHoldsALengthSquaredMatrix) {
   STRETCH_REQUIRE_SHARED(kModel);
-#if defined(__SANITIZE_ADDRESS__)
+#if STRETCH_ASAN
   GTEST_SKIP() << "peak RSS is not meaningful under AddressSanitizer";
 #endif
   const RunResult r =

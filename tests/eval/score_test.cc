@@ -269,7 +269,7 @@ TEST(StoriesReal, LossAtTrainedLength) {
       ++first_count;
     }
   };
-#if defined(__SANITIZE_ADDRESS__)
+#if STRETCH_ASAN
   // The sanitizer build scores the first 64 windows (the same code paths; the whole file takes
   // ~90 s there): their mean is 1.4417 in the optimized build.
   const ScoreSummary s = ScoreStories(512, 64, first_windows);

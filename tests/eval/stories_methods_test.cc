@@ -15,6 +15,7 @@
 #include "src/kernels/ops.h"
 #include "src/model/transformer.h"
 #include "src/position/method.h"
+#include "tests/testing/sanitizer.h"
 #include "tests/testing/shared.h"
 
 namespace stretch {
@@ -51,7 +52,7 @@ TEST(StoriesMethods, FloatEngineMatchesDoubleForwardTo1e4Nats) {
   tokens[0] = kScoreBos;
   std::copy(text.tokens.begin(), text.tokens.begin() + kWindow - 1, tokens.begin() + 1);
   const int V = m.config.vocab_size;
-#if defined(__SANITIZE_ADDRESS__)
+#if STRETCH_ASAN
   // The double forward takes ~10x longer under ASan: one dynamic method and one relative map
   // (the random-model tests in tests/model cover every method under ASan).
   const std::vector<std::string> specs = {"dynamic-yarn", "leaky-rerope:window=256,k=4"};

@@ -377,8 +377,8 @@ TEST(MethodSpec, RoundTrips) {
       "ntk:factor=8,base=1e+06",
       "ntk-fixed:factor=1.1+logn",
       "yarn:factor=4+logn",
-      "yarn:factor=8,orig=512,beta_fast=16,beta_slow=0.5,attention_factor=1.1,mscale=0.707,"
-      "mscale_all_dim=0.1,truncate=false,base=10000",
+      ("yarn:factor=8,orig=512,beta_fast=16,beta_slow=0.5,attention_factor=1.1,mscale=0.707,"
+       "mscale_all_dim=0.1,truncate=false,base=10000"),
       "yarn:truncate=true,beta_fast=32,beta_slow=1",  // defaults given: printed as `yarn`
       "llama3:factor=8,orig=8192,low=1.5,high=3",
       "longrope:factor=32,orig=4096,attention_factor=1.19,short=1/1.05/1.1/1.2,long=3/4/5.5/7",

@@ -5,7 +5,20 @@
 
 #include <gtest/gtest.h>
 
+// STRETCH_ASAN is 1 in a build with AddressSanitizer: g++ says so with __SANITIZE_ADDRESS__, clang
+// (which builds the sanitizer suite) only through __has_feature.
 #if defined(__SANITIZE_ADDRESS__)
+#define STRETCH_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STRETCH_ASAN 1
+#endif
+#endif
+#ifndef STRETCH_ASAN
+#define STRETCH_ASAN 0
+#endif
+
+#if STRETCH_ASAN
 #define STRETCH_SKIP_UNDER_SANITIZER(why)                                                    \
   GTEST_SKIP() << "runs in the Release suite only (" << (why)                                \
                << "); under the sanitizers it takes minutes and adds no code path that the " \
