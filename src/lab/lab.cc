@@ -1,10 +1,12 @@
 #include "src/lab/lab.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <unordered_set>
 
@@ -44,7 +46,20 @@ struct CellPlan {
   int64_t sequences = 0;
   double weight = 0;  // relative cost, for the ETA
   std::string key;
+  std::optional<std::string> refusal;  // why the model's layout refuses the method (CellRefusal)
 };
+
+// Why a model of this configuration cannot run the cell's method (a RoPE scaling on a model
+// without RoPE, say), or nothing when it can. The architecture decides it: no weights needed.
+std::optional<std::string> CellRefusal(const ModelConfig& config, const CellPlan& c) {
+  try {
+    CheckMethodFitsLayout(config,
+                          MakeAttentionPlan(ParseMethod(c.method), ModelGeometry(config), c.ctx));
+  } catch (const Error& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
 
 // Relative cost of scoring `sequences` of `ctx` tokens: the projections grow with ctx, attention
 // with ctx^2 (per token, attention costs about 2 ctx / (12 dim) of the projections' work).
@@ -62,10 +77,10 @@ std::vector<CellPlan> PlanCells(const LabOptions& o, const std::string& corpus) 
     for (const std::string& method : o.methods) {
       auto add = [&](const char* protocol, int64_t ctx, int64_t sequences, int64_t tail = 0,
                      int64_t stride = 0, double depth = -1) {
-        CellPlan c{m,     method,    protocol,
-                   ctx,   tail,      stride,
-                   depth, sequences, CellWeight(sequences, ctx, o.dim),
-                   ""};
+        CellPlan c{m,     method,      protocol,
+                   ctx,   tail,        stride,
+                   depth, sequences,   CellWeight(sequences, ctx, o.dim),
+                   "",    std::nullopt};
         LabRecord r;
         r.corpus = corpus;
         r.model = o.models[m].label;
@@ -375,6 +390,63 @@ void ValidateLabOptions(const LabOptions& o) {
   }
 }
 
+// The training options of each model, as `stretch train` stores them, in OUT/lab-models.json
+// (lab-models-rank<r>.json for a rank): a lab resumed with other options is refused by name even
+// where a model's own folder (which holds them too) is gone. The corpus copy's path is left out:
+// it moves with OUT; the records name the corpus.
+void CheckModelOptions(const LabOptions& o, const LabCorpus& corpus) {
+  auto comparable = [&](const LabModel& m) {
+    nlohmann::json j = StoredRunOptions(RunOptionsOf(o, m, corpus));
+    for (const char* key : {"init", "out", "data"}) j.erase(key);
+    return j;
+  };
+  nlohmann::json stored = nlohmann::json::object();
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(o.out, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || name.rfind("lab-models", 0) != 0 || e.path().extension() != ".json")
+      continue;
+    std::ifstream in(e.path());
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) {
+      Fail(
+          "{}: expected a JSON object of each model's training options (the lab writes it); "
+          "delete it to start the lab's bookkeeping again",
+          e.path().string());
+    }
+    for (auto it = j.begin(); it != j.end(); ++it) stored[it.key()] = it.value();
+  }
+  // Every entry found is kept (they agree, or the lab stopped above), so no file forgets a model
+  // that a lab with other ranks or fewer models left out.
+  nlohmann::json mine = stored;
+  for (size_t mi = 0; mi < o.models.size(); ++mi) {
+    const LabModel& m = o.models[mi];
+    const nlohmann::json want = comparable(m);
+    if (stored.contains(m.label)) {
+      const nlohmann::json& have = stored.at(m.label);
+      for (auto it = want.begin(); it != want.end(); ++it) {
+        const bool same = have.contains(it.key()) && have.at(it.key()) == it.value();
+        if (!same) {
+          Fail(
+              "{}: model {} was trained with {} = {}, the lab now asks for {}: use another "
+              "--out, or delete {} and the model's records to train it again",
+              o.out, m.label, it.key(),
+              have.contains(it.key()) ? have.at(it.key()).dump() : "(unset)", it.value().dump(),
+              (fs::path(o.out) / "models" / m.label).string());
+        }
+      }
+    }
+    if (static_cast<int>(mi % static_cast<size_t>(o.ranks)) == o.rank) mine[m.label] = want;
+  }
+  const std::string path =
+      (fs::path(o.out) / (o.ranks == 1 ? std::string("lab-models.json")
+                                       : fmt::format("lab-models-rank{}.json", o.rank)))
+          .string();
+  AtomicFile file(path);
+  file.Write(mine.dump(2) + "\n");
+  file.Commit();
+}
+
 LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   ValidateLabOptions(o);
   LabResult result;
@@ -386,6 +458,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
                    "({:.1f} MB); {}",
                    corpus.label, corpus.source, corpus.train_documents, corpus.train_bytes / 1e6,
                    corpus.test_documents.size(), corpus.test_bytes / 1e6, corpus.split_rule));
+  CheckModelOptions(o, corpus);
 
   // Cells already done, in any results file of the folder (other ranks' too).
   std::unordered_set<std::string> done;
@@ -400,12 +473,26 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   std::vector<CellPlan> cells = PlanCells(o, corpus.label);
   const int64_t L = o.train_len;
   const int64_t longest = L * *std::max_element(o.factors.begin(), o.factors.end());
+  const int vocab = LabVocab(o);
+  // Which cells a model's layout refuses (a RoPE method on ALiBi, say) follows from its
+  // architecture alone; a model with no cell left to score is neither trained nor loaded, so a
+  // lab resumed from its records alone (its models' folders gone) does only the work left.
+  std::vector<bool> pending(o.models.size(), false);
+  std::vector<std::optional<ModelConfig>> configs(o.models.size());
+  for (CellPlan& c : cells) {  // this rank's cells (PlanCells)
+    if (done.count(c.key)) continue;
+    std::optional<ModelConfig>& config = configs[c.model];
+    if (!config) config = RunArchitecture(RunOptionsOf(o, o.models[c.model], corpus), vocab).model;
+    c.refusal = CellRefusal(*config, c);
+    if (!c.refusal) pending[c.model] = true;
+  }
   std::vector<size_t> to_train;
   for (size_t mi = 0; mi < o.models.size(); ++mi) {
     if (static_cast<int>(mi % static_cast<size_t>(o.ranks)) != o.rank) continue;
-    if (!Trained(RunOptionsOf(o, o.models[mi], corpus).out, o.steps)) to_train.push_back(mi);
+    if (pending[mi] && !Trained(RunOptionsOf(o, o.models[mi], corpus).out, o.steps)) {
+      to_train.push_back(mi);
+    }
   }
-  const int vocab = LabVocab(o);
   const Calibration cal =
       Calibrate(o, o.models[to_train.empty() ? 0 : to_train[0]], vocab, longest);
   for (CellPlan& c : cells) c.weight = static_cast<double>(c.sequences) * cal.Sequence(c.ctx);
@@ -418,6 +505,9 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
     if (done.count(c.key)) {
       progress.cells_done++;
       result.cells_skipped++;
+    } else if (c.refusal) {
+      progress.cells_done++;
+      result.cells_refused++;
     } else {
       progress.eval_weight_total += c.weight;
     }
@@ -435,10 +525,15 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   for (size_t mi = 0; mi < o.models.size(); ++mi) {
     if (static_cast<int>(mi % static_cast<size_t>(o.ranks)) != o.rank) continue;
     const LabModel& lm = o.models[mi];
-    const bool pending = std::any_of(cells.begin(), cells.end(), [&](const CellPlan& c) {
-      return c.model == mi && !done.count(c.key);
-    });
     const std::string label = fmt::format("model {} ({}/{})", lm.label, mi + 1, o.models.size());
+    for (const CellPlan& c : cells) {
+      if (c.model == mi && c.refusal)
+        Tell(cb.note, fmt::format("skipped {}: {}", c.key, *c.refusal));
+    }
+    if (!pending[mi]) {
+      Tell(cb.note, fmt::format("{}: every cell recorded already; not trained or loaded", label));
+      continue;
+    }
     // While a model trains, its own time left comes from the trainer (TrainModel's progress
     // line); train_seconds_left counts the models after it.
     const auto it = std::find(to_train.begin(), to_train.end(), mi);
@@ -451,7 +546,6 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
       per_model_seconds = train_timer.Seconds();  // the rest at this model's measured pace
       progress.train_seconds_left = per_model_seconds * static_cast<double>(to_train.size());
     }
-    if (!pending) continue;
 
     const std::string run_dir = (fs::path(o.out) / "models" / lm.label).string();
     LoadedModel loaded = LoadModelFile(run_dir, ModelFileOptions{"", true});
@@ -470,19 +564,8 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
     };
 
     for (const CellPlan& c : cells) {
-      if (c.model != mi || done.count(c.key)) continue;
-      const Method method = ParseMethod(c.method);
-      AttentionPlan plan;
-      try {
-        plan = MakeAttentionPlan(method, model.Geometry(), c.ctx);
-        CheckMethodFitsLayout(model.config(), plan);
-      } catch (const Error& e) {
-        Tell(cb.note, fmt::format("skipped {}: {}", c.key, e.what()));
-        result.cells_refused++;
-        progress.eval_weight_total -= c.weight;
-        progress.cells_done++;
-        continue;
-      }
+      if (c.model != mi || done.count(c.key) || c.refusal) continue;
+      AttentionPlan plan = MakeAttentionPlan(ParseMethod(c.method), model.Geometry(), c.ctx);
       LabRecord r;
       r.corpus = corpus.label;
       r.model = lm.label;

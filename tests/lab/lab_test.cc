@@ -149,6 +149,53 @@ TEST_F(LabTest, RecordsEveryCellOnceAndResumesWithoutRepeating) {
   EXPECT_EQ(RecordsWithoutTime(other.records_path), records);
 }
 
+TEST_F(LabTest, ResumesFromItsRecordsAloneWithoutRetraining) {
+  // A lab's records copied to another machine, its models' folders left behind: a model whose
+  // cells are all recorded (or refused by its layout: `pi` on ALiBi) is neither trained nor
+  // loaded again; a model with a cell left is trained again and scores only that cell.
+  const std::string corpus = YearCorpus(8, 6000);
+  LabOptions o = Tiny(corpus, Path("lab"));
+  o.models = {{"rope", "llama", "rope", "full"}, {"alibi", "llama", "alibi", "full"}};
+  const LabResult first = RunLab(o);
+  EXPECT_EQ(first.cells_done, 24);    // rope: 2 methods x 8 cells; alibi: direct's 8
+  EXPECT_EQ(first.cells_refused, 8);  // alibi x pi
+  const std::vector<std::string> records = RecordsWithoutTime(first.records_path);
+
+  fs::remove_all(fs::path(o.out) / "models");
+  const LabResult again = RunLab(o);
+  EXPECT_EQ(again.cells_done, 0);
+  EXPECT_EQ(again.cells_skipped, 24);
+  EXPECT_EQ(again.cells_refused, 8);
+  EXPECT_FALSE(fs::exists(fs::path(o.out) / "models" / "rope"));
+  EXPECT_FALSE(fs::exists(fs::path(o.out) / "models" / "alibi"));
+  EXPECT_EQ(RecordsWithoutTime(again.records_path), records);
+
+  // One record of the rope model dropped: that model alone trains again (deterministically, so
+  // the record comes back the same) and scores that cell alone.
+  std::vector<std::string> lines;
+  {
+    std::ifstream in(first.records_path);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+  }
+  ASSERT_EQ(lines.size(), 24u);
+  const LabRecord dropped = ReadLabRecords({first.records_path}).records.front();
+  ASSERT_EQ(dropped.model, "rope");
+  lines.erase(lines.begin());
+  {
+    std::ofstream out(first.records_path, std::ios::trunc);
+    for (const std::string& line : lines) out << line << "\n";
+  }
+  const LabResult third = RunLab(o);
+  EXPECT_EQ(third.cells_done, 1);
+  EXPECT_TRUE(fs::exists(fs::path(o.out) / "models" / "rope"));
+  EXPECT_FALSE(fs::exists(fs::path(o.out) / "models" / "alibi"));
+  std::vector<std::string> now = RecordsWithoutTime(third.records_path);
+  std::vector<std::string> expected = records;
+  std::sort(now.begin(), now.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(now, expected);
+}
+
 TEST_F(LabTest, RanksShareTheModelsAndMergeToTheWhole) {
   const std::string corpus = YearCorpus(8, 6000);
   LabOptions o = Tiny(corpus, Path("lab"));
@@ -182,6 +229,12 @@ TEST_F(LabTest, ChangedTrainingOptionsAreRefusedNotMixed) {
   const std::string error = testing::ErrorOf([&] { RunLab(o); });
   EXPECT_NE(error.find("lr"), std::string::npos) << error;
   EXPECT_NE(error.find("use another --out"), std::string::npos) << error;
+  // Also when the model's folder (which stores its options too) is gone and only the records and
+  // the lab's own note of the options are left.
+  fs::remove_all(fs::path(o.out) / "models");
+  const std::string again = testing::ErrorOf([&] { RunLab(o); });
+  EXPECT_NE(again.find("lr = 0.002"), std::string::npos) << again;
+  EXPECT_FALSE(fs::exists(fs::path(o.out) / "models")) << "refused before any work";
 }
 
 TEST_F(LabTest, BadOptionsAreRefusedBeforeAnyWork) {
