@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <unordered_set>
 
@@ -154,12 +155,18 @@ TrainRunOptions RunOptionsOf(const LabOptions& o, const LabModel& m, const LabCo
 
 // Seconds the lab's work takes on this machine, measured at the start on a model of the lab's
 // shape with random weights: one training step, and scoring one sequence at half the longest
-// length and at the longest, fitted as a c + b c^2 seconds per sequence of c tokens.
+// length and at the longest, fitted as a c + b c^2 seconds per sequence of c tokens; then one
+// sequence at the longest length with each method, as a multiple of `direct` (the dynamic
+// methods re-rotate every key for every query beyond L and cost several times more).
 struct Calibration {
   double step_seconds = 0;
   double a = 0, b = 0;
-  double Sequence(int64_t c) const {
-    return a * static_cast<double>(c) + b * static_cast<double>(c) * static_cast<double>(c);
+  std::map<std::string, double> method_cost;  // beyond L; 1 when not measured (or refused)
+  int64_t train_len = 0;
+  double Sequence(int64_t c, const std::string& method) const {
+    const auto it = method_cost.find(method);
+    const double m = c > train_len && it != method_cost.end() ? it->second : 1.0;
+    return m * (a * static_cast<double>(c) + b * static_cast<double>(c) * static_cast<double>(c));
   }
 };
 
@@ -194,6 +201,18 @@ Calibration Calibrate(const LabOptions& o, const LabModel& m, int vocab_size, in
   const double t1 = time_one(longest / 2), t2 = time_one(longest);
   cal.b = std::max(0.0, (t2 / c2 - t1 / c1) / (c2 - c1));
   cal.a = std::max(0.0, (t2 - cal.b * c2 * c2) / c2);
+  cal.train_len = o.train_len;
+  for (const std::string& method : o.methods) {
+    AttentionPlan plan;
+    try {
+      plan = MakeAttentionPlan(ParseMethod(method), t.Geometry(), longest);
+      CheckMethodFitsLayout(t.config(), plan);
+    } catch (const Error&) {
+      continue;  // not on this model's layout: counted at direct's cost
+    }
+    t.SetPlan(std::move(plan));
+    if (t2 > 0) cal.method_cost[method] = time_one(longest) / t2;
+  }
   return cal;
 }
 
@@ -495,7 +514,9 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   }
   const Calibration cal =
       Calibrate(o, o.models[to_train.empty() ? 0 : to_train[0]], vocab, longest);
-  for (CellPlan& c : cells) c.weight = static_cast<double>(c.sequences) * cal.Sequence(c.ctx);
+  for (CellPlan& c : cells) {
+    c.weight = static_cast<double>(c.sequences) * cal.Sequence(c.ctx, c.method);
+  }
   Progress progress;
   progress.seconds_per_weight = 1.0;
   double per_model_seconds = static_cast<double>(o.steps) * cal.step_seconds;
