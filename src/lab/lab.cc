@@ -170,7 +170,8 @@ struct Calibration {
   }
 };
 
-Calibration Calibrate(const LabOptions& o, const LabModel& m, int vocab_size, int64_t longest) {
+Calibration Calibrate(const LabOptions& o, const LabModel& m, int vocab_size, int64_t longest,
+                      const std::set<std::string>& methods) {
   Calibration cal;
   const TrainRunOptions run = RunOptionsOf(o, m, LabCorpus{});
   const TrainArch arch = RunArchitecture(run, vocab_size);
@@ -202,7 +203,7 @@ Calibration Calibrate(const LabOptions& o, const LabModel& m, int vocab_size, in
   cal.b = std::max(0.0, (t2 / c2 - t1 / c1) / (c2 - c1));
   cal.a = std::max(0.0, (t2 - cal.b * c2 * c2) / c2);
   cal.train_len = o.train_len;
-  for (const std::string& method : o.methods) {
+  for (const std::string& method : methods) {
     AttentionPlan plan;
     try {
       plan = MakeAttentionPlan(ParseMethod(method), t.Geometry(), longest);
@@ -247,6 +248,34 @@ bool Trained(const std::string& dir, int64_t steps) {
   }
 }
 
+// A model's training options as the lab compares them between runs: StoredRunOptions without
+// the keys that name places: init, out, and data (the lab's own copy of the corpus, which moves
+// with OUT; the records name the corpus by its label).
+nlohmann::json ComparedOptions(nlohmann::json j) {
+  for (const char* key : {"init", "out", "data"}) j.erase(key);
+  return j;
+}
+
+// Refuses, naming the first key that differs (a key on one side only differs too), a model
+// trained with other options than the lab asks for now; `source` says where they were read.
+void CompareModelOptions(const LabOptions& o, const LabModel& m, const nlohmann::json& have,
+                         const nlohmann::json& want, const std::string& source) {
+  std::set<std::string> keys;
+  for (auto it = have.begin(); it != have.end(); ++it) keys.insert(it.key());
+  for (auto it = want.begin(); it != want.end(); ++it) keys.insert(it.key());
+  auto value = [](const nlohmann::json& j, const std::string& key) {
+    return j.contains(key) ? j.at(key).dump() : std::string("(unset)");
+  };
+  for (const std::string& key : keys) {
+    if (have.contains(key) && want.contains(key) && have.at(key) == want.at(key)) continue;
+    Fail(
+        "{}: model {} was trained with {} = {} ({}), the lab now asks for {}: use another --out, "
+        "or delete {} and the model's records to train it again",
+        o.out, m.label, key, value(have, key), source, value(want, key),
+        (fs::path(o.out) / "models" / m.label).string());
+  }
+}
+
 // Trains model `m` unless its run already holds the last step; continues a run cut short.
 void TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
                 const LabCallbacks& cb, const std::string& label, Progress& progress) {
@@ -264,18 +293,8 @@ void TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
   }
   if (newest) {
     const TrainResume resume = ReadTrainResume(run);
-    const nlohmann::json want = StoredRunOptions(run);
-    for (auto it = want.begin(); it != want.end(); ++it) {
-      if (it.key() == "init" || it.key() == "out") continue;
-      const auto have = resume.stored.find(it.key());
-      if (have == resume.stored.end() || *have != it.value()) {
-        Fail(
-            "{}: this model was trained with {} = {}, the lab now asks for {}: use another --out, "
-            "or delete {} to train it again",
-            run.out, it.key(), have == resume.stored.end() ? "(unset)" : have->dump(),
-            it.value().dump(), run.out);
-      }
-    }
+    CompareModelOptions(o, m, ComparedOptions(resume.stored),
+                        ComparedOptions(StoredRunOptions(run)), resume.checkpoint);
     if (ReadModelFileHeader(resume.checkpoint).step >= o.steps) {
       Tell(cb.note, fmt::format("{}: trained already ({})", label, resume.checkpoint));
       return;
@@ -409,62 +428,76 @@ void ValidateLabOptions(const LabOptions& o) {
   }
 }
 
-// The training options of each model, as `stretch train` stores them, in OUT/lab-models.json
-// (lab-models-rank<r>.json for a rank): a lab resumed with other options is refused by name even
-// where a model's own folder (which holds them too) is gone. The corpus copy's path is left out:
-// it moves with OUT; the records name the corpus.
-void CheckModelOptions(const LabOptions& o, const LabCorpus& corpus) {
-  auto comparable = [&](const LabModel& m) {
-    nlohmann::json j = StoredRunOptions(RunOptionsOf(o, m, corpus));
-    for (const char* key : {"init", "out", "data"}) j.erase(key);
-    return j;
-  };
-  nlohmann::json stored = nlohmann::json::object();
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(o.out, ec)) {
-    const std::string name = e.path().filename().string();
-    if (!e.is_regular_file() || name.rfind("lab-models", 0) != 0 || e.path().extension() != ".json")
-      continue;
-    std::ifstream in(e.path());
-    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object()) {
-      Fail(
-          "{}: expected a JSON object of each model's training options (the lab writes it); "
-          "delete it to start the lab's bookkeeping again",
-          e.path().string());
-    }
-    for (auto it = j.begin(); it != j.end(); ++it) stored[it.key()] = it.value();
-  }
-  // Every entry found is kept (they agree, or the lab stopped above), so no file forgets a model
-  // that a lab with other ranks or fewer models left out.
-  nlohmann::json mine = stored;
-  for (size_t mi = 0; mi < o.models.size(); ++mi) {
-    const LabModel& m = o.models[mi];
-    const nlohmann::json want = comparable(m);
-    if (stored.contains(m.label)) {
-      const nlohmann::json& have = stored.at(m.label);
-      for (auto it = want.begin(); it != want.end(); ++it) {
-        const bool same = have.contains(it.key()) && have.at(it.key()) == it.value();
-        if (!same) {
-          Fail(
-              "{}: model {} was trained with {} = {}, the lab now asks for {}: use another "
-              "--out, or delete {} and the model's records to train it again",
-              o.out, m.label, it.key(),
-              have.contains(it.key()) ? have.at(it.key()).dump() : "(unset)", it.value().dump(),
-              (fs::path(o.out) / "models" / m.label).string());
+// Each model's training options, one file per model, OUT/options/<label>.json, so that a lab
+// resumed with other options is refused by name even where the model's own folder (whose
+// checkpoints store them too) is gone, as in a lab finished elsewhere from its records. An entry
+// is written once the options are known to be the model's: its folder holds a checkpoint made
+// with them, or the lab has just trained it. An entry of a model with neither a checkpoint nor a
+// record is stale (nothing made with those options is left: the way to train a model again is to
+// delete its folder and its records) and is dropped. Each model's file is written only by the
+// rank that trains the model.
+class ModelOptionsBook {
+ public:
+  ModelOptionsBook(const LabOptions& o, const LabCorpus& corpus,
+                   const std::set<std::string>& recorded)
+      : o_(o), corpus_(corpus), dir_(fs::path(o.out) / "options") {
+    for (size_t mi = 0; mi < o.models.size(); ++mi) {
+      const LabModel& m = o.models[mi];
+      const TrainRunOptions run = RunOptionsOf(o, m, corpus);
+      const nlohmann::json want = Want(m);
+      const std::optional<std::string> checkpoint = NewestCheckpointOf(run.out);
+      const fs::path file = dir_ / (m.label + ".json");
+      std::error_code ec;
+      if (fs::is_regular_file(file, ec)) {
+        if (!checkpoint && !recorded.count(m.label)) {
+          if (Mine(mi)) fs::remove(file, ec);  // stale
+          continue;
         }
+        std::ifstream in(file);
+        const nlohmann::json have = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+        if (!have.is_object()) {
+          Fail("{}: expected a JSON object of model {}'s training options (the lab writes it)",
+               file.string(), m.label);
+        }
+        CompareModelOptions(o_, m, have, want, file.string());
+      } else if (checkpoint && Mine(mi)) {
+        CompareModelOptions(o_, m, ComparedOptions(ReadTrainResume(run).stored), want, *checkpoint);
+        Write(m);
       }
     }
-    if (static_cast<int>(mi % static_cast<size_t>(o.ranks)) == o.rank) mine[m.label] = want;
   }
-  const std::string path =
-      (fs::path(o.out) / (o.ranks == 1 ? std::string("lab-models.json")
-                                       : fmt::format("lab-models-rank{}.json", o.rank)))
-          .string();
-  AtomicFile file(path);
-  file.Write(mine.dump(2) + "\n");
-  file.Commit();
-}
+
+  // The lab has trained model `m` (or found it trained) with the options asked for now.
+  void Write(const LabModel& m) const {
+    fs::create_directories(dir_);
+    AtomicFile file((dir_ / (m.label + ".json")).string());
+    file.Write(Want(m).dump(2) + "\n");
+    file.Commit();
+  }
+
+ private:
+  bool Mine(size_t mi) const {
+    return static_cast<int>(mi % static_cast<size_t>(o_.ranks)) == o_.rank;
+  }
+
+  nlohmann::json Want(const LabModel& m) const {
+    return ComparedOptions(StoredRunOptions(RunOptionsOf(o_, m, corpus_)));
+  }
+
+  static std::optional<std::string> NewestCheckpointOf(const std::string& dir) {
+    std::error_code ec;
+    if (!fs::is_directory(dir, ec)) return std::nullopt;
+    try {
+      return NewestCheckpointIn(dir);
+    } catch (const Error&) {
+      return std::nullopt;  // a run killed before its first save
+    }
+  }
+
+  const LabOptions& o_;
+  const LabCorpus& corpus_;
+  fs::path dir_;
+};
 
 LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   ValidateLabOptions(o);
@@ -477,11 +510,15 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
                    "({:.1f} MB); {}",
                    corpus.label, corpus.source, corpus.train_documents, corpus.train_bytes / 1e6,
                    corpus.test_documents.size(), corpus.test_bytes / 1e6, corpus.split_rule));
-  CheckModelOptions(o, corpus);
 
   // Cells already done, in any results file of the folder (other ranks' too).
   std::unordered_set<std::string> done;
-  for (const LabRecord& r : ReadLabRecords(LabResultFiles(o.out)).records) done.insert(r.key);
+  std::set<std::string> recorded;  // models with a record
+  for (const LabRecord& r : ReadLabRecords(LabResultFiles(o.out)).records) {
+    done.insert(r.key);
+    recorded.insert(r.model);
+  }
+  const ModelOptionsBook options_book(o, corpus, recorded);
 
   result.records_path =
       (fs::path(o.out) /
@@ -512,8 +549,16 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
       to_train.push_back(mi);
     }
   }
-  const Calibration cal =
-      Calibrate(o, o.models[to_train.empty() ? 0 : to_train[0]], vocab, longest);
+  // The calibration times what is left to do: nothing when every cell is recorded, and only the
+  // methods with a cell to score.
+  std::set<std::string> methods_left;
+  for (const CellPlan& c : cells) {
+    if (!done.count(c.key) && !c.refusal) methods_left.insert(c.method);
+  }
+  const bool work_left = std::find(pending.begin(), pending.end(), true) != pending.end();
+  const Calibration cal = work_left ? Calibrate(o, o.models[to_train.empty() ? 0 : to_train[0]],
+                                                vocab, longest, methods_left)
+                                    : Calibration{};
   for (CellPlan& c : cells) {
     c.weight = static_cast<double>(c.sequences) * cal.Sequence(c.ctx, c.method);
   }
@@ -552,7 +597,9 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
         Tell(cb.note, fmt::format("skipped {}: {}", c.key, *c.refusal));
     }
     if (!pending[mi]) {
-      Tell(cb.note, fmt::format("{}: every cell recorded already; not trained or loaded", label));
+      Tell(cb.note,
+           fmt::format("{}: every cell recorded already (or refused); not trained or loaded",
+                       label));
       continue;
     }
     // While a model trains, its own time left comes from the trainer (TrainModel's progress
@@ -563,6 +610,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
     progress.train_seconds_left = per_model_seconds * static_cast<double>(to_train.size());
     Timer train_timer;
     TrainModel(o, lm, corpus, cb, label, progress);
+    options_book.Write(lm);
     if (training) {
       per_model_seconds = train_timer.Seconds();  // the rest at this model's measured pace
       progress.train_seconds_left = per_model_seconds * static_cast<double>(to_train.size());
@@ -586,7 +634,17 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
 
     for (const CellPlan& c : cells) {
       if (c.model != mi || done.count(c.key) || c.refusal) continue;
-      AttentionPlan plan = MakeAttentionPlan(ParseMethod(c.method), model.Geometry(), c.ctx);
+      AttentionPlan plan;
+      try {  // decided from the architecture above; the loaded model has the final word
+        plan = MakeAttentionPlan(ParseMethod(c.method), model.Geometry(), c.ctx);
+        CheckMethodFitsLayout(model.config(), plan);
+      } catch (const Error& e) {
+        Tell(cb.note, fmt::format("skipped {}: {}", c.key, e.what()));
+        result.cells_refused++;
+        progress.eval_weight_total -= c.weight;
+        progress.cells_done++;
+        continue;
+      }
       LabRecord r;
       r.corpus = corpus.label;
       r.model = lm.label;

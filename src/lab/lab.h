@@ -12,7 +12,8 @@
 // training was cut short continues from its newest checkpoint (bit for bit, src/train/run.h). So
 // a lab killed at any point and started again ends with the records of one that never stopped.
 // A model with no cell left to score (every cell recorded, or refused by its layout) is neither
-// trained nor loaded: the records files alone, copied into a new OUT, resume a lab elsewhere.
+// trained nor loaded: the records files and OUT/options/ (each model's training options, checked
+// on every resume), copied into a new OUT, resume a lab elsewhere.
 //
 // Several processes (MPI or not): with `ranks` = n and `rank` = r, this process trains and
 // evaluates the models whose index i has i mod n == r, and writes OUT/results-rank<r>.jsonl;

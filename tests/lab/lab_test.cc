@@ -229,12 +229,46 @@ TEST_F(LabTest, ChangedTrainingOptionsAreRefusedNotMixed) {
   const std::string error = testing::ErrorOf([&] { RunLab(o); });
   EXPECT_NE(error.find("lr"), std::string::npos) << error;
   EXPECT_NE(error.find("use another --out"), std::string::npos) << error;
-  // Also when the model's folder (which stores its options too) is gone and only the records and
-  // the lab's own note of the options are left.
+  EXPECT_NE(error.find("lr = 0.002"), std::string::npos) << error;
+  const fs::path out(o.out);
+
+  // Without the lab's note of the options (a folder of an older build), the model's checkpoint
+  // says it; a refusal writes nothing, so asking for the first options again works.
+  fs::remove_all(out / "options");
+  const std::string from_checkpoint = testing::ErrorOf([&] { RunLab(o); });
+  EXPECT_NE(from_checkpoint.find("lr = 0.002"), std::string::npos) << from_checkpoint;
+  EXPECT_NE(from_checkpoint.find(".safetensors"), std::string::npos) << from_checkpoint;
+  o.lr = 2e-3;
+  EXPECT_EQ(RunLab(o).cells_skipped, 8);
+  o.lr = 1e-2;
+
+  // Without the model's folder, only the records and the lab's note of the options are left.
+  fs::remove_all(out / "models");
+  const std::string from_note = testing::ErrorOf([&] { RunLab(o); });
+  EXPECT_NE(from_note.find("lr = 0.002"), std::string::npos) << from_note;
+  EXPECT_FALSE(fs::exists(out / "models")) << "refused before any work";
+
+  // The remedy the message gives: delete the model's folder (gone already) and its records.
+  fs::remove(out / "results.jsonl");
+  const LabResult retrained = RunLab(o);
+  EXPECT_EQ(retrained.cells_done, 8);
+  EXPECT_TRUE(fs::exists(out / "models" / "rope"));
+}
+
+TEST_F(LabTest, ChangedOptionsAreRefusedWhicheverRankWroteTheNote) {
+  // Trained as rank 1 of 2 (model index 1), resumed by one process with another --lr.
+  const std::string corpus = YearCorpus(8, 6000);
+  LabOptions o = Tiny(corpus, Path("lab"));
+  o.methods = {"direct"};
+  o.ranks = 2;
+  o.rank = 1;
+  EXPECT_EQ(RunLab(o).cells_done, 8);
   fs::remove_all(fs::path(o.out) / "models");
-  const std::string again = testing::ErrorOf([&] { RunLab(o); });
-  EXPECT_NE(again.find("lr = 0.002"), std::string::npos) << again;
-  EXPECT_FALSE(fs::exists(fs::path(o.out) / "models")) << "refused before any work";
+  o.ranks = 1;
+  o.rank = 0;
+  o.lr = 1e-2;
+  const std::string error = testing::ErrorOf([&] { RunLab(o); });
+  EXPECT_NE(error.find("model keynorm was trained with lr = 0.002"), std::string::npos) << error;
 }
 
 TEST_F(LabTest, BadOptionsAreRefusedBeforeAnyWork) {
