@@ -142,6 +142,17 @@ TEST_F(LabCliTest, MpirunTwoRanksMergeToTheRecordsOfOneProcess) {
   EXPECT_TRUE(fs::exists(Path("two/report/report.html"))) << "rank 0 reports once both are done";
 }
 
+TEST_F(LabCliTest, ModelsFlagTrainsAndScoresOnlyTheNamedModels) {
+  const testing::RunResult r = RunCli(Args(Path("k"), "direct") + " --models keynorm");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::vector<std::string> records = Records({Path("k/results.jsonl")});
+  EXPECT_EQ(records.size(), 8u) << "one model x one method";
+  for (const std::string& line : records) {
+    EXPECT_TRUE(Has(line, "\"model\":\"keynorm\"")) << line;
+  }
+  EXPECT_FALSE(fs::exists(Path("k/models/rope")));
+}
+
 TEST_F(LabCliTest, BadFlagsAreRefusedWithTheFlagsName) {
   testing::RunResult r = RunCli(Args(Path("x"), "direct", "8,x"));
   EXPECT_EQ(r.exit_code, 1);
@@ -149,6 +160,13 @@ TEST_F(LabCliTest, BadFlagsAreRefusedWithTheFlagsName) {
   r = RunCli(Args(Path("x"), "direct,nonsense"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(Has(r.out, "nonsense")) << r.out;
+  r = RunCli(Args(Path("x")) + " --models rope,nonsense");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Has(r.out, "no model \"nonsense\" in the --quick lab (its models: rope,keynorm)"))
+      << r.out;
+  r = RunCli(Args(Path("x")) + " --models keynorm,keynorm");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(Has(r.out, "named twice")) << r.out;
   r = RunCli("lab --quick --full --out '" + Path("y") + "'");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(Has(r.out, "--quick and --full")) << r.out;

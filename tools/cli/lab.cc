@@ -28,7 +28,7 @@ struct LabArgs {
   int64_t train_len = 0, steps = 0, batch = 0, windows = 0, passkey_trials = -1;
   int dim = 0, layers = 0, heads = 0, threads = 0;
   double lr = 0, passkey_share = -1;
-  std::string tokenizer, methods, factors;
+  std::string tokenizer, methods, factors, models;
   int vocab_size = 0;
   bool no_tail = false;
 };
@@ -59,6 +59,30 @@ std::vector<int64_t> ParseFactors(const std::string& list) {
   return out;
 }
 
+// The preset's models named in `list` (comma-separated labels), in the list's order.
+std::vector<LabModel> SelectModels(const std::vector<LabModel>& preset, const std::string& list,
+                                   const char* preset_name) {
+  std::vector<std::string> labels;
+  for (const LabModel& m : preset) labels.push_back(m.label);
+  std::vector<LabModel> out;
+  size_t begin = 0;
+  while (begin <= list.size()) {
+    const size_t comma = std::min(list.find(',', begin), list.size());
+    const std::string label = list.substr(begin, comma - begin);
+    begin = comma + 1;
+    const auto it = std::find(labels.begin(), labels.end(), label);
+    if (it == labels.end()) {
+      Fail("--models {}: no model \"{}\" in the {} lab (its models: {})", list, label, preset_name,
+           fmt::join(labels, ","));
+    }
+    for (const LabModel& m : out) {
+      if (m.label == label) Fail("--models {}: \"{}\" is named twice", list, label);
+    }
+    out.push_back(preset[static_cast<size_t>(it - labels.begin())]);
+  }
+  return out;
+}
+
 LabOptions OptionsOf(const LabArgs& a) {
   LabOptions o = a.full ? FullLab() : QuickLab();
   o.corpus.path = a.corpus;
@@ -77,6 +101,7 @@ LabOptions OptionsOf(const LabArgs& a) {
   if (!a.tokenizer.empty()) o.tokenizer = a.tokenizer;
   if (a.vocab_size > 0) o.vocab_size = a.vocab_size;
   if (!a.methods.empty()) o.methods = SplitMethodList(a.methods);
+  if (!a.models.empty()) o.models = SelectModels(o.models, a.models, a.full ? "--full" : "--quick");
   if (!a.factors.empty()) o.factors = ParseFactors(a.factors);
   if (a.no_tail) o.tail = false;
   std::tie(o.rank, o.ranks) = MpiRank();
@@ -200,6 +225,10 @@ void RegisterLab(CLI::App& app) {
   cmd->add_option("--methods", a->methods,
                   "training-free methods to test, a comma list of --method specs (see `stretch "
                   "score --help`)");
+  cmd->add_option("--models", a->models,
+                  "only these models of the preset, a comma list of their names (--quick: rope, "
+                  "keynorm; --full: gau, gau-logn, gau-querynorm, ..., sandwich; a wrong name "
+                  "lists them all)");
   cmd->add_option("--factors", a->factors,
                   "test lengths as multiples of the training length (default 8,16)");
   cmd->add_option("--windows", a->windows,
