@@ -14,7 +14,8 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   g++ cmake ninja-build pkg-config     # toolchain
   clang-format                         # the code's layout (.clang-format), checked by the tests
-  libopenblas-openmp-dev               # BLAS matrix products, OpenMP threading
+  libopenblas-openmp-dev               # BLAS: the double products of the gradient checks
+  libdnnl-dev                          # oneDNN: the float matrix products (src/kernels/gemm.h)
   libhwy-dev                           # Highway: portable SIMD for the hand-written kernels
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libsentencepiece-dev                 # SentencePiece: training tokenizers (src/train/data.h)

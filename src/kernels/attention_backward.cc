@@ -45,10 +45,8 @@
 //   pass 2, one work item per (query head, query tile): dq of those rows (and the bias
 //           parameters' gradients, per item, summed in a fixed order afterwards).
 // The score products of pass 1 are computed again in pass 2: 2 QK^T and 2 dO V^T instead of 1,
-// the price of determinism without a (T, S) buffer. Tile products go to BLAS (sgemm), called
-// from inside the parallel loop (OpenBLAS runs single-threaded there).
-#include <cblas.h>
-
+// the price of determinism without a (T, S) buffer. Tile products go to the engine's sgemm
+// (src/kernels/gemm.h), called single-threaded from inside the parallel loop.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -61,6 +59,7 @@
 #include "src/core/threads.h"
 #include "src/kernels/attention.h"
 #include "src/kernels/attention_tile.h"
+#include "src/kernels/gemm.h"
 #include "src/kernels/ops.h"
 #include "src/position/rope.h"
 
@@ -137,18 +136,18 @@ void ComputeTile(const Backward& b, const Mask& mask, int h, int64_t i0, int nq,
   if ((segs & (segs - 1)) == 0) {
     // One segment: s = q k^T (raw dot products) of that segment's q copy and key slot.
     const int seg = std::countr_zero(segs);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, b.D, 1.0f, b.QRow(seg, i0, h),
-                static_cast<int>(b.qseg[seg].row_stride), b.KRow(seg, j0, g),
-                static_cast<int>(b.kseg[seg].row_stride), 0.0f, w.s.data(), kTile);
+    SgemmOneThread(false, true, nq, nk, b.D, 1.0f, b.QRow(seg, i0, h),
+                   static_cast<int>(b.qseg[seg].row_stride), b.KRow(seg, j0, g),
+                   static_cast<int>(b.kseg[seg].row_stride), 0.0f, w.s.data(), kTile);
   } else {
     // A tile on a segment boundary: every segment's scores, then each element's own (by runs of
     // keys, as the forward selects them).
     for (int seg = 0; seg < b.segments; ++seg) {
       if (!(segs & (1u << seg))) continue;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, b.D, 1.0f, b.QRow(seg, i0, h),
-                  static_cast<int>(b.qseg[seg].row_stride), b.KRow(seg, j0, g),
-                  static_cast<int>(b.kseg[seg].row_stride), 0.0f,
-                  w.seg_s.data() + static_cast<size_t>(seg) * kTile * kTile, kTile);
+      SgemmOneThread(false, true, nq, nk, b.D, 1.0f, b.QRow(seg, i0, h),
+                     static_cast<int>(b.qseg[seg].row_stride), b.KRow(seg, j0, g),
+                     static_cast<int>(b.kseg[seg].row_stride), 0.0f,
+                     w.seg_s.data() + static_cast<size_t>(seg) * kTile * kTile, kTile);
     }
     for (int a = 0; a < nq; ++a) {
       const int64_t pos = b.q_pos0 + i0 + a;
@@ -165,9 +164,9 @@ void ComputeTile(const Backward& b, const Mask& mask, int h, int64_t i0, int nq,
     }
   }
   // dP = do v^T
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, b.D, 1.0f, b.DoRow(i0, h),
-              static_cast<int>(b.dout.row_stride), b.VRow(j0, g), static_cast<int>(b.v.row_stride),
-              0.0f, w.dp.data(), kTile);
+  SgemmOneThread(false, true, nq, nk, b.D, 1.0f, b.DoRow(i0, h),
+                 static_cast<int>(b.dout.row_stride), b.VRow(j0, g),
+                 static_cast<int>(b.v.row_stride), 0.0f, w.dp.data(), kTile);
   const bool bias = b.plan != nullptr && b.plan->bias.kind != BiasKind::kNone;
   for (int a = 0; a < nq; ++a) {
     const int64_t i = i0 + a;
@@ -390,15 +389,14 @@ void KeyPass(const Backward& b, const Mask& mask, const AttentionGrads& grads) {
           const int h = g * b.group + hh;
           ComputeTile(b, mask, h, i0, nq, j0, nk, segs, w);
           // dv (nk, D) += P^T (nk, nq) do (nq, D)
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, D, nq, 1.0f, w.p.data(), kTile,
-                      b.DoRow(i0, h), static_cast<int>(dout.row_stride), 1.0f, dv.data(), D);
+          SgemmOneThread(true, false, nk, D, nq, 1.0f, w.p.data(), kTile, b.DoRow(i0, h),
+                         static_cast<int>(dout.row_stride), 1.0f, dv.data(), D);
           // dk^slot (nk, D) += G_seg^T (nk, nq) q^seg (nq, D)
           for (int seg = 0; seg < b.segments; ++seg) {
             if (!(segs & (1u << seg))) continue;
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, D, nq, 1.0f,
-                        SegmentG(segs, seg, nq, nk, w), kTile, b.QRow(seg, i0, h),
-                        static_cast<int>(b.qseg[seg].row_stride), 1.0f,
-                        dk.data() + b.slot_of[seg] * tile_floats, D);
+            SgemmOneThread(true, false, nk, D, nq, 1.0f, SegmentG(segs, seg, nq, nk, w), kTile,
+                           b.QRow(seg, i0, h), static_cast<int>(b.qseg[seg].row_stride), 1.0f,
+                           dk.data() + b.slot_of[seg] * tile_floats, D);
           }
         }
       }
@@ -469,10 +467,9 @@ void QueryPass(const Backward& b, const Mask& mask, const AttentionGrads& grads)
         // dq^seg (nq, D) += G_seg (nq, nk) k^slot (nk, D)
         for (int seg = 0; seg < b.segments; ++seg) {
           if (!(segs & (1u << seg))) continue;
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, D, nk, 1.0f,
-                      SegmentG(segs, seg, nq, nk, w), kTile, b.KRow(seg, j0, g),
-                      static_cast<int>(b.kseg[seg].row_stride), 1.0f, dq.data() + seg * tile_floats,
-                      D);
+          SgemmOneThread(false, false, nq, D, nk, 1.0f, SegmentG(segs, seg, nq, nk, w), kTile,
+                         b.KRow(seg, j0, g), static_cast<int>(b.kseg[seg].row_stride), 1.0f,
+                         dq.data() + seg * tile_floats, D);
         }
         if (bias_grads) KerpleGradsOfTile(b, h, i0, nq, j0, nk, w, da, db);
       }

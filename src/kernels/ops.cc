@@ -9,6 +9,7 @@
 
 #include "src/core/check.h"
 #include "src/core/threads.h"
+#include "src/kernels/gemm.h"
 
 namespace stretch {
 
@@ -21,11 +22,11 @@ int BlasInt(int64_t n) {
   return static_cast<int>(n);
 }
 
+// Float products: oneDNN or OpenBLAS (src/kernels/gemm.h); double: OpenBLAS.
 void BlasGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t Kd, float alpha,
               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
               int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, BlasInt(M), BlasInt(N), BlasInt(Kd), alpha, A, BlasInt(lda), B,
-              BlasInt(ldb), beta, C, BlasInt(ldc));
+  SgemmOneThread(ta == CblasTrans, tb == CblasTrans, M, N, Kd, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 void BlasGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t Kd,
               double alpha, const double* A, int64_t lda, const double* B, int64_t ldb, double beta,
@@ -34,8 +35,7 @@ void BlasGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int6
               BlasInt(ldb), beta, C, BlasInt(ldc));
 }
 void BlasGemv(int64_t M, int64_t N, const float* A, const float* x, float* y) {
-  cblas_sgemv(CblasRowMajor, CblasNoTrans, BlasInt(M), BlasInt(N), 1.0f, A, BlasInt(N), x, 1, 0.0f,
-              y, 1);
+  SgemvOneThread(M, N, A, x, y);
 }
 void BlasGemv(int64_t M, int64_t N, const double* A, const double* x, double* y) {
   cblas_dgemv(CblasRowMajor, CblasNoTrans, BlasInt(M), BlasInt(N), 1.0, A, BlasInt(N), x, 1, 0.0, y,
@@ -43,8 +43,9 @@ void BlasGemv(int64_t M, int64_t N, const double* A, const double* x, double* y)
 }
 
 // Matrix products are split by the thread pool (src/core/threads.h), each block one
-// single-threaded BLAS call: along the rows of C when it has more rows than columns, else along
-// its columns, never along the summed dimension. OpenBLAS's sgemm does not give bit-identical
+// single-threaded call (oneDNN or OpenBLAS: src/kernels/gemm.h): along the rows of C when it has
+// more rows than columns, else along its columns, never along the summed dimension. An sgemm
+// (OpenBLAS's was measured) does not give bit-identical
 // elements for different call shapes (the same rows computed as one call or as two blocks differ
 // in the last bits, measured: up to 7.5e-5 in a per-token loss of scripts/golden.sh), so a split
 // product is equal to the unsplit one within float32 rounding, as OpenBLAS's own threading was. Below kSplitMacs multiply-adds one call does it all; a block

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "src/core/check.h"
+#include "src/core/profile.h"
 #include "src/kernels/ops.h"
 #include "src/model/config.h"
 
@@ -53,20 +54,46 @@ void LlamaBlockForward(const LayerWeightsOf<Real>& W, const ModelConfig& c, Real
   const int64_t QW = int64_t{c.n_heads} * c.head_dim(), KV = c.kv_dim();
   const Real eps = static_cast<Real>(c.norm_eps);
   const int64_t NC = N * C;
+  using profile::Scope;
   if (b.x_in != nullptr) std::copy(x, x + NC, b.x_in);
-  RmsNormForward(x, W.attn_norm.data(), b.a, N, C, eps);
-  LinearForward(b.a, W.wq.data(), b.q, N, C, QW);
-  LinearForward(b.a, W.wk.data(), b.k, N, C, KV);
-  LinearForward(b.a, W.wv.data(), b.v, N, C, KV);
+  {
+    Scope s(profile::kNorm);
+    RmsNormForward(x, W.attn_norm.data(), b.a, N, C, eps);
+  }
+  {
+    Scope s(profile::kInProj);
+    LinearForward(b.a, W.wq.data(), b.q, N, C, QW);
+    LinearForward(b.a, W.wk.data(), b.k, N, C, KV);
+    LinearForward(b.a, W.wv.data(), b.v, N, C, KV);
+  }
   attend();
-  LinearForward(b.att, W.wo.data(), b.proj, N, QW, C);
-  for (int64_t i = 0; i < NC; ++i) x[i] += b.proj[i];
+  {
+    Scope s(profile::kOutProj);
+    LinearForward(b.att, W.wo.data(), b.proj, N, QW, C);
+  }
+  {
+    Scope s(profile::kResidual);
+    for (int64_t i = 0; i < NC; ++i) x[i] += b.proj[i];
+  }
   if (b.x1 != nullptr) std::copy(x, x + NC, b.x1);
-  RmsNormForward(x, W.ffn_norm.data(), b.f, N, C, eps);
-  LinearForward(b.f, W.w1.data(), b.g, N, C, F);
-  LinearForward(b.f, W.w3.data(), b.u, N, C, F);
-  SwiGluForward(b.g, b.u, b.h, N * F);
-  LinearForward(b.h, W.w2.data(), b.proj, N, F, C);
+  {
+    Scope s(profile::kNorm);
+    RmsNormForward(x, W.ffn_norm.data(), b.f, N, C, eps);
+  }
+  {
+    Scope s(profile::kFfnIn);
+    LinearForward(b.f, W.w1.data(), b.g, N, C, F);
+    LinearForward(b.f, W.w3.data(), b.u, N, C, F);
+  }
+  {
+    Scope s(profile::kActivation);
+    SwiGluForward(b.g, b.u, b.h, N * F);
+  }
+  {
+    Scope s(profile::kFfnOut);
+    LinearForward(b.h, W.w2.data(), b.proj, N, F, C);
+  }
+  Scope s(profile::kResidual);
   for (int64_t i = 0; i < NC; ++i) x[i] += b.proj[i];
 }
 
@@ -170,26 +197,42 @@ void GauBlockForward(const LayerWeightsOf<Real>& W, const GauLayerConfig& c, Rea
   Real* hu = b.hu != nullptr ? b.hu : b.u;
   Real* hv = b.hv != nullptr ? b.hv : b.v;
   Real* hz = b.hz != nullptr ? b.hz : b.z;
-  LinearForward(x, W.gau_u.data(), hu, N, C, E);
-  LinearForward(x, W.gau_v.data(), hv, N, C, E);
-  LinearForward(x, W.gau_z.data(), hz, N, C, S);
-  SiluForward(hu, b.u, N * E);
-  SiluForward(hv, b.v, N * E);
-  SiluForward(hz, b.z, N * S);
-  // Q = gamma_q * Z + beta_q,  K = gamma_k * Z + beta_k
-  for (int64_t n = 0; n < N; ++n) {
-    for (int d = 0; d < S; ++d) {
-      const size_t i = static_cast<size_t>(n * S + d), ud = static_cast<size_t>(d);
-      b.q[i] = W.gamma_q[ud] * b.z[i] + W.beta_q[ud];
-      b.k[i] = W.gamma_k[ud] * b.z[i] + W.beta_k[ud];
+  {
+    profile::Scope s(profile::kInProj);
+    LinearForward(x, W.gau_u.data(), hu, N, C, E);
+    LinearForward(x, W.gau_v.data(), hv, N, C, E);
+    LinearForward(x, W.gau_z.data(), hz, N, C, S);
+  }
+  {
+    profile::Scope s(profile::kActivation);
+    SiluForward(hu, b.u, N * E);
+    SiluForward(hv, b.v, N * E);
+    SiluForward(hz, b.z, N * S);
+    // Q = gamma_q * Z + beta_q,  K = gamma_k * Z + beta_k
+    for (int64_t n = 0; n < N; ++n) {
+      for (int d = 0; d < S; ++d) {
+        const size_t i = static_cast<size_t>(n * S + d), ud = static_cast<size_t>(d);
+        b.q[i] = W.gamma_q[ud] * b.z[i] + W.beta_q[ud];
+        b.k[i] = W.gamma_k[ud] * b.z[i] + W.beta_k[ud];
+      }
     }
   }
   attend();
   // O = (U * (A V)) W_o;  y = x + O;  x' = RMSNorm(y) with a gain of 1
-  for (int64_t i = 0; i < N * E; ++i) b.g[i] = b.u[i] * b.att[i];
-  LinearForward(b.g, W.wo.data(), b.o, N, E, C);
+  {
+    profile::Scope s(profile::kActivation);
+    for (int64_t i = 0; i < N * E; ++i) b.g[i] = b.u[i] * b.att[i];
+  }
+  {
+    profile::Scope s(profile::kOutProj);
+    LinearForward(b.g, W.wo.data(), b.o, N, E, C);
+  }
   Real* y = b.y != nullptr ? b.y : x;
-  for (int64_t i = 0; i < NC; ++i) y[i] = x[i] + b.o[i];
+  {
+    profile::Scope s(profile::kResidual);
+    for (int64_t i = 0; i < NC; ++i) y[i] = x[i] + b.o[i];
+  }
+  profile::Scope s(profile::kNorm);
   RmsNormForward(y, b.ones, x, N, C, static_cast<Real>(c.norm_eps));
 }
 

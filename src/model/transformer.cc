@@ -6,6 +6,7 @@
 
 #include "src/core/check.h"
 #include "src/core/error.h"
+#include "src/core/profile.h"
 #include "src/kernels/attention.h"
 #include "src/kernels/ops.h"
 #include "src/model/block.h"
@@ -381,13 +382,17 @@ void Transformer::Forward(std::span<const int> tokens, KvCache& cache, std::vect
     const int64_t pos0 = cache.length_;
     float* x = hidden.data() + start * C;
     ReserveScratch(n);
-    Embed(tokens.data() + start, n, x);
+    {
+      profile::Scope s(profile::kEmbed);
+      Embed(tokens.data() + start, n, x);
+    }
     for (int r = 0; r < 2; ++r) {
       if (rotations_[r].plan_layer >= 0) PrepareRotation(r, pos0, n);
     }
     for (int l = 0; l < model_.config.n_layers; ++l) {
       Layer(l, x, n, pos0, cache.Keys(l), cache.Values(l), cache.capacity_);
     }
+    profile::Scope s(profile::kNorm);
     RmsNorm(x, model_.weights.final_norm.data(), x, n, C, model_.config.norm_eps);
     cache.length_ = pos0 + n;
   }
@@ -403,7 +408,10 @@ void Transformer::ForwardSequence(std::span<const int> tokens, std::vector<float
   const size_t slots = static_cast<size_t>(MaxKeySlots());
   if (seq_k_.size() < kv * slots) seq_k_.resize(kv * slots);
   if (seq_v_.size() < kv) seq_v_.resize(kv);
-  Embed(tokens.data(), T, hidden.data());
+  {
+    profile::Scope s(profile::kEmbed);
+    Embed(tokens.data(), T, hidden.data());
+  }
   const int64_t chunk = std::max<int64_t>(1, prefill_chunk_);
   ReserveScratch(std::min(chunk, T));
   for (int l = 0; l < c.n_layers; ++l) {
@@ -414,6 +422,7 @@ void Transformer::ForwardSequence(std::span<const int> tokens, std::vector<float
       Layer(l, hidden.data() + start * c.dim, n, start, seq_k_.data(), seq_v_.data(), T);
     }
   }
+  profile::Scope s(profile::kNorm);
   RmsNorm(hidden.data(), model_.weights.final_norm.data(), hidden.data(), T, c.dim, c.norm_eps);
 }
 
@@ -476,6 +485,7 @@ void Transformer::Attend(int l, int64_t T, int64_t pos0, float* kc, float* vc, i
   // Null for a layer without RoPE, whose plan then always has KeysRotatedOnce (nothing to do).
   Rotation* rot = run.rotation >= 0 ? &rotations_[run.rotation] : nullptr;
   const bool rotate_here = plan.KeysRotatedOnce();
+  profile::Scope rope_scope(profile::kRope);
   if (rotate_here && rot != nullptr) {
     RopeInterleaved(q_.data(), T, H, QW, D, rot->rope);
     RopeInterleaved(k_new, T, G, KV, D, rot->rope);
@@ -515,6 +525,8 @@ void Transformer::Attend(int l, int64_t T, int64_t pos0, float* kc, float* vc, i
     key_slots[slot] = HeadRows{kc + static_cast<size_t>(slot) * slot_floats, D, cap * D};
   }
 
+  rope_scope.Stop();
+  profile::Scope kernel_scope(profile::kAttention);
   AttentionDims dims;
   dims.n_q = T;
   dims.n_kv = pos0 + T;
@@ -539,6 +551,7 @@ void Transformer::Attend(int l, int64_t T, int64_t pos0, float* kc, float* vc, i
 
 void Transformer::Logits(const float* hidden, int64_t T, float* logits) const {
   const ModelConfig& c = model_.config;
+  profile::Scope s(profile::kClassifier);
   MatMulRows(hidden, model_.weights.ClassifierData(), logits, T, c.dim, c.vocab_size);
 }
 

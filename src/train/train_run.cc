@@ -12,6 +12,7 @@
 #include "src/io/model_arch.h"
 #include "src/io/output_file.h"
 #include "src/io/passkey.h"
+#include "src/kernels/gemm.h"
 #include "src/train/arch_spec.h"
 #include "src/train/checkpoint.h"
 #include "src/train/positions.h"
@@ -243,13 +244,15 @@ TrainArch ArchFromInit(const TrainRunOptions& o, int64_t seq_len, const InitSour
   return arch;
 }
 
-// Most of a training step is OpenBLAS's sgemm. On a CPU with AVX-512, OPENBLAS_CORETYPE set to
-// an AVX2 kernel set (Haswell, Zen: as this project's environment sets it) caps every product at
-// half the FMA peak; with SkylakeX's kernels the 4-layer d = 256 benchmark steps ~1.4x faster
-// (docs/performance.md). The user's setting is kept (it may be deliberate); this says what it
-// costs.
+// Most of a training step is matrix products. They run on oneDNN (src/kernels/gemm.h), which
+// picks its kernels from the CPU's feature bits; with STRETCH_GEMM=openblas they run on OpenBLAS,
+// and on a CPU with AVX-512 an OPENBLAS_CORETYPE of an AVX2 kernel set (Haswell, Zen) caps every
+// product at half the FMA peak (~1.4x slower steps of the 4-layer d = 256 benchmark than with
+// SkylakeX's kernels: docs/performance.md). The user's setting is kept (it may be deliberate);
+// this says what it costs.
 std::optional<std::string> BlasKernelHint() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (ActiveGemmLibrary() != GemmLibrary::kOpenBlas) return std::nullopt;
   const char* core = std::getenv("OPENBLAS_CORETYPE");
   if (core == nullptr || !__builtin_cpu_supports("avx512f")) return std::nullopt;
   std::string c(core);
@@ -258,7 +261,8 @@ std::optional<std::string> BlasKernelHint() {
     if (c == avx512) return std::nullopt;
   }
   return fmt::format(
-      "this CPU has AVX-512, but OPENBLAS_CORETYPE={} limits OpenBLAS to narrower kernels; "
+      "this CPU has AVX-512, but OPENBLAS_CORETYPE={} limits OpenBLAS (STRETCH_GEMM=openblas) to "
+      "narrower kernels; "
       "try OPENBLAS_CORETYPE=SkylakeX (1.4x faster steps in docs/performance.md's benchmark)",
       core);
 #else

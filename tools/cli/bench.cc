@@ -15,19 +15,23 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "bench/fma_peak.h"
+#include "bench/mem_bandwidth.h"
 #include "src/core/error.h"
+#include "src/core/profile.h"
 #include "src/core/rng.h"
 #include "src/core/threads.h"
 #include "src/core/timer.h"
 #include "src/eval/score.h"
 #include "src/io/llama2c.h"
 #include "src/io/output_file.h"
+#include "src/kernels/gemm.h"
 #include "src/kernels/op_cases.h"
 #include "src/model/transformer.h"
 #include "src/position/method.h"
@@ -50,6 +54,7 @@ struct BenchArgs {
   bool quick = false;
   bool contended = false;
   bool ops = false;
+  bool profile = false;
   std::string json_out;
   int threads = 0;
 };
@@ -60,6 +65,30 @@ nlohmann::json CaseFma(int threads) {
   std::vector<double> runs;
   for (int r = 0; r < 5; ++r) runs.push_back(bench::MeasureFmaPeakGflops(threads, 0.2));
   return {{"gflops", Median(runs)}, {"threads", threads}};
+}
+
+nlohmann::json CaseMemory(int threads) {
+  const bench::MemoryBandwidth bw = bench::MeasureMemoryBandwidth(threads);
+  return {{"triad_gbs", bw.triad_gbs}, {"read_gbs", bw.read_gbs}, {"threads", threads}};
+}
+
+// The weights a token's matrix products read (floats): every parameter but the embedding table,
+// of which a token reads one row (when the classifier shares it, it is read as the classifier).
+double ProductWeights(const ModelConfig& c) {
+  return static_cast<double>(c.ParameterCount()) -
+         (c.shared_classifier ? 0.0 : static_cast<double>(c.vocab_size) * c.dim);
+}
+// Bytes one decode step reads at `depth`: the weights once, and every layer's cached keys and
+// values.
+double DecodeBytes(const ModelConfig& c, int64_t depth) {
+  return 4.0 * ProductWeights(c) + 4.0 * 2 * c.n_layers * static_cast<double>(depth) * c.kv_dim();
+}
+// Flops of a prefill of L tokens: 2 per weight per token, and causal attention's 4 D per visible
+// (query, key) pair per head, L (L + 1) / 2 pairs.
+double PrefillFlops(const ModelConfig& c, int64_t L) {
+  const double pairs = 0.5 * static_cast<double>(L) * static_cast<double>(L + 1);
+  return 2.0 * ProductWeights(c) * static_cast<double>(L) +
+         4.0 * c.head_dim() * c.n_heads * c.n_layers * pairs;
 }
 
 // Times `run_method` and, when `run_against` is given, a second configuration in alternation
@@ -198,6 +227,80 @@ nlohmann::json CaseDecode(const std::string& path, int64_t depth, int repeats) {
   return {{"tokens_per_s", Median(rates)}, {"steps", steps}};
 }
 
+// Where prefill (a prompt of L tokens) and decode (64 steps at depth 0 and at depth L) spend their
+// time, op by op (src/core/profile.h): medians of nothing, sums over `repeats` runs divided by
+// the runs, after an unprofiled warm-up. Also the unprofiled time of each, to show the
+// profiler's own cost.
+nlohmann::json CaseProfile(const std::string& path, int64_t L, int repeats) {
+  const Model m = LoadLlama2c(path);
+  const int64_t steps = 64;
+  auto ops = [&](const profile::Totals& t, double runs) {
+    nlohmann::json j = nlohmann::json::object();
+    for (int op = 0; op < profile::kCount; ++op) {
+      j[profile::Name(static_cast<profile::Op>(op))] = {{"seconds", t.seconds[op] / runs},
+                                                        {"calls", t.calls[op] / runs}};
+    }
+    return j;
+  };
+  nlohmann::json out;
+  {
+    PrefillCase prefill(m, L, "");
+    prefill.Run();
+    std::vector<double> plain;
+    for (int r = 0; r < repeats; ++r) plain.push_back(prefill.Run());
+    profile::Take();
+    profile::SetEnabled(true);
+    double seconds = 0.0;
+    for (int r = 0; r < repeats; ++r) seconds += prefill.Run();
+    profile::SetEnabled(false);
+    out["prefill"] = {{"tokens", L},
+                      {"seconds", seconds / repeats},
+                      {"unprofiled_seconds", Median(plain)},
+                      {"ops", ops(profile::Take(), repeats)}};
+  }
+  Transformer model(m);
+  const std::vector<int> tokens = BenchTokens(L + steps, m.config.vocab_size);
+  std::vector<float> hidden, logits(static_cast<size_t>(m.config.vocab_size));
+  for (int64_t depth : {int64_t{0}, L}) {
+    KvCache cache(m.config, depth + steps);
+    auto run = [&](bool profiled) {
+      cache.Clear();
+      model.Forward(std::span<const int>(tokens).first(static_cast<size_t>(depth)), cache, hidden);
+      profile::Take();
+      profile::SetEnabled(profiled);
+      Timer t;
+      for (int64_t s = 0; s < steps; ++s) {
+        model.Forward(std::span<const int>(tokens).subspan(static_cast<size_t>(depth + s), 1),
+                      cache, hidden);
+        model.Logits(hidden.data(), 1, logits.data());
+      }
+      const double seconds = t.Seconds();
+      profile::SetEnabled(false);
+      return seconds;
+    };
+    run(false);
+    std::vector<double> plain;
+    for (int r = 0; r < repeats; ++r) plain.push_back(run(false));
+    double seconds = 0.0;
+    profile::Totals sum;
+    for (int r = 0; r < repeats; ++r) {
+      seconds += run(true);
+      const profile::Totals t = profile::Take();
+      for (int op = 0; op < profile::kCount; ++op) {
+        sum.seconds[op] += t.seconds[op];
+        sum.calls[op] += t.calls[op];
+      }
+    }
+    const double runs = static_cast<double>(repeats) * steps;  // per token
+    out[depth == 0 ? "decode_0" : "decode_L"] = {{"depth", depth},
+                                                 {"tokens", 1},
+                                                 {"seconds", seconds / runs},
+                                                 {"unprofiled_seconds", Median(plain) / steps},
+                                                 {"ops", ops(sum, runs)}};
+  }
+  return out;
+}
+
 // Optimizer steps of bench/train_bench.cc's model (dim 256, 4 layers, 4 heads, SwiGLU 688, vocab
 // 512, length 256, batch 8, RoPE) on random tokens: the median seconds of `repeats` steps after
 // one warm-up step.
@@ -234,6 +337,8 @@ void RunChild(const BenchArgs& a) {
   nlohmann::json j;
   if (a.child_case == "fma") {
     j = CaseFma(a.threads > 0 ? a.threads : NumThreads());
+  } else if (a.child_case == "memory") {
+    j = CaseMemory(a.threads > 0 ? a.threads : NumThreads());
   } else if (a.child_case == "attention") {
     j = CaseAttention(a.length, a.head_dim, a.repeats, a.method, a.against);
   } else if (a.child_case == "prefill") {
@@ -244,11 +349,16 @@ void RunChild(const BenchArgs& a) {
     j = CaseDecode(a.model, a.length, a.repeats);
   } else if (a.child_case == "train-step") {
     j = CaseTrainStep(a.repeats);
+  } else if (a.child_case == "profile") {
+    j = CaseProfile(a.model, a.length, a.repeats);
   } else {
-    Fail("--case: found '{}', expected fma, attention, prefill, score-window, decode or train-step",
-         a.child_case);
+    Fail(
+        "--case: found '{}', expected fma, attention, prefill, score-window, decode, train-step or "
+        "profile",
+        a.child_case);
   }
   j["case"] = a.child_case;
+  j["matrix_products"] = GemmKernelsText();
   j["peak_rss_bytes"] = PeakRssBytes();
   fmt::print("{}\n", j.dump());
 }
@@ -497,6 +607,103 @@ void RunOps(const BenchArgs& a) {
   }
 }
 
+// --profile: one child runs CaseProfile; the table gives each op's time and share in prefill and
+// decode, with GFLOP/s (prefill) and GB/s of weights read (decode) for the matrix products of a
+// LLaMA block.
+void RunProfile(const BenchArgs& a, const std::string& threads) {
+  if (a.model.empty()) Fail("bench --profile: needs --model (a llama2.c checkpoint)");
+  const int64_t L = a.length > 0 ? a.length : 512;
+  const ModelConfig h = ReadLlama2cHeader(a.model).config;
+  const nlohmann::json r =
+      RunCase(fmt::format("--case profile --model {} --length {} --repeats {}{}",
+                          ShellQuote(a.model), L, a.repeats, threads));
+  // Weights of each product of one layer (floats); x n_layers for the model.
+  const double C = h.dim, F = h.hidden_dim, NL = h.n_layers, V = h.vocab_size;
+  const double KV = h.kv_dim();
+  const std::map<std::string, double> weights = {{"q/k/v projections", NL * C * (C + 2 * KV)},
+                                                 {"output projection", NL * C * C},
+                                                 {"ffn gate/up", NL * 2 * C * F},
+                                                 {"ffn down", NL * C * F},
+                                                 {"classifier", C * V}};
+  fmt::print("where the time goes: {} (dim {}, {} layers, {} heads, hidden {}), {}\n", a.model,
+             h.dim, h.n_layers, h.n_heads, h.hidden_dim,
+             a.threads > 0 ? fmt::format("{} threads", a.threads)
+                           : fmt::format("{} threads", NumThreads()));
+  fmt::print("prefill of {} tokens; decode: 64 steps at depth 0 and at depth {}; {} runs each\n", L,
+             L, a.repeats);
+  fmt::print("matrix products: {}\n", r["matrix_products"].get<std::string>());
+  fmt::print("{:<22} {:>10} {:>6} {:>8}  {:>10} {:>6} {:>7}  {:>10} {:>6} {:>7}\n", "op", "prefill",
+             "share", "GFLOP/s", "decode@0", "share", "GB/s", fmt::format("decode@{}", L), "share",
+             "GB/s");
+  const nlohmann::json& pre = r["prefill"];
+  const nlohmann::json& d0 = r["decode_0"];
+  const nlohmann::json& dl = r["decode_L"];
+  auto cell = [](const nlohmann::json& part, const std::string& op) {
+    return part["ops"][op]["seconds"].get<double>();
+  };
+  for (int op = 0; op < profile::kCount; ++op) {
+    const std::string name = profile::Name(static_cast<profile::Op>(op));
+    const auto w = weights.find(name);
+    const double tp = cell(pre, name), t0 = cell(d0, name), tl = cell(dl, name);
+    // Prefill computes every row's products but the classifier's of the last row only.
+    const double rows = name == "classifier" ? 1.0 : static_cast<double>(L);
+    auto rate = [](double amount, double t) {
+      return t > 0 ? fmt::format("{:.1f}", amount / t / 1e9) : std::string("-");
+    };
+    fmt::print(
+        "{:<22} {:>8.2f}ms {:>5.1f}% {:>8}  {:>8.1f}us {:>5.1f}% {:>7}  {:>8.1f}us {:>5.1f}% "
+        "{:>7}\n",
+        name, 1e3 * tp, 100 * tp / pre["seconds"].get<double>(),
+        w != weights.end() ? rate(2 * rows * w->second, tp) : "", 1e6 * t0,
+        100 * t0 / d0["seconds"].get<double>(), w != weights.end() ? rate(4 * w->second, t0) : "",
+        1e6 * tl, 100 * tl / dl["seconds"].get<double>(),
+        w != weights.end() ? rate(4 * w->second, tl) : "");
+  }
+  auto other = [](const nlohmann::json& part) {
+    double sum = 0.0;
+    for (const auto& [k, v] : part["ops"].items()) sum += v["seconds"].get<double>();
+    return part["seconds"].get<double>() - sum;
+  };
+  fmt::print(
+      "{:<22} {:>8.2f}ms {:>5.1f}% {:>8}  {:>8.1f}us {:>5.1f}% {:>7}  {:>8.1f}us {:>5.1f}% {:>7}\n",
+      "(outside the ops)", 1e3 * other(pre), 100 * other(pre) / pre["seconds"].get<double>(), "",
+      1e6 * other(d0), 100 * other(d0) / d0["seconds"].get<double>(), "", 1e6 * other(dl),
+      100 * other(dl) / dl["seconds"].get<double>(), "");
+  fmt::print("{:<22} {:>8.2f}ms {:>6} {:>8}  {:>8.1f}us {:>6} {:>7}  {:>8.1f}us\n",
+             "total (profiled)", 1e3 * pre["seconds"].get<double>(), "", "",
+             1e6 * d0["seconds"].get<double>(), "", "", 1e6 * dl["seconds"].get<double>());
+  fmt::print("{:<22} {:>8.2f}ms {:>6} {:>8}  {:>8.1f}us {:>6} {:>7}  {:>8.1f}us\n",
+             "total (unprofiled)", 1e3 * pre["unprofiled_seconds"].get<double>(), "", "",
+             1e6 * d0["unprofiled_seconds"].get<double>(), "", "",
+             1e6 * dl["unprofiled_seconds"].get<double>());
+  fmt::print("prefill {:.0f} tokens/s; decode {:.1f} tokens/s at depth 0, {:.1f} at depth {}\n",
+             L / pre["unprofiled_seconds"].get<double>(),
+             1 / d0["unprofiled_seconds"].get<double>(), 1 / dl["unprofiled_seconds"].get<double>(),
+             L);
+  // Against the machine's ceilings, measured now (unprofiled times).
+  const double peak = RunCase("--case fma" + threads)["gflops"];
+  const nlohmann::json mem = RunCase("--case memory" + threads);
+  const double pre_gflops = PrefillFlops(h, L) / pre["unprofiled_seconds"].get<double>() / 1e9;
+  fmt::print("prefill: {:.1f} GFLOP/s, {:.0f}% of the FMA peak ({:.1f} GFLOP/s)\n", pre_gflops,
+             100 * pre_gflops / peak, peak);
+  for (const auto& [part, depth] : {std::pair{&d0, int64_t{0}}, std::pair{&dl, L}}) {
+    // 64 steps from `depth`: the mean depth is depth + 31.5.
+    const double seconds = (*part)["unprofiled_seconds"].get<double>();
+    const double gbs =
+        (DecodeBytes(h, depth) + 4.0 * 2 * h.n_layers * 31.5 * h.kv_dim()) / seconds / 1e9;
+    fmt::print(
+        "decode at depth {}: {:.1f} GB/s of weights and KV cache, {:.0f}% of the STREAM triad "
+        "({:.1f} GB/s), {:.0f}% of read-only bandwidth ({:.1f} GB/s)\n",
+        depth, gbs, 100 * gbs / mem["triad_gbs"].get<double>(), mem["triad_gbs"].get<double>(),
+        100 * gbs / mem["read_gbs"].get<double>(), mem["read_gbs"].get<double>());
+  }
+  if (!a.json_out.empty()) {
+    AtomicFile out(a.json_out);
+    out.Write(r.dump(2) + "\n");
+    out.Commit();
+  }
+}
+
 void RunParent(const BenchArgs& a) {
   const NamedPath inputs[] = {{"--model", a.model}};
   const NamedPath outputs[] = {{"--json-out", a.json_out}};
@@ -505,17 +712,26 @@ void RunParent(const BenchArgs& a) {
   const std::string threads = a.threads > 0 ? fmt::format(" --threads {}", a.threads) : "";
   if (a.contended) return RunContended(a, threads);
   if (a.ops) return RunOps(a);
+  if (a.profile) return RunProfile(a, threads);
   const int nthreads = a.threads > 0 ? a.threads : NumThreads();
-  nlohmann::json report = {{"threads", nthreads}};
-  fmt::print("stretch bench: {} threads{}\n\n", nthreads, a.quick ? " (quick: fewer cases)" : "");
+  nlohmann::json report = {{"threads", nthreads}, {"matrix_products", GemmKernelsText()}};
+  fmt::print("stretch bench: {} threads{}; matrix products: {}\n\n", nthreads,
+             a.quick ? " (quick: fewer cases)" : "", GemmKernelsText());
 
   const double peak1 = RunCase("--case fma --threads 1")["gflops"];
   const double peak = RunCase("--case fma" + threads)["gflops"];
   report["fma_peak_gflops"] = {{"1_thread", peak1}, {"all_threads", peak}};
   fmt::print(
       "float32 FMA peak (bench/fma_peak.h loop): {:.1f} GFLOP/s on 1 thread, {:.1f} GFLOP/s "
-      "on {} threads\n\n",
+      "on {} threads\n",
       peak1, peak, nthreads);
+  const nlohmann::json mem = RunCase("--case memory" + threads);
+  report["memory_bandwidth_gbs"] = mem;
+  const double read_gbs = mem["read_gbs"], triad_gbs = mem["triad_gbs"];
+  fmt::print(
+      "memory bandwidth (bench/mem_bandwidth.h): {:.1f} GB/s STREAM triad, {:.1f} GB/s reading "
+      "only, on {} threads\n\n",
+      triad_gbs, read_gbs, nthreads);
 
   fmt::print(
       "attention kernel, causal, forward (flops: 4 D per visible query-key pair per head)\n");
@@ -555,8 +771,12 @@ void RunParent(const BenchArgs& a) {
     fmt::print("\nmodel cases skipped: no --model given\n");
   } else {
     fmt::print("\n{} : prefill (whole prompt at once) and decode (one token at a time)\n", a.model);
-    fmt::print("{:>7} {:>14} {:>10} {:>16} {:>10}\n", "context", "prefill tok/s", "peak RSS",
-               "decode tok/s", "peak RSS");
+    const ModelConfig mc = ReadLlama2cHeader(a.model).config;
+    fmt::print(
+        "(of peak: the prefill's flops over the FMA peak; of triad: the bytes a decode step reads, "
+        "weights and KV cache, over the STREAM triad bandwidth)\n");
+    fmt::print("{:>7} {:>14} {:>8} {:>10} {:>16} {:>9} {:>10}\n", "context", "prefill tok/s",
+               "of peak", "peak RSS", "decode tok/s", "of triad", "peak RSS");
     nlohmann::json rows = nlohmann::json::array();
     const std::vector<int64_t> ctxs =
         a.quick ? std::vector<int64_t>{512, 2048} : std::vector<int64_t>{512, 2048, 8192, 16384};
@@ -566,9 +786,15 @@ void RunParent(const BenchArgs& a) {
                                              ShellQuote(a.model), L, a.repeats, threads));
       nlohmann::json d = RunCase(fmt::format("--case decode --model {} --length {} --repeats {}{}",
                                              ShellQuote(a.model), L, a.repeats, threads));
-      fmt::print("{:>7} {:>14.0f} {:>10} {:>16.0f} {:>10}\n", L, p["tokens_per_s"].get<double>(),
+      const double pre_peak =
+          PrefillFlops(mc, L) / L * p["tokens_per_s"].get<double>() / 1e9 / peak;
+      const double dec_bw = DecodeBytes(mc, L) * d["tokens_per_s"].get<double>() / 1e9 / triad_gbs;
+      p["fraction_of_peak"] = pre_peak;
+      d["fraction_of_triad"] = dec_bw;
+      fmt::print("{:>7} {:>14.0f} {:>7.0f}% {:>10} {:>16.0f} {:>8.0f}% {:>10}\n", L,
+                 p["tokens_per_s"].get<double>(), 100 * pre_peak,
                  HumanBytes(p["peak_rss_bytes"].get<int64_t>()), d["tokens_per_s"].get<double>(),
-                 HumanBytes(d["peak_rss_bytes"].get<int64_t>()));
+                 100 * dec_bw, HumanBytes(d["peak_rss_bytes"].get<int64_t>()));
       rows.push_back({{"context", L}, {"prefill", p}, {"decode", d}});
       if (L == 8192) prefill8k = p["tokens_per_s"];
       if (L == 16384) {
@@ -629,10 +855,16 @@ void RegisterBench(CLI::App& app) {
       "Instead of the usual cases: the op harness's timing mode, the forward and backward "
       "of every op and position-scheme row of its case table (the rows the tests compare "
       "with the double reference), median of --repeats runs each");
+  sub->add_flag("--profile", args->profile,
+                "Instead of the usual cases: where prefill and decode spend their time, op by "
+                "op (needs --model): a prompt of --length tokens (default 512), then 64 decode "
+                "steps at depth 0 and at depth --length; each op's time and share, GFLOP/s of "
+                "the prefill's matrix products and GB/s of weights the decode's products read");
   sub->add_option("--json-out", args->json_out, "Also write all figures as JSON to this file");
   sub->add_option("--threads", args->threads, "Threads (default: all cores)");
   sub->add_option("--case", args->child_case, "Internal: run one case in this process")->group("");
-  sub->add_option("--length", args->length, "Internal: the case's length")->group("");
+  sub->add_option("--length", args->length,
+                  "With --profile: the prompt length and decode depth (default 512)");
   sub->add_option("--head-dim", args->head_dim, "Internal: the case's head dim")->group("");
   sub->add_option("--method", args->method, "Internal: the case's position method")->group("");
   sub->add_option("--against", args->against,
