@@ -105,11 +105,29 @@ llama_bench() {  # gguf fa args...: one llama-bench run
   shift 2
   "$LB/bin/llama-bench" -m "$g" -t "$THREADS" -fa "$fa" -ctk "$KV" -ctv "$KV" -r "$REPS" -o json "$@" 2>/dev/null
 }
+# llama-batched-bench's flash-attention switch: `-fa on|off` since mid 2025, a bare `-fa` before.
+FA_VALUE=0
+# (The help is read whole first: grep -q would close the pipe early, and under pipefail the
+# help's SIGPIPE would count as a failure.)
+BB_HELP=$("$LB/bin/llama-batched-bench" -h 2>&1 || true)
+grep -q -- '--flash-attn \[on|off' <<<"$BB_HELP" && FA_VALUE=1
 batched() {  # gguf fa pp tg field: one llama-batched-bench run, one sequence, its own warm-up
   local fa=()
-  [ "$2" = 1 ] && fa=(-fa)
-  "$LB/bin/llama-batched-bench" -m "$1" -c $(($3 + $4)) -npp "$3" -ntg "$4" -npl 1 -t "$THREADS" \
-    -ctk "$KV" -ctv "$KV" "${fa[@]}" --output-format jsonl 2>/dev/null | grep '^{' | json_field "$5"
+  if [ "$FA_VALUE" = 1 ]; then
+    fa=(-fa "$([ "$2" = 1 ] && echo on || echo off)")
+  elif [ "$2" = 1 ]; then
+    fa=(-fa)
+  fi
+  # Its result line goes through llama.cpp's logger thread, which at d32676d sometimes exits
+  # before printing it (about one run in five here, exit status 0): such a run is repeated.
+  local out=""
+  for _ in 1 2 3 4 5; do
+    out=$("$LB/bin/llama-batched-bench" -m "$1" -c $(($3 + $4)) -npp "$3" -ntg "$4" -npl 1 \
+      -t "$THREADS" -ctk "$KV" -ctv "$KV" "${fa[@]}" --output-format jsonl 2>/dev/null |
+      grep '^{' || true)
+    [ -n "$out" ] && break
+  done
+  json_field "$5" <<<"$out"
 }
 llama_case() {  # gguf kind L fa -> tokens/s
   local g=$1 kind=$2 L=$3 fa=$4
@@ -138,16 +156,19 @@ cases() {  # shape -> "label kind L" lines
   fi
 }
 
-# What this llama.cpp can do. llama-bench of early 2025 takes no f32 KV cache (-ctk f32) and has
-# no decode depth (-d, later); then llama-batched-bench measures those cases (S_PP with -npp L
-# -ntg 1, S_TG with -npp D -ntg 64). Its CPU flash attention of early 2025 aborts on an f32 KV
-# cache ("fattn: unsupported K-type"); then only the off figures count.
+# What this llama.cpp can do. llama-bench takes no f32 KV cache (-ctk f32: early 2025, and still
+# at d32676d of August 2026) and had no decode depth (-d) before mid 2025; then
+# llama-batched-bench measures those cases (S_PP with -npp L -ntg 1, S_TG with -npp D -ntg 64).
+# Its CPU flash attention of early 2025 aborts on an f32 KV cache ("fattn: unsupported K-type");
+# then only the off figures count.
 TOOL=batched
 llama_bench "$WORK/s15m.gguf" 0 -p 16 -n 0 >/dev/null && TOOL=bench
 DEPTH=0
 [ "$TOOL" = bench ] && llama_bench "$WORK/s15m.gguf" 0 -p 0 -n 4 -d 16 >/dev/null && DEPTH=1
 FA_MODES="0"
-llama_case "$WORK/s15m.gguf" prefill 64 1 >/dev/null 2>&1 && FA_MODES="0 1"
+for _ in 1 2 3; do  # a failed probe is retried (see batched above)
+  if llama_case "$WORK/s15m.gguf" prefill 64 1 >/dev/null 2>&1; then FA_MODES="0 1"; break; fi
+done
 echo "vs_llamacpp: llama.cpp $(git -C "$LLAMA" rev-parse --short HEAD 2>/dev/null || echo '?'):" \
   "prefill and decode from empty by llama-$([ "$TOOL" = bench ] && echo bench || echo batched-bench)," \
   "decode at depth by llama-$([ "$DEPTH" = 1 ] && echo bench || echo batched-bench)," \

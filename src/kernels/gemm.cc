@@ -81,13 +81,14 @@ void SgemmOneThread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
               BlasInt(lda), B, BlasInt(ldb), beta, C, BlasInt(ldc));
 }
 
-void SgemvOneThread(int64_t M, int64_t N, const float* A, const float* x, float* y) {
+void SgemvOneThread(int64_t M, int64_t N, const float* A, const float* x, float beta, float* y) {
   if (ActiveGemmLibrary() == GemmLibrary::kOneDnn) {
-    // y^T (1, M) = x^T (1, N) A^T: a one-row product, which oneDNN runs with its gemv kernels.
-    Check(dnnl_sgemm('N', 'T', 1, M, N, 1.0f, x, N, A, N, 0.0f, y, M), "sgemm (one row)");
+    // y^T (1, M) = x^T (1, N) A^T + beta y^T: a one-row product, which oneDNN runs with its gemv
+    // kernels.
+    Check(dnnl_sgemm('N', 'T', 1, M, N, 1.0f, x, N, A, N, beta, y, M), "sgemm (one row)");
     return;
   }
-  cblas_sgemv(CblasRowMajor, CblasNoTrans, BlasInt(M), BlasInt(N), 1.0f, A, BlasInt(N), x, 1, 0.0f,
+  cblas_sgemv(CblasRowMajor, CblasNoTrans, BlasInt(M), BlasInt(N), 1.0f, A, BlasInt(N), x, 1, beta,
               y, 1);
 }
 

@@ -39,7 +39,7 @@ void SgemmOneThread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                     const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                     int64_t ldc);
 
-// y (M) = A (M, N) x (N), row-major A; on the calling thread only.
-void SgemvOneThread(int64_t M, int64_t N, const float* A, const float* x, float* y);
+// y (M) = A (M, N) x (N) + beta y, row-major A; on the calling thread only.
+void SgemvOneThread(int64_t M, int64_t N, const float* A, const float* x, float beta, float* y);
 
 }  // namespace stretch

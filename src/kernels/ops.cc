@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "src/core/check.h"
 #include "src/core/threads.h"
+#include "src/kernels/attention_simd.h"  // Highway set-up (static target)
 #include "src/kernels/gemm.h"
 
 namespace stretch {
@@ -34,12 +36,12 @@ void BlasGemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int6
   cblas_dgemm(CblasRowMajor, ta, tb, BlasInt(M), BlasInt(N), BlasInt(Kd), alpha, A, BlasInt(lda), B,
               BlasInt(ldb), beta, C, BlasInt(ldc));
 }
-void BlasGemv(int64_t M, int64_t N, const float* A, const float* x, float* y) {
-  SgemvOneThread(M, N, A, x, y);
+void BlasGemv(int64_t M, int64_t N, const float* A, const float* x, float beta, float* y) {
+  SgemvOneThread(M, N, A, x, beta, y);
 }
-void BlasGemv(int64_t M, int64_t N, const double* A, const double* x, double* y) {
-  cblas_dgemv(CblasRowMajor, CblasNoTrans, BlasInt(M), BlasInt(N), 1.0, A, BlasInt(N), x, 1, 0.0, y,
-              1);
+void BlasGemv(int64_t M, int64_t N, const double* A, const double* x, double beta, double* y) {
+  cblas_dgemv(CblasRowMajor, CblasNoTrans, BlasInt(M), BlasInt(N), 1.0, A, BlasInt(N), x, 1, beta,
+              y, 1);
 }
 
 // Matrix products are split by the thread pool (src/core/threads.h), each block one
@@ -85,48 +87,39 @@ void Gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t 
   }
 }
 
-// y (M) = A (M, N) x (N), row-major A, split along the rows of A.
+// y (M) = A (M, N) x (N) + beta y, row-major A, split along the rows of A.
 template <typename Real>
-void Gemv(int64_t M, int64_t N, const Real* A, const Real* x, Real* y) {
+void Gemv(int64_t M, int64_t N, const Real* A, const Real* x, Real beta, Real* y) {
   threads_internal::SingleThreadedBlas();
   if (M * N < kSplitGemvMacs || InParallelRegion() || NumThreads() == 1) {
-    return BlasGemv(M, N, A, x, y);
+    return BlasGemv(M, N, A, x, beta, y);
   }
   ParallelFor(M, kMinBlock,
-              [&](int64_t i0, int64_t i1) { BlasGemv(i1 - i0, N, A + i0 * N, x, y + i0); });
+              [&](int64_t i0, int64_t i1) { BlasGemv(i1 - i0, N, A + i0 * N, x, beta, y + i0); });
+}
+
+// y (T, N) = x (T, K) W^T + beta y.
+template <typename Real>
+void Linear(const Real* x, const Real* W, Real beta, Real* y, int64_t T, int64_t K, int64_t N) {
+  if (T == 1) {  // gemv for one row
+    Gemv(N, K, W, x, beta, y);
+    return;
+  }
+  Gemm(CblasNoTrans, CblasTrans, T, N, K, Real(1), x, K, W, K, beta, y, N);
 }
 
 }  // namespace
 
 void MatMulRows(const float* x, const float* w, float* y, int64_t T, int64_t K, int64_t N) {
-  if (T == 1) {
-    Gemv(N, K, w, x, y);
-    return;
-  }
-  Gemm(CblasNoTrans, CblasTrans, T, N, K, 1.0f, x, K, w, K, 0.0f, y, N);
+  Linear(x, w, 0.0f, y, T, K, N);
 }
 
+// The inference forms are the float training forwards (one code path: bit for bit the same).
 void RmsNorm(const float* x, const float* w, float* out, int64_t T, int C, float eps) {
-  ParallelFor(T, WorkGrain(T, T * C, 65536), [&](int64_t t_begin, int64_t t_end) {
-    for (int64_t t = t_begin; t < t_end; ++t) {
-      const float* xr = x + t * C;
-      float* yr = out + t * C;
-      double ss = 0.0;
-      for (int c = 0; c < C; ++c) ss += static_cast<double>(xr[c]) * xr[c];
-      const float inv = static_cast<float>(1.0 / std::sqrt(ss / C + eps));
-      for (int c = 0; c < C; ++c) yr[c] = xr[c] * inv * w[c];
-    }
-  });
+  RmsNormForward<float>(x, w, out, T, C, eps);
 }
 
-void SwiGlu(float* gate, const float* up, int64_t n) {
-  ParallelFor(n, WorkGrain(n, n, 65536), [&](int64_t i_begin, int64_t i_end) {
-    for (int64_t i = i_begin; i < i_end; ++i) {
-      const float g = gate[i];
-      gate[i] = g / (1.0f + std::exp(-g)) * up[i];
-    }
-  });
-}
+void SwiGlu(float* gate, const float* up, int64_t n) { SwiGluForward<float>(gate, up, gate, n); }
 
 void AddInPlace(float* a, const float* b, int64_t n) {
   ParallelFor(n, WorkGrain(n, n, 262144), [&](int64_t i_begin, int64_t i_end) {
@@ -168,17 +161,101 @@ TokenLoss CrossEntropyRow(const float* logits, int V, int target) {
 
 namespace {
 
+namespace hn = hwy::HWY_NAMESPACE;
+
 // Column sums over rows in blocks of kColumnBlock channels: threads split the channels, each
 // element's sum runs over the rows in order, in double (the same result for every thread count,
 // and no race where rows share a parameter). 16 floats are one 64-byte cache line.
 constexpr int kColumnBlock = 16;
 
-// The forward's 1 / rms of one row, rounded to Real exactly as RmsNorm does.
+// The forward's 1 / rms of one row: the sum of squares in double, rounded to Real once.
 template <typename Real>
 Real InvRms(const Real* xr, int C, Real eps) {
   double ss = 0.0;
   for (int c = 0; c < C; ++c) ss += static_cast<double>(xr[c]) * xr[c];
   return static_cast<Real>(1.0 / std::sqrt(ss / C + eps));
+}
+// Float rows: the same sum on vectors of doubles (floats widened), four accumulators, then the
+// remainder; another order of the double additions than the scalar loop, so the two may differ in
+// the last bit of a double, far below the float the result is rounded to.
+template <>
+float InvRms<float>(const float* xr, int C, float eps) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const int L = static_cast<int>(hn::Lanes(dd));
+  auto s0 = hn::Zero(dd), s1 = hn::Zero(dd), s2 = hn::Zero(dd), s3 = hn::Zero(dd);
+  int c = 0;
+  for (; c + 4 * L <= C; c += 4 * L) {
+    const auto a = hn::PromoteTo(dd, hn::LoadU(df, xr + c));
+    const auto b = hn::PromoteTo(dd, hn::LoadU(df, xr + c + L));
+    const auto e = hn::PromoteTo(dd, hn::LoadU(df, xr + c + 2 * L));
+    const auto f = hn::PromoteTo(dd, hn::LoadU(df, xr + c + 3 * L));
+    s0 = hn::MulAdd(a, a, s0);
+    s1 = hn::MulAdd(b, b, s1);
+    s2 = hn::MulAdd(e, e, s2);
+    s3 = hn::MulAdd(f, f, s3);
+  }
+  double ss = hn::GetLane(hn::SumOfLanes(dd, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
+  for (; c < C; ++c) ss += static_cast<double>(xr[c]) * xr[c];
+  return static_cast<float>(1.0 / std::sqrt(ss / C + eps));
+}
+
+// e^x on float vectors, to about 1 ulp: x = n ln 2 + r with n = round(x log2 e) and r reduced in
+// two steps (ln 2 split into a part exact in float and the rest: Cody and Waite), e^r by the
+// degree-7 polynomial of Cephes' expf on [-ln2/2, ln2/2], 2^n written into the exponent field.
+// x > 88.72 gives +inf, as std::exp rounds it; x < -87.33 gives 0 (std::exp still gives
+// subnormals there).
+template <class DF, class VF>
+HWY_INLINE VF ExpF(DF df, VF x) {
+  const hn::RebindToSigned<DF> di;
+  const VF hi_limit = hn::Set(df, 88.72283935546875f), lo_limit = hn::Set(df, -87.33654022216797f);
+  const VF xc = hn::Min(hn::Max(x, lo_limit), hi_limit);
+  const VF magic = hn::Set(df, 12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
+  const VF n = hn::Sub(hn::MulAdd(xc, hn::Set(df, 1.44269504088896341f), magic), magic);
+  VF r = hn::NegMulAdd(n, hn::Set(df, 0.693359375f), xc);  // ln 2's first 10 bits: n * it is exact
+  r = hn::NegMulAdd(n, hn::Set(df, -2.12194440e-4f), r);   // the rest of ln 2
+  VF p = hn::Set(df, 1.9875691500e-4f);
+  p = hn::MulAdd(p, r, hn::Set(df, 1.3981999507e-3f));
+  p = hn::MulAdd(p, r, hn::Set(df, 8.3334519073e-3f));
+  p = hn::MulAdd(p, r, hn::Set(df, 4.1665795894e-2f));
+  p = hn::MulAdd(p, r, hn::Set(df, 1.6666665459e-1f));
+  p = hn::MulAdd(p, r, hn::Set(df, 5.0000001201e-1f));
+  p = hn::MulAdd(p, hn::Mul(r, r), hn::Add(r, hn::Set(df, 1.0f)));
+  // 2^n = 2^a 2^b with a = n >> 1, b = n - a, each written into an exponent field: n is in
+  // [-126, 128] after the clamp, beyond one field's range at 128, a and b never are.
+  const auto ni = hn::ConvertTo(di, n);
+  const auto a = hn::ShiftRight<1>(ni), b = hn::Sub(ni, a);
+  const auto bias = hn::Set(di, 127);
+  VF y = hn::Mul(hn::Mul(p, hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(a, bias)))),
+                 hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(b, bias))));
+  y = hn::IfThenElse(hn::Gt(x, hi_limit), hn::Set(df, HUGE_VALF), y);
+  return hn::IfThenZeroElse(hn::Lt(x, lo_limit), y);
+}
+
+// h[i] = silu(g[i]) * u[i] (u null: silu alone), silu(g) = g / (1 + exp(-g)), for floats on
+// vectors with ExpF. g > 87.33 gives exp(-g) = 0 and silu = g; g < -88.72 gives exp(-g) = inf
+// and silu = -0, as with std::exp. A partial last vector goes through a padded copy, so every
+// element is computed by the same code whatever the split.
+void SiluTimesFloat(const float* g, const float* u, float* h, int64_t n) {
+  const hn::ScalableTag<float> df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  const auto one = hn::Set(df, 1.0f);
+  auto one_vector = [&](const float* gp, const float* up, float* hp) {
+    const auto gv = hn::LoadU(df, gp);
+    auto y = hn::Div(gv, hn::Add(one, ExpF(df, hn::Neg(gv))));
+    if (up != nullptr) y = hn::Mul(y, hn::LoadU(df, up));
+    hn::StoreU(y, df, hp);
+  };
+  int64_t i = 0;
+  for (; i + L <= n; i += L) one_vector(g + i, u == nullptr ? nullptr : u + i, h + i);
+  if (i < n) {
+    float gb[64] = {}, ub[64] = {}, hb[64];
+    static_assert(sizeof(gb) / sizeof(float) >= HWY_MAX_BYTES / sizeof(float));
+    std::copy(g + i, g + n, gb);
+    if (u != nullptr) std::copy(u + i, u + n, ub);
+    one_vector(gb, u == nullptr ? nullptr : ub, hb);
+    std::copy(hb, hb + (n - i), h + i);
+  }
 }
 
 }  // namespace
@@ -187,11 +264,12 @@ Real InvRms(const Real* xr, int C, Real eps) {
 
 template <typename Real>
 void LinearForward(const Real* x, const Real* W, Real* y, int64_t T, int64_t K, int64_t N) {
-  if (T == 1) {  // as MatMulRows: gemv for one row
-    Gemv(N, K, W, x, y);
-    return;
-  }
-  Gemm(CblasNoTrans, CblasTrans, T, N, K, Real(1), x, K, W, K, Real(0), y, N);
+  Linear(x, W, Real(0), y, T, K, N);  // as MatMulRows
+}
+
+template <typename Real>
+void LinearForwardAdd(const Real* x, const Real* W, Real* y, int64_t T, int64_t K, int64_t N) {
+  Linear(x, W, Real(1), y, T, K, N);
 }
 
 template <typename Real>
@@ -252,7 +330,17 @@ void RmsNormForward(const Real* x, const Real* w, Real* out, int64_t T, int C, R
       const Real* xr = x + t * C;
       Real* yr = out + t * C;
       const Real inv = InvRms(xr, C, eps);
-      for (int c = 0; c < C; ++c) yr[c] = xr[c] * inv * w[c];
+      int c = 0;
+      if constexpr (std::is_same_v<Real, float>) {  // (x inv) w on vectors, as the loop below
+        const hn::ScalableTag<float> df;
+        const int L = static_cast<int>(hn::Lanes(df));
+        const auto vinv = hn::Set(df, inv);
+        for (; c + L <= C; c += L) {
+          hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(df, xr + c), vinv), hn::LoadU(df, w + c)), df,
+                     yr + c);
+        }
+      }
+      for (; c < C; ++c) yr[c] = xr[c] * inv * w[c];
     }
   });
 }
@@ -307,9 +395,13 @@ void RmsNormBackward(const Real* dout, const Real* x, const Real* w, Real* dx, R
 template <typename Real>
 void SwiGluForward(const Real* g, const Real* u, Real* h, int64_t n) {
   ParallelFor(n, WorkGrain(n, n, 65536), [&](int64_t i_begin, int64_t i_end) {
-    for (int64_t i = i_begin; i < i_end; ++i) {
-      const Real gi = g[i];
-      h[i] = gi / (Real(1) + std::exp(-gi)) * u[i];
+    if constexpr (std::is_same_v<Real, float>) {
+      SiluTimesFloat(g + i_begin, u + i_begin, h + i_begin, i_end - i_begin);
+    } else {
+      for (int64_t i = i_begin; i < i_end; ++i) {
+        const Real gi = g[i];
+        h[i] = gi / (Real(1) + std::exp(-gi)) * u[i];
+      }
     }
   });
 }
@@ -332,7 +424,11 @@ void SwiGluBackward(const Real* dh, const Real* g, const Real* u, Real* dg, Real
 template <typename Real>
 void SiluForward(const Real* h, Real* y, int64_t n) {
   ParallelFor(n, WorkGrain(n, n, 65536), [&](int64_t i_begin, int64_t i_end) {
-    for (int64_t i = i_begin; i < i_end; ++i) y[i] = h[i] / (Real(1) + std::exp(-h[i]));
+    if constexpr (std::is_same_v<Real, float>) {
+      SiluTimesFloat(h + i_begin, nullptr, y + i_begin, i_end - i_begin);
+    } else {
+      for (int64_t i = i_begin; i < i_end; ++i) y[i] = h[i] / (Real(1) + std::exp(-h[i]));
+    }
   });
 }
 
@@ -560,6 +656,8 @@ void HeadScaleBackward(Real* d, const Real* x_in, int64_t T, int H, int D, const
 
 #define STRETCH_OPS_INSTANTIATE(Real)                                                              \
   template void LinearForward<Real>(const Real*, const Real*, Real*, int64_t, int64_t, int64_t);   \
+  template void LinearForwardAdd<Real>(const Real*, const Real*, Real*, int64_t, int64_t,          \
+                                       int64_t);                                                   \
   template void LinearBackward<Real>(const Real*, const Real*, const Real*, Real*, Real*, int64_t, \
                                      int64_t, int64_t, GradWrite);                                 \
   template void EmbeddingForward<Real>(const int*, const Real*, Real*, int64_t, int, int);         \

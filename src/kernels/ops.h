@@ -81,6 +81,14 @@ void LinearForward(const Real* x,  // (T, K)
                    const Real* W,  // (N, K)
                    Real* y,        // (T, N)
                    int64_t T, int64_t K, int64_t N);
+// y (T, N) += x (T, K) W^T: LinearForward added onto y (a residual stream) by the product itself
+// (beta = 1), with no (T, N) temporary and no separate pass over y. Its backward is
+// LinearBackward's; y's own gradient passes through unchanged.
+template <typename Real>
+void LinearForwardAdd(const Real* x,  // (T, K)
+                      const Real* W,  // (N, K)
+                      Real* y,        // (T, N), added to
+                      int64_t T, int64_t K, int64_t N);
 // forward: y[t][n] = sum_k x[t][k] W[n][k];  so: dx[t][k] (+)= sum_n dy[t][n] W[n][k]  (dx = dy W)
 //                                           and dW[n][k] += sum_t dy[t][n] x[t][k]  (dW += dy^T x)
 // dx may be null (an input that needs no gradient); dW always accumulates.

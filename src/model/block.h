@@ -37,7 +37,6 @@ struct LlamaBlockBuffers {
   Real* g = nullptr;     // (N, F): f W1^T
   Real* u = nullptr;     // (N, F): f W3^T
   Real* h = nullptr;     // (N, F): silu(g) * u; may be g (then g is not kept)
-  Real* proj = nullptr;  // (N, C): scratch for the two output projections; may be a (and f)
 };
 
 // The pre-norm LLaMA block on x (N, C), in place:
@@ -45,8 +44,9 @@ struct LlamaBlockBuffers {
 //   att = attend(q, k, v)                 (the caller's: positions, mask, the kernel)
 //   x1 = x + att Wo^T
 //   f = RMSNorm(x1; ffn_norm);  h = silu(f W1^T) * (f W3^T);  x' = x1 + h W2^T
-// `attend()` reads b.q, b.k, b.v and writes b.att; it may use b.a (and b.proj when it aliases a)
-// as scratch, as a is dead once q, k and v are made.
+// The two output projections add onto x inside their products (LinearForwardAdd).
+// `attend()` reads b.q, b.k, b.v and writes b.att; it may use b.a as scratch, as a is dead once
+// q, k and v are made.
 template <typename Real, class Attend>
 void LlamaBlockForward(const LayerWeightsOf<Real>& W, const ModelConfig& c, Real* x, int64_t N,
                        const LlamaBlockBuffers<Real>& b, Attend&& attend) {
@@ -68,12 +68,8 @@ void LlamaBlockForward(const LayerWeightsOf<Real>& W, const ModelConfig& c, Real
   }
   attend();
   {
-    Scope s(profile::kOutProj);
-    LinearForward(b.att, W.wo.data(), b.proj, N, QW, C);
-  }
-  {
-    Scope s(profile::kResidual);
-    for (int64_t i = 0; i < NC; ++i) x[i] += b.proj[i];
+    Scope s(profile::kOutProj);  // x += att Wo^T: the residual add inside the product
+    LinearForwardAdd(b.att, W.wo.data(), x, N, QW, C);
   }
   if (b.x1 != nullptr) std::copy(x, x + NC, b.x1);
   {
@@ -89,12 +85,8 @@ void LlamaBlockForward(const LayerWeightsOf<Real>& W, const ModelConfig& c, Real
     Scope s(profile::kActivation);
     SwiGluForward(b.g, b.u, b.h, N * F);
   }
-  {
-    Scope s(profile::kFfnOut);
-    LinearForward(b.h, W.w2.data(), b.proj, N, F, C);
-  }
-  Scope s(profile::kResidual);
-  for (int64_t i = 0; i < NC; ++i) x[i] += b.proj[i];
+  Scope s(profile::kFfnOut);  // x += h W2^T, the residual add inside the product
+  LinearForwardAdd(b.h, W.w2.data(), x, N, F, C);
 }
 
 // The GAU (Hua, Dai, Liu, Le 2022, "Transformer Quality in Linear Time", arXiv 2202.10447,

@@ -459,8 +459,8 @@ void Transformer::Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, flo
     });
     return;
   }
-  // The block's scratch: xb_ holds a, then f, then each output projection (and, inside Attend, a
-  // rotated key copy); h1_ holds g, then silu(g) * u.
+  // The block's scratch: xb_ holds a (and, inside Attend, a rotated key copy), then f; h1_ holds
+  // g, then silu(g) * u.
   const LlamaBlockBuffers<float> b{.a = xb_.data(),
                                    .q = q_.data(),
                                    .k = k_new,
@@ -469,8 +469,7 @@ void Transformer::Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, flo
                                    .f = xb_.data(),
                                    .g = h1_.data(),
                                    .u = h3_.data(),
-                                   .h = h1_.data(),
-                                   .proj = xb_.data()};
+                                   .h = h1_.data()};
   LlamaBlockForward(lw, c, x, T, b, [&] { Attend(l, T, pos0, kc, vc, cap); });
 }
 

@@ -348,12 +348,11 @@ class TrainTransformer {
       v.resize(static_cast<size_t>(n));
       return v.data();
     };
-    std::vector<Real> proj(static_cast<size_t>(N * C));
     const LlamaBlockBuffers<Real> buffers{
         sized(A.x, N * C),     sized(A.a, N * C),     sized(A.q, N * H * D),
         sized(A.k, N * G * D), sized(A.v, N * G * D), sized(A.att, N * H * D),
         sized(A.x1, N * C),    sized(A.f, N * C),     sized(A.g, N * F),
-        sized(A.u, N * F),     sized(A.h, N * F),     proj.data()};
+        sized(A.u, N * F),     sized(A.h, N * F)};
     sized(A.lse, N * H);
     auto attend = [&] {
       if (UsesRope(l)) {

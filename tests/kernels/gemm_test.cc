@@ -67,20 +67,22 @@ TEST(Gemm, EveryTransposePairAndStrideMatchesDoubleProducts) {
   }
 }
 
-TEST(Gemm, GemvMatchesDoubleProducts) {
+TEST(Gemm, GemvMatchesDoubleProductsWithAndWithoutAddingOntoY) {
   for (auto [M, N] : {std::pair{1, 1}, std::pair{288, 288}, std::pair{513, 77}}) {
     const std::vector<float> A = Random(static_cast<size_t>(M) * N, 4), x = Random(N, 5);
-    std::vector<float> y(static_cast<size_t>(M), 42.0f);
-    SgemvOneThread(M, N, A.data(), x.data(), y.data());
-    for (int i = 0; i < M; ++i) {
-      double sum = 0.0, abs_sum = 0.0;
-      for (int k = 0; k < N; ++k) {
-        const double p = static_cast<double>(A[static_cast<size_t>(i) * N + k]) * x[k];
-        sum += p;
-        abs_sum += std::abs(p);
+    for (const float beta : {0.0f, 1.0f}) {
+      std::vector<float> y(static_cast<size_t>(M), 42.0f);
+      SgemvOneThread(M, N, A.data(), x.data(), beta, y.data());
+      for (int i = 0; i < M; ++i) {
+        double sum = beta * 42.0, abs_sum = beta * 42.0;
+        for (int k = 0; k < N; ++k) {
+          const double p = static_cast<double>(A[static_cast<size_t>(i) * N + k]) * x[k];
+          sum += p;
+          abs_sum += std::abs(p);
+        }
+        ASSERT_NEAR(y[i], sum, (N + 2) * 0x1p-24 * abs_sum)
+            << "M=" << M << " N=" << N << " beta=" << beta << " row " << i;
       }
-      ASSERT_NEAR(y[i], sum, (N + 2) * 0x1p-24 * abs_sum)
-          << "M=" << M << " N=" << N << " row " << i;
     }
   }
 }
