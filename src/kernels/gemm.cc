@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "src/kernels/attention_simd.h"  // Highway set-up (static target)
+
 #include "src/core/check.h"
 #include "src/core/error.h"
 
@@ -49,6 +51,47 @@ void Check(dnnl_status_t status, const char* what) {
                 static_cast<int>(status));
 }
 
+namespace hn = hwy::HWY_NAMESPACE;
+
+// y[i] = A[i, :] . x + beta y[i] for rows [0, M): four rows at a time, so that x (in L1) is loaded
+// once per four rows and four streams of the matrix are in flight; each row's dot product in one
+// vector accumulator of FMAs, lanes summed at the end, the last K % lanes columns added in scalar.
+void GemvRows(int64_t M, int64_t N, const float* A, const float* x, float beta, float* y) {
+  const hn::ScalableTag<float> df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t Nv = N - N % L;
+  auto finish = [&](int64_t i, float dot) {
+    for (int64_t k = Nv; k < N; ++k) dot += A[i * N + k] * x[k];
+    y[i] = beta == 0.0f ? dot : dot + beta * y[i];
+  };
+  int64_t i = 0;
+  for (; i + 4 <= M; i += 4) {
+    const float* r0 = A + i * N;
+    const float* r1 = r0 + N;
+    const float* r2 = r1 + N;
+    const float* r3 = r2 + N;
+    auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+    for (int64_t k = 0; k < Nv; k += L) {
+      const auto xv = hn::LoadU(df, x + k);
+      a0 = hn::MulAdd(hn::LoadU(df, r0 + k), xv, a0);
+      a1 = hn::MulAdd(hn::LoadU(df, r1 + k), xv, a1);
+      a2 = hn::MulAdd(hn::LoadU(df, r2 + k), xv, a2);
+      a3 = hn::MulAdd(hn::LoadU(df, r3 + k), xv, a3);
+    }
+    finish(i, hn::GetLane(hn::SumOfLanes(df, a0)));
+    finish(i + 1, hn::GetLane(hn::SumOfLanes(df, a1)));
+    finish(i + 2, hn::GetLane(hn::SumOfLanes(df, a2)));
+    finish(i + 3, hn::GetLane(hn::SumOfLanes(df, a3)));
+  }
+  for (; i < M; ++i) {
+    const float* r = A + i * N;
+    auto a = hn::Zero(df);
+    for (int64_t k = 0; k < Nv; k += L)
+      a = hn::MulAdd(hn::LoadU(df, r + k), hn::LoadU(df, x + k), a);
+    finish(i, hn::GetLane(hn::SumOfLanes(df, a)));
+  }
+}
+
 }  // namespace
 
 GemmLibrary ActiveGemmLibrary() {
@@ -62,8 +105,11 @@ std::string GemmKernelsText() {
                        openblas_get_corename());
   }
   const dnnl_version_t* v = dnnl_version();
-  return fmt::format("oneDNN {}.{}.{} sgemm, {} kernels (from the CPU's feature bits)", v->major,
-                     v->minor, v->patch, IsaName(dnnl_get_effective_cpu_isa()));
+  return fmt::format(
+      "oneDNN {}.{}.{} sgemm, {} kernels (from the CPU's feature bits); one-row products: "
+      "stretch's own, {}-bit vectors",
+      v->major, v->minor, v->patch, IsaName(dnnl_get_effective_cpu_isa()),
+      8 * sizeof(float) * hn::Lanes(hn::ScalableTag<float>()));
 }
 
 void SgemmOneThread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
@@ -83,9 +129,7 @@ void SgemmOneThread(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
 
 void SgemvOneThread(int64_t M, int64_t N, const float* A, const float* x, float beta, float* y) {
   if (ActiveGemmLibrary() == GemmLibrary::kOneDnn) {
-    // y^T (1, M) = x^T (1, N) A^T + beta y^T: a one-row product, which oneDNN runs with its gemv
-    // kernels.
-    Check(dnnl_sgemm('N', 'T', 1, M, N, 1.0f, x, N, A, N, beta, y, M), "sgemm (one row)");
+    GemvRows(M, N, A, x, beta, y);
     return;
   }
   cblas_sgemv(CblasRowMajor, CblasNoTrans, BlasInt(M), BlasInt(N), 1.0f, A, BlasInt(N), x, 1, beta,

@@ -268,6 +268,28 @@ void LinearForward(const Real* x, const Real* W, Real* y, int64_t T, int64_t K, 
 }
 
 template <typename Real>
+void LinearForwardShared(const Real* x, std::span<const LinearOut<Real>> outs, int64_t T,
+                         int64_t K) {
+  int64_t rows = 0;
+  for (const LinearOut<Real>& o : outs) rows += o.N;
+  threads_internal::SingleThreadedBlas();
+  if (T != 1 || rows * K < kSplitGemvMacs || InParallelRegion() || NumThreads() == 1) {
+    for (const LinearOut<Real>& o : outs) LinearForward(x, o.W, o.y, T, K, o.N);
+    return;
+  }
+  // Rows r0 .. r1 of the outputs stacked: each block is one gemv per output it overlaps. A row's
+  // dot product does not depend on the block it falls in, so this equals the products one by one.
+  ParallelFor(rows, kMinBlock, [&](int64_t r0, int64_t r1) {
+    int64_t base = 0;
+    for (const LinearOut<Real>& o : outs) {
+      const int64_t a = std::max(r0, base), b = std::min(r1, base + o.N);
+      if (a < b) BlasGemv(b - a, K, o.W + (a - base) * K, x, Real(0), o.y + (a - base));
+      base += o.N;
+    }
+  });
+}
+
+template <typename Real>
 void LinearForwardAdd(const Real* x, const Real* W, Real* y, int64_t T, int64_t K, int64_t N) {
   Linear(x, W, Real(1), y, T, K, N);
 }
@@ -658,6 +680,8 @@ void HeadScaleBackward(Real* d, const Real* x_in, int64_t T, int H, int D, const
   template void LinearForward<Real>(const Real*, const Real*, Real*, int64_t, int64_t, int64_t);   \
   template void LinearForwardAdd<Real>(const Real*, const Real*, Real*, int64_t, int64_t,          \
                                        int64_t);                                                   \
+  template void LinearForwardShared<Real>(const Real*, std::span<const LinearOut<Real>>, int64_t,  \
+                                          int64_t);                                                \
   template void LinearBackward<Real>(const Real*, const Real*, const Real*, Real*, Real*, int64_t, \
                                      int64_t, int64_t, GradWrite);                                 \
   template void EmbeddingForward<Real>(const int*, const Real*, Real*, int64_t, int, int);         \

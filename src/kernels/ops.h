@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "src/position/rope.h"
 
@@ -81,6 +82,20 @@ void LinearForward(const Real* x,  // (T, K)
                    const Real* W,  // (N, K)
                    Real* y,        // (T, N)
                    int64_t T, int64_t K, int64_t N);
+// Several linear maps of one input: outs[j].y (T, N_j) = x (T, K) outs[j].W^T, each exactly what
+// LinearForward computes. For one row (decode) the matrix-vector products run as one parallel
+// region over all their output rows (the q, k and v projections; the FFN's gate and up), which
+// saves a region's start and end per product; for more rows, one product each.
+template <typename Real>
+struct LinearOut {
+  const Real* W;  // (N, K)
+  Real* y;        // (T, N)
+  int64_t N;
+};
+template <typename Real>
+void LinearForwardShared(const Real* x, std::span<const LinearOut<Real>> outs, int64_t T,
+                         int64_t K);
+
 // y (T, N) += x (T, K) W^T: LinearForward added onto y (a residual stream) by the product itself
 // (beta = 1), with no (T, N) temporary and no separate pass over y. Its backward is
 // LinearBackward's; y's own gradient passes through unchanged.

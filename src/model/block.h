@@ -62,9 +62,9 @@ void LlamaBlockForward(const LayerWeightsOf<Real>& W, const ModelConfig& c, Real
   }
   {
     Scope s(profile::kInProj);
-    LinearForward(b.a, W.wq.data(), b.q, N, C, QW);
-    LinearForward(b.a, W.wk.data(), b.k, N, C, KV);
-    LinearForward(b.a, W.wv.data(), b.v, N, C, KV);
+    const LinearOut<Real> outs[] = {
+        {W.wq.data(), b.q, QW}, {W.wk.data(), b.k, KV}, {W.wv.data(), b.v, KV}};
+    LinearForwardShared<Real>(b.a, outs, N, C);
   }
   attend();
   {
@@ -78,8 +78,8 @@ void LlamaBlockForward(const LayerWeightsOf<Real>& W, const ModelConfig& c, Real
   }
   {
     Scope s(profile::kFfnIn);
-    LinearForward(b.f, W.w1.data(), b.g, N, C, F);
-    LinearForward(b.f, W.w3.data(), b.u, N, C, F);
+    const LinearOut<Real> outs[] = {{W.w1.data(), b.g, F}, {W.w3.data(), b.u, F}};
+    LinearForwardShared<Real>(b.f, outs, N, C);
   }
   {
     Scope s(profile::kActivation);
