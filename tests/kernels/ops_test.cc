@@ -65,5 +65,37 @@ TEST(SwiGlu, FloatVectorPathMatchesDoubleAcrossTheRange) {
   }
 }
 
+// The products of one input run together (LinearForwardShared) give, bit for bit, what each
+// LinearForward gives alone: for one row (decode: one parallel region over all their rows,
+// blocks straddling the products) and for several rows (one product each). LinearForwardAdd
+// adds exactly LinearForward's output when y starts at zero.
+TEST(LinearForwardShared, EqualsTheProductsOneByOne) {
+  const int64_t K = 96;
+  const std::vector<int64_t> widths = {288, 64, 64, 200};  // rows of four maps, not multiples of 4
+  std::vector<std::vector<float>> W;
+  for (size_t j = 0; j < widths.size(); ++j) W.push_back(RandomVector(widths[j] * K, 20 + j));
+  for (int64_t T : {1, 3, 130}) {
+    const std::vector<float> x = RandomVector(T * K, 30);
+    std::vector<std::vector<float>> alone(widths.size()), together(widths.size());
+    std::vector<LinearOut<float>> outs;
+    for (size_t j = 0; j < widths.size(); ++j) {
+      alone[j].assign(T * widths[j], 0.0f);
+      together[j].assign(T * widths[j], -1.0f);
+      LinearForward<float>(x.data(), W[j].data(), alone[j].data(), T, K, widths[j]);
+      outs.push_back({W[j].data(), together[j].data(), widths[j]});
+    }
+    LinearForwardShared<float>(x.data(), outs, T, K);
+    for (size_t j = 0; j < widths.size(); ++j) {
+      EXPECT_EQ(alone[j], together[j]) << "T=" << T << " product " << j;
+      std::vector<float> added(T * widths[j], 0.0f);
+      LinearForwardAdd<float>(x.data(), W[j].data(), added.data(), T, K, widths[j]);
+      for (size_t i = 0; i < added.size(); ++i) {
+        ASSERT_NEAR(added[i], alone[j][i], 1e-5 * (1 + std::abs(alone[j][i])))
+            << "T=" << T << " product " << j << " element " << i;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace stretch

@@ -1,0 +1,55 @@
+// `stretch bench --profile`, run as a user runs it, on the tiny random model of tiny_files.h.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/cli/cli_run.h"
+#include "tests/cli/tiny_files.h"
+
+namespace stretch {
+namespace {
+
+using testing::Files;
+using testing::Has;
+using testing::RunCli;
+using testing::RunResult;
+
+TEST(BenchCli, ProfileTimesEveryOpOfPrefillAndDecodeAndTheirSharesAddUp) {
+  const std::string json = Files().dir + "/profile.json";
+  std::filesystem::remove(json);
+  const RunResult r = RunCli("bench --profile --model '" + Files().model +
+                             "' --length 48 --repeats 2 --json-out '" + json + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const char* what :
+       {"q/k/v projections", "attention kernel", "ffn gate/up", "ffn down", "classifier",
+        "matrix products:", "of the FMA peak", "of the STREAM triad", "decode at depth 48"}) {
+    EXPECT_TRUE(Has(r.out, what)) << what << "\n" << r.out;
+  }
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const int layers = ReadLlama2cHeader(Files().model).config.n_layers;
+  for (const char* part : {"prefill", "decode_0", "decode_L"}) {
+    SCOPED_TRACE(part);
+    const nlohmann::json& p = j[part];
+    double sum = 0.0;
+    for (const auto& [op, v] : p["ops"].items()) sum += v["seconds"].get<double>();
+    // The ops are timed inside the forward: together they cannot exceed the forward's own time.
+    EXPECT_LE(sum, p["seconds"].get<double>() * 1.0001);
+    EXPECT_GT(sum, 0.0);
+    // Every layer's projections and attention were seen, once per layer and token step.
+    EXPECT_EQ(p["ops"]["q/k/v projections"]["calls"].get<double>(), layers);
+    EXPECT_EQ(p["ops"]["attention kernel"]["calls"].get<double>(), layers);
+  }
+}
+
+TEST(BenchCli, ProfileNeedsAModel) {
+  const RunResult r = RunCli("bench --profile");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, "--profile: needs --model")) << r.out;
+}
+
+}  // namespace
+}  // namespace stretch
