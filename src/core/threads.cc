@@ -47,8 +47,8 @@ T WaitWhileEqual(const std::atomic<T>& word, T old) {
   }
 }
 
-// OpenBLAS (the OpenMP build) follows the calling thread's OpenMP thread count: 1 in every thread
-// that calls it, so that each BLAS call is one block of a split we make ourselves.
+// oneDNN and OpenBLAS (their OpenMP builds) follow the calling thread's OpenMP thread count: 1 in
+// every thread that calls them, so that each call is one block of a split we make ourselves.
 void BlasSingleThreadedHere() {
   thread_local bool done = false;
   if (done) return;

@@ -9,8 +9,8 @@
 //   - the thread that opens a region works too, and returns as soon as every chunk is done, without
 //     waiting for an idle worker to wake up and notice;
 //   - waiting is bounded: a worker spins briefly for the next region, then sleeps (futex).
-// OpenBLAS is run single-threaded (each call is a block of our own split: src/kernels/ops.cc), so
-// no second thread team exists. A region opened inside a region (or while another thread holds the
+// The matrix libraries (oneDNN, OpenBLAS) run single-threaded (each call is a block of our own
+// split: src/kernels/ops.cc), so no second thread team exists. A region opened inside a region (or while another thread holds the
 // pool) runs inline on the calling thread.
 #pragma once
 

@@ -22,7 +22,7 @@
 namespace stretch {
 
 // y (T, N) = x (T, K) * w^T, with w (N, K) row-major (out, in) as llama2.c stores weights.
-// OpenBLAS sgemm (sgemv for one row).
+// One sgemm (a matrix-vector product for one row), split over the threads: src/kernels/gemm.h.
 void MatMulRows(const float* x, const float* w, float* y, int64_t T, int64_t K, int64_t N);
 
 // RMSNorm (Zhang & Sennrich 2019): out[t, c] = x[t, c] / sqrt(mean_c x[t, c]^2 + eps) * w[c].

@@ -6,7 +6,7 @@
 //               h = rmsnorm(x) ; x += (silu(h W1^T) * (h W3^T)) W2^T
 //   logits = rmsnorm(x) Wcls^T
 // Each layer is the block of src/model/block.h, the one the trainer runs too. Prefill runs a
-// whole chunk of tokens with matrix products (OpenBLAS) and the tiled attention kernel; decode is
+// whole chunk of tokens with matrix products (src/kernels/gemm.h) and the tiled attention kernel; decode is
 // the same path with one token. Keys and values go into a KvCache.
 //
 // Position methods (src/position/method.h) select how q and k are rotated, which keys a query sees
