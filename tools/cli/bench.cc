@@ -835,7 +835,8 @@ void RegisterBench(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "bench",
       "Measure this machine: the float32 FMA peak (a tight loop of fused multiply-adds, the "
-      "ceiling for any kernel), the attention kernel's GFLOP/s at lengths 1k, 4k, 16k and head "
+      "ceiling for any kernel), the memory bandwidth (STREAM triad and reading only, the ceiling "
+      "for decode), the attention kernel's GFLOP/s at lengths 1k, 4k, 16k and head "
       "dims 8, 64, 128, and, with --model, prefill and decode tokens/s at contexts 512, 2k, 8k, "
       "16k with the peak resident memory of each. Each case runs in its own process; times are "
       "medians of --repeats runs. Prints the project's speed targets and whether they are met. "
