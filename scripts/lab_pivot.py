@@ -12,6 +12,7 @@ Only the Python standard library; the numbers are the records' own (nothing is r
 The first record of each key wins, as in `stretch report`.
 """
 import argparse
+import gzip
 import json
 import sys
 
@@ -19,7 +20,8 @@ import sys
 def read_records(paths):
     seen = {}
     for path in paths:
-        with open(path, encoding="utf-8") as f:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as f:
             for line in f:
                 line = line.strip()
                 if not line:
