@@ -62,7 +62,7 @@ constexpr int64_t kMinBlock = 64;
 
 // One block per thread: each block repacks the operand it shares with the others, so fewer blocks
 // is faster on a quiet machine (stories110M shape, prefill 512, 2 threads, against OpenBLAS's own
-// threading, farm-bench wall ratios: 0.97 with 1 block per thread, 1.01 with 2, 1.02-1.06 with 4),
+// threading, wall-time ratios: 0.97 with 1 block per thread, 1.01 with 2, 1.02-1.06 with 4),
 // and beside a busy neighbour 1 and 2 blocks per thread measured alike (stretch bench --contended).
 inline int64_t GemmGrain(int64_t n) { return std::max<int64_t>(kMinBlock, n / NumThreads()); }
 
