@@ -1,5 +1,6 @@
 // Attention benchmarks: the FMA peak (1 and 2 threads), causal prefill at L = 1024, 4096, 16384
-// for D = 8, 64, 128 (and 8192 for D = 8, a target), and decode at depth 16k.
+// for D = 8, 64, 128 (and 8192 for D = 8, a target), decode at depth 16k, and decode through the
+// 12 layers of the stories110M shape at depth 2048 (GB/s of keys and values read).
 //   build/h-attn/attention_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 // Threads: OMP_NUM_THREADS (default: all cores); the peak is measured on the same count.
 //
@@ -113,6 +114,32 @@ BENCHMARK(BM_AttentionDecode)
     ->Args({16384, 8})
     ->Args({16384, 64})
     ->ArgNames({"S", "D"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+// Args: S (depth), D, layers. Decode as a model runs it: one query row per layer, H = G = 12 heads
+// (the stories110M shape at D = 64), each layer's cache its own; a call is all the layers. With 12
+// layers at S = 2048 the keys and values (151 MB) come from memory or a large L3, with 1 from the
+// core's caches. GB/s: key and value bytes read per second.
+void BM_AttentionDecodeLayers(benchmark::State& state) {
+  const int64_t S = state.range(0);
+  const int D = static_cast<int>(state.range(1));
+  const int n_layers = static_cast<int>(state.range(2));
+  constexpr int H = 12;
+  std::vector<Inputs> layers;
+  layers.reserve(static_cast<size_t>(n_layers));
+  for (int l = 0; l < n_layers; ++l) layers.emplace_back(1, S, H, H, D);
+  for (auto _ : state) {
+    for (Inputs& in : layers) in.Run();
+    benchmark::DoNotOptimize(layers.back().out.data());
+  }
+  const double bytes = 2.0 * n_layers * H * S * D * sizeof(float) * state.iterations();
+  state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_AttentionDecodeLayers)
+    ->Args({2048, 64, 12})
+    ->Args({2048, 64, 1})
+    ->ArgNames({"S", "D", "layers"})
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 

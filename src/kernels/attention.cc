@@ -42,6 +42,9 @@
 // contiguous in d): an R x C block of output vectors, per key one load of V per vector and one
 // broadcast of p per row; D = 8 uses 8-lane vectors there (one V row = one vector). Any D other
 // than 8, 16, 32, 64, 128 takes the generic path (runtime D; P V on 8 lanes plus a scalar tail).
+// Decode (up to 4 query rows per work item, D >= 32) skips the K^T packing: each key row is read in
+// place and dotted with the rows' q (ScoreTileDirect), since with one row the transpose would cost
+// more than the products.
 //
 // Tile sizes. QueryTileRows = 60 or 120 stacked query rows and kBk = 64 keys (128 for D <= 32):
 // the Q, K^T, S and O tiles are then 16-64 KiB each, so a step's working set stays in L2 (1 MiB)
@@ -487,6 +490,26 @@ void WriteItem(const Problem& pb, const Item& it, const Scratch& sc) {
   }
 }
 
+constexpr int kDirectRows = 4;
+// ScoreTileDirect for it.rows (1 .. kDirectRows) rows: false when it does not apply.
+template <int kD>
+bool ScoreDirect(const Problem& pb, const Item& it, int seg, const float* q, int64_t k_lo, int nk,
+                 int ncols, Scratch& sc) {
+  if constexpr (kD == 0 || kD % Config<kD>::kNV != 0) {
+    return false;
+  } else {
+    const HeadRows& k = pb.rotate ? pb.key_slots[it.map->KeySlot(seg)] : pb.k;
+    float* s = sc.s.data();
+    switch (it.rows) {
+      case 1: ScoreTileDirect<kD, 1>(q, pb.dp, k, it.g, k_lo, nk, ncols, s); return true;
+      case 2: ScoreTileDirect<kD, 2>(q, pb.dp, k, it.g, k_lo, nk, ncols, s); return true;
+      case 3: ScoreTileDirect<kD, 3>(q, pb.dp, k, it.g, k_lo, nk, ncols, s); return true;
+      case 4: ScoreTileDirect<kD, 4>(q, pb.dp, k, it.g, k_lo, nk, ncols, s); return true;
+      default: return false;
+    }
+  }
+}
+
 // One work item: kv head g, query tile qt, key chunk `chunk`; the steps of the top of this file.
 template <int kD, class Mask>
 void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, Scratch& sc) {
@@ -505,6 +528,12 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
   std::fill(m, m + it.rows, kNegInf);
   std::fill(l, l + it.rows, 0.0f);
 
+  // Few rows (decode), keys used as stored: score from the key rows in place (ScoreTileDirect).
+  // Not below D = 32, where the packing is cheap (one 8x8 block per 8 keys) and a sum across lanes
+  // per key would cost more: BM_AttentionDecode at D = 8 measured no faster with it; at D = 64,
+  // 1.4x faster (bench/attention_bench.cc, docs/performance.md).
+  const bool direct = kD >= 32 && kD % Cfg::kNV == 0 && it.rows <= kDirectRows && !pb.dynamic &&
+                      !pb.key_norm && pb.xpos == nullptr;
   for (int64_t k_lo = it.k_begin; k_lo < it.k_stop; k_lo += kBk) {
     const int nk = static_cast<int>(std::min<int64_t>(kBk, it.k_end - k_lo));
     const int ncols = (nk + N - 1) / N * N;
@@ -517,9 +546,11 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
         it.map != nullptr ? it.map->SegmentsIn(it.q_lo, it.q_hi, k_lo, k_lo + nk - 1) : 1u;
     if ((segs & (segs - 1)) == 0) {  // one segment (most tiles): one score
       const int seg = std::countr_zero(segs);
-      PackKeyTile<kD, kBk>(pb, it, seg, k_lo, nk, ncols, sc);
-      ScoreTile<kD>(sc.q.data() + static_cast<size_t>(seg) * pb.rows_max * dp, dp, sc.kt.data(),
-                    sc.s.data(), it.rows, ncols, D);
+      const float* qs = sc.q.data() + static_cast<size_t>(seg) * pb.rows_max * dp;
+      if (!(direct && ScoreDirect<kD>(pb, it, seg, qs, k_lo, nk, ncols, sc))) {
+        PackKeyTile<kD, kBk>(pb, it, seg, k_lo, nk, ncols, sc);
+        ScoreTile<kD>(qs, dp, sc.kt.data(), sc.s.data(), it.rows, ncols, D);
+      }
     } else {  // a segment boundary: every segment's score, then the right one per element
       for (int seg = 0; seg < kMaxSegments; ++seg) {
         if (!(segs & (1u << seg))) continue;

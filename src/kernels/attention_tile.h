@@ -250,6 +250,46 @@ void ScoreTile(const float* HWY_RESTRICT q, int dp, const float* HWY_RESTRICT kt
   ForBlocks<Cfg::kQkR, Cfg::kQkC>(rows, ncols / N, block);
 }
 
+// Step 2 for few query rows (decode), in place of packing K^T and ScoreTile: s (rows, kBk) <- q
+// (rows, dp) . keys [k_lo, k_lo + nk) of kv head g read in place, one dot product per (row, key)
+// (D / N vector FMAs and a sum across lanes); columns [nk, ncols) get 0. With one query row the
+// packing would cost several times the products (an 8x8 transpose per 64 floats of K); a key row
+// is read once for all `rows` rows. D a multiple of the vector length.
+template <int kD, int kRows>
+void ScoreTileDirect(const float* HWY_RESTRICT q, int dp, const HeadRows& k, int g, int64_t k_lo,
+                     int nk, int ncols, float* HWY_RESTRICT s) {
+  using Cfg = Config<kD>;
+  constexpr int kBk = Cfg::kBk;
+  const typename Cfg::DFV df;
+  using V = hn::Vec<typename Cfg::DFV>;
+  constexpr int N = Cfg::kNV;
+  constexpr int kV = kD / N;
+  static_assert(kD % N == 0 && kV >= 1);
+  V qv[kRows][kV];
+#pragma GCC unroll 8
+  for (int r = 0; r < kRows; ++r) {
+#pragma GCC unroll 8
+    for (int c = 0; c < kV; ++c) qv[r][c] = hn::Load(df, q + r * dp + c * N);
+  }
+  const float* base = k.data + k_lo * k.row_stride + g * k.head_stride;
+  for (int j = 0; j < nk; ++j) {
+    const float* kr = base + j * k.row_stride;
+    V kv[kV];
+#pragma GCC unroll 8
+    for (int c = 0; c < kV; ++c) kv[c] = hn::LoadU(df, kr + c * N);
+#pragma GCC unroll 8
+    for (int r = 0; r < kRows; ++r) {
+      V acc = hn::Mul(qv[r][0], kv[0]);
+#pragma GCC unroll 8
+      for (int c = 1; c < kV; ++c) acc = hn::MulAdd(qv[r][c], kv[c], acc);
+      s[r * kBk + j] = hn::GetLane(hn::SumOfLanes(df, acc));
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    for (int j = nk; j < ncols; ++j) s[r * kBk + j] = 0.0f;
+  }
+}
+
 // Step 3 (partial tiles): scores of invisible pairs and of the padding columns [nk, ncols) -> -inf.
 template <class Mask, int kBk>
 void ApplyMask(const Mask& mask, float* HWY_RESTRICT s, int rows, int group, int ncols, int nk,
