@@ -31,7 +31,7 @@
 // segment), once per query row of a work item and once per key tile, and biases between steps 2
 // and 4, once per tile: these are flags of the Problem, read outside the score loops (steps 2, 4,
 // 5 are the same code for every method). Making them template parameters as well would multiply
-// the kernel's instantiations (6 head dims x 4 masks today) by their 2^5 combinations, and its
+// the kernel's instantiations (7 head dims x 4 masks today) by their 2^5 combinations, and its
 // compile time with them, to remove branches that run once per row or tile.
 //
 // Layouts and SIMD (Highway, static target). Q is packed once per work item, scaled, as (rows, Dp).
@@ -41,7 +41,7 @@
 // and R broadcasts of q feed R*C FMAs). P V vectorizes across D (V is read in place, rows
 // contiguous in d): an R x C block of output vectors, per key one load of V per vector and one
 // broadcast of p per row; D = 8 uses 8-lane vectors there (one V row = one vector). Any D other
-// than 8, 16, 32, 64, 128 takes the generic path (runtime D; P V on 8 lanes plus a scalar tail).
+// than 8, 16, 32, 48, 64, 128 takes the generic path (runtime D; P V on 8 lanes plus a scalar tail).
 // Decode (up to 4 query rows per work item, D >= 32) skips the K^T packing: each key row is read in
 // place and dotted with the rows' q (ScoreTileDirect), since with one row the transpose would cost
 // more than the products.
@@ -53,9 +53,9 @@
 // exp2, two reductions) is amortized over kBk keys; large D keeps kBk = 64 so K^T fits in L1.
 //
 // Threads (the pool, src/core/threads.h). Prefill: work items (query tile x kv head), dynamic
-// schedule, heaviest (last) query tiles first because causal work is triangular. Few query rows (decode): when there are
-// fewer than two work items per thread, the keys are also split into chunks; each chunk leaves a
-// partial (m, l, o) and a merge step combines them (flash-decoding):
+// schedule, heaviest (last) query tiles first because causal work is triangular. Few query rows
+// (decode): when there are fewer than two work items per thread, the keys are also split into
+// chunks; each chunk leaves a partial (m, l, o) and a merge step combines them (flash-decoding):
 //   m = max_c m_c;  l = sum_c 2^(m_c - m) l_c;  out = sum_c 2^(m_c - m) o_c / l.
 #include "src/kernels/attention.h"
 
@@ -736,6 +736,7 @@ void AttentionForward(HeadRows q, HeadRows k, HeadRows v, HeadRowsMut out,
     case 16: return RunMasked<16>(pb);
     case 32: return RunMasked<32>(pb);
     case 64: return RunMasked<64>(pb);
+    case 48: return RunMasked<48>(pb);
     case 128: return RunMasked<128>(pb);
     default: return RunMasked<0>(pb);
   }

@@ -177,7 +177,7 @@ void ExpectWithinBudget(const Errors& e, const Case& c) {
 
 std::vector<Case> SweepCases() {
   std::vector<Case> cases;
-  const int dims[] = {8, 16, 64, 128, 24, 5};
+  const int dims[] = {8, 16, 48, 64, 128, 24, 5};
   struct Lengths {
     int64_t T, S, q_pos0;
   };
