@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "src/core/error.h"
+#include "src/io/gguf.h"
+#include "src/io/gguf_model.h"
 #include "src/io/llama2c.h"
 #include "src/io/stretch_checkpoint.h"
 #include "src/io/tokenizer.h"
@@ -40,6 +42,12 @@ ModelFileHeader ReadModelFileHeader(const std::string& model, std::vector<std::s
     h.checkpoint = true;
     h.step = c.step;
     h.tokenizer_kind = c.tokenizer_kind;
+    return h;
+  }
+  if (GgufFile::Looks(h.path)) {
+    const GgufModelHeader g = ReadGgufModelHeader(h.path);
+    h.format = g.format;
+    h.config = g.config;
     return h;
   }
   const Llama2cHeader l = ReadLlama2cHeader(h.path);
@@ -77,16 +85,26 @@ LoadedModel LoadModelFile(const std::string& model, const ModelFileOptions& opti
     }
     return loaded;
   }
-  const Llama2cHeader header = ReadLlama2cHeader(loaded.header.path);
-  loaded.header.format = header.format;
-  loaded.header.config = header.config;
+  // A GGUF file or a llama2.c checkpoint: the tokenizer is a llama2.c tokenizer file (reading the
+  // vocabulary a GGUF file carries is not built yet).
+  const bool gguf = GgufFile::Looks(loaded.header.path);
+  if (gguf) {
+    const GgufModelHeader header = ReadGgufModelHeader(loaded.header.path);
+    loaded.header.format = header.format;
+    loaded.header.config = header.config;
+  } else {
+    const Llama2cHeader header = ReadLlama2cHeader(loaded.header.path);
+    loaded.header.format = header.format;
+    loaded.header.config = header.config;
+  }
   if (options.tokenizer_needed && options.tokenizer_path.empty()) {
     Fail(
-        "ModelFileOptions::tokenizer_path is required with a llama2.c model ({}): a llama2.c "
-        "tokenizer file such as tok512.bin",
-        loaded.header.path);
+        "ModelFileOptions::tokenizer_path is required with a {} model ({}): a llama2.c "
+        "tokenizer file such as tok512.bin{}",
+        gguf ? "GGUF" : "llama2.c", loaded.header.path,
+        gguf ? " (the vocabulary inside the GGUF file is not read yet)" : "");
   }
-  loaded.model = LoadLlama2c(loaded.header.path);
+  loaded.model = gguf ? LoadGgufModel(loaded.header.path) : LoadLlama2c(loaded.header.path);
   if (!options.tokenizer_path.empty()) {
     Tokenizer t = Tokenizer::LoadLlama2c(options.tokenizer_path);
     CheckVocabMatches(model, loaded.model.config.vocab_size, t);

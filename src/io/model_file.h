@@ -3,7 +3,9 @@
 //     tokenizer file, tokenizer_path),
 //   a stretch checkpoint (safetensors written by `stretch train`; it carries its own tokenizer,
 //     so tokenizer_path must be empty),
-//   a training run's directory (its newest complete checkpoint, NewestCheckpointIn).
+//   a training run's directory (its newest complete checkpoint, NewestCheckpointIn),
+//   a GGUF file of the "llama" architecture (src/io/gguf_model.h; told by its magic; its
+//     tokenizer, like a llama2.c model's, is a separate llama2.c tokenizer file for now).
 // The tokenizer comes back behind the one text interface (src/io/text_tokenizer.h).
 #pragma once
 
@@ -20,7 +22,8 @@ namespace stretch {
 // What a model file says about itself, from its header alone.
 struct ModelFileHeader {
   std::string path;    // the file (a directory resolved to its newest checkpoint)
-  std::string format;  // "llama2.c legacy", "llama2.c version 1", "stretch checkpoint"
+  std::string format;  // "llama2.c legacy", "llama2.c version 1", "stretch checkpoint",
+                       // "GGUF version 3 (llama, F32)"
   ModelConfig config;  // with the attention layout for a checkpoint
   bool checkpoint = false;
   int64_t step = 0;            // checkpoints: the training step

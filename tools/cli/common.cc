@@ -20,12 +20,15 @@ void AddModelOptions(CLI::App* app, ModelArgs& args, bool tokenizer_needed) {
                   "The model: a llama2.c checkpoint (legacy or version 1 export, e.g. "
                   "../shared/models/stories260K/stories260K.bin, with --tokenizer), a stretch "
                   "checkpoint written by `stretch train` (OUT/step-NNNNNNNN.safetensors: it "
-                  "carries its own tokenizer and attention layout), or a training run's directory "
-                  "OUT (its newest complete checkpoint). The format is told by the file's content")
+                  "carries its own tokenizer and attention layout), a training run's directory "
+                  "OUT (its newest complete checkpoint), or a GGUF file of the \"llama\" "
+                  "architecture (llama.cpp's format; F32, F16, BF16, Q8_0, Q4_K, Q6_K tensors, "
+                  "with --tokenizer for text). The format is told by the file's content")
       ->required();
   app->add_option("--tokenizer,-t", args.tokenizer,
                   std::string("Tokenizer file in llama2.c format (tok512.bin, tokenizer.bin) for a "
-                              "llama2.c model; its vocabulary size must equal the model's. ") +
+                              "llama2.c or GGUF model; its vocabulary size must equal the "
+                              "model's. ") +
                       (tokenizer_needed ? "Required for llama2.c models; " : "") +
                       "refused with a stretch checkpoint, which has its own");
   app->add_option("--threads", args.threads, "Threads to use (default: all cores)")

@@ -116,5 +116,6 @@ void RegisterTrain(CLI::App& app);
 void RegisterLab(CLI::App& app);
 void RegisterReport(CLI::App& app);
 void RegisterTune(CLI::App& app);
+void RegisterConvert(CLI::App& app);
 
 }  // namespace stretch::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
       "  lab       train short, test long: models x methods x lengths x protocols, in one command\n"
       "  report    tables, plots and an HTML page from the lab's results files\n"
       "  tune      which method and parameters suit a model at a target length, by measurement\n"
+      "  convert   write a model as a GGUF file (llama.cpp) or a llama2.c checkpoint\n"
       "Run `stretch SUBCOMMAND --help` for the options of each."};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show the help of every subcommand");
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   stretch::cli::RegisterLab(app);
   stretch::cli::RegisterReport(app);
   stretch::cli::RegisterTune(app);
+  stretch::cli::RegisterConvert(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,322 @@
+#include "src/io/gguf_model.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+#include <vector>
+
+#include "src/core/check.h"
+#include "src/core/error.h"
+#include "src/io/gguf.h"
+#include "src/io/tokenizer.h"
+
+namespace stretch {
+
+namespace {
+
+// Bounds that keep a corrupted count from turning into a huge allocation before the tensor shapes
+// are checked (the shapes then pin every size to the file's own bytes).
+constexpr int64_t kMaxDim = 1 << 16;
+constexpr int64_t kMaxLayers = 1 << 10;
+constexpr int64_t kMaxHidden = 1 << 20;
+constexpr int64_t kMaxSeqLen = int64_t{1} << 26;
+
+int64_t CountKey(const GgufFile& g, const std::string& key, int64_t max) {
+  const int64_t v = g.Int(key);
+  if (v < 1 || v > max) Fail("{}: metadata {} is {}, expected 1..{}", g.path(), key, v, max);
+  return v;
+}
+
+struct Parsed {
+  GgufModelHeader header;
+  // Tensor name -> the shape stretch expects, row-major (rows, cols) or (n).
+  std::vector<std::pair<std::string, std::vector<int64_t>>> expected;
+};
+
+std::string ShapeText(const std::vector<int64_t>& ne) {
+  std::string s = "{";
+  for (size_t k = 0; k < ne.size(); ++k) s += (k ? ", " : "") + std::to_string(ne[k]);
+  return s + "}";
+}
+
+Parsed Parse(const GgufFile& g) {
+  const std::string& path = g.path();
+  const std::string arch = g.String("general.architecture");
+  if (arch != "llama") {
+    Fail(
+        "{}: general.architecture is \"{}\", expected \"llama\" (LLaMA, Mistral and the models "
+        "llama.cpp writes under that name; stretch reads no other architecture yet)",
+        path, arch);
+  }
+  Parsed p;
+  ModelConfig& c = p.header.config;
+  c.dim = static_cast<int>(CountKey(g, "llama.embedding_length", kMaxDim));
+  c.n_layers = static_cast<int>(CountKey(g, "llama.block_count", kMaxLayers));
+  c.hidden_dim = static_cast<int>(CountKey(g, "llama.feed_forward_length", kMaxHidden));
+  c.n_heads = static_cast<int>(CountKey(g, "llama.attention.head_count", kMaxDim));
+  c.n_kv_heads = g.Find("llama.attention.head_count_kv") != nullptr
+                     ? static_cast<int>(CountKey(g, "llama.attention.head_count_kv", kMaxDim))
+                     : c.n_heads;
+  c.seq_len = static_cast<int>(CountKey(g, "llama.context_length", kMaxSeqLen));
+  const double base = g.FloatOr("llama.rope.freq_base", 10000.0);
+  if (!(base > 1.0) || base > 1e12) {
+    Fail("{}: metadata llama.rope.freq_base is {}, expected a number above 1", path, base);
+  }
+  c.rope_base = static_cast<float>(base);
+  const double eps = g.FloatOr("llama.attention.layer_norm_rms_epsilon", 1e-5);
+  if (!(eps > 0.0) || eps > 1.0) {
+    Fail("{}: metadata llama.attention.layer_norm_rms_epsilon is {}, expected a number in (0, 1]",
+         path, eps);
+  }
+  c.norm_eps = static_cast<float>(eps);
+  if (c.dim % c.n_heads != 0) {
+    Fail("{}: llama.embedding_length {} is not divisible by llama.attention.head_count {}", path,
+         c.dim, c.n_heads);
+  }
+  if (c.n_heads % c.n_kv_heads != 0) {
+    Fail("{}: llama.attention.head_count_kv {} does not divide llama.attention.head_count {}", path,
+         c.n_kv_heads, c.n_heads);
+  }
+  const int D = c.dim / c.n_heads;
+  if (D % 2 != 0) Fail("{}: head dimension {} is odd: RoPE rotates pairs", path, D);
+  for (const char* key : {"llama.rope.dimension_count", "llama.attention.key_length",
+                          "llama.attention.value_length"}) {
+    if (g.Find(key) != nullptr && g.Int(key) != D) {
+      Fail(
+          "{}: metadata {} is {}, expected {} (embedding_length / head_count): stretch supports "
+          "heads of dim / heads with every pair rotated",
+          path, key, g.Int(key), D);
+    }
+  }
+  const std::string scaling = g.StringOr("llama.rope.scaling.type", "none");
+  if (scaling == "linear") {
+    const double f = g.Float("llama.rope.scaling.factor");
+    if (!(f >= 1.0) || f > 1e6) {
+      Fail("{}: metadata llama.rope.scaling.factor is {}, expected a number >= 1", path, f);
+    }
+    c.rope_interpolation = static_cast<float>(f);
+  } else if (scaling != "none") {
+    Fail(
+        "{}: metadata llama.rope.scaling.type is \"{}\": stretch reads GGUF files with no RoPE "
+        "scaling or linear scaling so far (mapping \"{}\" onto --method is not built yet)",
+        path, scaling, scaling);
+  }
+
+  const GgufTensorInfo* emb = g.FindTensor("token_embd.weight");
+  if (emb == nullptr) Fail("{}: tensor token_embd.weight is missing", path);
+  if (emb->ne.size() != 2 || emb->ne[0] != c.dim) {
+    Fail("{}: tensor token_embd.weight has shape {} (ggml order), expected {{{}, vocab}}", path,
+         ShapeText(emb->ne), c.dim);
+  }
+  if (emb->ne[1] > (int64_t{1} << 22)) {
+    Fail("{}: tensor token_embd.weight has {} rows, expected a vocabulary of at most {}", path,
+         emb->ne[1], int64_t{1} << 22);
+  }
+  c.vocab_size = static_cast<int>(emb->ne[1]);
+  if (g.Find("llama.vocab_size") != nullptr && g.Int("llama.vocab_size") != c.vocab_size) {
+    Fail("{}: metadata llama.vocab_size is {}, but token_embd.weight has {} rows", path,
+         g.Int("llama.vocab_size"), c.vocab_size);
+  }
+  c.shared_classifier = g.FindTensor("output.weight") == nullptr;
+
+  const int64_t C = c.dim, F = c.hidden_dim, V = c.vocab_size, KV = c.kv_dim();
+  auto& e = p.expected;
+  e.push_back({"token_embd.weight", {V, C}});
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    e.push_back({b + "attn_norm.weight", {C}});
+    e.push_back({b + "attn_q.weight", {C, C}});
+    e.push_back({b + "attn_k.weight", {KV, C}});
+    e.push_back({b + "attn_v.weight", {KV, C}});
+    e.push_back({b + "attn_output.weight", {C, C}});
+    e.push_back({b + "ffn_norm.weight", {C}});
+    e.push_back({b + "ffn_gate.weight", {F, C}});
+    e.push_back({b + "ffn_down.weight", {C, F}});
+    e.push_back({b + "ffn_up.weight", {F, C}});
+  }
+  e.push_back({"output_norm.weight", {C}});
+  if (!c.shared_classifier) e.push_back({"output.weight", {V, C}});
+
+  std::set<std::string> known;
+  std::map<std::string, int> types;
+  for (const auto& [name, shape] : e) {
+    known.insert(name);
+    const GgufTensorInfo* t = g.FindTensor(name);
+    if (t == nullptr) Fail("{}: tensor {} is missing", path, name);
+    const std::vector<int64_t> ggml_order(shape.rbegin(), shape.rend());
+    if (t->ne != ggml_order) {
+      Fail("{}: tensor {} has shape {} (ggml order), expected {}", path, name, ShapeText(t->ne),
+           ShapeText(ggml_order));
+    }
+    if (!GgmlTypeReadable(t->type)) {
+      Fail("{}: tensor {} is {}: stretch reads F32, F16, BF16, Q8_0, Q4_K and Q6_K tensors", path,
+           name, GgmlTypeName(t->type));
+    }
+    ++types[GgmlTypeName(t->type)];
+  }
+  for (const GgufTensorInfo& t : g.tensors()) {
+    if (!known.count(t.name)) {
+      Fail("{}: tensor {} ({}, shape {}) is not part of a LLaMA model as stretch runs it{}", path,
+           t.name, GgmlTypeName(t.type), ShapeText(t.ne),
+           t.name == "rope_freqs.weight"
+               ? " (per-frequency RoPE factors, as LLaMA 3.1 files carry: not supported yet)"
+               : "");
+    }
+  }
+  std::string type_text;
+  for (const auto& [name, n] : types) type_text += (type_text.empty() ? "" : ", ") + name;
+  p.header.format = fmt::format("GGUF version {} (llama, {})", g.version(), type_text);
+  return p;
+}
+
+}  // namespace
+
+GgufModelHeader ReadGgufModelHeader(const std::string& path) {
+  return Parse(GgufFile::Open(path)).header;
+}
+
+Model LoadGgufModel(const std::string& path) {
+  const GgufFile g = GgufFile::Open(path);
+  const Parsed p = Parse(g);
+  Model m;
+  m.config = p.header.config;
+  m.source = path + " (" + p.header.format + ")";
+  ModelWeights& w = m.weights;
+  w.layers.resize(static_cast<size_t>(m.config.n_layers));
+  auto read = [&](const std::string& name, std::vector<float>& dst) {
+    const GgufTensorInfo* t = g.FindTensor(name);
+    dst.resize(static_cast<size_t>(t->elements));
+    g.ReadFloats(*t, dst);
+  };
+  read("token_embd.weight", w.token_embedding);
+  for (int l = 0; l < m.config.n_layers; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    LayerWeights& L = w.layers[static_cast<size_t>(l)];
+    read(b + "attn_norm.weight", L.attn_norm);
+    read(b + "attn_q.weight", L.wq);
+    read(b + "attn_k.weight", L.wk);
+    read(b + "attn_v.weight", L.wv);
+    read(b + "attn_output.weight", L.wo);
+    read(b + "ffn_norm.weight", L.ffn_norm);
+    read(b + "ffn_gate.weight", L.w1);
+    read(b + "ffn_down.weight", L.w2);
+    read(b + "ffn_up.weight", L.w3);
+  }
+  read("output_norm.weight", w.final_norm);
+  if (!m.config.shared_classifier) read("output.weight", w.classifier);
+  return m;
+}
+
+void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_type,
+                   const Tokenizer* tokenizer) {
+  const ModelConfig& c = model.config;
+  if (!c.attention.IsDefault() || c.Gau()) {
+    Fail(
+        "{}: GGUF's llama architecture holds plain LLaMA models; {} has {} (expected the default "
+        "RoPE, full-attention LLaMA layout)",
+        path, model.source,
+        c.Gau() ? std::string("the GAU block")
+                : std::string("a trained attention layout (per-layer positions or windows, norms, "
+                              "logit scale or another variant)"));
+  }
+  const GgmlType mt = static_cast<GgmlType>(matrix_type);
+  if (mt != GgmlType::kF32 && mt != GgmlType::kF16 && mt != GgmlType::kBF16 &&
+      mt != GgmlType::kQ8_0) {
+    Fail("{}: GGUF matrices of type {}: stretch writes F32, F16, BF16 or Q8_0", path,
+         GgmlTypeName(matrix_type));
+  }
+  if (tokenizer != nullptr && tokenizer->vocab_size() != c.vocab_size) {
+    Fail("{}: tokenizer {} has {} tokens, the model {}", path, tokenizer->path(),
+         tokenizer->vocab_size(), c.vocab_size);
+  }
+  std::vector<std::pair<std::string, GgufValue>> kv;
+  kv.emplace_back("general.architecture", GgufString("llama"));
+  kv.emplace_back("general.name", GgufString(model.source));
+  kv.emplace_back("llama.context_length", GgufU32(static_cast<uint32_t>(c.seq_len)));
+  kv.emplace_back("llama.embedding_length", GgufU32(static_cast<uint32_t>(c.dim)));
+  kv.emplace_back("llama.block_count", GgufU32(static_cast<uint32_t>(c.n_layers)));
+  kv.emplace_back("llama.feed_forward_length", GgufU32(static_cast<uint32_t>(c.hidden_dim)));
+  kv.emplace_back("llama.attention.head_count", GgufU32(static_cast<uint32_t>(c.n_heads)));
+  kv.emplace_back("llama.attention.head_count_kv", GgufU32(static_cast<uint32_t>(c.n_kv_heads)));
+  kv.emplace_back("llama.rope.dimension_count", GgufU32(static_cast<uint32_t>(c.head_dim())));
+  kv.emplace_back("llama.rope.freq_base", GgufF32(c.rope_base));
+  kv.emplace_back("llama.attention.layer_norm_rms_epsilon", GgufF32(c.norm_eps));
+  if (c.rope_interpolation != 1.0f) {
+    kv.emplace_back("llama.rope.scaling.type", GgufString("linear"));
+    kv.emplace_back("llama.rope.scaling.factor", GgufF32(c.rope_interpolation));
+  }
+  if (tokenizer != nullptr) {
+    // A llama2.c vocabulary in SentencePiece's spelling, as llama.cpp's own converter
+    // (convert-llama2c-to-ggml) writes it and its SentencePiece tokenizer expects: ids 0, 1, 2 are
+    // "<unk>", "<s>", "</s>" (llama2.c spells BOS and EOS "\n<s>\n", "\n</s>\n"), a space in a
+    // piece is U+2581; token types (llama.cpp's llama_token_type): 2 unknown for 0, 3 control for
+    // 1, 2 and empty pieces, 6 byte for "<0xXX>", 1 normal otherwise.
+    std::vector<std::string> tokens;
+    std::vector<float> scores;
+    std::vector<int32_t> types;
+    for (int id = 0; id < tokenizer->vocab_size(); ++id) {
+      std::string piece = tokenizer->Piece(id);
+      int32_t type = 1;
+      if (id == Tokenizer::kUnk) {
+        piece = "<unk>", type = 2;
+      } else if (id == Tokenizer::kBos) {
+        piece = "<s>", type = 3;
+      } else if (id == Tokenizer::kEos) {
+        piece = "</s>", type = 3;
+      } else if (piece.empty()) {
+        type = 3;
+      } else if (piece.size() == 6 && piece.starts_with("<0x") && piece.back() == '>') {
+        type = 6;
+      }
+      std::string spelled;
+      for (char ch : piece) spelled += ch == ' ' ? std::string("\xe2\x96\x81") : std::string(1, ch);
+      tokens.push_back(std::move(spelled));
+      scores.push_back(tokenizer->Score(id));
+      types.push_back(type);
+    }
+    kv.emplace_back("tokenizer.ggml.model", GgufString("llama"));
+    kv.emplace_back("tokenizer.ggml.tokens", GgufStringArray(tokens));
+    kv.emplace_back("tokenizer.ggml.scores", GgufF32Array(scores));
+    kv.emplace_back("tokenizer.ggml.token_type", GgufI32Array(types));
+    kv.emplace_back("tokenizer.ggml.unknown_token_id", GgufU32(Tokenizer::kUnk));
+    kv.emplace_back("tokenizer.ggml.bos_token_id", GgufU32(Tokenizer::kBos));
+    kv.emplace_back("tokenizer.ggml.eos_token_id", GgufU32(Tokenizer::kEos));
+  }
+  const ModelWeights& w = model.weights;
+  std::vector<GgufTensorOut> tensors;
+  const int64_t C = c.dim, F = c.hidden_dim, V = c.vocab_size, KV = c.kv_dim();
+  auto add = [&](const std::string& name, const std::vector<float>& x, int64_t rows, int64_t cols,
+                 bool matrix) {
+    STRETCH_CHECK(static_cast<int64_t>(x.size()) == rows * cols, "{}: {} values, expected {}", name,
+                  x.size(), rows * cols);
+    // Q8_0 packs rows in blocks of 32: a matrix whose rows are not a multiple of 32 long stays
+    // F32 (as llama.cpp's converters fall back for such tensors).
+    const GgmlType t = !matrix || (mt == GgmlType::kQ8_0 && cols % 32 != 0) ? GgmlType::kF32 : mt;
+    GgufTensorOut o;
+    o.name = name;
+    o.ne = matrix ? std::vector<int64_t>{cols, rows} : std::vector<int64_t>{cols};
+    o.type = static_cast<uint32_t>(t);
+    o.data = EncodeTensor(x, t);
+    tensors.push_back(std::move(o));
+  };
+  add("token_embd.weight", w.token_embedding, V, C, true);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    const LayerWeights& L = w.layers[static_cast<size_t>(l)];
+    add(b + "attn_norm.weight", L.attn_norm, 1, C, false);
+    add(b + "attn_q.weight", L.wq, C, C, true);
+    add(b + "attn_k.weight", L.wk, KV, C, true);
+    add(b + "attn_v.weight", L.wv, KV, C, true);
+    add(b + "attn_output.weight", L.wo, C, C, true);
+    add(b + "ffn_norm.weight", L.ffn_norm, 1, C, false);
+    add(b + "ffn_gate.weight", L.w1, F, C, true);
+    add(b + "ffn_down.weight", L.w2, C, F, true);
+    add(b + "ffn_up.weight", L.w3, F, C, true);
+  }
+  add("output_norm.weight", w.final_norm, 1, C, false);
+  if (!c.shared_classifier) add("output.weight", w.classifier, V, C, true);
+  WriteGguf(path, kv, tensors);
+}
+
+}  // namespace stretch

@@ -1,0 +1,76 @@
+// `stretch convert`: a llama2.c model to GGUF and back, read by every command like the original.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "tests/cli/cli_run.h"
+#include "tests/testing/shared.h"
+
+namespace stretch {
+namespace {
+
+using testing::Has;
+using testing::RunCli;
+
+std::string Temp(const std::string& name) {
+  return ::testing::TempDir() + "stretch_convert_cli_" + std::to_string(getpid()) + "_" + name;
+}
+
+std::string Quote(const std::string& s) { return "'" + s + "'"; }
+
+TEST(ConvertCli, Llama2cToGgufAndBackScoresTheSame) {
+  const std::string bin = testing::SharedPath("models/stories260K/stories260K.bin");
+  const std::string tok = testing::SharedPath("models/stories260K/tok512.bin");
+  STRETCH_SKIP_IF_MISSING(bin);
+  const std::string gguf = Temp("s.gguf"), back = Temp("s.bin"), tokens = Temp("tokens.txt");
+  {
+    FILE* f = std::fopen(tokens.c_str(), "w");
+    for (int k = 0; k < 300; ++k) std::fprintf(f, "%d ", 1 + (k * 37) % 500);
+    std::fprintf(f, "\n");
+    std::fclose(f);
+  }
+  const auto r =
+      RunCli("convert -m " + Quote(bin) + " -t " + Quote(tok) + " --to gguf --out " + Quote(gguf));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "GGUF version 3")) << r.out;
+  const auto i = RunCli("inspect -m " + Quote(gguf));
+  EXPECT_EQ(i.exit_code, 0) << i.out;
+  EXPECT_TRUE(Has(i.out, "GGUF version 3 (llama, F32)")) << i.out;
+  const auto b = RunCli("convert -m " + Quote(gguf) + " --to llama2c --out " + Quote(back));
+  ASSERT_EQ(b.exit_code, 0) << b.out;
+  // The same per-position table from all three files (a score's table prints losses to 4 places
+  // and perplexities; equal weights give equal text).
+  std::string tables[3];
+  const std::string files[3] = {bin, gguf, back};
+  for (int k = 0; k < 3; ++k) {
+    const auto s = RunCli("score -m " + Quote(files[k]) + " --tokens " + Quote(tokens) +
+                          " --ctx 300 --method yarn --no-progress");
+    ASSERT_EQ(s.exit_code, 0) << s.out;
+    tables[k] = s.out.substr(s.out.find("all"));
+  }
+  EXPECT_EQ(tables[0], tables[1]);
+  EXPECT_EQ(tables[0], tables[2]);
+  for (const std::string& p : {gguf, back, tokens}) std::remove(p.c_str());
+}
+
+TEST(ConvertCli, RefusesBadRequestsWithoutWriting) {
+  const std::string bin = testing::SharedPath("models/stories260K/stories260K.bin");
+  STRETCH_SKIP_IF_MISSING(bin);
+  const std::string out = Temp("never.gguf");
+  auto r = RunCli("convert -m " + Quote(bin) + " --to safetensors --out " + Quote(out));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Has(r.out, "--to: found 'safetensors'")) << r.out;
+  r = RunCli("convert -m " + Quote(bin) + " --to gguf --type q4_0 --out " + Quote(out));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Has(r.out, "--type: found 'q4_0'")) << r.out;
+  r = RunCli("convert -m " + Quote(bin) + " --to llama2c --out " + Quote(bin));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Has(r.out, "same file")) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+}  // namespace
+}  // namespace stretch

@@ -1,0 +1,84 @@
+// A model read from a GGUF file gives the same logits as the llama2.c file it was written from,
+// bit for bit, under every position method (F32 matrices: the same weights, the same config), and
+// close ones from F16 and Q8_0 matrices.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "src/io/gguf.h"
+#include "src/io/gguf_model.h"
+#include "src/io/llama2c.h"
+#include "src/model/transformer.h"
+#include "src/position/method.h"
+#include "tests/testing/random_model.h"
+#include "tests/testing/shared.h"
+
+namespace stretch {
+namespace {
+
+std::vector<float> Logits(const Model& m, const std::string& spec, const std::vector<int>& tokens) {
+  Transformer model(m);
+  model.SetMethod(ParseMethod(spec), static_cast<int64_t>(tokens.size()));
+  KvCache cache(m.config, static_cast<int64_t>(tokens.size()));
+  std::vector<float> hidden;
+  model.Forward(tokens, cache, hidden);
+  std::vector<float> logits(tokens.size() * static_cast<size_t>(m.config.vocab_size));
+  model.Logits(hidden.data(), static_cast<int64_t>(tokens.size()), logits.data());
+  return logits;
+}
+
+TEST(GgufLogits, Stories260KEqualsTheLlama2cFileUnderEveryMethod) {
+  const std::string bin = testing::SharedPath("models/stories260K/stories260K.bin");
+  STRETCH_SKIP_IF_MISSING(bin);
+  const Model m = LoadLlama2c(bin);
+  const std::string path =
+      ::testing::TempDir() + "stretch_gguf_logits_" + std::to_string(getpid()) + ".gguf";
+  SaveGgufModel(m, path, static_cast<uint32_t>(GgmlType::kF32), nullptr);
+  const Model g = LoadGgufModel(path);
+  std::remove(path.c_str());
+  // 700 tokens: past the trained 512, where the methods differ from each other.
+  const std::vector<int> tokens = testing::RandomTokens(700, m.config.vocab_size, 5);
+  for (const char* spec :
+       {"direct", "pi", "ntk", "yarn", "dynamic-yarn", "rerope:window=128",
+        "self-extend:group=4,window=128", "lambda:sinks=4,window=256", "yarn+logn"}) {
+    const std::vector<float> a = Logits(m, spec, tokens), b = Logits(g, spec, tokens);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << spec;
+  }
+}
+
+TEST(GgufLogits, HalfAndEightBitMatricesStayClose) {
+  const std::string bin = testing::SharedPath("models/stories260K/stories260K.bin");
+  STRETCH_SKIP_IF_MISSING(bin);
+  const Model m = LoadLlama2c(bin);
+  const std::vector<int> tokens = testing::RandomTokens(200, m.config.vocab_size, 9);
+  const std::vector<float> ref = Logits(m, "direct", tokens);
+  for (GgmlType t : {GgmlType::kF16, GgmlType::kQ8_0}) {
+    const std::string path =
+        ::testing::TempDir() + "stretch_gguf_q_" + std::to_string(getpid()) + ".gguf";
+    SaveGgufModel(m, path, static_cast<uint32_t>(t), nullptr);
+    const Model g = LoadGgufModel(path);
+    std::remove(path.c_str());
+    const std::vector<float> got = Logits(g, "direct", tokens);
+    double max_diff = 0, max_abs = 0;
+    for (size_t k = 0; k < ref.size(); ++k) {
+      max_diff = std::max(max_diff, static_cast<double>(std::fabs(got[k] - ref[k])));
+      max_abs = std::max(max_abs, static_cast<double>(std::fabs(ref[k])));
+    }
+    // Rounded weights change the logits, but by far less than their scale: F16 keeps 11 bits
+    // (relative 2^-11 per weight), Q8_0 about 7 (half a step of max/127). Measured here on
+    // stories260K: F16 4.7e-4 of the logits' largest magnitude, Q8_0 1.8e-2; the budgets leave a
+    // factor of 4-5 for other machines' summation orders.
+    const double budget = (t == GgmlType::kF16 ? 2e-3 : 8e-2) * max_abs;
+    EXPECT_LT(max_diff, budget) << GgmlTypeName(static_cast<uint32_t>(t)) << " max " << max_abs;
+    EXPECT_GT(max_diff, 0.0) << "the rounding should change something";
+  }
+}
+
+}  // namespace
+}  // namespace stretch
