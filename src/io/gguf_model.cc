@@ -208,6 +208,73 @@ Model LoadGgufModel(const std::string& path) {
   return m;
 }
 
+bool GgufHasVocabulary(const std::string& path) {
+  return GgufFile::Open(path).Find("tokenizer.ggml.tokens") != nullptr;
+}
+
+Tokenizer ReadGgufTokenizer(const std::string& path) {
+  const GgufFile g = GgufFile::Open(path);
+  const GgufValue* tokens = g.Find("tokenizer.ggml.tokens");
+  if (tokens == nullptr)
+    Fail("{}: metadata tokenizer.ggml.tokens is missing: the file carries no vocabulary", path);
+  const std::string kind = g.StringOr("tokenizer.ggml.model", "");
+  if (kind != "llama") {
+    Fail(
+        "{}: metadata tokenizer.ggml.model is \"{}\", expected \"llama\" (a SentencePiece "
+        "vocabulary; byte-level BPE vocabularies, \"gpt2\", are not read yet)",
+        path, kind);
+  }
+  if (tokens->type != GgufValueType::kArray || tokens->elem_type != GgufValueType::kString) {
+    Fail("{}: metadata tokenizer.ggml.tokens: {}, expected an array of strings", path,
+         tokens->Describe());
+  }
+  const size_t n = tokens->array.size();
+  std::vector<float> scores(n, 0.0f);
+  if (const GgufValue* s = g.Find("tokenizer.ggml.scores")) {
+    if (s->type != GgufValueType::kArray || s->elem_type != GgufValueType::kFloat32 ||
+        s->array.size() != n) {
+      Fail("{}: metadata tokenizer.ggml.scores: {}, expected an array of {} float32", path,
+           s->Describe(), n);
+    }
+    for (size_t k = 0; k < n; ++k) scores[k] = static_cast<float>(s->array[k].f);
+  }
+  const std::pair<const char*, int64_t> ids[] = {
+      {"tokenizer.ggml.unknown_token_id", Tokenizer::kUnk},
+      {"tokenizer.ggml.bos_token_id", Tokenizer::kBos},
+      {"tokenizer.ggml.eos_token_id", Tokenizer::kEos}};
+  for (const auto& [key, want] : ids) {
+    if (g.Find(key) != nullptr && g.Int(key) != want) {
+      Fail(
+          "{}: metadata {} is {}, expected {} (stretch's SentencePiece tokenizer keeps <unk>, "
+          "<s>, </s> at ids 0, 1, 2)",
+          path, key, g.Int(key), want);
+    }
+  }
+  if (const GgufValue* p = g.Find("tokenizer.ggml.add_space_prefix"); p != nullptr && p->u == 0) {
+    Fail(
+        "{}: metadata tokenizer.ggml.add_space_prefix is false: a vocabulary without the leading "
+        "space is not supported yet",
+        path);
+  }
+  std::vector<std::string> pieces;
+  pieces.reserve(n);
+  const std::string_view kSpace = "\xe2\x96\x81";  // U+2581, SentencePiece's space
+  for (const GgufValue& v : tokens->array) {
+    std::string p;
+    for (size_t at = 0; at < v.s.size();) {
+      if (v.s.compare(at, kSpace.size(), kSpace) == 0) {
+        p += ' ';
+        at += kSpace.size();
+      } else {
+        p += v.s[at++];
+      }
+    }
+    pieces.push_back(std::move(p));
+  }
+  return Tokenizer::FromVocabulary(path + " (its vocabulary)", std::move(pieces),
+                                   std::move(scores));
+}
+
 void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_type,
                    const Tokenizer* tokenizer) {
   const ModelConfig& c = model.config;

@@ -26,6 +26,7 @@
 
 #include <string>
 
+#include "src/io/tokenizer.h"
 #include "src/model/config.h"
 
 namespace stretch {
@@ -40,6 +41,17 @@ GgufModelHeader ReadGgufModelHeader(const std::string& path);
 // Loads the whole model, every tensor converted to float32.
 Model LoadGgufModel(const std::string& path);
 
+// The vocabulary a GGUF file carries, when it is a SentencePiece one (tokenizer.ggml.model
+// "llama": tokenizer.ggml.tokens, .scores), as the llama2.c-style Tokenizer (src/io/tokenizer.h),
+// whose encoding is the same SentencePiece BPE llama.cpp runs for these vocabularies (start from
+// code points, byte fallback to "<0xXX>", merge the best-scoring adjacent pair, leftmost on ties,
+// a leading space before the text): pieces are turned from SentencePiece's spelling (U+2581 for a
+// space) into llama2.c's. Refused by name: no vocabulary, another kind (byte-level BPE,
+// tokenizer.ggml.model "gpt2": not built yet), <unk>/<s>/</s> at ids other than 0/1/2, or
+// tokenizer.ggml.add_space_prefix false.
+bool GgufHasVocabulary(const std::string& path);
+Tokenizer ReadGgufTokenizer(const std::string& path);
+
 // Writes `model` as a GGUF version 3 file of the "llama" architecture, atomically: the llama.*
 // keys above, the matrices in `matrix_type` (F32, F16, BF16 or Q8_0; the embedding and the
 // classifier too; with Q8_0 a matrix whose rows are not a multiple of 32 long stays F32), the
@@ -48,7 +60,6 @@ Model LoadGgufModel(const std::string& path);
 // vocabulary (tokenizer.ggml.model "llama": tokens, scores, token types; <unk> 0, <s> 1, </s> 2),
 // which llama.cpp needs to load the file. Refused by name: models the format cannot express (the
 // GAU block, a trained attention layout: per-layer positions or windows, norms, logit scale).
-class Tokenizer;
 void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_type,
                    const Tokenizer* tokenizer);
 

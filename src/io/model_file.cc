@@ -42,12 +42,14 @@ ModelFileHeader ReadModelFileHeader(const std::string& model, std::vector<std::s
     h.checkpoint = true;
     h.step = c.step;
     h.tokenizer_kind = c.tokenizer_kind;
+    h.own_tokenizer = true;
     return h;
   }
   if (GgufFile::Looks(h.path)) {
     const GgufModelHeader g = ReadGgufModelHeader(h.path);
     h.format = g.format;
     h.config = g.config;
+    h.own_tokenizer = GgufHasVocabulary(h.path);
     return h;
   }
   const Llama2cHeader l = ReadLlama2cHeader(h.path);
@@ -97,15 +99,22 @@ LoadedModel LoadModelFile(const std::string& model, const ModelFileOptions& opti
     loaded.header.format = header.format;
     loaded.header.config = header.config;
   }
-  if (options.tokenizer_needed && options.tokenizer_path.empty()) {
+  // A GGUF file's own SentencePiece vocabulary serves when no tokenizer file is given.
+  const bool own_vocabulary =
+      gguf && options.tokenizer_path.empty() && GgufHasVocabulary(loaded.header.path);
+  if (options.tokenizer_needed && options.tokenizer_path.empty() && !own_vocabulary) {
     Fail(
         "ModelFileOptions::tokenizer_path is required with a {} model ({}): a llama2.c "
         "tokenizer file such as tok512.bin{}",
         gguf ? "GGUF" : "llama2.c", loaded.header.path,
-        gguf ? " (the vocabulary inside the GGUF file is not read yet)" : "");
+        gguf ? " (the GGUF file carries no vocabulary)" : "");
   }
   loaded.model = gguf ? LoadGgufModel(loaded.header.path) : LoadLlama2c(loaded.header.path);
-  if (!options.tokenizer_path.empty()) {
+  if (own_vocabulary) {
+    Tokenizer t = ReadGgufTokenizer(loaded.header.path);
+    CheckVocabMatches(model, loaded.model.config.vocab_size, t);
+    loaded.tokenizer = MakeLlama2cTextTokenizer(std::move(t));
+  } else if (!options.tokenizer_path.empty()) {
     Tokenizer t = Tokenizer::LoadLlama2c(options.tokenizer_path);
     CheckVocabMatches(model, loaded.model.config.vocab_size, t);
     loaded.tokenizer = MakeLlama2cTextTokenizer(std::move(t));

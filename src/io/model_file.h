@@ -5,7 +5,8 @@
 //     so tokenizer_path must be empty),
 //   a training run's directory (its newest complete checkpoint, NewestCheckpointIn),
 //   a GGUF file of the "llama" architecture (src/io/gguf_model.h; told by its magic; its
-//     tokenizer, like a llama2.c model's, is a separate llama2.c tokenizer file for now).
+//     tokenizer is the SentencePiece vocabulary it carries, or a llama2.c tokenizer file given
+//     in tokenizer_path, which then takes precedence).
 // The tokenizer comes back behind the one text interface (src/io/text_tokenizer.h).
 #pragma once
 
@@ -28,6 +29,9 @@ struct ModelFileHeader {
   bool checkpoint = false;
   int64_t step = 0;            // checkpoints: the training step
   std::string tokenizer_kind;  // checkpoints: "bytes", "sentencepiece" or ""
+  // The file carries its own tokenizer or vocabulary (a stretch checkpoint, a GGUF file with
+  // tokenizer.ggml.tokens): text can be given without a tokenizer file.
+  bool own_tokenizer = false;
 };
 
 // `notes` (optional) receives a line for each newer checkpoint of a directory passed over, with

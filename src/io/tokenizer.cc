@@ -80,9 +80,24 @@ Tokenizer Tokenizer::LoadLlama2c(const std::string& path) {
     t.pieces_.push_back(std::move(piece));
     t.scores_.push_back(score);
   }
+  return FromVocabulary(path, std::move(t.pieces_), std::move(t.scores_));
+}
+
+Tokenizer Tokenizer::FromVocabulary(std::string source, std::vector<std::string> pieces,
+                                    std::vector<float> scores) {
+  Tokenizer t;
+  t.path_ = std::move(source);
+  t.pieces_ = std::move(pieces);
+  t.scores_ = std::move(scores);
+  const std::string& path = t.path_;
+  STRETCH_CHECK(t.pieces_.size() == t.scores_.size(), "{} pieces, {} scores", t.pieces_.size(),
+                t.scores_.size());
   if (t.pieces_.size() < 3) {
     Fail("{}: {} tokens: expected at least 3 (<unk>, <s>, </s> at ids 0, 1, 2)", path,
          t.pieces_.size());
+  }
+  if (static_cast<int64_t>(t.pieces_.size()) > kMaxTokens) {
+    Fail("{}: {} tokens: expected at most {}", path, t.pieces_.size(), kMaxTokens);
   }
 
   // A piece that occurs twice maps to its first id (llama2.c's bsearch over a qsorted copy leaves

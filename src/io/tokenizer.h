@@ -29,6 +29,11 @@ class Tokenizer {
   // Reads a llama2.c tokenizer file; the vocabulary size is the number of records in the file.
   // Throws stretch::Error (file, field, found, expected) on a truncated or malformed file.
   static Tokenizer LoadLlama2c(const std::string& path);
+  // The same tokenizer from a vocabulary held elsewhere (a GGUF file's, src/io/gguf_model.h), in
+  // llama2.c's spelling (a space is ' ', ids 0/1/2 are <unk>/<s>/</s>); `source` names it in
+  // messages and as path().
+  static Tokenizer FromVocabulary(std::string source, std::vector<std::string> pieces,
+                                  std::vector<float> scores);
 
   int vocab_size() const { return static_cast<int>(pieces_.size()); }
   const std::string& path() const { return path_; }

@@ -53,6 +53,16 @@ TEST(ConvertCli, Llama2cToGgufAndBackScoresTheSame) {
   }
   EXPECT_EQ(tables[0], tables[1]);
   EXPECT_EQ(tables[0], tables[2]);
+  // Text: the GGUF file's own vocabulary encodes it as tok512.bin does.
+  const std::string text = testing::SharedPath("data/tinystories");
+  const auto with_file = RunCli("score -m " + Quote(bin) + " -t " + Quote(tok) + " --data " +
+                                Quote(text) + " --ctx 256 --max-windows 4 --no-progress");
+  const auto with_own = RunCli("score -m " + Quote(gguf) + " --data " + Quote(text) +
+                               " --ctx 256 --max-windows 4 --no-progress");
+  ASSERT_EQ(with_file.exit_code, 0) << with_file.out;
+  ASSERT_EQ(with_own.exit_code, 0) << with_own.out;
+  EXPECT_EQ(with_file.out.substr(with_file.out.find("all")),
+            with_own.out.substr(with_own.out.find("all")));
   for (const std::string& p : {gguf, back, tokens}) std::remove(p.c_str());
 }
 

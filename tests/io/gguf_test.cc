@@ -557,5 +557,53 @@ TEST(GgufModel, VocabularyFilesOpenAndSayWhatTheyLack) {
   }
 }
 
+// llama.cpp's tokenizer test vectors (../shared/models/ggml_vocab: .inp holds the cases, each
+// followed by "\n__ggml_vocab_test__\n"; .out one line of ids per case, no BOS).
+std::string ReadAll(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+TEST(GgufTokenizer, LlamaSpmVocabularyPassesLlamaCppsTestVectors) {
+  const std::string gguf = testing::SharedPath("models/ggml_vocab/ggml-vocab-llama-spm.gguf");
+  STRETCH_SKIP_IF_MISSING(gguf);
+  const Tokenizer t = ReadGgufTokenizer(gguf);
+  EXPECT_EQ(t.vocab_size(), 32000);
+  const std::string inp = ReadAll(gguf + ".inp"), out = ReadAll(gguf + ".out");
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> cases;
+  for (size_t at = 0; at < inp.size();) {
+    const size_t end = inp.find(sep, at);
+    ASSERT_NE(end, std::string::npos) << "a case without its separator at " << at;
+    cases.push_back(inp.substr(at, end - at));
+    at = end + sep.size();
+  }
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < out.size();) {
+    const size_t end = out.find('\n', at);
+    lines.push_back(out.substr(at, end - at));
+    at = end == std::string::npos ? out.size() : end + 1;
+  }
+  ASSERT_EQ(cases.size(), lines.size());
+  ASSERT_GT(cases.size(), 40u);
+  for (size_t k = 0; k < cases.size(); ++k) {
+    std::string got;
+    for (int id : t.Encode(cases[k], /*bos=*/false, /*eos=*/false)) got += " " + std::to_string(id);
+    EXPECT_EQ(got, lines[k]) << "case " << k << ": \"" << cases[k] << "\"";
+  }
+}
+
+TEST(GgufTokenizer, RefusesAVocabularyItCannotRunByName) {
+  const std::string gpt2 = testing::SharedPath("models/ggml_vocab/ggml-vocab-gpt-2.gguf");
+  STRETCH_SKIP_IF_MISSING(gpt2);
+  try {
+    ReadGgufTokenizer(gpt2);
+    ADD_FAILURE() << "a gpt2 vocabulary was read as SentencePiece";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tokenizer.ggml.model is \"gpt2\""), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace stretch

@@ -120,10 +120,10 @@ void RunScore(const ScoreArgs& args) {
   const std::vector<NamedPath> outputs = {{"--json-out", args.json_out},
                                           {"--per-token", args.per_token}};
   CheckOutputPaths(inputs, outputs);
-  if (!args.data.empty() && args.model.tokenizer.empty() && !header.checkpoint) {
+  if (!args.data.empty() && args.model.tokenizer.empty() && !header.own_tokenizer) {
     Fail(
-        "--data needs --tokenizer to turn the text into tokens (a llama2.c model; stretch "
-        "checkpoints carry their own)");
+        "--data needs --tokenizer to turn the text into tokens (a llama2.c model, or a GGUF file "
+        "without a vocabulary; stretch checkpoints and most GGUF files carry their own)");
   }
   std::vector<SweepCell> planned =
       PlanSweep(header.config, methods, args.contexts, args.options, !args.tokens.empty());

@@ -28,8 +28,10 @@ struct TuneArgs {
 void RunTuneCommand(const TuneArgs& a) {
   const ModelHeader header = ReadModelHeader(a.model.model);
   if (a.ctx < 2) Fail("--ctx: found {}, expected the target length in tokens (>= 2)", a.ctx);
-  if (a.model.tokenizer.empty() && !header.checkpoint) {
-    Fail("--data needs --tokenizer to turn the text into tokens (a llama2.c model)");
+  if (a.model.tokenizer.empty() && !header.own_tokenizer) {
+    Fail(
+        "--data needs --tokenizer to turn the text into tokens (a llama2.c model, or a GGUF file "
+        "without a vocabulary)");
   }
   ModelArgs margs = a.model;
   margs.model = header.path;
