@@ -1,6 +1,7 @@
 // A model read from a GGUF file gives the same logits as the llama2.c file it was written from,
 // bit for bit, under every position method (F32 matrices: the same weights, the same config), and
 // close ones from F16 and Q8_0 matrices.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -21,6 +22,11 @@
 namespace stretch {
 namespace {
 
+// A file name of this process under the test's temporary directory.
+std::string TempPath(const std::string& name) {
+  return fmt::format("{}stretch_gguf_{}_{}", ::testing::TempDir(), getpid(), name);
+}
+
 std::vector<float> Logits(const Model& m, const std::string& spec, const std::vector<int>& tokens) {
   Transformer model(m);
   model.SetMethod(ParseMethod(spec), static_cast<int64_t>(tokens.size()));
@@ -36,8 +42,7 @@ TEST(GgufLogits, Stories260KEqualsTheLlama2cFileUnderEveryMethod) {
   const std::string bin = testing::SharedPath("models/stories260K/stories260K.bin");
   STRETCH_SKIP_IF_MISSING(bin);
   const Model m = LoadLlama2c(bin);
-  const std::string path =
-      ::testing::TempDir() + "stretch_gguf_logits_" + std::to_string(getpid()) + ".gguf";
+  const std::string path = TempPath("logits.gguf");
   SaveGgufModel(m, path, static_cast<uint32_t>(GgmlType::kF32), nullptr);
   const Model g = LoadGgufModel(path);
   std::remove(path.c_str());
@@ -59,8 +64,7 @@ TEST(GgufLogits, HalfAndEightBitMatricesStayClose) {
   const std::vector<int> tokens = testing::RandomTokens(200, m.config.vocab_size, 9);
   const std::vector<float> ref = Logits(m, "direct", tokens);
   for (GgmlType t : {GgmlType::kF16, GgmlType::kQ8_0}) {
-    const std::string path =
-        ::testing::TempDir() + "stretch_gguf_q_" + std::to_string(getpid()) + ".gguf";
+    const std::string path = TempPath("q.gguf");
     SaveGgufModel(m, path, static_cast<uint32_t>(t), nullptr);
     const Model g = LoadGgufModel(path);
     std::remove(path.c_str());
