@@ -604,13 +604,32 @@ std::span<const uint8_t> GgufFile::TensorData(const GgufTensorInfo& t) const {
   return {map_->data + data_offset_ + t.offset, static_cast<size_t>(t.bytes)};
 }
 
+namespace {
+
+// Gives the pages of a converted tensor back: the mapping is read-only and never written, so the
+// kernel drops them from the process (they stay in the page cache, and a later read faults them
+// in again from the file). Without it a loaded model would count twice in the resident memory:
+// its float arrays and the file's pages.
+void DropPages(std::span<const uint8_t> bytes) {
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(bytes.data()) + page - 1) / page * page;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(bytes.data()) + bytes.size()) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+}  // namespace
+
 void GgufFile::ReadFloats(const GgufTensorInfo& t, std::span<float> out) const {
   if (static_cast<int64_t>(out.size()) != t.elements) {
     Fail("{}: tensor {}: {} elements, expected {}", path_, t.name, t.elements, out.size());
   }
   const std::span<const uint8_t> src = TensorData(t);
+  Convert(t, src, out.data());
+  DropPages(src);
+}
+
+void GgufFile::Convert(const GgufTensorInfo& t, std::span<const uint8_t> src, float* dst) const {
   const int64_t n = t.elements;
-  float* dst = out.data();
   switch (static_cast<GgmlType>(t.type)) {
     case GgmlType::kF32: std::memcpy(dst, src.data(), static_cast<size_t>(n) * 4); return;
     case GgmlType::kF16:

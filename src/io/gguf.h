@@ -133,9 +133,11 @@ class GgufFile {
   // Converts the tensor to floats in `out` (t.elements of them): F32 copied, F16 and BF16 widened
   // exactly, Q8_0, Q4_K and Q6_K dequantized as ggml defines them (src/io/gguf.cc). Throws naming
   // the tensor for any other type.
+  // The tensor's pages are given back to the kernel afterwards (see DropPages in gguf.cc).
   void ReadFloats(const GgufTensorInfo& t, std::span<float> out) const;
 
  private:
+  void Convert(const GgufTensorInfo& t, std::span<const uint8_t> src, float* dst) const;
   struct Mapping;
   std::string path_;
   std::shared_ptr<Mapping> map_;
