@@ -87,8 +87,8 @@ LoadedModel LoadModelFile(const std::string& model, const ModelFileOptions& opti
     }
     return loaded;
   }
-  // A GGUF file or a llama2.c checkpoint: the tokenizer is a llama2.c tokenizer file (reading the
-  // vocabulary a GGUF file carries is not built yet).
+  // A GGUF file or a llama2.c checkpoint: the tokenizer is a llama2.c tokenizer file when one is
+  // given, else a GGUF file's own vocabulary (below).
   const bool gguf = GgufFile::Looks(loaded.header.path);
   if (gguf) {
     const GgufModelHeader header = ReadGgufModelHeader(loaded.header.path);
