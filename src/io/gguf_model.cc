@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <map>
 #include <set>
 #include <vector>
@@ -10,6 +11,8 @@
 #include "src/core/error.h"
 #include "src/io/gguf.h"
 #include "src/io/tokenizer.h"
+#include "src/position/method.h"
+#include "src/position/method_internal.h"
 
 namespace stretch {
 
@@ -40,6 +43,171 @@ std::string ShapeText(const std::vector<int64_t>& ne) {
   return s + "}";
 }
 
+// A tensor of per-pair RoPE factors: d/2 positive numbers (ggml shape {d/2}).
+std::vector<double> FactorList(const GgufFile& g, const std::string& name, int pairs) {
+  const GgufTensorInfo* t = g.FindTensor(name);
+  if (t == nullptr) Fail("{}: tensor {} is missing", g.path(), name);
+  if (t->ne != std::vector<int64_t>{pairs} || !GgmlTypeReadable(t->type)) {
+    Fail("{}: tensor {} is {} of shape {}, expected {} factors (head dim / 2)", g.path(), name,
+         GgmlTypeName(t->type), ShapeText(t->ne), pairs);
+  }
+  std::vector<float> f(static_cast<size_t>(pairs));
+  g.ReadFloats(*t, f);
+  for (float v : f) {
+    if (!(v > 0.0f) || !std::isfinite(v)) {
+      Fail("{}: tensor {} holds the factor {}, expected positive finite numbers", g.path(), name,
+           v);
+    }
+  }
+  return std::vector<double>(f.begin(), f.end());
+}
+
+// RoPE scaling from llama.cpp's keys, read as llama.cpp reads them (src/llama-model.cpp,
+// load_hparams; src/llama-context.cpp, the YaRN attention factor), at d32676d:
+//   llama.rope.scaling.type: "none", "linear" (the default when the key is absent), "yarn",
+//     "longrope";
+//   llama.rope.scaling.factor (older files: llama.rope.scale_linear): the scale s, 0 or absent
+//     meaning 1;
+//   llama.rope.scaling.original_context_length: the length the model was pre-trained at, before
+//     the extension (YaRN's and LongRoPE's L; default llama.context_length);
+//   llama.rope.scaling.attn_factor: a multiplier of the attention factor (default 1);
+//   llama.rope.scaling.yarn_log_multiplier: HF's mscale_all_dim (0: none); llama.cpp then uses
+//     get_mscale(s, 1) / get_mscale(s, m) instead of get_mscale(s, 1) = 0.1 ln s + 1;
+//   llama.rope.scaling.yarn_beta_fast / yarn_beta_slow / yarn_ext_factor, where present;
+//   tensor rope_freqs.weight: per-pair divisors of theta_t, applied at every length (LLaMA 3.1's
+//     frequency rule, precomputed by llama.cpp's converter);
+//   tensors rope_factors_long.weight / rope_factors_short.weight: LongRoPE's lists.
+// Linear scaling is the model's own position interpolation (ModelConfig::rope_interpolation):
+// llama.cpp divides positions by s at every length, as stretch does for a model trained with PI.
+// The others become the method the file asks for (header.method_spec), which runs unless the
+// user gives another; ModelConfig::seq_len becomes the original length, the L of every method's
+// formulas. Returns the tensors it used.
+std::vector<std::string> RopeScalingFromGguf(const GgufFile& g, int head_dim,
+                                             GgufModelHeader& header) {
+  const std::string& path = g.path();
+  ModelConfig& c = header.config;
+  std::vector<std::string>& from = header.provenance;
+  const int pairs = head_dim / 2;
+  const bool type_given = g.Find("llama.rope.scaling.type") != nullptr;
+  const std::string type = g.StringOr("llama.rope.scaling.type", "linear");
+  const char* factor_key = g.Find("llama.rope.scaling.factor") != nullptr
+                               ? "llama.rope.scaling.factor"
+                               : "llama.rope.scale_linear";
+  const double factor = g.FloatOr(factor_key, 0.0);
+  if (!(factor == 0.0 || (factor >= 1.0 && factor <= 1e6))) {
+    Fail("{}: metadata {} is {}, expected 0 (none) or a number in [1, 1e6]", path, factor_key,
+         factor);
+  }
+  const double s = factor == 0.0 ? 1.0 : factor;
+  const int context = c.seq_len;
+  auto original_length = [&] {
+    const char* key = "llama.rope.scaling.original_context_length";
+    if (g.Find(key) == nullptr) {
+      from.push_back(fmt::format("seq_len {} <- llama.context_length ({} absent)", c.seq_len, key));
+      return;
+    }
+    c.seq_len = static_cast<int>(CountKey(g, key, kMaxSeqLen));
+    from.push_back(fmt::format(
+        "seq_len {} <- {} (the pre-trained length; llama.context_length {} is the extended one)",
+        c.seq_len, key, context));
+  };
+  const double attn = g.FloatOr("llama.rope.scaling.attn_factor", 1.0);
+  if (!(attn > 0.0) || !std::isfinite(attn)) {
+    Fail("{}: metadata llama.rope.scaling.attn_factor is {}, expected a positive number", path,
+         attn);
+  }
+  const bool freqs = g.FindTensor("rope_freqs.weight") != nullptr;
+  std::vector<std::string> used;
+  Method m;
+  std::string why;
+  if (type == "none" || (type == "linear" && s == 1.0)) {
+    from.push_back(fmt::format("seq_len {} <- llama.context_length", c.seq_len));
+    why = type_given ? fmt::format("llama.rope.scaling.type \"{}\"", type)
+                     : "no llama.rope.scaling.* keys";
+  } else if (type == "linear") {
+    if (freqs) {
+      Fail(
+          "{}: tensor rope_freqs.weight with linear scaling (metadata {} = {}): no source "
+          "defines how the two compose",
+          path, factor_key, factor);
+    }
+    c.rope_interpolation = static_cast<float>(s);
+    from.push_back(fmt::format("seq_len {} <- llama.context_length", c.seq_len));
+    from.push_back(
+        fmt::format("rope_interpolation {} <- {} (linear scaling{}: positions divided "
+                    "by it at every length, as llama.cpp does)",
+                    s, factor_key, type_given ? "" : ", llama.cpp's default type"));
+    why = "linear scaling, the model's own position interpolation";
+  } else if (type == "yarn") {
+    original_length();
+    m = ParseMethod("yarn");
+    m.rope.factor = s;
+    if (g.Find("llama.rope.scaling.yarn_beta_fast") != nullptr) {
+      m.rope.beta_fast = g.Float("llama.rope.scaling.yarn_beta_fast");
+    }
+    if (g.Find("llama.rope.scaling.yarn_beta_slow") != nullptr) {
+      m.rope.beta_slow = g.Float("llama.rope.scaling.yarn_beta_slow");
+    }
+    const double ext = g.FloatOr("llama.rope.scaling.yarn_ext_factor", 1.0);
+    if (ext != 1.0 && ext >= 0.0) {  // negative: "not set", llama.cpp then uses 1
+      Fail(
+          "{}: metadata llama.rope.scaling.yarn_ext_factor is {}, expected 1 (stretch's yarn is "
+          "YaRN as defined, llama.cpp's ext_factor 1)",
+          path, ext);
+    }
+    const double log_mul = g.FloatOr("llama.rope.scaling.yarn_log_multiplier", 0.0);
+    if (!std::isfinite(log_mul) || log_mul < 0.0) {
+      Fail("{}: metadata llama.rope.scaling.yarn_log_multiplier is {}, expected a number >= 0",
+           path, log_mul);
+    }
+    if (log_mul != 0.0 || attn != 1.0) {
+      const double base_factor = log_mul != 0.0 ? method_internal::GetMscale(s, 1.0) /
+                                                      method_internal::GetMscale(s, log_mul)
+                                                : method_internal::GetMscale(s, 1.0);
+      m.rope.attention_factor = attn * base_factor;
+    }
+    why = "llama.rope.scaling.type \"yarn\" and its llama.rope.scaling.* keys";
+  } else if (type == "longrope") {
+    original_length();
+    m = ParseMethod("longrope");
+    m.rope.short_factor = FactorList(g, "rope_factors_short.weight", pairs);
+    m.rope.long_factor = FactorList(g, "rope_factors_long.weight", pairs);
+    used = {"rope_factors_short.weight", "rope_factors_long.weight"};
+    // HF _compute_longrope_parameters: attention factor sqrt(1 + ln(f) / ln(orig)) for
+    // f = max_position_embeddings / original_max_position_embeddings, applied at every length;
+    // llama.cpp's converter stores it as attn_factor.
+    const double f = static_cast<double>(context) / c.seq_len;
+    m.rope.attention_factor =
+        g.Find("llama.rope.scaling.attn_factor") != nullptr
+            ? attn
+            : (f <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(f) / std::log(c.seq_len)));
+    why = "llama.rope.scaling.type \"longrope\" and tensors rope_factors_short/long.weight";
+  } else {
+    Fail(
+        "{}: metadata llama.rope.scaling.type is \"{}\", expected none, linear, yarn or longrope "
+        "(llama.cpp's types)",
+        path, type);
+  }
+  if (freqs) {
+    if (type == "yarn" || type == "longrope") {
+      Fail(
+          "{}: tensor rope_freqs.weight with llama.rope.scaling.type \"{}\": expected one of the "
+          "two",
+          path, type);
+    }
+    // llama.cpp divides theta_t by rope_freqs[t] at every position: LongRoPE with the same list
+    // for short and long and no attention factor is exactly that.
+    m = ParseMethod("longrope");
+    m.rope.short_factor = m.rope.long_factor = FactorList(g, "rope_freqs.weight", pairs);
+    m.rope.attention_factor = 1.0;
+    used.push_back("rope_freqs.weight");
+    why = "tensor rope_freqs.weight (per-pair frequency divisors, as LLaMA 3.1 files carry)";
+  }
+  if (!(m == Method{})) header.method_spec = CanonicalSpec(m);
+  header.method_source = why;
+  return used;
+}
+
 Parsed Parse(const GgufFile& g) {
   const std::string& path = g.path();
   const std::string arch = g.String("general.architecture");
@@ -51,25 +219,43 @@ Parsed Parse(const GgufFile& g) {
   }
   Parsed p;
   ModelConfig& c = p.header.config;
-  c.dim = static_cast<int>(CountKey(g, "llama.embedding_length", kMaxDim));
-  c.n_layers = static_cast<int>(CountKey(g, "llama.block_count", kMaxLayers));
-  c.hidden_dim = static_cast<int>(CountKey(g, "llama.feed_forward_length", kMaxHidden));
-  c.n_heads = static_cast<int>(CountKey(g, "llama.attention.head_count", kMaxDim));
-  c.n_kv_heads = g.Find("llama.attention.head_count_kv") != nullptr
-                     ? static_cast<int>(CountKey(g, "llama.attention.head_count_kv", kMaxDim))
-                     : c.n_heads;
-  c.seq_len = static_cast<int>(CountKey(g, "llama.context_length", kMaxSeqLen));
+  std::vector<std::string>& from = p.header.provenance;
+  auto count = [&](const char* field, const char* key, int64_t max) {
+    const int v = static_cast<int>(CountKey(g, key, max));
+    from.push_back(fmt::format("{} {} <- {}", field, v, key));
+    return v;
+  };
+  c.dim = count("dim", "llama.embedding_length", kMaxDim);
+  c.n_layers = count("n_layers", "llama.block_count", kMaxLayers);
+  c.hidden_dim = count("hidden_dim", "llama.feed_forward_length", kMaxHidden);
+  c.n_heads = count("n_heads", "llama.attention.head_count", kMaxDim);
+  if (g.Find("llama.attention.head_count_kv") != nullptr) {
+    c.n_kv_heads = count("n_kv_heads", "llama.attention.head_count_kv", kMaxDim);
+  } else {
+    c.n_kv_heads = c.n_heads;
+    from.push_back(fmt::format(
+        "n_kv_heads {} <- llama.attention.head_count (llama.attention.head_count_kv absent)",
+        c.n_kv_heads));
+  }
   const double base = g.FloatOr("llama.rope.freq_base", 10000.0);
   if (!(base > 1.0) || base > 1e12) {
     Fail("{}: metadata llama.rope.freq_base is {}, expected a number above 1", path, base);
   }
   c.rope_base = static_cast<float>(base);
+  from.push_back(g.Find("llama.rope.freq_base") != nullptr
+                     ? fmt::format("rope_base {} <- llama.rope.freq_base", c.rope_base)
+                     : "rope_base 10000 <- llama.cpp's default (llama.rope.freq_base absent)");
   const double eps = g.FloatOr("llama.attention.layer_norm_rms_epsilon", 1e-5);
   if (!(eps > 0.0) || eps > 1.0) {
     Fail("{}: metadata llama.attention.layer_norm_rms_epsilon is {}, expected a number in (0, 1]",
          path, eps);
   }
   c.norm_eps = static_cast<float>(eps);
+  from.push_back(
+      g.Find("llama.attention.layer_norm_rms_epsilon") != nullptr
+          ? fmt::format("norm_eps {} <- llama.attention.layer_norm_rms_epsilon", c.norm_eps)
+          : "norm_eps 1e-05 <- default (llama.attention.layer_norm_rms_epsilon "
+            "absent)");
   if (c.dim % c.n_heads != 0) {
     Fail("{}: llama.embedding_length {} is not divisible by llama.attention.head_count {}", path,
          c.dim, c.n_heads);
@@ -89,19 +275,8 @@ Parsed Parse(const GgufFile& g) {
           path, key, g.Int(key), D);
     }
   }
-  const std::string scaling = g.StringOr("llama.rope.scaling.type", "none");
-  if (scaling == "linear") {
-    const double f = g.Float("llama.rope.scaling.factor");
-    if (!(f >= 1.0) || f > 1e6) {
-      Fail("{}: metadata llama.rope.scaling.factor is {}, expected a number >= 1", path, f);
-    }
-    c.rope_interpolation = static_cast<float>(f);
-  } else if (scaling != "none") {
-    Fail(
-        "{}: metadata llama.rope.scaling.type is \"{}\": stretch reads GGUF files with no RoPE "
-        "scaling or linear scaling so far (mapping \"{}\" onto --method is not built yet)",
-        path, scaling, scaling);
-  }
+  c.seq_len = static_cast<int>(CountKey(g, "llama.context_length", kMaxSeqLen));
+  const std::vector<std::string> rope_tensors = RopeScalingFromGguf(g, D, p.header);
 
   const GgufTensorInfo* emb = g.FindTensor("token_embd.weight");
   if (emb == nullptr) Fail("{}: tensor token_embd.weight is missing", path);
@@ -138,7 +313,7 @@ Parsed Parse(const GgufFile& g) {
   e.push_back({"output_norm.weight", {C}});
   if (!c.shared_classifier) e.push_back({"output.weight", {V, C}});
 
-  std::set<std::string> known;
+  std::set<std::string> known(rope_tensors.begin(), rope_tensors.end());
   std::map<std::string, int> types;
   for (const auto& [name, shape] : e) {
     known.insert(name);
@@ -157,11 +332,8 @@ Parsed Parse(const GgufFile& g) {
   }
   for (const GgufTensorInfo& t : g.tensors()) {
     if (!known.count(t.name)) {
-      Fail("{}: tensor {} ({}, shape {}) is not part of a LLaMA model as stretch runs it{}", path,
-           t.name, GgmlTypeName(t.type), ShapeText(t.ne),
-           t.name == "rope_freqs.weight"
-               ? " (per-frequency RoPE factors, as LLaMA 3.1 files carry: not supported yet)"
-               : "");
+      Fail("{}: tensor {} ({}, shape {}) is not part of a LLaMA model as stretch runs it", path,
+           t.name, GgmlTypeName(t.type), ShapeText(t.ne));
     }
   }
   std::string type_text;
@@ -172,12 +344,14 @@ Parsed Parse(const GgufFile& g) {
 
 }  // namespace
 
+GgufModelHeader ReadGgufModelHeader(const GgufFile& g) { return Parse(g).header; }
 GgufModelHeader ReadGgufModelHeader(const std::string& path) {
-  return Parse(GgufFile::Open(path)).header;
+  return ReadGgufModelHeader(GgufFile::Open(path));
 }
 
-Model LoadGgufModel(const std::string& path) {
-  const GgufFile g = GgufFile::Open(path);
+Model LoadGgufModel(const std::string& path) { return LoadGgufModel(GgufFile::Open(path)); }
+Model LoadGgufModel(const GgufFile& g) {
+  const std::string& path = g.path();
   const Parsed p = Parse(g);
   Model m;
   m.config = p.header.config;
@@ -208,12 +382,14 @@ Model LoadGgufModel(const std::string& path) {
   return m;
 }
 
-bool GgufHasVocabulary(const std::string& path) {
-  return GgufFile::Open(path).Find("tokenizer.ggml.tokens") != nullptr;
-}
+bool GgufHasVocabulary(const GgufFile& g) { return g.Find("tokenizer.ggml.tokens") != nullptr; }
+bool GgufHasVocabulary(const std::string& path) { return GgufHasVocabulary(GgufFile::Open(path)); }
 
 Tokenizer ReadGgufTokenizer(const std::string& path) {
-  const GgufFile g = GgufFile::Open(path);
+  return ReadGgufTokenizer(GgufFile::Open(path));
+}
+Tokenizer ReadGgufTokenizer(const GgufFile& g) {
+  const std::string& path = g.path();
   const GgufValue* tokens = g.Find("tokenizer.ggml.tokens");
   if (tokens == nullptr)
     Fail("{}: metadata tokenizer.ggml.tokens is missing: the file carries no vocabulary", path);
@@ -221,7 +397,7 @@ Tokenizer ReadGgufTokenizer(const std::string& path) {
   if (kind != "llama") {
     Fail(
         "{}: metadata tokenizer.ggml.model is \"{}\", expected \"llama\" (a SentencePiece "
-        "vocabulary; byte-level BPE vocabularies, \"gpt2\", are not read yet)",
+        "vocabulary; byte-level BPE vocabularies, \"gpt2\", are read by BpeTokenizer::FromGguf)",
         path, kind);
   }
   if (tokens->type != GgufValueType::kArray || tokens->elem_type != GgufValueType::kString) {
@@ -275,9 +451,85 @@ Tokenizer ReadGgufTokenizer(const std::string& path) {
                                    std::move(scores));
 }
 
+namespace {
+
+// The keys and tensor that make llama.cpp run `method` on a model (the reverse of
+// RopeScalingFromGguf): YaRN as rope.scaling.* keys, llama3 and position interpolation as
+// llama.cpp runs them for the llama architecture; anything else is refused by name.
+void AddMethod(const std::string& path, const ModelConfig& c, const Method& m,
+               std::vector<std::pair<std::string, GgufValue>>& kv,
+               std::vector<GgufTensorOut>& tensors) {
+  const RopeMethod& r = m.rope;
+  const std::string spec = CanonicalSpec(m);
+  const RopeMethod defaults = ParseMethod(std::string(MethodName(m))).rope;
+  auto refuse = [&](const std::string& why) {
+    Fail(
+        "{}: --method {}: {} (GGUF files carry direct, pi:factor=F, yarn:factor=F and "
+        "llama3:factor=F with their default keys otherwise)",
+        path, spec, why);
+  };
+  if (!m.rel.IsIdentity() || m.mask.kind != MaskKind::kCausal || m.logn) {
+    refuse("a relative position map, a mask or log-n scaling has no GGUF key");
+  }
+  if (r.mode != ScaleMode::kStatic) refuse("dynamic scaling has no GGUF key");
+  if (r.base != 0.0) refuse("write the model with its own base (a base override has no key)");
+  if (r.scaling == RopeScaling::kNone) return;
+  if (r.factor == 0.0) refuse("give the factor (the file cannot say 'the call's scale')");
+  if (c.rope_interpolation != 1.0f) {
+    refuse("the model already has linear scaling (trained-in position interpolation)");
+  }
+  const int64_t orig = r.original_length != 0 ? r.original_length : c.seq_len;
+  if (r.scaling == RopeScaling::kLinear) {
+    kv.emplace_back("llama.rope.scaling.type", GgufString("linear"));
+    kv.emplace_back("llama.rope.scaling.factor", GgufF32(static_cast<float>(r.factor)));
+  } else if (r.scaling == RopeScaling::kYarn) {
+    if (r.beta_fast != defaults.beta_fast || r.beta_slow != defaults.beta_slow || r.mscale != 0.0 ||
+        r.mscale_all_dim != 0.0 || r.truncate != defaults.truncate) {
+      refuse("llama.cpp's llama architecture reads no beta, mscale or truncate key");
+    }
+    kv.emplace_back("llama.rope.scaling.type", GgufString("yarn"));
+    kv.emplace_back("llama.rope.scaling.factor", GgufF32(static_cast<float>(r.factor)));
+    kv.emplace_back("llama.rope.scaling.original_context_length",
+                    GgufU32(static_cast<uint32_t>(orig)));
+    if (r.attention_factor != 0.0) {
+      // llama.cpp multiplies YaRN's own 0.1 ln s + 1 by rope.scaling.attn_factor.
+      kv.emplace_back("llama.rope.scaling.attn_factor",
+                      GgufF32(static_cast<float>(r.attention_factor /
+                                                 method_internal::GetMscale(r.factor, 1.0))));
+    }
+    // llama.context_length: the extended length; the original one is the model's seq_len.
+    for (auto& [key, value] : kv) {
+      if (key == "llama.context_length") {
+        value = GgufU32(static_cast<uint32_t>(std::lround(static_cast<double>(orig) * r.factor)));
+      }
+    }
+  } else if (r.scaling == RopeScaling::kLlama3) {
+    // llama.cpp runs LLaMA 3.1's rule as per-pair divisors of theta (rope_freqs.weight), applied
+    // at every length: the divisors of this factor.
+    const RopeGeometry geo{orig, c.head_dim(), c.rope_base, 1.0};
+    const RopeFrequencies plain = ComputeFrequencies(RopeMethod{}, geo, 1.0);
+    const RopeFrequencies scaled = ComputeFrequencies(r, geo, r.factor);
+    std::vector<float> divisors;
+    for (size_t t = 0; t < plain.thetas.size(); ++t) {
+      divisors.push_back(static_cast<float>(plain.thetas[t] / scaled.thetas[t]));
+    }
+    tensors.push_back({"rope_freqs.weight",
+                       {static_cast<int64_t>(divisors.size())},
+                       static_cast<uint32_t>(GgmlType::kF32),
+                       EncodeTensor(divisors, GgmlType::kF32)});
+  } else {
+    refuse(fmt::format("llama.cpp's llama architecture has no GGUF key for {}", MethodName(m)));
+  }
+}
+
+}  // namespace
+
 void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_type,
-                   const Tokenizer* tokenizer) {
+                   const Tokenizer* tokenizer, const Method* method,
+                   const GgufFile* vocabulary_from) {
   const ModelConfig& c = model.config;
+  STRETCH_CHECK(tokenizer == nullptr || vocabulary_from == nullptr,
+                "SaveGgufModel: a tokenizer and a vocabulary file both given");
   if (!c.attention.IsDefault() || c.Gau()) {
     Fail(
         "{}: GGUF's llama architecture holds plain LLaMA models; {} has {} (expected the default "
@@ -350,6 +602,11 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
     kv.emplace_back("tokenizer.ggml.bos_token_id", GgufU32(Tokenizer::kBos));
     kv.emplace_back("tokenizer.ggml.eos_token_id", GgufU32(Tokenizer::kEos));
   }
+  if (vocabulary_from != nullptr) {
+    for (const auto& [key, value] : vocabulary_from->metadata()) {
+      if (key.starts_with("tokenizer.")) kv.emplace_back(key, value);
+    }
+  }
   const ModelWeights& w = model.weights;
   std::vector<GgufTensorOut> tensors;
   const int64_t C = c.dim, F = c.hidden_dim, V = c.vocab_size, KV = c.kv_dim();
@@ -383,6 +640,7 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
   }
   add("output_norm.weight", w.final_norm, 1, C, false);
   if (!c.shared_classifier) add("output.weight", w.classifier, V, C, true);
+  if (method != nullptr) AddMethod(path, c, *method, kv, tensors);
   WriteGguf(path, kv, tensors);
 }
 

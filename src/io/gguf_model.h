@@ -4,9 +4,12 @@
 // Config from the llama.* keys:
 //   llama.embedding_length -> dim, llama.block_count -> n_layers, llama.feed_forward_length ->
 //   hidden_dim, llama.attention.head_count -> n_heads, llama.attention.head_count_kv -> n_kv_heads
-//   (default: n_heads), llama.context_length -> seq_len, llama.rope.freq_base -> rope_base
-//   (default 10000), llama.attention.layer_norm_rms_epsilon -> norm_eps (default 1e-5),
-//   llama.rope.scaling.type "linear" with llama.rope.scaling.factor -> rope_interpolation.
+//   (default: n_heads), llama.context_length -> seq_len (llama.rope.scaling.original_context_length
+//   when the file has one), llama.rope.freq_base -> rope_base (default 10000),
+//   llama.attention.layer_norm_rms_epsilon -> norm_eps (default 1e-5),
+//   llama.rope.scaling.* and the tensors rope_freqs.weight, rope_factors_{short,long}.weight ->
+//   rope_interpolation (linear scaling) or the method the file asks for (YaRN, LongRoPE, LLaMA
+//   3.1's per-pair factors; RopeScalingFromGguf in gguf_model.cc says how each key is read).
 //   The vocabulary size is token_embd.weight's row count (llama.vocab_size, when present, must
 //   agree). llama.rope.dimension_count, llama.attention.key_length and value_length, when present,
 //   must equal dim / n_heads (stretch rotates every pair of a head).
@@ -19,12 +22,12 @@
 // layout of Meta's and llama2.c's checkpoints and of stretch; its converter from Hugging Face
 // folders permutes q and k from HF's rotate-half layout into it, so the weights are used as they
 // are.
-// Refused by name: another architecture, a tensor stretch does not use (rope_freqs.weight of
-// LLaMA 3.1's frequency scaling among them), RoPE scaling other than none or linear (YaRN and
-// LongRoPE files: their mapping onto --method is not built yet).
+// Refused by name: another architecture, a tensor stretch does not use, RoPE scaling of another
+// type or with settings stretch's methods do not express (YaRN's ext_factor other than 1).
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "src/io/tokenizer.h"
 #include "src/model/config.h"
@@ -34,12 +37,22 @@ namespace stretch {
 struct GgufModelHeader {
   ModelConfig config;
   std::string format;  // "GGUF version 3 (llama, F32)": the version, architecture, tensor types
+  // The position method the file asks for (a canonical spec of src/position/method.h, e.g.
+  // "yarn:factor=4"), "" for plain RoPE, and what in the file says so.
+  std::string method_spec;
+  std::string method_source;
+  // Where each setting came from: "dim 288 <- llama.embedding_length", one line per setting.
+  std::vector<std::string> provenance;
 };
 // Reads the header and the tensor list; checks every key and shape (no weights are read).
+// Each function also takes the file already opened (one mapping and parse for a whole load).
+class GgufFile;
 GgufModelHeader ReadGgufModelHeader(const std::string& path);
+GgufModelHeader ReadGgufModelHeader(const GgufFile& file);
 
 // Loads the whole model, every tensor converted to float32.
 Model LoadGgufModel(const std::string& path);
+Model LoadGgufModel(const GgufFile& file);
 
 // The vocabulary a GGUF file carries, when it is a SentencePiece one (tokenizer.ggml.model
 // "llama": tokenizer.ggml.tokens, .scores), as the llama2.c-style Tokenizer (src/io/tokenizer.h),
@@ -47,10 +60,12 @@ Model LoadGgufModel(const std::string& path);
 // code points, byte fallback to "<0xXX>", merge the best-scoring adjacent pair, leftmost on ties,
 // a leading space before the text): pieces are turned from SentencePiece's spelling (U+2581 for a
 // space) into llama2.c's. Refused by name: no vocabulary, another kind (byte-level BPE,
-// tokenizer.ggml.model "gpt2": not built yet), <unk>/<s>/</s> at ids other than 0/1/2, or
+// tokenizer.ggml.model "gpt2": BpeTokenizer::FromGguf in src/io/bpe_tokenizer.h reads those), <unk>/<s>/</s> at ids other than 0/1/2, or
 // tokenizer.ggml.add_space_prefix false.
 bool GgufHasVocabulary(const std::string& path);
+bool GgufHasVocabulary(const GgufFile& file);
 Tokenizer ReadGgufTokenizer(const std::string& path);
+Tokenizer ReadGgufTokenizer(const GgufFile& file);
 
 // Writes `model` as a GGUF version 3 file of the "llama" architecture, atomically: the llama.*
 // keys above, the matrices in `matrix_type` (F32, F16, BF16 or Q8_0; the embedding and the
@@ -60,7 +75,16 @@ Tokenizer ReadGgufTokenizer(const std::string& path);
 // vocabulary (tokenizer.ggml.model "llama": tokens, scores, token types; <unk> 0, <s> 1, </s> 2),
 // which llama.cpp needs to load the file. Refused by name: models the format cannot express (the
 // GAU block, a trained attention layout: per-layer positions or windows, norms, logit scale).
+// With `method` (may be null) the file also says which position method to run, as llama.cpp
+// reads it: pi:factor=F as linear scaling, yarn:factor=F as rope.scaling.type yarn with the
+// model's seq_len as original_context_length and F times it as llama.context_length,
+// llama3:factor=F as the per-pair divisors rope_freqs.weight; any other method, or one of these
+// with keys llama.cpp does not read, is refused by name.
+// With `vocabulary_from` (may be null; not with `tokenizer`) every tokenizer.* key of that GGUF
+// file is copied as it is (a GGUF file converted to GGUF keeps its vocabulary of any kind).
+struct Method;
 void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_type,
-                   const Tokenizer* tokenizer);
+                   const Tokenizer* tokenizer, const Method* method = nullptr,
+                   const GgufFile* vocabulary_from = nullptr);
 
 }  // namespace stretch

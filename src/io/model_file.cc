@@ -3,12 +3,16 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <utility>
 
 #include "src/core/error.h"
+#include "src/io/bpe_tokenizer.h"
 #include "src/io/gguf.h"
 #include "src/io/gguf_model.h"
 #include "src/io/llama2c.h"
+#include "src/io/spm_model.h"
 #include "src/io/stretch_checkpoint.h"
 #include "src/io/tokenizer.h"
 
@@ -26,8 +30,28 @@ std::string ResolveModelPath(const std::string& model, std::vector<std::string>*
 // Stretch checkpoints are told by content: a safetensors header (LooksLikeSafetensors). A file
 // named *.safetensors that does not look like one is opened as safetensors anyway, so that its
 // error says what is wrong with it rather than what a llama2.c reader makes of it.
+// A file whose first non-blank byte is '{' (a Hugging Face tokenizer.json).
+bool LooksLikeJsonObject(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char ch = 0;
+  while (f.get(ch)) {
+    if (ch != ' ' && ch != '\n' && ch != '\r' && ch != '\t') return ch == '{';
+  }
+  return false;
+}
+
 bool IsCheckpointPath(const std::string& path) {
   return LooksLikeSafetensors(path) || std::filesystem::path(path).extension() == ".safetensors";
+}
+
+void SetGgufHeader(const GgufFile& file, ModelFileHeader& h) {
+  GgufModelHeader g = ReadGgufModelHeader(file);
+  h.format = std::move(g.format);
+  h.config = g.config;
+  h.own_tokenizer = GgufHasVocabulary(file);
+  h.method_spec = std::move(g.method_spec);
+  h.method_source = std::move(g.method_source);
+  h.provenance = std::move(g.provenance);
 }
 
 }  // namespace
@@ -46,10 +70,8 @@ ModelFileHeader ReadModelFileHeader(const std::string& model, std::vector<std::s
     return h;
   }
   if (GgufFile::Looks(h.path)) {
-    const GgufModelHeader g = ReadGgufModelHeader(h.path);
-    h.format = g.format;
-    h.config = g.config;
-    h.own_tokenizer = GgufHasVocabulary(h.path);
+    const GgufFile file = GgufFile::Open(h.path);
+    SetGgufHeader(file, h);
     return h;
   }
   const Llama2cHeader l = ReadLlama2cHeader(h.path);
@@ -66,8 +88,7 @@ LoadedModel LoadModelFile(const std::string& model, const ModelFileOptions& opti
     if (!options.tokenizer_path.empty()) {
       Fail(
           "ModelFileOptions::tokenizer_path {}: {} is a stretch checkpoint, which carries its own "
-          "tokenizer (and ModelFileOptions::tokenizer_path reads llama2.c tokenizer files only); "
-          "leave ModelFileOptions::tokenizer_path out",
+          "tokenizer; leave ModelFileOptions::tokenizer_path out",
           options.tokenizer_path, loaded.header.path);
     }
     CheckpointModel c = LoadCheckpointModel(loaded.header.path);
@@ -90,18 +111,19 @@ LoadedModel LoadModelFile(const std::string& model, const ModelFileOptions& opti
   // A GGUF file or a llama2.c checkpoint: the tokenizer is a llama2.c tokenizer file when one is
   // given, else a GGUF file's own vocabulary (below).
   const bool gguf = GgufFile::Looks(loaded.header.path);
+  // A GGUF file is mapped and parsed once for its header, weights and vocabulary.
+  std::optional<GgufFile> file;
   if (gguf) {
-    const GgufModelHeader header = ReadGgufModelHeader(loaded.header.path);
-    loaded.header.format = header.format;
-    loaded.header.config = header.config;
+    file.emplace(GgufFile::Open(loaded.header.path));
+    SetGgufHeader(*file, loaded.header);
   } else {
     const Llama2cHeader header = ReadLlama2cHeader(loaded.header.path);
     loaded.header.format = header.format;
     loaded.header.config = header.config;
   }
-  // A GGUF file's own SentencePiece vocabulary serves when no tokenizer file is given.
-  const bool own_vocabulary =
-      gguf && options.tokenizer_path.empty() && GgufHasVocabulary(loaded.header.path);
+  // A GGUF file's own vocabulary (SentencePiece or GPT-2's byte-level BPE) serves when no
+  // tokenizer file is given.
+  const bool own_vocabulary = gguf && options.tokenizer_path.empty() && loaded.header.own_tokenizer;
   if (options.tokenizer_needed && options.tokenizer_path.empty() && !own_vocabulary) {
     Fail(
         "ModelFileOptions::tokenizer_path is required with a {} model ({}): a llama2.c "
@@ -109,17 +131,42 @@ LoadedModel LoadModelFile(const std::string& model, const ModelFileOptions& opti
         gguf ? "GGUF" : "llama2.c", loaded.header.path,
         gguf ? " (the GGUF file carries no vocabulary)" : "");
   }
-  loaded.model = gguf ? LoadGgufModel(loaded.header.path) : LoadLlama2c(loaded.header.path);
-  if (own_vocabulary) {
-    Tokenizer t = ReadGgufTokenizer(loaded.header.path);
+  loaded.model = gguf ? LoadGgufModel(*file) : LoadLlama2c(loaded.header.path);
+  if (own_vocabulary && file->StringOr("tokenizer.ggml.model", "") == "gpt2") {
+    BpeTokenizer t = BpeTokenizer::FromGguf(*file);
+    if (t.vocab_size() != loaded.model.config.vocab_size) {
+      Fail("{}: its vocabulary (tokenizer.ggml.tokens) has {} tokens, the model {}", model,
+           t.vocab_size(), loaded.model.config.vocab_size);
+    }
+    loaded.tokenizer = MakeBpeTextTokenizer(std::move(t));
+  } else if (own_vocabulary) {
+    Tokenizer t = ReadGgufTokenizer(*file);
     CheckVocabMatches(model, loaded.model.config.vocab_size, t);
     loaded.tokenizer = MakeLlama2cTextTokenizer(std::move(t));
   } else if (!options.tokenizer_path.empty()) {
-    Tokenizer t = Tokenizer::LoadLlama2c(options.tokenizer_path);
-    CheckVocabMatches(model, loaded.model.config.vocab_size, t);
-    loaded.tokenizer = MakeLlama2cTextTokenizer(std::move(t));
+    loaded.tokenizer =
+        LoadTokenizerFile(options.tokenizer_path, model, loaded.model.config.vocab_size);
   }
   return loaded;
+}
+
+std::unique_ptr<TextTokenizer> LoadTokenizerFile(const std::string& path,
+                                                 const std::string& model_path, int model_vocab) {
+  std::unique_ptr<TextTokenizer> t;
+  if (LooksLikeSentencePieceModel(path)) {
+    t = LoadSentencePieceModel(path);
+  } else if (LooksLikeJsonObject(path)) {
+    t = MakeBpeTextTokenizer(BpeTokenizer::FromTokenizerJson(path));
+  } else {
+    Tokenizer l = Tokenizer::LoadLlama2c(path);
+    CheckVocabMatches(model_path, model_vocab, l);
+    return MakeLlama2cTextTokenizer(std::move(l));
+  }
+  if (t->vocab_size() != model_vocab) {
+    Fail("tokenizer {} has {} tokens, but the model {} has a vocabulary of {}", path,
+         t->vocab_size(), model_path, model_vocab);
+  }
+  return t;
 }
 
 }  // namespace stretch

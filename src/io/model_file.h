@@ -5,8 +5,9 @@
 //     so tokenizer_path must be empty),
 //   a training run's directory (its newest complete checkpoint, NewestCheckpointIn),
 //   a GGUF file of the "llama" architecture (src/io/gguf_model.h; told by its magic; its
-//     tokenizer is the SentencePiece vocabulary it carries, or a llama2.c tokenizer file given
-//     in tokenizer_path, which then takes precedence).
+//     tokenizer is the vocabulary it carries: SentencePiece, or GPT-2's byte-level BPE
+//     (src/io/bpe_tokenizer.h); or a llama2.c tokenizer file given in tokenizer_path, which then
+//     takes precedence).
 // The tokenizer comes back behind the one text interface (src/io/text_tokenizer.h).
 #pragma once
 
@@ -32,6 +33,14 @@ struct ModelFileHeader {
   // The file carries its own tokenizer or vocabulary (a stretch checkpoint, a GGUF file with
   // tokenizer.ggml.tokens): text can be given without a tokenizer file.
   bool own_tokenizer = false;
+  // The position method the file asks for (GGUF rope.scaling.* keys, a Hugging Face config's
+  // rope_scaling): a canonical --method spec, "" for plain RoPE; what in the file says so. The
+  // commands run it unless the user selects a method.
+  std::string method_spec;
+  std::string method_source;
+  // Where each setting came from, one line each ("dim 288 <- llama.embedding_length"); empty for
+  // formats whose header is the config itself (llama.c, stretch checkpoints).
+  std::vector<std::string> provenance;
 };
 
 // `notes` (optional) receives a line for each newer checkpoint of a directory passed over, with
@@ -40,8 +49,8 @@ ModelFileHeader ReadModelFileHeader(const std::string& model,
                                     std::vector<std::string>* notes = nullptr);
 
 struct ModelFileOptions {
-  // A llama2.c tokenizer file for a llama2.c model (its vocabulary must equal the model's);
-  // refused with a stretch checkpoint, which has its own. Empty: none.
+  // A tokenizer file for a llama2.c or GGUF model (LoadTokenizerFile; its vocabulary must equal
+  // the model's); refused with a stretch checkpoint, which has its own. Empty: none.
   std::string tokenizer_path;
   // The caller turns text into tokens: a model without a tokenizer is then an error.
   bool tokenizer_needed = false;
@@ -56,5 +65,12 @@ struct LoadedModel {
 };
 LoadedModel LoadModelFile(const std::string& model, const ModelFileOptions& options,
                           std::vector<std::string>* notes = nullptr);
+
+// A tokenizer file, told by content: a SentencePiece model (tokenizer.model, through
+// libsentencepiece: src/io/spm_model.h), a Hugging Face tokenizer.json of byte-level BPE
+// (src/io/bpe_tokenizer.h), else a llama2.c tokenizer (tok512.bin, tokenizer.bin). Throws
+// stretch::Error when its vocabulary size is not `model_vocab` (naming both files).
+std::unique_ptr<TextTokenizer> LoadTokenizerFile(const std::string& path,
+                                                 const std::string& model_path, int model_vocab);
 
 }  // namespace stretch

@@ -12,8 +12,6 @@
 
 namespace stretch {
 namespace fs = std::filesystem;
-namespace {
-
 std::string ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) Fail("{}: cannot open: {}", path, std::strerror(errno));
@@ -22,8 +20,6 @@ std::string ReadWholeFile(const std::string& path) {
   if (in.bad()) Fail("{}: read error", path);
   return ss.str();
 }
-
-}  // namespace
 
 TextStream EncodeTextPath(const std::string& path,
                           const std::function<std::vector<int>(const std::string&)>& encode) {

@@ -18,6 +18,9 @@ struct TextStream {
   int64_t bytes = 0;
 };
 
+// A whole file's bytes; throws stretch::Error naming the file when it cannot be opened or read.
+std::string ReadWholeFile(const std::string& path);
+
 // Throws stretch::Error for a missing path, an unreadable or empty file, a directory without
 // *.txt files.
 TextStream EncodeTextPath(const std::string& path, const Tokenizer& tokenizer);

@@ -31,7 +31,8 @@ class TextTokenizer {
   virtual int vocab_size() const = 0;
   virtual int bos() const = 0;
   virtual int eos() const = 0;  // -1 when the tokenizer has none
-  // BOS, then the text's tokens (what generation starts from).
+  // BOS when the tokenizer adds one (every SentencePiece one does; a GPT-2 vocabulary when its
+  // file says so), then the text's tokens (what generation starts from).
   virtual std::vector<int> EncodePrompt(std::string_view text) const = 0;
   // A text file or a directory of *.txt files as one token stream (no BOS/EOS inside).
   virtual TextStream EncodeText(const std::string& path) const = 0;

@@ -319,7 +319,7 @@ std::vector<std::vector<int>> EncodeTest(const TextTokenizer& tok, const LabCorp
   std::vector<std::vector<int>> out;
   for (const std::string& text : corpus.test_documents) {
     std::vector<int> ids = tok.EncodePrompt(text);
-    ids.erase(ids.begin());  // its BOS
+    if (!ids.empty() && ids.front() == tok.bos()) ids.erase(ids.begin());  // its BOS
     if (!ids.empty()) out.push_back(std::move(ids));
   }
   return out;
@@ -628,7 +628,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
     const TextTokenizer& tok = *loaded.tokenizer;
     const TextEncoder encode = [&tok](std::string_view text) {
       std::vector<int> ids = tok.EncodePrompt(text);
-      ids.erase(ids.begin());  // its BOS
+      if (!ids.empty() && ids.front() == tok.bos()) ids.erase(ids.begin());  // its BOS
       return ids;
     };
 

@@ -17,28 +17,12 @@
 
 #include "src/core/check.h"
 #include "src/core/error.h"
+#include "src/io/text.h"
 #include "src/io/token_cache.h"
 
 namespace stretch {
 namespace fs = std::filesystem;
 namespace {
-
-std::string ReadFileBytes(const std::string& path) {
-  struct FileCloser {
-    void operator()(std::FILE* f) const { std::fclose(f); }
-  };
-  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(path.c_str(), "rb"));
-  if (!f) Fail("{}: cannot open for reading: {}", path, std::strerror(errno));
-  std::string text;
-  char buf[1 << 16];
-  for (;;) {
-    const size_t got = std::fread(buf, 1, sizeof(buf), f.get());
-    text.append(buf, got);
-    if (got < sizeof(buf)) break;
-  }
-  if (std::ferror(f.get())) Fail("{}: read error: {}", path, std::strerror(errno));
-  return text;
-}
 
 CorpusFile StatCorpusFile(const fs::path& p) {
   CorpusFile file;
@@ -234,7 +218,7 @@ Corpus ReadCorpus(const CorpusOptions& options) {
   Corpus corpus;
   corpus.files = ListCorpusFiles(options.path);
   for (size_t i = 0; i < corpus.files.size(); ++i) {
-    std::string text = ReadFileBytes(corpus.files[i].path);
+    std::string text = ReadWholeFile(corpus.files[i].path);
     if (text.empty()) {
       ++corpus.empty_files;
       continue;

@@ -66,6 +66,53 @@ TEST(ConvertCli, Llama2cToGgufAndBackScoresTheSame) {
   for (const std::string& p : {gguf, back, tokens}) std::remove(p.c_str());
 }
 
+TEST(ConvertCli, AGgufThatSaysYarnRunsYarnUnlessToldOtherwise) {
+  const std::string bin = testing::SharedPath("models/stories260K/stories260K.bin");
+  STRETCH_SKIP_IF_MISSING(bin);
+  const std::string gguf = Temp("yarn.gguf"), tokens = Temp("yarn_tokens.txt");
+  {
+    FILE* f = std::fopen(tokens.c_str(), "w");
+    for (int k = 0; k < 700; ++k) std::fprintf(f, "%d ", 1 + (k * 53) % 500);
+    std::fprintf(f, "\n");
+    std::fclose(f);
+  }
+  auto r =
+      RunCli("convert -m " + Quote(bin) + " --to gguf --method yarn:factor=4 --out " + Quote(gguf));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "method yarn:factor=4")) << r.out;
+  const auto i = RunCli("inspect -m " + Quote(gguf));
+  ASSERT_EQ(i.exit_code, 0) << i.out;
+  EXPECT_TRUE(Has(i.out, "seq_len 512 <- llama.rope.scaling.original_context_length")) << i.out;
+  EXPECT_TRUE(Has(i.out, "position method yarn:factor=4 <- llama.rope.scaling.type")) << i.out;
+  // The file's method by default, the same table as the method given by hand; --method direct
+  // replaces it.
+  auto score = [&](const std::string& file, const std::string& flags) {
+    const auto s = RunCli("score -m " + Quote(file) + " --tokens " + Quote(tokens) +
+                          " --ctx 700 --no-progress" + flags);
+    EXPECT_EQ(s.exit_code, 0) << s.out;
+    return s;
+  };
+  const auto own = score(gguf, "");
+  EXPECT_TRUE(Has(own.out, "method: yarn:factor=4 (the model file's own")) << own.out;
+  const auto by_hand = score(bin, " --method yarn:factor=4");
+  const auto direct = score(gguf, " --method direct");
+  const auto table = [](const std::string& out) { return out.substr(out.find("all")); };
+  EXPECT_EQ(table(own.out), table(by_hand.out));
+  EXPECT_NE(table(own.out), table(direct.out));
+  // llama2.c files have no place for the method: refused, not dropped silently.
+  const std::string back = Temp("yarn_back.bin");
+  r = RunCli("convert -m " + Quote(gguf) + " --to llama2c --out " + Quote(back));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Has(r.out, "no place for the position method yarn:factor=4")) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(back));
+  // A method llama.cpp's files cannot express is refused by name.
+  r = RunCli("convert -m " + Quote(bin) + " --to gguf --method ntk:factor=4 --out " +
+             Quote(Temp("ntk.gguf")));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Has(r.out, "no GGUF key for ntk")) << r.out;
+  for (const std::string& p : {gguf, tokens}) std::remove(p.c_str());
+}
+
 TEST(ConvertCli, RefusesBadRequestsWithoutWriting) {
   const std::string bin = testing::SharedPath("models/stories260K/stories260K.bin");
   STRETCH_SKIP_IF_MISSING(bin);

@@ -21,7 +21,9 @@
 #include "src/core/error.h"
 #include "src/io/gguf_model.h"
 #include "src/io/llama2c.h"
+#include "src/io/model_file.h"
 #include "src/io/tokenizer.h"
+#include "tests/testing/random_model.h"
 #include "tests/testing/shared.h"
 
 namespace stretch {
@@ -501,7 +503,8 @@ TEST(GgufModel, RefusesWhatItCannotRunByName) {
     add("blk.0.ffn_down.weight", {F, C});
     add("blk.0.ffn_up.weight", {C, F});
     add("output_norm.weight", {C});
-    if (extra_tensor) add("rope_freqs.weight", {8});
+    // LongRoPE's list without llama.rope.scaling.type longrope: a tensor of no use.
+    if (extra_tensor) add("rope_factors_long.weight", {8});
     WriteGguf(path, kv, ts);
   };
   auto base = [] {
@@ -525,7 +528,7 @@ TEST(GgufModel, RefusesWhatItCannotRunByName) {
   kv[0].second = GgufString("gpt2");
   EXPECT_NE(error(kv, false, 32).find("general.architecture is \"gpt2\""), std::string::npos);
   kv = base();
-  kv.push_back({"llama.rope.scaling.type", GgufString("yarn")});
+  kv.push_back({"llama.rope.scaling.type", GgufString("su")});
   EXPECT_NE(error(kv, false, 32).find("llama.rope.scaling.type"), std::string::npos);
   kv = base();
   kv.erase(kv.begin() + 3);  // block_count
@@ -533,7 +536,7 @@ TEST(GgufModel, RefusesWhatItCannotRunByName) {
   kv = base();
   kv[5].second = GgufU32(3);  // 32 not divisible by 3 heads
   EXPECT_NE(error(kv, false, 32).find("head_count"), std::string::npos);
-  EXPECT_NE(error(base(), true, 32).find("rope_freqs.weight"), std::string::npos);
+  EXPECT_NE(error(base(), true, 32).find("rope_factors_long.weight"), std::string::npos);
   EXPECT_NE(error(base(), false, 16).find("blk.0.attn_q.weight has shape"), std::string::npos);
   std::remove(path.c_str());
 }
@@ -603,6 +606,39 @@ TEST(GgufTokenizer, RefusesAVocabularyItCannotRunByName) {
     EXPECT_NE(std::string(e.what()).find("tokenizer.ggml.model is \"gpt2\""), std::string::npos)
         << e.what();
   }
+}
+
+// A model file whose vocabulary is GPT-2's byte-level BPE: the loader gives that tokenizer, and a
+// GGUF written from it carries the vocabulary over key for key.
+TEST(GgufTokenizer, AModelWithAGpt2VocabularyEncodesWithIt) {
+  const std::string gpt2 = testing::SharedPath("models/ggml_vocab/ggml-vocab-gpt-2.gguf");
+  STRETCH_SKIP_IF_MISSING(gpt2);
+  const GgufFile vocab = GgufFile::Open(gpt2);
+  ModelConfig c;
+  c.dim = 8;
+  c.hidden_dim = 16;
+  c.n_layers = 1;
+  c.n_heads = 2;
+  c.n_kv_heads = 2;
+  c.vocab_size = 50257;
+  c.seq_len = 64;
+  const std::string path =
+      fmt::format("{}stretch_gguf_{}_gpt2.gguf", ::testing::TempDir(), getpid());
+  SaveGgufModel(testing::RandomModel(c, 1), path, static_cast<uint32_t>(GgmlType::kF32), nullptr,
+                nullptr, &vocab);
+  const LoadedModel m = LoadModelFile(path, {"", true});
+  ASSERT_NE(m.tokenizer, nullptr);
+  EXPECT_EQ(m.tokenizer->vocab_size(), 50257);
+  // llama.cpp's vectors for this vocabulary: "Hello world" is 15496 995, no BOS added.
+  EXPECT_EQ(m.tokenizer->EncodePrompt("Hello world"), (std::vector<int>{15496, 995}));
+  const GgufFile written = GgufFile::Open(path);
+  for (const auto& [key, value] : vocab.metadata()) {
+    if (!key.starts_with("tokenizer.")) continue;
+    const GgufValue* got = written.Find(key);
+    ASSERT_NE(got, nullptr) << key;
+    EXPECT_EQ(got->Describe(), value.Describe()) << key;
+  }
+  std::remove(path.c_str());
 }
 
 }  // namespace

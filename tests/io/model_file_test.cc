@@ -12,10 +12,12 @@
 #include "src/io/llama2c.h"
 #include "src/io/model_arch.h"
 #include "src/io/safetensors.h"
+#include "src/io/spm_model.h"
 #include "src/io/stretch_checkpoint.h"
 #include "tests/cli/tiny_files.h"
 #include "tests/testing/files.h"
 #include "tests/testing/random_model.h"
+#include "tests/testing/shared.h"
 
 namespace stretch {
 namespace {
@@ -80,6 +82,29 @@ TEST_F(ModelFileTest, Llama2cFileWithAndWithoutItsTokenizerFile) {
   const LoadedModel with = LoadModelFile(model, {tok, true});
   ASSERT_NE(with.tokenizer, nullptr);
   EXPECT_EQ(with.tokenizer->vocab_size(), 40);
+}
+
+// --tokenizer takes any of the three kinds of file, told by content: a SentencePiece
+// tokenizer.model encodes as its llama2.c export does, and a written tokenizer.model reads back.
+TEST_F(ModelFileTest, TokenizerFilesOfEveryKindAreToldByContent) {
+  const std::string tok512 = testing::SharedPath("models/stories260K/tok512.bin");
+  STRETCH_SKIP_IF_MISSING(tok512);
+  ModelConfig c = testing::TinyConfig();
+  c.vocab_size = 512;
+  const std::string model = Path("m.bin"), spm = Path("tokenizer.model");
+  SaveLlama2cVersion1(testing::RandomModel(c, 5), model);
+  SaveSentencePieceModel(Tokenizer::LoadLlama2c(tok512), spm);
+  const LoadedModel a = LoadModelFile(model, {tok512, true});
+  const LoadedModel b = LoadModelFile(model, {spm, true});
+  const std::string text = "Once upon a time, there was a little girl named Lily.";
+  EXPECT_EQ(a.tokenizer->EncodePrompt(text), b.tokenizer->EncodePrompt(text));
+  // A vocabulary of another size is refused naming both files.
+  c.vocab_size = 300;
+  const std::string other = Path("other.bin");
+  SaveLlama2cVersion1(testing::RandomModel(c, 5), other);
+  const std::string message = ErrorOf([&] { LoadModelFile(other, {spm, true}); });
+  EXPECT_NE(message.find("512 tokens"), std::string::npos) << message;
+  EXPECT_NE(message.find(other), std::string::npos) << message;
 }
 
 TEST_F(ModelFileTest, CheckpointIsToldByContentAndCarriesItsTokenizer) {

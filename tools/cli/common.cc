@@ -27,9 +27,10 @@ void AddModelOptions(CLI::App* app, ModelArgs& args, bool tokenizer_needed) {
          "its own vocabulary or --tokenizer for text). The format is told by the file's content")
       ->required();
   app->add_option("--tokenizer,-t", args.tokenizer,
-                  std::string("Tokenizer file in llama2.c format (tok512.bin, tokenizer.bin) for a "
-                              "llama2.c or GGUF model; its vocabulary size must equal the "
-                              "model's. ") +
+                  std::string("Tokenizer file for a llama2.c or GGUF model, told by content: "
+                              "llama2.c's (tok512.bin, tokenizer.bin), a SentencePiece "
+                              "tokenizer.model, or a Hugging Face tokenizer.json of byte-level "
+                              "BPE (GPT-2's kind); its vocabulary size must equal the model's. ") +
                       (tokenizer_needed ? "Required for llama2.c models; " : "") +
                       "refused with a stretch checkpoint, which has its own");
   app->add_option("--threads", args.threads, "Threads to use (default: all cores)")
@@ -171,7 +172,8 @@ void AddMethodOptions(CLI::App* app, MethodArgs& args, bool several) {
   const std::string spec_help =
       several
           ? std::string(
-                "Position method(s) (default: direct). A comma list, or the flag repeated, scores "
+                "Position method(s) (default: the one the model file asks for, such as a GGUF "
+                "file's YaRN settings, else direct). A comma list, or the flag repeated, scores "
                 "every method at every --ctx and prints one table (rows methods, columns "
                 "lengths). Specs hold commas themselves, so a comma starts a new method only "
                 "when the text after it begins with a method name (a word with no '=' before "
@@ -179,8 +181,8 @@ void AddMethodOptions(CLI::App* app, MethodArgs& args, bool several) {
                 "`direct,yarn:factor=4,beta_fast=32,pi` is three methods. Specs: ") +
                 kMethodExamples
           : std::string(
-                "Position method as a spec name[:key=value,...][+logn] (default: "
-                "direct). ") +
+                "Position method as a spec name[:key=value,...][+logn] (default: the one the "
+                "model file asks for, such as a GGUF file's YaRN settings, else direct). ") +
                 kMethodExamples;
   args.method_option =
       app->add_option(several ? "--method,--methods" : "--method", args.specs, spec_help);
@@ -218,7 +220,7 @@ void AddMethodOptions(CLI::App* app, MethodArgs& args, bool several) {
       "'{\"rope_type\":\"yarn\",\"factor\":4}'");
 }
 
-std::vector<SweepMethod> MethodsFromArgs(const MethodArgs& args) {
+std::vector<SweepMethod> MethodsFromArgs(const MethodArgs& args, const ModelHeader* model) {
   std::vector<std::string> sources;
   if (args.method_option != nullptr && args.method_option->count() > 0) {
     sources.push_back(args.method_option->get_name());
@@ -254,14 +256,25 @@ std::vector<SweepMethod> MethodsFromArgs(const MethodArgs& args) {
         methods.push_back({std::move(spec), std::move(m)});
       }
     }
+  } else if (model != nullptr && !model->method_spec.empty()) {
+    Method m;
+    try {
+      m = ParseMethod(model->method_spec);
+    } catch (const Error& e) {
+      Fail("{}: the method its {} asks for: {}", model->path, model->method_source, e.what());
+    }
+    fmt::print(stderr, "method: {} (the model file's own: {}); --method direct runs plain RoPE\n",
+               model->method_spec, model->method_source);
+    methods.push_back({model->method_spec, std::move(m)});
   } else {
     methods.push_back({"direct", Method{}});
   }
   return methods;
 }
 
-SweepMethod OneMethodFromArgs(const MethodArgs& args, std::string_view command) {
-  std::vector<SweepMethod> methods = MethodsFromArgs(args);
+SweepMethod OneMethodFromArgs(const MethodArgs& args, std::string_view command,
+                              const ModelHeader* model) {
+  std::vector<SweepMethod> methods = MethodsFromArgs(args, model);
   if (methods.size() != 1) {
     std::string names;
     for (const SweepMethod& m : methods) names += (names.empty() ? "" : "; ") + m.spec;

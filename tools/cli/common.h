@@ -100,9 +100,15 @@ std::vector<std::string> SplitMethodList(std::string_view list);
 // The methods the flags select (parsed; not yet checked against a model or a context: see
 // PlanSweep / Transformer::SetMethod). Throws stretch::Error naming both flags when more than one
 // source is given, and ParseMethod's / MethodFromLlamaCpp's / MethodFromHfRopeScaling's errors.
-std::vector<SweepMethod> MethodsFromArgs(const MethodArgs& args);
+// With none of the three given, the method the model file asks for (`model`: its header's
+// method_spec, e.g. a GGUF file's YaRN keys; a note on stderr says so and how to run plain RoPE),
+// else `direct`. A source the user gives replaces the file's method whole (it is not merged with
+// it, unlike llama.cpp's flags, which override one field each).
+std::vector<SweepMethod> MethodsFromArgs(const MethodArgs& args,
+                                         const ModelHeader* model = nullptr);
 // The same for commands that run one method; more than one is an error.
-SweepMethod OneMethodFromArgs(const MethodArgs& args, std::string_view command);
+SweepMethod OneMethodFromArgs(const MethodArgs& args, std::string_view command,
+                              const ModelHeader* model = nullptr);
 
 // What a model brings to the frequency math (as Transformer::Geometry), from its header alone.
 RopeGeometry GeometryOf(const ModelConfig& config);

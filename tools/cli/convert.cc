@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "src/core/error.h"
@@ -10,6 +11,7 @@
 #include "src/io/gguf_model.h"
 #include "src/io/llama2c.h"
 #include "src/io/output_file.h"
+#include "src/position/method.h"
 #include "tools/cli/common.h"
 
 namespace stretch::cli {
@@ -21,6 +23,7 @@ struct ConvertArgs {
   std::string out;
   std::string to;
   std::string type = "f32";
+  std::string method;  // --method: "" keeps the input's own method (a GGUF file's), if any
 };
 
 uint32_t MatrixType(const std::string& type) {
@@ -46,18 +49,33 @@ void RunConvert(const ConvertArgs& a) {
   const NamedPath outputs[] = {{"OUT", a.out}};
   CheckOutputPaths(inputs, outputs);
   const Loaded loaded = LoadModel(a.model, /*tokenizer_needed=*/false);
+  // The position method the output asks for: --method, else the input's own (a GGUF file's).
+  const std::string spec = !a.method.empty() ? a.method : loaded.header.method_spec;
+  const Method method = ParseMethod(spec.empty() ? "direct" : spec);
   if (a.to == "gguf") {
-    // The llama2.c tokenizer file, when given, goes into the file as its vocabulary.
+    // The vocabulary: the llama2.c tokenizer file when given, else the input GGUF file's own.
     std::unique_ptr<Tokenizer> tok;
-    if (!a.model.tokenizer.empty())
+    std::optional<GgufFile> vocabulary;
+    if (!a.model.tokenizer.empty()) {
       tok = std::make_unique<Tokenizer>(Tokenizer::LoadLlama2c(a.model.tokenizer));
-    SaveGgufModel(loaded.model, a.out, matrix_type, tok.get());
+    } else if (loaded.header.own_tokenizer && GgufFile::Looks(loaded.header.path)) {
+      vocabulary.emplace(GgufFile::Open(loaded.header.path));
+    }
+    SaveGgufModel(loaded.model, a.out, matrix_type, tok.get(), &method,
+                  vocabulary ? &*vocabulary : nullptr);
   } else {
+    if (!(method == Method{})) {
+      Fail(
+          "--to llama2c: the file has no place for the position method {}{}; give --method "
+          "direct to write the weights without it",
+          spec, a.method.empty() ? " (the input's own: " + loaded.header.method_source + ")" : "");
+    }
     SaveLlama2cVersion1(loaded.model, a.out);
   }
-  fmt::print("{} ({}) -> {} ({}{})\n", loaded.header.path, loaded.header.format, a.out,
+  fmt::print("{} ({}) -> {} ({}{}{})\n", loaded.header.path, loaded.header.format, a.out,
              a.to == "gguf" ? "GGUF version 3, llama" : "llama2.c version 1",
-             a.to == "gguf" ? ", matrices " + a.type : "");
+             a.to == "gguf" ? ", matrices " + a.type : "",
+             method == Method{} ? "" : ", method " + CanonicalSpec(method));
 }
 
 }  // namespace
@@ -73,11 +91,17 @@ void RegisterConvert(CLI::App& app) {
       "position scheme, attention layout or the GAU block is refused, since these formats "
       "cannot say so.\n"
       "With --tokenizer (a llama2.c tokenizer file) the GGUF file also carries the vocabulary, "
-      "which llama.cpp needs to load it.\n"
+      "which llama.cpp needs to load it; a GGUF input's own vocabulary is carried over.\n"
       "Example: stretch convert -m stories260K.bin -t tok512.bin --to gguf --out stories260K.gguf");
   AddModelOptions(sub, a->model, /*tokenizer_needed=*/false);
   sub->add_option("--out,-o", a->out, "The file to write (never one of the inputs)")->required();
   sub->add_option("--to", a->to, "Target format: gguf or llama2c")->required();
+  sub->add_option("--method", a->method,
+                  "The position method the GGUF file tells llama.cpp (and stretch) to run: "
+                  "yarn:factor=F (rope.scaling.type yarn, the model's trained length as "
+                  "original_context_length), llama3:factor=F (per-pair divisors, "
+                  "rope_freqs.weight), pi:factor=F (linear scaling) or direct. Default: the "
+                  "input's own (a GGUF file's), else none");
   sub->add_option("--type", a->type,
                   "GGUF matrix type: f32 (exact), f16, bf16 or q8_0 (8 bits per weight plus a "
                   "float16 scale per 32); norms stay float32")

@@ -33,8 +33,8 @@ void RunGenerate(const GenerateArgs& args) {
   if (!(args.sampler.top_p > 0 && args.sampler.top_p <= 1)) {
     Fail("--top-p: found {}, expected a value in (0, 1]", args.sampler.top_p);
   }
-  const SweepMethod method = OneMethodFromArgs(args.method, "generate");
   Loaded loaded = LoadModel(args.model, /*tokenizer_needed=*/true);
+  const SweepMethod method = OneMethodFromArgs(args.method, "generate", &loaded.header);
   const TextTokenizer& tok = *loaded.tokenizer;
   const ModelConfig& config = loaded.model.config;
   std::vector<int> prompt = tok.EncodePrompt(args.prompt);

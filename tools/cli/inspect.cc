@@ -78,8 +78,8 @@ void PrintLayout(const ModelHeader& header, const AttentionPlan& plan) {
 }
 
 void RunInspect(const InspectArgs& args) {
-  const SweepMethod method = OneMethodFromArgs(args.method, "inspect");
   const ModelHeader header = ReadModelHeader(args.model);
+  const SweepMethod method = OneMethodFromArgs(args.method, "inspect", &header);
   const ModelConfig& c = header.config;
   const int64_t ctx = args.ctx > 0 ? args.ctx : c.seq_len;
   // Resolved before anything is printed: a method that does not fit the model, its layer layout
@@ -138,6 +138,13 @@ void RunInspect(const InspectArgs& args) {
                     c.rope_interpolation));
   }
   Row("parameters", fmt::format("{} ({:.3f} M)", params, params / 1e6));
+  if (!header.provenance.empty()) {
+    fmt::print("\nwhere each setting came from:\n");
+    for (const std::string& line : header.provenance) fmt::print("  {}\n", line);
+    fmt::print("  position method {} <- {}\n",
+               header.method_spec.empty() ? "direct (plain RoPE)" : header.method_spec,
+               header.method_source);
+  }
   fmt::print("\nmemory at context {} ({:.1f}x the trained length):\n", ctx,
              static_cast<double>(ctx) / c.seq_len);
   Row("weights (float32)", HumanBytes(weights));
@@ -171,15 +178,19 @@ void RegisterInspect(CLI::App& app) {
       "its newest checkpoint) also the attention it was trained with, layer by layer (position "
       "scheme, window, QueryNorm / KeyNorm, logit scale), its tokenizer, and what the method "
       "does to each layer.\n"
-      "Then what the position method (--method, default direct; or llama.cpp's flags, or "
-      "--rope-scaling-json) does at that length: its resolved spec, attention factor, relative "
+      "For a GGUF file, where each setting came from (its keys and tensors) and the position "
+      "method it asks for.\n"
+      "Then what the position method (--method, default the file's own or direct; or llama.cpp's "
+      "flags, or --rope-scaling-json) does at that length: its resolved spec, attention factor, "
+      "relative "
       "position map and mask, and per RoPE frequency pair the rotation view: the model's and the "
       "method's angle per position, the period, the turns made within the trained length and "
       "at the context, and whether the pair goes beyond the arc it met in training.\n"
       "Example: stretch inspect -m stories260K.bin --ctx 16384 --method yarn");
   sub->add_option("--model,-m", args->model,
                   "Checkpoint: a llama2.c .bin file, a stretch checkpoint (.safetensors from "
-                  "`stretch train`), or a training run's directory (its newest checkpoint)")
+                  "`stretch train`), a training run's directory (its newest checkpoint), or a "
+                  "GGUF file (told by content)")
       ->required();
   sub->add_option("--ctx", args->ctx,
                   "Context length for the memory estimate (default: the trained length)")

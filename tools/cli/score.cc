@@ -111,8 +111,8 @@ void RunScore(const ScoreArgs& args) {
   // then every (method, length) pair against the model's header (before the weights are loaded
   // and the text is encoded) and, for a trained model, against its layer layout, then the
   // input's length.
-  const std::vector<SweepMethod> methods = MethodsFromArgs(args.method);
   const ModelHeader header = ReadModelHeader(args.model.model);
+  const std::vector<SweepMethod> methods = MethodsFromArgs(args.method, &header);
   std::vector<NamedPath> inputs = {{"--model", header.path},
                                    {"--tokenizer", args.model.tokenizer},
                                    {"--data", args.data},

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# stretch's scores against llama.cpp's llama-perplexity on the same model file and the same
+# tokens. Not run in CI (it needs a llama.cpp build: see scripts/vs_llamacpp.sh for one).
+#
+#   bash scripts/vs_llamacpp_perplexity.sh --llama-bin DIR --model M.gguf --text FILE --ctx N
+#        [--chunks K] [-- EXTRA llama-perplexity flags]
+#
+# llama-perplexity's protocol (tools/perplexity/perplexity.cpp, at d32676d): the text is tokenized
+# whole with BOS in front, cut into chunks of N tokens; each chunk's first token is replaced by
+# BOS; the chunk is run, and the positions N/2 .. N-2 are scored (position p predicts token
+# p + 1); the "Final estimate" is exp of the mean loss over every scored token of every chunk.
+# Here the text is tokenized by llama-tokenize with the same model, the same chunks are written
+# as stretch token sequences (one per line) and scored by `stretch score --tokens --per-token`,
+# and the same positions are averaged. Both engines read the model file's own position method
+# (a GGUF file that says YaRN runs YaRN in both); EXTRA flags go to llama-perplexity only
+# (default: -fa off). llama.cpp's CPU flash attention is the less exact path: measured on
+# stories260K at 2048 tokens (4 chunks), its perplexity differs from stretch's by 7.6e-4 with
+# -fa on (f16 or f32 KV cache alike) and by 5e-5 with -fa off.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LLAMA_BIN="" MODEL="" TEXT="" CTX="" CHUNKS=8 EXTRA=(-fa off)
+while (($#)); do
+  case $1 in
+    --llama-bin) LLAMA_BIN=$2; shift 2 ;;
+    --model) MODEL=$2; shift 2 ;;
+    --text) TEXT=$2; shift 2 ;;
+    --ctx) CTX=$2; shift 2 ;;
+    --chunks) CHUNKS=$2; shift 2 ;;
+    --) shift; EXTRA=("$@"); break ;;
+    *) echo "unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
+  esac
+done
+for v in LLAMA_BIN MODEL TEXT CTX; do
+  [ -n "${!v}" ] || { echo "missing --$(echo $v | tr A-Z_ a-z-)" >&2; exit 2; }
+done
+STRETCH=${STRETCH:-build/release/stretch}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+"$LLAMA_BIN/llama-tokenize" -m "$MODEL" -f "$TEXT" --ids --log-disable >"$work/ids.txt" 2>/dev/null
+python3 - "$work/ids.txt" "$CTX" "$CHUNKS" "$work/chunks.txt" <<'EOF'
+import sys
+ids = [int(x) for x in open(sys.argv[1]).read().strip().strip('[]').split(',')]
+n, k = int(sys.argv[2]), int(sys.argv[3])
+if ids[0] != 1:
+    ids = [1] + ids  # llama-perplexity tokenizes with BOS in front
+chunks = [ids[i * n:(i + 1) * n] for i in range(min(k, len(ids) // n))]
+with open(sys.argv[4], "w") as f:
+    for c in chunks:
+        f.write(" ".join(map(str, [1] + c[1:])) + "\n")
+print(f"{len(ids)} tokens, {len(chunks)} chunks of {n}", file=sys.stderr)
+EOF
+"$LLAMA_BIN/llama-perplexity" -m "$MODEL" -f "$TEXT" -c "$CTX" -b "$CTX" --chunks "$CHUNKS" \
+  -t "$(nproc)" "${EXTRA[@]}" >"$work/llama.txt" 2>&1 || { cat "$work/llama.txt"; exit 1; }
+llama=$(grep -o 'Final estimate: PPL = [0-9.]*' "$work/llama.txt" | awk '{print $NF}')
+"$STRETCH" score -m "$MODEL" --tokens "$work/chunks.txt" --ctx "$CTX" --per-token "$work/t.csv" \
+  --no-progress >"$work/stretch.txt"
+python3 - "$work/t.csv" "$CTX" "$llama" <<'EOF'
+import csv, math, sys
+n = int(sys.argv[2])
+losses = [float(r["loss"]) for r in csv.DictReader(open(sys.argv[1]))
+          if n // 2 <= int(r["position"]) <= n - 2]
+ppl = math.exp(sum(losses) / len(losses))
+llama = float(sys.argv[3])
+print(f"scored tokens: {len(losses)}")
+print(f"llama-perplexity: PPL = {llama:.4f}")
+print(f"stretch score:    PPL = {ppl:.4f}   (relative difference {abs(ppl - llama) / llama:.2e})")
+EOF
