@@ -1,0 +1,1124 @@
+#include "src/io/bpe_tokenizer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "src/core/check.h"
+#include "src/core/error.h"
+#include "src/io/gguf.h"
+#include "src/io/text.h"
+#include "src/io/unicode_class.h"
+
+namespace stretch {
+namespace {
+
+// ---- UTF-8 and the byte alphabet ----------------------------------------------------------------
+
+struct CodePoint {
+  char32_t cp;
+  int len;  // bytes
+  UnicodeClass cls;
+};
+
+std::array<UnicodeClass, 128> MakeAsciiClasses() {
+  std::array<UnicodeClass, 128> t{};
+  for (char32_t c = 0; c < 128; ++c) t[c] = ClassOfCodePoint(c);
+  return t;
+}
+const std::array<UnicodeClass, 128> kAsciiClass = MakeAsciiClasses();
+
+bool IsContinuation(unsigned char b) { return (b & 0xC0) == 0x80; }
+
+// The code point at s[i] under RFC 3629's rules (no overlong forms, no surrogates, at most
+// U+10FFFF). A byte that does not begin a valid sequence is one "code point" of its own, of class
+// kOther, so that any bytes can be split and encoded.
+CodePoint DecodeAt(std::string_view s, size_t i) {
+  const auto b0 = static_cast<unsigned char>(s[i]);
+  if (b0 < 0x80) return {b0, 1, kAsciiClass[b0]};
+  const CodePoint invalid{b0, 1, UnicodeClass::kOther};
+  int len = 0;
+  char32_t cp = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+  if (b0 >= 0xC2 && b0 <= 0xDF) {
+    len = 2, cp = b0 & 0x1F;
+  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+    len = 3, cp = b0 & 0x0F;
+    if (b0 == 0xE0) lo = 0xA0;  // overlong
+    if (b0 == 0xED) hi = 0x9F;  // surrogates
+  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+    len = 4, cp = b0 & 0x07;
+    if (b0 == 0xF0) lo = 0x90;  // overlong
+    if (b0 == 0xF4) hi = 0x8F;  // above U+10FFFF
+  } else {
+    return invalid;
+  }
+  if (i + static_cast<size_t>(len) > s.size()) return invalid;
+  for (int k = 1; k < len; ++k) {
+    const auto b = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
+    if (k == 1 ? (b < lo || b > hi) : !IsContinuation(b)) return invalid;
+    cp = (cp << 6) | (b & 0x3F);
+  }
+  return {cp, len, ClassOfCodePoint(cp)};
+}
+
+void AppendUtf8(char32_t cp, std::string& out) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+// bytes_to_unicode (OpenAI gpt-2 src/encoder.py; the same table in Hugging Face tokenizers'
+// byte_level.rs bytes_char and llama.cpp's unicode_byte_to_utf8_map): the 188 printable bytes
+// '!'..'~', 0xA1..0xAC, 0xAE..0xFF spell themselves; the other 68, in byte order, are U+0100,
+// U+0101, ...
+std::array<char32_t, 256> MakeByteAlphabet() {
+  std::array<char32_t, 256> t{};
+  char32_t next = 0x100;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    t[static_cast<size_t>(b)] = printable ? static_cast<char32_t>(b) : next++;
+  }
+  return t;
+}
+const std::array<char32_t, 256> kByteAlphabet = MakeByteAlphabet();
+
+// The inverse: code point (all < U+0144) -> byte, or -1.
+std::array<int16_t, 0x144> MakeAlphabetBytes() {
+  std::array<int16_t, 0x144> t{};
+  t.fill(-1);
+  for (int b = 0; b < 256; ++b) t[kByteAlphabet[static_cast<size_t>(b)]] = static_cast<int16_t>(b);
+  return t;
+}
+const std::array<int16_t, 0x144> kAlphabetBytes = MakeAlphabetBytes();
+
+// What a token's spelling decodes to: each code point's byte, or (when a code point is not one of
+// the 256 symbols or the spelling is not valid UTF-8) the spelling itself, as Hugging Face's
+// ByteLevel decoder falls back to the token's text.
+std::string SpellingToBytes(const std::string& piece) {
+  std::string out;
+  for (size_t i = 0; i < piece.size();) {
+    const CodePoint c = DecodeAt(piece, i);
+    const bool valid = c.len > 1 || static_cast<unsigned char>(piece[i]) < 0x80;
+    if (!valid || c.cp >= kAlphabetBytes.size() || kAlphabetBytes[c.cp] < 0) return piece;
+    out += static_cast<char>(kAlphabetBytes[c.cp]);
+    i += static_cast<size_t>(c.len);
+  }
+  return out;
+}
+
+// A piece for messages: quoted, control bytes escaped, at most 40 bytes shown.
+std::string Quote(std::string_view s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size() && i < 40; ++i) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    if (b < 0x20 || b == 0x7F || b == '"' || b == '\\') {
+      out += fmt::format("\\x{:02X}", b);
+    } else {
+      out += static_cast<char>(b);
+    }
+  }
+  if (s.size() > 40) out += "...";
+  return out + "\"";
+}
+
+// ---- the pre-tokenizer ------------------------------------------------------------------------
+
+// GPT-2's pattern 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ as a
+// scanner: at each position the first alternative that matches wins (the contractions, then a run
+// of one class with an optional leading space, then whitespace), each run as long as it goes.
+// `emit` gets each piece in order.
+template <typename Emit>
+void ForEachGpt2Piece(std::string_view s, Emit&& emit) {
+  const size_t n = s.size();
+  size_t i = 0;
+  while (i < n) {
+    // 's|'t|'re|'ve|'m|'ll|'d (case-sensitive in GPT-2's pattern).
+    if (s[i] == '\'' && i + 1 < n) {
+      const char a = s[i + 1];
+      if (a == 's' || a == 't' || a == 'm' || a == 'd') {
+        emit(s.substr(i, 2));
+        i += 2;
+        continue;
+      }
+      if (i + 2 < n) {
+        const char b = s[i + 2];
+        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) {
+          emit(s.substr(i, 3));
+          i += 3;
+          continue;
+        }
+      }
+    }
+    //  ?\p{L}+ | ?\p{N}+ | ?[^\s\p{L}\p{N}]+ : the optional space is taken when a code point of
+    // one of the three classes follows it.
+    CodePoint first = DecodeAt(s, i);
+    size_t body = i;
+    if (s[i] == ' ' && i + 1 < n) {
+      const CodePoint next = DecodeAt(s, i + 1);
+      if (next.cls != UnicodeClass::kWhitespace) first = next, body = i + 1;
+    }
+    if (first.cls != UnicodeClass::kWhitespace) {
+      size_t j = body + static_cast<size_t>(first.len);
+      while (j < n) {
+        const CodePoint c = DecodeAt(s, j);
+        if (c.cls != first.cls) break;
+        j += static_cast<size_t>(c.len);
+      }
+      emit(s.substr(i, j - i));
+      i = j;
+      continue;
+    }
+    // \s+(?!\S) | \s+ : a run of whitespace. At the end of the text, or of one code point, the
+    // run is the piece. Before a non-space, \s+(?!\S) backtracks by one code point, leaving the
+    // last one to begin the next piece (" word" when it is a space).
+    size_t j = i, last = i;
+    int count = 0;
+    while (j < n) {
+      const CodePoint c = DecodeAt(s, j);
+      if (c.cls != UnicodeClass::kWhitespace) break;
+      last = j;
+      j += static_cast<size_t>(c.len);
+      ++count;
+    }
+    if (j < n && count >= 2) j = last;
+    emit(s.substr(i, j - i));
+    i = j;
+  }
+}
+
+// ---- loading helpers --------------------------------------------------------------------------
+
+// "a b" -> {"a", "b"}; the two pieces must be non-empty and the string must hold one space
+// (Hugging Face's merges.txt reader refuses any other count as BadMerges).
+bool SplitMerge(const std::string& s, std::pair<std::string, std::string>* out) {
+  const size_t space = s.find(' ');
+  if (space == std::string::npos || space == 0 || space + 1 == s.size()) return false;
+  if (s.find(' ', space + 1) != std::string::npos) return false;
+  *out = {s.substr(0, space), s.substr(space + 1)};
+  return true;
+}
+
+}  // namespace
+
+// ---- the tokenizer ----------------------------------------------------------------------------
+
+char32_t Gpt2ByteToCodePoint(uint8_t b) { return kByteAlphabet[b]; }
+
+std::vector<std::string_view> SplitGpt2(std::string_view text) {
+  std::vector<std::string_view> pieces;
+  ForEachGpt2Piece(text, [&](std::string_view p) { pieces.push_back(p); });
+  return pieces;
+}
+
+struct BpeTokenizer::Scratch {
+  // Per symbol of the piece being encoded: its id (-1 once merged into its left neighbour) and
+  // its neighbours in the list of live symbols (-1 at the ends).
+  std::vector<int32_t> id, prev, next;
+  struct Candidate {
+    int32_t rank;
+    int32_t pos;    // the left symbol
+    int32_t left;   // the ids the rule was found for: a candidate whose symbols have changed
+    int32_t right;  // since is stale and skipped
+    int32_t merged;
+  };
+  // A min-heap on (rank, pos): lowest rank first, the leftmost of equal ranks first.
+  std::vector<Candidate> heap;
+  static bool Later(const Candidate& a, const Candidate& b) {
+    return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
+  }
+};
+
+void BpeTokenizer::EncodePiece(std::string_view piece, Scratch& s, std::vector<int>& out) const {
+  if (piece.size() > static_cast<size_t>(INT32_MAX)) {
+    Fail("{}: the text has a run of {} bytes without a break, expected at most {}", source_,
+         piece.size(), INT32_MAX);
+  }
+  const auto n = static_cast<int32_t>(piece.size());
+  if (n == 1) {
+    out.push_back(byte_id_[static_cast<unsigned char>(piece[0])]);
+    return;
+  }
+  s.id.resize(static_cast<size_t>(n));
+  s.prev.resize(static_cast<size_t>(n));
+  s.next.resize(static_cast<size_t>(n));
+  for (int32_t k = 0; k < n; ++k) {
+    s.id[static_cast<size_t>(k)] =
+        byte_id_[static_cast<unsigned char>(piece[static_cast<size_t>(k)])];
+    s.prev[static_cast<size_t>(k)] = k - 1;
+    s.next[static_cast<size_t>(k)] = k + 1 < n ? k + 1 : -1;
+  }
+  s.heap.clear();
+  auto consider = [&](int32_t pos) {  // the pair (pos, its right neighbour), when a rule names it
+    if (pos < 0) return;
+    const int32_t right = s.next[static_cast<size_t>(pos)];
+    if (right < 0) return;
+    const int32_t l = s.id[static_cast<size_t>(pos)], r = s.id[static_cast<size_t>(right)];
+    const auto it = merges_.find(static_cast<uint64_t>(l) << 32 | static_cast<uint32_t>(r));
+    if (it == merges_.end()) return;
+    s.heap.push_back({it->second.rank, pos, l, r, it->second.id});
+    std::push_heap(s.heap.begin(), s.heap.end(), Scratch::Later);
+  };
+  for (int32_t k = 0; k + 1 < n; ++k) consider(k);
+  while (!s.heap.empty()) {
+    std::pop_heap(s.heap.begin(), s.heap.end(), Scratch::Later);
+    const Scratch::Candidate c = s.heap.back();
+    s.heap.pop_back();
+    const auto pos = static_cast<size_t>(c.pos);
+    const int32_t right = s.next[pos];
+    // Stale: the left symbol was merged away or changed, or its right neighbour changed. (A merged
+    // symbol gets a longer piece's id, so equal ids mean the same pair of symbols.)
+    if (s.id[pos] != c.left || right < 0 || s.id[static_cast<size_t>(right)] != c.right) continue;
+    s.id[pos] = c.merged;
+    s.id[static_cast<size_t>(right)] = -1;
+    const int32_t after = s.next[static_cast<size_t>(right)];
+    s.next[pos] = after;
+    if (after >= 0) s.prev[static_cast<size_t>(after)] = c.pos;
+    if (s.prev[pos] >= 0) consider(s.prev[pos]);
+    consider(c.pos);
+  }
+  for (int32_t k = 0; k >= 0; k = s.next[static_cast<size_t>(k)]) {
+    out.push_back(s.id[static_cast<size_t>(k)]);
+  }
+}
+
+std::vector<int> BpeTokenizer::Encode(std::string_view text) const {
+  std::vector<int> out;
+  if (text.empty()) return out;
+  std::string prefixed;
+  if (options_.add_prefix_space && text.front() != ' ') {
+    prefixed.reserve(text.size() + 1);
+    prefixed += ' ';
+    prefixed += text;
+    text = prefixed;
+  }
+  out.reserve(text.size() / 3 + 16);
+  Scratch scratch;
+  // Words repeat (tinyshakespeare, 1.1 MB: 297,833 pieces, 15,057 distinct), and a piece's ids
+  // depend on the piece alone, so each distinct piece runs BPE once per call. The cache holds at
+  // most kCacheIds ids, so its memory stays bounded on any text.
+  constexpr size_t kCacheIds = size_t{1} << 22;
+  struct Span {
+    uint32_t begin, count;  // in `cached`
+  };
+  std::unordered_map<std::string_view, Span> cache;
+  std::vector<int> cached;
+  ForEachGpt2Piece(text, [&](std::string_view piece) {
+    if (piece.size() == 1) {
+      out.push_back(byte_id_[static_cast<unsigned char>(piece[0])]);
+      return;
+    }
+    if (const auto it = cache.find(piece); it != cache.end()) {
+      out.insert(out.end(), cached.begin() + it->second.begin,
+                 cached.begin() + it->second.begin + it->second.count);
+      return;
+    }
+    const size_t before = out.size();
+    EncodePiece(piece, scratch, out);
+    if (cached.size() + (out.size() - before) <= kCacheIds) {
+      cache.emplace(piece, Span{static_cast<uint32_t>(cached.size()),
+                                static_cast<uint32_t>(out.size() - before)});
+      cached.insert(cached.end(), out.begin() + static_cast<ptrdiff_t>(before), out.end());
+    }
+  });
+  return out;
+}
+
+std::string BpeTokenizer::Decode(std::span<const int> ids) const {
+  std::string out;
+  for (int id : ids) out += TokenBytes(id);
+  return out;
+}
+
+const std::string& BpeTokenizer::TokenBytes(int id) const {
+  STRETCH_CHECK(id >= 0 && id < vocab_size(), "token {} outside the vocabulary of {}", id,
+                vocab_size());
+  return bytes_[static_cast<size_t>(id)];
+}
+
+const std::string& BpeTokenizer::Piece(int id) const {
+  STRETCH_CHECK(id >= 0 && id < vocab_size(), "token {} outside the vocabulary of {}", id,
+                vocab_size());
+  return pieces_[static_cast<size_t>(id)];
+}
+
+BpeTokenKind BpeTokenizer::Kind(int id) const {
+  STRETCH_CHECK(id >= 0 && id < vocab_size(), "token {} outside the vocabulary of {}", id,
+                vocab_size());
+  return options_.kinds.empty() ? BpeTokenKind::kNormal : options_.kinds[static_cast<size_t>(id)];
+}
+
+BpeTokenizer BpeTokenizer::Build(std::string source, std::string_view pieces_field,
+                                 std::string_view merges_field, std::vector<std::string> pieces,
+                                 const std::vector<std::pair<std::string, std::string>>& merges,
+                                 BpeOptions options) {
+  const size_t n = pieces.size();
+  if (n > static_cast<size_t>(INT32_MAX) || merges.size() > static_cast<size_t>(INT32_MAX)) {
+    Fail("{}: {} pieces and {} merges, expected at most {} of each", source, n, merges.size(),
+         INT32_MAX);
+  }
+  if (!options.kinds.empty() && options.kinds.size() != n) {
+    Fail("{}: {} token kinds for the {} pieces of {}, expected one per piece", source,
+         options.kinds.size(), n, pieces_field);
+  }
+  for (const auto& [which, id] : {std::pair{"BOS", options.bos}, std::pair{"EOS", options.eos}}) {
+    if (id < -1 || id >= static_cast<int64_t>(n)) {
+      Fail("{}: the {} token id is {}, expected one of the {} ids of {}", source, which, id, n,
+           pieces_field);
+    }
+  }
+  if (options.add_bos && options.bos < 0) {
+    Fail("{}: prompts are to begin with a BOS token, but no BOS token is named", source);
+  }
+
+  BpeTokenizer t;
+  t.source_ = std::move(source);
+  t.options_ = std::move(options);
+  t.pieces_ = std::move(pieces);
+  const std::string& src = t.source_;
+  auto kind = [&t](size_t id) {
+    return t.options_.kinds.empty() ? BpeTokenKind::kNormal : t.options_.kinds[id];
+  };
+
+  std::unordered_map<std::string_view, int32_t> id_of;
+  id_of.reserve(n);
+  for (size_t id = 0; id < n; ++id) {
+    const std::string& p = t.pieces_[id];
+    if (p.empty()) Fail("{}: {}[{}] is empty, expected a piece", src, pieces_field, id);
+    const auto [it, fresh] = id_of.emplace(p, static_cast<int32_t>(id));
+    if (!fresh) {
+      Fail("{}: {}[{}] and {}[{}] are both {}, expected distinct pieces", src, pieces_field,
+           it->second, pieces_field, id, Quote(p));
+    }
+  }
+
+  // The 256 one-symbol pieces every text starts from.
+  for (int b = 0; b < 256; ++b) {
+    std::string spelling;
+    AppendUtf8(kByteAlphabet[static_cast<size_t>(b)], spelling);
+    const auto it = id_of.find(spelling);
+    if (it == id_of.end() || kind(static_cast<size_t>(it->second)) != BpeTokenKind::kNormal) {
+      Fail(
+          "{}: {} has no normal token {} for byte 0x{:02X}, expected all 256 symbols of GPT-2's "
+          "byte-level alphabet",
+          src, pieces_field, Quote(spelling), b);
+    }
+    t.byte_id_[b] = it->second;
+  }
+
+  // The rules, rank = position in the list.
+  t.merges_.reserve(merges.size());
+  std::string joined;
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const auto& [a, b] = merges[rank];
+    const std::string shown = Quote(a + " " + b);
+    int32_t side[2] = {};
+    for (int k = 0; k < 2; ++k) {
+      const std::string& p = k == 0 ? a : b;
+      const auto it = id_of.find(p);
+      if (it == id_of.end()) {
+        Fail("{}: {}[{}] is {}: {} is not a piece of {}", src, merges_field, rank, shown, Quote(p),
+             pieces_field);
+      }
+      if (kind(static_cast<size_t>(it->second)) != BpeTokenKind::kNormal) {
+        Fail("{}: {}[{}] is {}: {} is a control token, expected normal pieces", src, merges_field,
+             rank, shown, Quote(p));
+      }
+      side[k] = it->second;
+    }
+    joined = a + b;
+    const auto it = id_of.find(joined);
+    if (it == id_of.end() || kind(static_cast<size_t>(it->second)) != BpeTokenKind::kNormal) {
+      Fail("{}: {}[{}] is {}: their concatenation {} is not a normal piece of {}", src,
+           merges_field, rank, shown, Quote(joined), pieces_field);
+    }
+    const uint64_t key = static_cast<uint64_t>(side[0]) << 32 | static_cast<uint32_t>(side[1]);
+    const auto [old, fresh] =
+        t.merges_.emplace(key, MergeRule{static_cast<int32_t>(rank), it->second});
+    if (!fresh) {
+      Fail(
+          "{}: {}[{}] repeats {}[{}] ({}): llama.cpp keeps the first, Hugging Face the last; "
+          "expected each pair once",
+          src, merges_field, rank, merges_field, old->second.rank, shown);
+    }
+  }
+
+  t.bytes_.resize(n);
+  for (size_t id = 0; id < n; ++id) {
+    if (kind(id) == BpeTokenKind::kNormal) t.bytes_[id] = SpellingToBytes(t.pieces_[id]);
+  }
+  return t;
+}
+
+BpeTokenizer BpeTokenizer::FromVocabulary(
+    std::string source, std::vector<std::string> pieces,
+    const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions options) {
+  return Build(std::move(source), "pieces", "merges", std::move(pieces), merges,
+               std::move(options));
+}
+
+// ---- GGUF -------------------------------------------------------------------------------------
+
+namespace {
+
+// Key names (llama.cpp's LLM_KV_TOKENIZER_*).
+constexpr std::string_view kGgufModel = "tokenizer.ggml.model";
+constexpr std::string_view kGgufPre = "tokenizer.ggml.pre";
+constexpr std::string_view kGgufTokens = "tokenizer.ggml.tokens";
+constexpr std::string_view kGgufTypes = "tokenizer.ggml.token_type";
+constexpr std::string_view kGgufMerges = "tokenizer.ggml.merges";
+
+const GgufValue& GgufStringArray(const GgufFile& g, std::string_view key) {
+  const GgufValue* v = g.Find(key);
+  if (v == nullptr) Fail("{}: metadata {} is missing, expected an array of strings", g.path(), key);
+  if (v->type != GgufValueType::kArray || v->elem_type != GgufValueType::kString) {
+    Fail("{}: metadata {} is {}, expected an array of strings", g.path(), key, v->Describe());
+  }
+  return *v;
+}
+
+// An integer element of an array, as int64 (the unsigned ones above INT64_MAX as -1, which every
+// caller refuses).
+int64_t GgufElementInt(const GgufValue& v) {
+  switch (v.type) {
+    case GgufValueType::kUint8:
+    case GgufValueType::kUint16:
+    case GgufValueType::kUint32:
+    case GgufValueType::kUint64:
+      return v.u > static_cast<uint64_t>(INT64_MAX) ? -1 : static_cast<int64_t>(v.u);
+    default: return v.i;
+  }
+}
+
+// llama.cpp's llama_token_type, as GGUF files store it.
+std::string_view GgufTokenTypeName(int64_t t) {
+  switch (t) {
+    case 0: return "undefined";
+    case 1: return "normal";
+    case 2: return "unknown";
+    case 3: return "control";
+    case 4: return "user-defined";
+    case 5: return "unused";
+    case 6: return "byte";
+    default: return "not a llama_token_type";
+  }
+}
+
+}  // namespace
+
+BpeTokenizer BpeTokenizer::FromGguf(const std::string& path) {
+  return FromGguf(GgufFile::Open(path));
+}
+
+BpeTokenizer BpeTokenizer::FromGguf(const GgufFile& g) {
+  const std::string& path = g.path();
+  const GgufValue* model = g.Find(kGgufModel);
+  if (model == nullptr) {
+    Fail("{}: metadata {} is missing, expected \"gpt2\" (a byte-level BPE vocabulary)", path,
+         kGgufModel);
+  }
+  if (model->type != GgufValueType::kString || model->s != "gpt2") {
+    Fail("{}: metadata {} is {}, expected string \"gpt2\" (a byte-level BPE vocabulary)", path,
+         kGgufModel, model->Describe());
+  }
+  // llama.cpp picks the pre-tokenizer's pattern by this name (llama-vocab.cpp, llama_vocab::impl::
+  // load); only GPT-2's own is implemented here.
+  const GgufValue* pre = g.Find(kGgufPre);
+  if (pre == nullptr) {
+    Fail(
+        "{}: metadata {} is missing: llama.cpp then runs its \"default\" pre-tokenizer, which "
+        "stretch does not implement; expected \"gpt-2\"",
+        path, kGgufPre);
+  }
+  if (pre->type != GgufValueType::kString) {
+    Fail("{}: metadata {} is {}, expected string \"gpt-2\"", path, kGgufPre, pre->Describe());
+  }
+  if (pre->s != "gpt-2") {
+    const bool llama3 = pre->s == "llama-bpe" || pre->s == "llama3" || pre->s == "llama-v3";
+    Fail("{}: metadata {} is \"{}\"{}: not implemented; expected \"gpt-2\" (GPT-2's pattern)", path,
+         kGgufPre, pre->s,
+         llama3 ? " (LLaMA 3's pattern, digits in threes, and ignore_merges)"
+                : " (llama.cpp splits the text with another pattern for it)");
+  }
+  if (const GgufValue* p = g.Find("tokenizer.ggml.add_space_prefix");
+      p != nullptr && !(p->type == GgufValueType::kBool && p->u == 0)) {
+    Fail(
+        "{}: metadata tokenizer.ggml.add_space_prefix is {}, expected false or absent for a gpt2 "
+        "vocabulary",
+        path, p->Describe());
+  }
+
+  const GgufValue& tokens = GgufStringArray(g, kGgufTokens);
+  const size_t n = tokens.array.size();
+  std::vector<std::string> pieces;
+  pieces.reserve(n);
+  for (const GgufValue& v : tokens.array) pieces.push_back(v.s);
+
+  BpeOptions options;
+  if (const GgufValue* types = g.Find(kGgufTypes)) {
+    if (types->type != GgufValueType::kArray || types->array.size() != n ||
+        !(n == 0 || types->array[0].IsInteger())) {
+      Fail("{}: metadata {} is {}, expected an array of {} integers (one per token)", path,
+           kGgufTypes, types->Describe(), n);
+    }
+    options.kinds.resize(n, BpeTokenKind::kNormal);
+    for (size_t id = 0; id < n; ++id) {
+      const int64_t type = GgufElementInt(types->array[id]);
+      if (type == 1) continue;
+      if (type == 2 || type == 3 || type == 5) {  // unknown, control, unused: never encoded
+        options.kinds[id] = BpeTokenKind::kControl;
+        continue;
+      }
+      Fail(
+          "{}: metadata {}[{}] ({}) is {} ({}): {}; expected 1 normal, 2 unknown, 3 control or "
+          "5 unused",
+          path, kGgufTypes, id, Quote(pieces[id]), type, GgufTokenTypeName(type),
+          type == 4 ? "llama.cpp matches user-defined tokens in the text before BPE, which stretch "
+                      "does not implement"
+                    : "a gpt2 vocabulary's BPE does not produce it");
+    }
+  }
+
+  const GgufValue& merge_strings = GgufStringArray(g, kGgufMerges);
+  std::vector<std::pair<std::string, std::string>> merges(merge_strings.array.size());
+  for (size_t k = 0; k < merges.size(); ++k) {
+    if (!SplitMerge(merge_strings.array[k].s, &merges[k])) {
+      Fail("{}: metadata {}[{}] is {}, expected two pieces separated by one space", path,
+           kGgufMerges, k, Quote(merge_strings.array[k].s));
+    }
+  }
+
+  for (const auto& [key, id] : {std::pair{"tokenizer.ggml.bos_token_id", &options.bos},
+                                std::pair{"tokenizer.ggml.eos_token_id", &options.eos}}) {
+    if (g.Find(key) == nullptr) continue;
+    const int64_t v = g.Int(key);
+    if (v < 0 || v >= static_cast<int64_t>(n)) {
+      Fail("{}: metadata {} is {}, expected a token id below {}", path, key, v, n);
+    }
+    *id = static_cast<int>(v);
+  }
+  // llama.cpp: add_bos is false for the "gpt-2" pre-tokenizer unless this key says otherwise.
+  if (const GgufValue* add = g.Find("tokenizer.ggml.add_bos_token")) {
+    if (add->type != GgufValueType::kBool) {
+      Fail("{}: metadata tokenizer.ggml.add_bos_token is {}, expected a bool", path,
+           add->Describe());
+    }
+    options.add_bos = add->u != 0;
+    if (options.add_bos && options.bos < 0) {
+      Fail(
+          "{}: metadata tokenizer.ggml.add_bos_token is true but tokenizer.ggml.bos_token_id is "
+          "missing",
+          path);
+    }
+  }
+  return Build(path, fmt::format("metadata {}", kGgufTokens),
+               fmt::format("metadata {}", kGgufMerges), std::move(pieces), merges,
+               std::move(options));
+}
+
+// ---- tokenizer.json ---------------------------------------------------------------------------
+
+namespace {
+
+using nlohmann::json;
+
+// A JSON value's kind, for messages: "a string \"WordPiece\"", "the number -2", "an array", ...
+std::string JsonKind(const json& v) {
+  if (v.is_string()) return fmt::format("the string {}", Quote(v.get_ref<const std::string&>()));
+  if (v.is_number()) return fmt::format("the number {}", v.dump());
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_array()) return fmt::format("an array of {}", v.size());
+  if (v.is_object()) return "an object";
+  return "null";
+}
+
+// One file's JSON with the paths of its fields, for messages: "tokenizer.json: model.merges[3]
+// is the number 7, expected a string "a b" or a pair of strings".
+class JsonReader {
+ public:
+  explicit JsonReader(const std::string& path) : path_(path) {}
+  [[noreturn]] void Bad(std::string_view field, const json& v, std::string_view expected) const {
+    Fail("{}: {} is {}, expected {}", path_, field, JsonKind(v), expected);
+  }
+  // obj[key], or nullptr when absent; obj must be an object.
+  static const json* Member(const json& obj, std::string_view key) {
+    const auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  }
+  const json& Object(const json& obj, std::string_view key, std::string_view field) const {
+    const json* v = Member(obj, key);
+    if (v == nullptr) Fail("{}: {} is missing, expected an object", path_, field);
+    if (!v->is_object()) Bad(field, *v, "an object");
+    return *v;
+  }
+  const std::string& String(const json& v, std::string_view field) const {
+    if (!v.is_string()) Bad(field, v, "a string");
+    return v.get_ref<const std::string&>();
+  }
+  std::string StringField(const json& obj, std::string_view key, std::string_view field) const {
+    const json* v = Member(obj, key);
+    if (v == nullptr) Fail("{}: {} is missing, expected a string", path_, field);
+    return String(*v, field);
+  }
+  // An optional bool: `fallback` when absent.
+  bool BoolOr(const json& obj, std::string_view key, std::string_view field, bool fallback) const {
+    const json* v = Member(obj, key);
+    if (v == nullptr) return fallback;
+    if (!v->is_boolean()) Bad(field, *v, "true or false");
+    return v->get<bool>();
+  }
+  int Id(const json& v, std::string_view field) const {
+    if (!v.is_number_unsigned() || v.get<uint64_t>() >= static_cast<uint64_t>(INT32_MAX)) {
+      Bad(field, v, fmt::format("a token id (an integer from 0 to {})", INT32_MAX - 1));
+    }
+    return static_cast<int>(v.get<uint64_t>());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  const std::string& path_;
+};
+
+json ParseJsonFile(const std::string& path) {
+  const std::string text = ReadWholeFile(path);
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    Fail("{}: not valid JSON: {}", path, e.what());
+  }
+}
+
+// The pre_tokenizer: a ByteLevel (use_regex true), or a Sequence of a Split by GPT-2's pattern
+// and a ByteLevel. Returns ByteLevel's add_prefix_space.
+bool ReadPreTokenizer(const JsonReader& r, const json& root) {
+  const json* pt = JsonReader::Member(root, "pre_tokenizer");
+  if (pt == nullptr || pt->is_null()) {
+    Fail("{}: pre_tokenizer is {}, expected ByteLevel (without it the text is one piece)", r.path(),
+         pt == nullptr ? "missing" : "null");
+  }
+  if (!pt->is_object()) r.Bad("pre_tokenizer", *pt, "an object");
+  const std::string type = r.StringField(*pt, "type", "pre_tokenizer.type");
+  std::vector<std::pair<std::string, const json*>> steps;  // field path, value
+  if (type == "Sequence") {
+    const json* list = JsonReader::Member(*pt, "pretokenizers");
+    if (list == nullptr || !list->is_array()) {
+      r.Bad("pre_tokenizer.pretokenizers", list ? *list : json(), "an array");
+    }
+    for (size_t k = 0; k < list->size(); ++k) {
+      steps.emplace_back(fmt::format("pre_tokenizer.pretokenizers[{}]", k), &(*list)[k]);
+    }
+  } else {
+    steps.emplace_back("pre_tokenizer", pt);
+  }
+  bool split = false, byte_level = false, add_prefix_space = false;
+  for (const auto& [field, step] : steps) {
+    if (!step->is_object()) r.Bad(field, *step, "an object");
+    const std::string step_type = r.StringField(*step, "type", field + ".type");
+    if (step_type == "Split" && !split && !byte_level) {
+      const json& pattern = r.Object(*step, "pattern", field + ".pattern");
+      const json* regex = JsonReader::Member(pattern, "Regex");
+      if (regex == nullptr || r.String(*regex, field + ".pattern.Regex") != kGpt2SplitPattern) {
+        Fail(
+            "{}: {}.pattern is {}, expected {{\"Regex\": GPT-2's pattern {}}}: other patterns "
+            "are not implemented",
+            r.path(), field, Quote(pattern.dump()), Quote(kGpt2SplitPattern));
+      }
+      const std::string behavior = r.StringField(*step, "behavior", field + ".behavior");
+      if (behavior != "Isolated") {
+        Fail("{}: {}.behavior is {}, expected \"Isolated\"", r.path(), field, Quote(behavior));
+      }
+      if (r.BoolOr(*step, "invert", field + ".invert", false)) {
+        Fail("{}: {}.invert is true, expected false", r.path(), field);
+      }
+      split = true;
+    } else if (step_type == "ByteLevel" && !byte_level) {
+      add_prefix_space = r.BoolOr(*step, "add_prefix_space", field + ".add_prefix_space", true);
+      const bool use_regex = r.BoolOr(*step, "use_regex", field + ".use_regex", true);
+      if (!use_regex && !split) {
+        Fail(
+            "{}: {}.use_regex is false and no Split comes before it: the text would be one "
+            "piece; expected GPT-2's split",
+            r.path(), field);
+      }
+      byte_level = true;
+    } else {
+      Fail("{}: {}.type is {}{}, expected ByteLevel, possibly after a Split by GPT-2's pattern",
+           r.path(), field, Quote(step_type),
+           step_type == "Split" || step_type == "ByteLevel" ? " (again, or out of order)" : "");
+    }
+  }
+  if (!byte_level) {
+    Fail("{}: pre_tokenizer has no ByteLevel step, expected one (after an optional Split)",
+         r.path());
+  }
+  return add_prefix_space;
+}
+
+// The post_processor's BOS: -1 when it adds none (null, ByteLevel, a TemplateProcessing whose
+// single is [$A]); the id of X for single = [X, $A]. Anything else is refused.
+int ReadPostProcessorBos(const JsonReader& r, const json& root) {
+  const json* pp = JsonReader::Member(root, "post_processor");
+  if (pp == nullptr || pp->is_null()) return -1;
+  if (!pp->is_object()) r.Bad("post_processor", *pp, "an object");
+  const std::string type = r.StringField(*pp, "type", "post_processor.type");
+  std::vector<std::pair<std::string, const json*>> steps;
+  if (type == "Sequence") {
+    const json* list = JsonReader::Member(*pp, "processors");
+    if (list == nullptr || !list->is_array()) {
+      r.Bad("post_processor.processors", list ? *list : json(), "an array");
+    }
+    for (size_t k = 0; k < list->size(); ++k) {
+      steps.emplace_back(fmt::format("post_processor.processors[{}]", k), &(*list)[k]);
+    }
+  } else {
+    steps.emplace_back("post_processor", pp);
+  }
+  int bos = -1;
+  for (const auto& [field, step] : steps) {
+    if (!step->is_object()) r.Bad(field, *step, "an object");
+    const std::string step_type = r.StringField(*step, "type", field + ".type");
+    if (step_type == "ByteLevel") continue;  // offsets only
+    if (step_type != "TemplateProcessing") {
+      Fail(
+          "{}: {}.type is {}, expected ByteLevel or TemplateProcessing ({} adds tokens in a way "
+          "stretch does not implement)",
+          r.path(), field, Quote(step_type), step_type);
+    }
+    const json* single = JsonReader::Member(*step, "single");
+    const std::string single_field = field + ".single";
+    if (single == nullptr || !single->is_array()) {
+      r.Bad(single_field, single ? *single : json(), "an array");
+    }
+    auto is_sequence_a = [](const json& item) {
+      const json* s = item.is_object() ? JsonReader::Member(item, "Sequence") : nullptr;
+      const json* id = s && s->is_object() ? JsonReader::Member(*s, "id") : nullptr;
+      return id != nullptr && id->is_string() && id->get<std::string>() == "A";
+    };
+    const json* special = single->size() == 2 && (*single)[0].is_object()
+                              ? JsonReader::Member((*single)[0], "SpecialToken")
+                              : nullptr;
+    if (single->size() == 1 && is_sequence_a((*single)[0])) continue;
+    if (single->size() != 2 || !is_sequence_a((*single)[1]) || special == nullptr ||
+        !special->is_object()) {
+      Fail(
+          "{}: {} is {}, expected [$A] or [<special token>, $A] (other templates are not "
+          "implemented)",
+          r.path(), single_field, Quote(single->dump()));
+    }
+    const std::string name = r.StringField(*special, "id", single_field + "[0].SpecialToken.id");
+    const json& table = r.Object(*step, "special_tokens", field + ".special_tokens");
+    const std::string entry_field = fmt::format("{}.special_tokens[{}]", field, Quote(name));
+    const json* entry = JsonReader::Member(table, name);
+    if (entry == nullptr)
+      Fail("{}: {} is missing, expected the template's token", r.path(), entry_field);
+    if (!entry->is_object()) r.Bad(entry_field, *entry, "an object");
+    const json* ids = JsonReader::Member(*entry, "ids");
+    if (ids == nullptr || !ids->is_array() || ids->size() != 1) {
+      r.Bad(entry_field + ".ids", ids ? *ids : json(), "an array of one token id");
+    }
+    bos = r.Id((*ids)[0], entry_field + ".ids[0]");
+  }
+  return bos;
+}
+
+// A token named in tokenizer_config.json: a string, {"content": string, ...} or null.
+int ConfigToken(const JsonReader& r, const json& config, std::string_view key,
+                const std::vector<std::string>& pieces, int fallback) {
+  const json* v = JsonReader::Member(config, key);
+  if (v == nullptr) return fallback;
+  if (v->is_null()) return -1;
+  const std::string field(key);
+  const std::string content =
+      v->is_object() ? r.StringField(*v, "content", field + ".content") : r.String(*v, field);
+  const auto it = std::find(pieces.begin(), pieces.end(), content);
+  if (it == pieces.end()) {
+    Fail("{}: {} is {}, which is no token of the tokenizer.json beside it", r.path(), field,
+         Quote(content));
+  }
+  return static_cast<int>(it - pieces.begin());
+}
+
+}  // namespace
+
+BpeTokenizer BpeTokenizer::FromTokenizerJson(const std::string& path) {
+  const JsonReader r(path);
+  const json root = ParseJsonFile(path);
+  if (!root.is_object()) r.Bad("the top level", root, "an object");
+
+  const json& model = r.Object(root, "model", "model");
+  const std::string type = r.StringField(model, "type", "model.type");
+  if (type != "BPE") {
+    Fail("{}: model.type is {}, expected \"BPE\" (only byte-level BPE is implemented)", path,
+         Quote(type));
+  }
+  // Options of Hugging Face's BPE that change the encoding: refused unless off.
+  for (const char* key : {"dropout", "unk_token"}) {
+    const json* v = JsonReader::Member(model, key);
+    if (v != nullptr && !v->is_null()) {
+      Fail("{}: model.{} is {}, expected null ({} is not implemented)", path, key, JsonKind(*v),
+           std::string_view(key) == "dropout" ? "BPE dropout" : "an unknown-token fallback");
+    }
+  }
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    const json* v = JsonReader::Member(model, key);
+    if (v != nullptr && !v->is_null() &&
+        !(v->is_string() && v->get_ref<const std::string&>().empty())) {
+      Fail("{}: model.{} is {}, expected null or \"\" (not implemented)", path, key, JsonKind(*v));
+    }
+  }
+  for (const char* key : {"byte_fallback", "ignore_merges"}) {
+    if (r.BoolOr(model, key, fmt::format("model.{}", key), false)) {
+      Fail("{}: model.{} is true, expected false ({})", path, key,
+           std::string_view(key) == "byte_fallback"
+               ? "SentencePiece-style byte fallback is not implemented"
+               : "LLaMA 3's whole-word lookup before BPE is not implemented");
+    }
+  }
+  r.BoolOr(model, "fuse_unk", "model.fuse_unk", false);  // only acts with an unk_token
+
+  if (const json* norm = JsonReader::Member(root, "normalizer");
+      norm != nullptr && !norm->is_null()) {
+    const json* t = norm->is_object() ? JsonReader::Member(*norm, "type") : nullptr;
+    Fail("{}: normalizer is {}, expected null (normalizers are not implemented)", path,
+         t != nullptr && t->is_string() ? Quote(t->get<std::string>()) : JsonKind(*norm));
+  }
+  BpeOptions options;
+  options.add_prefix_space = ReadPreTokenizer(r, root);
+  {
+    const json* dec = JsonReader::Member(root, "decoder");
+    const json* t = dec != nullptr && dec->is_object() ? JsonReader::Member(*dec, "type") : nullptr;
+    if (t == nullptr || !t->is_string() || t->get<std::string>() != "ByteLevel") {
+      Fail("{}: decoder{} is {}, expected {{\"type\": \"ByteLevel\"}}", path,
+           t != nullptr ? ".type" : "",
+           t != nullptr ? JsonKind(*t)
+           : dec        ? JsonKind(*dec)
+                        : "missing");
+    }
+  }
+
+  // Ids: model.vocab and added_tokens together must cover 0..n-1.
+  const json& vocab = r.Object(model, "vocab", "model.vocab");
+  std::vector<std::string> pieces;
+  std::vector<BpeTokenKind> kinds;
+  std::vector<uint8_t> from_vocab;
+  auto place = [&](int id, const std::string& piece) {
+    if (static_cast<size_t>(id) >= pieces.size()) {
+      pieces.resize(static_cast<size_t>(id) + 1);
+      kinds.resize(static_cast<size_t>(id) + 1, BpeTokenKind::kNormal);
+      from_vocab.resize(static_cast<size_t>(id) + 1, 0);
+    }
+    std::string& slot = pieces[static_cast<size_t>(id)];
+    const bool taken = !slot.empty() || from_vocab[static_cast<size_t>(id)];
+    if (taken && slot != piece) return false;
+    slot = piece;
+    return true;
+  };
+  if (vocab.size() > static_cast<size_t>(INT32_MAX)) {
+    Fail("{}: model.vocab has {} entries, expected at most {}", path, vocab.size(), INT32_MAX);
+  }
+  for (const auto& [piece, v] : vocab.items()) {
+    const std::string field = fmt::format("model.vocab[{}]", Quote(piece));
+    const int id = r.Id(v, field);
+    if (id >= static_cast<int>(vocab.size()) + (1 << 20)) {  // bounds the allocation below
+      Fail("{}: {} is {}, expected ids near the vocabulary's size {}", path, field, id,
+           vocab.size());
+    }
+    if (!place(id, piece)) {
+      Fail("{}: {} is {}, which model.vocab also gives to {}", path, field, id,
+           Quote(pieces[static_cast<size_t>(id)]));
+    }
+    from_vocab[static_cast<size_t>(id)] = 1;
+  }
+  std::string endoftext_special;  // GPT-2's <|endoftext|> when it is a special token
+  int endoftext = -1;
+  if (const json* added = JsonReader::Member(root, "added_tokens");
+      added != nullptr && !added->is_null()) {
+    if (!added->is_array()) r.Bad("added_tokens", *added, "an array");
+    for (size_t k = 0; k < added->size(); ++k) {
+      const std::string field = fmt::format("added_tokens[{}]", k);
+      const json& t = (*added)[k];
+      if (!t.is_object()) r.Bad(field, t, "an object");
+      const json* idv = JsonReader::Member(t, "id");
+      if (idv == nullptr) Fail("{}: {}.id is missing, expected a token id", path, field);
+      const int id = r.Id(*idv, field + ".id");
+      if (id >= static_cast<int>(vocab.size()) + (1 << 20)) {
+        Fail("{}: {}.id is {}, expected ids near the vocabulary's size {}", path, field, id,
+             vocab.size());
+      }
+      const std::string content = r.StringField(t, "content", field + ".content");
+      if (content.empty()) Fail("{}: {}.content is empty, expected the token's text", path, field);
+      const json* special = JsonReader::Member(t, "special");
+      if (special == nullptr || !special->is_boolean()) {
+        r.Bad(field + ".special", special ? *special : json(), "true or false");
+      }
+      if (!special->get<bool>()) {
+        Fail(
+            "{}: {} ({}) is not special: Hugging Face matches such tokens in the text before "
+            "BPE, which stretch does not implement",
+            path, field, Quote(content));
+      }
+      if (!place(id, content)) {
+        Fail("{}: {}.id is {}, which model.vocab gives to {}", path, field, id,
+             Quote(pieces[static_cast<size_t>(id)]));
+      }
+      kinds[static_cast<size_t>(id)] = BpeTokenKind::kControl;
+      if (content == "<|endoftext|>") endoftext = id;
+    }
+  }
+  for (size_t id = 0; id < pieces.size(); ++id) {
+    if (pieces[id].empty() && !from_vocab[id]) {
+      Fail(
+          "{}: id {} is in neither model.vocab nor added_tokens, expected the ids 0..{} without "
+          "gaps",
+          path, id, pieces.size() - 1);
+    }
+  }
+
+  const json* merge_list = JsonReader::Member(model, "merges");
+  if (merge_list == nullptr || !merge_list->is_array()) {
+    r.Bad("model.merges", merge_list ? *merge_list : json(),
+          "an array of \"a b\" strings or [\"a\", \"b\"] pairs");
+  }
+  std::vector<std::pair<std::string, std::string>> merges(merge_list->size());
+  for (size_t k = 0; k < merges.size(); ++k) {
+    const json& m = (*merge_list)[k];
+    const std::string field = fmt::format("model.merges[{}]", k);
+    if (m.is_string()) {
+      if (!SplitMerge(m.get_ref<const std::string&>(), &merges[k])) {
+        r.Bad(field, m, "two pieces separated by one space");
+      }
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string() &&
+               !m[0].get_ref<const std::string&>().empty() &&
+               !m[1].get_ref<const std::string&>().empty()) {
+      merges[k] = {m[0].get<std::string>(), m[1].get<std::string>()};
+    } else {
+      r.Bad(field, m, "a string \"a b\" or a pair of non-empty strings [\"a\", \"b\"]");
+    }
+  }
+
+  // BOS and EOS.
+  const int template_bos = ReadPostProcessorBos(r, root);
+  options.add_bos = template_bos >= 0;
+  options.bos = template_bos >= 0 ? template_bos : endoftext;
+  options.eos = endoftext;
+  const std::filesystem::path config_path =
+      std::filesystem::path(path).parent_path() / "tokenizer_config.json";
+  if (std::filesystem::exists(config_path)) {
+    const std::string config_name = config_path.string();
+    const JsonReader c(config_name);
+    const json config = ParseJsonFile(config_name);
+    if (!config.is_object()) c.Bad("the top level", config, "an object");
+    options.bos = ConfigToken(c, config, "bos_token", pieces, options.bos);
+    options.eos = ConfigToken(c, config, "eos_token", pieces, options.eos);
+    if (options.add_bos && options.bos != template_bos) {
+      Fail("{}: bos_token is id {}, but {}'s post_processor begins prompts with id {}", config_name,
+           options.bos, path, template_bos);
+    }
+  }
+  options.kinds = std::move(kinds);
+  return Build(path, "model.vocab", "model.merges", std::move(pieces), merges, std::move(options));
+}
+
+// ---- TextTokenizer ----------------------------------------------------------------------------
+
+namespace {
+
+// The length of the longest prefix of `s` that does not end inside a UTF-8 sequence that the
+// next bytes could still complete: a trailing lead byte with fewer continuation bytes than it
+// announces is held back. Anything else (complete sequences, invalid bytes) is passed on.
+size_t CompletePrefix(std::string_view s) {
+  const size_t n = s.size();
+  for (size_t back = 1; back <= 3 && back <= n; ++back) {
+    const auto b = static_cast<unsigned char>(s[n - back]);
+    if (IsContinuation(b)) continue;
+    const size_t need = b >= 0xC2 && b <= 0xDF   ? 2
+                        : b >= 0xE0 && b <= 0xEF ? 3
+                        : b >= 0xF0 && b <= 0xF4 ? 4
+                                                 : 1;
+    return need > back ? n - back : n;
+  }
+  return n;
+}
+
+class BpeDecoder : public TokenTextDecoder {
+ public:
+  explicit BpeDecoder(const BpeTokenizer& tokenizer) : tok_(tokenizer) {}
+  std::string Next(int token) override {
+    held_ += tok_.TokenBytes(token);
+    const size_t cut = CompletePrefix(held_);
+    std::string out = held_.substr(0, cut);
+    held_.erase(0, cut);
+    return out;
+  }
+  std::string Finish() override { return std::exchange(held_, {}); }
+
+ private:
+  const BpeTokenizer& tok_;
+  std::string held_;  // the start of a character whose other bytes have not come yet
+};
+
+class BpeTextTokenizer : public TextTokenizer {
+ public:
+  explicit BpeTextTokenizer(BpeTokenizer tokenizer) : tok_(std::move(tokenizer)) {}
+  std::string Name() const override { return tok_.source(); }
+  int vocab_size() const override { return tok_.vocab_size(); }
+  int bos() const override { return tok_.bos(); }
+  int eos() const override { return tok_.eos(); }
+  std::vector<int> EncodePrompt(std::string_view text) const override {
+    std::vector<int> ids;
+    if (tok_.add_bos()) ids.push_back(tok_.bos());
+    const std::vector<int> body = tok_.Encode(text);
+    ids.insert(ids.end(), body.begin(), body.end());
+    if (ids.empty() && tok_.bos() >= 0) ids.push_back(tok_.bos());
+    return ids;
+  }
+  TextStream EncodeText(const std::string& path) const override {
+    return EncodeTextPath(path, [this](const std::string& text) { return tok_.Encode(text); });
+  }
+  std::string ProtocolText() const override { return BpeTextProtocolText(tok_.add_prefix_space()); }
+  std::unique_ptr<TokenTextDecoder> Decoder(std::span<const int> /*prompt*/) const override {
+    // A token's bytes do not depend on its neighbours (no leading space is dropped after BOS).
+    return std::make_unique<BpeDecoder>(tok_);
+  }
+
+ private:
+  BpeTokenizer tok_;
+};
+
+}  // namespace
+
+std::unique_ptr<TextTokenizer> MakeBpeTextTokenizer(BpeTokenizer tokenizer) {
+  return std::make_unique<BpeTextTokenizer>(std::move(tokenizer));
+}
+
+std::string BpeTextProtocolText(bool add_prefix_space) {
+  return fmt::format(
+      "Text files are encoded whole with the byte-level BPE tokenizer (GPT-2's pre-tokenizer "
+      "split, {}), newlines and blank lines kept as in the file, no BOS or EOS inside the stream. "
+      "A directory means its *.txt files in name order, each encoded on its own, concatenated.",
+      add_prefix_space ? "one space added before a file that does not begin with one"
+                       : "no space added");
+}
+
+}  // namespace stretch

@@ -1,0 +1,164 @@
+// Byte-level BPE tokenizers of the GPT-2 family, as OpenAI's GPT-2 (encoder.py), Hugging Face
+// tokenizers (ByteLevel pre-tokenizer and decoder, BPE model) and llama.cpp (vocabulary type
+// "gpt2", pre-tokenizer "gpt-2") define them, read from a GGUF file's tokenizer.ggml.* keys or a
+// Hugging Face tokenizer.json.
+//
+// Encoding, for each piece of the text:
+//   1. The pre-tokenizer splits the text with GPT-2's pattern
+//        's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//      (leftmost alternative first at each position, each quantifier greedy), run here as a scanner
+//      over UTF-8 code points (SplitGpt2; the classes come from src/io/unicode_class.h, Unicode
+//      15.0.0). A run of whitespace before a non-space keeps its last code point for the next
+//      piece: "a  b" is "a", " ", " b"; at the end of the text a run stays whole.
+//   2. Each byte of a piece stands for one symbol, spelt as GPT-2's bytes_to_unicode spells it:
+//      the printable bytes '!'..'~', 0xA1..0xAC and 0xAE..0xFF as the code point of the same value,
+//      the other 68 bytes (controls, space, 0x7F..0xA0, 0xAD) as U+0100 + n in byte order (so a
+//      space is "Ġ" U+0120 and a newline "Ċ" U+010A). Every one of the 256 must be in the
+//      vocabulary, so any bytes can be encoded.
+//   3. BPE: among the adjacent pairs of symbols that a merge rule names, the one of lowest rank
+//      (its position in the merge list) is replaced by its concatenation, the leftmost of equal
+//      pairs first, until no pair has a rule (Hugging Face's BPE::merge_word, llama.cpp's
+//      llm_tokenizer_bpe_session). A priority queue of candidate pairs keyed (rank, position)
+//      makes this O(n log n) per piece.
+// Decoding maps every symbol of a token's spelling back to its byte (a token whose spelling is not
+// made of the 256 symbols decodes to its spelling as is, as Hugging Face's ByteLevel decoder does);
+// control tokens (<|endoftext|>) decode to nothing. Decode(Encode(x)) == x for any bytes x.
+//
+// Not done, and refused by name where a file asks for it: other pre-tokenizer patterns (LLaMA 3's
+// "llama-bpe", Qwen's, ...), normalizers, tokens matched in the raw text before BPE (llama.cpp's
+// user-defined tokens, Hugging Face's non-special added tokens), BPE dropout, unknown-token
+// fallback, subword prefixes and suffixes, ignore_merges. Special tokens are not recognised
+// inside text: "<|endoftext|>" in a text file is encoded as the 13 characters it is (llama.cpp's
+// parse_special=false, which its test-tokenizer-0 uses; Hugging Face would give id 50256).
+// Text that is not valid UTF-8 is still encoded: each byte that does not start a valid sequence is
+// a code point of class "other" of its own (llama.cpp throws; Hugging Face cannot be given such
+// text).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "src/io/text_tokenizer.h"
+
+namespace stretch {
+
+class GgufFile;
+
+enum class BpeTokenKind : uint8_t {
+  kNormal,   // a BPE piece: Encode can give it; decodes to its bytes
+  kControl,  // <|endoftext|> and the like: never given by Encode; decodes to ""
+};
+
+// What a file says besides its pieces and merges.
+struct BpeOptions {
+  bool add_prefix_space = false;    // a space before a text that does not begin with one
+  bool add_bos = false;             // prompts begin with bos (MakeBpeTextTokenizer's EncodePrompt)
+  int bos = -1;                     // -1: none
+  int eos = -1;                     // -1: none
+  std::vector<BpeTokenKind> kinds;  // per id; empty: all kNormal
+};
+
+class BpeTokenizer {
+ public:
+  // A GGUF file's vocabulary: tokenizer.ggml.model "gpt2", tokenizer.ggml.pre "gpt-2",
+  // tokenizer.ggml.tokens (the pieces, in the byte-level spelling), tokenizer.ggml.merges ("Ġ t":
+  // two pieces and one space, rank = index), tokenizer.ggml.token_type (optional: 1 normal;
+  // 3 control, 2 unknown and 5 unused become kControl), tokenizer.ggml.bos_token_id and
+  // eos_token_id (optional), tokenizer.ggml.add_bos_token (optional; absent means false, as
+  // llama.cpp decides for the "gpt-2" pre-tokenizer). Throws stretch::Error naming the file and the
+  // key for anything else.
+  static BpeTokenizer FromGguf(const GgufFile& file);
+  static BpeTokenizer FromGguf(const std::string& path);
+
+  // A Hugging Face tokenizer.json: model {"type": "BPE", "vocab": {piece: id}, "merges": ["a b"]
+  // or [["a", "b"]]}, pre_tokenizer ByteLevel (use_regex true; add_prefix_space either), or a
+  // Sequence of a Split by GPT-2's pattern (behavior Isolated) and a ByteLevel; decoder ByteLevel;
+  // normalizer null; post_processor null, ByteLevel or a TemplateProcessing whose single is
+  // [$A] or [<special>, $A] (the latter sets add_bos and bos). added_tokens must be special
+  // (kControl). bos/eos: tokenizer_config.json's bos_token and eos_token when that file is next
+  // to this one, else the post-processor's token for bos, else "<|endoftext|>" when it is a
+  // special token (GPT-2's convention: one token ends and begins documents). Throws
+  // stretch::Error naming the file and the field (model.merges[12], pre_tokenizer.type, ...).
+  static BpeTokenizer FromTokenizerJson(const std::string& path);
+
+  // From parts: `pieces` in the byte-level spelling (id = index), `merges` in rank order.
+  // `source` names the vocabulary in messages and as source().
+  static BpeTokenizer FromVocabulary(std::string source, std::vector<std::string> pieces,
+                                     const std::vector<std::pair<std::string, std::string>>& merges,
+                                     BpeOptions options);
+
+  const std::string& source() const { return source_; }
+  int vocab_size() const { return static_cast<int>(pieces_.size()); }
+  int merge_count() const { return static_cast<int>(merges_.size()); }
+  int bos() const { return options_.bos; }
+  int eos() const { return options_.eos; }
+  bool add_bos() const { return options_.add_bos; }
+  bool add_prefix_space() const { return options_.add_prefix_space; }
+
+  // Text -> ids (no BOS/EOS; the prefix space when add_prefix_space()). "" gives no ids.
+  std::vector<int> Encode(std::string_view text) const;
+  // Ids -> bytes (not necessarily valid UTF-8 when the ids end inside a character).
+  std::string Decode(std::span<const int> ids) const;
+
+  // The bytes a token stands for ("" for a control token). id must be in [0, vocab_size).
+  const std::string& TokenBytes(int id) const;
+  // Its spelling in the file ("Ġthe").
+  const std::string& Piece(int id) const;
+  BpeTokenKind Kind(int id) const;
+
+ private:
+  BpeTokenizer() = default;  // only the loaders make one
+  struct MergeRule {
+    int32_t rank;
+    int32_t id;  // the concatenation's id
+  };
+  struct Scratch;  // buffers reused from piece to piece (bpe_tokenizer.cc)
+  void EncodePiece(std::string_view piece, Scratch& scratch, std::vector<int>& out) const;
+  // Checks the parts and builds the tables; messages name `source` and call the pieces and the
+  // merges by the file's names for them (pieces_field, merges_field).
+  static BpeTokenizer Build(std::string source, std::string_view pieces_field,
+                            std::string_view merges_field, std::vector<std::string> pieces,
+                            const std::vector<std::pair<std::string, std::string>>& merges,
+                            BpeOptions options);
+
+  std::string source_;
+  BpeOptions options_;
+  std::vector<std::string> pieces_;
+  std::vector<std::string> bytes_;  // per id: what it decodes to
+  int byte_id_[256] = {};           // the id of each byte's one-symbol piece
+  // (left id << 32 | right id) -> the rule merging them.
+  std::unordered_map<uint64_t, MergeRule> merges_;
+};
+
+// GPT-2's pre-tokenizer split of `text` (step 1 above): views into `text`, in order, non-empty,
+// together exactly `text`.
+std::vector<std::string_view> SplitGpt2(std::string_view text);
+
+// GPT-2's bytes_to_unicode: the code point that spells byte b.
+char32_t Gpt2ByteToCodePoint(uint8_t b);
+
+// The pattern as tokenizer.json files spell it (a Split pre-tokenizer's pattern.Regex).
+inline constexpr std::string_view kGpt2SplitPattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// The TextTokenizer (src/io/text_tokenizer.h) of a byte-level BPE vocabulary:
+//   EncodePrompt: bos first only when add_bos() (llama.cpp's add_bos: false for GPT-2's GGUF
+//     files unless tokenizer.ggml.add_bos_token says otherwise; Hugging Face: what the
+//     post-processor adds), then the text; an empty prompt gives [bos] when there is one, as
+//     OpenAI's generate_unconditional_samples.py starts GPT-2 from <|endoftext|>.
+//   EncodeText: each file encoded whole (text.h's EncodeTextPath), no BOS/EOS.
+//   Decoder: each token's bytes, holding back a UTF-8 sequence that the token leaves incomplete
+//     until the next tokens complete it (or Finish); the concatenation of everything it returns
+//     is exactly Decode(tokens).
+std::unique_ptr<TextTokenizer> MakeBpeTextTokenizer(BpeTokenizer tokenizer);
+
+// How MakeBpeTextTokenizer's EncodeText turns files into tokens, for reports.
+std::string BpeTextProtocolText(bool add_prefix_space);
+
+}  // namespace stretch

@@ -1,0 +1,773 @@
+// Tests of the byte-level BPE tokenizer (src/io/bpe_tokenizer.h). The pre-tokenizer split and the
+// merge order are checked on hand-made vocabularies whose answers are worked out by hand from the
+// pattern and the rules; the GGUF reader against llama.cpp's test vectors for GPT-2's vocabulary
+// (../shared/models/ggml_vocab, produced by Hugging Face's tokenizer for "gpt2"), and the
+// tokenizer.json reader against the GGUF reader on the same vocabulary.
+#include "src/io/bpe_tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "src/core/error.h"
+#include "src/io/gguf.h"
+#include "src/io/unicode_class.h"
+#include "tests/testing/files.h"
+#include "tests/testing/sanitizer.h"
+#include "tests/testing/shared.h"
+
+namespace stretch {
+namespace {
+
+using testing::ErrorOf;
+using Merges = std::vector<std::pair<std::string, std::string>>;
+using nlohmann::json;
+
+// A piece's byte-level spelling: each byte as GPT-2's alphabet spells it (" a" -> "Ġa").
+std::string Spell(std::string_view bytes) {
+  std::string out;
+  for (unsigned char b : bytes) {
+    const char32_t c = Gpt2ByteToCodePoint(b);
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+    } else {
+      out += static_cast<char>(0xC0 | (c >> 6));
+      out += static_cast<char>(0x80 | (c & 0x3F));
+    }
+  }
+  return out;
+}
+
+// The 256 byte symbols (ids 0..255 in byte order), then the given merges' results in order.
+struct TinyVocab {
+  std::vector<std::string> pieces;
+  Merges merges;
+  explicit TinyVocab(std::initializer_list<std::pair<std::string, std::string>> rules) {
+    for (int b = 0; b < 256; ++b) pieces.push_back(Spell(std::string(1, static_cast<char>(b))));
+    for (const auto& [a, b] : rules) {
+      merges.emplace_back(Spell(a), Spell(b));
+      if (std::find(pieces.begin(), pieces.end(), Spell(a + b)) == pieces.end()) {
+        pieces.push_back(Spell(a + b));
+      }
+    }
+  }
+  int Id(std::string_view bytes) const {
+    const auto it = std::find(pieces.begin(), pieces.end(), Spell(bytes));
+    return it == pieces.end() ? -1 : static_cast<int>(it - pieces.begin());
+  }
+  BpeTokenizer Make(BpeOptions options = {}) const {
+    return BpeTokenizer::FromVocabulary("tiny", pieces, merges, std::move(options));
+  }
+};
+
+std::vector<std::string> Split(std::string_view text) {
+  std::vector<std::string> out;
+  for (std::string_view p : SplitGpt2(text)) out.emplace_back(p);
+  return out;
+}
+
+using Pieces = std::vector<std::string>;
+
+// ---- the pre-tokenizer ------------------------------------------------------------------------
+
+TEST(BpeSplit, WordsTakeTheSpaceBeforeThem) {
+  EXPECT_EQ(Split("Hello world"), (Pieces{"Hello", " world"}));
+  EXPECT_EQ(Split(" Hello"), (Pieces{" Hello"}));
+  EXPECT_EQ(Split(""), Pieces{});
+}
+
+TEST(BpeSplit, ARunOfSpacesLeavesItsLastSpaceToTheWord) {
+  // \s+(?!\S) backtracks one code point before a non-space; \s+ takes a single one.
+  EXPECT_EQ(Split("a  b"), (Pieces{"a", " ", " b"}));
+  EXPECT_EQ(Split("  Hello"), (Pieces{" ", " Hello"}));
+  EXPECT_EQ(Split("    Hello"), (Pieces{"   ", " Hello"}));
+  EXPECT_EQ(Split("x\t\ty"), (Pieces{"x", "\t", "\t", "y"}));
+  EXPECT_EQ(Split("\n\nHello"), (Pieces{"\n", "\n", "Hello"}));
+  EXPECT_EQ(Split("\n ="), (Pieces{"\n", " ="}));
+}
+
+TEST(BpeSplit, WhitespaceAtTheEndStaysWhole) {
+  EXPECT_EQ(Split("a b  "), (Pieces{"a", " b", "  "}));
+  EXPECT_EQ(Split("\n\n\n"), (Pieces{"\n\n\n"}));
+  EXPECT_EQ(Split(" "), (Pieces{" "}));
+  EXPECT_EQ(Split("\t\n"), (Pieces{"\t\n"}));
+  EXPECT_EQ(Split("end.\n"), (Pieces{"end", ".", "\n"}));
+}
+
+TEST(BpeSplit, ContractionsAreTheirOwnPiecesCaseSensitively) {
+  EXPECT_EQ(Split("I'm can't we're they've you'll he'd it's"),
+            (Pieces{"I", "'m", " can", "'t", " we", "'re", " they", "'ve", " you", "'ll", " he",
+                    "'d", " it", "'s"}));
+  // Not a contraction: upper case, "'a", a space before the apostrophe, inside a punctuation run.
+  EXPECT_EQ(Split("IT'S"), (Pieces{"IT", "'", "S"}));
+  EXPECT_EQ(Split("y'all"), (Pieces{"y", "'", "all"}));
+  EXPECT_EQ(Split("a 's"), (Pieces{"a", " '", "s"}));
+  EXPECT_EQ(Split("?'s"), (Pieces{"?'", "s"}));
+  EXPECT_EQ(Split("'"), (Pieces{"'"}));
+}
+
+TEST(BpeSplit, LettersNumbersAndTheRestAreSeparateRuns) {
+  EXPECT_EQ(Split("abc123 4567x"), (Pieces{"abc", "123", " 4567", "x"}));
+  EXPECT_EQ(Split("hi!!! ?(x)"), (Pieces{"hi", "!!!", " ?(", "x", ")"}));
+  EXPECT_EQ(Split("w048 7tuijk"), (Pieces{"w", "048", " 7", "tuijk"}));
+  // Cyrillic letters, CJK letters, fullwidth tilde (Sm: other), the vulgar fraction ½ (No: number).
+  EXPECT_EQ(Split("нещо на"), (Pieces{"нещо", " на"}));
+  EXPECT_EQ(Split("工作1314151天～"), (Pieces{"工作", "1314151", "天", "～"}));
+  EXPECT_EQ(Split("4 ½ months"), (Pieces{"4", " ½", " months"}));
+  // Combining marks (Mn) are not letters: "ữ" written as u + U+031B + U+0303 breaks the word.
+  EXPECT_EQ(Split("Cu\xCC\x9B\xCC\x83"
+                  "a"),
+            (Pieces{"Cu", "\xCC\x9B\xCC\x83", "a"}));
+  // U+3000 IDEOGRAPHIC SPACE and U+00A0 NO-BREAK SPACE are \s, but only ' ' joins the next word.
+  EXPECT_EQ(Split("a\xE3\x80\x80"
+                  "b"),
+            (Pieces{"a", "\xE3\x80\x80", "b"}));
+  EXPECT_EQ(Split("a\xC2\xA0\xC2\xA0"
+                  "b"),
+            (Pieces{"a", "\xC2\xA0", "\xC2\xA0", "b"}));
+}
+
+TEST(BpeSplit, InvalidUtf8BytesAreOtherCodePoints) {
+  EXPECT_EQ(Split("a\xFF\xFE"
+                  "b"),
+            (Pieces{"a", "\xFF\xFE", "b"}));
+  EXPECT_EQ(Split("x \xC3"), (Pieces{"x", " \xC3"}));  // a lead byte without its continuation
+  EXPECT_EQ(Split("\xED\xA0\x80"), (Pieces{"\xED\xA0\x80"}));  // a surrogate: three bytes of other
+}
+
+TEST(BpeSplit, PiecesCoverAnyBytesExactly) {
+  std::mt19937 rng(7);
+  const std::string alphabet[] = {"a",    "Z",    "7",    " ", "  ", "\n", "\t",
+                                  "'",    "'s",   "!",    "é", "½",  "天", "\xE3\x80\x80",
+                                  "\xFF", "\xC3", "\x80", "\0"};
+  for (int trial = 0; trial < 200; ++trial) {
+    std::string text;
+    const int len = static_cast<int>(rng() % 40);
+    for (int k = 0; k < len; ++k) text += alphabet[rng() % std::size(alphabet)];
+    std::string joined;
+    for (std::string_view p : SplitGpt2(text)) {
+      ASSERT_FALSE(p.empty()) << text;
+      joined += p;
+    }
+    EXPECT_EQ(joined, text);
+  }
+}
+
+TEST(BpeSplit, UnicodeClassesComeFromTheStatedVersion) {
+  EXPECT_EQ(UnicodeClassVersion(), "15.0.0");
+  EXPECT_EQ(ClassOfCodePoint(U'a'), UnicodeClass::kLetter);
+  EXPECT_EQ(ClassOfCodePoint(U'ǅ'), UnicodeClass::kLetter);    // Lt
+  EXPECT_EQ(ClassOfCodePoint(0x2167), UnicodeClass::kNumber);  // ROMAN NUMERAL EIGHT, Nl
+  EXPECT_EQ(ClassOfCodePoint(0x0085), UnicodeClass::kWhitespace);
+  EXPECT_EQ(ClassOfCodePoint(0x180E), UnicodeClass::kOther);    // Cf since Unicode 6.3
+  EXPECT_EQ(ClassOfCodePoint(0x0378), UnicodeClass::kOther);    // unassigned
+  EXPECT_EQ(ClassOfCodePoint(0x31350), UnicodeClass::kLetter);  // CJK Extension H, new in 15.0
+  EXPECT_EQ(ClassOfCodePoint(0x110000), UnicodeClass::kOther);
+}
+
+// ---- merges -----------------------------------------------------------------------------------
+
+TEST(BpeMerges, TheLowestRankMergesFirst) {
+  const TinyVocab bc_first({{"b", "c"}, {"a", "b"}});
+  EXPECT_EQ(bc_first.Make().Encode("abc"), (std::vector<int>{'a', bc_first.Id("bc")}));
+  const TinyVocab ab_first({{"a", "b"}, {"b", "c"}});
+  EXPECT_EQ(ab_first.Make().Encode("abc"), (std::vector<int>{ab_first.Id("ab"), 'c'}));
+}
+
+TEST(BpeMerges, EqualPairsMergeLeftmostFirst) {
+  const TinyVocab v({{"a", "a"}});
+  EXPECT_EQ(v.Make().Encode("aaa"), (std::vector<int>{v.Id("aa"), 'a'}));
+  EXPECT_EQ(v.Make().Encode("aaaa"), (std::vector<int>{v.Id("aa"), v.Id("aa")}));
+  const TinyVocab w({{"a", "a"}, {"aa", "aa"}, {"aa", "a"}});
+  EXPECT_EQ(w.Make().Encode("aaaa"), (std::vector<int>{w.Id("aaaa")}));
+  // aa·aa·a: the two "aa aa" candidates are gone after the first; "aaaa a" has no rule, so the
+  // rank-2 rule "aa a" does not apply to what is left.
+  EXPECT_EQ(w.Make().Encode("aaaaa"), (std::vector<int>{w.Id("aaaa"), 'a'}));
+  EXPECT_EQ(w.Make().Encode("aaa"), (std::vector<int>{w.Id("aaa")}));
+}
+
+TEST(BpeMerges, MergedSymbolsMergeFurtherAndPiecesNeverCross) {
+  const TinyVocab v({{" ", "t"}, {"h", "e"}, {" t", "he"}, {"e", " "}});
+  const BpeTokenizer t = v.Make();
+  EXPECT_EQ(t.Encode(" the"), (std::vector<int>{v.Id(" the")}));
+  // "the the": pieces "the", " the"; the rule "e " never applies across the two pieces.
+  EXPECT_EQ(t.Encode("the the"), (std::vector<int>{'t', v.Id("he"), v.Id(" the")}));
+  EXPECT_EQ(t.Piece(v.Id(" the")), "Ġthe");
+  EXPECT_EQ(t.TokenBytes(v.Id(" the")), " the");
+  // Bytes outside ASCII: each is one symbol.
+  EXPECT_EQ(t.Encode("é"), (std::vector<int>{0xC3, 0xA9}));
+  EXPECT_EQ(t.Piece(0xC3), "Ã");
+  EXPECT_EQ(t.Piece(0x0A), "Ċ");
+}
+
+TEST(BpeMerges, DecodeReversesEncodeOnAnyBytes) {
+  const TinyVocab v({{" ", "a"}, {"a", "b"}, {" a", "b"}, {"\xC3", "\xA9"}});
+  const BpeTokenizer t = v.Make();
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::string text;
+    const int len = static_cast<int>(rng() % 30);
+    for (int k = 0; k < len; ++k) {
+      text += rng() % 3 == 0 ? static_cast<char>(rng() % 256) : "ab é\n"[rng() % 6];
+    }
+    EXPECT_EQ(t.Decode(t.Encode(text)), text);
+  }
+}
+
+TEST(BpeMerges, PrefixSpaceIsAddedOnlyWhenMissing) {
+  const TinyVocab v({{" ", "a"}});
+  BpeOptions o;
+  o.add_prefix_space = true;
+  const BpeTokenizer t = v.Make(o);
+  EXPECT_EQ(t.Encode("a"), (std::vector<int>{v.Id(" a")}));
+  EXPECT_EQ(t.Encode(" a"), (std::vector<int>{v.Id(" a")}));
+  EXPECT_EQ(t.Encode(""), std::vector<int>{});
+}
+
+TEST(BpeMerges, RefusesVocabulariesItCannotRunByName) {
+  const TinyVocab v({{"a", "b"}});
+  {
+    std::vector<std::string> pieces = v.pieces;
+    pieces.erase(pieces.begin() + ' ');
+    const std::string e =
+        ErrorOf([&] { BpeTokenizer::FromVocabulary("tiny", pieces, v.merges, {}); });
+    EXPECT_NE(e.find("no normal token \"Ġ\" for byte 0x20"), std::string::npos) << e;
+  }
+  {
+    Merges m = {{"a", "zz"}};
+    const std::string e = ErrorOf([&] { BpeTokenizer::FromVocabulary("tiny", v.pieces, m, {}); });
+    EXPECT_NE(e.find("merges[0] is \"a zz\": \"zz\" is not a piece"), std::string::npos) << e;
+  }
+  {
+    Merges m = {{"a", "b"}, {"b", "a"}};
+    const std::string e = ErrorOf([&] { BpeTokenizer::FromVocabulary("tiny", v.pieces, m, {}); });
+    EXPECT_NE(e.find("merges[1] is \"b a\": their concatenation \"ba\""), std::string::npos) << e;
+  }
+  {
+    Merges m = {{"a", "b"}, {"a", "b"}};
+    const std::string e = ErrorOf([&] { BpeTokenizer::FromVocabulary("tiny", v.pieces, m, {}); });
+    EXPECT_NE(e.find("merges[1] repeats merges[0]"), std::string::npos) << e;
+  }
+  {
+    std::vector<std::string> pieces = v.pieces;
+    pieces.push_back("ab");
+    const std::string e =
+        ErrorOf([&] { BpeTokenizer::FromVocabulary("tiny", pieces, v.merges, {}); });
+    EXPECT_NE(e.find("pieces[256] and pieces[257] are both \"ab\""), std::string::npos) << e;
+  }
+  {
+    BpeOptions o;
+    o.eos = 257;
+    const std::string e = ErrorOf([&] { v.Make(o); });
+    EXPECT_NE(e.find("the EOS token id is 257"), std::string::npos) << e;
+  }
+  {
+    BpeOptions o;
+    o.kinds.assign(v.pieces.size(), BpeTokenKind::kNormal);
+    o.kinds[256] = BpeTokenKind::kControl;
+    const std::string e = ErrorOf([&] { v.Make(o); });
+    EXPECT_NE(e.find("merges[0] is \"a b\": their concatenation \"ab\" is not a normal piece"),
+              std::string::npos)
+        << e;
+  }
+}
+
+// ---- the text interface -----------------------------------------------------------------------
+
+TEST(BpeTextTokenizer, PromptsFollowAddBosAndDecodingHoldsBackSplitCharacters) {
+  TinyVocab v({{"a", "b"}});
+  v.pieces.push_back("<|endoftext|>");
+  BpeOptions o;
+  o.bos = o.eos = 257;
+  o.kinds.assign(v.pieces.size(), BpeTokenKind::kNormal);
+  o.kinds[257] = BpeTokenKind::kControl;
+  const std::unique_ptr<TextTokenizer> t = MakeBpeTextTokenizer(v.Make(o));
+  EXPECT_EQ(t->vocab_size(), 258);
+  EXPECT_EQ(t->bos(), 257);
+  EXPECT_EQ(t->eos(), 257);
+  EXPECT_EQ(t->EncodePrompt("ab"), (std::vector<int>{256}));  // GPT-2 adds no BOS
+  EXPECT_EQ(t->EncodePrompt(""), (std::vector<int>{257}));    // but starts from it on nothing
+
+  o.add_bos = true;
+  const std::unique_ptr<TextTokenizer> with_bos = MakeBpeTextTokenizer(v.Make(o));
+  EXPECT_EQ(with_bos->EncodePrompt("ab"), (std::vector<int>{257, 256}));
+
+  // "é天" is C3 A9 E5 A4 A9: one byte token each; the decoder gives whole characters only.
+  const std::vector<int> ids = {'x', 0xC3, 0xA9, 0xE5, 0xA4, 0xA9, 257, 0xFF, 0xC3};
+  const std::unique_ptr<TokenTextDecoder> d = t->Decoder(std::vector<int>{257});
+  std::vector<std::string> got;
+  for (int id : ids) got.push_back(d->Next(id));
+  got.push_back(d->Finish());
+  EXPECT_EQ(got, (std::vector<std::string>{"x", "", "é", "", "", "天", "", "\xFF", "", "\xC3"}));
+}
+
+class BpeTextFiles : public testing::TempDirTest {
+ protected:
+  BpeTextFiles() : TempDirTest("stretch_bpe_") {}
+};
+
+TEST_F(BpeTextFiles, EncodeTextEncodesEachFileWhole) {
+  const TinyVocab v({{" ", "a"}, {"a", "b"}});
+  const BpeTokenizer bpe = v.Make();
+  const std::vector<int> want = bpe.Encode("ab a\n\n b ");
+  const std::unique_ptr<TextTokenizer> t = MakeBpeTextTokenizer(v.Make());
+  const TextStream s = t->EncodeText(File("one.txt", "ab a\n\n b "));
+  EXPECT_EQ(s.tokens, want);
+  EXPECT_EQ(s.bytes, 9);
+  EXPECT_NE(t->ProtocolText().find("no space added"), std::string::npos);
+}
+
+// ---- GGUF -------------------------------------------------------------------------------------
+
+struct Cases {
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;  // " id id ..." as llama.cpp's .out lines
+};
+
+// llama.cpp's test-tokenizer-0 files: inputs separated by "\n__ggml_vocab_test__\n", one line of
+// ids per input.
+Cases ReadCases(const std::string& vocab) {
+  const std::string inp = testing::ReadBytes(vocab + ".inp");
+  const std::string out = testing::ReadBytes(vocab + ".out");
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  Cases c;
+  for (size_t at = 0; at < inp.size();) {
+    size_t end = inp.find(sep, at);
+    if (end == std::string::npos) end = inp.size();
+    c.inputs.push_back(inp.substr(at, end - at));
+    at = end == inp.size() ? end : end + sep.size();
+  }
+  for (size_t at = 0; at < out.size();) {
+    size_t end = out.find('\n', at);
+    if (end == std::string::npos) end = out.size();
+    c.outputs.push_back(out.substr(at, end - at));
+    at = end + 1;
+  }
+  return c;
+}
+
+std::string Joined(const std::vector<int>& ids) {
+  std::string s;
+  for (int id : ids) s += " " + std::to_string(id);
+  return s;
+}
+
+const char* const kGpt2Vocab = "models/ggml_vocab/ggml-vocab-gpt-2.gguf";
+
+// Encodes every case without BOS (llama.cpp's test-tokenizer-0 calls common_tokenize with
+// add_special=false, parse_special=false), compares with the .out line; returns the count passed.
+int PassedCases(const BpeTokenizer& t, const Cases& c) {
+  int passed = 0;
+  for (size_t k = 0; k < c.inputs.size(); ++k) {
+    const std::vector<int> ids = t.Encode(c.inputs[k]);
+    const std::string got = Joined(ids);
+    EXPECT_EQ(got, c.outputs[k]) << "case " << k << ": \"" << c.inputs[k] << "\"";
+    EXPECT_EQ(t.Decode(ids), c.inputs[k]) << "case " << k;
+    passed += got == c.outputs[k];
+  }
+  return passed;
+}
+
+TEST(BpeGguf, Gpt2VocabularyPassesLlamaCppsTestVectors) {
+  const std::string path = testing::SharedPath(kGpt2Vocab);
+  STRETCH_SKIP_IF_MISSING(path);
+  const BpeTokenizer t = BpeTokenizer::FromGguf(path);
+  EXPECT_EQ(t.vocab_size(), 50257);
+  EXPECT_EQ(t.merge_count(), 50000);
+  EXPECT_EQ(t.bos(), 50256);
+  EXPECT_EQ(t.eos(), 50256);
+  EXPECT_FALSE(t.add_bos());
+  EXPECT_EQ(t.Kind(50256), BpeTokenKind::kControl);
+  EXPECT_EQ(t.TokenBytes(50256), "");
+  EXPECT_EQ(t.TokenBytes(220), " ");
+  const Cases c = ReadCases(path);
+  ASSERT_EQ(c.inputs.size(), c.outputs.size());
+  ASSERT_GT(c.inputs.size(), 40u);
+  const int passed = PassedCases(t, c);
+  EXPECT_EQ(passed, static_cast<int>(c.inputs.size()));
+  ::testing::Test::RecordProperty("vectors_passed", passed);
+  // Special tokens in the text are text (parse_special=false): "<|", "end", "of", "text", "|>".
+  EXPECT_EQ(Joined(t.Encode("<|endoftext|>")), " 27 91 437 1659 5239 91 29");
+}
+
+TEST(BpeGguf, EncodesABookAndDecodesItBack) {
+  STRETCH_SKIP_UNDER_SANITIZER("a whole corpus");
+  const std::string path = testing::SharedPath(kGpt2Vocab);
+  const std::string book = testing::SharedPath("data/tinyshakespeare/input.txt");
+  STRETCH_SKIP_IF_MISSING(path);
+  STRETCH_SKIP_IF_MISSING(book);
+  const BpeTokenizer t = BpeTokenizer::FromGguf(path);
+  const std::string text = testing::ReadBytes(book);
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<int> ids = t.Encode(text);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(t.Decode(ids), text);
+  // 1,115,394 bytes; GPT-2's tokenizer makes 338,025 tokens of it (nanoGPT's
+  // data/shakespeare/prepare.py, which encodes it with tiktoken's "gpt2": 301,966 train + 36,059
+  // val tokens, split at 90% of the characters, so the sum may differ by a token at the cut).
+  EXPECT_NEAR(static_cast<double>(ids.size()), 338025.0, 2.0);
+  ::testing::Test::RecordProperty("encode_seconds", std::to_string(seconds));
+  std::printf("tinyshakespeare: %zu bytes -> %zu tokens in %.3f s\n", text.size(), ids.size(),
+              seconds);
+}
+
+// A GGUF file holding only a tokenizer: GPT-2's keys with `edit` applied.
+class BpeGgufFiles : public testing::TempDirTest {
+ protected:
+  BpeGgufFiles() : TempDirTest("stretch_bpe_gguf_") {}
+  using Kv = std::vector<std::pair<std::string, GgufValue>>;
+  Kv TinyKv() const {
+    const TinyVocab v({{" ", "t"}, {"h", "e"}});
+    std::vector<std::string> pieces = v.pieces;
+    pieces.push_back("<|endoftext|>");
+    std::vector<int32_t> types(pieces.size(), 1);
+    types.back() = 3;
+    std::vector<std::string> merges;
+    for (const auto& [a, b] : v.merges) merges.push_back(a + " " + b);
+    return {{"general.architecture", GgufString("gpt2")},
+            {"tokenizer.ggml.model", GgufString("gpt2")},
+            {"tokenizer.ggml.pre", GgufString("gpt-2")},
+            {"tokenizer.ggml.tokens", GgufStringArray(pieces)},
+            {"tokenizer.ggml.token_type", GgufI32Array(types)},
+            {"tokenizer.ggml.merges", GgufStringArray(merges)},
+            {"tokenizer.ggml.bos_token_id", GgufU32(258)},
+            {"tokenizer.ggml.eos_token_id", GgufU32(258)}};
+  }
+  static void Set(Kv& kv, const std::string& key, GgufValue v) {
+    for (auto& [k, value] : kv) {
+      if (k == key) {
+        value = std::move(v);
+        return;
+      }
+    }
+    kv.emplace_back(key, std::move(v));
+  }
+  static void Erase(Kv& kv, const std::string& key) {
+    std::erase_if(kv, [&](const auto& e) { return e.first == key; });
+  }
+  std::string Write(const Kv& kv) const {
+    const std::string path = Path("vocab.gguf");
+    WriteGguf(path, kv, {});
+    return path;
+  }
+  // The message of reading a file with `kv`.
+  std::string Refusal(const Kv& kv) const {
+    const std::string path = Write(kv);
+    return ErrorOf([&] { BpeTokenizer::FromGguf(path); });
+  }
+};
+
+TEST_F(BpeGgufFiles, ReadsATinyVocabulary) {
+  Kv kv = TinyKv();
+  GgufValue yes;
+  yes.type = GgufValueType::kBool;
+  yes.u = 1;
+  Set(kv, "tokenizer.ggml.add_bos_token", yes);
+  const BpeTokenizer t = BpeTokenizer::FromGguf(Write(kv));
+  EXPECT_EQ(t.vocab_size(), 259);
+  EXPECT_TRUE(t.add_bos());
+  EXPECT_EQ(t.bos(), 258);
+  EXPECT_EQ(t.Encode(" the"), (std::vector<int>{256, 257}));
+  EXPECT_EQ(MakeBpeTextTokenizer(BpeTokenizer::FromGguf(Write(kv)))->EncodePrompt("he"),
+            (std::vector<int>{258, 257}));
+}
+
+TEST_F(BpeGgufFiles, RefusesDamagedFieldsByName) {
+  auto expect = [&](Kv kv, const std::string& want) {
+    const std::string e = Refusal(kv);
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+  };
+  Kv kv = TinyKv();
+  Set(kv, "tokenizer.ggml.model", GgufString("llama"));
+  expect(kv, "tokenizer.ggml.model is string \"llama\", expected string \"gpt2\"");
+
+  kv = TinyKv();
+  Set(kv, "tokenizer.ggml.pre", GgufString("llama-bpe"));
+  expect(kv, "tokenizer.ggml.pre is \"llama-bpe\" (LLaMA 3's pattern");
+  kv = TinyKv();
+  Set(kv, "tokenizer.ggml.pre", GgufString("qwen2"));
+  expect(kv, "tokenizer.ggml.pre is \"qwen2\"");
+  kv = TinyKv();
+  Erase(kv, "tokenizer.ggml.pre");
+  expect(kv, "tokenizer.ggml.pre is missing");
+
+  kv = TinyKv();
+  Erase(kv, "tokenizer.ggml.merges");
+  expect(kv, "tokenizer.ggml.merges is missing");
+  kv = TinyKv();
+  Set(kv, "tokenizer.ggml.merges", GgufStringArray({"Ġ t", "h  e"}));
+  expect(kv, "tokenizer.ggml.merges[1] is \"h  e\", expected two pieces separated by one space");
+  kv = TinyKv();
+  Set(kv, "tokenizer.ggml.merges", GgufStringArray({"Ġ t", "h zz"}));
+  expect(kv,
+         "tokenizer.ggml.merges[1] is \"h zz\": \"zz\" is not a piece of metadata "
+         "tokenizer.ggml.tokens");
+  kv = TinyKv();
+  Set(kv, "tokenizer.ggml.merges", GgufStringArray({"Ġ t", "h q"}));
+  expect(kv,
+         "tokenizer.ggml.merges[1] is \"h q\": their concatenation \"hq\" is not a normal "
+         "piece");
+  kv = TinyKv();
+  Set(kv, "tokenizer.ggml.merges", GgufI32Array({1, 2}));
+  expect(kv, "tokenizer.ggml.merges is array of 2 int32, expected an array of strings");
+
+  kv = TinyKv();
+  std::vector<int32_t> types(259, 1);
+  types[100] = 4;
+  Set(kv, "tokenizer.ggml.token_type", GgufI32Array(types));
+  expect(kv, "tokenizer.ggml.token_type[100] (\"d\") is 4 (user-defined)");
+  kv = TinyKv();
+  Set(kv, "tokenizer.ggml.token_type", GgufI32Array({1, 1}));
+  expect(kv, "tokenizer.ggml.token_type is array of 2 int32, expected an array of 259 integers");
+
+  kv = TinyKv();
+  Set(kv, "tokenizer.ggml.eos_token_id", GgufU32(259));
+  expect(kv, "tokenizer.ggml.eos_token_id is 259, expected a token id below 259");
+  kv = TinyKv();
+  Set(kv, "tokenizer.ggml.add_bos_token", GgufU32(1));
+  expect(kv, "tokenizer.ggml.add_bos_token is uint32 1, expected a bool");
+
+  kv = TinyKv();
+  std::vector<std::string> pieces;
+  for (const auto& [k, v] : kv) {
+    if (k == "tokenizer.ggml.tokens") {
+      for (const GgufValue& e : v.array) pieces.push_back(e.s);
+    }
+  }
+  pieces[10] = pieces[11];
+  Set(kv, "tokenizer.ggml.tokens", GgufStringArray(pieces));
+  expect(kv, "metadata tokenizer.ggml.tokens[10] and metadata tokenizer.ggml.tokens[11] are both");
+}
+
+// ---- tokenizer.json ---------------------------------------------------------------------------
+
+// tokenizer.json as Hugging Face writes it for GPT-2 (transformers' GPT2TokenizerFast), from a
+// vocabulary's pieces and merges.
+json Gpt2TokenizerJson(const std::vector<std::string>& pieces,
+                       const std::vector<std::string>& merges, bool merges_as_pairs) {
+  json vocab = json::object();
+  for (size_t id = 0; id < pieces.size(); ++id) vocab[pieces[id]] = id;
+  json merge_list = json::array();
+  for (const std::string& m : merges) {
+    const size_t space = m.find(' ');
+    if (merges_as_pairs) {
+      merge_list.push_back(json::array({m.substr(0, space), m.substr(space + 1)}));
+    } else {
+      merge_list.push_back(m);
+    }
+  }
+  const json byte_level = {{"type", "ByteLevel"},
+                           {"add_prefix_space", false},
+                           {"trim_offsets", true},
+                           {"use_regex", true}};
+  return {{"version", "1.0"},
+          {"truncation", nullptr},
+          {"padding", nullptr},
+          {"added_tokens", json::array({{{"id", pieces.size() - 1},
+                                         {"content", "<|endoftext|>"},
+                                         {"single_word", false},
+                                         {"lstrip", false},
+                                         {"rstrip", false},
+                                         {"normalized", true},
+                                         {"special", true}}})},
+          {"normalizer", nullptr},
+          {"pre_tokenizer", byte_level},
+          {"post_processor",
+           {{"type", "ByteLevel"},
+            {"add_prefix_space", true},
+            {"trim_offsets", false},
+            {"use_regex", true}}},
+          {"decoder", byte_level},
+          {"model",
+           {{"type", "BPE"},
+            {"dropout", nullptr},
+            {"unk_token", nullptr},
+            {"continuing_subword_prefix", ""},
+            {"end_of_word_suffix", ""},
+            {"fuse_unk", false},
+            {"byte_fallback", false},
+            {"vocab", vocab},
+            {"merges", merge_list}}}};
+}
+
+class BpeJsonFiles : public testing::TempDirTest {
+ protected:
+  BpeJsonFiles() : TempDirTest("stretch_bpe_json_") {}
+  json Tiny() const {
+    TinyVocab v({{" ", "t"}, {"h", "e"}, {" t", "he"}});
+    v.pieces.push_back("<|endoftext|>");
+    std::vector<std::string> merges;
+    for (const auto& [a, b] : v.merges) merges.push_back(a + " " + b);
+    return Gpt2TokenizerJson(v.pieces, merges, false);
+  }
+  std::string Write(const json& j) const { return File("tokenizer.json", j.dump()); }
+  std::string Refusal(const json& j) const {
+    const std::string path = Write(j);
+    return ErrorOf([&] { BpeTokenizer::FromTokenizerJson(path); });
+  }
+};
+
+TEST_F(BpeJsonFiles, Gpt2FromTokenizerJsonMatchesTheGgufVocabulary) {
+  const std::string gguf = testing::SharedPath(kGpt2Vocab);
+  STRETCH_SKIP_IF_MISSING(gguf);
+  const GgufFile g = GgufFile::Open(gguf);
+  std::vector<std::string> pieces, merges;
+  for (const GgufValue& v : g.Find("tokenizer.ggml.tokens")->array) pieces.push_back(v.s);
+  for (const GgufValue& v : g.Find("tokenizer.ggml.merges")->array) merges.push_back(v.s);
+  const Cases c = ReadCases(gguf);
+  for (bool pairs : {false, true}) {
+    SCOPED_TRACE(pairs ? "merges as pairs" : "merges as strings");
+    const BpeTokenizer t =
+        BpeTokenizer::FromTokenizerJson(Write(Gpt2TokenizerJson(pieces, merges, pairs)));
+    EXPECT_EQ(t.vocab_size(), 50257);
+    EXPECT_EQ(t.bos(), 50256);
+    EXPECT_EQ(t.eos(), 50256);
+    EXPECT_FALSE(t.add_bos());
+    EXPECT_EQ(PassedCases(t, c), static_cast<int>(c.inputs.size()));
+  }
+}
+
+TEST_F(BpeJsonFiles, ReadsPrefixSpaceTemplatesAndTheConfigBesideIt) {
+  json j = Tiny();
+  EXPECT_EQ(BpeTokenizer::FromTokenizerJson(Write(j)).Encode("the"), (std::vector<int>{'t', 257}));
+  j["pre_tokenizer"]["add_prefix_space"] = true;
+  EXPECT_EQ(BpeTokenizer::FromTokenizerJson(Write(j)).Encode("the"), (std::vector<int>{258}));
+
+  // The newer spelling: a Split by GPT-2's pattern, then a ByteLevel without its own regex.
+  j = Tiny();
+  j["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers", json::array({{{"type", "Split"},
+                                      {"pattern", {{"Regex", std::string(kGpt2SplitPattern)}}},
+                                      {"behavior", "Isolated"},
+                                      {"invert", false}},
+                                     {{"type", "ByteLevel"},
+                                      {"add_prefix_space", false},
+                                      {"trim_offsets", true},
+                                      {"use_regex", false}}})}};
+  EXPECT_EQ(BpeTokenizer::FromTokenizerJson(Write(j)).Encode("the the"),
+            (std::vector<int>{'t', 257, 258}));
+
+  // A template that begins prompts with <|endoftext|>.
+  j = Tiny();
+  j["post_processor"] = {
+      {"type", "TemplateProcessing"},
+      {"single", json::array({{{"SpecialToken", {{"id", "<|endoftext|>"}, {"type_id", 0}}}},
+                              {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+      {"pair", json::array()},
+      {"special_tokens",
+       {{"<|endoftext|>",
+         {{"id", "<|endoftext|>"}, {"ids", {259}}, {"tokens", {"<|endoftext|>"}}}}}}};
+  BpeTokenizer t = BpeTokenizer::FromTokenizerJson(Write(j));
+  EXPECT_TRUE(t.add_bos());
+  EXPECT_EQ(t.bos(), 259);
+  EXPECT_EQ(MakeBpeTextTokenizer(std::move(t))->EncodePrompt(" the"), (std::vector<int>{259, 258}));
+
+  // tokenizer_config.json names bos and eos.
+  j = Tiny();
+  File("tokenizer_config.json",
+       R"({"bos_token": {"content": "Ġthe", "__type": "AddedToken"}, "eos_token": "he"})");
+  t = BpeTokenizer::FromTokenizerJson(Write(j));
+  EXPECT_EQ(t.bos(), 258);
+  EXPECT_EQ(t.eos(), 257);
+  File("tokenizer_config.json", R"({"bos_token": "<s>"})");
+  const std::string e = ErrorOf([&] { BpeTokenizer::FromTokenizerJson(Write(j)); });
+  EXPECT_NE(e.find("tokenizer_config.json: bos_token is \"<s>\", which is no token"),
+            std::string::npos)
+      << e;
+}
+
+TEST_F(BpeJsonFiles, RefusesDamagedFieldsByName) {
+  auto expect = [&](const json& j, const std::string& want) {
+    const std::string e = Refusal(j);
+    EXPECT_NE(e.find(want), std::string::npos) << e;
+  };
+  json j = Tiny();
+  j["model"]["type"] = "WordPiece";
+  expect(j, "model.type is \"WordPiece\", expected \"BPE\"");
+  j = Tiny();
+  j["model"].erase("type");
+  expect(j, "model.type is missing");
+  j = Tiny();
+  j["model"]["merges"][1] = 7;
+  expect(j, "model.merges[1] is the number 7");
+  j = Tiny();
+  j["model"]["merges"][2] = json::array({"Ġt"});
+  expect(j, "model.merges[2] is an array of 1");
+  j = Tiny();
+  j["model"]["merges"][0] = "Ġ zz";
+  expect(j, "model.merges[0] is \"Ġ zz\": \"zz\" is not a piece of model.vocab");
+  j = Tiny();
+  j["model"]["vocab"]["he"] = "257";
+  expect(j, "model.vocab[\"he\"] is the string \"257\", expected a token id");
+  j = Tiny();
+  j["model"]["vocab"]["he"] = 256;
+  expect(j, "is 256, which model.vocab also gives to");
+  j = Tiny();
+  j["model"]["vocab"].erase("he");
+  expect(j, "id 257 is in neither model.vocab nor added_tokens");
+  j = Tiny();
+  j["model"]["dropout"] = 0.1;
+  expect(j, "model.dropout is the number 0.1, expected null");
+  j = Tiny();
+  j["model"]["unk_token"] = "<unk>";
+  expect(j, "model.unk_token is the string \"<unk>\", expected null");
+  j = Tiny();
+  j["model"]["continuing_subword_prefix"] = "##";
+  expect(j, "model.continuing_subword_prefix is the string \"##\"");
+  j = Tiny();
+  j["model"]["ignore_merges"] = true;
+  expect(j, "model.ignore_merges is true");
+  j = Tiny();
+  j["model"]["byte_fallback"] = "no";
+  expect(j, "model.byte_fallback is the string \"no\", expected true or false");
+  j = Tiny();
+  j["normalizer"] = {{"type", "NFC"}};
+  expect(j, "normalizer is \"NFC\", expected null");
+  j = Tiny();
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "▁"}};
+  expect(j, "pre_tokenizer.type is \"Metaspace\", expected ByteLevel");
+  j = Tiny();
+  j["pre_tokenizer"]["use_regex"] = false;
+  expect(j, "pre_tokenizer.use_regex is false");
+  j = Tiny();
+  j["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       json::array({{{"type", "Split"},
+                     {"pattern", {{"Regex", "\\p{N}{1,3}"}}},
+                     {"behavior", "Isolated"},
+                     {"invert", false}},
+                    {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}})}};
+  expect(j, "pre_tokenizer.pretokenizers[0].pattern is");
+  j = Tiny();
+  j["decoder"] = {{"type", "WordPiece"}};
+  expect(j, "decoder.type is the string \"WordPiece\", expected {\"type\": \"ByteLevel\"}");
+  j = Tiny();
+  j["post_processor"] = {{"type", "RobertaProcessing"}};
+  expect(j, "post_processor.type is \"RobertaProcessing\"");
+  j = Tiny();
+  j["added_tokens"][0]["special"] = false;
+  expect(j, "added_tokens[0] (\"<|endoftext|>\") is not special");
+  j = Tiny();
+  j["added_tokens"][0]["id"] = 5;
+  expect(j, "added_tokens[0].id is 5, which model.vocab gives to \"ą\"");
+  j = Tiny();
+  j["added_tokens"][0]["id"] = -1;
+  expect(j, "added_tokens[0].id is the number -1, expected a token id");
+  {
+    const std::string path = File("tokenizer.json", "{\"model\": {");
+    const std::string e = ErrorOf([&] { BpeTokenizer::FromTokenizerJson(path); });
+    EXPECT_NE(e.find("tokenizer.json: not valid JSON"), std::string::npos) << e;
+  }
+  expect(json::array(), "the top level is an array of 0, expected an object");
+}
+
+}  // namespace
+}  // namespace stretch
