@@ -530,7 +530,7 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
   const ModelConfig& c = model.config;
   STRETCH_CHECK(tokenizer == nullptr || vocabulary_from == nullptr,
                 "SaveGgufModel: a tokenizer and a vocabulary file both given");
-  if (!c.attention.IsDefault() || c.Gau()) {
+  if (!c.attention.IsPlain() || c.Gau()) {
     Fail(
         "{}: GGUF's llama architecture holds plain LLaMA models; {} has {} (expected the default "
         "RoPE, full-attention LLaMA layout)",

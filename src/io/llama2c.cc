@@ -364,7 +364,7 @@ void SaveLlama2cVersion1(const Model& model, const std::string& path) {
   const ModelConfig& c = model.config;
   // The format holds a plain LLaMA model (RoPE at its base, full attention, 1/sqrt(D)): a trained
   // layout, a GAU block or a trained interpolation would be lost, so such models are refused.
-  if (!c.attention.IsDefault() || c.Gau() || c.rope_interpolation != 1.0f) {
+  if (!c.attention.IsPlain() || c.Gau() || c.rope_interpolation != 1.0f) {
     Fail(
         "{}: llama2.c files hold plain LLaMA models; {} has {} (expected the default RoPE, "
         "full-attention LLaMA layout)",

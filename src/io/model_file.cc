@@ -11,25 +11,25 @@
 #include "src/io/bpe_tokenizer.h"
 #include "src/io/gguf.h"
 #include "src/io/gguf_model.h"
+#include "src/io/hf_model.h"
 #include "src/io/llama2c.h"
 #include "src/io/spm_model.h"
 #include "src/io/stretch_checkpoint.h"
 #include "src/io/tokenizer.h"
+#include "src/position/method.h"
 
 namespace stretch {
 
 namespace {
 
-// --model as a file path: a directory means its newest complete checkpoint.
+// --model as a file path: a directory means its newest complete checkpoint, unless it is a
+// Hugging Face folder (a config.json in it: a training run's directory never has one).
 std::string ResolveModelPath(const std::string& model, std::vector<std::string>* notes) {
   std::error_code ec;
-  if (!std::filesystem::is_directory(model, ec)) return model;
+  if (!std::filesystem::is_directory(model, ec) || LooksLikeHfFolder(model)) return model;
   return NewestCheckpointIn(model, notes);
 }
 
-// Stretch checkpoints are told by content: a safetensors header (LooksLikeSafetensors). A file
-// named *.safetensors that does not look like one is opened as safetensors anyway, so that its
-// error says what is wrong with it rather than what a llama2.c reader makes of it.
 // A file whose first non-blank byte is '{' (a Hugging Face tokenizer.json).
 bool LooksLikeJsonObject(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -40,6 +40,9 @@ bool LooksLikeJsonObject(const std::string& path) {
   return false;
 }
 
+// Stretch checkpoints are told by content: a safetensors header (LooksLikeSafetensors). A file
+// named *.safetensors that does not look like one is opened as safetensors anyway, so that its
+// error says what is wrong with it rather than what a llama2.c reader makes of it.
 bool IsCheckpointPath(const std::string& path) {
   return LooksLikeSafetensors(path) || std::filesystem::path(path).extension() == ".safetensors";
 }
@@ -54,11 +57,49 @@ void SetGgufHeader(const GgufFile& file, ModelFileHeader& h) {
   h.provenance = std::move(g.provenance);
 }
 
+// The tokenizer file a Hugging Face folder carries: tokenizer.model (SentencePiece, the LLaMA
+// family's), else tokenizer.json (byte-level BPE); "" for none.
+std::string HfTokenizerFile(const std::string& dir) {
+  for (const char* name : {"tokenizer.model", "tokenizer.json"}) {
+    const std::filesystem::path p = std::filesystem::path(dir) / name;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(p, ec)) return p.string();
+  }
+  return "";
+}
+
+// A Hugging Face folder's header: linear scaling is the model's own interpolation (as a GGUF
+// file's), any other rope_scaling the method the folder asks for.
+void SetHfHeader(const std::string& dir, ModelFileHeader& h) {
+  const HfModelHeader hf = ReadHfModelHeader(dir);
+  h.format = hf.format;
+  h.config = hf.config;
+  h.own_tokenizer = !HfTokenizerFile(dir).empty();
+  if (hf.rope_type == "linear") {
+    h.config.rope_interpolation = static_cast<float>(hf.rope_linear_factor);
+  } else if (!hf.rope_scaling_json.empty()) {
+    try {
+      h.method_spec = CanonicalSpec(MethodFromHfRopeScaling(hf.rope_scaling_json));
+    } catch (const Error& e) {
+      Fail("{}: config.json rope_scaling {}: {}", dir, hf.rope_scaling_json, e.what());
+    }
+    h.method_source = "config.json rope_scaling " + hf.rope_scaling_json;
+  }
+  h.provenance.push_back(fmt::format("seq_len {} <- config.json{}", h.config.seq_len,
+                                     h.config.seq_len == hf.max_position_embeddings
+                                         ? " max_position_embeddings"
+                                         : " rope_scaling.original_max_position_embeddings"));
+}
+
 }  // namespace
 
 ModelFileHeader ReadModelFileHeader(const std::string& model, std::vector<std::string>* notes) {
   ModelFileHeader h;
   h.path = ResolveModelPath(model, notes);
+  if (LooksLikeHfFolder(h.path)) {
+    SetHfHeader(h.path, h);
+    return h;
+  }
   if (IsCheckpointPath(h.path)) {
     const CheckpointHeader c = ReadCheckpointHeader(h.path);
     h.format = "stretch checkpoint";
@@ -84,6 +125,24 @@ LoadedModel LoadModelFile(const std::string& model, const ModelFileOptions& opti
                           std::vector<std::string>* notes) {
   LoadedModel loaded;
   loaded.header.path = ResolveModelPath(model, notes);
+  if (LooksLikeHfFolder(loaded.header.path)) {
+    const std::string& dir = loaded.header.path;
+    SetHfHeader(dir, loaded.header);
+    const std::string own = HfTokenizerFile(dir);
+    const std::string tokenizer = !options.tokenizer_path.empty() ? options.tokenizer_path : own;
+    if (options.tokenizer_needed && tokenizer.empty()) {
+      Fail(
+          "ModelFileOptions::tokenizer_path is required with the Hugging Face folder {}: it holds "
+          "no tokenizer.model or tokenizer.json",
+          dir);
+    }
+    loaded.model = LoadHfModel(dir);
+    loaded.model.config.rope_interpolation = loaded.header.config.rope_interpolation;
+    if (!tokenizer.empty()) {
+      loaded.tokenizer = LoadTokenizerFile(tokenizer, dir, loaded.model.config.vocab_size);
+    }
+    return loaded;
+  }
   if (IsCheckpointPath(loaded.header.path)) {
     if (!options.tokenizer_path.empty()) {
       Fail(
@@ -98,6 +157,7 @@ LoadedModel LoadModelFile(const std::string& model, const ModelFileOptions& opti
     loaded.header.step = c.header.step;
     loaded.header.tokenizer_kind = c.header.tokenizer_kind;
     loaded.model = std::move(c.model);
+    loaded.header.own_tokenizer = c.tokenizer.has_value();
     if (c.tokenizer) {
       loaded.tokenizer = MakeCheckpointTextTokenizer(std::move(*c.tokenizer));
     } else if (options.tokenizer_needed) {

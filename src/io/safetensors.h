@@ -33,6 +33,8 @@
 //   "stretch.version"      the checkpoint layout's version, a decimal integer ("1")
 //   "stretch.config"       the model config, with its position scheme (JSON)
 //   "stretch.train"        the training run's settings: optimizer, schedule, data, seed (JSON)
+//   "stretch.converted_from"  a checkpoint written by `stretch convert --to stretch`: the model it
+//                          came from (such a file has no stretch.train: it was not trained here)
 //   "stretch.tokenizer"    the tokenizer's description (JSON); its binary model, when it has one
 //                          (a serialized SentencePiece model), is the U8 tensor "tokenizer.model"
 // Tensor names: model weights by their model names; "optim.*" the optimizer's state (src/train/

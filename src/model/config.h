@@ -90,6 +90,17 @@ struct AttentionLayout {
            logit_scale == 0.0 && rope_fraction == 1.0 && xpos_scale_base == 0.0 &&
            sandwich_dim == 0 && !position_log_scale && !ssmax && !log_length_scale;
   }
+  // The LLaMA attention, as IsDefault, also when `layers` lists every layer as {position, no
+  // window} (a run trained with the plain layout stores it so): what GGUF and Hugging Face files
+  // can express.
+  bool IsPlain() const {
+    for (const LayerLayout& l : layers) {
+      if (!l.position || l.window != 0) return false;
+    }
+    AttentionLayout without_layers = *this;
+    without_layers.layers.clear();
+    return without_layers.IsDefault();
+  }
   // p-RoPE: how many of the head_dim / 2 pairs rotate, round(rope_fraction * pairs).
   int RotatedPairs(int head_dim) const {
     return static_cast<int>(std::lround(rope_fraction * (head_dim / 2)));

@@ -96,7 +96,7 @@ InitSource ReadInitSource(const std::string& path) {
   const SafetensorsFile f(path);
   InitSource s;
   s.path = path;
-  s.arch = ReadCheckpointInfo(f).arch;
+  s.arch = ReadCheckpointHeader(f).arch;  // a converted checkpoint has no stretch.train
   std::optional<TrainingTokenizer> tok = ReadCheckpointTokenizer(f, s.arch.model.vocab_size);
   if (!tok) {
     Fail(

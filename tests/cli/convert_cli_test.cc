@@ -99,6 +99,16 @@ TEST(ConvertCli, AGgufThatSaysYarnRunsYarnUnlessToldOtherwise) {
   const auto table = [](const std::string& out) { return out.substr(out.find("all")); };
   EXPECT_EQ(table(own.out), table(by_hand.out));
   EXPECT_NE(table(own.out), table(direct.out));
+  // The same through a Hugging Face folder: the GGUF file's method becomes config.json's
+  // rope_scaling, which runs by default too.
+  const std::string hf = Temp("yarn-hf");
+  r = RunCli("convert -m " + Quote(gguf) + " --to hf --out " + Quote(hf));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "method yarn:factor=4")) << r.out;
+  const auto from_hf = score(hf, "");
+  EXPECT_TRUE(Has(from_hf.out, "config.json rope_scaling")) << from_hf.out;
+  EXPECT_EQ(table(from_hf.out), table(by_hand.out));
+  std::filesystem::remove_all(hf);
   // llama2.c files have no place for the method: refused, not dropped silently.
   const std::string back = Temp("yarn_back.bin");
   r = RunCli("convert -m " + Quote(gguf) + " --to llama2c --out " + Quote(back));

@@ -17,10 +17,13 @@
 #include <vector>
 
 #include "src/core/error.h"
+#include "tests/testing/config_checks.h"
 #include "tests/testing/shared.h"
 
 namespace stretch {
 namespace {
+
+using testing::ExpectSameConfig;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -174,17 +177,6 @@ Model SyntheticModel(const ModelConfig& c, uint32_t seed) {
     }
   }
   return ::testing::AssertionSuccess();
-}
-
-void ExpectSameConfig(const ModelConfig& a, const ModelConfig& b) {
-  EXPECT_EQ(a.dim, b.dim);
-  EXPECT_EQ(a.hidden_dim, b.hidden_dim);
-  EXPECT_EQ(a.n_layers, b.n_layers);
-  EXPECT_EQ(a.n_heads, b.n_heads);
-  EXPECT_EQ(a.n_kv_heads, b.n_kv_heads);
-  EXPECT_EQ(a.vocab_size, b.vocab_size);
-  EXPECT_EQ(a.seq_len, b.seq_len);
-  EXPECT_EQ(a.shared_classifier, b.shared_classifier);
 }
 
 void ExpectSameWeights(const ModelWeights& a, const ModelWeights& b) {

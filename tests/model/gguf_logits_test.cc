@@ -16,26 +16,18 @@
 #include "src/io/llama2c.h"
 #include "src/model/transformer.h"
 #include "src/position/method.h"
+#include "tests/testing/logits.h"
 #include "tests/testing/random_model.h"
 #include "tests/testing/shared.h"
 
 namespace stretch {
 namespace {
 
+using testing::Logits;
+
 // A file name of this process under the test's temporary directory.
 std::string TempPath(const std::string& name) {
   return fmt::format("{}stretch_gguf_{}_{}", ::testing::TempDir(), getpid(), name);
-}
-
-std::vector<float> Logits(const Model& m, const std::string& spec, const std::vector<int>& tokens) {
-  Transformer model(m);
-  model.SetMethod(ParseMethod(spec), static_cast<int64_t>(tokens.size()));
-  KvCache cache(m.config, static_cast<int64_t>(tokens.size()));
-  std::vector<float> hidden;
-  model.Forward(tokens, cache, hidden);
-  std::vector<float> logits(tokens.size() * static_cast<size_t>(m.config.vocab_size));
-  model.Logits(hidden.data(), static_cast<int64_t>(tokens.size()), logits.data());
-  return logits;
 }
 
 TEST(GgufLogits, Stories260KEqualsTheLlama2cFileUnderEveryMethod) {

@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -9,8 +11,13 @@
 #include "src/core/error.h"
 #include "src/io/gguf.h"
 #include "src/io/gguf_model.h"
+#include "src/io/hf_model.h"
 #include "src/io/llama2c.h"
+#include "src/io/model_checkpoint.h"
 #include "src/io/output_file.h"
+#include "src/io/safetensors.h"
+#include "src/io/spm_model.h"
+#include "src/io/stretch_checkpoint.h"
 #include "src/position/method.h"
 #include "tools/cli/common.h"
 
@@ -34,48 +41,134 @@ uint32_t MatrixType(const std::string& type) {
   Fail("--type: found '{}', expected f32, f16, bf16 or q8_0", type);
 }
 
+SafetensorsDtype HfDtype(const std::string& type) {
+  if (type == "f32") return SafetensorsDtype::kF32;
+  if (type == "f16") return SafetensorsDtype::kF16;
+  if (type == "bf16") return SafetensorsDtype::kBF16;
+  Fail("--type {}: Hugging Face folders hold f32, f16 or bf16 weights", type);
+}
+
+// The vocabulary to write with the model, as the project's SentencePiece-BPE Tokenizer: the
+// --tokenizer file (llama2.c's or a SentencePiece tokenizer.model), else the input's own (a GGUF
+// file's SentencePiece vocabulary, a Hugging Face folder's tokenizer.model, a checkpoint's
+// SentencePiece model). nullopt when the input has none. A vocabulary of another kind (GPT-2's
+// byte-level BPE, a checkpoint's bytes tokenizer) cannot be written by stretch yet: refused by
+// name unless the target is GGUF (*copy_gguf_keys: GGUF to GGUF copies the keys as they are).
+std::optional<Tokenizer> VocabularyToWrite(const ConvertArgs& a, const Loaded& loaded,
+                                           bool* copy_gguf_keys) {
+  *copy_gguf_keys = false;
+  const std::string& path = loaded.header.path;
+  const std::string& tok = a.model.tokenizer;
+  if (!tok.empty()) {
+    if (LooksLikeSentencePieceModel(tok)) {
+      return Llama2cTokenizerFromSentencePiece(ReadSentencePieceVocabulary(tok));
+    }
+    if (std::ifstream f(tok); f.peek() == '{') {
+      Fail("--tokenizer {}: a tokenizer.json vocabulary is not written into {} files yet", tok,
+           a.to);
+    }
+    return Tokenizer::LoadLlama2c(tok);
+  }
+  if (!loaded.header.own_tokenizer) return std::nullopt;
+  if (GgufFile::Looks(path)) {
+    const GgufFile g = GgufFile::Open(path);
+    if (g.StringOr("tokenizer.ggml.model", "") == "llama") return ReadGgufTokenizer(g);
+    if (a.to == "gguf") {
+      *copy_gguf_keys = true;
+      return std::nullopt;
+    }
+    Fail("{}: its {} vocabulary (tokenizer.ggml.model) is written only into GGUF files so far",
+         path, g.StringOr("tokenizer.ggml.model", "?"));
+  }
+  if (LooksLikeHfFolder(path)) {
+    const std::string model = (std::filesystem::path(path) / "tokenizer.model").string();
+    if (std::filesystem::exists(model)) {
+      return Llama2cTokenizerFromSentencePiece(ReadSentencePieceVocabulary(model));
+    }
+    Fail("{}: its tokenizer.json vocabulary is not written into {} files yet", path, a.to);
+  }
+  if (loaded.header.checkpoint) {
+    const SafetensorsFile file(path);
+    const std::optional<TrainingTokenizer> t =
+        ReadCheckpointTokenizer(file, loaded.model.config.vocab_size);
+    if (!t) return std::nullopt;
+    if (t->kind() != "sentencepiece") {
+      Fail("{}: its {} tokenizer has no form in {} files", path, t->kind(), a.to);
+    }
+    return Llama2cTokenizerFromSentencePiece(
+        ParseSentencePieceModel(t->model(), path + " (its tokenizer.model)"));
+  }
+  return std::nullopt;
+}
+
 void RunConvert(const ConvertArgs& a) {
-  if (a.to != "gguf" && a.to != "llama2c") {
-    Fail(
-        "--to: found '{}', expected gguf or llama2c (Hugging Face folders and stretch "
-        "checkpoints as targets are not built yet)",
-        a.to);
+  if (a.to != "gguf" && a.to != "hf" && a.to != "llama2c" && a.to != "stretch") {
+    Fail("--to: found '{}', expected gguf, hf, llama2c or stretch", a.to);
   }
-  if (a.to == "llama2c" && a.type != "f32") {
-    Fail("--type {}: llama2.c files hold float32 only; leave --type out with --to llama2c", a.type);
+  if ((a.to == "llama2c" || a.to == "stretch") && a.type != "f32") {
+    Fail("--type {}: {} files hold float32 only; leave --type out with --to {}", a.type,
+         a.to == "llama2c" ? "llama2.c" : "stretch checkpoint", a.to);
   }
-  const uint32_t matrix_type = MatrixType(a.type);
+  const uint32_t matrix_type = a.to == "gguf" ? MatrixType(a.type) : 0;
+  const SafetensorsDtype dtype = a.to == "hf" ? HfDtype(a.type) : SafetensorsDtype::kF32;
   const NamedPath inputs[] = {{"--model", a.model.model}, {"--tokenizer", a.model.tokenizer}};
-  const NamedPath outputs[] = {{"OUT", a.out}};
+  const NamedPath outputs[] = {{"--out", a.out}};
   CheckOutputPaths(inputs, outputs);
+  if (a.to == "hf") CheckInputsOutside(inputs, {"--out", a.out});
   const Loaded loaded = LoadModel(a.model, /*tokenizer_needed=*/false);
-  // The position method the output asks for: --method, else the input's own (a GGUF file's).
+  // The position method the output asks for: --method, else the input's own (a GGUF file's
+  // rope.scaling keys, a Hugging Face config's rope_scaling).
   const std::string spec = !a.method.empty() ? a.method : loaded.header.method_spec;
   const Method method = ParseMethod(spec.empty() ? "direct" : spec);
-  if (a.to == "gguf") {
-    // The vocabulary: the llama2.c tokenizer file when given, else the input GGUF file's own.
-    std::unique_ptr<Tokenizer> tok;
-    std::optional<GgufFile> vocabulary;
-    if (!a.model.tokenizer.empty()) {
-      tok = std::make_unique<Tokenizer>(Tokenizer::LoadLlama2c(a.model.tokenizer));
-    } else if (loaded.header.own_tokenizer && GgufFile::Looks(loaded.header.path)) {
-      vocabulary.emplace(GgufFile::Open(loaded.header.path));
-    }
-    SaveGgufModel(loaded.model, a.out, matrix_type, tok.get(), &method,
-                  vocabulary ? &*vocabulary : nullptr);
-  } else {
-    if (!(method == Method{})) {
-      Fail(
-          "--to llama2c: the file has no place for the position method {}{}; give --method "
-          "direct to write the weights without it",
-          spec, a.method.empty() ? " (the input's own: " + loaded.header.method_source + ")" : "");
-    }
-    SaveLlama2cVersion1(loaded.model, a.out);
+  if ((a.to == "llama2c" || a.to == "stretch") && !(method == Method{})) {
+    Fail(
+        "--to {}: the file has no place for the position method {}{}; give --method direct to "
+        "write the weights without it",
+        a.to, spec,
+        a.method.empty() ? " (the input's own: " + loaded.header.method_source + ")" : "");
   }
-  fmt::print("{} ({}) -> {} ({}{}{})\n", loaded.header.path, loaded.header.format, a.out,
-             a.to == "gguf" ? "GGUF version 3, llama" : "llama2.c version 1",
-             a.to == "gguf" ? ", matrices " + a.type : "",
-             method == Method{} ? "" : ", method " + CanonicalSpec(method));
+  // A checkpoint re-written as a checkpoint keeps its tokenizer as it is (bytes included).
+  if (a.to == "stretch" && loaded.header.checkpoint && a.model.tokenizer.empty()) {
+    const std::optional<TrainingTokenizer> own = ReadCheckpointTokenizer(
+        SafetensorsFile(loaded.header.path), loaded.model.config.vocab_size);
+    if (own) {
+      SaveModelAsCheckpoint(loaded.model, a.out, *own);
+    } else {
+      SaveModelAsCheckpoint(loaded.model, a.out, nullptr);
+    }
+    fmt::print("{} ({}) -> {} (stretch checkpoint)\n", loaded.header.path, loaded.header.format,
+               a.out);
+    return;
+  }
+  bool copy_gguf_keys = false;
+  const std::optional<Tokenizer> tok =
+      a.to == "llama2c" ? std::nullopt : VocabularyToWrite(a, loaded, &copy_gguf_keys);
+  std::string written;
+  if (a.to == "gguf") {
+    std::optional<GgufFile> keys;
+    if (copy_gguf_keys) keys.emplace(GgufFile::Open(loaded.header.path));
+    SaveGgufModel(loaded.model, a.out, matrix_type, tok ? &*tok : nullptr, &method,
+                  keys ? &*keys : nullptr);
+    written = "GGUF version 3, llama, matrices " + a.type;
+  } else if (a.to == "hf") {
+    std::vector<std::string> tokenizer_files;
+    if (tok) tokenizer_files.push_back("tokenizer.model");
+    SaveHfModel(loaded.model, a.out, dtype, tokenizer_files, &method);
+    if (tok)
+      SaveSentencePieceModel(*tok, (std::filesystem::path(a.out) / "tokenizer.model").string());
+    written = ReadHfModelHeader(a.out).format;
+  } else if (a.to == "stretch") {
+    SaveModelAsCheckpoint(loaded.model, a.out, tok ? &*tok : nullptr);
+    written = "stretch checkpoint";
+  } else {
+    SaveLlama2cVersion1(loaded.model, a.out);
+    written = "llama2.c version 1";
+  }
+  fmt::print("{} ({}) -> {} ({}{}{})\n", loaded.header.path, loaded.header.format, a.out, written,
+             method == Method{} ? "" : ", method " + CanonicalSpec(method),
+             tok              ? fmt::format(", vocabulary of {} tokens", tok->vocab_size())
+             : copy_gguf_keys ? ", the input's vocabulary"
+                              : "");
 }
 
 }  // namespace
@@ -85,26 +178,36 @@ void RegisterConvert(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "convert",
       "Write a model in another file format: a GGUF file (llama.cpp, Ollama, LM Studio: the "
-      "\"llama\" architecture, matrices in float32, float16, bfloat16 or 8-bit Q8_0) or a "
-      "llama2.c checkpoint (float32). The input is any model stretch reads, told apart by its "
-      "content. Only plain LLaMA models can be written: a model trained here with another "
-      "position scheme, attention layout or the GAU block is refused, since these formats "
-      "cannot say so.\n"
-      "With --tokenizer (a llama2.c tokenizer file) the GGUF file also carries the vocabulary, "
-      "which llama.cpp needs to load it; a GGUF input's own vocabulary is carried over.\n"
-      "Example: stretch convert -m stories260K.bin -t tok512.bin --to gguf --out stories260K.gguf");
+      "\"llama\" architecture, matrices in float32, float16, bfloat16 or 8-bit Q8_0), a Hugging "
+      "Face folder (config.json of LlamaForCausalLM, model.safetensors in float32, float16 or "
+      "bfloat16, tokenizer.model), a llama2.c checkpoint (float32) or a stretch checkpoint "
+      "(float32; scored, generated from and fine-tuned with --init like one trained here). The "
+      "input is any model stretch reads, told apart by its content. Only plain LLaMA models "
+      "can be written to GGUF, Hugging Face and llama2.c files: a model trained here with "
+      "another position scheme, attention layout or the GAU block is refused, since these "
+      "formats cannot say so.\n"
+      "The vocabulary goes with the model: --tokenizer (llama2.c's tok512.bin or a SentencePiece "
+      "tokenizer.model), else the input's own (a GGUF file's, a Hugging Face folder's "
+      "tokenizer.model, a checkpoint's SentencePiece model). llama.cpp needs it to load a GGUF "
+      "file. llama2.c files carry none.\n"
+      "Example: stretch convert -m stories260K.bin -t tok512.bin --to gguf --out stories260K.gguf\n"
+      "Example: stretch convert -m stories260K.gguf --to hf --type bf16 --out stories260K-hf");
   AddModelOptions(sub, a->model, /*tokenizer_needed=*/false);
-  sub->add_option("--out,-o", a->out, "The file to write (never one of the inputs)")->required();
-  sub->add_option("--to", a->to, "Target format: gguf or llama2c")->required();
+  sub->add_option("--out,-o", a->out,
+                  "The file to write (a folder for --to hf; never one of the inputs)")
+      ->required();
+  sub->add_option("--to", a->to, "Target format: gguf, hf, llama2c or stretch")->required();
   sub->add_option("--method", a->method,
-                  "The position method the GGUF file tells llama.cpp (and stretch) to run: "
-                  "yarn:factor=F (rope.scaling.type yarn, the model's trained length as "
-                  "original_context_length), llama3:factor=F (per-pair divisors, "
-                  "rope_freqs.weight), pi:factor=F (linear scaling) or direct. Default: the "
-                  "input's own (a GGUF file's), else none");
+                  "The position method the file tells llama.cpp, transformers (and stretch) to "
+                  "run. GGUF: yarn:factor=F (rope.scaling.type yarn, the model's trained length "
+                  "as original_context_length), llama3:factor=F (per-pair divisors, "
+                  "rope_freqs.weight), pi:factor=F (linear scaling). Hugging Face: config.json's "
+                  "rope_scaling for pi, yarn, llama3, longrope (with a factor) and dynamic-ntk. "
+                  "direct writes none. Default: the input's own (a GGUF file's, a folder's), "
+                  "else none");
   sub->add_option("--type", a->type,
-                  "GGUF matrix type: f32 (exact), f16, bf16 or q8_0 (8 bits per weight plus a "
-                  "float16 scale per 32); norms stay float32")
+                  "Weight type: f32 (exact), f16, bf16, or for GGUF q8_0 (8 bits per weight plus "
+                  "a float16 scale per 32; GGUF norms stay float32)")
       ->capture_default_str();
   sub->callback([a] { RunConvert(*a); });
 }

@@ -1,0 +1,1013 @@
+#include "src/io/hf_model.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <span>
+#include <string_view>
+#include <utility>
+
+#include "src/core/check.h"
+#include "src/core/error.h"
+#include "src/io/gguf.h"  // HalfToFloat, BFloat16ToFloat, EncodeTensor
+#include "src/io/output_file.h"
+#include "src/position/method.h"
+
+namespace stretch {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+// Bounds that keep a corrupted count from turning into a huge allocation before the tensor shapes
+// are checked (the shapes then pin every size to the files' own bytes); the same as the GGUF
+// reader's where both have the count.
+constexpr int64_t kMaxDim = int64_t{1} << 16;         // hidden_size, heads, head_dim
+constexpr int64_t kMaxHidden = int64_t{1} << 20;      // intermediate_size
+constexpr int64_t kMaxLayers = int64_t{1} << 10;      // num_hidden_layers
+constexpr int64_t kMaxVocab = int64_t{1} << 22;       // vocab_size
+constexpr int64_t kMaxSeqLen = int64_t{1} << 26;      // max_position_embeddings and the original
+constexpr int64_t kMaxWindow = int64_t{1} << 40;      // Mistral's sliding_window
+constexpr double kMaxRopeBase = 1e12;                 // rope_theta
+constexpr double kMaxLinearFactor = 1e6;              // rope_scaling.factor of "linear"
+constexpr int64_t kMaxJsonBytes = int64_t{64} << 20;  // config.json and the index
+// rope_scaling holds numbers and lists of numbers (LongRoPE's factor lists): containers nested
+// deeper than this (the object itself counting as one) are refused before anything dumps them.
+constexpr int kMaxRopeDepth = 4;
+constexpr size_t kMaxShards = 4096;
+// MistralConfig's sliding_window when config.json has no such key.
+constexpr int64_t kMistralDefaultWindow = 4096;
+
+constexpr const char* kLlama = "LlamaForCausalLM";
+constexpr const char* kMistral = "MistralForCausalLM";
+constexpr const char* kReadArchitectures =
+    "expected LlamaForCausalLM or MistralForCausalLM (model_type llama or mistral)";
+
+std::string InDir(const std::string& dir, const std::string& name) {
+  return (fs::path(dir) / name).string();
+}
+
+// A file name inside the folder: not empty, not "." or "..", no directory part ('/', or '\\' as
+// Windows writers would put it) and no NUL.
+bool PlainFileName(std::string_view name) {
+  return !name.empty() && name != "." && name != ".." &&
+         name.find_first_of(std::string_view("/\\\0", 3)) == std::string_view::npos;
+}
+
+bool ReadableDtype(SafetensorsDtype d) {
+  return d == SafetensorsDtype::kF32 || d == SafetensorsDtype::kF16 || d == SafetensorsDtype::kBF16;
+}
+
+// The float's shortest decimal as a double: 1e-5f is written 1e-05, not 9.999999747378752e-06.
+double ShortestDouble(float f) {
+  const std::string text = fmt::format("{}", f);
+  double d = 0.0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
+  STRETCH_CHECK(ec == std::errc() && end == text.data() + text.size(), "{} does not read back",
+                text);
+  return d;
+}
+
+// A JSON value in an error message: containers by their size, strings quoted and marked as
+// strings, anything longer than a line's share cut (at a UTF-8 character boundary).
+std::string Describe(const Json& v) {
+  if (v.is_array()) return fmt::format("an array of {} elements", v.size());
+  if (v.is_object()) return fmt::format("an object of {} keys", v.size());
+  std::string text = v.dump();
+  if (text.size() > 48) {
+    size_t cut = 45;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+    text = text.substr(0, cut) + "...";
+  }
+  return v.is_string() ? "the string " + text : text;
+}
+
+// A whole JSON file that must hold an object (config.json, the index).
+Json ReadJsonFile(const std::string& path) {
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) Fail("{}: cannot read: {}", path, ec.message());
+  if (size > static_cast<uintmax_t>(kMaxJsonBytes)) {
+    Fail("{}: {} bytes, expected a JSON file of at most {}", path, size, kMaxJsonBytes);
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) Fail("{}: cannot open for reading", path);
+  std::string text(static_cast<size_t>(size), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(size));
+  if (static_cast<uintmax_t>(in.gcount()) != size) {
+    Fail("{}: read {} of {} bytes (the file changed while reading?)", path, in.gcount(), size);
+  }
+  Json j;
+  try {
+    j = Json::parse(text);
+  } catch (const Json::exception& e) {
+    Fail("{}: not valid JSON: {}", path, e.what());
+  }
+  if (!j.is_object()) Fail("{}: the file holds {}, expected a JSON object", path, Describe(j));
+  return j;
+}
+
+// The keys of one JSON object (config.json, or rope_scaling inside it), type-checked, every
+// error naming the file and the key (`prefix` + key: "rope_scaling.factor").
+struct ConfigKeys {
+  const Json& j;
+  const std::string& path;
+  std::string prefix;
+
+  std::string Name(const char* key) const { return prefix + key; }
+  // The value, or nullptr when the key is absent.
+  const Json* Find(const char* key) const {
+    const auto it = j.find(key);
+    return it == j.end() ? nullptr : &*it;
+  }
+  [[noreturn]] void Bad(const char* key, const Json& v, std::string_view expected) const {
+    Fail("{}: {} is {}, expected {}", path, Name(key), Describe(v), expected);
+  }
+  // A JSON integer in 1..max (a fraction, even 32.0, is not one; nor is a boolean).
+  int64_t CountOf(const char* key, const Json& v, int64_t max) const {
+    const std::string expected = fmt::format("an integer in 1..{}", max);
+    if (!v.is_number_integer()) Bad(key, v, expected);
+    if (v.is_number_unsigned()) {
+      // nlohmann holds every non-negative integer, 0 included, as unsigned.
+      const uint64_t u = v.get<uint64_t>();
+      if (u < 1 || u > static_cast<uint64_t>(max)) Bad(key, v, expected);
+      return static_cast<int64_t>(u);
+    }
+    const int64_t n = v.get<int64_t>();
+    if (n < 1 || n > max) Bad(key, v, expected);
+    return n;
+  }
+  // Required (null is a bad value, absence is "missing").
+  int64_t Count(const char* key, int64_t max) const {
+    const Json* v = Find(key);
+    if (v == nullptr) Fail("{}: {} is missing, expected an integer in 1..{}", path, Name(key), max);
+    return CountOf(key, *v, max);
+  }
+  // Absent or null: nullopt (transformers then derives the value).
+  std::optional<int64_t> OptionalCount(const char* key, int64_t max) const {
+    const Json* v = Find(key);
+    if (v == nullptr || v->is_null()) return std::nullopt;
+    return CountOf(key, *v, max);
+  }
+  // Absent: `fallback`; present: true or false (null, 0 and "false" are not).
+  bool Bool(const char* key, bool fallback) const {
+    const Json* v = Find(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_boolean()) Bad(key, *v, "true or false");
+    return v->get<bool>();
+  }
+  // Present: a JSON number (not a boolean) in the range `ok`, else refused with `expected`.
+  template <typename Ok>
+  std::optional<double> Number(const char* key, Ok&& ok, std::string_view expected) const {
+    const Json* v = Find(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number() || !ok(v->get<double>())) Bad(key, *v, expected);
+    return v->get<double>();
+  }
+};
+
+// Known relatives of LLaMA, by the start of their architecture or model_type (lower case), and
+// what stretch would get wrong running them as LLaMA.
+std::string RelativeReason(const std::string& name) {
+  std::string lower = name;
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  static constexpr std::pair<const char*, const char*> kRelatives[] = {
+      {"falcon", "it has a parallel attention/MLP block and LayerNorm"},
+      {"qwen", "its q_proj, k_proj and v_proj carry biases, which the LLaMA block has not"},
+      {"gemma",
+       "it scales its norms by 1 + w and its embedding by sqrt(hidden_size), with a GeLU "
+       "feed-forward"},
+      {"phi", "it fuses qkv_proj and gate_up_proj"},
+      {"mixtral", "its feed-forward is a mixture of experts"},
+  };
+  for (const auto& [start, why] : kRelatives) {
+    if (lower.starts_with(start)) return fmt::format(" ({})", why);
+  }
+  return "";
+}
+
+// "architectures" and "model_type": the architecture name, LlamaForCausalLM or
+// MistralForCausalLM; one of the two keys may be absent (older configs), and both must agree.
+std::string ReadArchitecture(const ConfigKeys& k) {
+  const std::string& path = k.path;
+  std::optional<std::string> arch, type;
+  if (const Json* a = k.Find("architectures"); a != nullptr && !a->is_null()) {
+    if (!a->is_array() || a->size() != 1 || !(*a)[0].is_string()) {
+      k.Bad("architectures", *a, "a list of one name, [\"LlamaForCausalLM\"]");
+    }
+    arch = (*a)[0].get<std::string>();
+  }
+  if (const Json* t = k.Find("model_type"); t != nullptr && !t->is_null()) {
+    if (!t->is_string()) k.Bad("model_type", *t, "a string, \"llama\" or \"mistral\"");
+    type = t->get<std::string>();
+  }
+  if (!arch && !type) {
+    Fail(
+        "{}: architectures and model_type are missing, expected [\"LlamaForCausalLM\"] or "
+        "[\"MistralForCausalLM\"]",
+        path);
+  }
+  if (arch) {
+    if (*arch != kLlama && *arch != kMistral) {
+      Fail("{}: architectures [\"{}\"] is not read by stretch{}: {}", path, *arch,
+           RelativeReason(*arch), kReadArchitectures);
+    }
+    const char* want = *arch == kLlama ? "llama" : "mistral";
+    if (type && *type != want) {
+      Fail("{}: model_type \"{}\" does not match architectures [\"{}\"], expected \"{}\"", path,
+           *type, *arch, want);
+    }
+    return *arch;
+  }
+  if (*type == "llama") return kLlama;
+  if (*type == "mistral") return kMistral;
+  Fail("{}: model_type \"{}\" is not read by stretch{}: {}", path, *type, RelativeReason(*type),
+       kReadArchitectures);
+}
+
+// Containers nested deeper than kMaxRopeDepth levels (`depth` the value's own level).
+bool TooDeep(const Json& v, int depth) {
+  if (!v.is_structured()) return false;
+  if (depth > kMaxRopeDepth) return true;
+  for (const Json& x : v) {
+    if (TooDeep(x, depth + 1)) return true;
+  }
+  return false;
+}
+
+// One RoPE scaling object as given (rope_scaling, or rope_parameters less its base and rotary
+// fraction): its type ("default" when it says none), checked for what the loader itself uses.
+struct RopeScalingObject {
+  std::string name;  // "rope_scaling" or "rope_parameters"
+  Json json;
+  std::string type;
+};
+
+// `drop`: keys read elsewhere (rope_parameters' rope_theta and partial_rotary_factor). The object
+// is copied only once its depth is known to be small (nlohmann copies recursively).
+RopeScalingObject ReadRopeScaling(const std::string& path, const std::string& name,
+                                  const Json& given, bool type_required,
+                                  std::initializer_list<const char*> drop = {}) {
+  std::optional<std::string> type;
+  const char* type_key = nullptr;
+  for (const char* key : {"rope_type", "type"}) {  // "type": configs before rope_type (2024)
+    const auto it = given.find(key);
+    if (it == given.end() || it->is_null()) continue;
+    if (!it->is_string()) {
+      Fail("{}: {}.{} is {}, expected a string such as \"linear\" or \"yarn\"", path, name, key,
+           Describe(*it));
+    }
+    const std::string value = it->get<std::string>();
+    if (type && *type != value) {
+      Fail("{}: {}.{} \"{}\" and {}.{} \"{}\" disagree, expected one type", path, name, type_key,
+           *type, name, key, value);
+    }
+    type = value;
+    type_key = key;
+  }
+  if (TooDeep(given, 1)) {
+    Fail("{}: {} is nested deeper than {} levels, expected numbers and lists of numbers", path,
+         name, kMaxRopeDepth);
+  }
+  if (!type) {
+    if (type_required) {
+      Fail("{}: {} has no rope_type (or type), expected one such as \"linear\" or \"yarn\"", path,
+           name);
+    }
+    type = "default";
+  }
+  Json j = given;
+  for (const char* key : drop) j.erase(key);
+  return {name, std::move(j), *type};
+}
+
+// The object without its type keys, to compare two spellings of one scaling.
+Json WithoutType(Json j) {
+  j.erase("rope_type");
+  j.erase("type");
+  return j;
+}
+
+// config.json -> header.config (and the header's architecture and RoPE fields).
+void ParseConfig(const std::string& dir, HfModelHeader& h) {
+  const std::string path = InDir(dir, kHfConfigFile);
+  const Json j = ReadJsonFile(path);
+  const ConfigKeys k{j, path, ""};
+  h.architecture = ReadArchitecture(k);
+  ModelConfig& c = h.config;
+  c.dim = static_cast<int>(k.Count("hidden_size", kMaxDim));
+  c.hidden_dim = static_cast<int>(k.Count("intermediate_size", kMaxHidden));
+  c.n_layers = static_cast<int>(k.Count("num_hidden_layers", kMaxLayers));
+  c.n_heads = static_cast<int>(k.Count("num_attention_heads", kMaxDim));
+  c.n_kv_heads =
+      static_cast<int>(k.OptionalCount("num_key_value_heads", kMaxDim).value_or(c.n_heads));
+  c.vocab_size = static_cast<int>(k.Count("vocab_size", kMaxVocab));
+  h.max_position_embeddings = k.Count("max_position_embeddings", kMaxSeqLen);
+  c.seq_len = static_cast<int>(h.max_position_embeddings);
+  if (k.Find("rms_norm_eps") == nullptr) {
+    Fail("{}: rms_norm_eps is missing, expected a number in (0, 1]", path);
+  }
+  // (0, 1], and not so small that it rounds to 0 in the float the model keeps.
+  c.norm_eps = static_cast<float>(*k.Number(
+      "rms_norm_eps", [](double v) { return v <= 1.0 && static_cast<float>(v) > 0.0f; },
+      "a number in (0, 1]"));
+  c.shared_classifier = k.Bool("tie_word_embeddings", false);  // LlamaConfig's default
+
+  if (c.dim % c.n_heads != 0) {
+    Fail("{}: hidden_size {} is not divisible by num_attention_heads {}", path, c.dim, c.n_heads);
+  }
+  if (c.n_heads % c.n_kv_heads != 0) {
+    Fail("{}: num_key_value_heads {} does not divide num_attention_heads {}", path, c.n_kv_heads,
+         c.n_heads);
+  }
+  const int D = c.dim / c.n_heads;
+  if (D % 2 != 0) {
+    Fail(
+        "{}: head dimension {} (hidden_size {} / num_attention_heads {}) is odd: RoPE rotates "
+        "pairs",
+        path, D, c.dim, c.n_heads);
+  }
+  // transformers derives head_dim as hidden_size / num_attention_heads when it is absent or null.
+  if (const std::optional<int64_t> head_dim = k.OptionalCount("head_dim", kMaxDim);
+      head_dim && *head_dim != D) {
+    Fail(
+        "{}: head_dim is {}, expected {} (hidden_size / num_attention_heads): stretch's heads are "
+        "dim / heads wide",
+        path, *head_dim, D);
+  }
+  // transformers' ACT2FN: "silu" and "swish" are both nn.SiLU.
+  if (const Json* act = k.Find("hidden_act")) {
+    if (!act->is_string()) k.Bad("hidden_act", *act, "a string");
+    const std::string a = act->get<std::string>();
+    if (a != "silu" && a != "swish") {
+      Fail("{}: hidden_act is \"{}\", expected \"silu\" (the SwiGLU feed-forward)", path, a);
+    }
+  }
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    if (k.Bool(key, false)) {
+      Fail("{}: {} is true, expected false: the LLaMA block as stretch runs it has no biases", path,
+           key);
+    }
+  }
+  const char* kEveryPair = "1 (stretch rotates every pair of a head)";
+  k.Number(
+      "partial_rotary_factor", [](double v) { return v == 1.0; }, kEveryPair);
+
+  if (h.architecture == kMistral) {
+    // MistralConfig's window: W keys per query. A real window is refused rather than mapped onto
+    // LayerLayout::window (see the header: whether W counts the query itself has differed
+    // between transformers' attention implementations).
+    const Json* w = k.Find("sliding_window");
+    if (w == nullptr || !w->is_null()) {
+      const int64_t window =
+          w == nullptr ? kMistralDefaultWindow : k.CountOf("sliding_window", *w, kMaxWindow);
+      if (window < h.max_position_embeddings) {
+        Fail(
+            "{}: sliding_window is {}{}, less than max_position_embeddings {}: windowed attention "
+            "is not read from Hugging Face folders yet (expected null or at least "
+            "max_position_embeddings)",
+            path, window, w == nullptr ? " (MistralConfig's default)" : "",
+            h.max_position_embeddings);
+      }
+    }
+  }
+
+  // RoPE: the base (rope_theta, or transformers 5's rope_parameters.rope_theta) and the scaling
+  // (rope_scaling, or the rest of rope_parameters).
+  auto base_ok = [](double v) { return v > 1.0 && v <= kMaxRopeBase; };
+  const char* kBaseExpected = "a number above 1 (the RoPE base)";
+  const std::optional<double> theta = k.Number("rope_theta", base_ok, kBaseExpected);
+  std::optional<double> base = theta;
+  std::optional<RopeScalingObject> from_parameters, from_scaling;
+  if (const Json* p = k.Find("rope_parameters"); p != nullptr && !p->is_null()) {
+    if (!p->is_object()) {
+      k.Bad("rope_parameters", *p, "an object such as {\"rope_type\": \"default\", ...}");
+    }
+    const ConfigKeys pk{*p, path, "rope_parameters."};
+    const std::optional<double> inner = pk.Number("rope_theta", base_ok, kBaseExpected);
+    pk.Number(
+        "partial_rotary_factor", [](double v) { return v == 1.0; }, kEveryPair);
+    if (theta && inner && *theta != *inner) {
+      Fail("{}: rope_theta {} and rope_parameters.rope_theta {} differ, expected one RoPE base",
+           path, *theta, *inner);
+    }
+    if (inner) base = inner;
+    from_parameters = ReadRopeScaling(path, "rope_parameters", *p, false,
+                                      {"rope_theta", "partial_rotary_factor"});
+  }
+  if (const Json* s = k.Find("rope_scaling"); s != nullptr && !s->is_null()) {
+    if (!s->is_object()) {
+      k.Bad("rope_scaling", *s, "null or an object such as {\"rope_type\": \"linear\", ...}");
+    }
+    from_scaling = ReadRopeScaling(path, "rope_scaling", *s, true);
+  }
+  c.rope_base = static_cast<float>(base.value_or(10000.0));  // LlamaConfig's default
+  if (from_parameters && from_scaling) {
+    const RopeScalingObject& a = *from_scaling;
+    const RopeScalingObject& b = *from_parameters;
+    if (a.type != b.type) {
+      Fail(
+          "{}: rope_scaling (\"{}\") and rope_parameters (\"{}\") disagree, expected one RoPE "
+          "scaling",
+          path, a.type, b.type);
+    }
+    if (a.type != "default" && WithoutType(a.json) != WithoutType(b.json)) {
+      Fail("{}: rope_scaling ({}) and rope_parameters ({}) disagree, expected one RoPE scaling",
+           path, a.json.dump(), b.json.dump());
+    }
+  }
+  const std::optional<RopeScalingObject>& scaling =
+      from_parameters ? from_parameters : from_scaling;
+  if (!scaling || scaling->type == "default") return;
+
+  // The scaling itself is the caller's (MethodFromHfRopeScaling); the loader reads only what it
+  // needs: linear's factor, and the length the model was trained at.
+  const RopeScalingObject& s = *scaling;
+  const ConfigKeys sk{s.json, path, s.name + "."};
+  h.rope_scaling_json = s.json.dump();  // nlohmann's object: keys sorted
+  h.rope_type = s.type;
+  if (s.type == "linear") {
+    if (sk.Find("factor") == nullptr) {
+      Fail("{}: {}.factor is missing, expected a number >= 1", path, s.name);
+    }
+    h.rope_linear_factor = *sk.Number(
+        "factor", [](double v) { return v >= 1.0 && v <= kMaxLinearFactor; }, "a number >= 1");
+  }
+  // transformers' modeling_rope_utils.py reads the pre-extension length from
+  // rope_scaling["original_max_position_embeddings"] for yarn (optional: _validate_yarn_parameters
+  // asks models to set it, "with config.max_position_embeddings corresponding to their post-yarn
+  // context length"), llama3 (required: _compute_llama3_parameters' old_context_len) and longrope
+  // (Phi-3's configs keep it at the top level instead).
+  const char* kOrig = "original_max_position_embeddings";
+  if (s.type == "yarn" || s.type == "llama3" || s.type == "longrope") {
+    std::optional<int64_t> orig = sk.OptionalCount(kOrig, kMaxSeqLen);
+    if (!orig && s.type == "longrope") orig = k.OptionalCount(kOrig, kMaxSeqLen);
+    if (!orig && s.type == "llama3") {
+      Fail(
+          "{}: {}.{} is missing, expected the pre-extension context length (transformers' llama3 "
+          "RoPE requires it)",
+          path, s.name, kOrig);
+    }
+    if (orig) c.seq_len = static_cast<int>(*orig);
+  }
+}
+
+// ---- weight files --------------------------------------------------------------------------
+
+// A tensor the model has: its HF name, shape and where it goes.
+struct Want {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> ModelWeights::*global = nullptr;  // or
+  std::vector<float> LayerWeights::*field = nullptr;
+  int layer = -1;
+  int64_t rope_heads = 0;  // q and k: permuted per head from HF's layout
+};
+
+std::vector<Want> WantedTensors(const ModelConfig& c) {
+  const int64_t C = c.dim, F = c.hidden_dim, V = c.vocab_size, KV = c.kv_dim();
+  std::vector<Want> w;
+  w.push_back({"model.embed_tokens.weight", {V, C}, &ModelWeights::token_embedding});
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string b = fmt::format("model.layers.{}.", l);
+    auto layer = [&](const char* name, std::vector<int64_t> shape,
+                     std::vector<float> LayerWeights::*field, int64_t rope_heads = 0) {
+      w.push_back({b + name, std::move(shape), nullptr, field, l, rope_heads});
+    };
+    layer("input_layernorm.weight", {C}, &LayerWeights::attn_norm);
+    layer("self_attn.q_proj.weight", {C, C}, &LayerWeights::wq, c.n_heads);
+    layer("self_attn.k_proj.weight", {KV, C}, &LayerWeights::wk, c.n_kv_heads);
+    layer("self_attn.v_proj.weight", {KV, C}, &LayerWeights::wv);
+    layer("self_attn.o_proj.weight", {C, C}, &LayerWeights::wo);
+    layer("post_attention_layernorm.weight", {C}, &LayerWeights::ffn_norm);
+    layer("mlp.gate_proj.weight", {F, C}, &LayerWeights::w1);
+    layer("mlp.up_proj.weight", {F, C}, &LayerWeights::w3);
+    layer("mlp.down_proj.weight", {C, F}, &LayerWeights::w2);
+  }
+  w.push_back({"model.norm.weight", {C}, &ModelWeights::final_norm});
+  if (!c.shared_classifier) w.push_back({"lm_head.weight", {V, C}, &ModelWeights::classifier});
+  return w;
+}
+
+struct Located {
+  size_t file = 0;  // index into Parsed::files
+  const SafetensorsTensor* tensor = nullptr;
+};
+
+struct Parsed {
+  HfModelHeader header;
+  std::vector<SafetensorsFile> files;  // header.weight_files, open
+  std::vector<Want> wanted;
+  std::vector<Located> where;  // wanted[i]'s tensor
+};
+
+// The weight files of `dir`: model.safetensors, or the shards its index lists (sorted), opened
+// and checked against the index. Fills header.weight_files and p.files; returns whether an index
+// was read.
+bool OpenWeightFiles(const std::string& dir, Parsed& p, std::map<std::string, Located>& tensors) {
+  std::error_code ec;
+  const std::string single = InDir(dir, kHfWeightsFile), index = InDir(dir, kHfIndexFile);
+  const bool has_single = fs::exists(single, ec), has_index = fs::exists(index, ec);
+  if (has_single && has_index) {
+    Fail("{}: holds both {} and {}, expected one (a single file, or shards and their index)", dir,
+         kHfWeightsFile, kHfIndexFile);
+  }
+  std::vector<std::string>& names = p.header.weight_files;
+  Json weight_map;
+  if (has_single) {
+    names = {kHfWeightsFile};
+  } else if (has_index) {
+    const Json j = ReadJsonFile(index);
+    const auto it = j.find("weight_map");
+    const char* kMap = "an object of tensor name -> shard file name";
+    if (it == j.end()) Fail("{}: weight_map is missing, expected {}", index, kMap);
+    if (!it->is_object()) Fail("{}: weight_map is {}, expected {}", index, Describe(*it), kMap);
+    if (it->empty()) Fail("{}: weight_map is empty, expected the model's tensors", index);
+    std::set<std::string> shards;
+    for (const auto& [name, shard] : it->items()) {
+      if (!shard.is_string()) {
+        Fail("{}: weight_map[\"{}\"] is {}, expected a shard file name", index, name,
+             Describe(shard));
+      }
+      const std::string file = shard.get<std::string>();
+      if (!PlainFileName(file)) {
+        Fail(
+            "{}: weight_map places tensor {} in \"{}\", expected a plain file name inside the "
+            "folder (no directory part, not . or ..)",
+            index, name, file);
+      }
+      shards.insert(file);
+    }
+    if (shards.size() > kMaxShards) {
+      Fail("{}: weight_map names {} shards, expected at most {}", index, shards.size(), kMaxShards);
+    }
+    for (const std::string& s : shards) {
+      // A symbolic link (as the Hugging Face cache makes them) is followed.
+      if (!fs::exists(InDir(dir, s), ec)) {
+        Fail("{}: weight_map names shard {}, which is not in the folder", index, s);
+      }
+    }
+    names.assign(shards.begin(), shards.end());
+    weight_map = *it;
+  } else {
+    std::string pickles;
+    for (const char* name : {"pytorch_model.bin.index.json", "pytorch_model.bin"}) {
+      if (pickles.empty() && fs::exists(InDir(dir, name), ec)) {
+        pickles = fmt::format(
+            " ({} holds PyTorch pickles, which stretch does not read: save the model with "
+            "safe_serialization=True)",
+            name);
+      }
+    }
+    Fail("{}: no {} or {}{}", dir, kHfWeightsFile, kHfIndexFile, pickles);
+  }
+
+  p.files.reserve(names.size());
+  for (const std::string& name : names) p.files.emplace_back(InDir(dir, name));
+  for (size_t f = 0; f < p.files.size(); ++f) {
+    for (const SafetensorsTensor& t : p.files[f].tensors()) {
+      const auto [it, fresh] = tensors.emplace(t.name, Located{f, &t});
+      if (!fresh) {
+        Fail("{}: tensor {} is in both {} and {}, expected it in one shard", dir, t.name,
+             names[it->second.file], names[f]);
+      }
+    }
+  }
+  if (!has_index) return false;
+  // The index and the shards must say the same: every tensor where the index says (by name)...
+  for (const auto& [name, at] : tensors) {
+    const auto listed = weight_map.find(name);
+    if (listed == weight_map.end()) {
+      Fail("{}: shard {} holds tensor {}, which weight_map does not list", index, names[at.file],
+           name);
+    }
+    if (listed->get<std::string>() != names[at.file]) {
+      Fail("{}: weight_map places tensor {} in {}, but it is in {}", index, name,
+           listed->get<std::string>(), names[at.file]);
+    }
+  }
+  // ... and every entry of the index a tensor.
+  for (const auto& [name, shard] : weight_map.items()) {
+    if (tensors.count(name) == 0) {
+      Fail("{}: weight_map places tensor {} in {}, which holds no such tensor", index, name,
+           shard.get<std::string>());
+    }
+  }
+  return true;
+}
+
+Parsed Parse(const std::string& dir) {
+  Parsed p;
+  HfModelHeader& h = p.header;
+  if (!LooksLikeHfFolder(dir)) {
+    Fail(
+        "{}: no config.json: expected a Hugging Face model folder (config.json, "
+        "model.safetensors)",
+        dir);
+  }
+  ParseConfig(dir, h);
+  const ModelConfig& c = h.config;
+
+  std::map<std::string, Located> tensors;
+  const bool sharded = OpenWeightFiles(dir, p, tensors);
+  p.wanted = WantedTensors(c);
+  std::set<std::string> wanted_names;
+  std::set<SafetensorsDtype> dtypes;
+  for (const Want& w : p.wanted) {
+    wanted_names.insert(w.name);
+    const auto it = tensors.find(w.name);
+    if (it == tensors.end()) {
+      Fail("{}: tensor {} is missing{}", dir, w.name,
+           w.name == "lm_head.weight"
+               ? " (tie_word_embeddings is false: the classifier is a tensor of its own)"
+               : "");
+    }
+    const SafetensorsTensor& t = *it->second.tensor;
+    const std::string& file = p.files[it->second.file].path();
+    if (!ReadableDtype(t.dtype)) {
+      Fail("{}: tensor {} is {}, expected F32, F16 or BF16", file, w.name,
+           SafetensorsDtypeName(t.dtype));
+    }
+    if (t.shape != w.shape) {
+      Fail("{}: tensor {} has shape {}, expected {} (from config.json)", file, w.name,
+           FormatShape(t.shape), FormatShape(w.shape));
+    }
+    dtypes.insert(t.dtype);
+    p.where.push_back(it->second);
+  }
+  // Older checkpoints store RoPE's inv_freq buffers; transformers recomputes them from
+  // rope_theta and ignores the stored ones, and so does stretch.
+  for (int l = 0; l < c.n_layers; ++l) {
+    wanted_names.insert(fmt::format("model.layers.{}.self_attn.rotary_emb.inv_freq", l));
+  }
+  for (const auto& [name, at] : tensors) {
+    if (wanted_names.count(name) != 0) continue;
+    const char* why = "";
+    if (name == "lm_head.weight" && c.shared_classifier) {
+      why = " (tie_word_embeddings is true: the classifier is the embedding)";
+    } else if (name.ends_with(".bias")) {
+      why = " (a bias: the LLaMA block has none)";
+    }
+    Fail("{}: tensor {} ({} {}) is not part of a {} model as stretch runs it{}",
+         p.files[at.file].path(), name, SafetensorsDtypeName(at.tensor->dtype),
+         FormatShape(at.tensor->shape), h.architecture, why);
+  }
+
+  std::vector<std::string_view> dtype_names;
+  for (SafetensorsDtype d :
+       {SafetensorsDtype::kF32, SafetensorsDtype::kF16, SafetensorsDtype::kBF16}) {
+    if (dtypes.count(d) != 0) dtype_names.push_back(SafetensorsDtypeName(d));
+  }
+  const std::string dtype_text = fmt::format("{}", fmt::join(dtype_names, ", "));
+  const size_t n = h.weight_files.size();
+  h.format = sharded ? fmt::format("Hugging Face folder ({}, {}, {} shard{})", h.architecture,
+                                   dtype_text, n, n == 1 ? "" : "s")
+                     : fmt::format("Hugging Face folder ({}, {})", h.architecture, dtype_text);
+  return p;
+}
+
+// q and k rows, HF's rotate_half layout -> stretch's interleaved pairs, per head of D rows: the
+// inverse of convert_llama_weights_to_hf.py's permute (see the header). Stretch's row
+// h*D + 2i + j is HF's row h*D + j*D/2 + i; `scratch` holds one head.
+void HfToInterleaved(std::vector<float>& w, int64_t heads, int64_t D, int64_t C,
+                     std::vector<float>& scratch) {
+  const size_t head = static_cast<size_t>(D * C), row = static_cast<size_t>(C);
+  STRETCH_CHECK(w.size() == static_cast<size_t>(heads) * head, "{} values for {} heads of {}",
+                w.size(), heads, head);
+  scratch.resize(head);
+  for (int64_t h = 0; h < heads; ++h) {
+    float* x = w.data() + static_cast<size_t>(h) * head;
+    std::memcpy(scratch.data(), x, head * sizeof(float));
+    for (int64_t i = 0; i < D / 2; ++i) {
+      for (int64_t j = 0; j < 2; ++j) {
+        std::memcpy(x + static_cast<size_t>(2 * i + j) * row,
+                    scratch.data() + static_cast<size_t>(j * (D / 2) + i) * row,
+                    row * sizeof(float));
+      }
+    }
+  }
+}
+
+// The converse, for writing: permute() of convert_llama_weights_to_hf.py on `heads` heads.
+std::vector<float> InterleavedToHf(const std::vector<float>& w, int64_t heads, int64_t D,
+                                   int64_t C) {
+  const size_t row = static_cast<size_t>(C);
+  STRETCH_CHECK(w.size() == static_cast<size_t>(heads * D) * row, "{} values for {} heads of {}",
+                w.size(), heads, D * C);
+  std::vector<float> out(w.size());
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < D / 2; ++i) {
+      for (int64_t j = 0; j < 2; ++j) {
+        std::memcpy(out.data() + static_cast<size_t>(h * D + j * (D / 2) + i) * row,
+                    w.data() + static_cast<size_t>(h * D + 2 * i + j) * row, row * sizeof(float));
+      }
+    }
+  }
+  return out;
+}
+
+// Creates `dir`, or accepts an existing folder holding nothing but the files SaveHfModel writes,
+// the caller's files and partial files of interrupted writes (AtomicFile's hidden temporaries).
+void PrepareFolder(const std::string& dir, const std::vector<std::string>& caller_files) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (!fs::exists(st)) {
+    fs::create_directories(dir, ec);
+    if (ec) Fail("{}: cannot create the folder: {}", dir, ec.message());
+    return;
+  }
+  if (!fs::is_directory(st)) {
+    Fail("{}: exists and is not a directory, expected a folder for the Hugging Face model", dir);
+  }
+  std::set<std::string> ours = {kHfConfigFile, kHfWeightsFile};
+  ours.insert(caller_files.begin(), caller_files.end());
+  std::vector<std::string> names;
+  fs::directory_iterator it(dir, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  if (ec) Fail("{}: cannot list the folder: {}", dir, ec.message());
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    if (IsPartialFileName(name)) continue;
+    if (ours.count(name) == 0) {
+      Fail(
+          "{}: holds {}, which is not a file of the Hugging Face folder stretch writes ({}, "
+          "{}{}{}): refusing to write into a folder with other files, expected a new or empty "
+          "folder",
+          dir, name, kHfConfigFile, kHfWeightsFile, caller_files.empty() ? "" : ", ",
+          fmt::join(caller_files, ", "));
+    }
+    if (fs::is_directory(InDir(dir, name), ec)) {
+      Fail("{}: {} is a directory, expected a file or nothing", dir, name);
+    }
+  }
+}
+
+// The rope_scaling object that asks transformers (and MethodFromHfRopeScaling) for `m` on the
+// model `c`, or null for the model's own RoPE; *max_positions becomes the extended length for the
+// types that read the original one from rope_scaling. Refuses what rope_scaling cannot say.
+nlohmann::ordered_json HfRopeScaling(const Method& m, const ModelConfig& c, const std::string& dir,
+                                     int64_t* max_positions) {
+  const RopeMethod& r = m.rope;
+  const std::string spec = CanonicalSpec(m);
+  auto refuse = [&](const std::string& why) {
+    Fail(
+        "{}: --method {}: {} (config.json's rope_scaling carries pi, yarn, llama3, longrope and "
+        "dynamic-ntk with a factor, and direct)",
+        dir, spec, why);
+  };
+  if (!m.rel.IsIdentity() || m.mask.kind != MaskKind::kCausal || m.logn) {
+    refuse("a relative position map, a mask or log-n scaling has no rope_scaling key");
+  }
+  if (r.base != 0.0) refuse("write the model with its own base (a base override has no key)");
+  if (r.scaling == RopeScaling::kNone && r.mode == ScaleMode::kStatic) return nullptr;
+  if (c.rope_interpolation != 1.0f) {
+    refuse("the model already has linear scaling (trained-in position interpolation)");
+  }
+  const int64_t orig = r.original_length != 0 ? r.original_length : c.seq_len;
+  nlohmann::ordered_json j;
+  if (r.mode == ScaleMode::kDynamic) {
+    if (r.scaling != RopeScaling::kNtk)
+      refuse("of the dynamic methods HF defines dynamic NTK only");
+    j["rope_type"] = "dynamic";
+    j["factor"] = 1.0;  // HF's dynamic with factor 1 is stretch's dynamic-ntk
+    return j;
+  }
+  if (r.factor == 0.0) refuse("give the factor (the file cannot say 'the call's scale')");
+  const RopeMethod defaults = ParseMethod(std::string(MethodName(m))).rope;
+  switch (r.scaling) {
+    case RopeScaling::kLinear:
+      j["rope_type"] = "linear";
+      j["factor"] = r.factor;
+      return j;
+    case RopeScaling::kYarn:
+      j["rope_type"] = "yarn";
+      j["factor"] = r.factor;
+      j["original_max_position_embeddings"] = orig;
+      if (r.beta_fast != defaults.beta_fast) j["beta_fast"] = r.beta_fast;
+      if (r.beta_slow != defaults.beta_slow) j["beta_slow"] = r.beta_slow;
+      if (r.attention_factor != 0.0) j["attention_factor"] = r.attention_factor;
+      if (r.mscale != 0.0) j["mscale"] = r.mscale;
+      if (r.mscale_all_dim != 0.0) j["mscale_all_dim"] = r.mscale_all_dim;
+      if (r.truncate != defaults.truncate) j["truncate"] = r.truncate;
+      break;
+    case RopeScaling::kLlama3:
+      j["rope_type"] = "llama3";
+      j["factor"] = r.factor;
+      j["low_freq_factor"] = r.low_freq_factor;
+      j["high_freq_factor"] = r.high_freq_factor;
+      j["original_max_position_embeddings"] = orig;
+      break;
+    case RopeScaling::kLongRope:
+      j["rope_type"] = "longrope";
+      j["factor"] = r.factor;
+      j["original_max_position_embeddings"] = orig;
+      j["short_factor"] = r.short_factor;
+      j["long_factor"] = r.long_factor;
+      if (r.attention_factor != 0.0) j["attention_factor"] = r.attention_factor;
+      break;
+    default: refuse(fmt::format("HF's rope_scaling has no type for {}", MethodName(m)));
+  }
+  // The extended length: transformers reads the original one from rope_scaling.
+  *max_positions = std::llround(static_cast<double>(orig) * r.factor);
+  return j;
+}
+
+}  // namespace
+
+bool LooksLikeHfFolder(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) && fs::is_regular_file(InDir(path, kHfConfigFile), ec);
+}
+
+HfModelHeader ReadHfModelHeader(const std::string& dir) { return Parse(dir).header; }
+
+Model LoadHfModel(const std::string& dir) {
+  Parsed p = Parse(dir);
+  Model m;
+  m.config = p.header.config;
+  m.source = fmt::format("{} ({})", dir, p.header.format);
+  const ModelConfig& c = m.config;
+  m.weights.layers.resize(static_cast<size_t>(c.n_layers));
+  const int64_t D = c.head_dim(), C = c.dim;
+  std::vector<std::byte> half;  // one F16 / BF16 tensor's bytes
+  std::vector<float> scratch;   // one head's rows
+  for (size_t i = 0; i < p.wanted.size(); ++i) {
+    const Want& w = p.wanted[i];
+    const SafetensorsFile& file = p.files[p.where[i].file];
+    const SafetensorsTensor& t = *p.where[i].tensor;
+    std::vector<float>& dst = w.global != nullptr
+                                  ? m.weights.*w.global
+                                  : m.weights.layers[static_cast<size_t>(w.layer)].*w.field;
+    dst.resize(static_cast<size_t>(t.numel()));
+    if (t.dtype == SafetensorsDtype::kF32) {
+      file.ReadInto<float>(w.name, w.shape, std::span<float>(dst));
+    } else {
+      half.resize(static_cast<size_t>(t.bytes()));
+      file.ReadBytesInto(w.name, std::span<std::byte>(half));
+      const bool f16 = t.dtype == SafetensorsDtype::kF16;
+      for (size_t k = 0; k < dst.size(); ++k) {
+        uint16_t u;
+        std::memcpy(&u, half.data() + 2 * k, 2);
+        dst[k] = f16 ? HalfToFloat(u) : BFloat16ToFloat(u);
+      }
+    }
+    if (w.rope_heads > 0) HfToInterleaved(dst, w.rope_heads, D, C, scratch);
+  }
+  return m;
+}
+
+void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dtype,
+                 const std::vector<std::string>& caller_files, const Method* method) {
+  const ModelConfig& c = model.config;
+  if (!c.attention.IsPlain() || c.Gau()) {
+    Fail(
+        "{}: a LlamaForCausalLM folder holds plain LLaMA models; {} has {} (expected the default "
+        "RoPE, full-attention LLaMA layout)",
+        dir, model.source,
+        c.Gau() ? std::string("the GAU block")
+                : std::string("a trained attention layout (per-layer positions or windows, "
+                              "norms, logit scale or another variant)"));
+  }
+  if (!ReadableDtype(dtype)) {
+    Fail("{}: Hugging Face weights in {}: stretch writes F32, F16 or BF16", dir,
+         SafetensorsDtypeName(dtype));
+  }
+  for (const std::string& name : caller_files) {
+    STRETCH_CHECK(PlainFileName(name) && name != kHfConfigFile && name != kHfWeightsFile,
+                  "caller file \"{}\": expected a plain file name other than the model's", name);
+  }
+  // The position method, refused or turned into rope_scaling before anything is written.
+  int64_t max_positions = c.seq_len;
+  nlohmann::ordered_json rope_scaling = nullptr;
+  if (c.rope_interpolation != 1.0f) {
+    rope_scaling = {{"factor", ShortestDouble(c.rope_interpolation)}, {"type", "linear"}};
+  }
+  if (method != nullptr) {
+    nlohmann::ordered_json j = HfRopeScaling(*method, c, dir, &max_positions);
+    if (!j.is_null()) {
+      // What a reader gets back: the method, with the original length the file states.
+      Method want = *method;
+      if (j.contains("original_max_position_embeddings")) {
+        want.rope.original_length = j["original_max_position_embeddings"].get<int64_t>();
+      }
+      const Method back = MethodFromHfRopeScaling(j.dump());
+      STRETCH_CHECK(j["rope_type"] == "linear" || back == want,
+                    "rope_scaling {} reads back as {}, not {}", j.dump(), CanonicalSpec(back),
+                    CanonicalSpec(want));
+      rope_scaling = std::move(j);
+    }
+  }
+  PrepareFolder(dir, caller_files);
+
+  SafetensorsWriter writer;
+  writer.SetMetadata("format", "pt");  // transformers' loader refuses safetensors without it
+  // Permuted and converted copies, alive until Write (the writer borrows them); deques keep their
+  // elements in place as they grow. F32 borrows the model's own vectors but for q and k.
+  std::deque<std::vector<float>> permuted;
+  std::deque<std::vector<uint8_t>> encoded;
+  const int64_t C = c.dim, F = c.hidden_dim, V = c.vocab_size, KV = c.kv_dim(), D = c.head_dim();
+  auto add = [&](const std::string& name, const std::vector<float>& x, std::vector<int64_t> shape,
+                 int64_t rope_heads) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    STRETCH_CHECK(static_cast<int64_t>(x.size()) == n, "{}: {} values, expected {}", name, x.size(),
+                  n);
+    const std::vector<float>* src = &x;
+    if (rope_heads > 0) {
+      permuted.push_back(InterleavedToHf(x, rope_heads, D, shape[1]));
+      src = &permuted.back();
+    }
+    if (dtype == SafetensorsDtype::kF32) {
+      writer.Add<float>(name, std::move(shape), std::span<const float>(*src));
+      return;
+    }
+    const bool f16 = dtype == SafetensorsDtype::kF16;
+    encoded.push_back(EncodeTensor(*src, f16 ? GgmlType::kF16 : GgmlType::kBF16));
+    const std::vector<uint8_t>& bytes = encoded.back();
+    // A finite weight that rounds to infinity (|x| >= 65520 in F16) is refused, not written.
+    const uint16_t inf = f16 ? 0x7C00 : 0x7F80;
+    for (size_t i = 0; i < src->size(); ++i) {
+      uint16_t h;
+      std::memcpy(&h, bytes.data() + 2 * i, 2);
+      if ((h & 0x7FFF) == inf && std::isfinite((*src)[i])) {
+        Fail(
+            "{}: tensor {} holds {}, beyond {}'s largest finite value {}: it would be stored as "
+            "infinity (write F32{})",
+            dir, name, (*src)[i], SafetensorsDtypeName(dtype), f16 ? "65504" : "3.39e38",
+            f16 ? " or BF16" : "");
+      }
+    }
+    if (rope_heads > 0) permuted.pop_back();  // encoded: the float copy is no longer needed
+    writer.AddRaw(name, dtype, std::move(shape), std::as_bytes(std::span<const uint8_t>(bytes)));
+  };
+  const ModelWeights& w = model.weights;
+  STRETCH_CHECK(static_cast<int>(w.layers.size()) == c.n_layers, "{} layers, config {}",
+                w.layers.size(), c.n_layers);
+  add("model.embed_tokens.weight", w.token_embedding, {V, C}, 0);
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string b = fmt::format("model.layers.{}.", l);
+    const LayerWeights& L = w.layers[static_cast<size_t>(l)];
+    add(b + "input_layernorm.weight", L.attn_norm, {C}, 0);
+    add(b + "self_attn.q_proj.weight", L.wq, {C, C}, c.n_heads);
+    add(b + "self_attn.k_proj.weight", L.wk, {KV, C}, c.n_kv_heads);
+    add(b + "self_attn.v_proj.weight", L.wv, {KV, C}, 0);
+    add(b + "self_attn.o_proj.weight", L.wo, {C, C}, 0);
+    add(b + "post_attention_layernorm.weight", L.ffn_norm, {C}, 0);
+    add(b + "mlp.gate_proj.weight", L.w1, {F, C}, 0);
+    add(b + "mlp.up_proj.weight", L.w3, {F, C}, 0);
+    add(b + "mlp.down_proj.weight", L.w2, {C, F}, 0);
+  }
+  add("model.norm.weight", w.final_norm, {C}, 0);
+  if (!c.shared_classifier) add("lm_head.weight", w.classifier, {V, C}, 0);
+  writer.Write(InDir(dir, kHfWeightsFile));
+
+  // config.json last: its presence is what LooksLikeHfFolder looks for.
+  nlohmann::ordered_json j;
+  j["architectures"] = nlohmann::ordered_json::array({"LlamaForCausalLM"});
+  j["model_type"] = "llama";
+  j["hidden_size"] = c.dim;
+  j["intermediate_size"] = c.hidden_dim;
+  j["num_hidden_layers"] = c.n_layers;
+  j["num_attention_heads"] = c.n_heads;
+  j["num_key_value_heads"] = c.n_kv_heads;
+  j["head_dim"] = c.head_dim();
+  j["vocab_size"] = c.vocab_size;
+  j["max_position_embeddings"] = max_positions;
+  j["rms_norm_eps"] = ShortestDouble(c.norm_eps);
+  j["rope_theta"] = ShortestDouble(c.rope_base);
+  j["rope_scaling"] = rope_scaling;
+  j["tie_word_embeddings"] = c.shared_classifier;
+  j["hidden_act"] = "silu";
+  j["attention_bias"] = false;
+  j["attention_dropout"] = 0.0;
+  j["mlp_bias"] = false;
+  j["pretraining_tp"] = 1;
+  j["initializer_range"] = 0.02;
+  j["use_cache"] = true;
+  j["bos_token_id"] = 1;
+  j["eos_token_id"] = 2;
+  j["torch_dtype"] = dtype == SafetensorsDtype::kF32   ? "float32"
+                     : dtype == SafetensorsDtype::kF16 ? "float16"
+                                                       : "bfloat16";
+  AtomicFile config(InDir(dir, kHfConfigFile));
+  config.Write(j.dump(2) + "\n");
+  config.Commit();
+}
+
+}  // namespace stretch
