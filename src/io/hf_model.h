@@ -131,7 +131,6 @@ Model LoadHfModel(const std::string& dir);
 // with factor 1); anything else is refused by name before a file is written.
 struct Method;
 void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dtype,
-                 const std::vector<std::string>& caller_files = {},
-                 const Method* method = nullptr);
+                 const std::vector<std::string>& caller_files = {}, const Method* method = nullptr);
 
 }  // namespace stretch
