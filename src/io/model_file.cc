@@ -12,6 +12,7 @@
 #include "src/io/gguf.h"
 #include "src/io/gguf_model.h"
 #include "src/io/hf_model.h"
+#include "src/io/hf_tokenizer_json.h"
 #include "src/io/llama2c.h"
 #include "src/io/spm_model.h"
 #include "src/io/stretch_checkpoint.h"
@@ -58,7 +59,8 @@ void SetGgufHeader(const GgufFile& file, ModelFileHeader& h) {
 }
 
 // The tokenizer file a Hugging Face folder carries: tokenizer.model (SentencePiece, the LLaMA
-// family's), else tokenizer.json (byte-level BPE); "" for none.
+// family's), else tokenizer.json (byte-level BPE, or LLaMA's SentencePiece BPE as transformers
+// converts it: LoadTokenizerFile tells them apart); "" for none.
 std::string HfTokenizerFile(const std::string& dir) {
   for (const char* name : {"tokenizer.model", "tokenizer.json"}) {
     const std::filesystem::path p = std::filesystem::path(dir) / name;
@@ -215,6 +217,10 @@ std::unique_ptr<TextTokenizer> LoadTokenizerFile(const std::string& path,
   std::unique_ptr<TextTokenizer> t;
   if (LooksLikeSentencePieceModel(path)) {
     t = LoadSentencePieceModel(path);
+  } else if (LooksLikeSentencePieceTokenizerJson(path)) {
+    Tokenizer l = ReadSentencePieceTokenizerJson(path);
+    CheckVocabMatches(model_path, model_vocab, l);
+    return MakeLlama2cTextTokenizer(std::move(l));
   } else if (LooksLikeJsonObject(path)) {
     t = MakeBpeTextTokenizer(BpeTokenizer::FromTokenizerJson(path));
   } else {

@@ -71,8 +71,9 @@ LoadedModel LoadModelFile(const std::string& model, const ModelFileOptions& opti
                           std::vector<std::string>* notes = nullptr);
 
 // A tokenizer file, told by content: a SentencePiece model (tokenizer.model, through
-// libsentencepiece: src/io/spm_model.h), a Hugging Face tokenizer.json of byte-level BPE
-// (src/io/bpe_tokenizer.h), else a llama2.c tokenizer (tok512.bin, tokenizer.bin). Throws
+// libsentencepiece: src/io/spm_model.h), a Hugging Face tokenizer.json of LLaMA's kind
+// (SentencePiece BPE as transformers converts it: src/io/hf_tokenizer_json.h) or of byte-level
+// BPE (src/io/bpe_tokenizer.h), else a llama2.c tokenizer (tok512.bin, tokenizer.bin). Throws
 // stretch::Error when its vocabulary size is not `model_vocab` (naming both files).
 std::unique_ptr<TextTokenizer> LoadTokenizerFile(const std::string& path,
                                                  const std::string& model_path, int model_vocab);

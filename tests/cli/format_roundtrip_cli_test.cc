@@ -88,6 +88,13 @@ TEST_F(FormatRoundTrip, Stories260KThroughEveryFormatIsBitIdenticalAndScoresTheS
   for (const std::string& form : {gguf, hf, ckpt}) {
     EXPECT_TRUE(PerToken(Q(form), data, "") == with_tok) << form;
   }
+  // The folder's tokenizer.json alone (LLaMA's kind, as transformers' fast tokenizer reads it)
+  // encodes the same.
+  const std::string json_only = Path("s-hf-json");
+  fs::copy(hf, json_only);
+  ASSERT_TRUE(fs::remove(fs::path(json_only) / "tokenizer.model"));
+  ASSERT_TRUE(fs::exists(fs::path(json_only) / "tokenizer.json"));
+  EXPECT_TRUE(PerToken(Q(json_only), data, "") == with_tok);
 }
 
 TEST_F(FormatRoundTrip, ATrainedCheckpointScoresTheSameInEveryFormat) {

@@ -12,6 +12,7 @@
 #include "src/io/gguf.h"
 #include "src/io/gguf_model.h"
 #include "src/io/hf_model.h"
+#include "src/io/hf_tokenizer_json.h"
 #include "src/io/llama2c.h"
 #include "src/io/model_checkpoint.h"
 #include "src/io/output_file.h"
@@ -49,8 +50,9 @@ SafetensorsDtype HfDtype(const std::string& type) {
 }
 
 // The vocabulary to write with the model, as the project's SentencePiece-BPE Tokenizer: the
-// --tokenizer file (llama2.c's or a SentencePiece tokenizer.model), else the input's own (a GGUF
-// file's SentencePiece vocabulary, a Hugging Face folder's tokenizer.model, a checkpoint's
+// --tokenizer file (llama2.c's, a SentencePiece tokenizer.model or a LLaMA-kind tokenizer.json),
+// else the input's own (a GGUF file's SentencePiece vocabulary, a Hugging Face folder's
+// tokenizer.model or LLaMA-kind tokenizer.json, a checkpoint's
 // SentencePiece model). nullopt when the input has none. A vocabulary of another kind (GPT-2's
 // byte-level BPE, a checkpoint's bytes tokenizer) cannot be written by stretch yet: refused by
 // name unless the target is GGUF (*copy_gguf_keys: GGUF to GGUF copies the keys as they are).
@@ -63,8 +65,9 @@ std::optional<Tokenizer> VocabularyToWrite(const ConvertArgs& a, const Loaded& l
     if (LooksLikeSentencePieceModel(tok)) {
       return Llama2cTokenizerFromSentencePiece(ReadSentencePieceVocabulary(tok));
     }
+    if (LooksLikeSentencePieceTokenizerJson(tok)) return ReadSentencePieceTokenizerJson(tok);
     if (std::ifstream f(tok); f.peek() == '{') {
-      Fail("--tokenizer {}: a tokenizer.json vocabulary is not written into {} files yet", tok,
+      Fail("--tokenizer {}: a byte-level BPE tokenizer.json is not written into {} files yet", tok,
            a.to);
     }
     return Tokenizer::LoadLlama2c(tok);
@@ -85,7 +88,9 @@ std::optional<Tokenizer> VocabularyToWrite(const ConvertArgs& a, const Loaded& l
     if (std::filesystem::exists(model)) {
       return Llama2cTokenizerFromSentencePiece(ReadSentencePieceVocabulary(model));
     }
-    Fail("{}: its tokenizer.json vocabulary is not written into {} files yet", path, a.to);
+    const std::string json = (std::filesystem::path(path) / "tokenizer.json").string();
+    if (LooksLikeSentencePieceTokenizerJson(json)) return ReadSentencePieceTokenizerJson(json);
+    Fail("{}: its byte-level BPE tokenizer.json is not written into {} files yet", path, a.to);
   }
   if (loaded.header.checkpoint) {
     const SafetensorsFile file(path);
@@ -151,11 +156,16 @@ void RunConvert(const ConvertArgs& a) {
                   keys ? &*keys : nullptr);
     written = "GGUF version 3, llama, matrices " + a.type;
   } else if (a.to == "hf") {
+    // The vocabulary both ways transformers reads it: tokenizer.model (its slow tokenizer,
+    // libsentencepiece) and tokenizer.json (its fast one).
     std::vector<std::string> tokenizer_files;
-    if (tok) tokenizer_files.push_back("tokenizer.model");
+    if (tok) tokenizer_files = {"tokenizer.model", "tokenizer.json"};
     SaveHfModel(loaded.model, a.out, dtype, tokenizer_files, &method);
-    if (tok)
-      SaveSentencePieceModel(*tok, (std::filesystem::path(a.out) / "tokenizer.model").string());
+    if (tok) {
+      const std::filesystem::path dir(a.out);
+      SaveSentencePieceModel(*tok, (dir / "tokenizer.model").string());
+      SaveSentencePieceTokenizerJson(*tok, (dir / "tokenizer.json").string());
+    }
     written = ReadHfModelHeader(a.out).format;
   } else if (a.to == "stretch") {
     SaveModelAsCheckpoint(loaded.model, a.out, tok ? &*tok : nullptr);
@@ -186,9 +196,10 @@ void RegisterConvert(CLI::App& app) {
       "can be written to GGUF, Hugging Face and llama2.c files: a model trained here with "
       "another position scheme, attention layout or the GAU block is refused, since these "
       "formats cannot say so.\n"
-      "The vocabulary goes with the model: --tokenizer (llama2.c's tok512.bin or a SentencePiece "
-      "tokenizer.model), else the input's own (a GGUF file's, a Hugging Face folder's "
-      "tokenizer.model, a checkpoint's SentencePiece model). llama.cpp needs it to load a GGUF "
+      "The vocabulary goes with the model: --tokenizer (llama2.c's tok512.bin, a SentencePiece "
+      "tokenizer.model or a LLaMA-kind tokenizer.json), else the input's own (a GGUF file's, a "
+      "Hugging Face folder's tokenizer.model or tokenizer.json, a checkpoint's SentencePiece "
+      "model). llama.cpp needs it to load a GGUF "
       "file. llama2.c files carry none.\n"
       "Example: stretch convert -m stories260K.bin -t tok512.bin --to gguf --out stories260K.gguf\n"
       "Example: stretch convert -m stories260K.gguf --to hf --type bf16 --out stories260K-hf");
