@@ -22,6 +22,15 @@ inline double MethodRelPos(const Method& m, int64_t i, int64_t j) {
   const int64_t d = i - j;
   const RelMapMethod& r = m.rel;
   if (m.mask.kind == MaskKind::kLambda) {
+    static const RelMapDescriptor* const kStreaming = FindRelMap("streaming");
+    if (m.rel.map == kStreaming) {
+      // StreamingLLM (arXiv 2309.17453, section 3.2): when query i runs, the cache holds the S
+      // sinks and the tokens from max(S, i - W + 1) to i, numbered 0, 1, ... in cache order.
+      const int64_t S = m.mask.sinks, W = m.mask.window;
+      const int64_t first = std::max(S, i - W + 1);
+      auto cache_pos = [&](int64_t t) { return t < S ? t : S + (t - first); };
+      return static_cast<double>(cache_pos(i) - cache_pos(j));
+    }
     return static_cast<double>(std::min(d, m.mask.window));  // a sink is seen at distance w
   }
   // The maps by spec name (src/position/maps/ holds their segment decompositions), looked up once:

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "src/core/check.h"
 #include "src/core/error.h"
@@ -123,6 +124,15 @@ bool MethodChangesRope(const AttentionPlan& method_plan, double model_base) {
 }
 
 void CheckMethodFitsLayout(const ModelConfig& config, const AttentionPlan& method_plan) {
+  if (method_plan.Streaming() && (!config.attention.IsPlain() || config.Gau())) {
+    // Its positions are the cache's; a trained window, a bias or another block would each need
+    // its own rule for tokens that have left the cache.
+    Fail(
+        "method \"{}\" (the streaming cache) runs on the LLaMA attention with RoPE in every "
+        "layer, and this model has another layout ({}) (allowed on this model: lambda, window, "
+        "the other methods)",
+        CanonicalSpec(method_plan.method), AttentionLayoutText(config));
+  }
   const std::string change = RopeChange(method_plan, static_cast<double>(config.rope_base));
   bool rope_full = false, full = false;
   for (int l = 0; l < config.n_layers; ++l) {
@@ -360,7 +370,17 @@ void Transformer::PrepareRotation(int r, int64_t pos0, int64_t T) {
 void Transformer::Forward(std::span<const int> tokens, KvCache& cache, std::vector<float>& hidden) {
   const int64_t T = static_cast<int64_t>(tokens.size());
   const int C = model_.config.dim;
-  if (cache.length() + T > cache.capacity()) {
+  // The streaming cache keeps the sinks and the last window - 1 tokens when it is full, so any
+  // number of tokens goes through a cache that holds those and at least one more.
+  const bool streaming = plan_.Streaming();
+  const int64_t streaming_keep = streaming ? plan_.sinks + plan_.window - 1 : 0;
+  if (streaming && cache.capacity() <= streaming_keep) {
+    Fail(
+        "KV cache: a capacity of {} positions cannot hold the streaming cache's {} sinks and "
+        "window of {} (allowed: a capacity of at least {}; StreamingCacheCapacity gives one)",
+        cache.capacity(), plan_.sinks, plan_.window, streaming_keep + 1);
+  }
+  if (!streaming && cache.length() + T > cache.capacity()) {
     Fail("KV cache: {} cached + {} new tokens exceed its capacity of {} positions", cache.length(),
          T, cache.capacity());
   }
@@ -376,9 +396,11 @@ void Transformer::Forward(std::span<const int> tokens, KvCache& cache, std::vect
     cache.EnsureKeySlots(l, layers_[static_cast<size_t>(l)].key_slots);
   }
   hidden.resize(static_cast<size_t>(T) * C);
-  const int64_t chunk = std::max<int64_t>(1, prefill_chunk_);
+  int64_t chunk = std::max<int64_t>(1, prefill_chunk_);
+  if (streaming) chunk = std::min(chunk, cache.capacity() - streaming_keep);
   for (int64_t start = 0; start < T; start += chunk) {
     const int64_t n = std::min(chunk, T - start);
+    if (streaming && cache.length_ + n > cache.capacity_) DropOldestWindow(cache);
     const int64_t pos0 = cache.length_;
     float* x = hidden.data() + start * C;
     ReserveScratch(n);
@@ -396,6 +418,47 @@ void Transformer::Forward(std::span<const int> tokens, KvCache& cache, std::vect
     RmsNorm(x, model_.weights.final_norm.data(), x, n, C, model_.config.norm_eps);
     cache.length_ = pos0 + n;
   }
+}
+
+int64_t Transformer::StreamingCacheCapacity() const {
+  if (!plan_.Streaming()) return 0;
+  // Room for a second window: the cache drops its oldest tokens once per window - 1 new ones.
+  return plan_.sinks + 2 * plan_.window - 1;
+}
+
+void Transformer::DropOldestWindow(KvCache& cache) {
+  const ModelConfig& c = model_.config;
+  const int G = c.n_kv_heads, D = c.head_dim();
+  const int64_t S = plan_.sinks, keep = plan_.window - 1, cap = cache.capacity_;
+  const int64_t from = cache.length_ - keep;  // the first token kept after the sinks
+  const int64_t shift = from - S;             // how far each kept token moves down
+  if (shift <= 0) return;
+  // Every kept window key moves from position p to p - shift: rotated by -shift (R(p - shift) =
+  // R(-shift) R(p)), in float from angles computed in double, as the kernel's tables are.
+  for (int l = 0; l < c.n_layers; ++l) {
+    const LayerRun& run = layers_[static_cast<size_t>(l)];
+    std::optional<RopeTable> back;
+    if (run.rotation >= 0) back = MakeRopeTableAt(run.plan.freq.thetas, 0, {-double(shift)});
+    float* vc = cache.Values(l);
+    for (int slot = 0; slot < cache.key_slots(l); ++slot) {
+      float* kc = cache.Keys(l, slot);
+      for (int g = 0; g < G; ++g) {
+        float* dst = kc + (static_cast<size_t>(g) * cap + S) * D;
+        std::memmove(dst, kc + (static_cast<size_t>(g) * cap + from) * D,
+                     sizeof(float) * static_cast<size_t>(keep) * D);
+        if (!back) continue;
+        for (int64_t r = 0; r < keep; ++r) {
+          RotatePairs(dst + r * D, back->pairs, back->cos.data(), back->sin.data());
+        }
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      std::memmove(vc + (static_cast<size_t>(g) * cap + S) * D,
+                   vc + (static_cast<size_t>(g) * cap + from) * D,
+                   sizeof(float) * static_cast<size_t>(keep) * D);
+    }
+  }
+  cache.length_ = S + keep;
 }
 
 void Transformer::ForwardSequence(std::span<const int> tokens, std::vector<float>& hidden) {

@@ -161,7 +161,15 @@ class Transformer {
   // values to the cache, and writes the final-normed hidden states (T, C) to `hidden`
   // (resized). Long inputs are processed in chunks of `prefill_chunk` tokens so that activation
   // memory stays O(chunk * (C + F)); the result does not depend on the chunk size.
+  // Under the streaming cache (method `streaming`, AttentionPlan::Streaming) the cache never
+  // fills: when the next chunk would not fit, it drops the oldest window tokens, keeping the
+  // sinks and the last window - 1, and rotates the kept keys to their new places, so that
+  // positions stay below sinks + window; cache.length() is then the cache's length, not the
+  // text's. Its capacity must exceed sinks + window - 1 (StreamingCacheCapacity).
   void Forward(std::span<const int> tokens, KvCache& cache, std::vector<float>& hidden);
+  // The KV cache capacity for the streaming cache under the current method: sinks + 2 window -
+  // 1 (the cache drops its oldest tokens once per window - 1 new ones). 0 for other methods.
+  int64_t StreamingCacheCapacity() const;
 
   // Runs a whole sequence from position 0 without a KV cache, one layer at a time over all of it
   // (in chunks of prefill_chunk tokens): memory is the (T, C) hidden states, one layer's keys and
@@ -202,6 +210,8 @@ class Transformer {
   void Embed(const int* tokens, int64_t T, float* x) const;
   // Prepares rotation r for a chunk of T queries at pos0 (keys 0 .. pos0 + T - 1).
   void PrepareRotation(int r, int64_t pos0, int64_t T);
+  // The streaming cache is full: keep the sinks and the last window - 1 tokens (Forward).
+  void DropOldestWindow(KvCache& cache);
   // One Transformer block on the chunk x (T, C) at positions pos0..: appends its keys and values
   // to kc (the layer's key slots x (G, cap, D)) and vc ((G, cap, D)), positions < pos0 already
   // there, and updates x in place.

@@ -22,6 +22,9 @@
 #include "src/position/rel_map.h"
 
 namespace stretch {
+namespace rel_maps {
+extern const RelMapDescriptor streaming_map;
+}  // namespace rel_maps
 namespace method_internal {
 
 namespace {
@@ -50,6 +53,9 @@ constexpr MethodInfo kMaskMethods[] = {
      Keys(Key::kSinks, Key::kWindow)},
     {"blockwise", RopeScaling::kNone, ScaleMode::kStatic, nullptr, MaskKind::kBlock,
      Keys(Key::kWindow)},
+    // StreamingLLM: the Lambda mask with the cache's positions (src/position/maps/streaming.cc).
+    {"streaming", RopeScaling::kNone, ScaleMode::kStatic, &rel_maps::streaming_map,
+     MaskKind::kLambda, Keys(Key::kSinks, Key::kWindow)},
 };
 
 std::vector<MethodInfo> BuildMethods() {
@@ -59,12 +65,12 @@ std::vector<MethodInfo> BuildMethods() {
     out.push_back(info);
   }
   for (const RelMapDescriptor* map : RelMaps()) {
-    if (map->IsIdentity()) continue;
+    if (map->IsIdentity() || map->mask_only) continue;
     out.push_back(
         {map->name, RopeScaling::kNone, ScaleMode::kStatic, map, MaskKind::kCausal, Keys()});
   }
   for (MethodInfo info : kMaskMethods) {
-    info.rel = &rel_maps::identity_map;
+    if (info.rel == nullptr) info.rel = &rel_maps::identity_map;
     out.push_back(info);
   }
   return out;

@@ -11,6 +11,7 @@
 //   lambda             window = L, sinks = 4: StreamingLLM's attention sinks (Xiao et al. 2023,
 //                      arXiv 2309.17453; github.com/mit-han-lab/streaming-llm
 //                      examples/run_streaming_llama.py: `--start_size` defaults to 4).
+//   streaming          sinks = 4, window = L - sinks: the cache's S + W positions stay below L.
 //   blockwise          window B = L (rounded down to even): blockwise causal attention, the test-time
 //                      mask of XPOS (Sun et al. 2022, "A Length-Extrapolatable Transformer", arXiv
 //                      2212.10554; the first author's torchscale fork, github.com/sunyt32/torchscale
@@ -155,8 +156,11 @@ Method FillDefaults(const Method& m, const RopeGeometry& geo, int64_t fed_len) {
       if (r.mask.window == 0) r.mask.window = L;
       break;
     case MaskKind::kLambda:
-      if (r.mask.window == 0) r.mask.window = L;
       if (r.mask.sinks == 0) r.mask.sinks = 4;
+      // The streaming cache holds S + W tokens: W = L - S keeps every position inside training.
+      if (r.mask.window == 0) {
+        r.mask.window = r.rel.map->mask_only ? std::max<int64_t>(1, L - r.mask.sinks) : L;
+      }
       break;
     case MaskKind::kBlock:
       if (r.mask.window == 0) r.mask.window = std::max<int64_t>(2, L / 2 * 2);
@@ -173,6 +177,21 @@ using namespace method_internal;
 // Validation and defaults
 
 namespace {
+
+// A map that only a mask method uses (the streaming cache's positions) with that mask and plain
+// RoPE: its positions are the cache's, which frequency scaling, a dynamic scale or log-n (all
+// functions of the position in the text) would not know.
+void CheckMaskOnlyMap(const Method& m, const std::string& where) {
+  if (m.mask.kind != MaskKind::kLambda) {
+    Fail("{}: the {} positions need the Lambda mask (sinks and a window)", where, m.rel.map->name);
+  }
+  if (m.rope.scaling != RopeScaling::kNone || m.rope.mode != ScaleMode::kStatic || m.logn) {
+    Fail(
+        "{}: the streaming cache numbers positions inside the cache, and runs plain RoPE there "
+        "(allowed: streaming[:sinks=S,window=W,base=B], without frequency scaling or +logn)",
+        where);
+  }
+}
 
 // The model's geometry and the call's length.
 void CheckGeometry(const RopeGeometry& geo, int64_t fed_len) {
@@ -262,6 +281,7 @@ void CheckResolvedDefaults(const Method& m, const RopeGeometry& geo, int64_t fed
 void ValidateMethod(const Method& m, const RopeGeometry& geo, int64_t fed_len) {
   CheckGeometry(geo, fed_len);
   const std::string where = Where(m);
+  if (m.rel.map->mask_only) CheckMaskOnlyMap(m, where);
   CheckFieldRanges(m, where);
   CheckFieldPairs(m, where);
   CheckRopeAgainstModel(m, geo, where);

@@ -153,13 +153,16 @@ AttentionPlan MakeAttentionPlan(const Method& m, const RopeGeometry& geo, int64_
   plan.map.map = r.map;
   r.map->build(r, plan.map);
   if (plan.mask == MaskKind::kLambda) {
-    STRETCH_CHECK(r.IsIdentity());
-    RelMapMethod clamp;
-    clamp.map = &ClampMap();
-    clamp.window = plan.window;
+    // Lambda sees its sinks through the clamping map (LM-Infinite), or at the streaming cache's
+    // positions (a mask-only map); either takes the mask's window and sinks.
+    STRETCH_CHECK(r.IsIdentity() || r.map->mask_only);
+    RelMapMethod lambda;
+    lambda.map = r.IsIdentity() ? &ClampMap() : r.map;
+    lambda.window = plan.window;
+    lambda.ints[0] = plan.sinks;
     plan.map = PositionMap{};
-    plan.map.map = clamp.map;
-    clamp.map->build(clamp, plan.map);
+    plan.map.map = lambda.map;
+    lambda.map->build(lambda, plan.map);
   }
   return plan;
 }

@@ -134,6 +134,9 @@ struct AttentionPlan {
   // Keys keep one rotation forever (static frequencies, identity map): the KV cache may hold
   // keys after RoPE and the kernel rotates nothing.
   bool KeysRotatedOnce() const { return !dynamic && map.IsIdentity(); }
+  // The streaming cache (method `streaming`): positions are the cache's, so a full KV cache drops
+  // its oldest window tokens, keeping the sinks and the last window - 1 (Transformer::Forward).
+  bool Streaming() const { return map.map->mask_only; }
   bool Visible(int64_t i, int64_t j) const;
   // The first key query i may see (nondecreasing in i): the window's or half-block's start, else 0.
   int64_t FirstVisibleKey(int64_t i) const;

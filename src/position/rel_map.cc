@@ -65,7 +65,7 @@ const RelMapDescriptor& ClampMap() {
 std::string RelMapNames() {
   std::string out;
   for (const RelMapDescriptor* map : RelMaps()) {
-    if (map->IsIdentity()) continue;
+    if (map->IsIdentity() || map->mask_only) continue;
     if (!out.empty()) out += ", ";
     out += map->name;
   }

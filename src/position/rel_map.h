@@ -67,6 +67,9 @@ struct RelMapDescriptor {
   // Every key beyond `window` is seen at distance `window` (min(i - j, window)): the map a
   // Lambda mask sees its sinks through. One map of the registry says so.
   bool clamps_at_window = false;
+  // A map that only a mask method uses, with the mask's window and sinks (the streaming cache's
+  // positions under the Lambda mask): no method of its own, not in RelMapNames.
+  bool mask_only = false;
   // The PositionMap of a resolved method (its window, ints and real).
   void (*build)(const RelMapMethod& rel, PositionMap& map) = nullptr;
   int (*segment_of)(const PositionMap& m, int64_t i, int64_t j) = nullptr;

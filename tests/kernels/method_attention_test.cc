@@ -171,6 +171,7 @@ std::vector<std::string> Specs(int D) {
       "self-extend:group=3,window=20",
       "window:window=50",
       "lambda:sinks=4,window=50",
+      "streaming:sinks=4,window=50",
       "blockwise:window=40",
       "blockwise",
       "string:shift=40,window=8",

@@ -39,6 +39,7 @@ std::vector<std::string> Specs() {
           "self-extend:group=3,window=16",
           "window:window=24",
           "lambda:sinks=2,window=24",
+          "streaming:sinks=2,window=24",
           "blockwise:window=16",
           "string:shift=30,window=6",
           "dca:chunk=48",

@@ -271,10 +271,10 @@ TEST(MethodFrequencies, CallScale) {
 // ---------------------------------------------------------------------------------------------
 // Spec grammar
 
-const char* const kNames[] = {"direct",       "pi",     "ntk",          "ntk-fixed",
-                              "yarn",         "llama3", "longrope",     "dynamic-ntk",
-                              "dynamic-yarn", "rerope", "leaky-rerope", "self-extend",
-                              "string",       "dca",    "window",       "lambda"};
+const char* const kNames[] = {
+    "direct",   "pi",          "ntk",          "ntk-fixed", "yarn",         "llama3",
+    "longrope", "dynamic-ntk", "dynamic-yarn", "rerope",    "leaky-rerope", "self-extend",
+    "string",   "dca",         "window",       "lambda",    "streaming"};
 
 TEST(MethodSpec, EveryNameParsesAndPrintsBack) {
   for (const char* name : kNames) {
@@ -311,6 +311,9 @@ TEST(MethodSpec, NamesSelectTheParts) {
   EXPECT_EQ(ParseMethod("dca").rel.map, FindRelMap("dca"));
   EXPECT_EQ(ParseMethod("window").mask.kind, MaskKind::kWindow);
   EXPECT_EQ(ParseMethod("lambda").mask.kind, MaskKind::kLambda);
+  EXPECT_EQ(ParseMethod("streaming").mask.kind, MaskKind::kLambda);
+  EXPECT_EQ(ParseMethod("streaming").rel.map, FindRelMap("streaming"));
+  EXPECT_TRUE(ParseMethod("lambda").rel.IsIdentity());
   for (const char* name : {"rerope", "self-extend", "window", "lambda", "string", "dca"}) {
     EXPECT_EQ(ParseMethod(name).rope.scaling, RopeScaling::kNone) << name;
   }
@@ -392,6 +395,7 @@ TEST(MethodSpec, RoundTrips) {
       "dca:chunk=384,window=32",
       "window:window=100",
       "lambda:sinks=4,window=512",
+      "streaming:sinks=4,window=252",
   };
   for (const char* spec : specs) {
     SCOPED_TRACE(spec);
@@ -642,6 +646,11 @@ TEST(MethodResolve, MaskStringAndDcaDefaults) {
   EXPECT_EQ(lam.mask.window, 512);
   EXPECT_EQ(lam.mask.sinks, 4);
   EXPECT_TRUE(lam.rel.IsIdentity());
+  // The streaming cache: sinks + window = L, so its positions stay below L.
+  const Method stream = ResolveMethod(ParseMethod("streaming"), geo, 4096);
+  EXPECT_EQ(stream.mask.sinks, 4);
+  EXPECT_EQ(stream.mask.window, 508);
+  EXPECT_EQ(ResolveMethod(ParseMethod("streaming:sinks=12"), geo, 4096).mask.window, 500);
   // STRING: S = int(0.33 L) = 168, W = min(128, S/2) = 84; at L = 4096: 1351 and 128.
   const Method st = ResolveMethod(ParseMethod("string"), geo, 512);
   EXPECT_EQ(st.rel.Param("shift"), 168);

@@ -19,6 +19,7 @@ const char* const kSpecs[] = {"direct",
                               "string:shift=40,window=8",
                               "dca:chunk=48",
                               "lambda:sinks=4,window=50",
+                              "streaming:sinks=4,window=50",
                               "window:window=50"};
 
 TEST(PositionMap, SegmentsGiveTheIssuesRelativePositions) {

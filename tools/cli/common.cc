@@ -124,7 +124,8 @@ constexpr const char* kMethodExamples =
     "e.g. direct (plain RoPE), pi:factor=4, ntk, yarn:factor=8,beta_fast=32, dynamic-yarn, "
     "llama3, rerope:window=256, leaky-rerope:window=256,k=4, self-extend:group=8,window=128, "
     "window:window=256, lambda:sinks=4,window=384, blockwise (XPOS's blockwise causal mask), "
-    "string, dca; add +logn for log-n scaling. A factor left out is the call's s = context / "
+    "string, dca, streaming:sinks=4,window=508 (StreamingLLM's cache positions); add +logn for "
+    "log-n scaling. A factor left out is the call's s = context / "
     "trained length. An unknown name or key lists the allowed ones";
 
 std::string_view Trim(std::string_view s) {
@@ -218,6 +219,13 @@ void AddMethodOptions(CLI::App* app, MethodArgs& args, bool several) {
       "--rope-scaling-json", args.hf_json,
       "An HF transformers `rope_scaling` object as JSON (instead of --method), e.g. "
       "'{\"rope_type\":\"yarn\",\"factor\":4}'");
+  args.stream_option = app->add_option(
+      "--stream-cache", args.stream_cache,
+      "Endless text with bounded memory (StreamingLLM, instead of --method): `sinks=S,window=W` "
+      "keeps the first S tokens (the attention sinks) and the last W in the KV cache and numbers "
+      "them by their place in it, so no position reaches S + W however long the text grows. "
+      "Plain RoPE otherwise. Defaults: S = 4, W = trained length - S; `--stream-cache default` "
+      "takes both. The same as --method streaming:sinks=S,window=W");
 }
 
 std::vector<SweepMethod> MethodsFromArgs(const MethodArgs& args, const ModelHeader* model) {
@@ -236,14 +244,28 @@ std::vector<SweepMethod> MethodsFromArgs(const MethodArgs& args, const ModelHead
   if (args.hf_option != nullptr && args.hf_option->count() > 0) {
     sources.push_back(args.hf_option->get_name());
   }
+  const bool stream_given = args.stream_option != nullptr && args.stream_option->count() > 0;
+  if (stream_given) sources.push_back(args.stream_option->get_name());
   if (sources.size() > 1) {
     Fail(
         "{} and {} both select the position method (allowed: one source: --method SPEC, "
-        "llama.cpp's --rope-*/--yarn-*/--grp-attn-* flags, or --rope-scaling-json)",
+        "llama.cpp's --rope-*/--yarn-*/--grp-attn-* flags, --rope-scaling-json, or "
+        "--stream-cache)",
         sources[0], sources[1]);
   }
   std::vector<SweepMethod> methods;
-  if (llama_given) {
+  if (stream_given) {
+    const std::string spec =
+        args.stream_cache == "default" ? "streaming" : "streaming:" + args.stream_cache;
+    Method m;
+    try {
+      m = ParseMethod(spec);
+    } catch (const Error& e) {
+      Fail("--stream-cache {}: {} (allowed: sinks=S,window=W, either may be left out, or default)",
+           args.stream_cache, e.what());
+    }
+    methods.push_back({spec, std::move(m)});
+  } else if (llama_given) {
     const Method m = MethodFromLlamaCpp(llama);
     methods.push_back({CanonicalSpec(m), m});
   } else if (args.hf_option != nullptr && args.hf_option->count() > 0) {

@@ -83,6 +83,8 @@ struct MethodArgs {
   int64_t yarn_orig_ctx = 0, grp_attn_n = 0, grp_attn_w = 0;
   CLI::Option* method_option = nullptr;
   CLI::Option* hf_option = nullptr;
+  std::string stream_cache;  // --stream-cache sinks=S,window=W
+  CLI::Option* stream_option = nullptr;
   // llama.cpp's flags with what copies each into LlamaCppRopeFlags when given.
   std::vector<std::pair<CLI::Option*, std::function<void(LlamaCppRopeFlags&)>>> llama_options;
 };

@@ -1,6 +1,7 @@
 // stretch generate: write text with a model, streaming tokens as they come.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -50,7 +51,9 @@ void RunGenerate(const GenerateArgs& args) {
     Fail("--method {} for {} tokens (prompt {} + -n {}): {}", method.spec, capacity, prompt.size(),
          args.steps, e.what());
   }
-  KvCache cache(config, capacity);
+  // The streaming cache holds its sinks and two windows at most, however many tokens come.
+  const int64_t streaming_capacity = model.StreamingCacheCapacity();
+  KvCache cache(config, streaming_capacity > 0 ? std::min(capacity, streaming_capacity) : capacity);
   Sampler sampler(args.sampler);
   std::vector<float> hidden, logits(static_cast<size_t>(config.vocab_size));
 
@@ -67,7 +70,20 @@ void RunGenerate(const GenerateArgs& args) {
   int generated = 0;
   int decode_forwards = 0;  // forward passes of single generated tokens
   std::vector<int> one(1);
+  // Long generations print a line every kEvery tokens: the speed since the last line, resident
+  // memory and the cache's fill (flat once a streaming cache is full).
+  constexpr int kEvery = 10000;
+  Timer every_timer;
   for (int step = 0; step < args.steps; ++step) {
+    if (!args.quiet_stats && generated > 0 && generated % kEvery == 0) {
+      fmt::print(stderr,
+                 "\n[{} tokens: {:.3f} ms/token over the last {}, resident {:.1f} MiB, KV cache "
+                 "{} of {} positions ({:.1f} MiB)]\n",
+                 generated, every_timer.Seconds() * 1e3 / kEvery, kEvery,
+                 CurrentRssBytes() / 1048576.0, cache.length(), cache.capacity(),
+                 cache.Bytes() / 1048576.0);
+      every_timer.Reset();
+    }
     const int next = sampler.Sample(logits.data(), config.vocab_size);
     if (!args.ignore_eos && (next == tok.bos() || next == tok.eos())) break;
     fmt::print("{}", text->Next(next));
@@ -112,6 +128,9 @@ void RegisterGenerate(CLI::App& app) {
       "A position method (--method, llama.cpp's --rope-*/--yarn-*/--grp-attn-* flags, or "
       "--rope-scaling-json) is resolved for the whole call: L' = prompt tokens (with BOS) + -n, "
       "so a method without a factor uses s = L' / trained length.\n"
+      "Endless generation: --stream-cache sinks=S,window=W keeps the first S tokens and the last "
+      "W in the cache (StreamingLLM), so memory and time per token stay flat however long -n "
+      "is; a line on stderr every 10,000 tokens shows both.\n"
       "A stretch checkpoint (--model OUT/step-NNNNNNNN.safetensors, or the run's directory "
       "OUT) brings its own tokenizer (no --tokenizer) and its attention layout; its BOS and EOS "
       "are the tokenizer's. " +
@@ -119,7 +138,9 @@ void RegisterGenerate(CLI::App& app) {
           "\n"
           "Example: stretch generate -m stories260K.bin -t tok512.bin --prompt \"Once upon\" -n "
           "100\n"
-          "Example: stretch generate -m runs/rope --prompt \"The \" -n 200 --method yarn");
+          "Example: stretch generate -m runs/rope --prompt \"The \" -n 200 --method yarn\n"
+          "Example: stretch generate -m stories260K.bin -t tok512.bin -n 200000 --ignore-eos "
+          "--stream-cache sinks=4,window=252");
   AddModelOptions(sub, args->model, /*tokenizer_needed=*/true);
   AddMethodOptions(sub, args->method, /*several=*/false);
   sub->add_option("--prompt,-p", args->prompt, "Text to continue (default: empty, start from BOS)");
