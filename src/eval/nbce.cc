@@ -9,7 +9,9 @@
 
 #include "src/core/check.h"
 #include "src/core/error.h"
+#include "src/core/progress.h"
 #include "src/core/threads.h"
+#include "src/core/timer.h"
 #include "src/eval/score.h"
 
 namespace stretch {
@@ -458,6 +460,61 @@ void NbceGenerator::FeedRows(const std::vector<std::vector<int>>& tokens, bool d
   std::vector<double> z;
   pooled.Combine(0, K, rows_[0].log_probs.data(), opt_.beta, z, next_.data());
   chosen_ = pooled.Chosen(0);
+}
+
+ScoreSummary ScoreFixedTailNbce(const Model& model, std::span<const int> stream,
+                                const ScoreOptions& opt, const NbceOptions& nbce,
+                                const Method& method, const TokenSink& sink) {
+  ValidateScoreOptions(opt);
+  ValidateNbceOptions(nbce);
+  const int64_t C = opt.ctx, tail = opt.tail;
+  if (tail < 1) Fail("NBCE scores the fixed tail: ScoreOptions::tail must be at least 1, found 0");
+  if (C - tail < 2) {
+    Fail(
+        "NBCE at context {} with a tail of {}: no context token is left before the tail "
+        "(expected ctx >= tail + 2: BOS, one context token, the tail)",
+        C, tail);
+  }
+  NbceChunkLength(model.config, nbce, tail);  // the default chunk must leave a token
+  const int64_t M = opt.sample_len == 0 ? C : opt.sample_len;
+  const int64_t total = static_cast<int64_t>(stream.size());
+  if (total < M) {
+    Fail("the token stream has {} tokens, fewer than one sample of {} (the longest context)", total,
+         M);
+  }
+  int64_t samples = total / M;
+  if (opt.max_windows > 0) samples = std::min(samples, opt.max_windows);
+  ScoreSummary summary;
+  Timer timer;
+  Progress progress(opt.progress_label, samples, "windows", opt.progress);
+  const int V = model.config.vocab_size;
+  std::vector<int> inputs(static_cast<size_t>(C));
+  for (int64_t w = 0; w < samples; ++w) {
+    // As ScoreFixedTail: inputs = [BOS] + stream[b .. b+C-2], position p predicts stream[b + p].
+    const int64_t b = w * M + M - C;
+    inputs[0] = opt.bos;
+    std::copy(stream.begin() + b, stream.begin() + b + C - 1, inputs.begin() + 1);
+    const std::span<const int> all(inputs);
+    const NbceResult r =
+        NbceScore(model, all.subspan(1, static_cast<size_t>(C - tail - 1)),
+                  all.subspan(static_cast<size_t>(C - tail)), opt.bos, nbce, method);
+    for (int64_t q = 0; q < tail; ++q) {
+      const int64_t p = C - tail + q;
+      const int target = stream[static_cast<size_t>(b + p)];
+      const float* row = r.Row(q);
+      const int best = static_cast<int>(std::max_element(row, row + V) - row);
+      const double loss = -static_cast<double>(row[target]);
+      AddToSummary(summary, opt.bucket, p, loss, best == target);
+      if (sink) sink(TokenRecord{w, p, target, loss, best == target});
+    }
+    ++summary.windows;
+    progress.Update(w + 1);
+  }
+  progress.Finish();
+  summary.unscored_tail = total - samples * M;
+  for (PositionBucket& bucket : summary.buckets) bucket.end = std::min(bucket.end, C);
+  summary.seconds = timer.Seconds();
+  return summary;
 }
 
 }  // namespace stretch

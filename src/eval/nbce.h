@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/eval/score.h"
 #include "src/model/config.h"
 #include "src/model/transformer.h"
 #include "src/position/method.h"
@@ -93,6 +94,17 @@ struct NbceResult {
 // is outside the vocabulary, the options are invalid, or the method does not fit the model.
 NbceResult NbceScore(const Model& model, std::span<const int> context, std::span<const int> query,
                      int bos, const NbceOptions& opt, const Method& method = Method{});
+
+// The fixed-tail protocol (src/eval/score.h, ScoreFixedTail) scored by NBCE: in each window of
+// C = opt.ctx positions (BOS, then the C - 1 tokens before the sample's last one), the tokens after
+// BOS and before the scored tail are the context, cut into chunks, and the last opt.tail positions
+// are the query Q; row r of NbceScore scores position C - tail + r, so every position the plain
+// protocol scores is scored, from the same tokens. The rows run under `method`. Throws
+// stretch::Error as ScoreFixedTail, and when no context token is left before the tail
+// (C - tail < 2) or the default chunk leaves none (NbceChunkLength).
+ScoreSummary ScoreFixedTailNbce(const Model& model, std::span<const int> stream,
+                                const ScoreOptions& opt, const NbceOptions& nbce,
+                                const Method& method = Method{}, const TokenSink& sink = {});
 
 namespace nbce_internal {
 // A thread's Transformer and buffers for running rows.

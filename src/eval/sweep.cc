@@ -62,11 +62,28 @@ std::vector<SweepCell> PlanSweep(const ModelConfig& config, std::span<const Swee
   const RopeGeometry geo = ModelGeometry(config);
   std::vector<SweepCell> cells;
   for (size_t m = 0; m < methods.size(); ++m) {
+    const std::optional<NbceOptions>& nbce = methods[m].nbce;
+    if (nbce && (sequences || opt.tail < 1)) {
+      Fail(
+          "method \"{}\": NBCE scores the fixed tail of a text (expected --tail K: the last K "
+          "positions are the question, the context before them is read in chunks)",
+          methods[m].spec);
+    }
     for (const int64_t c : contexts) {
       try {
-        AttentionPlan plan = MakeAttentionPlan(methods[m].method, geo, c);
+        // NBCE's rows run at most a chunk plus the tail (the trained length by default).
+        const int64_t fed =
+            nbce ? std::min(c, NbceChunkLength(config, *nbce, opt.tail) + 1 + opt.tail) : c;
+        if (nbce && c - opt.tail < 2) {
+          Fail("no context token is left before a tail of {} (expected ctx >= tail + 2)", opt.tail);
+        }
+        AttentionPlan plan = MakeAttentionPlan(methods[m].method, geo, fed);
         CheckMethodFitsLayout(config, plan);
         std::string resolved = CanonicalSpec(plan.method);
+        if (nbce) {
+          resolved = fmt::format("{} (chunks of {}, rows {})", NbceSpecText(*nbce),
+                                 NbceChunkLength(config, *nbce, opt.tail), resolved);
+        }
         cells.push_back({m, c, std::move(resolved), std::move(plan), {}});
       } catch (const Error& e) {
         Fail("method \"{}\" at ScoreOptions::ctx {}: {}", methods[m].spec, c, e.what());
@@ -74,6 +91,16 @@ std::vector<SweepCell> PlanSweep(const ModelConfig& config, std::span<const Swee
     }
   }
   return cells;
+}
+
+SweepMethod ParseSweepMethod(std::string spec) {
+  const std::string_view name = std::string_view(spec).substr(0, spec.find_first_of(":+"));
+  if (name == "nbce") {
+    NbceOptions nbce = ParseNbceSpec(spec);
+    return {std::move(spec), Method{}, nbce};
+  }
+  Method m = ParseMethod(spec);
+  return {std::move(spec), std::move(m), std::nullopt};
 }
 
 void CheckSweepInput(const SweepInput& input, std::span<const int64_t> contexts,
@@ -145,6 +172,9 @@ std::vector<SweepCell> ScoreSweep(Transformer& model, std::span<const SweepMetho
     if (sink) cell_sink = [&sink, &cell](const TokenRecord& r) { sink(cell, r); };
     if (input.sequences != nullptr) {
       cell.summary = ScoreSequences(model, *input.sequences, o, cell_sink);
+    } else if (method.nbce) {
+      cell.summary = ScoreFixedTailNbce(model.model(), input.stream, o, *method.nbce, method.method,
+                                        cell_sink);
     } else if (opt.tail > 0) {
       cell.summary = ScoreFixedTail(model, input.stream, o, cell_sink);
     } else {

@@ -12,19 +12,31 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "src/eval/nbce.h"
 #include "src/eval/score.h"
 #include "src/position/method.h"
 
 namespace stretch {
 
 struct SweepMethod {
+  SweepMethod() = default;
+  SweepMethod(std::string spec_, Method method_, std::optional<NbceOptions> nbce_ = std::nullopt)
+      : spec(std::move(spec_)), method(std::move(method_)), nbce(std::move(nbce_)) {}
   std::string spec;  // as the user gave it (for labels)
   Method method;     // ParseMethod(spec), or built from llama.cpp / HF flags
+  // NBCE (src/eval/nbce.h, `nbce[:...]` specs): the window's context is read as chunks whose rows
+  // run under `method`, and only the fixed tail is scored (ScoreOptions::tail > 0).
+  std::optional<NbceOptions> nbce;
 };
+// A spec of `score --methods` / `generate --method`: NBCE's (`nbce[:beta=B,pool=P,chunk=N]`),
+// else a position method's (ParseMethod). Throws their errors.
+SweepMethod ParseSweepMethod(std::string spec);
 
 // What is scored: a text stream (ScoreStream windows, or ScoreFixedTail when opt.tail > 0), or
 // token sequences fed whole (ScoreSequences; one context only).

@@ -139,6 +139,7 @@ class Transformer {
   explicit Transformer(const Model& model);
 
   const ModelConfig& config() const { return model_.config; }
+  const Model& model() const { return model_; }
 
   // Selects the position method for the calls that follow, resolved for a context of `fed_len`
   // tokens (L': for scoring the window length, for generation prompt + new tokens; it fixes the

@@ -124,7 +124,9 @@ constexpr const char* kMethodExamples =
     "e.g. direct (plain RoPE), pi:factor=4, ntk, yarn:factor=8,beta_fast=32, dynamic-yarn, "
     "llama3, rerope:window=256, leaky-rerope:window=256,k=4, self-extend:group=8,window=128, "
     "window:window=256, lambda:sinks=4,window=384, blockwise (XPOS's blockwise causal mask), "
-    "string, dca, streaming:sinks=4,window=508 (StreamingLLM's cache positions); add +logn for "
+    "string, dca, streaming:sinks=4,window=508 (StreamingLLM's cache positions), "
+    "nbce:beta=0.25,pool=entropy (naive-Bayes context extension: the context read as chunks "
+    "that each fit the trained length; score needs --tail, generate --context); add +logn for "
     "log-n scaling. A factor left out is the call's s = context / "
     "trained length. An unknown name or key lists the allowed ones";
 
@@ -274,8 +276,7 @@ std::vector<SweepMethod> MethodsFromArgs(const MethodArgs& args, const ModelHead
   } else if (!args.specs.empty()) {
     for (const std::string& value : args.specs) {
       for (std::string& spec : SplitMethodList(value)) {
-        Method m = ParseMethod(spec);
-        methods.push_back({std::move(spec), std::move(m)});
+        methods.push_back(ParseSweepMethod(std::move(spec)));
       }
     }
   } else if (model != nullptr && !model->method_spec.empty()) {

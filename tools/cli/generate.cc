@@ -9,6 +9,7 @@
 
 #include "src/core/error.h"
 #include "src/core/timer.h"
+#include "src/eval/nbce.h"
 #include "src/model/sampler.h"
 #include "src/model/transformer.h"
 #include "tools/cli/common.h"
@@ -24,7 +25,54 @@ struct GenerateArgs {
   SamplerOptions sampler;
   bool ignore_eos = false;
   bool quiet_stats = false;
+  std::string context;  // --context: NBCE's long context
 };
+
+// NBCE: the context file read as chunks (one row each, BOS + chunk + prompt), their next-token
+// distributions pooled and combined with the prompt's own (src/eval/nbce.h); every sampled token
+// is fed to every row.
+void RunNbceGenerate(const GenerateArgs& args, const Loaded& loaded, const SweepMethod& method) {
+  const TextTokenizer& tok = *loaded.tokenizer;
+  const ModelConfig& config = loaded.model.config;
+  const std::vector<int> context = tok.EncodeText(args.context).tokens;
+  std::vector<int> question = tok.EncodePrompt(args.prompt);
+  if (!question.empty() && question.front() == tok.bos()) question.erase(question.begin());
+  NbceGenerator gen(loaded.model, tok.bos(), *method.nbce, args.steps, method.method);
+  Timer prefill_timer;
+  gen.Start(context, question);
+  const double prefill_s = prefill_timer.Seconds();
+  Sampler sampler(args.sampler);
+  fmt::print("{}", args.prompt);
+  std::fflush(stdout);
+  std::vector<int> shown = {tok.bos()};
+  shown.insert(shown.end(), question.begin(), question.end());
+  const std::unique_ptr<TokenTextDecoder> text = tok.Decoder(shown);
+  Timer decode_timer;
+  int generated = 0;
+  for (int step = 0; step < args.steps; ++step) {
+    std::vector<float> log_probs = gen.NextLogProbs();
+    const int next = sampler.Sample(log_probs.data(), config.vocab_size);
+    if (!args.ignore_eos && (next == tok.bos() || next == tok.eos())) break;
+    fmt::print("{}", text->Next(next));
+    std::fflush(stdout);
+    ++generated;
+    if (step + 1 == args.steps) break;
+    gen.Append(next);
+  }
+  const double decode_s = decode_timer.Seconds();
+  fmt::print("{}\n", text->Finish());
+  std::fflush(stdout);
+  if (!args.quiet_stats) {
+    fmt::print(stderr,
+               "NBCE: {} context tokens in {} chunks of up to {} (+ the prompt's {} tokens each, "
+               "and the prompt alone), {}\n"
+               "prefill: {:.3f} s; decode: {} tokens in {:.3f} s ({:.0f} tokens/s, every row "
+               "each)\n",
+               context.size(), gen.chunks(), gen.chunk_len(), question.size(),
+               NbceSpecText(*method.nbce), prefill_s, generated, decode_s,
+               generated / std::max(decode_s, 1e-9));
+  }
+}
 
 void RunGenerate(const GenerateArgs& args) {
   if (args.steps < 1) Fail("-n: found {}, expected at least 1 token to generate", args.steps);
@@ -36,6 +84,20 @@ void RunGenerate(const GenerateArgs& args) {
   }
   Loaded loaded = LoadModel(args.model, /*tokenizer_needed=*/true);
   const SweepMethod method = OneMethodFromArgs(args.method, "generate", &loaded.header);
+  if (method.nbce) {
+    if (args.context.empty()) {
+      Fail(
+          "--method {}: NBCE reads a long context as chunks: give it with --context FILE (the "
+          "prompt is the question that follows it)",
+          method.spec);
+    }
+    RunNbceGenerate(args, loaded, method);
+    return;
+  }
+  if (!args.context.empty()) {
+    Fail("--context {}: only NBCE reads a separate context (allowed: --method nbce[:...])",
+         args.context);
+  }
   const TextTokenizer& tok = *loaded.tokenizer;
   const ModelConfig& config = loaded.model.config;
   std::vector<int> prompt = tok.EncodePrompt(args.prompt);
@@ -140,7 +202,9 @@ void RegisterGenerate(CLI::App& app) {
           "100\n"
           "Example: stretch generate -m runs/rope --prompt \"The \" -n 200 --method yarn\n"
           "Example: stretch generate -m stories260K.bin -t tok512.bin -n 200000 --ignore-eos "
-          "--stream-cache sinks=4,window=252");
+          "--stream-cache sinks=4,window=252\n"
+          "Example: stretch generate -m stories260K.bin -t tok512.bin --method nbce --context "
+          "long.txt --prompt \"Lily\" -n 50");
   AddModelOptions(sub, args->model, /*tokenizer_needed=*/true);
   AddMethodOptions(sub, args->method, /*several=*/false);
   sub->add_option("--prompt,-p", args->prompt, "Text to continue (default: empty, start from BOS)");
@@ -157,6 +221,10 @@ void RegisterGenerate(CLI::App& app) {
   sub->add_option("--seed", args->sampler.seed, "Random seed for sampling")->capture_default_str();
   sub->add_flag("--ignore-eos", args->ignore_eos, "Keep generating past BOS/EOS tokens");
   sub->add_flag("--no-stats", args->quiet_stats, "Do not print the speed lines on stderr");
+  sub->add_option("--context", args->context,
+                  "With --method nbce: a text file (or a folder of .txt files) read as the long "
+                  "context, cut into chunks that each fit the trained length; the prompt is the "
+                  "question after it");
   sub->callback([args] { RunGenerate(*args); });
 }
 

@@ -80,6 +80,13 @@ void PrintLayout(const ModelHeader& header, const AttentionPlan& plan) {
 void RunInspect(const InspectArgs& args) {
   const ModelHeader header = ReadModelHeader(args.model);
   const SweepMethod method = OneMethodFromArgs(args.method, "inspect", &header);
+  if (method.nbce) {
+    Fail(
+        "--method {}: NBCE reads a context as chunks and changes no position, so inspect has "
+        "nothing to show for it (allowed: a position method; NBCE runs in score --tail and "
+        "generate --context)",
+        method.spec);
+  }
   const ModelConfig& c = header.config;
   const int64_t ctx = args.ctx > 0 ? args.ctx : c.seq_len;
   // Resolved before anything is printed: a method that does not fit the model, its layer layout
