@@ -94,15 +94,29 @@ inline double DynamicScale(int64_t train_len, int64_t i) {
 
 inline std::vector<double> MethodThetas(const AttentionPlan& p, int64_t i) {
   if (!p.dynamic) return p.freq.thetas;
-  return ComputeFrequencies(p.method.rope, p.geo, DynamicScale(p.geo.train_len, i)).thetas;
+  if (p.method.rope.scaling == RopeScaling::kLongRope) {
+    // LongRoPE per position, from HF's definition (_compute_longrope_parameters: inv_freq =
+    // 1 / (ext_t base^(2t/d)), ext the long list when the sequence is longer than orig): query i
+    // reads a sequence of i + 1 tokens.
+    const RopeMethod& r = p.method.rope;
+    const int64_t orig = r.original_length != 0 ? r.original_length : p.geo.train_len;
+    const std::vector<double>& ext = i + 1 > orig ? r.long_factor : r.short_factor;
+    std::vector<double> thetas(ext.size());
+    for (size_t t = 0; t < ext.size(); ++t) {
+      thetas[t] = std::pow(p.geo.base, -2.0 * static_cast<double>(t) / p.geo.rotary_dim) / ext[t] /
+                  p.geo.interpolation;
+    }
+    return thetas;
+  }
+  return ComputeFrequencies(p.method.rope, p.geo, DynamicScale(p.geo.train_len, i), i + 1).thetas;
 }
 
 // attention_factor^2 (of query i when dynamic) times max(1, ln(i + 1) / ln L) with +logn.
 inline double MethodLogitFactor(const AttentionPlan& p, int64_t i) {
-  const double af = p.dynamic
-                        ? ComputeFrequencies(p.method.rope, p.geo, DynamicScale(p.geo.train_len, i))
-                              .attention_factor
-                        : p.freq.attention_factor;
+  const double af =
+      p.dynamic ? ComputeFrequencies(p.method.rope, p.geo, DynamicScale(p.geo.train_len, i), i + 1)
+                      .attention_factor
+                : p.freq.attention_factor;
   double f = af * af;
   if (p.method.logn) {
     f *= std::max(

@@ -94,6 +94,25 @@ std::string MaskText(const AttentionPlan& plan) {
   return "?";
 }
 
+std::string LongRopeSetText(const AttentionPlan& plan) {
+  const RopeMethod& r = plan.method.rope;
+  if (r.scaling != RopeScaling::kLongRope) return "";
+  const int64_t orig = r.original_length != 0 ? r.original_length : plan.geo.train_len;
+  if (plan.dynamic) {
+    return fmt::format(
+        "per position: queries at positions 0 .. {} (a sequence up to orig = {}) use the short "
+        "factors, later ones the long factors, and every key is rotated again with the query's "
+        "set; at N = {}: the {} factors",
+        orig - 1, orig, plan.fed_len,
+        LongRopeUsesLong(r, plan.geo, plan.fed_len) ? "long" : "short");
+  }
+  const bool use_long = LongRopeUsesLong(r, plan.geo, plan.fed_len);
+  return fmt::format(
+      "the {} factors for the whole call (N = {} {} orig = {}), chosen once from N (for "
+      "generate: prompt + new tokens), so no cached key changes rotation",
+      use_long ? "long" : "short", plan.fed_len, use_long ? ">" : "<=", orig);
+}
+
 std::string RotationViewText(const RotationView& v) {
   std::string out = fmt::format(
       "rotation per frequency pair t at context N = {} (L = {} trained; R = {:g}, the largest "

@@ -58,6 +58,10 @@ double MaxRelativePosition(const AttentionPlan& plan, int64_t N);
 std::string RelMapText(const AttentionPlan& plan);
 std::string MaskText(const AttentionPlan& plan);
 
+// Which LongRoPE factor list is in force and how it was chosen ("" for other methods): once per
+// call from N (`longrope`), or per query position with every key re-rotated (`dynamic-longrope`).
+std::string LongRopeSetText(const AttentionPlan& plan);
+
 // The view as a table with a header explaining every column.
 std::string RotationViewText(const RotationView& view);
 

@@ -45,6 +45,9 @@ constexpr MethodInfo kRopeMethods[] = {
     {"dynamic-ntk", RopeScaling::kNtk, ScaleMode::kDynamic, nullptr, MaskKind::kCausal, Keys()},
     {"dynamic-yarn", RopeScaling::kYarn, ScaleMode::kDynamic, nullptr, MaskKind::kCausal,
      kYarnKeys},
+    // LongRoPE's set chosen per query position (i + 1 > orig: long), every key re-rotated.
+    {"dynamic-longrope", RopeScaling::kLongRope, ScaleMode::kDynamic, nullptr, MaskKind::kCausal,
+     Keys(Key::kOrig, Key::kAttentionFactor, Key::kShort, Key::kLong)},
 };
 constexpr MethodInfo kMaskMethods[] = {
     {"window", RopeScaling::kNone, ScaleMode::kStatic, nullptr, MaskKind::kWindow,

@@ -55,7 +55,8 @@ struct RopeMethod {
   // llama3
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
-  // LongRoPE: d/2 factors each; long_factor used when L' > original length, else short_factor.
+  // LongRoPE: d/2 factors each; long_factor used when the sequence is longer than the original
+  // length, else short_factor: per call (L', `longrope`) or per query (i + 1, `dynamic-longrope`).
   std::vector<double> short_factor, long_factor;
 };
 
@@ -156,7 +157,14 @@ struct RopeFrequencies {
 double CallScale(const RopeMethod& rope, const RopeGeometry& geo, int64_t fed_len);
 // Frequencies for scale s. For kDynamic methods the caller passes s_i = max(L, i + 1) / L.
 // Every theta is then divided by geo.interpolation (the model's own PI).
-RopeFrequencies ComputeFrequencies(const RopeMethod& rope, const RopeGeometry& geo, double s);
+// `length` is the sequence length LongRoPE picks its factor set by, as HF's
+// _compute_longrope_parameters does (the long list when length > orig, else the short one): a
+// static plan passes its call's L' (the set is fixed per call, "locally static"), a dynamic one
+// query i's i + 1 (the set per position; every key is then rotated with the query's set). 0: s L.
+RopeFrequencies ComputeFrequencies(const RopeMethod& rope, const RopeGeometry& geo, double s,
+                                   int64_t length = 0);
+// Whether LongRoPE runs its long factor list for a sequence of `length` tokens (length > orig).
+bool LongRopeUsesLong(const RopeMethod& rope, const RopeGeometry& geo, int64_t length);
 
 // The method with every default filled in for a call of `fed_len` tokens (L' = fed_len):
 // rope.factor = CallScale when 0; rope.base = geo.base when 0; rope.original_length = L when 0;

@@ -114,10 +114,11 @@ void CheckFieldRanges(const Method& m, std::string_view where) {
     if (!std::isfinite(r.high_freq_factor)) bad("high", r.high_freq_factor, "a number > low");
   }
   if (r.mode == ScaleMode::kDynamic) {
-    if (r.scaling != RopeScaling::kNtk && r.scaling != RopeScaling::kYarn) {
+    if (r.scaling != RopeScaling::kNtk && r.scaling != RopeScaling::kYarn &&
+        r.scaling != RopeScaling::kLongRope) {
       Fail(
-          "{}: a dynamic scale needs NTK or YaRN frequencies (allowed: dynamic-ntk, "
-          "dynamic-yarn)",
+          "{}: a dynamic scale needs NTK, YaRN or LongRoPE frequencies (allowed: dynamic-ntk, "
+          "dynamic-yarn, dynamic-longrope)",
           where);
     }
     if (r.factor != 0.0) {

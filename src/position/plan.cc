@@ -107,7 +107,7 @@ RopeFrequencies AttentionPlan::FrequenciesAt(int64_t i) const {
   if (!dynamic) return freq;
   const double L = static_cast<double>(geo.train_len);
   const double s = std::max(L, static_cast<double>(i + 1)) / L;
-  RopeFrequencies f = ComputeFrequencies(method.rope, geo, s);
+  RopeFrequencies f = ComputeFrequencies(method.rope, geo, s, i + 1);
   if (rotated_pairs >= 0) {
     for (size_t u = static_cast<size_t>(rotated_pairs); u < f.thetas.size(); ++u) f.thetas[u] = 0.0;
   }
@@ -143,8 +143,9 @@ AttentionPlan MakeAttentionPlan(const Method& m, const RopeGeometry& geo, int64_
   plan.geo.base = plan.method.rope.base;
   plan.fed_len = fed_len;
   plan.dynamic = plan.method.rope.mode == ScaleMode::kDynamic;
-  plan.freq =
-      ComputeFrequencies(plan.method.rope, plan.geo, plan.dynamic ? 1.0 : plan.method.rope.factor);
+  plan.freq = plan.dynamic ? ComputeFrequencies(plan.method.rope, plan.geo, 1.0, 1)
+                           : ComputeFrequencies(plan.method.rope, plan.geo, plan.method.rope.factor,
+                                                fed_len);
   plan.logn = plan.method.logn;
   plan.mask = plan.method.mask.kind;
   plan.window = plan.method.mask.window;

@@ -137,7 +137,13 @@ double CallScale(const RopeMethod& rope, const RopeGeometry& geo, int64_t fed_le
   return std::max(1.0, static_cast<double>(fed_len) / static_cast<double>(geo.train_len));
 }
 
-RopeFrequencies ComputeFrequencies(const RopeMethod& rope, const RopeGeometry& geo, double s) {
+bool LongRopeUsesLong(const RopeMethod& rope, const RopeGeometry& geo, int64_t length) {
+  const int64_t orig = rope.original_length != 0 ? rope.original_length : geo.train_len;
+  return length > orig;
+}
+
+RopeFrequencies ComputeFrequencies(const RopeMethod& rope, const RopeGeometry& geo, double s,
+                                   int64_t length) {
   STRETCH_CHECK(geo.rotary_dim > 0 && geo.rotary_dim % 2 == 0, "rotary_dim={}", geo.rotary_dim);
   STRETCH_CHECK(geo.train_len > 0, "train_len={}", geo.train_len);
   STRETCH_CHECK(std::isfinite(s) && s >= 1.0, "s={}", s);
@@ -224,9 +230,10 @@ RopeFrequencies ComputeFrequencies(const RopeMethod& rope, const RopeGeometry& g
     case RopeScaling::kLongRope: {
       // HF _compute_longrope_parameters: inv_freq = 1 / (ext_factors * base^(2t/d)), the long
       // list when the sequence is longer than orig, else the short one; attention factor
-      // sqrt(1 + ln(factor) / ln(orig)) for factor > 1. Here the sequence is s * L long and
-      // factor is s (the call's scale).
-      const bool use_long = s * static_cast<double>(geo.train_len) > orig;
+      // sqrt(1 + ln(factor) / ln(orig)) for factor > 1, factor being s (the call's scale, or
+      // s_i). The sequence is `length` long (s L when not given).
+      const bool use_long = length > 0 ? LongRopeUsesLong(rope, geo, length)
+                                       : s * static_cast<double>(geo.train_len) > orig;
       const std::vector<double>& ext = use_long ? rope.long_factor : rope.short_factor;
       STRETCH_CHECK(ext.size() == pairs, "longrope {} list has {} factors for {} pairs",
                     use_long ? "long" : "short", ext.size(), pairs);

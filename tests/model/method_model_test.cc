@@ -34,6 +34,7 @@ std::vector<std::string> Specs() {
           "longrope:short=1/1.1/1.2/1.3,long=1/2/3/4",
           "dynamic-ntk",
           "dynamic-yarn",
+          "dynamic-longrope:short=1/1.1/1.2/1.3,long=1/2/3/4",
           "rerope:window=20",
           "leaky-rerope:window=20,k=3",
           "self-extend:group=3,window=16",
@@ -92,6 +93,32 @@ TEST(MethodModel, EveryMethodMatchesTheDoubleForwardInEveryPath) {
       EXPECT_LE(MaxAbsDiff(got, exact), tol) << spec << " path " << static_cast<int>(path);
     }
   }
+}
+
+TEST(MethodModel, LongRopeSwitchesPerCallOrPerPositionAsDefined) {
+  // Locally static (longrope: the long set for every query of a call longer than orig) and per
+  // position (dynamic-longrope: query i's set by i + 1, every key re-rotated with it) are two
+  // definitions: the engine's dynamic-longrope matches its own reference and not the other's, and
+  // not a reference that switches one position early.
+  const ModelConfig c = testing::TinyConfig();
+  const Model m = testing::RandomModel(c, 55);
+  const std::vector<int> tokens = RandomTokens(kTokens, c.vocab_size, 56);
+  const RopeGeometry geo{c.seq_len, c.head_dim(), c.rope_base};
+  const std::string lists = "short=1/1.1/1.2/1.3,long=1/2/3/4";
+  const AttentionPlan dyn =
+      MakeAttentionPlan(ParseMethod("dynamic-longrope:" + lists), geo, kTokens);
+  const AttentionPlan stat = MakeAttentionPlan(ParseMethod("longrope:" + lists), geo, kTokens);
+  ref::PositionRef own = ref::MethodPositionRef(dyn);
+  const std::vector<double> exact = ref::LlamaForwardRef<double>(m, tokens, own);
+  const double tol = 8 * MaxAbsDiff(ref::LlamaForwardRef<float>(m, tokens, own), exact) + 1e-6;
+  ref::PositionRef early = own;
+  early.thetas_at = [&](int64_t i) { return ref::MethodThetas(dyn, i + 1); };
+  const std::vector<float> got =
+      EngineLogits(m, "dynamic-longrope:" + lists, tokens, Path::kDecode);
+  EXPECT_LE(MaxAbsDiff(got, exact), tol);
+  EXPECT_GT(MaxAbsDiff(got, ref::LlamaForwardRef<double>(m, tokens, ref::MethodPositionRef(stat))),
+            100 * tol);
+  EXPECT_GT(MaxAbsDiff(got, ref::LlamaForwardRef<double>(m, tokens, early)), 100 * tol);
 }
 
 TEST(MethodModel, MethodsReallyDiffer) {

@@ -244,6 +244,35 @@ TEST(MethodFrequencies, LongRopeSwitchesLists) {
   EXPECT_EQ(Freq(std::string(spec) + ",attention_factor=1.25", Geo8(), 4.0).attention_factor, 1.25);
 }
 
+TEST(MethodFrequencies, LongRopePicksItsSetByTheSequenceNotTheFactor) {
+  // A model whose configured factor is 32 (HF: max_position_embeddings / orig) still reads a
+  // sequence no longer than orig with the short factors, as HF does; the attention factor stays
+  // the configured one's.
+  const std::string spec = "longrope:factor=32,short=1/1.5/2/4,long=2/3/4/8";
+  const std::vector<double> short_thetas = {1.0, 0.06666666666666667, 0.005, 0.00025};
+  const std::vector<double> long_thetas = {0.5, 0.03333333333333333, 0.0025, 0.000125};
+  const RopeGeometry geo = Geo8();
+  const AttentionPlan short_call = MakeAttentionPlan(ParseMethod(spec), geo, 512);
+  ExpectThetas(short_call.freq, short_thetas);
+  ExpectClose(short_call.freq.attention_factor, std::sqrt(1 + std::log(32.0) / std::log(512.0)),
+              "sqrt(1 + ln 32 / ln 512)");
+  ExpectThetas(MakeAttentionPlan(ParseMethod(spec), geo, 513).freq, long_thetas);
+  // Per position (dynamic-longrope): query i reads i + 1 tokens; the set switches after orig.
+  const AttentionPlan dyn =
+      MakeAttentionPlan(ParseMethod("dynamic-longrope:short=1/1.5/2/4,long=2/3/4/8"), geo, 2048);
+  ExpectThetas(dyn.FrequenciesAt(0), short_thetas);
+  ExpectThetas(dyn.FrequenciesAt(511), short_thetas);
+  ExpectThetas(dyn.FrequenciesAt(512), long_thetas);
+  ExpectThetas(dyn.FrequenciesAt(2047), long_thetas);
+  EXPECT_EQ(dyn.FrequenciesAt(511).attention_factor, 1.0);
+  ExpectClose(dyn.FrequenciesAt(1023).attention_factor,
+              std::sqrt(1 + std::log(2.0) / std::log(512.0)), "s_i = 2: sqrt(1 + ln 2 / ln 512)");
+  EXPECT_TRUE(LongRopeUsesLong(dyn.method.rope, geo, 513));
+  EXPECT_FALSE(LongRopeUsesLong(dyn.method.rope, geo, 512));
+  // No factor key: the scale is s_i.
+  ExpectSpecError("dynamic-longrope:factor=2", {"factor=2 is not allowed for a dynamic method"});
+}
+
 TEST(MethodFrequencies, DynamicUsesTheFormulasAtEachScale) {
   // dynamic-ntk at s: base * s^(d/(d-2)), d = 8.
   ExpectThetas(Freq("dynamic-ntk", Geo8(), 1.5),
@@ -274,7 +303,7 @@ TEST(MethodFrequencies, CallScale) {
 const char* const kNames[] = {
     "direct",   "pi",          "ntk",          "ntk-fixed", "yarn",         "llama3",
     "longrope", "dynamic-ntk", "dynamic-yarn", "rerope",    "leaky-rerope", "self-extend",
-    "string",   "dca",         "window",       "lambda",    "streaming"};
+    "string",   "dca",         "window",       "lambda",    "streaming",    "dynamic-longrope"};
 
 TEST(MethodSpec, EveryNameParsesAndPrintsBack) {
   for (const char* name : kNames) {

@@ -41,6 +41,9 @@ void PrintMethod(const SweepMethod& method, const RopeGeometry& geo, const Atten
   Row("logits scaled at the last query by",
       fmt::format("{:.6g} (times 1/sqrt(head dim){})", view.logit_scale_last,
                   plan.logn ? "; log-n included" : ""));
+  if (const std::string longrope = LongRopeSetText(plan); !longrope.empty()) {
+    Row("LongRoPE factor set", longrope);
+  }
   Row("relative position map", RelMapText(plan));
   Row("mask", MaskText(plan));
   Row("log-n scaling", plan.logn ? "on: logits times max(1, ln(i + 1) / ln L)" : "off");
