@@ -517,4 +517,38 @@ ScoreSummary ScoreFixedTailNbce(const Model& model, std::span<const int> stream,
   return summary;
 }
 
+SequenceScorer NbceSequenceScorer(const Model& model, const NbceOptions& nbce, const Method& method,
+                                  QueryStart query_start) {
+  ValidateNbceOptions(nbce);
+  return [&model, nbce, method, query_start](const std::vector<std::vector<int>>& sequences,
+                                             const TokenSink& sink) {
+    const int V = model.config.vocab_size;
+    for (size_t k = 0; k < sequences.size(); ++k) {
+      const std::vector<int>& seq = sequences[k];
+      const int64_t n = static_cast<int64_t>(seq.size());
+      const int64_t qs = query_start(k, seq);
+      if (qs < 2 || qs > n - 2) {
+        Fail(
+            "NBCE: sequence {} of {} tokens has its query at {}, expected 2 .. {} (BOS and a "
+            "context token before it, a target after it)",
+            k + 1, n, qs, n - 2);
+      }
+      const std::span<const int> all(seq);
+      const NbceResult r =
+          NbceScore(model, all.subspan(1, static_cast<size_t>(qs - 1)),
+                    all.subspan(static_cast<size_t>(qs), static_cast<size_t>(n - 1 - qs)), seq[0],
+                    nbce, method);
+      for (int64_t p = qs; p + 1 < n; ++p) {
+        const int target = seq[static_cast<size_t>(p + 1)];
+        const float* row = r.Row(p - qs);
+        const int best = static_cast<int>(std::max_element(row, row + V) - row);
+        if (sink) {
+          sink(TokenRecord{static_cast<int64_t>(k), p, target, -static_cast<double>(row[target]),
+                           best == target});
+        }
+      }
+    }
+  };
+}
+
 }  // namespace stretch

@@ -26,12 +26,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "src/eval/protocols.h"
 #include "src/eval/score.h"
 #include "src/model/config.h"
 #include "src/model/transformer.h"
@@ -105,6 +107,14 @@ NbceResult NbceScore(const Model& model, std::span<const int> context, std::span
 ScoreSummary ScoreFixedTailNbce(const Model& model, std::span<const int> stream,
                                 const ScoreOptions& opt, const NbceOptions& nbce,
                                 const Method& method = Method{}, const TokenSink& sink = {});
+
+// NBCE as a SequenceScorer (src/eval/protocols.h), for the lab's protocols: sequence k is
+// [BOS] + context + query, the query starting at query_start(k, sequence) (>= 2: BOS and one
+// context token before it); its positions query_start .. n - 2 are scored, each by NbceScore's
+// row for it, and no other position is. The rows run under `method`.
+using QueryStart = std::function<int64_t(size_t index, const std::vector<int>& sequence)>;
+SequenceScorer NbceSequenceScorer(const Model& model, const NbceOptions& nbce, const Method& method,
+                                  QueryStart query_start);
 
 namespace nbce_internal {
 // A thread's Transformer and buffers for running rows.

@@ -101,6 +101,7 @@ PasskeyTrial MakePasskeyTrial(const PasskeyPieces& pieces, std::span<const int> 
   Append(s, key_tokens);
   Append(s, pieces.needle_after);
   s.insert(s.end(), filler.begin() + split, filler.begin() + n_filler);
+  t.question_start = static_cast<int64_t>(s.size());
   Append(s, pieces.question);
   // The answer: its tokens are targets of positions size-1 .. size+key_len-2.
   for (int64_t k = 0; k < key_len; ++k) {

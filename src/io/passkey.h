@@ -78,6 +78,7 @@ struct PasskeyTrial {
   std::string key;                     // the digits
   double depth = 0.0;                  // as asked
   int64_t needle_start = 0;            // index in tokens of the needle's first token
+  int64_t question_start = 0;          // index in tokens of the question's first token
 };
 
 // One trial of ctx fed tokens: the key drawn from rng (first digit uniform in 1..9, the others in

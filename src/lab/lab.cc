@@ -15,8 +15,10 @@
 #include "src/core/rng.h"
 #include "src/core/threads.h"
 #include "src/core/timer.h"
+#include "src/eval/nbce.h"
 #include "src/eval/passkey.h"
 #include "src/eval/protocols.h"
+#include "src/eval/sweep.h"
 #include "src/io/model_file.h"
 #include "src/io/output_file.h"
 #include "src/io/stretch_checkpoint.h"
@@ -54,8 +56,20 @@ struct CellPlan {
 // without RoPE, say), or nothing when it can. The architecture decides it: no weights needed.
 std::optional<std::string> CellRefusal(const ModelConfig& config, const CellPlan& c) {
   try {
-    CheckMethodFitsLayout(config,
-                          MakeAttentionPlan(ParseMethod(c.method), ModelGeometry(config), c.ctx));
+    const SweepMethod m = ParseSweepMethod(c.method);
+    if (m.nbce) {
+      // NBCE answers a question after a context: the fixed tail (its tail is the question) and
+      // the passkey (its question and answer); the other protocols score every position.
+      if (c.protocol != "tail" && c.protocol != "passkey") {
+        return fmt::format(
+            "{}: NBCE scores a question after a context (protocols tail and passkey), not the "
+            "{} protocol's every position",
+            c.method, c.protocol);
+      }
+      NbceChunkLength(config, *m.nbce, c.protocol == "tail" ? c.tail : 1);
+      return std::nullopt;
+    }
+    CheckMethodFitsLayout(config, MakeAttentionPlan(m.method, ModelGeometry(config), c.ctx));
   } catch (const Error& e) {
     return std::string(e.what());
   }
@@ -206,6 +220,8 @@ Calibration Calibrate(const LabOptions& o, const LabModel& m, int vocab_size, in
   for (const std::string& method : methods) {
     AttentionPlan plan;
     try {
+      // NBCE runs K + 1 rows of at most L tokens: close to direct at the same length.
+      if (ParseSweepMethod(method).nbce) continue;
       plan = MakeAttentionPlan(ParseMethod(method), t.Geometry(), longest);
       CheckMethodFitsLayout(t.config(), plan);
     } catch (const Error&) {
@@ -423,7 +439,7 @@ void ValidateLabOptions(const LabOptions& o) {
   }
   std::set<std::string> specs;
   for (const std::string& s : o.methods) {
-    ParseMethod(s);
+    ParseSweepMethod(s);
     if (!specs.insert(s).second) Fail("LabOptions::methods: {} twice", s);
   }
 }
@@ -635,8 +651,10 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
     for (const CellPlan& c : cells) {
       if (c.model != mi || done.count(c.key) || c.refusal) continue;
       AttentionPlan plan;
+      const SweepMethod method = ParseSweepMethod(c.method);
       try {  // decided from the architecture above; the loaded model has the final word
-        plan = MakeAttentionPlan(ParseMethod(c.method), model.Geometry(), c.ctx);
+        // NBCE's rows run the method (direct) at most a chunk and the question long.
+        plan = MakeAttentionPlan(method.method, model.Geometry(), method.nbce ? L : c.ctx);
         CheckMethodFitsLayout(model.config(), plan);
       } catch (const Error& e) {
         Tell(cb.note, fmt::format("skipped {}: {}", c.key, e.what()));
@@ -651,7 +669,9 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
       r.variant = variant;
       r.train_len = L;
       r.method = c.method;
-      r.resolved_method = CanonicalSpec(plan.method);
+      r.resolved_method = method.nbce ? fmt::format("{} (rows {})", NbceSpecText(*method.nbce),
+                                                    CanonicalSpec(plan.method))
+                                      : CanonicalSpec(plan.method);
       r.protocol = c.protocol;
       r.ctx = c.ctx;
       r.tail = c.tail;
@@ -662,7 +682,22 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
         cb.progress(
             progress.Line(fmt::format("{} / {} / {} @ {}", lm.label, c.method, c.protocol, c.ctx)));
       }
-      const SequenceScorer scorer = ModelSequenceScorer(model, "", false);
+      std::vector<PasskeyTrial> trials;  // the passkey protocol's, made before the scorer
+      if (c.protocol == "passkey") {
+        // The key is a function of (seed, length, depth): every method meets the same trials.
+        const uint64_t seed = o.seed * 1000003u + static_cast<uint64_t>(c.ctx) * 101u +
+                              static_cast<uint64_t>(std::llround(c.depth * 1000));
+        trials = MakePasskeyTrials(docs, encode, bos, c.ctx, c.depth, c.sequences, seed);
+      }
+      // NBCE's question: the fixed tail's scored positions, or the passkey's question and answer.
+      const SequenceScorer scorer =
+          method.nbce ? NbceSequenceScorer(loaded.model, *method.nbce, method.method,
+                                           [&](size_t k, const std::vector<int>&) {
+                                             return c.protocol == "passkey"
+                                                        ? trials[k].question_start
+                                                        : c.ctx - c.tail;
+                                           })
+                      : ModelSequenceScorer(model, "", false);
       const int64_t bucket = std::max<int64_t>(1, c.ctx / 16);
       Timer timer;
       if (c.protocol == "nonrepeat") {
@@ -686,11 +721,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
         so.progress = false;
         FillFromSummary(r, ScoreStream(model, *longest_doc, so));
       } else if (c.protocol == "passkey") {
-        // The key is a function of (seed, length, depth): every method meets the same trials.
-        const uint64_t seed = o.seed * 1000003u + static_cast<uint64_t>(c.ctx) * 101u +
-                              static_cast<uint64_t>(std::llround(c.depth * 1000));
-        const PasskeyResult p = ScorePasskey(
-            scorer, MakePasskeyTrials(docs, encode, bos, c.ctx, c.depth, c.sequences, seed));
+        const PasskeyResult p = ScorePasskey(scorer, trials);
         r.sequences = p.trials;
         r.tokens = p.key_tokens;
         r.loss = p.key_loss;

@@ -153,6 +153,22 @@ TEST_F(LabCliTest, ModelsFlagTrainsAndScoresOnlyTheNamedModels) {
   EXPECT_FALSE(fs::exists(Path("k/models/rope")));
 }
 
+TEST_F(LabCliTest, NbceScoresTheFixedTailAndIsRefusedElsewhereByName) {
+  const testing::RunResult r = RunCli(Args(Path("nbce"), "direct,nbce") + " --models rope");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "NBCE scores a question after a context (protocols tail and passkey)"))
+      << r.out;
+  int tail = 0, nbce = 0;
+  for (const std::string& line : Records({Path("nbce/results.jsonl")})) {
+    if (!Has(line, "\"method\":\"nbce\"")) continue;
+    ++nbce;
+    tail += Has(line, "\"protocol\":\"tail\"") ? 1 : 0;
+    EXPECT_TRUE(Has(line, "\"resolved_method\":\"nbce (rows direct")) << line;
+  }
+  EXPECT_EQ(nbce, 3) << "the fixed tail at L and both factors";
+  EXPECT_EQ(tail, nbce);
+}
+
 TEST_F(LabCliTest, BadFlagsAreRefusedWithTheFlagsName) {
   testing::RunResult r = RunCli(Args(Path("x"), "direct", "8,x"));
   EXPECT_EQ(r.exit_code, 1);

@@ -303,6 +303,47 @@ TEST(Nbce, OneChunkWithBetaZeroIsThePlainModel) {
   }
 }
 
+// As a SequenceScorer (the lab's protocols): sequence k = BOS + context + query, its positions
+// from the query's start on scored by NbceScore's rows for them (the same numbers), no other.
+TEST(Nbce, SequenceScorerRecordsAreTheScorersRows) {
+  const ModelConfig c = HeadDim64();
+  const Model m = testing::RandomModel(c, 61);
+  NbceOptions opt;
+  opt.chunk = 20;
+  std::vector<std::vector<int>> seqs;
+  const std::vector<int64_t> starts = {41, 30};
+  for (int k = 0; k < 2; ++k) {
+    std::vector<int> s = {kBos};
+    const std::vector<int> body = testing::RandomStream(50, c.vocab_size, 62 + k);
+    s.insert(s.end(), body.begin(), body.end());
+    seqs.push_back(s);
+  }
+  const SequenceScorer scorer = NbceSequenceScorer(
+      m, opt, Method{}, [&](size_t k, const std::vector<int>&) { return starts[k]; });
+  std::vector<TokenRecord> records;
+  scorer(seqs, [&](const TokenRecord& r) { records.push_back(r); });
+  ASSERT_EQ(records.size(), static_cast<size_t>((50 - 41) + (50 - 30)));
+  size_t at = 0;
+  for (size_t k = 0; k < 2; ++k) {
+    const std::span<const int> all(seqs[k]);
+    const int64_t qs = starts[k];
+    const NbceResult want =
+        NbceScore(m, all.subspan(1, static_cast<size_t>(qs - 1)),
+                  all.subspan(static_cast<size_t>(qs), static_cast<size_t>(50 - qs)), kBos, opt);
+    for (int64_t p = qs; p < 50; ++p, ++at) {
+      const TokenRecord& r = records[at];
+      EXPECT_EQ(r.window, static_cast<int64_t>(k));
+      EXPECT_EQ(r.position, p);
+      EXPECT_EQ(r.target, seqs[k][static_cast<size_t>(p + 1)]);
+      EXPECT_EQ(r.loss, -static_cast<double>(want.Row(p - qs)[r.target]));
+    }
+  }
+  // A query with no context before it is refused by name.
+  const SequenceScorer bad =
+      NbceSequenceScorer(m, opt, Method{}, [](size_t, const std::vector<int>&) { return 1; });
+  EXPECT_THROW(bad(seqs, {}), Error);
+}
+
 // The generator, fed the tokens it picks, gives NbceScore's rows for the question followed by
 // those tokens. Prefill and decode run different kernels (a tile of queries against one query),
 // so the two agree to float32 rounding of the forward: the bound of kBudget.

@@ -84,6 +84,7 @@ TEST_F(Passkey, TrialsAreBosNeedleAtDepthQuestionAndKey) {
         EXPECT_TRUE(HasAt(s, t.needle_start + 17, after));
         // The end: question, then the key, then nothing.
         EXPECT_TRUE(HasAt(s, ctx + 1 - 5 - 29, question));
+        EXPECT_EQ(t.question_start, ctx + 1 - 5 - 29);
         EXPECT_TRUE(HasAt(s, ctx + 1 - 5, key));
         // Key positions: the answer's predecessors, so tokens[p + 1] are the digits in order.
         ASSERT_EQ(t.key_positions.size(), 5u);

@@ -87,7 +87,8 @@ TEST(StoriesMethods, FloatEngineMatchesDoubleForwardTo1e4NatsFrequencies) {
 }
 TEST(StoriesMethods, FloatEngineMatchesDoubleForwardTo1e4NatsDynamicAndMaps) {
   ExpectFloatEngineMatchesDoubleForward(
-      {"longrope:short=1/1/1/1,long=1/1.5/3/4", "dynamic-ntk", "dynamic-yarn", "rerope:window=256",
+      {"longrope:short=1/1/1/1,long=1/1.5/3/4", "dynamic-ntk", "dynamic-yarn",
+       "dynamic-longrope:short=1/1/1/1,long=1/1.5/3/4", "rerope:window=256",
        "leaky-rerope:window=256,k=4", "self-extend:group=8,window=128"});
 }
 TEST(StoriesMethods, FloatEngineMatchesDoubleForwardTo1e4NatsMasksAndChunks) {

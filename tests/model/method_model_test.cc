@@ -1,6 +1,7 @@
 // The whole model under every position method: the engine (float32, tiled kernel, KV cache or
 // layer-major sequence forward) against the naive double forward told the method pair by pair,
 // and token-by-token decoding against one prefill.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -99,26 +100,41 @@ TEST(MethodModel, LongRopeSwitchesPerCallOrPerPositionAsDefined) {
   // Locally static (longrope: the long set for every query of a call longer than orig) and per
   // position (dynamic-longrope: query i's set by i + 1, every key re-rotated with it) are two
   // definitions: the engine's dynamic-longrope matches its own reference and not the other's, and
-  // not a reference that switches one position early.
-  const ModelConfig c = testing::TinyConfig();
-  const Model m = testing::RandomModel(c, 55);
-  const std::vector<int> tokens = RandomTokens(kTokens, c.vocab_size, 56);
-  const RopeGeometry geo{c.seq_len, c.head_dim(), c.rope_base};
-  const std::string lists = "short=1/1.1/1.2/1.3,long=1/2/3/4";
-  const AttentionPlan dyn =
-      MakeAttentionPlan(ParseMethod("dynamic-longrope:" + lists), geo, kTokens);
-  const AttentionPlan stat = MakeAttentionPlan(ParseMethod("longrope:" + lists), geo, kTokens);
-  ref::PositionRef own = ref::MethodPositionRef(dyn);
-  const std::vector<double> exact = ref::LlamaForwardRef<double>(m, tokens, own);
-  const double tol = 8 * MaxAbsDiff(ref::LlamaForwardRef<float>(m, tokens, own), exact) + 1e-6;
-  ref::PositionRef early = own;
-  early.thetas_at = [&](int64_t i) { return ref::MethodThetas(dyn, i + 1); };
-  const std::vector<float> got =
-      EngineLogits(m, "dynamic-longrope:" + lists, tokens, Path::kDecode);
-  EXPECT_LE(MaxAbsDiff(got, exact), tol);
-  EXPECT_GT(MaxAbsDiff(got, ref::LlamaForwardRef<double>(m, tokens, ref::MethodPositionRef(stat))),
-            100 * tol);
-  EXPECT_GT(MaxAbsDiff(got, ref::LlamaForwardRef<double>(m, tokens, early)), 100 * tol);
+  // not a reference that switches one position early. Head dims 8, 64 and 128.
+  for (const int D : {8, 64, 128}) {
+    SCOPED_TRACE(::testing::Message() << "head dim " << D);
+    ModelConfig c = testing::TinyConfig();
+    c.n_heads = 2;
+    c.n_kv_heads = 1;
+    c.dim = 2 * D;
+    const Model m = testing::RandomModel(c, 55 + static_cast<uint64_t>(D));
+    const int n = D == 8 ? kTokens : 100;
+    const std::vector<int> tokens = RandomTokens(n, c.vocab_size, 56);
+    const RopeGeometry geo{c.seq_len, c.head_dim(), c.rope_base};
+    std::string shorts, longs;
+    for (int t = 0; t < D / 2; ++t) {
+      shorts += fmt::format("{}{}", t ? "/" : "", 1.0 + 0.3 * t / (D / 2));
+      longs += fmt::format("{}{}", t ? "/" : "", 1.0 + 3.0 * t / (D / 2));
+    }
+    const std::string lists = "short=" + shorts + ",long=" + longs;
+    const AttentionPlan dyn = MakeAttentionPlan(ParseMethod("dynamic-longrope:" + lists), geo, n);
+    const AttentionPlan stat = MakeAttentionPlan(ParseMethod("longrope:" + lists), geo, n);
+    const ref::PositionRef own = ref::MethodPositionRef(dyn);
+    const std::vector<double> exact = ref::LlamaForwardRef<double>(m, tokens, own);
+    const double tol = 8 * MaxAbsDiff(ref::LlamaForwardRef<float>(m, tokens, own), exact) + 1e-6;
+    ref::PositionRef early = own;
+    early.thetas_at = [&](int64_t i) { return ref::MethodThetas(dyn, i + 1); };
+    for (Path path : {Path::kPrefill, Path::kChunks7, Path::kDecode, Path::kSequence}) {
+      const std::vector<float> got = EngineLogits(m, "dynamic-longrope:" + lists, tokens, path);
+      EXPECT_LE(MaxAbsDiff(got, exact), tol) << "path " << static_cast<int>(path);
+    }
+    const std::vector<float> got =
+        EngineLogits(m, "dynamic-longrope:" + lists, tokens, Path::kDecode);
+    EXPECT_GT(
+        MaxAbsDiff(got, ref::LlamaForwardRef<double>(m, tokens, ref::MethodPositionRef(stat))),
+        100 * tol);
+    EXPECT_GT(MaxAbsDiff(got, ref::LlamaForwardRef<double>(m, tokens, early)), 100 * tol);
+  }
 }
 
 TEST(MethodModel, MethodsReallyDiffer) {

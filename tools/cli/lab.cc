@@ -224,7 +224,8 @@ void RegisterLab(CLI::App& app) {
   cmd->add_option("--vocab-size", a->vocab_size, "vocabulary of a bpe / unigram tokenizer");
   cmd->add_option("--methods", a->methods,
                   "training-free methods to test, a comma list of --method specs (see `stretch "
-                  "score --help`)");
+                  "score --help`); `nbce[:...]` runs on the fixed tail and the passkey, where the "
+                  "question is its query, and is skipped by name on the other protocols");
   cmd->add_option("--models", a->models,
                   "only these models of the preset, a comma list of their names (--quick: rope, "
                   "keynorm; --full: gau, gau-logn, gau-querynorm, ..., sandwich; a wrong name "
