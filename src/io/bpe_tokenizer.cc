@@ -128,21 +128,6 @@ std::string SpellingToBytes(const std::string& piece) {
   return out;
 }
 
-// A piece for messages: quoted, control bytes escaped, at most 40 bytes shown.
-std::string Quote(std::string_view s) {
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size() && i < 40; ++i) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    if (b < 0x20 || b == 0x7F || b == '"' || b == '\\') {
-      out += fmt::format("\\x{:02X}", b);
-    } else {
-      out += static_cast<char>(b);
-    }
-  }
-  if (s.size() > 40) out += "...";
-  return out + "\"";
-}
-
 // ---- the pre-tokenizer ------------------------------------------------------------------------
 
 // GPT-2's pattern 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ as a

@@ -10,6 +10,7 @@
 #include "src/core/check.h"
 #include "src/core/error.h"
 #include "src/io/gguf.h"
+#include "src/io/text.h"
 #include "src/io/tokenizer.h"
 #include "src/position/method.h"
 #include "src/position/method_internal.h"
@@ -435,18 +436,7 @@ Tokenizer ReadGgufTokenizer(const GgufFile& g) {
   std::vector<std::string> pieces;
   pieces.reserve(n);
   const std::string_view kSpace = "\xe2\x96\x81";  // U+2581, SentencePiece's space
-  for (const GgufValue& v : tokens->array) {
-    std::string p;
-    for (size_t at = 0; at < v.s.size();) {
-      if (v.s.compare(at, kSpace.size(), kSpace) == 0) {
-        p += ' ';
-        at += kSpace.size();
-      } else {
-        p += v.s[at++];
-      }
-    }
-    pieces.push_back(std::move(p));
-  }
+  for (const GgufValue& v : tokens->array) pieces.push_back(ReplaceAll(v.s, kSpace, " "));
   return Tokenizer::FromVocabulary(path + " (its vocabulary)", std::move(pieces),
                                    std::move(scores));
 }
@@ -588,9 +578,7 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
       } else if (piece.size() == 6 && piece.starts_with("<0x") && piece.back() == '>') {
         type = 6;
       }
-      std::string spelled;
-      for (char ch : piece) spelled += ch == ' ' ? std::string("\xe2\x96\x81") : std::string(1, ch);
-      tokens.push_back(std::move(spelled));
+      tokens.push_back(ReplaceAll(piece, " ", "\xe2\x96\x81"));  // U+2581 for a space
       scores.push_back(tokenizer->Score(id));
       types.push_back(type);
     }

@@ -80,35 +80,6 @@ constexpr uintmax_t kMaxFileBytes = uintmax_t{1} << 30;
 
 // ---- strings ----------------------------------------------------------------------------------
 
-// A piece for messages: quoted, control bytes escaped, at most 40 bytes shown.
-std::string Quote(std::string_view s) {
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size() && i < 40; ++i) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    if (b < 0x20 || b == 0x7F || b == '"' || b == '\\') {
-      out += fmt::format("\\x{:02X}", b);
-    } else {
-      out += static_cast<char>(b);
-    }
-  }
-  if (s.size() > 40) out += "...";
-  return out + "\"";
-}
-
-std::string ReplaceAll(std::string_view s, std::string_view from, std::string_view to) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t at = 0; at < s.size();) {
-    if (s.compare(at, from.size(), from) == 0) {
-      out += to;
-      at += from.size();
-    } else {
-      out += s[at++];
-    }
-  }
-  return out;
-}
-
 // RFC 3629: no overlong forms, no surrogates, at most U+10FFFF.
 bool IsValidUtf8(std::string_view s) {
   for (size_t i = 0; i < s.size();) {

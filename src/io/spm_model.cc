@@ -360,20 +360,6 @@ bool AnyCaseBytePiece(std::string_view piece) {
          std::isxdigit(static_cast<unsigned char>(piece[4]));
 }
 
-std::string Replace(std::string_view s, std::string_view from, std::string_view to) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t at = 0; at < s.size();) {
-    if (s.compare(at, from.size(), from) == 0) {
-      out += to;
-      at += from.size();
-    } else {
-      out += s[at++];
-    }
-  }
-  return out;
-}
-
 // A piece split as llama2.c's encoder splits text: a byte and the continuation bytes (10xxxxxx)
 // after it, up to 4 bytes in all.
 std::vector<std::string_view> CodePointGroups(std::string_view s) {
@@ -392,7 +378,7 @@ std::string SentencePieceSpelling(int id, std::string_view piece) {
   if (id == Tokenizer::kUnk) return "<unk>";
   if (id == Tokenizer::kBos) return "<s>";
   if (id == Tokenizer::kEos) return "</s>";
-  return Replace(piece, " ", kSpaceSymbol);
+  return ReplaceAll(piece, " ", kSpaceSymbol);
 }
 
 // Collects the reasons, keeping the first few for the message.
@@ -731,7 +717,7 @@ class SentencePieceDecoder : public TokenTextDecoder {
       if (v.settings.remove_extra_whitespaces) consumed = false;
     }
     bos_ws_seen_ = consumed;
-    Append(out, Replace(piece, kSpaceSymbol, " "));
+    Append(out, ReplaceAll(piece, kSpaceSymbol, " "));
     return out;
   }
 
@@ -942,7 +928,7 @@ Tokenizer Llama2cTokenizerFromSentencePiece(const SentencePieceVocabulary& vocab
     }
     pieces[id] = id == 1   ? std::string(kLlama2cBos)
                  : id == 2 ? std::string(kLlama2cEos)
-                           : Replace(p, kSpaceSymbol, " ");
+                           : ReplaceAll(p, kSpaceSymbol, " ");
   }
   if (n >= 3) CheckLlama2cEncodesAsSentencePiece(pieces, v.scores, problems);
   if (problems.count > 0) {

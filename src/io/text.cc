@@ -1,5 +1,7 @@
 #include "src/io/text.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -7,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "src/core/error.h"
 
@@ -94,6 +97,35 @@ std::string TextProtocolText() {
   return "Text files are encoded whole: one leading dummy-prefix space (as SentencePiece adds), "
          "newlines and blank lines kept as in the file, no BOS or EOS inside the stream. A "
          "directory means its *.txt files in name order, each encoded on its own, concatenated.";
+}
+
+std::string ReplaceAll(std::string_view s, std::string_view from, std::string_view to) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t at = 0; at < s.size();) {
+    if (s.compare(at, from.size(), from) == 0) {
+      out += to;
+      at += from.size();
+    } else {
+      out += s[at++];
+    }
+  }
+  return out;
+}
+
+// A piece for messages: quoted, control bytes escaped, at most 40 bytes shown.
+std::string Quote(std::string_view s) {
+  std::string out = "\"";
+  for (size_t i = 0; i < s.size() && i < 40; ++i) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    if (b < 0x20 || b == 0x7F || b == '"' || b == '\\') {
+      out += fmt::format("\\x{:02X}", b);
+    } else {
+      out += static_cast<char>(b);
+    }
+  }
+  if (s.size() > 40) out += "...";
+  return out + "\"";
 }
 
 }  // namespace stretch

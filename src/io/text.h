@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/io/tokenizer.h"
@@ -20,6 +21,12 @@ struct TextStream {
 
 // A whole file's bytes; throws stretch::Error naming the file when it cannot be opened or read.
 std::string ReadWholeFile(const std::string& path);
+
+// s with every occurrence of `from` (not empty) replaced by `to`, left to right.
+std::string ReplaceAll(std::string_view s, std::string_view from, std::string_view to);
+// A piece of text for error messages: in double quotes, control bytes, quotes and backslashes as
+// \xNN, at most 40 bytes shown ("..." after).
+std::string Quote(std::string_view s);
 
 // Throws stretch::Error for a missing path, an unreadable or empty file, a directory without
 // *.txt files.
