@@ -478,12 +478,7 @@ ScoreSummary ScoreFixedTailNbce(const Model& model, std::span<const int> stream,
   NbceChunkLength(model.config, nbce, tail);  // the default chunk must leave a token
   const int64_t M = opt.sample_len == 0 ? C : opt.sample_len;
   const int64_t total = static_cast<int64_t>(stream.size());
-  if (total < M) {
-    Fail("the token stream has {} tokens, fewer than one sample of {} (the longest context)", total,
-         M);
-  }
-  int64_t samples = total / M;
-  if (opt.max_windows > 0) samples = std::min(samples, opt.max_windows);
+  const int64_t samples = FixedTailSamples(total, opt);
   ScoreSummary summary;
   Timer timer;
   Progress progress(opt.progress_label, samples, "windows", opt.progress);

@@ -270,12 +270,7 @@ ScoreSummary ScoreFixedTail(Transformer& model, std::span<const int> stream,
   const int64_t C = opt.ctx;
   const int64_t M = opt.sample_len == 0 ? C : opt.sample_len;
   const int64_t total = static_cast<int64_t>(stream.size());
-  if (total < M) {
-    Fail("the token stream has {} tokens, fewer than one sample of {} (the longest context)", total,
-         M);
-  }
-  int64_t samples = total / M;
-  if (opt.max_windows > 0) samples = std::min(samples, opt.max_windows);
+  const int64_t samples = FixedTailSamples(total, opt);
 
   ScoreSummary summary;
   Timer timer;
@@ -295,6 +290,16 @@ ScoreSummary ScoreFixedTail(Transformer& model, std::span<const int> stream,
   CapBuckets(summary, C - 1);
   summary.seconds = timer.Seconds();
   return summary;
+}
+
+int64_t FixedTailSamples(int64_t stream_tokens, const ScoreOptions& opt) {
+  const int64_t M = opt.sample_len == 0 ? opt.ctx : opt.sample_len;
+  if (stream_tokens < M) {
+    Fail("the token stream has {} tokens, fewer than one sample of {} (the longest context)",
+         stream_tokens, M);
+  }
+  const int64_t samples = stream_tokens / M;
+  return opt.max_windows > 0 ? std::min(samples, opt.max_windows) : samples;
 }
 
 std::vector<FixedTailResult> ScoreFixedTailContexts(Transformer& model, const Method& method,

@@ -115,6 +115,11 @@ ScoreSummary ScoreSequences(Transformer& model, const std::vector<std::vector<in
 ScoreSummary ScoreFixedTail(Transformer& model, std::span<const int> stream,
                             const ScoreOptions& opt, const TokenSink& sink = {});
 
+// How many samples the fixed-tail protocol scores in a stream of `stream_tokens`: whole samples
+// of M = opt.sample_len (opt.ctx when 0), at most opt.max_windows when set. Throws stretch::Error
+// when the stream holds none.
+int64_t FixedTailSamples(int64_t stream_tokens, const ScoreOptions& opt);
+
 // The fixed-tail protocol over several contexts (M = their maximum), each under `method` resolved
 // for fed_len = C (Transformer::SetMethod). One summary per context, in the order given; the
 // model is left set to the last context's method. `opt.ctx` and `opt.sample_len` are ignored.
