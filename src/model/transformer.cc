@@ -371,10 +371,12 @@ void Transformer::Forward(std::span<const int> tokens, KvCache& cache, std::vect
   const int64_t T = static_cast<int64_t>(tokens.size());
   const int C = model_.config.dim;
   // The streaming cache keeps the sinks and the last window - 1 tokens when it is full, so any
-  // number of tokens goes through a cache that holds those and at least one more.
+  // number of tokens goes through a cache that holds those and at least one more (a cache that
+  // never fills, for a short text, may be smaller).
   const bool streaming = plan_.Streaming();
   const int64_t streaming_keep = streaming ? plan_.sinks + plan_.window - 1 : 0;
-  if (streaming && cache.capacity() <= streaming_keep) {
+  const bool drops = streaming && cache.length() + T > cache.capacity();
+  if (drops && cache.capacity() <= streaming_keep) {
     Fail(
         "KV cache: a capacity of {} positions cannot hold the streaming cache's {} sinks and "
         "window of {} (allowed: a capacity of at least {}; StreamingCacheCapacity gives one)",
@@ -397,7 +399,7 @@ void Transformer::Forward(std::span<const int> tokens, KvCache& cache, std::vect
   }
   hidden.resize(static_cast<size_t>(T) * C);
   int64_t chunk = std::max<int64_t>(1, prefill_chunk_);
-  if (streaming) chunk = std::min(chunk, cache.capacity() - streaming_keep);
+  if (drops) chunk = std::min(chunk, cache.capacity() - streaming_keep);
   for (int64_t start = 0; start < T; start += chunk) {
     const int64_t n = std::min(chunk, T - start);
     if (streaming && cache.length_ + n > cache.capacity_) DropOldestWindow(cache);

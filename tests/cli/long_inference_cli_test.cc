@@ -49,6 +49,10 @@ TEST(LongInferenceCli, StreamCacheGeneratesPastTheTrainedLengthInABoundedCache) 
 }
 
 TEST(LongInferenceCli, StreamCacheErrorsNameTheFlag) {
+  // A text shorter than the cache never fills it: the default window (L - 4 = 60) and 10 tokens.
+  const RunResult short_text = RunCli(Generate() + "-n 10 --stream-cache default");
+  EXPECT_EQ(short_text.exit_code, 0) << short_text.out;
+  EXPECT_TRUE(Has(short_text.out, "method: streaming:sinks=4,window=60")) << short_text.out;
   const RunResult both = RunCli(Generate() + "-n 5 --stream-cache sinks=2 --method yarn");
   EXPECT_NE(both.exit_code, 0);
   EXPECT_TRUE(Has(both.out, "--method and --stream-cache both select the position method"))
