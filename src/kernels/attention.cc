@@ -45,6 +45,11 @@
 // Decode (up to 4 query rows per work item, D >= 32) skips the K^T packing: each key row is read in
 // place and dotted with the rows' q (ScoreTileDirect), since with one row the transpose would cost
 // more than the products.
+// Dynamic plans (dynamic-ntk, dynamic-yarn: every query position has its own frequencies, so every
+// key it sees is rotated for it alone): query tiles of kDynamicTileRows stacked rows share the raw
+// K^T packing, the softmax and P V; step 2 rotates each position's q once per key tile and its
+// keys in registers from a per-position table of kBk key offsets (PrepareDynamicTile,
+// ScoreTileRotating): no cos/sin per (query, key) pair.
 //
 // Tile sizes. QueryTileRows = 60 or 120 stacked query rows and kBk = 64 keys (128 for D <= 32):
 // the Q, K^T, S and O tiles are then 16-64 KiB each, so a step's working set stays in L2 (1 MiB)
@@ -60,6 +65,7 @@
 #include "src/kernels/attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -118,20 +124,34 @@ struct Problem {
   bool query_norm, key_norm;
   const std::vector<double>* xpos;  // XPOS: log2(zeta_t) / gamma per pair; null when off
   int pairs;                        // rotated pairs (D / 2) when rotating
+  uint64_t call_id;                 // distinct per call: keys the dynamic tables of Scratch
 };
 
 constexpr int kMaxSegments = 3;
+// Stacked query rows per query tile under a dynamic plan. Each position's rows score against keys
+// rotated for it alone, so the tile shares only the packing of K^T and the P V step; each
+// position also keeps its own cos/sin table of kBk key offsets (pairs x kBk x 2 floats: 16 KiB at
+// D = 64), which a larger tile would push out of L2.
+constexpr int kDynamicTileRows = 32;
 constexpr int kMaxPairsOnStack = 256;  // head dims up to 512 when rotating
 
 // Per-thread scratch, kept across calls (the pool keeps its threads): O(tile sizes).
 struct Scratch {
-  AlignedVector<float> q, kt, s, seg_s, o, m, l, alpha, rot_cos, rot_sin, xpos_arg, xpos_f;
+  AlignedVector<float> q, kt, s, seg_s, o, m, l, alpha, xpos_arg, xpos_f;
   std::vector<double> xpos_rel;
   std::vector<float> bias;  // AddBias: a tile's bias per (head of the group, distance)
-  std::vector<double> thetas;
-  // Dynamic plans: cos/sin of b theta_t (pairs, kBk) and of a kBk theta_t (pairs, n_coarse).
-  std::vector<double> fine_c, fine_s, coarse_c, coarse_s;
-  size_t n_coarse = 0;
+  // Dynamic plans (PrepareDynamicTile), per query position p of the tile (nt of them) and pair
+  // t, with theta = p's own frequencies: fine_c/s (nt, pairs, kBk) = cos/sin(b theta_t), b < kBk;
+  // thetas, pos_c/s and step_c/s (nt, pairs) = theta_t, cos/sin(p theta_t) and cos/sin(kBk
+  // theta_t); logit (nt)
+  // = LogitScale(p). Kept across the work items of one call (dyn_call) with the same query tile
+  // (dyn_q_lo): the G kv heads share them. u_c/s (nt, pairs): cos/sin((p - dyn_k) theta_t), the
+  // work item's current key tile starting at dyn_k.
+  AlignedVector<float> fine_c, fine_s, qrot, u_cf, u_sf;
+  std::vector<double> thetas, pos_c, pos_s, step_c, step_s, logit, u_c, u_s;
+  uint64_t dyn_call = 0;
+  int64_t dyn_q_lo = -1, dyn_k = 0;
+  int dyn_nt = 0;
   void Reserve(int rows, int dp, int D, int bk, int segments) {
     auto grow = [](AlignedVector<float>& x, size_t n) {
       if (x.size() < n) x.resize(n);
@@ -144,8 +164,6 @@ struct Scratch {
     grow(m, rows);
     grow(l, rows);
     grow(alpha, rows);
-    grow(rot_cos, static_cast<size_t>(D / 2 + 1) * bk);
-    grow(rot_sin, static_cast<size_t>(D / 2 + 1) * bk);
     grow(xpos_arg, bk);
     grow(xpos_f, bk);
     if (xpos_rel.size() < static_cast<size_t>(bk)) xpos_rel.resize(static_cast<size_t>(bk));
@@ -162,35 +180,6 @@ float LogSumExp(float m, float l) {
 float* PartialSlot(const Problem& pb, int g, int64_t qt, int c) {
   const int64_t slot = (qt * pb.G + g) * pb.n_chunks + c;
   return pb.partial + slot * pb.rows_max * (pb.dp + 2);
-}
-
-// Rotates the keys of a packed K^T tile (D, kBk) in place: pair t of key column c by the angle
-// whose cos/sin are cos_t[c], sin_t[c] (cos_t = cos + t * stride):
-//   k'[2t] = k[2t] cos - k[2t+1] sin;   k'[2t+1] = k[2t] sin + k[2t+1] cos.
-// Columns nk .. ncols-1 are zero padding and stay zero.
-template <int kBk>
-void RotateKeysTransposed(float* HWY_RESTRICT kt, int pairs, int nk, const float* cos,
-                          const float* sin, int64_t stride) {
-  const hn::CappedTag<float, 16> df;
-  const int N = static_cast<int>(hn::Lanes(df));
-  for (int t = 0; t < pairs; ++t) {
-    float* x0 = kt + (2 * t) * kBk;
-    float* x1 = kt + (2 * t + 1) * kBk;
-    const float* ct = cos + t * stride;
-    const float* st = sin + t * stride;
-    int c = 0;
-    for (; c + N <= nk; c += N) {
-      const auto a = hn::Load(df, x0 + c), b = hn::Load(df, x1 + c);
-      const auto co = hn::LoadU(df, ct + c), si = hn::LoadU(df, st + c);
-      hn::Store(hn::NegMulAdd(b, si, hn::Mul(a, co)), df, x0 + c);
-      hn::Store(hn::MulAdd(a, si, hn::Mul(b, co)), df, x1 + c);
-    }
-    for (; c < nk; ++c) {
-      const float a = x0[c], b = x1[c];
-      x0[c] = a * ct[c] - b * st[c];
-      x1[c] = a * st[c] + b * ct[c];
-    }
-  }
 }
 
 // What one work item covers: kv head g, query tile qt (rows i0 .. i0 + nt - 1 of the call, at
@@ -234,7 +223,8 @@ Item MakeItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk)
   it.k_end = std::min(pb.S, pb.key_first + (chunk + 1) * pb.chunk_keys);
   it.k_stop = std::min(it.k_end, mask.KeyEnd(it.q_hi));
   it.map = pb.rotate ? &pb.plan->map : nullptr;
-  it.segs = it.map != nullptr && it.k_begin < it.k_stop
+  // Dynamic plans rotate at the true positions (identity map): one score per tile.
+  it.segs = it.map != nullptr && !pb.dynamic && it.k_begin < it.k_stop
                 ? it.map->SegmentsIn(it.q_lo, it.q_hi, it.k_begin, it.k_stop - 1)
                 : 1u;
   // XPOS: pair t of a score decays as zeta_t^((a - b)/gamma) = 2^(x_t (a - c)) 2^(x_t (c - b))
@@ -252,42 +242,162 @@ Item MakeItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk)
   return it;
 }
 
-// Dynamic frequencies (one query position per tile, tq == 1): that query's thetas, and
-// cos/sin(b theta_t) for b < kBk and cos/sin(a kBk theta_t) for the key tiles a the item visits,
-// each by the angle-addition recurrence in double from exact values: at most max(kBk, S / kBk)
-// steps, each adding ~1 double ulp, so ~1e-13 at 64k keys, far below the float rounding of the
-// result.
+// Dynamic frequencies: query position p has its own thetas, so the keys it sees are rotated for
+// p alone. For key j = k_lo + b of the tile starting at k_lo, by <R(x) q, R(y) k> = <R(x - z) q,
+// R(y - z) k>:
+//   < R(p theta) q , R(j theta) k_j >  =  < R((p - k_lo) theta) q , R(b theta) k_j >,
+// so per tile the rows of p are rotated once, by (p - k_lo) theta (u_c/s), and each key by its
+// offset b < kBk in the tile (fine_c/s, the same table for every tile): no per-key cos/sin.
+// Both angles are tabulated in double and rounded once to float, as the static tables are, so the
+// products are those of the static path. In double: fine_c/s and u_c/s by the angle-addition
+// recurrence from exact cos/sin, kBk steps for fine and one per key tile for u (S / kBk), each
+// step adding ~1 double ulp: ~1e-13 at 64k keys, far below the float rounding of the result.
 template <int kBk>
-void PrepareDynamicAngles(const Problem& pb, const Item& it, Scratch& sc) {
-  STRETCH_CHECK(it.nt == 1);
-  const int pairs = pb.pairs;
-  sc.thetas = pb.plan->FrequenciesAt(it.q_lo).thetas;
-  sc.n_coarse = static_cast<size_t>((it.k_stop + kBk - 1) / kBk) + 1;
-  sc.fine_c.resize(static_cast<size_t>(pairs) * kBk);
-  sc.fine_s.resize(sc.fine_c.size());
-  sc.coarse_c.resize(static_cast<size_t>(pairs) * sc.n_coarse);
-  sc.coarse_s.resize(sc.coarse_c.size());
-  auto fill = [](double step, size_t n, double* c_out, double* s_out) {
-    const double c1 = std::cos(step), s1 = std::sin(step);
-    double c = 1.0, s = 0.0;
-    for (size_t x = 0; x < n; ++x) {
-      c_out[x] = c;
-      s_out[x] = s;
-      const double cn = c * c1 - s * s1;
-      s = s * c1 + c * s1;
-      c = cn;
+void PrepareDynamicTile(const Problem& pb, const Item& it, Scratch& sc) {
+  const int pairs = pb.pairs, nt = it.nt;
+  const size_t np = static_cast<size_t>(nt) * pairs;
+  if (sc.dyn_call != pb.call_id || sc.dyn_q_lo != it.q_lo || sc.dyn_nt != nt) {
+    sc.fine_c.resize(np * kBk);
+    sc.fine_s.resize(np * kBk);
+    for (std::vector<double>* v : {&sc.thetas, &sc.pos_c, &sc.pos_s, &sc.step_c, &sc.step_s}) {
+      v->resize(np);
     }
-  };
-  for (int t = 0; t < pairs; ++t) {
-    const double th = sc.thetas[static_cast<size_t>(t)];
-    fill(th, kBk, sc.fine_c.data() + t * kBk, sc.fine_s.data() + t * kBk);
-    fill(th * kBk, sc.n_coarse, sc.coarse_c.data() + t * sc.n_coarse,
-         sc.coarse_s.data() + t * sc.n_coarse);
+    sc.logit.resize(static_cast<size_t>(nt));
+    std::vector<double> c(static_cast<size_t>(pairs)), sn(c.size()), c1(c.size()), s1(c.size());
+    for (int t = 0; t < nt; ++t) {
+      const int64_t pos = it.q_lo + t;
+      const std::vector<double> th = pb.plan->FrequenciesAt(pos).thetas;
+      sc.logit[static_cast<size_t>(t)] = pb.plan->LogitScale(pos);
+      const size_t row = static_cast<size_t>(t) * pairs;
+      for (int u = 0; u < pairs; ++u) {
+        const double x = th[static_cast<size_t>(u)];
+        const double a = static_cast<double>(pos) * x;
+        sc.thetas[row + u] = x;
+        sc.pos_c[row + u] = std::cos(a);
+        sc.pos_s[row + u] = std::sin(a);
+        sc.step_c[row + u] = std::cos(x * kBk);
+        sc.step_s[row + u] = std::sin(x * kBk);
+        c[static_cast<size_t>(u)] = 1.0;
+        sn[static_cast<size_t>(u)] = 0.0;
+        c1[static_cast<size_t>(u)] = std::cos(x);
+        s1[static_cast<size_t>(u)] = std::sin(x);
+      }
+      float* fc = sc.fine_c.data() + row * kBk;
+      float* fs = sc.fine_s.data() + row * kBk;
+      for (int b = 0; b < kBk; ++b) {
+        for (int u = 0; u < pairs; ++u) {
+          const size_t x = static_cast<size_t>(u);
+          fc[u * kBk + b] = static_cast<float>(c[x]);
+          fs[u * kBk + b] = static_cast<float>(sn[x]);
+          const double cn = c[x] * c1[x] - sn[x] * s1[x];
+          sn[x] = sn[x] * c1[x] + c[x] * s1[x];
+          c[x] = cn;
+        }
+      }
+    }
+    sc.dyn_call = pb.call_id;
+    sc.dyn_q_lo = it.q_lo;
+    sc.dyn_nt = nt;
+  }
+  // The item's first key tile: (p - k_begin) theta, exact.
+  sc.u_c.resize(np);
+  sc.u_s.resize(np);
+  sc.u_cf.resize(np);
+  sc.u_sf.resize(np);
+  sc.dyn_k = it.k_begin;
+  for (int t = 0; t < nt; ++t) {
+    const double rel = static_cast<double>(it.q_lo + t - it.k_begin);
+    for (int u = 0; u < pairs; ++u) {
+      const size_t x = static_cast<size_t>(t) * pairs + u;
+      sc.u_c[x] = it.k_begin == 0 ? sc.pos_c[x] : std::cos(rel * sc.thetas[x]);
+      sc.u_s[x] = it.k_begin == 0 ? sc.pos_s[x] : std::sin(rel * sc.thetas[x]);
+    }
+  }
+  if (sc.qrot.size() < static_cast<size_t>(pb.group) * pb.dp) {
+    sc.qrot.resize(static_cast<size_t>(pb.group) * pb.dp);
+  }
+}
+
+// Moves the item's query angles u_c/s to the key tile starting at k_lo (a later tile, kBk keys
+// per step): (p - k) theta -> (p - k - kBk) theta, one rotation by -kBk theta per step; then
+// rounds them to float (u_cf/sf) for ScoreDynamicTile.
+template <int kBk>
+void AdvanceDynamicAngles(int64_t k_lo, Scratch& sc) {
+  STRETCH_CHECK(k_lo >= sc.dyn_k && (k_lo - sc.dyn_k) % kBk == 0, "k_lo={} from {}", k_lo,
+                sc.dyn_k);
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const size_t n = sc.u_c.size(), N = hn::Lanes(dd);
+  double* HWY_RESTRICT uc = sc.u_c.data();
+  double* HWY_RESTRICT us = sc.u_s.data();
+  const double* HWY_RESTRICT kc = sc.step_c.data();
+  const double* HWY_RESTRICT ks = sc.step_s.data();
+  for (; sc.dyn_k < k_lo; sc.dyn_k += kBk) {
+    size_t x = 0;
+    for (; x + N <= n; x += N) {
+      const auto c = hn::LoadU(dd, uc + x), s = hn::LoadU(dd, us + x);
+      const auto step_c = hn::LoadU(dd, kc + x), step_s = hn::LoadU(dd, ks + x);
+      hn::StoreU(hn::MulAdd(c, step_c, hn::Mul(s, step_s)), dd, uc + x);     // c cos + s sin
+      hn::StoreU(hn::NegMulAdd(c, step_s, hn::Mul(s, step_c)), dd, us + x);  // s cos - c sin
+    }
+    for (; x < n; ++x) {
+      const double c = uc[x], s = us[x];
+      uc[x] = c * kc[x] + s * ks[x];
+      us[x] = s * kc[x] - c * ks[x];
+    }
+  }
+  size_t x = 0;
+  for (; x + N <= n; x += N) {
+    hn::StoreU(hn::DemoteTo(df, hn::LoadU(dd, uc + x)), df, sc.u_cf.data() + x);
+    hn::StoreU(hn::DemoteTo(df, hn::LoadU(dd, us + x)), df, sc.u_sf.data() + x);
+  }
+  for (; x < n; ++x) {
+    sc.u_cf[x] = static_cast<float>(uc[x]);
+    sc.u_sf[x] = static_cast<float>(us[x]);
+  }
+}
+
+// Step 2 under a dynamic plan, for the key tile at k_lo packed raw in sc.kt: per query position,
+// its rows (the group's heads, packed with their pairs split in halves, see PackQueries) rotated
+// by (p - k_lo) theta_p into sc.qrot, then scored against the keys rotated by b theta_p on the fly
+// (ScoreTileRotating). A position before the tile's first key sees none of it: its rows are left
+// for ApplyMask (such a tile is partial) to set to -inf.
+template <int kD, int kBk>
+void ScoreDynamicTile(const Problem& pb, const Item& it, int64_t k_lo, int ncols, Scratch& sc) {
+  AdvanceDynamicAngles<kBk>(k_lo, sc);
+  const int pairs = pb.pairs, r = pb.group, dp = pb.dp;
+  const int D = kD != 0 ? kD : pb.D;
+  const hn::CappedTag<float, 16> df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  for (int t = 0; t < it.nt; ++t) {
+    if (it.q_lo + t < k_lo) continue;
+    const size_t row = static_cast<size_t>(t) * pairs;
+    const float* HWY_RESTRICT cs = sc.u_cf.data() + row;
+    const float* HWY_RESTRICT sn = sc.u_sf.data() + row;
+    for (int hh = 0; hh < r; ++hh) {
+      const float* HWY_RESTRICT x0 = sc.q.data() + static_cast<size_t>(t * r + hh) * dp;
+      const float* HWY_RESTRICT x1 = x0 + pairs;
+      float* HWY_RESTRICT y0 = sc.qrot.data() + static_cast<size_t>(hh) * dp;
+      float* HWY_RESTRICT y1 = y0 + pairs;
+      int u = 0;
+      for (; u + N <= pairs; u += N) {
+        const auto a = hn::LoadU(df, x0 + u), b = hn::LoadU(df, x1 + u);
+        const auto c = hn::LoadU(df, cs + u), s = hn::LoadU(df, sn + u);
+        hn::StoreU(hn::NegMulAdd(b, s, hn::Mul(a, c)), df, y0 + u);
+        hn::StoreU(hn::MulAdd(a, s, hn::Mul(b, c)), df, y1 + u);
+      }
+      for (; u < pairs; ++u) {
+        y0[u] = x0[u] * cs[u] - x1[u] * sn[u];
+        y1[u] = x0[u] * sn[u] + x1[u] * cs[u];
+      }
+    }
+    ScoreTileRotating<kD>(sc.qrot.data(), dp, sc.kt.data(), sc.fine_c.data() + row * kBk,
+                          sc.fine_s.data() + row * kBk, sc.s.data() + t * r * kBk, r, ncols, D);
   }
 }
 
 // Q of the item, one packed (rows, dp) copy per segment it meets: rotated for that segment
-// (static plans: the segment's query table; dynamic: the query's own angles), normalized
+// (static plans: the segment's query table; dynamic: not yet, see ScoreDynamicTile), normalized
 // (QueryNorm), scaled by XPOS's query factor, and multiplied by the row's logit scale (scale
 // log2(e), times log-n or YaRN's temperature, times SSMax's s_h ln(i + 1)); columns D .. dp zero.
 template <int kD>
@@ -302,23 +412,16 @@ void PackQueries(const Problem& pb, const Item& it, Scratch& sc) {
     float xpos_q[kMaxPairsOnStack];
     for (int t = 0; t < it.nt; ++t) {
       const int64_t pos = it.q_lo + t;
-      const float qs =
-          pb.row_scale ? static_cast<float>(pb.qscale * pb.plan->LogitScale(pos)) : pb.qscale;
+      const double logit = !pb.row_scale ? 1.0
+                           : pb.dynamic  ? sc.logit[static_cast<size_t>(t)]
+                                         : pb.plan->LogitScale(pos);
+      const float qs = pb.row_scale ? static_cast<float>(pb.qscale * logit) : pb.qscale;
       const float* qcos = nullptr;
       const float* qsin = nullptr;
-      float dyn_cos[kMaxPairsOnStack], dyn_sin[kMaxPairsOnStack];
-      if (pb.rotate && !pb.dynamic) {
+      if (pb.rotate && !pb.dynamic) {  // dynamic: rotated per key tile (ScoreDynamicTile)
         const RopeTable& tab = pb.tables->Query(seg);
         qcos = tab.cos.data() + (pos - pb.tables->pos0()) * pairs;
         qsin = tab.sin.data() + (pos - pb.tables->pos0()) * pairs;
-      } else if (pb.dynamic) {
-        for (int p = 0; p < pairs; ++p) {
-          const double a = static_cast<double>(pos) * sc.thetas[static_cast<size_t>(p)];
-          dyn_cos[p] = static_cast<float>(std::cos(a));
-          dyn_sin[p] = static_cast<float>(std::sin(a));
-        }
-        qcos = dyn_cos;
-        qsin = dyn_sin;
       }
       for (int hh = 0; hh < r; ++hh) {
         const float* src = pb.q.data + (it.i0 + t) * pb.q.row_stride +
@@ -350,45 +453,32 @@ void PackQueries(const Problem& pb, const Item& it, Scratch& sc) {
         }
         for (int d = 0; d < D; ++d) dst[d] *= row_qs;
         for (int d = D; d < dp; ++d) dst[d] = 0.0f;
+        if (pb.dynamic) {  // pairs split in halves, x_2t at t and x_2t+1 at pairs + t
+          float tmp[2 * kMaxPairsOnStack];
+          for (int u = 0; u < pairs; ++u) {
+            tmp[u] = dst[2 * u];
+            tmp[pairs + u] = dst[2 * u + 1];
+          }
+          std::copy(tmp, tmp + 2 * pairs, dst);
+        }
       }
     }
   }
 }
 
 // K^T of keys [k_lo, k_lo + nk) as segment seg sees them, in sc.kt: packed (static plans: from
-// the key slot that holds them rotated for this segment; dynamic: rotated here with the query's
-// angles), normalized (KeyNorm, after rotation, which keeps the norm) and scaled by XPOS's key
-// factor 2^(x_t (c_seg - b_j)).
+// the key slot that holds them rotated for this segment; dynamic: raw, ScoreDynamicTile rotates
+// them per query position), normalized (KeyNorm, which rotation keeps) and scaled by XPOS's key
+// factor 2^(x_t (c_seg - b_j)) (per pair: it commutes with the pair's rotation).
 template <int kD, int kBk>
 void PackKeyTile(const Problem& pb, const Item& it, int seg, int64_t k_lo, int nk, int ncols,
                  Scratch& sc) {
   const int D = kD != 0 ? kD : pb.D;
-  const int pairs = pb.pairs;
   float* kt = sc.kt.data();
   if (pb.rotate && !pb.dynamic) {
     PackKeysTransposed<kBk>(pb.key_slots[it.map->KeySlot(seg)], it.g, k_lo, nk, ncols, D, kt);
   } else {
     PackKeysTransposed<kBk>(pb.k, it.g, k_lo, nk, ncols, D, kt);
-  }
-  if (pb.dynamic) {
-    // cos/sin of j * theta_t (the query's thetas) for j = a * kBk + b, b < nk, from the per-item
-    // tables of cos/sin(a kBk theta) and cos/sin(b theta) by the angle-addition formula, in
-    // double (independent per key, so it vectorizes).
-    STRETCH_CHECK(k_lo % kBk == 0, "k_lo={}", k_lo);
-    const size_t a = static_cast<size_t>(k_lo / kBk);
-    for (int t = 0; t < pairs; ++t) {
-      const double ca = sc.coarse_c[static_cast<size_t>(t) * sc.n_coarse + a];
-      const double sa = sc.coarse_s[static_cast<size_t>(t) * sc.n_coarse + a];
-      const double* fc = sc.fine_c.data() + static_cast<size_t>(t) * kBk;
-      const double* fs = sc.fine_s.data() + static_cast<size_t>(t) * kBk;
-      float* ct = sc.rot_cos.data() + t * kBk;
-      float* st = sc.rot_sin.data() + t * kBk;
-      for (int b = 0; b < nk; ++b) {
-        ct[b] = static_cast<float>(ca * fc[b] - sa * fs[b]);
-        st[b] = static_cast<float>(sa * fc[b] + ca * fs[b]);
-      }
-    }
-    RotateKeysTransposed<kBk>(kt, pairs, nk, sc.rot_cos.data(), sc.rot_sin.data(), kBk);
   }
   if (pb.key_norm) {
     for (int c = 0; c < nk; ++c) {
@@ -519,7 +609,7 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
   const int D = kD != 0 ? kD : pb.D;
   const int dp = pb.dp;
   const Item it = MakeItem(pb, mask, g, qt, chunk);
-  if (pb.dynamic) PrepareDynamicAngles<kBk>(pb, it, sc);
+  if (pb.dynamic) PrepareDynamicTile<kBk>(pb, it, sc);
   PackQueries<kD>(pb, it, sc);
   float* o = sc.o.data();
   float* m = sc.m.data();
@@ -544,7 +634,10 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
     // 2. Score it: once per segment it meets.
     const uint32_t segs =
         it.map != nullptr ? it.map->SegmentsIn(it.q_lo, it.q_hi, k_lo, k_lo + nk - 1) : 1u;
-    if ((segs & (segs - 1)) == 0) {  // one segment (most tiles): one score
+    if (pb.dynamic) {  // keys rotated per query position
+      PackKeyTile<kD, kBk>(pb, it, 0, k_lo, nk, ncols, sc);
+      ScoreDynamicTile<kD, kBk>(pb, it, k_lo, ncols, sc);
+    } else if ((segs & (segs - 1)) == 0) {  // one segment (most tiles): one score
       const int seg = std::countr_zero(segs);
       const float* qs = sc.q.data() + static_cast<size_t>(seg) * pb.rows_max * dp;
       if (!(direct && ScoreDirect<kD>(pb, it, seg, qs, k_lo, nk, ncols, sc))) {
@@ -727,8 +820,13 @@ void AttentionForward(HeadRows q, HeadRows k, HeadRows v, HeadRowsMut out,
     STRETCH_CHECK(std::holds_alternative<QkRotated>(params.qk),
                   "rotating q and k in the kernel needs a plan");
   }
-  // Dynamic frequencies differ per query position: one position per query tile.
-  pb.tq = pb.dynamic ? 1 : std::max(1, QueryTileRows(dims.head_dim) / pb.group);
+  // Dynamic frequencies differ per query position: fewer positions per query tile, each with its
+  // own tables (PrepareDynamicTile).
+  pb.tq = std::max(1, (pb.dynamic ? kDynamicTileRows : QueryTileRows(dims.head_dim)) / pb.group);
+  if (pb.dynamic) {
+    static std::atomic<uint64_t> calls{0};
+    pb.call_id = ++calls;
+  }
   pb.n_qtiles = (pb.T + pb.tq - 1) / pb.tq;
   pb.rows_max = static_cast<int>(pb.tq) * pb.group;
   switch (dims.head_dim) {

@@ -250,6 +250,65 @@ void ScoreTile(const float* HWY_RESTRICT q, int dp, const float* HWY_RESTRICT kt
   ForBlocks<Cfg::kQkR, Cfg::kQkC>(rows, ncols / N, block);
 }
 
+// Step 2 under a dynamic plan, for the rows of one query position: s (rows, kBk) <- q (rows, dp)
+// . kt (D, kBk) with pair t of key column b first rotated by the angle whose cos/sin are
+// cos[t kBk + b], sin[t kBk + b] (that position's own angles), columns [0, ncols). Each q row
+// holds its pairs split in halves, (q_0, q_2, ..., q_D-2, q_1, q_3, ..., q_D-1), so that the
+// kernel rotates its rows with vector operations:
+//   s[row][b] = sum_t q[t] (k0 c - k1 s) + q[D/2 + t] (k0 s + k1 c),   (k0, k1) = kt[2t, 2t + 1][b].
+// The rotated keys live in registers only, computed once per block of rows (4 operations per pair
+// and key vector) and used by every row of the block (2 FMAs each). D even.
+template <int kD>
+void ScoreTileRotating(const float* HWY_RESTRICT q, int dp, const float* HWY_RESTRICT kt,
+                       const float* HWY_RESTRICT cos, const float* HWY_RESTRICT sin,
+                       float* HWY_RESTRICT s, int rows, int ncols, int D) {
+  using Cfg = Config<kD>;
+  constexpr int kBk = Cfg::kBk;
+  constexpr int N = Cfg::kN;
+  const typename Cfg::DF df;
+  using V = hn::Vec<typename Cfg::DF>;
+  const int pairs = (kD != 0 ? kD : D) / 2;
+  auto block = [&]<int R, int C>(int r0, int v0) HWY_ATTR {
+    V acc[R][C];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) acc[r][c] = hn::Zero(df);
+    }
+    const float* qr = q + r0 * dp;
+    const int c0 = v0 * N;
+    for (int t = 0; t < pairs; ++t) {
+      const float* k0 = kt + (2 * t) * kBk + c0;
+      const float* k1 = k0 + kBk;
+      const float* co = cos + t * kBk + c0;
+      const float* si = sin + t * kBk + c0;
+      V x0[C], x1[C];
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) {
+        const V a = hn::Load(df, k0 + c * N), b = hn::Load(df, k1 + c * N);
+        const V vc = hn::Load(df, co + c * N), vs = hn::Load(df, si + c * N);
+        x0[c] = hn::NegMulAdd(b, vs, hn::Mul(a, vc));  // a c - b s
+        x1[c] = hn::MulAdd(a, vs, hn::Mul(b, vc));     // a s + b c
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const V q0 = hn::Set(df, qr[r * dp + t]), q1 = hn::Set(df, qr[r * dp + pairs + t]);
+#pragma GCC unroll 4
+        for (int c = 0; c < C; ++c)
+          acc[r][c] = hn::MulAdd(q1, x1[c], hn::MulAdd(q0, x0[c], acc[r][c]));
+      }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+      for (int c = 0; c < C; ++c) hn::Store(acc[r][c], df, s + (r0 + r) * kBk + (v0 + c) * N);
+    }
+  };
+  constexpr int kR = kVecRegs == 32 ? 4 : 2;
+  constexpr int kC = kVecRegs == 32 ? 4 : 2;
+  ForBlocks<kR, kC>(rows, ncols / N, block);
+}
+
 // Step 2 for few query rows (decode), in place of packing K^T and ScoreTile: s (rows, kBk) <- q
 // (rows, dp) . keys [k_lo, k_lo + nk) of kv head g read in place, one dot product per (row, key)
 // (D / N vector FMAs and a sum across lanes); columns [nk, ncols) get 0. With one query row the

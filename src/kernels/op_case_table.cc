@@ -198,14 +198,15 @@ std::string SmallSpec(std::string_view name, int D) {
   if (name == "dca") return "dca:chunk=12,window=2";
   if (name == "window") return "window:window=12";
   if (name == "lambda") return "lambda:sinks=3,window=12";
+  if (name == "streaming") return "streaming:sinks=3,window=12";
   if (name == "blockwise") return "blockwise:window=12";
-  if (name == "longrope") {
+  if (name == "longrope" || name == "dynamic-longrope") {
     std::string shorts, longs;
     for (int t = 0; t < D / 2; ++t) {
       shorts += (t ? "/" : "") + std::to_string(1.0 + 0.1 * t);
       longs += (t ? "/" : "") + std::to_string(1.0 + 0.5 * t);
     }
-    return "longrope:short=" + shorts + ",long=" + longs;
+    return std::string(name) + ":short=" + shorts + ",long=" + longs;
   }
   return std::string(name);  // the method's defaults for the call
 }

@@ -162,6 +162,7 @@ std::vector<std::string> Specs(int D) {
       "yarn:factor=8,beta_fast=16,beta_slow=2,truncate=false",
       "llama3:factor=8",
       "longrope:short=" + shorts + ",long=" + longs,
+      "dynamic-longrope:short=" + shorts + ",long=" + longs,
       "dynamic-ntk",
       "dynamic-yarn",
       "rerope:window=40",
@@ -212,6 +213,35 @@ TEST(MethodAttention, EveryMethodMatchesTheReferenceD8) { SweepMethods(8, false)
 TEST(MethodAttention, EveryMethodMatchesTheReferenceD64) { SweepMethods(64, false); }
 TEST(MethodAttention, EveryMethodMatchesTheReferenceGenericD) { SweepMethods(24, false); }
 TEST(MethodAttention, PrerotatedKeysMatchTheReference) { SweepMethods(16, true); }
+
+// Dynamic scaling's own path (attention.cc: PrepareDynamicTile, ScoreDynamicTile): each query
+// position scores keys rotated with its own frequencies, as <R((p - k_lo) theta) q, R(b theta) k>
+// for key k_lo + b of the key tile at k_lo, the query angle moved from tile to tile by the
+// angle-addition recurrence in double and the key offset's angle from a per-position table.
+// Longer key ranges than the sweep, so that the recurrence runs over many tiles (3000 keys: 47
+// tiles of 64), query tiles (16 stacked rows) cut part-way, head groups of 1 to 4 rows (the
+// rotating micro-kernel's row blocks), chunks after a cached prefix, and decodes split into
+// flash-decoding chunks (whose first key tile is not 0: their first angle is computed directly).
+// The sweep's budget: the recurrence drifts by ~1 double ulp per tile (~1e-14 here), far below
+// the float roundings the budget is made of.
+TEST(MethodAttention, DynamicScalingOverLongKeyRanges) {
+  uint64_t seed = 4242;
+  double worst = 0.0;  // the kernel's error over the float reference's, recorded for the log
+  for (const char* spec : {"dynamic-ntk", "dynamic-yarn"}) {
+    for (const Shape& sh : {Shape{64, 700, 700, 0, 4, 4}, Shape{128, 100, 1500, 1400, 4, 1},
+                            Shape{8, 257, 2000, 1743, 8, 2}, Shape{24, 33, 900, 867, 6, 2},
+                            Shape{64, 1, 3000, 2999, 2, 1}, Shape{16, 3, 2500, 2497, 4, 4}}) {
+      const std::string what = std::string(spec) + " D=" + std::to_string(sh.D) +
+                               " T=" + std::to_string(sh.T) + " S=" + std::to_string(sh.S) +
+                               " q_pos0=" + std::to_string(sh.q_pos0) +
+                               " H=" + std::to_string(sh.H) + " G=" + std::to_string(sh.G);
+      const Result r = stretch::Run(spec, sh, false, ++seed);
+      ExpectWithinBudget(r, what);
+      worst = std::max(worst, r.kernel / std::max(r.naive, 1e-30));
+    }
+  }
+  RecordProperty("worst_kernel_over_float_reference_error", std::to_string(worst));
+}
 
 // Variants of models trained with them: ALiBi, KERPLE log and power (per-head parameters as the
 // training issue will learn them), QueryNorm, KeyNorm, and both (cosine attention, with the

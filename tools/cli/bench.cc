@@ -48,8 +48,9 @@ struct BenchArgs {
   std::string child_case;  // internal: run one case and print one JSON line
   int64_t length = 0;
   int head_dim = 0;
-  std::string method;   // internal: the case's position method ("" = plain causal RoPE)
-  std::string against;  // internal: a second method timed in alternation (attention, prefill)
+  std::string method;            // the case's position method ("" = plain causal RoPE)
+  std::string against;           // a second method timed in alternation (attention, prefill)
+  std::vector<int64_t> lengths;  // --method: the prompt lengths (default 4096, 16384)
   int repeats = 3;
   bool quick = false;
   bool contended = false;
@@ -108,10 +109,12 @@ nlohmann::json TimeAlternating(int repeats, Run&& run_method, std::function<doub
       ratios.push_back(t / b);
     }
   }
-  nlohmann::json j = {{"seconds", Median(times)}};
+  nlohmann::json j = {{"seconds", Median(times)}, {"runs", times}};
   if (run_against) {
     j["against_seconds"] = Median(against);
     j["ratio"] = Median(ratios);
+    j["against_runs"] = against;
+    j["ratios"] = ratios;
   }
   return j;
 }
@@ -704,6 +707,62 @@ void RunProfile(const BenchArgs& a, const std::string& threads) {
   }
 }
 
+// --method SPEC (--against BASE, default direct): prefill of --model at each of --lengths under
+// SPEC and BASE, alternating in one process (TimeAlternating: BASE SPEC BASE SPEC ..., one untimed
+// round first); the medians, and the median and range of the per-round ratios SPEC / BASE.
+void RunAgainst(const BenchArgs& a, const std::string& threads) {
+  if (a.model.empty()) Fail("bench --method: needs --model (a llama2.c checkpoint)");
+  const std::string base = a.against.empty() ? "direct" : a.against;
+  ParseMethod(a.method);  // a bad spec fails now, not in the child
+  ParseMethod(base);
+  const std::vector<int64_t> lengths =
+      a.lengths.empty() ? std::vector<int64_t>{4096, 16384} : a.lengths;
+  for (int64_t L : lengths) {
+    if (L < 2) Fail("--lengths: found {}, expected lengths >= 2", L);
+  }
+  const ModelConfig h = ReadLlama2cHeader(a.model).config;
+  const int nthreads = a.threads > 0 ? a.threads : NumThreads();
+  fmt::print("{} (dim {}, {} layers, {} heads / {} kv heads, head dim {}, trained length {})\n",
+             a.model, h.dim, h.n_layers, h.n_heads, h.n_kv_heads, h.head_dim(), h.seq_len);
+  fmt::print(
+      "prefill of the whole prompt, `{}` against `{}` alternating in one process, {} timed rounds "
+      "after one warm-up, {} threads\n",
+      a.method, base, a.repeats, nthreads);
+  fmt::print("{:>7} {:>12} {:>12} {:>8} {:>17}\n", "tokens", a.method.substr(0, 12),
+             base.substr(0, 12), "ratio", "ratio min..max");
+  nlohmann::json rows = nlohmann::json::array();
+  std::string kernels;
+  for (int64_t L : lengths) {
+    const nlohmann::json r = RunCase(fmt::format(
+        "--case prefill --model {} --length {} --repeats {} --method {} --against {}{}",
+        ShellQuote(a.model), L, a.repeats, ShellQuote(a.method), ShellQuote(base), threads));
+    const std::vector<double> ratios = r["ratios"].get<std::vector<double>>();
+    const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+    fmt::print("{:>7} {:>11.3f}s {:>11.3f}s {:>8.3f} {:>8.3f}..{:<7.3f}\n", L,
+               r["seconds"].get<double>(), r["against_seconds"].get<double>(),
+               r["ratio"].get<double>(), *lo, *hi);
+    kernels = r["matrix_products"].get<std::string>();
+    rows.push_back({{"length", L},
+                    {"method", a.method},
+                    {"against", base},
+                    {"seconds", r["seconds"]},
+                    {"against_seconds", r["against_seconds"]},
+                    {"ratio", r["ratio"]},
+                    {"ratios", r["ratios"]}});
+  }
+  fmt::print("matrix products: {}\n", kernels);
+  if (!a.json_out.empty()) {
+    AtomicFile out(a.json_out);
+    out.Write(nlohmann::json{{"model", a.model},
+                             {"threads", nthreads},
+                             {"matrix_products", kernels},
+                             {"prefill_against", rows}}
+                  .dump(2) +
+              "\n");
+    out.Commit();
+  }
+}
+
 void RunParent(const BenchArgs& a) {
   const NamedPath inputs[] = {{"--model", a.model}};
   const NamedPath outputs[] = {{"--json-out", a.json_out}};
@@ -713,6 +772,7 @@ void RunParent(const BenchArgs& a) {
   if (a.contended) return RunContended(a, threads);
   if (a.ops) return RunOps(a);
   if (a.profile) return RunProfile(a, threads);
+  if (!a.method.empty()) return RunAgainst(a, threads);
   const int nthreads = a.threads > 0 ? a.threads : NumThreads();
   nlohmann::json report = {{"threads", nthreads}, {"matrix_products", GemmKernelsText()}};
   fmt::print("stretch bench: {} threads{}; matrix products: {}\n\n", nthreads,
@@ -867,11 +927,15 @@ void RegisterBench(CLI::App& app) {
   sub->add_option("--length", args->length,
                   "With --profile: the prompt length and decode depth (default 512)");
   sub->add_option("--head-dim", args->head_dim, "Internal: the case's head dim")->group("");
-  sub->add_option("--method", args->method, "Internal: the case's position method")->group("");
+  sub->add_option("--method", args->method,
+                  "Instead of the usual cases: prefill of --model under this position method "
+                  "against --against (default direct), the two alternating in one process, at each "
+                  "of --lengths; prints the medians and the per-round ratio method / baseline");
   sub->add_option("--against", args->against,
-                  "Internal: a second method timed in alternation with --method; the case then "
-                  "reports the median per-round ratio")
-      ->group("");
+                  "With --method: the baseline method (default direct), timed in alternation");
+  sub->add_option("--lengths", args->lengths,
+                  "With --method: prompt lengths, comma-separated (default 4096,16384)")
+      ->delimiter(',');
   sub->callback([args] {
     if (args->threads > 0) SetNumThreads(args->threads);
     if (args->child_case.empty()) {
