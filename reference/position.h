@@ -82,6 +82,8 @@ inline bool MethodVisible(const Method& m, int64_t i, int64_t j) {
       const int64_t h = m.mask.window / 2;
       return i / h - j / h <= 1;
     }
+    case MaskKind::kChunk:  // Llama 4's chunked attention: the same chunk of c positions
+      return i / m.mask.window == j / m.mask.window;
   }
   return true;
 }
@@ -127,6 +129,12 @@ inline double MethodLogitFactor(const AttentionPlan& p, int64_t i) {
   // Trained log-n: ln(n) / ln L at every position.
   if (p.log_length_scale) {
     f *= std::log(static_cast<double>(i) + 1.0) / std::log(static_cast<double>(p.geo.train_len));
+  }
+  // Llama 4's temperature tuning (meta-llama/llama-models, llama4/model.py: attn_scales =
+  // log(floor((pos + 1) / floor_scale) + 1) * attn_scale + 1 on the queries of NoPE layers).
+  if (p.temperature_floor > 0.0) {
+    const double n = static_cast<double>(i) + 1.0;
+    f *= 1.0 + p.temperature_scale * std::log(1.0 + std::floor(n / p.temperature_floor));
   }
   return f;
 }

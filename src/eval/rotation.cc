@@ -27,7 +27,7 @@ double MaxRelativePosition(const AttentionPlan& plan, int64_t N) {
   if (plan.map.map->first_widest_query != nullptr) {
     first_query = plan.map.map->first_widest_query(plan.map, N);
   }
-  if (plan.mask == MaskKind::kBlock)
+  if (plan.mask == MaskKind::kBlock || plan.mask == MaskKind::kChunk)
     first_query = std::min(first_query, std::max<int64_t>(0, N - plan.window));
   double best = 0.0;
   for (int64_t i = first_query; i < N; ++i) {
@@ -90,6 +90,11 @@ std::string MaskText(const AttentionPlan& plan) {
           "blockwise causal: query i sees its own half-block of {} positions and "
           "the one before it ({} .. {} keys)",
           plan.window / 2, plan.window / 2 + 1, plan.window);
+    case MaskKind::kChunk:
+      return fmt::format(
+          "chunked: the text is cut into chunks of {} positions and query i sees the keys of its "
+          "own chunk up to i",
+          plan.window);
   }
   return "?";
 }

@@ -63,8 +63,8 @@ void ValidateSizes(const TrainArch& arch) {
     Bad("layer layout entries", static_cast<int64_t>(layout.layers.size()),
         fmt::format("one per layer ({})", m.n_layers));
   }
-  for (const LayerLayout& l : layout.layers) {
-    if (l.window < 0) Bad("window", l.window, "0 (full attention) or a positive integer");
+  if (const std::string problem = LayerLayoutProblem(layout); !problem.empty()) {
+    throw Error("model: " + problem);
   }
 }
 
@@ -163,6 +163,55 @@ void ValidateVariants(const TrainArch& arch) {
 
 }  // namespace
 
+std::string LayerLayoutProblem(const AttentionLayout& a) {
+  for (size_t l = 0; l < a.layers.size(); ++l) {
+    const LayerLayout& s = a.layers[l];
+    if (s.window < 0) {
+      return fmt::format(
+          "layer {}: window={} (allowed: 0 for full attention, or a positive "
+          "integer)",
+          l, s.window);
+    }
+    if (s.chunk < 0) {
+      return fmt::format("layer {}: chunk={} (allowed: 0 for none, or a positive integer)", l,
+                         s.chunk);
+    }
+    if (s.window > 0 && s.chunk > 0) {
+      return fmt::format("layer {}: window={} and chunk={} (allowed: one of them)", l, s.window,
+                         s.chunk);
+    }
+    if (!(s.rope_base == 0.0 || (std::isfinite(s.rope_base) && s.rope_base > 1.0))) {
+      return fmt::format("layer {}: rope base={} (allowed: a number > 1, or 0 for the model's)", l,
+                         s.rope_base);
+    }
+    if (!(s.rope_pi == 0.0 || (std::isfinite(s.rope_pi) && s.rope_pi >= 1.0))) {
+      return fmt::format(
+          "layer {}: rope pi={} (allowed: a factor >= 1, or 0 for the model's interpolation)", l,
+          s.rope_pi);
+    }
+    if (!s.ModelRope() && !(s.position && a.position == LayerPosition::kRope)) {
+      return fmt::format(
+          "layer {}: a RoPE base or pi of its own on a layer without RoPE (allowed: base and pi "
+          "on the layers of a rope or xpos model that keep their position)",
+          l);
+    }
+    if (s.temperature && !(a.temperature_floor > 0.0)) {
+      return fmt::format(
+          "layer {}: temperature tuning without its floor scale (allowed: temperature=F/S in the "
+          "attention spec, F > 0)",
+          l);
+    }
+  }
+  if (!(a.temperature_floor >= 0.0 && std::isfinite(a.temperature_floor) &&
+        std::isfinite(a.temperature_scale) && a.temperature_scale >= 0.0)) {
+    return fmt::format(
+        "temperature floor={} scale={} (allowed: a floor > 0 and a scale >= 0, or 0 and 0 for "
+        "none)",
+        a.temperature_floor, a.temperature_scale);
+  }
+  return "";
+}
+
 void ValidateArch(const TrainArch& arch) {
   ValidateSizes(arch);
   ValidateRope(arch);
@@ -232,7 +281,13 @@ json ArchToJson(const TrainArch& a) {
   const AttentionLayout& at = m.attention;
   json layout = json::array();
   for (const LayerLayout& l : at.layers) {
-    layout.push_back({{"position", l.position}, {"window", l.window}});
+    json entry = {{"position", l.position}, {"window", l.window}};
+    // Written only when set, so that the configs of earlier runs compare equal (as below).
+    if (l.chunk != 0) entry["chunk"] = l.chunk;
+    if (l.rope_base != 0.0) entry["rope_base"] = l.rope_base;
+    if (l.rope_pi != 0.0) entry["rope_pi"] = l.rope_pi;
+    if (l.temperature) entry["temperature"] = true;
+    layout.push_back(entry);
   }
   // The file counts the GAU's one head ("heads": 1); the config its R = E / S kernel heads.
   json j = {{"block", ArchBlockName(m.block)},
@@ -270,6 +325,9 @@ json ArchToJson(const TrainArch& a) {
   if (a.model.attention.log_length_scale) j["logits"]["log_length"] = true;
   if (a.model.attention.position_log_scale) j["logits"]["position_lambda"] = true;
   if (a.model.attention.ssmax) j["logits"]["ssmax"] = true;
+  if (at.temperature_floor != 0.0 || at.temperature_scale != 0.0) {
+    j["logits"]["temperature"] = {{"floor", at.temperature_floor}, {"scale", at.temperature_scale}};
+  }
   return j;
 }
 
@@ -362,9 +420,18 @@ TrainArch ArchFromJson(const json& j, const std::string& what) {
   const json layout = JsonField<json>(j, "layout", what);
   if (!layout.is_array()) Fail("{}: layout is not a list", what);
   for (const json& l : layout) {
-    a.model.attention.layers.push_back(
-        LayerLayout{JsonField<bool>(l, "position", what + " layout"),
-                    JsonField<int64_t>(l, "window", what + " layout")});
+    const std::string where = what + " layout";
+    LayerLayout s{JsonField<bool>(l, "position", where), JsonField<int64_t>(l, "window", where)};
+    if (l.contains("chunk")) s.chunk = JsonField<int64_t>(l, "chunk", where);
+    if (l.contains("rope_base")) s.rope_base = JsonField<double>(l, "rope_base", where);
+    if (l.contains("rope_pi")) s.rope_pi = JsonField<double>(l, "rope_pi", where);
+    if (l.contains("temperature")) s.temperature = JsonField<bool>(l, "temperature", where);
+    a.model.attention.layers.push_back(s);
+  }
+  if (logits.contains("temperature")) {
+    const json t = JsonField<json>(logits, "temperature", what + " logits");
+    a.model.attention.temperature_floor = JsonField<double>(t, "floor", what + " temperature");
+    a.model.attention.temperature_scale = JsonField<double>(t, "scale", what + " temperature");
   }
   if (m.Gau()) {
     if (m.n_heads != 1 || m.n_kv_heads != 1) {
@@ -411,6 +478,9 @@ void ValidateAttentionLayout(const Model& model) {
     Fail("{}: XPOS with head dim {} (allowed: head dim <= 512, the kernel's per-tile decay limit)",
          what, c.head_dim());
   }
+  if (const std::string problem = LayerLayoutProblem(layout); !problem.empty()) {
+    Fail("{}: {}", what, problem);
+  }
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerAttention a = layout.Layer(l);
     if (a.position == LayerPosition::kSandwich &&
@@ -420,10 +490,6 @@ void ValidateAttentionLayout(const Model& model) {
           "{}: layer {}: Sandwich dim {} and lambda {} (allowed: an even dim > 0, a finite "
           "lambda)",
           what, l, layout.sandwich_dim, layout.sandwich_lambda);
-    }
-    if (a.window < 0) {
-      Fail("{}: layer {}: window {} (allowed: 0 for full attention, or a positive integer)", what,
-           l, a.window);
     }
     if (static_cast<size_t>(l) >= model.weights.layers.size()) continue;  // the loader's check
     const LayerWeights& w = model.weights.layers[static_cast<size_t>(l)];

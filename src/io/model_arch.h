@@ -15,6 +15,9 @@ namespace stretch {
 
 // Checks the architecture (sizes, layer list, windows); throws stretch::Error naming the field.
 void ValidateArch(const TrainArch& arch);
+// What is wrong with the layer list's entries (windows, chunks, a layer's own RoPE base and pi,
+// the temperature tuning), "layer 3: ...", or "" when nothing.
+std::string LayerLayoutProblem(const AttentionLayout& layout);
 
 // Fills what depends on the sizes: the GAU's kernel heads (E / S) and NTK's base
 // (model.rope_base from rope_ntk_base and rope_ntk at D = head_dim()). Idempotent; call it after

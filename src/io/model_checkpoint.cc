@@ -83,6 +83,11 @@ std::string ConfigDifference(const ModelConfig& want, const ModelConfig& got) {
   for (size_t l = 0; l < wa.layers.size() && l < ga.layers.size(); ++l) {
     field(fmt::format("layer {} position", l), wa.layers[l].position, ga.layers[l].position);
     field(fmt::format("layer {} window", l), wa.layers[l].window, ga.layers[l].window);
+    field(fmt::format("layer {} chunk", l), wa.layers[l].chunk, ga.layers[l].chunk);
+    field(fmt::format("layer {} rope_base", l), wa.layers[l].rope_base, ga.layers[l].rope_base);
+    field(fmt::format("layer {} rope_pi", l), wa.layers[l].rope_pi, ga.layers[l].rope_pi);
+    field(fmt::format("layer {} temperature", l), wa.layers[l].temperature,
+          ga.layers[l].temperature);
   }
   field("query_norm", wa.query_norm, ga.query_norm);
   field("key_norm", wa.key_norm, ga.key_norm);
@@ -94,6 +99,8 @@ std::string ConfigDifference(const ModelConfig& want, const ModelConfig& got) {
   field("position_log_scale", wa.position_log_scale, ga.position_log_scale);
   field("ssmax", wa.ssmax, ga.ssmax);
   field("log_length_scale", wa.log_length_scale, ga.log_length_scale);
+  field("temperature_floor", wa.temperature_floor, ga.temperature_floor);
+  field("temperature_scale", wa.temperature_scale, ga.temperature_scale);
   field("rope_map", wa.rope_map, ga.rope_map);
   return diff;
 }

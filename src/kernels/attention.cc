@@ -776,8 +776,7 @@ void AttentionForward(HeadRows q, HeadRows k, HeadRows v, HeadRowsMut out,
   pb.qscale = params.scale * kLog2e;
   pb.plan = params.plan;
   if (const AttentionPlan* plan = params.plan) {
-    pb.row_scale = plan->logn || plan->dynamic || plan->freq.attention_factor != 1.0 ||
-                   plan->position_log_scale || plan->log_length_scale;
+    pb.row_scale = plan->HasRowScale();
     if (!plan->ssmax.empty()) {
       STRETCH_CHECK(static_cast<int>(plan->ssmax.size()) == dims.n_heads, "ssmax {} heads, H={}",
                     plan->ssmax.size(), dims.n_heads);

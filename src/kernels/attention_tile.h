@@ -80,9 +80,12 @@ struct LambdaMask {
   int64_t KeyEnd(int64_t q_hi) const { return q_hi + 1; }
 };
 
-// Blockwise causal (half-blocks of h): keys from the start of the half-block before the query's.
-struct BlockMask {
-  int64_t h;
+// Masks whose query i sees the keys from Begin(i, n) to i, Begin nondecreasing in i: blockwise
+// causal (BlockKeyBegin, half-blocks of n: from the start of the half-block before the query's)
+// and chunked (ChunkKeyBegin, chunks of n: from the start of the query's own chunk).
+template <int64_t (*Begin)(int64_t, int64_t)>
+struct BeginMask {
+  int64_t n;
   TileKind Classify(int64_t q_lo, int64_t q_hi, int64_t k_lo, int64_t k_hi) const {
     if (k_lo > q_hi || k_hi < KeyBegin(q_lo)) return TileKind::kEmpty;
     if (k_hi <= q_lo && k_lo >= KeyBegin(q_hi)) return TileKind::kFull;
@@ -91,9 +94,11 @@ struct BlockMask {
   bool Visible(int64_t q_pos, int64_t k_pos) const {
     return k_pos <= q_pos && k_pos >= KeyBegin(q_pos);
   }
-  int64_t KeyBegin(int64_t q_lo) const { return BlockKeyBegin(q_lo, h); }
+  int64_t KeyBegin(int64_t q_lo) const { return Begin(q_lo, n); }
   int64_t KeyEnd(int64_t q_hi) const { return q_hi + 1; }
 };
+using BlockMask = BeginMask<BlockKeyBegin>;
+using ChunkMask = BeginMask<ChunkKeyBegin>;
 
 // Calls f(mask) with the mask policy of `plan` (causal without a plan): the one choice of mask
 // for the forward (attention.cc) and the backward (attention_backward.cc), made once per call.
@@ -105,6 +110,7 @@ void WithMask(const AttentionPlan* plan, F&& f) {
     case MaskKind::kWindow: return f(WindowMask{plan->window});
     case MaskKind::kBlock: return f(BlockMask{plan->window / 2});
     case MaskKind::kLambda: return f(LambdaMask{plan->window, plan->sinks});
+    case MaskKind::kChunk: return f(ChunkMask{plan->window});
   }
 }
 

@@ -200,6 +200,7 @@ std::string SmallSpec(std::string_view name, int D) {
   if (name == "lambda") return "lambda:sinks=3,window=12";
   if (name == "streaming") return "streaming:sinks=3,window=12";
   if (name == "blockwise") return "blockwise:window=12";
+  if (name == "chunked") return "chunked:window=12";
   if (name == "longrope" || name == "dynamic-longrope") {
     std::string shorts, longs;
     for (int t = 0; t < D / 2; ++t) {

@@ -393,6 +393,11 @@ LabOptions FullLab() {
       {"xpos", "llama", "xpos", "full"},
       {"nope", "llama", "nope", "full"},
       {"sandwich", "llama", "sandwich", "full"},
+      // The layouts of current models: Gemma 3 (local windows at base 10,000, a global layer at
+      // a large base) and Llama 4 iRoPE (chunked RoPE layers, a NoPE layer with the temperature
+      // tuning).
+      {"gemma3", "llama", "rope:base=1000000", "gemma3=32/4"},
+      {"llama4", "llama", "rope", "llama4=32/4"},
   };
   o.methods = {"direct", "pi",           "ntk",         "ntk+logn", "yarn",
                "rerope", "leaky-rerope", "self-extend", "window"};

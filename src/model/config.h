@@ -38,16 +38,36 @@ inline std::string_view LayerPositionName(LayerPosition position) {  // "rope", 
 }
 
 // One layer as stored: whether it uses the model's position scheme (false: NoPE for this layer,
-// as HWFA's last layer) and its trained window (query i sees keys i - window + 1 .. i; 0: all).
+// as HWFA's last layer), which keys it sees, its own RoPE, and the temperature tuning. Layouts of
+// current models are lists of these (src/train/arch_spec.h: gemma3=W/K, llama4=C/K, layers=...):
+//   Gemma 3 (HF modeling_gemma3: sliding_window_pattern, rope_local_base_freq): five local layers
+//     with a window and base 10,000 for every global one at the model's base and linear scaling;
+//   Llama 4 iRoPE (HF modeling_llama4: no_rope_layers, attention_chunk_size): chunked RoPE layers
+//     and every fourth layer full attention without RoPE, with the temperature tuning.
 struct LayerLayout {
   bool position = true;
-  int64_t window = 0;
+  int64_t window = 0;  // trained window: query i sees keys i - window + 1 .. i; 0: all
+  int64_t chunk = 0;  // chunked attention: query i sees keys floor(i / chunk) * chunk .. i; 0: none
+                      // (at most one of window and chunk)
+  double rope_base = 0.0;    // this layer's RoPE base; 0: the model's (ModelConfig::rope_base)
+  double rope_pi = 0.0;      // this layer's trained position interpolation (positions divided by
+                             // it, HF's "linear" rope_scaling); 0: the model's rope_interpolation
+  bool temperature = false;  // the temperature tuning of AttentionLayout::temperature_floor
+  bool operator==(const LayerLayout&) const = default;
+  // Sees only nearby keys (a window or a chunk): it keeps that at inference (LayerMethodUse).
+  bool Local() const { return window > 0 || chunk > 0; }
+  // Rotates with the model's RoPE as it is (no base or interpolation of its own).
+  bool ModelRope() const { return rope_base == 0.0 && rope_pi == 0.0; }
 };
 
-// One layer as it runs: its position (the model's scheme, or kNone) and window.
+// One layer as it runs: its position (the model's scheme, or kNone), the keys it sees and whether
+// the temperature tuning applies (its RoPE: ModelConfig::LayerRopeBase, LayerRopePi).
 struct LayerAttention {
   LayerPosition position = LayerPosition::kRope;
   int64_t window = 0;
+  int64_t chunk = 0;
+  bool temperature = false;
+  bool Local() const { return window > 0 || chunk > 0; }
 };
 
 // How the model attends: one description for training (src/train) and inference (src/model).
@@ -78,6 +98,13 @@ struct AttentionLayout {
   // inference-time +logn of a method, max(1, ln(i + 1) / ln L), which is 1 at every trained
   // position and so cannot be learned.
   bool log_length_scale = false;
+  // Llama 4's attention temperature tuning on the layers that ask for it (LayerLayout::
+  // temperature; Llama 4: its NoPE layers): query i's logits times
+  // ln(floor((i + 1) / temperature_floor) + 1) * temperature_scale + 1 (Llama 4: floor_scale
+  // 8192, attn_scale 0.1), in training and at inference. 1 below the floor: a model trained
+  // shorter than the floor never sees it change.
+  double temperature_floor = 0.0;
+  double temperature_scale = 0.0;
   // How it was trained, beyond the above: it does not change the model at the positions it was
   // trained on in a way inference must repeat (it scores with whatever --method is given).
   // A relative position map at training time (kRope, full-attention layers): a method spec of
@@ -88,14 +115,15 @@ struct AttentionLayout {
   bool IsDefault() const {
     return position == LayerPosition::kRope && layers.empty() && !query_norm && !key_norm &&
            logit_scale == 0.0 && rope_fraction == 1.0 && xpos_scale_base == 0.0 &&
-           sandwich_dim == 0 && !position_log_scale && !ssmax && !log_length_scale;
+           sandwich_dim == 0 && !position_log_scale && !ssmax && !log_length_scale &&
+           temperature_floor == 0.0 && temperature_scale == 0.0;
   }
   // The LLaMA attention, as IsDefault, also when `layers` lists every layer as {position, no
   // window} (a run trained with the plain layout stores it so): what GGUF and Hugging Face files
   // can express.
   bool IsPlain() const {
     for (const LayerLayout& l : layers) {
-      if (!l.position || l.window != 0) return false;
+      if (!(l == LayerLayout{})) return false;
     }
     AttentionLayout without_layers = *this;
     without_layers.layers.clear();
@@ -107,9 +135,10 @@ struct AttentionLayout {
   }
   // Layer l's attention (every layer {position, 0} when `layers` is empty).
   LayerAttention Layer(int l) const {
-    if (layers.empty()) return LayerAttention{position, 0};
+    if (layers.empty()) return LayerAttention{position};
     const LayerLayout& s = layers[static_cast<size_t>(l)];
-    return LayerAttention{s.position ? position : LayerPosition::kNone, s.window};
+    return LayerAttention{s.position ? position : LayerPosition::kNone, s.window, s.chunk,
+                          s.temperature};
   }
   // Whether the model's layers carry KERPLE's learned a_h, b_h (every layer does, and the layers
   // with position use them).
@@ -151,6 +180,15 @@ struct ModelConfig {
   int key_dim = 0;  // kGau: S
 
   bool Gau() const { return block == ModelBlock::kGau; }
+  // Layer l's RoPE base and trained interpolation: its own (LayerLayout), else the model's.
+  double LayerRopeBase(int l) const {
+    const double own = attention.layers.empty() ? 0.0 : attention.layers[size_t(l)].rope_base;
+    return own != 0.0 ? own : static_cast<double>(rope_base);
+  }
+  double LayerRopePi(int l) const {
+    const double own = attention.layers.empty() ? 0.0 : attention.layers[size_t(l)].rope_pi;
+    return own != 0.0 ? own : static_cast<double>(rope_interpolation);
+  }
   int head_dim() const { return Gau() ? key_dim : dim / n_heads; }
   // What multiplies q . k, in double (the attention kernel rounds it to float once).
   double LogitScale() const {

@@ -54,7 +54,7 @@ int64_t KvCache::Bytes() const {
 }
 
 LayerMethodUse MethodUseOf(const LayerAttention& layer) {
-  if (layer.window > 0) return LayerMethodUse::kTrainedWindow;
+  if (layer.Local()) return LayerMethodUse::kTrainedWindow;
   return layer.position == LayerPosition::kRope ? LayerMethodUse::kMethod
                                                 : LayerMethodUse::kMaskAndLogn;
 }
@@ -80,18 +80,38 @@ RopeGeometry ModelGeometry(const ModelConfig& c) {
                       static_cast<double>(c.rope_interpolation)};
 }
 
+RopeGeometry LayerGeometry(const ModelConfig& c, int l) {
+  return RopeGeometry{c.seq_len, c.head_dim(), c.LayerRopeBase(l), c.LayerRopePi(l)};
+}
+
+std::string LayerAttentionText(const ModelConfig& c, int l) {
+  const LayerAttention a = c.attention.Layer(l);
+  std::string out(LayerPositionName(a.position));
+  if (a.position == LayerPosition::kRope) {
+    if (c.LayerRopeBase(l) != static_cast<double>(c.rope_base)) {
+      out += fmt::format(" base {}", c.LayerRopeBase(l));
+    }
+    if (c.LayerRopePi(l) != static_cast<double>(c.rope_interpolation)) {
+      out += fmt::format(" pi {}", c.LayerRopePi(l));
+    }
+  }
+  out += a.window > 0  ? fmt::format(", window {}", a.window)
+         : a.chunk > 0 ? fmt::format(", chunks of {}", a.chunk)
+                       : std::string(", full");
+  if (a.temperature) out += ", temperature";
+  return out;
+}
+
 std::string AttentionLayoutText(const ModelConfig& c) {
   std::string out;
   int first = 0;
   for (int l = 0; l < c.n_layers; ++l) {
-    const LayerAttention a = c.attention.Layer(l), b = c.attention.Layer(first);
+    const std::string b = LayerAttentionText(c, first);
     const bool last = l + 1 == c.n_layers;
-    const LayerAttention next = last ? a : c.attention.Layer(l + 1);
-    if (!last && next.position == b.position && next.window == b.window) continue;
+    if (!last && LayerAttentionText(c, l + 1) == b) continue;
     if (!out.empty()) out += "; ";
     out += first == l ? fmt::format("layer {}: ", l) : fmt::format("layers {}-{}: ", first, l);
-    out += LayerPositionName(b.position);
-    out += b.window > 0 ? fmt::format(", window {}", b.window) : std::string(", full");
+    out += b;
     first = l + 1;
   }
   return out;
@@ -114,6 +134,12 @@ std::string AttentionVariantsText(const ModelConfig& c) {
   if (a.ssmax) parts.push_back("SSMax: logits times s_h ln(i + 1), s_h learned per layer and head");
   if (a.position_log_scale) parts.push_back("per-position lambda: logits times ln((i + 1) / 2)");
   if (a.log_length_scale) parts.push_back("trained log-n: logits times ln(i + 1) / ln L");
+  if (a.temperature_floor > 0.0) {
+    parts.push_back(
+        fmt::format("temperature tuning (Llama 4) on the layers marked so: logits times "
+                    "ln(floor((i + 1) / {}) + 1) * {} + 1",
+                    a.temperature_floor, a.temperature_scale));
+  }
   std::string out;
   for (const std::string& p : parts) out += (out.empty() ? "" : "; ") + p;
   return out;
@@ -143,14 +169,14 @@ void CheckMethodFitsLayout(const ModelConfig& config, const AttentionPlan& metho
   if (!full && (!change.empty() || method_plan.mask != MaskKind::kCausal || method_plan.logn)) {
     Fail(
         "method \"{}\" applies to no layer of this model ({}): every layer was trained with a "
-        "window, keeps it and needs no method (allowed on this model: direct)",
+        "window or chunks, keeps them and needs no method (allowed on this model: direct)",
         CanonicalSpec(method_plan.method), AttentionLayoutText(config));
   }
   if (change.empty() || rope_full) return;
   Fail(
       "method \"{}\" changes {}, but this model has no full-attention RoPE layer for it to "
-      "apply to ({}): layers trained with a window keep it and plain RoPE, and layers without "
-      "RoPE have no rotation to change (allowed on this model: direct, and a mask with or "
+      "apply to ({}): layers trained with a window or chunks keep them and plain RoPE, and layers "
+      "without RoPE have no rotation to change (allowed on this model: direct, and a mask with or "
       "without +logn, e.g. window:window=W, lambda, blockwise, direct+logn, which the "
       "full-attention layers take)",
       CanonicalSpec(method_plan.method), change, AttentionLayoutText(config));
@@ -172,15 +198,31 @@ AttentionPlan LayerAttentionPlan(const ModelConfig& config, int l, const Attenti
   const AttentionLayout& layout = config.attention;
   const LayerAttention a = layout.Layer(l);
   AttentionPlan p;
+  const RopeGeometry geo = LayerGeometry(config, l);
+  const RopeGeometry model_geo = ModelGeometry(config);
   switch (MethodUseOf(a)) {
-    case LayerMethodUse::kMethod: p = method_plan; break;
+    case LayerMethodUse::kMethod:
+      if (geo.base == model_geo.base && geo.interpolation == model_geo.interpolation) {
+        p = method_plan;
+        break;
+      }
+      // A layer with a RoPE of its own (Gemma 3's global layers: another base, linear scaling)
+      // takes the method as asked, resolved for its base and interpolation (a method's own
+      // base=B stays B): the frequency rules read the layer's wavelengths.
+      try {
+        p = MakeAttentionPlan(method_plan.requested, geo, method_plan.fed_len);
+      } catch (const Error& e) {
+        Fail("layer {} (RoPE base {}, interpolation {}): {}", l, geo.base, geo.interpolation,
+             e.what());
+      }
+      break;
     case LayerMethodUse::kTrainedWindow: {
-      // Plain RoPE at the model's base, the trained window, no logn: the plan of the method
-      // window:window=W, so that plan.method says what the plan does.
-      Method window;
-      window.mask.kind = MaskKind::kWindow;
-      window.mask.window = a.window;
-      p = MakeAttentionPlan(window, ModelGeometry(config), method_plan.fed_len);
+      // Plain RoPE at the layer's base, the trained window or chunks, no logn: the plan of the
+      // method window:window=W or chunked:window=C, so that plan.method says what it does.
+      Method local;
+      local.mask.kind = a.window > 0 ? MaskKind::kWindow : MaskKind::kChunk;
+      local.mask.window = a.window > 0 ? a.window : a.chunk;
+      p = MakeAttentionPlan(local, geo, method_plan.fed_len);
       break;
     }
     case LayerMethodUse::kMaskAndLogn:
@@ -207,6 +249,10 @@ AttentionPlan LayerAttentionPlan(const ModelConfig& config, int l, const Attenti
   const std::vector<double> zeros(static_cast<size_t>(config.position_heads()), 0.0);
   p.position_log_scale = layout.position_log_scale;
   p.log_length_scale = layout.log_length_scale;
+  if (a.temperature) {
+    p.temperature_floor = layout.temperature_floor;
+    p.temperature_scale = layout.temperature_scale;
+  }
   if (layout.ssmax) p.ssmax = per_kernel_head(values.ssmax.empty() ? zeros : values.ssmax);
   if (a.position == LayerPosition::kRope) {
     p.LeavePairsUnrotated(layout.RotatedPairs(config.head_dim()));
@@ -250,8 +296,7 @@ Transformer Transformer::Fork() const {
   t.plan_ = plan_;
   t.method_key_ = method_key_;
   t.layers_ = layers_;
-  t.rotations_[0] = rotations_[0];
-  t.rotations_[1] = rotations_[1];
+  t.rotations_ = rotations_;
   t.prefill_chunk_ = prefill_chunk_;
   return t;
 }
@@ -282,7 +327,15 @@ void Transformer::SetPlan(AttentionPlan plan) {
   }
   CheckMethodFitsLayout(c, plan);
   std::vector<LayerRun> layers(static_cast<size_t>(c.n_layers));
-  int plan_layer[2] = {-1, -1};
+  // One rotation per kind of RoPE layer: the method's or plain RoPE (local layers), at each RoPE
+  // base and interpolation the layers have.
+  struct RotationKey {
+    bool method;
+    double base, pi;
+    bool operator==(const RotationKey&) const = default;
+  };
+  std::vector<RotationKey> keys;
+  std::vector<Rotation> rotations;
   for (int l = 0; l < c.n_layers; ++l) {
     LayerRun& run = layers[static_cast<size_t>(l)];
     run.plan = LayerAttentionPlan(c, &model_.weights.layers[static_cast<size_t>(l)], l, plan);
@@ -290,9 +343,14 @@ void Transformer::SetPlan(AttentionPlan plan) {
     if (a.position != LayerPosition::kRope) {
       run.rotation = -1;
     } else {
-      run.rotation =
-          MethodUseOf(a) == LayerMethodUse::kTrainedWindow ? kPlainRotation : kMethodRotation;
-      if (plan_layer[run.rotation] < 0) plan_layer[run.rotation] = l;
+      const RotationKey key{MethodUseOf(a) == LayerMethodUse::kMethod, c.LayerRopeBase(l),
+                            c.LayerRopePi(l)};
+      const auto found = std::find(keys.begin(), keys.end(), key);
+      run.rotation = static_cast<int>(found - keys.begin());
+      if (found == keys.end()) {
+        keys.push_back(key);
+        rotations.emplace_back().plan_layer = l;
+      }
     }
     // A layer that never rotates has the identity map and static frequencies (LayerAttentionPlan).
     STRETCH_CHECK(run.rotation >= 0 || run.plan.KeysRotatedOnce(), "layer {}", l);
@@ -301,7 +359,7 @@ void Transformer::SetPlan(AttentionPlan plan) {
   plan_ = std::move(plan);
   method_key_ = CanonicalSpec(plan_.method);
   layers_ = std::move(layers);
-  for (int r = 0; r < 2; ++r) rotations_[r].plan_layer = plan_layer[r];
+  rotations_ = std::move(rotations);
 }
 
 int64_t Transformer::ActivationBytes(const ModelConfig& c, int64_t T) {
@@ -410,9 +468,7 @@ void Transformer::Forward(std::span<const int> tokens, KvCache& cache, std::vect
       profile::Scope s(profile::kEmbed);
       Embed(tokens.data() + start, n, x);
     }
-    for (int r = 0; r < 2; ++r) {
-      if (rotations_[r].plan_layer >= 0) PrepareRotation(r, pos0, n);
-    }
+    for (size_t r = 0; r < rotations_.size(); ++r) PrepareRotation(static_cast<int>(r), pos0, n);
     for (int l = 0; l < model_.config.n_layers; ++l) {
       Layer(l, x, n, pos0, cache.Keys(l), cache.Values(l), cache.capacity_);
     }

@@ -18,14 +18,16 @@
 //
 // Models trained by `stretch train` carry a per-layer attention layout (ModelConfig::attention):
 // RoPE (with XPOS's decay, p-RoPE's unrotated pairs, a trained interpolation), NoPE, ALiBi,
-// KERPLE or Sandwich per layer, a trained sliding window per layer, QueryNorm / KeyNorm / cosine
-// logits and their scale, the per-position lambda and SSMax. Each layer then has its own plan, and a position method applies
-// to a layer by the rule of LayerMethodUse below:
-//   - a layer trained with a window keeps that window and plain RoPE (or no rotation, NoPE): its
-//     relative distances never exceed the window it was trained with, so it needs no method and
-//     none is applied (not the method's mask, not +logn);
+// KERPLE or Sandwich per layer, a trained sliding window or chunks per layer, a RoPE base and
+// interpolation per layer, QueryNorm / KeyNorm / cosine logits and their scale, the per-position
+// lambda, SSMax and Llama 4's temperature tuning. Each layer then has its own plan, and a position
+// method applies to a layer by the rule of LayerMethodUse below:
+//   - a layer trained with a window or chunks keeps them and plain RoPE at its base (or no
+//     rotation, NoPE): its relative distances never exceed what it was trained with, so it needs
+//     no method and none is applied (not the method's mask, not +logn);
 //   - a full-attention RoPE layer takes the method as it is (frequencies, relative map, mask,
-//     +logn, YaRN's attention factor);
+//     +logn, YaRN's attention factor), resolved for the layer's own base and interpolation when
+//     it has them (Gemma 3's global layers), as HF applies rope_scaling to those layers only;
 //   - a full-attention layer without RoPE (NoPE, ALiBi, KERPLE, Sandwich) takes the method's mask (window,
 //     Lambda's sinks + window, blockwise) and +logn, and keeps its bias; it has no rotation for
 //     the method's RoPE part to change (nor YaRN's attention factor, which compensates for it).
@@ -94,14 +96,19 @@ class KvCache {
 enum class LayerMethodUse {
   kMethod,         // full attention with RoPE: the method as it is
   kMaskAndLogn,    // full attention without RoPE (NoPE, ALiBi, KERPLE, Sandwich): mask, +logn
-  kTrainedWindow,  // trained with a window: that window and plain RoPE (if any); no method
+  kTrainedWindow,  // trained with a window or chunks: those and plain RoPE (if any); no method
 };
 LayerMethodUse MethodUseOf(const LayerAttention& layer);
 // The model's RoPE as MakeAttentionPlan takes it: training length, head dim, base, PI factor.
 RopeGeometry ModelGeometry(const ModelConfig& config);
-// The layers' positions and windows, runs of equal layers merged:
-// "layers 0-2: rope, window 64; layer 3: nope, full".
+// Layer l's: its own base and PI factor where it has them (LayerLayout), else the model's.
+RopeGeometry LayerGeometry(const ModelConfig& config, int l);
+// The layers' positions, windows or chunks, own RoPE and temperature, runs of equal layers merged:
+// "layers 0-2: rope base 10000, window 64; layer 3: rope, full".
 std::string AttentionLayoutText(const ModelConfig& config);
+// One layer: "rope, window 64", "nope, full, temperature", "rope base 10000 pi 8, chunks of 32"
+// (base and pi shown where they are the layer's own).
+std::string LayerAttentionText(const ModelConfig& config, int l);
 // The layout's other variants (p-RoPE, XPOS, Sandwich, SSMax, per-position lambda), "; "
 // separated; "" when none.
 std::string AttentionVariantsText(const ModelConfig& config);
@@ -193,16 +200,16 @@ class Transformer {
 
  private:
   // How the layers that rotate alike rotate a chunk: the method's rotation (full-attention RoPE
-  // layers) and plain RoPE (RoPE layers trained with a window, when the method changes RoPE).
+  // layers) and plain RoPE (RoPE layers trained with a window or chunks), at each RoPE base and
+  // interpolation the layers have (one of each for a model without per-layer RoPE).
   struct Rotation {
-    int plan_layer = -1;    // a layer whose plan defines it; -1: no layer uses it
+    int plan_layer = -1;    // a layer whose plan defines it
     RopeTable rope;         // plan KeysRotatedOnce: this chunk's rotation
     RotationTables tables;  // otherwise (static): the kernel's tables
   };
-  static constexpr int kMethodRotation = 0, kPlainRotation = 1;
   struct LayerRun {
     AttentionPlan plan;
-    int rotation = kMethodRotation;  // index into rotations_, or -1: q and k are never rotated
+    int rotation = 0;   // index into rotations_, or -1: q and k are never rotated
     int key_slots = 1;  // copies of each key the cache holds (1, or 2 for a map with two
                         // key slots and lambda on RoPE layers)
   };
@@ -228,7 +235,7 @@ class Transformer {
   AttentionPlan plan_;
   std::string method_key_;        // CanonicalSpec of plan_.method
   std::vector<LayerRun> layers_;  // n_layers
-  Rotation rotations_[2];
+  std::vector<Rotation> rotations_;
   AlignedVector<float> seq_k_, seq_v_;  // ForwardSequence: one layer's keys and values
   int64_t prefill_chunk_ = kDefaultPrefillChunk;
   // Scratch, reused across calls (sized for the largest chunk seen).

@@ -56,6 +56,9 @@ constexpr MethodInfo kMaskMethods[] = {
      Keys(Key::kSinks, Key::kWindow)},
     {"blockwise", RopeScaling::kNone, ScaleMode::kStatic, nullptr, MaskKind::kBlock,
      Keys(Key::kWindow)},
+    // Llama 4's chunked attention (HF modeling_llama4, attention_chunk_size): window = the chunk.
+    {"chunked", RopeScaling::kNone, ScaleMode::kStatic, nullptr, MaskKind::kChunk,
+     Keys(Key::kWindow)},
     // StreamingLLM: the Lambda mask with the cache's positions (src/position/maps/streaming.cc).
     {"streaming", RopeScaling::kNone, ScaleMode::kStatic, &rel_maps::streaming_map,
      MaskKind::kLambda, Keys(Key::kSinks, Key::kWindow)},

@@ -85,6 +85,8 @@ enum class MaskKind {
   kLambda,  // and (i - j < window or j < sinks); a sink outside the window is at distance window
   kBlock,   // blockwise causal (LEX / XPOS): half-blocks of h = window / 2 positions; and
             // floor(i/h) - floor(j/h) <= 1 (its own half-block and the one before it)
+  kChunk,   // chunked attention (Llama 4's local layers): and floor(i/c) == floor(j/c), c = window:
+            // the text is cut into chunks of c positions and a query sees its own chunk only
 };
 
 struct MaskMethod {

@@ -166,6 +166,9 @@ Method FillDefaults(const Method& m, const RopeGeometry& geo, int64_t fed_len) {
     case MaskKind::kBlock:
       if (r.mask.window == 0) r.mask.window = std::max<int64_t>(2, L / 2 * 2);
       break;
+    case MaskKind::kChunk:
+      if (r.mask.window == 0) r.mask.window = L;
+      break;
   }
   return r;
 }

@@ -89,6 +89,7 @@ bool AttentionPlan::Visible(int64_t i, int64_t j) const {
     case MaskKind::kWindow: return i - j < window;
     case MaskKind::kLambda: return i - j < window || j < sinks;
     case MaskKind::kBlock: return j >= BlockKeyBegin(i, window / 2);
+    case MaskKind::kChunk: return j >= ChunkKeyBegin(i, window);
   }
   return true;
 }
@@ -97,6 +98,7 @@ int64_t AttentionPlan::FirstVisibleKey(int64_t i) const {
   switch (mask) {
     case MaskKind::kWindow: return std::max<int64_t>(0, i - window + 1);
     case MaskKind::kBlock: return BlockKeyBegin(i, window / 2);
+    case MaskKind::kChunk: return ChunkKeyBegin(i, window);
     case MaskKind::kCausal:
     case MaskKind::kLambda: return 0;
   }
@@ -133,12 +135,18 @@ double AttentionPlan::LogitScale(int64_t i) const {
   if (log_length_scale) {
     scale *= std::log(static_cast<double>(i + 1)) / std::log(static_cast<double>(geo.train_len));
   }
+  if (temperature_floor > 0.0) {
+    scale *= std::log(std::floor(static_cast<double>(i + 1) / temperature_floor) + 1.0) *
+                 temperature_scale +
+             1.0;
+  }
   return scale;
 }
 
 AttentionPlan MakeAttentionPlan(const Method& m, const RopeGeometry& geo, int64_t fed_len) {
   AttentionPlan plan;
   plan.method = ResolveMethod(m, geo, fed_len);
+  plan.requested = m;
   plan.geo = geo;
   plan.geo.base = plan.method.rope.base;
   plan.fed_len = fed_len;

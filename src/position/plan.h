@@ -89,16 +89,20 @@ std::vector<double> AlibiSlopes(int n_heads);
 // Blockwise causal attention with half-blocks of h positions: the first key query i sees, the start
 // of the half-block before its own.
 inline int64_t BlockKeyBegin(int64_t i, int64_t h) { return i / h >= 1 ? (i / h - 1) * h : 0; }
+// Chunked attention with chunks of c positions: the first key query i sees, its chunk's start.
+inline int64_t ChunkKeyBegin(int64_t i, int64_t c) { return i / c * c; }
 
 struct AttentionPlan {
-  Method method;  // resolved: every default filled in
+  Method method;     // resolved: every default filled in
+  Method requested;  // as given to MakeAttentionPlan (a layer with its own RoPE base resolves it
+                     // again for its geometry: LayerAttentionPlan)
   RopeGeometry geo;
   int64_t fed_len = 0;   // L'
   bool dynamic = false;  // per-query frequencies (dynamic-ntk, dynamic-yarn)
   RopeFrequencies freq;  // static methods: the call's frequencies; dynamic: at s = 1
   PositionMap map;
   MaskKind mask = MaskKind::kCausal;
-  int64_t window = 0;  // kWindow, kLambda, kBlock (the block: two half-blocks)
+  int64_t window = 0;  // kWindow, kLambda, kBlock (the block: two half-blocks), kChunk (the chunk)
   int64_t sinks = 0;   // kLambda
   bool logn = false;
   // Models trained with them (the training issue): an additive bias, and L2-normalized queries
@@ -113,6 +117,12 @@ struct AttentionPlan {
   bool position_log_scale = false;
   // Trained log-n (ModelConfig's attention.log_length_scale): times ln(i + 1) / ln L.
   bool log_length_scale = false;
+  // Llama 4's attention temperature tuning (Meta's llama-models and HF modeling_llama4: on the
+  // layers without RoPE, q at position i times ln(floor((i + 1) / floor_scale) + 1) * scale + 1,
+  // which is 1 for the first floor_scale - 1 positions and grows as ln i beyond): query i's logits
+  // times that. temperature_floor 0: off.
+  double temperature_floor = 0.0;
+  double temperature_scale = 0.0;
   // SSMax (Nakanishi 2025, "Scalable-Softmax Is Superior for Attention", arXiv 2501.19399): the
   // logits of head h at query i times s_h ln(n_i), n_i = i + 1, with s_h learned per head.
   // Empty: off. (Per head, so it is not part of LogitScale; the kernel scales q by it.)
@@ -144,8 +154,13 @@ struct AttentionPlan {
   RopeFrequencies FrequenciesAt(int64_t i) const;
   // What multiplies the logits of query i beyond 1/sqrt(D): attention_factor^2 (of query i when
   // dynamic) times max(1, ln(i + 1) / ln L) with +logn, times ln((i + 1) / 2) with
-  // position_log_scale.
+  // position_log_scale, ln(i + 1) / ln L with log_length_scale, and the temperature above.
   double LogitScale(int64_t i) const;
+  // Whether LogitScale(i) may differ from 1 (the kernel then scales each query row).
+  bool HasRowScale() const {
+    return logn || dynamic || freq.attention_factor != 1.0 || position_log_scale ||
+           log_length_scale || temperature_floor > 0.0;
+  }
 };
 
 // Resolves `m` for a call of fed_len tokens (ResolveMethod, then the data above). Throws

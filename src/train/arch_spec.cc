@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "src/core/check.h"
 #include "src/core/error.h"
@@ -32,6 +34,82 @@ double PositiveNumber(std::string_view flag, std::string_view piece, std::string
   } catch (const std::exception&) {
   }
   Fail("{} {}: \"{}\" is not a positive number", flag, piece, text);
+}
+
+// One layer of `layers=`: parts joined by '+' (rope | nope, full | window:W | chunk:C, base:B,
+// pi:F, temp), e.g. "window:512+base:10000", "nope+temp".
+LayerLayout ParseLayerToken(std::string_view spec, std::string_view token) {
+  constexpr std::string_view kParts =
+      "rope, nope, full, window:W, chunk:C, base:B, pi:F, temp, joined by +";
+  LayerLayout l;
+  size_t start = 0;
+  while (start <= token.size()) {
+    const size_t plus = token.find('+', start);
+    const std::string_view part =
+        token.substr(start, plus == std::string_view::npos ? std::string_view::npos : plus - start);
+    start = plus == std::string_view::npos ? token.size() + 1 : plus + 1;
+    const size_t colon = part.find(':');
+    const std::string_view key = part.substr(0, colon);
+    const std::string_view value = colon == std::string_view::npos ? "" : part.substr(colon + 1);
+    const bool has_value = colon != std::string_view::npos;
+    if (!has_value && part == "rope") {
+      l.position = true;
+    } else if (!has_value && part == "nope") {
+      l.position = false;
+    } else if (!has_value && part == "full") {
+      l.window = l.chunk = 0;
+    } else if (!has_value && part == "temp") {
+      l.temperature = true;
+    } else if (has_value && key == "window") {
+      l.window = PositiveInt("attention spec", spec, value);
+      l.chunk = 0;
+    } else if (has_value && key == "chunk") {
+      l.chunk = PositiveInt("attention spec", spec, value);
+      l.window = 0;
+    } else if (has_value && key == "base") {
+      l.rope_base = PositiveNumber("attention spec", spec, value);
+      if (l.rope_base <= 1.0) Fail("attention spec {}: base:{} (allowed: > 1)", spec, value);
+    } else if (has_value && key == "pi") {
+      l.rope_pi = PositiveNumber("attention spec", spec, value);
+      if (l.rope_pi < 1.0) Fail("attention spec {}: pi:{} (allowed: a factor >= 1)", spec, value);
+    } else {
+      Fail("attention spec {}: layer \"{}\": unknown part \"{}\" (allowed: {})", spec, token, part,
+           kParts);
+    }
+  }
+  return l;
+}
+
+// layers=T1/T2/...: each token optionally N* (N copies), the list repeated over the layers.
+std::vector<LayerLayout> ParseLayerList(std::string_view spec, std::string_view list,
+                                        int n_layers) {
+  std::vector<LayerLayout> pattern;
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t slash = list.find('/', start);
+    std::string_view token = list.substr(
+        start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    start = slash == std::string_view::npos ? list.size() + 1 : slash + 1;
+    int64_t copies = 1;
+    if (const size_t star = token.find('*'); star != std::string_view::npos) {
+      copies = PositiveInt("attention spec", spec, token.substr(0, star));
+      token = token.substr(star + 1);
+    }
+    if (token.empty()) Fail("attention spec {}: an empty layer in layers={}", spec, list);
+    const LayerLayout l = ParseLayerToken(spec, token);
+    for (int64_t c = 0; c < copies && static_cast<int64_t>(pattern.size()) <= n_layers; ++c) {
+      pattern.push_back(l);
+    }
+  }
+  if (static_cast<int>(pattern.size()) > n_layers) {
+    Fail(
+        "attention spec {}: layers= lists more layers than the model's {} (allowed: at most {}; "
+        "a shorter list repeats over the layers)",
+        spec, n_layers, n_layers);
+  }
+  std::vector<LayerLayout> out(static_cast<size_t>(n_layers));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = pattern[i % pattern.size()];
+  return out;
 }
 
 }  // namespace
@@ -251,11 +329,17 @@ void ApplyAttentionSpec(std::string_view spec, TrainArch& arch) {
     a.log_length_scale = defaults.log_length_scale;
     a.position_log_scale = defaults.position_log_scale;
     a.ssmax = defaults.ssmax;
+    a.temperature_floor = defaults.temperature_floor;
+    a.temperature_scale = defaults.temperature_scale;
   }
   bool cosine = false;
   constexpr std::string_view kAllowed =
       "keynorm, querynorm, cosine, cosine=per-position, scale=X, logn, ssmax, full, window=W, "
-      "hwfa=W, hwfa2=W/K, swan=W/K";
+      "chunk=C, hwfa=W, hwfa2=W/K, swan=W/K, gemma3=W/K, llama4=C/K, layers=L1/L2/..., "
+      "local-base=B (with gemma3), temperature=F/S";
+  std::string_view layout_piece = "full";  // the last piece that set the layers
+  std::optional<double> local_base;
+  std::optional<std::pair<double, double>> temperature;
   size_t start = 0;
   while (start <= spec.size()) {
     const size_t comma = spec.find(',', start);
@@ -291,15 +375,62 @@ void ApplyAttentionSpec(std::string_view spec, TrainArch& arch) {
       arch.model.attention.logit_scale = PositiveNumber("attention spec", piece, value);
     } else if (piece == "full") {
       for (LayerLayout& l : arch.model.attention.layers) l = LayerLayout{};
+      layout_piece = key;
     } else if (key == "window") {
       const int64_t w = PositiveInt("attention spec", piece, value);
       for (LayerLayout& l : arch.model.attention.layers) l = LayerLayout{true, w};
+      layout_piece = key;
+    } else if (key == "chunk") {
+      const int64_t c = PositiveInt("attention spec", piece, value);
+      for (LayerLayout& l : arch.model.attention.layers) l = LayerLayout{true, 0, c};
+      layout_piece = key;
+    } else if (key == "gemma3" || key == "llama4") {
+      // Gemma 3 (HF Gemma3Config: sliding_window_pattern = 6, layer i global when (i + 1) % 6 ==
+      // 0): local layers with a window of W at the local base (rope_local_base_freq, 10,000),
+      // global ones full at the model's base and interpolation (--position rope:base=B,pi=F).
+      // Llama 4 (HF Llama4TextConfig: no_rope_layer_interval = 4, attention_chunk_size): RoPE
+      // layers chunked by C, every K-th layer full attention without RoPE and with the
+      // temperature tuning (floor scale C, attention scale 0.1 unless temperature=F/S says).
+      int64_t w = 0, k = 0;
+      window_every(w, k);
+      for (int i = 0; i < n; ++i) {
+        const bool global = (i + 1) % k == 0;
+        LayerLayout& l = arch.model.attention.layers[static_cast<size_t>(i)];
+        if (key == "gemma3") {
+          l = global ? LayerLayout{} : LayerLayout{true, w};
+        } else {
+          l = global ? LayerLayout{.position = false, .temperature = true}
+                     : LayerLayout{true, 0, w};
+        }
+      }
+      if (key == "llama4") {
+        arch.model.attention.temperature_floor = static_cast<double>(w);
+        arch.model.attention.temperature_scale = 0.1;
+      }
+      layout_piece = key;
+    } else if (key == "layers") {
+      arch.model.attention.layers = ParseLayerList(spec, value, n);
+      layout_piece = key;
+    } else if (key == "local-base") {
+      local_base = PositiveNumber("attention spec", piece, value);
+      if (*local_base <= 1.0) Fail("attention spec {}: {} (allowed: a base > 1)", spec, piece);
+    } else if (key == "temperature") {
+      const size_t slash = value.find('/');
+      if (slash == std::string_view::npos) {
+        Fail(
+            "attention spec {}: temperature wants F/S (the floor scale and the attention scale: "
+            "logits times ln(floor((i + 1) / F) + 1) * S + 1), got \"{}\"",
+            spec, value);
+      }
+      temperature = {PositiveNumber("attention spec", piece, value.substr(0, slash)),
+                     PositiveNumber("attention spec", piece, value.substr(slash + 1))};
     } else if (key == "hwfa") {
       const int64_t w = PositiveInt("attention spec", piece, value);
       for (int i = 0; i < n; ++i) {
         arch.model.attention.layers[static_cast<size_t>(i)] =
             i + 1 < n ? LayerLayout{true, w} : LayerLayout{false, 0};
       }
+      layout_piece = key;
     } else if (key == "hwfa2" || key == "swan") {
       int64_t w = 0, k = 0;
       window_every(w, k);
@@ -308,9 +439,47 @@ void ApplyAttentionSpec(std::string_view spec, TrainArch& arch) {
         arch.model.attention.layers[static_cast<size_t>(i)] =
             full ? LayerLayout{key == "hwfa2", 0} : LayerLayout{true, w};
       }
+      layout_piece = key;
     } else {
       Fail("attention spec {}: unknown piece \"{}\" (allowed: {})", spec, piece, kAllowed);
     }
+  }
+  AttentionLayout& a = arch.model.attention;
+  if (layout_piece != "llama4") a.temperature_floor = a.temperature_scale = 0.0;
+  if (local_base) {
+    if (layout_piece != "gemma3") {
+      Fail(
+          "attention spec {}: local-base=B sets the base of gemma3=W/K's local layers, and the "
+          "layers come from {} (allowed: local-base with gemma3)",
+          spec, layout_piece);
+    }
+  }
+  if (layout_piece == "gemma3") {
+    // Gemma 3's local layers: RoPE at rope_local_base_freq (10,000 unless local-base=B) without
+    // the rope_scaling of the global layers (HF Gemma3: rotary_emb_local is a default RoPE).
+    for (LayerLayout& l : a.layers) {
+      if (l.window > 0) {
+        l.rope_base = local_base.value_or(10000.0);
+        l.rope_pi = 1.0;
+      }
+    }
+  }
+  const bool tuned = std::any_of(a.layers.begin(), a.layers.end(),
+                                 [](const LayerLayout& l) { return l.temperature; });
+  if (temperature) {
+    if (!tuned) {
+      Fail(
+          "attention spec {}: temperature=F/S but no layer is tuned (allowed: with llama4=C/K, "
+          "or layers=... with +temp on some layers)",
+          spec);
+    }
+    a.temperature_floor = temperature->first;
+    a.temperature_scale = temperature->second;
+  } else if (tuned && a.temperature_floor == 0.0) {
+    Fail(
+        "attention spec {}: layers with +temp need temperature=F/S (Llama 4: F = its chunk, "
+        "8192, S = 0.1)",
+        spec);
   }
   // Cosine attention's lambda (Su Jianlin's definitions): 4 ln(L / 2) for the training length L, or
   // per position 4 ln((i + 1) / 2) (the scale 4 times the plan's per-position factor); a given
@@ -360,8 +529,13 @@ std::string LayoutText(const TrainArch& arch) {
   for (size_t i = 0; i < arch.model.attention.layers.size(); ++i) {
     const LayerLayout& l = arch.model.attention.layers[i];
     if (!out.empty()) out += " / ";
-    out += l.window > 0 ? fmt::format("window {}", l.window) : std::string("full");
+    out += l.window > 0  ? fmt::format("window {}", l.window)
+           : l.chunk > 0 ? fmt::format("chunks of {}", l.chunk)
+                         : std::string("full");
     if (!l.position) out += " (no position)";
+    if (l.rope_base != 0.0) out += fmt::format(" base {}", l.rope_base);
+    if (l.rope_pi != 0.0) out += fmt::format(" pi {}", l.rope_pi);
+    if (l.temperature) out += " (temperature)";
   }
   return out;
 }

@@ -29,7 +29,24 @@
 //                  swan=W/K                          SWAN-style: every K-th layer full attention
 //                                                    without position (NoPE), the others windowed
 //                                                    with the position scheme
-//                e.g. `keynorm,hwfa=64`, `cosine,scale=10,window=128`.
+//                  chunk=C                           every layer chunked attention: the text cut
+//                                                    into chunks of C, a query sees its own chunk
+//                  gemma3=W/K                        Gemma 3: every K-th layer full attention at
+//                                                    the model's RoPE (base, pi), the others a
+//                                                    window of W at the local base (10,000, or
+//                                                    local-base=B) without interpolation
+//                  llama4=C/K                        Llama 4 iRoPE: every K-th layer full
+//                                                    attention without RoPE and with temperature
+//                                                    tuning (floor C, scale 0.1, or
+//                                                    temperature=F/S), the others chunks of C
+//                  layers=L1/L2/...                  one entry per layer, the list repeated over
+//                                                    the layers; N*L for N copies; an entry joins
+//                                                    rope|nope, full|window:W|chunk:C, base:B,
+//                                                    pi:F, temp with +
+//                  temperature=F/S                   the tuned layers' logits times
+//                                                    ln(floor((i + 1) / F) + 1) * S + 1
+//                e.g. `keynorm,hwfa=64`, `cosine,scale=10,window=128`, `gemma3=64/6`,
+//                `layers=5*window:64+base:10000/full+pi:4`.
 // Errors name the spec ("position spec rope:pi=0.5: ..."), the piece, and what is allowed;
 // the CLI writes the spec's flag in their place (tools/cli/common.h, WithFlagNames).
 #pragma once

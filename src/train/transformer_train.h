@@ -33,6 +33,7 @@
 // ratio without max(1, .) at training time (< 1 at early positions) is not implemented.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -166,7 +167,7 @@ class TrainTransformer {
       const LayerWeightsOf<Real>& W = p.layers[static_cast<size_t>(l)];
       if (arch_.model.Gau()) {  // x' = RMSNorm(x + GAU(x)), in place
         GauLayerForward<Real, Attn>(W, GauConfigOf(arch_.model, l), LayerPlan(arch_, W, l, T),
-                                    &rope.angles, x.data(), B, T,
+                                    &rope.Angles(l), x.data(), B, T,
                                     acts.layers[static_cast<size_t>(l)].gau, x.data());
         continue;
       }
@@ -221,7 +222,7 @@ class TrainTransformer {
         const bool learned_bias = !dW.bias_a.empty() && HasPosition(l);
         double dba = 0.0, dbb = 0.0;
         GauLayerBackward<Real, Attn>(W, GauConfigOf(arch_.model, l), LayerPlan(arch_, W, l, T),
-                                     &rope.angles, A.gau, B, T, dx.data(), dx.data(), dW,
+                                     &rope.Angles(l), A.gau, B, T, dx.data(), dx.data(), dW,
                                      learned_bias ? &dba : nullptr, learned_bias ? &dbb : nullptr);
         if (learned_bias) {
           dW.bias_a[0] += static_cast<Real>(dba);
@@ -283,19 +284,29 @@ class TrainTransformer {
   }
 
  private:
-  struct RopeTables {
-    int64_t T = -1;
+  // cos/sin of position t * theta_u (t < T) at one RoPE base and interpolation.
+  struct AngleTable {
+    double base = 0.0, pi = 1.0;
     std::vector<Real> cos, sin;
     RopeAngles<Real> angles;
+  };
+  struct RopeTables {
+    int64_t T = -1;
+    std::vector<AngleTable> tables;    // one per RoPE base and interpolation of the layers
+    std::vector<size_t> layer_table;   // layer l rotates by tables[layer_table[l]]
     std::vector<Real> xpos_q, xpos_k;  // XPOS: (T, pairs) factors on q and k
     std::vector<Real> log_n;           // (T): ln(i + 1), SSMax's row weight
+    const RopeAngles<Real>& Angles(int l) const {
+      return tables[layer_table[static_cast<size_t>(l)]].angles;
+    }
   };
-  // RoPE's angles of row b: the perturbed positions' (acts) or the true ones'.
-  RopeAngles<Real> RowAngles(const TrainActs<Real>& acts, const RopeTables& rope, int64_t b) const {
-    if (acts.rope_cos.empty()) return rope.angles;
-    const int64_t pairs = rope.angles.pairs;
+  // RoPE's angles of layer l in row b: the perturbed positions' (acts) or the true ones'.
+  RopeAngles<Real> RowAngles(const TrainActs<Real>& acts, const RopeTables& rope, int l,
+                             int64_t b) const {
+    if (acts.rope_cos.empty()) return rope.Angles(l);
+    const int pairs = rope.Angles(l).pairs;
     return RopeAngles<Real>{acts.rope_cos.data() + b * acts.T * pairs,
-                            acts.rope_sin.data() + b * acts.T * pairs, acts.T, rope.angles.pairs};
+                            acts.rope_sin.data() + b * acts.T * pairs, acts.T, pairs};
   }
   // cos/sin of the perturbed positions (SetPositions) into acts, or nothing.
   void PerturbedTables(int64_t B, int64_t T, TrainActs<Real>& acts) const {
@@ -305,11 +316,13 @@ class TrainTransformer {
     STRETCH_CHECK(static_cast<int64_t>(positions_.size()) == B * T, "positions {} for B={} T={}",
                   positions_.size(), B, T);
     const AttentionLayout& layout = arch_.model.attention;
+    const bool own_rope = std::any_of(layout.layers.begin(), layout.layers.end(),
+                                      [](const LayerLayout& s) { return !s.ModelRope(); });
     if (arch_.model.Gau() || layout.position != LayerPosition::kRope || Xpos() ||
-        !layout.rope_map.empty()) {
+        !layout.rope_map.empty() || own_rope) {
       throw Error(
-          "position perturbation needs RoPE without a relative map in LLaMA blocks "
-          "(position spec rope, block spec llama)");
+          "position perturbation needs RoPE without a relative map or per-layer RoPE in LLaMA "
+          "blocks (position spec rope, block spec llama)");
     }
     const int D = arch_.model.head_dim(), pairs = D / 2;
     const std::vector<double> thetas = TrainedThetas();
@@ -327,11 +340,14 @@ class TrainTransformer {
     }
   }
   // RoPE applied to q and k before the kernel (layers with a relative map rotate inside it).
-  // theta_u of every pair (rope.h: TrainedRopeThetas).
+  // theta_u of every pair (rope.h: TrainedRopeThetas) at a base and interpolation (the model's,
+  // or a layer's own).
+  std::vector<double> TrainedThetas(double base, double pi) const {
+    return TrainedRopeThetas(base, arch_.model.head_dim(), RotatedPairs(arch_), pi);
+  }
   std::vector<double> TrainedThetas() const {
-    return TrainedRopeThetas(static_cast<double>(arch_.model.rope_base), arch_.model.head_dim(),
-                             RotatedPairs(arch_),
-                             static_cast<double>(arch_.model.rope_interpolation));
+    return TrainedThetas(static_cast<double>(arch_.model.rope_base),
+                         static_cast<double>(arch_.model.rope_interpolation));
   }
   // Layer l of a LLaMA model on x (N, C), in place: the block of src/model/block.h, keeping what
   // the backward needs in acts.layers[l]. Its attention: q, k rotated, normalized (QueryNorm /
@@ -358,9 +374,9 @@ class TrainTransformer {
       if (UsesRope(l)) {
         for (int64_t b = 0; b < B; ++b) {
           RopeInterleavedForward(A.q.data() + b * T * H * D, T, H, int64_t{H} * D, D,
-                                 RowAngles(acts, rope, b));
+                                 RowAngles(acts, rope, l, b));
           RopeInterleavedForward(A.k.data() + b * T * G * D, T, G, int64_t{G} * D, D,
-                                 RowAngles(acts, rope, b));
+                                 RowAngles(acts, rope, l, b));
         }
       }
       if (m.attention.query_norm) {  // forward: q <- q / |q| per head
@@ -430,9 +446,9 @@ class TrainTransformer {
     if (UsesRope(l)) {  // forward: q, k rotated in place  so: rotate dq, dk back
       for (int64_t b = 0; b < B; ++b) {
         RopeInterleavedBackward(dq.data() + b * T * H * D, T, H, int64_t{H} * D, D,
-                                RowAngles(acts, rope, b));
+                                RowAngles(acts, rope, l, b));
         RopeInterleavedBackward(dk.data() + b * T * G * D, T, G, int64_t{G} * D, D,
-                                RowAngles(acts, rope, b));
+                                RowAngles(acts, rope, l, b));
       }
     }
   }
@@ -448,7 +464,7 @@ class TrainTransformer {
   bool Mapped(int l) const {
     const LayerAttention lay = arch_.model.attention.Layer(l);
     return !arch_.model.attention.rope_map.empty() && lay.position == LayerPosition::kRope &&
-           lay.window == 0;
+           !lay.Local();
   }
   // cos/sin of position t * theta_u for t < T, in double rounded to Real (D = the q/k width:
   // the head dim, or the GAU's key width).
@@ -456,19 +472,34 @@ class TrainTransformer {
     if (rope_.T != T) {
       const int D = arch_.model.head_dim(), pairs = D / 2;
       rope_.T = T;
-      rope_.cos.resize(static_cast<size_t>(T * pairs));
-      rope_.sin.resize(rope_.cos.size());
-      // p-RoPE: pairs from RotatedPairs() on have theta 0 (cos 1, sin 0: not rotated). PI:
-      // position t rotated as t / F (every theta divided by F; Chen et al. 2023).
-      const std::vector<double> thetas = TrainedThetas();
-      for (int64_t t = 0; t < T; ++t) {
-        for (int u = 0; u < pairs; ++u) {
-          const double theta = thetas[static_cast<size_t>(u)];
-          rope_.cos[static_cast<size_t>(t * pairs + u)] = static_cast<Real>(std::cos(t * theta));
-          rope_.sin[static_cast<size_t>(t * pairs + u)] = static_cast<Real>(std::sin(t * theta));
+      // One table per base and interpolation (layers with a RoPE of their own, LayerLayout).
+      rope_.tables.clear();
+      rope_.layer_table.clear();
+      for (int l = 0; l < arch_.model.n_layers; ++l) {
+        const double base = arch_.model.LayerRopeBase(l), pi = arch_.model.LayerRopePi(l);
+        size_t k = 0;
+        while (k < rope_.tables.size() &&
+               !(rope_.tables[k].base == base && rope_.tables[k].pi == pi)) {
+          ++k;
         }
+        if (k == rope_.tables.size()) rope_.tables.push_back(AngleTable{base, pi, {}, {}, {}});
+        rope_.layer_table.push_back(k);
       }
-      rope_.angles = RopeAngles<Real>{rope_.cos.data(), rope_.sin.data(), T, pairs};
+      for (AngleTable& a : rope_.tables) {
+        a.cos.resize(static_cast<size_t>(T * pairs));
+        a.sin.resize(a.cos.size());
+        // p-RoPE: pairs from RotatedPairs() on have theta 0 (cos 1, sin 0: not rotated). PI:
+        // position t rotated as t / F (every theta divided by F; Chen et al. 2023).
+        const std::vector<double> thetas = TrainedThetas(a.base, a.pi);
+        for (int64_t t = 0; t < T; ++t) {
+          for (int u = 0; u < pairs; ++u) {
+            const double theta = thetas[static_cast<size_t>(u)];
+            a.cos[static_cast<size_t>(t * pairs + u)] = static_cast<Real>(std::cos(t * theta));
+            a.sin[static_cast<size_t>(t * pairs + u)] = static_cast<Real>(std::sin(t * theta));
+          }
+        }
+        a.angles = RopeAngles<Real>{a.cos.data(), a.sin.data(), T, pairs};
+      }
       // XPOS: pair u of a score decays as zeta_u^((i - j) / gamma), zeta_u = (2u + 0.4 D) /
       // (1.4 D) (torchscale xpos_relative_position.py); q_i gets zeta^((i - c) / gamma) and k_j
       // zeta^((c - j) / gamma) with c = T - 1, whose product is the decay; k's factor is <= 1

@@ -23,7 +23,7 @@
 #include "src/position/plan.h"
 #include "tests/testing/random_model.h"
 #include "tests/testing/sanitizer.h"
-#include "tests/testing/shared.h"
+#include "tests/testing/stories.h"
 
 namespace stretch {
 namespace {
@@ -418,15 +418,12 @@ TEST(Nbce, RowsInParallelOrInTurnAgree) {
 
 // stories260K on real text: 3 chunks of the default 512 - 1 - 24 = 487 tokens (the last shorter).
 TEST(Nbce, StoriesMatchesDoubleReference) {
-  constexpr const char* kModel = "models/stories260K/stories260K.bin";
-  constexpr const char* kTok = "models/stories260K/tok512.bin";
-  constexpr const char* kStories = "data/tinystories";
-  STRETCH_REQUIRE_SHARED(kModel);
-  STRETCH_REQUIRE_SHARED(kTok);
-  STRETCH_REQUIRE_SHARED(kStories);
-  const Model m = LoadLlama2c(testing::SharedPath(kModel));
-  const Tokenizer tok = Tokenizer::LoadLlama2c(testing::SharedPath(kTok));
-  const TextStream text = EncodeTextPath(testing::SharedPath(kStories), tok);
+  STRETCH_REQUIRE_SHARED(testing::kStoriesModel);
+  STRETCH_REQUIRE_SHARED(testing::kStoriesTok);
+  STRETCH_REQUIRE_SHARED(testing::kStoriesText);
+  const testing::Stories stories = testing::LoadStories();
+  const Model& m = stories.model;
+  const TextStream& text = stories.text;
 #if STRETCH_ASAN
   const int context_len = 300, query_len = 16;
   const int64_t chunk = 128;  // 128, 128, 44

@@ -18,18 +18,14 @@
 #include "src/io/tokenizer.h"
 #include "src/model/transformer.h"
 #include "src/position/method.h"
+#include "tests/testing/logits.h"
 #include "tests/testing/random_model.h"
-#include "tests/testing/shared.h"
+#include "tests/testing/stories.h"
 
 namespace stretch {
 namespace {
 
-template <typename A, typename B>
-double MaxAbsDiff(const std::vector<A>& a, const std::vector<B>& b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - double(b[i])));
-  return m;
-}
+using testing::MaxAbsDiff;
 
 // Logits of every position: the first `prompt` tokens in one Forward call (in chunks of
 // `chunk`), then the others one at a time, through a cache of the streaming capacity.
@@ -135,18 +131,12 @@ TEST(StreamingCache, DecodingMatchesTheReferenceAtEveryStep) {
 }
 
 TEST(StreamingCache, StoriesDecodingMatchesTheReference) {
-  constexpr const char* kModel = "models/stories260K/stories260K.bin";
-  constexpr const char* kTok = "models/stories260K/tok512.bin";
-  constexpr const char* kStories = "data/tinystories";
-  STRETCH_REQUIRE_SHARED(kModel);
-  STRETCH_REQUIRE_SHARED(kStories);
-  const Model m = LoadLlama2c(testing::SharedPath(kModel));
-  const Tokenizer tok = Tokenizer::LoadLlama2c(testing::SharedPath(kTok));
-  const TextStream text = EncodeTextPath(testing::SharedPath(kStories), tok);
+  STRETCH_REQUIRE_SHARED(testing::kStoriesModel);
+  STRETCH_REQUIRE_SHARED(testing::kStoriesText);
+  const testing::Stories stories = testing::LoadStories();
+  const Model& m = stories.model;
   constexpr int kTokens = 320;
-  std::vector<int> tokens(kTokens);
-  tokens[0] = 1;  // BOS
-  std::copy(text.tokens.begin(), text.tokens.begin() + kTokens - 1, tokens.begin() + 1);
+  const std::vector<int> tokens = stories.Tokens(kTokens);
   const std::string spec = "streaming:sinks=4,window=60";
   const AttentionPlan plan = MakeAttentionPlan(
       ParseMethod(spec), RopeGeometry{m.config.seq_len, m.config.head_dim(), m.config.rope_base},

@@ -36,6 +36,40 @@ TEST(ArchSpec, LayoutsPerLayer) {
   EXPECT_EQ(LayoutText(a), "full / full / full / full");
 }
 
+// The layouts of current models and the per-layer list (layers are counted from 0; Gemma 3's and
+// Llama 4's global layers are the K-th, 2K-th, ...).
+TEST(ArchSpec, ModernLayoutsPerLayer) {
+  TrainArch a = Layers(6);
+  ApplyAttentionSpec("gemma3=64/3", a);
+  EXPECT_EQ(LayoutText(a),
+            "window 64 base 10000 pi 1 / window 64 base 10000 pi 1 / full / "
+            "window 64 base 10000 pi 1 / window 64 base 10000 pi 1 / full");
+  ApplyAttentionSpec("gemma3=32/2,local-base=500", a);
+  EXPECT_EQ(a.model.attention.layers[0].rope_base, 500.0);
+  EXPECT_EQ(a.model.attention.layers[1], LayerLayout{});
+  ApplyAttentionSpec("llama4=128/4", a);
+  EXPECT_EQ(LayoutText(a),
+            "chunks of 128 / chunks of 128 / chunks of 128 / full (no position) (temperature) / "
+            "chunks of 128 / chunks of 128");
+  EXPECT_EQ(a.model.attention.temperature_floor, 128.0);  // Llama 4: floor scale = chunk size
+  EXPECT_EQ(a.model.attention.temperature_scale, 0.1);
+  ApplyAttentionSpec("llama4=128/2,temperature=64/0.25", a);
+  EXPECT_EQ(a.model.attention.temperature_floor, 64.0);
+  EXPECT_EQ(a.model.attention.temperature_scale, 0.25);
+  ApplyAttentionSpec("chunk=16", a);
+  EXPECT_EQ(a.model.attention.layers[5], (LayerLayout{.chunk = 16}));
+  EXPECT_EQ(a.model.attention.temperature_floor, 0.0);  // no tuned layer left
+  // The list repeats over the layers; N* repeats an entry.
+  ApplyAttentionSpec("layers=2*window:8+base:100/nope+temp/full+pi:4,temperature=10/0.5", a);
+  EXPECT_EQ(LayoutText(a),
+            "window 8 base 100 / window 8 base 100 / full (no position) (temperature) / "
+            "full pi 4 / window 8 base 100 / window 8 base 100");
+  EXPECT_EQ(a.model.attention.temperature_floor, 10.0);
+  ApplyAttentionSpec("keynorm,layers=chunk:4/rope+full", a);
+  EXPECT_TRUE(a.model.attention.key_norm);
+  EXPECT_EQ(LayoutText(a), "chunks of 4 / full / chunks of 4 / full / chunks of 4 / full");
+}
+
 TEST(ArchSpec, Positions) {
   TrainArch a = Layers(1);
   ApplyPositionSpec("rope:base=500000", a);
@@ -230,6 +264,23 @@ TEST(ArchSpec, XposAndSandwichSettingsAreValidated) {
   ValidateArch(b);
   b.model.attention.sandwich_lambda = std::nan("");
   ExpectError([&] { ValidateArch(b); }, "sandwich lambda=nan");
+}
+
+TEST(ArchSpec, ModernLayoutErrors) {
+  TrainArch a = Layers(3);
+  ExpectError([&] { ApplyAttentionSpec("gemma3=64", a); }, "wants W/K");
+  ExpectError([&] { ApplyAttentionSpec("window=8,local-base=500", a); },
+              "local-base=B sets the base of gemma3=W/K's local layers");
+  ExpectError([&] { ApplyAttentionSpec("full,temperature=8/0.1", a); }, "no layer is tuned");
+  ExpectError([&] { ApplyAttentionSpec("layers=nope+temp", a); }, "need temperature=F/S");
+  ExpectError([&] { ApplyAttentionSpec("llama4=8/2,temperature=8", a); }, "temperature wants F/S");
+  ExpectError([&] { ApplyAttentionSpec("layers=full/full/full/full", a); },
+              "more layers than the model's 3");
+  ExpectError([&] { ApplyAttentionSpec("layers=window:8+flat", a); }, "unknown part \"flat\"");
+  ExpectError([&] { ApplyAttentionSpec("layers=window:0", a); }, "not a positive integer");
+  ExpectError([&] { ApplyAttentionSpec("layers=full+base:1", a); }, "base:1 (allowed: > 1)");
+  ExpectError([&] { ApplyAttentionSpec("layers=full+pi:0.5", a); }, "a factor >= 1");
+  ExpectError([&] { ApplyAttentionSpec("layers=full//full", a); }, "an empty layer");
 }
 
 }  // namespace

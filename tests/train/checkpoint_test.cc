@@ -183,6 +183,36 @@ TEST(Checkpoint, LaterVariantsRoundTrip) {
   EXPECT_EQ(ArchToJson(ArchFromJson(old, "old run")), plain);
 }
 
+// Per-layer RoPE, chunks and the temperature tuning come back; a config without them (earlier
+// runs) writes none of their fields; a bad entry is refused with its layer.
+TEST(Checkpoint, PerLayerRopeRoundTrips) {
+  TrainArch a = SmallArch(LayerPosition::kRope);
+  a.model.attention.layers[0] = LayerLayout{.chunk = 8, .rope_base = 500.0, .rope_pi = 2.0};
+  a.model.attention.layers[1] = LayerLayout{.position = false, .temperature = true};
+  a.model.attention.temperature_floor = 16;
+  a.model.attention.temperature_scale = 0.1;
+  ValidateArch(a);
+  const TrainArch b = ArchFromJson(ArchToJson(a), "test");
+  EXPECT_EQ(ArchToJson(a), ArchToJson(b));
+  EXPECT_EQ(b.model.attention.layers, a.model.attention.layers);
+  EXPECT_EQ(b.model.attention.temperature_floor, 16.0);
+  EXPECT_EQ(b.model.attention.temperature_scale, 0.1);
+  const nlohmann::json plain = ArchToJson(SmallArch(LayerPosition::kRope));
+  EXPECT_FALSE(plain.at("layout").at(0).contains("chunk"));
+  EXPECT_FALSE(plain.at("layout").at(0).contains("rope_base"));
+  EXPECT_FALSE(plain.at("logits").contains("temperature"));
+  nlohmann::json bad = ArchToJson(a);
+  bad["layout"][0]["window"] = 4;  // with chunk 8
+  ExpectErrorContaining([&] { ArchFromJson(bad, "f"); }, "layer 0: window=4 and chunk=8");
+  bad = ArchToJson(a);
+  bad["layout"][1]["rope_base"] = 300;  // a NoPE layer
+  ExpectErrorContaining([&] { ArchFromJson(bad, "f"); }, "layer 1: a RoPE base or pi");
+  bad = ArchToJson(a);
+  bad["logits"].erase("temperature");
+  ExpectErrorContaining([&] { ArchFromJson(bad, "f"); },
+                        "layer 1: temperature tuning without its floor scale");
+}
+
 // PI and NTK: the interpolation, the NTK factor and the base it scales come back, with the
 // resolved base; a resumed PI / NTK run is the uninterrupted one; a config whose base does not
 // follow from its NTK factor is refused.

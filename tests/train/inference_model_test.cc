@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "reference/attention_backward.h"
+#include "reference/layout_llama.h"
 #include "reference/llama.h"
 #include "reference/method_llama.h"
 #include "reference/position.h"
@@ -129,6 +130,20 @@ std::vector<Variant> Variants() {
       {"pi", "rope:pi=2.5"},
       {"pi-mixed", "rope:base=500,pi=2", "keynorm", 2, false, kMixed},
       {"ntk", "rope:ntk=3"},
+      // Per-layer RoPE and the layouts of current models (3 layers: local, global, local).
+      // Gemma 3: windowed layers at base 300, the global one at the model's base and pi.
+      {"gemma3", "rope:base=2000,pi=2", "gemma3=12/2,local-base=300"},
+      // Llama 4: chunks of 8 with RoPE, the middle layer NoPE with the temperature tuning
+      // (floor 4: it changes from position 3 on, inside the 59 tested positions).
+      {"llama4", "rope", "llama4=8/2,temperature=4/0.5"},
+      {"llama4-gqa-keynorm", "rope:base=700", "keynorm,llama4=10/3,temperature=6/0.3", 2},
+      // Any mix: a chunked layer at its own base, a tuned NoPE layer, a full one with its own
+      // base and pi.
+      {"layers-mixed", "rope:base=800",
+       "layers=chunk:10+base:50/nope+temp/base:5000+pi:3,"
+       "temperature=5/0.4"},
+      {"layers-xpos", "xpos:gamma=48", "layers=window:12+base:90/full+base:3000+pi:2"},
+      {"gau-layers", "rope", "layers=chunk:8+base:400/full+pi:2", 1, false, {}, "gau:key=16"},
   };
 }
 
@@ -320,197 +335,12 @@ TEST(InferenceModel, LayoutIsNotVacuous) {
 // ---------------------------------------------------------------------------------------------
 // Methods on a trained layout
 
-// The naive forward of a trained model under a method, in any number type, written from the
-// rule at the top of src/model/transformer.h and from the methods' definitions in
-// reference/position.h (not from the engine's per-layer plans):
-//   a layer trained with a window w: keys i - w < j <= i, RoPE at its true positions (when the
-//     layer has RoPE), factor 1;
-//   a full-attention RoPE layer: the method's mask, relative position, frequencies and factor;
-//   a full-attention layer without RoPE: the method's mask, no rotation, factor max(1, ln(i+1) /
-//     ln L) with +logn;
-// and every layer with its bias (ALiBi, KERPLE, Sandwich) and QueryNorm / KeyNorm, scaled by
-// arch.model.LogitScale(); the later variants from their definitions (src/position/plan.h): p-RoPE (pairs
-// from round(P D/2) on keep theta 0), XPOS (pair t of a score times zeta_t^(r / gamma), r the
-// relative position the pair is rotated by), SSMax (times s_h ln(i + 1)) and the per-position
-// lambda (times ln((i + 1) / 2)).
+// The naive forward of the trained model under a method: reference/layout_llama.h, from the rule
+// at the top of src/model/transformer.h and the methods' definitions.
 template <typename T>
 std::vector<T> RuleForwardRef(const TrainArch& arch, const ModelWeights& p, const std::string& spec,
                               const std::vector<int>& tokens) {
-  const ModelConfig& c = arch.model;
-  // The GAU (src/model/config.h's ModelBlock::kGau): one head whose queries and keys have width
-  // S = head_dim() and whose values have width E; LLaMA: H heads over G kv heads of width D.
-  const bool gau = arch.model.Gau();
-  const int C = c.dim, F = c.hidden_dim, D = arch.model.head_dim();
-  const int H = gau ? 1 : c.n_heads, G = gau ? 1 : c.n_kv_heads, VD = gau ? F : D;
-  const int KV = c.kv_dim(), V = c.vocab_size;
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  const RopeGeometry geo{c.seq_len, D, static_cast<double>(c.rope_base)};
-  const AttentionPlan mp = MakeAttentionPlan(ParseMethod(spec), geo, n);
-  const std::vector<double> alibi = AlibiSlopes(H);
-  const std::vector<float> ones(static_cast<size_t>(C), 1.0f);  // the GAU's norms' gain
-  auto silu = [](std::vector<T> v) {
-    for (T& e : v) e = e / (T(1) + std::exp(-e));
-    return v;
-  };
-  std::vector<std::vector<T>> x(static_cast<size_t>(n), std::vector<T>(static_cast<size_t>(C)));
-  for (int64_t t = 0; t < n; ++t) {
-    for (int i = 0; i < C; ++i) x[t][i] = p.token_embedding[static_cast<size_t>(tokens[t]) * C + i];
-    if (gau) x[t] = ref::RmsNormRef(x[t], ones, c.norm_eps);  // Embedding-Norm
-  }
-  auto normalize = [D](T* v) {
-    T ss = 0;
-    for (int d = 0; d < D; ++d) ss += v[d] * v[d];
-    if (ss > 0) {
-      const T inv = T(1) / std::sqrt(ss);
-      for (int d = 0; d < D; ++d) v[d] *= inv;
-    }
-  };
-  for (int l = 0; l < c.n_layers; ++l) {
-    const LayerWeights& w = p.layers[static_cast<size_t>(l)];
-    const LayerLayout& lay = arch.model.attention.layers[static_cast<size_t>(l)];
-    const bool rope = arch.model.attention.position == LayerPosition::kRope && lay.position;
-    const int rotated = static_cast<int>(std::lround(arch.model.attention.rope_fraction * (D / 2)));
-    const bool windowed = lay.window > 0;
-    std::function<bool(int64_t, int64_t)> visible;
-    std::function<double(int64_t, int64_t)> rel;
-    std::function<std::vector<double>(int64_t)> thetas;
-    std::function<double(int64_t)> factor;
-    if (windowed) {
-      visible = [&](int64_t i, int64_t j) { return j <= i && i - j < lay.window; };
-      rel = [](int64_t i, int64_t j) { return static_cast<double>(i - j); };
-      thetas = [&](int64_t) { return RopeThetas(geo.base, D); };
-      factor = [](int64_t) { return 1.0; };
-    } else {
-      visible = [&](int64_t i, int64_t j) { return ref::MethodVisible(mp.method, i, j); };
-      if (rope) {
-        rel = [&](int64_t i, int64_t j) { return ref::MethodRelPos(mp.method, i, j); };
-        thetas = [&](int64_t i) { return ref::MethodThetas(mp, i); };
-        factor = [&](int64_t i) { return ref::MethodLogitFactor(mp, i); };
-      } else {
-        factor = [&](int64_t i) {
-          return mp.method.logn ? std::max(1.0, std::log(static_cast<double>(i + 1)) /
-                                                    std::log(static_cast<double>(c.seq_len)))
-                                : 1.0;
-        };
-      }
-    }
-    auto bias = [&](int h, int64_t d) -> double {
-      if (!lay.position) return 0.0;
-      switch (arch.model.attention.position) {
-        case LayerPosition::kAlibi: return -alibi[h] * static_cast<double>(d);
-        case LayerPosition::kKerpleLog:
-          return -double(w.bias_a[h]) *
-                 std::log(1.0 + double(w.bias_b[h]) * static_cast<double>(d));
-        case LayerPosition::kKerplePower:
-          return -double(w.bias_a[h]) * std::pow(static_cast<double>(d), double(w.bias_b[h]));
-        case LayerPosition::kSandwich: {  // lambda sum_{t < dim/2} cos(d 10000^(-2t/dim))
-          double sum = 0;
-          for (int t = 0; t < arch.model.attention.sandwich_dim / 2; ++t) {
-            sum += std::cos(static_cast<double>(d) *
-                            std::pow(10000.0, -2.0 * t / arch.model.attention.sandwich_dim));
-          }
-          return arch.model.attention.sandwich_lambda * sum;
-        }
-        default: return 0.0;
-      }
-    };
-    std::vector<std::vector<T>> q(static_cast<size_t>(n)), k(q.size()), vv(q.size()), u(q.size());
-    for (int64_t t = 0; t < n; ++t) {
-      if (gau) {  // U, V = silu(x Wu), silu(x Wv); Q, K = gamma Z + beta, Z = silu(x Wz)
-        u[t] = silu(ref::Matvec(w.gau_u, x[t], F, C));
-        vv[t] = silu(ref::Matvec(w.gau_v, x[t], F, C));
-        const std::vector<T> z = silu(ref::Matvec(w.gau_z, x[t], D, C));
-        q[t].resize(static_cast<size_t>(D));
-        k[t].resize(static_cast<size_t>(D));
-        for (int d = 0; d < D; ++d) {
-          q[t][d] = T(w.gamma_q[d]) * z[d] + T(w.beta_q[d]);
-          k[t][d] = T(w.gamma_k[d]) * z[d] + T(w.beta_k[d]);
-        }
-      } else {
-        const std::vector<T> h = ref::RmsNormRef(x[t], w.attn_norm, c.norm_eps);
-        q[t] = ref::Matvec(w.wq, h, C, C);
-        k[t] = ref::Matvec(w.wk, h, KV, C);
-        vv[t] = ref::Matvec(w.wv, h, KV, C);
-      }
-      // QueryNorm / KeyNorm before the rotation, which keeps the norm.
-      for (int hh = 0; arch.model.attention.query_norm && hh < H; ++hh)
-        normalize(q[t].data() + hh * D);
-      for (int g = 0; arch.model.attention.key_norm && g < G; ++g) normalize(k[t].data() + g * D);
-    }
-    const T scale = static_cast<T>(arch.model.LogitScale());
-    for (int64_t i = 0; i < n; ++i) {
-      std::vector<double> th = rope ? thetas(i) : std::vector<double>();
-      for (size_t t = static_cast<size_t>(rotated); t < th.size(); ++t) th[t] = 0.0;
-      std::vector<T> att(static_cast<size_t>(H * VD), T(0));
-      for (int hh = 0; hh < H; ++hh) {
-        const int g = hh / (H / G);
-        double row = factor(i);
-        if (arch.model.attention.ssmax)
-          row *= double(w.ssmax[hh]) * std::log(static_cast<double>(i + 1));
-        if (arch.model.attention.position_log_scale)
-          row *= std::log(static_cast<double>(i + 1) / 2.0);
-        if (arch.model.attention.log_length_scale) {  // trained log-n, at every position
-          row *= std::log(static_cast<double>(i + 1)) /
-                 std::log(static_cast<double>(arch.model.seq_len));
-        }
-        std::vector<T> s(static_cast<size_t>(i + 1), -INFINITY);
-        T mx = -INFINITY;
-        for (int64_t j = 0; j <= i; ++j) {
-          if (!visible(i, j)) continue;
-          std::vector<T> qr(q[i].begin() + hh * D, q[i].begin() + (hh + 1) * D);
-          if (rope) {
-            const double r = rel(i, j);
-            for (int t = 0; t < D / 2; ++t) {
-              const T cs = static_cast<T>(std::cos(r * th[t])),
-                      sn = static_cast<T>(std::sin(r * th[t]));
-              const T a = qr[2 * t], b = qr[2 * t + 1];
-              qr[2 * t] = a * cs - b * sn;
-              qr[2 * t + 1] = a * sn + b * cs;
-              if (arch.model.attention.xpos_scale_base > 0.0) {  // zeta_t^(r / gamma), zeta_t =
-                const double zeta = (2.0 * t + 0.4 * D) / (1.4 * D);  // (2t + 0.4 D) / (1.4 D)
-                const T f =
-                    static_cast<T>(std::pow(zeta, r / arch.model.attention.xpos_scale_base));
-                qr[2 * t] *= f;
-                qr[2 * t + 1] *= f;
-              }
-            }
-          }
-          T dot = 0;
-          for (int d = 0; d < D; ++d) dot += qr[d] * k[j][g * D + d];
-          s[j] = scale * static_cast<T>(row) * dot + static_cast<T>(bias(hh, i - j));
-          mx = std::max(mx, s[j]);
-        }
-        T sum = 0;
-        for (T& e : s) sum += (e = std::exp(e - mx));
-        for (int64_t j = 0; j <= i; ++j) {
-          for (int d = 0; d < VD; ++d) att[hh * VD + d] += s[j] / sum * vv[j][g * VD + d];
-        }
-      }
-      if (gau) {  // x <- RMSNorm(x + (U * (A V)) Wo), no gain
-        for (int f = 0; f < F; ++f) att[f] *= u[i][f];
-        const std::vector<T> o = ref::Matvec(w.wo, att, C, F);
-        for (int d = 0; d < C; ++d) x[i][d] += o[d];
-        x[i] = ref::RmsNormRef(x[i], ones, c.norm_eps);
-        continue;
-      }
-      const std::vector<T> o = ref::Matvec(w.wo, att, C, C);
-      for (int d = 0; d < C; ++d) x[i][d] += o[d];
-      const std::vector<T> h = ref::RmsNormRef(x[i], w.ffn_norm, c.norm_eps);
-      std::vector<T> a = ref::Matvec(w.w1, h, F, C);
-      const std::vector<T> b = ref::Matvec(w.w3, h, F, C);
-      for (int f = 0; f < F; ++f) a[f] = a[f] / (T(1) + std::exp(-a[f])) * b[f];
-      const std::vector<T> down = ref::Matvec(w.w2, a, C, F);
-      for (int d = 0; d < C; ++d) x[i][d] += down[d];
-    }
-  }
-  const std::vector<float>& cls = p.classifier.empty() ? p.token_embedding : p.classifier;
-  std::vector<T> logits;
-  for (int64_t t = 0; t < n; ++t) {
-    const std::vector<T> h = ref::RmsNormRef(x[t], p.final_norm, c.norm_eps);
-    const std::vector<T> row = ref::Matvec(cls, h, V, C);
-    logits.insert(logits.end(), row.begin(), row.end());
-  }
-  return logits;
+  return ref::LayoutForwardRef<T>(arch.model, p, spec, tokens);
 }
 
 template <typename T>
@@ -568,6 +398,19 @@ TEST(InferenceModel, MethodsOnTrainedLayoutsMatchTheRuleReference) {
       {{"gau-mixed", "rope", "keynorm", 1, false, kMixed, "gau:key=8"},
        {"self-extend:group=3,window=14", "window:window=20+logn"}},
       {{"gau-alibi", "alibi", "full", 1, false, {}, "gau:key=16"}, {"blockwise:window=16"}},
+      // Per-layer RoPE: the global layer takes the method at its own base and pi; the local
+      // layers keep their windows or chunks at their bases; a tuned NoPE layer takes the mask.
+      {{"gemma3", "rope:base=2000,pi=2", "gemma3=12/2,local-base=300"},
+       {"ntk", "rerope:window=16", "dynamic-ntk", "window:window=20+logn"}},
+      {{"gemma3-nopi", "rope:base=2000", "gemma3=12/2"},
+       {"yarn:factor=3+logn", "dynamic-yarn", "lambda:sinks=2,window=20", "chunked:window=16"}},
+      {{"llama4", "rope", "llama4=8/2,temperature=4/0.5"},
+       {"window:window=20+logn", "direct+logn", "chunked:window=16"}},
+      {{"layers-mixed", "rope:base=800",
+        "layers=chunk:10+base:50/nope+temp/base:5000+pi:3,temperature=5/0.4"},
+       {"ntk", "self-extend:group=3,window=14", "dynamic-ntk", "lambda:sinks=2,window=20"}},
+      {{"gau-layers", "rope", "layers=chunk:8+base:400/full+pi:2", 1, false, {}, "gau:key=16"},
+       {"rerope:window=16", "dynamic-ntk"}},
   };
   const std::vector<int> tokens = RandomIds(2 * kL + 11, 37, 9);
   for (const MethodCase& mc : cases) {
@@ -587,6 +430,52 @@ TEST(InferenceModel, MethodsOnTrainedLayoutsMatchTheRuleReference) {
       }
       std::printf("  %-13s %-30s max |inference - rule reference| = %.3g (tolerance %.3g)\n",
                   mc.variant.name.c_str(), spec.c_str(), worst, tol);
+    }
+  }
+}
+
+// Not vacuous for the per-layer settings: the reference with one of them dropped (a layer's own
+// base and pi, chunks read as a window of the same size, the temperature tuning) is far from the
+// engine, so a test above would fail if the engine dropped it.
+TEST(InferenceModel, PerLayerRopeReferenceIsNotVacuous) {
+  const std::vector<int> tokens = RandomIds(2 * kL + 11, 37, 12);
+  struct Perturbed {
+    const char* what;
+    std::function<void(LayerLayout&)> change;
+  };
+  const std::vector<Perturbed> perturbations = {
+      {"own base and pi dropped", [](LayerLayout& l) { l.rope_base = l.rope_pi = 0.0; }},
+      {"chunks read as a window",
+       [](LayerLayout& l) {
+         if (l.chunk > 0) std::swap(l.chunk, l.window);
+       }},
+      {"temperature dropped", [](LayerLayout& l) { l.temperature = false; }},
+  };
+  // Each with a method that its full-attention layers take (llama4 has no full RoPE layer).
+  const std::vector<std::pair<Variant, std::string>> cases = {
+      {{"gemma3", "rope:base=2000,pi=2", "gemma3=12/2,local-base=300"}, "ntk"},
+      {{"llama4", "rope", "llama4=8/2,temperature=4/0.5"}, "direct+logn"},
+      {{"layers-mixed", "rope:base=800",
+        "layers=chunk:10+base:50/nope+temp/base:5000+pi:3,temperature=5/0.4"},
+       "ntk"}};
+  for (const auto& [v, spec] : cases) {
+    const TrainArch arch = ArchOf(v);
+    const std::unique_ptr<Trainer> trainer = TrainFewSteps(arch);
+    const ModelWeights& p = trainer->params();
+    const Model m = InferenceModel(arch, p, "test " + v.name);
+    const std::vector<double> got = InferenceLogits(m, tokens, RunPath::kPrefill, spec);
+    const std::vector<double> exact = AsDouble(RuleForwardRef<double>(arch, p, spec, tokens));
+    const double tol =
+        8 * MaxAbsDiff(AsDouble(RuleForwardRef<float>(arch, p, spec, tokens)), exact) + 1e-6;
+    EXPECT_LE(MaxAbsDiff(got, exact), tol) << v.name;
+    for (const Perturbed& pert : perturbations) {
+      TrainArch changed = arch;
+      for (LayerLayout& l : changed.model.attention.layers) pert.change(l);
+      if (changed.model.attention.layers == arch.model.attention.layers) continue;  // not in it
+      const double d = MaxAbsDiff(got, AsDouble(RuleForwardRef<double>(changed, p, spec, tokens)));
+      EXPECT_GT(d, 10 * tol) << v.name << ": " << pert.what;
+      std::printf("  %-13s %-26s |engine - perturbed reference| = %.3g (tolerance %.3g)\n",
+                  v.name.c_str(), pert.what, d, tol);
     }
   }
 }

@@ -259,6 +259,22 @@ std::vector<std::pair<std::string, std::function<void(TrainArch&)>>> LaterVarian
              a.model.attention.position_log_scale = true;
          a.model.attention.logit_scale = 4.0;
        }},
+      // Per-layer RoPE: chunks of 2 at a base of their own, then full attention with its own
+      // position interpolation.
+      {"per-layer rope, chunks",
+       [](TrainArch& a) {
+         a.model.attention.layers = {LayerLayout{.chunk = 2, .rope_base = 50.0},
+                                     LayerLayout{.rope_pi = 2.5}};
+       }},
+      // Llama 4: a chunked RoPE layer and a NoPE layer with the temperature tuning (floor 2:
+      // it changes from position 1 on).
+      {"llama4 temperature",
+       [](TrainArch& a) {
+         a.model.attention.layers = {LayerLayout{.chunk = 3},
+                                     LayerLayout{.position = false, .temperature = true}};
+         a.model.attention.temperature_floor = 2.0;
+         a.model.attention.temperature_scale = 0.7;
+       }},
   };
 }
 

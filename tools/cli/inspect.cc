@@ -72,11 +72,9 @@ void PrintLayout(const ModelHeader& header, const AttentionPlan& plan) {
             fmt::format("takes the method's mask ({}){}", MaskText(p), p.logn ? " and +logn" : "");
         break;
       }
-      case LayerMethodUse::kTrainedWindow: use = "keeps its window; no method"; break;
+      case LayerMethodUse::kTrainedWindow: use = "keeps its window or chunks; no method"; break;
     }
-    Row(fmt::format("layer {}: {}, {}", l, LayerPositionName(la.position),
-                    la.window > 0 ? fmt::format("window {}", la.window) : std::string("full")),
-        use);
+    Row(fmt::format("layer {}: {}", l, LayerAttentionText(c, l)), use);
   }
 }
 

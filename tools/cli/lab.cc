@@ -226,10 +226,11 @@ void RegisterLab(CLI::App& app) {
                   "training-free methods to test, a comma list of --method specs (see `stretch "
                   "score --help`); `nbce[:...]` runs on the fixed tail and the passkey, where the "
                   "question is its query, and is skipped by name on the other protocols");
-  cmd->add_option("--models", a->models,
-                  "only these models of the preset, a comma list of their names (--quick: rope, "
-                  "keynorm; --full: gau, gau-logn, gau-querynorm, ..., sandwich; a wrong name "
-                  "lists them all)");
+  cmd->add_option(
+      "--models", a->models,
+      "only these models of the preset, a comma list of their names (--quick: rope, "
+      "keynorm; --full: gau, gau-logn, gau-querynorm, ..., sandwich, gemma3, llama4; a wrong name "
+      "lists them all)");
   cmd->add_option("--factors", a->factors,
                   "test lengths as multiples of the training length (default 8,16)");
   cmd->add_option("--windows", a->windows,

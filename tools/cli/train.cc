@@ -223,7 +223,16 @@ void RegisterTrain(CLI::App& app) {
                   "of 1/sqrt(head dim) or lambda), logn (logits of query i times ln(i+1)/ln L, "
                   "in training and after: the seeds' log-n models), ssmax (a learned per-head s "
                   "times ln(i+1), "
-                  "SSMax). Layout: full, window=W, hwfa=W, hwfa2=W/K, swan=W/K")
+                  "SSMax). Layout: full, window=W (each token sees the last W), chunk=C (the "
+                  "text cut into chunks of C, each token sees its own chunk), hwfa=W, "
+                  "hwfa2=W/K, swan=W/K, gemma3=W/K (Gemma 3: every K-th layer full attention "
+                  "at the --position RoPE, the others a window of W at RoPE base 10000, or "
+                  "local-base=B), llama4=C/K (Llama 4: every K-th layer full attention without "
+                  "RoPE and with temperature tuning, the others chunks of C; "
+                  "temperature=F/S: logits times ln(floor((i+1)/F)+1)*S+1, default F=C, "
+                  "S=0.1), layers=L1/L2/... (one entry per layer, repeated over the layers; "
+                  "N*L repeats one; an entry joins rope|nope, full|window:W|chunk:C, base:B, "
+                  "pi:F, temp with +, e.g. layers=5*window:512+base:10000/full+pi:8)")
       ->capture_default_str();
   sub->add_option("--lr", args->run.lr, "Peak learning rate")->capture_default_str();
   sub->add_option("--min-lr", args->min_lr, "Learning rate at the last step (default: lr / 10)");
