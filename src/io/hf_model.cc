@@ -193,6 +193,9 @@ std::string RelativeReason(const std::string& name) {
        "feed-forward"},
       {"phi", "it fuses qkv_proj and gate_up_proj"},
       {"mixtral", "its feed-forward is a mixture of experts"},
+      {"llama4",
+       "its feed-forward is a mixture of experts and its RoPE layers L2-normalize q and k "
+       "(its attention layout alone trains here: stretch train --attention llama4=C/K)"},
   };
   for (const auto& [start, why] : kRelatives) {
     if (lower.starts_with(start)) return fmt::format(" ({})", why);

@@ -222,7 +222,9 @@ AttentionPlan LayerAttentionPlan(const ModelConfig& config, int l, const Attenti
       Method local;
       local.mask.kind = a.window > 0 ? MaskKind::kWindow : MaskKind::kChunk;
       local.mask.window = a.window > 0 ? a.window : a.chunk;
-      p = MakeAttentionPlan(local, geo, method_plan.fed_len);
+      // The window is the model's, not the call's: a call shorter than it (a short prompt) sees
+      // all its keys, as under causal attention, and is not refused as a method's window would be.
+      p = MakeAttentionPlan(local, geo, std::max(method_plan.fed_len, local.mask.window));
       break;
     }
     case LayerMethodUse::kMaskAndLogn:

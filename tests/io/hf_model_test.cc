@@ -742,6 +742,8 @@ TEST_F(HfConfigTest, ArchitecturesAreReadOrRefusedByName) {
   EXPECT_TRUE(Names(Read(c), {"Qwen2ForCausalLM", "biases"}));
   c["architectures"] = {"GemmaForCausalLM"};
   EXPECT_TRUE(Names(Read(c), {"GemmaForCausalLM", "1 + w"}));
+  c["architectures"] = {"Llama4ForCausalLM"};
+  EXPECT_TRUE(Names(Read(c), {"Llama4ForCausalLM", "mixture of experts", "llama4=C/K"}));
   c.erase("architectures");
   EXPECT_TRUE(Names(Read(c), {"model_type \"qwen2\""}));
   c.erase("model_type");

@@ -313,6 +313,25 @@ TEST(InferenceModel, EveryTrainedVariantMatchesTheTrainerInEveryPath) {
   }
 }
 
+// A text shorter than a layer's trained window or chunk runs (the window is the model's, not the
+// call's): as the trainer on the same short text.
+TEST(InferenceModel, TextsShorterThanTheTrainedWindowRun) {
+  const std::vector<int> tokens = RandomIds(5, 37, 13);
+  for (const Variant& v : std::vector<Variant>{
+           {"hwfa2", "rope", "hwfa2=12/2"}, {"llama4", "rope", "llama4=8/2,temperature=4/0.5"}}) {
+    const TrainArch arch = ArchOf(v);
+    const std::unique_ptr<Trainer> trainer = TrainFewSteps(arch);
+    const ModelWeights& p = trainer->params();
+    const std::vector<double> exact = TrainerLogits<double, RefAttentionForward>(arch, p, tokens);
+    const double e_f = MaxAbsDiff(TrainerLogits<float, KernelAttention>(arch, p, tokens), exact);
+    const Model m = InferenceModel(arch, p, "test " + v.name);
+    for (RunPath path : kPaths) {
+      EXPECT_LE(MaxAbsDiff(InferenceLogits(m, tokens, path), exact), 8 * e_f + 1e-6)
+          << v.name << " " << PathName(path);
+    }
+  }
+}
+
 // Not vacuous: run each layout as if it were a plain LLaMA model (RoPE, full attention,
 // 1/sqrt(D), no norms, no bias) and the logits move far beyond the tolerance above.
 TEST(InferenceModel, LayoutIsNotVacuous) {

@@ -199,9 +199,11 @@ void RegisterLab(CLI::App& app) {
                 "the quick lab (default): a RoPE baseline and a KeyNorm model, every training-free "
                 "method, 8x "
                 "and 16x; about 10 minutes on 2 cores");
-  cmd->add_flag("--full", a->full,
-                "the seeds' experiments: GAU with QueryNorm/KeyNorm/cosine (each with and "
-                "without log-n), window, HWFA, ALiBi, KERPLE, XPOS, NoPE, Sandwich; hours");
+  cmd->add_flag(
+      "--full", a->full,
+      "the seeds' experiments: GAU with QueryNorm/KeyNorm/cosine (each with and "
+      "without log-n), window, HWFA, ALiBi, KERPLE, XPOS, NoPE, Sandwich, and the layouts "
+      "of Gemma 3 and Llama 4; hours");
   cmd->add_option("--corpus", a->corpus,
                   "text to train and test on: a folder of *.txt documents or one text file "
                   "(default: the State of the Union addresses in data/sotu, installed by "
