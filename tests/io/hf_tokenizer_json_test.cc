@@ -55,19 +55,6 @@ constexpr size_t kSanitizerBookBytes = 96 * 1024;
 
 constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
 
-std::string Replace(std::string_view s, std::string_view from, std::string_view to) {
-  std::string out;
-  for (size_t at = 0; at < s.size();) {
-    if (s.compare(at, from.size(), from) == 0) {
-      out += to;
-      at += from.size();
-    } else {
-      out += s[at++];
-    }
-  }
-  return out;
-}
-
 std::string BytePiece(int b) {
   static const char* hex = "0123456789ABCDEF";
   return std::string("<0x") + hex[b >> 4] + hex[b & 15] + ">";
@@ -117,7 +104,7 @@ class HfReference {
   }
 
   std::vector<int> Encode(std::string_view text) const {
-    std::string s = Replace(text, " ", kSpace);
+    std::string s = ReplaceAll(text, " ", kSpace);
     if (!s.empty() && !(metaspace_ && s.starts_with(kSpace))) s = std::string(kSpace) + s;
     struct Symbol {
       int id, prev, next;
@@ -202,7 +189,7 @@ std::string FirstDifference(const std::vector<int>& a, const std::vector<int>& b
       const int id = ids[k];
       const bool ok = id >= 0 && id < vocab.vocab_size();
       s += (k == i ? " >>" : " ") + std::to_string(id) + "\"" +
-           (ok ? Replace(vocab.Piece(id), " ", kSpace) : std::string("?")) + "\"";
+           (ok ? ReplaceAll(vocab.Piece(id), " ", kSpace) : std::string("?")) + "\"";
     }
     return s;
   };
@@ -454,7 +441,7 @@ TEST_F(HfTokenizerJsonTest, WrittenFileHasLlamaConvertersForm) {
   for (const json& m : model["merges"]) {
     const std::string s = m.get<std::string>();
     const std::string merged =
-        Replace(s.substr(0, s.find(' ')) + s.substr(s.find(' ') + 1), kSpace, " ");
+        ReplaceAll(s.substr(0, s.find(' ')) + s.substr(s.find(' ') + 1), kSpace, " ");
     int id = -1;
     for (int k = 0; k < bin.vocab_size(); ++k) {
       if (bin.Piece(k) == merged) id = k;
