@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -203,10 +204,14 @@ TEST(MethodModel, PerLayerLayoutsMatchTheLayoutReference) {
         const double tol =
             8 * MaxAbsDiff(ref::LayoutForwardRef<float>(c, m.weights, spec, tokens), exact) + 1e-6;
         std::vector<float> got;
+        double worst = 0;
         for (Path path : {Path::kPrefill, Path::kChunks7, Path::kDecode, Path::kSequence}) {
           got = EngineLogits(m, spec, tokens, path);
+          worst = std::max(worst, MaxAbsDiff(got, exact));
           EXPECT_LE(MaxAbsDiff(got, exact), tol) << spec << " path " << static_cast<int>(path);
         }
+        std::printf("  D=%-3d %-6s %-24s max |engine - double| %.2e (budget %.2e)\n", D,
+                    layout.name, spec.c_str(), worst, tol);
         // The reference without the layers' own RoPE, with chunks read as windows, without the
         // temperature: each far from the engine (where the layout has that setting).
         ModelConfig plain_rope = c, windows = c, no_temperature = c;
