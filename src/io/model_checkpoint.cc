@@ -234,6 +234,7 @@ void WriteModelCheckpoint(const Model& model, const std::string& path,
                                            .dump());
   }
   w.SetMetadata("stretch.converted_from", model.source);
+  SealCheckpoint(w);
   w.Write(path);
 }
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -123,8 +125,23 @@ ModelFileHeader ReadModelFileHeader(const std::string& model, std::vector<std::s
   return h;
 }
 
-LoadedModel LoadModelFile(const std::string& model, const ModelFileOptions& options,
-                          std::vector<std::string>* notes) {
+namespace {
+
+// A NaN or an infinity in a weight is refused by name: the kernels would not always pass it on
+// (a NaN logit can lose every max() of a softmax and vanish), so a damaged model could score as
+// a finite, wrong loss.
+void CheckFiniteWeights(LoadedModel& loaded) {
+  loaded.model.weights.ForEach([&](const std::string& name, std::vector<float>& v, bool) {
+    const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+    if (bad != v.end()) {
+      Fail("{}: tensor {} holds {} at element {} of {}: expected finite weights (a damaged file?)",
+           loaded.header.path, name, *bad, bad - v.begin(), v.size());
+    }
+  });
+}
+
+LoadedModel LoadModelFileUnchecked(const std::string& model, const ModelFileOptions& options,
+                                   std::vector<std::string>* notes) {
   LoadedModel loaded;
   loaded.header.path = ResolveModelPath(model, notes);
   if (LooksLikeHfFolder(loaded.header.path)) {
@@ -209,6 +226,15 @@ LoadedModel LoadModelFile(const std::string& model, const ModelFileOptions& opti
     loaded.tokenizer =
         LoadTokenizerFile(options.tokenizer_path, model, loaded.model.config.vocab_size);
   }
+  return loaded;
+}
+
+}  // namespace
+
+LoadedModel LoadModelFile(const std::string& model, const ModelFileOptions& options,
+                          std::vector<std::string>* notes) {
+  LoadedModel loaded = LoadModelFileUnchecked(model, options, notes);
+  CheckFiniteWeights(loaded);
   return loaded;
 }
 

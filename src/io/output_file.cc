@@ -1,12 +1,16 @@
 #include "src/io/output_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 #include <utility>
 
 #include <fmt/format.h>
@@ -100,6 +104,39 @@ bool IsPartialFileName(std::string_view name) {
   };
   return dash != std::string_view::npos && digits(tail.substr(0, dash)) &&
          digits(tail.substr(dash + 1));
+}
+
+namespace {
+
+// Whether process `pid` still runs. A killed process whose parent died too stays a zombie until
+// init reaps it: it answers kill(pid, 0) but will never write again.
+bool ProcessAlive(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno != EPERM) return false;
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string line;
+  if (!std::getline(stat, line)) return true;  // no /proc: trust kill()
+  const size_t paren = line.rfind(')');        // "pid (comm) S ...": comm may hold spaces and ')'
+  return !(paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z');
+}
+
+}  // namespace
+
+std::vector<std::string> RemoveStalePartialFiles(const std::string& dir) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!IsPartialFileName(name) || !e.is_regular_file(ec)) continue;
+    // ".<name>.partial-<pid>-<n>": the pid between the last ".partial-" and the dash after it.
+    const std::string_view tail = std::string_view(name).substr(name.rfind(".partial-") + 9);
+    const std::string_view digits = tail.substr(0, tail.find('-'));
+    long long pid = 0;
+    const auto [end, err] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+    if (err != std::errc() || pid <= 0 || pid > std::numeric_limits<pid_t>::max()) continue;
+    if (ProcessAlive(static_cast<pid_t>(pid))) continue;
+    if (fs::remove(e.path(), ec)) removed.push_back(e.path().string());
+  }
+  return removed;
 }
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {

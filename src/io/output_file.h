@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace stretch {
 
@@ -46,6 +47,10 @@ void CheckInputsOutside(std::span<const NamedPath> inputs, const NamedPath& dir)
 // process apart). IsPartialFileName says whether a file name has that shape, for any target.
 std::string PartialFileName(const std::string& path);
 bool IsPartialFileName(std::string_view file_name);
+// Removes the partial files in `dir` (not below it) whose writing process is gone: what a write
+// killed mid-way (SIGKILL, a power cut) left behind. Files of a live process are left alone.
+// Returns the paths removed.
+std::vector<std::string> RemoveStalePartialFiles(const std::string& dir);
 
 class AtomicFile {
  public:

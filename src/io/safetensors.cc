@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "src/core/check.h"
+#include "src/core/content_hash.h"
 #include "src/core/error.h"
 #include "src/io/output_file.h"
 
@@ -418,6 +419,44 @@ void SafetensorsFile::ReadBytesInto(std::string_view name, std::span<std::byte> 
   STRETCH_CHECK(static_cast<int64_t>(dst.size()) == t.bytes(),
                 "destination of {} bytes for tensor '{}' of {} bytes", dst.size(), name, t.bytes());
   ReadAt(8 + header_bytes_ + t.begin, dst.data(), t.bytes(), fmt::format("tensor '{}'", name));
+}
+
+namespace {
+
+void HashMetadata(const std::map<std::string, std::string>& metadata, std::string_view skip_key,
+                  ContentHash& hash) {
+  for (const auto& [key, value] : metadata) {
+    if (key == skip_key) continue;
+    for (const std::string* text : {&key, &value}) {
+      const uint64_t n = text->size();
+      hash.Update(std::as_bytes(std::span(&n, 1)));
+      hash.Update(*text);
+    }
+  }
+}
+
+}  // namespace
+
+uint64_t SafetensorsFile::ContentDigest(std::string_view skip_key) const {
+  ContentHash hash;
+  HashMetadata(metadata_, skip_key, hash);
+  const int64_t begin = 8 + header_bytes_;
+  std::vector<std::byte> buffer(
+      static_cast<size_t>(std::min<int64_t>(file_bytes_ - begin, 4 << 20)));
+  for (int64_t at = begin; at < file_bytes_;) {
+    const int64_t n = std::min<int64_t>(file_bytes_ - at, static_cast<int64_t>(buffer.size()));
+    ReadAt(at, buffer.data(), n, "the data section");
+    hash.Update(std::span<const std::byte>(buffer.data(), static_cast<size_t>(n)));
+    at += n;
+  }
+  return hash.Digest();
+}
+
+uint64_t SafetensorsWriter::ContentDigest(std::string_view skip_key) const {
+  ContentHash hash;
+  HashMetadata(metadata_, skip_key, hash);
+  for (const Entry* e : DataOrder()) hash.Update(e->bytes());
+  return hash.Digest();
 }
 
 void SafetensorsFile::ReadAt(int64_t file_offset, void* dst, int64_t n,

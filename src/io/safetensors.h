@@ -163,6 +163,10 @@ class SafetensorsFile {
   const SafetensorsTensor& Get(std::string_view name) const;
   // The metadata value under `key`, or nullopt / throws naming the key.
   std::optional<std::string> FindMetadata(std::string_view key) const;
+  // ContentHash of the metadata (every key but `skip_key`, in key order, each key and value with
+  // their lengths) followed by the data section, in file order. Reads the whole data section.
+  // SafetensorsWriter::ContentDigest gives the same number for what it writes.
+  uint64_t ContentDigest(std::string_view skip_key) const;
   const std::string& GetMetadata(std::string_view key) const;
 
   // Reads tensor `name` into `dst`. Throws when the tensor is missing, its dtype is not T's, its
@@ -242,6 +246,8 @@ class SafetensorsWriter {
   // Sets "__metadata__"[key] = value (replacing an earlier value of the same key).
   void SetMetadata(std::string key, std::string value);
 
+  // SafetensorsFile::ContentDigest of the file Write() would write (metadata set so far).
+  uint64_t ContentDigest(std::string_view skip_key) const;
   // The JSON header this writer writes, padding included (for tests and inspection).
   std::string Header() const;
   // Writes the file; throws stretch::Error naming the path and the system's reason on failure,

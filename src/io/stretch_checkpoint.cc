@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -54,7 +56,12 @@ CheckpointHeader ReadHeaderOf(const SafetensorsFile& f) {
   h.path = path;
   h.arch = ArchFromJson(ParseMetadataJson(f, "stretch.config"), path + " stretch.config");
   h.config = h.arch.model;
-  h.step = static_cast<int64_t>(f.Read<uint64_t>(std::string(kCheckpointStepTensor), {})[0]);
+  const uint64_t step = f.Read<uint64_t>(std::string(kCheckpointStepTensor), {})[0];
+  if (step > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    Fail("{}: tensor '{}' is {}, expected a step count below 2^63", path, kCheckpointStepTensor,
+         step);
+  }
+  h.step = static_cast<int64_t>(step);
   if (f.FindMetadata("stretch.tokenizer")) {
     const json t = ParseMetadataJson(f, "stretch.tokenizer");
     if (!t.is_object() || !t.contains("kind") || !t.at("kind").is_string()) {
@@ -106,8 +113,26 @@ CheckpointHeader ReadCheckpointHeader(const std::string& path) {
 
 CheckpointHeader ReadCheckpointHeader(const SafetensorsFile& file) { return ReadHeaderOf(file); }
 
+void SealCheckpoint(SafetensorsWriter& w) {
+  w.SetMetadata(std::string(kCheckpointChecksumKey),
+                fmt::format("{:016x}", w.ContentDigest(kCheckpointChecksumKey)));
+}
+
+void VerifyCheckpoint(const SafetensorsFile& f) {
+  const std::optional<std::string> stored = f.FindMetadata(kCheckpointChecksumKey);
+  if (!stored) return;
+  const std::string found = fmt::format("{:016x}", f.ContentDigest(kCheckpointChecksumKey));
+  if (found != *stored) {
+    Fail(
+        "{}: damaged: its content hashes to {}, but it was written with checksum {} (metadata "
+        "{}): a changed byte in its tensors or metadata",
+        f.path(), found, *stored, kCheckpointChecksumKey);
+  }
+}
+
 CheckpointModel LoadCheckpointModel(const std::string& path) {
   const SafetensorsFile f(path);
+  VerifyCheckpoint(f);
   CheckpointModel out;
   out.header = ReadHeaderOf(f);
   const TrainArch& arch = out.header.arch;
@@ -329,6 +354,7 @@ std::string NewestCheckpointIn(const std::string& dir, std::vector<std::string>*
         Fail("{}: not a stretch checkpoint (metadata stretch.format = \"{}\", expected \"{}\")",
              path, format.value_or(""), kCheckpointFormat);
       }
+      VerifyCheckpoint(f);  // a damaged file is passed over for the one before it
       return path;
     } catch (const Error& e) {
       if (skipped != nullptr) skipped->push_back(fmt::format("skipping {}: {}", path, e.what()));

@@ -38,6 +38,16 @@ inline constexpr std::string_view kCheckpointFormat = "stretch-checkpoint";
 inline constexpr int kCheckpointVersion = 1;
 inline constexpr std::string_view kCheckpointStepTensor = "train.step";
 inline constexpr std::string_view kCheckpointTokenizerTensor = "tokenizer.model";
+// Metadata stretch.checksum: 16 hex digits, SafetensorsFile::ContentDigest of everything else in
+// the file (metadata and tensors), so that any damaged byte is told on reading.
+inline constexpr std::string_view kCheckpointChecksumKey = "stretch.checksum";
+
+// Sets the checksum of what `w` holds: call it last, after every tensor and metadata.
+void SealCheckpoint(SafetensorsWriter& w);
+// Throws stretch::Error naming the file when its checksum does not match its content (a flipped
+// bit, a torn or edited file). Files written before checkpoints carried one pass unchecked.
+// Reads the whole file.
+void VerifyCheckpoint(const SafetensorsFile& f);
 
 // The inference Model of trained weights (the trainer's own struct, taken as it is, less the
 // KERPLE parameters of layers without position). `source` names it in reports and errors.

@@ -7,6 +7,7 @@
 
 #include "src/core/check.h"
 #include "src/core/error.h"
+#include "src/core/memory.h"
 #include "src/core/profile.h"
 #include "src/kernels/attention.h"
 #include "src/kernels/ops.h"
@@ -18,6 +19,19 @@ namespace stretch {
 KvCache::KvCache(const ModelConfig& config, int64_t capacity)
     : capacity_(capacity), kv_dim_(config.kv_dim()) {
   STRETCH_CHECK(capacity > 0, "capacity={}", capacity);
+  // Refused before a byte is taken: a cache beyond the machine would otherwise be zero-filled
+  // for minutes (or swap) before the allocator gives up. A method with two key slots (ReRoPE,
+  // Self-Extend) takes another copy of the keys later, as it runs.
+  const int64_t need = BytesFor(config, capacity);
+  if (const std::optional<int64_t> avail = AvailableMemoryBytes(); avail && need > *avail) {
+    const int64_t per_position = BytesFor(config, 1);
+    Fail(
+        "the key/value cache for {} positions needs {} ({} per position: {} layers x keys and "
+        "values of {} floats), more than the {} of memory available now; at most {} positions "
+        "fit (a shorter context, or for generation a streaming cache of sinks and a window)",
+        capacity, HumanBytes(need), HumanBytes(per_position), config.n_layers, config.kv_dim(),
+        HumanBytes(*avail), *avail / per_position);
+  }
   const size_t per_layer = static_cast<size_t>(capacity) * config.kv_dim();
   k_.resize(static_cast<size_t>(config.n_layers));
   v_.resize(static_cast<size_t>(config.n_layers));

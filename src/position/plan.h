@@ -25,6 +25,12 @@
 
 namespace stretch {
 
+// The longest context any command takes (--ctx, --length, -n ...): 2^28 = 268,435,456 tokens.
+// Far beyond what fits in memory at any model size (stories260K's key/value cache alone would
+// take 320 GB there), it keeps positions within int32 everywhere and bounds the work that a
+// method's plan does per position (a context of 10^19 planned for hours before this limit).
+inline constexpr int64_t kMaxContext = int64_t{1} << 28;
+
 // The most key slots a relative map uses (near and far).
 inline constexpr int kMaxKeySlots = 2;
 

@@ -1,6 +1,8 @@
 #include "src/train/checkpoint.h"
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 
 #include "src/core/check.h"
@@ -72,6 +74,7 @@ void SaveCheckpoint(Trainer& trainer, const std::string& path, const CheckpointE
   w.SetMetadata("stretch.config", ArchToJson(trainer.arch()).dump());
   w.SetMetadata("stretch.train", TrainerOptionsToJson(trainer.options()).dump());
   for (const auto& [k, v] : extras.metadata) w.SetMetadata(k, v);
+  SealCheckpoint(w);
   w.Write(path);
 }
 
@@ -99,11 +102,21 @@ void LoadParamsInto(Trainer& trainer, const SafetensorsFile& f) {
         (p.name.find(".bias_") != std::string::npos || p.name.ends_with(".ssmax"))) {
       continue;
     }
-    f.ReadInto<float>(p.name, p.shape, std::span<float>(p.value, static_cast<size_t>(p.numel())));
+    const std::span<float> value(p.value, static_cast<size_t>(p.numel()));
+    f.ReadInto<float>(p.name, p.shape, value);
+    const auto bad =
+        std::find_if(value.begin(), value.end(), [](float x) { return !std::isfinite(x); });
+    if (bad != value.end()) {
+      Fail(
+          "{}: tensor '{}' holds {} at element {}: expected finite parameters (a damaged file, "
+          "or one written by another program)",
+          f.path(), p.name, *bad, bad - value.begin());
+    }
   }
 }
 
 void LoadCheckpointInto(Trainer& trainer, const SafetensorsFile& f) {
+  VerifyCheckpoint(f);
   const CheckpointInfo info = ReadCheckpointInfo(f);
   if (ArchToJson(info.arch) != ArchToJson(trainer.arch())) {
     Fail("{}: the checkpoint's architecture {} differs from the run's {}", f.path(),
@@ -112,8 +125,21 @@ void LoadCheckpointInto(Trainer& trainer, const SafetensorsFile& f) {
   LoadParamsInto(trainer, f);
   trainer.optimizer().LoadStateFrom(f);
   const std::vector<uint64_t> rng = f.Read<uint64_t>(kRngTensor, {4});
+  // xoshiro256's all-zero state is a fixed point: it would give 0 for ever, and the normal
+  // sampler's rejection loop would never end. No seeded generator reaches it.
+  if (rng[0] == 0 && rng[1] == 0 && rng[2] == 0 && rng[3] == 0) {
+    Fail(
+        "{}: tensor '{}' is all zero: not a state of the batch stream's generator (a damaged "
+        "checkpoint?)",
+        f.path(), kRngTensor);
+  }
   trainer.data_rng().SetState({rng[0], rng[1], rng[2], rng[3]});
-  STRETCH_CHECK(trainer.step() == info.step, "step {} vs {}", trainer.step(), info.step);
+  if (trainer.step() != info.step) {
+    Fail(
+        "{}: tensor '{}' is {} but '{}' is {}: expected the same step (a damaged or edited "
+        "checkpoint?)",
+        f.path(), kCheckpointStepTensor, info.step, kAdamWStepTensor, trainer.step());
+  }
 }
 
 }  // namespace stretch

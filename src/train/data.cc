@@ -91,6 +91,16 @@ std::string FirstDifference(std::string_view a, std::string_view b) {
   }
 }
 
+void CheckExpectedCorpus(const DataOptions& options, const TokenDocuments& documents) {
+  if (!options.expected) return;
+  const TokenFingerprint found = FingerprintOf(documents);
+  if (found == *options.expected) return;
+  Fail(
+      "{}: tokenized, it is not the corpus the run was trained on: found {}, expected {} (the "
+      "run's own corpus, unchanged)",
+      options.corpus.path, found.Text(), options.expected->Text());
+}
+
 // Both LoadCorpusData overloads: `given` is the tokenizer to use, or null to make one from
 // options.tokenizer.
 CorpusData LoadCorpusDataImpl(const DataOptions& options, const TrainingTokenizer* given) {
@@ -144,6 +154,7 @@ CorpusData LoadCorpusDataImpl(const DataOptions& options, const TrainingTokenize
                               std::span<const int32_t>(cache.tokens).subspan(at, n));
             at += n;
           }
+          CheckExpectedCorpus(options, out.documents);
           out.files = listing;
           for (const CorpusFile& f : out.files) out.empty_files += f.size == 0 ? 1 : 0;
           out.cache = CacheUse::kReused;
@@ -175,6 +186,7 @@ CorpusData LoadCorpusDataImpl(const DataOptions& options, const TrainingTokenize
     out.documents.Add(out.tokenizer.bos_id(), ids);
     std::string().swap(doc);  // the text is no longer needed
   }
+  CheckExpectedCorpus(options, out.documents);
   if (options.cache_path) {
     WriteTokenCache(*options.cache_path, cache);
     out.cache = CacheUse::kBuilt;
@@ -183,6 +195,27 @@ CorpusData LoadCorpusDataImpl(const DataOptions& options, const TrainingTokenize
 }
 
 }  // namespace
+
+std::string TokenFingerprint::Text() const {
+  return fmt::format("{} documents, {} tokens, fingerprint {:016x}", documents, tokens, hash);
+}
+
+TokenFingerprint FingerprintOf(const TokenDocuments& documents) {
+  // FNV-1a, 64 bits (offset basis and prime from the FNV reference, Fowler, Noll and Vo).
+  uint64_t h = 14695981039346656037ull;
+  const auto mix = [&h](uint64_t word) {
+    for (int b = 0; b < 8; ++b) {
+      h ^= (word >> (8 * b)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  for (int64_t d = 0; d < documents.size(); ++d) {
+    const std::span<const int32_t> doc = documents.Document(d);
+    mix(doc.size());
+    for (const int32_t t : doc) mix(static_cast<uint32_t>(t));
+  }
+  return {documents.size(), documents.n_tokens(), h};
+}
 
 // ---------------------------------------------------------------------------------------------
 // Corpus
@@ -204,8 +237,17 @@ std::vector<CorpusFile> ListCorpusFiles(const std::string& path) {
     std::sort(names.begin(), names.end());
     if (names.empty()) Fail("{}: directory has no *.txt files: expected a corpus", path);
     for (const fs::path& p : names) files.push_back(StatCorpusFile(p));
-  } else {
+  } else if (fs::is_regular_file(st)) {
     files.push_back(StatCorpusFile(path));
+  } else {
+    // A FIFO would block until a writer comes, /dev/zero would be read without end.
+    Fail("{}: is a {}, not a regular file: expected a text file or a directory of *.txt files",
+         path,
+         fs::is_fifo(st)             ? "FIFO"
+         : fs::is_character_file(st) ? "character device"
+         : fs::is_block_file(st)     ? "block device"
+         : fs::is_socket(st)         ? "socket"
+                                     : "special file");
   }
   return files;
 }

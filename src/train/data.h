@@ -106,11 +106,27 @@ class TokenDocuments {
   std::vector<int64_t> starts_{0};  // (size + 1): document d is tokens_[starts_[d], starts_[d+1])
 };
 
+// What identifies a tokenized corpus: its documents, its tokens (BOS included) and a 64-bit
+// FNV-1a hash of every document's length and tokens. A run stores it in each checkpoint, and a
+// resumed run refuses a corpus whose fingerprint differs (another corpus, or the same files
+// edited), whatever the paths and dates of its files.
+struct TokenFingerprint {
+  int64_t documents = 0;
+  int64_t tokens = 0;
+  uint64_t hash = 0;
+  bool operator==(const TokenFingerprint&) const = default;
+  std::string Text() const;  // "4 documents, 68808 tokens, fingerprint 0123456789abcdef"
+};
+TokenFingerprint FingerprintOf(const TokenDocuments& documents);
+
 struct DataOptions {
   CorpusOptions corpus;
   TokenizerOptions tokenizer;  // used when no tokenizer is given
   // Unset: no cache, the corpus is tokenized each time.
   std::optional<std::string> cache_path = std::nullopt;
+  // The corpus a resumed run was trained on: another one is refused (stretch::Error naming both),
+  // before the cache is written, so the run's cache stays that of its corpus.
+  std::optional<TokenFingerprint> expected = std::nullopt;
 };
 
 enum class CacheUse { kNone, kReused, kBuilt };

@@ -3,12 +3,15 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "src/core/check.h"
 #include "src/core/error.h"
 #include "src/core/timer.h"
+#include "src/io/output_file.h"
 #include "src/train/run_dir.h"
 
 namespace stretch {
@@ -68,6 +71,29 @@ void SampleTrainingBatch(const TrainingData& data, Rng& rng, int64_t B, std::vec
   }
 }
 
+void TrimTrainLog(const std::string& path, int64_t step) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return;
+  std::ifstream in(path);
+  if (!in) Fail("{}: cannot read the training log", path);
+  std::string kept, line;
+  int64_t dropped = 0;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool keep = j.is_object() && j.contains("step") && j["step"].is_number_integer() &&
+                      j["step"].get<int64_t>() <= step && in.good();  // a torn last line: no '\n'
+    if (keep) {
+      kept += line + "\n";
+    } else {
+      ++dropped;
+    }
+  }
+  if (dropped == 0) return;
+  AtomicFile out(path);
+  out.Write(kept);
+  out.Commit();
+}
+
 TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
                                 const TrainLoopOptions& opt,
                                 const std::function<void(const TrainProgress&)>& progress) {
@@ -80,10 +106,11 @@ TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
 
   TrainLoopResult result;
   result.log_path = (std::filesystem::path(opt.out) / kTrainLogName).string();
+  const int64_t first = trainer.step();
+  TrimTrainLog(result.log_path, first);
   std::ofstream log(result.log_path, std::ios::app);
   if (!log) Fail("{}: cannot open the training log for appending", result.log_path);
   Timer timer;
-  const int64_t first = trainer.step();
   int64_t tokens_done = 0;
   while (trainer.step() < opt.steps) {
     TrainProgress p;
@@ -111,6 +138,13 @@ TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
     if (progress) progress(p);
     log << rec.dump() << "\n";
     log.flush();
+    if (!log) {
+      // A full disk or a lost file system: stop here, while the last checkpoint is whole.
+      Fail(
+          "{}: writing step {} to the training log failed ({}); the run stops at step {}, its "
+          "last checkpoint intact",
+          result.log_path, step, std::strerror(errno), step);
+    }
     if ((opt.save_every > 0 && step % opt.save_every == 0) || step == opt.steps) {
       result.last_saved = (std::filesystem::path(opt.out) / StepFileName(step)).string();
       SaveCheckpoint(trainer, result.last_saved, opt.extras);

@@ -69,10 +69,16 @@ struct TrainLoopResult {
   std::string log_path;    // OUT/train_log.jsonl
 };
 
+// Keeps the records of steps <= `step` in the training log at `path` (a missing log is left
+// missing): a run resumed from the checkpoint of `step` redoes the steps after it, and their
+// records written before it stopped would otherwise appear twice. A torn last line goes too.
+void TrimTrainLog(const std::string& path, int64_t step);
+
 // Runs the loop. Each step's record ({step, loss, lr, grad_norm, tokens_per_s} and val_loss,
 // val_accuracy when evaluated) is appended to the log and flushed before the step's checkpoint is
 // written, so a run stopped at any point leaves a log that matches its checkpoints up to the last
-// step saved. Throws stretch::Error (through the trainer, the data or the checkpoint writer).
+// step saved; the log is first trimmed to the trainer's step (TrimTrainLog), and a failed write
+// to it stops the run. Throws stretch::Error (through the trainer, the data or the checkpoint writer).
 TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
                                 const TrainLoopOptions& options,
                                 const std::function<void(const TrainProgress&)>& progress = {});

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string_view>
 
 #include "src/core/error.h"
+#include "src/core/memory.h"
 #include "src/io/model_arch.h"
 #include "src/io/output_file.h"
 #include "src/io/passkey.h"
@@ -25,6 +28,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using Note = std::function<void(const std::string&)>;
 
+constexpr const char* kCorpusMetadata = "stretch.corpus";
+
 void Tell(const Note& note, const std::string& line) {
   if (note) note(line);
 }
@@ -38,6 +43,45 @@ void CheckRunTarget(const TrainRunOptions& o, bool resuming) {
         "TrainRunOptions::resume_from continues the run in TrainRunOptions::out, "
         "TrainRunOptions::overwrite deletes it");
   }
+}
+
+// Every numeric option within TrainRunLimits, before anything is read or written: a NaN weight
+// decay or a negative warm-up is refused here by name, not deep inside the optimizer or never.
+// heads, kv_heads and hidden_dim may be 0 ("the default", as StoredRunOptions writes them unset).
+void CheckRunOptions(const TrainRunOptions& o) {
+  using L = TrainRunLimits;
+  const auto whole = [](const char* field, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi) {
+      Fail("TrainRunOptions::{}: found {}, expected a whole number in [{}, {}]", field, v, lo, hi);
+    }
+  };
+  const auto real = [](const char* field, double v, double lo, double hi, bool open_low) {
+    if (!(std::isfinite(v) && v >= lo && v <= hi && !(open_low && v == lo))) {
+      Fail("TrainRunOptions::{}: found {}, expected a finite number in {}{}, {}]", field, v,
+           open_low ? "(" : "[", lo, hi);
+    }
+  };
+  if (o.vocab_size) whole("vocab_size", *o.vocab_size, 260, L::max_vocab);
+  if (o.dim) whole("dim", *o.dim, 1, L::max_dim);
+  if (o.layers) whole("layers", *o.layers, 1, L::max_layers);
+  if (o.heads) whole("heads", *o.heads, 0, L::max_dim);
+  if (o.kv_heads) whole("kv_heads", *o.kv_heads, 0, L::max_dim);
+  if (o.hidden_dim) whole("hidden_dim", *o.hidden_dim, 0, L::max_hidden);
+  if (o.seq_len) whole("seq_len", *o.seq_len, 1, L::max_seq_len);
+  whole("steps", o.steps, 1, L::max_steps);
+  whole("batch", o.batch, 1, L::max_batch);
+  whole("accumulate", o.accumulate, 1, L::max_batch);
+  real("lr", o.lr, 0, L::max_lr, true);
+  if (o.min_lr) real("min_lr", *o.min_lr, 0, L::max_lr, false);
+  if (o.warmup) whole("warmup", *o.warmup, 0, L::max_steps);
+  real("weight_decay", o.weight_decay, 0, L::max_weight_decay, false);
+  real("clip", o.clip, 0, L::max_clip, false);
+  real("valid_fraction", o.valid_fraction, 0, L::max_valid_fraction, true);
+  whole("save_every", o.save_every, 1, L::max_steps);
+  whole("eval_every", o.eval_every, 0, L::max_steps);
+  whole("eval_windows", o.eval_windows, 1, L::max_batch);
+  whole("log_every", o.log_every, 1, L::max_steps);
+  real("passkey_share", o.passkey_share, 0, L::max_passkey_share, false);
 }
 
 // The newest complete checkpoint in dir (newer files that do not read as one are noted and
@@ -270,14 +314,54 @@ std::optional<std::string> BlasKernelHint() {
 #endif
 }
 
+// What a training run holds, estimated from the architecture, before any of it is allocated:
+// each parameter four times (value, gradient, AdamW's two moments), and per token of a micro-batch
+// what the forward keeps for the backward (TrainActs: per layer the LLaMA block's x, a, q, att,
+// x1, f, k, v, lse, g, u, h and the norms' inputs, the GAU's equivalents; the final rows and
+// logits), plus one layer's worth for the backward's work. Floats throughout.
+struct TrainingMemory {
+  int64_t parameters = 0;   // bytes
+  int64_t activations = 0;  // bytes, for the whole micro-batch
+  int64_t total() const { return parameters + activations; }
+};
+
+TrainingMemory EstimateTrainingMemory(const TrainArch& arch, int64_t batch, int64_t seq_len) {
+  const ModelConfig& m = arch.model;
+  const double C = m.dim, F = m.hidden_dim, KV = m.kv_dim(), H = m.n_heads, V = m.vocab_size;
+  const double norms = (m.attention.query_norm ? C : 0) + (m.attention.key_norm ? KV : 0) +
+                       (m.attention.ssmax ? C : 0);
+  const double per_layer =
+      m.Gau() ? 3 * C + 4 * F + 2 * m.key_dim + 1 : 5 * C + 2 * KV + H + 3 * F + norms;
+  const double tokens = static_cast<double>(batch) * static_cast<double>(seq_len);
+  const double floats = tokens * ((m.n_layers + 1) * per_layer + C + V);
+  TrainingMemory t;
+  t.parameters = 16 * m.ParameterCount();
+  t.activations = static_cast<int64_t>(std::min(4.0 * floats, 9e18));
+  return t;
+}
+
+// Refuses a run that would not fit in the memory available now, with the estimate and what
+// would fit.
+void CheckTrainingFits(const TrainArch& arch, int64_t batch, int64_t seq_len) {
+  const std::optional<int64_t> avail = AvailableMemoryBytes();
+  const TrainingMemory need = EstimateTrainingMemory(arch, batch, seq_len);
+  if (!avail || need.total() <= *avail) return;
+  const int64_t per_row = EstimateTrainingMemory(arch, 1, seq_len).activations;
+  const int64_t rows = (*avail - need.parameters) / std::max<int64_t>(per_row, 1);
+  Fail(
+      "this run needs about {} of memory, more than the {} available now: {} for the {} "
+      "parameters (value, gradient and AdamW's two moments, 4 bytes each) and {} for the "
+      "activations of TrainRunOptions::batch {} x TrainRunOptions::seq_len {} tokens; {}",
+      HumanBytes(need.total()), HumanBytes(*avail), HumanBytes(need.parameters),
+      arch.model.ParameterCount(), HumanBytes(need.activations), batch, seq_len,
+      rows >= 1 ? fmt::format("at most TrainRunOptions::batch {} fits at this length (with "
+                              "TrainRunOptions::accumulate to keep the tokens per step)",
+                              rows)
+                : std::string("the parameters alone do not fit: fewer TrainRunOptions::layers "
+                              "or a smaller TrainRunOptions::dim"));
+}
+
 TrainerOptions TrainerOptionsOf(const TrainRunOptions& o) {
-  if (o.min_lr && *o.min_lr < 0) {
-    Fail("TrainRunOptions::min_lr: found {}, expected >= 0 (or unset: lr / 10)", *o.min_lr);
-  }
-  if (o.warmup && *o.warmup < 0) {
-    Fail("TrainRunOptions::warmup: found {}, expected >= 0 (or unset: min(100, steps / 10))",
-         *o.warmup);
-  }
   TrainerOptions t;
   t.batch = o.batch;
   t.accumulate = o.accumulate;
@@ -347,9 +431,38 @@ std::optional<InitSource> ReadInit(TrainRunOptions& o, bool resuming) {
   return init;
 }
 
-// The run's checkpoint extras: the tokenizer and the resolved options.
-CheckpointExtras ExtrasOf(const TrainRunOptions& resolved, const TrainingTokenizer& tokenizer) {
+// The fingerprint of the corpus a checkpoint's run was trained on (metadata stretch.corpus), or
+// nullopt for checkpoints written before runs stored one.
+std::optional<TokenFingerprint> StoredCorpus(const SafetensorsFile& f, const std::string& path) {
+  const std::optional<std::string> stored = f.FindMetadata(kCorpusMetadata);
+  if (!stored) return std::nullopt;
+  const json j = json::parse(*stored, nullptr, /*allow_exceptions=*/false);
+  TokenFingerprint c;
+  const bool ok = j.is_object() && j.contains("documents") && j["documents"].is_number_integer() &&
+                  j.contains("tokens") && j["tokens"].is_number_integer() && j.contains("hash") &&
+                  j["hash"].is_string();
+  if (ok) {
+    c.documents = j["documents"].get<int64_t>();
+    c.tokens = j["tokens"].get<int64_t>();
+    const std::string hex = j["hash"].get<std::string>();
+    const auto [end, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), c.hash, 16);
+    if (ec == std::errc() && end == hex.data() + hex.size() && hex.size() == 16) return c;
+  }
+  Fail(
+      "{}: metadata {}: found {}, expected {{\"documents\": N, \"tokens\": N, \"hash\": 16 hex "
+      "digits}}",
+      path, kCorpusMetadata, *stored);
+}
+
+// The run's checkpoint extras: the tokenizer, the resolved options and the corpus's fingerprint.
+CheckpointExtras ExtrasOf(const TrainRunOptions& resolved, const TrainingTokenizer& tokenizer,
+                          const TokenFingerprint& corpus) {
   CheckpointExtras extras;
+  extras.metadata[kCorpusMetadata] = json{
+      {"documents", corpus.documents},
+      {"tokens", corpus.tokens},
+      {"hash", fmt::format("{:016x}",
+                           corpus.hash)}}.dump();
   extras.tokenizer_model = tokenizer.model();
   extras.metadata["stretch.tokenizer"] = json{
       {"kind", std::string(tokenizer.kind())},
@@ -427,13 +540,32 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
   if (options.data.empty()) {
     Fail("TrainRunOptions::data is required: a text file or a directory of *.txt files");
   }
+  CheckRunOptions(options);
   TrainRunOptions o = options;  // resolved below: init, tokenizer, vocab_size, seq_len
-  if (!(o.passkey_share >= 0.0 && o.passkey_share <= 0.5)) {
-    Fail("TrainRunOptions::passkey_share: found {}, expected in [0, 0.5]", o.passkey_share);
+  if (!resuming) {
+    o.init = InitCheckpointFile(o.init, note);
+    // Stored as absolute paths, so that the run resumes on the same files from any directory.
+    o.data = fs::absolute(o.data).lexically_normal().string();
+    if (!o.init.empty()) o.init = fs::absolute(o.init).lexically_normal().string();
   }
-  if (!resuming) o.init = InitCheckpointFile(o.init, note);
+  if (!resuming && o.init.empty()) {
+    // A run from scratch: its architecture and memory are known before any file is written
+    // (checked again below with the tokenizer's real vocabulary).
+    const TokenizerKind kind = o.tokenizer.value_or(TrainRunDefaults::tokenizer);
+    const int vocab = kind == TokenizerKind::kBytes
+                          ? TrainingTokenizer::Bytes().vocab_size()
+                          : o.vocab_size.value_or(TrainRunDefaults::vocab_size);
+    const int64_t seq_len = o.seq_len.value_or(TrainRunDefaults::seq_len);
+    TrainArch arch = ArchFromOptions(o, seq_len, vocab);
+    FinalizeArch(arch);
+    ValidateArch(arch);
+    CheckTrainingFits(arch, o.batch, seq_len);
+  }
   CheckRunDirectory(o, resuming, note);
   fs::create_directories(o.out);
+  for (const std::string& path : RemoveStalePartialFiles(o.out)) {
+    Tell(note, fmt::format("removed {}: the partial file of a write that was killed", path));
+  }
   const std::optional<InitSource> init = ReadInit(o, resuming);
   const int64_t seq_len = o.seq_len.value_or(TrainRunDefaults::seq_len);
 
@@ -443,7 +575,25 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
   dopt.tokenizer.kind = o.tokenizer.value_or(TrainRunDefaults::tokenizer);
   dopt.tokenizer.vocab_size = o.vocab_size.value_or(TrainRunDefaults::vocab_size);
   dopt.cache_path = (fs::path(o.out) / kTokenCacheName).string();
-  const CorpusData data = init ? LoadCorpusData(dopt, init->tokenizer) : LoadCorpusData(dopt);
+  // A resumed run reads its corpus with its own tokenizer and refuses another corpus (before the
+  // token cache is touched); a checkpoint from before runs stored the corpus is not checked.
+  std::optional<TrainingTokenizer> run_tokenizer;
+  if (resuming) {
+    const SafetensorsFile f(o.resume_from);
+    dopt.expected = StoredCorpus(f, o.resume_from);
+    if (!dopt.expected) {
+      Tell(note, fmt::format("{} stores no corpus fingerprint (written before they were): the "
+                             "corpus in TrainRunOptions::data {} is taken as the run's own",
+                             o.resume_from, o.data));
+    }
+    if (!init) {
+      ModelConfig header = ReadCheckpointHeader(f).arch.model;
+      run_tokenizer = ReadCheckpointTokenizer(f, header.vocab_size);
+    }
+  }
+  const CorpusData data = init            ? LoadCorpusData(dopt, init->tokenizer)
+                          : run_tokenizer ? LoadCorpusData(dopt, *run_tokenizer)
+                                          : LoadCorpusData(dopt);
   const std::string tokenizer_text =
       init ? "the checkpoint's " + init->TokenizerText()
            : fmt::format("{} tokenizer, vocabulary {}", TokenizerKindName(dopt.tokenizer.kind),
@@ -480,6 +630,7 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
                               : ArchFromInit(o, seq_len, *init, changed);
   FinalizeArch(arch);  // NTK's base, at the final sizes
   ValidateArch(arch);
+  CheckTrainingFits(arch, o.batch, seq_len);
   Trainer trainer(arch, TrainerOptionsOf(o));
   int64_t n_params = 0;
   for (const Param& p : trainer.registry().params()) n_params += p.numel();
@@ -491,6 +642,12 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
   if (resuming) {
     LoadCheckpointInto(trainer, SafetensorsFile(o.resume_from));
     Tell(note, fmt::format("resumed from {} at step {}", o.resume_from, trainer.step()));
+    if (o.steps < trainer.step()) {
+      Fail(
+          "TrainRunOptions::steps {}: the run in {} is already at step {} ({}); expected "
+          "TrainRunOptions::steps >= {} to continue it",
+          o.steps, o.out, trainer.step(), o.resume_from, trainer.step());
+    }
   } else if (init) {
     LoadParamsInto(trainer, SafetensorsFile(o.init));
     Tell(note, fmt::format("parameters initialized from {}", o.init));
@@ -503,7 +660,7 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
   loop.eval_windows = o.eval_windows;
   loop.log_every = o.log_every;
   loop.save_every = o.save_every;
-  loop.extras = ExtrasOf(o, data.tokenizer);
+  loop.extras = ExtrasOf(o, data.tokenizer, FingerprintOf(data.documents));
   TrainingData training{&split, &sampler, valid};
   if (o.passkey_share > 0.0) {
     training.passkey_share = o.passkey_share;

@@ -36,6 +36,26 @@ struct TrainRunDefaults {
   static constexpr int64_t seq_len = 128;
 };
 
+// The range of each numeric option (RunTraining refuses a value outside it, naming the option and
+// the range, before it reads anything; `stretch train` checks its flags against the same). The
+// upper bounds are far beyond what a CPU trains, and are there to refuse a typo or an overflow,
+// not a size: whether a model fits is the memory estimate's to say (TrainingMemory).
+struct TrainRunLimits {
+  static constexpr int64_t max_vocab = 1 << 20;  // kTokenCacheMaxVocab's order; its own check
+  static constexpr int64_t max_seq_len = 1 << 24;
+  static constexpr int64_t max_steps = 1'000'000'000'000;
+  static constexpr int64_t max_batch = 1 << 24;  // batch, accumulate and eval_windows
+  static constexpr int64_t max_dim = 1 << 16;    // dim, heads and kv_heads
+  static constexpr int64_t max_hidden = 1 << 20;
+  static constexpr int64_t max_layers = 1 << 16;
+  static constexpr double max_lr = 1e3;
+  static constexpr double max_weight_decay = 1e3;
+  static constexpr double max_clip = 1e30;
+  static constexpr double max_valid_fraction = 0.99;
+  static constexpr double max_passkey_share = 0.5;
+  static constexpr int64_t max_threads = 4096;
+};
+
 struct TrainRunOptions {
   std::string data;  // training text: a file, or a directory of *.txt files (one document each)
   std::string out;   // the run's directory: checkpoints, tokens.cache, train_log.jsonl

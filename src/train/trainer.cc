@@ -99,6 +99,30 @@ Trainer::Trainer(TrainArch arch, TrainerOptions options)
   InitParams(model_.arch(), params_, init);
 }
 
+namespace {
+
+// Which tensors of `w` hold a NaN or an infinity: "the gradient of layers.0.wq holds nan (and 3
+// more tensors)", or "every gradient is finite". `what`: "parameter" or "gradient".
+std::string NonFiniteText(ModelWeights& w, const char* what) {
+  std::string first;
+  float value = 0;
+  int64_t count = 0;
+  w.ForEach([&](const std::string& name, std::vector<float>& t, bool) {
+    const auto bad = std::find_if(t.begin(), t.end(), [](float x) { return !std::isfinite(x); });
+    if (bad == t.end()) return;
+    if (count++ == 0) {
+      first = name;
+      value = *bad;
+    }
+  });
+  if (count == 0) return fmt::format("every {} is finite", what);
+  return fmt::format("the {} {}{} holds {}{}", what,
+                     std::string_view(what) == "gradient" ? "of " : "", first, value,
+                     count > 1 ? fmt::format(" (and {} more tensors)", count - 1) : "");
+}
+
+}  // namespace
+
 StepStats Trainer::Step(const BatchSource& next) {
   StepStats st;
   ZeroGrads(registry_);
@@ -120,11 +144,14 @@ StepStats Trainer::Step(const BatchSource& next) {
     st.grad_norm = GradNorm(registry_);
   }
   if (!std::isfinite(st.grad_norm)) {
+    // Nothing of this step is applied (ClipGradNorm leaves non-finite gradients as they are), so
+    // the parameters and the last checkpoint stay as they were.
     Fail(
-        "train: step {}: the gradient norm is {} (loss {}); lower TrainerOptions::schedule.lr or "
-        "enable "
-        "clipping",
-        adam_.step() + 1, st.grad_norm, st.loss);
+        "train: step {}: the loss is {} and the gradient norm {}: {}; {}; nothing of this step "
+        "was applied. Lower TrainerOptions::schedule.lr or enable clipping, or resume from an "
+        "earlier checkpoint",
+        adam_.step() + 1, st.loss, st.grad_norm, NonFiniteText(params_, "parameter"),
+        NonFiniteText(grads_, "gradient"));
   }
   st.lr = LearningRate(options_.schedule, adam_.step());
   adam_.Step(st.lr);

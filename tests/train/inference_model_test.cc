@@ -34,6 +34,7 @@
 #include "src/train/checkpoint.h"
 #include "src/train/run_dir.h"
 #include "src/train/trainer.h"
+#include "tests/testing/checkpoint_edit.h"
 #include "tests/testing/files.h"
 
 namespace stretch {
@@ -624,33 +625,10 @@ class CheckpointFile : public testing::TempDirTest {
   }
 };
 
-// Copies a safetensors file, letting `edit` change the metadata and the tensor list.
-struct TensorCopy {
-  std::string name;
-  SafetensorsDtype dtype;
-  std::vector<int64_t> shape;
-  std::vector<std::byte> bytes;
-};
-void Rewrite(const std::string& from, const std::string& to,
-             const std::function<void(std::map<std::string, std::string>&,
-                                      std::vector<TensorCopy>&)>& edit) {
-  std::vector<TensorCopy> tensors;
-  std::map<std::string, std::string> meta;
-  {
-    const SafetensorsFile f(from);
-    meta = f.metadata();
-    for (const SafetensorsTensor& t : f.tensors()) {
-      TensorCopy c{t.name, t.dtype, t.shape,
-                   std::vector<std::byte>(static_cast<size_t>(t.bytes()))};
-      f.ReadBytesInto(t.name, c.bytes);
-      tensors.push_back(std::move(c));
-    }
-  }
-  edit(meta, tensors);
-  SafetensorsWriter w;
-  for (const TensorCopy& t : tensors) w.AddRaw(t.name, t.dtype, t.shape, t.bytes);
-  for (const auto& [k, v] : meta) w.SetMetadata(k, v);
-  w.Write(to);
+using testing::EditCheckpoint;
+using TensorCopy = testing::TensorBytes;
+void Rewrite(const std::string& from, const std::string& to, const testing::CheckpointEdit& edit) {
+  EditCheckpoint(from, to, edit);
 }
 
 TEST_F(CheckpointFile, LoadsExactlyWhatTheTrainerHolds) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -163,6 +164,43 @@ TEST_F(TrainLoop, AStoppedRunContinuedFromItsCheckpointLogsTheSameSteps) {
       EXPECT_EQ(a[k].value("val_loss", -1.0), b[k].value("val_loss", -1.0)) << k;
     }
   }
+}
+
+// A run killed after logging steps it never saved: resumed from its last checkpoint, the redone
+// steps replace those records instead of repeating them, and a torn last line goes too.
+TEST_F(TrainLoop, AResumedRunDoesNotLogItsRedoneStepsTwice) {
+  const std::string dir = Path("killed");
+  std::filesystem::create_directories(dir);
+  {
+    Trainer trainer(LoopArch(), LoopOptions());
+    RunTrainingLoop(trainer, data_, Options(dir));  // logs 1..6, saves 3 and 6
+  }
+  std::filesystem::remove(dir + "/" + StepFileName(6));  // as if killed before saving step 6
+  std::ofstream(dir + "/" + kTrainLogName, std::ios::app) << R"({"step":7,"lo)";  // torn
+  Trainer trainer(LoopArch(), LoopOptions());
+  LoadCheckpointInto(trainer, SafetensorsFile(dir + "/" + StepFileName(3)));
+  RunTrainingLoop(trainer, data_, Options(dir));
+  const std::vector<nlohmann::json> log = ReadLog(dir + "/" + kTrainLogName);
+  ASSERT_EQ(log.size(), 6u);
+  for (size_t k = 0; k < log.size(); ++k) EXPECT_EQ(log[k]["step"], k + 1);
+}
+
+// A NaN in a parameter stops the step by name, with nothing applied: the parameters stay as they
+// were and no checkpoint is written.
+TEST_F(TrainLoop, ANonFiniteGradientStopsTheRunNamingTheTensors) {
+  Trainer trainer(LoopArch(), LoopOptions());
+  trainer.params().layers[0].wq[5] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> w2 = trainer.params().layers[0].w2;
+  TrainLoopOptions o = Options(Path("nan"));
+  std::filesystem::create_directories(o.out);
+  const std::string e = testing::ErrorOf([&] { RunTrainingLoop(trainer, data_, o); });
+  EXPECT_NE(e.find("step 1: the loss is "), std::string::npos) << e;
+  EXPECT_NE(e.find("the parameter layers.0.wq holds nan"), std::string::npos) << e;
+  EXPECT_NE(e.find("the gradient of "), std::string::npos) << e;
+  EXPECT_NE(e.find("nothing of this step was applied"), std::string::npos) << e;
+  EXPECT_EQ(trainer.step(), 0);
+  EXPECT_EQ(trainer.params().layers[0].w2, w2);
+  EXPECT_FALSE(std::filesystem::exists(o.out + "/" + StepFileName(1)));
 }
 
 TEST_F(TrainLoop, ALogEveryBelowOneIsAnError) {

@@ -249,7 +249,9 @@ TEST_F(TrainRun, BadOptionsAreRefusedByTheirFieldsName) {
       << error(o);
   o = Options("bad");
   o.min_lr = -0.5;
-  EXPECT_TRUE(Has(error(o), "TrainRunOptions::min_lr: found -0.5, expected >= 0")) << error(o);
+  EXPECT_TRUE(
+      Has(error(o), "TrainRunOptions::min_lr: found -0.5, expected a finite number in [0, 1000]"))
+      << error(o);
   o = Options("bad");
   o.block = "gau";
   o.heads = 4;
@@ -265,7 +267,8 @@ TEST_F(TrainRun, BadOptionsAreRefusedByTheirFieldsName) {
       << error(o);
   o = Options("bad");
   o.passkey_share = 0.6;
-  EXPECT_TRUE(Has(error(o), "TrainRunOptions::passkey_share: found 0.6, expected in [0, 0.5]"))
+  EXPECT_TRUE(Has(
+      error(o), "TrainRunOptions::passkey_share: found 0.6, expected a finite number in [0, 0.5]"))
       << error(o);
   o = Options("bad");
   o.passkey_share = 0.1;  // at seq_len 16

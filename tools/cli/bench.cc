@@ -922,10 +922,12 @@ void RegisterBench(CLI::App& app) {
                 "steps at depth 0 and at depth --length; each op's time and share, GFLOP/s of "
                 "the prefill's matrix products and GB/s of weights the decode's products read");
   sub->add_option("--json-out", args->json_out, "Also write all figures as JSON to this file");
-  sub->add_option("--threads", args->threads, "Threads (default: all cores)");
+  sub->add_option("--threads", args->threads, "Threads (default: all cores)")
+      ->check(Whole(0, TrainRunLimits::max_threads));
   sub->add_option("--case", args->child_case, "Internal: run one case in this process")->group("");
   sub->add_option("--length", args->length,
-                  "With --profile: the prompt length and decode depth (default 512)");
+                  "With --profile: the prompt length and decode depth (default 512)")
+      ->check(Whole(1, kMaxContext));
   sub->add_option("--head-dim", args->head_dim, "Internal: the case's head dim")->group("");
   sub->add_option("--method", args->method,
                   "Instead of the usual cases: prefill of --model under this position method "
@@ -935,7 +937,8 @@ void RegisterBench(CLI::App& app) {
                   "With --method: the baseline method (default direct), timed in alternation");
   sub->add_option("--lengths", args->lengths,
                   "With --method: prompt lengths, comma-separated (default 4096,16384)")
-      ->delimiter(',');
+      ->delimiter(',')
+      ->check(Whole(1, kMaxContext));
   sub->callback([args] {
     if (args->threads > 0) SetNumThreads(args->threads);
     if (args->child_case.empty()) {

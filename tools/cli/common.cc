@@ -2,7 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
 
 #include <filesystem>
 
@@ -34,7 +39,7 @@ void AddModelOptions(CLI::App* app, ModelArgs& args, bool tokenizer_needed) {
                       (tokenizer_needed ? "Required for llama2.c models; " : "") +
                       "refused with a stretch checkpoint, which has its own");
   app->add_option("--threads", args.threads, "Threads to use (default: all cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(Whole(0, TrainRunLimits::max_threads));
 }
 
 ModelHeader ReadModelHeader(const std::string& model) {
@@ -110,12 +115,118 @@ std::string WithFlagNames(std::string message) {
   return message;
 }
 
-std::string HumanBytes(int64_t bytes) {
-  const double b = static_cast<double>(bytes);
-  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
-  if (b >= 1024.0 * 1024) return fmt::format("{:.1f} MiB", b / (1024.0 * 1024));
-  if (b >= 1024.0) return fmt::format("{:.1f} KiB", b / 1024.0);
-  return fmt::format("{} B", bytes);
+namespace {
+
+// The integer a flag's text names, as a whole decimal number ("+7", "-3", "0042"), or nullopt
+// with `why` set. CLI11 reads integers with strtoll's base 0 (so "010" would be 8 and "0x10" 16)
+// and clamps what overflows; the text is rewritten here to plain decimal digits, which CLI11 then
+// reads as written.
+std::optional<int64_t> WholeNumber(std::string& text, bool is_unsigned, std::string& why) {
+  std::string_view t = text;
+  bool negative = false;
+  if (!t.empty() && (t[0] == '+' || t[0] == '-')) {
+    negative = t[0] == '-';
+    t.remove_prefix(1);
+  }
+  if (t.empty() || !std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    why = "a whole number written in decimal digits";
+    return std::nullopt;
+  }
+  while (t.size() > 1 && t[0] == '0') t.remove_prefix(1);
+  if (is_unsigned) {
+    uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec != std::errc() || end != t.data() + t.size() || (negative && v != 0)) {
+      why = fmt::format("a whole number in [0, {}]", std::numeric_limits<uint64_t>::max());
+      return std::nullopt;
+    }
+    text = std::string(t);
+    return v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+               ? std::numeric_limits<int64_t>::max()
+               : static_cast<int64_t>(v);
+  }
+  const std::string digits = (negative ? "-" : "") + std::string(t);
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc() || end != digits.data() + digits.size()) {
+    why = fmt::format("a whole number in [{}, {}]", std::numeric_limits<int64_t>::min(),
+                      std::numeric_limits<int64_t>::max());
+    return std::nullopt;
+  }
+  text = digits;
+  return v;
+}
+
+std::optional<double> FiniteNumber(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+std::string RangeText(double lo, double hi, bool open_low) {
+  const auto bound = [](double x) {
+    return std::isinf(x) ? std::string(x < 0 ? "-inf" : "inf") : fmt::format("{}", x);
+  };
+  return fmt::format("{}{}, {}]", open_low ? "(" : "[", bound(lo), bound(hi));
+}
+
+}  // namespace
+
+CLI::Validator Whole(int64_t lo, int64_t hi) {
+  const std::string range = fmt::format("[{}, {}]", lo, hi);
+  return CLI::Validator(
+      [lo, hi, range](std::string& text) -> std::string {
+        const std::string given = text;
+        std::string why;
+        const std::optional<int64_t> v = WholeNumber(text, lo >= 0, why);
+        if (!v || *v < lo || *v > hi) {
+          return fmt::format("found {}, expected a whole number in {}", given, range);
+        }
+        return "";
+      },
+      range, "whole number in " + range);
+}
+
+CLI::Validator Real(double lo, double hi, bool open_low) {
+  const std::string range = RangeText(lo, hi, open_low);
+  return CLI::Validator(
+      [lo, hi, open_low, range](std::string& text) -> std::string {
+        const std::optional<double> v = FiniteNumber(text);
+        if (!v || *v < lo || *v > hi || (open_low && *v == lo)) {
+          return fmt::format("found {}, expected a finite number in {}", text, range);
+        }
+        return "";
+      },
+      range, "finite number in " + range);
+}
+
+void AddNumberChecks(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    const std::string type = opt->get_type_name();
+    const auto starts = [&](std::string_view prefix) { return type.rfind(prefix, 0) == 0; };
+    if (starts("UINT") || starts("INT")) {
+      const bool is_unsigned = starts("UINT");
+      opt->check(CLI::Validator(
+          [is_unsigned](std::string& text) -> std::string {
+            const std::string given = text;
+            std::string why;
+            if (!WholeNumber(text, is_unsigned, why)) {
+              return fmt::format("found {}, expected {}", given, why);
+            }
+            return "";
+          },
+          "", "whole number"));
+    } else if (starts("FLOAT")) {
+      opt->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            if (!FiniteNumber(text)) return fmt::format("found {}, expected a finite number", text);
+            return "";
+          },
+          "", "finite number"));
+    }
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) AddNumberChecks(*sub);
 }
 
 namespace {

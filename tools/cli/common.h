@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -13,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/core/memory.h"
 #include "src/eval/sweep.h"
 #include "src/io/model_file.h"
 #include "src/io/text.h"
@@ -20,6 +22,8 @@
 #include "src/io/tokenizer.h"
 #include "src/model/config.h"
 #include "src/position/method.h"
+#include "src/position/plan.h"    // kMaxContext
+#include "src/train/train_run.h"  // TrainRunLimits
 
 namespace stretch::cli {
 
@@ -64,7 +68,21 @@ inline constexpr const char* kTrainedLayoutMethodRule =
     "full-attention RoPE layer, and on a mixed model changes its full-attention RoPE layers "
     "only.";
 
-std::string HumanBytes(int64_t bytes);
+using stretch::HumanBytes;  // src/core/memory.h
+
+// Numeric flags. Every number a user types is checked before any work, with the allowed range in
+// the error ("--steps: found -3, expected a whole number in [1, 1000000000000]"):
+//   Whole(lo, hi)         an integer in [lo, hi], written as one (no "1e3", no "7.5"); values
+//                         beyond the option's own type are refused too, never clamped.
+//   Real(lo, hi, open)    a finite number in [lo, hi] (or (lo, hi] with `open_low`); NaN and
+//                         infinities are refused.
+// AddNumberChecks walks every option of every subcommand once they are registered and refuses
+// what no number of the option's type can be: NaN or an infinity for a FLOAT, a sign or an
+// overflow for an INT or UINT (CLI11 would clamp 99999999999999999999 to the type's largest
+// value, and read -1 as 18446744073709551615 for a UINT). Ranges proper are the options' own.
+CLI::Validator Whole(int64_t lo, int64_t hi);
+CLI::Validator Real(double lo, double hi, bool open_low = false);
+void AddNumberChecks(CLI::App& app);
 
 // The position method, from exactly one of three sources:
 //   --method SPEC (stretch's spec, src/position/method.h; `score` also takes --methods and lists),

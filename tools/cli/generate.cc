@@ -209,7 +209,8 @@ void RegisterGenerate(CLI::App& app) {
   AddMethodOptions(sub, args->method, /*several=*/false);
   sub->add_option("--prompt,-p", args->prompt, "Text to continue (default: empty, start from BOS)");
   sub->add_option("-n,--steps", args->steps, "Maximum number of tokens to generate")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Whole(0, kMaxContext));
   sub->add_option("--temperature", args->sampler.temperature,
                   "Sampling temperature: 0 picks the most likely token every time (greedy, "
                   "deterministic); 1 samples from the model's distribution; higher is more random")

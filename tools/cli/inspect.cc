@@ -202,7 +202,7 @@ void RegisterInspect(CLI::App& app) {
       ->required();
   sub->add_option("--ctx", args->ctx,
                   "Context length for the memory estimate (default: the trained length)")
-      ->check(CLI::PositiveNumber);
+      ->check(Whole(1, kMaxContext));
   AddMethodOptions(sub, args->method, /*several=*/false);
   sub->callback([args] { RunInspect(*args); });
 }

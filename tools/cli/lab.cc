@@ -213,17 +213,24 @@ void RegisterLab(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--out", a->out, "the lab's folder: models, results.jsonl, report")
       ->capture_default_str();
-  cmd->add_option("--train-len", a->train_len, "training length L in tokens (default 128)");
-  cmd->add_option("--steps", a->steps, "training steps per model (quick 600, full 3000)");
-  cmd->add_option("--batch", a->batch, "training windows per step (default 16)");
-  cmd->add_option("--dim", a->dim, "model width (default 128)");
-  cmd->add_option("--layers", a->layers, "blocks (default 4)");
-  cmd->add_option("--heads", a->heads, "attention heads of the LLaMA block (default 4)");
-  cmd->add_option("--lr", a->lr, "peak learning rate (default 2e-3)");
+  using L = TrainRunLimits;
+  cmd->add_option("--train-len", a->train_len, "training length L in tokens (default 128)")
+      ->check(Whole(1, L::max_seq_len));
+  cmd->add_option("--steps", a->steps, "training steps per model (quick 600, full 3000)")
+      ->check(Whole(1, L::max_steps));
+  cmd->add_option("--batch", a->batch, "training windows per step (default 16)")
+      ->check(Whole(1, L::max_batch));
+  cmd->add_option("--dim", a->dim, "model width (default 128)")->check(Whole(1, L::max_dim));
+  cmd->add_option("--layers", a->layers, "blocks (default 4)")->check(Whole(1, L::max_layers));
+  cmd->add_option("--heads", a->heads, "attention heads of the LLaMA block (default 4)")
+      ->check(Whole(1, L::max_dim));
+  cmd->add_option("--lr", a->lr, "peak learning rate (default 2e-3)")
+      ->check(Real(0, L::max_lr, /*open_low=*/true));
   cmd->add_option("--tokenizer", a->tokenizer,
                   "bytes (default) or a SentencePiece bpe / unigram tokenizer trained on the "
                   "corpus");
-  cmd->add_option("--vocab-size", a->vocab_size, "vocabulary of a bpe / unigram tokenizer");
+  cmd->add_option("--vocab-size", a->vocab_size, "vocabulary of a bpe / unigram tokenizer")
+      ->check(Whole(260, L::max_vocab));
   cmd->add_option("--methods", a->methods,
                   "training-free methods to test, a comma list of --method specs (see `stretch "
                   "score --help`); `nbce[:...]` runs on the fixed tail and the passkey, where the "
@@ -236,13 +243,17 @@ void RegisterLab(CLI::App& app) {
   cmd->add_option("--factors", a->factors,
                   "test lengths as multiples of the training length (default 8,16)");
   cmd->add_option("--windows", a->windows,
-                  "sequences per repeat / non-repeat cell (quick 8, full 32)");
-  cmd->add_option("--passkey-trials", a->passkey_trials, "passkey trials per length and depth");
+                  "sequences per repeat / non-repeat cell (quick 8, full 32)")
+      ->check(Whole(1, 1 << 20));
+  cmd->add_option("--passkey-trials", a->passkey_trials, "passkey trials per length and depth")
+      ->check(Whole(0, 1 << 20));
   cmd->add_option("--passkey-share", a->passkey_share,
                   "share of training windows that are passkey documents, so that small models "
-                  "learn the task (default 0.05)");
+                  "learn the task (default 0.05)")
+      ->check(Real(0, L::max_passkey_share));
   cmd->add_flag("--no-tail", a->no_tail, "skip the fixed-tail protocol");
-  cmd->add_option("--threads", a->threads, "threads (default: all cores, or a share per rank)");
+  cmd->add_option("--threads", a->threads, "threads (default: all cores, or a share per rank)")
+      ->check(Whole(0, L::max_threads));
   cmd->callback([a] { RunLabCommand(*a); });
 }
 

@@ -280,19 +280,24 @@ void RegisterScore(CLI::App& app) {
                   "or the flag repeated gives one table column per length")
       ->delimiter(',')
       ->allow_extra_args(false)
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Whole(1, kMaxContext));
   sub->add_option("--stride", args->options.stride,
                   "Start a window every S tokens (default N: no overlap). With S < N, later "
-                  "windows score only their last S positions (sliding-window perplexity)");
+                  "windows score only their last S positions (sliding-window perplexity)")
+      ->check(Whole(1, kMaxContext));
   sub->add_option("--tail", args->options.tail,
                   "Fixed-tail protocol: cut the text into samples of the longest --ctx and score "
                   "only the last K tokens of each at every length, so that every length scores "
                   "the same targets with more or less context before them (K <= the shortest "
-                  "--ctx)");
+                  "--ctx)")
+      ->check(Whole(1, kMaxContext));
   sub->add_option("--bucket", args->options.bucket, "Width of the position buckets in the report")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Whole(1, kMaxContext));
   sub->add_option("--max-windows", args->options.max_windows,
-                  "Score only the first K windows of each (method, length) cell (default: all)");
+                  "Score only the first K windows of each (method, length) cell (default: all)")
+      ->check(Whole(1, std::numeric_limits<int64_t>::max()));
   sub->add_flag("--json", args->json,
                 "Print the report as JSON instead of a table: every cell's numbers, the resolved "
                 "method spec per cell, and the protocol");

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,13 +31,24 @@ struct TrainArgs {
   std::string block = TrainRunDefaults::block;
   std::string position = TrainRunDefaults::position;
   std::string attention = TrainRunDefaults::attention;
-  int64_t seq_len = TrainRunDefaults::seq_len, warmup = -1;
+  int64_t seq_len = TrainRunDefaults::seq_len, warmup = 0;
   int dim = TrainRunDefaults::dim, layers = TrainRunDefaults::layers, heads = 0, kv_heads = 0,
       hidden_dim = 0;
-  double min_lr = -1;
+  double min_lr = 0;
   bool resume = false;
   int threads = 0;
 };
+
+// StoredRunOptions writes an unset option as its default's marker: 0 for heads, kv_heads and
+// hidden_dim, a negative number for min_lr and warmup. Read back, such a value leaves the option
+// unset (a flag given as 0 or negative is refused by its range).
+bool IsUnsetMarker(const std::string& key, const json& value) {
+  if (!value.is_number()) return false;
+  const double v = value.get<double>();
+  if (key == "heads" || key == "kv_heads" || key == "hidden_dim") return v == 0;
+  if (key == "min_lr" || key == "warmup") return v < 0;
+  return false;
+}
 
 // JSON values for options not given on the command line (--config FILE, and --resume's stored
 // arguments). Keys are the long flag names with '_' for '-'.
@@ -52,6 +64,7 @@ void ApplyJson(CLI::App* app, const json& j, const std::string& what, bool overr
     std::string text = value.is_string() ? value.get<std::string>() : value.dump();
     if (value.is_boolean()) text = value.get<bool>() ? "true" : "false";
     if (value.is_string() && text.empty()) continue;
+    if (IsUnsetMarker(key, value)) continue;
     opt->clear();
     opt->add_result(text);
     opt->run_callback();
@@ -59,7 +72,7 @@ void ApplyJson(CLI::App* app, const json& j, const std::string& what, bool overr
 }
 
 // The options of the flags (and of --config and --resume's stored arguments, which count as
-// given): a flag given sets its option; negative --min-lr and --warmup leave theirs unset.
+// given): a flag given sets its option.
 TrainRunOptions TrainRunOptionsOf(CLI::App* app, const TrainArgs& a) {
   TrainRunOptions o = a.run;
   const auto given = [&](const char* flag) { return app->count(flag) > 0; };
@@ -74,12 +87,81 @@ TrainRunOptions TrainRunOptionsOf(CLI::App* app, const TrainArgs& a) {
   if (given("--heads")) o.heads = a.heads;
   if (given("--kv-heads")) o.kv_heads = a.kv_heads;
   if (given("--hidden-dim")) o.hidden_dim = a.hidden_dim;
-  if (a.min_lr >= 0) o.min_lr = a.min_lr;
-  if (a.warmup >= 0) o.warmup = a.warmup;
+  if (given("--min-lr")) o.min_lr = a.min_lr;
+  if (given("--warmup")) o.warmup = a.warmup;
   return o;
 }
 
 void PrintNote(const std::string& line) { fmt::print(stderr, "train: {}\n", WithFlagNames(line)); }
+
+// The stored options that a resumed run may change: how far it goes and how often it saves,
+// validates and reports. Everything else is the run's, and a different value given with --resume
+// is refused with the stored one rather than dropped.
+constexpr std::string_view kResumeMayChange[] = {"steps", "save_every", "eval_every",
+                                                 "eval_windows", "log_every"};
+
+std::string FlagOf(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  return "--" + key;
+}
+
+std::string ValueText(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+// The keys of the run's options whose flags were given (on the command line or in --config).
+std::vector<std::string> GivenKeys(CLI::App* app) {
+  std::vector<std::string> keys;
+  json every = StoredRunOptions(TrainRunOptions{});
+  every["passkey_share"] = 0.0;  // written only when not 0
+  for (const auto& [key, value] : every.items()) {
+    const CLI::Option* opt = app->get_option_no_throw(FlagOf(key));
+    if (opt != nullptr && opt->count() > 0) keys.push_back(key);
+  }
+  return keys;
+}
+
+// `options` are the stored ones; `asked` what the flags said. A flag of kResumeMayChange applies
+// (with a note); a path names the same file or is refused; any other flag must repeat the stored
+// value.
+void ReconcileResume(const TrainRunOptions& asked, const std::vector<std::string>& given,
+                     const TrainResume& resume, TrainRunOptions& options) {
+  const std::string& checkpoint = resume.checkpoint;
+  const json want = StoredRunOptions(asked);
+  json have = resume.stored;
+  // Written only when not 0 (StoredRunOptions).
+  if (!have.contains("passkey_share")) have["passkey_share"] = 0.0;
+  for (const std::string& key : given) {
+    if (!want.contains(key) || !have.contains(key)) continue;
+    const std::string flag = FlagOf(key);
+    const bool may_change = std::find(std::begin(kResumeMayChange), std::end(kResumeMayChange),
+                                      key) != std::end(kResumeMayChange);
+    if (may_change) {
+      if (want[key] != have[key]) {
+        PrintNote(fmt::format("{} {} (the run was started with {}): applies from here on{}", flag,
+                              ValueText(want[key]), ValueText(have[key]),
+                              key == "steps" ? "; the learning rate's cosine now ends there" : ""));
+      }
+      continue;
+    }
+    const bool same = (key == "data" || key == "init")
+                          ? SamePath(ValueText(want[key]), ValueText(have[key]))
+                          : want[key] == have[key];
+    if (!same) {
+      Fail(
+          "{} {}: the run in {} was started with {} {} ({} stores it), and --resume continues it "
+          "with its own options; expected {} {} or no {} (with --resume only --steps, "
+          "--save-every, --eval-every, --eval-windows and --log-every may change)",
+          flag, ValueText(want[key]), asked.out, flag, ValueText(have[key]), checkpoint, flag,
+          ValueText(have[key]), flag);
+    }
+  }
+  for (const std::string& key : given) {
+    if (key == "steps") options.steps = asked.steps;
+    if (key == "save_every") options.save_every = asked.save_every;
+    if (key == "eval_every") options.eval_every = asked.eval_every;
+    if (key == "eval_windows") options.eval_windows = asked.eval_windows;
+    if (key == "log_every") options.log_every = asked.log_every;
+  }
+}
 
 void PrintProgress(const TrainProgress& p) {
   if (!p.report) return;
@@ -103,18 +185,23 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
     ApplyJson(app, j, a.config, false);
   }
   std::string resume_from;
+  const TrainRunOptions asked = TrainRunOptionsOf(app, a);
+  std::vector<std::string> given;
+  std::optional<TrainResume> resume;
   if (a.resume) {
-    const TrainResume resume = ReadTrainResume(TrainRunOptionsOf(app, a));
-    for (const std::string& line : resume.notes) PrintNote(line);
+    resume = ReadTrainResume(asked);
+    for (const std::string& line : resume->notes) PrintNote(line);
+    given = GivenKeys(app);
     const int threads = a.threads;
-    ApplyJson(app, resume.stored, resume.checkpoint + " stretch.cli", true);
+    ApplyJson(app, resume->stored, resume->checkpoint + " stretch.cli", true);
     a.threads = threads;
     // Stored only when not 0 (StoredRunOptions): a run stored without it had none.
-    if (!resume.stored.contains("passkey_share")) a.run.passkey_share = 0.0;
-    resume_from = resume.checkpoint;
+    if (!resume->stored.contains("passkey_share")) a.run.passkey_share = 0.0;
+    resume_from = resume->checkpoint;
   }
   TrainRunOptions options = TrainRunOptionsOf(app, a);
   options.resume_from = resume_from;
+  if (resume) ReconcileResume(asked, given, *resume, options);
   // The library checks its own inputs (--data, --init); --config is the command's.
   const std::vector<NamedPath> config = {{"--config", a.config}};
   if (!options.out.empty()) CheckInputsOutside(config, {"--out", options.out});
@@ -127,6 +214,7 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
 }  // namespace
 
 void RegisterTrain(CLI::App& app) {
+  using L = TrainRunLimits;
   auto args = std::make_shared<TrainArgs>();
   CLI::App* sub = app.add_subcommand(
       "train",
@@ -171,33 +259,37 @@ void RegisterTrain(CLI::App& app) {
                   "Tokenizer trained on --data: bytes, bpe or unigram (SentencePiece)")
       ->capture_default_str();
   sub->add_option("--vocab-size", args->vocab_size, "Vocabulary size for bpe / unigram")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Whole(260, L::max_vocab));
   sub->add_option("--seq-len", args->seq_len, "Training length L: tokens per window")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Whole(1, L::max_seq_len));
   sub->add_option("--steps", args->run.steps, "Optimizer steps in the whole run")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Whole(1, L::max_steps));
   sub->add_option("--batch", args->run.batch, "Windows per micro-batch")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Whole(1, L::max_batch));
   sub->add_option("--accumulate", args->run.accumulate,
                   "Micro-batches per optimizer step (gradient accumulation)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Whole(1, L::max_batch));
   sub->add_option("--dim", args->dim, "Model width")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Whole(1, L::max_dim));
   sub->add_option("--layers", args->layers, "Transformer blocks")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Whole(1, L::max_layers));
   sub->add_option("--heads", args->heads,
-                  "Attention heads (dim / heads must be even; default 4; the GAU block has one)");
+                  "Attention heads (dim / heads must be even; default 4; the GAU block has one)")
+      ->check(Whole(1, L::max_dim));
   sub->add_option("--kv-heads", args->kv_heads,
-                  "Key/value heads (grouped-query attention; default: --heads)");
+                  "Key/value heads (grouped-query attention; default: --heads)")
+      ->check(Whole(1, L::max_dim));
   sub->add_option("--hidden-dim", args->hidden_dim,
                   "SwiGLU width (default: 8/3 dim rounded up to 16); GAU: the expansion width e of "
-                  "U and V (default: 2 dim; a multiple of the key width)");
+                  "U and V (default: 2 dim; a multiple of the key width)")
+      ->check(Whole(1, L::max_hidden));
   sub->add_option(
          "--block", args->block,
          "Block: llama (pre-norm attention + SwiGLU) or gau[:key=S] (post-norm single-head Gated "
@@ -234,12 +326,17 @@ void RegisterTrain(CLI::App& app) {
                   "N*L repeats one; an entry joins rope|nope, full|window:W|chunk:C, base:B, "
                   "pi:F, temp with +, e.g. layers=5*window:512+base:10000/full+pi:8)")
       ->capture_default_str();
-  sub->add_option("--lr", args->run.lr, "Peak learning rate")->capture_default_str();
-  sub->add_option("--min-lr", args->min_lr, "Learning rate at the last step (default: lr / 10)");
-  sub->add_option("--warmup", args->warmup, "Warm-up steps (default: min(100, steps / 10))");
+  sub->add_option("--lr", args->run.lr, "Peak learning rate")
+      ->capture_default_str()
+      ->check(Real(0, L::max_lr, /*open_low=*/true));
+  sub->add_option("--min-lr", args->min_lr, "Learning rate at the last step (default: lr / 10)")
+      ->check(Real(0, L::max_lr));
+  sub->add_option("--warmup", args->warmup, "Warm-up steps (default: min(100, steps / 10))")
+      ->check(Whole(0, L::max_steps));
   sub->add_option("--weight-decay", args->run.weight_decay,
                   "AdamW decoupled weight decay (not on norms)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Real(0, L::max_weight_decay));
   sub->add_option("--perturb", args->run.perturb,
                   "Position perturbation of the training windows (RoPE only): none, "
                   "randomized:max=M (each window's positions are a sorted random sample below M, "
@@ -249,22 +346,27 @@ void RegisterTrain(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--clip", args->run.clip,
                   "Clip the global gradient norm to this (0: no clipping)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Real(0, L::max_clip));
   sub->add_option("--seed", args->run.seed, "Seed of the initialization, the split and the batches")
       ->capture_default_str();
   sub->add_option("--save-every", args->run.save_every, "Checkpoint every N steps (and at the end)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Whole(1, L::max_steps));
   sub->add_option("--eval-every", args->run.eval_every,
                   "Validation loss and accuracy every N steps (0: never)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Whole(0, L::max_steps));
   sub->add_option("--eval-windows", args->run.eval_windows, "Held-out windows per validation")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Whole(1, L::max_batch));
   sub->add_option("--log-every", args->run.log_every, "Progress line every N steps")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(Whole(1, L::max_steps));
   sub->add_option("--valid-fraction", args->run.valid_fraction,
                   "Fraction of documents held out for validation")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Real(0, L::max_valid_fraction, /*open_low=*/true));
   sub->add_option("--passkey-share", args->run.passkey_share,
                   "Share of the training windows (0 to 0.5) replaced by passkey documents of the "
                   "same length: a random 5-digit number hidden at a random depth in training "
@@ -274,8 +376,9 @@ void RegisterTrain(CLI::App& app) {
                   "evaluation then asks whether it still finds the key in longer texts. Needs "
                   "--seq-len >= 61 with the bytes tokenizer. 0: none")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.5));
-  sub->add_option("--threads", args->threads, "Threads (default: all cores)");
+      ->check(Real(0, L::max_passkey_share));
+  sub->add_option("--threads", args->threads, "Threads (default: all cores)")
+      ->check(Whole(0, L::max_threads));
   sub->callback([sub, args] { RunTrain(sub, *args); });
 }
 

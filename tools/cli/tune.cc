@@ -92,11 +92,14 @@ void RegisterTune(CLI::App& app) {
   cmd->add_option("--data", a->data, "a held-out text sample: a file or a folder of *.txt")
       ->required();
   cmd->add_option("--ctx", a->ctx, "the target length in tokens (e.g. 8 x the training length)")
-      ->required();
+      ->required()
+      ->check(Whole(1, kMaxContext));
   cmd->add_option("--windows", a->windows, "windows of --ctx tokens scored per cell")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Whole(1, 1 << 20));
   cmd->add_option("--rounds", a->rounds, "rounds of refinement around the best cell")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(Whole(0, 64));
   cmd->callback([a] { RunTuneCommand(*a); });
 }
 
