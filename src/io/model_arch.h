@@ -6,7 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <limits>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "src/core/error.h"
 #include "src/model/config.h"
@@ -47,10 +51,24 @@ const char* ArchBlockName(ModelBlock block);
 const char* ArchPositionName(const AttentionLayout& layout);
 
 // j[key] as a T; throws stretch::Error naming `what` and the field when it is missing or of the
-// wrong type.
+// wrong type, or, for an integer T, not an integer in T's range (nlohmann::json converts a
+// number of another kind or size with a cast: 2.5 would become 2, 2^32 + 1 an int's 1, and
+// 1e30 is undefined behaviour).
 template <typename T>
 T JsonField(const nlohmann::json& j, const char* key, const std::string& what) {
   if (!j.is_object() || !j.contains(key)) Fail("{}: missing field \"{}\"", what, key);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    const nlohmann::json& v = j.at(key);
+    const bool fits =
+        v.is_number_unsigned()
+            ? v.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max())
+        : v.is_number_integer() ? std::in_range<T>(v.get<int64_t>())
+                                : false;
+    if (!fits) {
+      Fail("{}: field \"{}\" = {}, expected an integer in [{}, {}]", what, key, v.dump(),
+           std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
+    }
+  }
   try {
     return j.at(key).get<T>();
   } catch (const nlohmann::json::exception& e) {

@@ -1,0 +1,70 @@
+// Text from outside (a corpus, a prompt, `score --data`), any bytes, invalid UTF-8 included,
+// through every tokenizer's encoder and back through its decoder: llama2.c's (with and without
+// byte pieces), byte-level BPE (src/io/bpe_tokenizer.h), Hugging Face's SentencePiece encoding
+// (src/io/hf_tokenizer_json.h), the trainer's tokenizers (bytes, SentencePiece:
+// src/io/training_tokenizer.h). The tokenizers that promise it must give the bytes back exactly.
+// Also the token files of `score --tokens` (src/io/text.h ReadTokenFile).
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fuzz/fuzz_target.h"
+#include "fuzz/seed_writer.h"
+#include "src/io/bpe_tokenizer.h"
+#include "src/io/hf_tokenizer_json.h"
+#include "src/io/spm_model.h"
+#include "src/io/text.h"
+#include "src/io/text_tokenizer.h"
+#include "src/io/tokenizer.h"
+#include "src/io/training_tokenizer.h"
+
+namespace stretch::fuzz {
+namespace {
+
+// Made once per process: what the encoders run with.
+struct TextTokenizers {
+  Tokenizer tiny = TinyFuzzTokenizer();
+  Tokenizer rich = RichFuzzTokenizer();
+  BpeTokenizer bpe =
+      BpeTokenizer::FromTokenizerJson(WriteScratch("text_encode_bpe.json", BpeFuzzTokenizerJson()));
+  HfSentencePieceJson hf = ReadHfSentencePieceJson(WriteScratch(
+      "text_encode_sp.json", SerializeSentencePieceTokenizerJson(RichFuzzTokenizer())));
+  TrainingTokenizer bytes = TrainingTokenizer::Bytes();
+  TrainingTokenizer spm =
+      TrainingTokenizer::Load("sentencepiece", SerializeSentencePieceModel(RichFuzzTokenizer()));
+};
+
+const TextTokenizers& Tokenizers() {
+  static const TextTokenizers t;
+  return t;
+}
+
+}  // namespace
+
+int FuzzTextEncode(const uint8_t* data, size_t size) {
+  const TextTokenizers& t = Tokenizers();
+  const std::string_view text = AsText(data, size);
+  ExpectErrorOrSuccess([&] { (void)t.tiny.Decode(t.tiny.Encode(text, true, true)); });
+  ExpectErrorOrSuccess([&] { (void)t.rich.Decode(t.rich.Encode(text, true, false)); });
+  ExpectErrorOrSuccess([&] {
+    if (t.bpe.Decode(t.bpe.Encode(text)) != text) {
+      Finding("byte-level BPE: Decode(Encode(x)) != x for " + Quote(text));
+    }
+  });
+  ExpectErrorOrSuccess([&] { (void)EncodeAsHuggingFace(t.hf, text); });
+  ExpectErrorOrSuccess([&] {
+    if (t.bytes.Decode(t.bytes.Encode(text)) != text) {
+      Finding("bytes tokenizer: Decode(Encode(x)) != x for " + Quote(text));
+    }
+  });
+  ExpectErrorOrSuccess([&] { (void)t.spm.Decode(t.spm.Encode(text)); });
+  const std::string path = WriteScratch("tokens.txt", data, size);
+  ExpectErrorOrSuccess([&] { (void)ReadTokenFile(path, 40); });
+  return 0;
+}
+
+}  // namespace stretch::fuzz
+
+STRETCH_FUZZ_TARGET(stretch::fuzz::FuzzTextEncode)
