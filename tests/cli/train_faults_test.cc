@@ -252,6 +252,29 @@ TEST(TrainFaults, DamagedCheckpointsAreRefusedByNameAndResumeFallsBack) {
   EXPECT_TRUE(Has(r.out, "tensor layers.0.wq holds nan")) << r.out;
 }
 
+// Item 2: a file-size limit in the middle of a run (as a full disk): the run stops with the
+// system's reason naming the file, instead of dying silently on SIGXFSZ; the previous checkpoint
+// is intact, and the run resumes from it once the limit is lifted.
+TEST(TrainFaults, AFullDiskStopsTheRunWithTheReasonAndItResumes) {
+  const fs::path corpus = WriteCorpus("corpus_full");
+  const fs::path out = TempDir("full");
+  auto r = TrainTiny(corpus, out, 4);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string before = ReadBytes(out / "step-00000004.safetensors");
+  // 60 KiB: the token cache and log are already there, a checkpoint (about 140 KiB) is not.
+  r = testing::RunShell("ulimit -f 60; '" + std::string(STRETCH_CLI_PATH) + "' train --out " +
+                        Quote(out) + " --resume --steps 8");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, "step-00000006.safetensors")) << r.out;
+  EXPECT_TRUE(Has(r.out, "File too large")) << r.out;
+  EXPECT_EQ(ReadBytes(out / "step-00000004.safetensors"), before);
+  EXPECT_FALSE(fs::exists(out / "step-00000006.safetensors"));
+  r = RunCli("train --out " + Quote(out) + " --resume --steps 8");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "resumed from " + (out / "step-00000004.safetensors").string())) << r.out;
+  EXPECT_TRUE(fs::exists(out / "step-00000008.safetensors"));
+}
+
 // Whether `dir` holds the checkpoint of `step`, or (with `partial`) its file being written.
 bool Reached(const fs::path& dir, int64_t step, bool partial) {
   const std::string name = StepFileName(step);

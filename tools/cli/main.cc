@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <exception>
 
@@ -10,6 +11,10 @@
 #include "tools/cli/common.h"
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) would otherwise kill the process with SIGXFSZ mid-write, with
+  // no message: ignored, the write fails with EFBIG and is reported like a full disk (the file
+  // being written is removed, the previous one left as it was).
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{
       "stretch: an engine and laboratory for Transformer length extrapolation (\"train short, "
       "test long\").\n"
