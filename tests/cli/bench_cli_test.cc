@@ -51,5 +51,21 @@ TEST(BenchCli, ProfileNeedsAModel) {
   EXPECT_TRUE(Has(r.out, "--profile: needs --model")) << r.out;
 }
 
+// scripts/vs_llamacpp.sh times a decode from an empty context with `--case decode --length 0`;
+// a prompt of 0 tokens is refused for the cases that time one.
+TEST(BenchCli, DecodeStartsFromAnEmptyContextAndPromptCasesRefuseLengthZero) {
+  const RunResult d =
+      RunCli("bench --case decode --length 0 --repeats 1 --model '" + Files().model + "'");
+  ASSERT_EQ(d.exit_code, 0) << d.out;
+  EXPECT_GT(nlohmann::json::parse(d.out)["tokens_per_s"].get<double>(), 0.0) << d.out;
+  const RunResult p =
+      RunCli("bench --case prefill --length 0 --repeats 1 --model '" + Files().model + "'");
+  EXPECT_EQ(p.exit_code, 1) << p.out;
+  EXPECT_TRUE(Has(p.out, "--length: found 0, expected a whole number in [1, ")) << p.out;
+  const RunResult q = RunCli("bench --profile --length 0 --model '" + Files().model + "'");
+  EXPECT_EQ(q.exit_code, 1) << q.out;
+  EXPECT_TRUE(Has(q.out, "with --profile")) << q.out;
+}
+
 }  // namespace
 }  // namespace stretch

@@ -46,7 +46,7 @@ using op_cases::Median;
 struct BenchArgs {
   std::string model;
   std::string child_case;  // internal: run one case and print one JSON line
-  int64_t length = 0;
+  int64_t length = -1;     // -1: not given
   int head_dim = 0;
   std::string method;            // the case's position method ("" = plain causal RoPE)
   std::string against;           // a second method timed in alternation (attention, prefill)
@@ -337,6 +337,14 @@ nlohmann::json CaseTrainStep(int repeats) {
 }
 
 void RunChild(const BenchArgs& a) {
+  // The cases that time a prompt need its length; only a decode may start from an empty context.
+  const bool timed_prompt = a.child_case == "attention" || a.child_case == "prefill" ||
+                            a.child_case == "score-window" || a.child_case == "profile";
+  if ((timed_prompt || a.child_case == "decode") && a.length < 0)
+    Fail("--case {}: needs --length", a.child_case);
+  if (timed_prompt && a.length == 0)
+    Fail("--length: found 0, expected a whole number in [1, {}] for --case {}", kMaxContext,
+         a.child_case);
   nlohmann::json j;
   if (a.child_case == "fma") {
     j = CaseFma(a.threads > 0 ? a.threads : NumThreads());
@@ -615,6 +623,8 @@ void RunOps(const BenchArgs& a) {
 // LLaMA block.
 void RunProfile(const BenchArgs& a, const std::string& threads) {
   if (a.model.empty()) Fail("bench --profile: needs --model (a llama2.c checkpoint)");
+  if (a.length == 0)
+    Fail("--length: found 0, expected a whole number in [1, {}] with --profile", kMaxContext);
   const int64_t L = a.length > 0 ? a.length : 512;
   const ModelConfig h = ReadLlama2cHeader(a.model).config;
   const nlohmann::json r =
@@ -926,8 +936,9 @@ void RegisterBench(CLI::App& app) {
       ->check(Whole(0, TrainRunLimits::max_threads));
   sub->add_option("--case", args->child_case, "Internal: run one case in this process")->group("");
   sub->add_option("--length", args->length,
-                  "With --profile: the prompt length and decode depth (default 512)")
-      ->check(Whole(1, kMaxContext));
+                  "With --profile: the prompt length and decode depth (default 512); with --case "
+                  "decode: the depth decoded from (0: an empty context)")
+      ->check(Whole(0, kMaxContext));
   sub->add_option("--head-dim", args->head_dim, "Internal: the case's head dim")->group("");
   sub->add_option("--method", args->method,
                   "Instead of the usual cases: prefill of --model under this position method "
