@@ -5,6 +5,10 @@
 #   scripts/fuzz.sh --ci [SECONDS]        the same for CI (default 30 s each): a fresh corpus
 #   scripts/fuzz.sh --only a,b [SECONDS]  only these targets (names of fuzz/targets/*.cc)
 #   scripts/fuzz.sh --build-only          configure and build, make the seeds, run nothing
+#   scripts/fuzz.sh --build DIR ...       use the build folder DIR instead of build/fuzz: one
+#                                         configured with -DSTRETCH_FUZZ=ON, such as the test
+#                                         suite's sanitizer build (scripts/setup.sh all), whose
+#                                         parser layers carry the coverage instrumentation
 #
 # The build (build/fuzz): clang++-14, the libraries with -fsanitize=fuzzer-no-link,address,
 # undefined (coverage for the fuzzer, every access and UB checked), the targets linked with
@@ -23,6 +27,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SECONDS_EACH=600
+B=build/fuzz
 CI=0
 ONLY=""
 BUILD_ONLY=0
@@ -31,7 +36,8 @@ while [ $# -gt 0 ]; do
     --ci) CI=1; SECONDS_EACH=30 ;;
     --only) ONLY="$2"; shift ;;
     --build-only) BUILD_ONLY=1 ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    --build) B="${2:?fuzz.sh: --build needs a folder}"; shift ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *[!0-9]*|"") echo "fuzz.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     *) SECONDS_EACH="$1" ;;
   esac
@@ -41,9 +47,13 @@ done
 JOBS="${JOBS:-2}"
 PARALLEL="${PARALLEL:-2}"
 CXX_FUZZ="${CXX_FUZZ:-clang++-14}"
-B=build/fuzz
 
 echo "== fuzz: build ($B, $CXX_FUZZ) =="
+if [ -f "$B/CMakeCache.txt" ] && ! grep -q '^STRETCH_FUZZ:BOOL=ON' "$B/CMakeCache.txt"; then
+  echo "fuzz.sh: $B was configured without -DSTRETCH_FUZZ=ON: reconfigure it with it, or pass" \
+    "another --build folder" >&2
+  exit 2
+fi
 if [ ! -f "$B/CMakeCache.txt" ]; then
   cmake -S . -B "$B" -G Ninja -DCMAKE_CXX_COMPILER="$CXX_FUZZ" -DCMAKE_BUILD_TYPE=Debug \
     -DSTRETCH_SANITIZE=ON -DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link -DSTRETCH_FUZZ=ON \

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Idempotent setup: installs the Debian packages stretch needs (only the missing ones), then
 # installs the lab's default corpus, then configures and builds.
-# Usage: scripts/setup.sh [deps|stretch|release|all]
-#   deps     the Debian packages and the corpus only
-#   stretch  the `stretch` command alone in build/release (what scripts/demo.sh needs)
-#   release  the Release build (-O2 -march=native) in build/release        (default)
-#   all      also the Debug build with AddressSanitizer + UBSan in build/debug-asan, compiled
-#            with clang (with the sanitizers on it took 0.56-0.82 of g++'s CPU time per file
-#            measured, and the tests then run on a second compiler's build)
+# Usage: scripts/setup.sh [deps|stretch|release|sanitize|all]
+#   deps      the Debian packages and the corpus only
+#   stretch   the `stretch` command alone in build/release (what scripts/demo.sh needs)
+#   release   the Release build (-O2 -march=native) in build/release        (default)
+#   sanitize  the Debug build with AddressSanitizer + UBSan in build/debug-asan (what
+#             scripts/test.sh runs the suite on), compiled with clang (with the sanitizers on it
+#             took 0.56-0.82 of g++'s CPU time per file measured), with the libFuzzer targets of
+#             fuzz/ (-DSTRETCH_FUZZ=ON: the parser layers carry coverage instrumentation)
+#   all       both builds
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,14 +23,14 @@ PACKAGES=(
   libsentencepiece-dev                 # SentencePiece: training tokenizers (src/train/data.h)
   libgtest-dev libgmock-dev libbenchmark-dev
 )
-# Needed by the tests only: installed by `setup.sh all` (scripts/test.sh).
+# Needed by the tests only: installed by `setup.sh sanitize` and `all` (scripts/test.sh).
 TEST_PACKAGES=(
   chromium                             # headless browser for the report test (tests/report)
   openmpi-bin                          # mpirun, for the two-process lab test (tests/cli)
   clang-14 libclang-rt-14-dev          # the sanitizer build's compiler and its ASan/UBSan runtime
   libomp-14-dev                        # omp.h for clang (the program links GCC's libgomp)
 )
-if [ "${1:-release}" = "all" ]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
+case "${1:-release}" in all|sanitize) PACKAGES+=("${TEST_PACKAGES[@]}") ;; esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -85,14 +87,24 @@ build() {  # build DIR TYPE [cmake args...]
   cmake --build "$dir" -j "$JOBS" "${TARGET[@]}"
 }
 
-build build/release Release
-if [ "${1:-release}" = "all" ]; then
+MODE=${1:-release}
+case "$MODE" in
+  stretch|release|sanitize|all) ;;
+  *) echo "setup: unknown mode '$MODE': expected deps, stretch, release, sanitize or all" >&2; exit 2 ;;
+esac
+[ "$MODE" != sanitize ] && build build/release Release
+if [ "$MODE" = all ] || [ "$MODE" = sanitize ]; then
   # A build folder configured with another compiler (older checkouts used g++) starts afresh.
   if [ -f build/debug-asan/CMakeCache.txt ] &&
     ! grep -q '^CMAKE_CXX_COMPILER:[A-Z]*=.*clang++-14$' build/debug-asan/CMakeCache.txt; then
     echo "setup: build/debug-asan was configured with another compiler: reconfiguring with clang++-14"
     rm -rf build/debug-asan
   fi
-  build build/debug-asan Debug -DSTRETCH_SANITIZE=ON -DSTRETCH_BUILD_BENCH=OFF \
+  # One configured before the fuzz targets joined it gets them.
+  if [ -f build/debug-asan/CMakeCache.txt ] &&
+    ! grep -q '^STRETCH_FUZZ:BOOL=ON' build/debug-asan/CMakeCache.txt; then
+    cmake -S . -B build/debug-asan -DSTRETCH_FUZZ=ON >/dev/null
+  fi
+  build build/debug-asan Debug -DSTRETCH_SANITIZE=ON -DSTRETCH_BUILD_BENCH=OFF -DSTRETCH_FUZZ=ON \
     -DCMAKE_CXX_COMPILER=clang++-14
 fi

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -178,31 +179,37 @@ void ApplyRopeSpec(const PositionSpec& ps, TrainArch& arch) {
     }
     return f;
   };
-  ps.EachKey(
-      name == "rope" ? "base=B, fraction=P, pi=F, ntk=F"
-                     : "base=B, gamma=G, fraction=P, pi=F, ntk=F",
-      [&](std::string_view key, std::string_view value) {
-        if (key == "pi") {
-          pi = factor(key, value);
-        } else if (key == "ntk") {
-          ntk = factor(key, value);
-        } else if (key == "base") {
-          arch.model.rope_base = static_cast<float>(PositiveNumber("position spec", spec, value));
-        } else if (key == "fraction") {
-          arch.model.attention.rope_fraction = PositiveNumber("position spec", spec, value);
-          if (arch.model.attention.rope_fraction > 1.0) {
-            Fail(
-                "position spec {}: fraction={} (allowed: 0 < P <= 1, the share of RoPE's "
-                "frequency pairs that rotate)",
-                spec, value);
-          }
-        } else if (key == "gamma" && name == "xpos") {
-          arch.model.attention.xpos_scale_base = PositiveNumber("position spec", spec, value);
-        } else {
-          return false;
-        }
-        return true;
-      });
+  ps.EachKey(name == "rope" ? "base=B, fraction=P, pi=F, ntk=F"
+                            : "base=B, gamma=G, fraction=P, pi=F, ntk=F",
+             [&](std::string_view key, std::string_view value) {
+               if (key == "pi") {
+                 pi = factor(key, value);
+               } else if (key == "ntk") {
+                 ntk = factor(key, value);
+               } else if (key == "base") {
+                 // theta_t = base^(-2t/D) falls with t only for a base > 1; the base is kept as a float.
+                 const double b = PositiveNumber("position spec", spec, value);
+                 if (b <= 1.0 || b > std::numeric_limits<float>::max()) {
+                   Fail("position spec {}: base={} (allowed: 1 < B <= {:g})", spec, value,
+                        std::numeric_limits<float>::max());
+                 }
+                 arch.model.rope_base = static_cast<float>(b);
+               } else if (key == "fraction") {
+                 arch.model.attention.rope_fraction = PositiveNumber("position spec", spec, value);
+                 if (arch.model.attention.rope_fraction > 1.0) {
+                   Fail(
+                       "position spec {}: fraction={} (allowed: 0 < P <= 1, the share of RoPE's "
+                       "frequency pairs that rotate)",
+                       spec, value);
+                 }
+               } else if (key == "gamma" && name == "xpos") {
+                 arch.model.attention.xpos_scale_base =
+                     PositiveNumber("position spec", spec, value);
+               } else {
+                 return false;
+               }
+               return true;
+             });
   if (pi && ntk) {
     Fail(
         "position spec {}: pi and ntk together (allowed: one of them: pi=F divides positions by "

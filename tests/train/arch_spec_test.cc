@@ -110,6 +110,11 @@ TEST(ArchSpec, Errors) {
   TrainArch a = Layers(2);
   ExpectError([&] { ApplyPositionSpec("alibi:slope=2", a); }, "takes no parameters");
   ExpectError([&] { ApplyPositionSpec("rope:base=-1", a); }, "not a positive number");
+  // A base <= 1 once reached the first training step and aborted there (RopeThetas' check; the
+  // fuzz target arch_train found it: fuzz/regressions/arch_train/rope-base-below-one).
+  ExpectError([&] { ApplyPositionSpec("rope:base=0.526", a); }, "base=0.526 (allowed: 1 < B <=");
+  ExpectError([&] { ApplyPositionSpec("xpos:base=1", a); }, "base=1 (allowed: 1 < B <=");
+  ExpectError([&] { ApplyPositionSpec("rope:base=1e39", a); }, "base=1e39 (allowed: 1 < B <=");
   ExpectError([&] { ApplyAttentionSpec("hwfa2=32", a); }, "wants W/K");
   ExpectError([&] { ApplyAttentionSpec("keynorm,,full", a); }, "an empty piece");
   ExpectError([&] { ApplyAttentionSpec("flash", a); }, "unknown piece \"flash\"");
