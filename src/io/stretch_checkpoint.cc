@@ -310,10 +310,7 @@ std::unique_ptr<TextTokenizer> MakeCheckpointTextTokenizer(TrainingTokenizer tok
 
 std::string StepFileName(int64_t step) { return fmt::format("step-{:08d}.safetensors", step); }
 
-namespace {
-
-// The step of "step-NNNNNNNN.safetensors" (eight digits, as StepFileName writes); -1 otherwise.
-int64_t StepOf(std::string_view name) {
+int64_t StepOfFileName(std::string_view name) {
   constexpr std::string_view kPrefix = "step-", kSuffix = ".safetensors";
   if (name.size() != kPrefix.size() + 8 + kSuffix.size() || !name.starts_with(kPrefix) ||
       !name.ends_with(kSuffix)) {
@@ -327,14 +324,12 @@ int64_t StepOf(std::string_view name) {
   return step;
 }
 
-}  // namespace
-
 std::vector<std::pair<int64_t, std::string>> StepFiles(const std::string& dir) {
   std::vector<std::pair<int64_t, std::string>> found;
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return found;
   for (const auto& e : fs::directory_iterator(dir)) {
-    const int64_t step = StepOf(e.path().filename().string());
+    const int64_t step = StepOfFileName(e.path().filename().string());
     if (step >= 0) found.emplace_back(step, e.path().string());
   }
   std::sort(found.rbegin(), found.rend());

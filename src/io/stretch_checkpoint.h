@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -100,6 +101,9 @@ std::string CheckpointTextProtocolText();
 // Checkpoints in a training run's directory are named step-NNNNNNNN.safetensors (eight digits).
 // "step-00000040.safetensors"
 std::string StepFileName(int64_t step);
+// The step a file name says: N for "step-NNNNNNNN.safetensors" (eight digits, as StepFileName
+// writes), -1 for any other name.
+int64_t StepOfFileName(std::string_view name);
 
 // The files named like checkpoints in `dir`, newest (highest step) first; none when `dir` does not
 // exist. Their contents are not read.

@@ -126,6 +126,7 @@ TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
                        {"lr", p.stats.lr},
                        {"grad_norm", p.stats.grad_norm},
                        {"tokens_per_s", p.tokens_per_s}};
+    if (p.stats.skipped > 0) rec["skipped_batches"] = p.stats.skipped;
     const bool eval_now = opt.eval_every > 0 && (step % opt.eval_every == 0 || step == opt.steps);
     if (eval_now) {
       p.eval = EvaluateHeldOut(trainer, data, opt.eval_windows);

@@ -82,6 +82,7 @@ void CheckRunOptions(const TrainRunOptions& o) {
   whole("eval_windows", o.eval_windows, 1, L::max_batch);
   whole("log_every", o.log_every, 1, L::max_steps);
   real("passkey_share", o.passkey_share, 0, L::max_passkey_share, false);
+  whole("skip_nonfinite", o.skip_nonfinite, 0, L::max_skip_nonfinite);
 }
 
 // The newest complete checkpoint in dir (newer files that do not read as one are noted and
@@ -371,6 +372,7 @@ TrainerOptions TrainerOptionsOf(const TrainRunOptions& o) {
   t.clip = o.clip;
   t.seed = o.seed;
   t.perturb = ParsePerturbation(o.perturb, "TrainRunOptions::perturb");
+  t.skip_nonfinite = o.skip_nonfinite;
   return t;
 }
 
@@ -505,6 +507,7 @@ json StoredRunOptions(const TrainRunOptions& o) {
             {"init", o.init},
             {"perturb", o.perturb}};
   if (o.passkey_share != 0.0) j["passkey_share"] = o.passkey_share;
+  if (o.skip_nonfinite != 0) j["skip_nonfinite"] = o.skip_nonfinite;
   return j;
 }
 
@@ -641,6 +644,13 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
   if (const std::optional<std::string> hint = BlasKernelHint()) Tell(note, "note: " + *hint);
   if (resuming) {
     LoadCheckpointInto(trainer, SafetensorsFile(o.resume_from));
+    // A consistent checkpoint under another step's name (renamed, or copied over another) would
+    // resume the run at a step its name, its log and the files beside it disagree with.
+    const int64_t named = StepOfFileName(fs::path(o.resume_from).filename().string());
+    if (named >= 0 && named != trainer.step()) {
+      Fail("{}: named step {} but holds step {} (tensor {}): renamed or copied from another step",
+           o.resume_from, named, trainer.step(), kCheckpointStepTensor);
+    }
     Tell(note, fmt::format("resumed from {} at step {}", o.resume_from, trainer.step()));
     if (o.steps < trainer.step()) {
       Fail(

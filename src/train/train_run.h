@@ -54,6 +54,7 @@ struct TrainRunLimits {
   static constexpr double max_valid_fraction = 0.99;
   static constexpr double max_passkey_share = 0.5;
   static constexpr int64_t max_threads = 4096;
+  static constexpr int64_t max_skip_nonfinite = 1000;
 };
 
 struct TrainRunOptions {
@@ -105,13 +106,17 @@ struct TrainRunOptions {
   // in src/train/run.h, TrainingData). 0: none, and the batches are those of a run without it.
   // Needs seq_len >= PasskeyMinCtx (61 with the bytes tokenizer).
   double passkey_share = 0.0;
+  // Batches with a non-finite loss or gradient that one step may pass over, drawing the next one
+  // instead (TrainerOptions::skip_nonfinite); then the run stops with the tensors named. 0: the
+  // first one stops the run.
+  int skip_nonfinite = 0;
 };
 
 // The options as each checkpoint stores them (metadata stretch.cli), so that the run can be
 // repeated: keys are the long flags of `stretch train` with '_' for '-', an unset option is
 // written as its default (negative for min_lr and warmup: "the default"). RunTraining stores the
 // resolved options: `init` the checkpoint file, and with `init` the checkpoint's tokenizer and
-// its seq_len when none is set. passkey_share is written only when it is not 0, so that the
+// its seq_len when none is set. passkey_share and skip_nonfinite are written only when not 0, so that the
 // stored options of runs without it are those of runs from before it existed (a resumed run whose
 // stored options lack it resumes with 0).
 nlohmann::json StoredRunOptions(const TrainRunOptions& options);

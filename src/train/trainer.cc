@@ -125,33 +125,47 @@ std::string NonFiniteText(ModelWeights& w, const char* what) {
 
 StepStats Trainer::Step(const BatchSource& next) {
   StepStats st;
-  ZeroGrads(registry_);
   const int A = options_.accumulate;
-  for (int a = 0; a < A; ++a) {
-    next(data_rng_, options_.batch, tokens_);
-    if (options_.perturb.Active()) {
-      const int64_t T = static_cast<int64_t>(tokens_.size()) / options_.batch - 1;
-      model_.SetPositions(PerturbedPositions(options_.perturb, options_.seed, adam_.step() * A + a,
-                                             options_.batch, T));
+  for (int attempt = 0;; ++attempt) {
+    ZeroGrads(registry_);
+    st.loss = 0.0;
+    st.tokens = 0;
+    for (int a = 0; a < A; ++a) {
+      next(data_rng_, options_.batch, tokens_);
+      if (options_.perturb.Active()) {
+        const int64_t T = static_cast<int64_t>(tokens_.size()) / options_.batch - 1;
+        model_.SetPositions(PerturbedPositions(options_.perturb, options_.seed,
+                                               adam_.step() * A + a, options_.batch, T));
+      }
+      st.loss += model_.Forward(params_, tokens_, options_.batch, acts_) / A;
+      st.tokens += acts_.scored;
+      model_.Backward(params_, acts_, grads_, 1.0 / A);
     }
-    st.loss += model_.Forward(params_, tokens_, options_.batch, acts_) / A;
-    st.tokens += acts_.scored;
-    model_.Backward(params_, acts_, grads_, 1.0 / A);
-  }
-  if (options_.clip > 0.0) {
-    st.grad_norm = ClipGradNorm(registry_, options_.clip).norm;
-  } else {
-    st.grad_norm = GradNorm(registry_);
-  }
-  if (!std::isfinite(st.grad_norm)) {
-    // Nothing of this step is applied (ClipGradNorm leaves non-finite gradients as they are), so
+    if (options_.clip > 0.0) {
+      st.grad_norm = ClipGradNorm(registry_, options_.clip).norm;
+    } else {
+      st.grad_norm = GradNorm(registry_);
+    }
+    if (std::isfinite(st.grad_norm)) break;
+    // Nothing of this batch is applied (ClipGradNorm leaves non-finite gradients as they are), so
     // the parameters and the last checkpoint stay as they were.
+    const std::string why =
+        fmt::format("the loss is {} and the gradient norm {}: {}; {}", st.loss, st.grad_norm,
+                    NonFiniteText(params_, "parameter"), NonFiniteText(grads_, "gradient"));
+    if (attempt < options_.skip_nonfinite) {
+      ++st.skipped;
+      st.skipped_why = why;
+      continue;
+    }
     Fail(
-        "train: step {}: the loss is {} and the gradient norm {}: {}; {}; nothing of this step "
-        "was applied. Lower TrainerOptions::schedule.lr or enable clipping, or resume from an "
-        "earlier checkpoint",
-        adam_.step() + 1, st.loss, st.grad_norm, NonFiniteText(params_, "parameter"),
-        NonFiniteText(grads_, "gradient"));
+        "train: step {}: {}; nothing of this step was applied{}. Lower "
+        "TrainerOptions::schedule.lr or enable clipping, or resume from an earlier checkpoint",
+        adam_.step() + 1, why,
+        options_.skip_nonfinite > 0
+            ? fmt::format(" (after {} batch(es) passed over for the same reason, the most "
+                          "TrainerOptions::skip_nonfinite allows)",
+                          st.skipped)
+            : std::string());
   }
   st.lr = LearningRate(options_.schedule, adam_.step());
   adam_.Step(st.lr);

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "src/core/rng.h"
@@ -31,6 +32,10 @@ struct TrainerOptions {
   // Training windows' RoPE positions (src/train/positions.h): randomized or PoSE; a pure function
   // of (seed, micro-batch), so a resumed run draws the same. Evaluation uses the true positions.
   PositionPerturbation perturb;
+  // Batches whose loss or gradient is not finite that one step may pass over, drawing the next
+  // batch instead (nothing of them is applied), before it stops the run with the tensors named.
+  // 0: the first one stops it.
+  int skip_nonfinite = 0;
 };
 
 // Fills tokens with B sequences of T + 1 ids (inputs and next-token targets), drawing only from
@@ -43,6 +48,10 @@ struct StepStats {
   double grad_norm = 0;  // before clipping
   double lr = 0.0;
   int64_t tokens = 0;  // target tokens in the step
+  // Batches passed over before this step for a non-finite loss or gradient
+  // (TrainerOptions::skip_nonfinite), and what the last of them held.
+  int skipped = 0;
+  std::string skipped_why;
 };
 
 struct EvalStats {

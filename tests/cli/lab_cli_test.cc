@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <thread>
 
@@ -116,6 +117,59 @@ TEST_F(LabCliTest, KilledTwiceAndResumedGivesTheRecordsOfAnUninterruptedRun) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
   EXPECT_TRUE(Has(resumed.out, "found done")) << resumed.out;
   EXPECT_EQ(Records({out + "/results.jsonl"}), expected);
+}
+
+// How far a lab run in `out` has come: checkpoint files in its models' folders (written or being
+// written: a partial file counts, so that some kills land inside a write), 3 units each so that
+// about half the kills land in training, and lines of records.
+size_t Progress(const std::string& out) {
+  size_t n = 0;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(out + "/models", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    n += Has(it->path().filename().string(), ".safetensors") ? 3 : 0;
+  }
+  if (fs::exists(out + "/results.jsonl")) n += Lines(out + "/results.jsonl");
+  return n;
+}
+
+// Issue 17 item 2, the sweep version: 20 SIGKILLs at random points of one lab run (in training,
+// in checkpoint writes, between and inside record appends), each followed by a restart: the
+// records end as those of the run that never stopped, none lost, none twice.
+TEST_F(LabCliTest, TwentyKillsAtRandomMomentsEndWithTheRecordsOfAnUninterruptedRun) {
+  const testing::RunResult whole = RunCli(Args(Path("whole20")));
+  ASSERT_EQ(whole.exit_code, 0) << whole.out;
+  const std::vector<std::string> expected = Records({Path("whole20/results.jsonl")});
+  ASSERT_EQ(expected.size(), 48u);
+
+  const std::string out = Path("killed20");
+  Rng rng(17);
+  int kills = 0, in_training = 0;
+  for (int i = 0; i < 20; ++i) {
+    // Each run is killed once it has made 1 to 3 units of progress beyond where it started.
+    const size_t target = Progress(out) + 1 + rng.NextU64() % 3;
+    bool training = false;
+    if (RunAndKill(out, [&] {
+          training = !fs::exists(out + "/results.jsonl") || Lines(out + "/results.jsonl") == 0;
+          return Progress(out) >= target;
+        })) {
+      ++kills;
+      in_training += training ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(kills, 20) << "the lab finished before the last kill";
+  EXPECT_GE(in_training, 1) << "no kill landed in training";
+  EXPECT_GE(kills - in_training, 1) << "no kill landed in scoring";
+  std::printf("20 runs: %d killed, %d in training, %d in scoring\n", kills, in_training,
+              kills - in_training);
+  const testing::RunResult resumed = RunCli(Args(out));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_EQ(Records({out + "/results.jsonl"}), expected);
+  const LabRecordFile read = ReadLabRecords({out + "/results.jsonl"});
+  EXPECT_EQ(read.duplicates, 0) << "a record was written twice";
+  EXPECT_EQ(read.partial_lines, 0);
+  EXPECT_EQ(Lines(out + "/results.jsonl"), Lines(Path("whole20/results.jsonl")));
+  EXPECT_TRUE(fs::exists(out + "/report/report.html"));
 }
 
 TEST_F(LabCliTest, MpirunTwoRanksMergeToTheRecordsOfOneProcess) {

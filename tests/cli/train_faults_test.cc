@@ -95,17 +95,30 @@ TEST(TrainFaults, OutOfRangeNumbersAreRefusedBeforeAnyWork) {
   const fs::path corpus = WriteCorpus("corpus_ranges");
   const fs::path root = TempDir("ranges");
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"--weight-decay", "nan"}, {"--weight-decay", "-1"},
-      {"--heads", "0"},          {"--heads", "-2"},
-      {"--kv-heads", "0"},       {"--min-lr", "nan"},
-      {"--min-lr", "-5"},        {"--warmup", "-7"},
-      {"--hidden-dim", "-5"},    {"--threads", "-4"},
-      {"--lr", "inf"},           {"--lr", "0"},
-      {"--clip", "-1"},          {"--steps", "99999999999999999999"},
-      {"--seed", "-1"},          {"--batch", "0"},
-      {"--valid-fraction", "1"}, {"--passkey-share", "0.7"},
-      {"--layers", "100000000"}, {"--save-every", "0"},
-      {"--eval-windows", "-3"},  {"--steps", "1e3"},
+      {"--weight-decay", "nan"},
+      {"--weight-decay", "-1"},
+      {"--heads", "0"},
+      {"--heads", "-2"},
+      {"--kv-heads", "0"},
+      {"--min-lr", "nan"},
+      {"--min-lr", "-5"},
+      {"--warmup", "-7"},
+      {"--hidden-dim", "-5"},
+      {"--threads", "-4"},
+      {"--lr", "inf"},
+      {"--lr", "0"},
+      {"--clip", "-1"},
+      {"--steps", "99999999999999999999"},
+      {"--seed", "-1"},
+      {"--batch", "0"},
+      {"--valid-fraction", "1"},
+      {"--passkey-share", "0.7"},
+      {"--layers", "100000000"},
+      {"--save-every", "0"},
+      {"--eval-windows", "-3"},
+      {"--steps", "1e3"},
+      {"--skip-nonfinite", "-1"},
+      {"--skip-nonfinite", "1001"},
   };
   int i = 0;
   for (const auto& [flag, value] : cases) {
@@ -138,10 +151,15 @@ TEST(TrainFaults, ResumeAppliesStepsAndRefusesEveryOtherChange) {
   auto r = TrainTiny(corpus, out, 2);
   ASSERT_EQ(r.exit_code, 0) << r.out;
 
-  r = RunCli("train --out " + Quote(out) + " --resume --steps 4");
+  r = RunCli("train --out " + Quote(out) + " --resume --steps 4 --skip-nonfinite 3");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(Has(r.out, "--steps 4 (the run was started with 2): applies from here on")) << r.out;
+  EXPECT_TRUE(Has(r.out, "--skip-nonfinite 3 (the run was started with 0): applies from here on"))
+      << r.out;
   EXPECT_TRUE(fs::exists(out / "step-00000004.safetensors")) << r.out;
+  EXPECT_TRUE(
+      Has(SafetensorsFile((out / "step-00000004.safetensors").string()).GetMetadata("stretch.cli"),
+          "\"skip_nonfinite\":3"));
 
   r = RunCli("train --out " + Quote(out) + " --resume --steps 6 --lr 0.5");
   EXPECT_NE(r.exit_code, 0);
@@ -250,6 +268,13 @@ TEST(TrainFaults, DamagedCheckpointsAreRefusedByNameAndResumeFallsBack) {
              " --ctx 16 --max-windows 1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(Has(r.out, "tensor layers.0.wq holds nan")) << r.out;
+
+  // A whole, consistent checkpoint under another step's name (step 2's copied over step 4's):
+  // refused by both names, where --resume went on from step 2 under step 4's name.
+  fs::copy_file(out / "step-00000002.safetensors", newest, fs::copy_options::overwrite_existing);
+  r = RunCliWithin(60, "train --out " + Quote(out) + " --resume --steps 6");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, newest.string() + ": named step 4 but holds step 2")) << r.out;
 }
 
 // Item 2: a file-size limit in the middle of a run (as a full disk): the run stops with the

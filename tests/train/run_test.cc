@@ -203,6 +203,57 @@ TEST_F(TrainLoop, ANonFiniteGradientStopsTheRunNamingTheTensors) {
   EXPECT_FALSE(std::filesystem::exists(o.out + "/" + StepFileName(1)));
 }
 
+// TrainerOptions::skip_nonfinite: a batch whose loss is not finite (here: it holds token 19,
+// whose embedding row is NaN; the classifier is a matrix of its own, so other batches never read
+// the row) is passed over for the next one, up to the limit; beyond it the step stops as before.
+TEST(Trainer, SkipNonfinitePassesOverBadBatchesUpToTheLimit) {
+  TrainArch arch = LoopArch();
+  arch.model.shared_classifier = false;
+  const int T = arch.model.seq_len, C = arch.model.dim;
+  // Batches in the order drawn: `bad` of them hold token 19, the rest only tokens 1..18.
+  const auto batches = [&](int bad) {
+    auto n = std::make_shared<int>(0);
+    return [=](Rng& rng, int64_t B, std::vector<int>& tokens) {
+      tokens.assign(static_cast<size_t>(B * (T + 1)), 0);
+      for (int& t : tokens) t = 1 + static_cast<int>(rng.NextU64() % 18);
+      if ((*n)++ < bad) tokens[3] = 19;
+    };
+  };
+  const auto poisoned = [&](int skip) {
+    TrainerOptions o = LoopOptions();
+    o.skip_nonfinite = skip;
+    auto trainer = std::make_unique<Trainer>(arch, o);
+    trainer->params().token_embedding[static_cast<size_t>(19 * C)] =
+        std::numeric_limits<float>::quiet_NaN();
+    return trainer;
+  };
+
+  // Two bad batches, two allowed: the step is taken on the third, and says what it passed over.
+  std::unique_ptr<Trainer> t = poisoned(2);
+  const std::vector<float> wq = t->params().layers[0].wq;
+  const StepStats st = t->Step(batches(2));
+  EXPECT_EQ(t->step(), 1);
+  EXPECT_EQ(st.skipped, 2);
+  EXPECT_TRUE(std::isfinite(st.loss)) << st.loss;
+  EXPECT_NE(st.skipped_why.find("the parameter token_embedding holds nan"), std::string::npos)
+      << st.skipped_why;
+  EXPECT_NE(t->params().layers[0].wq, wq) << "the good batch was applied";
+
+  // Three bad batches, two allowed: the step stops, naming the limit, and nothing is applied.
+  t = poisoned(2);
+  const std::string e = testing::ErrorOf([&] { t->Step(batches(3)); });
+  EXPECT_NE(e.find("step 1: the loss is "), std::string::npos) << e;
+  EXPECT_NE(e.find("after 2 batch(es) passed over"), std::string::npos) << e;
+  EXPECT_EQ(t->step(), 0);
+  EXPECT_EQ(t->params().layers[0].wq, wq);
+
+  // The default stops at the first, as before.
+  t = poisoned(0);
+  EXPECT_NE(testing::ErrorOf([&] { t->Step(batches(1)); }).find("nothing of this step"),
+            std::string::npos);
+  EXPECT_EQ(t->step(), 0);
+}
+
 TEST_F(TrainLoop, ALogEveryBelowOneIsAnError) {
   Trainer trainer(LoopArch(), LoopOptions());
   TrainLoopOptions o = Options(Path(""));

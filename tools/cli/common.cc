@@ -105,6 +105,8 @@ std::string WithFlagNames(std::string message) {
       {"TrainRunOptions::eval_windows", "--eval-windows"},
       {"TrainRunOptions::log_every", "--log-every"},
       {"TrainRunOptions::passkey_share", "--passkey-share"},
+      {"TrainRunOptions::skip_nonfinite", "--skip-nonfinite"},
+      {"TrainerOptions::skip_nonfinite", "--skip-nonfinite"},
   };
   for (const auto& [field, flag] : kFlags) {
     for (size_t at = message.find(field); at != std::string::npos;

@@ -97,8 +97,8 @@ void PrintNote(const std::string& line) { fmt::print(stderr, "train: {}\n", With
 // The stored options that a resumed run may change: how far it goes and how often it saves,
 // validates and reports. Everything else is the run's, and a different value given with --resume
 // is refused with the stored one rather than dropped.
-constexpr std::string_view kResumeMayChange[] = {"steps", "save_every", "eval_every",
-                                                 "eval_windows", "log_every"};
+constexpr std::string_view kResumeMayChange[] = {"steps",        "save_every", "eval_every",
+                                                 "eval_windows", "log_every",  "skip_nonfinite"};
 
 std::string FlagOf(std::string key) {
   std::replace(key.begin(), key.end(), '_', '-');
@@ -112,6 +112,7 @@ std::vector<std::string> GivenKeys(CLI::App* app) {
   std::vector<std::string> keys;
   json every = StoredRunOptions(TrainRunOptions{});
   every["passkey_share"] = 0.0;  // written only when not 0
+  every["skip_nonfinite"] = 0;
   for (const auto& [key, value] : every.items()) {
     const CLI::Option* opt = app->get_option_no_throw(FlagOf(key));
     if (opt != nullptr && opt->count() > 0) keys.push_back(key);
@@ -129,6 +130,7 @@ void ReconcileResume(const TrainRunOptions& asked, const std::vector<std::string
   json have = resume.stored;
   // Written only when not 0 (StoredRunOptions).
   if (!have.contains("passkey_share")) have["passkey_share"] = 0.0;
+  if (!have.contains("skip_nonfinite")) have["skip_nonfinite"] = 0;
   for (const std::string& key : given) {
     if (!want.contains(key) || !have.contains(key)) continue;
     const std::string flag = FlagOf(key);
@@ -149,7 +151,8 @@ void ReconcileResume(const TrainRunOptions& asked, const std::vector<std::string
       Fail(
           "{} {}: the run in {} was started with {} {} ({} stores it), and --resume continues it "
           "with its own options; expected {} {} or no {} (with --resume only --steps, "
-          "--save-every, --eval-every, --eval-windows and --log-every may change)",
+          "--save-every, --eval-every, --eval-windows, --log-every and --skip-nonfinite may "
+          "change)",
           flag, ValueText(want[key]), asked.out, flag, ValueText(have[key]), checkpoint, flag,
           ValueText(have[key]), flag);
     }
@@ -160,10 +163,17 @@ void ReconcileResume(const TrainRunOptions& asked, const std::vector<std::string
     if (key == "eval_every") options.eval_every = asked.eval_every;
     if (key == "eval_windows") options.eval_windows = asked.eval_windows;
     if (key == "log_every") options.log_every = asked.log_every;
+    if (key == "skip_nonfinite") options.skip_nonfinite = asked.skip_nonfinite;
   }
 }
 
 void PrintProgress(const TrainProgress& p) {
+  if (p.stats.skipped > 0) {
+    PrintNote(fmt::format(
+        "step {}: passed over {} batch(es) with a non-finite loss or gradient before it "
+        "(--skip-nonfinite); the last: {}",
+        p.stats.step, p.stats.skipped, p.stats.skipped_why));
+  }
   if (!p.report) return;
   std::string line = fmt::format(
       "step {}/{}  loss {:.4f}  lr {:.2e}  |g| {:.3f}  {:.0f} tok/s  ETA {:.0f}s", p.stats.step,
@@ -197,6 +207,7 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
     a.threads = threads;
     // Stored only when not 0 (StoredRunOptions): a run stored without it had none.
     if (!resume->stored.contains("passkey_share")) a.run.passkey_share = 0.0;
+    if (!resume->stored.contains("skip_nonfinite")) a.run.skip_nonfinite = 0;
     resume_from = resume->checkpoint;
   }
   TrainRunOptions options = TrainRunOptionsOf(app, a);
@@ -377,6 +388,14 @@ void RegisterTrain(CLI::App& app) {
                   "--seq-len >= 61 with the bytes tokenizer. 0: none")
       ->capture_default_str()
       ->check(Real(0, L::max_passkey_share));
+  sub->add_option("--skip-nonfinite", args->run.skip_nonfinite,
+                  "When a batch gives a loss or gradient that is not a finite number (NaN or "
+                  "infinity: the run diverged, or a batch is pathological), pass over up to N such "
+                  "batches in a row, drawing the next batch instead and applying nothing of the "
+                  "bad one, with a note naming the tensors. 0 (the default): stop the run at the "
+                  "first one, its last checkpoint intact")
+      ->capture_default_str()
+      ->check(Whole(0, L::max_skip_nonfinite));
   sub->add_option("--threads", args->threads, "Threads (default: all cores)")
       ->check(Whole(0, L::max_threads));
   sub->callback([sub, args] { RunTrain(sub, *args); });
