@@ -529,6 +529,7 @@ TrainResume ReadTrainResume(const TrainRunOptions& options) {
 }
 
 TrainArch RunArchitecture(const TrainRunOptions& options, int vocab_size) {
+  CheckRunOptions(options);  // the ranges before any size is used (layers: the layer list)
   TrainArch arch =
       ArchFromOptions(options, options.seq_len.value_or(TrainRunDefaults::seq_len), vocab_size);
   FinalizeArch(arch);
