@@ -51,6 +51,14 @@ TrainerOptions TrainerOptionsFromJson(const json& j, const std::string& what) {
   if (j.contains("perturb")) {
     o.perturb = ParsePerturbation(JsonField<std::string>(j, "perturb", what), what + " perturb");
   }
+  // A Trainer built from out-of-range options would be refused by its constructor; checked here
+  // too so that the error names the file (fuzz train_checkpoint: "eps": 0 reached AdamW's
+  // internal check, fuzz/regressions/train_checkpoint/).
+  try {
+    ValidateTrainerOptions(o);
+  } catch (const Error& e) {
+    Fail("{}: {}", what, e.what());
+  }
   return o;
 }
 

@@ -72,18 +72,36 @@ void InitParams(const TrainArch& arch, ModelWeights& p, Rng& rng) {
   });
 }
 
+void ValidateTrainerOptions(const TrainerOptions& o) {
+  if (o.batch < 1) Fail("batch={} (allowed: >= 1)", o.batch);
+  if (o.accumulate < 1) Fail("accumulate={} (allowed: >= 1)", o.accumulate);
+  if (!(o.clip >= 0.0)) Fail("clip={} (allowed: >= 0; 0 = none)", o.clip);
+  if (o.skip_nonfinite < 0) Fail("skip_nonfinite={} (allowed: >= 0; 0 = none)", o.skip_nonfinite);
+  ValidateLrSchedule(o.schedule);
+  ValidateAdamWConfig(o.adamw);
+}
+
+namespace {
+
+const TrainerOptions& Validated(const TrainerOptions& o) {
+  try {
+    ValidateTrainerOptions(o);
+  } catch (const Error& e) {
+    Fail("train: {}", e.what());
+  }
+  return o;
+}
+
+}  // namespace
+
 Trainer::Trainer(TrainArch arch, TrainerOptions options)
     : model_(std::move(arch)),
-      options_(options),
+      options_(Validated(options)),  // before the weights and AdamW's moments are allocated
       params_(ZeroWeights<float>(model_.arch().model)),
       grads_(ZeroWeights<float>(model_.arch().model)),
       registry_(Register(model_.arch(), params_, grads_)),
       adam_(registry_, options.adamw),
       data_rng_(options.seed ^ 0xda7aULL) {
-  if (options_.batch < 1) Fail("train: batch={} (allowed: >= 1)", options_.batch);
-  if (options_.accumulate < 1) Fail("train: accumulate={} (allowed: >= 1)", options_.accumulate);
-  if (!(options_.clip >= 0.0)) Fail("train: clip={} (allowed: >= 0; 0 = none)", options_.clip);
-  ValidateLrSchedule(options_.schedule);
   if (options_.perturb.Active()) {
     CheckPerturbation(options_.perturb, model_.arch().model.seq_len);
     const TrainArch& a = model_.arch();

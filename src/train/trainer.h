@@ -68,6 +68,12 @@ struct EvalStats {
 // embedding and classifier as above.
 void InitParams(const TrainArch& arch, ModelWeights& p, Rng& rng);
 
+// Throws stretch::Error naming the first option out of its range: batch and accumulate >= 1,
+// clip >= 0, skip_nonfinite >= 0, the schedule (ValidateLrSchedule) and AdamW's betas, eps and
+// weight decay (ValidateAdamWConfig). The Trainer checks its options with it before it allocates
+// anything; a reader of stored options (a checkpoint's stretch.train) checks them with it too.
+void ValidateTrainerOptions(const TrainerOptions& options);
+
 class Trainer {
  public:
   Trainer(TrainArch arch, TrainerOptions options);

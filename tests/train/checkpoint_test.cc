@@ -373,5 +373,34 @@ TEST(Checkpoint, RefusesOtherFilesAndOtherArchitectures) {
   ExpectErrorContaining([&] { ArchFromJson(j, "cfg.json"); }, "multiple of gau_key_dim=24");
 }
 
+// Stored trainer options out of their ranges are refused with the file's name, by the reader and
+// by the Trainer itself, never by an internal check (fuzz train_checkpoint found "eps": 0
+// aborting in AdamW's constructor: fuzz/regressions/train_checkpoint/).
+TEST(Checkpoint, TrainerOptionsOutOfRangeAreRefusedByName) {
+  const nlohmann::json good = TrainerOptionsToJson(SmallOptions());
+  const auto refused = [&](const char* key, const nlohmann::json& value, const char* message) {
+    nlohmann::json j = good;
+    j[key] = value;
+    ExpectErrorContaining([&] { TrainerOptionsFromJson(j, "ck.safetensors stretch.train"); },
+                          std::string("ck.safetensors stretch.train: ") + message);
+  };
+  refused("eps", 0.0, "adamw eps=0: expected a positive number");
+  refused("beta1", 1.0, "adamw beta1=1: expected 0 <= beta1 < 1");
+  refused("beta2", -0.5, "adamw beta2=-0.5: expected 0 <= beta2 < 1");
+  refused("weight_decay", -1.0, "adamw weight_decay=-1");
+  refused("batch", 0, "batch=0 (allowed: >= 1)");
+  refused("accumulate", -2, "accumulate=-2 (allowed: >= 1)");
+  refused("clip", -1.0, "clip=-1");
+  refused("lr", 0.0, "lr=0: expected a positive number");
+  refused("warmup_steps", 1000000, "warmup_steps=1000000: expected 0 <= warmup_steps");
+  TrainerOptions o = SmallOptions();
+  o.adamw.eps = 0;
+  ExpectErrorContaining([&] { Trainer t(SmallArch(LayerPosition::kRope), o); }, "adamw eps=0");
+  o = SmallOptions();
+  o.skip_nonfinite = -1;
+  ExpectErrorContaining([&] { Trainer t(SmallArch(LayerPosition::kRope), o); },
+                        "skip_nonfinite=-1");
+}
+
 }  // namespace
 }  // namespace stretch

@@ -292,5 +292,19 @@ TEST_F(TrainRun, BadOptionsAreRefusedByTheirFieldsName) {
       << error(o);
 }
 
+// The architecture of a run is built from its options only after their ranges are checked: a
+// layer count of 555555551 (fuzz train_config, fuzz/regressions/train_config/) allocated a layer
+// list of 26 GB before any check refused it.
+TEST(TrainRunArchitecture, ChecksTheRangesBeforeBuildingTheLayerList) {
+  TrainRunOptions o;
+  o.layers = 555555551;
+  const std::string error = testing::ErrorOf([&] { RunArchitecture(o, 300); });
+  EXPECT_NE(error.find("TrainRunOptions::layers: found 555555551, expected a whole number in [1, "),
+            std::string::npos)
+      << error;
+  o.layers = 2;
+  EXPECT_EQ(RunArchitecture(o, 300).model.n_layers, 2);
+}
+
 }  // namespace
 }  // namespace stretch
