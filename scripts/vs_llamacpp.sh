@@ -95,15 +95,24 @@ if [ "$QUICK" = 0 ]; then
   SHAPES="s15m s110m"
 fi
 
-# One measurement: prints tokens/s.
+# One measurement: prints tokens/s. Each engine's output is read whole before python3 parses it:
+# in a pipeline python3 would start beside the engine and take one of the cores while it runs
+# (stretch's 15M decode from empty, 64 steps in about 30 ms a repeat, measured 860-1,390
+# tokens/s piped into python3 and 2,350-3,050 alone).
 json_field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
 bench_ts() {  # llama-bench's JSON -> its mean tokens/s
   python3 -c "import json,sys; print(json.load(sys.stdin)[0]['avg_ts'])"
 }
-llama_bench() {  # gguf fa args...: one llama-bench run
-  local g=$1 fa=$2
+llama_bench() {  # gguf fa args...: one llama-bench run, its whole JSON output
+  local g=$1 fa=$2 out
   shift 2
-  "$LB/bin/llama-bench" -m "$g" -t "$THREADS" -fa "$fa" -ctk "$KV" -ctv "$KV" -r "$REPS" -o json "$@" 2>/dev/null
+  out=$("$LB/bin/llama-bench" -m "$g" -t "$THREADS" -fa "$fa" -ctk "$KV" -ctv "$KV" -r "$REPS" -o json "$@" 2>/dev/null) || return
+  printf '%s\n' "$out"
+}
+llama_bench_ts() {  # gguf fa args...: one llama-bench run -> its mean tokens/s
+  local out
+  out=$(llama_bench "$@") || return
+  bench_ts <<<"$out"
 }
 # llama-batched-bench's flash-attention switch: `-fa on|off` since mid 2025, a bare `-fa` before.
 FA_VALUE=0
@@ -132,18 +141,20 @@ batched() {  # gguf fa pp tg field: one llama-batched-bench run, one sequence, i
 llama_case() {  # gguf kind L fa -> tokens/s
   local g=$1 kind=$2 L=$3 fa=$4
   if [ "$kind" = prefill ]; then
-    if [ "$TOOL" = bench ]; then llama_bench "$g" "$fa" -p "$L" -n 0 | bench_ts
+    if [ "$TOOL" = bench ]; then llama_bench_ts "$g" "$fa" -p "$L" -n 0
     else batched "$g" "$fa" "$L" 1 speed_pp; fi
   elif [ "$L" = 0 ] && [ "$TOOL" = bench ]; then
-    llama_bench "$g" "$fa" -p 0 -n 64 | bench_ts
+    llama_bench_ts "$g" "$fa" -p 0 -n 64
   elif [ "$DEPTH" = 1 ]; then
-    llama_bench "$g" "$fa" -p 0 -n 64 -d "$L" | bench_ts
+    llama_bench_ts "$g" "$fa" -p 0 -n 64 -d "$L"
   else
     batched "$g" "$fa" "$((L > 0 ? L : 1))" 64 speed_tg  # from empty: one prompt token
   fi
 }
 stretch_case() {  # case bin L
-  "$STRETCH" bench --case "$1" --model "$2" --length "$3" --repeats "$REPS" --threads "$THREADS" | json_field tokens_per_s
+  local out
+  out=$("$STRETCH" bench --case "$1" --model "$2" --length "$3" --repeats "$REPS" --threads "$THREADS") || return
+  json_field tokens_per_s <<<"$out"
 }
 
 cases() {  # shape -> "label kind L" lines
