@@ -315,6 +315,20 @@ void ScoreTileRotating(const float* HWY_RESTRICT q, int dp, const float* HWY_RES
   ForBlocks<kR, kC>(rows, ncols / N, block);
 }
 
+// Rows ahead that decode's kernels prefetch (keys in ScoreTileDirect, values in AccumulatePV):
+// measured on the AMD EPYC machine in docs/performance.md (issue 14, fourth session).
+inline constexpr int kPrefetchRows = 8;
+
+// Prefetches the kD floats `bytes` after `row` (computed as an integer: past the cache's end it is
+// no pointer of the program, and a prefetch does not fault).
+template <int kD>
+HWY_INLINE void PrefetchRow(const float* row, uintptr_t bytes) {
+  const uintptr_t at = reinterpret_cast<uintptr_t>(row) + bytes;
+  for (uintptr_t b = 0; b < kD * sizeof(float); b += 64) {
+    __builtin_prefetch(reinterpret_cast<const void*>(at + b), 0, 0);
+  }
+}
+
 // Step 2 for few query rows (decode), in place of packing K^T and ScoreTile: s (rows, kBk) <- q
 // (rows, dp) . keys [k_lo, k_lo + nk) of kv head g read in place, one dot product per (row, key)
 // (D / N vector FMAs and a sum across lanes); columns [nk, ncols) get 0. With one query row the
@@ -337,8 +351,12 @@ void ScoreTileDirect(const float* HWY_RESTRICT q, int dp, const HeadRows& k, int
     for (int c = 0; c < kV; ++c) qv[r][c] = hn::Load(df, q + r * dp + c * N);
   }
   const float* base = k.data + k_lo * k.row_stride + g * k.head_stride;
+  // The key row kPrefetchRows on (in this tile or the next one) is requested ahead of its use:
+  // the rows of one head lie row_stride apart, and decode reads each once.
+  const uintptr_t ahead = static_cast<uintptr_t>(kPrefetchRows * k.row_stride) * sizeof(float);
   for (int j = 0; j < nk; ++j) {
     const float* kr = base + j * k.row_stride;
+    PrefetchRow<kD>(kr, ahead);
     V kv[kV];
 #pragma GCC unroll 8
     for (int c = 0; c < kV; ++c) kv[c] = hn::LoadU(df, kr + c * N);
@@ -437,10 +455,15 @@ void AccumulatePV(const float* HWY_RESTRICT p, const float* HWY_RESTRICT v, int6
     }
     const float* pr = p + r0 * kBk;
     const float* vc = v + v0 * N;
+    // Decode (few rows, read once): value rows kPrefetchRows on are requested ahead, by the block
+    // of the first columns (the whole row: D floats).
+    const bool prefetch = kD >= 32 && rows <= 4 && v0 == 0;
+    const uintptr_t ahead = static_cast<uintptr_t>(kPrefetchRows * v_rs) * sizeof(float);
     int j = 0;
     for (; j + U <= nk; j += U) {
 #pragma GCC unroll 4
       for (int u = 0; u < U; ++u) {
+        if (prefetch) PrefetchRow<kD>(vc + (j + u) * v_rs, ahead);
         V vv[C];
 #pragma GCC unroll 4
         for (int c = 0; c < C; ++c) vv[c] = hn::LoadU(df, vc + (j + u) * v_rs + c * N);
