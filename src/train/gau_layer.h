@@ -36,6 +36,17 @@ struct GauActs {
   std::vector<Real> y;             // (N, C) x + O, the post-norm's input
 };
 
+// The temporaries of GauLayerForward and GauLayerBackward, which the caller keeps from call to
+// call (the layers of a model share one) so that a step of the same shape allocates nothing (see
+// TrainActs::Scratch). Every element is written before it is read in each call.
+template <typename Real>
+struct GauScratch {
+  std::vector<Real> g, o;                  // forward: U * AV (N, E) and O (N, C)
+  std::vector<Real> qr, kr, dqr, dkr;      // one sequence's R copies of Q, K (T, E)
+  std::vector<Real> dy, dg, du, datt, dv;  // backward: (N, C), then (N, E)
+  std::vector<Real> dq, dk, dz;            // (N, S)
+};
+
 namespace gau_internal {
 
 // dst (T, R, S) <- R copies of each row of src (T, S).
@@ -70,7 +81,7 @@ template <typename Real, class Attn>
 void GauLayerForward(const LayerWeightsOf<Real>& W, const GauLayerConfig& cfg,
                      const AttentionPlan& plan, const RopeAngles<Real>* rope,
                      const Real* x,  // (N, C)
-                     int64_t B, int64_t T, GauActs<Real>& A,
+                     int64_t B, int64_t T, GauActs<Real>& A, GauScratch<Real>& scratch,
                      Real* out) {  // (N, C)
   const int64_t N = B * T;
   const int C = cfg.C, E = cfg.E, S = cfg.S, R = cfg.Replicas();
@@ -83,11 +94,14 @@ void GauLayerForward(const LayerWeightsOf<Real>& W, const GauLayerConfig& cfg,
   for (std::vector<Real>* v : {&A.hu, &A.hv, &A.u, &A.v, &A.att}) sized(*v, N * E);
   for (std::vector<Real>* v : {&A.hz, &A.z, &A.q, &A.k}) sized(*v, N * S);
   sized(A.lse, N * R);
-  std::vector<Real> g(static_cast<size_t>(N * E)), o(static_cast<size_t>(N * C));
+  Real* g = sized(scratch.g, N * E);
+  Real* o = sized(scratch.o, N * C);
+  Real* qr = sized(scratch.qr, T * E);
+  Real* kr = sized(scratch.kr, T * E);
   const std::vector<Real> ones(static_cast<size_t>(C), Real(1));
   const GauBlockBuffers<Real> buffers{
       A.x.data(), A.hu.data(), A.hv.data(),  A.hz.data(), A.u.data(), A.v.data(), A.z.data(),
-      A.q.data(), A.k.data(),  A.att.data(), A.y.data(),  g.data(),   o.data(),   ones.data()};
+      A.q.data(), A.k.data(),  A.att.data(), A.y.data(),  g,          o,          ones.data()};
   // Q, K: rotated, then normalized (as the inference kernel does); the kernel sees R copies of
   // them and V as R heads of width S.
   auto attend = [&] {
@@ -105,12 +119,11 @@ void GauLayerForward(const LayerWeightsOf<Real>& W, const GauLayerConfig& cfg,
       A.k_raw = A.k;
       L2NormalizeForward(A.k_raw.data(), A.k.data(), N, S);
     }
-    std::vector<Real> qr(static_cast<size_t>(T * E)), kr(qr.size());
     const AttentionDims dims{T, T, 0, R, R, S};
     for (int64_t b = 0; b < B; ++b) {
-      gau_internal::Replicate(A.q.data() + b * T * S, qr.data(), T, R, S);
-      gau_internal::Replicate(A.k.data() + b * T * S, kr.data(), T, R, S);
-      Attn::Forward(qr.data(), kr.data(), A.v.data() + b * T * E, A.att.data() + b * T * E,
+      gau_internal::Replicate(A.q.data() + b * T * S, qr, T, R, S);
+      gau_internal::Replicate(A.k.data() + b * T * S, kr, T, R, S);
+      Attn::Forward(qr, kr, A.v.data() + b * T * E, A.att.data() + b * T * E,
                     A.lse.data() + b * T * R, dims, static_cast<Real>(cfg.scale), plan);
     }
   };
@@ -124,7 +137,7 @@ void GauLayerForward(const LayerWeightsOf<Real>& W, const GauLayerConfig& cfg,
 template <typename Real, class Attn>
 void GauLayerBackward(const LayerWeightsOf<Real>& W, const GauLayerConfig& cfg,
                       const AttentionPlan& plan, const RopeAngles<Real>* rope,
-                      const GauActs<Real>& A, int64_t B, int64_t T,
+                      const GauActs<Real>& A, GauScratch<Real>& scratch, int64_t B, int64_t T,
                       const Real* dout,  // (N, C)
                       Real* dx,          // (N, C)
                       LayerWeightsOf<Real>& dW, double* dbias_a, double* dbias_b) {
@@ -133,27 +146,39 @@ void GauLayerBackward(const LayerWeightsOf<Real>& W, const GauLayerConfig& cfg,
   const Real eps = static_cast<Real>(cfg.norm_eps);
   // forward: out = RMSNorm(y), gain 1  so: dy = RMSNorm backward of dout (the gain's gradient is
   // not a parameter's: it goes to a scratch)
+  auto sized = [](std::vector<Real>& v, int64_t n) -> std::vector<Real>& {
+    v.resize(static_cast<size_t>(n));
+    return v;
+  };
   const std::vector<Real> ones(static_cast<size_t>(C), Real(1));
-  std::vector<Real> dgain(static_cast<size_t>(C), Real(0)), dy(static_cast<size_t>(N * C));
+  std::vector<Real> dgain(static_cast<size_t>(C), Real(0));
+  std::vector<Real>& dy = sized(scratch.dy, N * C);
   RmsNormBackward(dout, A.y.data(), ones.data(), dy.data(), dgain.data(), N, C, eps,
                   GradWrite::kOverwrite);
   // forward: y = x + O  so: dx = dy + (the branch's terms, added below), dO = dy
   std::copy(dy.begin(), dy.end(), dx);
   // forward: O = g W_o^T, g = U * AV  so: dg = dO W_o, dW_o += dO^T g
-  std::vector<Real> g(static_cast<size_t>(N * E)), dg(g.size());
+  std::vector<Real>& g = sized(scratch.g, N * E);
+  std::vector<Real>& dg = sized(scratch.dg, N * E);
   for (size_t i = 0; i < g.size(); ++i) g[i] = A.u[i] * A.att[i];
   LinearBackward(dy.data(), g.data(), W.wo.data(), dg.data(), dW.wo.data(), N, E, C,
                  GradWrite::kOverwrite);
   // forward: g = U * AV  so: dU = dg * AV, dAV = dg * U
-  std::vector<Real> du(g.size()), datt(g.size());
+  std::vector<Real>& du = sized(scratch.du, N * E);
+  std::vector<Real>& datt = sized(scratch.datt, N * E);
   for (size_t i = 0; i < g.size(); ++i) {
     du[i] = dg[i] * A.att[i];
     datt[i] = dg[i] * A.u[i];
   }
   // forward: AV = Attention(R copies of Q, K; V as R heads)  so: dV from the kernel, and
   // dQ = sum over the copies of their dq (likewise dK): each copy is a use of Q.
-  std::vector<Real> dq(static_cast<size_t>(N * S)), dk(dq.size()), dv(g.size());
-  std::vector<Real> qr(static_cast<size_t>(T * E)), kr(qr.size()), dqr(qr.size()), dkr(qr.size());
+  std::vector<Real>& dq = sized(scratch.dq, N * S);
+  std::vector<Real>& dk = sized(scratch.dk, N * S);
+  std::vector<Real>& dv = sized(scratch.dv, N * E);
+  std::vector<Real>& qr = sized(scratch.qr, T * E);
+  std::vector<Real>& kr = sized(scratch.kr, T * E);
+  std::vector<Real>& dqr = sized(scratch.dqr, T * E);
+  std::vector<Real>& dkr = sized(scratch.dkr, T * E);
   const AttentionDims dims{T, T, 0, R, R, S};
   std::vector<double> dba(static_cast<size_t>(R), 0.0), dbb(dba.size(), 0.0);
   const bool learned_bias = dbias_a != nullptr;
@@ -183,7 +208,7 @@ void GauLayerBackward(const LayerWeightsOf<Real>& W, const GauLayerConfig& cfg,
   }
   // forward: Q = gamma_q * Z + beta_q, K = gamma_k * Z + beta_k
   // so: dgamma_q += sum_n dQ Z, dbeta_q += sum_n dQ (likewise for K), dZ = dQ gamma_q + dK gamma_k
-  std::vector<Real> dz(dq.size());
+  std::vector<Real>& dz = sized(scratch.dz, N * S);
   for (int d = 0; d < S; ++d) {
     double gq = 0, bq = 0, gk = 0, bk = 0;  // sums over N rows in double, in row order
     for (int64_t n = 0; n < N; ++n) {

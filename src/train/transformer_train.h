@@ -102,6 +102,15 @@ struct TrainActs {
   std::vector<Real> rope_cos, rope_sin;  // perturbed positions: (B, T, pairs) each; else empty
   double loss = 0.0;                     // mean over scored targets
   int64_t scored = 0;
+  // Scratch of the forward's head and of the backward, kept here so that a step of the same shape
+  // as the last one allocates nothing: a fresh vector of megabytes costs its zeroing and a page
+  // fault per 4 KiB page, measured at about a tenth of a training step. Every element is written
+  // before it is read in each call, so none of them carries anything from one step to the next.
+  struct Scratch {
+    std::vector<Real> xn, dxn, dx;                           // (N, C)
+    std::vector<Real> dh, dg, du, df, datt, dq, dk, dv, da;  // the LLaMA layers' gradients
+    GauScratch<Real> gau;                                    // the GAU layers'
+  } scratch;
 };
 
 // Attention implementations (the template's Attn):
@@ -152,7 +161,8 @@ class TrainTransformer {
             tokens[static_cast<size_t>(b * (T + 1) + t + 1)];
       }
     }
-    std::vector<Real> x(static_cast<size_t>(N * C));
+    std::vector<Real>& x = acts.x_final;  // the stream, updated in place layer by layer
+    x.resize(static_cast<size_t>(N * C));
     EmbeddingForward(acts.inputs.data(), p.token_embedding.data(), x.data(), N, C, V);
     acts.x_embed.clear();
     if (arch_.model.Gau()) {  // forward: x = RMSNorm(E[inputs]) with gain 1
@@ -166,15 +176,15 @@ class TrainTransformer {
     for (int l = 0; l < m.n_layers; ++l) {
       const LayerWeightsOf<Real>& W = p.layers[static_cast<size_t>(l)];
       if (arch_.model.Gau()) {  // x' = RMSNorm(x + GAU(x)), in place
-        GauLayerForward<Real, Attn>(W, GauConfigOf(arch_.model, l), LayerPlan(arch_, W, l, T),
-                                    &rope.Angles(l), x.data(), B, T,
-                                    acts.layers[static_cast<size_t>(l)].gau, x.data());
+        GauLayerForward<Real, Attn>(
+            W, GauConfigOf(arch_.model, l), LayerPlan(arch_, W, l, T), &rope.Angles(l), x.data(), B,
+            T, acts.layers[static_cast<size_t>(l)].gau, acts.scratch.gau, x.data());
         continue;
       }
       LlamaLayerForward(acts, l, W, rope, x.data());
     }
-    acts.x_final = x;
-    std::vector<Real> xn(x.size());
+    std::vector<Real>& xn = acts.scratch.xn;
+    xn.resize(x.size());
     RmsNormForward(x.data(), p.final_norm.data(), xn.data(), N, C, static_cast<Real>(m.norm_eps));
     acts.logits.resize(static_cast<size_t>(N * V));
     LinearForward(xn.data(), p.ClassifierData(), acts.logits.data(), N, C, V);
@@ -195,13 +205,18 @@ class TrainTransformer {
     const Real eps = static_cast<Real>(m.norm_eps);
     // forward: loss = CE(logits);  logits = xn Wcls^T;  xn = RMSNorm(x_final)
     CrossEntropyBackward(acts.logits.data(), acts.targets.data(), acts.logits.data(), N, V, dloss);
-    std::vector<Real> xn(acts.x_final.size());
+    typename TrainActs<Real>::Scratch& s = acts.scratch;
+    auto sized = [](std::vector<Real>& v, size_t n) -> std::vector<Real>& {
+      v.resize(n);
+      return v;
+    };
+    std::vector<Real>& xn = sized(s.xn, acts.x_final.size());
     RmsNormForward(acts.x_final.data(), p.final_norm.data(), xn.data(), N, C, eps);
-    std::vector<Real> dxn(xn.size());
+    std::vector<Real>& dxn = sized(s.dxn, xn.size());
     Real* dcls = grads.classifier.empty() ? grads.token_embedding.data() : grads.classifier.data();
     LinearBackward(acts.logits.data(), xn.data(), p.ClassifierData(), dxn.data(), dcls, N, C, V,
                    GradWrite::kOverwrite);
-    std::vector<Real> dx(xn.size());
+    std::vector<Real>& dx = sized(s.dx, xn.size());
     RmsNormBackward(dxn.data(), acts.x_final.data(), p.final_norm.data(), dx.data(),
                     grads.final_norm.data(), N, C, eps, GradWrite::kOverwrite);
     const RopeTables& rope = Rope(T);
@@ -210,9 +225,15 @@ class TrainTransformer {
     auto llama_size = [&](int64_t n) {
       return arch_.model.Gau() ? size_t{0} : static_cast<size_t>(n);
     };
-    std::vector<Real> dh(llama_size(N * F)), dg(dh.size()), du(dh.size()), df(llama_size(N * C)),
-        datt(llama_size(N * H * D)), dq(datt.size()), dk(llama_size(N * G * D)), dv(dk.size()),
-        da(df.size());
+    std::vector<Real>& dh = sized(s.dh, llama_size(N * F));
+    std::vector<Real>& dg = sized(s.dg, dh.size());
+    std::vector<Real>& du = sized(s.du, dh.size());
+    std::vector<Real>& df = sized(s.df, llama_size(N * C));
+    std::vector<Real>& datt = sized(s.datt, llama_size(N * H * D));
+    std::vector<Real>& dq = sized(s.dq, datt.size());
+    std::vector<Real>& dk = sized(s.dk, llama_size(N * G * D));
+    std::vector<Real>& dv = sized(s.dv, dk.size());
+    std::vector<Real>& da = sized(s.da, df.size());
     for (int l = m.n_layers - 1; l >= 0; --l) {
       const LayerWeightsOf<Real>& W = p.layers[static_cast<size_t>(l)];
       LayerWeightsOf<Real>& dW = grads.layers[static_cast<size_t>(l)];
@@ -222,7 +243,7 @@ class TrainTransformer {
         const bool learned_bias = !dW.bias_a.empty() && HasPosition(l);
         double dba = 0.0, dbb = 0.0;
         GauLayerBackward<Real, Attn>(W, GauConfigOf(arch_.model, l), LayerPlan(arch_, W, l, T),
-                                     &rope.Angles(l), A.gau, B, T, dx.data(), dx.data(), dW,
+                                     &rope.Angles(l), A.gau, s.gau, B, T, dx.data(), dx.data(), dW,
                                      learned_bias ? &dba : nullptr, learned_bias ? &dbb : nullptr);
         if (learned_bias) {
           dW.bias_a[0] += static_cast<Real>(dba);

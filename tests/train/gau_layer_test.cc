@@ -110,16 +110,17 @@ struct LayerSetup {
     angles = RopeAngles<double>{cos.data(), sin.data(), kT, pairs};
   }
 
-  std::vector<double> Forward(GauActs<double>& acts) const {
+  std::vector<double> Forward(GauActs<double>& acts, GauScratch<double>& scratch) const {
     std::vector<double> out(x.size());
     GauLayerForward<double, RefAttention>(layer, GauConfigOf(arch.model, 0),
                                           LayerPlan(arch, layer, 0, kT), &angles, x.data(), kB, kT,
-                                          acts, out.data());
+                                          acts, scratch, out.data());
     return out;
   }
   double Loss() const {
     GauActs<double> acts;
-    const std::vector<double> out = Forward(acts);
+    GauScratch<double> scratch;
+    const std::vector<double> out = Forward(acts, scratch);
     double l = 0.0;
     for (size_t i = 0; i < out.size(); ++i) l += out[i] * r[i];
     return l;
@@ -127,15 +128,16 @@ struct LayerSetup {
   // d L / d x, and the parameters' gradients in dW, da, db.
   std::vector<double> Backward(LayerWeightsOf<double>& dW, double& da, double& db) const {
     GauActs<double> acts;
-    Forward(acts);
+    GauScratch<double> scratch;  // the forward's, reused by the backward, as the trainer does
+    Forward(acts, scratch);
     dW = layer;
     for (auto& [name, t] : Tensors(dW)) std::fill(t->begin(), t->end(), 0.0);
     da = db = 0.0;
     std::vector<double> dx(x.size());
     const bool kerple = !layer.bias_a.empty();
     GauLayerBackward<double, RefAttention>(
-        layer, GauConfigOf(arch.model, 0), LayerPlan(arch, layer, 0, kT), &angles, acts, kB, kT,
-        r.data(), dx.data(), dW, kerple ? &da : nullptr, kerple ? &db : nullptr);
+        layer, GauConfigOf(arch.model, 0), LayerPlan(arch, layer, 0, kT), &angles, acts, scratch,
+        kB, kT, r.data(), dx.data(), dW, kerple ? &da : nullptr, kerple ? &db : nullptr);
     return dx;
   }
 };
@@ -219,7 +221,8 @@ TEST(GauLayer, ForwardIsTheGauFormula) {
   for (const LayerCase& c : Cases()) {
     const LayerSetup s(c);
     GauActs<double> acts;
-    const std::vector<double> got = s.Forward(acts);
+    GauScratch<double> scratch;
+    const std::vector<double> got = s.Forward(acts, scratch);
     const std::vector<double> want = DirectGau(s);
     ASSERT_EQ(got.size(), want.size());
     // Both in double through O(C + E + T) terms of O(1): rounding ~1e-15; 1e-12 is far below any

@@ -427,6 +427,47 @@ TrainArch MidGauArch(TrainArch a) {
   return a;
 }
 
+// The forward's and backward's scratch lives in TrainActs from step to step (so that a step
+// allocates nothing): steps run on the same TrainActs after steps of other shapes and tokens give
+// the loss and gradients of a fresh TrainActs, bit for bit. Fails if any scratch element is read
+// before the current step writes it (e.g. a gradient added onto what the last step left).
+void ExpectReusedActsMatchFresh(const TrainArch& arch, const std::string& label) {
+  const int64_t T = arch.model.seq_len;
+  const ModelWeights p = RandomParams<float>(arch, 5);
+  const TrainTransformer<float, KernelAttention> model(arch);
+  auto step = [&](TrainActs<float>& acts, const std::vector<int>& tokens, int64_t B) {
+    ModelWeights g = ZeroWeights<float>(arch.model);
+    const double loss = model.Forward(p, tokens, B, acts);
+    model.Backward(p, acts, g);
+    return std::pair{loss, g};
+  };
+  const std::vector<int> tokens = TinyTokens(arch, 2, T, 41);
+  TrainActs<float> fresh;
+  const auto [want_loss, want] = step(fresh, tokens, 2);
+  TrainActs<float> reused;
+  step(reused, TinyTokens(arch, 3, T, 42), 3);       // more rows
+  step(reused, TinyTokens(arch, 1, T - 37, 43), 1);  // fewer rows, shorter
+  step(reused, TinyTokens(arch, 2, T, 44), 2);       // the same shape, other tokens
+  const auto [got_loss, got] = step(reused, tokens, 2);
+  EXPECT_EQ(got_loss, want_loss) << label;
+  std::vector<const std::vector<float>*> w;
+  ModelWeights want_copy = want;
+  want_copy.ForEach([&](const std::string&, std::vector<float>& t, bool) { w.push_back(&t); });
+  size_t i = 0;
+  ModelWeights got_copy = got;
+  got_copy.ForEach([&](const std::string& name, std::vector<float>& t, bool) {
+    EXPECT_TRUE(t == *w[i]) << label << ": " << name << " differs after reuse";
+    ++i;
+  });
+}
+
+TEST(TrainTransformer, ActsReusedAcrossStepsGiveTheGradientsOfFreshOnes) {
+  TrainArch llama = TinyArch(LayerPosition::kRope);
+  MakeMidSized(llama);
+  ExpectReusedActsMatchFresh(llama, "llama");
+  ExpectReusedActsMatchFresh(MidGauArch(TinyGauArch(LayerPosition::kRope)), "gau");
+}
+
 TEST(TrainTransformer, GauGradientOfEveryParameterMatchesCentralDifferences) {
   for (LayerPosition pos : {LayerPosition::kRope, LayerPosition::kNone, LayerPosition::kAlibi,
                             LayerPosition::kKerpleLog, LayerPosition::kKerplePower}) {
