@@ -1,5 +1,5 @@
-// Internal to src/kernels (attention.cc and its test): Highway set-up and the vector exp2 that the
-// attention kernel uses.
+// Internal to src/kernels (attention.cc and its test): Highway set-up, the vector exp2 that the
+// attention kernel uses, and how decode's kernels prefetch.
 //
 // Highway 1.0.3 (Debian 12) stops with "#error best baseline should be included in dynamic
 // targets" when compiled with -march=native on CPUs newer than it knows (this project's Zen 5
@@ -17,6 +17,17 @@
 namespace stretch::attention_internal {
 
 namespace hn = hwy::HWY_NAMESPACE;
+
+// The locality hint of decode's prefetches (attention_tile.h, and the one-row products of
+// gemm.cc): 2, into L2 and the levels below (prefetcht1 on x86). Not 0 (non-temporal,
+// prefetchnta): on the Intel Xeon of docs/performance.md it fills L1 alone, and with eight rows of
+// four streams in flight (up to 64 KiB, more than L1's 48 KiB) the lines were evicted before their
+// use and read twice from memory. `stretch bench --case decode`, stories110M shape, three rounds
+// alternating the builds, tokens/s: at depth 0, 29-33 with hint 0 in the products, 79-81 without
+// prefetching, 89-98 with hint 2; at depth 2048 (hint 2 in the products), 44-53 with hint 0 in
+// attention, 57-65 without, 58-66 with hint 2. (The AMD EPYC figures in gemm.cc and
+// attention_tile.h were measured with hint 0.)
+inline constexpr int kPrefetchHint = 2;
 
 // 2^x on vectors, for the softmax (the kernel keeps scores in log2 units, see attention.cc).
 //   x = n + f, n = round(x), f in [-1/2, 1/2];  2^f by the degree-6 polynomial of Cephes' exp2f

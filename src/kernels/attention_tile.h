@@ -325,7 +325,7 @@ template <int kD>
 HWY_INLINE void PrefetchRow(const float* row, uintptr_t bytes) {
   const uintptr_t at = reinterpret_cast<uintptr_t>(row) + bytes;
   for (uintptr_t b = 0; b < kD * sizeof(float); b += 64) {
-    __builtin_prefetch(reinterpret_cast<const void*>(at + b), 0, 0);
+    __builtin_prefetch(reinterpret_cast<const void*>(at + b), 0, kPrefetchHint);
   }
 }
 

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "src/kernels/attention_simd.h"  // Highway set-up (static target)
+#include "src/kernels/attention_simd.h"  // Highway set-up (static target), kPrefetchHint
 
 #include "src/core/check.h"
 #include "src/core/error.h"
@@ -59,7 +59,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 // vector accumulator of FMAs, lanes summed at the end, the last K % lanes columns added in scalar.
 //
 // Each step also prefetches the same columns eight rows further on (two blocks ahead: 24 KiB at
-// N = 768, 64 KiB at N = 2048). On this project's AMD EPYC machine (AVX-512, 2 threads), `stretch
+// N = 768, 64 KiB at N = 2048), into L2 (kPrefetchHint in attention_simd.h: a non-temporal
+// prefetch, into L1 only on Intel, lost those lines before their use and made the 110M decode
+// 2.7x slower there). On this project's AMD EPYC machine (AVX-512, 2 threads), `stretch
 // bench --case decode`, three rounds alternating the binaries, tokens/s: stories110M shape at
 // depth 0, 113-116 without, 125-131 with (+10-15%), and 123-139 with 4 or 16 rows of distance;
 // at depth 2048, 68-73 against 72-79; stories15M shape at depth 0, 2,021-2,351 against
@@ -71,7 +73,8 @@ void GemvRows(int64_t M, int64_t N, const float* A, const float* x, float beta, 
   // program (a prefetch does not fault), and pointer arithmetic beyond an array is undefined.
   const auto ahead = static_cast<uintptr_t>(8 * N) * sizeof(float);
   const auto Prefetch = [](const float* p, uintptr_t bytes) {
-    __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + bytes), 0, 0);
+    __builtin_prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) + bytes), 0,
+                       attention_internal::kPrefetchHint);
   };
   const hn::ScalableTag<float> df;
   const int64_t L = static_cast<int64_t>(hn::Lanes(df));
