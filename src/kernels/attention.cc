@@ -51,11 +51,13 @@
 // keys in registers from a per-position table of kBk key offsets (PrepareDynamicTile,
 // ScoreTileRotating): no cos/sin per (query, key) pair.
 //
-// Tile sizes. QueryTileRows = 60 or 120 stacked query rows and kBk = 64 keys (128 for D <= 32):
+// Tile sizes. QueryTileRows = 60 or 120 stacked query rows and kBk = 64 keys (128 for D <= 64,
+// measured in Config):
 // the Q, K^T, S and O tiles are then 16-64 KiB each, so a step's working set stays in L2 (1 MiB)
 // and the tile being streamed (K^T in step 2, V in step 5) in L1 (48 KiB); packing K^T costs
 // about 1/rows of the QK^T work; the per-row, per-tile work of the softmax update (one scalar
-// exp2, two reductions) is amortized over kBk keys; large D keeps kBk = 64 so K^T fits in L1.
+// exp2, two reductions) is amortized over kBk keys; D = 128 keeps kBk = 64 so K^T (32 KiB) fits
+// in L1.
 //
 // Threads (the pool, src/core/threads.h). Prefill: work items (query tile x kv head), dynamic
 // schedule, heaviest (last) query tiles first because causal work is triangular. Few query rows

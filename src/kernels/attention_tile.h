@@ -123,7 +123,13 @@ struct Config {
   // Vectors across D (P V): one V row is one vector at D = 8; 8 lanes for the generic path.
   using DFV = hn::CappedTag<float, (kD == 8 || kD == 0) ? 8 : 16>;
   static constexpr int kNV = static_cast<int>(hn::MaxLanes(DFV()));
-  static constexpr int kBk = (kD != 0 && kD <= 32) ? 128 : 64;  // keys per tile
+  // Keys per tile. 128 up to D = 64: on the Intel Xeon of docs/performance.md (issue 14, fifth
+  // session), `stretch bench --case prefill --length 2048` alternating 64 and 128 keys a tile:
+  // stories110M shape (D = 64), six rounds, 128 / 64 per round 1.07, 1.04, 1.12, 0.96, 1.09, 0.99;
+  // stories15M shape (D = 48), two rounds, 1.09 and 1.09; 110M decode at depth 2,048 level. A
+  // small gain at most, inside the machine's noise at 110M. D = 128 keeps 64: its K^T tile (32
+  // KiB) stays in L1.
+  static constexpr int kBk = (kD != 0 && kD <= 64) ? 128 : 64;
   // QK^T block: R query rows x C vectors of keys.
   static constexpr int kQkR = kVecRegs == 32 ? 6 : 4;
   static constexpr int kQkC = kVecRegs == 32 ? 4 : 2;
