@@ -30,7 +30,13 @@ TEST_PACKAGES=(
   clang-14 libclang-rt-14-dev          # the sanitizer build's compiler and its ASan/UBSan runtime
   libomp-14-dev                        # omp.h for clang (the program links GCC's libgomp)
 )
-case "${1:-release}" in all|sanitize) PACKAGES+=("${TEST_PACKAGES[@]}") ;; esac
+# The mode is checked before anything is installed.
+MODE=${1:-release}
+case "$MODE" in
+  deps|stretch|release|sanitize|all) ;;
+  *) echo "setup: unknown mode '$MODE': expected deps, stretch, release, sanitize or all" >&2; exit 2 ;;
+esac
+case "$MODE" in all|sanitize) PACKAGES+=("${TEST_PACKAGES[@]}") ;; esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -73,11 +79,11 @@ else
   echo "setup: default corpus present (data/sotu)"
 fi
 
-[ "${1:-release}" = "deps" ] && exit 0
+[ "$MODE" = "deps" ] && exit 0
 
 JOBS=$(nproc)
 TARGET=()
-[ "${1:-release}" = "stretch" ] && TARGET=(--target stretch)
+[ "$MODE" = "stretch" ] && TARGET=(--target stretch)
 build() {  # build DIR TYPE [cmake args...]
   local dir=$1 type=$2; shift 2
   if [ ! -f "$dir/build.ninja" ]; then
@@ -87,11 +93,6 @@ build() {  # build DIR TYPE [cmake args...]
   cmake --build "$dir" -j "$JOBS" "${TARGET[@]}"
 }
 
-MODE=${1:-release}
-case "$MODE" in
-  stretch|release|sanitize|all) ;;
-  *) echo "setup: unknown mode '$MODE': expected deps, stretch, release, sanitize or all" >&2; exit 2 ;;
-esac
 [ "$MODE" != sanitize ] && build build/release Release
 if [ "$MODE" = all ] || [ "$MODE" = sanitize ]; then
   # A build folder configured with another compiler (older checkouts used g++) starts afresh.

@@ -95,8 +95,9 @@ TrainRunOptions TrainRunOptionsOf(CLI::App* app, const TrainArgs& a) {
 void PrintNote(const std::string& line) { fmt::print(stderr, "train: {}\n", WithFlagNames(line)); }
 
 // The stored options that a resumed run may change: how far it goes, how often it saves,
-// validates and reports, and how many non-finite batches it may pass over. Everything else is the run's, and a different value given with --resume
-// is refused with the stored one rather than dropped.
+// validates and reports, and how many non-finite batches it may pass over. Everything else is the
+// run's, and a different value given with --resume is refused with the stored one rather than
+// dropped.
 constexpr std::string_view kResumeMayChange[] = {"steps",        "save_every", "eval_every",
                                                  "eval_windows", "log_every",  "skip_nonfinite"};
 
