@@ -23,7 +23,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // prefetchnta): on the Intel Xeon of docs/performance.md it fills L1 alone, and with eight rows of
 // four streams in flight (up to 64 KiB, more than L1's 48 KiB) the lines were evicted before their
 // use and read twice from memory. `stretch bench --case decode`, stories110M shape, three rounds
-// alternating the builds, tokens/s: at depth 0, 29-33 with hint 0 in the products, 79-81 without
+// alternating the builds, tokens/s: at depth 0, 29-33 with hint 0 in the products, 76-83 without
 // prefetching, 89-98 with hint 2; at depth 2048 (hint 2 in the products), 44-53 with hint 0 in
 // attention, 57-65 without, 58-66 with hint 2. (The AMD EPYC figures in gemm.cc and
 // attention_tile.h were measured with hint 0.)
