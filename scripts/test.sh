@@ -6,7 +6,7 @@
 #   3. every test under AddressSanitizer + UBSan, in that build (CTest's counts come last).
 # Tests that need ../shared (real models and corpora) skip with a message when it is missing.
 #
-#   bash scripts/test.sh            the above (about 20 minutes on 2 cores from a fresh clone)
+#   bash scripts/test.sh            the above (12-20 minutes on 2 cores from a fresh clone)
 #   bash scripts/test.sh --release  also builds build/release (g++, -O2 -march=native) and runs the
 #                                   whole suite there: the optimized program users run, and the
 #                                   longer variants of the real-model tests that the sanitizer
