@@ -26,6 +26,9 @@
 //      last tile), scores set to -inf;
 //   4. SoftmaxUpdate: the online max/sum update above, scores become probabilities in place;
 //   5. AccumulatePV: o = alpha o + P V.
+// In a prefill (no bias, one segment), steps 2-5 run per block of kSubRows query rows of the tile
+// (K^T packed once for all of them), each block on the keys its rows can see, so that its
+// scores stay in L1 and the blocks above the causal diagonal skip the tile.
 // The mask is a compile-time policy chosen once at dispatch (WithMask), as is the head dim: they
 // act on every score. Relative maps, XPOS, norms and row scales act where Q and K are packed (per
 // segment), once per query row of a work item and once per key tile, and biases between steps 2
@@ -51,16 +54,16 @@
 // keys in registers from a per-position table of kBk key offsets (PrepareDynamicTile,
 // ScoreTileRotating): no cos/sin per (query, key) pair.
 //
-// Tile sizes. QueryTileRows = 60 or 120 stacked query rows and kBk = 64 keys (128 for D <= 64,
-// measured in Config):
-// the Q, K^T, S and O tiles are then 16-64 KiB each, so a step's working set stays in L2 (1 MiB)
-// and the tile being streamed (K^T in step 2, V in step 5) in L1 (48 KiB); packing K^T costs
-// about 1/rows of the QK^T work; the per-row, per-tile work of the softmax update (one scalar
-// exp2, two reductions) is amortized over kBk keys; D = 128 keeps kBk = 64 so K^T (32 KiB) fits
-// in L1.
+// Tile sizes. QueryTileRows = 60 or 240 stacked query rows and kBk = 64 keys (128 for D <= 64,
+// measured in Config): the Q and O tiles are then up to 128 KiB each, in L2 (1-2 MiB), the K^T
+// tile and a block's scores (kSubRows x kBk) in L1 (48 KiB); packing K^T costs about 1/rows of
+// the QK^T work; the per-row, per-tile work of the softmax update (one scalar exp2, two
+// reductions) is amortized over kBk keys; D = 128 keeps kBk = 64 so K^T (32 KiB) fits in L1.
 //
 // Threads (the pool, src/core/threads.h). Prefill: work items (query tile x kv head), dynamic
-// schedule, heaviest (last) query tiles first because causal work is triangular. Few query rows
+// schedule, one kv head after the other (its keys and values stay in cache from one query tile
+// to the next), heaviest (last) query tiles of each head first because causal work is
+// triangular. Few query rows
 // (decode): when there are fewer than two work items per thread, the keys are also split into
 // chunks; each chunk leaves a partial (m, l, o) and a merge step combines them (flash-decoding):
 //   m = max_c m_c;  l = sum_c 2^(m_c - m) l_c;  out = sum_c 2^(m_c - m) o_c / l.

@@ -59,6 +59,13 @@ struct Problem {
 };
 
 constexpr int kMaxSegments = 3;
+// Query rows per block of a prefill's tile (RunItem): its scores, kSubRows x kBk floats (12 KiB
+// at kBk = 128), stay in L1 from QK^T through the softmax to P V, where a whole tile's (60 KiB
+// at 120 rows) went through L2 three times. A multiple of the micro-kernels' 6 and 4 rows.
+// Measured with the tile at 120 rows (`stretch bench --case attention --length 2048 --head-dim
+// 64 --threads 1`, best of 9 runs, 3 rounds alternating the builds, Intel Xeon of
+// docs/performance.md): 100-109 GFLOP/s before, 114-118 after.
+constexpr int kSubRows = 24;
 // Stacked query rows per query tile under a dynamic plan. Each position's rows score against keys
 // rotated for it alone, so the tile shares only the packing of K^T and the P V step; each
 // position also keeps its own cos/sin table of kBk key offsets (pairs x kBk x 2 floats: 16 KiB at
@@ -369,7 +376,7 @@ void PackQueries(const Problem& pb, const Item& it, Scratch& sc) {
         const float* src = pb.q.data + (it.i0 + t) * pb.q.row_stride +
                            static_cast<int64_t>(it.g * r + hh) * pb.q.head_stride;
         float* dst = q + (t * r + hh) * dp;
-        for (int d = 0; d < D; ++d) dst[d] = src[d];
+        ScaledCopy(src, 1.0f, D, dst);
         if (qcos != nullptr) RotatePairs(dst, pairs, qcos, qsin);
         float row_qs = qs;
         if (pb.query_norm) {  // QueryNorm: q / |q| (a zero q stays zero)
@@ -393,7 +400,7 @@ void PackQueries(const Problem& pb, const Item& it, Scratch& sc) {
           row_qs *= static_cast<float>((*pb.ssmax)[static_cast<size_t>(it.g * r + hh)] *
                                        std::log(static_cast<double>(pos + 1)));
         }
-        for (int d = 0; d < D; ++d) dst[d] *= row_qs;
+        ScaledCopy(dst, row_qs, D, dst);
         for (int d = D; d < dp; ++d) dst[d] = 0.0f;
         if (pb.dynamic) {  // pairs split in halves, x_2t at t and x_2t+1 at pairs + t
           float tmp[2 * kMaxPairsOnStack];
@@ -508,7 +515,7 @@ void WriteItem(const Problem& pb, const Item& it, const Scratch& sc) {
       float* dst = pb.out.data + (it.i0 + t) * pb.out.row_stride +
                    static_cast<int64_t>(it.g * r + hh) * pb.out.head_stride;
       const float inv = l[row] > 0.0f ? 1.0f / l[row] : 0.0f;
-      for (int d = 0; d < D; ++d) dst[d] = o[row * dp + d] * inv;
+      ScaledCopy(o + row * dp, inv, D, dst);
       if (pb.lse != nullptr) pb.lse[(it.i0 + t) * pb.H + it.g * r + hh] = LogSumExp(m[row], l[row]);
     }
   } else {
@@ -566,9 +573,23 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
   // 1.4x faster (bench/attention_bench.cc, docs/performance.md).
   const bool direct = kD >= 32 && kD % Cfg::kNV == 0 && it.rows <= kDirectRows && !pb.dynamic &&
                       !pb.key_norm && pb.xpos == nullptr;
+  // Steps 3-5 for the rows [r0, r0 + rows) of the item, whose scores are in s (rows, kBk), on the
+  // keys [k_lo, k_lo + nk) of the tile.
+  auto finish = [&](int r0, int rows, const float* v, int64_t k_lo, int nk, int ncols,
+                    TileKind kind) {
+    // 3. Mask partial tiles.
+    if (kind == TileKind::kPartial) {
+      ApplyMask<Mask, kBk>(mask, sc.s.data(), rows, pb.group, ncols, nk, it.q_lo, k_lo, r0);
+    }
+    // 4. Online softmax, 5. P V.
+    SoftmaxUpdate<kD>(sc.s.data(), rows, ncols, m + r0, l + r0, sc.alpha.data() + r0);
+    AccumulatePV<kD>(sc.s.data(), v, pb.v.row_stride, nk, sc.alpha.data() + r0,
+                     o + static_cast<size_t>(r0) * dp, dp, rows, D);
+  };
   for (int64_t k_lo = it.k_begin; k_lo < it.k_stop; k_lo += kBk) {
     const int nk = static_cast<int>(std::min<int64_t>(kBk, it.k_end - k_lo));
     const int ncols = (nk + N - 1) / N * N;
+    const float* v = pb.v.data + k_lo * pb.v.row_stride + g * pb.v.head_stride;
     // 1. Classify the tile.
     TileKind kind = mask.Classify(it.q_lo, it.q_hi, k_lo, k_lo + nk - 1);
     if (kind == TileKind::kEmpty) continue;
@@ -576,10 +597,34 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
     // 2. Score it: once per segment it meets.
     const uint32_t segs =
         it.map != nullptr ? it.map->SegmentsIn(it.q_lo, it.q_hi, k_lo, k_lo + nk - 1) : 1u;
+    const bool one_seg = (segs & (segs - 1)) == 0;
+    if (one_seg && !pb.dynamic && !direct && pb.bias == nullptr) {
+      // Most tiles of a prefill: steps 2-5 per block of kSubRows rows, each block on the keys
+      // its rows can see (a block above the causal diagonal skips the tile, one on it stops at
+      // its last row's position), so that the block's scores stay in L1 from step 2 to step 5.
+      const int seg = std::countr_zero(segs);
+      const float* qs = sc.q.data() + static_cast<size_t>(seg) * pb.rows_max * dp;
+      PackKeyTile<kD, kBk>(pb, it, seg, k_lo, nk, ncols, sc);
+      for (int r0 = 0; r0 < it.rows; r0 += kSubRows) {
+        const int rows = std::min(kSubRows, it.rows - r0);
+        const int64_t sub_lo = it.q_lo + r0 / pb.group;
+        const int64_t sub_hi = it.q_lo + (r0 + rows - 1) / pb.group;
+        const int sub_nk = static_cast<int>(std::clamp<int64_t>(mask.KeyEnd(sub_hi) - k_lo, 0, nk));
+        if (sub_nk == 0) continue;
+        const int sub_ncols = (sub_nk + N - 1) / N * N;
+        TileKind sub_kind = mask.Classify(sub_lo, sub_hi, k_lo, k_lo + sub_nk - 1);
+        if (sub_kind == TileKind::kEmpty) continue;  // exact: o, m, l stay as they are
+        if (sub_kind == TileKind::kFull && sub_ncols != sub_nk) sub_kind = TileKind::kPartial;
+        ScoreTile<kD>(qs + static_cast<size_t>(r0) * dp, dp, sc.kt.data(), sc.s.data(), rows,
+                      sub_ncols, D);
+        finish(r0, rows, v, k_lo, sub_nk, sub_ncols, sub_kind);
+      }
+      continue;
+    }
     if (pb.dynamic) {  // keys rotated per query position
       PackKeyTile<kD, kBk>(pb, it, 0, k_lo, nk, ncols, sc);
       ScoreDynamicTile<kD, kBk>(pb, it, k_lo, ncols, sc);
-    } else if ((segs & (segs - 1)) == 0) {  // one segment (most tiles): one score
+    } else if (one_seg) {  // decode, or a bias: the whole tile at once
       const int seg = std::countr_zero(segs);
       const float* qs = sc.q.data() + static_cast<size_t>(seg) * pb.rows_max * dp;
       if (!(direct && ScoreDirect<kD>(pb, it, seg, qs, k_lo, nk, ncols, sc))) {
@@ -598,14 +643,7 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
       kind = TileKind::kPartial;  // padding columns were not selected
     }
     if (pb.bias != nullptr) AddBias<kBk>(pb, it, k_lo, nk, sc);
-    // 3. Mask partial tiles.
-    if (kind == TileKind::kPartial) {
-      ApplyMask<Mask, kBk>(mask, sc.s.data(), it.rows, pb.group, ncols, nk, it.q_lo, k_lo);
-    }
-    // 4. Online softmax, 5. P V.
-    SoftmaxUpdate<kD>(sc.s.data(), it.rows, ncols, m, l, sc.alpha.data());
-    const float* v = pb.v.data + k_lo * pb.v.row_stride + g * pb.v.head_stride;
-    AccumulatePV<kD>(sc.s.data(), v, pb.v.row_stride, nk, sc.alpha.data(), o, dp, it.rows, D);
+    finish(0, it.rows, v, k_lo, nk, ncols, kind);
   }
   WriteItem<kD>(pb, it, sc);
 }
@@ -663,10 +701,18 @@ void RunAll(Problem pb, const Mask& mask) {
   const int64_t units = items * pb.n_chunks;
   const int D = kD != 0 ? kD : pb.D;
   const int segments = pb.rotate ? pb.plan->map.Segments() : 1;
-  // Heaviest first: the last query tiles see the most keys.
+  // Heaviest first: the last query tiles see the most keys. Without key chunks (prefill), one kv
+  // head after the other, so that its keys and values stay in cache from one tile to the next
+  // (the queue still ends on light tiles); with chunks (decode), query tile after query tile.
   ParallelForEach(units, [&](int64_t u, int) {
     thread_local Scratch sc;
     sc.Reserve(pb.rows_max, pb.dp, D, Cfg::kBk, segments);
+    if (pb.n_chunks == 1) {
+      const int g = static_cast<int>(u / pb.n_qtiles);
+      const int64_t qt = pb.n_qtiles - 1 - u % pb.n_qtiles;
+      RunItem<kD, Mask>(pb, mask, g, qt, 0, sc);
+      return;
+    }
     const int64_t qt = pb.n_qtiles - 1 - u / (pb.G * pb.n_chunks);
     const int64_t rest = u % (pb.G * pb.n_chunks);
     RunItem<kD, Mask>(pb, mask, static_cast<int>(rest / pb.n_chunks), qt,

@@ -26,11 +26,16 @@ constexpr int kVecRegs = 32;
 constexpr int kVecRegs = 16;
 #endif
 
-// Stacked query rows per query tile (all heads of one kv group): 120 for D >= 64, where packing
-// K^T per query tile would otherwise cost ~15% of the QK^T FMAs; 60 below, where the tiles of
-// the triangle's diagonal (partial, full price) weigh more than the packing. Multiples of the
-// micro-kernels' 6 (and 4) rows, also after dividing by H/G = 1, 2, 4: no ragged row blocks.
-constexpr int QueryTileRows(int D) { return D >= 64 ? 120 : 60; }
+// Stacked query rows per query tile (all heads of one kv group): 240 for D >= 64, where packing
+// K^T per query tile would otherwise cost a noticeable part of the QK^T FMAs; 60 below. Since a
+// prefill's tile is processed in blocks of kSubRows rows (attention_impl.h), each on the keys
+// its rows see, the tile's size no longer sets the waste on the causal diagonal; at D = 64, 240
+// rows against 120 (`stretch bench --case attention --length 2048 --head-dim 64 --threads 1`,
+// best of 9, 3 rounds alternating, Intel Xeon of docs/performance.md): 115-126 GFLOP/s against
+// 105-110. Not re-measured below D = 64, where this machine's run-to-run noise (+-20% between
+// processes of one binary) hid any difference. Multiples of the micro-kernels' 6 (and 4) rows,
+// also after dividing by H/G = 1, 2, 4: no ragged row blocks.
+constexpr int QueryTileRows(int D) { return D >= 64 ? 240 : 60; }
 
 enum class TileKind { kEmpty, kFull, kPartial };
 
@@ -223,6 +228,19 @@ void PackKeysTransposed(const HeadRows& k, int g, int64_t k_lo, int nk, int ncol
   }
 }
 
+// dst[d] = scale * src[d] for d < n (any n; vectors, then a scalar tail): the copies in and out
+// of a work item (PackQueries, WriteItem), which as scalar loops cost ~7% of a 2,048-token
+// prefill's attention (perf, stories110M shape).
+// In place (src == dst) is allowed.
+HWY_INLINE void ScaledCopy(const float* src, float scale, int n, float* dst) {
+  const hn::CappedTag<float, 16> df;
+  const int N = static_cast<int>(hn::Lanes(df));
+  const auto vs = hn::Set(df, scale);
+  int d = 0;
+  for (; d + N <= n; d += N) hn::StoreU(hn::Mul(vs, hn::LoadU(df, src + d)), df, dst + d);
+  for (; d < n; ++d) dst[d] = scale * src[d];
+}
+
 // Step 2: s (rows, kBk) <- q (rows, dp) . kt (D, kBk), columns [0, ncols).
 template <int kD>
 void ScoreTile(const float* HWY_RESTRICT q, int dp, const float* HWY_RESTRICT kt,
@@ -382,9 +400,9 @@ void ScoreTileDirect(const float* HWY_RESTRICT q, int dp, const HeadRows& k, int
 // Step 3 (partial tiles): scores of invisible pairs and of the padding columns [nk, ncols) -> -inf.
 template <class Mask, int kBk>
 void ApplyMask(const Mask& mask, float* HWY_RESTRICT s, int rows, int group, int ncols, int nk,
-               int64_t q_lo, int64_t k_lo) {
+               int64_t q_lo, int64_t k_lo, int row0 = 0) {
   for (int row = 0; row < rows; ++row) {
-    const int64_t q_pos = q_lo + row / group;
+    const int64_t q_pos = q_lo + (row0 + row) / group;
     float* sr = s + row * kBk;
     for (int c = 0; c < ncols; ++c) {
       if (c >= nk || !mask.Visible(q_pos, k_lo + c)) sr[c] = kNegInf;
