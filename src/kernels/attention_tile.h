@@ -26,16 +26,17 @@ constexpr int kVecRegs = 32;
 constexpr int kVecRegs = 16;
 #endif
 
-// Stacked query rows per query tile (all heads of one kv group): 240 for D >= 64, where packing
-// K^T per query tile would otherwise cost a noticeable part of the QK^T FMAs; 60 below. Since a
-// prefill's tile is processed in blocks of kSubRows rows (attention_impl.h), each on the keys
-// its rows see, the tile's size no longer sets the waste on the causal diagonal; at D = 64, 240
-// rows against 120 (`stretch bench --case attention --length 2048 --head-dim 64 --threads 1`,
-// best of 9, 3 rounds alternating, Intel Xeon of docs/performance.md): 115-126 GFLOP/s against
-// 105-110. Not re-measured below D = 64, where this machine's run-to-run noise (+-20% between
-// processes of one binary) hid any difference. Multiples of the micro-kernels' 6 (and 4) rows,
-// also after dividing by H/G = 1, 2, 4: no ragged row blocks.
-constexpr int QueryTileRows(int D) { return D >= 64 ? 240 : 60; }
+// Stacked query rows per query tile (all heads of one kv group): 240 from D = 16 on, 60 at D = 8.
+// Since a prefill's tile is processed in blocks of kSubRows rows (attention_impl.h), each on the
+// keys its rows see, the tile's size no longer sets the waste on the causal diagonal (which had
+// kept it at 60 below D = 64), and a larger tile shares each K^T packing among more rows. `stretch
+// bench --case attention --length 2048 --threads 1`, best of 9, rounds alternating 240 rows with
+// the sizes before (Intel Xeon of docs/performance.md, issue 14, sixth session), GFLOP/s: D = 64,
+// 115-126 against 105-110 at 120 rows; D = 48, 115-126 against 81-120 at 60 (six rounds, 240 ahead
+// in five); D = 32, 106-110 against 92-103; D = 16, 79-85 against 55-82; D = 8, 37-51 against
+// 35-50, no clear difference, so it keeps 60. Multiples of the micro-kernels' 6 (and 4) rows, also
+// after dividing by H/G = 1, 2, 4: no ragged row blocks.
+constexpr int QueryTileRows(int D) { return D >= 16 ? 240 : 60; }
 
 enum class TileKind { kEmpty, kFull, kPartial };
 
