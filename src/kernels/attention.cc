@@ -55,10 +55,11 @@
 // ScoreTileRotating): no cos/sin per (query, key) pair.
 //
 // Tile sizes. QueryTileRows = 240 stacked query rows (60 at D = 8) and kBk = 64 keys
-// (128 up to D = 64, measured in Config): the Q and O tiles are then up to 128 KiB each, in L2 (1-2 MiB), the K^T
-// tile and a block's scores (kSubRows x kBk) in L1 (48 KiB); packing K^T costs about 1/rows of the
-// QK^T work; the per-row, per-tile work of the softmax update (one scalar exp2, two reductions) is
-// amortized over kBk keys; D = 128 keeps kBk = 64 so K^T (32 KiB) fits in L1.
+// (128 up to D = 64, measured in Config): the Q and O tiles are then up to 128 KiB each, in L2
+// (1-2 MiB), the K^T tile and a block's scores (kSubRows x kBk) in L1 (48 KiB); packing K^T
+// costs about 1/rows of the QK^T work; the per-row, per-tile work of the softmax update (one
+// scalar exp2, two reductions) is amortized over kBk keys; D = 128 keeps kBk = 64 so K^T
+// (32 KiB) fits in L1.
 //
 // Threads (the pool, src/core/threads.h). Prefill: work items (query tile x kv head), dynamic
 // schedule, one kv head after the other (its keys and values stay in cache from one query tile
