@@ -127,6 +127,63 @@ void AddInPlace(float* a, const float* b, int64_t n) {
   });
 }
 
+namespace {
+
+namespace hv = hwy::HWY_NAMESPACE;
+
+// RotatePairs with sin multiplied by sign (+1: the rotation; -1: its inverse, the backward), the
+// one float rotation of the project (inference, the training forward and backward, the attention
+// kernel's rotated queries), so they agree bit for bit. Each result is rounded as the scalar loop
+// it replaced was compiled (g++ -O2, one product rounded, then a fused multiply-add):
+//   y0 = fma(x0, cos, -(x1 sn)),  y1 = fma(x0, sn, x1 cos),  sn = sign sin.
+// On vectors of L floats (L / 2 pairs): X = (x0, x1, ...), Xs = X with each pair swapped, C = the
+// cos of each pair twice, S = (-sn, sn, ...); fma(X, C, Xs S) gives y0 in the even lanes and
+// fma(Xs, S, X C) gives y1 in the odd ones. A scalar tail for the last pairs (fewer than L).
+void RotatePairsSigned(float* HWY_RESTRICT x, int pairs, const float* HWY_RESTRICT cos,
+                       const float* HWY_RESTRICT sin, float sign) {
+  const hv::ScalableTag<float> df;
+  constexpr int kMax = HWY_MAX_BYTES / sizeof(float);
+  const int L = static_cast<int>(hv::Lanes(df));
+  int t = 0;
+  if (L >= 4) {
+    HWY_ALIGN int32_t lo[kMax], hi[kMax];
+    HWY_ALIGN float signs[kMax];
+    for (int i = 0; i < L; ++i) {
+      lo[i] = i / 2;
+      hi[i] = i / 2 + L / 2;
+      signs[i] = i % 2 == 0 ? -sign : sign;
+    }
+    const auto idx_lo = hv::SetTableIndices(df, lo), idx_hi = hv::SetTableIndices(df, hi);
+    const auto vsign = hv::Load(df, signs);
+    auto half = [&](float* HWY_RESTRICT px, const decltype(idx_lo)& idx, hv::Vec<decltype(df)> cv,
+                    hv::Vec<decltype(df)> sv) HWY_ATTR {
+      const auto c = hv::TableLookupLanes(cv, idx);
+      const auto s = hv::Mul(hv::TableLookupLanes(sv, idx), vsign);
+      const auto xv = hv::LoadU(df, px);
+      const auto xs = hv::Shuffle2301(xv);
+      const auto even = hv::MulAdd(xv, c, hv::Mul(xs, s));
+      const auto odd = hv::MulAdd(xs, s, hv::Mul(xv, c));
+      hv::StoreU(hv::OddEven(odd, even), df, px);
+    };
+    for (; t + L <= pairs; t += L) {  // L pairs: two vectors of x
+      const auto cv = hv::LoadU(df, cos + t), sv = hv::LoadU(df, sin + t);
+      half(x + 2 * t, idx_lo, cv, sv);
+      half(x + 2 * t + L, idx_hi, cv, sv);
+    }
+  }
+  for (; t < pairs; ++t) {
+    const float x0 = x[2 * t], x1 = x[2 * t + 1], c = cos[t], sn = sign * sin[t];
+    x[2 * t] = std::fma(x0, c, -(x1 * sn));
+    x[2 * t + 1] = std::fma(x0, sn, x1 * c);
+  }
+}
+
+}  // namespace
+
+void RotatePairs(float* x, int pairs, const float* cos, const float* sin) {
+  RotatePairsSigned(x, pairs, cos, sin, 1.0f);
+}
+
 void RopeInterleaved(float* x, int64_t T, int heads, int64_t row_stride, int64_t head_stride,
                      const RopeTable& table) {
   STRETCH_CHECK(table.n == T, "rope table has {} rows for {} rows", table.n, T);
@@ -481,10 +538,14 @@ void RopeRotate(Real* x, int64_t T, int H, int64_t row_stride, int64_t head_stri
       const Real* s = angles.sin + r * pairs;
       for (int h = 0; h < H; ++h) {
         Real* v = x + r * row_stride + h * head_stride;
-        for (int p = 0; p < pairs; ++p) {
-          const Real x0 = v[2 * p], x1 = v[2 * p + 1], sn = sign * s[p];
-          v[2 * p] = x0 * c[p] - x1 * sn;
-          v[2 * p + 1] = x0 * sn + x1 * c[p];
+        if constexpr (std::is_same_v<Real, float>) {
+          RotatePairsSigned(v, pairs, c, s, sign);  // RotatePairs's rounding, bit for bit
+        } else {
+          for (int p = 0; p < pairs; ++p) {
+            const Real x0 = v[2 * p], x1 = v[2 * p + 1], sn = sign * s[p];
+            v[2 * p] = x0 * c[p] - x1 * sn;
+            v[2 * p + 1] = x0 * sn + x1 * c[p];
+          }
         }
       }
     }

@@ -47,14 +47,9 @@ void RopeInterleaved(float* x, int64_t T, int heads, int64_t row_stride, int64_t
                      const RopeTable& table);
 
 // One row of RopeInterleaved: the `pairs` interleaved pairs of x rotated by the angles whose
-// cos/sin are given, (x0, x1) <- (x0 cos - x1 sin,  x0 sin + x1 cos).
-inline void RotatePairs(float* x, int pairs, const float* cos, const float* sin) {
-  for (int t = 0; t < pairs; ++t) {
-    const float x0 = x[2 * t], x1 = x[2 * t + 1];
-    x[2 * t] = x0 * cos[t] - x1 * sin[t];
-    x[2 * t + 1] = x0 * sin[t] + x1 * cos[t];
-  }
-}
+// cos/sin are given, (x0, x1) <- (x0 cos - x1 sin,  x0 sin + x1 cos), each rounded as
+// fma(x0, cos, -(x1 sin)) and fma(x0, sin, x1 cos) (ops.cc: vectors, then a scalar tail).
+void RotatePairs(float* x, int pairs, const float* cos, const float* sin);
 
 // Next-token loss of one row of logits (V): -log softmax(logits)[target], computed with the
 // max subtracted and the sum in double. Also the argmax (lowest index on ties), so that
