@@ -16,6 +16,7 @@ using testing::Files;
 using testing::Has;
 using testing::RunCli;
 using testing::RunResult;
+using testing::RunShell;
 
 TEST(BenchCli, ProfileTimesEveryOpOfPrefillAndDecodeAndTheirSharesAddUp) {
   const std::string json = Files().dir + "/profile.json";
@@ -43,6 +44,18 @@ TEST(BenchCli, ProfileTimesEveryOpOfPrefillAndDecodeAndTheirSharesAddUp) {
     EXPECT_EQ(p["ops"]["q/k/v projections"]["calls"].get<double>(), layers);
     EXPECT_EQ(p["ops"]["attention kernel"]["calls"].get<double>(), layers);
   }
+}
+
+// Two threads held on one processor (taskset) measure the 1-thread FMA peak on "2 threads": the
+// bench measures it again, then says the fractions of the peak read too high.
+TEST(BenchCli, ProfileWarnsWhenTheThreadsCouldNotAllRunTheFmaLoop) {
+  if (RunShell("taskset -c 0 true").exit_code != 0) GTEST_SKIP() << "no taskset here";
+  const RunResult r = RunShell(std::string("taskset -c 0 '") + STRETCH_CLI_PATH +
+                               "' bench --profile --threads 2 --length 16 --repeats 1 --model '" +
+                               Files().model + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "warning: the FMA peak on 2 threads")) << r.out;
+  EXPECT_TRUE(Has(r.out, "read too high")) << r.out;
 }
 
 TEST(BenchCli, ProfileNeedsAModel) {

@@ -404,6 +404,33 @@ nlohmann::json RunCase(const std::string& args) {
   }
 }
 
+// The FMA peak on 1 thread and on all of them (--threads), each in its own process. On a shared
+// machine the all-threads loop sometimes runs with a core taken away for a second or more (one
+// `--profile` run measured 216 GFLOP/s on 2 threads against 217 on 1, and printed a prefill at
+// 125% of "the peak"): an all-threads peak below 0.75 x threads x the 1-thread peak is measured
+// again, up to twice, keeping the best, and if it stays low the caller prints `warning`.
+struct FmaPeaks {
+  double one = 0.0, all = 0.0;
+  std::string warning;  // empty when the all-threads peak is plausible
+};
+FmaPeaks MeasureFmaPeaks(const std::string& threads, int nthreads) {
+  FmaPeaks p;
+  p.one = RunCase("--case fma --threads 1")["gflops"];
+  p.all = RunCase("--case fma" + threads)["gflops"];
+  const double floor = 0.75 * nthreads * p.one;
+  for (int retry = 0; retry < 2 && nthreads > 1 && p.all < floor; ++retry) {
+    p.all = std::max(p.all, RunCase("--case fma" + threads)["gflops"].get<double>());
+  }
+  if (nthreads > 1 && p.all < floor) {
+    p.warning = fmt::format(
+        "warning: the FMA peak on {} threads ({:.1f} GFLOP/s, measured three times) is below 0.75 "
+        "x {} x the 1-thread peak ({:.1f}): the threads did not all run at once (a neighbour or "
+        "the hypervisor held a core), so the fractions of the peak below read too high\n",
+        nthreads, p.all, nthreads, p.one);
+  }
+  return p;
+}
+
 // Issue 3's targets: the piecewise relative maps cost at most 5% over plain RoPE at 16k (only
 // tiles along the window boundary score twice), a window's cost grows linearly in L, and scoring
 // 64k tokens with a window or ReRoPE stays under 100 MB.
@@ -694,7 +721,9 @@ void RunProfile(const BenchArgs& a, const std::string& threads) {
              1 / d0["unprofiled_seconds"].get<double>(), 1 / dl["unprofiled_seconds"].get<double>(),
              L);
   // Against the machine's ceilings, measured now (unprofiled times).
-  const double peak = RunCase("--case fma" + threads)["gflops"];
+  const FmaPeaks peaks = MeasureFmaPeaks(threads, a.threads > 0 ? a.threads : NumThreads());
+  const double peak = peaks.all;
+  if (!peaks.warning.empty()) fmt::print("{}", peaks.warning);
   const nlohmann::json mem = RunCase("--case memory" + threads);
   const double pre_gflops = PrefillFlops(h, L) / pre["unprofiled_seconds"].get<double>() / 1e9;
   fmt::print("prefill: {:.1f} GFLOP/s, {:.0f}% of the FMA peak ({:.1f} GFLOP/s)\n", pre_gflops,
@@ -788,13 +817,17 @@ void RunParent(const BenchArgs& a) {
   fmt::print("stretch bench: {} threads{}; matrix products: {}\n\n", nthreads,
              a.quick ? " (quick: fewer cases)" : "", GemmKernelsText());
 
-  const double peak1 = RunCase("--case fma --threads 1")["gflops"];
-  const double peak = RunCase("--case fma" + threads)["gflops"];
+  const FmaPeaks peaks = MeasureFmaPeaks(threads, nthreads);
+  const double peak1 = peaks.one, peak = peaks.all;
   report["fma_peak_gflops"] = {{"1_thread", peak1}, {"all_threads", peak}};
   fmt::print(
       "float32 FMA peak (bench/fma_peak.h loop): {:.1f} GFLOP/s on 1 thread, {:.1f} GFLOP/s "
       "on {} threads\n",
       peak1, peak, nthreads);
+  if (!peaks.warning.empty()) {
+    fmt::print("{}", peaks.warning);
+    report["fma_peak_warning"] = peaks.warning;
+  }
   const nlohmann::json mem = RunCase("--case memory" + threads);
   report["memory_bandwidth_gbs"] = mem;
   const double read_gbs = mem["read_gbs"], triad_gbs = mem["triad_gbs"];
