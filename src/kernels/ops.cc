@@ -134,48 +134,60 @@ namespace hv = hwy::HWY_NAMESPACE;
 // RotatePairs with sin multiplied by sign (+1: the rotation; -1: its inverse, the backward), the
 // one float rotation of the project (inference, the training forward and backward, the attention
 // kernel's rotated queries), so they agree bit for bit. Each result is rounded as the scalar loop
-// it replaced was compiled (g++ -O2, one product rounded, then a fused multiply-add):
+// it replaced was compiled (g++ -O2 on x86 with FMA: one product rounded, then a fused
+// multiply-add):
 //   y0 = fma(x0, cos, -(x1 sn)),  y1 = fma(x0, sn, x1 cos),  sn = sign sin.
 // On vectors of L floats (L / 2 pairs): X = (x0, x1, ...), Xs = X with each pair swapped, C = the
-// cos of each pair twice, S = (-sn, sn, ...); fma(X, C, Xs S) gives y0 in the even lanes and
-// fma(Xs, S, X C) gives y1 in the odd ones. A scalar tail for the last pairs (fewer than L).
+// cos of each pair twice, S = (-sn, sn, ...); MulAdd(X, C, Xs S) gives y0 in the even lanes and
+// MulAdd(Xs, S, X C) gives y1 in the odd ones. The last pairs (fewer than L) go through the same
+// vector code on a zero-padded copy, so every pair is rounded alike whatever the row's length and
+// whether or not the target has a fused multiply-add (without one, MulAdd rounds twice).
 void RotatePairsSigned(float* HWY_RESTRICT x, int pairs, const float* HWY_RESTRICT cos,
                        const float* HWY_RESTRICT sin, float sign) {
-  const hv::ScalableTag<float> df;
-  constexpr int kMax = HWY_MAX_BYTES / sizeof(float);
-  const int L = static_cast<int>(hv::Lanes(df));
-  int t = 0;
-  if (L >= 4) {
-    HWY_ALIGN int32_t lo[kMax], hi[kMax];
-    HWY_ALIGN float signs[kMax];
-    for (int i = 0; i < L; ++i) {
-      lo[i] = i / 2;
-      hi[i] = i / 2 + L / 2;
-      signs[i] = i % 2 == 0 ? -sign : sign;
-    }
-    const auto idx_lo = hv::SetTableIndices(df, lo), idx_hi = hv::SetTableIndices(df, hi);
-    const auto vsign = hv::Load(df, signs);
-    auto half = [&](float* HWY_RESTRICT px, const decltype(idx_lo)& idx, hv::Vec<decltype(df)> cv,
-                    hv::Vec<decltype(df)> sv) HWY_ATTR {
-      const auto c = hv::TableLookupLanes(cv, idx);
-      const auto s = hv::Mul(hv::TableLookupLanes(sv, idx), vsign);
-      const auto xv = hv::LoadU(df, px);
-      const auto xs = hv::Shuffle2301(xv);
-      const auto even = hv::MulAdd(xv, c, hv::Mul(xs, s));
-      const auto odd = hv::MulAdd(xs, s, hv::Mul(xv, c));
-      hv::StoreU(hv::OddEven(odd, even), df, px);
-    };
-    for (; t + L <= pairs; t += L) {  // L pairs: two vectors of x
-      const auto cv = hv::LoadU(df, cos + t), sv = hv::LoadU(df, sin + t);
-      half(x + 2 * t, idx_lo, cv, sv);
-      half(x + 2 * t + L, idx_hi, cv, sv);
-    }
-  }
-  for (; t < pairs; ++t) {
+#if HWY_TARGET == HWY_SCALAR
+  for (int t = 0; t < pairs; ++t) {  // no lanes to pair up (every caller goes through here)
     const float x0 = x[2 * t], x1 = x[2 * t + 1], c = cos[t], sn = sign * sin[t];
-    x[2 * t] = std::fma(x0, c, -(x1 * sn));
-    x[2 * t + 1] = std::fma(x0, sn, x1 * c);
+    x[2 * t] = x0 * c - x1 * sn;
+    x[2 * t + 1] = x0 * sn + x1 * c;
   }
+#else
+  const hv::ScalableTag<float> df;
+  const hv::RebindToSigned<decltype(df)> di;
+  using VF = hv::Vec<decltype(df)>;
+  const int L = static_cast<int>(hv::Lanes(df));
+  // Lane i of the low half takes pair i / 2 of L pairs, of the high half pair L / 2 + i / 2.
+  const auto half_idx = hv::ShiftRight<1>(hv::Iota(di, 0));
+  const auto idx_lo = hv::IndicesFromVec(df, half_idx);
+  const auto idx_hi = hv::IndicesFromVec(df, hv::Add(half_idx, hv::Set(di, L / 2)));
+  const VF vsign = hv::OddEven(hv::Set(df, sign), hv::Set(df, -sign));
+  auto half = [&](float* HWY_RESTRICT px, const decltype(idx_lo)& idx, VF cv, VF sv) HWY_ATTR {
+    const VF c = hv::TableLookupLanes(cv, idx);
+    const VF s = hv::Mul(hv::TableLookupLanes(sv, idx), vsign);
+    const VF xv = hv::LoadU(df, px);
+    const VF xs = hv::Shuffle2301(xv);
+    const VF even = hv::MulAdd(xv, c, hv::Mul(xs, s));
+    const VF odd = hv::MulAdd(xs, s, hv::Mul(xv, c));
+    hv::StoreU(hv::OddEven(odd, even), df, px);
+  };
+  auto step = [&](float* HWY_RESTRICT px, const float* HWY_RESTRICT pc,
+                  const float* HWY_RESTRICT ps) HWY_ATTR {  // L pairs: two vectors of x
+    const VF cv = hv::LoadU(df, pc), sv = hv::LoadU(df, ps);
+    half(px, idx_lo, cv, sv);
+    half(px + L, idx_hi, cv, sv);
+  };
+  int t = 0;
+  for (; t + L <= pairs; t += L) step(x + 2 * t, cos + t, sin + t);
+  if (t < pairs) {
+    constexpr int kMax = HWY_MAX_BYTES / sizeof(float);
+    HWY_ALIGN float xb[2 * kMax] = {}, cb[kMax] = {}, sb[kMax] = {};
+    const int n = pairs - t;
+    std::copy(x + 2 * t, x + 2 * pairs, xb);
+    std::copy(cos + t, cos + pairs, cb);
+    std::copy(sin + t, sin + pairs, sb);
+    step(xb, cb, sb);
+    std::copy(xb, xb + 2 * n, x + 2 * t);
+  }
+#endif
 }
 
 }  // namespace

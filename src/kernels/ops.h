@@ -47,8 +47,9 @@ void RopeInterleaved(float* x, int64_t T, int heads, int64_t row_stride, int64_t
                      const RopeTable& table);
 
 // One row of RopeInterleaved: the `pairs` interleaved pairs of x rotated by the angles whose
-// cos/sin are given, (x0, x1) <- (x0 cos - x1 sin,  x0 sin + x1 cos), each rounded as
-// fma(x0, cos, -(x1 sin)) and fma(x0, sin, x1 cos) (ops.cc: vectors, then a scalar tail).
+// cos/sin are given, (x0, x1) <- (x0 cos - x1 sin,  x0 sin + x1 cos); on vectors, each rounded
+// as fma(x0, cos, -(x1 sin)) and fma(x0, sin, x1 cos) where the CPU has a fused multiply-add
+// (ops.cc). The training forward and backward rotate through the same code.
 void RotatePairs(float* x, int pairs, const float* cos, const float* sin);
 
 // Next-token loss of one row of logits (V): -log softmax(logits)[target], computed with the

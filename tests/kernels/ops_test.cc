@@ -26,6 +26,52 @@ TEST(RopeThetas, FollowTheRoFormerFormula) {
   for (int t = 0; t < 4; ++t) EXPECT_NEAR(th[t], std::pow(10.0, -t), 1e-15);
 }
 
+// RotatePairs runs its pairs on vectors, the last ones (fewer than a vector's worth) on a padded
+// copy of the same vectors: every row length from 1 to 40 pairs crosses both parts on 4-, 8- and
+// 16-lane targets. Each element must be the rounding the scalar loop had (one product rounded,
+// then a fused multiply-add, where the CPU has one: compared bit for bit), and in any case within
+// 2 float eps of the double rotation (two roundings of values at most |x0| + |x1|). The training
+// forward and the backward (sign -1) rotate through the same code: bit for bit equal to it.
+TEST(RotatePairs, VectorsAndTailRoundAsTheScalarFmaLoopForEveryLength) {
+  for (int pairs = 1; pairs <= 40; ++pairs) {
+    SCOPED_TRACE(pairs);
+    const std::vector<float> x = RandomVector(2 * pairs, 20 + pairs, 3.0);
+    const std::vector<float> angle = RandomVector(pairs, 90 + pairs, 100.0);
+    std::vector<float> c(pairs), sn(pairs), neg_sn(pairs);
+    for (int t = 0; t < pairs; ++t) {
+      c[t] = static_cast<float>(std::cos(static_cast<double>(angle[t])));
+      sn[t] = static_cast<float>(std::sin(static_cast<double>(angle[t])));
+      neg_sn[t] = -sn[t];
+    }
+    std::vector<float> y = x;
+    RotatePairs(y.data(), pairs, c.data(), sn.data());
+    for (int t = 0; t < pairs; ++t) {
+      const float x0 = x[2 * t], x1 = x[2 * t + 1];
+#if defined(__FMA__)
+      EXPECT_EQ(y[2 * t], std::fma(x0, c[t], -(x1 * sn[t]))) << t;
+      EXPECT_EQ(y[2 * t + 1], std::fma(x0, sn[t], x1 * c[t])) << t;
+#endif
+      const double bound = 2 * 1.2e-7 * (std::fabs(x0) + std::fabs(x1));
+      EXPECT_NEAR(y[2 * t], static_cast<double>(x0) * c[t] - static_cast<double>(x1) * sn[t],
+                  bound);
+      EXPECT_NEAR(y[2 * t + 1], static_cast<double>(x0) * sn[t] + static_cast<double>(x1) * c[t],
+                  bound);
+    }
+    // One row, one head: the training forward equals RotatePairs; the backward (rotation by
+    // -angle) equals RotatePairs with -sin.
+    std::vector<float> f = x, b = x, want_b = x;
+    RopeInterleavedForward<float>(f.data(), 1, 1, 2 * pairs, 2 * pairs,
+                                  RopeAngles<float>{c.data(), sn.data(), 1, pairs});
+    RopeInterleavedBackward<float>(b.data(), 1, 1, 2 * pairs, 2 * pairs,
+                                   RopeAngles<float>{c.data(), sn.data(), 1, pairs});
+    RotatePairs(want_b.data(), pairs, c.data(), neg_sn.data());
+    for (int i = 0; i < 2 * pairs; ++i) {
+      EXPECT_EQ(f[i], y[i]) << i;
+      EXPECT_EQ(b[i], want_b[i]) << i;
+    }
+  }
+}
+
 TEST(CrossEntropyRow, MatchesDoubleLogSoftmaxAndArgmax) {
   const int V = 300;
   auto logits = RandomVector(V, 8, 10.0);
