@@ -233,6 +233,7 @@ OpCase BenchAttentionCase(int64_t L, int D, const std::string& method) {
         MakeAttentionPlan(ParseMethod(method), RopeGeometry{c.train_len, D, 10000.0}, L);
     c.rotation = plan.KeysRotatedOnce() ? Rotation::kPrerotated : Rotation::kKernel;
   }
+  c.kv_head_major = true;  // as the model's KV cache holds keys and values
   c.budget = kAttentionBudget;
   return c;
 }

@@ -291,9 +291,12 @@ void PrepareAttention(const OpCase& c, const AttentionPlan& plan, float scale,
   call.dims = AttentionDims{s.T, s.S, s.q_pos0, H, G, D};
   call.params.scale = scale;
   call.params.lse = lse;
+  // Element (row, head, d) of k and v at row * row_stride + head * head_stride + d.
+  const int64_t kv_rs = c.kv_head_major ? D : int64_t{G} * D;
+  const int64_t kv_hs = c.kv_head_major ? s.S * D : D;
   call.q = {q.data(), int64_t{H} * D, D};
-  call.k = {k.data(), int64_t{G} * D, D};
-  call.v = {v.data(), int64_t{G} * D, D};
+  call.k = {k.data(), kv_rs, kv_hs};
+  call.v = {v.data(), kv_rs, kv_hs};
   if (c.rotation == Rotation::kNone) return;
   call.params.plan = &plan;
   if (c.rotation == Rotation::kPrerotated) {
@@ -303,10 +306,9 @@ void PrepareAttention(const OpCase& c, const AttentionPlan& plan, float scale,
     k_rot.assign(k.begin(), k.end());
     RopeInterleaved(q_rot.data(), s.T, H, int64_t{H} * D, D, q_table);
     if (s.q_pos0 == 0 && s.T == s.S) {
-      RopeInterleaved(k_rot.data(), s.S, G, int64_t{G} * D, D, q_table);
+      RopeInterleaved(k_rot.data(), s.S, G, kv_rs, kv_hs, q_table);
     } else {
-      RopeInterleaved(k_rot.data(), s.S, G, int64_t{G} * D, D,
-                      MakeRopeTable(plan.freq.thetas, 0, s.S));
+      RopeInterleaved(k_rot.data(), s.S, G, kv_rs, kv_hs, MakeRopeTable(plan.freq.thetas, 0, s.S));
     }
     call.q.data = q_rot.data();
     call.k.data = k_rot.data();
@@ -331,6 +333,7 @@ void OpRun::ForwardAttention() {
 
 void OpRun::BackwardAttention() {
   STRETCH_CHECK(c_.rotation != Rotation::kPrerotated);  // gradients are of the raw q and k
+  STRETCH_CHECK(!c_.kv_head_major);  // the gradients below are laid out (S, G, D)
   AlignedVector<float> q_rot, k_rot;
   AttentionCall call;
   PrepareAttention(c_, plan_, scale_, x, w, v, q_rot, k_rot, lse.empty() ? nullptr : lse.data(),

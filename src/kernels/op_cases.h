@@ -104,6 +104,9 @@ struct OpCase {
   double grad_step = 1e-5;  // h of the central differences (tests/testing/gradcheck.h)
   int64_t grad_coords = 0;  // coordinates checked per argument; 0: every one
   uint64_t seed = 1;
+  // Attention forward: k and v (w and v below) laid out (G, S, D), kv head by kv head, as a
+  // model's KV cache holds them (KvCache, src/model/transformer.h), instead of (S, G, D).
+  bool kv_head_major = false;
 };
 
 // Every row: each op of ops.h with a backward; the attention forward under every method of the
@@ -119,7 +122,7 @@ std::string SmallSpec(std::string_view name, int D);
 // An attention case of `stretch bench`: L queries from 0 against L keys, 8 heads (D = 8: 4 kv
 // heads, the shape of stories260K; else 8), the method at training length 4096 ("" for the
 // plain path), q and k prerotated when the method's keys keep one rotation, else rotated in the
-// kernel.
+// kernel; keys and values kv head by kv head (kv_head_major), as the model's cache holds them.
 OpCase BenchAttentionCase(int64_t L, int D, const std::string& method);
 
 // One case's float inputs and outputs, and its kernel calls. The arrays by op (all dense):
@@ -132,7 +135,8 @@ OpCase BenchAttentionCase(int64_t L, int D, const std::string& method);
 //   PairScale:     x (T, H, D), w = factors (T, D/2), out
 //   HeadScale:     x (T, H, D), w = s (H), v = row weights ln(t + 1) (T), out
 //   CrossEntropy:  x = logits (T, V), ids targets (T; one row unscored), loss the mean
-//   Attention:     x = q (T, H, D), w = k (S, G, D), v (S, G, D), out (T, H, D), lse (T, H)
+//   Attention:     x = q (T, H, D), w = k (S, G, D), v (S, G, D) (or both (G, S, D):
+//                  kv_head_major), out (T, H, D), lse (T, H)
 // and, after Backward, the gradients of x, w, v (dx, dw, dv) for dout (out's shape). A forward-only
 // attention case holds no dout and no lse (the kernel computes none), as a model's forward.
 class OpRun {

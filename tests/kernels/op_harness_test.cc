@@ -16,6 +16,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/attention.h"
@@ -423,6 +424,42 @@ TEST(OpHarness, AttentionBackwardCompare) {
 TEST(OpHarness, OpsGradient) { ForEachRow(IsOpRow, GradientOp); }
 TEST(OpHarness, AttentionBackwardGradient) {
   ForEachRow(IsAttentionBackwardRow, GradientAttention);
+}
+
+// `stretch bench`'s attention cases hold keys and values kv head by kv head (kv_head_major), as
+// the model's cache does. The layout moves no arithmetic: the same keys and values laid out
+// (S, G, D) give the same output bit for bit, for the plain path, prerotated keys and keys
+// rotated in the kernel.
+TEST(OpHarnessBench, KvHeadMajorLayoutGivesTheSameOutput) {
+  const std::pair<std::string, Rotation> methods[] = {{"", Rotation::kNone},
+                                                      {"pi:factor=2", Rotation::kPrerotated},
+                                                      {"rerope:window=64", Rotation::kKernel}};
+  for (const auto& [method, rotation] : methods) {
+    SCOPED_TRACE(method.empty() ? std::string("plain") : method);
+    const OpCase head_major = BenchAttentionCase(200, 32, method);
+    ASSERT_TRUE(head_major.kv_head_major);
+    ASSERT_EQ(head_major.rotation, rotation);
+    OpCase row_major = head_major;
+    row_major.kv_head_major = false;
+    OpRun a(head_major), b(row_major);
+    const int64_t S = head_major.shape.S, G = head_major.shape.G, D = head_major.shape.C;
+    ASSERT_EQ(a.w.size(), static_cast<size_t>(S * G * D));
+    for (int64_t j = 0; j < S; ++j) {  // b's (S, G, D) from a's (G, S, D)
+      for (int64_t g = 0; g < G; ++g) {
+        for (int64_t d = 0; d < D; ++d) {
+          b.w[(j * G + g) * D + d] = a.w[(g * S + j) * D + d];
+          b.v[(j * G + g) * D + d] = a.v[(g * S + j) * D + d];
+        }
+      }
+    }
+    b.x = a.x;
+    a.Forward();
+    b.Forward();
+    ASSERT_EQ(a.out.size(), b.out.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < a.out.size(); ++i) differ += a.out[i] != b.out[i];
+    EXPECT_EQ(differ, 0u) << "of " << a.out.size() << " outputs";
+  }
 }
 
 // The table itself: unique test names, a reason beside every budget, and every method of the
