@@ -81,8 +81,9 @@ void RotateKeySlot(const AttentionPlan& plan, const RotationTables& tables, int 
 // What the kernel reads besides q, k and v when it rotates (QkStaticRotation, QkDynamicRotation),
 // built from the raw keys of the call:
 //   static plan:  the query rotation tables for the call's T queries at q_pos0, and the S keys
-//                 rotated once per key slot of the plan's relative map (a copy each; a slot the
-//                 map leaves unrotated reads `k` itself);
+//                 rotated once per key slot of the plan's relative map (a copy each, laid out
+//                 (G, S, D) when each kv head's rows of `k` are contiguous, else (S, G, D); a
+//                 slot the map leaves unrotated reads `k` itself);
 //   dynamic plan: nothing (the kernel rotates query i and its keys with query i's frequencies).
 // Into(params) sets params.qk to them: the object must outlive the AttentionForward /
 // AttentionBackward calls that use it.
@@ -97,7 +98,7 @@ class KernelRotation {
   bool dynamic_ = false;
   RotationTables query_tables_;     // the call's queries
   RotationTables key_tables_;       // keys 0..S-1 (unused when the queries are exactly those)
-  AlignedVector<float> slot_keys_;  // (S, G, D) per rotated slot
+  AlignedVector<float> slot_keys_;  // S x G x D per rotated slot
   HeadRows slots_[kMaxKeySlots];
 };
 

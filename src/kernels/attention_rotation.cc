@@ -37,15 +37,23 @@ KernelRotation::KernelRotation(const AttentionPlan& plan, HeadRows k, const Atte
       slots_[slot] = k;
       continue;
     }
-    // A dense (S, G, D) copy of the keys, whatever their strides, rotated for this slot.
+    // A dense copy of the keys rotated for this slot: (G, S, D) when each kv head's rows come
+    // contiguous (a model's KV cache, `stretch bench`'s attention cases), else (S, G, D), so that
+    // the kernel reads the copy as it would read the keys themselves.
+    const bool head_major = k.row_stride == D && G > 1;
+    const int64_t rs = head_major ? D : int64_t{G} * D, hs = head_major ? S * D : D;
     for (int64_t j = 0; j < S; ++j) {
       for (int g = 0; g < G; ++g) {
         const float* src = k.data + j * k.row_stride + g * k.head_stride;
-        std::copy(src, src + D, next + (j * G + g) * D);
+        std::copy(src, src + D, next + j * rs + g * hs);
       }
     }
-    RotateKeySlot(plan, key_tables, slot, next, S, G, int64_t{G} * D, D);
-    slots_[slot] = HeadRows{next, int64_t{G} * D, D};
+    if (head_major) {
+      for (int g = 0; g < G; ++g) RotateKeySlot(plan, key_tables, slot, next + g * hs, S, 1, rs, D);
+    } else {
+      RotateKeySlot(plan, key_tables, slot, next, S, G, rs, D);
+    }
+    slots_[slot] = HeadRows{next, rs, hs};
     next += slot_floats;
   }
 }

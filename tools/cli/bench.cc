@@ -463,20 +463,41 @@ FmaPeaks MeasureFmaPeaks(const std::string& threads, int nthreads) {
   return p;
 }
 
+// stories260K's shape (dim 64, hidden 172, 5 layers, 8 heads / 4 kv heads, vocabulary 512), the
+// model issue 2's speed targets and issue 3's memory target were set on. Another model gets the
+// figures but no verdict against those numbers (110M parameters in float32 are 440 MB alone).
+bool IsStories260KShape(const ModelConfig& c) {
+  return c.dim == 64 && c.hidden_dim == 172 && c.n_layers == 5 && c.n_heads == 8 &&
+         c.n_kv_heads == 4 && c.vocab_size == 512;
+}
+
 // Issue 3's targets: the piecewise relative maps cost at most 5% over plain RoPE at 16k (only
 // tiles along the window boundary score twice), a window's cost grows linearly in L, and scoring
-// 64k tokens with a window or ReRoPE stays under 100 MB.
+// stories260K at 64k tokens with a window or ReRoPE stays under 100 MB. A run that measures
+// elsewhere (--quick: 4k and 16k tokens; another model) prints its figures and "not judged".
 void MethodCases(const BenchArgs& a, const std::string& threads, nlohmann::json& report,
                  nlohmann::json& targets) {
   const std::vector<std::string> maps = {"rerope:window=512", "leaky-rerope:window=512,k=4",
                                          "self-extend:group=8,window=512"};
-  auto check = [&](const std::string& what, double value, double goal, bool at_most) {
-    const bool met = at_most ? value <= goal : value >= goal;
-    targets.push_back({{"what", what}, {"value", value}, {"target", goal}, {"met", met}});
-    return met;
-  };
   std::vector<std::string> lines;
-  const int64_t L = a.quick ? 4096 : 16384;
+  // One target's entry in the report and its line; `why_not` empty when the run measured what
+  // the target is about, else why it is not judged.
+  auto check = [&](const std::string& what, double value, double goal, const std::string& why_not) {
+    const bool met = value <= goal;
+    nlohmann::json t = {{"what", what}, {"value", value}, {"target", goal}};
+    if (why_not.empty()) {
+      t["met"] = met;
+    } else {
+      t["judged"] = false;
+      t["why_not"] = why_not;
+    }
+    targets.push_back(t);
+    return why_not.empty() ? std::string(met ? "met" : "NOT MET") : "not judged: " + why_not;
+  };
+  constexpr int64_t kTargetLength = 16384;
+  const int64_t L = a.quick ? 4096 : kTargetLength;
+  const std::string ratio_why_not =
+      L == kTargetLength ? "" : fmt::format("the target is at L = {}", kTargetLength);
   fmt::print(
       "\nposition methods: attention kernel at L = {}, against `direct` timed in alternation "
       "(median of {} per-round ratios)\n",
@@ -501,10 +522,10 @@ void MethodCases(const BenchArgs& a, const std::string& threads, nlohmann::json&
                       {"seconds", t},
                       {"direct_seconds", base},
                       {"ratio", ratio}});
-      const bool met =
-          check(fmt::format("attention {} D={} L={} vs direct", m, D, L), ratio, 1.05, true);
+      const std::string verdict = check(fmt::format("attention {} D={} L={} vs direct", m, D, L),
+                                        ratio, 1.05, ratio_why_not);
       lines.push_back(fmt::format("  attention {:<30} D={:<3} {:>6.3f}x  target <= 1.05x  {}", m, D,
-                                  ratio, met ? "met" : "NOT MET"));
+                                  ratio, verdict));
     }
   }
   report["method_attention"] = rows;
@@ -544,14 +565,20 @@ void MethodCases(const BenchArgs& a, const std::string& threads, nlohmann::json&
       first = false;
       fmt::print("{:<32} {:>14.0f} {:>8.3f}\n", m, L / t, ratio);
       mrows.push_back({{"method", m}, {"seconds", t}, {"direct_seconds", base}, {"ratio", ratio}});
-      const bool met =
-          check(fmt::format("model prefill {} L={} vs direct", m, L), ratio, 1.05, true);
-      lines.push_back(fmt::format("  model prefill {:<26} {:>10.3f}x  target <= 1.05x  {}", m,
-                                  ratio, met ? "met" : "NOT MET"));
+      const std::string verdict =
+          check(fmt::format("model prefill {} L={} vs direct", m, L), ratio, 1.05, ratio_why_not);
+      lines.push_back(
+          fmt::format("  model prefill {:<26} {:>10.3f}x  target <= 1.05x  {}", m, ratio, verdict));
     }
     report["method_prefill"] = mrows;
 
-    const int64_t long_ctx = a.quick ? 16384 : 65536;
+    constexpr int64_t kTargetContext = 65536;
+    const int64_t long_ctx = a.quick ? 16384 : kTargetContext;
+    const std::string memory_why_not =
+        !IsStories260KShape(ReadLlama2cHeader(a.model).config)
+            ? std::string("the target is for stories260K's shape")
+        : long_ctx != kTargetContext ? fmt::format("the target is at {} tokens", kTargetContext)
+                                     : std::string();
     fmt::print("\nscoring one window of {} tokens (`stretch score --ctx {}`): peak memory\n",
                long_ctx, long_ctx);
     nlohmann::json srows = nlohmann::json::array();
@@ -563,10 +590,10 @@ void MethodCases(const BenchArgs& a, const std::string& threads, nlohmann::json&
       fmt::print("  {:<24} {:>8.1f} s  peak RSS {:>8.1f} MB  loss {:.3f}\n", m,
                  r["seconds"].get<double>(), mb, r["loss"].get<double>());
       srows.push_back({{"method", m}, {"length", long_ctx}, {"result", r}});
-      const bool met =
-          check(fmt::format("score {} at {} peak RSS (MB)", m, long_ctx), mb, 100, true);
-      lines.push_back(fmt::format("  score {:<30} peak {:>6.1f} MB   target <= 100 MB  {}", m, mb,
-                                  met ? "met" : "NOT MET"));
+      const std::string verdict =
+          check(fmt::format("score {} at {} peak RSS (MB)", m, long_ctx), mb, 100, memory_why_not);
+      lines.push_back(
+          fmt::format("  score {:<30} peak {:>6.1f} MB   target <= 100 MB  {}", m, mb, verdict));
     }
     report["method_score_memory"] = srows;
   }
@@ -938,11 +965,15 @@ void RunParent(const BenchArgs& a) {
       }
     }
     report["model"] = {{"path", a.model}, {"contexts", rows}};
-    if (!a.quick) {
+    if (!a.quick && IsStories260KShape(mc)) {
       fmt::print("\ntargets (issue 2: five times the leading CPU engine on this model here):\n");
       target("stories260K prefill at 8k", prefill8k, 7000, "tokens/s");
       target("stories260K prefill at 16k", prefill16k, 3500, "tokens/s");
       target("stories260K decode at depth 16k", decode16k, 800, "tokens/s");
+    } else if (!a.quick) {
+      fmt::print(
+          "\nissue 2's targets (prefill at 8k and 16k, decode at depth 16k) not judged: they are "
+          "for stories260K's shape\n");
     }
   }
   MethodCases(a, threads, report, targets);
