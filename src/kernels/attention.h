@@ -72,7 +72,8 @@ struct AttentionParams {
 };
 
 // Rotates keys in place for key slot `slot` of a static plan's relative map: n rows, row r at the
-// position of `tables` row r, G heads, rows row_stride floats apart, head dim D. A slot the map
+// position of `tables` row r, G heads D floats apart within a row, rows row_stride floats apart,
+// head dim D. A slot the map
 // leaves unrotated (far keys that all sit at position 0) is left as it is. A KV cache fills its
 // per-slot key rows with it; KernelRotation does it for a whole call.
 void RotateKeySlot(const AttentionPlan& plan, const RotationTables& tables, int slot, float* k,

@@ -38,14 +38,21 @@ KernelRotation::KernelRotation(const AttentionPlan& plan, HeadRows k, const Atte
       continue;
     }
     // A dense copy of the keys rotated for this slot: (G, S, D) when each kv head's rows come
-    // contiguous (a model's KV cache, `stretch bench`'s attention cases), else (S, G, D), so that
-    // the kernel reads the copy as it would read the keys themselves.
+    // contiguous (laid out as a model's KV cache holds keys, e.g. `stretch bench`'s attention
+    // cases), else (S, G, D), so that the kernel reads the copy as it would read the keys.
     const bool head_major = k.row_stride == D && G > 1;
     const int64_t rs = head_major ? D : int64_t{G} * D, hs = head_major ? S * D : D;
-    for (int64_t j = 0; j < S; ++j) {
+    if (head_major) {  // head by head: one contiguous run of S rows each
       for (int g = 0; g < G; ++g) {
-        const float* src = k.data + j * k.row_stride + g * k.head_stride;
-        std::copy(src, src + D, next + j * rs + g * hs);
+        const float* src = k.data + g * k.head_stride;
+        std::copy(src, src + S * D, next + g * hs);
+      }
+    } else {
+      for (int64_t j = 0; j < S; ++j) {
+        for (int g = 0; g < G; ++g) {
+          const float* src = k.data + j * k.row_stride + g * k.head_stride;
+          std::copy(src, src + D, next + j * rs + g * hs);
+        }
       }
     }
     if (head_major) {

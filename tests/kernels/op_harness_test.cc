@@ -16,7 +16,6 @@
 #include <set>
 #include <span>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "reference/attention.h"
@@ -210,6 +209,7 @@ void ExpectWithinBaseline(const AlignedVector<float>& got, const std::vector<dou
 }
 
 void CompareAttentionForward(OpRun& r) {
+  ASSERT_FALSE(r.c().kv_head_major) << "the references below read k and v as (S, G, D)";
   r.Forward();
   const OpShape& s = r.c().shape;
   const AttentionPlan* p = r.plan();
@@ -429,14 +429,22 @@ TEST(OpHarness, AttentionBackwardGradient) {
 // `stretch bench`'s attention cases hold keys and values kv head by kv head (kv_head_major), as
 // the model's cache does. The layout moves no arithmetic: the same keys and values laid out
 // (S, G, D) give the same output bit for bit, for the plain path, prerotated keys and keys
-// rotated in the kernel.
+// rotated in the kernel (KernelRotation's copies: one for rerope, two for self-extend). D = 32:
+// 8 heads on 8 kv heads; D = 8: 8 heads on 4 kv heads.
 TEST(OpHarnessBench, KvHeadMajorLayoutGivesTheSameOutput) {
-  const std::pair<std::string, Rotation> methods[] = {{"", Rotation::kNone},
-                                                      {"pi:factor=2", Rotation::kPrerotated},
-                                                      {"rerope:window=64", Rotation::kKernel}};
-  for (const auto& [method, rotation] : methods) {
-    SCOPED_TRACE(method.empty() ? std::string("plain") : method);
-    const OpCase head_major = BenchAttentionCase(200, 32, method);
+  struct Row {
+    std::string method;
+    int D;
+    Rotation rotation;
+  };
+  const Row rows[] = {{"", 32, Rotation::kNone},
+                      {"pi:factor=2", 32, Rotation::kPrerotated},
+                      {"rerope:window=64", 32, Rotation::kKernel},
+                      {"self-extend:group=4,window=32", 8, Rotation::kKernel}};
+  for (const auto& [method, head_dim, rotation] : rows) {
+    SCOPED_TRACE((method.empty() ? std::string("plain") : method) +
+                 " D=" + std::to_string(head_dim));
+    const OpCase head_major = BenchAttentionCase(200, head_dim, method);
     ASSERT_TRUE(head_major.kv_head_major);
     ASSERT_EQ(head_major.rotation, rotation);
     OpCase row_major = head_major;
