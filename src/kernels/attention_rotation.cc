@@ -46,6 +46,7 @@ KernelRotation::KernelRotation(const AttentionPlan& plan, HeadRows k, const Atte
       for (int g = 0; g < G; ++g) {
         const float* src = k.data + g * k.head_stride;
         std::copy(src, src + S * D, next + g * hs);
+        RotateKeySlot(plan, key_tables, slot, next + g * hs, S, 1, rs, D);
       }
     } else {
       for (int64_t j = 0; j < S; ++j) {
@@ -54,10 +55,6 @@ KernelRotation::KernelRotation(const AttentionPlan& plan, HeadRows k, const Atte
           std::copy(src, src + D, next + j * rs + g * hs);
         }
       }
-    }
-    if (head_major) {
-      for (int g = 0; g < G; ++g) RotateKeySlot(plan, key_tables, slot, next + g * hs, S, 1, rs, D);
-    } else {
       RotateKeySlot(plan, key_tables, slot, next, S, G, rs, D);
     }
     slots_[slot] = HeadRows{next, rs, hs};
