@@ -441,10 +441,9 @@ void NbceGenerator::FeedRows(const std::vector<std::vector<int>>& tokens, bool d
   auto run = [&](int64_t item, RowWorker& w) {
     const size_t k = static_cast<size_t>(item < K ? item + 1 : 0);
     Row& row = rows_[k];
-    w.model.Forward(tokens[k], row.cache, w.hidden);
-    const int64_t T = static_cast<int64_t>(tokens[k].size());
+    w.model.Forward(tokens[k], row.cache, w.hidden, Transformer::Rows::kLast);
     w.logits.resize(static_cast<size_t>(V));
-    w.model.Logits(w.hidden.data() + (T - 1) * model_.config.dim, 1, w.logits.data());
+    w.model.Logits(w.hidden.data(), 1, w.logits.data());
     row.log_probs.resize(static_cast<size_t>(V));
     row.entropy = LogSoftmaxRow(w.logits.data(), V, row.log_probs.data());
   };

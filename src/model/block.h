@@ -47,15 +47,19 @@ struct LlamaBlockBuffers {
 // The two output projections add onto x inside their products (LinearForwardAdd).
 // `attend()` reads b.q, b.k, b.v and writes b.att; it may use b.a as scratch, as a is dead once
 // q, k and v are made.
+// With 0 <= out_rows < N, only the last out_rows rows of x go on past the attention (the output
+// projection and the FFN): the inference engine's last layer, when only the last token's hidden
+// state is wanted, still needs every row's keys and values but not the rest of the block. Those
+// rows of x become the block's output; the others keep its input. x1, f, g, u and h then hold
+// out_rows rows (from their start), att all N.
 template <typename Real, class Attend>
 void LlamaBlockForward(const LayerWeightsOf<Real>& W, const ModelConfig& c, Real* x, int64_t N,
-                       const LlamaBlockBuffers<Real>& b, Attend&& attend) {
+                       const LlamaBlockBuffers<Real>& b, Attend&& attend, int64_t out_rows = -1) {
   const int C = c.dim, F = c.hidden_dim;
   const int64_t QW = int64_t{c.n_heads} * c.head_dim(), KV = c.kv_dim();
   const Real eps = static_cast<Real>(c.norm_eps);
-  const int64_t NC = N * C;
   using profile::Scope;
-  if (b.x_in != nullptr) std::copy(x, x + NC, b.x_in);
+  if (b.x_in != nullptr) std::copy(x, x + N * C, b.x_in);
   {
     Scope s(profile::kNorm);
     RmsNormForward(x, W.attn_norm.data(), b.a, N, C, eps);
@@ -67,9 +71,16 @@ void LlamaBlockForward(const LayerWeightsOf<Real>& W, const ModelConfig& c, Real
     LinearForwardShared<Real>(b.a, outs, N, C);
   }
   attend();
+  STRETCH_CHECK(out_rows <= N, "out_rows {} above the block's {} rows", out_rows, N);
+  if (out_rows < 0) out_rows = N;
+  if (out_rows == 0) return;
+  x += (N - out_rows) * C;  // from here on: the last out_rows rows
+  const Real* att = b.att + (N - out_rows) * QW;
+  N = out_rows;
+  const int64_t NC = N * C;
   {
     Scope s(profile::kOutProj);  // x += att Wo^T: the residual add inside the product
-    LinearForwardAdd(b.att, W.wo.data(), x, N, QW, C);
+    LinearForwardAdd(att, W.wo.data(), x, N, QW, C);
   }
   if (b.x1 != nullptr) std::copy(x, x + NC, b.x1);
   {

@@ -442,7 +442,8 @@ void Transformer::PrepareRotation(int r, int64_t pos0, int64_t T) {
   }
 }
 
-void Transformer::Forward(std::span<const int> tokens, KvCache& cache, std::vector<float>& hidden) {
+void Transformer::Forward(std::span<const int> tokens, KvCache& cache, std::vector<float>& hidden,
+                          Rows rows) {
   const int64_t T = static_cast<int64_t>(tokens.size());
   const int C = model_.config.dim;
   // The streaming cache keeps the sinks and the last window - 1 tokens when it is full, so any
@@ -472,27 +473,39 @@ void Transformer::Forward(std::span<const int> tokens, KvCache& cache, std::vect
   for (int l = 0; l < model_.config.n_layers; ++l) {
     cache.EnsureKeySlots(l, layers_[static_cast<size_t>(l)].key_slots);
   }
-  hidden.resize(static_cast<size_t>(T) * C);
   int64_t chunk = std::max<int64_t>(1, prefill_chunk_);
   if (drops) chunk = std::min(chunk, cache.capacity() - streaming_keep);
+  const bool last_only = rows == Rows::kLast;
+  // kLast: every chunk runs in the first rows of `hidden`, and the last row moves to its front.
+  hidden.resize(static_cast<size_t>(last_only ? std::min(chunk, T) : T) * C);
+  const int L = model_.config.n_layers;
   for (int64_t start = 0; start < T; start += chunk) {
     const int64_t n = std::min(chunk, T - start);
+    const bool last_chunk = start + n == T;
     if (streaming && cache.length_ + n > cache.capacity_) DropOldestWindow(cache);
     const int64_t pos0 = cache.length_;
-    float* x = hidden.data() + start * C;
+    float* x = hidden.data() + (last_only ? 0 : start * C);
     ReserveScratch(n);
     {
       profile::Scope s(profile::kEmbed);
       Embed(tokens.data() + start, n, x);
     }
     for (size_t r = 0; r < rotations_.size(); ++r) PrepareRotation(static_cast<int>(r), pos0, n);
-    for (int l = 0; l < model_.config.n_layers; ++l) {
-      Layer(l, x, n, pos0, cache.Keys(l), cache.Values(l), cache.capacity_);
+    for (int l = 0; l < L; ++l) {
+      // kLast: the last layer goes on past the attention for the text's last token only.
+      const int64_t out_rows = !last_only || l + 1 < L ? -1 : (last_chunk ? 1 : 0);
+      Layer(l, x, n, pos0, cache.Keys(l), cache.Values(l), cache.capacity_, out_rows);
     }
-    profile::Scope s(profile::kNorm);
-    RmsNorm(x, model_.weights.final_norm.data(), x, n, C, model_.config.norm_eps);
     cache.length_ = pos0 + n;
+    profile::Scope s(profile::kNorm);
+    if (!last_only) {
+      RmsNorm(x, model_.weights.final_norm.data(), x, n, C, model_.config.norm_eps);
+    } else if (last_chunk) {
+      RmsNorm(x + (n - 1) * C, model_.weights.final_norm.data(), hidden.data(), 1, C,
+              model_.config.norm_eps);
+    }
   }
+  if (last_only) hidden.resize(T > 0 ? static_cast<size_t>(C) : 0);
 }
 
 int64_t Transformer::StreamingCacheCapacity() const {
@@ -564,8 +577,8 @@ void Transformer::ForwardSequence(std::span<const int> tokens, std::vector<float
   RmsNorm(hidden.data(), model_.weights.final_norm.data(), hidden.data(), T, c.dim, c.norm_eps);
 }
 
-void Transformer::Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, float* vc,
-                        int64_t cap) {
+void Transformer::Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, float* vc, int64_t cap,
+                        int64_t out_rows) {
   const ModelConfig& c = model_.config;
   const LayerWeights& lw = model_.weights.layers[static_cast<size_t>(l)];
   const int KV = c.kv_dim();
@@ -608,7 +621,8 @@ void Transformer::Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, flo
                                    .g = h1_.data(),
                                    .u = h3_.data(),
                                    .h = h1_.data()};
-  LlamaBlockForward(lw, c, x, T, b, [&] { Attend(l, T, pos0, kc, vc, cap); });
+  LlamaBlockForward(
+      lw, c, x, T, b, [&] { Attend(l, T, pos0, kc, vc, cap); }, out_rows);
 }
 
 void Transformer::Attend(int l, int64_t T, int64_t pos0, float* kc, float* vc, int64_t cap) {

@@ -174,7 +174,15 @@ class Transformer {
   // sinks and the last window - 1, and rotates the kept keys to their new places, so that
   // positions stay below sinks + window; cache.length() is then the cache's length, not the
   // text's. Its capacity must exceed sinks + window - 1 (StreamingCacheCapacity).
-  void Forward(std::span<const int> tokens, KvCache& cache, std::vector<float>& hidden);
+  // With rows = kLast, `hidden` gets only the last token's state (1, C), all that generation
+  // needs: the last layer then skips its output projection and FFN for every other token (their
+  // keys and values still go to the cache; llama.cpp skips that layer's FFN alike: build_llama's
+  // ggml_get_rows with inp_out_ids), and only one chunk's hidden states are held. That row
+  // equals kAll's last row within float rounding (its products run on another number of rows),
+  // not bit for bit; the cache is the same bit for bit.
+  enum class Rows { kAll, kLast };
+  void Forward(std::span<const int> tokens, KvCache& cache, std::vector<float>& hidden,
+               Rows rows = Rows::kAll);
   // The KV cache capacity for the streaming cache under the current method: sinks + 2 window -
   // 1 (the cache drops its oldest tokens once per window - 1 new ones). 0 for other methods.
   int64_t StreamingCacheCapacity() const;
@@ -222,8 +230,10 @@ class Transformer {
   void DropOldestWindow(KvCache& cache);
   // One Transformer block on the chunk x (T, C) at positions pos0..: appends its keys and values
   // to kc (the layer's key slots x (G, cap, D)) and vc ((G, cap, D)), positions < pos0 already
-  // there, and updates x in place.
-  void Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, float* vc, int64_t cap);
+  // there, and updates x in place: its last out_rows rows (all with -1; LlamaBlockForward). A
+  // GAU layer updates every row whatever out_rows says.
+  void Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, float* vc, int64_t cap,
+             int64_t out_rows = -1);
   // Layer l's attention of the chunk: queries q_ (T, H*D) and new keys and values kv_tmp_
   // ((T, G*D) each) -> att_ (T, H*D); rotates them as the layer's plan says and appends the keys
   // and values to the layer's cache (kc, vc; see Layer).

@@ -54,7 +54,9 @@ std::vector<std::string> Specs() {
           "rerope:window=20+logn"};
 }
 
-enum class Path { kPrefill, kChunks7, kDecode, kSequence };
+// kLastChunks7: chunks of 7 keeping only the last token's hidden state (Transformer::Rows::kLast);
+// EngineLogits then gives that row's logits only.
+enum class Path { kPrefill, kChunks7, kDecode, kSequence, kLastChunks7 };
 
 std::vector<float> EngineLogits(const Model& m, const std::string& spec,
                                 const std::vector<int>& tokens, Path path) {
@@ -65,12 +67,15 @@ std::vector<float> EngineLogits(const Model& m, const std::string& spec,
     model.set_prefill_chunk(40);  // several chunks per layer
     model.ForwardSequence(tokens, hidden);
   } else {
-    model.set_prefill_chunk(path == Path::kPrefill ? 4096 : path == Path::kChunks7 ? 7 : 1);
+    const bool last = path == Path::kLastChunks7;
+    model.set_prefill_chunk(path == Path::kPrefill ? 4096 : path == Path::kDecode ? 1 : 7);
     KvCache cache(m.config, static_cast<int64_t>(tokens.size()) + 5);
-    model.Forward(tokens, cache, hidden);
+    model.Forward(tokens, cache, hidden, last ? Transformer::Rows::kLast : Transformer::Rows::kAll);
   }
-  std::vector<float> logits(tokens.size() * static_cast<size_t>(m.config.vocab_size));
-  model.Logits(hidden.data(), static_cast<int64_t>(tokens.size()), logits.data());
+  const int64_t rows = path == Path::kLastChunks7 ? 1 : static_cast<int64_t>(tokens.size());
+  EXPECT_EQ(hidden.size(), static_cast<size_t>(rows * m.config.dim));
+  std::vector<float> logits(static_cast<size_t>(rows * m.config.vocab_size));
+  model.Logits(hidden.data(), rows, logits.data());
   return logits;
 }
 
@@ -89,9 +94,13 @@ TEST(MethodModel, EveryMethodMatchesTheDoubleForwardInEveryPath) {
     // As tests/model/transformer_test.cc: within 8x a plain float32 forward's error (BLAS
     // blocking and the online softmax reorder sums); a wrong position or mask errs by O(1).
     const double tol = 8 * MaxAbsDiff(plain, exact) + 1e-6;
-    for (Path path : {Path::kPrefill, Path::kChunks7, Path::kDecode, Path::kSequence}) {
+    for (Path path :
+         {Path::kPrefill, Path::kChunks7, Path::kDecode, Path::kSequence, Path::kLastChunks7}) {
       const std::vector<float> got = EngineLogits(m, spec, tokens, path);
-      EXPECT_LE(MaxAbsDiff(got, exact), tol) << spec << " path " << static_cast<int>(path);
+      const std::vector<double> want =
+          path == Path::kLastChunks7 ? std::vector<double>(exact.end() - c.vocab_size, exact.end())
+                                     : exact;
+      EXPECT_LE(MaxAbsDiff(got, want), tol) << spec << " path " << static_cast<int>(path);
     }
   }
 }

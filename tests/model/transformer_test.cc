@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,70 @@ TEST(Transformer, ChunkedPrefillAndDecodeMatchOnePrefill) {
       diff = std::max(diff, double(std::abs(chunked[i] - whole[i])));
     EXPECT_LE(diff, tol) << "chunk " << chunk;
   }
+}
+
+// Rows::kLast (what generation runs): the last token's state within float rounding of kAll's last
+// row (its last layer's output projection and FFN run on one row: another BLAS call shape), and the
+// KV cache bit for bit the same (every layer's keys and values come from the same products), so
+// the decoding that follows is bit for bit the same too. Prompts of one chunk and of several,
+// plain RoPE, a method with a second key slot, and the streaming cache dropping old tokens.
+TEST(Transformer, LastRowOnlyPrefillKeepsTheCacheAndTheLastState) {
+  const ModelConfig c = testing::TinyConfig();
+  const Model m = testing::RandomModel(c, 61);
+  const std::vector<int> tokens = RandomTokens(90, c.vocab_size, 62);
+  const std::vector<int> next = {5};
+  for (const char* spec : {"direct", "rerope:window=20", "streaming:sinks=2,window=24"}) {
+    for (int64_t chunk : {4096, 16, 1}) {
+      SCOPED_TRACE(std::string(spec) + ", chunk " + std::to_string(chunk));
+      Transformer all(m), last(m);
+      for (Transformer* t : {&all, &last}) {
+        t->SetMethod(ParseMethod(spec), 91);
+        t->set_prefill_chunk(chunk);
+      }
+      const int64_t streaming = all.StreamingCacheCapacity();
+      const int64_t cap = streaming > 0 ? streaming : 95;  // streaming: drops old tokens on the way
+      KvCache ca(c, cap), cl(c, cap);
+      std::vector<float> ha, hl;
+      all.Forward(tokens, ca, ha);
+      last.Forward(tokens, cl, hl, Transformer::Rows::kLast);
+      ASSERT_EQ(hl.size(), static_cast<size_t>(c.dim));
+      ASSERT_EQ(cl.length(), ca.length());
+      double diff = 0, scale = 0;
+      for (int i = 0; i < c.dim; ++i) {
+        const float want = ha[ha.size() - static_cast<size_t>(c.dim) + static_cast<size_t>(i)];
+        diff = std::max(diff, double(std::abs(hl[static_cast<size_t>(i)] - want)));
+        scale = std::max(scale, double(std::abs(want)));
+      }
+      // Float rounding of sums of C and F terms taken in another order: a few ulps of the row's
+      // scale, while a wrong row (any other token's state) differs by O(scale).
+      EXPECT_LE(diff, 1e-5 * scale) << "scale " << scale;
+      // The cached positions of each kv head ((G, cap, D) per layer and key slot).
+      const int G = c.n_kv_heads, D = c.head_dim();
+      auto same = [&](const float* a, const float* b) {
+        for (int g = 0; g < G; ++g) {
+          const size_t at = static_cast<size_t>(g) * static_cast<size_t>(cap * D);
+          if (std::memcmp(a + at, b + at, sizeof(float) * static_cast<size_t>(ca.length() * D)))
+            return false;
+        }
+        return true;
+      };
+      for (int l = 0; l < c.n_layers; ++l) {
+        for (int slot = 0; slot < ca.key_slots(l); ++slot) {
+          EXPECT_TRUE(same(ca.Keys(l, slot), cl.Keys(l, slot)))
+              << "keys of layer " << l << " slot " << slot;
+        }
+        EXPECT_TRUE(same(ca.Values(l), cl.Values(l))) << "values of layer " << l;
+      }
+      all.Forward(next, ca, ha);
+      last.Forward(next, cl, hl, Transformer::Rows::kLast);
+      EXPECT_EQ(ha, hl) << "the decode step after the prefill";
+    }
+  }
+  Transformer model(m);
+  KvCache cache(c, 8);
+  std::vector<float> hidden(3);
+  model.Forward({}, cache, hidden, Transformer::Rows::kLast);
+  EXPECT_TRUE(hidden.empty()) << "no token: no last state";
 }
 
 TEST(Transformer, CacheOverflowIsAnErrorNotACrash) {

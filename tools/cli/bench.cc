@@ -86,11 +86,22 @@ double ProductWeights(const ModelConfig& c) {
 double DecodeBytes(const ModelConfig& c, int64_t depth) {
   return 4.0 * ProductWeights(c) + 4.0 * 2 * c.n_layers * static_cast<double>(depth) * c.kv_dim();
 }
-// Flops of a prefill of L tokens: 2 per weight per token, and causal attention's 4 D per visible
-// (query, key) pair per head, L (L + 1) / 2 pairs.
+// Weights that a prefill which keeps only the last token's hidden state (Transformer::Rows::kLast,
+// as every prefill here runs) multiplies by the last token alone: the classifier, and the last
+// layer's output projection and FFN (a LLaMA block; a GAU layer runs whole).
+double LastTokenOnlyWeights(const ModelConfig& c) {
+  const double block = c.Gau() ? 0.0
+                               : static_cast<double>(c.dim) * c.n_heads * c.head_dim() +
+                                     3.0 * c.dim * static_cast<double>(c.hidden_dim);
+  return static_cast<double>(c.vocab_size) * c.dim + block;
+}
+// Flops of a prefill of L tokens as it runs: 2 per weight per token (LastTokenOnlyWeights once),
+// and causal attention's 4 D per visible (query, key) pair per head, L (L + 1) / 2 pairs, in every
+// layer (the last layer's kernel still runs every query).
 double PrefillFlops(const ModelConfig& c, int64_t L) {
   const double pairs = 0.5 * static_cast<double>(L) * static_cast<double>(L + 1);
-  return 2.0 * ProductWeights(c) * static_cast<double>(L) +
+  return 2.0 * ProductWeights(c) * static_cast<double>(L) -
+         2.0 * LastTokenOnlyWeights(c) * static_cast<double>(L - 1) +
          4.0 * c.head_dim() * c.n_heads * c.n_layers * pairs;
 }
 
@@ -151,23 +162,22 @@ std::vector<int> BenchTokens(int64_t n, int vocab) {
   return tokens;
 }
 
-// A prompt of L tokens through the model under a method, one prefill per Run.
+// A prompt of L tokens through the model under a method, one prefill per Run, keeping the last
+// token's hidden state (its logits), as generation does.
 class PrefillCase {
  public:
   PrefillCase(const Model& m, int64_t L, const std::string& method)
       : model_(m),
         cache_(m.config, L),
         tokens_(BenchTokens(L, m.config.vocab_size)),
-        logits_(static_cast<size_t>(m.config.vocab_size)),
-        L_(L),
-        dim_(m.config.dim) {
+        logits_(static_cast<size_t>(m.config.vocab_size)) {
     if (!method.empty()) model_.SetMethod(ParseMethod(method), L);
   }
   double Run() {
     cache_.Clear();
     Timer t;
-    model_.Forward(tokens_, cache_, hidden_);
-    model_.Logits(hidden_.data() + (L_ - 1) * dim_, 1, logits_.data());
+    model_.Forward(tokens_, cache_, hidden_, Transformer::Rows::kLast);
+    model_.Logits(hidden_.data(), 1, logits_.data());
     return t.Seconds();
   }
 
@@ -176,8 +186,6 @@ class PrefillCase {
   KvCache cache_;
   std::vector<int> tokens_;
   std::vector<float> hidden_, logits_;
-  int64_t L_;
-  int dim_;
 };
 
 nlohmann::json CasePrefill(const std::string& path, int64_t L, int repeats,
@@ -220,7 +228,8 @@ nlohmann::json CaseDecode(const std::string& path, int64_t depth, int repeats) {
   std::vector<double> rates;
   for (int r = 0; r < repeats; ++r) {
     cache.Clear();
-    model.Forward(std::span<const int>(tokens).first(static_cast<size_t>(depth)), cache, hidden);
+    model.Forward(std::span<const int>(tokens).first(static_cast<size_t>(depth)), cache, hidden,
+                  Transformer::Rows::kLast);
     Timer t;
     for (int64_t s = 0; s < steps; ++s) {
       model.Forward(std::span<const int>(tokens).subspan(static_cast<size_t>(depth + s), 1), cache,
@@ -270,7 +279,8 @@ nlohmann::json CaseProfile(const std::string& path, int64_t L, int repeats) {
     KvCache cache(m.config, depth + steps);
     auto run = [&](bool profiled) {
       cache.Clear();
-      model.Forward(std::span<const int>(tokens).first(static_cast<size_t>(depth)), cache, hidden);
+      model.Forward(std::span<const int>(tokens).first(static_cast<size_t>(depth)), cache, hidden,
+                    Transformer::Rows::kLast);
       profile::Take();
       profile::SetEnabled(profiled);
       Timer t;
@@ -746,8 +756,13 @@ void RunProfile(const BenchArgs& a, const std::string& threads) {
     const std::string name = profile::Name(static_cast<profile::Op>(op));
     const auto w = weights.find(name);
     const double tp = cell(pre, name), t0 = cell(d0, name), tl = cell(dl, name);
-    // Prefill computes every row's products but the classifier's of the last row only.
-    const double rows = name == "classifier" ? 1.0 : static_cast<double>(L);
+    // Rows each product runs on in the prefill, averaged over the layers: every row, but the
+    // classifier and the last layer's output projection and FFN the last row only
+    // (LastTokenOnlyWeights; a llama2.c model is all LLaMA blocks).
+    const double rows = name == "classifier" ? 1.0
+                        : name == "q/k/v projections"
+                            ? static_cast<double>(L)
+                            : ((NL - 1) * static_cast<double>(L) + 1) / NL;
     auto rate = [](double amount, double t) {
       return t > 0 ? fmt::format("{:.1f}", amount / t / 1e9) : std::string("-");
     };

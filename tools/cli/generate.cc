@@ -122,9 +122,8 @@ void RunGenerate(const GenerateArgs& args) {
   fmt::print("{}", args.prompt);
   std::fflush(stdout);
   Timer prefill_timer;
-  model.Forward(prompt, cache, hidden);
-  const int C = config.dim;
-  model.Logits(hidden.data() + (prompt.size() - 1) * C, 1, logits.data());
+  model.Forward(prompt, cache, hidden, Transformer::Rows::kLast);
+  model.Logits(hidden.data(), 1, logits.data());
   const double prefill_s = prefill_timer.Seconds();
 
   Timer decode_timer;
