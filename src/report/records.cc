@@ -38,7 +38,8 @@ bool KnownProtocol(std::string_view p) {
 }  // namespace
 
 std::string LabRecordKey(const LabRecord& r) {
-  std::string key = fmt::format("{}/{}/{}/{}/{}", r.corpus, r.model, r.method, r.protocol, r.ctx);
+  const std::string model = r.model_id.empty() ? r.model : r.model + "@" + r.model_id;
+  std::string key = fmt::format("{}/{}/{}/{}/{}", r.corpus, model, r.method, r.protocol, r.ctx);
   if (r.tail > 0) key += fmt::format("/tail={}", r.tail);
   if (r.stride > 0) key += fmt::format("/stride={}", r.stride);
   if (r.depth >= 0) key += fmt::format("/depth={}", r.depth);
@@ -60,6 +61,7 @@ nlohmann::json LabRecordJson(const LabRecord& r) {
   j["key"] = r.key.empty() ? LabRecordKey(r) : r.key;
   j["corpus"] = r.corpus;
   j["model"] = r.model;
+  if (!r.model_id.empty()) j["model_id"] = r.model_id;
   j["variant"] = r.variant;
   j["train_len"] = r.train_len;
   j["method"] = r.method;
@@ -89,6 +91,7 @@ LabRecord LabRecordFromJson(const nlohmann::json& j) {
   r.key = Field<std::string>(j, "key");
   r.corpus = Field<std::string>(j, "corpus");
   r.model = Field<std::string>(j, "model");
+  if (j.contains("model_id")) r.model_id = Field<std::string>(j, "model_id");
   r.variant = Field<std::string>(j, "variant");
   r.train_len = Field<int64_t>(j, "train_len");
   r.method = Field<std::string>(j, "method");
@@ -142,8 +145,9 @@ LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
       nlohmann::json j;
       try {
         j = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::exception& e) {
-        Fail("{}:{}: not a JSON line: {}", path, line_no, e.what());
+      } catch (const nlohmann::json::exception&) {
+        out.torn_lines.push_back(fmt::format("{}:{}", path, line_no));
+        continue;
       }
       if (!j.is_object() || !j.contains("record")) {
         Fail("{}:{}: not a lab record (no \"record\" field)", path, line_no);
@@ -155,12 +159,117 @@ LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
       } catch (const Error& e) {
         Fail("{}:{}: {}", path, line_no, e.what());
       }
+      r.source = path;
       if (!seen.insert(r.key).second) {
         out.duplicates++;
         continue;
       }
       out.records.push_back(std::move(r));
     }
+  }
+  return out;
+}
+
+namespace {
+
+// What a record's model is, for SeparateModels.
+std::string Identity(const LabRecord& r) {
+  return r.model_id.empty() ? fmt::format("variant {}, L={}", r.variant, r.train_len)
+                            : "id " + r.model_id;
+}
+
+template <typename T>
+void AddOnce(std::vector<T>& v, const T& x) {
+  if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+}
+
+}  // namespace
+
+std::vector<std::string> SeparateModels(std::vector<LabRecord>& records) {
+  struct Model {
+    std::string identity, variant, model_id, suffix;
+    int64_t train_len = 0;
+    std::vector<std::string> files;
+  };
+  // (corpus, label) -> the models under it, in the order first read.
+  std::vector<std::pair<std::pair<std::string, std::string>, std::vector<Model>>> labels;
+  auto find_label = [&](const LabRecord& r) -> std::vector<Model>& {
+    for (auto& [key, models] : labels) {
+      if (key.first == r.corpus && key.second == r.model) return models;
+    }
+    labels.push_back({{r.corpus, r.model}, {}});
+    return labels.back().second;
+  };
+  for (const LabRecord& r : records) {
+    std::vector<Model>& models = find_label(r);
+    const std::string id = Identity(r);
+    auto it = std::find_if(models.begin(), models.end(),
+                           [&](const Model& m) { return m.identity == id; });
+    if (it == models.end()) {
+      models.push_back({id, r.variant, r.model_id, "", r.train_len, {}});
+      it = models.end() - 1;
+    }
+    if (!r.source.empty()) AddOnce(it->files, r.source);
+  }
+  std::vector<std::string> notes;
+  std::unordered_set<std::string> taken;
+  for (const auto& [key, models] : labels) taken.insert(key.first + "\n" + key.second);
+  for (auto& [key, models] : labels) {
+    if (models.size() < 2) continue;
+    auto distinct = [&](auto field) {
+      std::unordered_set<std::string> seen;
+      for (const Model& m : models) {
+        if (!seen.insert(field(m)).second) return false;
+      }
+      return true;
+    };
+    auto len = [](const Model& m) { return fmt::format("L={}", m.train_len); };
+    auto variant = [](const Model& m) { return m.variant; };
+    auto id = [](const Model& m) {
+      return m.model_id.empty() ? std::string("no id") : m.model_id.substr(0, 8);
+    };
+    std::string line = fmt::format("{} (corpus {}): {} different models carry this label; shown as",
+                                   key.second, key.first, models.size());
+    for (size_t i = 0; i < models.size(); ++i) {
+      Model& m = models[i];
+      const std::string tag = distinct(len) ? len(m) : distinct(variant) ? variant(m) : id(m);
+      std::string label = fmt::format("{} [{}]", key.second, tag);
+      for (int n = 2; !taken.insert(key.first + "\n" + label).second; ++n) {
+        label = fmt::format("{} [{}] #{}", key.second, tag, n);
+      }
+      m.suffix = label;
+      std::string files;
+      for (const std::string& f : m.files) files += (files.empty() ? "" : ", ") + f;
+      line += fmt::format("{} '{}' ({}{}{})",
+                          i == 0                   ? ""
+                          : i + 1 == models.size() ? " and"
+                                                   : ",",
+                          label, m.identity, files.empty() ? "" : ", from ", files);
+    }
+    notes.push_back(line);
+  }
+  for (LabRecord& r : records) {
+    const std::vector<Model>& models = find_label(r);
+    if (models.size() < 2) continue;
+    const std::string id = Identity(r);
+    for (const Model& m : models) {
+      if (m.identity == id) r.model = m.suffix;
+    }
+  }
+  return notes;
+}
+
+std::vector<ModelSources> SourcesOfModels(const std::vector<LabRecord>& records) {
+  std::vector<ModelSources> out;
+  for (const LabRecord& r : records) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const ModelSources& m) {
+      return m.corpus == r.corpus && m.model == r.model;
+    });
+    if (it == out.end()) {
+      out.push_back({r.corpus, r.model, {}});
+      it = out.end() - 1;
+    }
+    if (!r.source.empty()) AddOnce(it->files, r.source);
   }
   return out;
 }

@@ -11,6 +11,10 @@
 //   {"record": "cell", "version": 1, "key": "...",
 //    "corpus": "sotu",                 label of the text the cell was scored on
 //    "model": "rope",                  label of the trained model (unique within a sweep)
+//    "model_id": "0123456789abcdef",   what the model is: a hash of its training options and
+//                                      corpus (LabModelId); labels repeat across labs, ids do not.
+//                                      Absent in records of older versions: then the model is told
+//                                      apart by its variant and train_len.
 //    "variant": "rope | full",         what the model was trained with: position | attention
 //    "train_len": 128,                 L: the model's training length, tokens
 //    "method": "yarn",                 the training-free method's spec, as given
@@ -64,6 +68,7 @@ struct LabRecord {
   std::string key;  // LabRecordKey of the fields below; filled by MakeKey
   std::string corpus;
   std::string model;
+  std::string model_id;  // "" in records written before ids were
   std::string variant;
   int64_t train_len = 0;
   std::string method;
@@ -80,9 +85,14 @@ struct LabRecord {
   double token_accuracy = 0.0;
   std::vector<LabPositionBucket> by_position;
   double seconds = 0.0;
+  // Not written: the records file this record was read from (ReadLabRecords), so that a report can
+  // say where each row came from.
+  std::string source;
 };
 
-// "corpus/model/method/protocol/ctx[/tail=K][/stride=S][/depth=D]": what identifies a cell.
+// "corpus/model[@model_id]/method/protocol/ctx[/tail=K][/stride=S][/depth=D]": what identifies a
+// cell. The model id is part of the key (when the record has one), so the cells of two models with
+// one label (two labs on the same corpus, merged) never pass for duplicates of each other.
 std::string LabRecordKey(const LabRecord& r);
 
 nlohmann::json LabRecordJson(const LabRecord& r);
@@ -93,12 +103,34 @@ struct LabRecordFile {
   std::vector<LabRecord> records;  // in file order, first of each key only
   int64_t duplicates = 0;          // records whose key was already read, skipped
   int64_t partial_lines = 0;       // a last line without its '\n' (a write cut short): skipped
+  // Lines that are not JSON at all ("path:line"): torn by a crash or by two writers at once (the
+  // lab's lock keeps out a second writer now; files from before it may hold such lines). Skipped,
+  // so that a damaged file never stops a lab or a report for good; the lab moves them out of its
+  // own file (RepairLabRecords, src/lab/lab.h) and the report warns.
+  std::vector<std::string> torn_lines;
 };
 // Reads records from JSON-lines files, in order, keeping the first record of each key. A last
-// line without a newline (the process was killed while writing it) is skipped and counted; any
-// other line that does not parse is an error naming the file and line number. Lines whose
-// "record" is not "cell" are skipped (room for other kinds later).
+// line without a newline (the process was killed while writing it) is skipped and counted; a line
+// that is not JSON is skipped and listed (torn_lines); a JSON line that is not a valid record is an
+// error naming the file and line number. Lines whose "record" is not "cell" are skipped (room for
+// other kinds later).
 LabRecordFile ReadLabRecords(const std::vector<std::string>& paths);
+
+// Models are told apart by what they are, not by their label alone: by model_id, or, in records
+// written before ids were, by variant and train_len. Where one label (of one corpus) names several
+// models, as when two labs trained on the same corpus are merged, each model's records get a label
+// of their own, "rope [L=64]" (or "[<variant>]", or "[<first 8 digits of the id>]": the first of
+// these that tells them apart), so that no table row takes columns from two models. Returns one
+// line per label split so, naming the new labels and the files each came from.
+std::vector<std::string> SeparateModels(std::vector<LabRecord>& records);
+
+// For each model (corpus and label, in the order first read), the records files its records came
+// from, in the order first read.
+struct ModelSources {
+  std::string corpus, model;
+  std::vector<std::string> files;
+};
+std::vector<ModelSources> SourcesOfModels(const std::vector<LabRecord>& records);
 
 // Appends records to a JSON-lines file, each line written whole and flushed to the disk before
 // Append returns, so a kill loses at most the line being written (which ReadLabRecords then
