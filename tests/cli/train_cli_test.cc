@@ -214,6 +214,24 @@ TEST(TrainCli, SigintSavesTheStepAtHandAndResumeEndsWithTheUninterruptedWeights)
   EXPECT_EQ(std::memcmp(wa.data(), wb.data(), wa.size() * sizeof(float)), 0);
 }
 
+// Issue 41 item 8: one text file is a corpus. It was refused ("a held-out split by document needs
+// at least 2"); now its last tenth is held out by position, as the lab splits a single file.
+TEST(TrainCli, OneTextFileIsACorpus) {
+  const fs::path dir = TempDir("one_file");
+  {
+    std::ofstream f(dir / "book.txt");
+    Rng rng(9);
+    const char* words[] = {"it", "was", "the", "best", "of", "times", "worst", "age"};
+    for (int w = 0; w < 3000; ++w) f << words[rng.NextU64() % 8] << (w % 15 == 14 ? ".\n" : " ");
+  }
+  const auto r =
+      RunCli("train --data '" + (dir / "book.txt").string() + "' --out '" + (dir / "run").string() +
+             "' --seq-len 32 --steps 4 --batch 2 --dim 16 --layers 1 --heads 2 "
+             "--eval-every 4 --eval-windows 2 --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "val loss")) << r.out;
+}
+
 TEST(TrainCli, BadInputIsRefusedBeforeTraining) {
   const fs::path corpus = WriteCorpus();
   const fs::path out = TempDir("bad");
