@@ -33,6 +33,24 @@
 //    "by_position": [{"begin": 0, "end": 128, "count": 64, "loss": 2.1, "accuracy": 0.4}, ...],
 //    "seconds": 1.25}                  time the cell took
 //
+// Optional fields (written when known; absent in records of older builds, which read as "not
+// known", never as zero):
+//    "accuracy_ci": [0.41, 0.53],      95% interval of accuracy (a Wilson interval over trials for
+//                                      passkey, a bootstrap over sequences otherwise)
+//    "loss_ci": [1.88, 1.99],          95% interval of loss (bootstrap over sequences)
+//    "period": 256,                    repeat: the repeated sample's length; 0 or absent: train_len
+//    "distance": 512,                  far-copy: tokens from the span's first token to its copy's
+//    "material": "text",               far-copy: what the copied span is, "text" or "random"
+//    "layout": "llama",                passkey: the document's layout, absent for stretch's own
+//    "control_accuracy": 0.03,         retrieval protocols (repeat with a period, far-copy,
+//    "control_accuracy_ci": [0, 0.08], passkey): the same positions scored in a control that has
+//    "control_loss": 4.2,              nothing to copy (fresh text, a fresh span, no needle)
+//    "informative": false,             false when the model failed the lab's copy gate at its
+//    "not_informative": "copy - control training length: its retrieval columns cannot tell
+//        = 3 points < 20 at L",        keeping distant information from forgetting it (the reason)
+//
+// A second kind of line, one per model, holds the copy gate (records "gate"): see LabGate.
+//
 // Protocols (src/eval/protocols.h says how each is built):
 //   nonrepeat  genuine text cut into windows of ctx tokens; all positions scored
 //   repeat     a sample of train_len tokens repeated until it fills ctx tokens
@@ -41,6 +59,9 @@
 //              token scored once, with at least ctx - stride tokens of context
 //   passkey    a number hidden at `depth` in filler text, asked for at the end; only the key's
 //              tokens are scored
+//   far-copy   a span early in the context and the same span again at the end, `distance` tokens
+//              later; only the copy's tokens (but its first) are scored, against a control whose
+//              final span appears nowhere before it
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -54,8 +75,16 @@
 namespace stretch {
 
 inline constexpr int kLabRecordVersion = 1;
-inline constexpr std::array<std::string_view, 5> kProtocolNames = {"nonrepeat", "repeat", "tail",
-                                                                   "sliding", "passkey"};
+inline constexpr std::array<std::string_view, 6> kProtocolNames = {
+    "nonrepeat", "repeat", "tail", "sliding", "passkey", "far-copy"};
+
+// A 95% interval; `known` false when the record does not carry one (older builds).
+struct LabInterval {
+  bool known = false;
+  double lo = 0.0, hi = 0.0;
+  // Two intervals that overlap are a tie: neither cell is ranked above the other.
+  bool Overlaps(const LabInterval& o) const { return known && o.known && lo <= o.hi && o.lo <= hi; }
+};
 
 struct LabPositionBucket {
   int64_t begin = 0, end = 0;  // positions [begin, end) in the sequence
@@ -85,12 +114,24 @@ struct LabRecord {
   double token_accuracy = 0.0;
   std::vector<LabPositionBucket> by_position;
   double seconds = 0.0;
+  // Optional fields (the format's comment above).
+  LabInterval accuracy_ci, loss_ci;
+  int64_t period = 0;    // repeat; 0: train_len
+  int64_t distance = 0;  // far-copy
+  std::string material;  // far-copy: "text" or "random"
+  std::string layout;    // passkey: "" (stretch's own) or "llama"
+  bool has_control = false;
+  double control_accuracy = 0.0, control_loss = 0.0;
+  LabInterval control_accuracy_ci;
+  bool informative = true;
+  std::string not_informative;  // the reason, when !informative
   // Not written: the records file this record was read from (ReadLabRecords), so that a report can
   // say where each row came from.
   std::string source;
 };
 
-// "corpus/model[@model_id]/method/protocol/ctx[/tail=K][/stride=S][/depth=D]": what identifies a
+// "corpus/model[@model_id]/method/protocol/ctx[/tail=K][/stride=S][/depth=D][/period=P]
+// [/distance=D][/material=M][/layout=X]": what identifies a
 // cell. The model id is part of the key (when the record has one), so the cells of two models with
 // one label (two labs on the same corpus, merged) never pass for duplicates of each other.
 std::string LabRecordKey(const LabRecord& r);
@@ -99,8 +140,26 @@ nlohmann::json LabRecordJson(const LabRecord& r);
 // Throws stretch::Error naming the field when a line is not a cell record of a known version.
 LabRecord LabRecordFromJson(const nlohmann::json& j);
 
+// The lab's copy gate for one model (a line {"record": "gate", ...}): before any cell beyond the
+// training length is read, the model is measured at L on far copy within L and on passkey, each
+// against its control. A model that fails it cannot show whether a method keeps distant
+// information (it does not retrieve even at L), so its retrieval cells are marked not informative.
+struct LabGate {
+  std::string corpus, model, model_id;
+  int64_t train_len = 0;
+  double copy_accuracy = 0.0, control_accuracy = 0.0, passkey_accuracy = 0.0;
+  LabInterval copy_ci, control_ci, passkey_ci;
+  int64_t copy_trials = 0, passkey_trials = 0;
+  bool passed = false;
+  std::string reason;  // why it failed, or "" when it passed
+  std::string source;  // not written: the file it was read from
+};
+nlohmann::json LabGateJson(const LabGate& g);
+LabGate LabGateFromJson(const nlohmann::json& j);  // throws stretch::Error naming the field
+
 struct LabRecordFile {
   std::vector<LabRecord> records;  // in file order, first of each key only
+  std::vector<LabGate> gates;      // in file order, the first of each model (corpus, id) only
   int64_t duplicates = 0;          // records whose key was already read, skipped
   int64_t partial_lines = 0;       // a last line without its '\n' (a write cut short): skipped
   // Lines that are not JSON at all ("path:line"): torn by a crash or by two writers at once (the
@@ -142,9 +201,11 @@ class LabRecordWriter {
   LabRecordWriter(const LabRecordWriter&) = delete;
   LabRecordWriter& operator=(const LabRecordWriter&) = delete;
   void Append(const LabRecord& r);
+  void Append(const LabGate& g);
   const std::string& path() const { return path_; }
 
  private:
+  void AppendLine(const std::string& line);
   std::string path_;
   int fd_ = -1;
 };
