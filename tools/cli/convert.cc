@@ -123,15 +123,16 @@ void RunConvert(const ConvertArgs& a) {
   // The partial files an earlier convert to the same files left when it was killed: the write
   // below removes them (AtomicFile::Commit), and the note says so.
   std::vector<std::string> stale;
-  if (a.to == "hf") {
+  const OutputTarget target = ResolveOutput(outputs[0]);
+  if (target.kind == OutputKind::kDirectory) {
     for (const char* name :
          {"config.json", "model.safetensors", "tokenizer.model", "tokenizer.json"}) {
       for (std::string& p : StalePartialFilesOf((std::filesystem::path(a.out) / name).string())) {
         stale.push_back(std::move(p));
       }
     }
-  } else if (ResolveOutput(outputs[0]).kind == OutputKind::kReplace) {
-    stale = StalePartialFilesOf(ResolveOutput(outputs[0]).path);
+  } else if (target.kind == OutputKind::kReplace) {
+    stale = StalePartialFilesOf(target.path);  // beside the file a link leads to
   }
   const auto note_removed = [&stale, &a] {
     for (const std::string& p : stale) {
