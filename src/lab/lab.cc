@@ -869,7 +869,7 @@ std::vector<std::string> LabResultFiles(const std::string& out) {
 WrittenReport WriteLabReport(const std::vector<std::string>& inputs, const std::string& dir) {
   std::vector<NamedPath> in;
   for (const std::string& path : inputs) in.push_back({"records file", path});
-  CheckOutputPaths(in, std::vector<NamedPath>{{"--out", dir}});
+  CheckOutputPaths(in, std::vector<NamedPath>{{"--out", dir, OutputForm::kDirectory}});
   WrittenReport w;
   w.records = ReadLabRecords(inputs);
   w.report = BuildReport(w.records, inputs);

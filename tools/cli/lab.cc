@@ -16,6 +16,7 @@
 #include "src/core/stop.h"
 #include "src/core/threads.h"
 #include "src/core/timer.h"
+#include "src/io/output_file.h"
 #include "src/lab/lab.h"
 #include "tools/cli/common.h"
 
@@ -112,6 +113,8 @@ LabOptions OptionsOf(const LabArgs& a) {
 void RunLabCommand(const LabArgs& a) {
   if (a.quick && a.full) Fail("--quick and --full: give one of them");
   LabOptions o = OptionsOf(a);
+  // The lab's folder: "-" or an existing file of another kind is refused before anything starts.
+  ResolveOutput({"--out", o.out, OutputForm::kDirectory});
   const std::string who = o.ranks > 1 ? fmt::format("lab[{}/{}]", o.rank, o.ranks) : "lab";
   if (a.threads > 0) {
     SetNumThreads(a.threads);

@@ -198,6 +198,8 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
   }
   std::string resume_from;
   const TrainRunOptions asked = TrainRunOptionsOf(app, a);
+  // A run's folder: "-" or an existing file of another kind is refused before anything is read.
+  if (!asked.out.empty()) ResolveOutput({"--out", asked.out, OutputForm::kDirectory});
   std::vector<std::string> given;
   std::optional<TrainResume> resume;
   if (a.resume) {
