@@ -26,13 +26,13 @@ record() {
   for m in "${methods[@]}"; do
     local name=${m%%:*}
     "$S" score -m "$M/stories260K.bin" -t "$M/tok512.bin" --data "$DATA" --ctx 2048 \
-      --max-windows 2 --method "$m" --no-progress --per-token "$out/stories260K-$name.csv" >/dev/null
+      --windows 2 --method "$m" --no-progress --per-token "$out/stories260K-$name.csv" >/dev/null
     echo "golden: stories260K $m"
   done
 
   local runs="$out/runs" corpus=../shared/data/gutenberg
   mkdir -p "$runs"
-  local common=(--data "$corpus" --seq-len 64 --batch 4 --dim 32 --save-every 30 --eval-every 0
+  local common=(--data "$corpus" --train-len 64 --batch 4 --dim 32 --save-every 30 --eval-every 0
     --threads 1)
   declare -A variants=(
     [kerple]="--position kerple-log --heads 2 --layers 2"
@@ -46,7 +46,7 @@ record() {
     local ms="direct yarn rerope:window=32"
     [ "$v" = kerple ] && ms="direct window:window=32 direct+logn"
     for m in $ms; do
-      "$S" score -m "$runs/$v" --data "$corpus" --ctx 256 --max-windows 2 --method "$m" \
+      "$S" score -m "$runs/$v" --data "$corpus" --ctx 256 --windows 2 --method "$m" \
         --no-progress --per-token "$out/$v-${m%%:*}.csv" >/dev/null
     done
     echo "golden: trained $v"

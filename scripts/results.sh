@@ -14,10 +14,10 @@ METHODS="direct,pi,ntk,ntk-fixed,yarn,yarn+logn,llama3,dynamic-ntk,dynamic-yarn,
 BUDGET=131072   # target tokens per cell: every length scores the same first 131,072 tokens
 for CTX in 512 1024 2048 4096 8192 16384; do
   "$S" score --model $M/stories260K.bin --tokenizer $M/tok512.bin --data $DATA \
-    --methods "$METHODS" --ctx $CTX --max-windows $((BUDGET / CTX)) --no-progress \
+    --methods "$METHODS" --ctx $CTX --windows $((BUDGET / CTX)) --no-progress \
     --json-out "$OUT/by_length_$CTX.json" "$@" > /dev/null
 done
 "$S" score --model $M/stories260K.bin --tokenizer $M/tok512.bin --data $DATA \
-  --methods "$METHODS" --ctx 512,1024,2048,4096,8192,16384 --tail 512 --max-windows 8 \
+  --methods "$METHODS" --ctx 512,1024,2048,4096,8192,16384 --tail 512 --windows 8 \
   --no-progress --json-out "$OUT/fixed_tail.json" "$@" > /dev/null
 python3 scripts/results_tables.py "$OUT"

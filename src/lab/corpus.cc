@@ -129,7 +129,7 @@ std::string FindDefaultCorpus() {
   for (const std::string& c : candidates) list += (list.empty() ? "" : ", ") + c;
   Fail(
       "the default corpus (State of the Union addresses) is not installed: looked in {}; "
-      "`bash scripts/setup.sh` installs it into data/sotu, or give --corpus FILE|DIR",
+      "`bash scripts/setup.sh` installs it into data/sotu, or give --data FILE|DIR",
       list);
 }
 

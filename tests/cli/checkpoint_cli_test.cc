@@ -48,7 +48,7 @@ class CheckpointCli : public ::testing::Test {
       for (int w = 0; w < 800; ++w) f << words[rng.NextU64() % 16] << (w % 12 == 11 ? ".\n" : " ");
     }
     const std::string common =
-        " --seq-len 32 --batch 4 --dim 32 --layers 2 --heads 2 --valid-fraction 0.25 "
+        " --train-len 32 --batch 4 --dim 32 --layers 2 --heads 2 --valid-fraction 0.25 "
         "--threads 1";
     trained_ = RunCli("train --data '" + Corpus().string() + "' --out '" + Rope().string() +
                       "' --steps 200 --lr 1e-2 --save-every 100 --eval-every 200" + common);
@@ -125,7 +125,7 @@ TEST_F(CheckpointCli, ScoreTakesTheCheckpointAlone) {
   }
   const RunResult stream =
       RunCli("score --threads 1 --model " + Q(ckpt) + " --data " + Q(Corpus() / "doc3.txt") +
-             " --ctx 32 --max-windows 8 --json --no-progress");
+             " --ctx 32 --windows 8 --json --no-progress");
   const RunResult seqs = RunCli("score --threads 1 --model " + Q(ckpt) + " --tokens " + Q(ids) +
                                 " --ctx 33 --json --no-progress");
   ASSERT_EQ(stream.exit_code, 0) << stream.out;
@@ -139,7 +139,7 @@ TEST_F(CheckpointCli, ScoreRunsMethodsOnTheTrainedModel) {
   const RunResult r =
       RunCli("score --threads 1 --model " + Q(Rope()) + " --data " + Q(Corpus()) +
              " --methods direct,yarn,window:window=16,rerope:window=24+logn --ctx 32,96 "
-             "--max-windows 4 --json --no-progress");
+             "--windows 4 --json --no-progress");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const nlohmann::json j = ScoreJson(r);
   ASSERT_EQ(j["cells"].size(), 8u) << r.out;
@@ -156,7 +156,7 @@ TEST_F(CheckpointCli, ScoreRunsMethodsOnTheTrainedModel) {
   // A RoPE-changing method on a model with no RoPE layer is refused before anything runs; its
   // masks are accepted.
   const RunResult refused = RunCli("score --threads 1 --model " + Q(Nope()) + " --data " +
-                                   Q(Corpus()) + " --methods direct,yarn --ctx 64 --max-windows 2");
+                                   Q(Corpus()) + " --methods direct,yarn --ctx 64 --windows 2");
   EXPECT_EQ(refused.exit_code, 1) << refused.out;
   EXPECT_TRUE(Has(refused.out, "method \"yarn\" at --ctx 64")) << refused.out;
   EXPECT_TRUE(Has(refused.out, "no full-attention RoPE layer")) << refused.out;
@@ -164,7 +164,7 @@ TEST_F(CheckpointCli, ScoreRunsMethodsOnTheTrainedModel) {
   const RunResult masks =
       RunCli("score --threads 1 --model " + Q(Nope()) + " --data " + Q(Corpus()) +
              " --methods direct,window:window=16+logn --ctx 64 "
-             "--max-windows 2 --no-progress");
+             "--windows 2 --no-progress");
   EXPECT_EQ(masks.exit_code, 0) << masks.out;
 }
 

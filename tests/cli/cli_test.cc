@@ -129,7 +129,7 @@ TEST(Cli, ScoringAt16kNeverHoldsALengthSquaredMatrix) {
 #endif
   const RunResult r =
       RunCli("score " + ModelArgs() + " --data '" + testing::SharedPath("data/tinystories") +
-             "' --ctx 16384 --max-windows 1 --no-progress");
+             "' --ctx 16384 --windows 1 --no-progress");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(Has(r.out, "16384 tokens scored")) << r.out;
   struct rusage usage {};

@@ -56,9 +56,9 @@ TEST(ConvertCli, Llama2cToGgufAndBackScoresTheSame) {
   // Text: the GGUF file's own vocabulary encodes it as tok512.bin does.
   const std::string text = testing::SharedPath("data/tinystories");
   const auto with_file = RunCli("score -m " + Quote(bin) + " -t " + Quote(tok) + " --data " +
-                                Quote(text) + " --ctx 256 --max-windows 4 --no-progress");
+                                Quote(text) + " --ctx 256 --windows 4 --no-progress");
   const auto with_own = RunCli("score -m " + Quote(gguf) + " --data " + Quote(text) +
-                               " --ctx 256 --max-windows 4 --no-progress");
+                               " --ctx 256 --windows 4 --no-progress");
   ASSERT_EQ(with_file.exit_code, 0) << with_file.out;
   ASSERT_EQ(with_own.exit_code, 0) << with_own.out;
   EXPECT_EQ(with_file.out.substr(with_file.out.find("all")),

@@ -254,7 +254,7 @@ class TrainRunSafetyCli : public testing::TempDirTest {
   }
   RunResult Train(const std::string& out, const std::string& extra) const {
     return RunCli("train --data " + Q(Path("corpus")) + " --out " + Q(out) +
-                  " --seq-len 16 --batch 2 --layers 1 --heads 2 "
+                  " --train-len 16 --batch 2 --layers 1 --heads 2 "
                   "--save-every 2 --eval-every 0 --valid-fraction 0.34 --threads 1 " +
                   extra);
   }
@@ -320,7 +320,7 @@ TEST_F(TrainRunSafetyCli, DataInsideTheRunDirectoryIsRefused) {
   const RunResult r = Train(run + "/run", "--dim 16 --steps 4");
   EXPECT_EQ(r.exit_code, 0) << "--out below the data directory is fine: " << r.out;
   const RunResult inside = RunCli("train --data " + Q(Path("corpus/doc0.txt")) + " --out " +
-                                  Q(Path("corpus")) + " --steps 2 --seq-len 16 --dim 16");
+                                  Q(Path("corpus")) + " --steps 2 --train-len 16 --dim 16");
   EXPECT_EQ(inside.exit_code, 1) << inside.out;
   EXPECT_TRUE(Has(inside.out, "--data")) << inside.out;
   EXPECT_TRUE(Has(inside.out, "inside --out")) << inside.out;

@@ -83,7 +83,7 @@ TEST_F(FormatRoundTrip, Stories260KThroughEveryFormatIsBitIdenticalAndScoresTheS
   // Text through each form's own tokenizer (GGUF vocabulary, tokenizer.model through
   // libsentencepiece, the checkpoint's SentencePiece model) as through tok512.bin.
   const std::string text = testing::SharedPath("data/tinystories");
-  const std::string data = "--data " + Q(text) + " --ctx 256 --max-windows 4";
+  const std::string data = "--data " + Q(text) + " --ctx 256 --windows 4";
   const std::string with_tok = PerToken(Q(bin) + " -t " + Q(tok), data, "");
   for (const std::string& form : {gguf, hf, ckpt}) {
     EXPECT_TRUE(PerToken(Q(form), data, "") == with_tok) << form;
@@ -109,7 +109,7 @@ TEST_F(FormatRoundTrip, ATrainedCheckpointScoresTheSameInEveryFormat) {
     for (int w = 0; w < 800; ++w) f << words[rng.NextU64() % 16] << (w % 12 == 11 ? ".\n" : " ");
   }
   const auto t = RunCli("train --data " + Q(corpus) + " --out " + Q(run) +
-                        " --tokenizer bpe --vocab-size 300 --seq-len 32 --steps 20 --batch 4 "
+                        " --tokenizer bpe --vocab-size 300 --train-len 32 --steps 20 --batch 4 "
                         "--dim 32 --layers 2 --heads 2 --save-every 20 --eval-every 0 "
                         "--valid-fraction 0.25 --threads 1");
   ASSERT_EQ(t.exit_code, 0) << t.out;
@@ -127,10 +127,11 @@ TEST_F(FormatRoundTrip, ATrainedCheckpointScoresTheSameInEveryFormat) {
   // llama.cpp's and transformers' files cannot hold a model trained with another position
   // scheme: refused by name, nothing written.
   const std::string nope = Path("nope");
-  const auto n = RunCli("train --data " + Q(corpus) + " --out " + Q(nope) +
-                        " --position nope --tokenizer bpe --vocab-size 300 --seq-len 32 --steps 2 "
-                        "--batch 4 --dim 32 --layers 2 --heads 2 --save-every 2 --eval-every 0 "
-                        "--valid-fraction 0.25 --threads 1");
+  const auto n =
+      RunCli("train --data " + Q(corpus) + " --out " + Q(nope) +
+             " --position nope --tokenizer bpe --vocab-size 300 --train-len 32 --steps 2 "
+             "--batch 4 --dim 32 --layers 2 --heads 2 --save-every 2 --eval-every 0 "
+             "--valid-fraction 0.25 --threads 1");
   ASSERT_EQ(n.exit_code, 0) << n.out;
   for (const char* to : {"gguf", "hf"}) {
     const std::string out = Path(std::string("nope.") + to);

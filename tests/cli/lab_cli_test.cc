@@ -51,7 +51,7 @@ class LabCliTest : public testing::TempDirTest {
   // many cores the machine has).
   std::string Args(const std::string& out, const std::string& methods = "direct,pi,rerope",
                    const std::string& factors = "2,4") const {
-    return "lab --corpus '" + (dir_ / "corpus").string() + "' --cutoff-year 1996 --out '" + out +
+    return "lab --data '" + (dir_ / "corpus").string() + "' --cutoff-year 1996 --out '" + out +
            "' --train-len 16 --steps 40 --batch 4 --dim 16 --layers 1 --heads 2 --methods " +
            methods + " --factors " + factors +
            " --windows 3 --passkey-trials 0 --passkey-share 0 --threads 1";

@@ -23,7 +23,7 @@ std::string ModelTok() {
 }
 std::string Generate() { return "generate " + ModelTok() + "--temperature 0 --ignore-eos "; }
 std::string Score() {
-  return "score " + ModelTok() + "--data '" + Files().text + "' --no-progress --max-windows 2 ";
+  return "score " + ModelTok() + "--data '" + Files().text + "' --no-progress --windows 2 ";
 }
 
 // The number after `key` in `text` (-1 when absent).

@@ -48,7 +48,7 @@ TEST(MethodCli, MethodsTimesLengthsPrintOneTableAndEveryCellInJson) {
   // Three methods: the second spec holds a comma of its own.
   const RunResult r = RunCli(Score() +
                              "--methods direct,yarn:factor=4,beta_fast=16,pi --ctx 64,128 "
-                             "--max-windows 2 --json-out '" +
+                             "--windows 2 --json-out '" +
                              json + "'");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(Has(r.out, "3 methods x 2 lengths")) << r.out;
@@ -86,8 +86,8 @@ TEST(MethodCli, MethodsTimesLengthsPrintOneTableAndEveryCellInJson) {
 }
 
 TEST(MethodCli, MethodAndMethodsAreOneListAndMayRepeat) {
-  const RunResult r = RunCli(
-      Score() + "--method direct --methods 'ntk, pi' --ctx 64 --ctx 96 --max-windows 1 --json");
+  const RunResult r =
+      RunCli(Score() + "--method direct --methods 'ntk, pi' --ctx 64 --ctx 96 --windows 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   ASSERT_EQ(j["methods"].size(), 3u);
@@ -192,12 +192,12 @@ TEST(MethodCli, BadMethodInputsFailBeforeAnythingIsScored) {
 
 TEST(MethodCli, LlamaCppAndHfFlagsSelectTheMethod) {
   const RunResult llama = RunCli(
-      Score() + "--rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 64 --ctx 128 --max-windows 1");
+      Score() + "--rope-scaling yarn --rope-scale 4 --yarn-orig-ctx 64 --ctx 128 --windows 1");
   ASSERT_EQ(llama.exit_code, 0) << llama.out;
   EXPECT_TRUE(Has(llama.out, "method: yarn:factor=4")) << llama.out;
-  const RunResult hf = RunCli(
-      Score() +
-      "--rope-scaling-json '{\"rope_type\":\"linear\",\"factor\":2}' --ctx 128 --max-windows 1");
+  const RunResult hf =
+      RunCli(Score() +
+             "--rope-scaling-json '{\"rope_type\":\"linear\",\"factor\":2}' --ctx 128 --windows 1");
   ASSERT_EQ(hf.exit_code, 0) << hf.out;
   EXPECT_TRUE(Has(hf.out, "method: pi:factor=2")) << hf.out;
   const RunResult grp = RunCli("inspect " + Model() + " --ctx 256 --grp-attn-n 4 --grp-attn-w 16");
@@ -269,11 +269,11 @@ TEST(MethodCli, HelpDocumentsTheMethodFlags) {
 TEST(MethodCli, RealModelFixedTailPlainRopeDegradesYarnLess) {
   STRETCH_REQUIRE_SHARED("models/stories260K/stories260K.bin");
   STRETCH_REQUIRE_SHARED("data/tinystories");
-  const RunResult r = RunCli(
-      "score --model '" + testing::SharedPath("models/stories260K/stories260K.bin") +
-      "' --tokenizer '" + testing::SharedPath("models/stories260K/tok512.bin") + "' --data '" +
-      testing::SharedPath("data/tinystories") +
-      "' --methods direct,yarn --ctx 512,2048 --tail 256 --max-windows 2 --json --no-progress");
+  const RunResult r =
+      RunCli("score --model '" + testing::SharedPath("models/stories260K/stories260K.bin") +
+             "' --tokenizer '" + testing::SharedPath("models/stories260K/tok512.bin") +
+             "' --data '" + testing::SharedPath("data/tinystories") +
+             "' --methods direct,yarn --ctx 512,2048 --tail 256 --windows 2 --json --no-progress");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const nlohmann::json j = nlohmann::json::parse(r.out.substr(r.out.find('{')));
   ASSERT_EQ(j["cells"].size(), 4u);

@@ -59,7 +59,7 @@ fs::path WriteCorpus() {
 }
 
 const std::string kArgs =
-    "--seq-len 32 --steps 60 --batch 4 --dim 32 --layers 2 --heads 2 --save-every 5 "
+    "--train-len 32 --steps 60 --batch 4 --dim 32 --layers 2 --heads 2 --save-every 5 "
     "--eval-every 20 --eval-windows 4 --valid-fraction 0.25 --threads 1";
 
 std::vector<float> Weights(const fs::path& ckpt) {
@@ -153,7 +153,7 @@ TEST(TrainCli, TwoRunsIntoOneFolderOneRunsTheOtherIsRefused) {
   const fs::path corpus = WriteCorpus();
   const fs::path out = TempDir("two"), logs = TempDir("two_logs");
   const std::string common = "--data '" + corpus.string() + "' --out '" + out.string() +
-                             "' --seq-len 32 --steps 20 --batch 4 --layers 1 --heads 2 "
+                             "' --train-len 32 --steps 20 --batch 4 --layers 1 --heads 2 "
                              "--save-every 5 --eval-every 0 --threads 1";
   const pid_t a = StartTrain(common + " --dim 32", logs / "a.log");
   const pid_t b = StartTrain(common + " --dim 16", logs / "b.log");
@@ -184,7 +184,7 @@ TEST(TrainCli, SigintSavesTheStepAtHandAndResumeEndsWithTheUninterruptedWeights)
   const fs::path a = TempDir("int_a"), b = TempDir("int_b"), logs = TempDir("int_logs");
   // No save before the end but Ctrl-C's.
   const std::string args =
-      "--seq-len 32 --steps 60 --batch 4 --dim 32 --layers 2 --heads 2 --save-every 1000 "
+      "--train-len 32 --steps 60 --batch 4 --dim 32 --layers 2 --heads 2 --save-every 1000 "
       "--eval-every 20 --eval-windows 4 --valid-fraction 0.25 --threads 1";
   const auto full =
       RunCli("train --data '" + corpus.string() + "' --out '" + a.string() + "' " + args);
@@ -248,7 +248,7 @@ TEST(TrainCli, BadInputIsRefusedBeforeTraining) {
   r = run("--heads 3 --dim 32");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(Has(r.out, "heads=3")) << r.out;
-  r = run("--seq-len 100000 --batch 1 --dim 16 --layers 1 --heads 2");
+  r = run("--train-len 100000 --batch 1 --dim 16 --layers 1 --heads 2");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(Has(r.out, "no document has the 100001 tokens")) << r.out;
   r = RunCli("train --out '" + TempDir("empty").string() + "' --resume");
@@ -271,7 +271,7 @@ TEST(TrainCli, GauBlockRunCompletes) {
   const fs::path corpus = WriteCorpus();
   const fs::path out = TempDir("gau");
   const auto r = RunCli("train --data '" + corpus.string() + "' --out '" + out.string() +
-                        "' --block gau --seq-len 32 --steps 20 --batch 4 --dim 32 --layers 2 "
+                        "' --block gau --train-len 32 --steps 20 --batch 4 --dim 32 --layers 2 "
                         "--save-every 10 --eval-every 10 --eval-windows 4 --valid-fraction 0.25 "
                         "--threads 1");
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -352,7 +352,7 @@ TEST(TrainCli, InitFineTunesFromACheckpointWithPiAtALongerLength) {
   const fs::path base = TempDir("init_base"), pi = TempDir("init_pi"), ntk = TempDir("init_ntk");
   const std::string run_opts = " --batch 2 --eval-every 0 --valid-fraction 0.25 --threads 1";
   auto r = RunCli("train --data '" + corpus.string() + "' --out '" + base.string() +
-                  "' --tokenizer bpe --vocab-size 300 --seq-len 32 --steps 4 --save-every 4 "
+                  "' --tokenizer bpe --vocab-size 300 --train-len 32 --steps 4 --save-every 4 "
                   "--dim 32 --layers 2 --heads 2" +
                   run_opts);
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -363,7 +363,7 @@ TEST(TrainCli, InitFineTunesFromACheckpointWithPiAtALongerLength) {
   // (given as the run's directory: its newest checkpoint).
   const std::string init = "train --data '" + corpus.string() + "' --init '" + base.string() + "'";
   r = RunCli(init + " --out '" + pi.string() +
-             "' --position rope:pi=2 --seq-len 64 --steps 4 "
+             "' --position rope:pi=2 --train-len 64 --steps 4 "
              "--save-every 2" +
              run_opts);
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -410,7 +410,7 @@ TEST(TrainCli, InitFineTunesFromACheckpointWithPiAtALongerLength) {
   EXPECT_GT(std::abs(with_pi - without_pi), 1e-6) << with_pi << " " << without_pi;
 
   // NTK: the base, resolved at head dim 16, in the banner; a size flag equal to the checkpoint's
-  // is accepted; no --seq-len: the checkpoint's.
+  // is accepted; no --train-len: the checkpoint's.
   r = RunCli(init + " --out '" + ntk.string() +
              "' --position rope:ntk=2 --steps 1 "
              "--dim 32 --tokenizer bpe" +
@@ -462,11 +462,11 @@ TEST(TrainCli, InitFineTunesFromACheckpointWithPiAtALongerLength) {
 
 // --passkey-share: the share is stored in the checkpoints and a resumed run trains with it, bit for
 // bit; a run stored without it resumes without it, and a resuming command line that asks for one
-// is refused; a share above 0.5 and a --seq-len too short for the passkey documents are refused by their flags.
+// is refused; a share above 0.5 and a --train-len too short for the passkey documents are refused by their flags.
 TEST(TrainCli, PasskeyShareIsStoredAndResumedWith) {
   const fs::path corpus = WriteCorpus();
   const std::string args =
-      "--seq-len 64 --steps 4 --batch 4 --dim 32 --layers 1 --heads 2 --save-every 2 "
+      "--train-len 64 --steps 4 --batch 4 --dim 32 --layers 1 --heads 2 --save-every 2 "
       "--eval-every 0 --valid-fraction 0.25 --threads 1";
   // Trains `extra` into a fresh directory, then resumes a copy of its step 2 with `resume_extra`:
   // whether the resumed step 4 has the uninterrupted run's weights.
@@ -512,8 +512,8 @@ TEST(TrainCli, PasskeyShareIsStoredAndResumedWith) {
   };
   refused("--passkey-share 0.7",
           "--passkey-share: found 0.7, expected a finite number in [0, 0.5]");
-  refused("--seq-len 32 --passkey-share 0.1",
-          "--seq-len 32: too short for passkey documents (--passkey-share 0.1)");
+  refused("--train-len 32 --passkey-share 0.1",
+          "--train-len 32: too short for passkey documents (--passkey-share 0.1)");
 }
 
 }  // namespace

@@ -63,7 +63,7 @@ std::string ReadBytes(const fs::path& p) {
 }
 
 const std::string kTiny =
-    "--seq-len 16 --batch 2 --dim 16 --layers 1 --heads 2 --eval-every 0 --valid-fraction 0.25 "
+    "--train-len 16 --batch 2 --dim 16 --layers 1 --heads 2 --eval-every 0 --valid-fraction 0.25 "
     "--threads 1";
 
 std::string Quote(const fs::path& p) { return "'" + p.string() + "'"; }
@@ -221,7 +221,7 @@ TEST(TrainFaults, DamagedCheckpointsAreRefusedByNameAndResumeFallsBack) {
     f.put(static_cast<char>(c ^ 0x10));
   }
   r = RunCli("score --model " + Quote(newest) + " --data " + Quote(corpus / "doc0.txt") +
-             " --ctx 16 --max-windows 1");
+             " --ctx 16 --windows 1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(Has(r.out, newest.string() + ": damaged")) << r.out;
   r = RunCli("train --out " + Quote(out) + " --resume");
@@ -266,7 +266,7 @@ TEST(TrainFaults, DamagedCheckpointsAreRefusedByNameAndResumeFallsBack) {
   }
   // At inference the NaN weight is refused too, not scored into a finite loss.
   r = RunCli("score --model " + Quote(newest) + " --data " + Quote(corpus / "doc0.txt") +
-             " --ctx 16 --max-windows 1");
+             " --ctx 16 --windows 1");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(Has(r.out, "tensor layers.0.wq holds nan")) << r.out;
 

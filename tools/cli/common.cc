@@ -57,11 +57,35 @@ Loaded LoadModel(const ModelArgs& args, bool tokenizer_needed) {
   return loaded;
 }
 
+void AddOldName(CLI::App* app, CLI::Option* canonical, const std::string& old_name) {
+  const std::string now = canonical->get_name();
+  app->add_option(
+         old_name,
+         [canonical, old_name, now](const CLI::results_t& results) {
+           // The canonical option is registered first, so its own values are in by now.
+           if (canonical->count() > 0) {
+             throw CLI::ValidationError(
+                 old_name, fmt::format("the former name of {}; give one of them, not both", now));
+           }
+           fmt::print(stderr, "note: {} is now {}; {} will be removed in a later release\n",
+                      old_name, now, old_name);
+           canonical->add_result(results);
+           canonical->run_callback();  // its checks (ranges, numbers) as if it had been typed
+           return true;
+         },
+         "")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->group("");  // hidden: --help shows the new name, whose description mentions the old
+}
+
+void Warn(std::string_view line) { fmt::print(stderr, "warning: {}\n", line); }
+
 std::string WithFlagNames(std::string message) {
   // Longer names first where one is a prefix of another (none today; kept in that order).
   static constexpr std::pair<std::string_view, std::string_view> kFlags[] = {
       {"ModelFileOptions::tokenizer_path", "--tokenizer"},
-      {"ScoreOptions::max_windows", "--max-windows"},
+      {"ScoreOptions::max_windows", "--windows"},
       {"ScoreOptions::stride", "--stride"},
       {"ScoreOptions::bucket", "--bucket"},
       {"ScoreOptions::tail", "--tail"},
@@ -89,7 +113,7 @@ std::string WithFlagNames(std::string message) {
       {"TrainRunOptions::heads", "--heads"},
       {"TrainRunOptions::kv_heads", "--kv-heads"},
       {"TrainRunOptions::hidden_dim", "--hidden-dim"},
-      {"TrainRunOptions::seq_len", "--seq-len"},
+      {"TrainRunOptions::seq_len", "--train-len"},
       {"TrainRunOptions::perturb", "--perturb"},
       {"TrainRunOptions::steps", "--steps"},
       {"TrainRunOptions::batch", "--batch"},

@@ -52,6 +52,17 @@ using Loaded = LoadedModel;
 // file, field, found and expected values.
 Loaded LoadModel(const ModelArgs& args, bool tokenizer_needed);
 
+// One name for one idea across the subcommands (issue 40): a name that changed stays for one
+// release as a hidden alias of the new one. `old_name` (e.g. "--corpus") is left out of --help
+// and feeds `canonical`, which then counts as given; using it prints a note on stderr naming the
+// new spelling ("note: --corpus is now --data; --corpus will be removed in a later release").
+// Giving both is an error. Register it after `canonical`.
+void AddOldName(CLI::App* app, CLI::Option* canonical, const std::string& old_name);
+
+// A flag that has no effect in the combination given: one line "warning: ..." on stderr, and the
+// run goes on (a flag that would mislead the result is refused instead, not warned about).
+void Warn(std::string_view line);
+
 // The library's errors name the fields of its options (e.g. "ScoreOptions::tail: found 40,
 // expected 1..32"); the command sets those fields from flags. This writes each field the message
 // names as the flag that sets it ("--tail: found 40, expected 1..32"); other text is unchanged.

@@ -114,6 +114,12 @@ void RunConvert(const ConvertArgs& a) {
     Fail("--type {}: {} files hold float32 only; leave --type out with --to {}", a.type,
          a.to == "llama2c" ? "llama2.c" : "stretch checkpoint", a.to);
   }
+  if (a.to == "llama2c" && !a.model.tokenizer.empty()) {
+    Warn(fmt::format(
+        "--tokenizer {}: llama2.c files carry no vocabulary, so it is not written (it is still "
+        "checked against the model); keep the tokenizer file beside the output",
+        a.model.tokenizer));
+  }
   const uint32_t matrix_type = a.to == "gguf" ? MatrixType(a.type) : 0;
   const SafetensorsDtype dtype = a.to == "hf" ? HfDtype(a.type) : SafetensorsDtype::kF32;
   const NamedPath inputs[] = {{"--model", a.model.model}, {"--tokenizer", a.model.tokenizer}};

@@ -26,6 +26,9 @@ struct GenerateArgs {
   bool ignore_eos = false;
   bool quiet_stats = false;
   std::string context;  // --context: NBCE's long context
+  // Sampling flags, to tell whether they were given (they do nothing at temperature 0).
+  CLI::Option* top_p_option = nullptr;
+  CLI::Option* seed_option = nullptr;
 };
 
 // NBCE: the context file read as chunks (one row each, BOS + chunk + prompt), their next-token
@@ -81,6 +84,20 @@ void RunGenerate(const GenerateArgs& args) {
   }
   if (!(args.sampler.top_p > 0 && args.sampler.top_p <= 1)) {
     Fail("--top-p: found {}, expected a value in (0, 1]", args.sampler.top_p);
+  }
+  if (args.sampler.temperature == 0) {
+    if (args.top_p_option->count() > 0) {
+      Warn(fmt::format(
+          "--top-p {} has no effect at --temperature 0 (greedy: the most likely token every "
+          "time); give --temperature above 0 to sample",
+          args.sampler.top_p));
+    }
+    if (args.seed_option->count() > 0) {
+      Warn(
+          fmt::format("--seed {} has no effect at --temperature 0 (greedy decoding draws no random "
+                      "number); give --temperature above 0 to sample",
+                      args.sampler.seed));
+    }
   }
   Loaded loaded = LoadModel(args.model, /*tokenizer_needed=*/true);
   const SweepMethod method = OneMethodFromArgs(args.method, "generate", &loaded.header);
@@ -207,18 +224,28 @@ void RegisterGenerate(CLI::App& app) {
   AddModelOptions(sub, args->model, /*tokenizer_needed=*/true);
   AddMethodOptions(sub, args->method, /*several=*/false);
   sub->add_option("--prompt,-p", args->prompt, "Text to continue (default: empty, start from BOS)");
-  sub->add_option("-n,--steps", args->steps, "Maximum number of tokens to generate")
-      ->capture_default_str()
-      ->check(Whole(0, kMaxContext));
-  sub->add_option("--temperature", args->sampler.temperature,
+  CLI::Option* n_predict =
+      sub->add_option("-n,--n-predict", args->steps,
+                      "Maximum number of tokens to generate (llama.cpp's name; formerly --steps, "
+                      "which in train and lab counts optimizer steps)")
+          ->capture_default_str()
+          ->check(Whole(0, kMaxContext));
+  AddOldName(sub, n_predict, "--steps");
+  sub->add_option("--temperature,--temp", args->sampler.temperature,
                   "Sampling temperature: 0 picks the most likely token every time (greedy, "
-                  "deterministic); 1 samples from the model's distribution; higher is more random")
+                  "deterministic); 1 samples from the model's distribution; higher is more random "
+                  "(--temp is llama.cpp's spelling)")
       ->capture_default_str();
-  sub->add_option("--top-p", args->sampler.top_p,
-                  "Nucleus sampling: sample only among the most likely tokens whose probabilities "
-                  "add up to this (1 = all tokens); used when temperature > 0")
-      ->capture_default_str();
-  sub->add_option("--seed", args->sampler.seed, "Random seed for sampling")->capture_default_str();
+  args->top_p_option =
+      sub->add_option("--top-p", args->sampler.top_p,
+                      "Nucleus sampling: sample only among the most likely tokens whose "
+                      "probabilities add up to this (1 = all tokens); used when temperature > 0 "
+                      "(a warning otherwise)")
+          ->capture_default_str();
+  args->seed_option = sub->add_option("--seed", args->sampler.seed,
+                                      "Random seed for sampling; used when temperature > 0 (a "
+                                      "warning otherwise)")
+                          ->capture_default_str();
   sub->add_flag("--ignore-eos", args->ignore_eos, "Keep generating past BOS/EOS tokens");
   sub->add_flag("--no-stats", args->quiet_stats, "Do not print the speed lines on stderr");
   sub->add_option("--context", args->context,

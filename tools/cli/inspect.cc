@@ -200,8 +200,9 @@ void RegisterInspect(CLI::App& app) {
                   "`stretch train`), a training run's directory (its newest checkpoint), or a "
                   "GGUF file (told by content)")
       ->required();
-  sub->add_option("--ctx", args->ctx,
-                  "Context length for the memory estimate (default: the trained length)")
+  sub->add_option("--ctx,-c,--ctx-size", args->ctx,
+                  "Context length for the memory estimate (default: the trained length; -c and "
+                  "--ctx-size are llama.cpp's spellings)")
       ->check(Whole(1, kMaxContext));
   AddMethodOptions(sub, args->method, /*several=*/false);
   sub->callback([args] { RunInspect(*args); });

@@ -115,6 +115,12 @@ void RunLabCommand(const LabArgs& a) {
   LabOptions o = OptionsOf(a);
   // The lab's folder: "-" or an existing file of another kind is refused before anything starts.
   ResolveOutput({"--out", o.out, OutputForm::kDirectory});
+  if (a.vocab_size > 0 && o.tokenizer == "bytes") {
+    Warn(fmt::format(
+        "--vocab-size {} has no effect with the bytes tokenizer (its vocabulary is fixed); it "
+        "sizes --tokenizer bpe or unigram",
+        a.vocab_size));
+  }
   const std::string who = o.ranks > 1 ? fmt::format("lab[{}/{}]", o.rank, o.ranks) : "lab";
   if (a.threads > 0) {
     SetNumThreads(a.threads);
@@ -201,21 +207,24 @@ void RegisterLab(CLI::App& app) {
       "processes.");
   cmd->add_flag("--quick", a->quick,
                 "the quick lab (default): a RoPE baseline and a KeyNorm model, every training-free "
-                "method, 8x "
-                "and 16x; about 10 minutes on 2 cores");
+                "method, 8x and 16x. How long it takes depends on the machine and on what else "
+                "runs on it: the lab times a few training steps and scoring passes here before it "
+                "starts and prints its estimate (\"estimated time: about ...\")");
   cmd->add_flag(
       "--full", a->full,
       "the seeds' experiments: GAU with QueryNorm/KeyNorm/cosine (each with and "
       "without log-n), window, HWFA, ALiBi, KERPLE, XPOS, NoPE, Sandwich, and the layouts "
       "of Gemma 3 and Llama 4; hours");
-  cmd->add_option("--corpus", a->corpus,
-                  "text to train and test on: a folder of *.txt documents or one text file "
-                  "(default: the State of the Union addresses in data/sotu, installed by "
-                  "scripts/setup.sh)");
+  CLI::Option* data =
+      cmd->add_option("--data", a->corpus,
+                      "text to train and test on: a folder of *.txt documents or one text file "
+                      "(default: the State of the Union addresses in data/sotu, installed by "
+                      "scripts/setup.sh; formerly --corpus)");
+  AddOldName(cmd, data, "--corpus");
   cmd->add_option("--cutoff-year", a->cutoff_year,
                   "for files named YYYY_*.txt: those of this year and later are the test text")
       ->capture_default_str();
-  cmd->add_option("--out", a->out, "the lab's folder: models, results.jsonl, report")
+  cmd->add_option("--out,-o", a->out, "the lab's folder: models, results.jsonl, report")
       ->capture_default_str();
   using L = TrainRunLimits;
   cmd->add_option("--train-len", a->train_len, "training length L in tokens (default 128)")
@@ -233,7 +242,9 @@ void RegisterLab(CLI::App& app) {
   cmd->add_option("--tokenizer", a->tokenizer,
                   "bytes (default) or a SentencePiece bpe / unigram tokenizer trained on the "
                   "corpus");
-  cmd->add_option("--vocab-size", a->vocab_size, "vocabulary of a bpe / unigram tokenizer")
+  cmd->add_option("--vocab-size", a->vocab_size,
+                  "vocabulary of a bpe / unigram tokenizer (a warning with bytes, whose "
+                  "vocabulary is fixed)")
       ->check(Whole(260, L::max_vocab));
   cmd->add_option("--methods", a->methods,
                   "training-free methods to test, a comma list of --method specs (see `stretch "

@@ -29,6 +29,7 @@ struct ScoreArgs {
   bool json = false;
   std::string json_out;
   std::string per_token;
+  CLI::Option* bucket_option = nullptr;  // --bucket, to tell whether it was given
 };
 
 std::string InputName(const ScoreArgs& args) { return args.data.empty() ? args.tokens : args.data; }
@@ -129,6 +130,12 @@ void RunScore(const ScoreArgs& args) {
   std::vector<SweepCell> planned =
       PlanSweep(header.config, methods, args.contexts, args.options, !args.tokens.empty());
   const bool single = planned.size() == 1;
+  if (!single && args.bucket_option->count() > 0 && !args.json && args.json_out.empty()) {
+    Warn(fmt::format(
+        "--bucket {}: the table of several methods or lengths shows no position buckets; they "
+        "are in the JSON report (--json, --json-out)",
+        args.options.bucket));
+  }
 
   ModelArgs model_args = args.model;
   model_args.model = header.path;  // a run's directory resolved once
@@ -275,7 +282,7 @@ void RegisterScore(CLI::App& app) {
           "../shared/data/tinystories --ctx 512\n"
           "Example: stretch score -m stories260K.bin -t tok512.bin --data "
           "../shared/data/tinystories --methods direct,pi,yarn,self-extend:group=8,window=128 "
-          "--ctx 512,1024,2048,4096 --tail 256 --max-windows 8\n"
+          "--ctx 512,1024,2048,4096 --tail 256 --windows 8\n"
           "A model you trained: --model OUT/step-NNNNNNNN.safetensors (or the run's directory "
           "OUT for its newest checkpoint) with no --tokenizer: the checkpoint carries its "
           "tokenizer and its attention layout, which run exactly as trained. " +
@@ -288,9 +295,10 @@ void RegisterScore(CLI::App& app) {
   sub->add_option("--tokens", args->tokens,
                   "File of whitespace-separated token ids, one sequence per line, scored exactly "
                   "as given (instead of --data)");
-  sub->add_option("--ctx", args->contexts,
+  sub->add_option("--ctx,-c,--ctx-size", args->contexts,
                   "Window length(s) N in tokens (positions 0..N-1); a comma list (512,1024,2048) "
-                  "or the flag repeated gives one table column per length")
+                  "or the flag repeated gives one table column per length (-c and --ctx-size are "
+                  "llama.cpp's spellings)")
       ->delimiter(',')
       ->allow_extra_args(false)
       ->capture_default_str()
@@ -305,12 +313,18 @@ void RegisterScore(CLI::App& app) {
                   "the same targets with more or less context before them (K <= the shortest "
                   "--ctx)")
       ->check(Whole(1, kMaxContext));
-  sub->add_option("--bucket", args->options.bucket, "Width of the position buckets in the report")
-      ->capture_default_str()
-      ->check(Whole(1, kMaxContext));
-  sub->add_option("--max-windows", args->options.max_windows,
-                  "Score only the first K windows of each (method, length) cell (default: all)")
-      ->check(Whole(1, std::numeric_limits<int64_t>::max()));
+  args->bucket_option =
+      sub->add_option("--bucket", args->options.bucket,
+                      "Width of the position buckets in the report (one method at one length) "
+                      "and in the JSON report")
+          ->capture_default_str()
+          ->check(Whole(1, kMaxContext));
+  CLI::Option* windows =
+      sub->add_option("--windows", args->options.max_windows,
+                      "Score only the first K windows of each (method, length) cell (default: "
+                      "all; formerly --max-windows)")
+          ->check(Whole(1, std::numeric_limits<int64_t>::max()));
+  AddOldName(sub, windows, "--max-windows");
   sub->add_flag("--json", args->json,
                 "Print the report as JSON instead of a table: every cell's numbers, the resolved "
                 "method spec per cell, and the protocol");

@@ -51,14 +51,21 @@ bool IsUnsetMarker(const std::string& key, const json& value) {
   return false;
 }
 
+// The flag that sets a stored key (the run's stretch.cli metadata, a --config file): the long
+// flag's name with '_' for '-', except where the flag was renamed since. Stored keys are a file
+// format and keep their names: seq_len is --train-len (issue 40: one name for one idea).
+std::string FlagOf(std::string key) {
+  if (key == "seq_len") return "--train-len";
+  std::replace(key.begin(), key.end(), '_', '-');
+  return "--" + key;
+}
+
 // JSON values for options not given on the command line (--config FILE, and --resume's stored
 // arguments). Keys are the long flag names with '_' for '-'.
 void ApplyJson(CLI::App* app, const json& j, const std::string& what, bool override_given) {
   if (!j.is_object()) Fail("{}: expected a JSON object", what);
   for (const auto& [key, value] : j.items()) {
-    std::string flag = "--" + key;
-    std::replace(flag.begin() + 2, flag.end(), '_', '-');
-    CLI::Option* opt = app->get_option_no_throw(flag);
+    CLI::Option* opt = app->get_option_no_throw(FlagOf(key));
     if (opt == nullptr)
       Fail("{}: unknown field \"{}\" (fields are the long flags of stretch train)", what, key);
     if (opt->count() > 0 && !override_given) continue;  // the command line wins
@@ -82,7 +89,7 @@ TrainRunOptions TrainRunOptionsOf(CLI::App* app, const TrainArgs& a) {
   if (given("--block")) o.block = a.block;
   if (given("--position")) o.position = a.position;
   if (given("--attention")) o.attention = a.attention;
-  if (given("--seq-len")) o.seq_len = a.seq_len;
+  if (given("--train-len")) o.seq_len = a.seq_len;
   if (given("--dim")) o.dim = a.dim;
   if (given("--layers")) o.layers = a.layers;
   if (given("--heads")) o.heads = a.heads;
@@ -101,11 +108,6 @@ void PrintNote(const std::string& line) { fmt::print(stderr, "train: {}\n", With
 // dropped.
 constexpr std::string_view kResumeMayChange[] = {"steps",        "save_every", "eval_every",
                                                  "eval_windows", "log_every",  "skip_nonfinite"};
-
-std::string FlagOf(std::string key) {
-  std::replace(key.begin(), key.end(), '_', '-');
-  return "--" + key;
-}
 
 std::string ValueText(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
@@ -184,6 +186,27 @@ void PrintProgress(const TrainProgress& p) {
   fmt::print(stderr, "{}\n", line);
 }
 
+// Flags given that have no effect with the rest of the options: a warning each.
+void WarnIneffective(const std::vector<std::string>& given, const TrainRunOptions& o) {
+  const auto has = [&](std::string_view key) {
+    return std::find(given.begin(), given.end(), key) != given.end();
+  };
+  // With --init the tokenizer is the checkpoint's, and RunTraining checks --vocab-size against it.
+  if (has("vocab_size") && o.init.empty() &&
+      o.tokenizer.value_or(TrainRunDefaults::tokenizer) == TokenizerKind::kBytes) {
+    Warn(fmt::format(
+        "--vocab-size {} has no effect with the bytes tokenizer (its vocabulary is fixed at {}); "
+        "it sizes --tokenizer bpe or unigram",
+        o.vocab_size.value_or(0), TrainingTokenizer::Bytes().vocab_size()));
+  }
+  if (has("eval_windows") && o.eval_every == 0) {
+    Warn(fmt::format(
+        "--eval-windows {} has no effect with --eval-every 0 (no validation runs); give "
+        "--eval-every N to validate every N steps",
+        o.eval_windows));
+  }
+}
+
 void RunTrain(CLI::App* app, TrainArgs& a) {
   if (!a.config.empty()) {
     std::ifstream in(a.config);
@@ -200,12 +223,12 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
   const TrainRunOptions asked = TrainRunOptionsOf(app, a);
   // A run's folder: "-" or an existing file of another kind is refused before anything is read.
   if (!asked.out.empty()) ResolveOutput({"--out", asked.out, OutputForm::kDirectory});
-  std::vector<std::string> given;
+  // What the user gave (command line, --config), before --resume fills in the stored options.
+  const std::vector<std::string> given = GivenKeys(app);
   std::optional<TrainResume> resume;
   if (a.resume) {
     resume = ReadTrainResume(asked);
     for (const std::string& line : resume->notes) PrintNote(line);
-    given = GivenKeys(app);
     const int threads = a.threads;
     ApplyJson(app, resume->stored, resume->checkpoint + " stretch.cli", true);
     a.threads = threads;
@@ -217,6 +240,7 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
   TrainRunOptions options = TrainRunOptionsOf(app, a);
   options.resume_from = resume_from;
   if (resume) ReconcileResume(asked, given, *resume, options);
+  WarnIneffective(given, options);
   // The library checks its own inputs (--data, --init); --config is the command's.
   const std::vector<NamedPath> config = {{"--config", a.config}};
   if (!options.out.empty()) CheckInputsOutside(config, {"--out", options.out});
@@ -235,7 +259,7 @@ void RegisterTrain(CLI::App& app) {
       "train",
       "Train a small language model on your own text, with the position scheme and attention "
       "layout of your choice, at a short length; then test it long with `stretch score`.\n"
-      "Each step samples --batch windows of --seq-len tokens at random from the training "
+      "Each step samples --batch windows of --train-len tokens at random from the training "
       "documents (a held-out tenth of the documents, --valid-fraction, is used for validation "
       "only), runs the model forward and backward, clips the gradient norm (--clip) and takes an "
       "AdamW step; the learning rate warms up over --warmup steps and then follows a cosine down "
@@ -243,16 +267,17 @@ void RegisterTrain(CLI::App& app) {
       "and "
       "random state) go to --out every --save-every steps and at the end; `--resume` continues a "
       "run from its newest complete checkpoint exactly as if it had never stopped.\n"
-      "Example: stretch train --data ../shared/data/gutenberg --out runs/rope --seq-len 128 "
+      "Example: stretch train --data ../shared/data/gutenberg --out runs/rope --train-len 128 "
       "--steps 3000 --dim 192 --layers 4 --heads 4 --position rope --attention full");
   sub->add_option("--data", args->run.data,
                   "Training text: a file, or a directory of *.txt files (one document each)");
   sub->add_option(
-      "--out", args->run.out,
+      "--out,-o", args->run.out,
       "Directory for checkpoints (step-NNNNNNNN.safetensors), the token cache and train_log.jsonl");
   sub->add_option("--config", args->config,
-                  "JSON file with any of these options (keys: the long flag names, '_' for '-'); "
-                  "flags given on the command line win");
+                  "JSON file with any of these options (keys: the long flag names, '_' for '-', "
+                  "and seq_len for --train-len as checkpoints store it); flags given on the "
+                  "command line win");
   sub->add_flag("--resume", args->resume,
                 "Continue the run in --out from its newest complete checkpoint, with the arguments "
                 "stored in it");
@@ -263,22 +288,28 @@ void RegisterTrain(CLI::App& app) {
   sub->add_option("--init", args->run.init,
                   "Fine-tune from this checkpoint: its parameters, its tokenizer (the new --data "
                   "is tokenized with it; --tokenizer / --vocab-size, if given, must name it) and "
-                  "its architecture (block, sizes, position, attention). --seq-len is the new "
+                  "its architecture (block, sizes, position, attention). --train-len is the new "
                   "training length (default: the checkpoint's); --position and --attention given "
                   "here replace the "
                   "checkpoint's (a --position without base= keeps the checkpoint's RoPE base); a "
                   "size or block flag that differs from the checkpoint is an error. E.g. --init "
-                  "runs/rope --position rope:pi=4 --seq-len 512 --steps 1000 (the file, or a "
+                  "runs/rope --position rope:pi=4 --train-len 512 --steps 1000 (the file, or a "
                   "run's directory: its newest checkpoint)");
   sub->add_option("--tokenizer", args->tokenizer,
                   "Tokenizer trained on --data: bytes, bpe or unigram (SentencePiece)")
       ->capture_default_str();
-  sub->add_option("--vocab-size", args->vocab_size, "Vocabulary size for bpe / unigram")
+  sub->add_option("--vocab-size", args->vocab_size,
+                  "Vocabulary size for bpe / unigram (a warning with bytes, whose vocabulary is "
+                  "fixed)")
       ->capture_default_str()
       ->check(Whole(260, L::max_vocab));
-  sub->add_option("--seq-len", args->seq_len, "Training length L: tokens per window")
-      ->capture_default_str()
-      ->check(Whole(1, L::max_seq_len));
+  CLI::Option* train_len =
+      sub->add_option("--train-len", args->seq_len,
+                      "Training length L: tokens per window (formerly --seq-len; stored in the "
+                      "checkpoint as seq_len)")
+          ->capture_default_str()
+          ->check(Whole(1, L::max_seq_len));
+  AddOldName(sub, train_len, "--seq-len");
   sub->add_option("--steps", args->run.steps, "Optimizer steps in the whole run")
       ->capture_default_str()
       ->check(Whole(1, L::max_steps));
@@ -372,7 +403,8 @@ void RegisterTrain(CLI::App& app) {
                   "Validation loss and accuracy every N steps (0: never)")
       ->capture_default_str()
       ->check(Whole(0, L::max_steps));
-  sub->add_option("--eval-windows", args->run.eval_windows, "Held-out windows per validation")
+  sub->add_option("--eval-windows", args->run.eval_windows,
+                  "Held-out windows per validation (a warning with --eval-every 0)")
       ->capture_default_str()
       ->check(Whole(1, L::max_batch));
   sub->add_option("--log-every", args->run.log_every, "Progress line every N steps")
@@ -387,9 +419,9 @@ void RegisterTrain(CLI::App& app) {
                   "same length: a random 5-digit number hidden at a random depth in training "
                   "text (\" The key is 48213. \"), asked for at the end (\" What is the key? The "
                   "key is 48213\"). A small model trained on prose alone cannot retrieve it at "
-                  "any length; with e.g. 0.1 it learns the task at --seq-len, and the passkey "
+                  "any length; with e.g. 0.1 it learns the task at --train-len, and the passkey "
                   "evaluation then asks whether it still finds the key in longer texts. Needs "
-                  "--seq-len >= 61 with the bytes tokenizer. 0: none")
+                  "--train-len >= 61 with the bytes tokenizer. 0: none")
       ->capture_default_str()
       ->check(Real(0, L::max_passkey_share));
   sub->add_option("--skip-nonfinite", args->run.skip_nonfinite,

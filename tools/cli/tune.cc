@@ -91,7 +91,9 @@ void RegisterTune(CLI::App& app) {
   AddModelOptions(cmd, a->model, /*tokenizer_needed=*/true);
   cmd->add_option("--data", a->data, "a held-out text sample: a file or a folder of *.txt")
       ->required();
-  cmd->add_option("--ctx", a->ctx, "the target length in tokens (e.g. 8 x the training length)")
+  cmd->add_option("--ctx,-c,--ctx-size", a->ctx,
+                  "the target length in tokens (e.g. 8 x the training length; -c and "
+                  "--ctx-size are llama.cpp's spellings)")
       ->required()
       ->check(Whole(1, kMaxContext));
   cmd->add_option("--windows", a->windows, "windows of --ctx tokens scored per cell")
