@@ -359,5 +359,31 @@ TEST(PasskeyProbe, DigitsOfSeveralTokens) {
   EXPECT_DOUBLE_EQ(r.test.digit_loss.estimate, 0.5);
 }
 
+// A dummy-prefix tokenizer (a space token 1000 before every text, as SentencePiece's): pieces come
+// out as they read mid-text. One that merges the newline into what follows falls back.
+TEST(MidTextEncoder, DropsTheDummyPrefixOfPiecesEncodedAlone) {
+  const TextEncoder prefixed = [](std::string_view text) {
+    std::vector<int> out = {1000};
+    for (const char c : text) out.push_back(static_cast<unsigned char>(c));
+    return out;
+  };
+  const TextEncoder mid = MidTextEncoder(prefixed);
+  EXPECT_EQ(mid("5"), (std::vector<int>{'5'}));
+  EXPECT_EQ(mid(" is "), (std::vector<int>{' ', 'i', 's', ' '}));
+  EXPECT_TRUE(mid("").empty());
+  const TextEncoder merging = [](std::string_view text) {
+    std::vector<int> out;
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (text[i] == '\n' && i + 1 < text.size()) {
+        out.push_back(2000 + text[++i]);  // "\n" and the next character, one token
+      } else {
+        out.push_back(static_cast<unsigned char>(text[i]));
+      }
+    }
+    return out;
+  };
+  EXPECT_EQ(MidTextEncoder(merging)("ab"), (std::vector<int>{'a', 'b'}));
+}
+
 }  // namespace
 }  // namespace stretch

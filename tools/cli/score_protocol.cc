@@ -32,6 +32,12 @@ std::string PeriodText(int64_t period, int64_t train_len) {
   return fmt::format("{}", period);
 }
 
+// A test and its control are told apart when the interval of their difference excludes 0. The
+// difference's own interval (paired where the arms share their sequences) is the right test
+// here: two overlapping marginal intervals can still differ clearly when paired.
+bool Tie(const Interval& difference) { return difference.low <= 0 && 0 <= difference.high; }
+std::string TieMark(const Interval& difference) { return Tie(difference) ? "  tie" : ""; }
+
 nlohmann::json IntervalJson(const Interval& i) {
   return {{"estimate", i.estimate}, {"low", i.low}, {"high", i.high}};
 }
@@ -48,7 +54,7 @@ nlohmann::json ProbeJson(const ProbeResult& r, const char* test_name) {
           {"control", ArmJson(r.control)},
           {"accuracy_difference", IntervalJson(r.accuracy_difference)},
           {"loss_difference", IntervalJson(r.loss_difference)},
-          {"tie", IntervalsOverlap(r.test.accuracy, r.control.accuracy)}};
+          {"tie", Tie(r.accuracy_difference)}};
 }
 
 nlohmann::json PasskeyArmJson(const PasskeyArm& a) {
@@ -67,10 +73,6 @@ std::string Iv(const Interval& i) {
 // "+0.410 [+0.350, +0.470]"
 std::string SignedIv(const Interval& i) {
   return fmt::format("{:+.3f} [{:+.3f}, {:+.3f}]", i.estimate, i.low, i.high);
-}
-// A difference whose two sides' intervals overlap is not ranked: "tie".
-std::string TieMark(const Interval& a, const Interval& b) {
-  return IntervalsOverlap(a, b) ? "  tie" : "";
 }
 
 // The distances far copy measures at ctx: the ones given that fit (others noted), else the
@@ -237,7 +239,8 @@ std::string ProtocolHelpText() {
   return "Retrieval protocols (--protocol, repeatable): does the model still use distant tokens, "
          "or only avoid blowing up? Each scores a test and a control that has nothing to "
          "retrieve, at the very same positions, and prints both accuracies with 95% intervals "
-         "and their difference; \"tie\" marks a difference inside the noise.\n"
+         "and their difference; \"tie\" marks a difference whose interval holds 0 (inside the "
+         "noise).\n"
          "  far-copy[:source=text|random,span=32]  a span of text (or of random letters) appears "
          "once early in the window and again at its very end; the model should recognise the "
          "second copy and predict it. Scored: the copy's tokens but its first. Measured at "
@@ -353,11 +356,11 @@ void RunScoreProtocols(const ProtocolRunArgs& args) {
   Transformer model(loaded.model);
   const TextTokenizer& tok = *loaded.tokenizer;
   const int bos = tok.bos();
-  const TextEncoder encode = [&tok](std::string_view text) {
+  const TextEncoder encode = MidTextEncoder([&tok](std::string_view text) {
     std::vector<int> ids = tok.EncodePrompt(text);
     if (!ids.empty() && ids.front() == tok.bos()) ids.erase(ids.begin());  // its BOS
     return ids;
-  };
+  });
   TextStream stream;
   nlohmann::json input = nullptr;
   if (!args.data.empty()) {
@@ -453,7 +456,7 @@ void RunScoreProtocols(const ProtocolRunArgs& args) {
                             pt.distance, Iv(x.test.accuracy), Iv(x.control.accuracy),
                             SignedIv(x.accuracy_difference), x.test.loss.estimate,
                             x.control.loss.estimate, x.test.tokens,
-                            TieMark(x.test.accuracy, x.control.accuracy)));
+                            TieMark(x.accuracy_difference)));
             nlohmann::json pj = ProbeJson(x, "copy");
             pj["distance"] = pt.distance;
             points.push_back(std::move(pj));
@@ -495,7 +498,7 @@ void RunScoreProtocols(const ProtocolRunArgs& args) {
           out(fmt::format("  {:<16} {:<22}  loss {:.3f}\n", "control", Iv(r.control.accuracy),
                           r.control.loss.estimate));
           out(fmt::format("  {:<16} {}{}\n", "repeat - control", SignedIv(r.accuracy_difference),
-                          TieMark(r.test.accuracy, r.control.accuracy)));
+                          TieMark(r.accuracy_difference)));
           j.update(ProbeJson(r, "repeat"));
           j["period"] = period;
           j["within_window_control"] = period <= L;
@@ -528,7 +531,7 @@ void RunScoreProtocols(const ProtocolRunArgs& args) {
                             Iv(r.control.exact)),
                 SignedIv(r.exact_difference), Iv(r.test.digit_accuracy),
                 Iv(r.control.digit_accuracy), r.test.digit_loss.estimate,
-                r.control.digit_loss.estimate, TieMark(r.test.exact, r.control.exact)));
+                r.control.digit_loss.estimate, TieMark(r.exact_difference)));
             points.push_back(
                 {{"depth", depth},
                  {"needle_to_answer", distance},
@@ -536,7 +539,7 @@ void RunScoreProtocols(const ProtocolRunArgs& args) {
                  {"control", PasskeyArmJson(r.control)},
                  {"exact_difference", IntervalJson(r.exact_difference)},
                  {"digit_accuracy_difference", IntervalJson(r.digit_accuracy_difference)},
-                 {"tie", IntervalsOverlap(r.test.exact, r.control.exact)}});
+                 {"tie", Tie(r.exact_difference)}});
           }
           j["layout"] = p.llama_layout ? "llama" : "stretch";
           j["digits"] = p.digits;
