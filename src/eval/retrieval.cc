@@ -281,6 +281,9 @@ FarCopyResult RunFarCopy(const SequenceScorer& scorer, const TokenSpans& documen
   r.sees_back = SeesBackDistance(accuracy, train_len);
   const int64_t ref = ReferenceIndex(accuracy, train_len);  // ds ascending: already sorted
   r.reference_distance = ref < 0 ? 0 : accuracy[static_cast<size_t>(ref)].distance;
+  if (ref >= 0) {
+    r.reference_gain = r.points[static_cast<size_t>(ref)].result.accuracy_difference.estimate;
+  }
   return r;
 }
 

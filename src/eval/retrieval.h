@@ -140,6 +140,10 @@ struct FarCopyResult {
   std::vector<FarCopyPoint> points;  // distances ascending
   std::optional<int64_t> sees_back;  // SeesBackDistance of the copy accuracies
   int64_t reference_distance = 0;    // the distance SeesBackDistance compared with (0: none)
+  // Copy - control accuracy at the reference distance. "Sees back" means something only when the
+  // model copies there: a model that never copies stays "within 10 points" of its chance level
+  // at every distance. (The lab's copy gate asks for >= 0.2; the CLI does too.)
+  double reference_gain = 0.0;
 };
 
 // Every distance (ascending; repeats removed), `count` trials each, scored and compared.

@@ -65,7 +65,7 @@ TEST(ProtocolCli, FarCopyByDistanceWithIntervalsControlAndSeesBack) {
   EXPECT_TRUE(Has(r.out, "== direct @ ctx 128")) << r.out;
   EXPECT_TRUE(Has(r.out, "== pi @ ctx 128")) << r.out;
   EXPECT_TRUE(Has(r.out, "copy - control")) << r.out;
-  EXPECT_TRUE(Has(r.out, "sees back ")) << r.out;
+  EXPECT_TRUE(Has(r.out, "sees back")) << r.out;
   const nlohmann::json j = nlohmann::json::parse(std::ifstream(json));
   EXPECT_EQ(j.at("trained_len"), 64);
   const nlohmann::json& results = j.at("protocol_results");
@@ -76,6 +76,9 @@ TEST(ProtocolCli, FarCopyByDistanceWithIntervalsControlAndSeesBack) {
   EXPECT_EQ(distances, (std::vector<int64_t>{32, 64, 96}));
   EXPECT_EQ(results[0].at("reference_distance"), 64);
   EXPECT_TRUE(results[0].at("sees_back").is_number());
+  // A random model does not copy: its "sees back" is marked as saying nothing.
+  EXPECT_EQ(results[0].at("sees_back_informative"), false);
+  EXPECT_TRUE(Has(r.out, "sees back: not informative")) << r.out;
   // span=16 reaches down to L/4.
   EXPECT_EQ(results[1].at("points")[0].at("distance"), 16);
   EXPECT_EQ(results[1].at("source"), "random");

@@ -144,6 +144,7 @@ TEST(FarCopy, APerfectCopierReadsTheCopyAndNothingFromTheControl) {
     ASSERT_TRUE(r.sees_back.has_value());
     EXPECT_EQ(*r.sees_back, ctx - opt.span) << "a perfect copier sees the whole context";
     EXPECT_EQ(r.reference_distance, 64);
+    EXPECT_GT(r.reference_gain, 0.9);
   }
 }
 

@@ -465,26 +465,24 @@ void RunScoreProtocols(const ProtocolRunArgs& args) {
           j["span"] = o.span;
           j["points"] = std::move(points);
           j["reference_distance"] = r.reference_distance;
-          if (r.sees_back) {
-            j["sees_back"] = *r.sees_back;
+          j["reference_gain"] = r.reference_gain;
+          // Copying at the reference must be real for "sees back" to mean anything: a model that
+          // never copies stays within 10 points of chance at every distance.
+          constexpr double kMinGain = 0.2;
+          j["sees_back"] = r.sees_back ? nlohmann::json(*r.sees_back) : nlohmann::json(nullptr);
+          j["sees_back_informative"] = r.sees_back.has_value() && r.reference_gain >= kMinGain;
+          if (!r.sees_back) {
+            out(fmt::format("  sees back: unknown (no distance <= L = {} measured)\n", L));
+          } else if (r.reference_gain < kMinGain) {
+            out(fmt::format(
+                "  sees back: not informative: copy - control at distance {} is {:+.3f} (below "
+                "{:.2f}), so the model barely copies even there\n",
+                r.reference_distance, r.reference_gain, kMinGain));
+          } else {
             out(fmt::format(
                 "  sees back {} tokens: the farthest distance at which copy accuracy stays within "
                 "10 points of its value at distance {}{}\n",
                 *r.sees_back, r.reference_distance, r.reference_distance == L ? " (= L)" : ""));
-            // Copying at the reference must be real for "sees back" to mean anything.
-            for (const FarCopyPoint& pt : r.points) {
-              if (pt.distance == r.reference_distance &&
-                  pt.result.accuracy_difference.estimate < 0.2) {
-                out(fmt::format(
-                    "  (copy - control at distance {} is only {:+.3f}: the model barely copies "
-                    "even there, so \"sees back\" says little)\n",
-                    pt.distance, pt.result.accuracy_difference.estimate));
-                j["sees_back_note"] = "copy - control < 0.2 at the reference distance";
-              }
-            }
-          } else {
-            j["sees_back"] = nullptr;
-            out(fmt::format("  sees back: unknown (no distance <= L = {} measured)\n", L));
           }
           break;
         }
