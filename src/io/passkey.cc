@@ -24,7 +24,39 @@ void Append(std::vector<int>& out, const std::vector<int>& piece) {
   out.insert(out.end(), piece.begin(), piece.end());
 }
 
+// The first n tokens of the filler: `filler` itself, or the junk repeated and cut to n.
+std::vector<int> FillerTokens(const PasskeyPieces& pieces, std::span<const int> filler, int64_t n,
+                              int64_t ctx) {
+  if (pieces.junk.empty()) {
+    if (static_cast<int64_t>(filler.size()) < n) {
+      Fail("passkey: {} filler tokens given, expected at least {} (ctx {})", filler.size(), n, ctx);
+    }
+    return std::vector<int>(filler.begin(), filler.begin() + n);
+  }
+  std::vector<int> out;
+  out.reserve(static_cast<size_t>(n));
+  while (static_cast<int64_t>(out.size()) < n) {
+    const size_t take = std::min(pieces.junk.size(), static_cast<size_t>(n) - out.size());
+    out.insert(out.end(), pieces.junk.begin(), pieces.junk.begin() + static_cast<int64_t>(take));
+  }
+  return out;
+}
+
 }  // namespace
+
+PasskeyFormat LlamaCppPasskeyFormat() {
+  PasskeyFormat f;
+  f.prefix =
+      "There is an important info hidden inside a lot of irrelevant text. Find it and memorize "
+      "them. I will quiz you about the important information there.";
+  f.junk =
+      " The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
+  f.needle_before = " The pass key is ";
+  f.needle_middle = ". Remember it. ";
+  f.needle_after = " is the pass key.";
+  f.question = " What is the pass key? The pass key is ";
+  return f;
+}
 
 PasskeyPieces EncodePasskeyPieces(const TextEncoder& encode, const PasskeyFormat& format) {
   // 18 digits: the largest key below 2^63, should a caller read it as a number.
@@ -36,6 +68,13 @@ PasskeyPieces EncodePasskeyPieces(const TextEncoder& encode, const PasskeyFormat
   p.needle_before = encode(format.needle_before);
   p.needle_after = encode(format.needle_after);
   p.question = encode(format.question);
+  p.prefix = encode(format.prefix);
+  p.needle_middle = encode(format.needle_middle);
+  p.junk = encode(format.junk);
+  if (!format.junk.empty() && p.junk.empty()) {
+    Fail("passkey: the junk text encodes to no token, expected at least one");
+  }
+  p.key_copies = format.needle_middle.empty() ? 2 : 3;
   size_t longest = 0;
   for (int d = 0; d < 10; ++d) {
     const char c = static_cast<char>('0' + d);
@@ -45,20 +84,20 @@ PasskeyPieces EncodePasskeyPieces(const TextEncoder& encode, const PasskeyFormat
     }
     longest = std::max(longest, p.digit[static_cast<size_t>(d)].size());
   }
-  p.fixed =
-      static_cast<int64_t>(p.needle_before.size() + p.needle_after.size() + p.question.size());
+  p.fixed = static_cast<int64_t>(p.prefix.size() + p.needle_before.size() + p.needle_middle.size() +
+                                 p.needle_after.size() + p.question.size());
   p.longest_key = static_cast<int64_t>(longest) * p.digits;
   return p;
 }
 
 int64_t PasskeyMinCtx(const PasskeyPieces& pieces) {
-  return pieces.fixed + 2 * pieces.longest_key + kPasskeyMinFiller;
+  return pieces.fixed + pieces.key_copies * pieces.longest_key + kPasskeyMinFiller;
 }
 
 int64_t PasskeyMaxFiller(const PasskeyPieces& pieces, int64_t ctx) {
   size_t shortest = pieces.digit[0].size();
   for (const std::vector<int>& d : pieces.digit) shortest = std::min(shortest, d.size());
-  return ctx - pieces.fixed - 2 * static_cast<int64_t>(shortest) * pieces.digits;
+  return ctx - pieces.fixed - pieces.key_copies * static_cast<int64_t>(shortest) * pieces.digits;
 }
 
 void CheckPasskeyArgs(const PasskeyPieces& pieces, int64_t ctx, double depth) {
@@ -66,9 +105,10 @@ void CheckPasskeyArgs(const PasskeyPieces& pieces, int64_t ctx, double depth) {
   if (!(depth >= 0.0 && depth <= 1.0)) Fail("passkey: depth {}: expected in [0, 1]", depth);
   if (ctx < PasskeyMinCtx(pieces)) {
     Fail(
-        "passkey: ctx {} is too short: the needle, the question and the {}-digit key twice take "
+        "passkey: ctx {} is too short: the needle, the question and the {}-digit key {} times take "
         "up to {} tokens, and at least {} filler tokens are needed: expected ctx >= {}",
-        ctx, pieces.digits, pieces.fixed + 2 * pieces.longest_key, kPasskeyMinFiller,
+        ctx, pieces.digits, pieces.key_copies,
+        pieces.fixed + pieces.key_copies * pieces.longest_key, kPasskeyMinFiller,
         PasskeyMinCtx(pieces));
   }
 }
@@ -85,22 +125,31 @@ PasskeyTrial MakePasskeyTrial(const PasskeyPieces& pieces, std::span<const int> 
     Append(key_tokens, pieces.digit[d]);
   }
   const int64_t key_len = static_cast<int64_t>(key_tokens.size());
-  const int64_t n_filler = ctx - pieces.fixed - 2 * key_len;  // >= kPasskeyMinFiller (above)
-  if (static_cast<int64_t>(filler.size()) < n_filler) {
-    Fail("passkey: {} filler tokens given, expected at least {} (ctx {})", filler.size(), n_filler,
-         ctx);
+  // >= kPasskeyMinFiller (above)
+  const int64_t n_filler = ctx - pieces.fixed - pieces.key_copies * key_len;
+  const std::vector<int> fill = FillerTokens(pieces, filler, n_filler, ctx);
+  // k = round(depth F), halves rounded up (llround); with junk, the nearest repetition boundary.
+  int64_t split = std::llround(depth * static_cast<double>(n_filler));
+  if (!pieces.junk.empty()) {  // never past the last whole repetition
+    const int64_t unit = static_cast<int64_t>(pieces.junk.size());
+    split = std::min<int64_t>(std::llround(static_cast<double>(split) / static_cast<double>(unit)),
+                              n_filler / unit) *
+            unit;
   }
-  // k = round(depth F), halves rounded up (llround).
-  const int64_t split = std::llround(depth * static_cast<double>(n_filler));
   std::vector<int>& s = t.tokens;
   s.reserve(static_cast<size_t>(ctx + 1));
   s.push_back(bos);
-  s.insert(s.end(), filler.begin(), filler.begin() + split);
+  Append(s, pieces.prefix);
+  s.insert(s.end(), fill.begin(), fill.begin() + split);
   t.needle_start = static_cast<int64_t>(s.size());
   Append(s, pieces.needle_before);
   Append(s, key_tokens);
+  if (pieces.key_copies == 3) {
+    Append(s, pieces.needle_middle);
+    Append(s, key_tokens);
+  }
   Append(s, pieces.needle_after);
-  s.insert(s.end(), filler.begin() + split, filler.begin() + n_filler);
+  s.insert(s.end(), fill.begin() + split, fill.end());
   t.question_start = static_cast<int64_t>(s.size());
   Append(s, pieces.question);
   // The answer: its tokens are targets of positions size-1 .. size+key_len-2.
@@ -111,6 +160,34 @@ PasskeyTrial MakePasskeyTrial(const PasskeyPieces& pieces, std::span<const int> 
   STRETCH_CHECK(static_cast<int64_t>(s.size()) == ctx + 1, "passkey trial of {} tokens, not {}",
                 s.size(), ctx + 1);
   return t;
+}
+
+PasskeyTrial MakePasskeyControl(const PasskeyPieces& pieces, std::span<const int> filler, int bos,
+                                int64_t ctx, const PasskeyTrial& trial) {
+  STRETCH_CHECK(static_cast<int64_t>(trial.tokens.size()) == ctx + 1 &&
+                !trial.key_positions.empty());
+  PasskeyTrial c;
+  c.key = trial.key;
+  c.depth = trial.depth;
+  c.needle_start = -1;
+  const int64_t key_len = static_cast<int64_t>(trial.key_positions.size());
+  const int64_t n_filler = ctx - static_cast<int64_t>(pieces.prefix.size()) -
+                           static_cast<int64_t>(pieces.question.size()) - key_len;
+  const std::vector<int> fill = FillerTokens(pieces, filler, n_filler, ctx);
+  std::vector<int>& s = c.tokens;
+  s.reserve(static_cast<size_t>(ctx + 1));
+  s.push_back(bos);
+  Append(s, pieces.prefix);
+  s.insert(s.end(), fill.begin(), fill.end());
+  c.question_start = static_cast<int64_t>(s.size());
+  STRETCH_CHECK(c.question_start == trial.question_start);
+  // The answer: the trial's own key tokens, at the same positions.
+  s.insert(s.end(), trial.tokens.end() - key_len - static_cast<int64_t>(pieces.question.size()),
+           trial.tokens.end());
+  c.key_positions = trial.key_positions;
+  STRETCH_CHECK(static_cast<int64_t>(s.size()) == ctx + 1, "passkey control of {} tokens, not {}",
+                s.size(), ctx + 1);
+  return c;
 }
 
 }  // namespace stretch

@@ -3,10 +3,21 @@
 // and YaRN evaluations). Built at the token level, so the key's positions are known exactly for
 // any tokenizer:
 //
-//   BOS  filler[0, k)  needle_before KEY needle_after  filler[k, F)  question KEY
+//   BOS  prefix  filler[0, k)  needle_before KEY [needle_middle KEY] needle_after  filler[k, F)
+//        question KEY
 //
 // with F filler tokens (cut so that the whole is exactly BOS + ctx tokens) and k = round(depth F):
-// depth 0 puts the needle right after BOS, depth 1 right before the question.
+// depth 0 puts the needle right after BOS (and the prefix), depth 1 right before the question.
+// The prefix and the second key are empty in the default format; llama.cpp's layout uses both.
+//
+// llama.cpp's layout (LlamaCppPasskeyFormat; the prompt of its examples/passkey/passkey.cpp, the
+// `llama-passkey` tool): a task sentence, then a junk text of five short sentences repeated, with
+// "The pass key is KEY. Remember it. KEY is the pass key." inserted before one repetition, then
+// "What is the pass key? The pass key is". Here the junk (PasskeyFormat::junk) replaces the
+// held-out filler: its repetitions are cut to F tokens and the needle goes at the repetition
+// boundary nearest k (as llama.cpp inserts it before its i_pos-th repetition). llama.cpp draws
+// the key in 1..50000 and reads the generated text; here the key has `digits` digits and its
+// tokens are scored, as in the default layout.
 //
 // Encoding. Each fixed text piece is encoded alone and the token pieces are concatenated. The key
 // is encoded digit by digit (each digit alone, its tokens concatenated), in the needle and in the
@@ -47,15 +58,26 @@ struct PasskeyFormat {
   std::string needle_before = " The key is ";
   std::string needle_after = ". ";
   std::string question = " What is the key? The key is ";
+  std::string prefix;         // after BOS, before the filler (llama.cpp: the task sentence)
+  std::string needle_middle;  // not empty: the needle holds the key twice, around this text
+  std::string junk;  // not empty: the filler is this text repeated (the trial's `filler` unused)
 };
+
+// llama.cpp's `llama-passkey` layout (examples/passkey/passkey.cpp: prompt_prefix, prompt_junk,
+// prompt_rand, prompt_suffix), with the spaces it puts between the pieces. llama.cpp's question
+// ends with "is" and the model generates " KEY"; here it ends with "is ", as the needle's "The
+// pass key is " does, so that the answer (digits encoded alone, above) is token for token the
+// needle's key.
+PasskeyFormat LlamaCppPasskeyFormat();
 
 // The format's pieces, encoded once.
 struct PasskeyPieces {
   int digits = 0;
-  std::vector<int> needle_before, needle_after, question;
+  std::vector<int> needle_before, needle_after, question, prefix, needle_middle, junk;
+  int key_copies = 2;  // the key's occurrences in a trial: the needle's (1 or 2) and the answer
   std::array<std::vector<int>, 10> digit;  // the tokens of each digit '0'..'9', encoded alone
-  int64_t fixed = 0;                       // tokens of needle_before + needle_after + question
-  int64_t longest_key = 0;                 // tokens of the longest key (digits x the longest digit)
+  int64_t fixed = 0;  // tokens of prefix + needle_before + needle_middle + needle_after + question
+  int64_t longest_key = 0;  // tokens of the longest key (digits x the longest digit)
 };
 
 // Encodes the pieces. Throws stretch::Error for digits outside 1..18, or a digit that encodes to
@@ -82,10 +104,17 @@ struct PasskeyTrial {
 };
 
 // One trial of ctx fed tokens: the key drawn from rng (first digit uniform in 1..9, the others in
-// 0..9, each UniformIndex-style without modulo bias), the filler the first F tokens of `filler`.
-// Throws stretch::Error as CheckPasskeyArgs, and for a filler shorter than the F tokens the trial
-// needs.
+// 0..9, each UniformIndex-style without modulo bias), the filler the first F tokens of `filler`
+// (of the junk repeated, when the format has one). Throws stretch::Error as CheckPasskeyArgs, and
+// for a filler shorter than the F tokens the trial needs.
 PasskeyTrial MakePasskeyTrial(const PasskeyPieces& pieces, std::span<const int> filler, int bos,
                               int64_t ctx, double depth, Rng& rng);
+
+// The trial's control: the same question and answer (the same key, at the same positions), but no
+// needle: its tokens are replaced by more filler (the first ctx - |prefix| - |question| - |key|
+// tokens of `filler`, or of the junk repeated), so the key occurs nowhere before the answer and
+// a model can only guess it. needle_start is -1. Throws stretch::Error for a filler too short.
+PasskeyTrial MakePasskeyControl(const PasskeyPieces& pieces, std::span<const int> filler, int bos,
+                                int64_t ctx, const PasskeyTrial& trial);
 
 }  // namespace stretch

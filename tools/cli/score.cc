@@ -15,6 +15,7 @@
 #include "src/io/output_file.h"
 #include "src/io/text.h"
 #include "tools/cli/common.h"
+#include "tools/cli/score_protocol.h"
 
 namespace stretch::cli {
 namespace {
@@ -30,6 +31,7 @@ struct ScoreArgs {
   std::string json_out;
   std::string per_token;
   CLI::Option* bucket_option = nullptr;  // --bucket, to tell whether it was given
+  ProtocolArgs protocols;                // --protocol and its flags
 };
 
 std::string InputName(const ScoreArgs& args) { return args.data.empty() ? args.tokens : args.data; }
@@ -101,6 +103,27 @@ std::string CsvQuote(const std::string& s) {
 }
 
 void RunScore(const ScoreArgs& args) {
+  if (!args.protocols.specs.empty()) {
+    // The protocols build their own sequences from the text: the stream flags do not apply.
+    if (!args.tokens.empty()) Fail("--protocol builds its sequences from --data, not --tokens");
+    if (args.options.tail > 0) Fail("--tail is a protocol of its own: give it without --protocol");
+    if (args.options.stride != 0) Fail("--stride applies to text windows, not to --protocol");
+    if (!args.per_token.empty()) Fail("--per-token is not written with --protocol");
+    if (args.options.max_windows != 0) {
+      Fail("--windows applies to text windows; with --protocol give --trials");
+    }
+    ProtocolRunArgs run;
+    run.model = args.model;
+    run.method = args.method;
+    run.data = args.data;
+    run.contexts = args.contexts;
+    run.protocols = args.protocols;
+    run.json = args.json;
+    run.json_out = args.json_out;
+    run.progress = args.options.progress;
+    RunScoreProtocols(run);
+    return;
+  }
   if (args.data.empty() == args.tokens.empty()) {
     Fail("give exactly one of --data (text) or --tokens (token ids); found {}",
          args.data.empty() ? "neither" : "both");
@@ -288,7 +311,8 @@ void RegisterScore(CLI::App& app) {
           "tokenizer and its attention layout, which run exactly as trained. " +
           std::string(kTrainedLayoutMethodRule) +
           "\nExample: stretch score -m runs/rope --data ../shared/data/gutenberg --methods "
-          "direct,yarn,rerope:window=64 --ctx 128,512,2048");
+          "direct,yarn,rerope:window=64 --ctx 128,512,2048\n" +
+          ProtocolHelpText());
   AddModelOptions(sub, args->model, /*tokenizer_needed=*/false);
   AddMethodOptions(sub, args->method, /*several=*/true);
   sub->add_option("--data", args->data, "Text file, or a directory of *.txt files, to score");
@@ -335,6 +359,7 @@ void RegisterScore(CLI::App& app) {
                   "Write one CSV row per scored token (window, position, target, loss, correct; "
                   "with several cells, method and ctx first) to compare with another engine "
                   "token by token (- for standard output, where the table is then not printed)");
+  AddProtocolOptions(sub, args->protocols);
   sub->add_flag("--no-progress{false}", args->options.progress,
                 "No progress lines on stderr (one per (method, length) cell: windows done and "
                 "time left)");
