@@ -256,7 +256,11 @@ void MarkBest(ReportTable& t, bool higher_is_better) {
         "the cells whose 95% intervals overlap the best's, tied with it and not ranked among "
         "themselves. Not-informative cells are never ranked.";
   }
-  if (!unranked.empty()) {
+  if (!unranked.empty() && !ranked_any) {
+    note =
+        "Nothing is marked best: some cells carry no 95% interval (records of an older build), "
+        "and a difference inside the noise cannot be told from a real one.";
+  } else if (!unranked.empty()) {
     std::string cols;
     for (const std::string& c : unranked) cols += (cols.empty() ? "" : ", ") + c;
     note += fmt::format(
