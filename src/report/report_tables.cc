@@ -748,11 +748,10 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
       "Rows: model / method. Columns, as in the seeds' tables: non-repeat accuracy at the "
       "training length L, then at each longer context: non-repeat (genuine text), repeat at the "
       "longest period tested (a period longer than L is the test of keeping distant "
-      "information; period L is only a within-window control), far copy of {} from the longest "
-      "distance tested, passkey over all depths. Cells: next-token accuracy with its 95% "
-      "interval; retrieval cells also give their control (nothing to copy) and copy - control "
-      "in points.{}",
-      material,
+      "information; period L is only a within-window control){}, passkey over all depths. "
+      "Cells: next-token accuracy with its 95% interval where the records carry one; retrieval "
+      "cells also give their control (nothing to copy) and copy - control in points.{}",
+      far ? fmt::format(", far copy of {} from the longest distance tested", material) : "",
       far ? " Sees back: the farthest far-copy distance d such that at every distance tested up "
             "to d the copy accuracy stays within 10 points of its value at the shortest distance "
             "and its interval lies above its control's (\"none\": not even at the shortest)."
@@ -797,6 +796,7 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
            "ranked, and whether a method keeps distant information is not read from them.";
   }
   std::vector<std::string> out;
+  std::vector<std::string> unknown_models;  // models none of whose methods can be read
   std::vector<std::pair<std::string, std::string>> models;  // (corpus, model), in row order
   for (const ReportRowKey& r : s.rows) {
     if (std::find(models.begin(), models.end(), std::pair(r.corpus, r.model)) == models.end()) {
@@ -938,16 +938,28 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
           "L's.",
           JoinNames(neither), neither.size() == 1 ? "does" : "do");
     }
-    if (!unknown.empty()) {
+    if (!unknown.empty() && keep.empty() && avoid.empty() && neither.empty()) {
+      if (failed.empty() && gate == gates.end()) unknown_models.push_back(name);
+      if (failed.empty() && gate == gates.end()) continue;
+    } else if (!unknown.empty()) {
       text += fmt::format(
-          " For {}, the records hold no retrieval cell beyond the window with intervals and a "
+          " for {}, the records hold no retrieval cell beyond the window with intervals and a "
           "control that settles it: whether {} distant information is not known.",
           JoinNames(unknown), unknown.size() == 1 ? "it keeps" : "they keep");
     }
     out.push_back(text);
   }
+  if (!unknown_models.empty()) {
+    out.push_back(fmt::format(
+        "For {} {}, the records hold no retrieval cell beyond the window with intervals and a "
+        "control (far copy, or repeat with a period longer than L; records of builds before "
+        "them have none): whether {} distant information cannot be read from them.",
+        unknown_models.size() == models.size() ? "every model" : "model",
+        unknown_models.size() == models.size() ? std::string("here") : JoinNames(unknown_models),
+        "a method keeps"));
+  }
   // Ties over the whole table: every ranked column one tied group.
-  bool ranked = false, all_tied = true;
+  bool ranked = false, all_tied = true, unranked = false;
   for (size_t j = 0; j < s.columns.size(); ++j) {
     bool marked = false, unmarked = false;
     for (size_t i = 0; i < s.rows.size(); ++i) {
@@ -958,11 +970,19 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
     }
     if (marked) ranked = true;
     if (marked && unmarked) all_tied = false;
+    const ReportCellFormat f = s.FormatOf(j);
+    if (!marked && unmarked && f != ReportCellFormat::kText && f != ReportCellFormat::kTokens) {
+      unranked = true;  // MarkBest left it: some cell without an interval
+    }
   }
-  if (ranked && all_tied) {
+  if (ranked && all_tied && !unranked) {
     out.push_back(
         "Every column is a tie: in each, every cell's 95% interval overlaps the best's, so these "
         "records rank no method above another.");
+  } else if (ranked && all_tied) {
+    out.push_back(
+        "Every column that carries intervals is a tie (every cell's 95% interval overlaps the "
+        "best's); the others carry none and are not ranked.");
   }
   std::string paragraph;
   for (const std::string& t : out) paragraph += (paragraph.empty() ? "" : " ") + t;
