@@ -139,11 +139,22 @@ TEST_F(ReportCliTest, EveryPlotRendersInChromium) {
     GTEST_SKIP() << "no chromium found (/usr/bin/chromium): install the Debian package "
                     "`chromium` (scripts/setup.sh all does) to run this test";
   }
+  // Every kind of plot: the sample records, and the retrieval lab's (far copy, repeat periods,
+  // a model that failed the gate).
   const std::string records = SampleFile("results.jsonl");
+  const std::string retrieval = Path("retrieval.jsonl");
+  {
+    LabRecordWriter writer(retrieval);
+    const testing::RetrievalLab lab = testing::SampleRetrievalLab();
+    for (const LabGate& g : lab.gates) writer.Append(g);
+    for (const LabRecord& r : lab.records) writer.Append(r);
+  }
   const std::string out = Path("out");
-  const auto r = RunCli("report " + Quote(records) + " --out " + Quote(out));
+  const auto r =
+      RunCli("report " + Quote(records) + " " + Quote(retrieval) + " --out " + Quote(out));
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::vector<std::string> svgs = SvgFiles(out);
+  EXPECT_TRUE(std::find(svgs.begin(), svgs.end(), "far_copy_copier_text") != svgs.end());
   ASSERT_FALSE(svgs.empty());
 
   // The page holds no script (test scaffolding has no place in it): the check goes into a copy,
