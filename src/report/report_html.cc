@@ -473,6 +473,18 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
   std::vector<LabRecord> rs = records.records;
   Report report;
   report.notes = SeparateModels(rs);
+  // A gate names its model by label and id; where SeparateModels gave the label's records a label
+  // of their own, the gate follows its model's records (by id), so that its line and the
+  // reading match the rows.
+  std::vector<LabGate> gates = records.gates;
+  for (LabGate& g : gates) {
+    for (const LabRecord& r : rs) {
+      if (r.corpus == g.corpus && !g.model_id.empty() && r.model_id == g.model_id) {
+        g.model = r.model;
+        break;
+      }
+    }
+  }
   if (!records.torn_lines.empty()) {
     std::string where;
     for (const std::string& t : records.torn_lines) where += (where.empty() ? "" : ", ") + t;
@@ -483,9 +495,9 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
   const bool corpora = SeveralCorpora(rs);
 
   const ReportTable summary = SummaryTable(rs);
-  const std::string reading = SummaryReading(summary, rs, records.gates);
+  const std::string reading = SummaryReading(summary, rs, gates);
   std::vector<ReportTable> tables;
-  if (!records.gates.empty()) tables.push_back(GateTable(records.gates, corpora));
+  if (!gates.empty()) tables.push_back(GateTable(gates, corpora));
   for (ReportTable& t : FarCopyTables(rs)) tables.push_back(std::move(t));
   tables.push_back(RepeatPeriodTable(rs));
   tables.push_back(PasskeyTable(rs));

@@ -334,5 +334,30 @@ TEST(ReportReadingTest, PlotsFitThePageAndNoHeatMapIsAllZero) {
   EXPECT_FALSE(Has(html, "<script"));
 }
 
+// Two labs merged, each with a model labelled "forgetter": SeparateModels gives each its own label,
+// and the gate follows its model (by id), so that the gate table and the reading name the row.
+TEST(ReportReadingTest, GatesFollowTheirModelsNewLabel) {
+  const auto lab = SampleRetrievalLab();
+  LabRecordFile file;
+  file.records = lab.records;
+  file.gates = lab.gates;
+  for (LabRecord& r : file.records) {
+    if (r.model == "forgetter") r.model_id = "bbbbbbbb00000000";
+    r.key = LabRecordKey(r);
+  }
+  file.gates[1].model_id = "bbbbbbbb00000000";
+  LabRecord other = SampleCell("forgetter", "direct", "nonrepeat", 128, 0.5);
+  other.model_id = "cccccccc00000000";
+  other.key = LabRecordKey(other);
+  file.records.push_back(other);
+  const Report report = BuildReport(file, {"a.jsonl", "b.jsonl"});
+  const std::string& md = report.files[0].content;
+  EXPECT_TRUE(Has(md, "| forgetter [bbbbbbbb] | 128 | 6.0% (3.0-9.0)")) << md;
+  EXPECT_TRUE(Has(report.summary_reading,
+                  "Model forgetter [bbbbbbbb] at 1024 tokens (8x its "
+                  "training length): it failed the copy gate"))
+      << report.summary_reading;
+}
+
 }  // namespace
 }  // namespace stretch
