@@ -700,6 +700,8 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
   }
   const bool far = std::any_of(records.begin(), records.end(),
                                [](const LabRecord& r) { return r.protocol == "far-copy"; });
+  const bool any_passkey = std::any_of(records.begin(), records.end(),
+                                       [](const LabRecord& r) { return r.protocol == "passkey"; });
   if (far) {
     t.columns.push_back(fmt::format("sees back (tokens, far copy of {})", material));
     t.column_info.push_back({"sees-back", 0, 0});
@@ -748,10 +750,11 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
       "Rows: model / method. Columns, as in the seeds' tables: non-repeat accuracy at the "
       "training length L, then at each longer context: non-repeat (genuine text), repeat at the "
       "longest period tested (a period longer than L is the test of keeping distant "
-      "information; period L is only a within-window control){}, passkey over all depths. "
-      "Cells: next-token accuracy with its 95% interval where the records carry one; retrieval "
-      "cells also give their control (nothing to copy) and copy - control in points.{}",
+      "information; period L is only a within-window control){}{}. Cells: next-token accuracy "
+      "with its 95% interval where the records carry one; retrieval cells also give their "
+      "control (nothing to copy) and copy - control in points.{}",
       far ? fmt::format(", far copy of {} from the longest distance tested", material) : "",
+      any_passkey ? ", passkey over all depths" : "",
       far ? " Sees back: the farthest far-copy distance d such that at every distance tested up "
             "to d the copy accuracy stays within 10 points of its value at the shortest distance "
             "and its interval lies above its control's (\"none\": not even at the shortest)."
