@@ -838,6 +838,7 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
       if (s.column_info[j].ctx == ctx && s.column_info[j].protocol == "nonrepeat") nonrepeat = j;
     }
     std::vector<std::string> keep, avoid, neither, unknown;
+    std::vector<std::string> gate_stable, gate_fall;  // a failed gate: non-repeat only
     std::vector<size_t> keep_rows;
     std::string failed;
     for (const size_t i : rows) {
@@ -848,15 +849,16 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
       }
       const auto ni = std::find_if(evidence.begin(), evidence.end(),
                                    [](const ReportCell* c) { return !c->informative; });
-      if (ni != evidence.end()) {
-        failed = (*ni)->not_informative;
-        continue;
-      }
       const ReportCell& at_l = s.cells[i][0];
       const bool stable = nonrepeat < s.columns.size() && s.cells[i][nonrepeat].present &&
                           at_l.present &&
                           (s.cells[i][nonrepeat].value >= at_l.value - 0.05 ||
                            s.cells[i][nonrepeat].ci.Overlaps(at_l.ci));
+      if (ni != evidence.end()) {
+        failed = (*ni)->not_informative;
+        (stable ? gate_stable : gate_fall).push_back(method);
+        continue;
+      }
       const bool keeps = std::any_of(evidence.begin(), evidence.end(),
                                      [](const ReportCell* c) { return Above(*c); });
       const bool at_control =
@@ -884,6 +886,16 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
           "information from forgetting it, and none of its methods is read either way on "
           "retrieval.",
           gate != gates.end() ? gate->reason : failed);
+      if (!gate_stable.empty()) {
+        text += fmt::format(
+            " On genuine text, {} {} within 5 points of L's accuracy (or within "
+            "its interval).",
+            JoinNames(gate_stable), gate_stable.size() == 1 ? "stays" : "stay");
+      }
+      if (!gate_fall.empty()) {
+        text += fmt::format(" On genuine text, {} {} more than 5 points below L's accuracy.",
+                            JoinNames(gate_fall), gate_fall.size() == 1 ? "falls" : "fall");
+      }
     }
     if (!keep.empty()) {
       // Compare the keepers on the first retrieval column where each has a ranked difference.

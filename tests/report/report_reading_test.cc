@@ -214,6 +214,8 @@ TEST(ReportReadingTest, SummaryReadsWhichMethodsKeepDistantInformation) {
                   "Model forgetter at 1024 tokens (8x its training length): it failed "
                   "the copy gate (copy - control = 3 points < 20 at L)"))
       << reading;
+  EXPECT_TRUE(Has(reading, "On genuine text, yarn and window stay within 5 points of L's"))
+      << reading;
   EXPECT_FALSE(Has(reading, "keeps the most")) << reading;
   EXPECT_FALSE(Has(reading, "Every column is a tie")) << reading;
   // The forgetter's yarn copies as well as the copier's, but its cells are not informative:
