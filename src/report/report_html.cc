@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "src/core/error.h"
@@ -23,13 +24,23 @@ struct Plot {
 // What each protocol is, in one line each, for readers who never read the papers.
 constexpr std::string_view kGlossary[] = {
     "non-repeat: genuine text cut into windows of the context length, every position scored.",
-    "repeat: a sample as long as the training length, repeated until it fills the context: the "
-    "model can copy from earlier in the window, so failing here shows it cannot use positions "
-    "beyond training at all.",
-    "tail: the same last K tokens of each sample scored with more and more context before them.",
+    "repeat: a sample of P tokens repeated until it fills the context. With P = L, the training "
+    "length, the source of every copy is within a window of L: a within-window control. With P "
+    "longer than every window a method uses, only a model that keeps distant information can "
+    "copy: the test.",
+    "far copy: a span early in the context and the same span again at the end, d tokens later; "
+    "only the copy is scored, against a control whose last span appears nowhere before it.",
     "passkey: a number hidden in filler text at some depth (0 = start, 1 = end), asked for at "
-    "the end.",
+    "the end; a trial counts when every digit is read back.",
+    "tail: the same last K tokens of each sample scored with more and more context before them.",
     "sliding: sliding-window perplexity, each token scored once with a long context before it.",
+    "Intervals: 95%, in brackets after each number where the records carry them (a Wilson "
+    "interval for passkey, a bootstrap over sequences otherwise). Two cells whose intervals "
+    "overlap are tied: neither is ranked above the other. Numbers without brackets come from "
+    "records of an older build, whose interval is not known.",
+    "The copy gate: each model is measured at L on far copy and passkey before anything beyond "
+    "L is read; a model that fails cannot show whether a method keeps distant information, and "
+    "its retrieval cells are marked not informative (footnotes, grey).",
 };
 
 std::vector<std::string> Unique(std::vector<std::string> v) {
@@ -93,33 +104,186 @@ std::vector<Plot> LossByPositionPlots(const std::vector<LabRecord>& records, boo
   return plots;
 }
 
-std::vector<Plot> RepeatPlots(const ReportTable& accuracy) {
-  std::vector<Plot> plots;
-  // Columns: L, then (repeat C, non-repeat C) per longer context, ascending.
-  for (size_t j = 1; j + 1 < accuracy.columns.size(); j += 2) {
-    const std::string& header = accuracy.columns[j];  // "repeat 1024 (8x)"
-    const std::string ctx = header.substr(7);
-    BarPlotSpec spec;
-    spec.name = "repeat_vs_nonrepeat_" + SanitizeFileName(ctx.substr(0, ctx.find(' ')));
-    spec.title = fmt::format("Accuracy at context {}: repeat vs non-repeat", ctx);
-    spec.y_label = "next-token accuracy (share right)";
-    spec.series = {"repeat (sample repeated)", "non-repeat (genuine text)"};
-    spec.values.assign(2, {});
-    for (size_t i = 0; i < accuracy.rows.size(); ++i) {
-      const ReportCell& rep = accuracy.cells[i][j];
-      const ReportCell& non = accuracy.cells[i][j + 1];
-      if (!rep.present && !non.present) continue;
-      spec.categories.push_back(RowLabel(accuracy, accuracy.rows[i]));
-      spec.values[0].push_back(rep.present ? rep.value : -1);
-      spec.values[1].push_back(non.present ? non.value : -1);
+std::string ModelLabel(const std::string& corpus, const std::string& model, bool corpora) {
+  return corpora ? corpus + " / " + model : model;
+}
+
+std::string ModelStem(const std::string& corpus, const std::string& model, bool corpora) {
+  return (corpora ? SanitizeFileName(corpus) + "_" : std::string()) + SanitizeFileName(model);
+}
+
+// (corpus, model) pairs in the order first read.
+std::vector<std::pair<std::string, std::string>> Models(const std::vector<LabRecord>& records) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const LabRecord& r : records) {
+    if (std::find(out.begin(), out.end(), std::pair(r.corpus, r.model)) == out.end()) {
+      out.push_back({r.corpus, r.model});
     }
-    plots.push_back(
-        {spec.name,
-         fmt::format("Next-token accuracy at context {} (0 to 1, higher is better), per model / "
-                     "method: repeat (a training-length sample repeated, so the answer is in "
-                     "view) next to non-repeat (genuine text).",
-                     ctx),
-         BarPlotSvg(spec)});
+  }
+  return out;
+}
+
+// One bar plot per longer context and model: non-repeat, repeat within the window (period L),
+// and repeat at the longest period beyond it where there is one, per method, with error bars.
+// One plot per model keeps each at a readable height (the bars run across the page, so the width
+// is fixed whatever the number of methods).
+std::vector<Plot> RepeatPlots(const std::vector<LabRecord>& records, bool corpora) {
+  std::vector<Plot> plots;
+  std::set<int64_t> contexts;
+  for (const LabRecord& r : records) {
+    if ((r.protocol == "repeat" || r.protocol == "nonrepeat") && r.tail == 0 && r.stride == 0 &&
+        r.ctx > r.train_len) {
+      contexts.insert(r.ctx);
+    }
+  }
+  for (const int64_t ctx : contexts) {
+    for (const auto& [corpus, model] : Models(records)) {
+      auto at = [&](const LabRecord& r) {
+        return r.corpus == corpus && r.model == model && r.ctx == ctx && r.tail == 0 &&
+               r.stride == 0;
+      };
+      int64_t train_len = 0, period = 0;
+      for (const LabRecord& r : records) {
+        if (!at(r) || (r.protocol != "repeat" && r.protocol != "nonrepeat")) continue;
+        train_len = r.train_len;
+        if (r.protocol == "repeat" && RepeatPeriod(r) > r.train_len) {
+          period = std::max(period, RepeatPeriod(r));
+        }
+      }
+      if (train_len == 0) continue;
+      BarPlotSpec spec;
+      spec.name = fmt::format("repeat_vs_nonrepeat_{}_{}", ctx, ModelStem(corpus, model, corpora));
+      spec.title = fmt::format("Model {}, context {}: repeat vs non-repeat",
+                               ModelLabel(corpus, model, corpora), ctx);
+      spec.y_label = "next-token accuracy (share right; bars: 95% interval)";
+      spec.series = {"non-repeat (genuine text)",
+                     fmt::format("repeat, period {} (L: within window)", train_len)};
+      if (period > 0) spec.series.push_back(fmt::format("repeat, period {}", period));
+      const size_t ns = spec.series.size();
+      spec.values.assign(ns, {});
+      spec.lo.assign(ns, {});
+      spec.hi.assign(ns, {});
+      std::vector<std::string> reasons;
+      for (const ReportRowKey& row : ReportRows(records)) {
+        if (row.corpus != corpus || row.model != model) continue;
+        std::vector<const LabRecord*> cell(ns, nullptr);
+        for (const LabRecord& r : records) {
+          if (!at(r) || r.method != row.method) continue;
+          size_t k = ns;
+          if (r.protocol == "nonrepeat") k = 0;
+          if (r.protocol == "repeat" && RepeatPeriod(r) == r.train_len) k = 1;
+          if (r.protocol == "repeat" && period > 0 && RepeatPeriod(r) == period) k = 2;
+          if (k < ns && cell[k] == nullptr) cell[k] = &r;
+        }
+        if (std::all_of(cell.begin(), cell.end(), [](const LabRecord* r) { return !r; })) continue;
+        spec.categories.push_back(row.method);
+        bool grey = false;
+        for (size_t k = 0; k < ns; ++k) {
+          const LabRecord* r = cell[k];
+          spec.values[k].push_back(r ? r->accuracy : -1);
+          const bool known = r && r->accuracy_ci.known;
+          spec.lo[k].push_back(known ? r->accuracy_ci.lo : 1);
+          spec.hi[k].push_back(known ? r->accuracy_ci.hi : 0);
+          if (r && !r->informative) {
+            grey = true;
+            if (std::find(reasons.begin(), reasons.end(), r->not_informative) == reasons.end()) {
+              reasons.push_back(r->not_informative);
+            }
+          }
+        }
+        spec.greyed.push_back(grey);
+      }
+      if (spec.categories.empty()) continue;
+      for (const std::string& why : reasons) {
+        spec.footnotes.push_back("* grey: not informative (the model failed the copy gate): " +
+                                 why);
+      }
+      plots.push_back(
+          {spec.name,
+           fmt::format(
+               "Model {}, next-token accuracy at context {} (0 to 1, higher is better), per "
+               "method: genuine text; a {}-token sample repeated (its source always within "
+               "a window of L: a control){}. Error bars: 95% intervals, where the records "
+               "carry them.",
+               ModelLabel(corpus, model, corpora), ctx, train_len,
+               period > 0 ? fmt::format("; a {}-token sample repeated (the test of keeping "
+                                        "information from beyond the window)",
+                                        period)
+                          : std::string()),
+           BarPlotSvg(spec)});
+    }
+  }
+  return plots;
+}
+
+// Far copy accuracy by distance, per model and material: a line per method with error bars, its
+// control (nothing to copy) dashed in the same colour. A distance tested at several contexts is
+// drawn at the longest.
+std::vector<Plot> FarCopyPlots(const std::vector<LabRecord>& records, bool corpora) {
+  std::vector<Plot> plots;
+  for (const auto& [corpus, model] : Models(records)) {
+    for (const std::string material : {"text", "random"}) {
+      auto keep = [&](const LabRecord& r) {
+        return r.protocol == "far-copy" && r.corpus == corpus && r.model == model &&
+               (r.material.empty() ? std::string("text") : r.material) == material;
+      };
+      if (std::none_of(records.begin(), records.end(), keep)) continue;
+      LinePlotSpec spec;
+      spec.name = fmt::format("far_copy_{}_{}", ModelStem(corpus, model, corpora), material);
+      spec.title = fmt::format("Far copy by distance: model {}, {}",
+                               ModelLabel(corpus, model, corpora), material);
+      spec.x_label = "distance from the span to its copy (tokens, log2 scale)";
+      spec.y_label = "copy accuracy (share right)";
+      spec.x_log2 = true;
+      spec.markers = true;
+      spec.legend_extra = "control (nothing to copy)";
+      std::string reason;
+      int colour = 0;
+      for (const ReportRowKey& row : ReportRows(records)) {
+        if (row.corpus != corpus || row.model != model) continue;
+        std::map<int64_t, const LabRecord*> at;
+        for (const LabRecord& r : records) {
+          if (!keep(r) || r.method != row.method) continue;
+          const LabRecord*& x = at[r.distance];
+          if (x == nullptr || r.ctx > x->ctx) x = &r;
+        }
+        if (at.empty()) continue;
+        PlotSeries copy, control;
+        copy.label = row.method;
+        copy.colour = control.colour = colour++;
+        control.label = row.method + " (control)";
+        control.dashed = true;
+        control.in_legend = false;
+        for (const auto& [d, r] : at) {
+          copy.xs.push_back(static_cast<double>(d));
+          copy.ys.push_back(r->accuracy);
+          copy.lo.push_back(r->accuracy_ci.known ? r->accuracy_ci.lo : 1);
+          copy.hi.push_back(r->accuracy_ci.known ? r->accuracy_ci.hi : 0);
+          if (!r->informative) reason = r->not_informative;
+          if (r->has_control) {
+            control.xs.push_back(static_cast<double>(d));
+            control.ys.push_back(r->control_accuracy);
+          }
+        }
+        copy.greyed = control.greyed = !reason.empty();
+        spec.series.push_back(std::move(copy));
+        if (!control.xs.empty()) spec.series.push_back(std::move(control));
+      }
+      if (!reason.empty()) {
+        spec.note = "grey: not informative (the model failed the copy gate): " + reason;
+      }
+      plots.push_back(
+          {spec.name,
+           fmt::format("Model {}: accuracy on a copied span of {} by the distance back to its "
+                       "source (log2 axis), one line per method with 95% error bars; dashed, in "
+                       "the same colour: the control, where there is nothing to copy. A method "
+                       "that keeps distant information stays above its control as the distance "
+                       "grows.{}",
+                       ModelLabel(corpus, model, corpora),
+                       material == "random" ? "random characters" : "text",
+                       reason.empty() ? std::string() : " Greyed: " + spec.note + "."),
+           LinePlotSvg(spec)});
+    }
   }
   return plots;
 }
@@ -145,21 +309,26 @@ std::vector<Plot> TailPlots(const std::vector<LabRecord>& records, bool corpora)
     spec.x_log2 = true;
     spec.markers = true;
     std::vector<std::string> labels;
-    std::map<std::string, std::vector<std::pair<double, double>>> points;
+    // label -> (C, loss, interval)
+    std::map<std::string, std::vector<std::tuple<double, double, LabInterval>>> points;
     for (const LabRecord& r : records) {
       if (r.protocol != "tail" || r.model != model) continue;
       std::string label = r.method;
       if (tails.size() > 1) label += fmt::format(", K={}", r.tail);
       if (corpora) label += fmt::format(" ({})", r.corpus);
       labels.push_back(label);
-      points[label].push_back({static_cast<double>(r.ctx), r.loss});
+      points[label].push_back({static_cast<double>(r.ctx), r.loss, r.loss_ci});
     }
     for (const std::string& label : Unique(labels)) {
-      std::vector<std::pair<double, double>>& p = points[label];
-      std::sort(p.begin(), p.end());
+      auto& p = points[label];
+      std::sort(p.begin(), p.end(),
+                [](const auto& a, const auto& b) { return std::get<0>(a) < std::get<0>(b); });
       PlotSeries s;
       s.label = label;
-      for (const auto& [x, y] : p) s.xs.push_back(x), s.ys.push_back(y);
+      for (const auto& [x, y, ci] : p) {
+        s.xs.push_back(x), s.ys.push_back(y);
+        s.lo.push_back(ci.known ? ci.lo : 1), s.hi.push_back(ci.known ? ci.hi : 0);
+      }
       spec.series.push_back(std::move(s));
     }
     plots.push_back({spec.name,
@@ -173,49 +342,72 @@ std::vector<Plot> TailPlots(const std::vector<LabRecord>& records, bool corpora)
   return plots;
 }
 
-std::vector<Plot> PasskeyPlots(const std::vector<LabRecord>& records, bool corpora) {
+struct PasskeyPlotSet {
   std::vector<Plot> plots;
+  // Rows whose every cell is 0: one line each instead of a heat map ("rope / direct: 2 lengths x
+  // 3 depths, 60 trials").
+  std::vector<std::string> all_zero;
+};
+
+PasskeyPlotSet PasskeyPlots(const std::vector<LabRecord>& records, bool corpora) {
+  PasskeyPlotSet out;
   for (const ReportRowKey& row : ReportRows(records)) {
+    auto keep = [&](const LabRecord& r) {
+      return r.protocol == "passkey" && r.corpus == row.corpus && r.model == row.model &&
+             r.method == row.method;
+    };
     std::set<int64_t> contexts;
-    std::set<double> depths;
+    std::set<std::pair<std::string, double>> depths;  // (layout, depth)
+    bool all_zero = true;
+    int64_t trials = 0;
+    std::string reason;
     for (const LabRecord& r : records) {
-      if (r.protocol != "passkey" || r.corpus != row.corpus || r.model != row.model ||
-          r.method != row.method) {
-        continue;
-      }
+      if (!keep(r)) continue;
       contexts.insert(r.ctx);
-      depths.insert(r.depth);
+      depths.insert({r.layout, r.depth});
+      all_zero = all_zero && r.accuracy == 0;
+      trials += r.sequences;
+      if (!r.informative) reason = r.not_informative;
     }
     if (contexts.empty()) continue;
-    HeatMapSpec spec;
-    spec.name = "passkey_" + (corpora ? SanitizeFileName(row.corpus) + "_" : std::string()) +
-                SanitizeFileName(row.model) + "_" + SanitizeFileName(row.method);
     const std::string label = corpora
                                   ? fmt::format("{} / {} / {}", row.corpus, row.model, row.method)
                                   : fmt::format("{} / {}", row.model, row.method);
+    if (all_zero) {
+      out.all_zero.push_back(
+          fmt::format("{}: {} length{} x {} depth{}, {} trials{}", label, contexts.size(),
+                      contexts.size() == 1 ? "" : "s", depths.size(), depths.size() == 1 ? "" : "s",
+                      trials, reason.empty() ? "" : " (not informative: " + reason + ")"));
+      continue;
+    }
+    HeatMapSpec spec;
+    spec.name = "passkey_" + (corpora ? SanitizeFileName(row.corpus) + "_" : std::string()) +
+                SanitizeFileName(row.model) + "_" + SanitizeFileName(row.method);
     spec.title = fmt::format("Passkey retrieval: {}", label);
     spec.x_label = "input length (tokens)";
     spec.y_label = "depth of the key (0 start, 1 end)";
     spec.scale_label = "accuracy";
+    if (!reason.empty()) {
+      spec.note = "not informative (the model failed the copy gate): " + reason;
+    }
     for (const int64_t c : contexts) spec.columns.push_back(fmt::format("{}", c));
-    for (const double d : depths) spec.rows.push_back(FormatNumber(d, 2));
+    for (const auto& [layout, d] : depths) {
+      spec.rows.push_back(FormatNumber(d, 2) + (layout.empty() ? "" : " (" + layout + ")"));
+    }
     spec.values.assign(depths.size(), std::vector<double>(contexts.size(), -1));
     for (const LabRecord& r : records) {
-      if (r.protocol != "passkey" || r.corpus != row.corpus || r.model != row.model ||
-          r.method != row.method) {
-        continue;
-      }
-      const auto i = std::distance(depths.begin(), depths.find(r.depth));
+      if (!keep(r)) continue;
+      const auto i = std::distance(depths.begin(), depths.find({r.layout, r.depth}));
       const auto j = std::distance(contexts.begin(), contexts.find(r.ctx));
       spec.values[i][j] = r.accuracy;
     }
-    plots.push_back({spec.name,
-                     fmt::format("{}: share of trials (0 to 1) in which the number hidden at "
-                                 "each depth was read back right, by input length.",
-                                 label),
-                     HeatMapSvg(spec)});
+    out.plots.push_back({spec.name,
+                         fmt::format("{}: share of trials (0 to 1) in which the number hidden at "
+                                     "each depth was read back right, by input length.{}",
+                                     label, reason.empty() ? "" : " " + spec.note + "."),
+                         HeatMapSvg(spec)});
   }
-  return plots;
+  return out;
 }
 
 // Gives each plot a file name no other plot has ("-2", "-3", ... appended), rewriting the
@@ -238,36 +430,19 @@ void MakeNamesUnique(std::vector<Plot>& plots) {
 
 constexpr std::string_view kStyle =
     R"(body { font-family: sans-serif; margin: 2em; color: #222; max-width: 1200px; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; display: block; overflow-x: auto; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; }
 td { text-align: right; font-variant-numeric: tabular-nums; }
+td.ni { color: #999; background: #f4f4f4; }
+td.best, td.tied { background: #eef6ee; }
+.tie { font-size: 0.8em; color: #555; }
+p.footnote, p.ranking { font-size: 0.9em; color: #444; }
 thead th { background: #f0f0f0; }
 tbody th { text-align: left; font-weight: normal; }
 figure { margin: 1.5em 0; }
+svg.plot { max-width: 100%; height: auto; }
 figcaption { max-width: 60em; font-size: 0.9em; color: #444; }
 pre { background: #f6f6f6; padding: 0.5em; }
-)";
-
-// On load: PLOT-OK / PLOT-EMPTY per svg.plot (its data marks have a nonzero bounding box), then
-// PLOTS n, into <pre id="render-check">.
-constexpr std::string_view kRenderCheck = R"(window.addEventListener('load', function () {
-  var plots = document.querySelectorAll('svg.plot');
-  var lines = [];
-  for (var i = 0; i < plots.length; i++) {
-    var svg = plots[i], ok = false;
-    try {
-      var all = svg.getBBox();
-      var data = svg.querySelector('g.data');
-      var box = data ? data.getBBox() : null;
-      ok = all.width > 0 && all.height > 0 && box !== null && (box.width > 0 || box.height > 0);
-    } catch (e) {
-      ok = false;
-    }
-    lines.push((ok ? 'PLOT-OK ' : 'PLOT-EMPTY ') + svg.getAttribute('data-plot'));
-  }
-  lines.push('PLOTS ' + plots.length);
-  document.getElementById('render-check').textContent = lines.join('\n');
-});
 )";
 
 std::string SourceLine(const LabRecordFile& records, const std::vector<std::string>& inputs) {
@@ -298,6 +473,18 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
   std::vector<LabRecord> rs = records.records;
   Report report;
   report.notes = SeparateModels(rs);
+  // A gate names its model by label and id; where SeparateModels gave the label's records a label
+  // of their own, the gate follows its model's records (by id), so that its line and the
+  // reading match the rows.
+  std::vector<LabGate> gates = records.gates;
+  for (LabGate& g : gates) {
+    for (const LabRecord& r : rs) {
+      if (r.corpus == g.corpus && !g.model_id.empty() && r.model_id == g.model_id) {
+        g.model = r.model;
+        break;
+      }
+    }
+  }
   if (!records.torn_lines.empty()) {
     std::string where;
     for (const std::string& t : records.torn_lines) where += (where.empty() ? "" : ", ") + t;
@@ -307,26 +494,79 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
   }
   const bool corpora = SeveralCorpora(rs);
 
-  std::vector<ReportTable> tables = {MainTable(rs, /*loss=*/false), MainTable(rs, /*loss=*/true),
-                                     TailTable(rs), PasskeyTable(rs), SlidingTable(rs)};
+  const ReportTable summary = SummaryTable(rs);
+  const std::string reading = SummaryReading(summary, rs, gates);
+  std::vector<ReportTable> tables;
+  if (!gates.empty()) tables.push_back(GateTable(gates, corpora));
+  for (ReportTable& t : FarCopyTables(rs)) tables.push_back(std::move(t));
+  tables.push_back(RepeatPeriodTable(rs));
+  tables.push_back(PasskeyTable(rs));
+  const size_t passkey_table = tables.size() - 1;
+  tables.push_back(MainTable(rs, /*loss=*/false));
+  const size_t accuracy_table = tables.size() - 1;
+  tables.push_back(MainTable(rs, /*loss=*/true));
+  tables.push_back(TailTable(rs));
+  tables.push_back(SlidingTable(rs));
+
   std::vector<Plot> plots = LossByPositionPlots(rs, corpora);
-  for (Plot& p : RepeatPlots(tables[0])) plots.push_back(std::move(p));
+  for (Plot& p : FarCopyPlots(rs, corpora)) plots.push_back(std::move(p));
+  for (Plot& p : RepeatPlots(rs, corpora)) plots.push_back(std::move(p));
   for (Plot& p : TailPlots(rs, corpora)) plots.push_back(std::move(p));
-  for (Plot& p : PasskeyPlots(rs, corpora)) plots.push_back(std::move(p));
+  PasskeyPlotSet passkey = PasskeyPlots(rs, corpora);
+  for (Plot& p : passkey.plots) plots.push_back(std::move(p));
   MakeNamesUnique(plots);
+  // Passkey rows with every cell 0 get one line here instead of a heat map of zeros.
+  std::string zero_note;
+  if (!passkey.all_zero.empty()) {
+    zero_note = "Passkey: every length and depth at 0% (no heat map drawn) for ";
+    for (size_t i = 0; i < passkey.all_zero.size(); ++i) {
+      zero_note += (i == 0 ? "" : "; ") + passkey.all_zero[i];
+    }
+    zero_note += ".";
+  }
 
   std::string md = "# stretch report\n\n" + SourceLine(records, inputs) + "\n\n";
   for (const std::string& n : report.notes) md += fmt::format("**Note:** {}\n\n", n);
-  for (const std::string_view g : kGlossary) md += fmt::format("- {}\n", g);
   std::string html = fmt::format(
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<title>stretch report</title>\n<style>\n{}</style>\n</head>\n<body>\n"
-      "<h1>stretch report: length extrapolation</h1>\n<p>{}</p>\n<ul>\n",
+      "<h1>stretch report: length extrapolation</h1>\n<p>{}</p>\n",
       kStyle, XmlEscape(SourceLine(records, inputs)));
-  for (const std::string_view g : kGlossary) html += fmt::format("<li>{}</li>\n", XmlEscape(g));
-  html += "</ul>\n";
   for (const std::string& n : report.notes) {
     html += fmt::format("<p><strong>Note:</strong> {}</p>\n", XmlEscape(n));
+  }
+  std::vector<ReportFile> csvs;
+  // The summary and its reading first, as a paper's results section opens.
+  if (!summary.empty()) {
+    const std::string table = TableMarkdown(summary);
+    md += table;
+    if (!reading.empty()) md += "\n**Reading.** " + reading + "\n";
+    html += TableHtml(summary);
+    if (!reading.empty()) {
+      html += fmt::format("<p class=\"reading\"><strong>Reading.</strong> {}</p>\n",
+                          XmlEscape(reading));
+    }
+    csvs.push_back({summary.name + ".csv", TableCsv(summary)});
+    report.accuracy_markdown = table + (reading.empty() ? "" : "\nReading. " + reading + "\n");
+  }
+  md += "\n## What the protocols are\n\n";
+  for (const std::string_view g : kGlossary) md += fmt::format("- {}\n", g);
+  html += "<h2>What the protocols are</h2>\n<ul>\n";
+  for (const std::string_view g : kGlossary) html += fmt::format("<li>{}</li>\n", XmlEscape(g));
+  html += "</ul>\n";
+  for (size_t i = 0; i < tables.size(); ++i) {
+    const ReportTable& t = tables[i];
+    if (t.empty()) continue;
+    md += "\n" + TableMarkdown(t);
+    html += TableHtml(t);
+    if (i == passkey_table && !zero_note.empty()) {
+      md += "\n" + zero_note + "\n";
+      html += fmt::format("<p class=\"note\">{}</p>\n", XmlEscape(zero_note));
+    }
+    csvs.push_back({t.name + ".csv", TableCsv(t)});
+  }
+  if (report.accuracy_markdown.empty() && !tables[accuracy_table].empty()) {
+    report.accuracy_markdown = TableMarkdown(tables[accuracy_table]);
   }
   // Where each model's rows come from: records of several labs or ranks merged into one report.
   md += "\n## Models and their records files\n\n";
@@ -339,14 +579,7 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
     html += fmt::format("<li>{}: {}</li>\n", XmlEscape(name), XmlEscape(files));
   }
   html += "</ul>\n";
-  std::vector<ReportFile> csvs;
-  for (const ReportTable& t : tables) {
-    if (t.empty()) continue;
-    md += "\n" + TableMarkdown(t);
-    html += TableHtml(t);
-    csvs.push_back({t.name + ".csv", TableCsv(t)});
-  }
-  if (!tables[0].empty()) report.accuracy_markdown = TableMarkdown(tables[0]);
+  report.summary_reading = reading;
   report.files.push_back({"tables.md", md});
   for (ReportFile& f : csvs) report.files.push_back(std::move(f));
 
@@ -357,10 +590,7 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
     report.files.push_back({p.name + ".svg", p.svg});
   }
   report.plots = static_cast<int64_t>(plots.size());
-  html += fmt::format(
-      "<h2>Render check</h2>\n<p>Filled in by the page's script: whether each plot drew.</p>\n"
-      "<pre id=\"render-check\">not run</pre>\n<script>\n{}</script>\n</body>\n</html>\n",
-      kRenderCheck);
+  html += "</body>\n</html>\n";
   report.files.push_back({"report.html", html});
   return report;
 }

@@ -1,13 +1,23 @@
 // `stretch report`: everything written from the lab's records, built in memory (the command
 // writes the files, each through AtomicFile): tables.md and one CSV per table, one SVG per plot,
-// and report.html, a self-contained page holding the tables and every plot inline.
+// and report.html, a self-contained page holding the tables and every plot inline. The page
+// reads like a paper's results section: the summary table (the seeds' layout, with the
+// retrieval columns) and a paragraph generated from its numbers first, then the copy gate, the
+// retrieval tables, the seeds' accuracy and loss tables, the others, and the plots. It holds no
+// script: the render check of tests/report/report_cli_test.cc injects its own into a copy.
 //
-// Plots (each one SVG file, and inline in report.html with class="plot" and data-plot=its stem):
+// Plots (each one SVG file, and inline in report.html with class="plot" and data-plot=its stem;
+// none wider than kPlotMaxWidth, all scaling down to the page):
 //   loss_by_position_<model>.svg    loss by position at the model's longest non-repeat context,
 //                                   one line per method, the training length marked
-//   repeat_vs_nonrepeat_<ctx>.svg   accuracy at ctx, repeat vs non-repeat bars per model / method
+//   far_copy_<model>_<material>.svg far copy accuracy by distance, a line per method with error
+//                                   bars, its control dashed
+//   repeat_vs_nonrepeat_<ctx>_<model>.svg  accuracy at ctx, bars per method: non-repeat, repeat
+//                                   within the window, repeat at the longest period
 //   tail_<model>.svg                fixed-tail loss by context C (log2 axis), one line per method
-//   passkey_<model>_<method>.svg    heat map: length x depth, cell = accuracy (one per method)
+//   passkey_<model>_<method>.svg    heat map: length x depth, cell = accuracy (one per method);
+//                                   a method whose every cell is 0 gets a line under the passkey
+//                                   table instead
 // File names keep [A-Za-z0-9._-] of the labels (anything else becomes '_'); a name that would
 // repeat gets "-2", "-3", ...
 #pragma once
@@ -28,8 +38,11 @@ struct ReportFile {
 
 struct Report {
   std::vector<ReportFile> files;  // tables.md, the CSVs, the SVGs, report.html last
-  std::string accuracy_markdown;  // the main accuracy table, for the terminal
-  int64_t plots = 0;              // SVG files among `files`
+  // For the terminal: the summary table and its reading (the main accuracy table when there is no
+  // summary).
+  std::string accuracy_markdown;
+  std::string summary_reading;  // the summary's generated paragraph (SummaryReading)
+  int64_t plots = 0;            // SVG files among `files`
   // What a reader must know about the records: labels that named several models (SeparateModels)
   // and lines skipped as torn. Also on the page and in tables.md.
   std::vector<std::string> notes;

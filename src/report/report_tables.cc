@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -54,24 +56,109 @@ void SizeCells(ReportTable& t) {
   t.cells.assign(t.rows.size(), std::vector<ReportCell>(t.columns.size()));
 }
 
+// A cell from one record: `value` with its interval `ci`, the record's control (accuracy cells
+// only: `control`), and whether the record is informative.
+ReportCell CellOf(const LabRecord& r, double value, const LabInterval& ci, bool control) {
+  ReportCell c;
+  c.present = true;
+  c.value = value;
+  c.ci = ci;
+  c.trials = r.sequences;
+  if (control && r.has_control) {
+    c.has_control = true;
+    c.control = r.control_accuracy;
+    c.control_ci = r.control_accuracy_ci;
+    c.difference = value - r.control_accuracy;
+    c.difference_ci = DifferenceInterval(value, ci, r.control_accuracy, r.control_accuracy_ci);
+  }
+  c.informative = r.informative;
+  c.not_informative = r.not_informative;
+  return c;
+}
+
 // Sets a cell unless it is already set: the first record read wins, as in ReadLabRecords.
-void SetCell(ReportTable& t, const LabRecord& r, size_t column, double value) {
+void SetCell(ReportTable& t, const LabRecord& r, size_t column, const ReportCell& value) {
   const size_t row = IndexOf(t.rows, RowOf(r));
   if (row >= t.rows.size() || column >= t.columns.size()) return;
   ReportCell& cell = t.cells[row][column];
   if (cell.present) return;
-  cell = {true, value, r.sequences};
+  cell = value;
 }
 
-std::string MarkdownCell(const ReportTable& t, const ReportCell& c) {
+std::string Percent(double v, int decimals) { return fmt::format("{:.{}f}%", 100 * v, decimals); }
+
+// "47.1% (44.0-50.2)" with an interval, "47.31%" (as before intervals were) without.
+std::string AccuracyText(double v, const LabInterval& ci) {
+  if (!ci.known) return Percent(v, 2);
+  return fmt::format("{:.1f}% ({:.1f}-{:.1f})", 100 * v, 100 * ci.lo, 100 * ci.hi);
+}
+
+// "+59.0 pts (52.0 to 66.0)": a difference of two accuracies, in percentage points ("to": the
+// bounds may be negative).
+std::string PointsText(double v, const LabInterval& ci) {
+  std::string out = fmt::format("{:+.1f} pts", 100 * v);
+  if (ci.known) out += fmt::format(" ({:.1f} to {:.1f})", 100 * ci.lo, 100 * ci.hi);
+  return out;
+}
+
+// A cell's text without its marks.
+std::string CellText(const ReportTable& t, size_t column, const ReportCell& c) {
   if (!c.present) return "-";
-  switch (t.format) {
-    case ReportCellFormat::kAccuracy: return fmt::format("{:.2f}%", 100 * c.value);
-    case ReportCellFormat::kLoss: return fmt::format("{:.3f}", c.value);
-    case ReportCellFormat::kPerplexity: return fmt::format("{:.2f}", c.value);
-    case ReportCellFormat::kPasskey: return fmt::format("{:.2f}% ({})", 100 * c.value, c.trials);
+  std::string out;
+  switch (t.FormatOf(column)) {
+    case ReportCellFormat::kAccuracy: out = AccuracyText(c.value, c.ci); break;
+    case ReportCellFormat::kLoss:
+      out = c.ci.known ? fmt::format("{:.3f} ({:.3f}-{:.3f})", c.value, c.ci.lo, c.ci.hi)
+                       : fmt::format("{:.3f}", c.value);
+      break;
+    case ReportCellFormat::kPerplexity:
+      out = c.ci.known ? fmt::format("{:.2f} ({:.2f}-{:.2f})", c.value, c.ci.lo, c.ci.hi)
+                       : fmt::format("{:.2f}", c.value);
+      break;
+    case ReportCellFormat::kPasskey:
+      out = c.ci.known ? fmt::format("{} of {}", AccuracyText(c.value, c.ci), c.trials)
+                       : fmt::format("{:.2f}% ({})", 100 * c.value, c.trials);
+      break;
+    case ReportCellFormat::kTokens: out = fmt::format("{:.0f}", c.value); break;
+    case ReportCellFormat::kText: out = c.text; break;
   }
-  return "?";
+  if (c.has_control) {
+    out += fmt::format("; control {}; {}", AccuracyText(c.control, c.control_ci),
+                       PointsText(c.difference, c.difference_ci));
+  }
+  return out;
+}
+
+// The reasons of a table's not-informative cells, in the order first met: footnote i is
+// reasons[i - 1].
+std::vector<std::string> Footnotes(const ReportTable& t) {
+  std::vector<std::string> reasons;
+  for (const auto& row : t.cells) {
+    for (const ReportCell& c : row) {
+      if (c.present && !c.informative &&
+          std::find(reasons.begin(), reasons.end(), c.not_informative) == reasons.end()) {
+        reasons.push_back(c.not_informative);
+      }
+    }
+  }
+  return reasons;
+}
+
+size_t FootnoteOf(const std::vector<std::string>& reasons, const std::string& reason) {
+  return static_cast<size_t>(std::find(reasons.begin(), reasons.end(), reason) - reasons.begin()) +
+         1;
+}
+
+std::string FootnoteLine(size_t i, const std::string& reason) {
+  return fmt::format(
+      "[n{}] not informative: {} (the model failed the copy gate: this cell cannot tell keeping "
+      "distant information from forgetting it; never ranked)",
+      i, reason);
+}
+
+void SetCell(ReportTable& t, const LabRecord& r, size_t column, double value,
+             const LabInterval& ci = {}) {
+  SetCell(t, r, column, CellOf(r, value, ci, /*control=*/false));
 }
 
 std::string MarkdownEscape(const std::string& s) {
@@ -98,6 +185,94 @@ std::string Ratio(int64_t ctx, int64_t train_len) {
 
 }  // namespace
 
+LabInterval WilsonInterval(double successes, int64_t n) {
+  if (n <= 0) return {};
+  // p +- z sqrt(p(1-p)/n + z^2/(4n^2)), centred on (p + z^2/2n), over 1 + z^2/n.
+  constexpr double z = 1.959963984540054;
+  const double nn = static_cast<double>(n);
+  const double p = std::clamp(successes / nn, 0.0, 1.0);
+  const double denom = 1 + z * z / nn;
+  const double centre = (p + z * z / (2 * nn)) / denom;
+  const double half = z * std::sqrt(p * (1 - p) / nn + z * z / (4 * nn * nn)) / denom;
+  return {true, std::max(0.0, centre - half), std::min(1.0, centre + half)};
+}
+
+LabInterval DifferenceInterval(double a, const LabInterval& a_ci, double b,
+                               const LabInterval& b_ci) {
+  if (!a_ci.known || !b_ci.known) return {};
+  const double d = a - b;
+  return {true, d - std::hypot(a - a_ci.lo, b_ci.hi - b), d + std::hypot(a_ci.hi - a, b - b_ci.lo)};
+}
+
+namespace {
+
+// What a cell is ranked by: copy - control for retrieval cells, else its value.
+double RankValue(const ReportCell& c) { return c.has_control ? c.difference : c.value; }
+const LabInterval& RankInterval(const ReportCell& c) {
+  return c.has_control ? c.difference_ci : c.ci;
+}
+
+}  // namespace
+
+void MarkBest(ReportTable& t, bool higher_is_better) {
+  std::vector<std::string> unranked;
+  bool ranked_any = false;
+  for (size_t j = 0; j < t.columns.size(); ++j) {
+    const ReportCellFormat format = t.FormatOf(j);
+    if (format == ReportCellFormat::kText || format == ReportCellFormat::kTokens) continue;
+    std::vector<size_t> rows;
+    for (size_t i = 0; i < t.rows.size(); ++i) {
+      ReportCell& c = t.cells[i][j];
+      c.mark = ReportCell::Mark::kNone;
+      if (c.present && c.informative) rows.push_back(i);
+    }
+    if (rows.size() < 2) continue;
+    const bool all_known = std::all_of(rows.begin(), rows.end(),
+                                       [&](size_t i) { return RankInterval(t.cells[i][j]).known; });
+    if (!all_known) {
+      unranked.push_back(t.columns[j]);
+      continue;
+    }
+    ranked_any = true;
+    size_t best = rows[0];
+    for (const size_t i : rows) {
+      const double v = RankValue(t.cells[i][j]), b = RankValue(t.cells[best][j]);
+      if (higher_is_better ? v > b : v < b) best = i;
+    }
+    std::vector<size_t> group;
+    for (const size_t i : rows) {
+      if (i == best || RankInterval(t.cells[i][j]).Overlaps(RankInterval(t.cells[best][j]))) {
+        group.push_back(i);
+      }
+    }
+    for (const size_t i : group) {
+      t.cells[i][j].mark = group.size() == 1 ? ReportCell::Mark::kBest : ReportCell::Mark::kTied;
+    }
+  }
+  std::string note;
+  if (ranked_any) {
+    note =
+        "Bold: the best cell of its column (retrieval cells: by copy - control); bold and \"tie\": "
+        "the cells whose 95% intervals overlap the best's, tied with it and not ranked among "
+        "themselves. Not-informative cells are never ranked.";
+  }
+  if (!unranked.empty() && !ranked_any) {
+    note =
+        "Nothing is marked best: some cells carry no 95% interval (records of an older build), "
+        "and a difference inside the noise cannot be told from a real one.";
+  } else if (!unranked.empty()) {
+    std::string cols;
+    for (const std::string& c : unranked) cols += (cols.empty() ? "" : ", ") + c;
+    note += fmt::format(
+        "{}Not ranked, as some of their cells carry no interval (records of an older build) and "
+        "a difference inside the noise cannot be told from a real one: {}.",
+        note.empty() ? "" : " ", cols);
+  }
+  t.ranking_note = note;
+}
+
+int64_t RepeatPeriod(const LabRecord& r) { return r.period > 0 ? r.period : r.train_len; }
+
 std::vector<ReportRowKey> ReportRows(const std::vector<LabRecord>& records) {
   std::vector<std::string> corpora, models;
   std::vector<ReportRowKey> first_seen;
@@ -123,7 +298,11 @@ std::vector<ReportRowKey> ReportRows(const std::vector<LabRecord>& records) {
 
 ReportTable MainTable(const std::vector<LabRecord>& records, bool loss) {
   auto keep = [](const LabRecord& r) {
-    return (r.protocol == "nonrepeat" || r.protocol == "repeat") && r.tail == 0 && r.stride == 0;
+    // Repeat at the training length's period only: the seeds' column. Longer periods (the real
+    // test of keeping distant information) are in RepeatPeriodTable and the summary.
+    return (r.protocol == "nonrepeat" ||
+            (r.protocol == "repeat" && RepeatPeriod(r) == r.train_len)) &&
+           r.tail == 0 && r.stride == 0;
   };
   ReportTable t =
       loss ? EmptyTable("loss", "Next-token loss (nats)", ReportCellFormat::kLoss, records)
@@ -147,22 +326,27 @@ ReportTable MainTable(const std::vector<LabRecord>& records, bool loss) {
   for (const LabRecord& r : records) {
     if (!keep(r)) continue;
     const double v = loss ? r.loss : r.accuracy;
-    if (r.ctx == r.train_len && r.protocol == "nonrepeat") SetCell(t, r, 0, v);
+    const LabInterval& ci = loss ? r.loss_ci : r.accuracy_ci;
+    if (r.ctx == r.train_len && r.protocol == "nonrepeat") SetCell(t, r, 0, v, ci);
     if (r.ctx > r.train_len) {
       const size_t i = static_cast<size_t>(std::distance(long_ctx.begin(), long_ctx.find(r.ctx)));
-      SetCell(t, r, 1 + 2 * i + (r.protocol == "nonrepeat" ? 1 : 0), v);
+      SetCell(t, r, 1 + 2 * i + (r.protocol == "nonrepeat" ? 1 : 0), v, ci);
     }
   }
   const std::string l = one_len ? fmt::format("{}", len) : std::string("L");
   t.note = fmt::format(
       "Rows: model / method. {}: non-repeat at the training length{}. For each longer context "
       "(tokens, and its multiple of L): repeat = a {}-token sample of text repeated until it "
-      "fills the context (the answer is always in view); non-repeat = genuine text of that "
+      "fills the context (the answer is always in view: a within-window control; repeats with "
+      "longer periods are in the repeat-by-period table); non-repeat = genuine text of that "
       "length. Cells: {}.",
       one_len ? fmt::format("L={}", len) : std::string("L"),
       one_len ? std::string() : std::string(" L of each model"), l,
-      loss ? "mean next-token loss in nats (lower is better)"
-           : "share of next tokens whose most likely prediction was right");
+      loss ? "mean next-token loss in nats (lower is better), with its 95% interval in brackets "
+             "where the records carry one"
+           : "share of next tokens whose most likely prediction was right, with its 95% interval "
+             "in brackets where the records carry one");
+  MarkBest(t, /*higher_is_better=*/!loss);
   return t;
 }
 
@@ -186,49 +370,14 @@ ReportTable TailTable(const std::vector<LabRecord>& records) {
   for (const LabRecord& r : records) {
     if (!keep(r)) continue;
     const auto at = columns.find({r.tail, r.ctx});
-    SetCell(t, r, static_cast<size_t>(std::distance(columns.begin(), at)), r.loss);
+    SetCell(t, r, static_cast<size_t>(std::distance(columns.begin(), at)), r.loss, r.loss_ci);
   }
   t.note = fmt::format(
       "Rows: model / method. Columns: context C in tokens. Cells: mean loss in nats on the same "
       "last {} tokens of each sample, scored after C - K tokens of context (lower is better: "
       "more context should help).",
       tails.size() == 1 ? fmt::format("K={}", *tails.begin()) : std::string("K"));
-  return t;
-}
-
-ReportTable PasskeyTable(const std::vector<LabRecord>& records) {
-  auto keep = [](const LabRecord& r) { return r.protocol == "passkey"; };
-  ReportTable t =
-      EmptyTable("passkey", "Passkey retrieval accuracy", ReportCellFormat::kPasskey, records);
-  t.rows = RowsWith(records, keep);
-  std::set<int64_t> contexts;
-  for (const LabRecord& r : records) {
-    if (keep(r)) contexts.insert(r.ctx);
-  }
-  for (const int64_t c : contexts) t.columns.push_back(fmt::format("{}", c));
-  SizeCells(t);
-  // Weighted by trials: sum(accuracy * trials) / sum(trials), the mean over depths when every
-  // depth ran the same number of trials. Records are unique per depth (their key holds it).
-  std::vector<std::vector<double>> right(t.rows.size(), std::vector<double>(t.columns.size()));
-  for (const LabRecord& r : records) {
-    if (!keep(r)) continue;
-    const size_t row = IndexOf(t.rows, RowOf(r));
-    const size_t col = static_cast<size_t>(std::distance(contexts.begin(), contexts.find(r.ctx)));
-    ReportCell& cell = t.cells[row][col];
-    cell.present = true;
-    cell.trials += r.sequences;
-    right[row][col] += r.accuracy * static_cast<double>(r.sequences);
-  }
-  for (size_t i = 0; i < t.rows.size(); ++i) {
-    for (size_t j = 0; j < t.columns.size(); ++j) {
-      ReportCell& cell = t.cells[i][j];
-      if (cell.present) cell.value = cell.trials > 0 ? right[i][j] / cell.trials : 0.0;
-    }
-  }
-  t.note =
-      "Rows: model / method. Columns: length of the input in tokens. Cells: share of trials in "
-      "which the model read back every token of a number hidden in filler text, over all depths "
-      "(where the number sits), and in brackets the number of trials.";
+  MarkBest(t, /*higher_is_better=*/false);
   return t;
 }
 
@@ -246,55 +395,732 @@ ReportTable SlidingTable(const std::vector<LabRecord>& records) {
   for (const LabRecord& r : records) {
     if (!keep(r)) continue;
     const auto at = columns.find({r.ctx, r.stride});
-    SetCell(t, r, static_cast<size_t>(std::distance(columns.begin(), at)), std::exp(r.loss));
+    const LabInterval ci = r.loss_ci.known
+                               ? LabInterval{true, std::exp(r.loss_ci.lo), std::exp(r.loss_ci.hi)}
+                               : LabInterval{};
+    SetCell(t, r, static_cast<size_t>(std::distance(columns.begin(), at)), std::exp(r.loss), ci);
   }
   t.note =
       "Rows: model / method. Columns: window length in tokens (tokens between window starts). "
       "Cells: perplexity exp(mean loss), every token scored once with at least window - stride "
       "tokens of context (lower is better).";
+  MarkBest(t, /*higher_is_better=*/false);
   return t;
 }
 
+namespace {
+
+bool InRow(const LabRecord& r, const ReportRowKey& row) { return RowOf(r) == row; }
+
+std::string MaterialOf(const LabRecord& r) { return r.material.empty() ? "text" : r.material; }
+
+// Passkey over every depth at one length: accuracy weighted by trials, a Wilson interval over all
+// of them (each trial reads a key back or does not), the control likewise. Not informative when
+// any of its records is not.
+ReportCell PasskeyCell(const std::vector<LabRecord>& records, const ReportRowKey& row,
+                       int64_t ctx) {
+  ReportCell c;
+  double right = 0, control_right = 0;
+  int64_t control_trials = 0;
+  bool control = true;
+  for (const LabRecord& r : records) {
+    if (r.protocol != "passkey" || r.ctx != ctx || !InRow(r, row)) continue;
+    c.present = true;
+    c.trials += r.sequences;
+    right += r.accuracy * static_cast<double>(r.sequences);
+    control = control && r.has_control;
+    if (r.has_control) {
+      control_right += r.control_accuracy * static_cast<double>(r.sequences);
+      control_trials += r.sequences;
+    }
+    if (!r.informative && c.informative) {
+      c.informative = false;
+      c.not_informative = r.not_informative;
+    }
+  }
+  if (!c.present) return c;
+  c.value = c.trials > 0 ? right / static_cast<double>(c.trials) : 0.0;
+  c.ci = WilsonInterval(right, c.trials);
+  if (control && control_trials > 0) {
+    c.has_control = true;
+    c.control = control_right / static_cast<double>(control_trials);
+    c.control_ci = WilsonInterval(control_right, control_trials);
+    c.difference = c.value - c.control;
+    c.difference_ci = DifferenceInterval(c.value, c.ci, c.control, c.control_ci);
+  }
+  return c;
+}
+
+std::string Multiple(int64_t ctx, const std::set<int64_t>& train_lens) {
+  return train_lens.size() == 1 ? fmt::format(" ({})", Ratio(ctx, *train_lens.begin())) : "";
+}
+
+std::set<int64_t> TrainLens(const std::vector<LabRecord>& records) {
+  std::set<int64_t> out;
+  for (const LabRecord& r : records) out.insert(r.train_len);
+  return out;
+}
+
+constexpr std::string_view kRetrievalCell =
+    "copy accuracy (share of the copied tokens predicted right) with its 95% interval; the "
+    "control (the same positions where there is nothing to copy); and copy - control in "
+    "percentage points, its interval from the two (Newcombe's MOVER, treating them as "
+    "independent)";
+
+}  // namespace
+
+ReportTable PasskeyTable(const std::vector<LabRecord>& records) {
+  auto keep = [](const LabRecord& r) { return r.protocol == "passkey"; };
+  ReportTable t =
+      EmptyTable("passkey", "Passkey retrieval accuracy", ReportCellFormat::kPasskey, records);
+  t.rows = RowsWith(records, keep);
+  std::set<int64_t> contexts;
+  for (const LabRecord& r : records) {
+    if (keep(r)) contexts.insert(r.ctx);
+  }
+  for (const int64_t c : contexts) t.columns.push_back(fmt::format("{}", c));
+  SizeCells(t);
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    size_t j = 0;
+    for (const int64_t c : contexts) t.cells[i][j++] = PasskeyCell(records, t.rows[i], c);
+  }
+  t.note =
+      "Rows: model / method. Columns: length of the input in tokens. Cells: share of trials in "
+      "which the model read back every token of a number hidden in filler text, over all depths "
+      "(where the number sits), with its 95% Wilson interval and the number of trials; where "
+      "the records have one, the control (no number in the text) and the difference.";
+  MarkBest(t, /*higher_is_better=*/true);
+  return t;
+}
+
+std::vector<ReportTable> FarCopyTables(const std::vector<LabRecord>& records) {
+  std::vector<std::string> materials;
+  for (const LabRecord& r : records) {
+    if (r.protocol == "far-copy" &&
+        std::find(materials.begin(), materials.end(), MaterialOf(r)) == materials.end()) {
+      materials.push_back(MaterialOf(r));
+    }
+  }
+  std::sort(materials.begin(), materials.end(), std::greater<>());  // text first
+  std::vector<ReportTable> tables;
+  for (const std::string& material : materials) {
+    auto keep = [&](const LabRecord& r) {
+      return r.protocol == "far-copy" && MaterialOf(r) == material;
+    };
+    ReportTable t =
+        EmptyTable("far_copy_" + material, fmt::format("Far copy by distance ({})", material),
+                   ReportCellFormat::kAccuracy, records);
+    t.rows = RowsWith(records, keep);
+    std::set<std::pair<int64_t, int64_t>> columns;  // (ctx, distance)
+    for (const LabRecord& r : records) {
+      if (keep(r)) columns.insert({r.ctx, r.distance});
+    }
+    for (const auto& [c, d] : columns) {
+      t.columns.push_back(fmt::format("d={} (ctx {})", d, c));
+      t.column_info.push_back({"far-copy", c, d});
+    }
+    SizeCells(t);
+    for (const LabRecord& r : records) {
+      if (!keep(r)) continue;
+      const auto at = columns.find({r.ctx, r.distance});
+      SetCell(t, r, static_cast<size_t>(std::distance(columns.begin(), at)),
+              CellOf(r, r.accuracy, r.accuracy_ci, /*control=*/true));
+    }
+    t.note = fmt::format(
+        "Rows: model / method. Columns: distance d in tokens from a span early in the context to "
+        "its copy at the end, and the context length. The span is {}. Cells: {}.",
+        material == "random" ? "a random string" : "a piece of the test text", kRetrievalCell);
+    MarkBest(t, /*higher_is_better=*/true);
+    tables.push_back(std::move(t));
+  }
+  return tables;
+}
+
+ReportTable RepeatPeriodTable(const std::vector<LabRecord>& records) {
+  auto keep = [](const LabRecord& r) { return r.protocol == "repeat"; };
+  ReportTable t =
+      EmptyTable("repeat_by_period", "Repeat by period", ReportCellFormat::kAccuracy, records);
+  // Only when some record has a period other than its training length: otherwise the main table
+  // says it all.
+  const bool periods = std::any_of(records.begin(), records.end(), [&](const LabRecord& r) {
+    return keep(r) && RepeatPeriod(r) != r.train_len;
+  });
+  if (!periods) return t;
+  t.rows = RowsWith(records, keep);
+  const std::set<int64_t> lens = TrainLens(records);
+  std::set<std::pair<int64_t, int64_t>> columns;  // (ctx, period)
+  for (const LabRecord& r : records) {
+    if (keep(r) && r.ctx > r.train_len) columns.insert({r.ctx, RepeatPeriod(r)});
+  }
+  for (const auto& [c, p] : columns) {
+    const bool control = lens.size() == 1 && p == *lens.begin();
+    t.columns.push_back(control ? fmt::format("{}, period {} (within window)", c, p)
+                                : fmt::format("{}, period {}", c, p));
+    t.column_info.push_back({"repeat", c, p});
+  }
+  SizeCells(t);
+  for (const LabRecord& r : records) {
+    if (!keep(r) || r.ctx <= r.train_len) continue;
+    const auto at = columns.find({r.ctx, RepeatPeriod(r)});
+    SetCell(t, r, static_cast<size_t>(std::distance(columns.begin(), at)),
+            CellOf(r, r.accuracy, r.accuracy_ci, /*control=*/true));
+  }
+  t.note = fmt::format(
+      "Rows: model / method. Columns: context length in tokens and the period P: a sample of P "
+      "tokens repeated until it fills the context. With P = L (the training length, \"within "
+      "window\") the copy's source is always within reach of a window of L: a control, not the "
+      "test; longer periods are the test of keeping distant information. Cells: {}, or the "
+      "accuracy alone where the records carry no control.",
+      kRetrievalCell);
+  MarkBest(t, /*higher_is_better=*/true);
+  return t;
+}
+
+SeesBack SeesBackOf(const std::vector<LabRecord>& records, const ReportRowKey& row,
+                    const std::string& material) {
+  // distance -> the record at the longest context.
+  std::map<int64_t, const LabRecord*> at;
+  for (const LabRecord& r : records) {
+    if (r.protocol != "far-copy" || MaterialOf(r) != material || !InRow(r, row)) continue;
+    const LabRecord*& x = at[r.distance];
+    if (x == nullptr || r.ctx > x->ctx) x = &r;
+  }
+  SeesBack out;
+  if (at.empty()) return out;
+  out.farthest = at.rbegin()->first;
+  for (const auto& [d, r] : at) {
+    if (!r->informative) {
+      out.informative = false;
+      out.not_informative = r->not_informative;
+    }
+    if (!r->has_control || !r->accuracy_ci.known || !r->control_accuracy_ci.known) return out;
+  }
+  out.known = true;
+  const double first = at.begin()->second->accuracy;
+  for (const auto& [d, r] : at) {
+    const bool above = r->accuracy_ci.lo > r->control_accuracy_ci.hi;
+    if (!above || r->accuracy < first - 0.10) break;
+    out.tokens = d;
+  }
+  return out;
+}
+
+ReportTable GateTable(const std::vector<LabGate>& gates, bool show_corpus) {
+  ReportTable t;
+  t.name = "gate";
+  t.title = "The copy gate";
+  t.format = ReportCellFormat::kAccuracy;
+  t.show_corpus = show_corpus;
+  t.model_rows = true;
+  t.columns = {"train length", "copy at L", "control at L", "passkey at L", "gate"};
+  t.column_formats = {ReportCellFormat::kTokens, ReportCellFormat::kAccuracy,
+                      ReportCellFormat::kAccuracy, ReportCellFormat::kAccuracy,
+                      ReportCellFormat::kText};
+  for (const LabGate& g : gates) {
+    t.rows.push_back({g.corpus, g.model, ""});
+    std::vector<ReportCell> row(t.columns.size());
+    auto cell = [](double value, const LabInterval& ci) {
+      ReportCell c;
+      c.present = true;
+      c.value = value;
+      c.ci = ci;
+      return c;
+    };
+    row[0] = cell(static_cast<double>(g.train_len), {});
+    row[1] = cell(g.copy_accuracy, g.copy_ci);
+    row[2] = cell(g.control_accuracy, g.control_ci);
+    row[3] = cell(g.passkey_accuracy, g.passkey_ci);
+    row[4].present = true;
+    row[4].text = g.passed ? std::string("passed") : "failed: " + g.reason;
+    t.cells.push_back(std::move(row));
+  }
+  t.note =
+      "Rows: models. Before any cell beyond the training length L is read, the lab measures each "
+      "model at L: far copy within L against its control (nothing to copy), and passkey, each "
+      "with its 95% interval. A model that fails cannot show whether a method keeps distant "
+      "information (it does not retrieve even at L): its retrieval cells are marked not "
+      "informative in every table and plot.";
+  return t;
+}
+
+ReportTable SummaryTable(const std::vector<LabRecord>& records) {
+  ReportTable t = EmptyTable("summary", "Summary: next-token accuracy and retrieval",
+                             ReportCellFormat::kAccuracy, records);
+  auto plain = [](const LabRecord& r) { return r.tail == 0 && r.stride == 0; };
+  auto keep = [&](const LabRecord& r) {
+    return plain(r) && (r.protocol == "nonrepeat" || r.protocol == "repeat" ||
+                        r.protocol == "far-copy" || r.protocol == "passkey");
+  };
+  t.rows = RowsWith(records, keep);
+  if (t.rows.empty()) return t;
+  const std::set<int64_t> lens = TrainLens(records);
+  const bool one_len = lens.size() == 1;
+  // The far-copy material shown: text where there is some (the seeds' question is about text).
+  const bool any_text = std::any_of(records.begin(), records.end(), [](const LabRecord& r) {
+    return r.protocol == "far-copy" && MaterialOf(r) == "text";
+  });
+  const std::string material = any_text ? "text" : "random";
+  std::set<int64_t> long_ctx;
+  for (const LabRecord& r : records) {
+    if (keep(r) && r.ctx > r.train_len) long_ctx.insert(r.ctx);
+  }
+  t.columns.push_back(one_len ? fmt::format("L={}", *lens.begin()) : "L (training length)");
+  t.column_info.push_back({"nonrepeat", 0, 0});
+  for (const int64_t c : long_ctx) {
+    const std::string x = Multiple(c, lens);
+    int64_t period = 0, distance = 0;
+    bool nonrepeat = false, passkey = false;
+    for (const LabRecord& r : records) {
+      if (!keep(r) || r.ctx != c) continue;
+      if (r.protocol == "nonrepeat") nonrepeat = true;
+      if (r.protocol == "repeat") period = std::max(period, RepeatPeriod(r));
+      if (r.protocol == "far-copy" && MaterialOf(r) == material) {
+        distance = std::max(distance, r.distance);
+      }
+      if (r.protocol == "passkey") passkey = true;
+    }
+    if (nonrepeat) {
+      t.columns.push_back(fmt::format("non-repeat {}{}", c, x));
+      t.column_info.push_back({"nonrepeat", c, 0});
+    }
+    if (period > 0) {
+      const bool within = one_len && period <= *lens.begin();
+      t.columns.push_back(within ? fmt::format("repeat {}{}, period L (within window)", c, x)
+                                 : fmt::format("repeat {}{}, period {}", c, x, period));
+      t.column_info.push_back({"repeat", c, period});
+    }
+    if (distance > 0) {
+      t.columns.push_back(fmt::format("far copy {}{}, d={}", c, x, distance));
+      t.column_info.push_back({"far-copy", c, distance});
+    }
+    if (passkey) {
+      t.columns.push_back(fmt::format("passkey {}{}", c, x));
+      t.column_info.push_back({"passkey", c, 0});
+    }
+  }
+  const bool far = std::any_of(records.begin(), records.end(),
+                               [](const LabRecord& r) { return r.protocol == "far-copy"; });
+  const bool any_passkey = std::any_of(records.begin(), records.end(),
+                                       [](const LabRecord& r) { return r.protocol == "passkey"; });
+  if (far) {
+    t.columns.push_back(fmt::format("sees back (tokens, far copy of {})", material));
+    t.column_info.push_back({"sees-back", 0, 0});
+  }
+  t.column_formats.assign(t.columns.size(), ReportCellFormat::kAccuracy);
+  SizeCells(t);
+  for (size_t j = 0; j < t.columns.size(); ++j) {
+    const ReportTable::Column& col = t.column_info[j];
+    if (col.protocol == "passkey") {
+      t.column_formats[j] = ReportCellFormat::kPasskey;
+      for (size_t i = 0; i < t.rows.size(); ++i) {
+        t.cells[i][j] = PasskeyCell(records, t.rows[i], col.ctx);
+      }
+      continue;
+    }
+    if (col.protocol == "sees-back") {
+      t.column_formats[j] = ReportCellFormat::kText;
+      for (size_t i = 0; i < t.rows.size(); ++i) {
+        const SeesBack s = SeesBackOf(records, t.rows[i], material);
+        ReportCell& c = t.cells[i][j];
+        if (s.farthest == 0) continue;
+        c.present = true;
+        c.informative = s.informative;
+        c.not_informative = s.not_informative;
+        c.value = static_cast<double>(s.tokens);
+        c.text = !s.known                 ? std::string("not known")
+                 : s.tokens == 0          ? std::string("none")
+                 : s.tokens == s.farthest ? fmt::format("{} (the farthest tested)", s.tokens)
+                                          : fmt::format("{}", s.tokens);
+      }
+      continue;
+    }
+    for (const LabRecord& r : records) {
+      if (!keep(r) || r.protocol != col.protocol) continue;
+      const bool at_l = col.ctx == 0;
+      if (at_l ? r.ctx != r.train_len : r.ctx != col.ctx) continue;
+      if (col.protocol == "repeat" && RepeatPeriod(r) != col.param) continue;
+      if (col.protocol == "far-copy" && (r.distance != col.param || MaterialOf(r) != material)) {
+        continue;
+      }
+      SetCell(t, r, j,
+              CellOf(r, r.accuracy, r.accuracy_ci, /*control=*/col.protocol != "nonrepeat"));
+    }
+  }
+  t.note = fmt::format(
+      "Rows: model / method. Columns, as in the seeds' tables: non-repeat accuracy at the "
+      "training length L, then at each longer context: non-repeat (genuine text), repeat at the "
+      "longest period tested (a period longer than L is the test of keeping distant "
+      "information; period L is only a within-window control){}{}. Cells: next-token accuracy "
+      "with its 95% interval where the records carry one; retrieval cells also give their "
+      "control (nothing to copy) and copy - control in points.{}",
+      far ? fmt::format(", far copy of {} from the longest distance tested", material) : "",
+      any_passkey ? ", passkey over all depths" : "",
+      far ? " Sees back: the farthest far-copy distance d such that at every distance tested up "
+            "to d the copy accuracy stays within 10 points of its value at the shortest distance "
+            "and its interval lies above its control's (\"none\": not even at the shortest)."
+          : "");
+  MarkBest(t, /*higher_is_better=*/true);
+  return t;
+}
+
+namespace {
+
+// "a", "a and b", "a, b and c".
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    out += i == 0 ? "" : i + 1 == names.size() ? " and " : ", ";
+    out += names[i];
+  }
+  return out;
+}
+
+bool Above(const ReportCell& c) {
+  return c.ci.known && c.control_ci.known && c.ci.lo > c.control_ci.hi;
+}
+
+std::string RetrievalName(const ReportTable::Column& col) {
+  if (col.protocol == "far-copy") return fmt::format("far copy from {} tokens back", col.param);
+  if (col.protocol == "repeat") return fmt::format("repeat with a period of {}", col.param);
+  return "passkey";
+}
+
+}  // namespace
+
+std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& records,
+                           const std::vector<LabGate>& gates) {
+  if (s.empty() || s.column_info.size() != s.columns.size()) return "";
+  bool any_interval = false;
+  for (const auto& row : s.cells) {
+    for (const ReportCell& c : row) any_interval = any_interval || (c.present && c.ci.known);
+  }
+  if (!any_interval) {
+    return "The records carry no intervals (they were written by an older build): no cell is "
+           "ranked, and whether a method keeps distant information is not read from them.";
+  }
+  std::vector<std::string> out;
+  std::vector<std::string> unknown_models;  // models none of whose methods can be read
+  std::vector<std::pair<std::string, std::string>> models;  // (corpus, model), in row order
+  for (const ReportRowKey& r : s.rows) {
+    if (std::find(models.begin(), models.end(), std::pair(r.corpus, r.model)) == models.end()) {
+      models.push_back({r.corpus, r.model});
+    }
+  }
+  for (const auto& [corpus, model] : models) {
+    std::vector<size_t> rows;
+    for (size_t i = 0; i < s.rows.size(); ++i) {
+      if (s.rows[i].corpus == corpus && s.rows[i].model == model) rows.push_back(i);
+    }
+    int64_t train_len = 0;
+    for (const LabRecord& r : records) {
+      if (r.corpus == corpus && r.model == model) train_len = r.train_len;
+    }
+    // The longest context with any cell of this model.
+    int64_t ctx = 0;
+    for (size_t j = 0; j < s.columns.size(); ++j) {
+      for (const size_t i : rows) {
+        if (s.cells[i][j].present && s.column_info[j].ctx > ctx) ctx = s.column_info[j].ctx;
+      }
+    }
+    const std::string name = s.show_corpus ? corpus + " / " + model : model;
+    if (ctx == 0 || train_len == 0) continue;
+    size_t nonrepeat = s.columns.size();
+    std::vector<size_t> retrieval;  // far copy first, then repeat beyond L, then passkey
+    for (const char* p : {"far-copy", "repeat", "passkey"}) {
+      for (size_t j = 0; j < s.columns.size(); ++j) {
+        const ReportTable::Column& c = s.column_info[j];
+        if (c.ctx != ctx || c.protocol != p) continue;
+        if (c.protocol == "repeat" && c.param <= train_len) continue;  // within window: control
+        retrieval.push_back(j);
+      }
+    }
+    for (size_t j = 0; j < s.columns.size(); ++j) {
+      if (s.column_info[j].ctx == ctx && s.column_info[j].protocol == "nonrepeat") nonrepeat = j;
+    }
+    std::vector<std::string> keep, avoid, neither, unknown;
+    std::vector<std::string> gate_stable, gate_fall;  // a failed gate: non-repeat only
+    std::vector<size_t> keep_rows;
+    std::string failed;
+    for (const size_t i : rows) {
+      const std::string& method = s.rows[i].method;
+      std::vector<const ReportCell*> evidence;
+      for (const size_t j : retrieval) {
+        if (s.cells[i][j].present && s.cells[i][j].has_control) evidence.push_back(&s.cells[i][j]);
+      }
+      const auto ni = std::find_if(evidence.begin(), evidence.end(),
+                                   [](const ReportCell* c) { return !c->informative; });
+      const ReportCell& at_l = s.cells[i][0];
+      const bool stable = nonrepeat < s.columns.size() && s.cells[i][nonrepeat].present &&
+                          at_l.present &&
+                          (s.cells[i][nonrepeat].value >= at_l.value - 0.05 ||
+                           s.cells[i][nonrepeat].ci.Overlaps(at_l.ci));
+      if (ni != evidence.end()) {
+        failed = (*ni)->not_informative;
+        (stable ? gate_stable : gate_fall).push_back(method);
+        continue;
+      }
+      const bool keeps = std::any_of(evidence.begin(), evidence.end(),
+                                     [](const ReportCell* c) { return Above(*c); });
+      const bool at_control =
+          !evidence.empty() &&
+          std::all_of(evidence.begin(), evidence.end(), [](const ReportCell* c) {
+            return c->ci.known && c->control_ci.known && c->ci.Overlaps(c->control_ci);
+          });
+      if (keeps) {
+        keep.push_back(method);
+        keep_rows.push_back(i);
+      } else if (at_control) {
+        (stable ? avoid : neither).push_back(method);
+      } else {
+        unknown.push_back(method);
+      }
+    }
+    std::string text = fmt::format("Model {} at {} tokens ({}):", name, ctx,
+                                   Ratio(ctx, train_len) + " its training length");
+    const auto gate = std::find_if(gates.begin(), gates.end(), [&](const LabGate& g) {
+      return g.corpus == corpus && g.model == model && !g.passed;
+    });
+    if (!failed.empty() || gate != gates.end()) {
+      text += fmt::format(
+          " it failed the copy gate ({}), so its retrieval cells cannot tell keeping distant "
+          "information from forgetting it, and none of its methods is read either way on "
+          "retrieval.",
+          gate != gates.end() ? gate->reason : failed);
+      if (!gate_stable.empty()) {
+        text += fmt::format(
+            " On genuine text, {} {} within 5 points of L's accuracy (or within "
+            "its interval).",
+            JoinNames(gate_stable), gate_stable.size() == 1 ? "stays" : "stay");
+      }
+      if (!gate_fall.empty()) {
+        text += fmt::format(" On genuine text, {} {} more than 5 points below L's accuracy.",
+                            JoinNames(gate_fall), gate_fall.size() == 1 ? "falls" : "fall");
+      }
+    }
+    if (!keep.empty()) {
+      // Compare the keepers on the first retrieval column where each has a ranked difference.
+      std::string evidence;
+      for (const size_t j : retrieval) {
+        const bool all = std::all_of(keep_rows.begin(), keep_rows.end(), [&](size_t i) {
+          return s.cells[i][j].present && s.cells[i][j].difference_ci.known;
+        });
+        if (!all) continue;
+        size_t best = keep_rows[0];
+        for (const size_t i : keep_rows) {
+          if (s.cells[i][j].difference > s.cells[best][j].difference) best = i;
+        }
+        std::vector<std::string> top, figures;
+        for (const size_t i : keep_rows) {
+          const ReportCell& c = s.cells[i][j];
+          figures.push_back(
+              fmt::format("{} {}", s.rows[i].method, PointsText(c.difference, c.difference_ci)));
+          if (i == best || c.difference_ci.Overlaps(s.cells[best][j].difference_ci)) {
+            top.push_back(s.rows[i].method);
+          }
+        }
+        evidence = fmt::format(" on {}, copy - control is {}", RetrievalName(s.column_info[j]),
+                               JoinNames(figures));
+        if (keep.size() == 1) {
+          evidence += ".";
+        } else if (top.size() == keep.size()) {
+          evidence += "; they are tied (their intervals overlap).";
+        } else if (top.size() == 1) {
+          evidence +=
+              fmt::format("; {} keeps the most, its interval clear of the others'.", top[0]);
+        } else {
+          evidence +=
+              fmt::format("; {} are tied for the most (their intervals overlap).", JoinNames(top));
+        }
+        break;
+      }
+      text += fmt::format(
+          " {} {} distant information: a retrieval cell beyond the window lies "
+          "above its control (the intervals do not overlap){}",
+          JoinNames(keep), keep.size() == 1 ? "keeps" : "keep",
+          evidence.empty() ? "." : ";" + evidence);
+    }
+    if (!avoid.empty()) {
+      text += fmt::format(
+          " {} only {} blowing up: {} non-repeat accuracy stays within 5 points of L's (or "
+          "within its interval), but retrieval beyond the window is at control (the intervals "
+          "overlap).",
+          JoinNames(avoid), avoid.size() == 1 ? "avoids" : "avoid",
+          avoid.size() == 1 ? "its" : "their");
+    }
+    if (!neither.empty()) {
+      text += fmt::format(
+          " {} {} neither: retrieval at control and non-repeat accuracy more than 5 points below "
+          "L's.",
+          JoinNames(neither), neither.size() == 1 ? "does" : "do");
+    }
+    if (!unknown.empty() && keep.empty() && avoid.empty() && neither.empty()) {
+      if (failed.empty() && gate == gates.end()) unknown_models.push_back(name);
+      if (failed.empty() && gate == gates.end()) continue;
+    } else if (!unknown.empty()) {
+      text += fmt::format(
+          " for {}, the records hold no retrieval cell beyond the window with intervals and a "
+          "control that settles it: whether {} distant information is not known.",
+          JoinNames(unknown), unknown.size() == 1 ? "it keeps" : "they keep");
+    }
+    out.push_back(text);
+  }
+  if (!unknown_models.empty()) {
+    out.push_back(fmt::format(
+        "For {} {}, the records hold no retrieval cell beyond the window with intervals and a "
+        "control (far copy, or repeat with a period longer than L; records of builds before "
+        "them have none): whether {} distant information cannot be read from them.",
+        unknown_models.size() == models.size() ? "every model" : "model",
+        unknown_models.size() == models.size() ? std::string("here") : JoinNames(unknown_models),
+        "a method keeps"));
+  }
+  // Ties over the whole table: every ranked column one tied group.
+  bool ranked = false, all_tied = true, unranked = false;
+  for (size_t j = 0; j < s.columns.size(); ++j) {
+    bool marked = false, unmarked = false;
+    for (size_t i = 0; i < s.rows.size(); ++i) {
+      const ReportCell& c = s.cells[i][j];
+      if (!c.present || !c.informative) continue;
+      if (c.mark == ReportCell::Mark::kBest) all_tied = false;
+      (c.mark == ReportCell::Mark::kNone ? unmarked : marked) = true;
+    }
+    if (marked) ranked = true;
+    if (marked && unmarked) all_tied = false;
+    const ReportCellFormat f = s.FormatOf(j);
+    if (!marked && unmarked && f != ReportCellFormat::kText && f != ReportCellFormat::kTokens) {
+      unranked = true;  // MarkBest left it: some cell without an interval
+    }
+  }
+  if (ranked && all_tied && !unranked) {
+    out.push_back(
+        "Every column is a tie: in each, every cell's 95% interval overlaps the best's, so these "
+        "records rank no method above another.");
+  } else if (ranked && all_tied) {
+    out.push_back(
+        "Every column that carries intervals is a tie (every cell's 95% interval overlaps the "
+        "best's); the others carry none and are not ranked.");
+  }
+  std::string paragraph;
+  for (const std::string& t : out) paragraph += (paragraph.empty() ? "" : " ") + t;
+  return paragraph;
+}
+
 std::string RowLabel(const ReportTable& t, const ReportRowKey& row) {
+  if (t.model_rows)
+    return t.show_corpus ? fmt::format("{} / {}", row.corpus, row.model) : row.model;
   return t.show_corpus ? fmt::format("{} / {} / {}", row.corpus, row.model, row.method)
                        : fmt::format("{} / {}", row.model, row.method);
 }
 
+namespace {
+
+std::string RowHeader(const ReportTable& t) {
+  if (t.model_rows) return t.show_corpus ? "corpus / model" : "model";
+  return t.show_corpus ? "corpus / model / method" : "model / method";
+}
+
+bool AnyCell(const ReportTable& t, size_t column, bool (*test)(const ReportCell&)) {
+  for (const auto& row : t.cells) {
+    if (column < row.size() && row[column].present && test(row[column])) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::string TableMarkdown(const ReportTable& t) {
-  std::string out = fmt::format("## {}\n\n{}\n\n| model / method |", t.title, t.note);
-  if (t.show_corpus)
-    out = fmt::format("## {}\n\n{}\n\n| corpus / model / method |", t.title, t.note);
+  std::string out = fmt::format("## {}\n\n{}\n\n", t.title, t.note);
+  if (!t.ranking_note.empty()) out += t.ranking_note + "\n\n";
+  out += fmt::format("| {} |", RowHeader(t));
   for (const std::string& c : t.columns) out += fmt::format(" {} |", MarkdownEscape(c));
   out += "\n| --- |";
   for (size_t j = 0; j < t.columns.size(); ++j) out += " ---: |";
   out += "\n";
+  const std::vector<std::string> notes = Footnotes(t);
   for (size_t i = 0; i < t.rows.size(); ++i) {
     out += fmt::format("| {} |", MarkdownEscape(RowLabel(t, t.rows[i])));
-    for (const ReportCell& c : t.cells[i]) out += fmt::format(" {} |", MarkdownCell(t, c));
+    for (size_t j = 0; j < t.cells[i].size(); ++j) {
+      const ReportCell& c = t.cells[i][j];
+      std::string text = MarkdownEscape(CellText(t, j, c));
+      if (c.mark != ReportCell::Mark::kNone) text = "**" + text + "**";
+      if (c.mark == ReportCell::Mark::kTied) text += " tie";
+      if (c.present && !c.informative) {
+        text += fmt::format(" [n{}]", FootnoteOf(notes, c.not_informative));
+      }
+      out += fmt::format(" {} |", text);
+    }
     out += "\n";
+  }
+  if (!notes.empty()) out += "\n";
+  for (size_t k = 0; k < notes.size(); ++k) {
+    out += MarkdownEscape(FootnoteLine(k + 1, notes[k])) + "\n";
   }
   return out;
 }
 
 std::string TableCsv(const ReportTable& t) {
-  std::string out = t.show_corpus ? "corpus,model,method" : "model,method";
-  for (const std::string& c : t.columns) {
-    if (t.format == ReportCellFormat::kPasskey) {
+  std::string out = t.model_rows ? (t.show_corpus ? "corpus,model" : "model")
+                                 : (t.show_corpus ? "corpus,model,method" : "model,method");
+  // Per column: which extra fields it has.
+  struct Extra {
+    bool interval = false, control = false, informative = false;
+  };
+  std::vector<Extra> extra(t.columns.size());
+  bool any_interval = false;
+  for (size_t j = 0; j < t.columns.size(); ++j) {
+    any_interval = any_interval || AnyCell(t, j, [](const ReportCell& c) { return c.ci.known; });
+  }
+  for (size_t j = 0; j < t.columns.size(); ++j) {
+    const ReportCellFormat f = t.FormatOf(j);
+    extra[j].interval =
+        any_interval && f != ReportCellFormat::kText && f != ReportCellFormat::kTokens;
+    extra[j].control = AnyCell(t, j, [](const ReportCell& c) { return c.has_control; });
+    extra[j].informative = AnyCell(t, j, [](const ReportCell& c) { return !c.informative; });
+  }
+  for (size_t j = 0; j < t.columns.size(); ++j) {
+    const std::string& c = t.columns[j];
+    if (t.FormatOf(j) == ReportCellFormat::kPasskey) {
       out += fmt::format(",{},{}", CsvField(c + " accuracy"), CsvField(c + " trials"));
     } else {
       out += "," + CsvField(c);
     }
+    if (extra[j].interval) out += fmt::format(",{},{}", CsvField(c + "_lo"), CsvField(c + "_hi"));
+    if (extra[j].control) {
+      for (const char* f : {" control", " control_lo", " control_hi", " difference",
+                            " difference_lo", " difference_hi"}) {
+        out += "," + CsvField(c + f);
+      }
+    }
+    if (extra[j].informative) out += "," + CsvField(c + " not_informative");
   }
   out += "\n";
+  auto number = [](bool known, double v) { return known ? "," + CsvNumber(v) : std::string(","); };
   for (size_t i = 0; i < t.rows.size(); ++i) {
     const ReportRowKey& row = t.rows[i];
     if (t.show_corpus) out += CsvField(row.corpus) + ",";
-    out += CsvField(row.model) + "," + CsvField(row.method);
-    for (const ReportCell& c : t.cells[i]) {
-      if (t.format == ReportCellFormat::kPasskey) {
+    out += CsvField(row.model);
+    if (!t.model_rows) out += "," + CsvField(row.method);
+    for (size_t j = 0; j < t.cells[i].size(); ++j) {
+      const ReportCell& c = t.cells[i][j];
+      const ReportCellFormat f = t.FormatOf(j);
+      if (f == ReportCellFormat::kPasskey) {
         out += c.present ? fmt::format(",{},{}", CsvNumber(c.value), c.trials) : ",,";
+      } else if (f == ReportCellFormat::kText) {
+        out += "," + (c.present ? CsvField(c.text) : std::string());
       } else {
-        out += c.present ? "," + CsvNumber(c.value) : ",";
+        out += number(c.present, c.value);
+      }
+      if (extra[j].interval) {
+        out += number(c.present && c.ci.known, c.ci.lo) + number(c.present && c.ci.known, c.ci.hi);
+      }
+      if (extra[j].control) {
+        const bool k = c.present && c.has_control;
+        out += number(k, c.control) + number(k && c.control_ci.known, c.control_ci.lo) +
+               number(k && c.control_ci.known, c.control_ci.hi) + number(k, c.difference) +
+               number(k && c.difference_ci.known, c.difference_ci.lo) +
+               number(k && c.difference_ci.known, c.difference_ci.hi);
+      }
+      if (extra[j].informative) {
+        out += "," + (c.present && !c.informative ? CsvField(c.not_informative) : std::string());
       }
     }
     out += "\n";
@@ -303,19 +1129,40 @@ std::string TableCsv(const ReportTable& t) {
 }
 
 std::string TableHtml(const ReportTable& t) {
-  std::string out =
-      fmt::format("<h2>{}</h2>\n<p>{}</p>\n<table>\n<thead><tr><th>{}</th>", XmlEscape(t.title),
-                  XmlEscape(t.note), t.show_corpus ? "corpus / model / method" : "model / method");
+  std::string out = fmt::format("<h2 id=\"{}\">{}</h2>\n<p>{}</p>\n", XmlEscape(t.name),
+                                XmlEscape(t.title), XmlEscape(t.note));
+  if (!t.ranking_note.empty()) {
+    out += fmt::format("<p class=\"ranking\">{}</p>\n", XmlEscape(t.ranking_note));
+  }
+  out += fmt::format("<table>\n<thead><tr><th>{}</th>", RowHeader(t));
   for (const std::string& c : t.columns) out += fmt::format("<th>{}</th>", XmlEscape(c));
   out += "</tr></thead>\n<tbody>\n";
+  const std::vector<std::string> notes = Footnotes(t);
   for (size_t i = 0; i < t.rows.size(); ++i) {
     out += fmt::format("<tr><th scope=\"row\">{}</th>", XmlEscape(RowLabel(t, t.rows[i])));
-    for (const ReportCell& c : t.cells[i]) {
-      out += fmt::format("<td>{}</td>", XmlEscape(MarkdownCell(t, c)));
+    for (size_t j = 0; j < t.cells[i].size(); ++j) {
+      const ReportCell& c = t.cells[i][j];
+      std::string text = XmlEscape(CellText(t, j, c));
+      std::string cls;
+      if (c.mark != ReportCell::Mark::kNone) text = "<strong>" + text + "</strong>";
+      if (c.mark == ReportCell::Mark::kBest) cls = "best";
+      if (c.mark == ReportCell::Mark::kTied) {
+        cls = "tied";
+        text += " <span class=\"tie\">tie</span>";
+      }
+      if (c.present && !c.informative) {
+        cls += cls.empty() ? "ni" : " ni";
+        text += fmt::format("<sup>n{}</sup>", FootnoteOf(notes, c.not_informative));
+      }
+      out += cls.empty() ? fmt::format("<td>{}</td>", text)
+                         : fmt::format("<td class=\"{}\">{}</td>", cls, text);
     }
     out += "</tr>\n";
   }
   out += "</tbody>\n</table>\n";
+  for (size_t k = 0; k < notes.size(); ++k) {
+    out += fmt::format("<p class=\"footnote\">{}</p>\n", XmlEscape(FootnoteLine(k + 1, notes[k])));
+  }
   return out;
 }
 

@@ -24,27 +24,78 @@ struct ReportRowKey {
 struct ReportCell {
   bool present = false;
   double value = 0.0;
+  LabInterval ci;      // 95% interval of value; !known: records of an older build
   int64_t trials = 0;  // passkey: trials over all depths
+  // Retrieval cells (far copy, repeat with a period, passkey): the same positions in a control
+  // with nothing to copy, and copy - control. The difference's interval is Newcombe's MOVER
+  // interval from the two (DifferenceInterval).
+  bool has_control = false;
+  double control = 0.0;
+  LabInterval control_ci;
+  double difference = 0.0;
+  LabInterval difference_ci;
+  // False when the model failed the lab's copy gate: the cell cannot tell keeping distant
+  // information from forgetting it. Shown greyed with a footnote giving the reason; never ranked.
+  bool informative = true;
+  std::string not_informative;
+  // Set by MarkBest: the best cell of its column, or one whose interval overlaps the best's.
+  enum class Mark { kNone, kBest, kTied };
+  Mark mark = Mark::kNone;
+  std::string text;  // kText cells: shown as is
 };
 
 enum class ReportCellFormat {
-  kAccuracy,    // Markdown "47.31%", CSV 0.4731
-  kLoss,        // nats: Markdown "1.930", CSV 1.93
+  kAccuracy,    // Markdown "47.1% (44.0-50.2)" ("47.31%" without an interval), CSV 0.4731
+  kLoss,        // nats: Markdown "1.930 (1.880-1.990)", CSV 1.93
   kPerplexity,  // Markdown "6.89", CSV 6.89
-  kPasskey,     // accuracy and trials: Markdown "85.00% (40)", CSV two columns
+  kPasskey,     // accuracy and trials: Markdown "85.0% (71.0-93.0) of 40", CSV with trials
+  kTokens,      // a count of tokens ("sees back"): Markdown "512"
+  kText,        // ReportCell::text
 };
 
 struct ReportTable {
   std::string name;   // file stem of its CSV: "accuracy" -> accuracy.csv
   std::string title;  // Markdown heading
-  std::string note;   // one line saying what the rows, columns and cells are
+  std::string note;   // what the rows, columns and cells are
   ReportCellFormat format = ReportCellFormat::kAccuracy;
+  // Per column, the format when it differs from `format` (empty: all `format`).
+  std::vector<ReportCellFormat> column_formats;
   bool show_corpus = false;          // several corpora: the corpus leads each row's label
+  bool model_rows = false;           // rows name a model only (the gate table)
   std::vector<std::string> columns;  // the value columns' headers
   std::vector<ReportRowKey> rows;
   std::vector<std::vector<ReportCell>> cells;  // [row][column]
+  // What each column holds, for readers of the table in code (SummaryReading): its protocol
+  // ("nonrepeat", "repeat", "far-copy", "passkey", "sees-back", ...), context, and the period
+  // (repeat) or distance (far copy).
+  struct Column {
+    std::string protocol;
+    int64_t ctx = 0, param = 0;
+  };
+  std::vector<Column> column_info;  // empty, or one per column
+  // Filled by MarkBest: what the marks mean, and which columns were not ranked and why.
+  std::string ranking_note;
   bool empty() const { return rows.empty() || columns.empty(); }
+  ReportCellFormat FormatOf(size_t column) const {
+    return column < column_formats.size() ? column_formats[column] : format;
+  }
 };
+
+// The interval Wilson's score method gives a binomial proportion of `successes` in `n` trials,
+// at 95% (z = 1.96). !known when n == 0.
+LabInterval WilsonInterval(double successes, int64_t n);
+// An interval of a - b from the intervals of a and of b (Newcombe's MOVER, "method 10" of his
+// 1998 paper): lo = d - sqrt((a - a.lo)^2 + (b.hi - b)^2), hi = d + sqrt((a.hi - a)^2 +
+// (b - b.lo)^2). It treats the two as independent; a copy and its control are scored on the
+// same positions of different texts, so that is an approximation. !known unless both are known.
+LabInterval DifferenceInterval(double a, const LabInterval& a_ci, double b,
+                               const LabInterval& b_ci);
+
+// Marks, in each column of `t`, the best present, informative cell (highest value, or lowest with
+// !higher_is_better; retrieval cells by copy - control) and every cell whose interval overlaps the
+// best's (LabInterval::Overlaps: those are tied, not ranked). A column in which some such cell has
+// no interval is not ranked at all, and ranking_note says so; so is a column of one cell.
+void MarkBest(ReportTable& t, bool higher_is_better);
 
 // The row order shared by every table: models in the order first read, each model's methods in
 // the order first read; several corpora one after the other.
@@ -62,15 +113,61 @@ ReportTable PasskeyTable(const std::vector<LabRecord>& records);
 // Sliding window: perplexity exp(loss) by ctx ("1024 (stride 256)").
 ReportTable SlidingTable(const std::vector<LabRecord>& records);
 
+// A repeat record's period: `period`, or train_len when it is 0 (records of older builds, and
+// the within-window control).
+int64_t RepeatPeriod(const LabRecord& r);
+
+// Far copy by distance, one table per material present ("far_copy_text", "far_copy_random"):
+// columns "d=D (ctx C)" by context, then distance; retrieval cells (copy, control, difference).
+std::vector<ReportTable> FarCopyTables(const std::vector<LabRecord>& records);
+// Repeat by period: columns "C, period P" by context then period, the period of L labelled
+// "(within window)": a control whose source is always in view, not the test.
+ReportTable RepeatPeriodTable(const std::vector<LabRecord>& records);
+
+// How far back a row sees on far copy of one material: the farthest distance d such that at every
+// tested distance up to d the copy accuracy stays within 10 points of its value at the shortest
+// distance and its interval lies above its control's. A distance tested at several contexts
+// counts at the longest. `tokens` 0: not even at the shortest distance.
+struct SeesBack {
+  bool known = false;       // far-copy records with intervals and controls for this row
+  int64_t tokens = 0;       // the farthest such distance
+  int64_t farthest = 0;     // the farthest distance tested
+  bool informative = true;  // false: the model failed the copy gate (reason)
+  std::string not_informative;
+};
+SeesBack SeesBackOf(const std::vector<LabRecord>& records, const ReportRowKey& row,
+                    const std::string& material);
+
+// The copy gate: one row per model (label "model"), columns copy at L, control at L, passkey at
+// L (with intervals), passed, and why.
+ReportTable GateTable(const std::vector<LabGate>& gates, bool show_corpus);
+
+// The summary table, in the seeds' layout (rows model / method): non-repeat at L, then for each
+// longer context non-repeat, repeat at the longest period, far copy at the longest distance and
+// passkey over all depths; last, how far back each row sees. Best cells marked (MarkBest).
+ReportTable SummaryTable(const std::vector<LabRecord>& records);
+// One paragraph reading the summary: for each model, at its longest context, which methods keep
+// distant information (a retrieval cell beyond the window whose interval lies above its
+// control's), which only avoid blowing up (non-repeat within 5 points of L, or its interval
+// overlapping L's, while retrieval stays at control), which do neither; ties said as ties. It
+// states only what the intervals support: without them it says that nothing is ranked.
+std::string SummaryReading(const ReportTable& summary, const std::vector<LabRecord>& records,
+                           const std::vector<LabGate>& gates);
+
 // "model / method", or "corpus / model / method" with show_corpus.
 std::string RowLabel(const ReportTable& t, const ReportRowKey& row);
 
-// Heading, note, then the table; "-" for a missing cell.
+// Heading, note, ranking note, then the table; "-" for a missing cell; best cells in bold ("tie"
+// after each of a tied group), not-informative cells followed by a footnote mark, the footnotes
+// (the reasons) under the table.
 std::string TableMarkdown(const ReportTable& t);
 // Header row then one row per table row: corpus (with show_corpus), model, method, then the
-// values (passkey: "<col> accuracy", "<col> trials"); an empty field for a missing cell.
+// values (passkey: "<col> accuracy", "<col> trials"); an empty field for a missing cell. When
+// the table holds any: "<col>_lo", "<col>_hi" (the interval), "<col> control" and "<col>
+// difference" (each with _lo, _hi), "<col> not_informative" (the reason).
 std::string TableCsv(const ReportTable& t);
-// <h2>, <p> note and <table>, every text escaped.
+// <h2>, <p> note and <table>, every text escaped; best cells <strong>, not-informative cells
+// greyed (class "ni") with a footnote mark, the footnotes under the table.
 std::string TableHtml(const ReportTable& t);
 
 }  // namespace stretch

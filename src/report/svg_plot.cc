@@ -106,6 +106,14 @@ std::string_view SeriesDash(size_t i) {
   return kDashes[(i / std::size(kPlotPalette)) % std::size(kDashes)];
 }
 
+constexpr std::string_view kGreyed = "#b0b0b0";
+
+// A label cut to `n` characters ("..." at the end), so that no legend or axis label widens a
+// plot past kPlotMaxWidth; the full label stays in the tables.
+std::string Shorten(const std::string& label, size_t n) {
+  return label.size() <= n ? label : label.substr(0, n - 3) + "...";
+}
+
 size_t LongestLabel(const std::vector<std::string>& labels) {
   size_t n = 0;
   for (const std::string& s : labels) n = std::max(n, s.size());
@@ -162,7 +170,8 @@ std::string ScaleColour(double v) {
 SvgWriter::SvgWriter(double width, double height, std::string_view name, std::string_view title) {
   out_ = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"plot\" data-plot=\"{}\" width=\"{}\" "
-      "height=\"{}\" viewBox=\"0 0 {} {}\" font-family=\"sans-serif\">\n<title>{}</title>\n"
+      "height=\"{}\" viewBox=\"0 0 {} {}\" style=\"max-width: 100%; height: auto\" "
+      "font-family=\"sans-serif\">\n<title>{}</title>\n"
       "<rect x=\"0\" y=\"0\" width=\"{}\" height=\"{}\" fill=\"#ffffff\"/>\n",
       XmlEscape(name), Px(width), Px(height), Px(width), Px(height), XmlEscape(title), Px(width),
       Px(height));
@@ -230,9 +239,15 @@ std::string SvgWriter::Finish() {
 }
 
 std::string LinePlotSvg(const LinePlotSpec& spec) {
+  constexpr size_t kLegendChars = 44;
   double x_min = std::numeric_limits<double>::infinity(), x_max = -x_min;
   double y_min = x_min, y_max = -x_min;
   std::vector<double> all_x;
+  auto interval = [](const PlotSeries& s, size_t i, double& lo, double& hi) {
+    if (i >= s.lo.size() || i >= s.hi.size() || !(s.lo[i] <= s.hi[i])) return false;
+    lo = s.lo[i], hi = s.hi[i];
+    return std::isfinite(lo) && std::isfinite(hi);
+  };
   for (const PlotSeries& s : spec.series) {
     for (size_t i = 0; i < s.xs.size() && i < s.ys.size(); ++i) {
       if (!std::isfinite(s.xs[i]) || !std::isfinite(s.ys[i])) continue;
@@ -241,6 +256,8 @@ std::string LinePlotSvg(const LinePlotSpec& spec) {
       x_max = std::max(x_max, s.xs[i]);
       y_min = std::min(y_min, s.ys[i]);
       y_max = std::max(y_max, s.ys[i]);
+      double lo = 0, hi = 0;
+      if (interval(s, i, lo, hi)) y_min = std::min(y_min, lo), y_max = std::max(y_max, hi);
       all_x.push_back(s.xs[i]);
     }
   }
@@ -248,10 +265,19 @@ std::string LinePlotSvg(const LinePlotSpec& spec) {
   if (spec.x_marker > 0) x_max = std::max(x_max, spec.x_marker);
 
   std::vector<std::string> labels;
-  for (const PlotSeries& s : spec.series) labels.push_back(s.label);
+  size_t entries = 0;
+  for (const PlotSeries& s : spec.series) {
+    if (!s.in_legend) continue;
+    labels.push_back(Shorten(s.label, kLegendChars));
+    ++entries;
+  }
+  if (!spec.legend_extra.empty())
+    labels.push_back(Shorten(spec.legend_extra, kLegendChars)), ++entries;
   const double legend_w = std::max(120.0, 7.0 * LongestLabel(labels) + 50);
-  const double width = 560 + legend_w, height = 420;
-  const Frame f{78, 44, 560 - 20, height - 62};
+  const double top = spec.note.empty() ? 44 : 62;
+  const double width = 560 + legend_w;
+  const double height = std::max(420.0, top + 12 + 22.0 * entries + 62);
+  const Frame f{78, top, 560 - 20, height - 62};
   Axis x = spec.x_log2 ? Log2Axis(all_x) : LinearAxis(x_min, x_max, /*from_zero=*/true);
   Axis y = LinearAxis(y_min, y_max, /*from_zero=*/false);
   x.p0 = f.left, x.p1 = f.right;
@@ -259,11 +285,25 @@ std::string LinePlotSvg(const LinePlotSpec& spec) {
 
   SvgWriter svg(width, height, spec.name, spec.title);
   DrawAxes(svg, width, height, f, x, y, spec.title, spec.x_label, spec.y_label);
+  if (!spec.note.empty()) {
+    svg.Text(width / 2, 46, Shorten(spec.note, 130),
+             {.size = 11, .anchor = "middle", .fill = "#666"});
+  }
   if (spec.x_marker > 0) {
     const double px = x.Map(spec.x_marker);
     svg.Line(px, f.top, px, f.bottom, "#555555", 1.5, "6 4");
     svg.Text(px + 4, f.top + 14, spec.x_marker_label, {.size = 11, .fill = "#444"});
   }
+  auto colour = [&](size_t k) {
+    const PlotSeries& s = spec.series[k];
+    if (s.greyed) return kGreyed;
+    return SeriesColour(s.colour >= 0 ? static_cast<size_t>(s.colour) : k);
+  };
+  auto dash = [&](size_t k) {
+    const PlotSeries& s = spec.series[k];
+    if (s.dashed) return std::string_view("5 4");
+    return SeriesDash(s.colour >= 0 ? static_cast<size_t>(s.colour) : k);
+  };
   svg.BeginGroup("data");
   for (size_t k = 0; k < spec.series.size(); ++k) {
     const PlotSeries& s = spec.series[k];
@@ -273,83 +313,138 @@ std::string LinePlotSvg(const LinePlotSpec& spec) {
       if (spec.x_log2 && s.xs[i] <= 0) continue;
       px.push_back(x.Map(s.xs[i]));
       py.push_back(y.Map(s.ys[i]));
+      double lo = 0, hi = 0;
+      if (interval(s, i, lo, hi)) {  // the error bar, with caps
+        const double a = y.Map(lo), b = y.Map(hi);
+        svg.Line(px.back(), a, px.back(), b, colour(k), 1.2);
+        svg.Line(px.back() - 3, a, px.back() + 3, a, colour(k), 1.2);
+        svg.Line(px.back() - 3, b, px.back() + 3, b, colour(k), 1.2);
+      }
     }
-    svg.Polyline(px, py, SeriesColour(k), 2, SeriesDash(k));
+    svg.Polyline(px, py, colour(k), 2, dash(k));
     if (spec.markers || px.size() == 1) {
-      for (size_t i = 0; i < px.size(); ++i) svg.Circle(px[i], py[i], 3.5, SeriesColour(k));
+      for (size_t i = 0; i < px.size(); ++i) svg.Circle(px[i], py[i], 3.5, colour(k));
     }
   }
   svg.EndGroup();
   svg.BeginGroup("legend");
+  size_t row = 0;
   for (size_t k = 0; k < spec.series.size(); ++k) {
-    const double ly = f.top + 12 + 22 * k;
-    svg.Line(f.right + 16, ly - 4, f.right + 40, ly - 4, SeriesColour(k), 2.5, SeriesDash(k));
-    svg.Text(f.right + 46, ly, spec.series[k].label);
+    if (!spec.series[k].in_legend) continue;
+    const double ly = f.top + 12 + 22 * row++;
+    svg.Line(f.right + 16, ly - 4, f.right + 40, ly - 4, colour(k), 2.5, dash(k));
+    svg.Text(f.right + 46, ly, Shorten(spec.series[k].label, kLegendChars));
+  }
+  if (!spec.legend_extra.empty()) {
+    const double ly = f.top + 12 + 22 * row;
+    svg.Line(f.right + 16, ly - 4, f.right + 40, ly - 4, "#666666", 2.5, "5 4");
+    svg.Text(f.right + 46, ly, Shorten(spec.legend_extra, kLegendChars));
   }
   svg.EndGroup();
   return svg.Finish();
 }
 
 std::string BarPlotSvg(const BarPlotSpec& spec) {
+  constexpr size_t kLabelChars = 52;
   const size_t n = spec.categories.size(), s = spec.series.size();
-  const double bar_w = 26, gap = 26;
-  const double group_w = s * bar_w + gap;
-  const double label_drop = 3.6 * LongestLabel(spec.categories);  // rotated by 30 degrees
-  const double legend_w = std::max(110.0, 7.0 * LongestLabel(spec.series) + 50);
-  // The first category's label, rotated, reaches left of its group: room for it.
-  const double left =
-      std::max(78.0, n > 0 ? 5.8 * static_cast<double>(spec.categories[0].size()) - 20 : 0.0);
-  const Frame f{left, 44, left + std::max(1.0, static_cast<double>(n)) * group_w, 44 + 260};
-  const double width = f.right + 20 + legend_w, height = f.bottom + 40 + label_drop + 30;
-  Axis y = LinearAxis(0, 1, /*from_zero=*/true);
-  y.p0 = f.bottom, y.p1 = f.top;
+  const double bar_h = 13, gap = 12;
+  const double group_h = s * bar_h + gap;
+  std::vector<std::string> labels;
+  for (size_t c = 0; c < n; ++c) {
+    const bool grey = c < spec.greyed.size() && spec.greyed[c];
+    labels.push_back(Shorten(spec.categories[c], kLabelChars) + (grey ? " *" : ""));
+  }
+  const double label_w = std::max(60.0, 6.4 * LongestLabel(labels) + 16);
+  const double plot_w = 520;
+  const double legend_top = 44, legend_h = 20.0 * s;
+  const double top = legend_top + legend_h + 8;
+  const Frame f{label_w + 10, top, label_w + 10 + plot_w,
+                top + std::max(1.0, static_cast<double>(n)) * group_h};
+  const double width = std::min(kPlotMaxWidth, f.right + 50);
+  const double height = f.bottom + 56 + 16.0 * spec.footnotes.size();
+  Axis x = LinearAxis(0, 1, /*from_zero=*/true);
+  x.p0 = f.left, x.p1 = f.right;
 
   SvgWriter svg(width, height, spec.name, spec.title);
   svg.Text(width / 2, 26, spec.title, {.size = 16, .anchor = "middle", .bold = true});
-  svg.Text(18, (f.top + f.bottom) / 2, spec.y_label,
-           {.size = 13, .anchor = "middle", .rotate = -90});
-  DrawYAxisAndFrame(svg, f, y);
+  svg.Text((f.left + f.right) / 2, f.bottom + 40, spec.y_label, {.size = 13, .anchor = "middle"});
+  for (const double v : x.ticks) {
+    const double px = x.Map(v);
+    svg.Line(px, f.top, px, f.bottom, kGrid);
+    svg.Line(px, f.bottom, px, f.bottom + 5, kFrame);
+    svg.Text(px, f.bottom + 19, FormatNumber(v, x.decimals), {.size = 11, .anchor = "middle"});
+  }
+  svg.Rect(f.left, f.top, f.right - f.left, f.bottom - f.top, "none", kFrame);
+  auto at = [](const std::vector<std::vector<double>>& m, size_t k, size_t c) {
+    return k < m.size() && c < m[k].size() ? m[k][c] : std::nan("");
+  };
   svg.BeginGroup("data");
   for (size_t c = 0; c < n; ++c) {
-    const double gx = f.left + gap / 2 + c * group_w;
+    const double gy = f.top + gap / 2 + c * group_h;
+    const bool grey = c < spec.greyed.size() && spec.greyed[c];
     for (size_t k = 0; k < s; ++k) {
-      const double v = k < spec.values.size() && c < spec.values[k].size() ? spec.values[k][c] : -1;
-      const double bx = gx + k * bar_w;
-      if (v < 0 || !std::isfinite(v)) {
-        svg.Text(bx + bar_w / 2, f.bottom - 4, "n/a", {.size = 9, .anchor = "middle"});
+      const double v = at(spec.values, k, c);
+      const double by = gy + k * bar_h;
+      if (!(v >= 0) || !std::isfinite(v)) {
+        svg.Text(f.left + 4, by + bar_h - 3, "n/a", {.size = 9});
         continue;
       }
-      const double top = y.Map(std::min(v, 1.0));
-      svg.Rect(bx + 2, top, bar_w - 4, f.bottom - top, SeriesColour(k));
-      svg.Text(bx + bar_w / 2, top - 4, fmt::format("{:.2f}", v), {.size = 9, .anchor = "middle"});
+      const double right = x.Map(std::min(v, 1.0));
+      const std::string_view fill = grey ? kGreyed : SeriesColour(k);
+      svg.Rect(f.left, by + 1, right - f.left, bar_h - 2, fill);
+      double end = right;
+      const double lo = at(spec.lo, k, c), hi = at(spec.hi, k, c);
+      if (lo <= hi && std::isfinite(lo) && std::isfinite(hi)) {
+        const double a = x.Map(std::clamp(lo, 0.0, 1.0)), b = x.Map(std::clamp(hi, 0.0, 1.0));
+        const double my = by + bar_h / 2;
+        svg.Line(a, my, b, my, "#222222", 1.2);
+        svg.Line(a, my - 3, a, my + 3, "#222222", 1.2);
+        svg.Line(b, my - 3, b, my + 3, "#222222", 1.2);
+        end = std::max(end, b);
+      }
+      svg.Text(end + 4, by + bar_h - 3, fmt::format("{:.2f}", v), {.size = 9});
     }
   }
   svg.EndGroup();
   for (size_t c = 0; c < n; ++c) {
-    const double cx = f.left + gap / 2 + c * group_w + s * bar_w / 2;
-    svg.Text(cx, f.bottom + 16, spec.categories[c], {.size = 11, .anchor = "end", .rotate = -30});
+    const double cy = f.top + gap / 2 + c * group_h + s * bar_h / 2 + 4;
+    svg.Text(f.left - 8, cy, labels[c], {.size = 11, .anchor = "end"});
   }
   svg.BeginGroup("legend");
   for (size_t k = 0; k < s; ++k) {
-    const double ly = f.top + 12 + 22 * k;
-    svg.Rect(f.right + 16, ly - 10, 14, 14, SeriesColour(k));
-    svg.Text(f.right + 36, ly, spec.series[k]);
+    const double ly = legend_top + 14 + 20 * k;
+    svg.Rect(f.left, ly - 10, 14, 14, SeriesColour(k));
+    svg.Text(f.left + 20, ly, spec.series[k]);
   }
   svg.EndGroup();
+  for (size_t i = 0; i < spec.footnotes.size(); ++i) {
+    svg.Text(12, f.bottom + 62 + 16 * i, Shorten(spec.footnotes[i], 150),
+             {.size = 11, .fill = "#555"});
+  }
   return svg.Finish();
 }
 
 std::string HeatMapSvg(const HeatMapSpec& spec) {
   const size_t nc = spec.columns.size(), nr = spec.rows.size();
   // Cells at least 30 px high, and the map at least 200 px high so that the y label fits.
-  const double cell_w = 72, cell_h = std::max(30.0, 200.0 / std::max<size_t>(1, nr));
-  const Frame f{96, 44, 96 + nc * cell_w, 44 + std::max<size_t>(1, nr) * cell_h};
+  // Cells 72 px wide, narrower when there are so many columns that the map would pass
+  // kPlotMaxWidth (the colour scale and its labels take 134 px at the right).
+  const double cell_w =
+      std::clamp((kPlotMaxWidth - 96 - 134) / std::max<size_t>(1, nc), 36.0, 72.0);
+  const double cell_h = std::max(30.0, 200.0 / std::max<size_t>(1, nr));
+  const double top = spec.note.empty() ? 44 : 60;
+  const Frame f{96, top, 96 + nc * cell_w, top + std::max<size_t>(1, nr) * cell_h};
   const double scale_x = f.right + 28, scale_h = std::max(100.0, f.bottom - f.top);
-  const double width = std::max(scale_x + 16 + 90, 10.0 * spec.title.size() + 40);
+  const double width =
+      std::min(kPlotMaxWidth, std::max(scale_x + 16 + 90, 10.0 * spec.title.size() + 40));
   const double height = std::max(f.bottom, f.top + scale_h) + 56;
 
   SvgWriter svg(width, height, spec.name, spec.title);
-  svg.Text(width / 2, 26, spec.title, {.size = 16, .anchor = "middle", .bold = true});
+  svg.Text(width / 2, 26, Shorten(spec.title, 95), {.size = 16, .anchor = "middle", .bold = true});
+  if (!spec.note.empty()) {
+    svg.Text(width / 2, 42, Shorten(spec.note, 130),
+             {.size = 11, .anchor = "middle", .fill = "#666"});
+  }
   svg.Text((f.left + f.right) / 2, height - 14, spec.x_label, {.size = 13, .anchor = "middle"});
   svg.Text(18, (f.top + f.bottom) / 2, spec.y_label,
            {.size = 13, .anchor = "middle", .rotate = -90});

@@ -3,9 +3,10 @@
 // grouped bars, a heat map). Each plot reads on its own: a title, axis labels with units, tick
 // labels and a legend (or a colour scale).
 //
-// Every plot's root is <svg class="plot" data-plot="NAME" ...>, and the marks that show data are
-// drawn inside <g class="data">, so report.html's render check can tell an empty plot (axes only)
-// from a drawn one.
+// Every plot's root is <svg class="plot" data-plot="NAME" ...>, with a viewBox and the style
+// max-width: 100% so that it scales down to the page, and the marks that show data are drawn
+// inside <g class="data">, so a render check (tests/report/report_cli_test.cc) can tell an empty
+// plot (axes only) from a drawn one.
 #pragma once
 
 #include <string>
@@ -64,6 +65,13 @@ class SvgWriter {
 struct PlotSeries {
   std::string label;
   std::vector<double> xs, ys;  // same length; drawn in x order as given
+  // Optional error bars: the 95% interval of each y (same length as ys, or empty). A point whose
+  // lo > hi has none.
+  std::vector<double> lo, hi;
+  int colour = -1;        // index into the palette; -1: the series' own index
+  bool dashed = false;    // a dashed line (a control), whatever the series' index
+  bool greyed = false;    // grey, not a palette colour (a not-informative series)
+  bool in_legend = true;  // false: no legend entry of its own (a control: see legend_extra)
 };
 
 struct LinePlotSpec {
@@ -75,18 +83,30 @@ struct LinePlotSpec {
   double x_marker = -1;          // > 0: a dashed vertical line there...
   std::string x_marker_label;    // ...with this label
   std::vector<PlotSeries> series;
+  std::string legend_extra;  // a last legend entry drawn as a grey dashed line ("control")
+  std::string note;          // a line under the title (why a plot is greyed), "" for none
 };
 std::string LinePlotSvg(const LinePlotSpec& spec);
 
 struct BarPlotSpec {
-  std::string name, title, y_label;
-  std::vector<std::string> categories;  // groups along x
+  std::string name, title, y_label;     // y_label: the value axis's label
+  std::vector<std::string> categories;  // groups, one below the other
   std::vector<std::string> series;      // bars within a group (legend entries)
   // values[series][category] in [0, 1]; a negative value is missing: no bar, "n/a" written.
   std::vector<std::vector<double>> values;
+  // Optional: the 95% interval of each value, same shape as values (or empty); lo > hi: none.
+  std::vector<std::vector<double>> lo, hi;
+  std::vector<bool> greyed;            // per category (or empty): bars grey, label marked "*"
+  std::vector<std::string> footnotes;  // lines under the plot (what "*" means)
 };
-// Grouped bars with y from 0 to 1 and each bar's value written above it.
+// Grouped horizontal bars: categories down the page, values from 0 to 1 across it, each bar's
+// value written after it, error bars where known. Laid out this way the width is fixed
+// (kPlotMaxWidth at most) however many categories there are: only the height grows.
 std::string BarPlotSvg(const BarPlotSpec& spec);
+
+// No plot is wider than this at its natural size (px); every plot also scales down to the width
+// of the page (viewBox, and max-width: 100% in its style).
+inline constexpr double kPlotMaxWidth = 1000;
 
 struct HeatMapSpec {
   std::string name, title, x_label, y_label;
@@ -94,6 +114,7 @@ struct HeatMapSpec {
   // values[row][column] in [0, 1]; negative: missing (grey, "-").
   std::vector<std::vector<double>> values;
   std::string scale_label;  // the colour scale's title, e.g. "accuracy"
+  std::string note;         // a line under the title, "" for none
 };
 // Cells coloured by ScaleColour, the value written in each, a colour scale at the right.
 std::string HeatMapSvg(const HeatMapSpec& spec);

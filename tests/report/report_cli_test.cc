@@ -1,6 +1,6 @@
 // `stretch report` as a user runs it (the built command, STRETCH_CLI_PATH): the files it writes,
-// the inputs it refuses, and report.html opened in headless Chromium, whose render check must say
-// that every plot drew.
+// the inputs it refuses, and report.html opened in headless Chromium, where a render check that
+// this test injects into a copy of the page must say that every plot drew.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -53,17 +53,17 @@ TEST_F(ReportCliTest, WritesTablesPlotsAndPage) {
   EXPECT_TRUE(Has(r.out, "read 64 records from 2 files: 1 duplicate skipped")) << r.out;
   EXPECT_TRUE(Has(r.out, "1 cut last line skipped")) << r.out;
   EXPECT_TRUE(Has(r.out, "| rope / direct |")) << r.out;
-  EXPECT_TRUE(Has(r.out, "wrote 17 files (10 plots):")) << r.out;
-  for (const char* name : {"tables.md", "accuracy.csv", "loss.csv", "tail.csv", "passkey.csv",
-                           "sliding.csv", "report.html"}) {
+  EXPECT_TRUE(Has(r.out, "wrote 20 files (12 plots):")) << r.out;
+  for (const char* name : {"tables.md", "summary.csv", "accuracy.csv", "loss.csv", "tail.csv",
+                           "passkey.csv", "sliding.csv", "report.html"}) {
     EXPECT_TRUE(fs::exists(fs::path(out) / name)) << name;
     EXPECT_TRUE(Has(r.out, (fs::path(out) / name).string())) << name;
   }
-  EXPECT_EQ(SvgFiles(out).size(), 10u);
+  EXPECT_EQ(SvgFiles(out).size(), 12u);
   // Run again: the files are replaced, nothing else appears (no leftover temporary files).
   const auto again = RunCli("report " + Quote(records) + " --out " + Quote(out));
   ASSERT_EQ(again.exit_code, 0) << again.out;
-  EXPECT_EQ(std::distance(fs::directory_iterator(out), fs::directory_iterator()), 17);
+  EXPECT_EQ(std::distance(fs::directory_iterator(out), fs::directory_iterator()), 20);
 }
 
 TEST_F(ReportCliTest, RefusesMissingFileMalformedLineAndOutputOverInput) {
@@ -104,6 +104,26 @@ TEST_F(ReportCliTest, RefusesMissingFileMalformedLineAndOutputOverInput) {
   EXPECT_TRUE(Has(r.out, "repeat      a text of L tokens repeated")) << r.out;
 }
 
+constexpr const char* kRenderCheck = R"(window.addEventListener('load', function () {
+  var plots = document.querySelectorAll('svg.plot');
+  var lines = [];
+  for (var i = 0; i < plots.length; i++) {
+    var svg = plots[i], ok = false;
+    try {
+      var all = svg.getBBox();
+      var data = svg.querySelector('g.data');
+      var box = data ? data.getBBox() : null;
+      ok = all.width > 0 && all.height > 0 && box !== null && (box.width > 0 || box.height > 0);
+    } catch (e) {
+      ok = false;
+    }
+    lines.push((ok ? 'PLOT-OK ' : 'PLOT-EMPTY ') + svg.getAttribute('data-plot'));
+  }
+  lines.push('PLOTS ' + plots.length);
+  document.getElementById('render-check').textContent = lines.join('\n');
+});
+)";
+
 // Headless Chromium, if installed: Debian's package `chromium` (scripts/setup.sh installs it for
 // the tests).
 std::string FindChromium() {
@@ -119,15 +139,38 @@ TEST_F(ReportCliTest, EveryPlotRendersInChromium) {
     GTEST_SKIP() << "no chromium found (/usr/bin/chromium): install the Debian package "
                     "`chromium` (scripts/setup.sh all does) to run this test";
   }
+  // Every kind of plot: the sample records, and the retrieval lab's (far copy, repeat periods,
+  // a model that failed the gate).
   const std::string records = SampleFile("results.jsonl");
+  const std::string retrieval = Path("retrieval.jsonl");
+  {
+    LabRecordWriter writer(retrieval);
+    const testing::RetrievalLab lab = testing::SampleRetrievalLab();
+    for (const LabGate& g : lab.gates) writer.Append(g);
+    for (const LabRecord& r : lab.records) writer.Append(r);
+  }
   const std::string out = Path("out");
-  const auto r = RunCli("report " + Quote(records) + " --out " + Quote(out));
+  const auto r =
+      RunCli("report " + Quote(records) + " " + Quote(retrieval) + " --out " + Quote(out));
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::vector<std::string> svgs = SvgFiles(out);
+  EXPECT_TRUE(std::find(svgs.begin(), svgs.end(), "far_copy_copier_text") != svgs.end());
   ASSERT_FALSE(svgs.empty());
 
+  // The page holds no script (test scaffolding has no place in it): the check goes into a copy,
+  // just before </body>. On load it writes PLOT-OK / PLOT-EMPTY per svg.plot (its data marks
+  // have a nonzero bounding box), then PLOTS n, into <pre id="render-check">, which --dump-dom
+  // prints.
+  std::string html = testing::ReadBytes((fs::path(out) / "report.html").string());
+  ASSERT_FALSE(Has(html, "render-check"));
+  const size_t body_end = html.rfind("</body>");
+  ASSERT_NE(body_end, std::string::npos);
+  html.insert(body_end, std::string("<pre id=\"render-check\">not run</pre>\n<script>\n") +
+                            kRenderCheck + "</script>\n");
+  const std::string page = fs::absolute(Path("checked.html")).string();
+  testing::WriteBytes(page, html);
+
   // A profile and HOME of its own, inside the test's directory; `timeout` in case it hangs.
-  const std::string page = fs::absolute(fs::path(out) / "report.html").string();
   const std::string cmd = "HOME=" + Quote(dir_.string()) + " timeout 120 " + Quote(chromium) +
                           " --headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage "
                           "--no-first-run --user-data-dir=" +

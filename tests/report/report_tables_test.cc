@@ -35,8 +35,10 @@ TEST(ReportTablesTest, AccuracyTableMarkdownAndCsv) {
   const ReportTable t = MainTable(TwoByTwo(), /*loss=*/false);
   EXPECT_EQ(t.name, "accuracy");
   EXPECT_NE(t.note.find("repeat = a 128-token sample"), std::string::npos) << t.note;
+  // Records of an older build: no intervals, so nothing is ranked, and the table says why.
+  EXPECT_NE(t.ranking_note.find("Nothing is marked best"), std::string::npos) << t.ranking_note;
   EXPECT_EQ(TableMarkdown(t),
-            "## Next-token accuracy\n\n" + t.note +
+            "## Next-token accuracy\n\n" + t.note + "\n\n" + t.ranking_note +
                 "\n\n"
                 "| model / method | L=128 | repeat 512 (4x) | non-repeat 512 (4x) | "
                 "repeat 1024 (8x) | non-repeat 1024 (8x) |\n"
@@ -112,8 +114,14 @@ TEST(ReportTablesTest, TailPasskeyAndSlidingTables) {
   EXPECT_EQ(TableCsv(tail), "model,method,C=128,C=512\nrope,direct,2.5,2.25\n");
   EXPECT_NE(tail.note.find("last K=64 tokens"), std::string::npos) << tail.note;
   const ReportTable passkey = PasskeyTable(rs);
-  EXPECT_EQ(TableCsv(passkey), "model,method,256 accuracy,256 trials\nrope,direct,0.75,20\n");
-  EXPECT_NE(TableMarkdown(passkey).find("| rope / direct | 75.00% (20) |"), std::string::npos);
+  // Passkey: over all depths, with Wilson's interval of 15 in 20 (even for records of older builds:
+  // it needs only the counts).
+  EXPECT_EQ(TableCsv(passkey),
+            "model,method,256 accuracy,256 trials,256_lo,256_hi\nrope,direct,0.75,20,0.531299,"
+            "0.888138\n");
+  EXPECT_NE(TableMarkdown(passkey).find("| rope / direct | 75.0% (53.1-88.8) of 20 |"),
+            std::string::npos)
+      << TableMarkdown(passkey);
   const ReportTable sliding = SlidingTable(rs);
   EXPECT_EQ(TableCsv(sliding), "model,method,1024 (stride 256)\nrope,yarn,8\n");
   // No repeat / non-repeat records: the main table has no rows.

@@ -32,7 +32,7 @@ void RunReport(const ReportArgs& args) {
   if (!w.report.accuracy_markdown.empty()) {
     fmt::print("\n{}\n", w.report.accuracy_markdown);
   } else {
-    fmt::print("\n(no repeat / non-repeat records: no accuracy table)\n\n");
+    fmt::print("\n(no repeat / non-repeat / retrieval records: no summary table)\n\n");
   }
   fmt::print("wrote {} files ({} plots):\n", w.paths.size(), w.report.plots);
   for (const std::string& p : w.paths) fmt::print("  {}\n", p);
@@ -60,27 +60,45 @@ void RegisterReport(CLI::App& app) {
       "predict real text that long?\n"
       "  repeat      a text of L tokens repeated until it fills the context: the answer is "
       "always in view, so failing here means the model cannot use positions beyond L at "
-      "all.\n"
+      "all. With a period P longer than L (records that give one), only a model that keeps "
+      "information from beyond its window can copy; period L is then a within-window control.\n"
+      "  far-copy    a span early in the context and again at the end, d tokens later; the copy "
+      "is scored against a control with nothing to copy.\n"
       "  tail        the same last K tokens scored with more and more context before them.\n"
       "  passkey     a number hidden at some depth of filler text, asked for at the end.\n"
       "  sliding     sliding-window perplexity: each token scored once, with a long context.\n"
+      "Every number carries its 95% interval where the records hold one ('47.1% (44.0-50.2)'; "
+      "passkey: Wilson's interval over its trials); numbers of records from older builds are "
+      "shown as before, their interval not known. The best cell of each column is bold, and "
+      "every cell whose interval overlaps the best's is bold and marked 'tie': cells inside "
+      "each other's noise are not ranked. Cells of a model that failed the lab's copy gate are "
+      "marked not informative, with the reason in a footnote (grey on the page).\n"
       "Writes into --out DIR (created if missing; files of the same names are replaced):\n"
-      "  tables.md                      every table in Markdown: next-token accuracy and loss "
-      "(rows model / method; columns non-repeat at L, then repeat and non-repeat at each "
-      "longer context), fixed tail, passkey, sliding\n"
-      "  accuracy.csv loss.csv tail.csv passkey.csv sliding.csv   the same tables as CSV "
-      "(those with data)\n"
+      "  tables.md                      every table in Markdown, the summary first: rows model "
+      "/ method; non-repeat at L, then at each longer context non-repeat, repeat at the longest "
+      "period, far copy at the longest distance and passkey, and how far back each method sees; "
+      "then a paragraph generated from the numbers (which methods keep distant information, "
+      "which only avoid blowing up, ties said as ties); then the copy gate, far copy by "
+      "distance, repeat by period, passkey, accuracy and loss (the seeds' layout), fixed tail, "
+      "sliding\n"
+      "  summary.csv gate.csv far_copy_MATERIAL.csv repeat_by_period.csv passkey.csv "
+      "accuracy.csv loss.csv tail.csv sliding.csv   the same tables as CSV (those with data), "
+      "each value with COLUMN_lo and COLUMN_hi (its interval) where any is known, and the "
+      "control, difference and not-informative reason of retrieval cells\n"
       "  loss_by_position_MODEL.svg     loss by position at the model's longest non-repeat "
       "context, one line per method, the training length marked\n"
-      "  repeat_vs_nonrepeat_CTX.svg    accuracy bars, repeat next to non-repeat, per model / "
-      "method\n"
+      "  far_copy_MODEL_MATERIAL.svg    far copy accuracy by distance, one line per method with "
+      "error bars, its control dashed\n"
+      "  repeat_vs_nonrepeat_CTX_MODEL.svg  accuracy bars with error bars per method: "
+      "non-repeat, repeat within the window, repeat at the longest period\n"
       "  tail_MODEL.svg                 fixed-tail loss by context length, one line per "
       "method\n"
-      "  passkey_MODEL_METHOD.svg       passkey accuracy, length x depth heat map\n"
+      "  passkey_MODEL_METHOD.svg       passkey accuracy, length x depth heat map (a method "
+      "at 0 everywhere gets a line under the passkey table instead)\n"
       "  report.html                    one self-contained page: the tables and every plot "
-      "(open it in any browser, offline)\n"
-      "The accuracy table is also printed. Loss is in nats (natural log); accuracy is the "
-      "share of next tokens whose most likely prediction was right.\n"
+      "(open it in any browser, offline; every plot scales to the page)\n"
+      "The summary table and its reading are also printed. Loss is in nats (natural log); "
+      "accuracy is the share of next tokens whose most likely prediction was right.\n"
       "Example: stretch report results.jsonl more.jsonl --out report/");
   sub->add_option("results", args->inputs, "Results files (JSON lines written by the lab)")
       ->required();

@@ -1,0 +1,365 @@
+// The report as a results section: intervals in every format, the tie rule (cells whose
+// intervals overlap are not ranked), not-informative cells marked with their reason, the
+// retrieval tables, and the summary's generated reading on made-up labs whose answer is known.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "src/report/report_html.h"
+#include "src/report/report_tables.h"
+#include "src/report/svg_plot.h"
+#include "tests/report/sample_records.h"
+
+namespace stretch {
+namespace {
+
+using testing::SampleCell;
+using testing::SampleRetrievalLab;
+
+bool Has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+size_t Count(const std::string& s, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + 1)) ++n;
+  return n;
+}
+
+// One accuracy column of made-up cells: value and half-width of the interval (< 0: none).
+ReportTable Column(const std::vector<std::pair<double, double>>& cells) {
+  ReportTable t;
+  t.name = "t";
+  t.title = "t";
+  t.columns = {"c"};
+  for (size_t i = 0; i < cells.size(); ++i) {
+    t.rows.push_back({"sotu", "m", "method" + std::to_string(i)});
+    ReportCell c;
+    c.present = true;
+    c.value = cells[i].first;
+    if (cells[i].second >= 0) {
+      c.ci = {true, cells[i].first - cells[i].second, cells[i].first + cells[i].second};
+    }
+    t.cells.push_back({c});
+  }
+  return t;
+}
+
+std::vector<ReportCell::Mark> Marks(const ReportTable& t) {
+  std::vector<ReportCell::Mark> out;
+  for (const auto& row : t.cells) out.push_back(row[0].mark);
+  return out;
+}
+
+using M = ReportCell::Mark;
+
+TEST(ReportReadingTest, OverlappingIntervalsAreTiedNotRanked) {
+  // 0.52 is the highest value, but 0.50's interval overlaps it: a tie, neither ranked; 0.40 is
+  // clear below both.
+  ReportTable t = Column({{0.50, 0.05}, {0.52, 0.05}, {0.40, 0.02}});
+  MarkBest(t, /*higher_is_better=*/true);
+  EXPECT_EQ(Marks(t), (std::vector<M>{M::kTied, M::kTied, M::kNone}));
+  EXPECT_TRUE(Has(t.ranking_note, "tied with it and not ranked"));
+  // Disjoint intervals rank: 0.53 is the best alone.
+  t = Column({{0.50, 0.01}, {0.53, 0.01}});
+  MarkBest(t, true);
+  EXPECT_EQ(Marks(t), (std::vector<M>{M::kNone, M::kBest}));
+  // Lower is better (loss): the lowest is the best.
+  t = Column({{2.0, 0.01}, {1.5, 0.01}, {1.52, 0.05}});
+  MarkBest(t, false);
+  EXPECT_EQ(Marks(t), (std::vector<M>{M::kNone, M::kTied, M::kTied}));
+  // A tie with the best, not a chain: 0.46 overlaps 0.50 but not 0.55, the best.
+  t = Column({{0.55, 0.03}, {0.50, 0.03}, {0.46, 0.03}});
+  MarkBest(t, true);
+  EXPECT_EQ(Marks(t), (std::vector<M>{M::kTied, M::kTied, M::kNone}));
+}
+
+TEST(ReportReadingTest, NoIntervalNoRankAndNotInformativeNeverRanked) {
+  ReportTable t = Column({{0.50, 0.01}, {0.90, -1}});
+  MarkBest(t, true);
+  EXPECT_EQ(Marks(t), (std::vector<M>{M::kNone, M::kNone}));
+  EXPECT_TRUE(Has(t.ranking_note, "Nothing is marked best")) << t.ranking_note;
+  EXPECT_TRUE(Has(t.ranking_note, "no 95% interval")) << t.ranking_note;
+  // The not-informative cell has the highest value: it is passed over, not ranked.
+  t = Column({{0.50, 0.01}, {0.90, 0.01}, {0.40, 0.01}});
+  t.cells[1][0].informative = false;
+  t.cells[1][0].not_informative = "copy - control = 3 points < 20 at L";
+  MarkBest(t, true);
+  EXPECT_EQ(Marks(t), (std::vector<M>{M::kBest, M::kNone, M::kNone}));
+}
+
+TEST(ReportReadingTest, IntervalsInMarkdownCsvAndHtml) {
+  std::vector<LabRecord> rs;
+  for (const auto& [method, acc] : {std::pair("direct", 0.30), std::pair("yarn", 0.471)}) {
+    LabRecord r = testing::WithCi(SampleCell("rope", method, "nonrepeat", 1024, 0.5), acc, 0.031);
+    rs.push_back(r);
+  }
+  // A record of an older build: no interval. Shown as before, never as [0, 0].
+  rs.push_back(SampleCell("rope", "pi", "nonrepeat", 1024, 0.5));
+  ReportTable t = MainTable(rs, /*loss=*/false);
+  std::string md = TableMarkdown(t);
+  EXPECT_TRUE(Has(md, "| rope / yarn | - | - | 47.1% (44.0-50.2) |")) << md;
+  EXPECT_TRUE(Has(md, "| rope / direct | - | - | 30.0% (26.9-33.1) |")) << md;
+  EXPECT_TRUE(
+      Has(md, "| rope / pi | - | - | " + fmt::format("{:.2f}%", 100 * rs[2].accuracy) + " |"))
+      << md;
+  EXPECT_FALSE(Has(md, "(0.0-0.0)"));
+  // The pi cell has no interval: whether yarn is above it cannot be told, so nothing is bold.
+  EXPECT_FALSE(Has(md, "**")) << md;
+  EXPECT_TRUE(Has(md, "Nothing is marked best: some cells carry no 95% interval")) << md;
+  const std::string csv = TableCsv(t);
+  EXPECT_TRUE(Has(csv, ",non-repeat 1024 (8x),non-repeat 1024 (8x)_lo,non-repeat 1024 (8x)_hi\n"))
+      << csv;
+  EXPECT_TRUE(Has(csv, "rope,yarn,,,,,,,0.471,0.44,0.502\n")) << csv;
+  EXPECT_TRUE(Has(csv, "rope,pi,,,,,,," + fmt::format("{:.6g}", rs[2].accuracy) + ",,\n")) << csv;
+  // Without the pi cell, the column ranks: yarn's interval is clear of direct's.
+  rs.pop_back();
+  t = MainTable(rs, /*loss=*/false);
+  md = TableMarkdown(t);
+  EXPECT_TRUE(Has(md, "| rope / yarn | - | - | **47.1% (44.0-50.2)** |")) << md;
+  const std::string html = TableHtml(t);
+  EXPECT_TRUE(Has(html, "47.1% (44.0-50.2)")) << html;
+}
+
+TEST(ReportReadingTest, RetrievalTablesGiveControlDifferenceAndFootnotes) {
+  const auto lab = SampleRetrievalLab();
+  const std::vector<ReportTable> far = FarCopyTables(lab.records);
+  ASSERT_EQ(far.size(), 1u);
+  EXPECT_EQ(far[0].name, "far_copy_text");
+  EXPECT_EQ(far[0].columns,
+            (std::vector<std::string>{"d=32 (ctx 1024)", "d=256 (ctx 1024)", "d=896 (ctx 1024)"}));
+  const std::string md = TableMarkdown(far[0]);
+  EXPECT_TRUE(Has(md, "62.0% (59.0-65.0); control 3.0% (0.5-5.5); +59.0 pts (55.1 to 62.9)")) << md;
+  // Every not-informative cell is marked with the footnote, and the footnote gives the reason.
+  EXPECT_EQ(Count(md, "[n1]"), 2u * 3u + 1u) << md;  // 2 rows x 3 distances, and the footnote
+  EXPECT_TRUE(Has(md, "[n1] not informative: copy - control = 3 points < 20 at L")) << md;
+  const std::string csv = TableCsv(far[0]);
+  EXPECT_TRUE(Has(csv, ",d=896 (ctx 1024) control,d=896 (ctx 1024) control_lo,")) << csv;
+  EXPECT_TRUE(Has(csv, "d=896 (ctx 1024) difference_lo")) << csv;
+  EXPECT_TRUE(Has(csv, "d=896 (ctx 1024) not_informative")) << csv;
+  EXPECT_EQ(Count(csv, "copy - control = 3 points < 20 at L"), 6u) << csv;
+  const std::string html = TableHtml(far[0]);
+  EXPECT_EQ(Count(html, "<td class=\"ni\">"), 6u) << html;
+  EXPECT_TRUE(Has(html, "<p class=\"footnote\">[n1] not informative: copy - control")) << html;
+
+  const ReportTable repeat = RepeatPeriodTable(lab.records);
+  EXPECT_EQ(repeat.columns,
+            (std::vector<std::string>{"1024, period 128 (within window)", "1024, period 512"}));
+  const ReportTable passkey = PasskeyTable(lab.records);
+  // 60 trials, 36 right: Wilson's interval 47.4-71.4.
+  EXPECT_TRUE(Has(TableMarkdown(passkey), "60.0% (47.4-71.4) of 60")) << TableMarkdown(passkey);
+  const ReportTable gate = GateTable(lab.gates, false);
+  const std::string g = TableMarkdown(gate);
+  EXPECT_TRUE(Has(g,
+                  "| copier | 128 | 93.0% (90.0-96.0) | 3.0% (1.0-5.0) | 95.0% (85.0-99.0) | "
+                  "passed |"))
+      << g;
+  EXPECT_TRUE(Has(g,
+                  "| forgetter | 128 | 6.0% (3.0-9.0) | 3.0% (1.0-5.0) | 0.0% (0.0-4.0) | "
+                  "failed: copy - control = 3 points < 20 at L |"))
+      << g;
+}
+
+TEST(ReportReadingTest, WilsonAndDifferenceIntervals) {
+  // Wilson's 95% interval of 0 in 20 is [0, 0.161]; of 10 in 20, [0.299, 0.701].
+  const LabInterval zero = WilsonInterval(0, 20);
+  EXPECT_NEAR(zero.lo, 0.0, 1e-9);
+  EXPECT_NEAR(zero.hi, 0.1611, 1e-4);
+  const LabInterval half = WilsonInterval(10, 20);
+  EXPECT_NEAR(half.lo, 0.2993, 1e-4);
+  EXPECT_NEAR(half.hi, 0.7007, 1e-4);
+  EXPECT_FALSE(WilsonInterval(0, 0).known);
+  // MOVER: 0.6 [0.5, 0.7] - 0.1 [0.05, 0.2] = 0.5 [0.6 - hypot(0.1, 0.1), 0.5 + hypot(0.1, 0.05)].
+  const LabInterval d = DifferenceInterval(0.6, {true, 0.5, 0.7}, 0.1, {true, 0.05, 0.2});
+  EXPECT_NEAR(d.lo, 0.5 - std::hypot(0.1, 0.1), 1e-12);
+  EXPECT_NEAR(d.hi, 0.5 + std::hypot(0.1, 0.05), 1e-12);
+  EXPECT_FALSE(DifferenceInterval(0.6, {}, 0.1, {true, 0, 1}).known);
+}
+
+TEST(ReportReadingTest, SeesBackIsTheFarthestDistanceWithinTenPointsAndAboveControl) {
+  const auto lab = SampleRetrievalLab();
+  auto sees = [&](const std::string& model, const std::string& method) {
+    return SeesBackOf(lab.records, {"sotu", model, method}, "text");
+  };
+  EXPECT_EQ(sees("copier", "yarn").tokens, 896);  // 0.62 >= 0.70 - 0.10
+  EXPECT_EQ(sees("copier", "yarn").farthest, 896);
+  EXPECT_EQ(sees("copier", "window").tokens, 32);  // 0.04 at 256: at control
+  EXPECT_EQ(sees("copier", "pi").tokens, 32);
+  EXPECT_FALSE(sees("forgetter", "yarn").informative);
+  // A drop of more than 10 points stops it even above control: yarn at 0.59 from 256 on.
+  std::vector<LabRecord> rs = lab.records;
+  for (LabRecord& r : rs) {
+    if (r.protocol == "far-copy" && r.model == "copier" && r.method == "yarn" &&
+        r.distance == 896) {
+      r = testing::WithCi(r, 0.59, 0.03);
+    }
+  }
+  EXPECT_EQ(SeesBackOf(rs, {"sotu", "copier", "yarn"}, "text").tokens, 256);
+}
+
+TEST(ReportReadingTest, SummaryReadsWhichMethodsKeepDistantInformation) {
+  const auto lab = SampleRetrievalLab();
+  const ReportTable s = SummaryTable(lab.records);
+  EXPECT_EQ(s.columns, (std::vector<std::string>{"L=128", "non-repeat 1024 (8x)",
+                                                 "repeat 1024 (8x), period 512",
+                                                 "far copy 1024 (8x), d=896", "passkey 1024 (8x)",
+                                                 "sees back (tokens, far copy of text)"}));
+  const std::string reading = SummaryReading(s, lab.records, lab.gates);
+  EXPECT_TRUE(Has(reading, "yarn and rerope keep distant information")) << reading;
+  EXPECT_TRUE(Has(reading, "they are tied (their intervals overlap)")) << reading;
+  EXPECT_TRUE(Has(reading, "window only avoids blowing up")) << reading;
+  EXPECT_TRUE(Has(reading, "pi does neither")) << reading;
+  EXPECT_TRUE(Has(reading,
+                  "Model forgetter at 1024 tokens (8x its training length): it failed "
+                  "the copy gate (copy - control = 3 points < 20 at L)"))
+      << reading;
+  EXPECT_TRUE(Has(reading, "On genuine text, yarn and window stay within 5 points of L's"))
+      << reading;
+  EXPECT_FALSE(Has(reading, "keeps the most")) << reading;
+  EXPECT_FALSE(Has(reading, "Every column is a tie")) << reading;
+  // The forgetter's yarn copies as well as the copier's, but its cells are not informative:
+  // never read as keeping.
+  EXPECT_EQ(Count(reading, "keep distant information"), 1u) << reading;
+}
+
+TEST(ReportReadingTest, SummaryNamesAClearWinnerOnlyWhenTheIntervalsSayIt) {
+  auto lab = SampleRetrievalLab();
+  for (LabRecord& r : lab.records) {  // rerope far ahead of yarn at 896, intervals apart
+    if (r.protocol == "far-copy" && r.method == "rerope" && r.distance == 896) {
+      r = testing::WithCi(r, 0.90, 0.02);
+    }
+  }
+  const ReportTable s = SummaryTable(lab.records);
+  const std::string reading = SummaryReading(s, lab.records, lab.gates);
+  EXPECT_TRUE(Has(reading, "rerope keeps the most, its interval clear of the others'")) << reading;
+}
+
+// Everything within the noise: three methods whose every cell overlaps the others'. The reading
+// must say that the columns are ties and rank nothing.
+TEST(ReportReadingTest, SummarySaysSoWhenEverythingIsTied) {
+  std::vector<LabRecord> rs;
+  for (const std::string method : {"a", "b", "c"}) {
+    const double nudge = method == "a" ? 0.0 : method == "b" ? 0.01 : 0.02;
+    rs.push_back(testing::WithCi(SampleCell("m", method, "nonrepeat", 128, 0.5), 0.5 + nudge, 0.1));
+    rs.push_back(
+        testing::WithCi(SampleCell("m", method, "nonrepeat", 1024, 0.5), 0.48 + nudge, 0.1));
+    LabRecord far = SampleCell("m", method, "far-copy", 1024, 0.5);
+    far.distance = 512;
+    far.material = "text";
+    rs.push_back(testing::WithControl(testing::WithCi(far, 0.05 + nudge, 0.05), 0.04, 0.04));
+  }
+  const ReportTable s = SummaryTable(rs);
+  for (size_t j = 0; j + 1 < s.columns.size(); ++j) {  // the last: sees back, text
+    for (size_t i = 0; i < s.rows.size(); ++i) {
+      EXPECT_EQ(s.cells[i][j].mark, M::kTied) << s.columns[j] << " " << s.rows[i].method;
+    }
+  }
+  const std::string reading = SummaryReading(s, rs, {});
+  EXPECT_TRUE(Has(reading, "Every column is a tie")) << reading;
+  EXPECT_TRUE(Has(reading, "a, b and c only avoid blowing up")) << reading;
+  EXPECT_FALSE(Has(reading, "keep distant information:")) << reading;
+  EXPECT_FALSE(Has(reading, "keeps the most")) << reading;
+  EXPECT_TRUE(Has(TableMarkdown(s), "** tie |")) << TableMarkdown(s);
+}
+
+TEST(ReportReadingTest, SummaryOfRecordsWithoutIntervalsRanksNothing) {
+  std::vector<LabRecord> rs = {
+      SampleCell("m", "a", "nonrepeat", 128, 0.5), SampleCell("m", "a", "nonrepeat", 1024, 0.5),
+      SampleCell("m", "b", "nonrepeat", 128, 0.9), SampleCell("m", "b", "nonrepeat", 1024, 0.9)};
+  const ReportTable s = SummaryTable(rs);
+  const std::string reading = SummaryReading(s, rs, {});
+  EXPECT_TRUE(Has(reading, "no intervals")) << reading;
+  EXPECT_FALSE(Has(TableMarkdown(s), "**")) << TableMarkdown(s);
+}
+
+// Width of an SVG's root element, from its width="..." attribute.
+double SvgWidth(const std::string& svg) {
+  const size_t at = svg.find("width=\"");
+  return at == std::string::npos ? -1 : std::stod(svg.substr(at + 7));
+}
+
+TEST(ReportReadingTest, PlotsFitThePageAndNoHeatMapIsAllZero) {
+  // Many methods: the bar plot that was 2,975 px wide.
+  LabRecordFile file;
+  const auto lab = SampleRetrievalLab();
+  file.records = lab.records;
+  file.gates = lab.gates;
+  for (int k = 0; k < 20; ++k) {
+    const std::string method = fmt::format("self-extend:group={},window=128-long-name", k + 2);
+    for (const char* p : {"nonrepeat", "repeat"}) {
+      file.records.push_back(
+          testing::WithCi(SampleCell("copier", method, p, 1024, 0.5), 0.4, 0.02));
+    }
+  }
+  const Report report = BuildReport(file, {"r.jsonl"});
+  size_t svgs = 0;
+  bool far_plot = false;
+  for (const ReportFile& f : report.files) {
+    if (!f.name.ends_with(".svg")) continue;
+    ++svgs;
+    EXPECT_LE(SvgWidth(f.content), kPlotMaxWidth) << f.name;
+    EXPECT_TRUE(Has(f.content, "viewBox=\"0 0 ")) << f.name;
+    EXPECT_TRUE(Has(f.content, "style=\"max-width: 100%; height: auto\"")) << f.name;
+    if (f.name.starts_with("passkey_")) {
+      // Every heat map drawn has a nonzero cell: window and pi, all zero, have none.
+      EXPECT_FALSE(Has(f.name, "window") || Has(f.name, "_pi")) << f.name;
+    }
+    if (f.name == "far_copy_copier_text.svg") {
+      far_plot = true;
+      EXPECT_TRUE(Has(f.content, "stroke-dasharray=\"5 4\"")) << "the control, dashed";
+      EXPECT_TRUE(Has(f.content, ">control (nothing to copy)</text>"));
+    }
+    if (f.name == "far_copy_forgetter_text.svg") {
+      EXPECT_TRUE(Has(f.content,
+                      "not informative (the model failed the copy gate): copy - "
+                      "control = 3 points &lt; 20 at L"))
+          << f.content;
+    }
+  }
+  EXPECT_TRUE(far_plot);
+  EXPECT_GT(svgs, 5u);
+  const std::string& html = report.files.back().content;
+  EXPECT_TRUE(Has(html, "svg.plot { max-width: 100%; height: auto; }"));
+  EXPECT_TRUE(Has(html,
+                  "Passkey: every length and depth at 0% (no heat map drawn) for "
+                  "copier / window: 1 length x 3 depths, 60 trials"))
+      << html;
+  // The summary and its reading come first, before the other tables.
+  const size_t summary = html.find("Summary: next-token accuracy and retrieval");
+  ASSERT_NE(summary, std::string::npos);
+  EXPECT_LT(summary, html.find("Next-token accuracy</h2>"));
+  EXPECT_LT(summary, html.find("<strong>Reading.</strong> Model copier"));
+  // No test scaffolding in the page.
+  EXPECT_FALSE(Has(html, "Render check"));
+  EXPECT_FALSE(Has(html, "render-check"));
+  EXPECT_FALSE(Has(html, "<script"));
+}
+
+// Two labs merged, each with a model labelled "forgetter": SeparateModels gives each its own label,
+// and the gate follows its model (by id), so that the gate table and the reading name the row.
+TEST(ReportReadingTest, GatesFollowTheirModelsNewLabel) {
+  const auto lab = SampleRetrievalLab();
+  LabRecordFile file;
+  file.records = lab.records;
+  file.gates = lab.gates;
+  for (LabRecord& r : file.records) {
+    if (r.model == "forgetter") r.model_id = "bbbbbbbb00000000";
+    r.key = LabRecordKey(r);
+  }
+  file.gates[1].model_id = "bbbbbbbb00000000";
+  LabRecord other = SampleCell("forgetter", "direct", "nonrepeat", 128, 0.5);
+  other.model_id = "cccccccc00000000";
+  other.key = LabRecordKey(other);
+  file.records.push_back(other);
+  const Report report = BuildReport(file, {"a.jsonl", "b.jsonl"});
+  const std::string& md = report.files[0].content;
+  EXPECT_TRUE(Has(md, "| forgetter [bbbbbbbb] | 128 | 6.0% (3.0-9.0)")) << md;
+  EXPECT_TRUE(Has(report.summary_reading,
+                  "Model forgetter [bbbbbbbb] at 1024 tokens (8x its "
+                  "training length): it failed the copy gate"))
+      << report.summary_reading;
+}
+
+}  // namespace
+}  // namespace stretch
