@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "src/core/error.h"
+#include "src/core/stop.h"
 #include "src/core/threads.h"
 #include "src/core/timer.h"
 #include "src/lab/lab.h"
@@ -254,7 +255,10 @@ void RegisterLab(CLI::App& app) {
   cmd->add_flag("--no-tail", a->no_tail, "skip the fixed-tail protocol");
   cmd->add_option("--threads", a->threads, "threads (default: all cores, or a share per rank)")
       ->check(Whole(0, L::max_threads));
-  cmd->callback([a] { RunLabCommand(*a); });
+  cmd->callback([a] {
+    InstallStopHandlers();  // Ctrl-C records the cell at hand first (src/core/stop.h)
+    RunLabCommand(*a);
+  });
 }
 
 }  // namespace stretch::cli

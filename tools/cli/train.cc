@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "src/core/error.h"
+#include "src/core/stop.h"
 #include "src/core/threads.h"
 #include "src/io/output_file.h"
 #include "src/io/training_tokenizer.h"
@@ -399,7 +400,10 @@ void RegisterTrain(CLI::App& app) {
       ->check(Whole(0, L::max_skip_nonfinite));
   sub->add_option("--threads", args->threads, "Threads (default: all cores)")
       ->check(Whole(0, L::max_threads));
-  sub->callback([sub, args] { RunTrain(sub, *args); });
+  sub->callback([sub, args] {
+    InstallStopHandlers();  // Ctrl-C saves the step at hand first (src/core/stop.h)
+    RunTrain(sub, *args);
+  });
 }
 
 }  // namespace stretch::cli
