@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <set>
 
+#include "src/core/check.h"
 #include "src/core/error.h"
 #include "src/position/method.h"
 
@@ -149,7 +151,23 @@ TuneResult RunTune(Transformer& model, std::span<const int> stream, const TuneOp
         result.refused++;
         continue;
       }
-      TuneCell cell{spec, round, ScoreStream(model, stream, so)};
+      TuneCell cell;
+      cell.spec = spec;
+      cell.round = round;
+      cell.window_loss.assign(static_cast<size_t>(options.windows), 0.0);
+      cell.window_targets.assign(static_cast<size_t>(options.windows), 0.0);
+      cell.summary = ScoreStream(model, stream, so, [&](const TokenRecord& t) {
+        const size_t w = static_cast<size_t>(t.window);
+        if (w >= cell.window_loss.size()) {
+          cell.window_loss.resize(w + 1, 0.0);
+          cell.window_targets.resize(w + 1, 0.0);
+        }
+        cell.window_loss[w] += t.loss;
+        cell.window_targets[w] += 1.0;
+      });
+      cell.window_loss.resize(static_cast<size_t>(cell.summary.windows));
+      cell.window_targets.resize(static_cast<size_t>(cell.summary.windows));
+      cell.loss = BootstrapRatio(cell.window_loss, cell.window_targets);
       result.cells.push_back(std::move(cell));
       if (progress) progress(result.cells.back(), result.cells.size(), total);
     }
@@ -170,6 +188,134 @@ TuneResult RunTune(Transformer& model, std::span<const int> stream, const TuneOp
   }
   result.best = best();
   return result;
+}
+
+std::string TuneCell::Family() const {
+  const size_t end = std::min(spec.find(':'), spec.find('+'));
+  return spec.substr(0, end);
+}
+
+std::optional<Interval> TuneCell::FarthestCopy() const {
+  if (!retrieval || retrieval->points.empty()) return std::nullopt;
+  return retrieval->points.back().result.accuracy_difference;
+}
+
+const char* TuneObjectiveName(TuneObjective o) {
+  switch (o) {
+    case TuneObjective::kLoss: return "loss";
+    case TuneObjective::kRetrieval: return "retrieval";
+    case TuneObjective::kBoth: return "both";
+  }
+  return "?";
+}
+
+TuneObjective ParseTuneObjective(const std::string& name) {
+  for (const TuneObjective o :
+       {TuneObjective::kLoss, TuneObjective::kRetrieval, TuneObjective::kBoth}) {
+    if (name == TuneObjectiveName(o)) return o;
+  }
+  Fail("--objective {}: expected loss, retrieval or both", name);
+}
+
+TuneRanking RankTune(const TuneResult& r, TuneObjective objective) {
+  TuneRanking k;
+  const std::vector<TuneCell>& c = r.cells;
+  STRETCH_CHECK(!c.empty());
+  std::vector<size_t> by_loss(c.size());
+  std::iota(by_loss.begin(), by_loss.end(), size_t{0});
+  std::stable_sort(by_loss.begin(), by_loss.end(), [&](size_t x, size_t y) {
+    return c[x].summary.MeanLoss() < c[y].summary.MeanLoss();
+  });
+  // Loss ties: the paired difference (the same windows) from the leader holds 0.
+  auto loss_tied = [&](size_t i, size_t lead) {
+    if (i == lead) return true;
+    const Interval d = BootstrapRatioDifference(c[i].window_loss, c[i].window_targets,
+                                                c[lead].window_loss, c[lead].window_targets,
+                                                /*paired=*/true);
+    return d.low <= 0.0 && 0.0 <= d.high;
+  };
+  // The retrieval leader: the largest copy - control at the longest distance.
+  std::optional<size_t> lead;
+  for (size_t i : by_loss) {
+    const std::optional<Interval> f = c[i].FarthestCopy();
+    if (f && (!lead || f->estimate > c[*lead].FarthestCopy()->estimate)) lead = i;
+  }
+  const bool copies = lead && c[*lead].FarthestCopy()->low > 0.0;
+  auto retrieval_tied = [&](size_t i) {
+    const std::optional<Interval> f = c[i].FarthestCopy();
+    return lead && f && IntervalsOverlap(*f, *c[*lead].FarthestCopy());
+  };
+  if (objective == TuneObjective::kLoss || !lead) {
+    k.order = by_loss;
+    k.note =
+        lead ? "ranked by loss (--objective loss)" : "ranked by loss: retrieval was not measured";
+  } else {
+    // Measured cells first: by retrieval (kRetrieval), or the retrieval leader's ties by loss and
+    // then the rest by retrieval (kBoth); unmeasured cells after, by loss.
+    std::vector<size_t> measured, rest;
+    for (size_t i : by_loss) (c[i].FarthestCopy() ? measured : rest).push_back(i);
+    auto far = [&](size_t i) { return c[i].FarthestCopy()->estimate; };
+    std::stable_sort(measured.begin(), measured.end(),
+                     [&](size_t x, size_t y) { return far(x) > far(y); });
+    if (objective == TuneObjective::kBoth && copies) {
+      std::stable_partition(measured.begin(), measured.end(), retrieval_tied);
+      const auto tied_end = std::find_if_not(measured.begin(), measured.end(), retrieval_tied);
+      std::stable_sort(measured.begin(), tied_end, [&](size_t x, size_t y) {
+        return c[x].summary.MeanLoss() < c[y].summary.MeanLoss();
+      });
+    }
+    if (objective == TuneObjective::kBoth && !copies) {
+      measured = by_loss;  // nothing copies from afar: loss decides, and the note says so
+      rest.clear();
+    }
+    k.order = measured;
+    k.order.insert(k.order.end(), rest.begin(), rest.end());
+    k.retrieval_decided = copies;
+    k.note = !copies ? "no method family copies from the longest distance measured (every "
+                       "copy - control interval holds 0): ranked by loss alone"
+             : objective == TuneObjective::kRetrieval
+                 ? "ranked by far copy at the longest distance (copy - control)"
+                 : "the families tied for the best far copy at the longest distance, by loss; "
+                   "then the others by far copy";
+  }
+  k.recommended = k.order.front();
+  for (size_t i : k.order) {
+    k.tied.push_back(objective == TuneObjective::kLoss || !copies
+                         ? loss_tied(i, k.order.front())
+                         : retrieval_tied(i) && (objective == TuneObjective::kRetrieval ||
+                                                 loss_tied(i, k.order.front())));
+  }
+  return k;
+}
+
+void MeasureTuneRetrieval(
+    Transformer& model, TuneResult& result, const TokenSpans& documents, const TextEncoder& encode,
+    const TuneOptions& options, const TuneRetrievalOptions& retrieval,
+    const std::function<void(const std::string& spec, size_t done, size_t total)>& progress) {
+  // The best-loss cell of each family, in the order the families were first scored.
+  std::vector<std::string> families;
+  std::vector<size_t> best;
+  for (size_t i = 0; i < result.cells.size(); ++i) {
+    const std::string f = result.cells[i].Family();
+    const auto it = std::find(families.begin(), families.end(), f);
+    if (it == families.end()) {
+      families.push_back(f);
+      best.push_back(i);
+    } else {
+      size_t& b = best[static_cast<size_t>(it - families.begin())];
+      if (result.cells[i].summary.MeanLoss() < result.cells[b].summary.MeanLoss()) b = i;
+    }
+  }
+  const int64_t L = model.config().seq_len;
+  const std::vector<int64_t> distances = DefaultCopyDistances(L, options.ctx, retrieval.copy.span);
+  for (size_t k = 0; k < best.size(); ++k) {
+    TuneCell& cell = result.cells[best[k]];
+    if (progress) progress(cell.spec, k, best.size());
+    model.SetMethod(ParseMethod(cell.spec), options.ctx);
+    cell.retrieval = RunFarCopy(ModelSequenceScorer(model, "", false), documents, encode,
+                                options.bos, options.ctx, L, distances, retrieval.trials,
+                                retrieval.copy, retrieval.bootstrap);
+  }
 }
 
 }  // namespace stretch

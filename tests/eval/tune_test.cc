@@ -9,6 +9,7 @@
 #include "src/core/error.h"
 #include "src/core/rng.h"
 #include "src/position/method.h"
+#include "tests/testing/files.h"
 #include "tests/testing/random_model.h"
 
 namespace stretch {
@@ -74,6 +75,82 @@ TEST(Tune, BestIsTheLowestLossOfTheCellsEachScoredAsOnItsOwn) {
   EXPECT_DOUBLE_EQ(ScoreStream(model, stream, so).MeanLoss(), r.cells[r.best].summary.MeanLoss());
   // Too short a sample is refused.
   EXPECT_THROW(RunTune(model, std::span<const int>(stream).first(100), o), Error);
+}
+
+}  // namespace
+}  // namespace stretch
+
+namespace stretch {
+namespace {
+
+// A cell with `windows` windows of 100 targets whose mean loss is `loss` (+- 0.01 by window, so
+// the bootstrap has something to resample), and, when `copy` is set, far copy at one distance
+// with copy - control = `copy` +- 0.05.
+TuneCell MadeCell(const std::string& spec, double loss, std::optional<double> copy) {
+  TuneCell c;
+  c.spec = spec;
+  for (int w = 0; w < 8; ++w) {
+    c.window_loss.push_back(100.0 * (loss + (w % 2 ? 0.01 : -0.01)));
+    c.window_targets.push_back(100.0);
+  }
+  c.summary.scored = 800;
+  c.summary.loss_sum = 800.0 * loss;
+  c.summary.windows = 8;
+  c.loss = BootstrapRatio(c.window_loss, c.window_targets);
+  if (copy) {
+    FarCopyResult r;
+    FarCopyPoint p;
+    p.distance = 4000;
+    p.result.accuracy_difference = {*copy, *copy - 0.05, *copy + 0.05};
+    r.points.push_back(p);
+    r.sees_back = *copy > 0.2 ? 4000 : 181;
+    c.retrieval = r;
+  }
+  return c;
+}
+
+// Issue 41 item 5: tuned on loss alone, a sliding window topped the table at 4,096 tokens and was
+// recommended without a word, though it never looks more than its window back. With the default
+// objective (both), a method that copies from far back comes first; loss alone still ranks the
+// window first when asked; and when nothing copies, loss decides and the result says so.
+TEST(Tune, TheDefaultObjectivePutsRetrievalBeforeLoss) {
+  TuneResult r;
+  r.cells = {MadeCell("window:window=181", 2.00, 0.00), MadeCell("rerope:window=64", 2.30, 0.60),
+             MadeCell("self-extend:group=4,window=64", 2.10, 0.58), MadeCell("direct", 4.0, 0.01),
+             MadeCell("ntk:factor=8", 2.05, std::nullopt)};
+  r.best = 0;
+  const TuneRanking both = RankTune(r, TuneObjective::kBoth);
+  ASSERT_TRUE(both.retrieval_decided);
+  // rerope and self-extend are tied on retrieval (0.60 +- 0.05 and 0.58 +- 0.05): the lower loss.
+  EXPECT_EQ(r.cells[both.recommended].spec, "self-extend:group=4,window=64");
+  EXPECT_EQ(r.cells[both.order[1]].spec, "rerope:window=64");
+  EXPECT_EQ(r.cells[both.order.back()].spec, "ntk:factor=8") << "not measured: last";
+  const TuneRanking loss = RankTune(r, TuneObjective::kLoss);
+  EXPECT_EQ(r.cells[loss.recommended].spec, "window:window=181");
+  EXPECT_FALSE(loss.tied[1]) << "2.05 +- 0.01 against 2.00 +- 0.01: apart";
+  const TuneRanking retrieval = RankTune(r, TuneObjective::kRetrieval);
+  EXPECT_EQ(r.cells[retrieval.recommended].spec, "rerope:window=64");
+  EXPECT_TRUE(retrieval.tied[1]) << "self-extend's interval overlaps rerope's";
+
+  for (TuneCell& c : r.cells) {
+    if (c.retrieval) c.retrieval->points[0].result.accuracy_difference = {0.0, -0.05, 0.05};
+  }
+  const TuneRanking none = RankTune(r, TuneObjective::kBoth);
+  EXPECT_FALSE(none.retrieval_decided);
+  EXPECT_EQ(r.cells[none.recommended].spec, "window:window=181");
+  EXPECT_NE(none.note.find("no method family copies"), std::string::npos) << none.note;
+}
+
+TEST(Tune, ObjectivesParseByName) {
+  EXPECT_EQ(ParseTuneObjective("both"), TuneObjective::kBoth);
+  EXPECT_EQ(ParseTuneObjective("loss"), TuneObjective::kLoss);
+  EXPECT_NE(testing::ErrorOf([] {
+              ParseTuneObjective("speed");
+            }).find("expected loss, retrieval or both"),
+            std::string::npos);
+  EXPECT_EQ(MadeCell("self-extend:group=4,window=64", 1, {}).Family(), "self-extend");
+  EXPECT_EQ(MadeCell("rerope:window=8+logn", 1, {}).Family(), "rerope");
+  EXPECT_EQ(MadeCell("direct", 1, {}).Family(), "direct");
 }
 
 }  // namespace

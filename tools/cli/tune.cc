@@ -10,6 +10,7 @@
 
 #include "src/core/error.h"
 #include "src/core/timer.h"
+#include "src/eval/retrieval.h"
 #include "src/eval/tune.h"
 #include "src/io/model_file.h"
 #include "tools/cli/common.h"
@@ -23,7 +24,23 @@ struct TuneArgs {
   int64_t ctx = 0;
   int64_t windows = 8;
   int rounds = 1;
+  std::string objective = "both";
+  int64_t retrieval_trials = 8;
+  int64_t span = 32;
 };
+
+// "12.3 (11.9-12.8)": an estimate and its 95% interval.
+std::string WithInterval(const Interval& i, int digits) {
+  return fmt::format("{:.{}f} ({:.{}f}-{:.{}f})", i.estimate, digits, i.low, digits, i.high,
+                     digits);
+}
+
+// What a cell's far copy says, for the table: "sees back 4064" or "sees back 512".
+std::string SeesBack(const TuneCell& c) {
+  if (!c.retrieval) return "-";
+  if (!c.retrieval->sees_back) return "not measured at L";
+  return fmt::format("{}", *c.retrieval->sees_back);
+}
 
 void RunTuneCommand(const TuneArgs& a) {
   const ModelHeader header = ReadModelHeader(a.model.model);
@@ -56,25 +73,68 @@ void RunTuneCommand(const TuneArgs& a) {
                    c.round > 0 ? ", refining" : "", c.spec, c.summary.MeanLoss(), tty ? "" : "\n");
       });
   if (tty) fmt::print(stderr, "\r\033[K");
-  std::vector<size_t> order(r.cells.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) {
-    return r.cells[x].summary.MeanLoss() < r.cells[y].summary.MeanLoss();
-  });
-  fmt::print("\n| rank | method | loss (nats) | perplexity | accuracy | round |\n");
-  fmt::print("| ---: | --- | ---: | ---: | ---: | --- |\n");
-  for (size_t k = 0; k < order.size(); ++k) {
-    const TuneCell& c = r.cells[order[k]];
-    fmt::print("| {} | `{}` | {:.4f} | {:.3f} | {:.4f} | {} |\n", k + 1, c.spec,
-               c.summary.MeanLoss(), c.summary.Perplexity(), c.summary.Accuracy(),
+  TuneResult result = r;
+  const TuneObjective objective = ParseTuneObjective(a.objective);
+  if (a.retrieval_trials > 0) {
+    const TextEncoder encode = MidTextEncoder([&](std::string_view text) {
+      std::vector<int> ids = loaded.tokenizer->EncodePrompt(text);
+      if (!ids.empty() && ids.front() == loaded.tokenizer->bos()) ids.erase(ids.begin());
+      return ids;
+    });
+    TuneRetrievalOptions ro;
+    ro.trials = a.retrieval_trials;
+    ro.copy.span = a.span;
+    const TokenSpans docs = {std::span<const int>(stream.tokens)};
+    MeasureTuneRetrieval(model, result, docs, encode, o, ro,
+                         [&](const std::string& spec, size_t done, size_t total) {
+                           fmt::print(stderr, "{}tune: far copy [{}/{}] {}{}",
+                                      tty ? "\r\033[K" : "", done + 1, total, spec,
+                                      tty ? "" : "\n");
+                         });
+    if (tty) fmt::print(stderr, "\r\033[K");
+  }
+  const TuneRanking k = RankTune(result, objective);
+  fmt::print(
+      "\n| rank | method | loss (nats, 95% interval) | accuracy | far copy: copy - control at the "
+      "longest distance | sees back (tokens) | round |\n");
+  fmt::print("| ---: | --- | --- | ---: | --- | ---: | --- |\n");
+  for (size_t i = 0; i < k.order.size(); ++i) {
+    const TuneCell& c = result.cells[k.order[i]];
+    const std::optional<Interval> far = c.FarthestCopy();
+    fmt::print("| {}{} | `{}` | {} | {:.4f} | {} | {} | {} |\n", i + 1, k.tied[i] ? " (tie)" : "",
+               c.spec, WithInterval(c.loss, 4), c.summary.Accuracy(),
+               far ? WithInterval(*far, 3) : std::string("-"), SeesBack(c),
                c.round == 0 ? "grid" : fmt::format("refine {}", c.round));
   }
-  const TuneCell& best = r.cells[r.best];
+  const TuneCell& best = result.cells[k.recommended];
   fmt::print(
       "\nscored {} cells ({} grid points refused by their method) in {:.0f} s, {} windows of {} "
-      "tokens each\nbest: --method {}  (loss {:.4f}, accuracy {:.4f})\n",
-      r.cells.size(), r.refused, timer.Seconds(), best.summary.windows, a.ctx, best.spec,
-      best.summary.MeanLoss(), best.summary.Accuracy());
+      "tokens each; far copy: {} trials per distance for the best cell of each family\n"
+      "objective: {} ({})\n",
+      result.cells.size(), result.refused, timer.Seconds(), best.summary.windows, a.ctx,
+      a.retrieval_trials, TuneObjectiveName(objective), k.note);
+  std::string sees;
+  if (best.retrieval && best.retrieval->sees_back) {
+    sees = fmt::format("; sees back {} tokens of {}", *best.retrieval->sees_back, a.ctx);
+    if (*best.retrieval->sees_back < a.ctx / 2) {
+      sees += fmt::format(
+          " (WARNING: it keeps copying from no further than {} tokens back, {:.2g} x L: it "
+          "predicts long text without using most of it)",
+          *best.retrieval->sees_back,
+          static_cast<double>(*best.retrieval->sees_back) / static_cast<double>(L));
+    }
+  } else if (!best.retrieval) {
+    sees =
+        "; how far back it sees was not measured (--retrieval-trials 0, or not the best of "
+        "its family)";
+  }
+  fmt::print("recommended: --method {}  (loss {:.4f}, accuracy {:.4f}{})\n", best.spec,
+             best.summary.MeanLoss(), best.summary.Accuracy(), sees);
+  if (k.recommended != result.best) {
+    const TuneCell& lb = result.cells[result.best];
+    fmt::print("lowest loss: --method {}  (loss {:.4f}; sees back {})\n", lb.spec,
+               lb.summary.MeanLoss(), SeesBack(lb));
+  }
 }
 
 }  // namespace
@@ -85,8 +145,11 @@ void RegisterTune(CLI::App& app) {
       "tune",
       "Which method should I use for this model at this length? Scores the training-free "
       "methods (position interpolation, NTK, YaRN, ReRoPE, Self-Extend, windows, ...) over a "
-      "grid of their parameters on a sample of your text, refines around the best, and prints "
-      "every cell ranked by loss and the best --method spec. Use text the model was not "
+      "grid of their parameters on a sample of your text, refines around the best, then "
+      "measures for the best cell of each family how far back it still copies text (far "
+      "copy: a span early in the context repeated at the end, against a control with "
+      "nothing to copy), and prints every cell ranked with 95% intervals (ties marked), how "
+      "far back each sees, and the recommended --method spec. Use text the model was not "
       "trained on.");
   AddModelOptions(cmd, a->model, /*tokenizer_needed=*/true);
   cmd->add_option("--data", a->data, "a held-out text sample: a file or a folder of *.txt")
@@ -102,6 +165,23 @@ void RegisterTune(CLI::App& app) {
   cmd->add_option("--rounds", a->rounds, "rounds of refinement around the best cell")
       ->capture_default_str()
       ->check(Whole(0, 64));
+  cmd->add_option("--objective", a->objective,
+                  "what the ranking optimises: loss (predicting the text), retrieval (copying "
+                  "from far back: far copy at the longest distance, copy minus its control) or "
+                  "both (the default: the methods tied for the best retrieval, then by loss). "
+                  "Loss alone favours sliding windows, which predict text well but never use "
+                  "what lies beyond their window")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"loss", "retrieval", "both"}));
+  cmd->add_option("--retrieval-trials", a->retrieval_trials,
+                  "far-copy trials per distance, for the best cell of each method family "
+                  "(distances from L/4 to the whole --ctx); 0: no retrieval measured, rank by "
+                  "loss")
+      ->capture_default_str()
+      ->check(Whole(0, 1 << 16));
+  cmd->add_option("--span", a->span, "tokens in each far-copy span")
+      ->capture_default_str()
+      ->check(Whole(8, 1 << 16));
   cmd->callback([a] { RunTuneCommand(*a); });
 }
 
