@@ -36,9 +36,21 @@ std::string WithInterval(const Interval& i, int digits) {
 }
 
 // What a cell's far copy says, for the table: "sees back 4064" or "sees back 512".
+// "Sees back" means something only where the model copies at its reference distance (as
+// `score --protocol far-copy` reads it: copy - control >= 0.2 there).
+bool SeesBackInformative(const TuneCell& c) {
+  return c.retrieval && c.retrieval->sees_back && c.retrieval->reference_gain >= 0.2;
+}
+
 std::string SeesBack(const TuneCell& c) {
   if (!c.retrieval) return "-";
   if (!c.retrieval->sees_back) return "not measured at L";
+  if (!SeesBackInformative(c)) {
+    return fmt::format(
+        "not informative (copy - control at {} is {:+.3f} < 0.2: the model does "
+        "not copy even there)",
+        c.retrieval->reference_distance, c.retrieval->reference_gain);
+  }
   return fmt::format("{}", *c.retrieval->sees_back);
 }
 
@@ -114,7 +126,9 @@ void RunTuneCommand(const TuneArgs& a) {
       result.cells.size(), result.refused, timer.Seconds(), best.summary.windows, a.ctx,
       a.retrieval_trials, TuneObjectiveName(objective), k.note);
   std::string sees;
-  if (best.retrieval && best.retrieval->sees_back) {
+  if (best.retrieval && !SeesBackInformative(best)) {
+    sees = "; how far back it sees cannot be told: " + SeesBack(best);
+  } else if (best.retrieval && best.retrieval->sees_back) {
     sees = fmt::format("; sees back {} tokens of {}", *best.retrieval->sees_back, a.ctx);
     if (*best.retrieval->sees_back < a.ctx / 2) {
       sees += fmt::format(
