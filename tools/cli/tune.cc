@@ -25,7 +25,7 @@ struct TuneArgs {
   int64_t windows = 8;
   int rounds = 1;
   std::string objective = "both";
-  int64_t retrieval_trials = 8;
+  int64_t retrieval_trials = 4;
   int64_t span = 32;
 };
 
