@@ -79,11 +79,13 @@ TEST_F(ReportCliTest, RefusesMissingFileMalformedLineAndOutputOverInput) {
   EXPECT_TRUE(Has(r.out, bad + ":2: field \"version\" is missing")) << r.out;
   EXPECT_FALSE(fs::exists(Path("out")));
 
-  // --out naming an input file: refused before anything is written.
+  // --out naming an input file: refused before anything is written (a file is not a folder).
   const std::string records = SampleFile("results.jsonl");
+  const std::string before = testing::ReadBytes(records);
   r = RunCli("report " + Quote(records) + " --out " + Quote(records));
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(Has(r.out, "is the same file as records file")) << r.out;
+  EXPECT_TRUE(Has(r.out, "is a regular file; expected a directory")) << r.out;
+  EXPECT_EQ(testing::ReadBytes(records), before);
   // An output file that would replace an input: refused, and no directory made.
   fs::copy_file(records, Path("report.html"));
   r = RunCli("report " + Quote(Path("report.html")) + " --out " + Quote(Path("new/..")));
