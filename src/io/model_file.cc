@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/io/bpe_tokenizer.h"
 #include "src/io/gguf.h"
 #include "src/io/gguf_model.h"
@@ -35,12 +36,9 @@ std::string ResolveModelPath(const std::string& model, std::vector<std::string>*
 
 // A file whose first non-blank byte is '{' (a Hugging Face tokenizer.json).
 bool LooksLikeJsonObject(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  char ch = 0;
-  while (f.get(ch)) {
-    if (ch != ' ' && ch != '\n' && ch != '\r' && ch != '\t') return ch == '{';
-  }
-  return false;
+  const std::string head = ReadInputHead(path, 4096);  // a device or FIFO is never opened
+  const size_t first = head.find_first_not_of(" \n\r\t");
+  return first != std::string::npos && head[first] == '{';
 }
 
 // Stretch checkpoints are told by content: a safetensors header (LooksLikeSafetensors). A file

@@ -23,6 +23,7 @@
 
 #include "src/core/check.h"
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/io/binary_reader.h"
 #include "src/io/output_file.h"
 #include "src/io/text.h"
@@ -324,7 +325,7 @@ void ParseNormalizerSpec(std::string_view message, const char* file, const std::
 }
 
 std::string ReadModelBytes(const std::string& path) {
-  BinaryReader r(path);
+  BinaryReader r(path, "a SentencePiece model (tokenizer.model)");
   if (r.size() == 0) Fail("{}: empty file: expected a SentencePiece model (a ModelProto)", path);
   if (r.size() > kMaxModelBytes) {
     Fail("{}: {} bytes: expected a SentencePiece model of at most {} bytes", path, r.size(),
@@ -833,18 +834,8 @@ SentencePieceVocabulary ReadSentencePieceVocabulary(const std::string& path) {
 }
 
 bool LooksLikeSentencePieceModel(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return false;
-  const uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec || size < 4) return false;
-  std::string head(static_cast<size_t>(std::min<uintmax_t>(size, kSniffBytes)), '\0');
-  {
-    std::FILE* file = std::fopen(path.c_str(), "rb");
-    if (file == nullptr) return false;
-    const size_t got = std::fread(head.data(), 1, head.size(), file);
-    std::fclose(file);
-    if (got != head.size()) return false;
-  }
+  const std::string head = ReadInputHead(path, kSniffBytes);  // "" for a device or FIFO
+  if (head.size() < 4) return false;
   if (head[0] != '\x0A') return false;  // field 1 (pieces), wire type 2
   try {
     // The first field read as a one-field message of its own: its length must fall within the

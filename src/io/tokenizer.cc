@@ -41,7 +41,7 @@ int PieceByte(const std::string& piece) {
 }  // namespace
 
 Tokenizer Tokenizer::LoadLlama2c(const std::string& path) {
-  BinaryReader r(path);
+  BinaryReader r(path, "a llama2.c tokenizer file");
   if (r.size() == 0) {
     Fail(
         "{}: empty file: expected a llama2.c tokenizer (int32 max_token_length, then one record "

@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/core/rng.h"
 #include "src/core/threads.h"
 #include "src/core/timer.h"
@@ -474,8 +475,9 @@ class ModelOptionsBook {
           if (Mine(mi)) fs::remove(file, ec);  // stale
           continue;
         }
-        std::ifstream in(file);
-        const nlohmann::json have = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+        const nlohmann::json have = nlohmann::json::parse(
+            ReadInputFile(file.string(), "a JSON file of a model's training options"), nullptr,
+            /*allow_exceptions=*/false);
         if (!have.is_object()) {
           Fail("{}: expected a JSON object of model {}'s training options (the lab writes it)",
                file.string(), m.label);

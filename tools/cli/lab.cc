@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/core/threads.h"
 #include "src/core/timer.h"
 #include "src/lab/lab.h"
@@ -110,6 +111,7 @@ LabOptions OptionsOf(const LabArgs& a) {
 
 void RunLabCommand(const LabArgs& a) {
   if (a.quick && a.full) Fail("--quick and --full: give one of them");
+  if (!a.corpus.empty()) CheckRegularInputOrDirectory(a.corpus, kTextInputKind, "--corpus");
   LabOptions o = OptionsOf(a);
   const std::string who = o.ranks > 1 ? fmt::format("lab[{}/{}]", o.rank, o.ranks) : "lab";
   if (a.threads > 0) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/core/threads.h"
 #include "src/io/output_file.h"
 #include "src/io/training_tokenizer.h"
@@ -185,16 +186,16 @@ void PrintProgress(const TrainProgress& p) {
 
 void RunTrain(CLI::App* app, TrainArgs& a) {
   if (!a.config.empty()) {
-    std::ifstream in(a.config);
-    if (!in) Fail("--config {}: cannot open the file", a.config);
+    CheckRegularInput(a.config, "a JSON file of train options", "--config");
     json j;
     try {
-      j = json::parse(in);
+      j = json::parse(ReadInputFile(a.config, "a JSON file of train options"));
     } catch (const json::exception& e) {
       Fail("--config {}: not valid JSON ({})", a.config, e.what());
     }
     ApplyJson(app, j, a.config, false);
   }
+  if (!a.run.data.empty()) CheckRegularInputOrDirectory(a.run.data, kTextInputKind, "--data");
   std::string resume_from;
   const TrainRunOptions asked = TrainRunOptionsOf(app, a);
   std::vector<std::string> given;

