@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <bit>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <span>
@@ -225,6 +226,11 @@ ParsedPiece ParsePiece(std::string_view message, const char* file, const std::st
       case 2:
         r.Expect(f, kFixed32, "score");
         p.score = std::bit_cast<float>(f.fixed32);
+        // A NaN score is never merged into, an infinite one always wins: wrong encodings.
+        if (!std::isfinite(p.score)) {
+          Fail("{}: {}.score at offset {} is {}: expected a finite number", source, r.Name(),
+               f.offset, p.score);
+        }
         break;
       case 3: {
         r.Expect(f, kVarint, "type");

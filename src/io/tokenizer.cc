@@ -4,6 +4,7 @@
 #include "src/io/tokenizer.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "src/core/check.h"
 #include "src/core/error.h"
@@ -68,6 +69,12 @@ Tokenizer Tokenizer::LoadLlama2c(const std::string& path) {
     };
     cut("score", 4);
     const float score = r.ReadF32("score");
+    // A NaN score is never merged into and an infinite one always wins: the file encodes text
+    // into other tokens than the vocabulary's author meant (all NaN: one token per byte).
+    if (!std::isfinite(score)) {
+      Fail("{}: token #{} has score={} (at offset {}): expected a finite number", path, k, score,
+           r.offset() - 4);
+    }
     cut("len", 4);
     const int32_t len = r.ReadI32("len");
     if (len < 0 || len > max_len) {

@@ -127,5 +127,65 @@ TEST_F(InputKindsCli, ASymlinkToARegularFileIsRead) {
   EXPECT_EQ(r.exit_code, 0) << r.out;
 }
 
+// Item 5: a llama2.c tokenizer whose scores are NaN or infinite: refused with the token's id,
+// where it was accepted and encoded the text into other tokens (all NaN: one token per character).
+void WriteTokenizerWithScores(const std::string& path, float (*score)(int id)) {
+  std::ofstream out(path, std::ios::binary);
+  auto i32 = [&out](int32_t v) { out.write(reinterpret_cast<const char*>(&v), 4); };
+  auto f32 = [&out](float v) { out.write(reinterpret_cast<const char*>(&v), 4); };
+  i32(5);
+  int id = 0;
+  for (const char* special : {"<unk>", "<s>", "</s>"}) {
+    f32(score(id++));
+    i32(static_cast<int32_t>(std::strlen(special)));
+    out.write(special, static_cast<std::streamsize>(std::strlen(special)));
+  }
+  for (size_t i = 0; i + 1 < sizeof(testing::kChars); ++i) {
+    f32(score(id++));
+    i32(1);
+    out.write(&testing::kChars[i], 1);
+  }
+}
+
+TEST_F(InputKindsCli, ALlama2cTokenizerWithNonFiniteScoresIsRefusedByTokenId) {
+  const std::string all_nan = Path("nan_tok.bin"), one_inf = Path("inf_tok.bin");
+  WriteTokenizerWithScores(all_nan, [](int) { return std::numeric_limits<float>::quiet_NaN(); });
+  WriteTokenizerWithScores(one_inf, [](int id) {
+    return id == 7 ? std::numeric_limits<float>::infinity() : -static_cast<float>(id);
+  });
+  RunResult r = RunCliWithin(kSeconds, ScoreWith(model_, all_nan, text_));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, all_nan + ": token #0 has score=nan (at offset 4): expected a finite "
+                                   "number"))
+      << r.out;
+  r = RunCliWithin(kSeconds, ScoreWith(model_, one_inf, text_));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, one_inf + ": token #7 has score=inf")) << r.out;
+}
+
+// A SentencePiece tokenizer.model whose first piece is scored NaN, written by hand: field 1 of
+// the ModelProto (a piece: field 1 the string, field 2 the float32 score, field 3 the type).
+TEST_F(InputKindsCli, ASentencePieceModelWithANanScoreIsRefusedByPiece) {
+  std::string piece;
+  piece += '\x0A';
+  piece += '\x05';
+  piece += "<unk>";
+  piece += '\x15';
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  piece.append(reinterpret_cast<const char*>(&nan), 4);
+  piece += '\x18';
+  piece += '\x02';
+  std::string model;
+  model += '\x0A';
+  model += static_cast<char>(piece.size());
+  model += piece;
+  const std::string path = Path("tokenizer.model");
+  std::ofstream(path, std::ios::binary) << model;
+  const RunResult r = RunCliWithin(kSeconds, ScoreWith(model_, path, text_));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, path + ": pieces[0].score at offset")) << r.out;
+  EXPECT_TRUE(Has(r.out, "is nan: expected a finite number")) << r.out;
+}
+
 }  // namespace
 }  // namespace stretch
