@@ -417,7 +417,7 @@ GgufFile GgufFile::Open(const std::string& path) {
   }
   g.version_ = c.Read<uint32_t>("the version");
   if (g.version_ != 2 && g.version_ != 3) {
-    Fail("{}: GGUF version {}, expected 2 or 3{}", path, g.version_,
+    Fail("{}: starts with \"GGUF\" but has version {}: expected 2 or 3{}", path, g.version_,
          g.version_ == 1 ? " (version 1 has 32-bit counts; convert the model again with a current "
                            "llama.cpp)"
                          : "");

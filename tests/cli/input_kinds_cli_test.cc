@@ -187,5 +187,80 @@ TEST_F(InputKindsCli, ASentencePieceModelWithANanScoreIsRefusedByPiece) {
   EXPECT_TRUE(Has(r.out, "is nan: expected a finite number")) << r.out;
 }
 
+// Item 7: the kind of a file is told by its content before any reader of one kind says what it
+// made of another kind's bytes.
+class FileKindCli : public InputKindsCli {
+ protected:
+  void SetUp() override {
+    InputKindsCli::SetUp();
+    gguf_ = Path("tiny.gguf");
+    const RunResult r = RunCliWithin(
+        kSeconds, "convert -m " + Q(model_) + " -t " + Q(tok_) + " --to gguf --out " + Q(gguf_));
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+  }
+  // `gguf_` with `bytes` written at `offset`, as a new file.
+  std::string Damaged(const std::string& name, size_t offset, const std::string& bytes) {
+    std::string content = ReadBytes(gguf_);
+    content.replace(offset, bytes.size(), bytes);
+    const std::string path = Path(name);
+    std::ofstream(path, std::ios::binary) << content;
+    return path;
+  }
+  std::string gguf_;
+};
+
+TEST_F(FileKindCli, AGgufWithADamagedMagicIsToldAsOne) {
+  const std::string path = Damaged("damaged.bin", 0, "XGUF");
+  const RunResult r = RunCliWithin(kSeconds, "inspect --model " + Q(path));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, path + ": looks like a GGUF file (version 3, first key "
+                                "\"general.architecture\") whose magic is damaged: starts with "
+                                "58 47 55 46 (\"XGUF\"), expected \"GGUF\""))
+      << r.out;
+  // Named *.gguf, with nothing else to go by: the name is said.
+  const std::string named = Path("zeros.gguf");
+  std::ofstream(named, std::ios::binary) << std::string(300, '\0');
+  const RunResult n = RunCliWithin(kSeconds, "inspect --model " + Q(named));
+  EXPECT_EQ(n.exit_code, 1) << n.out;
+  EXPECT_TRUE(Has(n.out, named + ": named *.gguf but starts with 00 00")) << n.out;
+}
+
+TEST_F(FileKindCli, AGgufWithAnUnknownVersionSaysItStartsWithGguf) {
+  const std::string path = Damaged("v9.gguf", 4, std::string("\x09\x00\x00\x00", 4));
+  const RunResult r = RunCliWithin(kSeconds, "inspect --model " + Q(path));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, path + ": starts with \"GGUF\" but has version 9: expected 2 or 3"))
+      << r.out;
+}
+
+TEST_F(FileKindCli, AGgufGivenAsTheTokenizerIsToldAsOne) {
+  const RunResult r = RunCliWithin(kSeconds, ScoreWith(model_, gguf_, text_));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, gguf_ + ": a GGUF file given as --tokenizer: a GGUF file carries its own "
+                                 "vocabulary (give it as the model)"))
+      << r.out;
+  EXPECT_FALSE(Has(r.out, "max_token_length")) << r.out;
+}
+
+TEST_F(FileKindCli, AnEmptyOrRandomTokenizerModelIsNotCalledALlama2cTokenizer) {
+  const std::string empty = Path("empty/tokenizer.model"), random = Path("random/tokenizer.model");
+  fs::create_directories(Path("empty"));
+  fs::create_directories(Path("random"));
+  std::ofstream(empty, std::ios::binary).flush();
+  std::string bytes;
+  for (int i = 0; i < 1000; ++i) bytes += static_cast<char>((i * 7919 + 13) % 251 + 3);
+  std::ofstream(random, std::ios::binary) << bytes;
+  RunResult r = RunCliWithin(kSeconds, ScoreWith(model_, empty, text_));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, empty + ": empty file: expected a tokenizer file")) << r.out;
+  EXPECT_FALSE(Has(r.out, "llama2.c tokenizer (int32")) << r.out;
+  r = RunCliWithin(kSeconds, ScoreWith(model_, random, text_));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, random + ": not a llama2.c tokenizer, a SentencePiece model or a "
+                                  "tokenizer.json: starts with 10 9a 29 b3"))
+      << r.out;
+  EXPECT_FALSE(Has(r.out, "max_token_length")) << r.out;
+}
+
 }  // namespace
 }  // namespace stretch

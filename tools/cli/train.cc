@@ -52,7 +52,8 @@ bool IsUnsetMarker(const std::string& key, const json& value) {
 }
 
 // JSON values for options not given on the command line (--config FILE, and --resume's stored
-// arguments). Keys are the long flag names with '_' for '-'.
+// arguments). Keys are the long flag names with '_' for '-'. A value out of its flag's range is
+// refused naming the file and the field it came from: the user typed no such flag.
 void ApplyJson(CLI::App* app, const json& j, const std::string& what, bool override_given) {
   if (!j.is_object()) Fail("{}: expected a JSON object", what);
   for (const auto& [key, value] : j.items()) {
@@ -68,7 +69,17 @@ void ApplyJson(CLI::App* app, const json& j, const std::string& what, bool overr
     if (IsUnsetMarker(key, value)) continue;
     opt->clear();
     opt->add_result(text);
-    opt->run_callback();
+    try {
+      opt->run_callback();
+    } catch (const CLI::Error& e) {
+      const std::string message = e.what();  // "--steps: found -5, expected a whole number ..."
+      if (!override_given) Fail("--config {}: field \"{}\": {}", what, key, message);
+      const size_t expected = message.find("expected ");
+      Fail(
+          "{}: stored option \"{}\" is {}: {} (stored by the run that wrote the checkpoint, not "
+          "given on this command line: a damaged or edited checkpoint?)",
+          what, key, text, expected == std::string::npos ? message : message.substr(expected));
+    }
   }
 }
 
