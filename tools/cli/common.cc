@@ -54,8 +54,11 @@ ModelHeader ReadModelHeader(const std::string& model) {
 Loaded LoadModel(const ModelArgs& args, bool tokenizer_needed) {
   if (args.threads > 0) SetNumThreads(args.threads);
   CheckRegularInputOrDirectory(args.model, kModelInputKind, "--model");
-  if (!args.tokenizer.empty())
+  // A missing tokenizer is left to the loader: with a model that carries its own, the flag
+  // itself is what is refused.
+  if (!args.tokenizer.empty() && !InputKindOf(args.tokenizer).empty()) {
     CheckRegularInput(args.tokenizer, kTokenizerInputKind, "--tokenizer");
+  }
   std::vector<std::string> notes;
   Loaded loaded = LoadModelFile(args.model, {args.tokenizer, tokenizer_needed}, &notes);
   for (const std::string& line : notes) fmt::print(stderr, "model: {}\n", line);
