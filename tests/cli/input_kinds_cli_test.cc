@@ -262,5 +262,20 @@ TEST_F(FileKindCli, AnEmptyOrRandomTokenizerModelIsNotCalledALlama2cTokenizer) {
   EXPECT_FALSE(Has(r.out, "max_token_length")) << r.out;
 }
 
+// A tokenizer given as the model and a model given as the tokenizer: said as such, where the
+// llama2.c readers reported "hidden_dim=0" and "max_token_length=1634415666".
+TEST_F(FileKindCli, ATokenizerAsTheModelAndAModelAsTheTokenizerAreToldAsSuch) {
+  RunResult r = RunCliWithin(kSeconds, "inspect --model " + Q(tok_));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, tok_ + ": a llama2.c tokenizer given as the model: expected a model"))
+      << r.out;
+  EXPECT_TRUE(Has(r.out, "(a tokenizer goes to --tokenizer)")) << r.out;
+  r = RunCliWithin(kSeconds, ScoreWith(model_, model_, text_));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, model_ + ": a llama2.c version 1 checkpoint (magic \"ak42\") given as "
+                                  "--tokenizer: give it as the model"))
+      << r.out;
+}
+
 }  // namespace
 }  // namespace stretch
