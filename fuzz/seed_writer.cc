@@ -467,10 +467,38 @@ int WriteFuzzSeeds(const std::string& root_dir) {
     r.token_accuracy = 0.4;
     r.by_position = {{0, 512, 2048, 2.4, 0.41}, {512, 1024, 2048, 2.6, 0.39}};
     r.seconds = 1.5;
+    r.accuracy_ci = {true, 0.35, 0.45};
+    r.loss_ci = {true, 2.4, 2.6};
+    if (protocol == "far-copy" || protocol == "repeat") {
+      r.distance = protocol == "far-copy" ? 512 : 0;
+      r.material = protocol == "far-copy" ? "random" : "";
+      r.period = protocol == "repeat" ? 256 : 0;
+      r.has_control = true;
+      r.control_accuracy = 0.03;
+      r.control_loss = 4.0;
+      r.control_accuracy_ci = {true, 0.01, 0.08};
+      r.informative = false;
+      r.not_informative = "copy - control = 3 points < 20 at L";
+    }
     r.key = LabRecordKey(r);
     lines += LabRecordJson(r).dump() + "\n";
   }
-  put("lab_records", "five_protocols.jsonl", lines);
+  LabGate g;
+  g.corpus = "sotu";
+  g.model = "rope";
+  g.model_id = "0123456789abcdef";
+  g.train_len = 128;
+  g.copy_accuracy = 0.93;
+  g.copy_ci = {true, 0.9, 0.95};
+  g.control_accuracy = 0.04;
+  g.control_ci = {true, 0.02, 0.06};
+  g.copy_trials = 64;
+  g.passkey_accuracy = 0.95;
+  g.passkey_ci = {true, 0.86, 0.98};
+  g.passkey_trials = 40;
+  g.passed = true;
+  lines += LabGateJson(g).dump() + "\n";
+  put("lab_records", "every_protocol.jsonl", lines);
   fs::remove_all(scratch);
   return written;
 }

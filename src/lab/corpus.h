@@ -8,8 +8,8 @@
 //                       (at least one) test, the others train; or, when every file name starts
 //                       with a four-digit year, split by the cut-off year as above.
 //   a single file       split by position: the last tenth of its bytes (cut at a line break) is
-//                       the test text, the rest trains. (A single file cannot be split by
-//                       document, which is why `stretch train` alone refuses to hold one out.)
+//                       the test text, the rest trains (and `stretch train` holds out the last
+//                       tenth of the training part by position in turn, SplitDocuments).
 //
 // The training part is written (copied) into the lab's folder, so that `stretch train`'s own
 // held-out split (a tenth of the training documents, for its validation loss) never sees the test

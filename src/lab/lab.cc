@@ -4,16 +4,22 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <unordered_set>
 
+#include "src/core/content_hash.h"
+#include "src/core/dir_lock.h"
 #include "src/core/error.h"
 #include "src/core/input_file.h"
 #include "src/core/rng.h"
+#include "src/core/stop.h"
 #include "src/core/threads.h"
 #include "src/core/timer.h"
 #include "src/eval/nbce.h"
@@ -50,6 +56,9 @@ struct CellPlan {
   int64_t sequences = 0;
   double weight = 0;  // relative cost, for the ETA
   std::string key;
+  // The key of the same cell in records written before they carried the model's id: such a
+  // record counts as done (the options book has checked that the model is the one asked for).
+  std::string legacy_key;
   std::optional<std::string> refusal;  // why the model's layout refuses the method (CellRefusal)
 };
 
@@ -84,7 +93,9 @@ double CellWeight(int64_t sequences, int64_t ctx, int dim) {
          (1.0 + static_cast<double>(ctx) / (6.0 * dim));
 }
 
-std::vector<CellPlan> PlanCells(const LabOptions& o, const std::string& corpus) {
+// `model_ids`: each model's LabModelId.
+std::vector<CellPlan> PlanCells(const LabOptions& o, const std::string& corpus,
+                                const std::vector<std::string>& model_ids) {
   std::vector<CellPlan> cells;
   const int64_t L = o.train_len;
   const int64_t longest = L * *std::max_element(o.factors.begin(), o.factors.end());
@@ -93,10 +104,10 @@ std::vector<CellPlan> PlanCells(const LabOptions& o, const std::string& corpus) 
     for (const std::string& method : o.methods) {
       auto add = [&](const char* protocol, int64_t ctx, int64_t sequences, int64_t tail = 0,
                      int64_t stride = 0, double depth = -1) {
-        CellPlan c{m,     method,      protocol,
-                   ctx,   tail,        stride,
-                   depth, sequences,   CellWeight(sequences, ctx, o.dim),
-                   "",    std::nullopt};
+        CellPlan c{m,     method,    protocol,
+                   ctx,   tail,      stride,
+                   depth, sequences, CellWeight(sequences, ctx, o.dim),
+                   "",    "",        std::nullopt};
         LabRecord r;
         r.corpus = corpus;
         r.model = o.models[m].label;
@@ -106,6 +117,8 @@ std::vector<CellPlan> PlanCells(const LabOptions& o, const std::string& corpus) 
         r.tail = tail;
         r.stride = stride;
         r.depth = depth;
+        c.legacy_key = LabRecordKey(r);
+        r.model_id = model_ids[m];
         c.key = LabRecordKey(r);
         cells.push_back(std::move(c));
       };
@@ -271,6 +284,17 @@ bool Trained(const std::string& dir, int64_t steps) {
 nlohmann::json ComparedOptions(nlohmann::json j) {
   for (const char* key : {"init", "out", "data"}) j.erase(key);
   return j;
+}
+
+// What a model is, as 16 hex digits: the hash of its corpus's label and the training options
+// that the lab compares on a resume (so the same model, trained anywhere, has the same id, and
+// two models that share a label but not their options do not).
+std::string LabModelId(const LabOptions& o, const LabModel& m, const LabCorpus& corpus) {
+  ContentHash h;
+  h.Update(corpus.label);
+  h.Update(std::string_view("\n"));
+  h.Update(ComparedOptions(StoredRunOptions(RunOptionsOf(o, m, corpus))).dump());
+  return fmt::format("{:016x}", h.Digest());
 }
 
 // Refuses, naming the first key that differs (a key on one side only differs too), a model
@@ -527,6 +551,25 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   LabResult result;
   Timer total_timer;
   fs::create_directories(o.out);
+  // One lab at a time in a folder (src/core/dir_lock.h): taken before anything in it is written.
+  // The ranks of one MPI lab share the folder's lock and each holds its own records file's.
+  const std::string what = "LabOptions::out " + o.out;
+  const DirLock folder_lock(DirLock::PathIn(o.out), what,
+                            o.ranks == 1 ? DirLock::Mode::kExclusive : DirLock::Mode::kShared);
+  std::optional<DirLock> rank_lock;
+  if (o.ranks > 1) {
+    rank_lock.emplace((fs::path(o.out) / fmt::format(".results-rank{}.lock", o.rank)).string(),
+                      fmt::format("{} (rank {} of {})", what, o.rank, o.ranks));
+  }
+  if (folder_lock.takeover_note()) Tell(cb.note, *folder_lock.takeover_note());
+  if (rank_lock && rank_lock->takeover_note()) Tell(cb.note, *rank_lock->takeover_note());
+  result.records_path =
+      (fs::path(o.out) /
+       (o.ranks == 1 ? std::string("results.jsonl") : fmt::format("results-rank{}.jsonl", o.rank)))
+          .string();
+  if (const std::optional<std::string> repaired = RepairLabRecords(result.records_path)) {
+    Tell(cb.note, *repaired);
+  }
   const LabCorpus corpus = PrepareLabCorpus(o.corpus, o.out);
   Tell(cb.note,
        fmt::format("corpus {} ({}): {} training documents ({:.1f} MB), {} test documents "
@@ -535,21 +578,27 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
                    corpus.test_documents.size(), corpus.test_bytes / 1e6, corpus.split_rule));
 
   // Cells already done, in any results file of the folder (other ranks' too).
+  std::vector<std::string> model_ids;
+  for (const LabModel& m : o.models) model_ids.push_back(LabModelId(o, m, corpus));
   std::unordered_set<std::string> done;
   std::set<std::string> recorded;  // models with a record
-  for (const LabRecord& r : ReadLabRecords(LabResultFiles(o.out)).records) {
+  const LabRecordFile read = ReadLabRecords(LabResultFiles(o.out));
+  for (const LabRecord& r : read.records) {
     done.insert(r.key);
     recorded.insert(r.model);
   }
+  if (!read.torn_lines.empty()) {
+    Tell(cb.note, fmt::format("skipped {} torn line(s) of other ranks' records files: {}",
+                              read.torn_lines.size(), fmt::join(read.torn_lines, ", ")));
+  }
   const ModelOptionsBook options_book(o, corpus, recorded);
 
-  result.records_path =
-      (fs::path(o.out) /
-       (o.ranks == 1 ? std::string("results.jsonl") : fmt::format("results-rank{}.jsonl", o.rank)))
-          .string();
   LabRecordWriter writer(result.records_path);
 
-  std::vector<CellPlan> cells = PlanCells(o, corpus.label);
+  std::vector<CellPlan> cells = PlanCells(o, corpus.label, model_ids);
+  for (CellPlan& c : cells) {
+    if (done.count(c.legacy_key)) done.insert(c.key);
+  }
   const int64_t L = o.train_len;
   const int64_t longest = L * *std::max_element(o.factors.begin(), o.factors.end());
   const int vocab = LabVocab(o);
@@ -632,7 +681,13 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
     if (training) to_train.erase(it);
     progress.train_seconds_left = per_model_seconds * static_cast<double>(to_train.size());
     Timer train_timer;
-    TrainModel(o, lm, corpus, cb, label, progress);
+    try {
+      TrainModel(o, lm, corpus, cb, label, progress);
+    } catch (const Stopped& e) {
+      throw Stopped(e.signal(), fmt::format("{} while training {}; {} cells recorded in {}; the "
+                                            "same `stretch lab` command continues the lab",
+                                            e.what(), label, progress.cells_done, writer.path()));
+    }
     options_book.Write(lm);
     if (training) {
       per_model_seconds = train_timer.Seconds();  // the rest at this model's measured pace
@@ -673,6 +728,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
       LabRecord r;
       r.corpus = corpus.label;
       r.model = lm.label;
+      r.model_id = model_ids[mi];
       r.variant = variant;
       r.train_len = L;
       r.method = c.method;
@@ -744,10 +800,56 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
       progress.cells_done++;
       progress.eval_weight_done += c.weight;
       progress.eval_seconds += r.seconds;
+      if (const int signal = StopSignal(); signal != 0) {  // Ctrl-C, SIGTERM: src/core/stop.h
+        throw Stopped(signal, fmt::format("stopped by {} after cell {}; {} of {} cells recorded "
+                                          "in {}; the same `stretch lab` command continues the lab",
+                                          StopSignalName(signal), r.key, progress.cells_done,
+                                          progress.cells_total, writer.path()));
+      }
     }
   }
   result.seconds = total_timer.Seconds();
   return result;
+}
+
+std::optional<std::string> RepairLabRecords(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return std::nullopt;
+  const std::string text = ReadInputFile(path, "a lab results file (JSON lines, results*.jsonl)");
+  std::string kept, torn;
+  std::vector<int64_t> torn_at;
+  int64_t line_no = 0;
+  for (size_t begin = 0; begin < text.size();) {
+    size_t nl = text.find('\n', begin);
+    const bool whole = nl != std::string::npos;
+    if (!whole) nl = text.size();
+    const std::string_view line(text.data() + begin, nl - begin);
+    begin = nl + 1;
+    ++line_no;
+    const bool json = whole && nlohmann::json::accept(line);
+    if (json || line.find_first_not_of(" \t\r") == std::string_view::npos) {
+      if (whole) kept.append(line).append("\n");
+      continue;
+    }
+    torn.append(line).append("\n");
+    torn_at.push_back(line_no);
+  }
+  if (torn_at.empty()) return std::nullopt;
+  const std::string aside = path + ".torn";
+  {  // kept whole: appended, so that repairs of several runs all stay there to read
+    std::ofstream out(aside, std::ios::binary | std::ios::app);
+    out << torn;
+    out.flush();
+    if (!out) Fail("{}: cannot keep its torn lines in {}: {}", path, aside, std::strerror(errno));
+  }
+  AtomicFile file(path);
+  file.Write(kept);
+  file.Commit();
+  return fmt::format(
+      "{}: moved {} torn line{} (line{} {}: not JSON, cut by a crash or by two writers at once) "
+      "to {}; the cells they held are scored again",
+      path, torn_at.size(), torn_at.size() == 1 ? "" : "s", torn_at.size() == 1 ? "" : "s",
+      fmt::join(torn_at, ", "), aside);
 }
 
 std::vector<std::string> LabResultFiles(const std::string& out) {
@@ -767,7 +869,7 @@ std::vector<std::string> LabResultFiles(const std::string& out) {
 WrittenReport WriteLabReport(const std::vector<std::string>& inputs, const std::string& dir) {
   std::vector<NamedPath> in;
   for (const std::string& path : inputs) in.push_back({"records file", path});
-  CheckOutputPaths(in, std::vector<NamedPath>{{"--out", dir}});
+  CheckOutputPaths(in, std::vector<NamedPath>{{"--out", dir, OutputForm::kDirectory}});
   WrittenReport w;
   w.records = ReadLabRecords(inputs);
   w.report = BuildReport(w.records, inputs);

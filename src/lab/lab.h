@@ -7,6 +7,11 @@
 // src/eval/passkey.h. Every cell (one model, method, protocol, length, passkey depth) becomes one
 // record (src/report/records.h) appended to OUT/results.jsonl the moment it is done.
 //
+// One process at a time (src/core/dir_lock.h): a lab takes OUT's lock before it writes anything
+// there, so a second lab into the same OUT is refused with the holder's pid and command line;
+// the ranks of one MPI lab share OUT's lock and each takes its own records file's. A records file
+// damaged by an earlier crash is repaired at the start (RepairLabRecords).
+//
 // Resuming. A lab run again with the same OUT skips every cell whose key is already in a
 // results*.jsonl file of OUT, and every model whose run holds its last checkpoint; a model whose
 // training was cut short continues from its newest checkpoint (bit for bit, src/train/run.h). So
@@ -108,6 +113,13 @@ struct WrittenReport {
   std::vector<std::string> paths;  // the files written, in the order of report.files
 };
 WrittenReport WriteLabReport(const std::vector<std::string>& inputs, const std::string& dir);
+
+// Moves the lines of a lab's records file that are not JSON (torn by a crash, or by two labs
+// writing one folder before the lock kept the second out) into PATH.torn (appended), and rewrites
+// the file without them (AtomicFile), so that a damaged file costs the cells on those lines, never
+// every later run. A last line without its newline goes too. Returns a note for the user when it
+// moved something; nothing for a missing or whole file. The caller holds the folder's lock.
+std::optional<std::string> RepairLabRecords(const std::string& path);
 
 // The results files of a lab's folder (results.jsonl and results-rank<r>.jsonl), in name order.
 std::vector<std::string> LabResultFiles(const std::string& out);

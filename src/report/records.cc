@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -22,7 +23,9 @@ T Field(const nlohmann::json& j, const char* name) {
   const auto it = j.find(name);
   if (it == j.end()) Fail("field \"{}\" is missing", name);
   // nlohmann converts 1024.5 to an integer silently: a count or a length must be written whole.
-  if constexpr (std::is_integral_v<T>) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!it->is_boolean()) Fail("field \"{}\" is not true or false: {}", name, it->dump());
+  } else if constexpr (std::is_integral_v<T>) {
     if (!it->is_number_integer()) Fail("field \"{}\" is not an integer: {}", name, it->dump());
   }
   try {
@@ -32,6 +35,25 @@ T Field(const nlohmann::json& j, const char* name) {
   }
 }
 
+// [lo, hi] with 0 <= lo <= hi (accuracies also <= 1: checked by the caller's range).
+LabInterval IntervalField(const nlohmann::json& j, const char* name) {
+  const auto it = j.find(name);
+  if (it == j.end()) return {};
+  if (!it->is_array() || it->size() != 2 || !(*it)[0].is_number() || !(*it)[1].is_number()) {
+    Fail("field \"{}\" is not an interval [lo, hi]: {}", name, it->dump());
+  }
+  LabInterval i{true, (*it)[0].get<double>(), (*it)[1].get<double>()};
+  if (!(std::isfinite(i.lo) && std::isfinite(i.hi) && i.lo <= i.hi)) {
+    Fail("field \"{}\" is not an interval [lo, hi] with lo <= hi: {}", name, it->dump());
+  }
+  return i;
+}
+
+template <typename T>
+T OptionalField(const nlohmann::json& j, const char* name, T absent) {
+  return j.contains(name) ? Field<T>(j, name) : absent;
+}
+
 bool KnownProtocol(std::string_view p) {
   return std::find(kProtocolNames.begin(), kProtocolNames.end(), p) != kProtocolNames.end();
 }
@@ -39,10 +61,15 @@ bool KnownProtocol(std::string_view p) {
 }  // namespace
 
 std::string LabRecordKey(const LabRecord& r) {
-  std::string key = fmt::format("{}/{}/{}/{}/{}", r.corpus, r.model, r.method, r.protocol, r.ctx);
+  const std::string model = r.model_id.empty() ? r.model : r.model + "@" + r.model_id;
+  std::string key = fmt::format("{}/{}/{}/{}/{}", r.corpus, model, r.method, r.protocol, r.ctx);
   if (r.tail > 0) key += fmt::format("/tail={}", r.tail);
   if (r.stride > 0) key += fmt::format("/stride={}", r.stride);
   if (r.depth >= 0) key += fmt::format("/depth={}", r.depth);
+  if (r.period > 0) key += fmt::format("/period={}", r.period);
+  if (r.distance > 0) key += fmt::format("/distance={}", r.distance);
+  if (!r.material.empty()) key += "/material=" + r.material;
+  if (!r.layout.empty()) key += "/layout=" + r.layout;
   return key;
 }
 
@@ -61,6 +88,7 @@ nlohmann::json LabRecordJson(const LabRecord& r) {
   j["key"] = r.key.empty() ? LabRecordKey(r) : r.key;
   j["corpus"] = r.corpus;
   j["model"] = r.model;
+  if (!r.model_id.empty()) j["model_id"] = r.model_id;
   j["variant"] = r.variant;
   j["train_len"] = r.train_len;
   j["method"] = r.method;
@@ -77,6 +105,45 @@ nlohmann::json LabRecordJson(const LabRecord& r) {
   j["token_accuracy"] = r.token_accuracy;
   j["by_position"] = std::move(buckets);
   j["seconds"] = r.seconds;
+  auto interval = [&](const char* name, const LabInterval& i) {
+    if (i.known) j[name] = {i.lo, i.hi};
+  };
+  interval("accuracy_ci", r.accuracy_ci);
+  interval("loss_ci", r.loss_ci);
+  if (r.period > 0) j["period"] = r.period;
+  if (r.distance > 0) j["distance"] = r.distance;
+  if (!r.material.empty()) j["material"] = r.material;
+  if (!r.layout.empty()) j["layout"] = r.layout;
+  if (r.has_control) {
+    j["control_accuracy"] = r.control_accuracy;
+    j["control_loss"] = r.control_loss;
+    interval("control_accuracy_ci", r.control_accuracy_ci);
+  }
+  if (!r.informative) {
+    j["informative"] = false;
+    j["not_informative"] = r.not_informative;
+  }
+  return j;
+}
+
+nlohmann::json LabGateJson(const LabGate& g) {
+  nlohmann::json j = nlohmann::json::object();
+  j["record"] = "gate";
+  j["version"] = kLabRecordVersion;
+  j["corpus"] = g.corpus;
+  j["model"] = g.model;
+  j["model_id"] = g.model_id;
+  j["train_len"] = g.train_len;
+  j["copy_accuracy"] = g.copy_accuracy;
+  j["copy_ci"] = {g.copy_ci.lo, g.copy_ci.hi};
+  j["control_accuracy"] = g.control_accuracy;
+  j["control_ci"] = {g.control_ci.lo, g.control_ci.hi};
+  j["copy_trials"] = g.copy_trials;
+  j["passkey_accuracy"] = g.passkey_accuracy;
+  j["passkey_ci"] = {g.passkey_ci.lo, g.passkey_ci.hi};
+  j["passkey_trials"] = g.passkey_trials;
+  j["passed"] = g.passed;
+  j["reason"] = g.reason;
   return j;
 }
 
@@ -90,6 +157,7 @@ LabRecord LabRecordFromJson(const nlohmann::json& j) {
   r.key = Field<std::string>(j, "key");
   r.corpus = Field<std::string>(j, "corpus");
   r.model = Field<std::string>(j, "model");
+  if (j.contains("model_id")) r.model_id = Field<std::string>(j, "model_id");
   r.variant = Field<std::string>(j, "variant");
   r.train_len = Field<int64_t>(j, "train_len");
   r.method = Field<std::string>(j, "method");
@@ -113,10 +181,52 @@ LabRecord LabRecordFromJson(const nlohmann::json& j) {
                              Field<int64_t>(b, "count"), Field<double>(b, "loss"),
                              Field<double>(b, "accuracy")});
   }
+  r.accuracy_ci = IntervalField(j, "accuracy_ci");
+  r.loss_ci = IntervalField(j, "loss_ci");
+  r.period = OptionalField<int64_t>(j, "period", 0);
+  r.distance = OptionalField<int64_t>(j, "distance", 0);
+  if (r.period < 0 || r.distance < 0) Fail("\"period\" and \"distance\" are lengths, >= 0");
+  r.material = OptionalField<std::string>(j, "material", "");
+  if (!r.material.empty() && r.material != "text" && r.material != "random") {
+    Fail("field \"material\" is \"{}\": expected \"text\" or \"random\"", r.material);
+  }
+  r.layout = OptionalField<std::string>(j, "layout", "");
+  r.has_control = j.contains("control_accuracy");
+  if (r.has_control) {
+    r.control_accuracy = Field<double>(j, "control_accuracy");
+    r.control_loss = Field<double>(j, "control_loss");
+    r.control_accuracy_ci = IntervalField(j, "control_accuracy_ci");
+  }
+  r.informative = OptionalField<bool>(j, "informative", true);
+  if (!r.informative) r.not_informative = Field<std::string>(j, "not_informative");
   if (r.key != LabRecordKey(r)) {
     Fail("key \"{}\" does not match the record's fields (\"{}\")", r.key, LabRecordKey(r));
   }
   return r;
+}
+
+LabGate LabGateFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) Fail("a record is a JSON object, found {}", j.type_name());
+  const int version = Field<int>(j, "version");
+  if (version != kLabRecordVersion) {
+    Fail("record version {} is not the version this build reads ({})", version, kLabRecordVersion);
+  }
+  LabGate g;
+  g.corpus = Field<std::string>(j, "corpus");
+  g.model = Field<std::string>(j, "model");
+  g.model_id = Field<std::string>(j, "model_id");
+  g.train_len = Field<int64_t>(j, "train_len");
+  g.copy_accuracy = Field<double>(j, "copy_accuracy");
+  g.copy_ci = IntervalField(j, "copy_ci");
+  g.control_accuracy = Field<double>(j, "control_accuracy");
+  g.control_ci = IntervalField(j, "control_ci");
+  g.copy_trials = Field<int64_t>(j, "copy_trials");
+  g.passkey_accuracy = Field<double>(j, "passkey_accuracy");
+  g.passkey_ci = IntervalField(j, "passkey_ci");
+  g.passkey_trials = Field<int64_t>(j, "passkey_trials");
+  g.passed = Field<bool>(j, "passed");
+  g.reason = Field<std::string>(j, "reason");
+  return g;
 }
 
 LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
@@ -140,11 +250,26 @@ LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
       nlohmann::json j;
       try {
         j = nlohmann::json::parse(line);
-      } catch (const nlohmann::json::exception& e) {
-        Fail("{}:{}: not a JSON line: {}", path, line_no, e.what());
+      } catch (const nlohmann::json::exception&) {
+        out.torn_lines.push_back(fmt::format("{}:{}", path, line_no));
+        continue;
       }
       if (!j.is_object() || !j.contains("record")) {
         Fail("{}:{}: not a lab record (no \"record\" field)", path, line_no);
+      }
+      if (j["record"] == "gate") {
+        LabGate g;
+        try {
+          g = LabGateFromJson(j);
+        } catch (const Error& e) {
+          Fail("{}:{}: {}", path, line_no, e.what());
+        }
+        g.source = path;
+        const bool seen_gate = std::any_of(
+            out.gates.begin(), out.gates.end(),
+            [&](const LabGate& x) { return x.corpus == g.corpus && x.model_id == g.model_id; });
+        if (!seen_gate) out.gates.push_back(std::move(g));
+        continue;
       }
       if (j["record"] != "cell") continue;
       LabRecord r;
@@ -153,12 +278,117 @@ LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
       } catch (const Error& e) {
         Fail("{}:{}: {}", path, line_no, e.what());
       }
+      r.source = path;
       if (!seen.insert(r.key).second) {
         out.duplicates++;
         continue;
       }
       out.records.push_back(std::move(r));
     }
+  }
+  return out;
+}
+
+namespace {
+
+// What a record's model is, for SeparateModels.
+std::string Identity(const LabRecord& r) {
+  return r.model_id.empty() ? fmt::format("variant {}, L={}", r.variant, r.train_len)
+                            : "id " + r.model_id;
+}
+
+template <typename T>
+void AddOnce(std::vector<T>& v, const T& x) {
+  if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+}
+
+}  // namespace
+
+std::vector<std::string> SeparateModels(std::vector<LabRecord>& records) {
+  struct Model {
+    std::string identity, variant, model_id, suffix;
+    int64_t train_len = 0;
+    std::vector<std::string> files;
+  };
+  // (corpus, label) -> the models under it, in the order first read.
+  std::vector<std::pair<std::pair<std::string, std::string>, std::vector<Model>>> labels;
+  auto find_label = [&](const LabRecord& r) -> std::vector<Model>& {
+    for (auto& [key, models] : labels) {
+      if (key.first == r.corpus && key.second == r.model) return models;
+    }
+    labels.push_back({{r.corpus, r.model}, {}});
+    return labels.back().second;
+  };
+  for (const LabRecord& r : records) {
+    std::vector<Model>& models = find_label(r);
+    const std::string id = Identity(r);
+    auto it = std::find_if(models.begin(), models.end(),
+                           [&](const Model& m) { return m.identity == id; });
+    if (it == models.end()) {
+      models.push_back({id, r.variant, r.model_id, "", r.train_len, {}});
+      it = models.end() - 1;
+    }
+    if (!r.source.empty()) AddOnce(it->files, r.source);
+  }
+  std::vector<std::string> notes;
+  std::unordered_set<std::string> taken;
+  for (const auto& [key, models] : labels) taken.insert(key.first + "\n" + key.second);
+  for (auto& [key, models] : labels) {
+    if (models.size() < 2) continue;
+    auto distinct = [&](auto field) {
+      std::unordered_set<std::string> seen;
+      for (const Model& m : models) {
+        if (!seen.insert(field(m)).second) return false;
+      }
+      return true;
+    };
+    auto len = [](const Model& m) { return fmt::format("L={}", m.train_len); };
+    auto variant = [](const Model& m) { return m.variant; };
+    auto id = [](const Model& m) {
+      return m.model_id.empty() ? std::string("no id") : m.model_id.substr(0, 8);
+    };
+    std::string line = fmt::format("{} (corpus {}): {} different models carry this label; shown as",
+                                   key.second, key.first, models.size());
+    for (size_t i = 0; i < models.size(); ++i) {
+      Model& m = models[i];
+      const std::string tag = distinct(len) ? len(m) : distinct(variant) ? variant(m) : id(m);
+      std::string label = fmt::format("{} [{}]", key.second, tag);
+      for (int n = 2; !taken.insert(key.first + "\n" + label).second; ++n) {
+        label = fmt::format("{} [{}] #{}", key.second, tag, n);
+      }
+      m.suffix = label;
+      std::string files;
+      for (const std::string& f : m.files) files += (files.empty() ? "" : ", ") + f;
+      line += fmt::format("{} '{}' ({}{}{})",
+                          i == 0                   ? ""
+                          : i + 1 == models.size() ? " and"
+                                                   : ",",
+                          label, m.identity, files.empty() ? "" : ", from ", files);
+    }
+    notes.push_back(line);
+  }
+  for (LabRecord& r : records) {
+    const std::vector<Model>& models = find_label(r);
+    if (models.size() < 2) continue;
+    const std::string id = Identity(r);
+    for (const Model& m : models) {
+      if (m.identity == id) r.model = m.suffix;
+    }
+  }
+  return notes;
+}
+
+std::vector<ModelSources> SourcesOfModels(const std::vector<LabRecord>& records) {
+  std::vector<ModelSources> out;
+  for (const LabRecord& r : records) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const ModelSources& m) {
+      return m.corpus == r.corpus && m.model == r.model;
+    });
+    if (it == out.end()) {
+      out.push_back({r.corpus, r.model, {}});
+      it = out.end() - 1;
+    }
+    if (!r.source.empty()) AddOnce(it->files, r.source);
   }
   return out;
 }
@@ -184,8 +414,11 @@ LabRecordWriter::~LabRecordWriter() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void LabRecordWriter::Append(const LabRecord& r) {
-  const std::string line = LabRecordJson(r).dump() + "\n";
+void LabRecordWriter::Append(const LabRecord& r) { AppendLine(LabRecordJson(r).dump() + "\n"); }
+
+void LabRecordWriter::Append(const LabGate& g) { AppendLine(LabGateJson(g).dump() + "\n"); }
+
+void LabRecordWriter::AppendLine(const std::string& line) {
   size_t done = 0;
   while (done < line.size()) {
     const ssize_t n = ::write(fd_, line.data() + done, line.size() - done);

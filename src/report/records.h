@@ -11,6 +11,10 @@
 //   {"record": "cell", "version": 1, "key": "...",
 //    "corpus": "sotu",                 label of the text the cell was scored on
 //    "model": "rope",                  label of the trained model (unique within a sweep)
+//    "model_id": "0123456789abcdef",   what the model is: a hash of its training options and
+//                                      corpus (LabModelId); labels repeat across labs, ids do not.
+//                                      Absent in records of older versions: then the model is told
+//                                      apart by its variant and train_len.
 //    "variant": "rope | full",         what the model was trained with: position | attention
 //    "train_len": 128,                 L: the model's training length, tokens
 //    "method": "yarn",                 the training-free method's spec, as given
@@ -29,6 +33,24 @@
 //    "by_position": [{"begin": 0, "end": 128, "count": 64, "loss": 2.1, "accuracy": 0.4}, ...],
 //    "seconds": 1.25}                  time the cell took
 //
+// Optional fields (written when known; absent in records of older builds, which read as "not
+// known", never as zero):
+//    "accuracy_ci": [0.41, 0.53],      95% interval of accuracy (a Wilson interval over trials for
+//                                      passkey, a bootstrap over sequences otherwise)
+//    "loss_ci": [1.88, 1.99],          95% interval of loss (bootstrap over sequences)
+//    "period": 256,                    repeat: the repeated sample's length; 0 or absent: train_len
+//    "distance": 512,                  far-copy: tokens from the span's first token to its copy's
+//    "material": "text",               far-copy: what the copied span is, "text" or "random"
+//    "layout": "llama",                passkey: the document's layout, absent for stretch's own
+//    "control_accuracy": 0.03,         retrieval protocols (repeat with a period, far-copy,
+//    "control_accuracy_ci": [0, 0.08], passkey): the same positions scored in a control that has
+//    "control_loss": 4.2,              nothing to copy (fresh text, a fresh span, no needle)
+//    "informative": false,             false when the model failed the lab's copy gate at its
+//    "not_informative": "copy - control training length: its retrieval columns cannot tell
+//        = 3 points < 20 at L",        keeping distant information from forgetting it (the reason)
+//
+// A second kind of line, one per model, holds the copy gate (records "gate"): see LabGate.
+//
 // Protocols (src/eval/protocols.h says how each is built):
 //   nonrepeat  genuine text cut into windows of ctx tokens; all positions scored
 //   repeat     a sample of train_len tokens repeated until it fills ctx tokens
@@ -37,6 +59,9 @@
 //              token scored once, with at least ctx - stride tokens of context
 //   passkey    a number hidden at `depth` in filler text, asked for at the end; only the key's
 //              tokens are scored
+//   far-copy   a span early in the context and the same span again at the end, `distance` tokens
+//              later; only the copy's tokens (but its first) are scored, against a control whose
+//              final span appears nowhere before it
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -50,8 +75,16 @@
 namespace stretch {
 
 inline constexpr int kLabRecordVersion = 1;
-inline constexpr std::array<std::string_view, 5> kProtocolNames = {"nonrepeat", "repeat", "tail",
-                                                                   "sliding", "passkey"};
+inline constexpr std::array<std::string_view, 6> kProtocolNames = {
+    "nonrepeat", "repeat", "tail", "sliding", "passkey", "far-copy"};
+
+// A 95% interval; `known` false when the record does not carry one (older builds).
+struct LabInterval {
+  bool known = false;
+  double lo = 0.0, hi = 0.0;
+  // Two intervals that overlap are a tie: neither cell is ranked above the other.
+  bool Overlaps(const LabInterval& o) const { return known && o.known && lo <= o.hi && o.lo <= hi; }
+};
 
 struct LabPositionBucket {
   int64_t begin = 0, end = 0;  // positions [begin, end) in the sequence
@@ -64,6 +97,7 @@ struct LabRecord {
   std::string key;  // LabRecordKey of the fields below; filled by MakeKey
   std::string corpus;
   std::string model;
+  std::string model_id;  // "" in records written before ids were
   std::string variant;
   int64_t train_len = 0;
   std::string method;
@@ -80,25 +114,82 @@ struct LabRecord {
   double token_accuracy = 0.0;
   std::vector<LabPositionBucket> by_position;
   double seconds = 0.0;
+  // Optional fields (the format's comment above).
+  LabInterval accuracy_ci, loss_ci;
+  int64_t period = 0;    // repeat; 0: train_len
+  int64_t distance = 0;  // far-copy
+  std::string material;  // far-copy: "text" or "random"
+  std::string layout;    // passkey: "" (stretch's own) or "llama"
+  bool has_control = false;
+  double control_accuracy = 0.0, control_loss = 0.0;
+  LabInterval control_accuracy_ci;
+  bool informative = true;
+  std::string not_informative;  // the reason, when !informative
+  // Not written: the records file this record was read from (ReadLabRecords), so that a report can
+  // say where each row came from.
+  std::string source;
 };
 
-// "corpus/model/method/protocol/ctx[/tail=K][/stride=S][/depth=D]": what identifies a cell.
+// "corpus/model[@model_id]/method/protocol/ctx[/tail=K][/stride=S][/depth=D][/period=P]
+// [/distance=D][/material=M][/layout=X]": what identifies a
+// cell. The model id is part of the key (when the record has one), so the cells of two models with
+// one label (two labs on the same corpus, merged) never pass for duplicates of each other.
 std::string LabRecordKey(const LabRecord& r);
 
 nlohmann::json LabRecordJson(const LabRecord& r);
 // Throws stretch::Error naming the field when a line is not a cell record of a known version.
 LabRecord LabRecordFromJson(const nlohmann::json& j);
 
+// The lab's copy gate for one model (a line {"record": "gate", ...}): before any cell beyond the
+// training length is read, the model is measured at L on far copy within L and on passkey, each
+// against its control. A model that fails it cannot show whether a method keeps distant
+// information (it does not retrieve even at L), so its retrieval cells are marked not informative.
+struct LabGate {
+  std::string corpus, model, model_id;
+  int64_t train_len = 0;
+  double copy_accuracy = 0.0, control_accuracy = 0.0, passkey_accuracy = 0.0;
+  LabInterval copy_ci, control_ci, passkey_ci;
+  int64_t copy_trials = 0, passkey_trials = 0;
+  bool passed = false;
+  std::string reason;  // why it failed, or "" when it passed
+  std::string source;  // not written: the file it was read from
+};
+nlohmann::json LabGateJson(const LabGate& g);
+LabGate LabGateFromJson(const nlohmann::json& j);  // throws stretch::Error naming the field
+
 struct LabRecordFile {
   std::vector<LabRecord> records;  // in file order, first of each key only
+  std::vector<LabGate> gates;      // in file order, the first of each model (corpus, id) only
   int64_t duplicates = 0;          // records whose key was already read, skipped
   int64_t partial_lines = 0;       // a last line without its '\n' (a write cut short): skipped
+  // Lines that are not JSON at all ("path:line"): torn by a crash or by two writers at once (the
+  // lab's lock keeps out a second writer now; files from before it may hold such lines). Skipped,
+  // so that a damaged file never stops a lab or a report for good; the lab moves them out of its
+  // own file (RepairLabRecords, src/lab/lab.h) and the report warns.
+  std::vector<std::string> torn_lines;
 };
 // Reads records from JSON-lines files, in order, keeping the first record of each key. A last
-// line without a newline (the process was killed while writing it) is skipped and counted; any
-// other line that does not parse is an error naming the file and line number. Lines whose
-// "record" is not "cell" are skipped (room for other kinds later).
+// line without a newline (the process was killed while writing it) is skipped and counted; a line
+// that is not JSON is skipped and listed (torn_lines); a JSON line that is not a valid record is an
+// error naming the file and line number. Lines whose "record" is not "cell" are skipped (room for
+// other kinds later).
 LabRecordFile ReadLabRecords(const std::vector<std::string>& paths);
+
+// Models are told apart by what they are, not by their label alone: by model_id, or, in records
+// written before ids were, by variant and train_len. Where one label (of one corpus) names several
+// models, as when two labs trained on the same corpus are merged, each model's records get a label
+// of their own, "rope [L=64]" (or "[<variant>]", or "[<first 8 digits of the id>]": the first of
+// these that tells them apart), so that no table row takes columns from two models. Returns one
+// line per label split so, naming the new labels and the files each came from.
+std::vector<std::string> SeparateModels(std::vector<LabRecord>& records);
+
+// For each model (corpus and label, in the order first read), the records files its records came
+// from, in the order first read.
+struct ModelSources {
+  std::string corpus, model;
+  std::vector<std::string> files;
+};
+std::vector<ModelSources> SourcesOfModels(const std::vector<LabRecord>& records);
 
 // Appends records to a JSON-lines file, each line written whole and flushed to the disk before
 // Append returns, so a kill loses at most the line being written (which ReadLabRecords then
@@ -110,9 +201,11 @@ class LabRecordWriter {
   LabRecordWriter(const LabRecordWriter&) = delete;
   LabRecordWriter& operator=(const LabRecordWriter&) = delete;
   void Append(const LabRecord& r);
+  void Append(const LabGate& g);
   const std::string& path() const { return path_; }
 
  private:
+  void AppendLine(const std::string& line);
   std::string path_;
   int fd_ = -1;
 };

@@ -294,8 +294,17 @@ std::string SanitizeFileName(std::string_view label) {
 }
 
 Report BuildReport(const LabRecordFile& records, const std::vector<std::string>& inputs) {
-  const std::vector<LabRecord>& rs = records.records;
-  if (rs.empty()) Fail("no cell records in the records files: nothing to report");
+  if (records.records.empty()) Fail("no cell records in the records files: nothing to report");
+  std::vector<LabRecord> rs = records.records;
+  Report report;
+  report.notes = SeparateModels(rs);
+  if (!records.torn_lines.empty()) {
+    std::string where;
+    for (const std::string& t : records.torn_lines) where += (where.empty() ? "" : ", ") + t;
+    report.notes.push_back(fmt::format(
+        "{} torn line{} skipped (not JSON: a record cut by a crash or by two writers at once): {}",
+        records.torn_lines.size(), records.torn_lines.size() == 1 ? "" : "s", where));
+  }
   const bool corpora = SeveralCorpora(rs);
 
   std::vector<ReportTable> tables = {MainTable(rs, /*loss=*/false), MainTable(rs, /*loss=*/true),
@@ -306,8 +315,8 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
   for (Plot& p : PasskeyPlots(rs, corpora)) plots.push_back(std::move(p));
   MakeNamesUnique(plots);
 
-  Report report;
   std::string md = "# stretch report\n\n" + SourceLine(records, inputs) + "\n\n";
+  for (const std::string& n : report.notes) md += fmt::format("**Note:** {}\n\n", n);
   for (const std::string_view g : kGlossary) md += fmt::format("- {}\n", g);
   std::string html = fmt::format(
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -315,6 +324,20 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
       "<h1>stretch report: length extrapolation</h1>\n<p>{}</p>\n<ul>\n",
       kStyle, XmlEscape(SourceLine(records, inputs)));
   for (const std::string_view g : kGlossary) html += fmt::format("<li>{}</li>\n", XmlEscape(g));
+  html += "</ul>\n";
+  for (const std::string& n : report.notes) {
+    html += fmt::format("<p><strong>Note:</strong> {}</p>\n", XmlEscape(n));
+  }
+  // Where each model's rows come from: records of several labs or ranks merged into one report.
+  md += "\n## Models and their records files\n\n";
+  html += "<h2>Models and their records files</h2>\n<ul>\n";
+  for (const ModelSources& m : SourcesOfModels(rs)) {
+    std::string files;
+    for (const std::string& f : m.files) files += (files.empty() ? "" : ", ") + f;
+    const std::string name = corpora ? m.corpus + " / " + m.model : m.model;
+    md += fmt::format("- {}: {}\n", name, files);
+    html += fmt::format("<li>{}: {}</li>\n", XmlEscape(name), XmlEscape(files));
+  }
   html += "</ul>\n";
   std::vector<ReportFile> csvs;
   for (const ReportTable& t : tables) {

@@ -30,10 +30,14 @@ struct Report {
   std::vector<ReportFile> files;  // tables.md, the CSVs, the SVGs, report.html last
   std::string accuracy_markdown;  // the main accuracy table, for the terminal
   int64_t plots = 0;              // SVG files among `files`
+  // What a reader must know about the records: labels that named several models (SeparateModels)
+  // and lines skipped as torn. Also on the page and in tables.md.
+  std::vector<std::string> notes;
 };
 
-// `inputs`: the records files, as the user named them (for the page's header). Throws
-// stretch::Error when there are no records.
+// `inputs`: the records files, as the user named them (for the page's header). Models that share
+// a label but are different models get labels of their own (SeparateModels), and the page says
+// which files each model's rows came from. Throws stretch::Error when there are no records.
 Report BuildReport(const LabRecordFile& records, const std::vector<std::string>& inputs);
 
 // `label` with every character outside [A-Za-z0-9._-] replaced by '_' (and a leading '.' too,

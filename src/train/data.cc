@@ -313,11 +313,30 @@ uint64_t UniformIndex(Rng& rng, uint64_t n) {
 
 DataSplit SplitDocuments(const TokenDocuments& documents, const SplitOptions& options) {
   const int64_t n = documents.size();
+  if (n == 1 && !options.valid_documents) {
+    // One text file (a book): split by position, as `stretch lab` splits a single file. Its last
+    // valid_fraction of tokens (at least one) is held out; each side begins with the BOS.
+    const double f = options.valid_fraction;
+    if (!(f > 0.0 && f < 1.0)) Fail("valid_fraction={}: expected a fraction in (0, 1)", f);
+    const std::span<const int32_t> doc = documents.Document(0);
+    const int64_t body = static_cast<int64_t>(doc.size()) - 1;
+    if (body < 2) {
+      Fail("1 document of {} token(s): too short to hold any of it out for validation", body);
+    }
+    const int64_t n_valid =
+        std::clamp<int64_t>(std::llround(f * static_cast<double>(body)), 1, body - 1);
+    DataSplit split;
+    split.train.Add(doc[0], doc.subspan(1, static_cast<size_t>(body - n_valid)));
+    split.valid.Add(doc[0], doc.subspan(static_cast<size_t>(1 + body - n_valid)));
+    split.train_ids = {0};
+    split.valid_ids = {0};
+    return split;
+  }
   if (n < 2) {
     Fail(
         "{} document(s): a held-out split by document needs at least 2 (add files, or split "
-        "files into documents with a separator line)",
-        n);
+        "files into documents with a separator line){}",
+        n, n == 1 ? "; without valid_documents a single document is split by position" : "");
   }
   int64_t n_valid = 0;
   if (options.valid_documents) {

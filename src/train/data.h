@@ -163,8 +163,11 @@ struct DataSplit {
 };
 
 // Shuffles the document indices with Rng(seed) (Fisher-Yates) and holds out the first n_valid,
-// each side then kept in corpus order. Documents are never split. Throws stretch::Error when there
-// are fewer than 2 documents, or for a count or fraction out of range.
+// each side then kept in corpus order. Documents are never split, but for a corpus of a single
+// document (one text file, a book): its last round(valid_fraction x tokens) tokens are held out
+// and the rest trains, each part with the document's BOS in front (train_ids and valid_ids are
+// then both {0}). Throws stretch::Error for an empty corpus, a single document with
+// valid_documents set or shorter than 3 tokens, or for a count or fraction out of range.
 DataSplit SplitDocuments(const TokenDocuments& documents, const SplitOptions& options);
 
 // ---------------------------------------------------------------------------------------------

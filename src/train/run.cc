@@ -12,6 +12,7 @@
 #include "src/core/check.h"
 #include "src/core/error.h"
 #include "src/core/input_file.h"
+#include "src/core/stop.h"
 #include "src/core/timer.h"
 #include "src/io/output_file.h"
 #include "src/train/run_dir.h"
@@ -150,6 +151,18 @@ TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
     if ((opt.save_every > 0 && step % opt.save_every == 0) || step == opt.steps) {
       result.last_saved = (std::filesystem::path(opt.out) / StepFileName(step)).string();
       SaveCheckpoint(trainer, result.last_saved, opt.extras);
+    }
+    // Ctrl-C or SIGTERM (src/core/stop.h): this step is done and logged; save it unless it just
+    // was, then say where the run stands.
+    if (const int signal = StopSignal(); signal != 0 && step < opt.steps) {
+      const std::string file = (std::filesystem::path(opt.out) / StepFileName(step)).string();
+      if (result.last_saved != file) {
+        result.last_saved = file;
+        SaveCheckpoint(trainer, file, opt.extras);
+      }
+      throw Stopped(signal, fmt::format("stopped by {} after step {} of {}; the run's checkpoint "
+                                        "of that step is {} (--resume continues from it)",
+                                        StopSignalName(signal), step, opt.steps, file));
     }
   }
   result.steps_done = trainer.step();

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string_view>
 
+#include "src/core/dir_lock.h"
 #include "src/core/error.h"
 #include "src/core/memory.h"
 #include "src/io/model_arch.h"
@@ -581,8 +582,23 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
     ValidateArch(arch);
     CheckTrainingFits(arch, o.batch, seq_len);
   }
-  CheckRunDirectory(o, resuming, note);
+  // One process at a time in a run's folder (src/core/dir_lock.h), locked before anything is
+  // written or cleared there: two runs started together into one empty folder both passed the
+  // "holds another run" check and wrote over each other's checkpoints.
+  std::error_code exists_ec;
+  const bool made_out = !fs::exists(o.out, exists_ec);
   fs::create_directories(o.out);
+  const DirLock lock(DirLock::PathIn(o.out), "TrainRunOptions::out " + o.out);
+  if (lock.takeover_note()) Tell(note, *lock.takeover_note());
+  try {
+    CheckRunDirectory(o, resuming, note);
+  } catch (const Error&) {
+    if (made_out) {  // a refusal leaves no folder behind
+      fs::remove(lock.path(), exists_ec);
+      fs::remove(o.out, exists_ec);
+    }
+    throw;
+  }
   for (const std::string& path : RemoveStalePartialFiles(o.out)) {
     Tell(note, fmt::format("removed {}: the partial file of a write that was killed", path));
   }

@@ -1,14 +1,20 @@
 // No command writes over its inputs, over another of its outputs, or over another training run:
 // each case was reproduced on the code before the fix (exit 0 and the file destroyed), and must now
 // be refused with both names while every file stays byte for byte as it was.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "src/core/rng.h"
 #include "tests/cli/cli_run.h"
@@ -24,6 +30,7 @@ using testing::Has;
 using testing::ReadBytes;
 using testing::RunCli;
 using testing::RunResult;
+using testing::RunShell;
 
 std::string Q(const std::string& path) { return "'" + path + "'"; }
 
@@ -38,6 +45,14 @@ class FileSafetyCli : public testing::TempDirTest {
     fs::copy_file(Files().model, Path("model.bin"));
     fs::copy_file(Files().tok, Path("tok.bin"));
     fs::copy_file(Files().text, Path("text.txt"));
+  }
+  // A null device to write to. A regression run as root would replace the machine's /dev/null
+  // (root may rename in /dev), so root gets a private node of the same device in the test's
+  // folder; anyone else gets /dev/null, which they cannot replace.
+  std::string NullDevice() const {
+    const std::string mine = Path("null");
+    if (::geteuid() == 0 && ::mknod(mine.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) return mine;
+    return "/dev/null";
   }
   std::string Score() const {
     return "score --model " + Q(Path("model.bin")) + " --tokenizer " + Q(Path("tok.bin")) +
@@ -103,6 +118,124 @@ TEST_F(FileSafetyCli, BenchRefusesJsonOutOverItsModel) {
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_TRUE(Has(r.out, "refusing to write over an input")) << r.out;
   EXPECT_EQ(ReadBytes(Path("model.bin")), model);
+}
+
+// ---- outputs that are not plain files (issue 40 item 1) ----
+// Before the fix each of these was renamed over: the FIFO, the device node and the link became
+// regular files, exit 0 (as root, `--json-out /dev/null` replaced /dev/null itself).
+
+TEST_F(FileSafetyCli, ScoreWritesIntoAFifoWithoutReplacingIt) {
+  const std::string fifo = Path("report.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // The reader holds a write end of its own until the command is done, so that it meets the end
+  // of the stream then, whatever the command did (before the fix it replaced the FIFO and never
+  // opened it: a plain reader would have waited for ever).
+  const int in = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(in, 0);
+  const int keep = ::open(fifo.c_str(), O_WRONLY);
+  ASSERT_GE(keep, 0);
+  ::fcntl(in, F_SETFL, 0);  // blocking reads from here on
+  std::string got;
+  std::thread reader([&] {
+    char buf[4096];
+    for (ssize_t n; (n = ::read(in, buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+  });
+  const RunResult r = RunCli(Score() + " --json-out " + Q(fifo));
+  ::close(keep);
+  reader.join();
+  ::close(in);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(fs::is_fifo(fs::symlink_status(fifo))) << "the FIFO was replaced";
+  EXPECT_TRUE(nlohmann::json::accept(got)) << got;
+}
+
+// /dev/null, or for root a private node of the same device (see NullDevice).
+TEST_F(FileSafetyCli, ScoreWritesIntoDevNullWithoutReplacingIt) {
+  const std::string null = NullDevice();
+  // Two outputs on one device: nothing is replaced, so nothing is refused.
+  const RunResult r = RunCli(Score() + " --json-out " + Q(null) + " --per-token " + Q(null));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(fs::is_character_file(fs::symlink_status(null))) << "the device was replaced";
+  // Through a link to it: the link stays a link to the device.
+  fs::create_symlink(null, Path("dev_link"));
+  const RunResult via = RunCli(Score() + " --per-token " + Q(Path("dev_link")));
+  EXPECT_EQ(via.exit_code, 0) << via.out;
+  EXPECT_TRUE(fs::is_symlink(Path("dev_link")));
+  EXPECT_TRUE(fs::is_character_file(fs::symlink_status(null)));
+}
+
+TEST_F(FileSafetyCli, ScoreReplacesALinksTargetAndKeepsTheLink) {
+  fs::create_directories(Path("reports"));
+  testing::WriteBytes(Path("reports/latest.json"), "the previous report\n");
+  fs::create_symlink("reports/latest.json", Path("report.json"));
+  const RunResult r = RunCli(Score() + " --json-out " + Q(Path("report.json")));
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(fs::is_symlink(Path("report.json"))) << "the link was replaced by a file";
+  EXPECT_EQ(fs::read_symlink(Path("report.json")), "reports/latest.json");
+  EXPECT_TRUE(nlohmann::json::accept(ReadBytes(Path("reports/latest.json"))));
+}
+
+TEST_F(FileSafetyCli, ScoreRefusesADirectoryBeforeScoring) {
+  fs::create_directories(Path("out"));
+  const RunResult r = RunCli(Score() + " --json-out " + Q(Path("out")));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, "--json-out " + Path("out") + ": is a directory; expected a file path"))
+      << r.out;
+  EXPECT_FALSE(Has(r.out, "encoded")) << "refused only after the text was read";
+  EXPECT_TRUE(fs::is_empty(Path("out")));
+}
+
+TEST_F(FileSafetyCli, ScoreWritesJsonToStandardOutputForDash) {
+  // Standard output alone (stderr to /dev/null): the JSON report and nothing else.
+  const RunResult r = RunShell("{ '" + std::string(STRETCH_CLI_PATH) + "' " + Score() +
+                               " --json-out - 2>/dev/null; }");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(nlohmann::json::accept(r.out)) << r.out;
+  EXPECT_FALSE(fs::exists(Path("-")));
+  // Where "-" makes no sense (a model file), it is refused by name.
+  const RunResult c = RunCli("convert -m " + Q(Path("model.bin")) + " --to llama2c --out -");
+  EXPECT_EQ(c.exit_code, 1) << c.out;
+  EXPECT_TRUE(Has(c.out, "--out -: standard output (-) is not accepted")) << c.out;
+}
+
+TEST_F(FileSafetyCli, FolderOutputsRefuseOtherKinds) {
+  const std::string null = NullDevice();
+  const RunResult train = RunCli("train --data " + Q(Path("text.txt")) + " --out " + Q(null) +
+                                 " --steps 2 --seq-len 16 --dim 16");
+  EXPECT_EQ(train.exit_code, 1) << train.out;
+  EXPECT_TRUE(Has(train.out, "--out " + null + ": is a character device; expected a directory"))
+      << train.out;
+  EXPECT_TRUE(fs::is_character_file(fs::symlink_status(null)));
+  const RunResult dash = RunCli("lab --quick --out -");
+  EXPECT_EQ(dash.exit_code, 1) << dash.out;
+  EXPECT_TRUE(Has(dash.out, "--out -: standard output (-) is not accepted")) << dash.out;
+}
+
+// A pid that is certainly gone: a child that exited and was reaped.
+pid_t DeadPid() {
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return child;
+}
+
+// Issue 40 item 6: a convert killed mid-write left ".<name>.partial-<pid>-<n>" beside its output,
+// and the next successful convert to the same path kept it (up to 210 MB). Now that write removes
+// it and says so; a partial file of another output is left alone.
+TEST_F(FileSafetyCli, ConvertRemovesTheStalePartialFileOfItsOutput) {
+  const std::string dead = std::to_string(DeadPid());
+  const std::string stale = Path(".model.gguf.partial-" + dead + "-0");
+  const std::string other = Path(".other.gguf.partial-" + dead + "-0");
+  testing::WriteBytes(stale, "half a model");
+  testing::WriteBytes(other, "half another model");
+  const RunResult r = RunCli("convert -m " + Q(Path("model.bin")) + " -t " + Q(Path("tok.bin")) +
+                             " --to gguf --out " + Q(Path("model.gguf")));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_FALSE(fs::exists(stale)) << r.out;
+  EXPECT_TRUE(Has(r.out, "removed " + stale)) << r.out;
+  EXPECT_TRUE(fs::exists(other));
+  EXPECT_TRUE(fs::exists(Path("model.gguf")));
 }
 
 // Training: a tiny byte-level run on generated text.

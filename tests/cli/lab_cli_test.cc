@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "src/core/rng.h"
@@ -194,6 +195,95 @@ TEST_F(LabCliTest, MpirunTwoRanksMergeToTheRecordsOfOneProcess) {
   EXPECT_EQ(Records({files[0]}).size(), 24u) << "one model each";
   EXPECT_EQ(Records(files), Records({Path("one/results.jsonl")}));
   EXPECT_TRUE(fs::exists(Path("two/report/report.html"))) << "rank 0 reports once both are done";
+}
+
+// Starts `stretch ARGS` in its own process group, its output to `log`; returns the pid.
+pid_t Start(const std::string& args, const std::string& log) {
+  const std::string cmd =
+      std::string("exec '") + STRETCH_CLI_PATH + "' " + args + " >'" + log + "' 2>&1";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits up to a minute for `ready` (polled every millisecond); false if it never held.
+bool WaitFor(const std::function<bool()>& ready) {
+  for (int i = 0; i < 60000; ++i) {
+    if (ready()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
+int ExitCodeOf(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// Issue 40 item 2: two labs into one folder tore each other's lines of results.jsonl and lost
+// cells. Now the second is refused while the first runs, naming it, and the first's records are
+// those of a lab run alone.
+TEST_F(LabCliTest, ASecondLabIntoTheSameFolderIsRefusedWhileTheFirstRuns) {
+  const testing::RunResult alone = RunCli(Args(Path("alone")));
+  ASSERT_EQ(alone.exit_code, 0) << alone.out;
+  const std::string out = Path("shared");
+  const pid_t first = Start(Args(out), Path("first.log"));
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(out + "/models/rope/train_log.jsonl"); }));
+  const testing::RunResult second = RunCli(Args(out));
+  EXPECT_EQ(second.exit_code, 1) << second.out;
+  EXPECT_TRUE(Has(second.out, "--out " + out + " is in use by another stretch process, pid " +
+                                  std::to_string(first)))
+      << second.out;
+  ASSERT_EQ(ExitCodeOf(first), 0) << testing::ReadBytes(Path("first.log"));
+  EXPECT_EQ(Records({out + "/results.jsonl"}), Records({Path("alone/results.jsonl")}));
+}
+
+// A records file torn in the middle (as two labs writing at once left them before the lock)
+// stopped every later lab and report on the folder at that line. The lab now moves the torn
+// lines aside, says so, and scores their cells again.
+TEST_F(LabCliTest, ATornLineInTheRecordsIsMovedAsideAndItsCellScoredAgain) {
+  const std::string out = Path("torn");
+  const testing::RunResult whole = RunCli(Args(out, "direct"));
+  ASSERT_EQ(whole.exit_code, 0) << whole.out;
+  const std::vector<std::string> expected = Records({out + "/results.jsonl"});
+  std::string text = testing::ReadBytes(out + "/results.jsonl");
+  const size_t second_line = text.find('\n') + 1;
+  text.insert(second_line + 40, "\n");  // line 2 cut in two: neither half is JSON
+  testing::WriteBytes(out + "/results.jsonl", text);
+  const testing::RunResult report =
+      RunCli("report '" + out + "/results.jsonl' --out '" + Path("rep") + "'");
+  EXPECT_EQ(report.exit_code, 0) << report.out;
+  EXPECT_TRUE(Has(report.out, "2 torn lines skipped")) << report.out;
+  const testing::RunResult again = RunCli(Args(out, "direct"));
+  ASSERT_EQ(again.exit_code, 0) << again.out;
+  EXPECT_TRUE(Has(again.out, "moved 2 torn lines (lines 2, 3")) << again.out;
+  EXPECT_EQ(Records({out + "/results.jsonl"}), expected);
+  EXPECT_TRUE(ReadLabRecords({out + "/results.jsonl"}).torn_lines.empty());
+  EXPECT_TRUE(fs::exists(out + "/results.jsonl.torn"));
+}
+
+// Ctrl-C (SIGINT) used to kill the lab on the spot without a word. Now it finishes the step or
+// cell at hand, saves it, says where, and exits with 130; the same command then finishes the lab
+// with the records of one that never stopped.
+TEST_F(LabCliTest, SigintSavesTheWorkAtHandSaysWhereAndExits130) {
+  const testing::RunResult whole = RunCli(Args(Path("whole_int"), "direct"));
+  ASSERT_EQ(whole.exit_code, 0) << whole.out;
+  const std::string out = Path("int");
+  const pid_t pid = Start(Args(out, "direct"), Path("int.log"));
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(out + "/models/rope/step-00000010.safetensors"); }));
+  kill(pid, SIGINT);
+  EXPECT_EQ(ExitCodeOf(pid), 130);
+  const std::string log = testing::ReadBytes(Path("int.log"));
+  EXPECT_TRUE(Has(log, "stopped by SIGINT (Ctrl-C) after ")) << log;
+  EXPECT_TRUE(Has(log, "the same `stretch lab` command continues the lab")) << log;
+  const testing::RunResult resumed = RunCli(Args(out, "direct"));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_EQ(Records({out + "/results.jsonl"}), Records({Path("whole_int/results.jsonl")}));
 }
 
 TEST_F(LabCliTest, ModelsFlagTrainsAndScoresOnlyTheNamedModels) {

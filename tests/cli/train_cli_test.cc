@@ -7,12 +7,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <string>
 #include <thread>
@@ -119,6 +121,115 @@ TEST(TrainCli, KilledAndResumedRunEndsWithTheUninterruptedWeights) {
   ASSERT_FALSE(wa.empty());
   EXPECT_EQ(std::memcmp(wa.data(), wb.data(), wa.size() * sizeof(float)), 0)
       << "resumed weights differ from the uninterrupted run's";
+}
+
+// Starts `stretch train ARGS` in the background, its output to `log`; returns its pid.
+pid_t StartTrain(const std::string& args, const fs::path& log) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const std::string cmd = std::string("exec '") + STRETCH_CLI_PATH + "' train " + args + " > '" +
+                            log.string() + "' 2>&1";
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+int ExitCode(pid_t pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::string ReadText(const fs::path& p) {
+  std::ifstream f(p);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// Issue 40 item 2's reproducer: two runs started together into one empty --out (one --dim 32,
+// one --dim 16) both ended with exit 0, every checkpoint the dim-16 model's and the log doubled.
+// Now exactly one runs; the other is refused naming it, and the run's files are its own.
+TEST(TrainCli, TwoRunsIntoOneFolderOneRunsTheOtherIsRefused) {
+  const fs::path corpus = WriteCorpus();
+  const fs::path out = TempDir("two"), logs = TempDir("two_logs");
+  const std::string common = "--data '" + corpus.string() + "' --out '" + out.string() +
+                             "' --seq-len 32 --steps 20 --batch 4 --layers 1 --heads 2 "
+                             "--save-every 5 --eval-every 0 --threads 1";
+  const pid_t a = StartTrain(common + " --dim 32", logs / "a.log");
+  const pid_t b = StartTrain(common + " --dim 16", logs / "b.log");
+  const int ca = ExitCode(a), cb = ExitCode(b);
+  const std::string la = ReadText(logs / "a.log"), lb = ReadText(logs / "b.log");
+  ASSERT_EQ((ca == 0) + (cb == 0), 1) << la << "\n---\n" << lb;
+  const std::string& refused = ca == 0 ? lb : la;
+  EXPECT_EQ(ca == 0 ? cb : ca, 1);
+  // Refused by the lock while the other runs; or, had the other finished before this one
+  // started, by the check for a run already there. Both name the folder.
+  EXPECT_TRUE(Has(refused, "is in use by another stretch process, pid") ||
+              Has(refused, "holds another run"))
+      << refused;
+  const int dim = ca == 0 ? 32 : 16;
+  for (const char* step : {"step-00000005.safetensors", "step-00000020.safetensors"}) {
+    const SafetensorsFile f((out / step).string());
+    EXPECT_EQ(f.Read<float>("final_norm").size(), static_cast<size_t>(dim)) << step;
+  }
+  const std::string log = ReadText(out / "train_log.jsonl");
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 20) << "one record per step";
+}
+
+// Ctrl-C used to end a run silently, its last checkpoint up to --save-every steps old and not
+// named. Now the step at hand is finished and saved, the message says which checkpoint holds it,
+// the exit code is 130, and --resume continues to the weights of a run that never stopped.
+TEST(TrainCli, SigintSavesTheStepAtHandAndResumeEndsWithTheUninterruptedWeights) {
+  const fs::path corpus = WriteCorpus();
+  const fs::path a = TempDir("int_a"), b = TempDir("int_b"), logs = TempDir("int_logs");
+  // No save before the end but Ctrl-C's.
+  const std::string args =
+      "--seq-len 32 --steps 60 --batch 4 --dim 32 --layers 2 --heads 2 --save-every 1000 "
+      "--eval-every 20 --eval-windows 4 --valid-fraction 0.25 --threads 1";
+  const auto full =
+      RunCli("train --data '" + corpus.string() + "' --out '" + a.string() + "' " + args);
+  ASSERT_EQ(full.exit_code, 0) << full.out;
+  const pid_t pid = StartTrain(
+      "--data '" + corpus.string() + "' --out '" + b.string() + "' " + args, logs / "b.log");
+  bool sent = false;
+  for (int i = 0; i < 60000; ++i) {
+    const std::string log = ReadText(b / "train_log.jsonl");
+    if (std::count(log.begin(), log.end(), '\n') >= 3) {
+      kill(pid, SIGINT);
+      sent = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(sent) << "the run never logged 3 steps";
+  EXPECT_EQ(ExitCode(pid), 130);
+  const std::string log = ReadText(logs / "b.log");
+  EXPECT_TRUE(Has(log, "stopped by SIGINT (Ctrl-C) after step")) << log;
+  EXPECT_TRUE(Has(log, "--resume continues from it")) << log;
+  const auto resumed = RunCli("train --out '" + b.string() + "' --resume --threads 1");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  const std::vector<float> wa = Weights(a / "step-00000060.safetensors");
+  const std::vector<float> wb = Weights(b / "step-00000060.safetensors");
+  ASSERT_EQ(wa.size(), wb.size());
+  EXPECT_EQ(std::memcmp(wa.data(), wb.data(), wa.size() * sizeof(float)), 0);
+}
+
+// Issue 41 item 8: one text file is a corpus. It was refused ("a held-out split by document needs
+// at least 2"); now its last tenth is held out by position, as the lab splits a single file.
+TEST(TrainCli, OneTextFileIsACorpus) {
+  const fs::path dir = TempDir("one_file");
+  {
+    std::ofstream f(dir / "book.txt");
+    Rng rng(9);
+    const char* words[] = {"it", "was", "the", "best", "of", "times", "worst", "age"};
+    for (int w = 0; w < 3000; ++w) f << words[rng.NextU64() % 8] << (w % 15 == 14 ? ".\n" : " ");
+  }
+  const auto r =
+      RunCli("train --data '" + (dir / "book.txt").string() + "' --out '" + (dir / "run").string() +
+             "' --seq-len 32 --steps 4 --batch 2 --dim 16 --layers 1 --heads 2 "
+             "--eval-every 4 --eval-windows 2 --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "val loss")) << r.out;
 }
 
 TEST(TrainCli, BadInputIsRefusedBeforeTraining) {

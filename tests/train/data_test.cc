@@ -486,6 +486,24 @@ TEST(SplitDocuments, EveryDocumentIsHeldOutEquallyOften) {
   for (int count : held) EXPECT_NEAR(count, 1000, 5 * 28.9);
 }
 
+// Issue 41 item 8: one text file (a book) is a corpus. Its one document is split by position:
+// the last tenth of its tokens is held out, the rest trains, and together they are the document.
+TEST(SplitDocuments, ASingleDocumentIsSplitByPosition) {
+  const TokenDocuments one = NumberedDocuments({50}, 999999);
+  const DataSplit s = SplitDocuments(one, {.valid_fraction = 0.1});
+  ASSERT_EQ(s.train.size(), 1);
+  ASSERT_EQ(s.valid.size(), 1);
+  const std::span<const int32_t> doc = one.Document(0), train = s.train.Document(0),
+                                 valid = s.valid.Document(0);
+  EXPECT_EQ(valid.size(), 1u + 5u) << "BOS + round(0.1 x 50) tokens";
+  EXPECT_EQ(train.size() + valid.size(), doc.size() + 1) << "the BOS is in front of both parts";
+  EXPECT_EQ(train[0], doc[0]);
+  EXPECT_EQ(valid[0], doc[0]);
+  std::vector<int32_t> joined(train.begin(), train.end());
+  joined.insert(joined.end(), valid.begin() + 1, valid.end());
+  EXPECT_TRUE(std::equal(joined.begin(), joined.end(), doc.begin(), doc.end()));
+}
+
 TEST(SplitDocuments, CountsFractionsAndErrors) {
   const TokenDocuments two = NumberedDocuments({4, 4}, 999999);
   EXPECT_EQ(SplitDocuments(two, {.valid_fraction = 0.01}).valid_ids.size(), 1u);  // at least 1
@@ -495,8 +513,10 @@ TEST(SplitDocuments, CountsFractionsAndErrors) {
   EXPECT_EQ(SplitDocuments(ten, {.valid_fraction = 0.25}).valid_ids.size(), 3u);  // round(2.5)
 
   const TokenDocuments one = NumberedDocuments({50}, 999999);
-  EXPECT_CONTAINS(ErrorOf([&] { SplitDocuments(one, {}); }),
+  EXPECT_CONTAINS(ErrorOf([&] { SplitDocuments(one, {.valid_documents = 1}); }),
                   "1 document(s): a held-out split by document needs at least 2");
+  EXPECT_CONTAINS(ErrorOf([&] { SplitDocuments(NumberedDocuments({2}, 999999), {}); }),
+                  "too short to hold any of it out");
   EXPECT_CONTAINS(ErrorOf([&] { SplitDocuments(ten, {.valid_fraction = 0.0}); }),
                   "valid_fraction=0: expected a fraction in (0, 1)");
   EXPECT_CONTAINS(ErrorOf([&] { SplitDocuments(ten, {.valid_fraction = 1.0}); }),

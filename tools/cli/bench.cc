@@ -62,6 +62,11 @@ struct BenchArgs {
   int threads = 0;
 };
 
+// --json-out as an output: a file, or - for standard output (after the table).
+NamedPath JsonOut(const BenchArgs& a) {
+  return {"--json-out", a.json_out, OutputForm::kFileOrStdout};
+}
+
 // ---- child cases ---------------------------------------------------------------------------
 
 nlohmann::json CaseFma(int threads) {
@@ -684,7 +689,7 @@ void RunContended(const BenchArgs& a, const std::string& threads) {
                     {"met", ratio <= kTarget}});
   }
   if (!a.json_out.empty()) {
-    AtomicFile out(a.json_out);
+    AtomicFile out(JsonOut(a));
     out.Write(nlohmann::json{{"contended", rows}}.dump(2) + "\n");
     out.Commit();
   }
@@ -710,7 +715,7 @@ void RunOps(const BenchArgs& a) {
     rows.push_back(row);
   }
   if (!a.json_out.empty()) {
-    AtomicFile out(a.json_out);
+    AtomicFile out(JsonOut(a));
     out.Write(nlohmann::json{{"ops", rows}}.dump(2) + "\n");
     out.Commit();
   }
@@ -816,7 +821,7 @@ void RunProfile(const BenchArgs& a, const std::string& threads) {
         100 * gbs / mem["read_gbs"].get<double>(), mem["read_gbs"].get<double>());
   }
   if (!a.json_out.empty()) {
-    AtomicFile out(a.json_out);
+    AtomicFile out(JsonOut(a));
     out.Write(r.dump(2) + "\n");
     out.Commit();
   }
@@ -867,7 +872,7 @@ void RunAgainst(const BenchArgs& a, const std::string& threads) {
   }
   fmt::print("matrix products: {}\n", kernels);
   if (!a.json_out.empty()) {
-    AtomicFile out(a.json_out);
+    AtomicFile out(JsonOut(a));
     out.Write(nlohmann::json{{"model", a.model},
                              {"threads", nthreads},
                              {"matrix_products", kernels},
@@ -880,7 +885,7 @@ void RunAgainst(const BenchArgs& a, const std::string& threads) {
 
 void RunParent(const BenchArgs& a) {
   const NamedPath inputs[] = {{"--model", a.model}};
-  const NamedPath outputs[] = {{"--json-out", a.json_out}};
+  const NamedPath outputs[] = {JsonOut(a)};
   CheckOutputPaths(inputs, outputs);
   if (!a.model.empty()) ReadLlama2cHeader(a.model);  // a bad --model fails now, not after minutes
   const std::string threads = a.threads > 0 ? fmt::format(" --threads {}", a.threads) : "";
@@ -1017,10 +1022,10 @@ void RunParent(const BenchArgs& a) {
   }
   report["targets"] = targets;
   if (!a.json_out.empty()) {
-    AtomicFile out(a.json_out);
+    AtomicFile out(JsonOut(a));
     out.Write(report.dump(2) + "\n");
     out.Commit();
-    fmt::print("\nwrote {}\n", a.json_out);
+    if (out.kind() != OutputKind::kStdout) fmt::print("\nwrote {}\n", a.json_out);
   }
 }
 
@@ -1057,7 +1062,9 @@ void RegisterBench(CLI::App& app) {
                 "op (needs --model): a prompt of --length tokens (default 512), then 64 decode "
                 "steps at depth 0 and at depth --length; each op's time and share, GFLOP/s of "
                 "the prefill's matrix products and GB/s of weights the decode's products read");
-  sub->add_option("--json-out", args->json_out, "Also write all figures as JSON to this file");
+  sub->add_option("--json-out", args->json_out,
+                  "Also write all figures as JSON to this file (- for standard output, after the "
+                  "table)");
   sub->add_option("--threads", args->threads, "Threads (default: all cores)")
       ->check(Whole(0, TrainRunLimits::max_threads));
   sub->add_option("--case", args->child_case, "Internal: run one case in this process")->group("");

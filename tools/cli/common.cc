@@ -83,6 +83,7 @@ std::string WithFlagNames(std::string message) {
       // stretch train (src/train/train_run.h): each field as its flag
       {"TrainRunOptions::data", "--data"},
       {"TrainRunOptions::out", "--out"},
+      {"LabOptions::out", "--out"},
       {"TrainRunOptions::init", "--init"},
       {"TrainRunOptions::resume_from", "--resume"},
       {"TrainRunOptions::overwrite", "--overwrite"},

@@ -118,8 +118,32 @@ void RunConvert(const ConvertArgs& a) {
   const uint32_t matrix_type = a.to == "gguf" ? MatrixType(a.type) : 0;
   const SafetensorsDtype dtype = a.to == "hf" ? HfDtype(a.type) : SafetensorsDtype::kF32;
   const NamedPath inputs[] = {{"--model", a.model.model}, {"--tokenizer", a.model.tokenizer}};
-  const NamedPath outputs[] = {{"--out", a.out}};
+  const NamedPath outputs[] = {
+      {"--out", a.out, a.to == "hf" ? OutputForm::kDirectory : OutputForm::kFile}};
   CheckOutputPaths(inputs, outputs);
+  // The partial files an earlier convert to the same files left when it was killed: the write
+  // below removes them (AtomicFile::Commit), and the note says so.
+  std::vector<std::string> stale;
+  const OutputTarget target = ResolveOutput(outputs[0]);
+  if (target.kind == OutputKind::kDirectory) {
+    for (const char* name :
+         {"config.json", "model.safetensors", "tokenizer.model", "tokenizer.json"}) {
+      for (std::string& p : StalePartialFilesOf((std::filesystem::path(a.out) / name).string())) {
+        stale.push_back(std::move(p));
+      }
+    }
+  } else if (target.kind == OutputKind::kReplace) {
+    stale = StalePartialFilesOf(target.path);  // beside the file a link leads to
+  }
+  const auto note_removed = [&stale, &a] {
+    for (const std::string& p : stale) {
+      if (!std::filesystem::exists(p)) {
+        fmt::print(stderr,
+                   "note: removed {}, left by an earlier write to --out {} that was killed\n", p,
+                   a.out);
+      }
+    }
+  };
   if (a.to == "hf") CheckInputsOutside(inputs, {"--out", a.out});
   const Loaded loaded = LoadModel(a.model, /*tokenizer_needed=*/false);
   // The position method the output asks for: --method, else the input's own (a GGUF file's
@@ -144,6 +168,7 @@ void RunConvert(const ConvertArgs& a) {
     }
     fmt::print("{} ({}) -> {} (stretch checkpoint)\n", loaded.header.path, loaded.header.format,
                a.out);
+    note_removed();
     return;
   }
   bool copy_gguf_keys = false;
@@ -180,6 +205,7 @@ void RunConvert(const ConvertArgs& a) {
              tok              ? fmt::format(", vocabulary of {} tokens", tok->vocab_size())
              : copy_gguf_keys ? ", the input's vocabulary"
                               : "");
+  note_removed();
 }
 
 }  // namespace

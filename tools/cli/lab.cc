@@ -14,8 +14,10 @@
 
 #include "src/core/error.h"
 #include "src/core/input_file.h"
+#include "src/core/stop.h"
 #include "src/core/threads.h"
 #include "src/core/timer.h"
+#include "src/io/output_file.h"
 #include "src/lab/lab.h"
 #include "tools/cli/common.h"
 
@@ -113,6 +115,8 @@ void RunLabCommand(const LabArgs& a) {
   if (a.quick && a.full) Fail("--quick and --full: give one of them");
   if (!a.corpus.empty()) CheckRegularInputOrDirectory(a.corpus, kTextInputKind, "--corpus");
   LabOptions o = OptionsOf(a);
+  // The lab's folder: "-" or an existing file of another kind is refused before anything starts.
+  ResolveOutput({"--out", o.out, OutputForm::kDirectory});
   const std::string who = o.ranks > 1 ? fmt::format("lab[{}/{}]", o.rank, o.ranks) : "lab";
   if (a.threads > 0) {
     SetNumThreads(a.threads);
@@ -256,7 +260,10 @@ void RegisterLab(CLI::App& app) {
   cmd->add_flag("--no-tail", a->no_tail, "skip the fixed-tail protocol");
   cmd->add_option("--threads", a->threads, "threads (default: all cores, or a share per rank)")
       ->check(Whole(0, L::max_threads));
-  cmd->callback([a] { RunLabCommand(*a); });
+  cmd->callback([a] {
+    InstallStopHandlers();  // Ctrl-C records the cell at hand first (src/core/stop.h)
+    RunLabCommand(*a);
+  });
 }
 
 }  // namespace stretch::cli

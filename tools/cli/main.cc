@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "src/core/error.h"
+#include "src/core/stop.h"
 #include "tools/cli/common.h"
 
 int main(int argc, char** argv) {
@@ -47,6 +48,10 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const stretch::Stopped& e) {  // Ctrl-C or SIGTERM, the work so far saved
+    std::fflush(stdout);
+    fmt::print(stderr, "stretch: {}\n", stretch::cli::WithFlagNames(e.what()));
+    return 128 + e.signal();
   } catch (const stretch::Error& e) {
     std::fflush(stdout);
     fmt::print(stderr, "stretch: error: {}\n", stretch::cli::WithFlagNames(e.what()));

@@ -32,6 +32,7 @@ void RunReport(const ReportArgs& args) {
       records.records.size(), args.inputs.size(), args.inputs.size() == 1 ? "" : "s",
       records.duplicates, records.duplicates == 1 ? "" : "s", records.partial_lines,
       records.partial_lines == 1 ? "" : "s");
+  for (const std::string& n : w.report.notes) fmt::print("note: {}\n", n);
   if (!w.report.accuracy_markdown.empty()) {
     fmt::print("\n{}\n", w.report.accuracy_markdown);
   } else {
@@ -51,8 +52,12 @@ void RegisterReport(CLI::App& app) {
       "Reads: one or more results files written by the lab, JSON lines with one record per "
       "cell (a model, a training-free method, a protocol and a context length in tokens). "
       "Files are merged in the order given; when two records name the same cell, the first "
-      "is kept; a last line cut short by a killed run is skipped; every other bad line is an "
-      "error naming file:line.\n"
+      "is kept; a last line cut short by a killed run, and any line that is not JSON (torn), "
+      "is skipped and named; a JSON line that is not a record is an error naming file:line. "
+      "Models are told apart by what they were trained with, not by their label alone: "
+      "records of two labs on the same text with a model of the same label get two rows "
+      "('rope [L=32]', 'rope [L=64]'), and the page lists the files each model's rows came "
+      "from.\n"
       "Protocols: the models were trained on texts of length L (tokens) and are tested "
       "longer.\n"
       "  non-repeat  genuine text cut into windows of the context length: can the model "

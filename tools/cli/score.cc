@@ -122,8 +122,9 @@ void RunScore(const ScoreArgs& args) {
                                    {"--tokenizer", args.model.tokenizer},
                                    {"--data", args.data},
                                    {"--tokens", args.tokens}};
-  const std::vector<NamedPath> outputs = {{"--json-out", args.json_out},
-                                          {"--per-token", args.per_token}};
+  const std::vector<NamedPath> outputs = {
+      {"--json-out", args.json_out, OutputForm::kFileOrStdout},
+      {"--per-token", args.per_token, OutputForm::kFileOrStdout}};
   CheckOutputPaths(inputs, outputs);
   if (!args.data.empty() && args.model.tokenizer.empty() && !header.own_tokenizer) {
     Fail(
@@ -172,10 +173,10 @@ void RunScore(const ScoreArgs& args) {
   // Output files are written to temporary names once everything has been checked and renamed
   // into place when complete: an interrupted or failed run leaves what was there before.
   std::unique_ptr<AtomicFile> json_out;
-  if (!args.json_out.empty()) json_out = std::make_unique<AtomicFile>(args.json_out);
+  if (!args.json_out.empty()) json_out = std::make_unique<AtomicFile>(outputs[0]);
   std::unique_ptr<AtomicFile> csv;
   if (!args.per_token.empty()) {
-    csv = std::make_unique<AtomicFile>(args.per_token);
+    csv = std::make_unique<AtomicFile>(outputs[1]);
     csv->Write(single ? "" : "method,ctx,");
     csv->Write("window,position,target,loss,correct\n");
   }
@@ -233,7 +234,13 @@ void RunScore(const ScoreArgs& args) {
   // Paths and file names may hold bytes that are not UTF-8: replace them rather than fail.
   const std::string json_text =
       report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
-  if (args.json) {
+  // An output on standard output (-) is a stream for another program: the report is not
+  // printed into it.
+  const bool stdout_taken = (json_out && json_out->kind() == OutputKind::kStdout) ||
+                            (csv && csv->kind() == OutputKind::kStdout);
+  if (stdout_taken) {
+    // nothing more on standard output
+  } else if (args.json) {
     fmt::print("{}\n", json_text);
   } else if (single) {
     PrintSingle(args, loaded, cells[0], protocol);
@@ -243,6 +250,12 @@ void RunScore(const ScoreArgs& args) {
   if (json_out) {
     json_out->Write(json_text + "\n");
     json_out->Commit();
+  }
+  for (const AtomicFile* f : {json_out.get(), csv.get()}) {
+    for (const std::string& p : f ? f->removed_partials() : std::vector<std::string>{}) {
+      fmt::print(stderr, "note: removed {}, left by an earlier write to {} that was killed\n", p,
+                 f->path());
+    }
   }
 }
 
@@ -306,11 +319,13 @@ void RegisterScore(CLI::App& app) {
   sub->add_flag("--json", args->json,
                 "Print the report as JSON instead of a table: every cell's numbers, the resolved "
                 "method spec per cell, and the protocol");
-  sub->add_option("--json-out", args->json_out, "Also write the JSON report to this file");
+  sub->add_option("--json-out", args->json_out,
+                  "Also write the JSON report to this file (- for standard output, where the "
+                  "table is then not printed)");
   sub->add_option("--per-token", args->per_token,
                   "Write one CSV row per scored token (window, position, target, loss, correct; "
                   "with several cells, method and ctx first) to compare with another engine "
-                  "token by token");
+                  "token by token (- for standard output, where the table is then not printed)");
   sub->add_flag("--no-progress{false}", args->options.progress,
                 "No progress lines on stderr (one per (method, length) cell: windows done and "
                 "time left)");

@@ -11,6 +11,7 @@
 
 #include "src/core/error.h"
 #include "src/core/input_file.h"
+#include "src/core/stop.h"
 #include "src/core/threads.h"
 #include "src/io/output_file.h"
 #include "src/io/training_tokenizer.h"
@@ -209,6 +210,8 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
   if (!a.run.data.empty()) CheckRegularInputOrDirectory(a.run.data, kTextInputKind, "--data");
   std::string resume_from;
   const TrainRunOptions asked = TrainRunOptionsOf(app, a);
+  // A run's folder: "-" or an existing file of another kind is refused before anything is read.
+  if (!asked.out.empty()) ResolveOutput({"--out", asked.out, OutputForm::kDirectory});
   std::vector<std::string> given;
   std::optional<TrainResume> resume;
   if (a.resume) {
@@ -411,7 +414,10 @@ void RegisterTrain(CLI::App& app) {
       ->check(Whole(0, L::max_skip_nonfinite));
   sub->add_option("--threads", args->threads, "Threads (default: all cores)")
       ->check(Whole(0, L::max_threads));
-  sub->callback([sub, args] { RunTrain(sub, *args); });
+  sub->callback([sub, args] {
+    InstallStopHandlers();  // Ctrl-C saves the step at hand first (src/core/stop.h)
+    RunTrain(sub, *args);
+  });
 }
 
 }  // namespace stretch::cli
