@@ -1,29 +1,18 @@
 #include "src/io/binary_reader.h"
 
-#include <sys/stat.h>
-
 #include <cerrno>
 #include <cstring>
 
 #include "src/core/check.h"
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 
 namespace stretch {
 
-BinaryReader::BinaryReader(std::string path) : path_(std::move(path)) {
-  file_.reset(std::fopen(path_.c_str(), "rb"));
-  if (!file_) Fail("{}: cannot open for reading: {}", path_, std::strerror(errno));
-  struct stat st {};
-  if (fstat(fileno(file_.get()), &st) != 0) {
-    Fail("{}: cannot read the file's size: {}", path_, std::strerror(errno));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    Fail(
-        "{}: not a regular file (a directory, device or pipe): expected a checkpoint or "
-        "tokenizer file",
-        path_);
-  }
-  size_ = static_cast<int64_t>(st.st_size);
+BinaryReader::BinaryReader(std::string path, std::string_view expected) : path_(std::move(path)) {
+  InputFile in(path_, expected);  // refuses a device or FIFO before any read
+  size_ = in.size();
+  file_.reset(in.ReleaseAsStream());
 }
 
 void BinaryReader::Require(int64_t n, std::string_view field) const {

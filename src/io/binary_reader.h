@@ -24,8 +24,11 @@ static_assert(std::endian::native == std::endian::little,
 class BinaryReader {
  public:
   // Opens `path` for reading. Throws stretch::Error naming the path and the system's reason when
-  // it cannot be opened or is not a regular file (a directory, a pipe: no size to check against).
-  explicit BinaryReader(std::string path);
+  // it cannot be opened, or naming what it is when it is not a regular file (a directory, a
+  // device, a FIFO: no size to check against; src/core/input_file.h). `expected` is what the
+  // caller reads ("a llama2.c tokenizer file"), for that message.
+  explicit BinaryReader(std::string path,
+                        std::string_view expected = "a checkpoint or tokenizer file");
 
   const std::string& path() const { return path_; }
   int64_t size() const { return size_; }      // the file's size in bytes

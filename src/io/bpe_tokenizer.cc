@@ -686,7 +686,7 @@ class JsonReader {
 };
 
 json ParseJsonFile(const std::string& path) {
-  const std::string text = ReadWholeFile(path);
+  const std::string text = ReadWholeFile(path, "a tokenizer.json");
   try {
     return json::parse(text);
   } catch (const json::exception& e) {

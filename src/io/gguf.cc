@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/io/output_file.h"
 
 namespace stretch {
@@ -383,25 +384,18 @@ GgufValue ReadValue(Cursor& c, GgufValueType type, const std::string& key, int d
 }  // namespace
 
 bool GgufFile::Looks(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  const std::string head = ReadInputHead(path, 4);  // "" for a device or FIFO: never opened
   uint32_t magic = 0;
-  const ssize_t got = ::read(fd, &magic, sizeof magic);
-  ::close(fd);
-  return got == static_cast<ssize_t>(sizeof magic) && magic == kGgufMagic;
+  if (head.size() == sizeof magic) std::memcpy(&magic, head.data(), sizeof magic);
+  return magic == kGgufMagic;
 }
 
 GgufFile GgufFile::Open(const std::string& path) {
   GgufFile g;
   g.path_ = path;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) Fail("{}: cannot open: {}", path, std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    Fail("{}: not a regular file (a GGUF model must be a file whose size can be checked)", path);
-  }
-  g.size_ = static_cast<int64_t>(st.st_size);
+  InputFile in(path, "a GGUF model file");  // a device or FIFO has no size to check against
+  g.size_ = in.size();
+  const int fd = in.Release();
   g.map_ = std::make_shared<Mapping>();
   if (g.size_ > 0) {
     void* p = ::mmap(nullptr, static_cast<size_t>(g.size_), PROT_READ, MAP_PRIVATE, fd, 0);
@@ -423,7 +417,7 @@ GgufFile GgufFile::Open(const std::string& path) {
   }
   g.version_ = c.Read<uint32_t>("the version");
   if (g.version_ != 2 && g.version_ != 3) {
-    Fail("{}: GGUF version {}, expected 2 or 3{}", path, g.version_,
+    Fail("{}: starts with \"GGUF\" but has version {}: expected 2 or 3{}", path, g.version_,
          g.version_ == 1 ? " (version 1 has 32-bit counts; convert the model again with a current "
                            "llama.cpp)"
                          : "");

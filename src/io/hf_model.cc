@@ -22,6 +22,7 @@
 
 #include "src/core/check.h"
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/io/gguf.h"  // HalfToFloat, BFloat16ToFloat, EncodeTensor
 #include "src/io/output_file.h"
 #include "src/position/method.h"
@@ -98,19 +99,7 @@ std::string Describe(const Json& v) {
 
 // A whole JSON file that must hold an object (config.json, the index).
 Json ReadJsonFile(const std::string& path) {
-  std::error_code ec;
-  const uintmax_t size = fs::file_size(path, ec);
-  if (ec) Fail("{}: cannot read: {}", path, ec.message());
-  if (size > static_cast<uintmax_t>(kMaxJsonBytes)) {
-    Fail("{}: {} bytes, expected a JSON file of at most {}", path, size, kMaxJsonBytes);
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) Fail("{}: cannot open for reading", path);
-  std::string text(static_cast<size_t>(size), '\0');
-  in.read(text.data(), static_cast<std::streamsize>(size));
-  if (static_cast<uintmax_t>(in.gcount()) != size) {
-    Fail("{}: read {} of {} bytes (the file changed while reading?)", path, in.gcount(), size);
-  }
+  const std::string text = ReadInputFile(path, "a JSON file", kMaxJsonBytes);
   Json j;
   try {
     j = Json::parse(text);

@@ -53,6 +53,7 @@
 
 #include "src/core/check.h"
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/io/output_file.h"
 #include "src/io/text.h"
 
@@ -76,7 +77,7 @@ constexpr float kNeverMergedScore = -2e10f;
 // the largest published tokenizer.json files tens of MB.
 constexpr int64_t kMaxPieces = int64_t{1} << 24;
 constexpr int64_t kMaxMerges = int64_t{1} << 24;
-constexpr uintmax_t kMaxFileBytes = uintmax_t{1} << 30;
+constexpr int64_t kMaxFileBytes = int64_t{1} << 30;
 
 // ---- strings ----------------------------------------------------------------------------------
 
@@ -216,13 +217,7 @@ class Fields {
 
 // The file's text, bounded before it is read.
 std::string ReadBoundedFile(const std::string& path) {
-  std::error_code ec;
-  const uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) Fail("{}: cannot read: {}", path, ec.message());
-  if (size > kMaxFileBytes) {
-    Fail("{}: {} bytes: expected a tokenizer.json of at most {} bytes", path, size, kMaxFileBytes);
-  }
-  return ReadWholeFile(path);
+  return ReadInputFile(path, "a tokenizer.json", kMaxFileBytes);
 }
 
 json ParseFile(const std::string& path) {
@@ -498,15 +493,11 @@ bool Mentions(const json& v, std::string_view part) {
 
 bool LooksLikeSentencePieceTokenizerJson(const std::string& path) {
   try {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) return false;
-    {
-      std::ifstream in(path, std::ios::binary);
-      char c = 0;
-      while (in.get(c) && (c == ' ' || c == '\n' || c == '\r' || c == '\t')) {
-      }
-      if (!in || c != '{') return false;
-    }
+    // The first non-blank byte must be '{' (read from the first 4 KiB: a tokenizer.json does
+    // not start with more blanks). A device or FIFO reads as "" and is never opened.
+    const std::string head = ReadInputHead(path, 4096);
+    const size_t first = head.find_first_not_of(" \n\r\t");
+    if (first == std::string::npos || head[first] != '{') return false;
     const std::string text = ReadBoundedFile(path);
     // The vocabulary, the merges and the added tokens (nearly all of the file) are parsed over
     // and dropped: a key event returning false discards the key and its value.

@@ -337,12 +337,12 @@ bool WeightsMatchConfig(const ModelConfig& c, const ModelWeights& w) {
 }  // namespace
 
 Llama2cHeader ReadLlama2cHeader(const std::string& path) {
-  BinaryReader r(path);
+  BinaryReader r(path, "a llama2.c checkpoint");
   return ParseHeader(r).header;
 }
 
 Model LoadLlama2c(const std::string& path) {
-  BinaryReader r(path);
+  BinaryReader r(path, "a llama2.c checkpoint");
   const ParsedHeader p = ParseHeader(r);  // the file's size now equals what the header implies
   Model m;
   m.config = p.header.config;

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/io/bpe_tokenizer.h"
 #include "src/io/gguf.h"
 #include "src/io/gguf_model.h"
@@ -35,12 +36,97 @@ std::string ResolveModelPath(const std::string& model, std::vector<std::string>*
 
 // A file whose first non-blank byte is '{' (a Hugging Face tokenizer.json).
 bool LooksLikeJsonObject(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  char ch = 0;
-  while (f.get(ch)) {
-    if (ch != ' ' && ch != '\n' && ch != '\r' && ch != '\t') return ch == '{';
+  const std::string head = ReadInputHead(path, 4096);  // a device or FIFO is never opened
+  const size_t first = head.find_first_not_of(" \n\r\t");
+  return first != std::string::npos && head[first] == '{';
+}
+
+// The first bytes of a file for messages, as hex and as text: 58 47 55 46 03 00 ("XGUF..").
+std::string DescribeHead(std::string_view head) {
+  const std::string_view shown = head.substr(0, 16);
+  std::string hex, text;
+  for (const char ch : shown) {
+    const auto b = static_cast<unsigned char>(ch);
+    hex += fmt::format("{}{:02x}", hex.empty() ? "" : " ", b);
+    text += b >= 0x20 && b < 0x7f ? static_cast<char>(b) : '.';
   }
-  return false;
+  return fmt::format("{} (\"{}\"){}", hex, text, head.size() > shown.size() ? " ..." : "");
+}
+
+uint64_t LittleEndianAt(std::string_view head, size_t at, size_t bytes) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < bytes; ++i) {
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(head[at + i])) << (8 * i);
+  }
+  return v;
+}
+
+// A GGUF file whose 4-byte magic is damaged and the rest is not: a version 1..3, counts of
+// tensors and keys that fit, and a first key that is a short printable string (GGUF writers put
+// "general.architecture" first). A llama2.c legacy header has no such string at offset 32.
+bool LooksLikeGgufWithDamagedMagic(std::string_view head) {
+  if (head.size() < 32) return false;
+  const uint64_t version = LittleEndianAt(head, 4, 4);
+  const uint64_t n_tensors = LittleEndianAt(head, 8, 8), n_kv = LittleEndianAt(head, 16, 8);
+  const uint64_t key_len = LittleEndianAt(head, 24, 8);
+  if (version < 1 || version > 3 || n_tensors > (uint64_t{1} << 32) || n_kv > (1u << 20) ||
+      key_len < 1 || key_len > 256 || 32 + key_len > head.size()) {
+    return false;
+  }
+  for (size_t i = 32; i < 32 + key_len; ++i) {
+    if (head[i] < 0x20 || head[i] >= 0x7f) return false;
+  }
+  return true;
+}
+
+// A file that the llama2.c reader (the last one tried: the legacy format has no magic) refused:
+// when its content says it is something else, that is the message rather than what the llama2.c
+// reader made of it ("dim=1179993927").
+[[noreturn]] void FailNotLlama2c(const std::string& path, const Error& llama2c_error) {
+  const std::string head = ReadInputHead(path, int64_t{64} << 10);
+  const std::string_view what =
+      "a model (a llama2.c checkpoint, a GGUF file, a stretch checkpoint, a Hugging Face folder "
+      "or a training run's directory)";
+  if (head.empty()) Fail("{}: empty file: expected {}", path, what);
+  if (LooksLikeGgufWithDamagedMagic(head)) {
+    Fail(
+        "{}: looks like a GGUF file (version {}, first key \"{}\") whose magic is damaged: "
+        "starts with {}, expected \"GGUF\" (47 47 55 46)",
+        path, LittleEndianAt(head, 4, 4),
+        head.substr(32, static_cast<size_t>(LittleEndianAt(head, 24, 8))),
+        DescribeHead(head.substr(0, 4)));
+  }
+  if (std::filesystem::path(path).extension() == ".gguf") {
+    Fail("{}: named *.gguf but starts with {}: expected the GGUF magic \"GGUF\" (47 47 55 46)",
+         path, DescribeHead(head));
+  }
+  const char* tokenizer = LooksLikeSentencePieceModel(path) ? "a SentencePiece tokenizer.model"
+                          : LooksLikeJsonObject(path)       ? "a JSON file (a tokenizer.json?)"
+                          : LooksLikeLlama2cTokenizer(head) ? "a llama2.c tokenizer"
+                                                            : nullptr;
+  if (tokenizer != nullptr) {
+    Fail(
+        "{}: {} given as the model: expected {} (a tokenizer goes to ModelFileOptions::"
+        "tokenizer_path)",
+        path, tokenizer, what);
+  }
+  Fail(
+      "{}: not a GGUF file, a stretch checkpoint or a llama2.c version 1 file (starts with {}); "
+      "read as a llama2.c legacy checkpoint: {}",
+      path, DescribeHead(head), llama2c_error.what());
+}
+
+// The llama2.c header, or the message above when the file is not a llama2.c checkpoint.
+Llama2cHeader ReadLlama2cHeaderOrTellKind(const std::string& path) {
+  try {
+    return ReadLlama2cHeader(path);
+  } catch (const Error& e) {
+    CheckRegularInput(path, "a model file");  // a device or FIFO: said as such
+    const std::string head = ReadInputHead(path, 4);
+    // A version 1 file has a magic: its own message is the right one.
+    if (head.size() == 4 && LittleEndianAt(head, 0, 4) == 0x616b3432) throw;
+    FailNotLlama2c(path, e);
+  }
 }
 
 // Stretch checkpoints are told by content: a safetensors header (LooksLikeSafetensors). A file
@@ -119,7 +205,7 @@ ModelFileHeader ReadModelFileHeader(const std::string& model, std::vector<std::s
     SetGgufHeader(file, h);
     return h;
   }
-  const Llama2cHeader l = ReadLlama2cHeader(h.path);
+  const Llama2cHeader l = ReadLlama2cHeaderOrTellKind(h.path);
   h.format = l.format;
   h.config = l.config;
   return h;
@@ -196,7 +282,7 @@ LoadedModel LoadModelFileUnchecked(const std::string& model, const ModelFileOpti
     file.emplace(GgufFile::Open(loaded.header.path));
     SetGgufHeader(*file, loaded.header);
   } else {
-    const Llama2cHeader header = ReadLlama2cHeader(loaded.header.path);
+    const Llama2cHeader header = ReadLlama2cHeaderOrTellKind(loaded.header.path);
     loaded.header.format = header.format;
     loaded.header.config = header.config;
   }
@@ -240,6 +326,33 @@ LoadedModel LoadModelFile(const std::string& model, const ModelFileOptions& opti
 
 std::unique_ptr<TextTokenizer> LoadTokenizerFile(const std::string& path,
                                                  const std::string& model_path, int model_vocab) {
+  // The kind is told by content first, so that no reader reports what it made of another kind's
+  // bytes (a GGUF file read as a llama2.c tokenizer has "max_token_length=1179993927").
+  const std::string_view kinds =
+      "a tokenizer file (llama2.c's tok512.bin, a SentencePiece tokenizer.model or a "
+      "tokenizer.json)";
+  CheckRegularInput(path, kinds);
+  const std::string head = ReadInputHead(path, int64_t{64} << 10);
+  if (head.empty()) Fail("{}: empty file: expected {}", path, kinds);
+  if (GgufFile::Looks(path)) {
+    Fail(
+        "{}: a GGUF file given as ModelFileOptions::tokenizer_path: a GGUF file carries its own "
+        "vocabulary (give it as the model); expected {}",
+        path, kinds);
+  }
+  if (LooksLikeSafetensors(path)) {
+    Fail(
+        "{}: a safetensors file (a stretch checkpoint?) given as "
+        "ModelFileOptions::tokenizer_path: a stretch checkpoint carries its own tokenizer (give "
+        "it as the model); expected {}",
+        path, kinds);
+  }
+  if (head.size() >= 4 && LittleEndianAt(head, 0, 4) == 0x616b3432) {
+    Fail(
+        "{}: a llama2.c version 1 checkpoint (magic \"ak42\") given as "
+        "ModelFileOptions::tokenizer_path: give it as the model; expected {}",
+        path, kinds);
+  }
   std::unique_ptr<TextTokenizer> t;
   if (LooksLikeSentencePieceModel(path)) {
     t = LoadSentencePieceModel(path);
@@ -249,10 +362,17 @@ std::unique_ptr<TextTokenizer> LoadTokenizerFile(const std::string& path,
     return MakeLlama2cTextTokenizer(std::move(l));
   } else if (LooksLikeJsonObject(path)) {
     t = MakeBpeTextTokenizer(BpeTokenizer::FromTokenizerJson(path));
-  } else {
+  } else if (LooksLikeLlama2cTokenizer(head)) {
     Tokenizer l = Tokenizer::LoadLlama2c(path);
     CheckVocabMatches(model_path, model_vocab, l);
     return MakeLlama2cTextTokenizer(std::move(l));
+  } else if (head[0] == '\x0A') {
+    // Starts as a SentencePiece ModelProto (field 1, a piece) that the sniffer did not accept:
+    // the SentencePiece reader says what is wrong with it (a NaN score, a cut piece).
+    t = LoadSentencePieceModel(path);
+  } else {
+    Fail("{}: not a llama2.c tokenizer, a SentencePiece model or a tokenizer.json: starts with {}",
+         path, DescribeHead(head));
   }
   if (t->vocab_size() != model_vocab) {
     Fail("tokenizer {} has {} tokens, but the model {} has a vocabulary of {}", path,

@@ -19,6 +19,7 @@
 #include "src/core/check.h"
 #include "src/core/content_hash.h"
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/io/output_file.h"
 
 namespace stretch {
@@ -254,15 +255,9 @@ int64_t SafetensorsTensor::numel() const {
 // Reading
 
 SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) Fail("{}: cannot open for reading: {}", path_, std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0) {
-    const int err = errno;
-    ::close(fd_);
-    fd_ = -1;
-    Fail("{}: cannot read the file's size: {}", path_, std::strerror(err));
-  }
+  InputFile in(path_, "a safetensors file");  // a device or FIFO has no size to check against
+  file_bytes_ = in.size();
+  fd_ = in.Release();
   // From here on the destructor is not run if we throw, so a guard closes the file.
   struct CloseOnThrow {
     int* fd;
@@ -274,11 +269,6 @@ SafetensorsFile::SafetensorsFile(std::string path) : path_(std::move(path)) {
     }
   } guard{&fd_};
 
-  if (!S_ISREG(st.st_mode)) {
-    Fail("{}: not a regular file (a directory, device or pipe): expected a safetensors file",
-         path_);
-  }
-  file_bytes_ = static_cast<int64_t>(st.st_size);
   if (file_bytes_ < 8) {
     Fail("{}: file is {} bytes, expected at least 8 (the header length of a safetensors file)",
          path_, file_bytes_);

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <bit>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <span>
@@ -23,6 +24,7 @@
 
 #include "src/core/check.h"
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/io/binary_reader.h"
 #include "src/io/output_file.h"
 #include "src/io/text.h"
@@ -224,6 +226,11 @@ ParsedPiece ParsePiece(std::string_view message, const char* file, const std::st
       case 2:
         r.Expect(f, kFixed32, "score");
         p.score = std::bit_cast<float>(f.fixed32);
+        // A NaN score is never merged into, an infinite one always wins: wrong encodings.
+        if (!std::isfinite(p.score)) {
+          Fail("{}: {}.score at offset {} is {}: expected a finite number", source, r.Name(),
+               f.offset, p.score);
+        }
         break;
       case 3: {
         r.Expect(f, kVarint, "type");
@@ -324,7 +331,7 @@ void ParseNormalizerSpec(std::string_view message, const char* file, const std::
 }
 
 std::string ReadModelBytes(const std::string& path) {
-  BinaryReader r(path);
+  BinaryReader r(path, "a SentencePiece model (tokenizer.model)");
   if (r.size() == 0) Fail("{}: empty file: expected a SentencePiece model (a ModelProto)", path);
   if (r.size() > kMaxModelBytes) {
     Fail("{}: {} bytes: expected a SentencePiece model of at most {} bytes", path, r.size(),
@@ -833,18 +840,8 @@ SentencePieceVocabulary ReadSentencePieceVocabulary(const std::string& path) {
 }
 
 bool LooksLikeSentencePieceModel(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) return false;
-  const uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec || size < 4) return false;
-  std::string head(static_cast<size_t>(std::min<uintmax_t>(size, kSniffBytes)), '\0');
-  {
-    std::FILE* file = std::fopen(path.c_str(), "rb");
-    if (file == nullptr) return false;
-    const size_t got = std::fread(head.data(), 1, head.size(), file);
-    std::fclose(file);
-    if (got != head.size()) return false;
-  }
+  const std::string head = ReadInputHead(path, kSniffBytes);  // "" for a device or FIFO
+  if (head.size() < 4) return false;
   if (head[0] != '\x0A') return false;  // field 1 (pieces), wire type 2
   try {
     // The first field read as a one-field message of its own: its length must fall within the

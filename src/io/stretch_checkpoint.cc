@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 
 namespace stretch {
 namespace {
@@ -98,9 +99,9 @@ bool LooksLikeSafetensors(const std::string& path) {
   if (!fs::is_regular_file(path, ec)) return false;
   const uintmax_t size = fs::file_size(path, ec);
   if (ec || size < 10) return false;
-  std::ifstream in(path, std::ios::binary);
-  unsigned char b[9];
-  if (!in.read(reinterpret_cast<char*>(b), 9)) return false;
+  const std::string head = ReadInputHead(path, 9);  // a device or FIFO is never opened
+  if (head.size() != 9) return false;
+  const auto* b = reinterpret_cast<const unsigned char*>(head.data());
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | b[i];
   return n >= 2 && n <= static_cast<uint64_t>(SafetensorsFile::kMaxHeaderBytes) && n <= size - 8 &&

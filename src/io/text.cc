@@ -12,25 +12,21 @@
 #include <string_view>
 
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 
 namespace stretch {
 namespace fs = std::filesystem;
-std::string ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) Fail("{}: cannot open: {}", path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) Fail("{}: read error", path);
-  return ss.str();
+
+constexpr std::string_view kTextInput = "a text file or a directory of *.txt files";
+
+std::string ReadWholeFile(const std::string& path, std::string_view expected) {
+  return ReadInputFile(path, expected);
 }
 
 TextStream EncodeTextPath(const std::string& path,
                           const std::function<std::vector<int>(const std::string&)>& encode) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) Fail("{}: no such file or directory", path);
   TextStream out;
-  if (fs::is_directory(st)) {
+  if (CheckRegularInputOrDirectory(path, kTextInput)) {
     for (const auto& entry : fs::directory_iterator(path)) {
       if (entry.is_regular_file() && entry.path().extension() == ".txt") {
         out.files.push_back(entry.path().string());
@@ -42,7 +38,7 @@ TextStream EncodeTextPath(const std::string& path,
     out.files.push_back(path);
   }
   for (const std::string& file : out.files) {
-    const std::string text = ReadWholeFile(file);
+    const std::string text = ReadWholeFile(file, kTextInput);
     if (text.empty()) Fail("{}: file is empty, expected text", file);
     out.bytes += static_cast<int64_t>(text.size());
     const std::vector<int> ids = encode(text);
@@ -58,7 +54,7 @@ TextStream EncodeTextPath(const std::string& path, const Tokenizer& tokenizer) {
 }
 
 std::vector<std::vector<int>> ReadTokenFile(const std::string& path, int vocab_size) {
-  const std::string text = ReadWholeFile(path);
+  const std::string text = ReadWholeFile(path, "a text file of token ids (one sequence per line)");
   std::vector<std::vector<int>> sequences;
   size_t line_start = 0;
   int line_no = 0;

@@ -19,8 +19,10 @@ struct TextStream {
   int64_t bytes = 0;
 };
 
-// A whole file's bytes; throws stretch::Error naming the file when it cannot be opened or read.
-std::string ReadWholeFile(const std::string& path);
+// A whole file's bytes; throws stretch::Error naming the file when it cannot be opened or read,
+// or is not a regular file (a device, a FIFO: src/core/input_file.h), saying it expected
+// `expected` ("a text file").
+std::string ReadWholeFile(const std::string& path, std::string_view expected);
 
 // s with every occurrence of `from` (not empty) replaced by `to`, left to right.
 std::string ReplaceAll(std::string_view s, std::string_view from, std::string_view to);
@@ -29,7 +31,7 @@ std::string ReplaceAll(std::string_view s, std::string_view from, std::string_vi
 std::string Quote(std::string_view s);
 
 // Throws stretch::Error for a missing path, an unreadable or empty file, a directory without
-// *.txt files.
+// *.txt files, a path that is neither a regular file nor a directory (/dev/zero, a FIFO).
 TextStream EncodeTextPath(const std::string& path, const Tokenizer& tokenizer);
 // The same with any tokenizer: `encode` turns one file's whole text into ids (no BOS/EOS).
 TextStream EncodeTextPath(const std::string& path,

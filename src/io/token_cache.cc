@@ -36,7 +36,7 @@ std::string DescribeMagic(const unsigned char (&m)[4]) {
 // Reads through a BinaryReader and hashes every byte it reads, for the checksum at the end.
 class HashedReader {
  public:
-  explicit HashedReader(const std::string& path) : in_(path) {}
+  explicit HashedReader(const std::string& path) : in_(path, "a stretch token cache") {}
 
   const std::string& path() const { return in_.path(); }
   int64_t remaining() const { return in_.remaining(); }
@@ -219,7 +219,7 @@ uint64_t Fnv1a64(std::string_view bytes, uint64_t hash) {
 }
 
 std::optional<uint32_t> PeekTokenCacheVersion(const std::string& path) {
-  BinaryReader in(path);
+  BinaryReader in(path, "a stretch token cache");
   if (in.size() < 8) return std::nullopt;
   unsigned char head[8];
   in.ReadBytes(head, 8, "magic and version");

@@ -4,6 +4,8 @@
 #include "src/io/tokenizer.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 
 #include "src/core/check.h"
 #include "src/core/error.h"
@@ -40,8 +42,30 @@ int PieceByte(const std::string& piece) {
 
 }  // namespace
 
+bool LooksLikeLlama2cTokenizer(std::string_view head) {
+  const auto i32 = [&head](size_t at) {
+    int32_t v = 0;
+    std::memcpy(&v, head.data() + at, 4);
+    return v;
+  };
+  if (head.size() < 4) return false;
+  const int32_t max_len = i32(0);
+  if (max_len < 1 || max_len > kMaxTokenLength) return false;
+  // The records within the head: each a 4-byte score (any value: a bad score gets its own
+  // message), a length in 0..max_token_length and that many bytes.
+  size_t at = 4;
+  int records = 0;
+  while (at + 8 <= head.size() && records < 64) {
+    const int32_t len = i32(at + 4);
+    if (len < 0 || len > max_len) return false;
+    at += 8 + static_cast<size_t>(len);
+    ++records;
+  }
+  return records > 0 || head.size() == 4;
+}
+
 Tokenizer Tokenizer::LoadLlama2c(const std::string& path) {
-  BinaryReader r(path);
+  BinaryReader r(path, "a llama2.c tokenizer file");
   if (r.size() == 0) {
     Fail(
         "{}: empty file: expected a llama2.c tokenizer (int32 max_token_length, then one record "
@@ -68,6 +92,12 @@ Tokenizer Tokenizer::LoadLlama2c(const std::string& path) {
     };
     cut("score", 4);
     const float score = r.ReadF32("score");
+    // A NaN score is never merged into and an infinite one always wins: the file encodes text
+    // into other tokens than the vocabulary's author meant (all NaN: one token per byte).
+    if (!std::isfinite(score)) {
+      Fail("{}: token #{} has score={} (at offset {}): expected a finite number", path, k, score,
+           r.offset() - 4);
+    }
     cut("len", 4);
     const int32_t len = r.ReadI32("len");
     if (len < 0 || len > max_len) {

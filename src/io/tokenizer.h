@@ -74,4 +74,9 @@ class Tokenizer {
 // files and both sizes.
 void CheckVocabMatches(const std::string& model_path, int model_vocab, const Tokenizer& tokenizer);
 
+// True when `head` (the first bytes of a file) reads as the start of a llama2.c tokenizer file: a
+// max_token_length in 1..65536, then records whose lengths stay within it. For telling file kinds
+// apart by content (src/io/model_file.cc); a random file passes with odds about 1 in 65536.
+bool LooksLikeLlama2cTokenizer(std::string_view head);
+
 }  // namespace stretch

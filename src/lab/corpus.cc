@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/io/output_file.h"
 #include "src/train/data.h"
 
@@ -18,11 +19,7 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) Fail("{}: cannot read", path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return ReadInputFile(path, "a text file or a directory of *.txt files");
 }
 
 // Writes `bytes` to `path` unless the file already holds exactly them (its modification time,
@@ -139,14 +136,11 @@ LabCorpus PrepareLabCorpus(const LabCorpusOptions& options, const std::string& w
   }
   LabCorpus c;
   c.source = options.path.empty() ? FindDefaultCorpus() : options.path;
-  std::error_code ec;
-  const fs::file_status st = fs::status(c.source, ec);
-  if (ec || !fs::exists(st)) {
-    Fail("corpus {}: no such file or directory: expected a text file or a directory of *.txt",
-         c.source);
-  }
+  // A FIFO would block until a writer comes, /dev/zero would be read without end: refused.
+  const bool directory =
+      CheckRegularInputOrDirectory(c.source, "a text file or a directory of *.txt files", "corpus");
   const fs::path work = fs::path(work_dir) / "corpus";
-  if (fs::is_directory(st)) {
+  if (directory) {
     SplitDirectory(options, c.source, work / "train", c);
   } else {
     SplitFile(options, c.source, work, c);

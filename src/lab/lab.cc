@@ -17,6 +17,7 @@
 #include "src/core/content_hash.h"
 #include "src/core/dir_lock.h"
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/core/rng.h"
 #include "src/core/stop.h"
 #include "src/core/threads.h"
@@ -498,8 +499,9 @@ class ModelOptionsBook {
           if (Mine(mi)) fs::remove(file, ec);  // stale
           continue;
         }
-        std::ifstream in(file);
-        const nlohmann::json have = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+        const nlohmann::json have = nlohmann::json::parse(
+            ReadInputFile(file.string(), "a JSON file of a model's training options"), nullptr,
+            /*allow_exceptions=*/false);
         if (!have.is_object()) {
           Fail("{}: expected a JSON object of model {}'s training options (the lab writes it)",
                file.string(), m.label);
@@ -813,9 +815,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
 std::optional<std::string> RepairLabRecords(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return std::nullopt;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) Fail("{}: cannot read the records file: {}", path, std::strerror(errno));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = ReadInputFile(path, "a lab results file (JSON lines, results*.jsonl)");
   std::string kept, torn;
   std::vector<int64_t> torn_at;
   int64_t line_no = 0;

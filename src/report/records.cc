@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 
 namespace stretch {
 namespace {
@@ -232,11 +233,8 @@ LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
   LabRecordFile out;
   std::unordered_set<std::string> seen;
   for (const std::string& path : paths) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) Fail("{}: cannot open the records file: {}", path, std::strerror(errno));
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    const std::string text = buffer.str();
+    // A FIFO or /dev/zero is refused before any read (src/core/input_file.h): neither ends.
+    const std::string text = ReadInputFile(path, "a lab results file (JSON lines, results*.jsonl)");
     size_t begin = 0;
     int64_t line_no = 0;
     while (begin < text.size()) {

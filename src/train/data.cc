@@ -17,12 +17,15 @@
 
 #include "src/core/check.h"
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/io/text.h"
 #include "src/io/token_cache.h"
 
 namespace stretch {
 namespace fs = std::filesystem;
 namespace {
+
+constexpr std::string_view kCorpusInput = "a text file or a directory of *.txt files";
 
 CorpusFile StatCorpusFile(const fs::path& p) {
   CorpusFile file;
@@ -221,13 +224,9 @@ TokenFingerprint FingerprintOf(const TokenDocuments& documents) {
 // Corpus
 
 std::vector<CorpusFile> ListCorpusFiles(const std::string& path) {
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) {
-    Fail("{}: no such file or directory: expected a text file or a directory of *.txt files", path);
-  }
   std::vector<CorpusFile> files;
-  if (fs::is_directory(st)) {
+  // A FIFO would block until a writer comes, /dev/zero would be read without end: refused.
+  if (CheckRegularInputOrDirectory(path, kCorpusInput)) {
     std::vector<fs::path> names;
     for (const fs::directory_entry& entry : fs::directory_iterator(path)) {
       if (entry.is_regular_file() && entry.path().extension() == ".txt") {
@@ -237,17 +236,8 @@ std::vector<CorpusFile> ListCorpusFiles(const std::string& path) {
     std::sort(names.begin(), names.end());
     if (names.empty()) Fail("{}: directory has no *.txt files: expected a corpus", path);
     for (const fs::path& p : names) files.push_back(StatCorpusFile(p));
-  } else if (fs::is_regular_file(st)) {
-    files.push_back(StatCorpusFile(path));
   } else {
-    // A FIFO would block until a writer comes, /dev/zero would be read without end.
-    Fail("{}: is a {}, not a regular file: expected a text file or a directory of *.txt files",
-         path,
-         fs::is_fifo(st)             ? "FIFO"
-         : fs::is_character_file(st) ? "character device"
-         : fs::is_block_file(st)     ? "block device"
-         : fs::is_socket(st)         ? "socket"
-                                     : "special file");
+    files.push_back(StatCorpusFile(path));
   }
   return files;
 }
@@ -260,7 +250,7 @@ Corpus ReadCorpus(const CorpusOptions& options) {
   Corpus corpus;
   corpus.files = ListCorpusFiles(options.path);
   for (size_t i = 0; i < corpus.files.size(); ++i) {
-    std::string text = ReadWholeFile(corpus.files[i].path);
+    std::string text = ReadWholeFile(corpus.files[i].path, kCorpusInput);
     if (text.empty()) {
       ++corpus.empty_files;
       continue;

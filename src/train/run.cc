@@ -7,9 +7,11 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "src/core/check.h"
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/core/stop.h"
 #include "src/core/timer.h"
 #include "src/io/output_file.h"
@@ -75,8 +77,7 @@ void SampleTrainingBatch(const TrainingData& data, Rng& rng, int64_t B, std::vec
 void TrimTrainLog(const std::string& path, int64_t step) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return;
-  std::ifstream in(path);
-  if (!in) Fail("{}: cannot read the training log", path);
+  std::istringstream in(ReadInputFile(path, "the training log (JSON lines)"));
   std::string kept, line;
   int64_t dropped = 0;
   while (std::getline(in, line)) {

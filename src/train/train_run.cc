@@ -86,6 +86,16 @@ void CheckRunOptions(const TrainRunOptions& o) {
   whole("skip_nonfinite", o.skip_nonfinite, 0, L::max_skip_nonfinite);
 }
 
+// Why no checkpoint was found, for the message that says so: each file passed over with its
+// reason (a damaged file is the common case, and its reason is what the user needs), or that no
+// file is named like a checkpoint.
+std::string PassedOverText(const std::vector<std::string>& notes) {
+  if (notes.empty()) return " (no file named step-NNNNNNNN.safetensors)";
+  std::string text = ": every candidate was passed over:";
+  for (const std::string& line : notes) text += "\n  " + line;
+  return text;
+}
+
 // The newest complete checkpoint in dir (newer files that do not read as one are noted and
 // passed over), or nullopt when there is none.
 std::optional<std::string> NewestCheckpoint(const std::string& dir,
@@ -412,8 +422,11 @@ std::string InitCheckpointFile(const std::string& init, const Note& note) {
   if (init.empty() || !fs::is_directory(init)) return init;
   std::vector<std::string> skipped;
   const std::optional<std::string> newest = NewestCheckpoint(init, skipped);
+  if (!newest) {
+    Fail("TrainRunOptions::init {}: no complete checkpoint in this directory{}", init,
+         PassedOverText(skipped));
+  }
   for (const std::string& line : skipped) Tell(note, line);
-  if (!newest) Fail("TrainRunOptions::init {}: no complete checkpoint in this directory", init);
   return *newest;
 }
 
@@ -516,7 +529,10 @@ TrainResume ReadTrainResume(const TrainRunOptions& options) {
   CheckRunTarget(options, /*resuming=*/true);
   TrainResume r;
   const std::optional<std::string> newest = NewestCheckpoint(options.out, r.notes);
-  if (!newest) Fail("TrainRunOptions::resume_from: no complete checkpoint in {}", options.out);
+  if (!newest) {
+    Fail("TrainRunOptions::resume_from: no complete checkpoint in {}{}", options.out,
+         PassedOverText(r.notes));
+  }
   r.checkpoint = *newest;
   const SafetensorsFile f(r.checkpoint);
   const std::optional<std::string> stored = f.FindMetadata("stretch.cli");

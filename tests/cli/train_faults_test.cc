@@ -387,5 +387,46 @@ TEST(TrainFaults, TwentyKillsAtRandomMomentsEndWithTheUninterruptedWeights) {
   std::printf("20 runs: %d killed, %d of them inside a checkpoint write\n", kills, in_writes);
 }
 
+// Issue 40, item 7: --resume with only a damaged checkpoint said "no complete checkpoint" and no
+// more; the reason each file was passed over is now in the message.
+TEST(TrainFaults, ResumeWithOnlyADamagedCheckpointSaysWhy) {
+  const fs::path corpus = WriteCorpus("corpus_only_damaged");
+  const fs::path out = TempDir("only_damaged");
+  auto r = TrainTiny(corpus, out, 2);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const fs::path only = out / "step-00000002.safetensors";
+  fs::resize_file(only, fs::file_size(only) - 100);  // cut short, as by a full disk
+  r = RunCliWithin(60, "train --out " + Quote(out) + " --resume");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, "--resume: no complete checkpoint in " + out.string() +
+                             ": every candidate was passed over:\n  skipping " + only.string() +
+                             ": "))
+      << r.out;
+}
+
+// Issue 40, item 7: a step count of -5 stored in a checkpoint's options (metadata stretch.cli)
+// was reported as "--steps: found -5" although no --steps was typed. Now the checkpoint and the
+// stored option are named.
+TEST(TrainFaults, AnOutOfRangeStoredOptionNamesTheCheckpoint) {
+  const fs::path corpus = WriteCorpus("corpus_stored");
+  const fs::path out = TempDir("stored");
+  auto r = TrainTiny(corpus, out, 2);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const fs::path checkpoint = out / "step-00000002.safetensors";
+  testing::EditCheckpoint(checkpoint.string(), checkpoint.string(),
+                          [](std::map<std::string, std::string>& metadata, auto&) {
+                            nlohmann::json cli = nlohmann::json::parse(metadata.at("stretch.cli"));
+                            cli["steps"] = -5;
+                            metadata["stretch.cli"] = cli.dump();
+                          });
+  r = RunCliWithin(60, "train --out " + Quote(out) + " --resume");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, checkpoint.string() +
+                             " stretch.cli: stored option \"steps\" is -5: expected a whole "
+                             "number in [1, "))
+      << r.out;
+  EXPECT_FALSE(Has(r.out, "--steps: found -5")) << r.out;
+}
+
 }  // namespace
 }  // namespace stretch

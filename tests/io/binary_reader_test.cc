@@ -202,7 +202,8 @@ TEST_F(BinaryReaderTest, MissingFileNamesThePathAndTheReason) {
 TEST_F(BinaryReaderTest, DirectoryIsNotARegularFile) {
   const std::string path = dir_.string();
   const std::string message = ErrorOf([&] { BinaryReader r(path); });
-  EXPECT_EQ(message.rfind(path + ": not a regular file", 0), 0u) << message;
+  EXPECT_EQ(message.rfind(path + ": a directory, not a regular file: expected a checkpoint", 0), 0u)
+      << message;
 }
 
 // A negative byte count is a programming error in a loader, not bad input: the always-on check.

@@ -269,7 +269,7 @@ std::vector<std::string> SpaceRuns() {
 }
 
 std::string BookText(const std::string& relative) {
-  std::string text = ReadWholeFile(SharedPath(relative));
+  std::string text = ReadWholeFile(SharedPath(relative), "a text file");
   if (STRETCH_ASAN && text.size() > kSanitizerBookBytes) {
     size_t cut = kSanitizerBookBytes;
     while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;

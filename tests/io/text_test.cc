@@ -111,7 +111,9 @@ TEST_F(TextTest, StreamsOfFilesAreConcatenatedAsTheEncoderReturnsThem) {
 TEST_F(TextTest, MissingPathIsNamed) {
   const std::string path = Path("nowhere/stories.txt");
   RecordingEncoder enc;
-  EXPECT_EQ(ErrorOf([&] { EncodeTextPath(path, enc.Fn()); }), path + ": no such file or directory");
+  EXPECT_EQ(
+      ErrorOf([&] { EncodeTextPath(path, enc.Fn()); }),
+      path + ": no such file or directory: expected a text file or a directory of *.txt files");
   EXPECT_TRUE(enc.calls.empty());
 }
 

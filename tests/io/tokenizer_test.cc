@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
+#include <limits>
 #include <random>
 #include <set>
 #include <sstream>
@@ -518,6 +519,24 @@ TEST(TokenizerErrors, MissingAndEmptyFile) {
   ExpectLoadRejected(
       WriteTokenizer("two_bytes.bin", "ab"),
       {"truncated at offset 0 reading max_token_length", "found 2 bytes", "expected 4"});
+}
+
+// Issue 40, item 5: a NaN score was never merged into and an infinite one always won, so such a
+// file was accepted and encoded text into other tokens (all NaN: 24 tokens instead of 6). Now
+// refused by the token's id and the score's offset.
+TEST(TokenizerErrors, NonFiniteScoresAreRefusedByTokenId) {
+  std::vector<TokenRecord> all_nan = BaseRecords();
+  for (TokenRecord& r : all_nan) r.score = std::numeric_limits<float>::quiet_NaN();
+  ExpectLoadRejected(WriteTokenizer("nan.bin", TokenizerBytes(8, all_nan)),
+                     {"token #0 has score=nan (at offset 4): expected a finite number"});
+  for (const float bad :
+       {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity()}) {
+    std::vector<TokenRecord> records = BaseRecords();
+    records[7].score = bad;
+    ExpectLoadRejected(WriteTokenizer("inf.bin", TokenizerBytes(8, records)),
+                       {bad > 0 ? "token #7 has score=inf" : "token #7 has score=-inf",
+                        "expected a finite number"});
+  }
 }
 
 TEST(TokenizerErrors, BadMaxTokenLength) {

@@ -70,7 +70,7 @@ TEST_F(ReportCliTest, RefusesMissingFileMalformedLineAndOutputOverInput) {
   const std::string missing = Path("absent.jsonl");
   auto r = RunCli("report " + Quote(missing) + " --out " + Quote(Path("out")));
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_TRUE(Has(r.out, missing + ": cannot open the records file")) << r.out;
+  EXPECT_TRUE(Has(r.out, missing + ": no such file: expected a lab results file")) << r.out;
 
   const std::string good = LabRecordJson(testing::SampleRecords()[0]).dump() + "\n";
   const std::string bad = File("bad.jsonl", good + "{\"record\": \"cell\"}\n" + good);

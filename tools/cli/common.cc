@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/core/threads.h"
 #include "src/io/llama2c.h"
 #include "src/io/model_file.h"
@@ -43,6 +44,7 @@ void AddModelOptions(CLI::App* app, ModelArgs& args, bool tokenizer_needed) {
 }
 
 ModelHeader ReadModelHeader(const std::string& model) {
+  CheckRegularInputOrDirectory(model, kModelInputKind, "--model");
   std::vector<std::string> notes;
   ModelHeader h = ReadModelFileHeader(model, &notes);
   for (const std::string& line : notes) fmt::print(stderr, "model: {}\n", line);
@@ -51,6 +53,12 @@ ModelHeader ReadModelHeader(const std::string& model) {
 
 Loaded LoadModel(const ModelArgs& args, bool tokenizer_needed) {
   if (args.threads > 0) SetNumThreads(args.threads);
+  CheckRegularInputOrDirectory(args.model, kModelInputKind, "--model");
+  // A missing tokenizer is left to the loader: with a model that carries its own, the flag
+  // itself is what is refused.
+  if (!args.tokenizer.empty() && !InputKindOf(args.tokenizer).empty()) {
+    CheckRegularInput(args.tokenizer, kTokenizerInputKind, "--tokenizer");
+  }
   std::vector<std::string> notes;
   Loaded loaded = LoadModelFile(args.model, {args.tokenizer, tokenizer_needed}, &notes);
   for (const std::string& line : notes) fmt::print(stderr, "model: {}\n", line);

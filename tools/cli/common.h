@@ -68,6 +68,16 @@ void Warn(std::string_view line);
 // names as the flag that sets it ("--tail: found 40, expected 1..32"); other text is unchanged.
 std::string WithFlagNames(std::string message);
 
+// What each input flag expects, for the checks every command makes on its input paths before
+// any work (src/core/input_file.h: a device, a FIFO or a socket is refused by name).
+inline constexpr const char* kTextInputKind = "a text file or a directory of *.txt files";
+inline constexpr const char* kModelInputKind =
+    "a model file (llama2.c, GGUF or stretch checkpoint) or a directory (a Hugging Face folder or "
+    "a training run)";
+inline constexpr const char* kTokenizerInputKind =
+    "a tokenizer file (llama2.c's tok512.bin, a SentencePiece tokenizer.model or a "
+    "tokenizer.json)";
+
 // How --method applies to a trained model's layers (src/model/transformer.h), for --help.
 inline constexpr const char* kTrainedLayoutMethodRule =
     "How a method applies to a trained layout: layers trained with a window keep that window and "

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/io/gguf.h"
 #include "src/io/gguf_model.h"
 #include "src/io/hf_model.h"
@@ -66,7 +67,7 @@ std::optional<Tokenizer> VocabularyToWrite(const ConvertArgs& a, const Loaded& l
       return Llama2cTokenizerFromSentencePiece(ReadSentencePieceVocabulary(tok));
     }
     if (LooksLikeSentencePieceTokenizerJson(tok)) return ReadSentencePieceTokenizerJson(tok);
-    if (std::ifstream f(tok); f.peek() == '{') {
+    if (ReadInputHead(tok, 1) == "{") {
       Fail("--tokenizer {}: a byte-level BPE tokenizer.json is not written into {} files yet", tok,
            a.to);
     }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/core/stop.h"
 #include "src/core/threads.h"
 #include "src/core/timer.h"
@@ -112,6 +113,7 @@ LabOptions OptionsOf(const LabArgs& a) {
 
 void RunLabCommand(const LabArgs& a) {
   if (a.quick && a.full) Fail("--quick and --full: give one of them");
+  if (!a.corpus.empty()) CheckRegularInputOrDirectory(a.corpus, kTextInputKind, "--corpus");
   LabOptions o = OptionsOf(a);
   // The lab's folder: "-" or an existing file of another kind is refused before anything starts.
   ResolveOutput({"--out", o.out, OutputForm::kDirectory});

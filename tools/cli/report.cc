@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/io/output_file.h"
 #include "src/lab/lab.h"
 #include "src/report/records.h"
@@ -20,6 +21,9 @@ struct ReportArgs {
 };
 
 void RunReport(const ReportArgs& args) {
+  for (const std::string& path : args.inputs) {
+    CheckRegularInput(path, "a lab results file (JSON lines, results*.jsonl)");
+  }
   const WrittenReport w = WriteLabReport(args.inputs, args.out);
   const LabRecordFile& records = w.records;
   fmt::print(

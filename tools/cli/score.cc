@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/core/timer.h"
 #include "src/eval/score.h"
 #include "src/eval/sweep.h"
@@ -130,6 +131,10 @@ void RunScore(const ScoreArgs& args) {
   }
   if (!args.tokens.empty() && args.options.stride != 0) {
     Fail("--stride applies to text (--data), not to --tokens sequences, which are fed whole");
+  }
+  if (!args.data.empty()) CheckRegularInputOrDirectory(args.data, kTextInputKind, "--data");
+  if (!args.tokens.empty()) {
+    CheckRegularInput(args.tokens, "a text file of token ids (one sequence per line)", "--tokens");
   }
   // Everything that can be checked before the (possibly long) run is checked first: the flags,
   // then every (method, length) pair against the model's header (before the weights are loaded

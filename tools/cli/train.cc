@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/core/stop.h"
 #include "src/core/threads.h"
 #include "src/io/output_file.h"
@@ -61,7 +62,8 @@ std::string FlagOf(std::string key) {
 }
 
 // JSON values for options not given on the command line (--config FILE, and --resume's stored
-// arguments). Keys are the long flag names with '_' for '-'.
+// arguments). Keys are the long flag names with '_' for '-'. A value out of its flag's range is
+// refused naming the file and the field it came from: the user typed no such flag.
 void ApplyJson(CLI::App* app, const json& j, const std::string& what, bool override_given) {
   if (!j.is_object()) Fail("{}: expected a JSON object", what);
   for (const auto& [key, value] : j.items()) {
@@ -75,7 +77,17 @@ void ApplyJson(CLI::App* app, const json& j, const std::string& what, bool overr
     if (IsUnsetMarker(key, value)) continue;
     opt->clear();
     opt->add_result(text);
-    opt->run_callback();
+    try {
+      opt->run_callback();
+    } catch (const CLI::Error& e) {
+      const std::string message = e.what();  // "--steps: found -5, expected a whole number ..."
+      if (!override_given) Fail("--config {}: field \"{}\": {}", what, key, message);
+      const size_t expected = message.find("expected ");
+      Fail(
+          "{}: stored option \"{}\" is {}: {} (stored by the run that wrote the checkpoint, not "
+          "given on this command line: a damaged or edited checkpoint?)",
+          what, key, text, expected == std::string::npos ? message : message.substr(expected));
+    }
   }
 }
 
@@ -209,16 +221,16 @@ void WarnIneffective(const std::vector<std::string>& given, const TrainRunOption
 
 void RunTrain(CLI::App* app, TrainArgs& a) {
   if (!a.config.empty()) {
-    std::ifstream in(a.config);
-    if (!in) Fail("--config {}: cannot open the file", a.config);
+    CheckRegularInput(a.config, "a JSON file of train options", "--config");
     json j;
     try {
-      j = json::parse(in);
+      j = json::parse(ReadInputFile(a.config, "a JSON file of train options"));
     } catch (const json::exception& e) {
       Fail("--config {}: not valid JSON ({})", a.config, e.what());
     }
     ApplyJson(app, j, a.config, false);
   }
+  if (!a.run.data.empty()) CheckRegularInputOrDirectory(a.run.data, kTextInputKind, "--data");
   std::string resume_from;
   const TrainRunOptions asked = TrainRunOptionsOf(app, a);
   // A run's folder: "-" or an existing file of another kind is refused before anything is read.

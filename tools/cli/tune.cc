@@ -9,6 +9,7 @@
 #include <string>
 
 #include "src/core/error.h"
+#include "src/core/input_file.h"
 #include "src/core/timer.h"
 #include "src/eval/retrieval.h"
 #include "src/eval/tune.h"
@@ -55,6 +56,7 @@ std::string SeesBack(const TuneCell& c) {
 }
 
 void RunTuneCommand(const TuneArgs& a) {
+  CheckRegularInputOrDirectory(a.data, kTextInputKind, "--data");
   const ModelHeader header = ReadModelHeader(a.model.model);
   if (a.ctx < 2) Fail("--ctx: found {}, expected the target length in tokens (>= 2)", a.ctx);
   if (a.model.tokenizer.empty() && !header.own_tokenizer) {
