@@ -32,6 +32,28 @@ std::vector<int> RandomTokens(const std::vector<std::vector<int>>& alphabet, int
   return out;
 }
 
+// Exactly n tokens of characters of `alphabet` drawn without replacement while any is left (a
+// partial Fisher-Yates shuffle), then with replacement.
+std::vector<int> DistinctTokens(const std::vector<std::vector<int>>& alphabet, int64_t n,
+                                Rng& rng) {
+  std::vector<size_t> order(alphabet.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::vector<int> out;
+  out.reserve(static_cast<size_t>(n));
+  for (size_t i = 0; static_cast<int64_t>(out.size()) < n; ++i) {
+    size_t pick = 0;
+    if (i < order.size()) {
+      std::swap(order[i], order[i + UniformIndex(rng, order.size() - i)]);
+      pick = order[i];
+    } else {
+      pick = UniformIndex(rng, alphabet.size());
+    }
+    out.insert(out.end(), alphabet[pick].begin(), alphabet[pick].end());
+  }
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
 // Appends `piece` to `row`, cut at the row's capacity `cap`.
 void AppendCut(std::vector<int>& row, const std::vector<int>& piece, int64_t cap) {
   const int64_t room = cap - static_cast<int64_t>(row.size());
@@ -214,7 +236,7 @@ CopyRow MakePeriodicRow(const CopyAlphabets& alphabets, const CopySpans& spans, 
   CheckCopySpans(spans, T, "periodic row");
   CopyRow r;
   r.span = UniformIn(rng, spans.min, spans.max);
-  const std::vector<int> s = RandomTokens(alphabets.string, r.span, rng);
+  const std::vector<int> s = DistinctTokens(alphabets.string, r.span, rng);
   r.tokens.push_back(bos);
   while (static_cast<int64_t>(r.tokens.size()) < T + 1) AppendCut(r.tokens, s, T + 1);
   r.source = 1;

@@ -10,7 +10,12 @@
 // (a string or gap is cut to its exact token length, so it may end inside a character's tokens).
 //
 //   periodic   BOS S S S ...                  S: s random string tokens, repeated until the row is
-//                                             full (the last repeat cut at the row's end)
+//                                             full (the last repeat cut at the row's end); S's
+//                                             characters are distinct while the alphabet lasts
+//                                             (26 letters), so that one token finds its place in
+//                                             the previous repeat: the easiest copying, which a
+//                                             small model learns first (the gapped rows' strings,
+//                                             drawn with replacement, then need longer matches)
 //   gapped     BOS S G1 S G2 S ...            G_i: g_i random gap tokens; the gap alphabet shares no
 //                                             token with the string alphabet, so a gap never holds
 //                                             any part of the answer. g_1 uniform in [0, T - 2s],

@@ -115,6 +115,12 @@ TEST(CopyRows, PeriodicRowRepeatsOneStringToTheEnd) {
     }
     EXPECT_EQ(r.copy, 1 + r.span);
     EXPECT_EQ(r.scored, AfterFirst(r.copy, r.span));
+    // Distinct characters while the 26 letters last.
+    const size_t distinct = static_cast<size_t>(std::min<int64_t>(r.span, 26));
+    EXPECT_EQ(std::set<int>(r.tokens.begin() + 1,
+                            r.tokens.begin() + 1 + static_cast<std::ptrdiff_t>(distinct))
+                  .size(),
+              distinct);
   }
   EXPECT_EQ(spans.size(), 33u);  // every length 8..40 in 200 draws (each misses with p < 1e-3)
 }
