@@ -16,7 +16,7 @@
 //                                             the previous repeat: the easiest copying, which a
 //                                             small model learns first (the gapped rows' strings,
 //                                             drawn with replacement, then need longer matches)
-//   gapped     BOS S G1 S G2 S ...            G_i: g_i random gap tokens; the gap alphabet shares no
+//   gapped     BOS S G1 S G2 S ...            G_i: g_i random gap tokens; the gap alphabet has no
 //                                             token with the string alphabet, so a gap never holds
 //                                             any part of the answer. g_1 uniform in [0, T - 2s],
 //                                             so the second S lies wholly inside the row and the

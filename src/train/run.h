@@ -89,12 +89,12 @@ struct TrainLoopResult {
 void TrimTrainLog(const std::string& path, int64_t step);
 
 // Runs the loop. Each step's record ({step, loss, lr, grad_norm, tokens_per_s} and val_loss,
-// val_accuracy when evaluated, with the copy readout's copy_accuracy, copy_control,
-// textcopy_accuracy, textcopy_control, passkey_digits, passkey_keys, each a share of the scored
-// targets (keys: of the trials), and its count as <key>_n, for the kinds the probe holds) is appended to the log and flushed before the step's checkpoint is
-// written, so a run stopped at any point leaves a log that matches its checkpoints up to the last
-// step saved; the log is first trimmed to the trainer's step (TrimTrainLog), and a failed write
-// to it stops the run. Throws stretch::Error (through the trainer, the data or the checkpoint writer).
+// val_accuracy when evaluated, with the readout's copy_accuracy, copy_control, textcopy_accuracy,
+// textcopy_control, passkey_digits, passkey_keys: shares of the scored targets (keys: of trials),
+// each with its count <key>_n, for the kinds the probe holds) goes to the log, flushed before the
+// step's checkpoint is written: a run stopped anywhere leaves a log matching its checkpoints up
+// to the last step saved; the log is first trimmed to the trainer's step (TrimTrainLog), and a
+// failed write to it stops the run. Throws stretch::Error (trainer, data, checkpoint writer).
 TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
                                 const TrainLoopOptions& options,
                                 const std::function<void(const TrainProgress&)>& progress = {});
