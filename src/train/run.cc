@@ -45,8 +45,8 @@ void SampleTrainingBatch(const TrainingData& data, Rng& rng, int64_t B, std::vec
   STRETCH_CHECK(data.passkey_share >= 0.0 && data.passkey_share <= 1.0);
   const int64_t T = data.sampler->seq_len();
   tokens.resize(static_cast<size_t>(B * (T + 1)));
-  if (data.passkey_share == 0.0) {
-    // Exactly the batches of runs without passkey rows (SampleBatch's draws).
+  if (data.passkey_share == 0.0 && !data.copy_mix.HasCopy()) {
+    // Exactly the batches of runs without passkey or copy rows (SampleBatch's draws).
     const Batch b = SampleBatch(data.split->train, *data.sampler, rng, B);
     for (int64_t s = 0; s < B; ++s) {
       for (int64_t t = 0; t < T; ++t)
@@ -55,22 +55,43 @@ void SampleTrainingBatch(const TrainingData& data, Rng& rng, int64_t B, std::vec
     }
     return;
   }
+  // The passkey share is the run's own option; the copy kinds' shares follow it (RowKindOf).
+  CopyMix mix = data.copy_mix;
+  mix.passkey = data.passkey_share;
   for (int64_t s = 0; s < B; ++s) {
-    const bool passkey = rng.UniformDouble() < data.passkey_share;
+    const RowKind kind = RowKindOf(mix, rng.UniformDouble());
     const Window w = data.sampler->Sample(rng);  // T + 1 tokens of one document
     const std::span<const int> window =
         data.split->train.Document(w.document)
             .subspan(static_cast<size_t>(w.offset), static_cast<size_t>(T + 1));
     const auto row = tokens.begin() + s * (T + 1);
-    if (!passkey) {
-      std::copy(window.begin(), window.end(), row);
-      continue;
+    switch (kind) {
+      case RowKind::kText: std::copy(window.begin(), window.end(), row); break;
+      case RowKind::kPasskey: {
+        const double depth = rng.UniformDouble();
+        const int64_t filler = PasskeyMaxFiller(data.passkey, T);  // < T + 1: the window's tail
+        const PasskeyTrial trial =
+            MakePasskeyTrial(data.passkey, window.subspan(static_cast<size_t>(T + 1 - filler)),
+                             data.bos, T, depth, rng);
+        std::copy(trial.tokens.begin(), trial.tokens.end(), row);
+        break;
+      }
+      case RowKind::kPeriodic: {
+        const CopyRow r = MakePeriodicRow(data.alphabets, data.spans, data.bos, T, rng);
+        std::copy(r.tokens.begin(), r.tokens.end(), row);
+        break;
+      }
+      case RowKind::kGapped: {
+        const CopyRow r = MakeGappedRow(data.alphabets, data.spans, data.bos, T, rng);
+        std::copy(r.tokens.begin(), r.tokens.end(), row);
+        break;
+      }
+      case RowKind::kTextCopy: {
+        const CopyRow r = MakeTextCopyRow(window, data.spans, T, rng);
+        std::copy(r.tokens.begin(), r.tokens.end(), row);
+        break;
+      }
     }
-    const double depth = rng.UniformDouble();
-    const int64_t filler = PasskeyMaxFiller(data.passkey, T);  // < T + 1: the window's tail
-    const PasskeyTrial trial = MakePasskeyTrial(
-        data.passkey, window.subspan(static_cast<size_t>(T + 1 - filler)), data.bos, T, depth, rng);
-    std::copy(trial.tokens.begin(), trial.tokens.end(), row);
   }
 }
 
@@ -135,6 +156,31 @@ TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
       if (p.eval) {
         rec["val_loss"] = p.eval->loss;
         rec["val_accuracy"] = p.eval->accuracy;
+      }
+      if (data.probe) {
+        // In chunks of the training batch: no more activation memory than a step's.
+        const int64_t chunk = trainer.options().batch, T = data.probe->T;
+        p.copy = ReadCopy(*data.probe, [&](const std::vector<int>& tokens, int64_t B) {
+          std::vector<int> out, part;
+          for (int64_t b = 0; b < B; b += chunk) {
+            const int64_t n = std::min(chunk, B - b);
+            part.assign(tokens.begin() + b * (T + 1), tokens.begin() + (b + n) * (T + 1));
+            const std::vector<int> pred = trainer.Predict(part, n);
+            out.insert(out.end(), pred.begin(), pred.end());
+          }
+          return out;
+        });
+        const auto put = [&](const char* key, const Proportion& x) {
+          if (x.n == 0) return;
+          rec[key] = x.value();
+          rec[std::string(key) + "_n"] = x.n;
+        };
+        put("copy_accuracy", p.copy->copy);
+        put("copy_control", p.copy->copy_control);
+        put("textcopy_accuracy", p.copy->textcopy);
+        put("textcopy_control", p.copy->textcopy_control);
+        put("passkey_digits", p.copy->passkey_digits);
+        put("passkey_keys", p.copy->passkey_keys);
       }
     }
     p.report = step % opt.log_every == 0 || eval_now || step == first + 1;

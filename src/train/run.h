@@ -12,6 +12,7 @@
 
 #include "src/io/passkey.h"
 #include "src/train/checkpoint.h"
+#include "src/train/copy_data.h"
 #include "src/train/data.h"
 #include "src/train/trainer.h"
 
@@ -27,19 +28,31 @@ namespace stretch {
 // a document's leading BOS is never filler), its depth uniform in [0, 1). Small models trained on
 // prose alone cannot retrieve a passkey at all; a small share teaches the task at the training
 // length, and the evaluation asks whether it survives at longer ones.
+//
+// Copy rows (src/train/copy_data.h: periodic, gapped and textcopy documents, the mix's rule there)
+// replace text windows with the shares of `copy_mix`, whose `passkey` share is passkey_share's. A
+// textcopy row pastes a span inside its window. `probe` holds the copy readout's fixed held-out
+// rows (MakeCopyProbe), read at each evaluation; it is built apart from the training stream, so
+// reading it changes nothing of the run.
 struct TrainingData {
   const DataSplit* split = nullptr;
   const WindowSampler* sampler = nullptr;
   std::vector<Window> valid;
-  double passkey_share = 0.0;  // in [0, 1]; 0: no passkey rows, and no draws for them
-  PasskeyPieces passkey = {};  // encoded with the run's tokenizer; used when passkey_share > 0
-  int32_t bos = 0;             // the tokenizer's BOS, which begins a passkey row
+  double passkey_share = 0.0;    // in [0, 1]; 0: no passkey rows, and no draws for them
+  PasskeyPieces passkey = {};    // encoded with the run's tokenizer; used when passkey_share > 0
+  int32_t bos = 0;               // the tokenizer's BOS, which begins a passkey or copy row
+  CopyMix copy_mix = {};         // periodic, gapped, textcopy shares (its passkey share unused)
+  CopyAlphabets alphabets = {};  // used when copy_mix has periodic or gapped rows
+  CopySpans spans = {};          // used when copy_mix has copy rows
+  std::optional<CopyProbe> probe = std::nullopt;  // the copy readout's rows; none: no readout
 };
 
 // Fills `tokens` with B sequences of T + 1 tokens (T inputs, then the last target), drawing from
 // rng only. Per row: with passkey_share > 0, first a UniformDouble() that makes it a passkey row
 // when below the share (then a window, the depth and the key's digits); otherwise a window. With
-// passkey_share 0 this is SampleBatch's draws and windows exactly.
+// passkey_share 0 and no copy rows this is SampleBatch's draws and windows exactly. With copy rows
+// the first draw picks the row's kind (RowKindOf, passkey first, so a draw that made a passkey row
+// before still does), the window follows as always, then the kind's own draws.
 void SampleTrainingBatch(const TrainingData& data, Rng& rng, int64_t B, std::vector<int>& tokens);
 
 struct TrainLoopOptions {
@@ -58,6 +71,7 @@ struct TrainProgress {
   double tokens_per_s = 0.0;  // since the loop began
   double eta_seconds = 0.0;   // at the rate so far
   std::optional<EvalStats> eval;
+  std::optional<CopyReadout> copy;  // at each evaluation, when the data has a probe
   // Whether a person should see this step: every log_every steps, each evaluation, and the
   // first step of the loop.
   bool report = false;
@@ -75,10 +89,12 @@ struct TrainLoopResult {
 void TrimTrainLog(const std::string& path, int64_t step);
 
 // Runs the loop. Each step's record ({step, loss, lr, grad_norm, tokens_per_s} and val_loss,
-// val_accuracy when evaluated) is appended to the log and flushed before the step's checkpoint is
-// written, so a run stopped at any point leaves a log that matches its checkpoints up to the last
-// step saved; the log is first trimmed to the trainer's step (TrimTrainLog), and a failed write
-// to it stops the run. Throws stretch::Error (through the trainer, the data or the checkpoint writer).
+// val_accuracy when evaluated, with the readout's copy_accuracy, copy_control, textcopy_accuracy,
+// textcopy_control, passkey_digits, passkey_keys: shares of the scored targets (keys: of trials),
+// each with its count <key>_n, for the kinds the probe holds) goes to the log, flushed before the
+// step's checkpoint is written: a run stopped anywhere leaves a log matching its checkpoints up
+// to the last step saved; the log is first trimmed to the trainer's step (TrimTrainLog), and a
+// failed write to it stops the run. Throws stretch::Error (trainer, data, checkpoint writer).
 TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
                                 const TrainLoopOptions& options,
                                 const std::function<void(const TrainProgress&)>& progress = {});

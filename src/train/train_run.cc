@@ -19,6 +19,7 @@
 #include "src/kernels/gemm.h"
 #include "src/train/arch_spec.h"
 #include "src/train/checkpoint.h"
+#include "src/train/copy_data.h"
 #include "src/train/positions.h"
 #include "src/train/run_dir.h"
 
@@ -30,6 +31,8 @@ using nlohmann::json;
 using Note = std::function<void(const std::string&)>;
 
 constexpr const char* kCorpusMetadata = "stretch.corpus";
+// The copy readout's rows come from Rng(seed ^ this), a stream the batches never use.
+constexpr uint64_t kCopyProbeSeed = 0x636f70792d70726fULL;  // "copy-pro"
 
 void Tell(const Note& note, const std::string& line) {
   if (note) note(line);
@@ -83,6 +86,22 @@ void CheckRunOptions(const TrainRunOptions& o) {
   whole("eval_windows", o.eval_windows, 1, L::max_batch);
   whole("log_every", o.log_every, 1, L::max_steps);
   real("passkey_share", o.passkey_share, 0, L::max_passkey_share, false);
+  const CopyMix& m = o.copy_mix;
+  for (const auto& [name, v] : {std::pair{"periodic", m.periodic}, std::pair{"gapped", m.gapped},
+                                std::pair{"textcopy", m.textcopy}}) {
+    if (!(std::isfinite(v) && v >= 0.0 && v <= 1.0)) {
+      Fail("TrainRunOptions::copy_mix: {} share {}: expected a finite number in [0, 1]", name, v);
+    }
+  }
+  const double shares = o.passkey_share + m.periodic + m.gapped + m.textcopy;
+  if (shares > 1.0 + 1e-9) {
+    Fail(
+        "TrainRunOptions::copy_mix {} with TrainRunOptions::passkey_share {}: the shares add up "
+        "to {}, expected at most 1",
+        CopyMixText(m), o.passkey_share, shares);
+  }
+  whole("copy_span_min", o.copy_span_min, 0, L::max_seq_len);
+  whole("copy_span_max", o.copy_span_max, 0, L::max_seq_len);
   whole("skip_nonfinite", o.skip_nonfinite, 0, L::max_skip_nonfinite);
 }
 
@@ -522,6 +541,9 @@ json StoredRunOptions(const TrainRunOptions& o) {
             {"perturb", o.perturb}};
   if (o.passkey_share != 0.0) j["passkey_share"] = o.passkey_share;
   if (o.skip_nonfinite != 0) j["skip_nonfinite"] = o.skip_nonfinite;
+  if (o.copy_mix.HasCopy()) j["mix"] = CopyMixText(o.copy_mix);
+  if (o.copy_span_min != 0) j["copy_span_min"] = o.copy_span_min;
+  if (o.copy_span_max != 0) j["copy_span_max"] = o.copy_span_max;
   return j;
 }
 
@@ -650,6 +672,28 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
           seq_len, o.passkey_share, shortest);
     }
   }
+  // Copy documents and the readout's alphabets and spans, with the run's tokenizer.
+  const TextEncoder encode = [&](std::string_view text) { return data.tokenizer.Encode(text); };
+  const CopySpans defaults = DefaultCopySpans(seq_len);
+  const CopySpans spans{o.copy_span_min != 0 ? o.copy_span_min : defaults.min,
+                        o.copy_span_max != 0 ? o.copy_span_max : defaults.max};
+  const bool spans_set = o.copy_span_min != 0 || o.copy_span_max != 0;
+  if (o.copy_mix.HasCopy() || spans_set) {
+    CheckCopySpans(
+        spans, seq_len,
+        fmt::format("TrainRunOptions::copy_span_min {}, TrainRunOptions::copy_span_max {}",
+                    spans.min, spans.max));
+  }
+  std::optional<CopyAlphabets> alphabets;
+  if (o.copy_mix.periodic > 0.0 || o.copy_mix.gapped > 0.0) {
+    alphabets = EncodeCopyAlphabets(encode);  // refused here: the run needs them
+  } else if (o.eval_every > 0) {
+    try {
+      alphabets = EncodeCopyAlphabets(encode);
+    } catch (const Error& e) {
+      Tell(note, fmt::format("no copy readout at the evaluations: {}", e.what()));
+    }
+  }
   SplitOptions sopt;
   sopt.valid_fraction = o.valid_fraction;
   sopt.seed = o.seed;
@@ -705,10 +749,34 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
   loop.save_every = o.save_every;
   loop.extras = ExtrasOf(o, data.tokenizer, FingerprintOf(data.documents));
   TrainingData training{&split, &sampler, valid};
+  training.bos = data.tokenizer.bos_id();
+  if (o.copy_mix.HasCopy()) {
+    training.copy_mix = o.copy_mix;
+    training.copy_mix.passkey = 0.0;  // passkey_share's
+    if (alphabets) training.alphabets = *alphabets;
+    training.spans = spans;
+    Tell(note, fmt::format("TrainRunOptions::copy_mix {}: those shares of the training rows are "
+                           "copy documents of {} tokens, strings of {}..{} tokens",
+                           CopyMixText(o.copy_mix), seq_len + 1, spans.min, spans.max));
+  }
+  // The readout: held-out text windows (never trained on) and its own seed (never the batches').
+  if (o.eval_every > 0 && alphabets && 2 * spans.max <= seq_len - 1) {
+    std::vector<std::vector<int>> windows;
+    for (const Window& w : valid) {
+      if (static_cast<int64_t>(windows.size()) == o.eval_windows) break;
+      const std::span<const int> t =
+          split.valid.Document(w.document)
+              .subspan(static_cast<size_t>(w.offset), static_cast<size_t>(seq_len + 1));
+      windows.emplace_back(t.begin(), t.end());
+    }
+    if (windows.size() < 2) windows.clear();  // a control needs another window than its row's
+    const PasskeyPieces pieces = o.passkey_share > 0.0 ? passkey : EncodePasskeyPieces(encode);
+    training.probe = MakeCopyProbe(*alphabets, spans, training.bos, seq_len, o.eval_windows,
+                                   windows, &pieces, o.seed ^ kCopyProbeSeed);
+  }
   if (o.passkey_share > 0.0) {
     training.passkey_share = o.passkey_share;
     training.passkey = passkey;
-    training.bos = data.tokenizer.bos_id();
     Tell(note, fmt::format("TrainRunOptions::passkey_share {}: that share of the training rows are "
                            "passkey documents of {} tokens",
                            o.passkey_share, seq_len + 1));

@@ -106,6 +106,15 @@ struct TrainRunOptions {
   // in src/train/run.h, TrainingData). 0: none, and the batches are those of a run without it.
   // Needs seq_len >= PasskeyMinCtx (61 with the bytes tokenizer).
   double passkey_share = 0.0;
+  // Shares of the training rows, with passkey_share adding up to at most 1, replaced by synthetic
+  // copy documents of the training length (src/train/copy_data.h: periodic and gapped random
+  // strings, textcopy spans pasted inside training text), so that small models learn to copy.
+  // Its `passkey` member is unused (passkey_share is the passkey share). None: the batches are
+  // those of a run without it.
+  CopyMix copy_mix;
+  // The copied strings' lengths in tokens; 0: DefaultCopySpans (T/16 and 5T/16).
+  int64_t copy_span_min = 0;
+  int64_t copy_span_max = 0;
   // Batches with a non-finite loss or gradient that one step may pass over, drawing the next one
   // instead (TrainerOptions::skip_nonfinite); then the run stops with the tensors named. 0: the
   // first one stops the run.
@@ -116,9 +125,10 @@ struct TrainRunOptions {
 // repeated: keys are the long flags of `stretch train` with '_' for '-', an unset option is
 // written as its default (negative for min_lr and warmup: "the default"). RunTraining stores the
 // resolved options: `init` the checkpoint file, and with `init` the checkpoint's tokenizer and
-// its seq_len when none is set. passkey_share and skip_nonfinite are written only when not 0, so that the
-// stored options of runs without it are those of runs from before it existed (a resumed run whose
-// stored options lack it resumes with 0).
+// its seq_len when none is set. passkey_share, skip_nonfinite, copy_span_min and copy_span_max are
+// written only when not 0, and copy_mix (as "mix", CopyMixText) only when it has copy rows, so
+// that the stored options of runs without them are those of runs from before they existed (a
+// resumed run whose stored options lack one resumes with 0 / none).
 nlohmann::json StoredRunOptions(const TrainRunOptions& options);
 
 // Where a run stands: its newest complete checkpoint and the options stored in it.

@@ -224,4 +224,17 @@ EvalStats Trainer::Evaluate(const std::vector<int>& tokens, int64_t B, int64_t f
   return ev;
 }
 
+std::vector<int> Trainer::Predict(const std::vector<int>& tokens, int64_t B) {
+  model_.SetPositions({});  // the true positions, as Evaluate
+  model_.Forward(params_, tokens, B, acts_);
+  const int64_t T = acts_.T;
+  const int V = model_.arch().model.vocab_size;
+  std::vector<int> out(static_cast<size_t>(B * T));
+  for (int64_t row = 0; row < B * T; ++row) {
+    // Evaluate's argmax (the same tie rule), so a readout's hits are its accuracy's.
+    out[static_cast<size_t>(row)] = CrossEntropyRow(acts_.logits.data() + row * V, V, 0).argmax;
+  }
+  return out;
+}
+
 }  // namespace stretch

@@ -84,6 +84,9 @@ class Trainer {
   // Loss and accuracy on B sequences of T + 1 tokens, counting only targets at positions
   // >= from_position (0: all).
   EvalStats Evaluate(const std::vector<int>& tokens, int64_t B, int64_t from_position = 0);
+  // The argmax next token at every position of B sequences of T + 1 tokens: (B, T) ids, entry
+  // (b, t) the prediction for tokens[b (T + 1) + t + 1] (a TokenPredictor, src/train/copy_data.h).
+  std::vector<int> Predict(const std::vector<int>& tokens, int64_t B);
 
   const TrainArch& arch() const { return model_.arch(); }
   const TrainerOptions& options() const { return options_; }

@@ -516,5 +516,60 @@ TEST(TrainCli, PasskeyShareIsStoredAndResumedWith) {
           "--train-len 32: too short for passkey documents (--passkey-share 0.1)");
 }
 
+// --mix: the copy shares are stored (passkey= as passkey_share), a resumed run trains with them bit
+// for bit, a resuming command line with another mix is refused, and bad mixes are refused by the
+// flag with the entry and what was expected.
+TEST(TrainCli, MixIsStoredResumedWithAndRefusedWhenChanged) {
+  const fs::path corpus = WriteCorpus();
+  const std::string args =
+      "--seq-len 64 --steps 4 --batch 4 --dim 32 --layers 1 --heads 2 --save-every 2 "
+      "--eval-every 2 --eval-windows 4 --valid-fraction 0.25 --threads 1";
+  const fs::path whole = TempDir("mix"), part = TempDir("mix_part");
+  auto r = RunCli("train --data '" + corpus.string() + "' --out '" + whole.string() + "' " + args +
+                  " --mix text=0.4,periodic=0.1,gapped=0.2,textcopy=0.2,passkey=0.1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "--mix periodic=0.1,gapped=0.2,textcopy=0.2: those shares")) << r.out;
+  EXPECT_TRUE(Has(r.out, "  copy ")) << r.out;  // the readout on the progress line
+  const SafetensorsFile f((whole / "step-00000004.safetensors").string());
+  const nlohmann::json stored = nlohmann::json::parse(f.GetMetadata("stretch.cli"));
+  EXPECT_EQ(stored.at("mix"), "periodic=0.1,gapped=0.2,textcopy=0.2") << stored.dump();
+  EXPECT_EQ(stored.at("passkey_share"), 0.1) << stored.dump();
+  fs::copy_file(whole / "step-00000002.safetensors", part / "step-00000002.safetensors");
+  r = RunCli("train --out '" + part.string() + "' --resume --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::vector<float> wa = Weights(whole / "step-00000004.safetensors");
+  const std::vector<float> wb = Weights(part / "step-00000004.safetensors");
+  ASSERT_FALSE(wa.empty());
+  ASSERT_EQ(wa.size(), wb.size());
+  EXPECT_EQ(std::memcmp(wa.data(), wb.data(), wa.size() * sizeof(float)), 0)
+      << "the resumed --mix run's weights differ from the uninterrupted run's";
+  // Another mix with --resume is refused, not dropped; so is another passkey share given by it.
+  r = RunCli("train --out '" + part.string() + "' --resume --steps 6 --mix gapped=0.5");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Has(r.out, "--mix gapped=0.5: the run in")) << r.out;
+  EXPECT_TRUE(Has(r.out, "expected --mix periodic=0.1,gapped=0.2,textcopy=0.2 or no --mix"))
+      << r.out;
+  r = RunCli("train --out '" + part.string() +
+             "' --resume --steps 6 --mix periodic=0.1,gapped=0.2,textcopy=0.2,passkey=0.2");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Has(r.out, "expected --passkey-share 0.1 or no --passkey-share")) << r.out;
+
+  const fs::path out = TempDir("mix_bad");
+  auto refused = [&](const std::string& extra, const std::string& expected) {
+    const auto bad = RunCli("train --data '" + corpus.string() + "' --out '" + out.string() +
+                            "' --steps 1 " + extra);
+    EXPECT_NE(bad.exit_code, 0) << extra;
+    EXPECT_TRUE(Has(bad.out, expected)) << bad.out;
+  };
+  refused("--mix gapped=2",
+          "--mix gapped=2: entry \"gapped=2\": the share \"2\": expected a "
+          "number in [0, 1]");
+  refused("--mix gapped=0.7,textcopy=0.7", "the shares add up to 1.4, expected at most 1");
+  refused("--mix passkey=0.2 --passkey-share 0.1",
+          "--mix passkey=0.2: passkey=0.2 disagrees with --passkey-share 0.1");
+  refused("--seq-len 32 --mix gapped=0.5 --copy-span-max 16",
+          "--copy-span-max 16: string lengths 2..16 at sequence length 32");
+}
+
 }  // namespace
 }  // namespace stretch

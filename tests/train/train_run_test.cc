@@ -176,6 +176,53 @@ TEST_F(TrainRun, AStoppedRunWithPasskeyRowsResumedEndsBitForBit) {
   EXPECT_NE(ReadLog(p.log_path)[5]["loss"], ReadLog(Path("part/") + kTrainLogName)[5]["loss"]);
 }
 
+// The same with copy rows (periodic, gapped, textcopy) and passkey rows: their draws come from the
+// trainer's Rng too. The copy readout is logged at each evaluation (its rows are drawn apart from
+// the batches, so it changes nothing of the run), and the mix and spans are stored.
+TEST_F(TrainRun, AStoppedRunWithCopyRowsResumedEndsBitForBitAndLogsTheReadout) {
+  auto with_copy = [&](const std::string& out) {
+    TrainRunOptions o = Options(out);
+    o.seq_len = 64;
+    o.passkey_share = 0.1;
+    o.copy_mix = CopyMix{0.0, 0.2, 0.3, 0.2};
+    o.copy_span_max = 12;
+    return o;
+  };
+  ExpectResumedEqualsWhole(with_copy("whole"), with_copy("part"));
+  const nlohmann::json stored = nlohmann::json::parse(
+      SafetensorsFile(Path("part/" + StepFileName(6))).GetMetadata("stretch.cli"));
+  EXPECT_EQ(stored.at("mix"), "periodic=0.2,gapped=0.3,textcopy=0.2");
+  EXPECT_EQ(stored.at("passkey_share"), 0.1);
+  EXPECT_EQ(stored.at("copy_span_max"), 12);
+  EXPECT_FALSE(stored.contains("copy_span_min"));
+  const std::vector<nlohmann::json> log = ReadLog(Path("whole/") + kTrainLogName);
+  ASSERT_EQ(log.size(), 6u);
+  for (const char* key : {"copy_accuracy", "copy_control", "textcopy_accuracy", "textcopy_control",
+                          "passkey_digits", "passkey_keys"}) {
+    EXPECT_TRUE(log[2].contains(key)) << key << " " << log[2].dump();
+    EXPECT_FALSE(log[1].contains(key)) << key;  // only at evaluations
+  }
+  EXPECT_EQ(log[2].at("passkey_keys_n"), 2);  // eval_windows trials
+  // A run without copy rows: other batches, so other losses.
+  TrainRunOptions plain = with_copy("plain");
+  plain.copy_mix = CopyMix{};
+  const TrainLoopResult p = Run(plain);
+  EXPECT_NE(ReadLog(p.log_path)[5]["loss"], log[5]["loss"]);
+}
+
+// Runs without copy rows store exactly the options they stored before the options existed.
+TEST(StoredRunOptionsTest, CopyMixAndSpansAreStoredOnlyWhenSet) {
+  TrainRunOptions o;
+  EXPECT_FALSE(StoredRunOptions(o).contains("mix"));
+  EXPECT_FALSE(StoredRunOptions(o).contains("copy_span_min"));
+  EXPECT_EQ(StoredRunOptions(o).size(), 28u);
+  o.copy_mix.textcopy = 0.25;
+  o.copy_span_min = 4;
+  EXPECT_EQ(StoredRunOptions(o).at("mix"), "textcopy=0.25");
+  EXPECT_EQ(StoredRunOptions(o).at("copy_span_min"), 4);
+  EXPECT_EQ(StoredRunOptions(o).size(), 30u);
+}
+
 // Runs without passkey rows store exactly the options they stored before the option existed.
 TEST(StoredRunOptionsTest, PasskeyShareIsStoredOnlyWhenNotZero) {
   TrainRunOptions o;
@@ -276,6 +323,25 @@ TEST_F(TrainRun, BadOptionsAreRefusedByTheirFieldsName) {
                   "TrainRunOptions::seq_len 16: too short for passkey documents "
                   "(TrainRunOptions::passkey_share 0.1): the needle, the question, the key twice "
                   "and a few filler tokens need TrainRunOptions::seq_len >= 61"))
+      << error(o);
+  o = Options("bad");
+  o.copy_mix = CopyMix{0.0, 0.5, 0.6, 0.0};
+  EXPECT_TRUE(Has(error(o),
+                  "TrainRunOptions::copy_mix periodic=0.5,gapped=0.6 with "
+                  "TrainRunOptions::passkey_share 0: the shares add up to 1.1, expected at most 1"))
+      << error(o);
+  o = Options("bad");
+  o.copy_mix.gapped = -0.1;
+  EXPECT_TRUE(Has(error(o),
+                  "TrainRunOptions::copy_mix: gapped share -0.1: expected a finite "
+                  "number in [0, 1]"))
+      << error(o);
+  o = Options("bad");
+  o.copy_mix.gapped = 0.5;
+  o.copy_span_max = 8;  // at seq_len 16: two copies and BOS need 2 max <= 15
+  EXPECT_TRUE(Has(error(o),
+                  "TrainRunOptions::copy_span_min 2, TrainRunOptions::copy_span_max 8: string "
+                  "lengths 2..8 at sequence length 16: expected 2 <= min <= max and 2 max <= 15"))
       << error(o);
   EXPECT_TRUE(Has(testing::ErrorOf([&] { ReadTrainResume(Options("empty")); }),
                   "TrainRunOptions::resume_from: no complete checkpoint in"));

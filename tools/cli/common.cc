@@ -138,6 +138,9 @@ std::string WithFlagNames(std::string message) {
       {"TrainRunOptions::eval_windows", "--eval-windows"},
       {"TrainRunOptions::log_every", "--log-every"},
       {"TrainRunOptions::passkey_share", "--passkey-share"},
+      {"TrainRunOptions::copy_mix", "--mix"},
+      {"TrainRunOptions::copy_span_min", "--copy-span-min"},
+      {"TrainRunOptions::copy_span_max", "--copy-span-max"},
       {"TrainRunOptions::skip_nonfinite", "--skip-nonfinite"},
       {"TrainerOptions::skip_nonfinite", "--skip-nonfinite"},
   };

@@ -15,6 +15,7 @@
 #include "src/core/threads.h"
 #include "src/io/output_file.h"
 #include "src/io/training_tokenizer.h"
+#include "src/train/copy_data.h"
 #include "src/train/train_run.h"
 #include "tools/cli/common.h"
 
@@ -37,6 +38,7 @@ struct TrainArgs {
   int dim = TrainRunDefaults::dim, layers = TrainRunDefaults::layers, heads = 0, kv_heads = 0,
       hidden_dim = 0;
   double min_lr = 0;
+  std::string mix;  // --mix, parsed by TrainRunOptionsOf
   bool resume = false;
   int threads = 0;
 };
@@ -109,6 +111,19 @@ TrainRunOptions TrainRunOptionsOf(CLI::App* app, const TrainArgs& a) {
   if (given("--hidden-dim")) o.hidden_dim = a.hidden_dim;
   if (given("--min-lr")) o.min_lr = a.min_lr;
   if (given("--warmup")) o.warmup = a.warmup;
+  if (given("--mix")) {
+    // --mix names the whole mix, its passkey share included (0 when it names none), unless
+    // --passkey-share gives that share on its own.
+    const CopyMix mix = ParseCopyMix(a.mix, "--mix");
+    o.copy_mix = mix;
+    o.copy_mix.passkey = 0.0;
+    if (!given("--passkey-share")) {
+      o.passkey_share = mix.passkey;
+    } else if (mix.passkey > 0.0 && mix.passkey != a.run.passkey_share) {
+      Fail("--mix {}: passkey={} disagrees with --passkey-share {}; give the share once", a.mix,
+           mix.passkey, a.run.passkey_share);
+    }
+  }
   return o;
 }
 
@@ -123,15 +138,32 @@ constexpr std::string_view kResumeMayChange[] = {"steps",        "save_every", "
 
 std::string ValueText(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
+// The options StoredRunOptions writes only when they are not their default: each with its
+// default, where `j` lacks it.
+void AddUnstoredDefaults(json& j) {
+  const json defaults = {{"passkey_share", 0.0},
+                         {"skip_nonfinite", 0},
+                         {"mix", ""},
+                         {"copy_span_min", 0},
+                         {"copy_span_max", 0}};
+  for (const auto& [key, value] : defaults.items()) {
+    if (!j.contains(key)) j[key] = value;
+  }
+}
+
 // The keys of the run's options whose flags were given (on the command line or in --config).
 std::vector<std::string> GivenKeys(CLI::App* app) {
   std::vector<std::string> keys;
   json every = StoredRunOptions(TrainRunOptions{});
-  every["passkey_share"] = 0.0;  // written only when not 0
-  every["skip_nonfinite"] = 0;
+  AddUnstoredDefaults(every);
   for (const auto& [key, value] : every.items()) {
     const CLI::Option* opt = app->get_option_no_throw(FlagOf(key));
     if (opt != nullptr && opt->count() > 0) keys.push_back(key);
+  }
+  // --mix sets the passkey share too (TrainRunOptionsOf).
+  if (app->count("--mix") > 0 &&
+      std::find(keys.begin(), keys.end(), "passkey_share") == keys.end()) {
+    keys.push_back("passkey_share");
   }
   return keys;
 }
@@ -142,11 +174,11 @@ std::vector<std::string> GivenKeys(CLI::App* app) {
 void ReconcileResume(const TrainRunOptions& asked, const std::vector<std::string>& given,
                      const TrainResume& resume, TrainRunOptions& options) {
   const std::string& checkpoint = resume.checkpoint;
-  const json want = StoredRunOptions(asked);
+  json want = StoredRunOptions(asked);
   json have = resume.stored;
-  // Written only when not 0 (StoredRunOptions).
-  if (!have.contains("passkey_share")) have["passkey_share"] = 0.0;
-  if (!have.contains("skip_nonfinite")) have["skip_nonfinite"] = 0;
+  // Written only when not their default (StoredRunOptions).
+  AddUnstoredDefaults(want);
+  AddUnstoredDefaults(have);
   for (const std::string& key : given) {
     if (!want.contains(key) || !have.contains(key)) continue;
     const std::string flag = FlagOf(key);
@@ -195,6 +227,19 @@ void PrintProgress(const TrainProgress& p) {
       "step {}/{}  loss {:.4f}  lr {:.2e}  |g| {:.3f}  {:.0f} tok/s  ETA {:.0f}s", p.stats.step,
       p.steps, p.stats.loss, p.stats.lr, p.stats.grad_norm, p.tokens_per_s, p.eta_seconds);
   if (p.eval) line += fmt::format("  val loss {:.4f} acc {:.3f}", p.eval->loss, p.eval->accuracy);
+  if (p.copy) {
+    // Copy and textcopy against their controls, passkey keys read back whole (digits).
+    const CopyReadout& c = *p.copy;
+    line += fmt::format("  copy {:.3f}/{:.3f}", c.copy.value(), c.copy_control.value());
+    if (c.textcopy.n > 0) {
+      line +=
+          fmt::format(" textcopy {:.3f}/{:.3f}", c.textcopy.value(), c.textcopy_control.value());
+    }
+    if (c.passkey_keys.n > 0) {
+      line +=
+          fmt::format(" passkey {:.3f} ({:.3f})", c.passkey_keys.value(), c.passkey_digits.value());
+    }
+  }
   fmt::print(stderr, "{}\n", line);
 }
 
@@ -247,6 +292,12 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
     // Stored only when not 0 (StoredRunOptions): a run stored without it had none.
     if (!resume->stored.contains("passkey_share")) a.run.passkey_share = 0.0;
     if (!resume->stored.contains("skip_nonfinite")) a.run.skip_nonfinite = 0;
+    if (!resume->stored.contains("mix")) {
+      a.mix.clear();
+      a.run.copy_mix = CopyMix{};
+    }
+    if (!resume->stored.contains("copy_span_min")) a.run.copy_span_min = 0;
+    if (!resume->stored.contains("copy_span_max")) a.run.copy_span_max = 0;
     resume_from = resume->checkpoint;
   }
   TrainRunOptions options = TrainRunOptionsOf(app, a);
@@ -436,6 +487,40 @@ void RegisterTrain(CLI::App& app) {
                   "--train-len >= 61 with the bytes tokenizer. 0: none")
       ->capture_default_str()
       ->check(Real(0, L::max_passkey_share));
+  sub->add_option(
+         "--mix", args->mix,
+         "What the training rows are, as shares that add up to at most 1 (text, the training "
+         "windows themselves, takes what the others leave), e.g. "
+         "text=0.5,textcopy=0.3,gapped=0.1,passkey=0.1. Small models trained on text alone never "
+         "learn to copy from earlier in their window, so every retrieval test reads zero; rows "
+         "that can only be predicted by copying teach it within a few million tokens. Kinds: "
+         "periodic (a random string of lowercase letters repeated until the row is full: the "
+         "easiest copying, learnt first), gapped (a string, a gap of capitals and marks, the same "
+         "string again: copying over any distance up to --seq-len), textcopy (a window of "
+         "training text in which a span of it is pasted again later: copying inside prose), "
+         "passkey (as --passkey-share, of which it is another spelling). A curriculum: train "
+         "periodic=1, then --init from it with gapped=1, then --init again with text and a share "
+         "of each. Copied strings are --copy-span-min..--copy-span-max tokens long. Each "
+         "evaluation (--eval-every) also reads copying back on fixed held-out rows: copy (gapped) "
+         "and textcopy accuracy against controls with nothing to copy, and passkeys")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            try {
+              ParseCopyMix(text, "--mix");
+            } catch (const Error& e) {
+              return std::string(e.what());
+            }
+            return std::string();
+          },
+          "KIND=SHARE,...", "mix"));
+  sub->add_option("--copy-span-min", args->run.copy_span_min,
+                  "Shortest copied string of --mix's copy rows and of the copy readout, in tokens "
+                  "(default: --seq-len / 16, at least 2)")
+      ->check(Whole(2, L::max_seq_len));
+  sub->add_option("--copy-span-max", args->run.copy_span_max,
+                  "Longest copied string, in tokens; at most (--seq-len - 1) / 2, as a gapped row "
+                  "holds two copies (default: 5 --seq-len / 16)")
+      ->check(Whole(2, L::max_seq_len));
   sub->add_option("--skip-nonfinite", args->run.skip_nonfinite,
                   "When a batch gives a loss or gradient that is not a finite number (NaN or "
                   "infinity: the run diverged, or a batch is pathological), pass over up to N such "

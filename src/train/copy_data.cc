@@ -1,0 +1,402 @@
+#include "src/train/copy_data.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <set>
+
+#include "src/core/check.h"
+#include "src/core/error.h"
+#include "src/train/data.h"
+
+namespace stretch {
+namespace {
+
+// A uniform integer in [lo, hi].
+int64_t UniformIn(Rng& rng, int64_t lo, int64_t hi) {
+  STRETCH_CHECK(lo <= hi, "empty range [{}, {}]", lo, hi);
+  return lo + static_cast<int64_t>(UniformIndex(rng, static_cast<uint64_t>(hi - lo + 1)));
+}
+
+// Exactly n tokens of random characters of `alphabet`, the last character's tokens cut at n.
+std::vector<int> RandomTokens(const std::vector<std::vector<int>>& alphabet, int64_t n, Rng& rng) {
+  std::vector<int> out;
+  out.reserve(static_cast<size_t>(n));
+  while (static_cast<int64_t>(out.size()) < n) {
+    const std::vector<int>& c = alphabet[UniformIndex(rng, alphabet.size())];
+    out.insert(out.end(), c.begin(), c.end());
+  }
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+// Exactly n tokens of characters of `alphabet` drawn without replacement while any is left (a
+// partial Fisher-Yates shuffle), then with replacement.
+std::vector<int> DistinctTokens(const std::vector<std::vector<int>>& alphabet, int64_t n,
+                                Rng& rng) {
+  std::vector<size_t> order(alphabet.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::vector<int> out;
+  out.reserve(static_cast<size_t>(n));
+  for (size_t i = 0; static_cast<int64_t>(out.size()) < n; ++i) {
+    size_t pick = 0;
+    if (i < order.size()) {
+      std::swap(order[i], order[i + UniformIndex(rng, order.size() - i)]);
+      pick = order[i];
+    } else {
+      pick = UniformIndex(rng, alphabet.size());
+    }
+    out.insert(out.end(), alphabet[pick].begin(), alphabet[pick].end());
+  }
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+// Appends `piece` to `row`, cut at the row's capacity `cap`.
+void AppendCut(std::vector<int>& row, const std::vector<int>& piece, int64_t cap) {
+  const int64_t room = cap - static_cast<int64_t>(row.size());
+  const int64_t n = std::min<int64_t>(room, static_cast<int64_t>(piece.size()));
+  if (n > 0) row.insert(row.end(), piece.begin(), piece.begin() + n);
+}
+
+// Whether `fresh` shares a span of k tokens with `before` (any alignment).
+bool SharesSpan(std::span<const int> before, std::span<const int> fresh, int64_t k) {
+  if (static_cast<int64_t>(fresh.size()) < k || static_cast<int64_t>(before.size()) < k)
+    return false;
+  std::set<std::vector<int>> seen;
+  for (size_t i = 0; i + static_cast<size_t>(k) <= before.size(); ++i) {
+    seen.emplace(before.begin() + static_cast<std::ptrdiff_t>(i),
+                 before.begin() + static_cast<std::ptrdiff_t>(i + static_cast<size_t>(k)));
+  }
+  for (size_t i = 0; i + static_cast<size_t>(k) <= fresh.size(); ++i) {
+    const std::vector<int> piece(
+        fresh.begin() + static_cast<std::ptrdiff_t>(i),
+        fresh.begin() + static_cast<std::ptrdiff_t>(i + static_cast<size_t>(k)));
+    if (seen.contains(piece)) return true;
+  }
+  return false;
+}
+
+// The scored positions of a copy of s tokens starting at index c: targets c + 1 .. c + s - 1,
+// read at positions c .. c + s - 2.
+std::vector<int64_t> ScoredAfterFirst(int64_t c, int64_t s) {
+  std::vector<int64_t> p;
+  for (int64_t k = 1; k < s; ++k) p.push_back(c + k - 1);
+  return p;
+}
+
+std::vector<std::vector<int>> EncodeAlphabet(const TextEncoder& encode, std::string_view chars,
+                                             const char* which) {
+  if (chars.size() < 2) {
+    Fail("copy data: the {} alphabet \"{}\" has {} characters, expected at least 2", which, chars,
+         chars.size());
+  }
+  std::vector<std::vector<int>> out;
+  for (const char c : chars) {
+    out.push_back(encode(std::string_view(&c, 1)));
+    if (out.back().empty()) {
+      Fail("copy data: the {} alphabet's character '{}' encodes to no token, expected at least one",
+           which, c);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+CopyAlphabets EncodeCopyAlphabets(const TextEncoder& encode, std::string_view string_chars,
+                                  std::string_view gap_chars) {
+  CopyAlphabets a;
+  a.string = EncodeAlphabet(encode, string_chars, "string");
+  a.gap = EncodeAlphabet(encode, gap_chars, "gap");
+  // Disjoint at the token level: a gap token that is also a string token would put part of the
+  // answer (or something the model could mistake for it) into the gap.
+  for (size_t i = 0; i < a.string.size(); ++i) {
+    for (size_t j = 0; j < a.gap.size(); ++j) {
+      for (const int t : a.gap[j]) {
+        if (std::find(a.string[i].begin(), a.string[i].end(), t) != a.string[i].end()) {
+          Fail(
+              "copy data: the string character '{}' and the gap character '{}' share token {}; "
+              "expected alphabets whose tokens are disjoint",
+              string_chars[i], gap_chars[j], t);
+        }
+      }
+    }
+  }
+  return a;
+}
+
+CopySpans DefaultCopySpans(int64_t T) {
+  const int64_t lo = std::max<int64_t>(2, T / 16);
+  return {lo, std::max(lo, 5 * T / 16)};
+}
+
+void CheckCopySpans(const CopySpans& spans, int64_t T, const std::string& what) {
+  if (spans.min < 2 || spans.max < spans.min || 2 * spans.max > T - 1) {
+    Fail(
+        "{}: string lengths {}..{} at sequence length {}: expected 2 <= min <= max and 2 max <= "
+        "{} (a gapped row holds BOS and two copies)",
+        what, spans.min, spans.max, T, T - 1);
+  }
+}
+
+std::string_view RowKindName(RowKind kind) {
+  switch (kind) {
+    case RowKind::kText: return "text";
+    case RowKind::kPasskey: return "passkey";
+    case RowKind::kPeriodic: return "periodic";
+    case RowKind::kGapped: return "gapped";
+    case RowKind::kTextCopy: return "textcopy";
+  }
+  return "?";
+}
+
+CopyMix ParseCopyMix(std::string_view text, const std::string& what) {
+  CopyMix mix;
+  std::optional<double> text_share;
+  std::set<std::string> seen;
+  const auto bad = [&](std::string_view entry, const std::string& why) {
+    Fail("{} {}: entry \"{}\": {}", what, text, entry, why);
+  };
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find(',', start);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view entry = text.substr(start, end - start);
+    start = end + 1;
+    if (entry.empty()) {
+      if (text.empty()) break;
+      bad(entry, "expected NAME=SHARE");
+    }
+    const size_t eq = entry.find('=');
+    if (eq == std::string_view::npos) bad(entry, "expected NAME=SHARE");
+    const std::string name(entry.substr(0, eq));
+    const std::string_view value = entry.substr(eq + 1);
+    double v = 0;
+    const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec != std::errc() || p != value.data() + value.size() || !(v >= 0.0 && v <= 1.0)) {
+      bad(entry, fmt::format("the share \"{}\": expected a number in [0, 1]", value));
+    }
+    if (!seen.insert(name).second) bad(entry, fmt::format("{} given twice", name));
+    if (name == "text") {
+      text_share = v;
+    } else if (name == "passkey") {
+      mix.passkey = v;
+    } else if (name == "periodic") {
+      mix.periodic = v;
+    } else if (name == "gapped") {
+      mix.gapped = v;
+    } else if (name == "textcopy") {
+      mix.textcopy = v;
+    } else {
+      bad(entry, fmt::format("unknown kind \"{}\": expected text, passkey, periodic, gapped or "
+                             "textcopy",
+                             name));
+    }
+  }
+  const double others = mix.passkey + mix.periodic + mix.gapped + mix.textcopy;
+  if (others > 1.0 + 1e-9) {
+    Fail("{} {}: the shares add up to {}, expected at most 1 (text takes what they leave)", what,
+         text, others);
+  }
+  if (text_share && std::abs(*text_share + others - 1.0) > 1e-9) {
+    Fail("{} {}: the shares add up to {}, expected 1 (or leave text out: it takes the rest)", what,
+         text, *text_share + others);
+  }
+  return mix;
+}
+
+std::string CopyMixText(const CopyMix& mix) {
+  std::string out;
+  const auto add = [&](const char* name, double v) {
+    if (v > 0.0) out += fmt::format("{}{}={}", out.empty() ? "" : ",", name, v);
+  };
+  add("periodic", mix.periodic);
+  add("gapped", mix.gapped);
+  add("textcopy", mix.textcopy);
+  return out;
+}
+
+RowKind RowKindOf(const CopyMix& mix, double u) {
+  double edge = mix.passkey;
+  if (u < edge) return RowKind::kPasskey;
+  edge += mix.periodic;
+  if (u < edge) return RowKind::kPeriodic;
+  edge += mix.gapped;
+  if (u < edge) return RowKind::kGapped;
+  edge += mix.textcopy;
+  if (u < edge) return RowKind::kTextCopy;
+  return RowKind::kText;
+}
+
+CopyRow MakePeriodicRow(const CopyAlphabets& alphabets, const CopySpans& spans, int bos, int64_t T,
+                        Rng& rng) {
+  CheckCopySpans(spans, T, "periodic row");
+  CopyRow r;
+  r.span = UniformIn(rng, spans.min, spans.max);
+  const std::vector<int> s = DistinctTokens(alphabets.string, r.span, rng);
+  r.tokens.push_back(bos);
+  while (static_cast<int64_t>(r.tokens.size()) < T + 1) AppendCut(r.tokens, s, T + 1);
+  r.source = 1;
+  r.copy = 1 + r.span;
+  r.scored = ScoredAfterFirst(r.copy, r.span);
+  return r;
+}
+
+CopyRow MakeGappedRow(const CopyAlphabets& alphabets, const CopySpans& spans, int bos, int64_t T,
+                      Rng& rng, CopyRole role) {
+  CheckCopySpans(spans, T, "gapped row");
+  CopyRow r;
+  r.span = UniformIn(rng, spans.min, spans.max);
+  const std::vector<int> s = RandomTokens(alphabets.string, r.span, rng);
+  const auto gap = [&] {
+    return RandomTokens(alphabets.gap, UniformIn(rng, 0, T - 2 * r.span), rng);
+  };
+  r.tokens.push_back(bos);
+  AppendCut(r.tokens, s, T + 1);
+  AppendCut(r.tokens, gap(), T + 1);
+  r.source = 1;
+  r.copy = static_cast<int64_t>(r.tokens.size());
+  if (role == CopyRole::kCopy) {
+    AppendCut(r.tokens, s, T + 1);
+  } else {
+    for (int attempt = 0;; ++attempt) {
+      if (attempt == 10000) {
+        Fail(
+            "copy data: no fresh string of {} tokens found in 10000 draws that shares no span "
+            "of {} tokens with the row before it: the string alphabet's characters share tokens",
+            r.span, kControlSpan);
+      }
+      const std::vector<int> fresh = RandomTokens(alphabets.string, r.span, rng);
+      if (!SharesSpan(r.tokens, fresh, kControlSpan)) {
+        AppendCut(r.tokens, fresh, T + 1);
+        break;
+      }
+    }
+  }
+  while (static_cast<int64_t>(r.tokens.size()) < T + 1) {
+    AppendCut(r.tokens, gap(), T + 1);
+    AppendCut(r.tokens, s, T + 1);
+  }
+  r.scored = ScoredAfterFirst(r.copy, r.span);
+  return r;
+}
+
+CopyRow MakeTextCopyRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
+                        CopyRole role, std::span<const int> other) {
+  CheckCopySpans(spans, T, "textcopy row");
+  STRETCH_CHECK(static_cast<int64_t>(window.size()) == T + 1, "window of {} tokens, not {}",
+                window.size(), T + 1);
+  CopyRow r;
+  r.span = UniformIn(rng, spans.min, spans.max);
+  r.source = UniformIn(rng, 1, T + 1 - 2 * r.span);
+  r.copy = r.source + UniformIn(rng, r.span, T + 1 - r.span - r.source);
+  r.tokens.assign(window.begin(), window.end());
+  const auto to = r.tokens.begin() + r.copy;
+  if (role == CopyRole::kCopy) {
+    std::copy(window.begin() + r.source, window.begin() + r.source + r.span, to);
+  } else {
+    STRETCH_CHECK(static_cast<int64_t>(other.size()) >= r.span, "control text of {} tokens, not {}",
+                  other.size(), r.span);
+    std::copy(other.begin(), other.begin() + r.span, to);
+  }
+  r.scored = ScoredAfterFirst(r.copy, r.span);
+  return r;
+}
+
+CopyProbe MakeCopyProbe(const CopyAlphabets& alphabets, const CopySpans& spans, int bos, int64_t T,
+                        int64_t n, const std::vector<std::vector<int>>& windows,
+                        const PasskeyPieces* passkey, uint64_t seed) {
+  CopyProbe p;
+  p.T = T;
+  Rng rng(seed);
+  const auto add = [](CopyProbeRows& rows, const CopyRow& r) {
+    rows.tokens.insert(rows.tokens.end(), r.tokens.begin(), r.tokens.end());
+    rows.scored.push_back(r.scored);
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    Rng again = rng;  // the control: the same draws, then its fresh string
+    add(p.gapped, MakeGappedRow(alphabets, spans, bos, T, rng));
+    add(p.gapped_control, MakeGappedRow(alphabets, spans, bos, T, again, CopyRole::kControl));
+    rng = again;
+  }
+  if (!windows.empty()) {
+    const auto window = [&](int64_t k) -> const std::vector<int>& {
+      return windows[static_cast<size_t>(k) % windows.size()];
+    };
+    for (int64_t i = 0; i < n; ++i) {
+      Rng again = rng;
+      // The control's pasted tokens come from the next window (another piece of text).
+      add(p.textcopy, MakeTextCopyRow(window(i), spans, T, rng));
+      add(p.textcopy_control,
+          MakeTextCopyRow(window(i), spans, T, again, CopyRole::kControl, window(i + 1)));
+    }
+    if (passkey != nullptr && T >= PasskeyMinCtx(*passkey)) {
+      const int64_t filler = PasskeyMaxFiller(*passkey, T);
+      for (int64_t i = 0; i < n; ++i) {
+        const std::vector<int>& w = window(i);
+        const double depth = (static_cast<double>(i) + 0.5) / static_cast<double>(n);
+        const PasskeyTrial t = MakePasskeyTrial(
+            *passkey, std::span<const int>(w).subspan(w.size() - static_cast<size_t>(filler)), bos,
+            T, depth, rng);
+        p.passkey.tokens.insert(p.passkey.tokens.end(), t.tokens.begin(), t.tokens.end());
+        p.passkey.scored.push_back(t.key_positions);
+      }
+    }
+  }
+  return p;
+}
+
+double Proportion::low() const {
+  if (n == 0) return 0.0;
+  // Wilson score interval, z = 1.96: unlike the normal approximation it stays inside [0, 1] and
+  // keeps its coverage at 0 or n hits, which a readout at chance or at perfection often shows.
+  const double z = 1.96, nn = static_cast<double>(n), p = value();
+  const double centre = (p + z * z / (2 * nn)) / (1 + z * z / nn);
+  const double half = z * std::sqrt(p * (1 - p) / nn + z * z / (4 * nn * nn)) / (1 + z * z / nn);
+  return std::max(0.0, centre - half);
+}
+
+double Proportion::high() const {
+  if (n == 0) return 0.0;
+  const double z = 1.96, nn = static_cast<double>(n), p = value();
+  const double centre = (p + z * z / (2 * nn)) / (1 + z * z / nn);
+  const double half = z * std::sqrt(p * (1 - p) / nn + z * z / (4 * nn * nn)) / (1 + z * z / nn);
+  return std::min(1.0, centre + half);
+}
+
+CopyReadout ReadCopy(const CopyProbe& probe, const TokenPredictor& predict) {
+  const int64_t T = probe.T;
+  // Per row: the scored targets it gets right, and whether it gets them all.
+  const auto read = [&](const CopyProbeRows& rows, Proportion& tokens, Proportion* whole) {
+    if (rows.rows() == 0) return;
+    const std::vector<int> pred = predict(rows.tokens, rows.rows());
+    STRETCH_CHECK(static_cast<int64_t>(pred.size()) == rows.rows() * T, "{} predictions, not {}",
+                  pred.size(), rows.rows() * T);
+    for (int64_t b = 0; b < rows.rows(); ++b) {
+      bool all = true;
+      for (const int64_t p : rows.scored[static_cast<size_t>(b)]) {
+        const bool hit = pred[static_cast<size_t>(b * T + p)] ==
+                         rows.tokens[static_cast<size_t>(b * (T + 1) + p + 1)];
+        tokens.hits += hit ? 1 : 0;
+        ++tokens.n;
+        all = all && hit;
+      }
+      if (whole != nullptr) {
+        whole->hits += all ? 1 : 0;
+        ++whole->n;
+      }
+    }
+  };
+  CopyReadout r;
+  read(probe.gapped, r.copy, nullptr);
+  read(probe.gapped_control, r.copy_control, nullptr);
+  read(probe.textcopy, r.textcopy, nullptr);
+  read(probe.textcopy_control, r.textcopy_control, nullptr);
+  read(probe.passkey, r.passkey_digits, &r.passkey_keys);
+  return r;
+}
+
+}  // namespace stretch

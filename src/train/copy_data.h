@@ -1,0 +1,192 @@
+// Synthetic copy documents for training small models that retrieve, and the copy readout that
+// measures whether they do. Small models trained on prose alone never learn to copy (issue 41:
+// induction heads emerge from natural text only after billions of tokens); rows that can only be
+// predicted by copying teach it in a few million tokens.
+//
+// Every row is T + 1 tokens (T fed positions, the last target), like a training window. Random
+// strings are drawn from two alphabets whose characters are each encoded alone through the run's
+// tokenizer (as passkey digits are, src/io/passkey.cc), so lengths below are in tokens: with the
+// bytes tokenizer one token per character, with SentencePiece a character's tokens concatenated
+// (a string or gap is cut to its exact token length, so it may end inside a character's tokens).
+//
+//   periodic   BOS S S S ...                  S: s random string tokens, repeated until the row is
+//                                             full (the last repeat cut at the row's end); S's
+//                                             characters are distinct while the alphabet lasts
+//                                             (26 letters), so that one token finds its place in
+//                                             the previous repeat: the easiest copying, which a
+//                                             small model learns first (the gapped rows' strings,
+//                                             drawn with replacement, then need longer matches)
+//   gapped     BOS S G1 S G2 S ...            G_i: g_i random gap tokens; the gap alphabet has no
+//                                             token with the string alphabet, so a gap never holds
+//                                             any part of the answer. g_1 uniform in [0, T - 2s],
+//                                             so the second S lies wholly inside the row and the
+//                                             copy distance s + g_1 spans [s, T - s]; later gaps
+//                                             drawn the same way, the last repeat cut at the end
+//   textcopy   a window W of training text    with W[a + d, a + d + s) := W[a, a + s): a span of
+//                                             the text pasted again d tokens later (overwriting
+//                                             the text there); a uniform in [1, T + 1 - 2s], d
+//                                             uniform in [s, T + 1 - s - a], so the paste ends
+//                                             inside the row and never overlaps its source
+//   passkey    src/io/passkey.h, unchanged
+//
+// s is uniform in [span_min, span_max] (CopySpans; by default T/16 .. 5T/16, the issue's 8..40 at
+// T = 128). The first token of a copy is unpredictable (where a gap ends is random), so a readout
+// scores a copy's tokens after its first: s - 1 targets per row.
+//
+// Controls (the readout's; never trained on). A control row has the layout of its copy row, drawn
+// from the same Rng state, with the copy replaced by tokens that cannot be copied:
+//   gapped control     the second S replaced by a fresh string S' of the same length from the
+//                      string alphabet, redrawn until it shares no span of kControlSpan tokens with
+//                      anything before it (so nothing before it can be copied to predict it);
+//   textcopy control   the pasted span replaced by the same number of tokens of another window of
+//                      text (prose repeats words, so this measures what language alone predicts).
+//
+// Mix. Each training row is, by one UniformDouble() per row, passkey, periodic, gapped or
+// textcopy (cumulative shares in that order), else a window of text; a window is drawn for every
+// row first (as passkey rows always did), so a run with passkey rows alone draws exactly what it
+// drew before the other kinds existed.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/core/rng.h"
+#include "src/io/passkey.h"
+
+namespace stretch {
+
+// The alphabets' default characters: lowercase letters for strings, uppercase letters and a few
+// marks for gaps (disjoint, so a gap never spells part of a string).
+inline constexpr std::string_view kCopyStringChars = "abcdefghijklmnopqrstuvwxyz";
+inline constexpr std::string_view kCopyGapChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZ.,;:-";
+
+// A control's fresh string shares no span this long with the row before it.
+inline constexpr int64_t kControlSpan = 4;
+
+// Each character's tokens, encoded alone.
+struct CopyAlphabets {
+  std::vector<std::vector<int>> string, gap;
+};
+
+// Encodes both alphabets. Throws stretch::Error for an alphabet of fewer than 2 characters, a
+// character that encodes to no token, or a token that both alphabets use (naming the characters).
+CopyAlphabets EncodeCopyAlphabets(const TextEncoder& encode,
+                                  std::string_view string_chars = kCopyStringChars,
+                                  std::string_view gap_chars = kCopyGapChars);
+
+// The range of string lengths s, in tokens.
+struct CopySpans {
+  int64_t min = 0;
+  int64_t max = 0;
+};
+
+// The default spans for rows of T + 1 tokens: T/16 .. 5T/16, at least 2 (8..40 at T = 128).
+CopySpans DefaultCopySpans(int64_t T);
+
+// Throws stretch::Error unless 2 <= min <= max and 2 max <= T - 1 (a gapped row holds two copies
+// and BOS), naming `what` (the option that set them).
+void CheckCopySpans(const CopySpans& spans, int64_t T, const std::string& what);
+
+// The kinds of training rows, and a row's share of each.
+enum class RowKind { kText, kPasskey, kPeriodic, kGapped, kTextCopy };
+std::string_view RowKindName(RowKind kind);
+
+struct CopyMix {
+  double passkey = 0.0;
+  double periodic = 0.0;
+  double gapped = 0.0;
+  double textcopy = 0.0;
+  double text() const { return 1.0 - passkey - periodic - gapped - textcopy; }
+  bool HasCopy() const { return periodic > 0.0 || gapped > 0.0 || textcopy > 0.0; }
+  bool operator==(const CopyMix&) const = default;
+};
+
+// Parses "text=0.5,textcopy=0.3,gapped=0.1,passkey=0.1": names from text, passkey, periodic,
+// gapped, textcopy, each at most once, shares in [0, 1]; text is what the others leave (given,
+// the shares must add up to 1 within 1e-9). Throws stretch::Error naming `what`, the entry and
+// what was expected.
+CopyMix ParseCopyMix(std::string_view text, const std::string& what);
+// The copy kinds' shares as ParseCopyMix reads them, "periodic=0.2,gapped=0.1" (passkey and text
+// left out: a run stores its passkey share on its own); "" when none.
+std::string CopyMixText(const CopyMix& mix);
+
+// The kind of the row whose draw is u in [0, 1): passkey, periodic, gapped, textcopy by
+// cumulative share, else text.
+RowKind RowKindOf(const CopyMix& mix, double u);
+
+// One generated row and where its copy is.
+struct CopyRow {
+  std::vector<int> tokens;      // (T + 1)
+  int64_t source = 0;           // index in tokens of the copied span's first token
+  int64_t copy = 0;             // index in tokens of the copy's (or the control's) first token
+  int64_t span = 0;             // s
+  std::vector<int64_t> scored;  // positions p whose target tokens[p + 1] a readout scores:
+                                // the copy's tokens after its first, ascending
+};
+
+enum class CopyRole { kCopy, kControl };
+
+// Periodic row (layout at the top): draws s, then the string.
+CopyRow MakePeriodicRow(const CopyAlphabets& alphabets, const CopySpans& spans, int bos, int64_t T,
+                        Rng& rng);
+// Gapped row: draws s, S, g_1, G1, then (kControl) S' until it shares no kControlSpan-token span
+// with the row before it, then the later gaps and repeats. The same Rng state gives a copy and a
+// control with the same s, S, g_1 and G1. Throws stretch::Error if no fresh string is found in
+// 10000 draws (an alphabet whose characters share tokens among themselves).
+CopyRow MakeGappedRow(const CopyAlphabets& alphabets, const CopySpans& spans, int bos, int64_t T,
+                      Rng& rng, CopyRole role = CopyRole::kCopy);
+// Textcopy row from `window` (T + 1 tokens): draws s, a, d. kControl pastes the first s tokens of
+// `other` (another window, at least s tokens) instead of the source span.
+CopyRow MakeTextCopyRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
+                        CopyRole role = CopyRole::kCopy, std::span<const int> other = {});
+
+// The readout's fixed held-out rows: n rows of each kind, drawn from their own Rng (never the
+// training stream) and text windows of held-out documents, built once per run.
+struct CopyProbeRows {
+  std::vector<int> tokens;                   // (n, T + 1)
+  std::vector<std::vector<int64_t>> scored;  // (n) positions scored in each row
+  int64_t rows() const { return static_cast<int64_t>(scored.size()); }
+};
+struct CopyProbe {
+  int64_t T = 0;
+  CopyProbeRows gapped, gapped_control, textcopy, textcopy_control, passkey;
+};
+
+// Builds the probe: n gapped rows and their controls, n textcopy rows and their controls from
+// `windows` (held-out text windows of T + 1 tokens; none: no textcopy rows), n passkey trials at
+// depths (i + 0.5) / n (when `passkey` is given and fits T; filler from the windows). Draws from
+// Rng(seed) alone.
+CopyProbe MakeCopyProbe(const CopyAlphabets& alphabets, const CopySpans& spans, int bos, int64_t T,
+                        int64_t n, const std::vector<std::vector<int>>& windows,
+                        const PasskeyPieces* passkey, uint64_t seed);
+
+// Next-token predictions of B rows of T + 1 tokens: (B, T) ids, entry (b, p) the prediction for
+// tokens[b (T + 1) + p + 1] (a model's argmax; Trainer::Predict).
+using TokenPredictor = std::function<std::vector<int>(const std::vector<int>& tokens, int64_t B)>;
+
+// A share of hits with its count, and its 95% Wilson interval.
+struct Proportion {
+  int64_t hits = 0;
+  int64_t n = 0;
+  double value() const { return n > 0 ? static_cast<double>(hits) / static_cast<double>(n) : 0; }
+  double low() const;
+  double high() const;
+};
+
+struct CopyReadout {
+  Proportion copy, copy_control;          // gapped rows' scored tokens; their controls'
+  Proportion textcopy, textcopy_control;  // textcopy rows'; their controls'
+  Proportion passkey_digits;              // the answers' key tokens
+  Proportion passkey_keys;                // whole keys read back exactly
+};
+
+// Predicts every probe row with `predict` and counts the scored targets it gets right. Kinds
+// without rows count nothing (n = 0).
+CopyReadout ReadCopy(const CopyProbe& probe, const TokenPredictor& predict);
+
+}  // namespace stretch

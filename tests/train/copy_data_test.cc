@@ -1,0 +1,457 @@
+// The copy documents and the copy readout of src/train/copy_data.h: each generator's layout (the
+// copy equals its source; a control shares no span of kControlSpan tokens with what precedes it),
+// disjoint alphabets, determinism from a seed, the mix's proportions in SampleTrainingBatch, and
+// the readout against oracles whose scores are known.
+#include "src/train/copy_data.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/core/rng.h"
+#include "src/io/training_tokenizer.h"
+#include "src/train/run.h"
+#include "tests/testing/files.h"
+
+namespace stretch {
+namespace {
+
+constexpr int64_t kT = 128;
+
+TextEncoder BytesEncoder() {
+  return [](std::string_view text) { return TrainingTokenizer::Bytes().Encode(text); };
+}
+
+int Bos() { return TrainingTokenizer::Bytes().bos_id(); }
+
+std::set<int> TokensOf(const std::vector<std::vector<int>>& alphabet) {
+  std::set<int> out;
+  for (const std::vector<int>& c : alphabet) out.insert(c.begin(), c.end());
+  return out;
+}
+
+// Whether some span of k tokens of `fresh` occurs anywhere in `before` (a plain search: the
+// generator's own check must not be what the test trusts).
+bool SharesSpanOf(const std::vector<int>& before, const std::vector<int>& fresh, size_t k) {
+  for (size_t i = 0; i + k <= fresh.size(); ++i) {
+    if (std::search(before.begin(), before.end(), fresh.begin() + static_cast<std::ptrdiff_t>(i),
+                    fresh.begin() + static_cast<std::ptrdiff_t>(i + k)) != before.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<int64_t> AfterFirst(int64_t copy, int64_t span) {
+  std::vector<int64_t> p;
+  for (int64_t k = 0; k + 1 < span; ++k) p.push_back(copy + k);
+  return p;
+}
+
+TEST(CopyAlphabets, BytesAlphabetsAreDisjointOneTokenPerCharacter) {
+  const CopyAlphabets a = EncodeCopyAlphabets(BytesEncoder());
+  ASSERT_EQ(a.string.size(), kCopyStringChars.size());
+  ASSERT_EQ(a.gap.size(), kCopyGapChars.size());
+  for (const std::vector<int>& c : a.string) EXPECT_EQ(c.size(), 1u);
+  const std::set<int> s = TokensOf(a.string), g = TokensOf(a.gap);
+  EXPECT_EQ(s.size(), a.string.size());
+  for (const int t : g) EXPECT_FALSE(s.contains(t)) << t;
+}
+
+TEST(CopyAlphabets, RefusesEmptyCharactersAndSharedTokens) {
+  const TextEncoder drops_q = [](std::string_view text) {
+    return text == "q" ? std::vector<int>{} : TrainingTokenizer::Bytes().Encode(text);
+  };
+  EXPECT_NE(testing::ErrorOf([&] {
+              EncodeCopyAlphabets(drops_q);
+            }).find("the string alphabet's character 'q' encodes to no token"),
+            std::string::npos);
+  EXPECT_NE(testing::ErrorOf([&] {
+              EncodeCopyAlphabets(BytesEncoder(), "abc", "XcY");
+            }).find("the string character 'c' and the gap character 'c' share token"),
+            std::string::npos);
+  EXPECT_NE(testing::ErrorOf([&] {
+              EncodeCopyAlphabets(BytesEncoder(), "a", "XY");
+            }).find("has 1 characters, expected at least 2"),
+            std::string::npos);
+}
+
+TEST(CopySpansTest, DefaultsScaleWithTheLengthAndBadSpansAreRefused) {
+  EXPECT_EQ(DefaultCopySpans(128).min, 8);
+  EXPECT_EQ(DefaultCopySpans(128).max, 40);
+  EXPECT_EQ(DefaultCopySpans(512).max, 160);
+  EXPECT_EQ(DefaultCopySpans(16).min, 2);
+  CheckCopySpans({8, 63}, 128, "x");
+  EXPECT_NE(testing::ErrorOf([] {
+              CheckCopySpans({8, 64}, 128, "--copy-span-max 64");
+            }).find("--copy-span-max 64: string lengths 8..64 at sequence length 128"),
+            std::string::npos);
+  EXPECT_FALSE(testing::ErrorOf([] { CheckCopySpans({1, 4}, 128, "x"); }).empty());
+  EXPECT_FALSE(testing::ErrorOf([] { CheckCopySpans({9, 8}, 128, "x"); }).empty());
+}
+
+TEST(CopyRows, PeriodicRowRepeatsOneStringToTheEnd) {
+  const CopyAlphabets a = EncodeCopyAlphabets(BytesEncoder());
+  const std::set<int> letters = TokensOf(a.string);
+  Rng rng(1);
+  std::set<int64_t> spans;
+  for (int i = 0; i < 200; ++i) {
+    const CopyRow r = MakePeriodicRow(a, DefaultCopySpans(kT), Bos(), kT, rng);
+    ASSERT_EQ(r.tokens.size(), static_cast<size_t>(kT + 1));
+    EXPECT_EQ(r.tokens[0], Bos());
+    ASSERT_GE(r.span, 8);
+    ASSERT_LE(r.span, 40);
+    spans.insert(r.span);
+    for (int64_t t = 1; t <= kT; ++t) {
+      EXPECT_TRUE(letters.contains(r.tokens[static_cast<size_t>(t)]));
+      if (t > r.span) {
+        EXPECT_EQ(r.tokens[static_cast<size_t>(t)], r.tokens[static_cast<size_t>(t - r.span)]);
+      }
+    }
+    EXPECT_EQ(r.copy, 1 + r.span);
+    EXPECT_EQ(r.scored, AfterFirst(r.copy, r.span));
+    // Distinct characters while the 26 letters last.
+    const size_t distinct = static_cast<size_t>(std::min<int64_t>(r.span, 26));
+    EXPECT_EQ(std::set<int>(r.tokens.begin() + 1,
+                            r.tokens.begin() + 1 + static_cast<std::ptrdiff_t>(distinct))
+                  .size(),
+              distinct);
+  }
+  EXPECT_EQ(spans.size(), 33u);  // every length 8..40 in 200 draws (each misses with p < 1e-3)
+}
+
+// The copy equals its source, the gap holds only gap tokens, the copy lies wholly inside the row,
+// and the distances reach both ends of their range. The control has the same layout up to the
+// copy, and its span shares no 4 tokens with anything before it.
+TEST(CopyRows, GappedRowCopiesOverAGapAndItsControlLeaksNothing) {
+  const CopyAlphabets a = EncodeCopyAlphabets(BytesEncoder());
+  const std::set<int> letters = TokensOf(a.string), gaps = TokensOf(a.gap);
+  Rng rng(2);
+  int64_t shortest = kT, longest = 0;
+  for (int i = 0; i < 2000; ++i) {
+    Rng again = rng;
+    const CopyRow r = MakeGappedRow(a, DefaultCopySpans(kT), Bos(), kT, rng);
+    const CopyRow c = MakeGappedRow(a, DefaultCopySpans(kT), Bos(), kT, again, CopyRole::kControl);
+    ASSERT_EQ(r.tokens.size(), static_cast<size_t>(kT + 1));
+    ASSERT_EQ(c.tokens.size(), static_cast<size_t>(kT + 1));
+    EXPECT_EQ(r.tokens[0], Bos());
+    EXPECT_EQ(r.source, 1);
+    ASSERT_LE(r.copy + r.span, kT + 1);
+    const auto src = r.tokens.begin() + 1;
+    EXPECT_TRUE(std::equal(src, src + r.span, r.tokens.begin() + r.copy));
+    for (int64_t t = 1; t < 1 + r.span; ++t)
+      EXPECT_TRUE(letters.contains(r.tokens[static_cast<size_t>(t)]));
+    for (int64_t t = 1 + r.span; t < r.copy; ++t)
+      EXPECT_TRUE(gaps.contains(r.tokens[static_cast<size_t>(t)]));
+    EXPECT_EQ(r.scored, AfterFirst(r.copy, r.span));
+    shortest = std::min(shortest, r.copy - r.source);
+    longest = std::max(longest, r.copy - r.source);
+
+    EXPECT_EQ(c.span, r.span);
+    EXPECT_EQ(c.copy, r.copy);
+    EXPECT_EQ(c.scored, r.scored);
+    EXPECT_TRUE(std::equal(r.tokens.begin(), r.tokens.begin() + r.copy, c.tokens.begin()));
+    const std::vector<int> before(c.tokens.begin(), c.tokens.begin() + c.copy);
+    const std::vector<int> fresh(c.tokens.begin() + c.copy, c.tokens.begin() + c.copy + c.span);
+    for (const int t : fresh) EXPECT_TRUE(letters.contains(t));
+    EXPECT_FALSE(SharesSpanOf(before, fresh, kControlSpan)) << "row " << i;
+  }
+  // Distances span [8, 120] (s + g with g in [0, T - 2s]).
+  EXPECT_LE(shortest, 12);
+  EXPECT_GE(longest, 110);
+}
+
+TEST(CopyRows, TextCopyPastesASpanOfTheWindowLaterInIt) {
+  Rng text_rng(3);
+  std::vector<int> window(kT + 1), other(kT + 1);
+  for (int& t : window) t = 'a' + static_cast<int>(text_rng.NextU64() % 26);
+  for (int& t : other) t = 'A' + static_cast<int>(text_rng.NextU64() % 26);
+  Rng rng(4);
+  int64_t shortest = kT, longest = 0;
+  for (int i = 0; i < 2000; ++i) {
+    Rng again = rng;
+    const CopyRow r = MakeTextCopyRow(window, DefaultCopySpans(kT), kT, rng);
+    const CopyRow c =
+        MakeTextCopyRow(window, DefaultCopySpans(kT), kT, again, CopyRole::kControl, other);
+    ASSERT_EQ(r.tokens.size(), static_cast<size_t>(kT + 1));
+    ASSERT_GE(r.source, 1);
+    ASSERT_GE(r.copy, r.source + r.span);  // no overlap with its source
+    ASSERT_LE(r.copy + r.span, kT + 1);    // wholly inside the row
+    for (int64_t t = 0; t <= kT; ++t) {
+      const bool pasted = t >= r.copy && t < r.copy + r.span;
+      EXPECT_EQ(r.tokens[static_cast<size_t>(t)],
+                window[static_cast<size_t>(pasted ? r.source + t - r.copy : t)]);
+      EXPECT_EQ(c.tokens[static_cast<size_t>(t)],
+                pasted ? other[static_cast<size_t>(t - r.copy)] : window[static_cast<size_t>(t)]);
+    }
+    EXPECT_EQ(c.scored, r.scored);
+    EXPECT_EQ(r.scored, AfterFirst(r.copy, r.span));
+    shortest = std::min(shortest, r.copy - r.source);
+    longest = std::max(longest, r.copy - r.source);
+  }
+  EXPECT_LE(shortest, 12);
+  EXPECT_GE(longest, 110);
+}
+
+TEST(CopyRows, TheSameSeedGivesTheSameRowsAndAnotherSeedOthers) {
+  const CopyAlphabets a = EncodeCopyAlphabets(BytesEncoder());
+  const auto rows = [&](uint64_t seed) {
+    Rng rng(seed);
+    std::vector<int> all;
+    for (int i = 0; i < 20; ++i) {
+      const CopyRow p = MakePeriodicRow(a, DefaultCopySpans(kT), Bos(), kT, rng);
+      const CopyRow g = MakeGappedRow(a, DefaultCopySpans(kT), Bos(), kT, rng, CopyRole::kControl);
+      all.insert(all.end(), p.tokens.begin(), p.tokens.end());
+      all.insert(all.end(), g.tokens.begin(), g.tokens.end());
+    }
+    return all;
+  };
+  EXPECT_EQ(rows(7), rows(7));
+  EXPECT_NE(rows(7), rows(8));
+}
+
+TEST(CopyMixTest, ParsesSharesAndRefusesBadOnesNamingTheFlag) {
+  const CopyMix m = ParseCopyMix("text=0.5,textcopy=0.3,gapped=0.1,passkey=0.1", "--mix");
+  EXPECT_DOUBLE_EQ(m.textcopy, 0.3);
+  EXPECT_DOUBLE_EQ(m.gapped, 0.1);
+  EXPECT_DOUBLE_EQ(m.passkey, 0.1);
+  EXPECT_DOUBLE_EQ(m.periodic, 0.0);
+  EXPECT_NEAR(m.text(), 0.5, 1e-12);
+  EXPECT_EQ(CopyMixText(m), "gapped=0.1,textcopy=0.3");
+  EXPECT_EQ(ParseCopyMix(CopyMixText(m), "x").gapped, m.gapped);
+  EXPECT_EQ(ParseCopyMix("periodic=1", "--mix").periodic, 1.0);
+  EXPECT_FALSE(ParseCopyMix("", "--mix").HasCopy());
+  const auto error = [](const char* text) {
+    return testing::ErrorOf([&] { ParseCopyMix(text, "--mix"); });
+  };
+  EXPECT_EQ(error("gapped=1.5"),
+            "--mix gapped=1.5: entry \"gapped=1.5\": the share \"1.5\": expected a number in "
+            "[0, 1]");
+  EXPECT_NE(error("copy=0.1")
+                .find("unknown kind \"copy\": expected text, passkey, periodic, "
+                      "gapped or textcopy"),
+            std::string::npos);
+  EXPECT_NE(error("gapped=0.6,textcopy=0.6").find("the shares add up to 1.2, expected at most 1"),
+            std::string::npos);
+  EXPECT_NE(error("text=0.5,gapped=0.1").find("the shares add up to 0.6, expected 1"),
+            std::string::npos);
+  EXPECT_NE(error("gapped=0.1,gapped=0.2").find("gapped given twice"), std::string::npos);
+  EXPECT_NE(error("gapped").find("expected NAME=SHARE"), std::string::npos);
+  EXPECT_NE(error("gapped=0.1,").find("expected NAME=SHARE"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The mix in the training batches
+
+class CopyBatches : public ::testing::Test {
+ protected:
+  static constexpr int64_t kRowT = 64;  // passkey documents fit (61 with bytes)
+  void SetUp() override {
+    const TrainingTokenizer bytes = TrainingTokenizer::Bytes();
+    // Ten documents of random lowercase letters and spaces: a window of them is found in its
+    // document, a row that was changed (textcopy) almost surely nowhere.
+    Rng rng(9);
+    for (int d = 0; d < 10; ++d) {
+      std::string text;
+      for (int c = 0; c < 400; ++c) {
+        const uint64_t r = rng.NextU64() % 27;
+        text += r == 26 ? ' ' : static_cast<char>('a' + r);
+      }
+      docs_.Add(bytes.bos_id(), bytes.Encode(text));
+    }
+    SplitOptions s;
+    s.valid_documents = 2;
+    split_ = SplitDocuments(docs_, s);
+    sampler_ = std::make_unique<WindowSampler>(split_.train, kRowT);
+    data_ = TrainingData{&split_, sampler_.get(), {}};
+    data_.passkey = EncodePasskeyPieces(BytesEncoder());
+    data_.bos = bytes.bos_id();
+    data_.alphabets = EncodeCopyAlphabets(BytesEncoder());
+    data_.spans = DefaultCopySpans(kRowT);
+    question_ = bytes.Encode(" What is the key? The key is ");
+  }
+  RowKind KindOf(const std::vector<int>& row) const {
+    if (std::equal(question_.begin(), question_.end(), row.end() - 5 - 29))
+      return RowKind::kPasskey;
+    const std::set<int> gaps = TokensOf(data_.alphabets.gap);
+    if (std::any_of(row.begin(), row.end(), [&](int t) { return gaps.contains(t); })) {
+      return RowKind::kGapped;
+    }
+    const std::span<const int32_t> all = split_.train.tokens();
+    if (std::search(all.begin(), all.end(), row.begin(), row.end()) != all.end()) {
+      return RowKind::kText;
+    }
+    if (row[0] == data_.bos) return RowKind::kPeriodic;
+    return RowKind::kTextCopy;
+  }
+  TokenDocuments docs_;
+  DataSplit split_;
+  std::unique_ptr<WindowSampler> sampler_;
+  TrainingData data_;
+  std::vector<int> question_;
+};
+
+// 4000 rows with shares 0.1 / 0.2 / 0.2 / 0.2 / 0.3: each count is binomial, standard deviation
+// sqrt(4000 p (1 - p)) <= 29; a bound of 5 deviations (+-145) fails with probability below 1e-6
+// for a seed drawn at random (the seed is fixed, so the test is deterministic). A periodic row is
+// one that starts with BOS and is found in no document; a gapped row whose every gap is empty
+// would count as periodic (probability below 1 / 25^2 per row at T = 64: negligible here).
+TEST_F(CopyBatches, TheMixsProportionsHoldWithinABinomialTolerance) {
+  data_.passkey_share = 0.1;
+  data_.copy_mix = CopyMix{0.0, 0.2, 0.2, 0.2};
+  Rng rng(11);
+  std::vector<int> tokens;
+  std::map<RowKind, int64_t> count;
+  for (int batch = 0; batch < 500; ++batch) {
+    SampleTrainingBatch(data_, rng, 8, tokens);
+    ASSERT_EQ(tokens.size(), static_cast<size_t>(8 * (kRowT + 1)));
+    for (int64_t s = 0; s < 8; ++s) {
+      const std::vector<int> row(tokens.begin() + s * (kRowT + 1),
+                                 tokens.begin() + (s + 1) * (kRowT + 1));
+      ++count[KindOf(row)];
+    }
+  }
+  EXPECT_NEAR(count[RowKind::kPasskey], 400, 145);
+  EXPECT_NEAR(count[RowKind::kPeriodic], 800, 145);
+  EXPECT_NEAR(count[RowKind::kGapped], 800, 145);
+  EXPECT_NEAR(count[RowKind::kTextCopy], 800, 145);
+  EXPECT_NEAR(count[RowKind::kText], 1200, 145);
+
+  // The same Rng state, the same batches.
+  Rng x(5), y(5);
+  std::vector<int> tx, ty;
+  for (int batch = 0; batch < 10; ++batch) {
+    SampleTrainingBatch(data_, x, 8, tx);
+    SampleTrainingBatch(data_, y, 8, ty);
+    EXPECT_EQ(tx, ty);
+  }
+}
+
+TEST(CopyMixTest, RowKindOfFollowsTheCumulativeShares) {
+  const CopyMix m{0.1, 0.2, 0.3, 0.15};
+  EXPECT_EQ(RowKindOf(m, 0.0), RowKind::kPasskey);
+  EXPECT_EQ(RowKindOf(m, 0.099), RowKind::kPasskey);
+  EXPECT_EQ(RowKindOf(m, 0.1), RowKind::kPeriodic);
+  EXPECT_EQ(RowKindOf(m, 0.35), RowKind::kGapped);
+  EXPECT_EQ(RowKindOf(m, 0.65), RowKind::kTextCopy);
+  EXPECT_EQ(RowKindOf(m, 0.8), RowKind::kText);
+  EXPECT_EQ(RowKindOf(CopyMix{}, 0.0), RowKind::kText);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The readout
+
+// An induction oracle: at each position, the token that followed the longest earlier occurrence
+// of the text ending there (0 when none). It copies whatever can be copied and nothing else.
+std::vector<int> InductionOracle(const std::vector<int>& tokens, int64_t B, int64_t T) {
+  std::vector<int> out(static_cast<size_t>(B * T), 0);
+  for (int64_t b = 0; b < B; ++b) {
+    const int* row = tokens.data() + b * (T + 1);
+    for (int64_t p = 0; p < T; ++p) {
+      int64_t best = 0;
+      for (int64_t q = 0; q < p; ++q) {
+        int64_t len = 0;
+        while (len <= q && row[q - len] == row[p - len]) ++len;
+        if (len > best) {
+          best = len;
+          out[static_cast<size_t>(b * T + p)] = row[q + 1];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+class CopyReadoutTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // Held-out "text": random lowercase letters and spaces, so that nothing but a pasted span
+    // repeats (a textcopy control is unpredictable to a copier) and the probe's passkey needle
+    // (" The key is ") occurs nowhere in the filler.
+    Rng rng(5);
+    for (int w = 0; w < 8; ++w) {
+      std::vector<int> t(kT + 1);
+      for (int& c : t) {
+        const uint64_t r = rng.NextU64() % 27;
+        c = r == 26 ? ' ' : static_cast<int>('a' + r);
+      }
+      windows_.push_back(t);
+    }
+    pieces_ = EncodePasskeyPieces(BytesEncoder());
+    probe_ = MakeCopyProbe(EncodeCopyAlphabets(BytesEncoder()), DefaultCopySpans(kT), Bos(), kT, 32,
+                           windows_, &pieces_, 99);
+  }
+  std::vector<std::vector<int>> windows_;
+  PasskeyPieces pieces_;
+  CopyProbe probe_;
+};
+
+TEST_F(CopyReadoutTest, AnInductionOracleCopiesAndItsControlsGetNothing) {
+  ASSERT_EQ(probe_.gapped.rows(), 32);
+  ASSERT_EQ(probe_.textcopy.rows(), 32);
+  ASSERT_EQ(probe_.passkey.rows(), 32);
+  const CopyReadout r = ReadCopy(probe_, [](const std::vector<int>& tokens, int64_t B) {
+    return InductionOracle(tokens, B, kT);
+  });
+  EXPECT_GE(r.copy.n, 32 * 7);  // at least s - 1 = 7 tokens a row
+  EXPECT_GT(r.copy.value(), 0.95);
+  // Nothing before a control's span holds any 4 of its tokens, so a copier can hit only where its
+  // longest match is shorter than that and lands by chance.
+  EXPECT_LT(r.copy_control.value(), 0.1);
+  EXPECT_GT(r.textcopy.value(), 0.9);
+  EXPECT_GT(r.textcopy.value(), r.textcopy_control.value() + 0.3);
+  EXPECT_EQ(r.passkey_keys.n, 32);
+  EXPECT_EQ(r.passkey_keys.hits, 32);
+  EXPECT_EQ(r.passkey_digits.hits, 32 * 5);
+}
+
+// A predictor that knows every answer scores 1 everywhere, one that knows none 0: the readout
+// reads the predictions at exactly the positions it says it scores.
+TEST_F(CopyReadoutTest, TruthScoresOneAndNothingScoresZero) {
+  const auto truth = [](const std::vector<int>& tokens, int64_t B) {
+    std::vector<int> out;
+    for (int64_t b = 0; b < B; ++b) {
+      out.insert(out.end(), tokens.begin() + b * (kT + 1) + 1, tokens.begin() + (b + 1) * (kT + 1));
+    }
+    return out;
+  };
+  const CopyReadout r = ReadCopy(probe_, truth);
+  for (const Proportion& p :
+       {r.copy, r.copy_control, r.textcopy, r.textcopy_control, r.passkey_digits, r.passkey_keys}) {
+    EXPECT_GT(p.n, 0);
+    EXPECT_EQ(p.hits, p.n);
+  }
+  const CopyReadout z = ReadCopy(probe_, [](const std::vector<int>&, int64_t B) {
+    return std::vector<int>(static_cast<size_t>(B * kT), -1);
+  });
+  for (const Proportion& p : {z.copy, z.copy_control, z.textcopy, z.textcopy_control}) {
+    EXPECT_EQ(p.hits, 0);
+  }
+  // The probe's rows are its own stream's: the same seed, the same rows.
+  const CopyProbe again = MakeCopyProbe(EncodeCopyAlphabets(BytesEncoder()), DefaultCopySpans(kT),
+                                        Bos(), kT, 32, windows_, &pieces_, 99);
+  EXPECT_EQ(again.gapped.tokens, probe_.gapped.tokens);
+  EXPECT_EQ(again.textcopy_control.tokens, probe_.textcopy_control.tokens);
+  EXPECT_EQ(again.passkey.tokens, probe_.passkey.tokens);
+}
+
+// Wilson's 95% interval (z = 1.96), against values computed by hand from its formula.
+TEST(ProportionTest, WilsonIntervalCoversKnownProportions) {
+  const Proportion half{50, 100};
+  EXPECT_NEAR(half.low(), 0.4038, 1e-4);
+  EXPECT_NEAR(half.high(), 0.5962, 1e-4);
+  const Proportion none{0, 10};
+  EXPECT_EQ(none.low(), 0.0);
+  EXPECT_NEAR(none.high(), 0.2775, 1e-4);
+  const Proportion all{10, 10};
+  EXPECT_NEAR(all.low(), 0.7225, 1e-4);
+  EXPECT_EQ(all.high(), 1.0);
+}
+
+}  // namespace
+}  // namespace stretch
