@@ -333,7 +333,10 @@ std::vector<std::string> SeparateModels(std::vector<LabRecord>& records) {
   std::vector<std::string> notes;
   std::unordered_set<std::string> taken;
   for (const auto& [key, models] : labels) taken.insert(key.first + "\n" + key.second);
-  for (auto& [key, models] : labels) {
+  for (auto& label : labels) {
+    // Named, not a structured binding: clang 14 cannot capture those in the lambdas below.
+    const std::pair<std::string, std::string>& key = label.first;
+    std::vector<Model>& models = label.second;
     if (models.size() < 2) continue;
     auto distinct = [&](auto field) {
       std::unordered_set<std::string> seen;

@@ -137,7 +137,10 @@ std::vector<Plot> RepeatPlots(const std::vector<LabRecord>& records, bool corpor
     }
   }
   for (const int64_t ctx : contexts) {
-    for (const auto& [corpus, model] : Models(records)) {
+    for (const auto& corpus_model : Models(records)) {
+      // Named, not a structured binding: clang 14 cannot capture those in a lambda.
+      const std::string& corpus = corpus_model.first;
+      const std::string& model = corpus_model.second;
       auto at = [&](const LabRecord& r) {
         return r.corpus == corpus && r.model == model && r.ctx == ctx && r.tail == 0 &&
                r.stride == 0;
@@ -221,7 +224,9 @@ std::vector<Plot> RepeatPlots(const std::vector<LabRecord>& records, bool corpor
 // drawn at the longest.
 std::vector<Plot> FarCopyPlots(const std::vector<LabRecord>& records, bool corpora) {
   std::vector<Plot> plots;
-  for (const auto& [corpus, model] : Models(records)) {
+  for (const auto& corpus_model : Models(records)) {
+    const std::string& corpus = corpus_model.first;  // not a binding: captured below (clang 14)
+    const std::string& model = corpus_model.second;
     for (const std::string material : {"text", "random"}) {
       auto keep = [&](const LabRecord& r) {
         return r.protocol == "far-copy" && r.corpus == corpus && r.model == model &&
