@@ -806,7 +806,9 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
       models.push_back({r.corpus, r.model});
     }
   }
-  for (const auto& [corpus, model] : models) {
+  for (const auto& corpus_model : models) {
+    const std::string& corpus = corpus_model.first;  // not a binding: captured below (clang 14)
+    const std::string& model = corpus_model.second;
     std::vector<size_t> rows;
     for (size_t i = 0; i < s.rows.size(); ++i) {
       if (s.rows[i].corpus == corpus && s.rows[i].model == model) rows.push_back(i);
