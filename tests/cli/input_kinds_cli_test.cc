@@ -58,7 +58,7 @@ class InputKindsCli : public testing::TempDirTest {
         {"score --tokenizer", ScoreWith(model_, bad, text_)},
         {"tune --data", "tune --model " + Q(model_) + " --tokenizer " + Q(tok_) + " --data " +
                             Q(bad) + " --ctx 128"},
-        {"lab --corpus", "lab --quick --corpus " + Q(bad) + " --out " + Q(out)},
+        {"lab --data", "lab --quick --data " + Q(bad) + " --out " + Q(out)},
         {"train --data", "train --data " + Q(bad) + " --out " + Q(out) + " --steps 2"},
         {"train --config",
          "train --config " + Q(bad) + " --data " + Q(text_) + " --out " + Q(out) + " --steps 2"},
@@ -98,8 +98,8 @@ TEST_F(InputKindsCli, FlagsNameTheirPath) {
                   "--data /dev/zero: a character device, not a regular file: expected a text file "
                   "or a directory of *.txt files"))
       << r.out;
-  r = RunCliWithin(kSeconds, "lab --quick --corpus /dev/zero --out " + Q(Path("out")));
-  EXPECT_TRUE(Has(r.out, "--corpus /dev/zero: a character device")) << r.out;
+  r = RunCliWithin(kSeconds, "lab --quick --data /dev/zero --out " + Q(Path("out")));
+  EXPECT_TRUE(Has(r.out, "--data /dev/zero: a character device")) << r.out;
 }
 
 TEST_F(InputKindsCli, ADirectoryWhereAFileIsExpectedIsRefused) {

@@ -113,16 +113,17 @@ LabOptions OptionsOf(const LabArgs& a) {
 
 void RunLabCommand(const LabArgs& a) {
   if (a.quick && a.full) Fail("--quick and --full: give one of them");
-  if (!a.corpus.empty()) CheckRegularInputOrDirectory(a.corpus, kTextInputKind, "--corpus");
   LabOptions o = OptionsOf(a);
-  // The lab's folder: "-" or an existing file of another kind is refused before anything starts.
-  ResolveOutput({"--out", o.out, OutputForm::kDirectory});
+  // Warnings first: they hold whatever else is wrong with the command line.
   if (a.vocab_size > 0 && o.tokenizer == "bytes") {
     Warn(fmt::format(
         "--vocab-size {} has no effect with the bytes tokenizer (its vocabulary is fixed); it "
         "sizes --tokenizer bpe or unigram",
         a.vocab_size));
   }
+  if (!a.corpus.empty()) CheckRegularInputOrDirectory(a.corpus, kTextInputKind, "--data");
+  // The lab's folder: "-" or an existing file of another kind is refused before anything starts.
+  ResolveOutput({"--out", o.out, OutputForm::kDirectory});
   const std::string who = o.ranks > 1 ? fmt::format("lab[{}/{}]", o.rank, o.ranks) : "lab";
   if (a.threads > 0) {
     SetNumThreads(a.threads);
