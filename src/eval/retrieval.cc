@@ -99,19 +99,6 @@ std::vector<CopyAtDistance> SortedPoints(std::span<const CopyAtDistance> points)
 
 }  // namespace
 
-TextEncoder MidTextEncoder(TextEncoder encode) {
-  return [encode = std::move(encode)](std::string_view text) -> std::vector<int> {
-    if (text.empty()) return {};
-    const std::vector<int> newline = encode("\n");
-    std::vector<int> both = encode("\n" + std::string(text));
-    if (both.size() > newline.size() && std::equal(newline.begin(), newline.end(), both.begin())) {
-      both.erase(both.begin(), both.begin() + static_cast<int64_t>(newline.size()));
-      return both;
-    }
-    return encode(text);
-  };
-}
-
 ArmScore ScoreArm(const SequenceScorer& scorer, const std::vector<ProbeSequence>& sequences,
                   const BootstrapOptions& bootstrap) {
   std::vector<std::vector<int>> tokens;

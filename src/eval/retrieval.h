@@ -45,15 +45,6 @@
 
 namespace stretch {
 
-// Text pieces as they encode in the middle of a text. SentencePiece tokenizers (llama2.c's,
-// LLaMA's) put a dummy-prefix space before every text they encode, so pieces encoded alone and
-// concatenated read "  The key is  1 2 3" to the model (every digit a space and a digit). This
-// encodes "\n" + text and drops the tokens of "\n" alone: a newline is a piece boundary in every
-// tokenizer here (its own byte token in SentencePiece, a pre-tokenizer split in byte-level BPE),
-// so what remains is the text's mid-text tokens. When the tokens of "\n" are not a prefix of the
-// longer encoding (a merge across the newline), the text is encoded alone.
-TextEncoder MidTextEncoder(TextEncoder encode);
-
 // One sequence (BOS, then ctx tokens) and the positions p scored in it (target tokens[p + 1]),
 // ascending.
 struct ProbeSequence {

@@ -190,4 +190,17 @@ PasskeyTrial MakePasskeyControl(const PasskeyPieces& pieces, std::span<const int
   return c;
 }
 
+TextEncoder MidTextEncoder(TextEncoder encode) {
+  return [encode = std::move(encode)](std::string_view text) -> std::vector<int> {
+    if (text.empty()) return {};
+    const std::vector<int> newline = encode("\n");
+    std::vector<int> both = encode("\n" + std::string(text));
+    if (both.size() > newline.size() && std::equal(newline.begin(), newline.end(), both.begin())) {
+      both.erase(both.begin(), both.begin() + static_cast<int64_t>(newline.size()));
+      return both;
+    }
+    return encode(text);
+  };
+}
+
 }  // namespace stretch

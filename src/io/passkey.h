@@ -49,6 +49,15 @@ namespace stretch {
 // Text -> token ids, no BOS (TrainingTokenizer::Encode, say).
 using TextEncoder = std::function<std::vector<int>(std::string_view)>;
 
+// Text pieces as they encode in the middle of a text. SentencePiece tokenizers (llama2.c's,
+// LLaMA's) put a dummy-prefix space before every text they encode, so pieces encoded alone and
+// concatenated read "  The key is  1 2 3" to the model (every digit a space and a digit). This
+// encodes "\n" + text and drops the tokens of "\n" alone: a newline is a piece boundary in every
+// tokenizer here (its own byte token in SentencePiece, a pre-tokenizer split in byte-level BPE),
+// so what remains is the text's mid-text tokens. When the tokens of "\n" are not a prefix of the
+// longer encoding (a merge across the newline), the text is encoded alone.
+TextEncoder MidTextEncoder(TextEncoder encode);
+
 // The fewest filler tokens a trial may have: a document of needle and question alone does not
 // test retrieval from within text.
 inline constexpr int64_t kPasskeyMinFiller = 8;

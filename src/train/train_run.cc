@@ -673,7 +673,11 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
     }
   }
   // Copy documents and the readout's alphabets and spans, with the run's tokenizer.
-  const TextEncoder encode = [&](std::string_view text) { return data.tokenizer.Encode(text); };
+  // Mid-text tokens: a SentencePiece tokenizer encodes a character alone with its dummy-prefix
+  // space, one token that every character would then share (and the alphabets could not be
+  // disjoint), where the rows put the characters side by side as in a word.
+  const TextEncoder encode =
+      MidTextEncoder([&](std::string_view text) { return data.tokenizer.Encode(text); });
   const CopySpans defaults = DefaultCopySpans(seq_len);
   const CopySpans spans{o.copy_span_min != 0 ? o.copy_span_min : defaults.min,
                         o.copy_span_max != 0 ? o.copy_span_max : defaults.max};
