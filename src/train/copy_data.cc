@@ -54,6 +54,22 @@ std::vector<int> DistinctTokens(const std::vector<std::vector<int>>& alphabet, i
   return out;
 }
 
+// The string alphabet of one row: the whole of it, or (draw_min >= 2) a random subset of a
+// characters, a uniform in [draw_min, size] (CopyAlphabets::draw_min).
+std::vector<std::vector<int>> RowStringAlphabet(const CopyAlphabets& alphabets, Rng& rng) {
+  const int64_t size = static_cast<int64_t>(alphabets.string.size());
+  if (alphabets.draw_min < 2 || alphabets.draw_min >= size) return alphabets.string;
+  const int64_t a = UniformIn(rng, alphabets.draw_min, size);
+  std::vector<size_t> order(static_cast<size_t>(size));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::vector<std::vector<int>> out;
+  for (size_t i = 0; i < static_cast<size_t>(a); ++i) {
+    std::swap(order[i], order[i + UniformIndex(rng, order.size() - i)]);
+    out.push_back(alphabets.string[order[i]]);
+  }
+  return out;
+}
+
 // Appends `piece` to `row`, cut at the row's capacity `cap`.
 void AppendCut(std::vector<int>& row, const std::vector<int>& piece, int64_t cap) {
   const int64_t room = cap - static_cast<int64_t>(row.size());
@@ -236,7 +252,7 @@ CopyRow MakePeriodicRow(const CopyAlphabets& alphabets, const CopySpans& spans, 
   CheckCopySpans(spans, T, "periodic row");
   CopyRow r;
   r.span = UniformIn(rng, spans.min, spans.max);
-  const std::vector<int> s = DistinctTokens(alphabets.string, r.span, rng);
+  const std::vector<int> s = DistinctTokens(RowStringAlphabet(alphabets, rng), r.span, rng);
   r.tokens.push_back(bos);
   while (static_cast<int64_t>(r.tokens.size()) < T + 1) AppendCut(r.tokens, s, T + 1);
   r.source = 1;
@@ -250,7 +266,8 @@ CopyRow MakeGappedRow(const CopyAlphabets& alphabets, const CopySpans& spans, in
   CheckCopySpans(spans, T, "gapped row");
   CopyRow r;
   r.span = UniformIn(rng, spans.min, spans.max);
-  const std::vector<int> s = RandomTokens(alphabets.string, r.span, rng);
+  const std::vector<std::vector<int>> letters = RowStringAlphabet(alphabets, rng);
+  const std::vector<int> s = RandomTokens(letters, r.span, rng);
   const auto gap = [&] {
     return RandomTokens(alphabets.gap, UniformIn(rng, 0, T - 2 * r.span), rng);
   };
@@ -269,7 +286,7 @@ CopyRow MakeGappedRow(const CopyAlphabets& alphabets, const CopySpans& spans, in
             "of {} tokens with the row before it: the string alphabet's characters share tokens",
             r.span, kControlSpan);
       }
-      const std::vector<int> fresh = RandomTokens(alphabets.string, r.span, rng);
+      const std::vector<int> fresh = RandomTokens(letters, r.span, rng);
       if (!SharesSpan(r.tokens, fresh, kControlSpan)) {
         AppendCut(r.tokens, fresh, T + 1);
         break;

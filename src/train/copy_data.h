@@ -71,6 +71,13 @@ inline constexpr int64_t kControlSpan = 4;
 // Each character's tokens, encoded alone.
 struct CopyAlphabets {
   std::vector<std::vector<int>> string, gap;
+  // 0: every string draws from the whole string alphabet. k >= 2: each periodic or gapped row
+  // first draws a size a uniform in [k, |string alphabet|], then a random subset of a characters,
+  // and its strings use only those. With few characters a token recurs often in the row, so one
+  // token (or two) no longer tells where a copy's source is: the row is copied only by matching
+  // several preceding tokens at once, as prose needs (bytes repeat in prose; issue 41: models
+  // trained on the whole alphabet copied random strings but not prose).
+  int64_t draw_min = 0;
 };
 
 // Encodes both alphabets. Throws stretch::Error for an alphabet of fewer than 2 characters, a

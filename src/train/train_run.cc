@@ -102,6 +102,12 @@ void CheckRunOptions(const TrainRunOptions& o) {
   }
   whole("copy_span_min", o.copy_span_min, 0, L::max_seq_len);
   whole("copy_span_max", o.copy_span_max, 0, L::max_seq_len);
+  if (o.copy_alphabet_min != 0 &&
+      (o.copy_alphabet_min < 2 ||
+       o.copy_alphabet_min > static_cast<int64_t>(kCopyStringChars.size()))) {
+    Fail("TrainRunOptions::copy_alphabet_min: found {}, expected 0 (off) or 2..{}",
+         o.copy_alphabet_min, kCopyStringChars.size());
+  }
   whole("skip_nonfinite", o.skip_nonfinite, 0, L::max_skip_nonfinite);
 }
 
@@ -544,6 +550,7 @@ json StoredRunOptions(const TrainRunOptions& o) {
   if (o.copy_mix.HasCopy()) j["mix"] = CopyMixText(o.copy_mix);
   if (o.copy_span_min != 0) j["copy_span_min"] = o.copy_span_min;
   if (o.copy_span_max != 0) j["copy_span_max"] = o.copy_span_max;
+  if (o.copy_alphabet_min != 0) j["copy_alphabet_min"] = o.copy_alphabet_min;
   return j;
 }
 
@@ -758,6 +765,7 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
     training.copy_mix = o.copy_mix;
     training.copy_mix.passkey = 0.0;  // passkey_share's
     if (alphabets) training.alphabets = *alphabets;
+    training.alphabets.draw_min = o.copy_alphabet_min;  // the training rows' only
     training.spans = spans;
     Tell(note, fmt::format("TrainRunOptions::copy_mix {}: those shares of the training rows are "
                            "copy documents of {} tokens, strings of {}..{} tokens",

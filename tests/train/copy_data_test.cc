@@ -125,6 +125,40 @@ TEST(CopyRows, PeriodicRowRepeatsOneStringToTheEnd) {
   EXPECT_EQ(spans.size(), 33u);  // every length 8..40 in 200 draws (each misses with p < 1e-3)
 }
 
+// draw_min: each row's strings use a random subset of draw_min..26 letters; every size of that
+// range is drawn, the copy still equals its source, and the gap alphabet is untouched.
+TEST(CopyRows, RowsDrawTheirLettersFromASubsetOfAtLeastDrawMin) {
+  CopyAlphabets a = EncodeCopyAlphabets(BytesEncoder());
+  a.draw_min = 3;
+  const std::set<int> gaps = TokensOf(a.gap);
+  Rng rng(5);
+  int64_t fewest = 26, most = 0;
+  for (int i = 0; i < 400; ++i) {
+    const CopyRow r = MakeGappedRow(a, DefaultCopySpans(kT), Bos(), kT, rng);
+    std::set<int> used;
+    for (size_t t = 1; t < r.tokens.size(); ++t) {
+      if (!gaps.contains(r.tokens[t])) used.insert(r.tokens[t]);
+    }
+    for (int64_t k = 0; k < r.span && r.copy + k <= kT; ++k) {
+      ASSERT_EQ(r.tokens[static_cast<size_t>(r.copy + k)],
+                r.tokens[static_cast<size_t>(r.source + k)]);
+    }
+    fewest = std::min<int64_t>(fewest, static_cast<int64_t>(used.size()));
+    most = std::max<int64_t>(most, static_cast<int64_t>(used.size()));
+  }
+  // A row of 3 letters uses at most 3 (a string of >= 8 draws uses all 3 with p ~ 0.88, so some of
+  // the ~16 rows of size 3 show exactly 3); the whole alphabet shows up to 26 in long strings.
+  EXPECT_EQ(fewest, 3);
+  EXPECT_GE(most, 20);
+  // 26 (the whole alphabet, like 0): the rows of the plain generator, draw for draw.
+  CopyAlphabets whole = EncodeCopyAlphabets(BytesEncoder());
+  Rng r1(9), r2(9);
+  whole.draw_min = 26;
+  const CopyAlphabets plain = EncodeCopyAlphabets(BytesEncoder());
+  EXPECT_EQ(MakeGappedRow(whole, DefaultCopySpans(kT), Bos(), kT, r1).tokens,
+            MakeGappedRow(plain, DefaultCopySpans(kT), Bos(), kT, r2).tokens);
+}
+
 // The copy equals its source, the gap holds only gap tokens, the copy lies wholly inside the row,
 // and the distances reach both ends of their range. The control has the same layout up to the
 // copy, and its span shares no 4 tokens with anything before it.

@@ -145,7 +145,8 @@ void AddUnstoredDefaults(json& j) {
                          {"skip_nonfinite", 0},
                          {"mix", ""},
                          {"copy_span_min", 0},
-                         {"copy_span_max", 0}};
+                         {"copy_span_max", 0},
+                         {"copy_alphabet_min", 0}};
   for (const auto& [key, value] : defaults.items()) {
     if (!j.contains(key)) j[key] = value;
   }
@@ -298,6 +299,7 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
     }
     if (!resume->stored.contains("copy_span_min")) a.run.copy_span_min = 0;
     if (!resume->stored.contains("copy_span_max")) a.run.copy_span_max = 0;
+    if (!resume->stored.contains("copy_alphabet_min")) a.run.copy_alphabet_min = 0;
     resume_from = resume->checkpoint;
   }
   TrainRunOptions options = TrainRunOptionsOf(app, a);
@@ -521,6 +523,12 @@ void RegisterTrain(CLI::App& app) {
                   "Longest copied string, in tokens; at most (--seq-len - 1) / 2, as a gapped row "
                   "holds two copies (default: 5 --seq-len / 16)")
       ->check(Whole(2, L::max_seq_len));
+  sub->add_option("--copy-alphabet-min", args->run.copy_alphabet_min,
+                  "Each periodic or gapped row of --mix draws its strings from a random subset of "
+                  "N..26 letters (default: all 26 in every row). With few letters a character "
+                  "recurs often, so the model learns to find a copy's source by matching several "
+                  "characters at once, which copying prose needs")
+      ->check(Whole(2, 26));
   sub->add_option("--skip-nonfinite", args->run.skip_nonfinite,
                   "When a batch gives a loss or gradient that is not a finite number (NaN or "
                   "infinity: the run diverged, or a batch is pathological), pass over up to N such "
