@@ -95,6 +95,19 @@ bool SharesSpan(std::span<const int> before, std::span<const int> fresh, int64_t
   return false;
 }
 
+// A string of n tokens of `letters` that shares no span of kControlSpan tokens with `before`.
+std::vector<int> FreshString(const std::vector<std::vector<int>>& letters,
+                             std::span<const int> before, int64_t n, Rng& rng) {
+  for (int attempt = 0; attempt < 10000; ++attempt) {
+    std::vector<int> fresh = RandomTokens(letters, n, rng);
+    if (!SharesSpan(before, fresh, kControlSpan)) return fresh;
+  }
+  Fail(
+      "copy data: no fresh string of {} tokens found in 10000 draws that shares no span of {} "
+      "tokens with the row before it: the string alphabet's characters share tokens",
+      n, kControlSpan);
+}
+
 // The scored positions of a copy of s tokens starting at index c: targets c + 1 .. c + s - 1,
 // read at positions c .. c + s - 2.
 std::vector<int64_t> ScoredAfterFirst(int64_t c, int64_t s) {
@@ -165,6 +178,7 @@ std::string_view RowKindName(RowKind kind) {
     case RowKind::kPeriodic: return "periodic";
     case RowKind::kGapped: return "gapped";
     case RowKind::kTextCopy: return "textcopy";
+    case RowKind::kRandCopy: return "randcopy";
   }
   return "?";
 }
@@ -206,13 +220,15 @@ CopyMix ParseCopyMix(std::string_view text, const std::string& what) {
       mix.gapped = v;
     } else if (name == "textcopy") {
       mix.textcopy = v;
+    } else if (name == "randcopy") {
+      mix.randcopy = v;
     } else {
-      bad(entry, fmt::format("unknown kind \"{}\": expected text, passkey, periodic, gapped or "
-                             "textcopy",
+      bad(entry, fmt::format("unknown kind \"{}\": expected text, passkey, periodic, gapped, "
+                             "textcopy or randcopy",
                              name));
     }
   }
-  const double others = mix.passkey + mix.periodic + mix.gapped + mix.textcopy;
+  const double others = mix.passkey + mix.periodic + mix.gapped + mix.textcopy + mix.randcopy;
   if (others > 1.0 + 1e-9) {
     Fail("{} {}: the shares add up to {}, expected at most 1 (text takes what they leave)", what,
          text, others);
@@ -232,6 +248,7 @@ std::string CopyMixText(const CopyMix& mix) {
   add("periodic", mix.periodic);
   add("gapped", mix.gapped);
   add("textcopy", mix.textcopy);
+  add("randcopy", mix.randcopy);
   return out;
 }
 
@@ -244,6 +261,8 @@ RowKind RowKindOf(const CopyMix& mix, double u) {
   if (u < edge) return RowKind::kGapped;
   edge += mix.textcopy;
   if (u < edge) return RowKind::kTextCopy;
+  edge += mix.randcopy;
+  if (u < edge) return RowKind::kRandCopy;
   return RowKind::kText;
 }
 
@@ -276,23 +295,8 @@ CopyRow MakeGappedRow(const CopyAlphabets& alphabets, const CopySpans& spans, in
   AppendCut(r.tokens, gap(), T + 1);
   r.source = 1;
   r.copy = static_cast<int64_t>(r.tokens.size());
-  if (role == CopyRole::kCopy) {
-    AppendCut(r.tokens, s, T + 1);
-  } else {
-    for (int attempt = 0;; ++attempt) {
-      if (attempt == 10000) {
-        Fail(
-            "copy data: no fresh string of {} tokens found in 10000 draws that shares no span "
-            "of {} tokens with the row before it: the string alphabet's characters share tokens",
-            r.span, kControlSpan);
-      }
-      const std::vector<int> fresh = RandomTokens(letters, r.span, rng);
-      if (!SharesSpan(r.tokens, fresh, kControlSpan)) {
-        AppendCut(r.tokens, fresh, T + 1);
-        break;
-      }
-    }
-  }
+  AppendCut(r.tokens, role == CopyRole::kCopy ? s : FreshString(alphabets.string, r.tokens, r.span, rng),
+            T + 1);
   while (static_cast<int64_t>(r.tokens.size()) < T + 1) {
     AppendCut(r.tokens, gap(), T + 1);
     AppendCut(r.tokens, s, T + 1);
@@ -319,6 +323,30 @@ CopyRow MakeTextCopyRow(std::span<const int> window, const CopySpans& spans, int
                   other.size(), r.span);
     std::copy(other.begin(), other.begin() + r.span, to);
   }
+  r.scored = ScoredAfterFirst(r.copy, r.span);
+  return r;
+}
+
+CopyRow MakeRandCopyRow(std::span<const int> window, const CopyAlphabets& alphabets,
+                        const CopySpans& spans, int64_t T, Rng& rng, CopyRole role) {
+  CheckCopySpans(spans, T, "randcopy row");
+  STRETCH_CHECK(static_cast<int64_t>(window.size()) == T + 1, "window of {} tokens, not {}",
+                window.size(), T + 1);
+  CopyRow r;
+  r.span = UniformIn(rng, spans.min, spans.max);
+  r.source = UniformIn(rng, 1, T + 1 - 2 * r.span);
+  r.copy = r.source + UniformIn(rng, r.span, T + 1 - r.span - r.source);
+  const std::vector<std::vector<int>> letters = RowStringAlphabet(alphabets, rng);
+  const std::vector<int> s = RandomTokens(letters, r.span, rng);
+  r.tokens.assign(window.begin(), window.end());
+  std::copy(s.begin(), s.end(), r.tokens.begin() + r.source);
+  const std::vector<int> at_copy =
+      role == CopyRole::kCopy
+          ? s
+          : FreshString(alphabets.string,
+                        std::span<const int>(r.tokens).first(static_cast<size_t>(r.copy)), r.span,
+                        rng);
+  std::copy(at_copy.begin(), at_copy.end(), r.tokens.begin() + r.copy);
   r.scored = ScoredAfterFirst(r.copy, r.span);
   return r;
 }
@@ -361,6 +389,14 @@ CopyProbe MakeCopyProbe(const CopyAlphabets& alphabets, const CopySpans& spans, 
         p.passkey.tokens.insert(p.passkey.tokens.end(), t.tokens.begin(), t.tokens.end());
         p.passkey.scored.push_back(t.key_positions);
       }
+    }
+    // Randcopy rows last, so that the rows above are those of runs from before they existed.
+    for (int64_t i = 0; i < n; ++i) {
+      Rng again = rng;
+      add(p.randcopy, MakeRandCopyRow(window(i), alphabets, spans, T, rng));
+      add(p.randcopy_control,
+          MakeRandCopyRow(window(i), alphabets, spans, T, again, CopyRole::kControl));
+      rng = again;
     }
   }
   return p;
@@ -412,6 +448,8 @@ CopyReadout ReadCopy(const CopyProbe& probe, const TokenPredictor& predict) {
   read(probe.gapped_control, r.copy_control, nullptr);
   read(probe.textcopy, r.textcopy, nullptr);
   read(probe.textcopy_control, r.textcopy_control, nullptr);
+  read(probe.randcopy, r.randcopy, nullptr);
+  read(probe.randcopy_control, r.randcopy_control, nullptr);
   read(probe.passkey, r.passkey_digits, &r.passkey_keys);
   return r;
 }

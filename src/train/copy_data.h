@@ -27,6 +27,14 @@
 //                                             the text there); a uniform in [1, T + 1 - 2s], d
 //                                             uniform in [s, T + 1 - s - a], so the paste ends
 //                                             inside the row and never overlaps its source
+//   randcopy   a window W of training text    with a random string R (string alphabet) written at
+//                                             W[a, a + s) and again at W[a + d, a + d + s), a and d
+//                                             drawn as textcopy's: no delimiter marks where R or its
+//                                             copy begins (gapped rows' gaps do: a model can copy
+//                                             them by counting from the gap's end, and then fails
+//                                             to copy a string met inside prose, as the retrieval
+//                                             protocols place it), so the copy is predicted only by
+//                                             matching R's tokens, inside prose
 //   passkey    src/io/passkey.h, unchanged
 //
 // s is uniform in [span_min, span_max] (CopySpans; by default T/16 .. 5T/16, the issue's 8..40 at
@@ -39,10 +47,12 @@
 //                      string alphabet, redrawn until it shares no span of kControlSpan tokens with
 //                      anything before it (so nothing before it can be copied to predict it);
 //   textcopy control   the pasted span replaced by the same number of tokens of another window of
-//                      text (prose repeats words, so this measures what language alone predicts).
+//                      text (prose repeats words, so this measures what language alone predicts);
+//   randcopy control   the second R replaced by a fresh string of the same length, redrawn as the
+//                      gapped control's is.
 //
-// Mix. Each training row is, by one UniformDouble() per row, passkey, periodic, gapped or
-// textcopy (cumulative shares in that order), else a window of text; a window is drawn for every
+// Mix. Each training row is, by one UniformDouble() per row, passkey, periodic, gapped, textcopy
+// or randcopy (cumulative shares in that order), else a window of text; a window is drawn for every
 // row first (as passkey rows always did), so a run with passkey rows alone draws exactly what it
 // drew before the other kinds existed.
 #pragma once
@@ -76,7 +86,9 @@ struct CopyAlphabets {
   // and its strings use only those. With few characters a token recurs often in the row, so one
   // token (or two) no longer tells where a copy's source is: the row is copied only by matching
   // several preceding tokens at once, as prose needs (bytes repeat in prose; issue 41: models
-  // trained on the whole alphabet copied random strings but not prose).
+  // trained on the whole alphabet copied random strings but not prose). A control's fresh string
+  // draws from the whole alphabet: a subset of 3 letters may hold no string of 40 free of the
+  // source's 4-token spans (the readout's rows use the whole alphabet anyway).
   int64_t draw_min = 0;
 };
 
@@ -100,7 +112,7 @@ CopySpans DefaultCopySpans(int64_t T);
 void CheckCopySpans(const CopySpans& spans, int64_t T, const std::string& what);
 
 // The kinds of training rows, and a row's share of each.
-enum class RowKind { kText, kPasskey, kPeriodic, kGapped, kTextCopy };
+enum class RowKind { kText, kPasskey, kPeriodic, kGapped, kTextCopy, kRandCopy };
 std::string_view RowKindName(RowKind kind);
 
 struct CopyMix {
@@ -108,13 +120,17 @@ struct CopyMix {
   double periodic = 0.0;
   double gapped = 0.0;
   double textcopy = 0.0;
-  double text() const { return 1.0 - passkey - periodic - gapped - textcopy; }
-  bool HasCopy() const { return periodic > 0.0 || gapped > 0.0 || textcopy > 0.0; }
+  double randcopy = 0.0;
+  double text() const { return 1.0 - passkey - periodic - gapped - textcopy - randcopy; }
+  bool HasCopy() const {
+    return periodic > 0.0 || gapped > 0.0 || textcopy > 0.0 || randcopy > 0.0;
+  }
+  bool NeedsAlphabets() const { return periodic > 0.0 || gapped > 0.0 || randcopy > 0.0; }
   bool operator==(const CopyMix&) const = default;
 };
 
 // Parses "text=0.5,textcopy=0.3,gapped=0.1,passkey=0.1": names from text, passkey, periodic,
-// gapped, textcopy, each at most once, shares in [0, 1]; text is what the others leave (given,
+// gapped, textcopy, randcopy, each at most once, shares in [0, 1]; text is what the others leave (given,
 // the shares must add up to 1 within 1e-9). Throws stretch::Error naming `what`, the entry and
 // what was expected.
 CopyMix ParseCopyMix(std::string_view text, const std::string& what);
@@ -122,7 +138,7 @@ CopyMix ParseCopyMix(std::string_view text, const std::string& what);
 // left out: a run stores its passkey share on its own); "" when none.
 std::string CopyMixText(const CopyMix& mix);
 
-// The kind of the row whose draw is u in [0, 1): passkey, periodic, gapped, textcopy by
+// The kind of the row whose draw is u in [0, 1): passkey, periodic, gapped, textcopy, randcopy by
 // cumulative share, else text.
 RowKind RowKindOf(const CopyMix& mix, double u);
 
@@ -152,6 +168,13 @@ CopyRow MakeGappedRow(const CopyAlphabets& alphabets, const CopySpans& spans, in
 CopyRow MakeTextCopyRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
                         CopyRole role = CopyRole::kCopy, std::span<const int> other = {});
 
+// Randcopy row from `window` (T + 1 tokens): draws s, a, d as MakeTextCopyRow, then R from the
+// row's string alphabet (CopyAlphabets::draw_min); kControl writes a fresh string at the copy,
+// redrawn until it shares no kControlSpan-token span with the row before it.
+CopyRow MakeRandCopyRow(std::span<const int> window, const CopyAlphabets& alphabets,
+                        const CopySpans& spans, int64_t T, Rng& rng,
+                        CopyRole role = CopyRole::kCopy);
+
 // The readout's fixed held-out rows: n rows of each kind, drawn from their own Rng (never the
 // training stream) and text windows of held-out documents, built once per run.
 struct CopyProbeRows {
@@ -161,10 +184,12 @@ struct CopyProbeRows {
 };
 struct CopyProbe {
   int64_t T = 0;
-  CopyProbeRows gapped, gapped_control, textcopy, textcopy_control, passkey;
+  CopyProbeRows gapped, gapped_control, textcopy, textcopy_control, randcopy, randcopy_control,
+      passkey;
 };
 
-// Builds the probe: n gapped rows and their controls, n textcopy rows and their controls from
+// Builds the probe: n gapped rows and their controls, n textcopy and n randcopy rows and their
+// controls from
 // `windows` (held-out text windows of T + 1 tokens; none: no textcopy rows), n passkey trials at
 // depths (i + 0.5) / n (when `passkey` is given and fits T; filler from the windows). Draws from
 // Rng(seed) alone.
@@ -188,6 +213,7 @@ struct Proportion {
 struct CopyReadout {
   Proportion copy, copy_control;          // gapped rows' scored tokens; their controls'
   Proportion textcopy, textcopy_control;  // textcopy rows'; their controls'
+  Proportion randcopy, randcopy_control;  // randcopy rows'; their controls'
   Proportion passkey_digits;              // the answers' key tokens
   Proportion passkey_keys;                // whole keys read back exactly
 };

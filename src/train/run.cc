@@ -91,6 +91,11 @@ void SampleTrainingBatch(const TrainingData& data, Rng& rng, int64_t B, std::vec
         std::copy(r.tokens.begin(), r.tokens.end(), row);
         break;
       }
+      case RowKind::kRandCopy: {
+        const CopyRow r = MakeRandCopyRow(window, data.alphabets, data.spans, T, rng);
+        std::copy(r.tokens.begin(), r.tokens.end(), row);
+        break;
+      }
     }
   }
 }
@@ -179,6 +184,8 @@ TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
         put("copy_control", p.copy->copy_control);
         put("textcopy_accuracy", p.copy->textcopy);
         put("textcopy_control", p.copy->textcopy_control);
+        put("randcopy_accuracy", p.copy->randcopy);
+        put("randcopy_control", p.copy->randcopy_control);
         put("passkey_digits", p.copy->passkey_digits);
         put("passkey_keys", p.copy->passkey_keys);
       }

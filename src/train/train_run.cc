@@ -88,12 +88,13 @@ void CheckRunOptions(const TrainRunOptions& o) {
   real("passkey_share", o.passkey_share, 0, L::max_passkey_share, false);
   const CopyMix& m = o.copy_mix;
   for (const auto& [name, v] : {std::pair{"periodic", m.periodic}, std::pair{"gapped", m.gapped},
-                                std::pair{"textcopy", m.textcopy}}) {
+                                std::pair{"textcopy", m.textcopy},
+                                std::pair{"randcopy", m.randcopy}}) {
     if (!(std::isfinite(v) && v >= 0.0 && v <= 1.0)) {
       Fail("TrainRunOptions::copy_mix: {} share {}: expected a finite number in [0, 1]", name, v);
     }
   }
-  const double shares = o.passkey_share + m.periodic + m.gapped + m.textcopy;
+  const double shares = o.passkey_share + m.periodic + m.gapped + m.textcopy + m.randcopy;
   if (shares > 1.0 + 1e-9) {
     Fail(
         "TrainRunOptions::copy_mix {} with TrainRunOptions::passkey_share {}: the shares add up "
@@ -696,7 +697,7 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
                     spans.min, spans.max));
   }
   std::optional<CopyAlphabets> alphabets;
-  if (o.copy_mix.periodic > 0.0 || o.copy_mix.gapped > 0.0) {
+  if (o.copy_mix.NeedsAlphabets()) {
     alphabets = EncodeCopyAlphabets(encode);  // refused here: the run needs them
   } else if (o.eval_every > 0) {
     try {

@@ -159,6 +159,61 @@ TEST(CopyRows, RowsDrawTheirLettersFromASubsetOfAtLeastDrawMin) {
             MakeGappedRow(plain, DefaultCopySpans(kT), Bos(), kT, r2).tokens);
 }
 
+// Randcopy: the window is untouched but for R written twice; the copy equals its source, lies
+// inside the row and after it; the control writes a string there that shares no 4 tokens with
+// anything before it (a generator that leaked the answer into the control would fail here).
+TEST(CopyRows, RandCopyWritesOneStringTwiceIntoTextAndItsControlLeaksNothing) {
+  CopyAlphabets a = EncodeCopyAlphabets(BytesEncoder());
+  a.draw_min = 3;
+  const std::set<int> letters = TokensOf(a.string);
+  std::vector<int> window(static_cast<size_t>(kT + 1));
+  for (size_t i = 0; i < window.size(); ++i) window[i] = 200 + static_cast<int>(i % 50);  // no letter
+  Rng rng(11);
+  for (int i = 0; i < 300; ++i) {
+    Rng again = rng;
+    const CopyRow r = MakeRandCopyRow(window, a, DefaultCopySpans(kT), kT, rng);
+    const CopyRow c = MakeRandCopyRow(window, a, DefaultCopySpans(kT), kT, again, CopyRole::kControl);
+    ASSERT_EQ(r.tokens.size(), window.size());
+    ASSERT_GE(r.source, 1);
+    ASSERT_GE(r.copy, r.source + r.span);
+    ASSERT_LE(r.copy + r.span, kT + 1);
+    for (int64_t t = 0; t <= kT; ++t) {
+      const bool in_source = t >= r.source && t < r.source + r.span;
+      const bool in_copy = t >= r.copy && t < r.copy + r.span;
+      const int x = r.tokens[static_cast<size_t>(t)];
+      if (in_source || in_copy) {
+        EXPECT_TRUE(letters.contains(x));
+      } else {
+        EXPECT_EQ(x, window[static_cast<size_t>(t)]);
+      }
+      if (in_copy) {
+        EXPECT_EQ(x, r.tokens[static_cast<size_t>(t - (r.copy - r.source))]);
+      }
+    }
+    EXPECT_EQ(r.scored, AfterFirst(r.copy, r.span));
+    // The control: same layout and source, a fresh string at the copy.
+    ASSERT_EQ(c.source, r.source);
+    ASSERT_EQ(c.copy, r.copy);
+    ASSERT_EQ(c.span, r.span);
+    EXPECT_TRUE(std::equal(c.tokens.begin(), c.tokens.begin() + c.copy, r.tokens.begin()));
+    const std::span<const int> all(c.tokens);
+    for (int64_t k = 0; k + kControlSpan <= c.span; ++k) {
+      const auto piece = all.subspan(static_cast<size_t>(c.copy + k), kControlSpan);
+      for (int64_t b = 0; b + kControlSpan <= c.copy; ++b) {
+        ASSERT_FALSE(std::equal(piece.begin(), piece.end(), all.begin() + b))
+            << "the control's span repeats 4 tokens at " << b;
+      }
+    }
+  }
+  const CopyMix m = ParseCopyMix("randcopy=0.25,text=0.75", "--mix");
+  EXPECT_EQ(m.randcopy, 0.25);
+  EXPECT_TRUE(m.HasCopy());
+  EXPECT_TRUE(m.NeedsAlphabets());
+  EXPECT_EQ(RowKindOf(m, 0.1), RowKind::kRandCopy);
+  EXPECT_EQ(RowKindOf(m, 0.3), RowKind::kText);
+  EXPECT_EQ(CopyMixText(m), "randcopy=0.25");
+}
+
 // The copy equals its source, the gap holds only gap tokens, the copy lies wholly inside the row,
 // and the distances reach both ends of their range. The control has the same layout up to the
 // copy, and its span shares no 4 tokens with anything before it.
@@ -268,7 +323,7 @@ TEST(CopyMixTest, ParsesSharesAndRefusesBadOnesNamingTheFlag) {
             "[0, 1]");
   EXPECT_NE(error("copy=0.1")
                 .find("unknown kind \"copy\": expected text, passkey, periodic, "
-                      "gapped or textcopy"),
+                      "gapped, textcopy or randcopy"),
             std::string::npos);
   EXPECT_NE(error("gapped=0.6,textcopy=0.6").find("the shares add up to 1.2, expected at most 1"),
             std::string::npos);

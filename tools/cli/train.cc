@@ -236,6 +236,10 @@ void PrintProgress(const TrainProgress& p) {
       line +=
           fmt::format(" textcopy {:.3f}/{:.3f}", c.textcopy.value(), c.textcopy_control.value());
     }
+    if (c.randcopy.n > 0) {
+      line +=
+          fmt::format(" randcopy {:.3f}/{:.3f}", c.randcopy.value(), c.randcopy_control.value());
+    }
     if (c.passkey_keys.n > 0) {
       line +=
           fmt::format(" passkey {:.3f} ({:.3f})", c.passkey_keys.value(), c.passkey_digits.value());
@@ -500,11 +504,13 @@ void RegisterTrain(CLI::App& app) {
          "easiest copying, learnt first), gapped (a string, a gap of capitals and marks, the same "
          "string again: copying over any distance up to --seq-len), textcopy (a window of "
          "training text in which a span of it is pasted again later: copying inside prose), "
-         "passkey (as --passkey-share, of which it is another spelling). A curriculum: train "
+         "randcopy (a window of training text with a random string written into it twice, "
+         "nothing marking where either begins: the copy is found only by matching the string, "
+         "as the retrieval tests need), passkey (as --passkey-share, of which it is another spelling). A curriculum: train "
          "periodic=1, then --init from it with gapped=1, then --init again with text and a share "
          "of each. Copied strings are --copy-span-min..--copy-span-max tokens long. Each "
-         "evaluation (--eval-every) also reads copying back on fixed held-out rows: copy (gapped) "
-         "and textcopy accuracy against controls with nothing to copy, and passkeys")
+         "evaluation (--eval-every) also reads copying back on fixed held-out rows: copy (gapped), "
+         "textcopy and randcopy accuracy against controls with nothing to copy, and passkeys")
       ->check(CLI::Validator(
           [](std::string& text) {
             try {
