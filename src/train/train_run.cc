@@ -103,11 +103,20 @@ void CheckRunOptions(const TrainRunOptions& o) {
   }
   whole("copy_span_min", o.copy_span_min, 0, L::max_seq_len);
   whole("copy_span_max", o.copy_span_max, 0, L::max_seq_len);
+  const size_t letters = o.copy_strings.empty() ? kCopyStringChars.size() : o.copy_strings.size();
   if (o.copy_alphabet_min != 0 &&
-      (o.copy_alphabet_min < 2 ||
-       o.copy_alphabet_min > static_cast<int64_t>(kCopyStringChars.size()))) {
-    Fail("TrainRunOptions::copy_alphabet_min: found {}, expected 0 (off) or 2..{}",
-         o.copy_alphabet_min, kCopyStringChars.size());
+      (o.copy_alphabet_min < 2 || o.copy_alphabet_min > static_cast<int64_t>(letters))) {
+    Fail("TrainRunOptions::copy_alphabet_min: found {}, expected 0 (off) or 2..{} (the string "
+         "alphabet's size)",
+         o.copy_alphabet_min, letters);
+  }
+  for (size_t i = 0; i < o.copy_strings.size(); ++i) {
+    const char c = o.copy_strings[i];
+    if (c < 0x21 || c > 0x7e || o.copy_strings.find(c) != i) {
+      Fail("TrainRunOptions::copy_strings \"{}\": character {} (byte {}): expected distinct "
+           "printable ASCII characters, not space",
+           o.copy_strings, i + 1, static_cast<int>(static_cast<unsigned char>(c)));
+    }
   }
   whole("skip_nonfinite", o.skip_nonfinite, 0, L::max_skip_nonfinite);
 }
@@ -552,6 +561,7 @@ json StoredRunOptions(const TrainRunOptions& o) {
   if (o.copy_span_min != 0) j["copy_span_min"] = o.copy_span_min;
   if (o.copy_span_max != 0) j["copy_span_max"] = o.copy_span_max;
   if (o.copy_alphabet_min != 0) j["copy_alphabet_min"] = o.copy_alphabet_min;
+  if (!o.copy_strings.empty()) j["copy_strings"] = o.copy_strings;
   return j;
 }
 
@@ -698,10 +708,10 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
   }
   std::optional<CopyAlphabets> alphabets;
   if (o.copy_mix.NeedsAlphabets()) {
-    alphabets = EncodeCopyAlphabets(encode);  // refused here: the run needs them
+    alphabets = EncodeCopyAlphabets(encode, o.copy_strings.empty() ? kCopyStringChars : std::string_view(o.copy_strings));  // refused here: the run needs them
   } else if (o.eval_every > 0) {
     try {
-      alphabets = EncodeCopyAlphabets(encode);
+      alphabets = EncodeCopyAlphabets(encode, o.copy_strings.empty() ? kCopyStringChars : std::string_view(o.copy_strings));
     } catch (const Error& e) {
       Tell(note, fmt::format("no copy readout at the evaluations: {}", e.what()));
     }

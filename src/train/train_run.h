@@ -120,6 +120,10 @@ struct TrainRunOptions {
   // that finding a copy's source needs several tokens matched, as in prose. The readout's rows
   // keep the whole alphabet.
   int64_t copy_alphabet_min = 0;
+  // The characters of the copy rows' strings (CopyAlphabets::string); "": kCopyStringChars, the
+  // 26 lowercase letters. Must share no token with the gap alphabet (kCopyGapChars), e.g.
+  // "abcdefghijklmnopqrstuvwxyz0123456789" to copy digits too, as a passkey's key is.
+  std::string copy_strings;
   // Batches with a non-finite loss or gradient that one step may pass over, drawing the next one
   // instead (TrainerOptions::skip_nonfinite); then the run stops with the tensors named. 0: the
   // first one stops the run.
@@ -130,7 +134,7 @@ struct TrainRunOptions {
 // repeated: keys are the long flags of `stretch train` with '_' for '-', an unset option is
 // written as its default (negative for min_lr and warmup: "the default"). RunTraining stores the
 // resolved options: `init` the checkpoint file, and with `init` the checkpoint's tokenizer and
-// its seq_len when none is set. passkey_share, skip_nonfinite, copy_span_min, copy_span_max and copy_alphabet_min are
+// its seq_len when none is set. passkey_share, skip_nonfinite, copy_span_min, copy_span_max, copy_alphabet_min and copy_strings are
 // written only when not 0, and copy_mix (as "mix", CopyMixText) only when it has copy rows, so
 // that the stored options of runs without them are those of runs from before they existed (a
 // resumed run whose stored options lack one resumes with 0 / none).

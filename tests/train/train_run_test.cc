@@ -210,6 +210,52 @@ TEST_F(TrainRun, AStoppedRunWithCopyRowsResumedEndsBitForBitAndLogsTheReadout) {
   EXPECT_NE(ReadLog(p.log_path)[5]["loss"], log[5]["loss"]);
 }
 
+// Randcopy rows with small alphabets of letters and digits: resumed bit for bit, the options
+// stored, the randcopy readout logged.
+TEST_F(TrainRun, RandCopyWithSmallAlphabetsResumedEndsBitForBitAndStoresItsOptions) {
+  auto with_rand = [&](const std::string& out) {
+    TrainRunOptions o = Options(out);
+    o.seq_len = 64;
+    o.copy_mix.randcopy = 0.4;
+    o.copy_mix.gapped = 0.2;
+    o.copy_span_max = 12;
+    o.copy_alphabet_min = 3;
+    o.copy_strings = "abcdefghij0123456789";
+    return o;
+  };
+  ExpectResumedEqualsWhole(with_rand("whole"), with_rand("part"));
+  const nlohmann::json stored = nlohmann::json::parse(
+      SafetensorsFile(Path("part/" + StepFileName(6))).GetMetadata("stretch.cli"));
+  EXPECT_EQ(stored.at("mix"), "gapped=0.2,randcopy=0.4");
+  EXPECT_EQ(stored.at("copy_alphabet_min"), 3);
+  EXPECT_EQ(stored.at("copy_strings"), "abcdefghij0123456789");
+  const std::vector<nlohmann::json> log = ReadLog(Path("whole/") + kTrainLogName);
+  ASSERT_EQ(log.size(), 6u);
+  EXPECT_TRUE(log[2].contains("randcopy_accuracy")) << log[2].dump();
+  EXPECT_TRUE(log[2].contains("randcopy_control")) << log[2].dump();
+  // Another alphabet rule draws other rows, so other losses.
+  TrainRunOptions whole = with_rand("whole_letters");
+  whole.copy_alphabet_min = 0;
+  EXPECT_NE(ReadLog(Run(whole).log_path)[5]["loss"], log[5]["loss"]);
+}
+
+// A SentencePiece run trains on copy rows: its alphabets are encoded as mid-text tokens (encoded
+// alone, each character would carry the dummy-prefix space, one token that every character shares,
+// and the alphabets were refused as sharing it).
+TEST_F(TrainRun, ASentencePieceRunTrainsOnCopyRows) {
+  TrainRunOptions o = Options("bpe");
+  o.tokenizer = TokenizerKind::kBpe;
+  o.vocab_size = 300;
+  o.seq_len = 64;
+  o.copy_mix.gapped = 0.5;
+  o.copy_mix.randcopy = 0.2;
+  o.copy_span_max = 12;
+  const TrainLoopResult r = Run(o);
+  const std::vector<nlohmann::json> log = ReadLog(r.log_path);
+  ASSERT_EQ(log.size(), 6u);
+  EXPECT_TRUE(log[2].contains("copy_accuracy")) << log[2].dump();
+}
+
 // Runs without copy rows store exactly the options they stored before the options existed.
 TEST(StoredRunOptionsTest, CopyMixAndSpansAreStoredOnlyWhenSet) {
   TrainRunOptions o;
@@ -343,6 +389,19 @@ TEST_F(TrainRun, BadOptionsAreRefusedByTheirFieldsName) {
                   "TrainRunOptions::copy_span_min 2, TrainRunOptions::copy_span_max 8: string "
                   "lengths 2..8 at sequence length 16: expected 2 <= min <= max and 2 max <= 15"))
       << error(o);
+  o = Options("bad");
+  o.copy_alphabet_min = 27;
+  EXPECT_TRUE(Has(error(o),
+                  "TrainRunOptions::copy_alphabet_min: found 27, expected 0 (off) or 2..26"))
+      << error(o);
+  o = Options("bad");
+  o.copy_strings = "abca";
+  EXPECT_TRUE(Has(error(o), "TrainRunOptions::copy_strings \"abca\": character 4 (byte 97)"))
+      << error(o);
+  o = Options("bad");
+  o.copy_mix.gapped = 0.5;
+  o.copy_strings = "abcX";  // X is a gap character
+  EXPECT_TRUE(Has(error(o), "share token")) << error(o);
   EXPECT_TRUE(Has(testing::ErrorOf([&] { ReadTrainResume(Options("empty")); }),
                   "TrainRunOptions::resume_from: no complete checkpoint in"));
 

@@ -142,6 +142,7 @@ std::string WithFlagNames(std::string message) {
       {"TrainRunOptions::copy_span_min", "--copy-span-min"},
       {"TrainRunOptions::copy_span_max", "--copy-span-max"},
       {"TrainRunOptions::copy_alphabet_min", "--copy-alphabet-min"},
+      {"TrainRunOptions::copy_strings", "--copy-strings"},
       {"TrainRunOptions::skip_nonfinite", "--skip-nonfinite"},
       {"TrainerOptions::skip_nonfinite", "--skip-nonfinite"},
   };

@@ -146,7 +146,8 @@ void AddUnstoredDefaults(json& j) {
                          {"mix", ""},
                          {"copy_span_min", 0},
                          {"copy_span_max", 0},
-                         {"copy_alphabet_min", 0}};
+                         {"copy_alphabet_min", 0},
+                         {"copy_strings", ""}};
   for (const auto& [key, value] : defaults.items()) {
     if (!j.contains(key)) j[key] = value;
   }
@@ -304,6 +305,7 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
     if (!resume->stored.contains("copy_span_min")) a.run.copy_span_min = 0;
     if (!resume->stored.contains("copy_span_max")) a.run.copy_span_max = 0;
     if (!resume->stored.contains("copy_alphabet_min")) a.run.copy_alphabet_min = 0;
+    if (!resume->stored.contains("copy_strings")) a.run.copy_strings.clear();
     resume_from = resume->checkpoint;
   }
   TrainRunOptions options = TrainRunOptionsOf(app, a);
@@ -535,6 +537,11 @@ void RegisterTrain(CLI::App& app) {
                   "recurs often, so the model learns to find a copy's source by matching several "
                   "characters at once, which copying prose needs")
       ->check(Whole(2, 26));
+  sub->add_option("--copy-strings", args->run.copy_strings,
+                  "The characters of --mix's copy strings (default: the 26 lowercase letters); "
+                  "none may be a capital or one of .,;:- (the gaps' characters). Add digits, "
+                  "abcdefghijklmnopqrstuvwxyz0123456789, for a model that should copy a passkey's "
+                  "key, which is digits");
   sub->add_option("--skip-nonfinite", args->run.skip_nonfinite,
                   "When a batch gives a loss or gradient that is not a finite number (NaN or "
                   "infinity: the run diverged, or a batch is pathological), pass over up to N such "
