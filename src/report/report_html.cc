@@ -499,8 +499,8 @@ std::vector<Plot> TrainingPlots(const ModelCurves& c, const std::string& label) 
   if (!loss.series.empty()) {
     plots.push_back(
         {loss.name,
-         fmt::format("Model {}: training loss{} and, dotted at each evaluation, the loss on "
-                     "held-out text, by training step.{}",
+         fmt::format("Model {}: training loss{} and the loss on held-out text at each "
+                     "evaluation (dots), by training step.{}",
                      label, bin > 1 ? fmt::format(" (mean over each {} steps)", bin) : "", stages),
          LinePlotSvg(loss)});
   }
