@@ -523,6 +523,8 @@ std::vector<Plot> TrainingPlots(const ModelCurves& c, const std::string& label) 
       {"copy: control", &TrainEval::copy_control, 0, true},
       {"textcopy", &TrainEval::textcopy, 1, false},
       {"textcopy: control", &TrainEval::textcopy_control, 1, true},
+      {"randcopy", &TrainEval::randcopy, 3, false},
+      {"randcopy: control", &TrainEval::randcopy_control, 3, true},
       {"passkey: whole keys", &TrainEval::passkey_keys, 2, false},
   };
   for (const Kind& k : kinds) {
@@ -547,7 +549,8 @@ std::vector<Plot> TrainingPlots(const ModelCurves& c, const std::string& label) 
         {copy.name,
          fmt::format("Model {}: the copy readout at each evaluation during training, a dot per "
                      "evaluation with its 95% Wilson interval (shaded): copy on gapped rows, "
-                     "copy on text, each against its control (dashed, same colour: the same "
+                     "copy on text and of random strings in text (randcopy, where logged), each "
+                     "against its control (dashed, same colour: the same "
                      "positions with nothing to copy), and passkey keys read back whole. A "
                      "model that learns to copy rises above its control. The token shares' "
                      "intervals treat the tokens of a row as independent, so they are too "
@@ -560,13 +563,16 @@ std::vector<Plot> TrainingPlots(const ModelCurves& c, const std::string& label) 
 
 // The table of one model's evaluations: Markdown and HTML.
 std::pair<std::string, std::string> TrainingTable(const ModelCurves& c) {
-  bool val = false, cp = false, cpc = false, tc = false, tcc = false, pk = false;
+  bool val = false, cp = false, cpc = false, tc = false, tcc = false, rc = false, rcc = false;
+  bool pk = false;
   for (const TrainEval& e : c.evals) {
     val = val || e.has_val_loss;
     cp = cp || e.copy.known;
     cpc = cpc || e.copy_control.known;
     tc = tc || e.textcopy.known;
     tcc = tcc || e.textcopy_control.known;
+    rc = rc || e.randcopy.known;
+    rcc = rcc || e.randcopy_control.known;
     pk = pk || e.passkey_keys.known;
   }
   std::vector<std::string> head = {"step"};
@@ -575,6 +581,8 @@ std::pair<std::string, std::string> TrainingTable(const ModelCurves& c) {
   if (cpc) head.push_back("copy control");
   if (tc) head.push_back("textcopy");
   if (tcc) head.push_back("textcopy control");
+  if (rc) head.push_back("randcopy");
+  if (rcc) head.push_back("randcopy control");
   if (pk) head.push_back("passkey keys");
   std::vector<std::vector<std::string>> rows;
   for (const TrainEval& e : c.evals) {
@@ -584,6 +592,8 @@ std::pair<std::string, std::string> TrainingTable(const ModelCurves& c) {
     if (cpc) row.push_back(ShareText(e.copy_control, false));
     if (tc) row.push_back(ShareText(e.textcopy, false));
     if (tcc) row.push_back(ShareText(e.textcopy_control, false));
+    if (rc) row.push_back(ShareText(e.randcopy, false));
+    if (rcc) row.push_back(ShareText(e.randcopy_control, false));
     if (pk) row.push_back(ShareText(e.passkey_keys, true));
     rows.push_back(std::move(row));
   }

@@ -26,12 +26,13 @@
 //                                   "<i>: <name>" where each stage begins (staged models)
 //   training_copy_<model>.svg       (in Training) the copy readout at each evaluation, a dot per
 //                                   evaluation and a band for its 95% Wilson interval: copy,
-//                                   textcopy (each with its control dashed in its colour) and
-//                                   passkey keys, y from 0 to 1, stages marked as above
+//                                   textcopy, randcopy (each with its control dashed in its
+//                                   colour; those logged) and passkey keys, y from 0 to 1,
+//                                   stages marked as above
 // Two files per model rather than one of two panels: each is an ordinary line plot, within
 // kPlotMaxWidth like every other. tables.md holds, per model, the table of its evaluations (step,
-// held-out loss, copy, copy control, textcopy, textcopy control, passkey keys, each share with
-// its interval); no CSV of it.
+// held-out loss, copy, textcopy and randcopy each with its control, passkey keys: the columns
+// logged, each share with its interval); no CSV of it.
 // File names keep [A-Za-z0-9._-] of the labels (anything else becomes '_'); a name that would
 // repeat gets "-2", "-3", ...
 #pragma once

@@ -111,6 +111,8 @@ void ReadStage(ModelCurves& c, TrainStage stage) {
     e.copy_control = ShareOf(j, "copy_control");
     e.textcopy = ShareOf(j, "textcopy_accuracy");
     e.textcopy_control = ShareOf(j, "textcopy_control");
+    e.randcopy = ShareOf(j, "randcopy_accuracy");
+    e.randcopy_control = ShareOf(j, "randcopy_control");
     e.passkey_digits = ShareOf(j, "passkey_digits");
     e.passkey_keys = ShareOf(j, "passkey_keys");
     if (e.has_val_loss || e.HasReadout()) evals.push_back(e);

@@ -3,7 +3,8 @@
 // interval. Report layer: it reads the logs' JSON lines (the format is src/train/run.h's
 // RunTrainingLoop: one object per step, {step, loss, lr, ...}, and at evaluations val_loss and
 // the readout's copy_accuracy, copy_control, textcopy_accuracy, textcopy_control,
-// passkey_digits, passkey_keys, each with its count <key>_n), never the training code.
+// randcopy_accuracy, randcopy_control, passkey_digits, passkey_keys, each with its count <key>_n,
+// for the kinds its probe holds), never the training code.
 //
 // Layouts of a model's folder (the lab's OUT/models/<label>):
 //   one run     <folder>/train_log.jsonl
@@ -46,10 +47,11 @@ struct TrainEval {
   int64_t step = 0;  // counted across stages
   bool has_val_loss = false;
   double val_loss = 0;  // mean held-out loss, nats
-  TrainShare copy, copy_control, textcopy, textcopy_control, passkey_digits, passkey_keys;
+  TrainShare copy, copy_control, textcopy, textcopy_control, randcopy, randcopy_control;
+  TrainShare passkey_digits, passkey_keys;
   bool HasReadout() const {
     return copy.known || copy_control.known || textcopy.known || textcopy_control.known ||
-           passkey_keys.known;
+           randcopy.known || randcopy_control.known || passkey_keys.known;
   }
 };
 

@@ -114,6 +114,22 @@ TEST_F(TrainCurvesTest, WilsonIntervalOfTheReadout) {
   EXPECT_TRUE(c.evals[0].passkey_keys.known);
 }
 
+TEST_F(TrainCurvesTest, RandcopyIsReadWhereLogged) {
+  Log("m", R"({"step":1,"loss":3.0,"randcopy_accuracy":0.8,"randcopy_accuracy_n":10,)"
+           R"("randcopy_control":0.1,"randcopy_control_n":10})"
+           "\n");
+  const ModelCurves c = ReadModelCurves(Path("m"), "m");
+  ASSERT_EQ(c.evals.size(), 1u);  // a readout without a held-out loss is an evaluation too
+  EXPECT_FALSE(c.evals[0].has_val_loss);
+  EXPECT_TRUE(c.evals[0].randcopy.known);
+  EXPECT_DOUBLE_EQ(c.evals[0].randcopy_control.value, 0.1);
+  LabRecordFile records;
+  records.records = testing::SampleRecords();
+  const Report report = BuildReport(records, {"a.jsonl"}, {c});
+  EXPECT_TRUE(Has(report.files.front().content, "| step | randcopy | randcopy control |"))
+      << report.files.front().content;
+}
+
 TEST_F(TrainCurvesTest, MissingLogsGiveNotesNotErrors) {
   const ModelCurves none = ReadModelCurves(Path("absent"), "rope");
   EXPECT_TRUE(none.empty());
