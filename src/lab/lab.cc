@@ -32,6 +32,7 @@
 #include "src/model/transformer.h"
 #include "src/position/method.h"
 #include "src/position/plan.h"
+#include "src/report/train_curves.h"
 #include "src/train/arch_spec.h"
 #include "src/train/train_run.h"
 #include "src/train/trainer.h"
@@ -866,13 +867,14 @@ std::vector<std::string> LabResultFiles(const std::string& out) {
   return files;
 }
 
-WrittenReport WriteLabReport(const std::vector<std::string>& inputs, const std::string& dir) {
+WrittenReport WriteLabReport(const std::vector<std::string>& inputs, const std::string& dir,
+                             const std::string& models_dir) {
   std::vector<NamedPath> in;
   for (const std::string& path : inputs) in.push_back({"records file", path});
   CheckOutputPaths(in, std::vector<NamedPath>{{"--out", dir, OutputForm::kDirectory}});
   WrittenReport w;
   w.records = ReadLabRecords(inputs);
-  w.report = BuildReport(w.records, inputs);
+  w.report = BuildReport(w.records, inputs, ReadCurvesOfRecords(w.records, models_dir));
   std::error_code ec;
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec)) {
     Fail("--out {}: exists and is not a directory", dir);

@@ -105,14 +105,18 @@ LabResult RunLab(const LabOptions& options, const LabCallbacks& callbacks = {});
 
 // The report of records files (src/report/report_html.h) written into `dir` (created when
 // missing), each file whole or not at all (AtomicFile). Every output path is checked against the
-// inputs before `dir` is made, so a refusal leaves nothing behind. Throws stretch::Error for
-// records that cannot be read, an output over an input, or `dir` that is not a directory.
+// inputs before `dir` is made, so a refusal leaves nothing behind. The models' training curves
+// come from their logs (ReadCurvesOfRecords, src/report/train_curves.h): in `models_dir`/<label>
+// when given, else in the folder "models" next to each records file (OUT/models for
+// OUT/results*.jsonl); a model without logs gets a note, never an error. Throws stretch::Error
+// for records that cannot be read, an output over an input, or `dir` that is not a directory.
 struct WrittenReport {
   LabRecordFile records;
   Report report;
   std::vector<std::string> paths;  // the files written, in the order of report.files
 };
-WrittenReport WriteLabReport(const std::vector<std::string>& inputs, const std::string& dir);
+WrittenReport WriteLabReport(const std::vector<std::string>& inputs, const std::string& dir,
+                             const std::string& models_dir = "");
 
 // Moves the lines of a lab's records file that are not JSON (torn by a crash, or by two labs
 // writing one folder before the lock kept the second out) into PATH.torn (appended), and rewrites

@@ -11,6 +11,7 @@
 #include "src/core/error.h"
 #include "src/report/report_tables.h"
 #include "src/report/svg_plot.h"
+#include "src/report/train_curves.h"
 
 namespace stretch {
 namespace {
@@ -19,6 +20,7 @@ struct Plot {
   std::string name;  // the file's stem and data-plot
   std::string caption;
   std::string svg;
+  int training = -1;  // >= 0: drawn in the Training section under that model, not under Plots
 };
 
 // What each protocol is, in one line each, for readers who never read the papers.
@@ -415,6 +417,209 @@ PasskeyPlotSet PasskeyPlots(const std::vector<LabRecord>& records, bool corpora)
   return out;
 }
 
+// "47.1% (44.0-50.2)": a share of the copy readout with its Wilson interval; "-" when not logged.
+std::string ShareText(const TrainShare& s, bool count) {
+  if (!s.known) return "-";
+  return fmt::format("{:.1f}% ({:.1f}-{:.1f}){}", 100 * s.value, 100 * s.ci.lo, 100 * s.ci.hi,
+                     count ? fmt::format(" of {}", s.n) : "");
+}
+
+// The stages' beginnings as marks on a plot over steps; none for a single run.
+std::vector<PlotXMark> StageMarks(const ModelCurves& c) {
+  std::vector<PlotXMark> marks;
+  if (!c.staged()) return marks;
+  for (const TrainStage& s : c.stages) {
+    marks.push_back({static_cast<double>(s.start_step), fmt::format("{}: {}", s.index, s.name)});
+  }
+  return marks;
+}
+
+// At most this many points on the training loss's line: a run logs every step, and a line of
+// thousands of points draws no more than one of a few hundred at this width.
+constexpr size_t kTrainLossPoints = 200;
+
+// The training loss as means over bins of consecutive steps (no bin crosses a stage's
+// beginning), and how many steps a bin holds.
+PlotSeries TrainLossSeries(const ModelCurves& c, int64_t& bin) {
+  bin = static_cast<int64_t>((c.steps.size() + kTrainLossPoints - 1) / kTrainLossPoints);
+  bin = std::max<int64_t>(1, bin);
+  PlotSeries s;
+  size_t stage = 0;
+  double sum = 0, step_sum = 0;
+  int64_t n = 0;
+  auto flush = [&] {
+    if (n == 0) return;
+    s.xs.push_back(step_sum / static_cast<double>(n));
+    s.ys.push_back(sum / static_cast<double>(n));
+    sum = step_sum = 0;
+    n = 0;
+  };
+  for (const TrainStep& p : c.steps) {
+    bool new_stage = false;
+    while (stage + 1 < c.stages.size() && p.step > c.stages[stage + 1].start_step) {
+      ++stage;
+      new_stage = true;
+    }
+    if (new_stage || n == bin) flush();
+    sum += p.loss;
+    step_sum += static_cast<double>(p.step);
+    ++n;
+  }
+  flush();
+  s.label = bin == 1 ? "training loss" : fmt::format("training loss (mean of {} steps)", bin);
+  s.colour = 0;
+  return s;
+}
+
+// The Training section's plots of one model: the loss, and the copy readout when logged.
+std::vector<Plot> TrainingPlots(const ModelCurves& c, const std::string& label) {
+  std::vector<Plot> plots;
+  const std::string stages =
+      c.staged() ? fmt::format(" Dashed vertical lines: where each of its {} stages begins.",
+                               c.stages.size())
+                 : std::string();
+  LinePlotSpec loss;
+  loss.name = "training_loss_" + SanitizeFileName(label);
+  loss.title = fmt::format("Training: model {}, loss", label);
+  loss.x_label = "training step";
+  loss.y_label = "next-token loss (nats)";
+  loss.x_marks = StageMarks(c);
+  int64_t bin = 1;
+  if (!c.steps.empty()) loss.series.push_back(TrainLossSeries(c, bin));
+  PlotSeries held_out;
+  held_out.label = "held-out loss";
+  held_out.colour = 1;
+  held_out.markers = true;
+  for (const TrainEval& e : c.evals) {
+    if (!e.has_val_loss) continue;
+    held_out.xs.push_back(static_cast<double>(e.step));
+    held_out.ys.push_back(e.val_loss);
+  }
+  if (!held_out.xs.empty()) loss.series.push_back(std::move(held_out));
+  if (!loss.series.empty()) {
+    plots.push_back(
+        {loss.name,
+         fmt::format("Model {}: training loss{} and the loss on held-out text at each "
+                     "evaluation (dots), by training step.{}",
+                     label, bin > 1 ? fmt::format(" (mean over each {} steps)", bin) : "", stages),
+         LinePlotSvg(loss)});
+  }
+
+  LinePlotSpec copy;
+  copy.name = "training_copy_" + SanitizeFileName(label);
+  copy.title = fmt::format("Training: model {}, copy readout", label);
+  copy.x_label = "training step";
+  copy.y_label = "share right (bands: 95% Wilson interval)";
+  copy.x_marks = StageMarks(c);
+  copy.y_share = true;
+  struct Kind {
+    const char* label;
+    TrainShare TrainEval::*share;
+    int colour;
+    bool dashed;
+  };
+  const Kind kinds[] = {
+      {"copy (gapped rows)", &TrainEval::copy, 0, false},
+      {"copy: control", &TrainEval::copy_control, 0, true},
+      {"textcopy", &TrainEval::textcopy, 1, false},
+      {"textcopy: control", &TrainEval::textcopy_control, 1, true},
+      {"randcopy", &TrainEval::randcopy, 3, false},
+      {"randcopy: control", &TrainEval::randcopy_control, 3, true},
+      {"passkey: whole keys", &TrainEval::passkey_keys, 2, false},
+  };
+  for (const Kind& k : kinds) {
+    PlotSeries s;
+    s.label = k.label;
+    s.colour = k.colour;
+    s.dashed = k.dashed;
+    s.markers = true;
+    s.band = true;
+    for (const TrainEval& e : c.evals) {
+      const TrainShare& v = e.*k.share;
+      if (!v.known) continue;
+      s.xs.push_back(static_cast<double>(e.step));
+      s.ys.push_back(v.value);
+      s.lo.push_back(v.ci.lo);
+      s.hi.push_back(v.ci.hi);
+    }
+    if (!s.xs.empty()) copy.series.push_back(std::move(s));
+  }
+  if (!copy.series.empty()) {
+    plots.push_back(
+        {copy.name,
+         fmt::format("Model {}: the copy readout at each evaluation during training, a dot per "
+                     "evaluation with its 95% Wilson interval (shaded): copy on gapped rows, "
+                     "copy on text and of random strings in text (randcopy, where logged), each "
+                     "against its control (dashed, same colour: the same "
+                     "positions with nothing to copy), and passkey keys read back whole. A "
+                     "model that learns to copy rises above its control. The token shares' "
+                     "intervals treat the tokens of a row as independent, so they are too "
+                     "narrow.{}",
+                     label, stages),
+         LinePlotSvg(copy)});
+  }
+  return plots;
+}
+
+// The table of one model's evaluations: Markdown and HTML.
+std::pair<std::string, std::string> TrainingTable(const ModelCurves& c) {
+  bool val = false, cp = false, cpc = false, tc = false, tcc = false, rc = false, rcc = false;
+  bool pk = false;
+  for (const TrainEval& e : c.evals) {
+    val = val || e.has_val_loss;
+    cp = cp || e.copy.known;
+    cpc = cpc || e.copy_control.known;
+    tc = tc || e.textcopy.known;
+    tcc = tcc || e.textcopy_control.known;
+    rc = rc || e.randcopy.known;
+    rcc = rcc || e.randcopy_control.known;
+    pk = pk || e.passkey_keys.known;
+  }
+  std::vector<std::string> head = {"step"};
+  if (val) head.push_back("held-out loss (nats)");
+  if (cp) head.push_back("copy");
+  if (cpc) head.push_back("copy control");
+  if (tc) head.push_back("textcopy");
+  if (tcc) head.push_back("textcopy control");
+  if (rc) head.push_back("randcopy");
+  if (rcc) head.push_back("randcopy control");
+  if (pk) head.push_back("passkey keys");
+  std::vector<std::vector<std::string>> rows;
+  for (const TrainEval& e : c.evals) {
+    std::vector<std::string> row = {fmt::format("{}", e.step)};
+    if (val) row.push_back(e.has_val_loss ? fmt::format("{:.3f}", e.val_loss) : "-");
+    if (cp) row.push_back(ShareText(e.copy, false));
+    if (cpc) row.push_back(ShareText(e.copy_control, false));
+    if (tc) row.push_back(ShareText(e.textcopy, false));
+    if (tcc) row.push_back(ShareText(e.textcopy_control, false));
+    if (rc) row.push_back(ShareText(e.randcopy, false));
+    if (rcc) row.push_back(ShareText(e.randcopy_control, false));
+    if (pk) row.push_back(ShareText(e.passkey_keys, true));
+    rows.push_back(std::move(row));
+  }
+  std::string md = "|", html = "<table class=\"training\">\n<thead><tr>";
+  for (const std::string& h : head) {
+    md += " " + h + " |";
+    html += "<th>" + XmlEscape(h) + "</th>";
+  }
+  md += "\n|";
+  for (size_t i = 0; i < head.size(); ++i) md += "---:|";
+  md += "\n";
+  html += "</tr></thead>\n<tbody>\n";
+  for (const auto& row : rows) {
+    md += "|";
+    html += "<tr>";
+    for (const std::string& v : row) {
+      md += " " + v + " |";
+      html += "<td>" + XmlEscape(v) + "</td>";
+    }
+    md += "\n";
+    html += "</tr>\n";
+  }
+  html += "</tbody>\n</table>\n";
+  return {md, html};
+}
+
 // Gives each plot a file name no other plot has ("-2", "-3", ... appended), rewriting the
 // data-plot attribute to match.
 void MakeNamesUnique(std::vector<Plot>& plots) {
@@ -473,7 +678,8 @@ std::string SanitizeFileName(std::string_view label) {
   return out;
 }
 
-Report BuildReport(const LabRecordFile& records, const std::vector<std::string>& inputs) {
+Report BuildReport(const LabRecordFile& records, const std::vector<std::string>& inputs,
+                   const std::vector<ModelCurves>& curves) {
   if (records.records.empty()) Fail("no cell records in the records files: nothing to report");
   std::vector<LabRecord> rs = records.records;
   Report report;
@@ -519,6 +725,31 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
   for (Plot& p : TailPlots(rs, corpora)) plots.push_back(std::move(p));
   PasskeyPlotSet passkey = PasskeyPlots(rs, corpora);
   for (Plot& p : passkey.plots) plots.push_back(std::move(p));
+  // Training: each model's curves under the name its rows carry (SeparateModels may have given
+  // its label a suffix: the curves' records files tell which model of the label they are).
+  struct TrainingEntry {
+    std::string label;
+    const ModelCurves* curves;
+  };
+  std::vector<TrainingEntry> training;
+  for (const ModelCurves& c : curves) {
+    std::string label = c.model;
+    for (size_t i = 0; i < records.records.size(); ++i) {
+      const LabRecord& r = records.records[i];
+      if (r.model == c.model && (c.sources.empty() || std::find(c.sources.begin(), c.sources.end(),
+                                                                r.source) != c.sources.end())) {
+        label = ModelLabel(rs[i].corpus, rs[i].model, corpora);
+        break;
+      }
+    }
+    for (const std::string& n : c.notes) report.training_notes.push_back(n);
+    if (c.empty()) continue;
+    for (Plot& p : TrainingPlots(c, label)) {
+      p.training = static_cast<int>(training.size());
+      plots.push_back(std::move(p));
+    }
+    training.push_back({label, &c});
+  }
   MakeNamesUnique(plots);
   // Passkey rows with every cell 0 get one line here instead of a heat map of zeros.
   std::string zero_note;
@@ -585,13 +816,63 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
   }
   html += "</ul>\n";
   report.summary_reading = reading;
+
+  // Training, after the results tables: each model's loss and copy readout over its steps.
+  if (!training.empty() || !report.training_notes.empty()) {
+    md += "\n## Training\n\n";
+    html += "<h2>Training</h2>\n";
+    md +=
+        "Each model's training, from its training logs: the loss over the steps, and at each "
+        "evaluation the held-out loss and the copy readout (share right, with its 95% Wilson "
+        "interval; passkey: whole keys of the trials).\n";
+    html +=
+        "<p>Each model's training, from its training logs: the loss over the steps, and at "
+        "each evaluation the held-out loss and the copy readout (share right, with its 95% "
+        "Wilson interval; passkey: whole keys of the trials).</p>\n";
+    for (const std::string& n : report.training_notes) {
+      md += fmt::format("\n**Note:** {}\n", n);
+      html += fmt::format("<p class=\"note\">{}</p>\n", XmlEscape(n));
+    }
+    for (size_t ti = 0; ti < training.size(); ++ti) {
+      const TrainingEntry& t = training[ti];
+      const ModelCurves& c = *t.curves;
+      std::string stages;
+      for (const TrainStage& st : c.stages) {
+        if (c.staged()) {
+          stages += fmt::format("{}stage {} ({}) from step {}", stages.empty() ? "" : ", ",
+                                st.index, st.name, st.start_step + 1);
+        }
+      }
+      const std::string head =
+          fmt::format("Model {}: {} steps logged, {} evaluations{}", t.label,
+                      c.steps.empty() ? 0 : c.steps.back().step, c.evals.size(),
+                      stages.empty() ? std::string() : "; " + stages);
+      md += fmt::format("\n### Training: {}\n\n{}.\n\n", t.label, head);
+      html +=
+          fmt::format("<h3>Training: {}</h3>\n<p>{}.</p>\n", XmlEscape(t.label), XmlEscape(head));
+      for (const Plot& p : plots) {
+        if (p.training != static_cast<int>(ti)) continue;
+        html += fmt::format("<figure>\n{}<figcaption>{} ({}.svg)</figcaption>\n</figure>\n", p.svg,
+                            XmlEscape(p.caption), XmlEscape(p.name));
+        md += fmt::format("Plot: {}.svg\n\n", p.name);
+      }
+      if (!c.evals.empty()) {
+        const auto [table_md, table_html] = TrainingTable(c);
+        md += table_md;
+        html += table_html;
+      }
+    }
+  }
+
   report.files.push_back({"tables.md", md});
   for (ReportFile& f : csvs) report.files.push_back(std::move(f));
 
   html += "<h2>Plots</h2>\n";
   for (const Plot& p : plots) {
-    html += fmt::format("<figure>\n{}<figcaption>{} ({}.svg)</figcaption>\n</figure>\n", p.svg,
-                        XmlEscape(p.caption), XmlEscape(p.name));
+    if (p.training < 0) {
+      html += fmt::format("<figure>\n{}<figcaption>{} ({}.svg)</figcaption>\n</figure>\n", p.svg,
+                          XmlEscape(p.caption), XmlEscape(p.name));
+    }
     report.files.push_back({p.name + ".svg", p.svg});
   }
   report.plots = static_cast<int64_t>(plots.size());

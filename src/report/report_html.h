@@ -3,8 +3,10 @@
 // and report.html, a self-contained page holding the tables and every plot inline. The page
 // reads like a paper's results section: the summary table (the seeds' layout, with the
 // retrieval columns) and a paragraph generated from its numbers first, then the copy gate, the
-// retrieval tables, the seeds' accuracy and loss tables, the others, and the plots. It holds no
-// script: the render check of tests/report/report_cli_test.cc injects its own into a copy.
+// retrieval tables, the seeds' accuracy and loss tables, the others, the models' records files,
+// Training (when curves are given: each model's two training plots and a table of its
+// evaluations, with the notes of logs missing or damaged), and the plots. It holds no script:
+// the render check of tests/report/report_cli_test.cc injects its own into a copy.
 //
 // Plots (each one SVG file, and inline in report.html with class="plot" and data-plot=its stem;
 // none wider than kPlotMaxWidth, all scaling down to the page):
@@ -18,6 +20,19 @@
 //   passkey_<model>_<method>.svg    heat map: length x depth, cell = accuracy (one per method);
 //                                   a method whose every cell is 0 gets a line under the passkey
 //                                   table instead
+//   training_loss_<model>.svg       (in Training) the training loss over the steps (a mean over
+//                                   bins of steps, at most 200 points) and the held-out loss, a
+//                                   dot per evaluation; a dashed vertical line labelled
+//                                   "<i>: <name>" where each stage begins (staged models)
+//   training_copy_<model>.svg       (in Training) the copy readout at each evaluation, a dot per
+//                                   evaluation and a band for its 95% Wilson interval: copy,
+//                                   textcopy, randcopy (each with its control dashed in its
+//                                   colour; those logged) and passkey keys, y from 0 to 1,
+//                                   stages marked as above
+// Two files per model rather than one of two panels: each is an ordinary line plot, within
+// kPlotMaxWidth like every other. tables.md holds, per model, the table of its evaluations (step,
+// held-out loss, copy, textcopy and randcopy each with its control, passkey keys: the columns
+// logged, each share with its interval); no CSV of it.
 // File names keep [A-Za-z0-9._-] of the labels (anything else becomes '_'); a name that would
 // repeat gets "-2", "-3", ...
 #pragma once
@@ -28,6 +43,7 @@
 #include <vector>
 
 #include "src/report/records.h"
+#include "src/report/train_curves.h"
 
 namespace stretch {
 
@@ -46,12 +62,18 @@ struct Report {
   // What a reader must know about the records: labels that named several models (SeparateModels)
   // and lines skipped as torn. Also on the page and in tables.md.
   std::vector<std::string> notes;
+  // The training curves' notes (src/report/train_curves.h: logs missing, lines skipped), in the
+  // Training section of the page and of tables.md.
+  std::vector<std::string> training_notes;
 };
 
 // `inputs`: the records files, as the user named them (for the page's header). Models that share
 // a label but are different models get labels of their own (SeparateModels), and the page says
-// which files each model's rows came from. Throws stretch::Error when there are no records.
-Report BuildReport(const LabRecordFile& records, const std::vector<std::string>& inputs);
+// which files each model's rows came from. `curves`: the models' training curves
+// (ReadCurvesOfRecords, or made in memory), each shown under the name its model's rows carry;
+// none: no Training section. Throws stretch::Error when there are no records.
+Report BuildReport(const LabRecordFile& records, const std::vector<std::string>& inputs,
+                   const std::vector<ModelCurves>& curves = {});
 
 // `label` with every character outside [A-Za-z0-9._-] replaced by '_' (and a leading '.' too,
 // so that no name is hidden); "_" for an empty label.

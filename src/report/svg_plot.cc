@@ -211,6 +211,17 @@ void SvgWriter::Circle(double cx, double cy, double r, std::string_view fill) {
                       XmlEscape(fill));
 }
 
+void SvgWriter::Polygon(const std::vector<double>& xs, const std::vector<double>& ys,
+                        std::string_view fill, double opacity) {
+  if (xs.size() != ys.size()) Fail("SvgWriter::Polygon: {} x values, {} y", xs.size(), ys.size());
+  std::string points;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    points += fmt::format("{}{},{}", i ? " " : "", Px(xs[i]), Px(ys[i]));
+  }
+  out_ += fmt::format("<polygon points=\"{}\" fill=\"{}\" fill-opacity=\"{}\" stroke=\"none\"/>\n",
+                      points, XmlEscape(fill), FormatNumber(std::clamp(opacity, 0.0, 1.0), 2));
+}
+
 void SvgWriter::Text(double x, double y, std::string_view text, const TextStyle& s) {
   out_ += fmt::format(
       "<text x=\"{}\" y=\"{}\" font-size=\"{}\" text-anchor=\"{}\" fill=\"{}\"{}{}>", Px(x), Px(y),
@@ -263,6 +274,10 @@ std::string LinePlotSvg(const LinePlotSpec& spec) {
   }
   if (all_x.empty()) x_min = x_max = y_min = y_max = 1, all_x = {1};
   if (spec.x_marker > 0) x_max = std::max(x_max, spec.x_marker);
+  for (const PlotXMark& m : spec.x_marks) {
+    if (std::isfinite(m.x) && m.x >= 0 && !spec.x_log2) x_max = std::max(x_max, m.x);
+  }
+  if (spec.y_share) y_min = std::min(y_min, 0.0), y_max = std::max(y_max, 1.0);
 
   std::vector<std::string> labels;
   size_t entries = 0;
@@ -294,6 +309,15 @@ std::string LinePlotSvg(const LinePlotSpec& spec) {
     svg.Line(px, f.top, px, f.bottom, "#555555", 1.5, "6 4");
     svg.Text(px + 4, f.top + 14, spec.x_marker_label, {.size = 11, .fill = "#444"});
   }
+  for (size_t i = 0; i < spec.x_marks.size(); ++i) {
+    const PlotXMark& m = spec.x_marks[i];
+    if (!std::isfinite(m.x) || m.x < 0 || spec.x_log2) continue;
+    const double px = x.Map(m.x);
+    svg.Line(px, f.top, px, f.bottom, "#555555", 1.2, "6 4");
+    // Staggered over three rows, so that the labels of stages close together do not overprint.
+    svg.Text(px + 4, f.top + 14 + 14 * static_cast<double>(i % 3), Shorten(m.label, 30),
+             {.size = 11, .fill = "#444"});
+  }
   auto colour = [&](size_t k) {
     const PlotSeries& s = spec.series[k];
     if (s.greyed) return kGreyed;
@@ -308,21 +332,43 @@ std::string LinePlotSvg(const LinePlotSpec& spec) {
   for (size_t k = 0; k < spec.series.size(); ++k) {
     const PlotSeries& s = spec.series[k];
     std::vector<double> px, py;
+    std::vector<double> band_x, band_lo, band_hi;  // the band's run of points so far
+    auto close_band = [&] {
+      if (band_x.size() >= 2) {
+        std::vector<double> bx(band_x), by(band_hi);
+        bx.insert(bx.end(), band_x.rbegin(), band_x.rend());
+        by.insert(by.end(), band_lo.rbegin(), band_lo.rend());
+        svg.Polygon(bx, by, colour(k), 0.15);
+      } else if (band_x.size() == 1) {  // a lone point: its error bar
+        svg.Line(band_x[0], band_lo[0], band_x[0], band_hi[0], colour(k), 1.2);
+      }
+      band_x.clear(), band_lo.clear(), band_hi.clear();
+    };
     for (size_t i = 0; i < s.xs.size() && i < s.ys.size(); ++i) {
       if (!std::isfinite(s.xs[i]) || !std::isfinite(s.ys[i])) continue;
       if (spec.x_log2 && s.xs[i] <= 0) continue;
       px.push_back(x.Map(s.xs[i]));
       py.push_back(y.Map(s.ys[i]));
       double lo = 0, hi = 0;
-      if (interval(s, i, lo, hi)) {  // the error bar, with caps
+      const bool known = interval(s, i, lo, hi);
+      if (s.band) {
+        if (!known) {
+          close_band();
+          continue;
+        }
+        band_x.push_back(px.back()), band_lo.push_back(y.Map(lo)), band_hi.push_back(y.Map(hi));
+        continue;
+      }
+      if (known) {  // the error bar, with caps
         const double a = y.Map(lo), b = y.Map(hi);
         svg.Line(px.back(), a, px.back(), b, colour(k), 1.2);
         svg.Line(px.back() - 3, a, px.back() + 3, a, colour(k), 1.2);
         svg.Line(px.back() - 3, b, px.back() + 3, b, colour(k), 1.2);
       }
     }
+    close_band();
     svg.Polyline(px, py, colour(k), 2, dash(k));
-    if (spec.markers || px.size() == 1) {
+    if (spec.markers || s.markers || px.size() == 1) {
       for (size_t i = 0; i < px.size(); ++i) svg.Circle(px[i], py[i], 3.5, colour(k));
     }
   }

@@ -50,6 +50,9 @@ class SvgWriter {
   void Rect(double x, double y, double w, double h, std::string_view fill,
             std::string_view stroke = "none");
   void Circle(double cx, double cy, double r, std::string_view fill);
+  // A closed shape filled with `fill` at `opacity` (0..1), no outline: an interval band.
+  void Polygon(const std::vector<double>& xs, const std::vector<double>& ys, std::string_view fill,
+               double opacity);
   void Text(double x, double y, std::string_view text, const TextStyle& style);
   void Text(double x, double y, std::string_view text) { Text(x, y, text, TextStyle{}); }
   void BeginGroup(std::string_view css_class);
@@ -72,16 +75,28 @@ struct PlotSeries {
   bool dashed = false;    // a dashed line (a control), whatever the series' index
   bool greyed = false;    // grey, not a palette colour (a not-informative series)
   bool in_legend = true;  // false: no legend entry of its own (a control: see legend_extra)
+  bool markers = false;   // a dot on every point of this series (LinePlotSpec::markers: all)
+  // The intervals drawn as a shaded band between lo and hi (broken where a point has none)
+  // instead of error bars: for series with many points close together.
+  bool band = false;
+};
+
+// A dashed vertical line across a line plot at x, labelled (a stage of training beginning).
+struct PlotXMark {
+  double x = 0;
+  std::string label;
 };
 
 struct LinePlotSpec {
   std::string name;  // data-plot attribute (the file's stem)
   std::string title;
-  std::string x_label, y_label;  // with units, e.g. "position in the sequence (tokens)"
-  bool x_log2 = false;           // log2 x axis with ticks at the data's x values
-  bool markers = false;          // a dot on every point
-  double x_marker = -1;          // > 0: a dashed vertical line there...
-  std::string x_marker_label;    // ...with this label
+  std::string x_label, y_label;    // with units, e.g. "position in the sequence (tokens)"
+  bool x_log2 = false;             // log2 x axis with ticks at the data's x values
+  bool markers = false;            // a dot on every point
+  double x_marker = -1;            // > 0: a dashed vertical line there...
+  std::string x_marker_label;      // ...with this label
+  std::vector<PlotXMark> x_marks;  // more such lines (x >= 0), labels staggered down the plot
+  bool y_share = false;            // y is a share: the axis spans 0 to 1 whatever the data
   std::vector<PlotSeries> series;
   std::string legend_extra;  // a last legend entry drawn as a grey dashed line ("control")
   std::string note;          // a line under the title (why a plot is greyed), "" for none

@@ -135,15 +135,63 @@ std::string FindChromium() {
   return "";
 }
 
+TEST_F(ReportCliTest, TrainingCurvesFromTheModelsFolder) {
+  // The lab's layout: OUT/results.jsonl beside OUT/models/<label>/train_log.jsonl (rope, in two
+  // stages); alibi has no log.
+  fs::create_directories(dir_ / "lab/models/rope/1-copy");
+  fs::create_directories(dir_ / "lab/models/rope/2-text");
+  const std::string eval =
+      R"(,"val_loss":2.5,"copy_accuracy":0.5,"copy_accuracy_n":10,"copy_control":0.1,)"
+      R"("copy_control_n":10})";
+  File("lab/models/rope/1-copy/train_log.jsonl",
+       "{\"step\":1,\"loss\":3.0}\n{\"step\":2,\"loss\":2.9" + eval + "\n");
+  File("lab/models/rope/2-text/train_log.jsonl",
+       "{\"step\":1,\"loss\":2.8}\n{\"step\":2,\"loss\":2.7" + eval + "\n");
+  fs::create_directories(dir_ / "lab");
+  const std::string records = SampleFile("lab/results.jsonl");
+  const std::string out = Path("out");
+  auto r = RunCli("report " + Quote(records) + " --out " + Quote(out));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "training note: alibi: no training log")) << r.out;
+  EXPECT_TRUE(fs::exists(fs::path(out) / "training_loss_rope.svg"));
+  EXPECT_TRUE(fs::exists(fs::path(out) / "training_copy_rope.svg"));
+  EXPECT_FALSE(fs::exists(fs::path(out) / "training_loss_alibi.svg"));
+  const std::string md = testing::ReadBytes((fs::path(out) / "tables.md").string());
+  EXPECT_TRUE(Has(md, "stage 2 (text) from step 3")) << md;
+  EXPECT_TRUE(Has(md, "| 4 | 2.500 | 50.0% (23.7-76.3) | 10.0% (1.8-40.4) |")) << md;
+
+  // --models elsewhere: the folder next to the records is not read.
+  fs::create_directories(dir_ / "elsewhere/alibi");
+  File("elsewhere/alibi/train_log.jsonl", "{\"step\":1,\"loss\":3.0}\n");
+  const std::string out2 = Path("out2");
+  r = RunCli("report " + Quote(records) + " --models " + Quote(Path("elsewhere")) + " --out " +
+             Quote(out2));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(fs::exists(fs::path(out2) / "training_loss_alibi.svg"));
+  EXPECT_FALSE(fs::exists(fs::path(out2) / "training_loss_rope.svg"));
+  EXPECT_TRUE(Has(r.out, "training note: rope: no training log")) << r.out;
+
+  r = RunCli("report " + Quote(records) + " --models " + Quote(Path("absent")) + " --out " +
+             Quote(Path("out3")));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(Has(r.out, "--models " + Path("absent") + ": no such directory")) << r.out;
+  EXPECT_FALSE(fs::exists(Path("out3")));
+}
+
 TEST_F(ReportCliTest, EveryPlotRendersInChromium) {
   const std::string chromium = FindChromium();
   if (chromium.empty()) {
     GTEST_SKIP() << "no chromium found (/usr/bin/chromium): install the Debian package "
                     "`chromium` (scripts/setup.sh all does) to run this test";
   }
-  // Every kind of plot: the sample records, and the retrieval lab's (far copy, repeat periods,
-  // a model that failed the gate).
+  // Every kind of plot: the sample records, the retrieval lab's (far copy, repeat periods,
+  // a model that failed the gate), and a training log of rope beside them (models/rope).
   const std::string records = SampleFile("results.jsonl");
+  fs::create_directories(dir_ / "models/rope");
+  File("models/rope/train_log.jsonl",
+       "{\"step\":1,\"loss\":3.0}\n{\"step\":2,\"loss\":2.9,\"val_loss\":2.5,"
+       "\"copy_accuracy\":0.5,\"copy_accuracy_n\":10}\n{\"step\":3,\"loss\":2.8,"
+       "\"val_loss\":2.4,\"copy_accuracy\":0.6,\"copy_accuracy_n\":10}\n");
   const std::string retrieval = Path("retrieval.jsonl");
   {
     LabRecordWriter writer(retrieval);
@@ -157,6 +205,7 @@ TEST_F(ReportCliTest, EveryPlotRendersInChromium) {
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::vector<std::string> svgs = SvgFiles(out);
   EXPECT_TRUE(std::find(svgs.begin(), svgs.end(), "far_copy_copier_text") != svgs.end());
+  EXPECT_TRUE(std::find(svgs.begin(), svgs.end(), "training_copy_rope") != svgs.end());
   ASSERT_FALSE(svgs.empty());
 
   // The page holds no script (test scaffolding has no place in it): the check goes into a copy,

@@ -18,13 +18,19 @@ namespace {
 struct ReportArgs {
   std::vector<std::string> inputs;
   std::string out;
+  std::string models;  // --models: the models' folders; "" for "models" next to each input
 };
 
 void RunReport(const ReportArgs& args) {
   for (const std::string& path : args.inputs) {
     CheckRegularInput(path, "a lab results file (JSON lines, results*.jsonl)");
   }
-  const WrittenReport w = WriteLabReport(args.inputs, args.out);
+  if (!args.models.empty() && InputKindOf(args.models) != "a directory") {
+    const std::string kind = InputKindOf(args.models);
+    Fail("--models {}: {}: expected the folder of the models' run folders (a lab's OUT/models)",
+         args.models, kind.empty() ? "no such directory" : kind + ", not a directory");
+  }
+  const WrittenReport w = WriteLabReport(args.inputs, args.out, args.models);
   const LabRecordFile& records = w.records;
   fmt::print(
       "read {} records from {} file{}: {} duplicate{} skipped (first of each key kept), {} "
@@ -33,6 +39,7 @@ void RunReport(const ReportArgs& args) {
       records.duplicates, records.duplicates == 1 ? "" : "s", records.partial_lines,
       records.partial_lines == 1 ? "" : "s");
   for (const std::string& n : w.report.notes) fmt::print("note: {}\n", n);
+  for (const std::string& n : w.report.training_notes) fmt::print("training note: {}\n", n);
   if (!w.report.accuracy_markdown.empty()) {
     fmt::print("\n{}\n", w.report.accuracy_markdown);
   } else {
@@ -99,14 +106,28 @@ void RegisterReport(CLI::App& app) {
       "method\n"
       "  passkey_MODEL_METHOD.svg       passkey accuracy, length x depth heat map (a method "
       "at 0 everywhere gets a line under the passkey table instead)\n"
+      "  training_loss_MODEL.svg        the model's training loss over its steps and its held-out "
+      "loss at each evaluation, a dashed line where each stage of a staged model begins\n"
+      "  training_copy_MODEL.svg        the copy readout at each evaluation (copy, textcopy, each "
+      "with its control dashed, passkey keys) with 95% Wilson bands, stages marked\n"
       "  report.html                    one self-contained page: the tables and every plot "
       "(open it in any browser, offline; every plot scales to the page)\n"
+      "Training curves: for each model the records name, its training logs are read from "
+      "MODELS/LABEL/train_log.jsonl, or, for a model trained in stages, from "
+      "MODELS/LABEL/<i>-<name>/train_log.jsonl in the order of i, the steps counted on across "
+      "stages. MODELS is --models when given, else the folder 'models' next to each results file "
+      "(the lab's OUT/models for OUT/results.jsonl). The page's Training section holds the two "
+      "plots and a table of each model's evaluations (also in tables.md); a model without logs, "
+      "or a log with damaged lines, gets a note, never an error.\n"
       "The summary table and its reading are also printed. Loss is in nats (natural log); "
       "accuracy is the share of next tokens whose most likely prediction was right.\n"
       "Example: stretch report results.jsonl more.jsonl --out report/");
   sub->add_option("results", args->inputs, "Results files (JSON lines written by the lab)")
       ->required();
   sub->add_option("--out,-o", args->out, "Directory to write the report into")->required();
+  sub->add_option("--models", args->models,
+                  "Folder holding the models' run folders (LABEL/train_log.jsonl), for the "
+                  "training curves; default: 'models' next to each results file");
   sub->callback([args] { RunReport(*args); });
 }
 
