@@ -179,6 +179,7 @@ std::string_view RowKindName(RowKind kind) {
     case RowKind::kGapped: return "gapped";
     case RowKind::kTextCopy: return "textcopy";
     case RowKind::kRandCopy: return "randcopy";
+    case RowKind::kTextPeriodic: return "textperiodic";
   }
   return "?";
 }
@@ -222,13 +223,16 @@ CopyMix ParseCopyMix(std::string_view text, const std::string& what) {
       mix.textcopy = v;
     } else if (name == "randcopy") {
       mix.randcopy = v;
+    } else if (name == "textperiodic") {
+      mix.textperiodic = v;
     } else {
       bad(entry, fmt::format("unknown kind \"{}\": expected text, passkey, periodic, gapped, "
-                             "textcopy or randcopy",
+                             "textcopy, randcopy or textperiodic",
                              name));
     }
   }
-  const double others = mix.passkey + mix.periodic + mix.gapped + mix.textcopy + mix.randcopy;
+  const double others =
+      mix.passkey + mix.periodic + mix.gapped + mix.textcopy + mix.randcopy + mix.textperiodic;
   if (others > 1.0 + 1e-9) {
     Fail("{} {}: the shares add up to {}, expected at most 1 (text takes what they leave)", what,
          text, others);
@@ -249,6 +253,7 @@ std::string CopyMixText(const CopyMix& mix) {
   add("gapped", mix.gapped);
   add("textcopy", mix.textcopy);
   add("randcopy", mix.randcopy);
+  add("textperiodic", mix.textperiodic);
   return out;
 }
 
@@ -263,6 +268,8 @@ RowKind RowKindOf(const CopyMix& mix, double u) {
   if (u < edge) return RowKind::kTextCopy;
   edge += mix.randcopy;
   if (u < edge) return RowKind::kRandCopy;
+  edge += mix.textperiodic;
+  if (u < edge) return RowKind::kTextPeriodic;
   return RowKind::kText;
 }
 
@@ -323,6 +330,23 @@ CopyRow MakeTextCopyRow(std::span<const int> window, const CopySpans& spans, int
                   other.size(), r.span);
     std::copy(other.begin(), other.begin() + r.span, to);
   }
+  r.scored = ScoredAfterFirst(r.copy, r.span);
+  return r;
+}
+
+CopyRow MakeTextPeriodicRow(std::span<const int> window, const CopySpans& spans, int bos,
+                            int64_t T, Rng& rng) {
+  CheckCopySpans(spans, T, "textperiodic row");
+  STRETCH_CHECK(static_cast<int64_t>(window.size()) == T + 1, "window of {} tokens, not {}",
+                window.size(), T + 1);
+  CopyRow r;
+  r.span = UniformIn(rng, spans.min, spans.max);
+  const int64_t start = UniformIn(rng, 1, T + 1 - r.span);
+  const std::vector<int> p(window.begin() + start, window.begin() + start + r.span);
+  r.tokens.push_back(bos);
+  while (static_cast<int64_t>(r.tokens.size()) < T + 1) AppendCut(r.tokens, p, T + 1);
+  r.source = 1;
+  r.copy = 1 + r.span;
   r.scored = ScoredAfterFirst(r.copy, r.span);
   return r;
 }

@@ -35,6 +35,11 @@
 //                                             to copy a string met inside prose, as the retrieval
 //                                             protocols place it), so the copy is predicted only by
 //                                             matching R's tokens, inside prose
+//   textperiodic BOS P P P ...                P: s tokens of a window of training text (from a
+//                                             uniform start), repeated until the row is full: prose
+//                                             that pays to copy (a model that copies random strings
+//                                             inside prose may still leave prose itself to its
+//                                             language model; issue 41)
 //   passkey    src/io/passkey.h, unchanged
 //
 // s is uniform in [span_min, span_max] (CopySpans; by default T/16 .. 5T/16, the issue's 8..40 at
@@ -51,8 +56,8 @@
 //   randcopy control   the second R replaced by a fresh string of the same length, redrawn as the
 //                      gapped control's is.
 //
-// Mix. Each training row is, by one UniformDouble() per row, passkey, periodic, gapped, textcopy
-// or randcopy (cumulative shares in that order), else a window of text; a window is drawn for every
+// Mix. Each training row is, by one UniformDouble() per row, passkey, periodic, gapped, textcopy,
+// randcopy or textperiodic (cumulative shares in that order), else a window of text; a window is drawn for every
 // row first (as passkey rows always did), so a run with passkey rows alone draws exactly what it
 // drew before the other kinds existed.
 #pragma once
@@ -112,7 +117,7 @@ CopySpans DefaultCopySpans(int64_t T);
 void CheckCopySpans(const CopySpans& spans, int64_t T, const std::string& what);
 
 // The kinds of training rows, and a row's share of each.
-enum class RowKind { kText, kPasskey, kPeriodic, kGapped, kTextCopy, kRandCopy };
+enum class RowKind { kText, kPasskey, kPeriodic, kGapped, kTextCopy, kRandCopy, kTextPeriodic };
 std::string_view RowKindName(RowKind kind);
 
 struct CopyMix {
@@ -121,16 +126,20 @@ struct CopyMix {
   double gapped = 0.0;
   double textcopy = 0.0;
   double randcopy = 0.0;
-  double text() const { return 1.0 - passkey - periodic - gapped - textcopy - randcopy; }
+  double textperiodic = 0.0;
+  double text() const {
+    return 1.0 - passkey - periodic - gapped - textcopy - randcopy - textperiodic;
+  }
   bool HasCopy() const {
-    return periodic > 0.0 || gapped > 0.0 || textcopy > 0.0 || randcopy > 0.0;
+    return periodic > 0.0 || gapped > 0.0 || textcopy > 0.0 || randcopy > 0.0 ||
+           textperiodic > 0.0;
   }
   bool NeedsAlphabets() const { return periodic > 0.0 || gapped > 0.0 || randcopy > 0.0; }
   bool operator==(const CopyMix&) const = default;
 };
 
 // Parses "text=0.5,textcopy=0.3,gapped=0.1,passkey=0.1": names from text, passkey, periodic,
-// gapped, textcopy, randcopy, each at most once, shares in [0, 1]; text is what the others leave (given,
+// gapped, textcopy, randcopy, textperiodic, each at most once, shares in [0, 1]; text is what the others leave (given,
 // the shares must add up to 1 within 1e-9). Throws stretch::Error naming `what`, the entry and
 // what was expected.
 CopyMix ParseCopyMix(std::string_view text, const std::string& what);
@@ -138,7 +147,8 @@ CopyMix ParseCopyMix(std::string_view text, const std::string& what);
 // left out: a run stores its passkey share on its own); "" when none.
 std::string CopyMixText(const CopyMix& mix);
 
-// The kind of the row whose draw is u in [0, 1): passkey, periodic, gapped, textcopy, randcopy by
+// The kind of the row whose draw is u in [0, 1): passkey, periodic, gapped, textcopy, randcopy,
+// textperiodic by
 // cumulative share, else text.
 RowKind RowKindOf(const CopyMix& mix, double u);
 
@@ -168,6 +178,9 @@ CopyRow MakeGappedRow(const CopyAlphabets& alphabets, const CopySpans& spans, in
 CopyRow MakeTextCopyRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
                         CopyRole role = CopyRole::kCopy, std::span<const int> other = {});
 
+// Textperiodic row from `window` (T + 1 tokens): draws s, then the start of P in [1, T + 1 - s].
+CopyRow MakeTextPeriodicRow(std::span<const int> window, const CopySpans& spans, int bos,
+                            int64_t T, Rng& rng);
 // Randcopy row from `window` (T + 1 tokens): draws s, a, d as MakeTextCopyRow, then R from the
 // row's string alphabet (CopyAlphabets::draw_min); kControl writes a fresh string at the copy,
 // redrawn until it shares no kControlSpan-token span with the row before it.

@@ -89,12 +89,14 @@ void CheckRunOptions(const TrainRunOptions& o) {
   const CopyMix& m = o.copy_mix;
   for (const auto& [name, v] : {std::pair{"periodic", m.periodic}, std::pair{"gapped", m.gapped},
                                 std::pair{"textcopy", m.textcopy},
-                                std::pair{"randcopy", m.randcopy}}) {
+                                std::pair{"randcopy", m.randcopy},
+                                std::pair{"textperiodic", m.textperiodic}}) {
     if (!(std::isfinite(v) && v >= 0.0 && v <= 1.0)) {
       Fail("TrainRunOptions::copy_mix: {} share {}: expected a finite number in [0, 1]", name, v);
     }
   }
-  const double shares = o.passkey_share + m.periodic + m.gapped + m.textcopy + m.randcopy;
+  const double shares =
+      o.passkey_share + m.periodic + m.gapped + m.textcopy + m.randcopy + m.textperiodic;
   if (shares > 1.0 + 1e-9) {
     Fail(
         "TrainRunOptions::copy_mix {} with TrainRunOptions::passkey_share {}: the shares add up "

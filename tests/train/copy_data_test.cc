@@ -214,6 +214,27 @@ TEST(CopyRows, RandCopyWritesOneStringTwiceIntoTextAndItsControlLeaksNothing) {
   EXPECT_EQ(CopyMixText(m), "randcopy=0.25");
 }
 
+// Textperiodic: BOS, then one piece of the window repeated to the row's end.
+TEST(CopyRows, TextPeriodicRepeatsOnePieceOfTheWindow) {
+  std::vector<int> window(static_cast<size_t>(kT + 1));
+  for (size_t i = 0; i < window.size(); ++i) window[i] = static_cast<int>(i);  // all distinct
+  Rng rng(12);
+  for (int i = 0; i < 200; ++i) {
+    const CopyRow r = MakeTextPeriodicRow(window, DefaultCopySpans(kT), Bos(), kT, rng);
+    ASSERT_EQ(r.tokens.size(), window.size());
+    EXPECT_EQ(r.tokens[0], Bos());
+    const int start = r.tokens[1];
+    ASSERT_GE(start, 1);
+    ASSERT_LE(start + r.span, kT + 1);
+    for (int64_t t = 1; t <= kT; ++t) {
+      EXPECT_EQ(r.tokens[static_cast<size_t>(t)], start + (t - 1) % r.span);
+    }
+    EXPECT_EQ(r.copy, 1 + r.span);
+    EXPECT_EQ(r.scored, AfterFirst(r.copy, r.span));
+  }
+  EXPECT_EQ(RowKindOf(ParseCopyMix("textperiodic=0.5", "--mix"), 0.2), RowKind::kTextPeriodic);
+}
+
 // The copy equals its source, the gap holds only gap tokens, the copy lies wholly inside the row,
 // and the distances reach both ends of their range. The control has the same layout up to the
 // copy, and its span shares no 4 tokens with anything before it.
@@ -323,7 +344,7 @@ TEST(CopyMixTest, ParsesSharesAndRefusesBadOnesNamingTheFlag) {
             "[0, 1]");
   EXPECT_NE(error("copy=0.1")
                 .find("unknown kind \"copy\": expected text, passkey, periodic, "
-                      "gapped, textcopy or randcopy"),
+                      "gapped, textcopy, randcopy or textperiodic"),
             std::string::npos);
   EXPECT_NE(error("gapped=0.6,textcopy=0.6").find("the shares add up to 1.2, expected at most 1"),
             std::string::npos);
