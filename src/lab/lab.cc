@@ -442,6 +442,19 @@ void CompareModelOptions(const LabOptions& o, const LabModel& m, const nlohmann:
   auto value = [](const nlohmann::json& j, const std::string& key) {
     return j.contains(key) ? j.at(key).dump() : std::string("(unset)");
   };
+  // A model trained in one run (a lab from before stages) asked for in stages, or the reverse:
+  // every key differs; say what to do instead of naming the first.
+  const bool staged_have = !have.contains("lr"), staged_want = !want.contains("lr");
+  if (staged_have != staged_want) {
+    Fail(
+        "{}: model {} was trained {} ({}), the lab now asks for {}: {}, use another --out, or "
+        "delete {} and the model's records to train it again",
+        o.out, m.label, staged_have ? "in stages" : "in one run (a lab from before stages)", source,
+        staged_want ? "stages" : "one run",
+        staged_have ? "give the stages it was trained with (--stage)"
+                    : "give --no-stages (with its --steps, --lr, --passkey-share) to resume it",
+        (fs::path(o.out) / "models" / m.label).string());
+  }
   for (const std::string& key : keys) {
     if (have.contains(key) && want.contains(key) && have.at(key) == want.at(key)) continue;
     Fail(

@@ -2,10 +2,20 @@
 //
 // A lab is a sweep: models x methods x lengths x protocols. Each model is trained at the training
 // length L on the lab's corpus (src/lab/corpus.h) with a pre-training variant (position scheme,
-// attention, block); then every training-free method (--method specs, src/position/method.h) is
-// run on it at k x L for each factor k, with the protocols of src/eval/protocols.h and
-// src/eval/passkey.h. Every cell (one model, method, protocol, length, passkey depth) becomes one
-// record (src/report/records.h) appended to OUT/results.jsonl the moment it is done.
+// attention, block), in one run or in stages (LabStage: the presets' copy curriculum, synthetic
+// copy rows first, so that the models retrieve at all); then every training-free method
+// (--method specs, src/position/method.h) is run on it at k x L for each factor k, with the
+// protocols of src/eval/protocols.h and src/eval/passkey.h and the retrieval protocols of
+// src/eval/retrieval.h (far copy of text and random spans by distance, repeat with periods of 2L
+// and 4L, passkey in llama.cpp's layout, each against a control with nothing to retrieve). Every
+// cell (one model, method, protocol, length, passkey depth / period / distance and material /
+// layout) becomes one record (src/report/records.h) appended to OUT/results.jsonl the moment it is
+// done, with 95% intervals (a bootstrap over sequences; Wilson's for passkeys read back).
+//
+// The copy gate (src/lab/gate.h). Before any cell of a model beyond L is scored, the model is
+// measured at L (far copy of text and of random strings, passkey, each against its control) and a
+// gate line is written to the records; on a resume it is read back, never measured again. A part
+// that fails marks the cells that need it not informative, with the reason and numbers.
 //
 // One process at a time (src/core/dir_lock.h): a lab takes OUT's lock before it writes anything
 // there, so a second lab into the same OUT is refused with the holder's pid and command line;
@@ -13,8 +23,9 @@
 // damaged by an earlier crash is repaired at the start (RepairLabRecords).
 //
 // Resuming. A lab run again with the same OUT skips every cell whose key is already in a
-// results*.jsonl file of OUT, and every model whose run holds its last checkpoint; a model whose
-// training was cut short continues from its newest checkpoint (bit for bit, src/train/run.h). So
+// results*.jsonl file of OUT, and every model whose (last stage's) run holds its last checkpoint;
+// a model whose training was cut short continues from its newest checkpoint (bit for bit,
+// src/train/run.h), stage by stage (a finished stage is kept, the next started from it). So
 // a lab killed at any point and started again ends with the records of one that never stopped.
 // A model with no cell left to score (every cell recorded, or refused by its layout) is neither
 // trained nor loaded: the records files and OUT/options/ (each model's training options, checked
@@ -120,8 +131,9 @@ struct LabOptions {
   int rank = 0, ranks = 1;  // this process's share (see the top of this file)
 };
 
-// The presets: --quick (the README's main job: a RoPE baseline and KeyNorm, a handful of methods,
-// about 10 minutes on 2 cores) and --full (the seeds' experiments; hours).
+// The presets: --quick (the README's main job: a RoPE baseline and KeyNorm, dim 128, 2 layers, the
+// seeds' methods) and --full (the seeds' experiments; hours). Both train the copy curriculum
+// (CopyCurriculum in lab.cc: stages copy, gapped, mixed), the one place its numbers live.
 LabOptions QuickLab();
 LabOptions FullLab();
 

@@ -597,6 +597,10 @@ TEST_F(LabTest, StagesChainTheirCheckpointsAndCoverTheModelsId) {
   const std::string error = testing::ErrorOf([&] { RunLab(o); });
   EXPECT_NE(error.find("2-mixed.lr"), std::string::npos) << error;
 
+  // Asked for in one run, the staged model is refused with what to give instead.
+  const std::string one_run = testing::ErrorOf([&] { RunLab(one); });
+  EXPECT_NE(one_run.find("was trained in stages"), std::string::npos) << one_run;
+
   // The same lab without stages is another model.
   one.out = Path("lab-one");
   const LabResult single = RunLab(one);
