@@ -25,10 +25,13 @@
 #include "src/eval/nbce.h"
 #include "src/eval/passkey.h"
 #include "src/eval/protocols.h"
+#include "src/eval/retrieval.h"
 #include "src/eval/sweep.h"
 #include "src/io/model_file.h"
 #include "src/io/output_file.h"
+#include "src/io/passkey.h"
 #include "src/io/stretch_checkpoint.h"
+#include "src/lab/gate.h"
 #include "src/model/transformer.h"
 #include "src/position/method.h"
 #include "src/position/plan.h"
@@ -54,7 +57,12 @@ struct CellPlan {
   std::string protocol;
   int64_t ctx = 0, tail = 0, stride = 0;
   double depth = -1;
+  int64_t period = 0;    // repeat: the sample's length; 0: L (the key of the cells before periods)
+  int64_t distance = 0;  // far-copy
+  std::string material;  // far-copy: text or random
+  std::string layout;    // passkey: "" (stretch's) or "llama"
   int64_t sequences = 0;
+  int arms = 1;       // sequences are scored this many times (a test and its control: 2)
   double weight = 0;  // relative cost, for the ETA
   std::string key;
   // The key of the same cell in records written before they carried the model's id: such a
@@ -71,6 +79,10 @@ std::optional<std::string> CellRefusal(const ModelConfig& config, const CellPlan
     if (m.nbce) {
       // NBCE answers a question after a context: the fixed tail (its tail is the question) and
       // the passkey (its question and answer); the other protocols score every position.
+      if (c.protocol == "passkey" && !c.layout.empty()) {
+        return fmt::format("{}: NBCE scores the passkey in stretch's layout only, not in layout {}",
+                           c.method, c.layout);
+      }
       if (c.protocol != "tail" && c.protocol != "passkey") {
         return fmt::format(
             "{}: NBCE scores a question after a context (protocols tail and passkey), not the "
@@ -94,6 +106,11 @@ double CellWeight(int64_t sequences, int64_t ctx, int dim) {
          (1.0 + static_cast<double>(ctx) / (6.0 * dim));
 }
 
+// The far-copy span: LabOptions::copy_span, or by default min(32, L / 4).
+int64_t CopySpan(const LabOptions& o) {
+  return o.copy_span > 0 ? o.copy_span : std::min<int64_t>(32, o.train_len / 4);
+}
+
 // `model_ids`: each model's LabModelId.
 std::vector<CellPlan> PlanCells(const LabOptions& o, const std::string& corpus,
                                 const std::vector<std::string>& model_ids) {
@@ -103,40 +120,84 @@ std::vector<CellPlan> PlanCells(const LabOptions& o, const std::string& corpus,
   for (size_t m = 0; m < o.models.size(); ++m) {
     if (static_cast<int>(m % static_cast<size_t>(o.ranks)) != o.rank) continue;
     for (const std::string& method : o.methods) {
-      auto add = [&](const char* protocol, int64_t ctx, int64_t sequences, int64_t tail = 0,
-                     int64_t stride = 0, double depth = -1) {
-        CellPlan c{m,     method,    protocol,
-                   ctx,   tail,      stride,
-                   depth, sequences, CellWeight(sequences, ctx, o.dim),
-                   "",    "",        std::nullopt};
+      // `c` holds the protocol's fields; the rest (model, method, keys, weight) is filled here.
+      auto add = [&](CellPlan c) {
+        c.model = m;
+        c.method = method;
+        c.weight = CellWeight(c.sequences * c.arms, c.ctx, o.dim);
         LabRecord r;
         r.corpus = corpus;
         r.model = o.models[m].label;
         r.method = method;
-        r.protocol = protocol;
-        r.ctx = ctx;
-        r.tail = tail;
-        r.stride = stride;
-        r.depth = depth;
+        r.protocol = c.protocol;
+        r.ctx = c.ctx;
+        r.tail = c.tail;
+        r.stride = c.stride;
+        r.depth = c.depth;
+        r.period = c.period;
+        r.distance = c.distance;
+        r.material = c.material;
+        r.layout = c.layout;
         c.legacy_key = LabRecordKey(r);
         r.model_id = model_ids[m];
         c.key = LabRecordKey(r);
         cells.push_back(std::move(c));
       };
-      add("nonrepeat", L, 8 * o.windows);
+      auto cell = [](const char* protocol, int64_t ctx, int64_t sequences) {
+        CellPlan c;
+        c.protocol = protocol;
+        c.ctx = ctx;
+        c.sequences = sequences;
+        return c;
+      };
+      add(cell("nonrepeat", L, 8 * o.windows));
       for (const int64_t k : o.factors) {
-        add("nonrepeat", k * L, o.windows);
-        add("repeat", k * L, o.windows);
+        add(cell("nonrepeat", k * L, o.windows));
+        add(cell("repeat", k * L, o.windows));
+        for (const int64_t p : o.repeat_periods) {  // longer than any window of L
+          if (p * L >= k * L) continue;
+          CellPlan c = cell("repeat", k * L, o.windows);
+          c.period = p * L;
+          c.arms = 2;
+          add(std::move(c));
+        }
       }
       if (o.tail) {
-        for (int64_t c = L; c <= longest; c *= 2) add("tail", c, o.tail_samples, L / 2);
+        for (int64_t c = L; c <= longest; c *= 2) {
+          CellPlan t = cell("tail", c, o.tail_samples);
+          t.tail = L / 2;
+          add(std::move(t));
+        }
       }
       if (o.sliding_stride > 0) {
-        for (const int64_t k : o.factors) add("sliding", k * L, o.windows, 0, o.sliding_stride);
+        for (const int64_t k : o.factors) {
+          CellPlan c = cell("sliding", k * L, o.windows);
+          c.stride = o.sliding_stride;
+          add(std::move(c));
+        }
       }
       for (const int64_t k : o.passkey_trials > 0 ? o.factors : std::vector<int64_t>{}) {
-        for (const double d : o.passkey_depths) {
-          add("passkey", k * L, o.passkey_trials, 0, 0, d);
+        for (const std::string layout : {"", "llama"}) {
+          if (!layout.empty() && !o.passkey_llama) continue;
+          for (const double d : o.passkey_depths) {
+            CellPlan c = cell("passkey", k * L, o.passkey_trials);
+            c.depth = d;
+            c.layout = layout;
+            c.arms = layout.empty() ? 1 : 2;
+            add(std::move(c));
+          }
+        }
+      }
+      for (const int64_t k : o.copy_trials > 0 ? o.factors : std::vector<int64_t>{}) {
+        for (const int64_t d : DefaultCopyDistances(L, k * L, CopySpan(o))) {
+          if (d < L) continue;  // within L: the gate's
+          for (const char* material : {"text", "random"}) {
+            CellPlan c = cell("far-copy", k * L, o.copy_trials);
+            c.distance = d;
+            c.material = material;
+            c.arms = 2;
+            add(std::move(c));
+          }
         }
       }
     }
@@ -157,10 +218,22 @@ int LabVocab(const LabOptions& o) {
              : o.vocab_size;
 }
 
-TrainRunOptions RunOptionsOf(const LabOptions& o, const LabModel& m, const LabCorpus& corpus) {
+// The runs a model is trained in: one (no stages), or one per stage.
+size_t RunCount(const LabOptions& o) { return o.stages.empty() ? 1 : o.stages.size(); }
+
+// The folder of run `i` of model `m`: OUT/models/<label>, or OUT/models/<label>/<i+1>-<name>.
+std::string RunDir(const LabOptions& o, const LabModel& m, size_t i) {
+  const fs::path dir = fs::path(o.out) / "models" / m.label;
+  if (o.stages.empty()) return dir.string();
+  return (dir / fmt::format("{}-{}", i + 1, o.stages[i].name)).string();
+}
+
+// The training options of run `i` of model `m` (stage i, or the one run).
+TrainRunOptions StageRunOptions(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
+                                size_t i) {
   TrainRunOptions r;
   r.data = corpus.train_path;
-  r.out = (fs::path(o.out) / "models" / m.label).string();
+  r.out = RunDir(o, m, i);
   r.tokenizer = ParseTokenizerKind(o.tokenizer);
   if (*r.tokenizer != TokenizerKind::kBytes) r.vocab_size = o.vocab_size;
   r.block = m.block;
@@ -179,7 +252,38 @@ TrainRunOptions RunOptionsOf(const LabOptions& o, const LabModel& m, const LabCo
   r.eval_windows = 32;
   r.log_every = std::max<int64_t>(1, std::min<int64_t>(50, o.steps / 10));
   r.passkey_share = o.passkey_share;
+  if (!o.stages.empty()) {
+    const LabStage& st = o.stages[i];
+    r.steps = st.steps;
+    r.lr = st.lr;
+    r.save_every = std::max<int64_t>(1, st.steps / 4);
+    r.eval_every = std::max<int64_t>(1, st.steps / 4);
+    r.log_every = std::max<int64_t>(1, std::min<int64_t>(50, st.steps / 10));
+    r.passkey_share = st.mix.passkey;  // as `stretch train --mix` sets it
+    r.copy_mix = st.mix;
+    r.copy_mix.passkey = 0.0;
+    if (i > 0) r.init = RunDir(o, m, i - 1);  // its newest checkpoint: the stage's last
+  }
   return r;
+}
+
+// The options of the run whose model the lab scores (the last stage's, or the one run's).
+TrainRunOptions RunOptionsOf(const LabOptions& o, const LabModel& m, const LabCorpus& corpus) {
+  return StageRunOptions(o, m, corpus, RunCount(o) - 1);
+}
+
+// Training steps of one model, over all its stages.
+int64_t ModelSteps(const LabOptions& o) {
+  if (o.stages.empty()) return o.steps;
+  int64_t n = 0;
+  for (const LabStage& st : o.stages) n += st.steps;
+  return n;
+}
+
+// "stage 2/3 (gapped)", or "" without stages.
+std::string StageLabel(const LabOptions& o, size_t i) {
+  if (o.stages.empty()) return "";
+  return fmt::format("stage {}/{} ({})", i + 1, o.stages.size(), o.stages[i].name);
 }
 
 // Seconds the lab's work takes on this machine, measured at the start on a model of the lab's
@@ -279,6 +383,12 @@ bool Trained(const std::string& dir, int64_t steps) {
   }
 }
 
+// Whether the model's last run holds its last step.
+bool ModelTrained(const LabOptions& o, const LabModel& m, const LabCorpus& corpus) {
+  const TrainRunOptions run = RunOptionsOf(o, m, corpus);
+  return Trained(run.out, run.steps);
+}
+
 // A model's training options as the lab compares them between runs: StoredRunOptions without
 // the keys that name places: init, out, and data (the lab's own copy of the corpus, which moves
 // with OUT; the records name the corpus by its label).
@@ -290,11 +400,36 @@ nlohmann::json ComparedOptions(nlohmann::json j) {
 // What a model is, as 16 hex digits: the hash of its corpus's label and the training options
 // that the lab compares on a resume (so the same model, trained anywhere, has the same id, and
 // two models that share a label but not their options do not).
+// Stage i's compared options with its keys prefixed "<i+1>-<name>.", so that the options of all
+// stages make one object and a difference is named with its stage ("2-gapped.lr").
+nlohmann::json StageKeys(const LabOptions& o, size_t i, const nlohmann::json& compared) {
+  if (o.stages.empty()) return compared;
+  nlohmann::json j = nlohmann::json::object();
+  for (auto it = compared.begin(); it != compared.end(); ++it) {
+    j[fmt::format("{}-{}.{}", i + 1, o.stages[i].name, it.key())] = it.value();
+  }
+  return j;
+}
+
+// Run i's options as compared (StageKeys).
+nlohmann::json StageCompared(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
+                             size_t i) {
+  return StageKeys(o, i, ComparedOptions(StoredRunOptions(StageRunOptions(o, m, corpus, i))));
+}
+
+// A model's training options as compared: its one run's, or every stage's (StageKeys), in one
+// object.
+nlohmann::json ModelCompared(const LabOptions& o, const LabModel& m, const LabCorpus& corpus) {
+  nlohmann::json j = nlohmann::json::object();
+  for (size_t i = 0; i < RunCount(o); ++i) j.update(StageCompared(o, m, corpus, i));
+  return j;
+}
+
 std::string LabModelId(const LabOptions& o, const LabModel& m, const LabCorpus& corpus) {
   ContentHash h;
   h.Update(corpus.label);
   h.Update(std::string_view("\n"));
-  h.Update(ComparedOptions(StoredRunOptions(RunOptionsOf(o, m, corpus))).dump());
+  h.Update(ModelCompared(o, m, corpus).dump());
   return fmt::format("{:016x}", h.Digest());
 }
 
@@ -308,6 +443,19 @@ void CompareModelOptions(const LabOptions& o, const LabModel& m, const nlohmann:
   auto value = [](const nlohmann::json& j, const std::string& key) {
     return j.contains(key) ? j.at(key).dump() : std::string("(unset)");
   };
+  // A model trained in one run (a lab from before stages) asked for in stages, or the reverse:
+  // every key differs; say what to do instead of naming the first.
+  const bool staged_have = !have.contains("lr"), staged_want = !want.contains("lr");
+  if (staged_have != staged_want) {
+    Fail(
+        "{}: model {} was trained {} ({}), the lab now asks for {}: {}, use another --out, or "
+        "delete {} and the model's records to train it again",
+        o.out, m.label, staged_have ? "in stages" : "in one run (a lab from before stages)", source,
+        staged_want ? "stages" : "one run",
+        staged_have ? "give the stages it was trained with (--stage)"
+                    : "give --no-stages (with its --steps, --lr, --passkey-share) to resume it",
+        (fs::path(o.out) / "models" / m.label).string());
+  }
   for (const std::string& key : keys) {
     if (have.contains(key) && want.contains(key) && have.at(key) == want.at(key)) continue;
     Fail(
@@ -318,42 +466,56 @@ void CompareModelOptions(const LabOptions& o, const LabModel& m, const nlohmann:
   }
 }
 
-// Trains model `m` unless its run already holds the last step; continues a run cut short.
+// Trains model `m` unless its (last) run already holds the last step; continues a run cut short.
+// With stages, each in turn: a finished stage is passed over, one cut short continued, the next
+// started from the previous one's last checkpoint.
 void TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
-                const LabCallbacks& cb, const std::string& label, Progress& progress) {
-  TrainRunOptions run = RunOptionsOf(o, m, corpus);
-  std::error_code ec;
-  std::optional<std::string> newest;
-  if (fs::is_directory(run.out, ec)) {
-    try {
-      newest = NewestCheckpointIn(run.out);
-    } catch (const Error&) {
-      // A folder without a complete checkpoint: a run killed before its first save. Nothing of
-      // it can be continued; start again there.
-      run.overwrite = true;
+                const LabCallbacks& cb, const std::string& model_label, Progress& progress) {
+  for (size_t i = 0; i < RunCount(o); ++i) {
+    TrainRunOptions run = StageRunOptions(o, m, corpus, i);
+    const std::string stage = StageLabel(o, i);
+    const std::string label = stage.empty() ? model_label : model_label + ", " + stage;
+    // Steps of the stages after this one, for the ETA.
+    int64_t later_steps = 0;
+    for (size_t k = i + 1; k < RunCount(o); ++k) later_steps += o.stages[k].steps;
+    std::error_code ec;
+    std::optional<std::string> newest;
+    if (fs::is_directory(run.out, ec)) {
+      try {
+        newest = NewestCheckpointIn(run.out);
+      } catch (const Error&) {
+        // A folder without a complete checkpoint: a run killed before its first save. Nothing of
+        // it can be continued; start again there.
+        run.overwrite = true;
+      }
     }
-  }
-  if (newest) {
-    const TrainResume resume = ReadTrainResume(run);
-    CompareModelOptions(o, m, ComparedOptions(resume.stored),
-                        ComparedOptions(StoredRunOptions(run)), resume.checkpoint);
-    if (ReadModelFileHeader(resume.checkpoint).step >= o.steps) {
-      Tell(cb.note, fmt::format("{}: trained already ({})", label, resume.checkpoint));
-      return;
+    if (newest) {
+      const TrainResume resume = ReadTrainResume(run);
+      CompareModelOptions(o, m, StageKeys(o, i, ComparedOptions(resume.stored)),
+                          StageKeys(o, i, ComparedOptions(StoredRunOptions(run))),
+                          resume.checkpoint);
+      if (ReadModelFileHeader(resume.checkpoint).step >= run.steps) {
+        Tell(cb.note, fmt::format("{}: trained already ({})", label, resume.checkpoint));
+        continue;
+      }
+      run.resume_from = resume.checkpoint;
+      Tell(cb.note, fmt::format("{}: continuing from {}", label, resume.checkpoint));
+    } else if (!run.init.empty()) {
+      Tell(cb.note, fmt::format("{}: starting from the last checkpoint of {}", label, run.init));
     }
-    run.resume_from = resume.checkpoint;
-    Tell(cb.note, fmt::format("{}: continuing from {}", label, resume.checkpoint));
+    TrainRunCallbacks tcb;
+    tcb.note = [&](const std::string& line) { Tell(cb.note, label + ": " + line); };
+    tcb.progress = [&](const TrainProgress& p) {
+      if (!cb.progress || !p.report) return;
+      std::string line = fmt::format("{}: training step {}/{}, loss {:.3f}, {:.0f} tokens/s", label,
+                                     p.stats.step, p.steps, p.stats.loss, p.tokens_per_s);
+      if (p.eval) line += fmt::format(", held-out loss {:.3f}", p.eval->loss);
+      const double per_step =
+          p.eta_seconds / static_cast<double>(std::max<int64_t>(1, p.steps - p.stats.step));
+      cb.progress(progress.Line(line, p.eta_seconds + per_step * static_cast<double>(later_steps)));
+    };
+    RunTraining(run, tcb);
   }
-  TrainRunCallbacks tcb;
-  tcb.note = [&](const std::string& line) { Tell(cb.note, label + ": " + line); };
-  tcb.progress = [&](const TrainProgress& p) {
-    if (!cb.progress || !p.report) return;
-    std::string line = fmt::format("{}: training step {}/{}, loss {:.3f}, {:.0f} tokens/s", label,
-                                   p.stats.step, p.steps, p.stats.loss, p.tokens_per_s);
-    if (p.eval) line += fmt::format(", held-out loss {:.3f}", p.eval->loss);
-    cb.progress(progress.Line(line, p.eta_seconds));
-  };
-  RunTraining(run, tcb);
 }
 
 // The test documents in the model's tokens, without BOS.
@@ -382,20 +544,143 @@ void FillFromSummary(LabRecord& r, const ScoreSummary& s) {
   }
 }
 
+LabInterval LabIntervalOf(const Interval& i) { return {true, i.low, i.high}; }
+
+// ScoreTargetsFrom, and the 95% intervals of its accuracy and loss: a bootstrap over the
+// sequences (their tokens are correlated), as retrieval.h's ScoreArm.
+void FillScored(LabRecord& r, const SequenceScorer& scorer,
+                const std::vector<std::vector<int>>& sequences, int64_t first_position,
+                int64_t bucket, const BootstrapOptions& boot) {
+  const size_t n = sequences.size();
+  std::vector<double> right(n, 0.0), loss(n, 0.0), count(n, 0.0);
+  const SequenceScorer tap = [&](const std::vector<std::vector<int>>& seqs, const TokenSink& sink) {
+    scorer(seqs, [&](const TokenRecord& t) {
+      if (t.position >= first_position && t.window >= 0 && static_cast<size_t>(t.window) < n) {
+        const size_t w = static_cast<size_t>(t.window);
+        right[w] += t.correct ? 1.0 : 0.0;
+        loss[w] += t.loss;
+        count[w] += 1.0;
+      }
+      sink(t);
+    });
+  };
+  FillFromSummary(r, ScoreTargetsFrom(tap, sequences, first_position, bucket));
+  r.accuracy_ci = LabIntervalOf(BootstrapRatio(right, count, boot));
+  r.loss_ci = LabIntervalOf(BootstrapRatio(loss, count, boot));
+}
+
+// A retrieval protocol's test and control into the record.
+void FillProbe(LabRecord& r, const ProbeResult& p) {
+  r.sequences = p.test.sequences;
+  r.tokens = p.test.tokens;
+  r.accuracy = p.test.accuracy.estimate;
+  r.token_accuracy = r.accuracy;
+  r.accuracy_ci = LabIntervalOf(p.test.accuracy);
+  r.loss = p.test.loss.estimate;
+  r.loss_ci = LabIntervalOf(p.test.loss);
+  r.has_control = true;
+  r.control_accuracy = p.control.accuracy.estimate;
+  r.control_accuracy_ci = LabIntervalOf(p.control.accuracy);
+  r.control_loss = p.control.loss.estimate;
+}
+
 }  // namespace
+
+// The presets' training recipe, in one place (issue 41: small models trained on prose alone never
+// copy; a synthetic curriculum makes them, in about 10M tokens at L = 128):
+//   copy     periodic random strings (the easiest copying, learnt first) and gapped copies;
+//   gapped   gapped copies alone: copying over every distance up to L;
+//   mixed    text with textcopy, gapped and passkey rows, so the model keeps language and
+//            retrieval together.
+// The numbers are the current best guess, to be tuned.
+std::vector<LabStage> CopyCurriculum() {
+  auto mix = [](const char* text) { return ParseCopyMix(text, "CopyCurriculum"); };
+  return {
+      {"copy", 2500, 3e-3, mix("periodic=0.5,gapped=0.5")},
+      {"gapped", 1000, 2e-3, mix("gapped=1")},
+      {"mixed", 2000, 1e-3, mix("text=0.3,textcopy=0.3,gapped=0.3,passkey=0.1")},
+  };
+}
+
+LabStage ParseLabStage(std::string_view text, const std::string& what) {
+  const auto fail = [&](const std::string& why) {
+    Fail(
+        "{} {}: {} (expected NAME:STEPS:LR:MIX, e.g. copy:2500:3e-3:periodic=0.5,gapped=0.5; MIX "
+        "as `stretch train --mix`)",
+        what, text, why);
+  };
+  std::vector<std::string_view> pieces;
+  size_t begin = 0;
+  for (int k = 0; k < 3; ++k) {  // MIX is the rest: it holds no ':'
+    const size_t colon = text.find(':', begin);
+    if (colon == std::string_view::npos) break;
+    pieces.push_back(text.substr(begin, colon - begin));
+    begin = colon + 1;
+  }
+  if (pieces.size() != 3) fail(fmt::format("found {} ':'-separated pieces", pieces.size() + 1));
+  pieces.push_back(text.substr(begin));
+  LabStage st;
+  st.name = std::string(pieces[0]);
+  if (st.name.empty() || st.name.find_first_not_of(
+                             "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+                             std::string::npos) {
+    fail(fmt::format("name \"{}\" is not a folder name of letters, digits, '-' and '_'", st.name));
+  }
+  const std::string steps(pieces[1]), lr(pieces[2]);
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(steps.c_str(), &end, 10);
+  if (steps.empty() || *end != '\0' || errno != 0 || n < 1 || n > TrainRunLimits::max_steps) {
+    fail(fmt::format("STEPS \"{}\" is not a whole number in [1, {}]", steps,
+                     TrainRunLimits::max_steps));
+  }
+  st.steps = n;
+  end = nullptr;
+  const double r = std::strtod(lr.c_str(), &end);
+  if (lr.empty() || *end != '\0' || !std::isfinite(r) || r <= 0 || r > TrainRunLimits::max_lr) {
+    fail(fmt::format("LR \"{}\" is not a number in (0, {}]", lr, TrainRunLimits::max_lr));
+  }
+  st.lr = r;
+  if (pieces[3].empty()) fail("MIX is empty (text=1 for text alone)");
+  try {
+    st.mix = ParseCopyMix(pieces[3], what + " " + std::string(text) + ": MIX");
+  } catch (const Error& e) {
+    fail(e.what());
+  }
+  if (st.mix.passkey > TrainRunLimits::max_passkey_share) {
+    fail(fmt::format("passkey={} is above the most a run takes, {}", st.mix.passkey,
+                     TrainRunLimits::max_passkey_share));
+  }
+  return st;
+}
+
+std::string LabStageText(const LabStage& st) {
+  std::vector<std::string> shares;
+  const std::string copy = CopyMixText(st.mix);
+  if (st.mix.passkey > 0) shares.push_back(fmt::format("passkey={}", st.mix.passkey));
+  if (!copy.empty()) shares.push_back(copy);
+  if (shares.empty()) shares.push_back("text=1");
+  return fmt::format("{}:{}:{}:{}", st.name, st.steps, st.lr, fmt::join(shares, ","));
+}
 
 LabOptions QuickLab() {
   LabOptions o;
+  o.layers = 2;
+  o.stages = CopyCurriculum();
   o.models = {{"rope", "llama", "rope", "full"}, {"keynorm", "llama", "rope", "keynorm"}};
-  // Every training-free method family, each with its defaults (scaled to s = length / L).
-  o.methods = {"direct",      "pi",           "ntk",    "ntk-fixed",    "yarn",        "llama3",
-               "dynamic-ntk", "dynamic-yarn", "rerope", "leaky-rerope", "self-extend", "window",
-               "lambda",      "blockwise",    "string", "dca",          "ntk+logn"};
+  // The methods the seeds compare, each with its defaults (scaled to s = length / L): the RoPE
+  // scalings, ReRoPE with and without log-n, Self-Extend, and the local masks that see no
+  // further than a window (the retrieval cells show what they lose).
+  o.methods = {"direct",      "pi",           "ntk",         "ntk+logn", "yarn",  "rerope",
+               "rerope+logn", "leaky-rerope", "self-extend", "window",   "lambda"};
+  o.copy_trials = 16;
   return o;
 }
 
 LabOptions FullLab() {
   LabOptions o;
+  o.stages = CopyCurriculum();
+  o.copy_trials = 32;
   o.steps = 3000;
   o.windows = 32;
   o.tail_samples = 32;
@@ -425,8 +710,8 @@ LabOptions FullLab() {
       {"gemma3", "llama", "rope:base=1000000", "gemma3=32/4"},
       {"llama4", "llama", "rope", "llama4=32/4"},
   };
-  o.methods = {"direct", "pi",           "ntk",         "ntk+logn", "yarn",
-               "rerope", "leaky-rerope", "self-extend", "window"};
+  o.methods = {"direct", "pi",          "ntk",          "ntk+logn",    "yarn",
+               "rerope", "rerope+logn", "leaky-rerope", "self-extend", "window"};
   return o;
 }
 
@@ -452,6 +737,28 @@ void ValidateLabOptions(const LabOptions& o) {
   if (!(o.passkey_share >= 0 && o.passkey_share <= 0.5)) {
     Fail("LabOptions::passkey_share: found {}, expected 0..0.5", o.passkey_share);
   }
+  std::set<std::string> stage_names;
+  for (const LabStage& st : o.stages) {
+    const std::string text = LabStageText(st);
+    ParseLabStage(text, "LabOptions::stages");  // name, steps, lr, shares
+    if (!stage_names.insert(st.name).second) {
+      Fail("LabOptions::stages: stage name {} twice (each names a folder)", st.name);
+    }
+  }
+  if (o.copy_trials < 0) Fail("LabOptions::copy_trials: found {}, expected >= 0", o.copy_trials);
+  constexpr int64_t kMinSpan = 5;  // FarCopyOptions: at least its n-gram (4) + 1
+  if (o.copy_trials > 0 && (CopySpan(o) < kMinSpan || 2 * CopySpan(o) > o.train_len)) {
+    Fail(
+        "LabOptions::copy_span: found {}{}, expected {}..{} (half the training length {}: the "
+        "gate copies within it)",
+        CopySpan(o), o.copy_span > 0 ? "" : " (min(32, L / 4))", kMinSpan, o.train_len / 2,
+        o.train_len);
+  }
+  for (const int64_t p : o.repeat_periods) {
+    if (p < 2 || p > 1024) {
+      Fail("LabOptions::repeat_periods: found {}, expected 2..1024 (multiples of L beyond L)", p);
+    }
+  }
   if (o.ranks < 1 || o.rank < 0 || o.rank >= o.ranks) {
     Fail("LabOptions::rank {} of {}: expected 0 <= rank < ranks", o.rank, o.ranks);
   }
@@ -463,7 +770,9 @@ void ValidateLabOptions(const LabOptions& o) {
     }
     if (!labels.insert(m.label).second) Fail("LabOptions::models: label {} twice", m.label);
     try {
-      RunArchitecture(RunOptionsOf(o, m, LabCorpus{}), LabVocab(o));
+      for (size_t i = 0; i < RunCount(o); ++i) {
+        RunArchitecture(StageRunOptions(o, m, LabCorpus{}, i), LabVocab(o));
+      }
     } catch (const Error& e) {
       Fail("model {}: {}", m.label, e.what());
     }
@@ -490,9 +799,14 @@ class ModelOptionsBook {
       : o_(o), corpus_(corpus), dir_(fs::path(o.out) / "options") {
     for (size_t mi = 0; mi < o.models.size(); ++mi) {
       const LabModel& m = o.models[mi];
-      const TrainRunOptions run = RunOptionsOf(o, m, corpus);
       const nlohmann::json want = Want(m);
-      const std::optional<std::string> checkpoint = NewestCheckpointOf(run.out);
+      // The newest checkpoint of each run (stage) that has one.
+      std::vector<std::optional<std::string>> checkpoints;
+      std::optional<std::string> checkpoint;
+      for (size_t i = 0; i < RunCount(o); ++i) {
+        checkpoints.push_back(NewestCheckpointOf(RunDir(o, m, i)));
+        if (checkpoints.back()) checkpoint = checkpoints.back();
+      }
       const fs::path file = dir_ / (m.label + ".json");
       std::error_code ec;
       if (fs::is_regular_file(file, ec)) {
@@ -509,7 +823,12 @@ class ModelOptionsBook {
         }
         CompareModelOptions(o_, m, have, want, file.string());
       } else if (checkpoint && Mine(mi)) {
-        CompareModelOptions(o_, m, ComparedOptions(ReadTrainResume(run).stored), want, *checkpoint);
+        for (size_t i = 0; i < RunCount(o); ++i) {
+          if (!checkpoints[i]) continue;
+          const TrainRunOptions run = StageRunOptions(o, m, corpus, i);
+          CompareModelOptions(o_, m, StageKeys(o, i, ComparedOptions(ReadTrainResume(run).stored)),
+                              StageCompared(o, m, corpus, i), *checkpoints[i]);
+        }
         Write(m);
       }
     }
@@ -528,9 +847,7 @@ class ModelOptionsBook {
     return static_cast<int>(mi % static_cast<size_t>(o_.ranks)) == o_.rank;
   }
 
-  nlohmann::json Want(const LabModel& m) const {
-    return ComparedOptions(StoredRunOptions(RunOptionsOf(o_, m, corpus_)));
-  }
+  nlohmann::json Want(const LabModel& m) const { return ModelCompared(o_, m, corpus_); }
 
   static std::optional<std::string> NewestCheckpointOf(const std::string& dir) {
     std::error_code ec;
@@ -618,7 +935,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   std::vector<size_t> to_train;
   for (size_t mi = 0; mi < o.models.size(); ++mi) {
     if (static_cast<int>(mi % static_cast<size_t>(o.ranks)) != o.rank) continue;
-    if (pending[mi] && !Trained(RunOptionsOf(o, o.models[mi], corpus).out, o.steps)) {
+    if (pending[mi] && !ModelTrained(o, o.models[mi], corpus)) {
       to_train.push_back(mi);
     }
   }
@@ -633,11 +950,11 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
                                                 vocab, longest, methods_left)
                                     : Calibration{};
   for (CellPlan& c : cells) {
-    c.weight = static_cast<double>(c.sequences) * cal.Sequence(c.ctx, c.method);
+    c.weight = static_cast<double>(c.sequences * c.arms) * cal.Sequence(c.ctx, c.method);
   }
   Progress progress;
   progress.seconds_per_weight = 1.0;
-  double per_model_seconds = static_cast<double>(o.steps) * cal.step_seconds;
+  double per_model_seconds = static_cast<double>(ModelSteps(o)) * cal.step_seconds;
   progress.train_seconds_left = static_cast<double>(to_train.size()) * per_model_seconds;
   for (const CellPlan& c : cells) {
     progress.cells_total++;
@@ -657,10 +974,11 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
                    o.models.size(), o.methods.size(), o.train_len, fmt::join(o.factors, "/"),
                    cells.size(), result.cells_skipped, result.records_path));
   Tell(cb.note,
-       fmt::format("estimated time: about {} ({} models to train, {} steps each at {:.2f} s a "
+       fmt::format("estimated time: about {} ({} models to train, {} steps each{} at {:.2f} s a "
                    "step measured now; scoring {} cells), on {} threads",
-                   Minutes(progress.SecondsLeft()), to_train.size(), o.steps, cal.step_seconds,
-                   progress.cells_total - progress.cells_done, NumThreads()));
+                   Minutes(progress.SecondsLeft()), to_train.size(), ModelSteps(o),
+                   o.stages.empty() ? std::string() : fmt::format(" in {} stages", o.stages.size()),
+                   cal.step_seconds, progress.cells_total - progress.cells_done, NumThreads()));
   for (size_t mi = 0; mi < o.models.size(); ++mi) {
     if (static_cast<int>(mi % static_cast<size_t>(o.ranks)) != o.rank) continue;
     const LabModel& lm = o.models[mi];
@@ -695,7 +1013,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
       progress.train_seconds_left = per_model_seconds * static_cast<double>(to_train.size());
     }
 
-    const std::string run_dir = (fs::path(o.out) / "models" / lm.label).string();
+    const std::string run_dir = RunOptionsOf(o, lm, corpus).out;  // the last stage's
     LoadedModel loaded = LoadModelFile(run_dir, ModelFileOptions{"", true});
     Transformer model(loaded.model);
     const int bos = loaded.tokenizer->bos();
@@ -710,6 +1028,52 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
       if (!ids.empty() && ids.front() == tok.bos()) ids.erase(ids.begin());  // its BOS
       return ids;
     };
+
+    const TextEncoder mid_text = MidTextEncoder(encode);
+    BootstrapOptions boot;
+    boot.seed = o.seed;
+    // The copy gate: measured once per model, before any cell beyond L; read back on a resume.
+    std::optional<LabGate> gate;
+    if (o.gate && (o.copy_trials > 0 || o.passkey_trials > 0)) {
+      for (const LabGate& g : read.gates) {
+        if (g.corpus == corpus.label && g.model_id == model_ids[mi]) gate = g;
+      }
+      if (gate) {
+        Tell(cb.note, fmt::format("{}: copy gate read back: {}", label,
+                                  gate->passed ? "passed" : "failed: " + gate->reason));
+      } else {
+        if (cb.progress) cb.progress(progress.Line(fmt::format("{}: copy gate at L", label)));
+        model.SetPlan(MakeAttentionPlan(ParseMethod("direct"), model.Geometry(), L));
+        CopyGateOptions go;
+        go.train_len = L;
+        go.copy_trials = o.copy_trials;
+        go.span = CopySpan(o);
+        go.passkey_trials = o.passkey_trials;
+        go.passkey_depths = o.passkey_depths;
+        go.seed = o.seed;
+        go.bootstrap = boot;
+        const GateMeasurements gm =
+            MeasureCopyGate(ModelSequenceScorer(model, "", false), docs, mid_text, bos, go);
+        LabGate g = GateLineOf(DecideCopyGate(gm), gm);
+        g.corpus = corpus.label;
+        g.model = lm.label;
+        g.model_id = model_ids[mi];
+        g.train_len = L;
+        writer.Append(g);
+        std::vector<std::string> parts;
+        for (const LabGatePart& p : g.parts) {
+          parts.push_back(fmt::format("{} {:.1f}% (control {:.1f}%){}", p.name, 100 * p.accuracy,
+                                      100 * p.control_accuracy, p.passed ? "" : " FAILED"));
+        }
+        Tell(cb.note, fmt::format("{}: copy gate at L = {}: {}; {}", label, L,
+                                  g.passed ? "passed" : "failed", fmt::join(parts, ", ")));
+        if (!g.passed) {
+          Tell(cb.note, fmt::format("{}: its retrieval cells are marked not informative: {}", label,
+                                    g.reason));
+        }
+        gate = std::move(g);
+      }
+    }
 
     for (const CellPlan& c : cells) {
       if (c.model != mi || done.count(c.key) || c.refusal) continue;
@@ -747,11 +1111,25 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
             progress.Line(fmt::format("{} / {} / {} @ {}", lm.label, c.method, c.protocol, c.ctx)));
       }
       std::vector<PasskeyTrial> trials;  // the passkey protocol's, made before the scorer
+      std::vector<PasskeyProbeTrial> llama_trials;  // llama.cpp's layout, with their controls
       if (c.protocol == "passkey") {
         // The key is a function of (seed, length, depth): every method meets the same trials.
         const uint64_t seed = o.seed * 1000003u + static_cast<uint64_t>(c.ctx) * 101u +
                               static_cast<uint64_t>(std::llround(c.depth * 1000));
-        trials = MakePasskeyTrials(docs, encode, bos, c.ctx, c.depth, c.sequences, seed);
+        if (c.layout.empty()) {
+          trials = MakePasskeyTrials(docs, encode, bos, c.ctx, c.depth, c.sequences, seed);
+        } else {
+          try {
+            llama_trials = MakePasskeyProbe(docs, mid_text, bos, c.ctx, c.depth, c.sequences, seed,
+                                            LlamaCppPasskeyFormat());
+          } catch (const Error& e) {  // a context too short for the layout's fixed text
+            Tell(cb.note, fmt::format("skipped {}: {}", c.key, e.what()));
+            result.cells_refused++;
+            progress.eval_weight_total -= c.weight;
+            progress.cells_done++;
+            continue;
+          }
+        }
       }
       // NBCE's question: the fixed tail's scored positions, or the passkey's question and answer.
       const SequenceScorer scorer =
@@ -765,15 +1143,26 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
       const int64_t bucket = std::max<int64_t>(1, c.ctx / 16);
       Timer timer;
       if (c.protocol == "nonrepeat") {
-        FillFromSummary(
-            r, ScoreAllTargets(scorer, NonRepeatSequences(docs, c.ctx, c.sequences, bos), bucket));
+        FillScored(r, scorer, NonRepeatSequences(docs, c.ctx, c.sequences, bos), 0, bucket, boot);
+      } else if (c.protocol == "repeat" && c.period == 0) {
+        FillScored(r, scorer, RepeatSequences(docs, L, c.ctx, c.sequences, bos), 0, bucket, boot);
       } else if (c.protocol == "repeat") {
-        FillFromSummary(
-            r, ScoreAllTargets(scorer, RepeatSequences(docs, L, c.ctx, c.sequences, bos), bucket));
+        r.period = c.period;
+        FillProbe(r, RunRepeat(scorer, docs, bos, c.ctx, c.period, c.sequences, boot));
+      } else if (c.protocol == "far-copy") {
+        r.distance = c.distance;
+        r.material = c.material;
+        FarCopyOptions fo;
+        fo.source = c.material == "random" ? CopySource::kRandom : CopySource::kText;
+        fo.span = CopySpan(o);
+        fo.seed = o.seed;  // every method and distance meets the same spans
+        const std::vector<int64_t> distance = {c.distance};
+        const FarCopyResult fr =
+            RunFarCopy(scorer, docs, mid_text, bos, c.ctx, L, distance, c.sequences, fo, boot);
+        FillProbe(r, fr.points.at(0).result);
       } else if (c.protocol == "tail") {
-        FillFromSummary(
-            r, ScoreTargetsFrom(scorer, TailSequences(docs, longest, c.ctx, c.sequences, bos),
-                                c.ctx - c.tail, std::max<int64_t>(1, c.tail / 4)));
+        FillScored(r, scorer, TailSequences(docs, longest, c.ctx, c.sequences, bos), c.ctx - c.tail,
+                   std::max<int64_t>(1, c.tail / 4), boot);
       } else if (c.protocol == "sliding") {
         // Sliding-window perplexity (ScoreStream with a stride) over the longest test document.
         ScoreOptions so;
@@ -784,17 +1173,39 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
         so.bucket = bucket;
         so.progress = false;
         FillFromSummary(r, ScoreStream(model, *longest_doc, so));
+      } else if (c.protocol == "passkey" && !c.layout.empty()) {
+        r.layout = c.layout;
+        const PasskeyProbeResult p = ScorePasskeyProbe(scorer, llama_trials, boot);
+        r.sequences = p.test.trials;
+        r.tokens = p.test.digits;
+        r.accuracy = p.test.exact.estimate;
+        r.accuracy_ci = LabIntervalOf(p.test.exact);
+        r.token_accuracy = p.test.digit_accuracy.estimate;
+        r.loss = p.test.digit_loss.estimate;
+        r.loss_ci = LabIntervalOf(p.test.digit_loss);
+        r.has_control = true;
+        r.control_accuracy = p.control.exact.estimate;
+        r.control_accuracy_ci = LabIntervalOf(p.control.exact);
+        r.control_loss = p.control.digit_loss.estimate;
       } else if (c.protocol == "passkey") {
         const PasskeyResult p = ScorePasskey(scorer, trials);
         r.sequences = p.trials;
         r.tokens = p.key_tokens;
         r.loss = p.key_loss;
         r.accuracy = p.accuracy;
+        r.accuracy_ci = LabIntervalOf(WilsonInterval(p.retrieved, p.trials));
         r.token_accuracy = p.token_accuracy;
       } else {
         Fail("lab: protocol {} is planned but not scored by this build", c.protocol);
       }
       r.seconds = timer.Seconds();
+      if (gate) {
+        const std::string why = NotInformativeReason(*gate, r);
+        if (!why.empty()) {
+          r.informative = false;
+          r.not_informative = why;
+        }
+      }
       r.key = LabRecordKey(r);
       writer.Append(r);
       result.cells_done++;

@@ -2,10 +2,20 @@
 //
 // A lab is a sweep: models x methods x lengths x protocols. Each model is trained at the training
 // length L on the lab's corpus (src/lab/corpus.h) with a pre-training variant (position scheme,
-// attention, block); then every training-free method (--method specs, src/position/method.h) is
-// run on it at k x L for each factor k, with the protocols of src/eval/protocols.h and
-// src/eval/passkey.h. Every cell (one model, method, protocol, length, passkey depth) becomes one
-// record (src/report/records.h) appended to OUT/results.jsonl the moment it is done.
+// attention, block), in one run or in stages (LabStage: the presets' copy curriculum, synthetic
+// copy rows first, so that the models retrieve at all); then every training-free method
+// (--method specs, src/position/method.h) is run on it at k x L for each factor k, with the
+// protocols of src/eval/protocols.h and src/eval/passkey.h and the retrieval protocols of
+// src/eval/retrieval.h (far copy of text and random spans by distance, repeat with periods of 2L
+// and 4L, passkey in llama.cpp's layout, each against a control with nothing to retrieve). Every
+// cell (one model, method, protocol, length, passkey depth / period / distance and material /
+// layout) becomes one record (src/report/records.h) appended to OUT/results.jsonl the moment it is
+// done, with 95% intervals (a bootstrap over sequences; Wilson's for passkeys read back).
+//
+// The copy gate (src/lab/gate.h). Before any cell of a model beyond L is scored, the model is
+// measured at L (far copy of text and of random strings, passkey, each against its control) and a
+// gate line is written to the records; on a resume it is read back, never measured again. A part
+// that fails marks the cells that need it not informative, with the reason and numbers.
 //
 // One process at a time (src/core/dir_lock.h): a lab takes OUT's lock before it writes anything
 // there, so a second lab into the same OUT is refused with the holder's pid and command line;
@@ -13,8 +23,9 @@
 // damaged by an earlier crash is repaired at the start (RepairLabRecords).
 //
 // Resuming. A lab run again with the same OUT skips every cell whose key is already in a
-// results*.jsonl file of OUT, and every model whose run holds its last checkpoint; a model whose
-// training was cut short continues from its newest checkpoint (bit for bit, src/train/run.h). So
+// results*.jsonl file of OUT, and every model whose (last stage's) run holds its last checkpoint;
+// a model whose training was cut short continues from its newest checkpoint (bit for bit,
+// src/train/run.h), stage by stage (a finished stage is kept, the next started from it). So
 // a lab killed at any point and started again ends with the records of one that never stopped.
 // A model with no cell left to score (every cell recorded, or refused by its layout) is neither
 // trained nor loaded: the records files and OUT/options/ (each model's training options, checked
@@ -29,11 +40,13 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/lab/corpus.h"
 #include "src/report/records.h"
 #include "src/report/report_html.h"
+#include "src/train/copy_data.h"
 
 namespace stretch {
 
@@ -44,6 +57,24 @@ struct LabModel {
   std::string position = "rope";   // `stretch train --position`
   std::string attention = "full";  // `stretch train --attention`
 };
+
+// One stage of a staged training recipe: `steps` optimizer steps at peak learning rate `lr`
+// (warm-up and cosine decay within the stage), the training rows drawn by `mix`
+// (src/train/copy_data.h: periodic, gapped and textcopy copy rows, passkey documents, text for the
+// rest), starting from the previous stage's last checkpoint (TrainRunOptions::init).
+struct LabStage {
+  std::string name;  // names its folder OUT/models/<label>/<i>-<name>, i = 1, 2, ...
+  int64_t steps = 0;
+  double lr = 0.0;
+  CopyMix mix;  // its `passkey` share is the stage's TrainRunOptions::passkey_share
+};
+
+// Parses a stage as `stretch lab --stage` reads it: NAME:STEPS:LR:MIX, MIX as `stretch train
+// --mix` (e.g. copy:2500:3e-3:periodic=0.5,gapped=0.5). Throws stretch::Error naming `what` (the
+// flag), the piece at fault and what was expected.
+LabStage ParseLabStage(std::string_view text, const std::string& what);
+// The text ParseLabStage reads back ("copy:2500:0.003:periodic=0.5,gapped=0.5").
+std::string LabStageText(const LabStage& stage);
 
 struct LabOptions {
   LabCorpusOptions corpus;
@@ -59,6 +90,13 @@ struct LabOptions {
   int vocab_size = 2048;            // of a bpe / unigram tokenizer
   double passkey_share = 0.05;      // share of training windows that are passkey documents
   uint64_t seed = 1;
+  // Staged training (the copy curriculum). Empty: each model is one run in OUT/models/<label> of
+  // `steps` steps at `lr` with `passkey_share` (labs from before stages resume unchanged). Given:
+  // each model is trained stage by stage in OUT/models/<label>/<i>-<name>, each stage from the
+  // previous one's last checkpoint, each resumable as a single run is (a finished stage is
+  // skipped, one cut short continues); `steps`, `lr` and `passkey_share` are then unused. The
+  // model scored is the last stage's. A model's id (its records' key) covers every stage.
+  std::vector<LabStage> stages;
 
   std::vector<LabModel> models;
   std::vector<std::string> methods;        // training-free method specs
@@ -73,12 +111,29 @@ struct LabOptions {
   // > 0: also sliding-window perplexity at k x L, windows every this many tokens over the longest
   // test document (each token scored once, with at least k x L - stride tokens of context).
   int64_t sliding_stride = 0;
+  // Retrieval protocols (src/eval/retrieval.h), each with its control and 95% intervals.
+  // Far copy at k x L: text and random spans of `copy_span` tokens at every distance of
+  // DefaultCopyDistances(L, k x L, span) that is >= L; `copy_trials` copies per (distance,
+  // material); 0: no far-copy cells.
+  int64_t copy_trials = 16;
+  int64_t copy_span = 0;  // tokens; 0: min(32, L / 4), as `stretch score --protocol far-copy`'s 32
+                          // at L >= 128
+  // Repeat with a period of p x L for each p here (besides period L, the within-window control
+  // the repeat cells have always had), at every k x L longer than the period.
+  std::vector<int64_t> repeat_periods = {2, 4};
+  // Passkey cells in llama.cpp's llama-passkey layout too (layout "llama"), besides stretch's.
+  bool passkey_llama = true;
+  // The copy gate (src/lab/gate.h): each model measured at L, once, before its cells beyond L;
+  // a part failed marks the retrieval cells that need it not informative. Measured when far copy
+  // (copy_trials) or passkey (passkey_trials) cells are planned.
+  bool gate = true;
 
   int rank = 0, ranks = 1;  // this process's share (see the top of this file)
 };
 
-// The presets: --quick (the README's main job: a RoPE baseline and KeyNorm, a handful of methods,
-// about 10 minutes on 2 cores) and --full (the seeds' experiments; hours).
+// The presets: --quick (the README's main job: a RoPE baseline and KeyNorm, dim 128, 2 layers, the
+// seeds' methods) and --full (the seeds' experiments; hours). Both train the copy curriculum
+// (CopyCurriculum in lab.cc: stages copy, gapped, mixed), the one place its numbers live.
 LabOptions QuickLab();
 LabOptions FullLab();
 

@@ -144,7 +144,38 @@ nlohmann::json LabGateJson(const LabGate& g) {
   j["passkey_trials"] = g.passkey_trials;
   j["passed"] = g.passed;
   j["reason"] = g.reason;
+  if (!g.parts.empty()) {
+    nlohmann::json parts = nlohmann::json::array();
+    for (const LabGatePart& p : g.parts) {
+      parts.push_back({{"name", p.name},
+                       {"passed", p.passed},
+                       {"reason", p.reason},
+                       {"accuracy", p.accuracy},
+                       {"accuracy_ci", {p.accuracy_ci.lo, p.accuracy_ci.hi}},
+                       {"control_accuracy", p.control_accuracy},
+                       {"control_ci", {p.control_ci.lo, p.control_ci.hi}},
+                       {"difference_ci", {p.difference_ci.lo, p.difference_ci.hi}},
+                       {"trials", p.trials}});
+    }
+    j["parts"] = std::move(parts);
+  }
   return j;
+}
+
+bool LabGate::PartPassed(std::string_view name) const {
+  if (parts.empty()) return passed;
+  for (const LabGatePart& p : parts) {
+    if (p.name == name) return p.passed;
+  }
+  return true;
+}
+
+std::string LabGate::PartReason(std::string_view name) const {
+  if (parts.empty()) return passed ? "" : reason;
+  for (const LabGatePart& p : parts) {
+    if (p.name == name) return p.passed ? "" : p.reason;
+  }
+  return "";
 }
 
 LabRecord LabRecordFromJson(const nlohmann::json& j) {
@@ -226,6 +257,27 @@ LabGate LabGateFromJson(const nlohmann::json& j) {
   g.passkey_trials = Field<int64_t>(j, "passkey_trials");
   g.passed = Field<bool>(j, "passed");
   g.reason = Field<std::string>(j, "reason");
+  if (j.contains("parts")) {
+    const nlohmann::json& parts = j.at("parts");
+    if (!parts.is_array()) Fail("field \"parts\" is not an array: {}", parts.dump());
+    for (const nlohmann::json& pj : parts) {
+      if (!pj.is_object()) Fail("field \"parts\" holds {}, expected objects", pj.dump());
+      LabGatePart p;
+      p.name = Field<std::string>(pj, "name");
+      if (p.name != "text" && p.name != "random" && p.name != "passkey") {
+        Fail("field \"parts\": name \"{}\": expected text, random or passkey", p.name);
+      }
+      p.passed = Field<bool>(pj, "passed");
+      p.reason = Field<std::string>(pj, "reason");
+      p.accuracy = Field<double>(pj, "accuracy");
+      p.accuracy_ci = IntervalField(pj, "accuracy_ci");
+      p.control_accuracy = Field<double>(pj, "control_accuracy");
+      p.control_ci = IntervalField(pj, "control_ci");
+      p.difference_ci = IntervalField(pj, "difference_ci");
+      p.trials = Field<int64_t>(pj, "trials");
+      g.parts.push_back(std::move(p));
+    }
+  }
   return g;
 }
 

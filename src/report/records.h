@@ -144,6 +144,20 @@ LabRecord LabRecordFromJson(const nlohmann::json& j);
 // training length is read, the model is measured at L on far copy within L and on passkey, each
 // against its control. A model that fails it cannot show whether a method keeps distant
 // information (it does not retrieve even at L), so its retrieval cells are marked not informative.
+// One part of the gate (optional "parts" of the line; absent in lines of older builds): far copy
+// of one material ("text" or "random") or "passkey", each with its own verdict, so that a model
+// that copies random strings but not text loses only the columns that need text.
+struct LabGatePart {
+  std::string name;  // "text", "random" (far copy) or "passkey"
+  bool passed = false;
+  std::string reason;                   // why it failed, or ""
+  double accuracy = 0.0;                // far copy: copy accuracy; passkey: keys read back
+  double control_accuracy = 0.0;        // the same positions with nothing to retrieve
+  LabInterval accuracy_ci, control_ci;  // 95%
+  LabInterval difference_ci;            // accuracy - control, 95% (paired bootstrap / Newcombe)
+  int64_t trials = 0;
+};
+
 struct LabGate {
   std::string corpus, model, model_id;
   int64_t train_len = 0;
@@ -151,8 +165,14 @@ struct LabGate {
   LabInterval copy_ci, control_ci, passkey_ci;
   int64_t copy_trials = 0, passkey_trials = 0;
   bool passed = false;
-  std::string reason;  // why it failed, or "" when it passed
-  std::string source;  // not written: the file it was read from
+  std::string reason;              // why it failed, or "" when it passed
+  std::vector<LabGatePart> parts;  // optional (above); empty in lines of older builds
+  std::string source;              // not written: the file it was read from
+  // Whether the part `name` passed: its own verdict when the line has parts, else the whole
+  // gate's; a part that was not measured (absent from a line with parts) does not fail anything.
+  bool PartPassed(std::string_view name) const;
+  // The reason part `name` failed ("" when it passed).
+  std::string PartReason(std::string_view name) const;
 };
 nlohmann::json LabGateJson(const LabGate& g);
 LabGate LabGateFromJson(const nlohmann::json& j);  // throws stretch::Error naming the field

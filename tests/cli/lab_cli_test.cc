@@ -54,7 +54,8 @@ class LabCliTest : public testing::TempDirTest {
     return "lab --data '" + (dir_ / "corpus").string() + "' --cutoff-year 1996 --out '" + out +
            "' --train-len 16 --steps 40 --batch 4 --dim 16 --layers 1 --heads 2 --methods " +
            methods + " --factors " + factors +
-           " --windows 3 --passkey-trials 0 --passkey-share 0 --threads 1";
+           " --windows 3 --passkey-trials 0 --passkey-share 0 --threads 1 --no-stages "
+           "--copy-trials 0";
   }
 
   // Starts the lab in its own process group and kills the group with SIGKILL once `ready`
@@ -102,7 +103,8 @@ TEST_F(LabCliTest, KilledTwiceAndResumedGivesTheRecordsOfAnUninterruptedRun) {
   EXPECT_TRUE(Has(whole.out, "non-repeat 64 (4x)")) << whole.out;  // the table
   EXPECT_TRUE(fs::exists(Path("whole/report/report.html")));
   const std::vector<std::string> expected = Records({Path("whole/results.jsonl")});
-  ASSERT_EQ(expected.size(), 48u);  // 2 models x 3 methods x (5 + 3 tail) cells
+  // 2 models x 3 methods x (5 + repeat of period 2L at 4L + 3 tail) cells
+  ASSERT_EQ(expected.size(), 54u);
 
   const std::string out = Path("killed");
   // Once during the first model's training (its first checkpoint is on disk), once in the middle
@@ -141,7 +143,7 @@ TEST_F(LabCliTest, TwentyKillsAtRandomMomentsEndWithTheRecordsOfAnUninterruptedR
   const testing::RunResult whole = RunCli(Args(Path("whole20")));
   ASSERT_EQ(whole.exit_code, 0) << whole.out;
   const std::vector<std::string> expected = Records({Path("whole20/results.jsonl")});
-  ASSERT_EQ(expected.size(), 48u);
+  ASSERT_EQ(expected.size(), 54u);
 
   const std::string out = Path("killed20");
   Rng rng(17);
@@ -192,7 +194,7 @@ TEST_F(LabCliTest, MpirunTwoRanksMergeToTheRecordsOfOneProcess) {
   EXPECT_TRUE(Has(text, "lab[1/2]")) << text;
   const std::vector<std::string> files = {Path("two/results-rank0.jsonl"),
                                           Path("two/results-rank1.jsonl")};
-  EXPECT_EQ(Records({files[0]}).size(), 24u) << "one model each";
+  EXPECT_EQ(Records({files[0]}).size(), 27u) << "one model each";
   EXPECT_EQ(Records(files), Records({Path("one/results.jsonl")}));
   EXPECT_TRUE(fs::exists(Path("two/report/report.html"))) << "rank 0 reports once both are done";
 }
@@ -290,7 +292,8 @@ TEST_F(LabCliTest, ModelsFlagTrainsAndScoresOnlyTheNamedModels) {
   const testing::RunResult r = RunCli(Args(Path("k"), "direct") + " --models keynorm");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::vector<std::string> records = Records({Path("k/results.jsonl")});
-  EXPECT_EQ(records.size(), 8u) << "one model x one method";
+  // nonrepeat at L; nonrepeat and repeat at 2L and 4L, repeat of period 2L at 4L; 3 tails.
+  EXPECT_EQ(records.size(), 9u) << "one model x one method";
   for (const std::string& line : records) {
     EXPECT_TRUE(Has(line, "\"model\":\"keynorm\"")) << line;
   }
@@ -332,6 +335,63 @@ TEST_F(LabCliTest, BadFlagsAreRefusedWithTheFlagsName) {
   EXPECT_TRUE(Has(r.out, "--quick and --full")) << r.out;
   EXPECT_FALSE(fs::exists(Path("x")));
   EXPECT_FALSE(fs::exists(Path("y")));
+}
+
+TEST_F(LabCliTest, BadStagesAreRefusedWithWhatWasExpected) {
+  const std::string base = "lab --data '" + (dir_ / "corpus").string() +
+                           "' --cutoff-year 1996 --out '" + Path("s") +
+                           "' --train-len 16 --batch 4 --dim 16 --layers 1 --heads 2 --methods "
+                           "direct --factors 2 --passkey-trials 0 --copy-trials 0 --threads 1";
+  struct Case {
+    std::string flags, expect;
+  };
+  const std::vector<Case> cases = {
+      {" --stage copy:abc:1e-3:gapped=1", "--stage copy:abc:1e-3:gapped=1: STEPS \"abc\""},
+      {" --stage copy:100:fast:gapped=1", "LR \"fast\""},
+      {" --stage copy:100:1e-3", "expected NAME:STEPS:LR:MIX"},
+      {" --stage copy:100:1e-3:gapped=2", "MIX"},
+      {" --stage 'a b:100:1e-3:gapped=1'", "is not a folder name"},
+      {" --stage a:10:1e-3:gapped=1 --stage a:10:1e-3:text=1", "stage name a twice"},
+      {" --stage a:10:1e-3:gapped=1 --no-stages", "--no-stages and --stage"},
+      // The preset trains in stages: --steps alone would be silently unused.
+      {" --steps 40", "--steps 40: the lab trains in stages"},
+  };
+  for (const Case& c : cases) {
+    const testing::RunResult r = RunCli(base + c.flags);
+    EXPECT_EQ(r.exit_code, 1) << c.flags << "\n" << r.out;
+    EXPECT_TRUE(Has(r.out, c.expect)) << c.flags << "\n" << r.out;
+    if (c.expect.rfind("--steps", 0) == 0) {
+      EXPECT_TRUE(Has(r.out, "--no-stages")) << r.out;
+    }
+  }
+  EXPECT_FALSE(fs::exists(Path("s")));
+  const testing::RunResult help = RunCli("lab --help");
+  EXPECT_TRUE(Has(help.out, "NAME:STEPS:LR:MIX")) << help.out;
+  EXPECT_TRUE(Has(help.out, "--no-stages")) << help.out;
+}
+
+TEST_F(LabCliTest, StagesTrainInTurnAndAKillBetweenThemContinues) {
+  const std::string args = "lab --data '" + (dir_ / "corpus").string() +
+                           "' --cutoff-year 1996 --out '" + Path("st") +
+                           "' --train-len 16 --batch 4 --dim 16 --layers 1 --heads 2 --methods "
+                           "direct --factors 2 --windows 2 --passkey-trials 0 --copy-trials 0 "
+                           "--threads 1 --models rope --stage copy:6:3e-3:periodic=0.5,gapped=0.5 "
+                           "--stage mixed:6:1e-3:text=0.5,textcopy=0.2,gapped=0.3";
+  const testing::RunResult first = RunCli(args);
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  EXPECT_TRUE(Has(first.out, "stage 2/2 (mixed): starting from the last checkpoint of"))
+      << first.out;
+  EXPECT_TRUE(fs::exists(Path("st/models/rope/1-copy")));
+  EXPECT_TRUE(fs::exists(Path("st/models/rope/2-mixed")));
+  const std::vector<std::string> records = Records({Path("st/results.jsonl")});
+  // The second stage and the records gone, as after a kill between the stages: the first stage
+  // is not trained again, the second is, from the same checkpoint, to the same records.
+  fs::remove_all(Path("st/models/rope/2-mixed"));
+  fs::remove(Path("st/results.jsonl"));
+  const testing::RunResult again = RunCli(args);
+  ASSERT_EQ(again.exit_code, 0) << again.out;
+  EXPECT_TRUE(Has(again.out, "stage 1/2 (copy): trained already")) << again.out;
+  EXPECT_EQ(Records({Path("st/results.jsonl")}), records);
 }
 
 }  // namespace

@@ -4,11 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
+
 #include <filesystem>
 #include <fstream>
 
 #include "src/core/error.h"
 #include "src/core/rng.h"
+#include "src/lab/gate.h"
 #include "tests/testing/files.h"
 
 namespace stretch {
@@ -64,6 +68,8 @@ class LabTest : public testing::TempDirTest {
     o.tail_samples = 2;
     o.passkey_trials = 0;
     o.passkey_share = 0;
+    o.copy_trials = 0;  // the retrieval cells and the gate: the tests of their own below
+    o.repeat_periods = {};
     return o;
   }
 };
@@ -282,6 +288,341 @@ TEST_F(LabTest, BadOptionsAreRefusedBeforeAnyWork) {
   o.models[0].position = "spiral";
   EXPECT_NE(testing::ErrorOf([&] { ValidateLabOptions(o); }).find("model rope"), std::string::npos);
   EXPECT_FALSE(fs::exists(Path("lab")));
+}
+
+// ---- The copy gate ----
+
+Interval Iv(double estimate, double low, double high) { return {estimate, low, high}; }
+
+GateCopyMeasurement Copy(const char* material, double copy, double control, double diff_low) {
+  return {material, 48, Iv(copy, copy - 0.05, copy + 0.05),
+          Iv(control, control - 0.05, control + 0.05),
+          Iv(copy - control, diff_low, copy - control + 0.1)};
+}
+
+TEST(CopyGate, PassesOnlyACopyTwentyPointsAboveItsControlAndPasskeysAtEightyPercent) {
+  GateMeasurements m;
+  m.copy = {Copy("text", 0.62, 0.10, 0.40), Copy("random", 0.90, 0.04, 0.80)};
+  GatePasskeyMeasurement k;
+  k.trials = 20;
+  k.retrieved = 17;
+  k.exact = WilsonInterval(17, 20);
+  k.control = WilsonInterval(0, 20);
+  k.difference = NewcombeDifference(17, 20, 0, 20);
+  m.passkey = k;
+  GateVerdict v = DecideCopyGate(m);
+  EXPECT_TRUE(v.passed) << v.reason;
+  EXPECT_EQ(v.reason, "");
+  ASSERT_EQ(v.parts.size(), 3u);
+  EXPECT_EQ(v.parts[2].name, "passkey");
+
+  // 19 points: below the threshold, however narrow the interval.
+  m.copy[0] = Copy("text", 0.29, 0.10, 0.15);
+  v = DecideCopyGate(m);
+  EXPECT_FALSE(v.passed);
+  EXPECT_FALSE(v.parts[0].passed);
+  EXPECT_TRUE(v.parts[1].passed);
+  EXPECT_NE(v.reason.find("far copy of text at L: copy 29.0% - control 10.0% = +19.0 points < 20"),
+            std::string::npos)
+      << v.reason;
+  // 30 points whose interval reaches 0: noise, not copying.
+  m.copy[0] = Copy("text", 0.40, 0.10, -0.02);
+  v = DecideCopyGate(m);
+  EXPECT_FALSE(v.parts[0].passed);
+  EXPECT_NE(v.reason.find("not above 0"), std::string::npos) << v.reason;
+  // Passkey: 15 of 20 is 75%.
+  m.copy[0] = Copy("text", 0.62, 0.10, 0.40);
+  m.passkey->retrieved = 15;
+  m.passkey->exact = WilsonInterval(15, 20);
+  v = DecideCopyGate(m);
+  EXPECT_FALSE(v.passed);
+  EXPECT_EQ(v.reason, "passkey at L: 15 of 20 keys read back (75.0%) < 80%");
+
+  // The gate line keeps each part, and a cell needs only its own part.
+  const LabGate g = GateLineOf(v, m);
+  EXPECT_NEAR(g.copy_accuracy, 0.62, 1e-12);  // text's far copy: the line's own columns
+  LabRecord cell;
+  cell.protocol = "far-copy";
+  cell.material = "text";
+  EXPECT_EQ(NotInformativeReason(g, cell), "");
+  cell.protocol = "passkey";
+  cell.material = "";
+  EXPECT_NE(NotInformativeReason(g, cell).find("15 of 20"), std::string::npos);
+  cell.protocol = "nonrepeat";
+  EXPECT_EQ(NotInformativeReason(g, cell), "");
+  // A line of an older build (no parts) holds for every part.
+  LabGate old;
+  old.passed = false;
+  old.reason = "copy - control = 3 points < 20 at L";
+  cell.protocol = "repeat";
+  EXPECT_NE(NotInformativeReason(old, cell).find("3 points"), std::string::npos);
+  // Round trip through JSON.
+  LabGate read = LabGateFromJson(LabGateJson(g));
+  ASSERT_EQ(read.parts.size(), 3u);
+  EXPECT_EQ(read.parts[2].reason, g.parts[2].reason);
+  EXPECT_FALSE(read.PartPassed("passkey"));
+  EXPECT_TRUE(read.PartPassed("random"));
+}
+
+// Bytes as tokens, BOS 256.
+constexpr int kBos = 256;
+std::vector<int> Bytes(std::string_view text) {
+  std::vector<int> out;
+  for (const char c : text) out.push_back(static_cast<unsigned char>(c));
+  return out;
+}
+
+// A scorer that copies perfectly: position p predicts the token that followed the most recent
+// earlier occurrence of the last 3 tokens (the context of retrieval.h's 4-gram leak rule), or
+// nothing when they never occurred.
+void OracleScorer(const std::vector<std::vector<int>>& sequences, const TokenSink& sink) {
+  constexpr int64_t n = 3;
+  for (size_t w = 0; w < sequences.size(); ++w) {
+    const std::vector<int>& s = sequences[w];
+    for (int64_t p = 0; p + 1 < static_cast<int64_t>(s.size()); ++p) {
+      int predicted = -1;
+      for (int64_t q = p - 1; q >= n - 1 && p >= n - 1 && predicted < 0; --q) {
+        bool same = true;
+        for (int64_t k = 0; k < n && same; ++k) same = s[q - k] == s[p - k];
+        if (same) predicted = s[q + 1];
+      }
+      const int target = s[p + 1];
+      sink({static_cast<int64_t>(w), p, target, predicted == target ? 0.0 : std::log(257.0),
+            predicted == target});
+    }
+  }
+}
+
+// A model that copies nothing: always the same guess.
+void ConstantScorer(const std::vector<std::vector<int>>& sequences, const TokenSink& sink) {
+  for (size_t w = 0; w < sequences.size(); ++w) {
+    for (int64_t p = 0; p + 1 < static_cast<int64_t>(sequences[w].size()); ++p) {
+      const int target = sequences[w][p + 1];
+      sink({static_cast<int64_t>(w), p, target, std::log(257.0), target == 'e'});
+    }
+  }
+}
+
+class CopyGateMeasure : public ::testing::Test {
+ protected:
+  CopyGateMeasure() {
+    for (uint64_t i = 0; i < 3; ++i) text_.push_back(Bytes(Prose(100 + i, 20000)));
+    for (const std::vector<int>& t : text_) docs_.emplace_back(t);
+    options_.train_len = 64;
+    options_.span = 16;
+    options_.copy_trials = 8;
+    options_.passkey_trials = 5;
+    options_.passkey_depths = {0.0, 1.0};
+    options_.bootstrap.resamples = 500;
+  }
+  std::vector<std::vector<int>> text_;
+  TokenSpans docs_;
+  CopyGateOptions options_;
+  const TextEncoder encode_ = [](std::string_view t) { return Bytes(t); };
+};
+
+TEST_F(CopyGateMeasure, AModelThatDoesNotCopyFailsAndAPerfectCopierPassesFarCopy) {
+  const GateMeasurements none = MeasureCopyGate(ConstantScorer, docs_, encode_, kBos, options_);
+  ASSERT_EQ(none.copy.size(), 2u);
+  ASSERT_TRUE(none.passkey.has_value()) << "L = 64 holds a passkey";
+  EXPECT_EQ(none.copy[0].trials, 24) << "8 trials at each of L/4, L/2 and L - span";
+  const GateVerdict failed = DecideCopyGate(none);
+  EXPECT_FALSE(failed.passed);
+  for (const LabGatePart& p : failed.parts) EXPECT_FALSE(p.passed) << p.name;
+  EXPECT_NE(failed.reason.find("far copy of text"), std::string::npos) << failed.reason;
+  EXPECT_NE(failed.reason.find("far copy of random"), std::string::npos) << failed.reason;
+  EXPECT_NE(failed.reason.find("passkey at L: 0 of 10"), std::string::npos) << failed.reason;
+
+  const GateMeasurements oracle = MeasureCopyGate(OracleScorer, docs_, encode_, kBos, options_);
+  const GateVerdict passed = DecideCopyGate(oracle);
+  for (const GateCopyMeasurement& c : oracle.copy) {
+    // The controls hold no copy of what is scored: the copier finds nothing to copy there.
+    EXPECT_EQ(c.control.estimate, 0.0) << c.material;
+    EXPECT_GT(c.copy.estimate, 0.6) << c.material;
+  }
+  ASSERT_EQ(passed.parts.size(), 3u);
+  EXPECT_TRUE(passed.parts[0].passed) << passed.parts[0].reason;
+  EXPECT_TRUE(passed.parts[1].passed) << passed.parts[1].reason;
+}
+
+TEST_F(CopyGateMeasure, TheControlsNeverHoldTheAnswer) {
+  // Far copy: no scored target of a control has its 4-gram (3 tokens and itself) earlier in the
+  // control, for either material; the copy arm does (that is what it tests).
+  for (const CopySource source : {CopySource::kText, CopySource::kRandom}) {
+    FarCopyOptions fo;
+    fo.source = source;
+    fo.span = 16;
+    for (const FarCopyTrial& t : MakeFarCopyTrials(docs_, encode_, kBos, 64, 32, 8, fo)) {
+      const std::vector<int>& s = t.control.tokens;
+      for (const int64_t p : t.control.scored) {
+        for (int64_t q = 2; q + 1 < p + 1; ++q) {
+          const bool leak = s[q - 2] == s[p - 2] && s[q - 1] == s[p - 1] && s[q] == s[p] &&
+                            s[q + 1] == s[p + 1] && q < p;
+          ASSERT_FALSE(leak) << CopySourceName(source) << ": target at " << p + 1
+                             << " occurs after the same 3 tokens at " << q + 1;
+        }
+      }
+      EXPECT_EQ(t.copy.scored, t.control.scored);
+    }
+  }
+  // Passkey: the control's key appears nowhere before its answer.
+  for (const PasskeyProbeTrial& t :
+       MakePasskeyProbe(docs_, encode_, kBos, 64, 0.5, 5, 7, PasskeyFormat{})) {
+    const std::vector<int> key = Bytes(t.control.key);
+    const auto answer = t.control.tokens.begin() + t.control.key_positions.front() + 1;
+    EXPECT_EQ(std::search(t.control.tokens.begin(), answer, key.begin(), key.end()), answer)
+        << t.control.key;
+    const auto test_answer = t.trial.tokens.begin() + t.trial.key_positions.front() + 1;
+    EXPECT_NE(std::search(t.trial.tokens.begin(), test_answer, key.begin(), key.end()), test_answer)
+        << "the test arm holds its key in the needle";
+  }
+}
+
+// ---- The lab's retrieval cells, gate and stages ----
+
+TEST_F(LabTest, RetrievalCellsCarryControlsIntervalsAndTheGatesVerdict) {
+  const std::string corpus = YearCorpus(8, 6000);
+  LabOptions o = Tiny(corpus, Path("lab"));
+  o.train_len = 64;  // a passkey fits at L (the gate's)
+  o.models.resize(1);
+  o.methods = {"direct"};
+  o.factors = {8};  // 512: llama.cpp's passkey layout fits
+  o.tail = false;
+  o.copy_trials = 4;
+  o.copy_span = 16;
+  o.repeat_periods = {2, 4};
+  o.passkey_trials = 2;
+  o.passkey_depths = {0.5};
+  const LabResult first = RunLab(o);
+  const LabRecordFile read = ReadLabRecords({first.records_path});
+  ASSERT_EQ(read.gates.size(), 1u);
+  const LabGate& gate = read.gates[0];
+  EXPECT_EQ(gate.model, "rope");
+  EXPECT_FALSE(gate.passed) << "6 steps teach no copying";
+  ASSERT_EQ(gate.parts.size(), 3u);
+  EXPECT_EQ(gate.parts[0].name, "text");
+  EXPECT_EQ(gate.parts[1].name, "random");
+  EXPECT_EQ(gate.parts[2].name, "passkey");
+
+  std::map<std::string, int> count;
+  std::set<int64_t> distances, periods;
+  for (const LabRecord& r : read.records) {
+    std::string kind = r.protocol;
+    if (!r.material.empty()) kind += "/" + r.material;
+    if (!r.layout.empty()) kind += "/" + r.layout;
+    if (r.period > 0) kind += "/period";
+    count[kind]++;
+    EXPECT_TRUE(r.accuracy_ci.known) << r.key;
+    EXPECT_LE(r.accuracy_ci.lo, r.accuracy + 1e-12) << r.key;
+    EXPECT_GE(r.accuracy_ci.hi, r.accuracy - 1e-12) << r.key;
+    const bool retrieval =
+        r.protocol == "far-copy" || r.protocol == "passkey" || r.protocol == "repeat";
+    if (r.protocol == "far-copy" || r.period > 0 || r.layout == "llama") {
+      EXPECT_TRUE(r.has_control) << r.key;
+      EXPECT_TRUE(r.control_accuracy_ci.known) << r.key;
+    }
+    if (r.protocol == "far-copy") {
+      distances.insert(r.distance);
+      EXPECT_NE(r.key.find("/distance="), std::string::npos) << r.key;
+    }
+    if (r.period > 0) periods.insert(r.period);
+    // The gate failed every part: every retrieval cell says so, with the numbers.
+    EXPECT_EQ(r.informative, !retrieval) << r.key;
+    if (retrieval) {
+      EXPECT_NE(r.not_informative.find("failed the copy gate"), std::string::npos) << r.key;
+    }
+  }
+  EXPECT_EQ(distances, (std::set<int64_t>{64, 128, 256, 496}));  // >= L, up to 8L - span
+  EXPECT_EQ(periods, (std::set<int64_t>{128, 256}));
+  EXPECT_EQ(count["far-copy/text"], 4);
+  EXPECT_EQ(count["far-copy/random"], 4);
+  EXPECT_EQ(count["repeat"], 1) << "period L, keyed as before periods";
+  EXPECT_EQ(count["repeat/period"], 2);
+  EXPECT_EQ(count["passkey"], 1);
+  EXPECT_EQ(count["passkey/llama"], 1);
+  EXPECT_EQ(first.cells_done, static_cast<int64_t>(read.records.size()));
+
+  // Resumed: nothing scored again, and the gate is read back, not measured again.
+  const LabResult again = RunLab(o);
+  EXPECT_EQ(again.cells_done, 0);
+  const LabRecordFile reread = ReadLabRecords({first.records_path});
+  EXPECT_EQ(reread.records.size(), read.records.size());
+  std::ifstream in(first.records_path);
+  int gate_lines = 0;
+  for (std::string line; std::getline(in, line);) {
+    gate_lines += line.find("\"record\":\"gate\"") != std::string::npos ? 1 : 0;
+  }
+  EXPECT_EQ(gate_lines, 1);
+}
+
+TEST_F(LabTest, StagesChainTheirCheckpointsAndCoverTheModelsId) {
+  const std::string corpus = YearCorpus(8, 6000);
+  LabOptions o = Tiny(corpus, Path("lab"));
+  o.models.resize(1);
+  o.methods = {"direct"};
+  o.stages = {ParseLabStage("copy:4:3e-3:periodic=0.5,gapped=0.5", "test"),
+              ParseLabStage("mixed:4:1e-3:text=0.6,textcopy=0.2,gapped=0.2", "test")};
+  std::vector<std::string> notes;
+  LabCallbacks cb;
+  cb.note = [&](const std::string& line) { notes.push_back(line); };
+  const LabResult first = RunLab(o, cb);
+  EXPECT_EQ(first.cells_done, 8);
+  const fs::path models = fs::path(o.out) / "models" / "rope";
+  EXPECT_TRUE(fs::exists(models / "1-copy"));
+  EXPECT_TRUE(fs::exists(models / "2-mixed"));
+  auto noted = [&](const std::string& what) {
+    return std::any_of(notes.begin(), notes.end(),
+                       [&](const std::string& n) { return n.find(what) != std::string::npos; });
+  };
+  EXPECT_TRUE(noted("stage 2/2 (mixed): starting from the last checkpoint of")) << notes.size();
+  const std::vector<std::string> records = RecordsWithoutTime(first.records_path);
+
+  // The model's id covers every stage (the same lab without stages, below, has another).
+  LabOptions one = o;
+  one.stages.clear();
+  const std::string staged_key = ReadLabRecords({first.records_path}).records[0].model_id;
+  EXPECT_EQ(staged_key.size(), 16u);
+
+  // Killed between the stages: the first is kept, the second trained from it, to the same model.
+  fs::remove_all(models / "2-mixed");
+  fs::remove(first.records_path);
+  notes.clear();
+  const LabResult resumed = RunLab(o, cb);
+  EXPECT_EQ(resumed.cells_done, 8);
+  EXPECT_TRUE(noted("stage 1/2 (copy): trained already"));
+  EXPECT_EQ(RecordsWithoutTime(resumed.records_path), records);
+
+  // A stage's options changed: refused, naming the stage and the option.
+  o.stages[1].lr = 2e-3;
+  const std::string error = testing::ErrorOf([&] { RunLab(o); });
+  EXPECT_NE(error.find("2-mixed.lr"), std::string::npos) << error;
+
+  // Asked for in one run, the staged model is refused with what to give instead.
+  const std::string one_run = testing::ErrorOf([&] { RunLab(one); });
+  EXPECT_NE(one_run.find("was trained in stages"), std::string::npos) << one_run;
+
+  // The same lab without stages is another model.
+  one.out = Path("lab-one");
+  const LabResult single = RunLab(one);
+  EXPECT_NE(ReadLabRecords({single.records_path}).records[0].model_id, staged_key);
+  EXPECT_FALSE(fs::exists(fs::path(one.out) / "models" / "rope" / "1-copy")) << "one run";
+}
+
+TEST(LabStage, ParsesAndPrintsBack) {
+  const LabStage st =
+      ParseLabStage("mixed:2000:1e-3:text=0.3,textcopy=0.3,gapped=0.3,passkey=0.1", "--stage");
+  EXPECT_EQ(st.name, "mixed");
+  EXPECT_EQ(st.steps, 2000);
+  EXPECT_DOUBLE_EQ(st.lr, 1e-3);
+  EXPECT_DOUBLE_EQ(st.mix.passkey, 0.1);
+  EXPECT_DOUBLE_EQ(st.mix.textcopy, 0.3);
+  EXPECT_EQ(ParseLabStage(LabStageText(st), "--stage").mix, st.mix);
+  for (const char* bad : {"x", "x:1:1e-3", "x:0:1e-3:gapped=1", "x:1:0:gapped=1",
+                          "x:1:1e-3:", "x:1:1e-3:bogus=1", ":1:1e-3:gapped=1"}) {
+    const std::string error = testing::ErrorOf([&] { ParseLabStage(bad, "--stage"); });
+    EXPECT_NE(error.find("--stage"), std::string::npos) << bad << ": " << error;
+    EXPECT_NE(error.find("NAME:STEPS:LR:MIX"), std::string::npos) << bad << ": " << error;
+  }
 }
 
 }  // namespace

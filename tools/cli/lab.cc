@@ -34,6 +34,10 @@ struct LabArgs {
   std::string tokenizer, methods, factors, models;
   int vocab_size = 0;
   bool no_tail = false;
+  std::vector<std::string> stages;  // --stage, repeated
+  bool no_stages = false;
+  int64_t copy_trials = -1;
+  bool no_llama_passkey = false;
 };
 
 // The rank and size of an MPI job, from the environment mpirun (Open MPI) gives every process;
@@ -107,6 +111,34 @@ LabOptions OptionsOf(const LabArgs& a) {
   if (!a.models.empty()) o.models = SelectModels(o.models, a.models, a.full ? "--full" : "--quick");
   if (!a.factors.empty()) o.factors = ParseFactors(a.factors);
   if (a.no_tail) o.tail = false;
+  if (a.copy_trials >= 0) o.copy_trials = a.copy_trials;
+  if (a.no_llama_passkey) o.passkey_llama = false;
+  // Training: the stages given, or the preset's, or (--no-stages) one run of --steps at --lr.
+  if (a.no_stages && !a.stages.empty()) {
+    Fail(
+        "--no-stages and --stage: give one of them (--stage replaces the preset's stages, "
+        "--no-stages trains one run of --steps steps at --lr)");
+  }
+  if (a.no_stages) o.stages.clear();
+  if (!a.stages.empty()) {
+    o.stages.clear();
+    for (const std::string& text : a.stages) o.stages.push_back(ParseLabStage(text, "--stage"));
+  }
+  if (!o.stages.empty()) {
+    std::vector<std::string> given;
+    if (a.steps > 0) given.push_back(fmt::format("--steps {}", a.steps));
+    if (a.lr > 0) given.push_back(fmt::format("--lr {}", a.lr));
+    if (a.passkey_share >= 0) given.push_back(fmt::format("--passkey-share {}", a.passkey_share));
+    if (!given.empty()) {
+      std::vector<std::string> texts;
+      for (const LabStage& st : o.stages) texts.push_back(LabStageText(st));
+      Fail(
+          "{}: the lab trains in stages ({}), each with its own steps, learning rate and mix; "
+          "expected --no-stages with {} (one run, as labs before stages), or the stages "
+          "given with --stage NAME:STEPS:LR:MIX",
+          fmt::join(given, ", "), fmt::join(texts, " then "), given.size() == 1 ? "it" : "them");
+    }
+  }
   std::tie(o.rank, o.ranks) = MpiRank();
   return o;
 }
@@ -201,16 +233,27 @@ void RegisterLab(CLI::App& app) {
       "Train short, test long: trains small models at a short length (default 128 tokens) with "
       "pre-training variants, then tests each far beyond it (8x and 16x) with every "
       "training-free method, and records loss and accuracy by protocol.\n"
+      "Training: in stages (--stage; the presets' teach copying with synthetic copy rows first, "
+      "then mix text, copies and passkeys), or one run (--no-stages).\n"
       "Protocols: non-repeat (real text, longer than trained), repeat (a training-length sample "
-      "repeated: a model that still uses distant tokens copies it), fixed tail (the same last "
-      "tokens scored with more and more context before them), passkey (a number hidden in the "
-      "text, asked for at the end).\n"
+      "repeated: within reach of a window of L; and periods of 2L and 4L, beyond it, against "
+      "fresh text), far copy (a span of text or of random letters and its copy at the end, at "
+      "distances from L to the whole length, against a control with nothing to copy), fixed "
+      "tail (the same last tokens scored with more and more context before them), passkey (a "
+      "number hidden in the text, asked for at the end; stretch's layout and llama.cpp's). Every "
+      "accuracy and loss carries a 95% interval.\n"
+      "Copy gate: before its cells beyond L, each model is measured at L on far copy (text and "
+      "random) and passkey; a part that fails (copy - control < 20 points, or its interval not "
+      "above 0; passkey < 80%) marks the retrieval cells that need it \"not informative\", "
+      "with the reason, in the records and the report.\n"
       "Records go to OUT/results.jsonl, one line per cell; run the same command again to resume "
       "after an interruption. `mpirun -np N stretch lab ...` shares the models among N "
       "processes.");
   cmd->add_flag("--quick", a->quick,
-                "the quick lab (default): a RoPE baseline and a KeyNorm model, every training-free "
-                "method, 8x and 16x. How long it takes depends on the machine and on what else "
+                "the quick lab (default): a RoPE baseline and a KeyNorm model (dim 128, 2 layers), "
+                "trained in the copy curriculum's stages, tested with direct, pi, ntk, ntk+logn, "
+                "yarn, rerope, rerope+logn, leaky-rerope, self-extend, window and lambda at 8x and "
+                "16x. How long it takes depends on the machine and on what else "
                 "runs on it: the lab times a few training steps and scoring passes here before it "
                 "starts and prints its estimate (\"estimated time: about ...\")");
   cmd->add_flag(
@@ -232,15 +275,17 @@ void RegisterLab(CLI::App& app) {
   using L = TrainRunLimits;
   cmd->add_option("--train-len", a->train_len, "training length L in tokens (default 128)")
       ->check(Whole(1, L::max_seq_len));
-  cmd->add_option("--steps", a->steps, "training steps per model (quick 600, full 3000)")
+  cmd->add_option("--steps", a->steps,
+                  "training steps per model with --no-stages (default 600, full 3000)")
       ->check(Whole(1, L::max_steps));
   cmd->add_option("--batch", a->batch, "training windows per step (default 16)")
       ->check(Whole(1, L::max_batch));
   cmd->add_option("--dim", a->dim, "model width (default 128)")->check(Whole(1, L::max_dim));
-  cmd->add_option("--layers", a->layers, "blocks (default 4)")->check(Whole(1, L::max_layers));
+  cmd->add_option("--layers", a->layers, "blocks (quick 2, full 4)")
+      ->check(Whole(1, L::max_layers));
   cmd->add_option("--heads", a->heads, "attention heads of the LLaMA block (default 4)")
       ->check(Whole(1, L::max_dim));
-  cmd->add_option("--lr", a->lr, "peak learning rate (default 2e-3)")
+  cmd->add_option("--lr", a->lr, "peak learning rate with --no-stages (default 2e-3)")
       ->check(Real(0, L::max_lr, /*open_low=*/true));
   cmd->add_option("--tokenizer", a->tokenizer,
                   "bytes (default) or a SentencePiece bpe / unigram tokenizer trained on the "
@@ -266,10 +311,31 @@ void RegisterLab(CLI::App& app) {
   cmd->add_option("--passkey-trials", a->passkey_trials, "passkey trials per length and depth")
       ->check(Whole(0, 1 << 20));
   cmd->add_option("--passkey-share", a->passkey_share,
-                  "share of training windows that are passkey documents, so that small models "
-                  "learn the task (default 0.05)")
+                  "with --no-stages: share of training windows that are passkey documents, so that "
+                  "small models learn the task (default 0.05; stages give theirs in MIX)")
       ->check(Real(0, L::max_passkey_share));
   cmd->add_flag("--no-tail", a->no_tail, "skip the fixed-tail protocol");
+  cmd->add_option("--stage", a->stages,
+                  "a training stage, NAME:STEPS:LR:MIX, repeated in order (replaces the preset's "
+                  "stages, which are copy:2500:0.003:periodic=0.5,gapped=0.5 then "
+                  "gapped:1000:0.002:gapped=1 then "
+                  "mixed:2000:0.001:text=0.3,textcopy=0.3,gapped=0.3,passkey=0.1). Each stage "
+                  "trains STEPS steps at peak learning rate LR on rows drawn by MIX (as `stretch "
+                  "train --mix`: periodic, gapped and textcopy copy rows, passkey documents, text "
+                  "for the rest), starting from the previous stage's last checkpoint, in "
+                  "OUT/models/<model>/<i>-<NAME>. Small models trained on text alone never learn "
+                  "to copy, and then every retrieval cell reads zero: the stages teach copying "
+                  "first")
+      ->allow_extra_args(false);
+  cmd->add_flag("--no-stages", a->no_stages,
+                "train each model in one run of --steps steps at --lr with --passkey-share "
+                "passkey documents (the lab before stages; its folders resume as they were)");
+  cmd->add_option("--copy-trials", a->copy_trials,
+                  "far-copy trials per distance and material (quick 16, full 32), and of the copy "
+                  "gate at L; 0: no far-copy cells")
+      ->check(Whole(0, 1 << 20));
+  cmd->add_flag("--no-llama-passkey", a->no_llama_passkey,
+                "no passkey cells in llama.cpp's llama-passkey layout (only stretch's own)");
   cmd->add_option("--threads", a->threads, "threads (default: all cores, or a share per rank)")
       ->check(Whole(0, L::max_threads));
   cmd->callback([a] {
