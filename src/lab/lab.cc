@@ -262,6 +262,9 @@ TrainRunOptions StageRunOptions(const LabOptions& o, const LabModel& m, const La
     r.passkey_share = st.mix.passkey;  // as `stretch train --mix` sets it
     r.copy_mix = st.mix;
     r.copy_mix.passkey = 0.0;
+    r.copy_alphabet_min = st.alphabet_min;
+    r.copy_strings = st.strings;
+    r.eval_every = std::max<int64_t>(1, st.steps / 10);  // the report's training curves
     if (i > 0) r.init = RunDir(o, m, i - 1);  // its newest checkpoint: the stage's last
   }
   return r;
@@ -594,11 +597,21 @@ void FillProbe(LabRecord& r, const ProbeResult& p) {
 //            retrieval together.
 // The numbers are the current best guess, to be tuned.
 std::vector<LabStage> CopyCurriculum() {
+  // Measured in docs/training.md (three rounds; each stage there is one `stretch train` run): the
+  // copy rows teach copying (copy, gapped), small alphabets make it match several tokens (small),
+  // randcopy rows carry it inside prose (mixed), and repeated prose switches it on for prose and
+  // passkeys (prose). Skipping a stage lost the copying in both tries.
   auto mix = [](const char* text) { return ParseCopyMix(text, "CopyCurriculum"); };
+  const std::string digits = "abcdefghijklmnopqrstuvwxyz0123456789";
   return {
-      {"copy", 2500, 3e-3, mix("periodic=0.5,gapped=0.5")},
-      {"gapped", 1000, 2e-3, mix("gapped=1")},
-      {"mixed", 2000, 1e-3, mix("text=0.3,textcopy=0.3,gapped=0.3,passkey=0.1")},
+      {"copy", 2500, 3e-3, mix("periodic=0.5,gapped=0.5"), 0, ""},
+      {"gapped", 1000, 2e-3, mix("gapped=1"), 0, ""},
+      {"small", 1000, 2e-3, mix("gapped=1"), 3, ""},
+      {"mixed", 2000, 1e-3, mix("text=0.2,textcopy=0.1,randcopy=0.2,gapped=0.3,passkey=0.2"), 3,
+       digits},
+      {"prose", 1500, 1e-3,
+       mix("text=0.2,textperiodic=0.2,textcopy=0.1,randcopy=0.2,gapped=0.1,passkey=0.2"), 3,
+       digits},
   };
 }
 
@@ -642,8 +655,31 @@ LabStage ParseLabStage(std::string_view text, const std::string& what) {
   }
   st.lr = r;
   if (pieces[3].empty()) fail("MIX is empty (text=1 for text alone)");
+  // alphabet-min=N and strings=CHARS out of the list; the rest is --mix's.
+  std::string shares;
+  for (size_t b = 0; b <= pieces[3].size();) {
+    size_t e = pieces[3].find(',', b);
+    if (e == std::string_view::npos) e = pieces[3].size();
+    const std::string_view entry = pieces[3].substr(b, e - b);
+    b = e + 1;
+    if (entry.starts_with("alphabet-min=")) {
+      const std::string v(entry.substr(13));
+      char* vend = nullptr;
+      const long long a = std::strtoll(v.c_str(), &vend, 10);
+      if (v.empty() || *vend != '\0' || a < 2 || a > 36) {
+        fail(fmt::format("alphabet-min \"{}\" is not a whole number in [2, 36]", v));
+      }
+      st.alphabet_min = a;
+    } else if (entry.starts_with("strings=")) {
+      st.strings = std::string(entry.substr(8));
+      if (st.strings.size() < 2) fail("strings= needs at least 2 characters");
+    } else {
+      shares += (shares.empty() ? "" : ",") + std::string(entry);
+    }
+  }
+  if (shares.empty()) shares = "text=1";
   try {
-    st.mix = ParseCopyMix(pieces[3], what + " " + std::string(text) + ": MIX");
+    st.mix = ParseCopyMix(shares, what + " " + std::string(text) + ": MIX");
   } catch (const Error& e) {
     fail(e.what());
   }
@@ -660,6 +696,8 @@ std::string LabStageText(const LabStage& st) {
   if (st.mix.passkey > 0) shares.push_back(fmt::format("passkey={}", st.mix.passkey));
   if (!copy.empty()) shares.push_back(copy);
   if (shares.empty()) shares.push_back("text=1");
+  if (st.alphabet_min != 0) shares.push_back(fmt::format("alphabet-min={}", st.alphabet_min));
+  if (!st.strings.empty()) shares.push_back("strings=" + st.strings);
   return fmt::format("{}:{}:{}:{}", st.name, st.steps, st.lr, fmt::join(shares, ","));
 }
 

@@ -67,10 +67,15 @@ struct LabStage {
   int64_t steps = 0;
   double lr = 0.0;
   CopyMix mix;  // its `passkey` share is the stage's TrainRunOptions::passkey_share
+  // TrainRunOptions::copy_alphabet_min and copy_strings (`stretch train --copy-alphabet-min`,
+  // `--copy-strings`): 0 / "" for the defaults.
+  int64_t alphabet_min = 0;
+  std::string strings;
 };
 
 // Parses a stage as `stretch lab --stage` reads it: NAME:STEPS:LR:MIX, MIX as `stretch train
-// --mix` (e.g. copy:2500:3e-3:periodic=0.5,gapped=0.5). Throws stretch::Error naming `what` (the
+// --mix` (e.g. copy:2500:3e-3:periodic=0.5,gapped=0.5), whose list may also hold
+// alphabet-min=N and strings=CHARS (`stretch train --copy-alphabet-min`, `--copy-strings`). Throws stretch::Error naming `what` (the
 // flag), the piece at fault and what was expected.
 LabStage ParseLabStage(std::string_view text, const std::string& what);
 // The text ParseLabStage reads back ("copy:2500:0.003:periodic=0.5,gapped=0.5").

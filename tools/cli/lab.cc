@@ -1,6 +1,7 @@
 // stretch lab: train small models at a short length, test them far beyond it with every
 // training-free method, and write the records (src/lab/lab.h) and the report.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -315,17 +316,20 @@ void RegisterLab(CLI::App& app) {
                   "small models learn the task (default 0.05; stages give theirs in MIX)")
       ->check(Real(0, L::max_passkey_share));
   cmd->add_flag("--no-tail", a->no_tail, "skip the fixed-tail protocol");
+  std::vector<std::string> preset;
+  for (const LabStage& st : QuickLab().stages) preset.push_back(LabStageText(st));
   cmd->add_option("--stage", a->stages,
-                  "a training stage, NAME:STEPS:LR:MIX, repeated in order (replaces the preset's "
-                  "stages, which are copy:2500:0.003:periodic=0.5,gapped=0.5 then "
-                  "gapped:1000:0.002:gapped=1 then "
-                  "mixed:2000:0.001:text=0.3,textcopy=0.3,gapped=0.3,passkey=0.1). Each stage "
-                  "trains STEPS steps at peak learning rate LR on rows drawn by MIX (as `stretch "
-                  "train --mix`: periodic, gapped and textcopy copy rows, passkey documents, text "
-                  "for the rest), starting from the previous stage's last checkpoint, in "
-                  "OUT/models/<model>/<i>-<NAME>. Small models trained on text alone never learn "
-                  "to copy, and then every retrieval cell reads zero: the stages teach copying "
-                  "first")
+                  fmt::format(
+                      "a training stage, NAME:STEPS:LR:MIX, repeated in order (replaces the "
+                      "preset's stages, which are {}). Each stage trains STEPS steps at peak "
+                      "learning rate LR on rows drawn by MIX (as `stretch train --mix`: periodic, "
+                      "gapped, textcopy, randcopy and textperiodic copy rows, passkey documents, "
+                      "text for the rest; alphabet-min=N and strings=CHARS in the list are `stretch "
+                      "train --copy-alphabet-min` and `--copy-strings`), starting from the previous "
+                      "stage's last checkpoint, in OUT/models/<model>/<i>-<NAME>. Small models "
+                      "trained on text alone never learn to copy, and then every retrieval cell "
+                      "reads zero: the stages teach copying first (docs/training.md)",
+                      fmt::join(preset, " then ")))
       ->allow_extra_args(false);
   cmd->add_flag("--no-stages", a->no_stages,
                 "train each model in one run of --steps steps at --lr with --passkey-share "
