@@ -312,9 +312,13 @@ CopyRow MakeGappedRow(const CopyAlphabets& alphabets, const CopySpans& spans, in
   return r;
 }
 
-CopyRow MakeTextCopyRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
-                        CopyRole role, std::span<const int> other) {
-  CheckCopySpans(spans, T, "textcopy row");
+namespace {
+
+// The layout of a copy pasted inside a window of text (textcopy, randcopy): checks the window,
+// draws s, a and d (the rule at the top of copy_data.h), and starts the row as the window.
+CopyRow PastedLayout(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
+                     const char* what) {
+  CheckCopySpans(spans, T, what);
   STRETCH_CHECK(static_cast<int64_t>(window.size()) == T + 1, "window of {} tokens, not {}",
                 window.size(), T + 1);
   CopyRow r;
@@ -322,6 +326,14 @@ CopyRow MakeTextCopyRow(std::span<const int> window, const CopySpans& spans, int
   r.source = UniformIn(rng, 1, T + 1 - 2 * r.span);
   r.copy = r.source + UniformIn(rng, r.span, T + 1 - r.span - r.source);
   r.tokens.assign(window.begin(), window.end());
+  return r;
+}
+
+}  // namespace
+
+CopyRow MakeTextCopyRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
+                        CopyRole role, std::span<const int> other) {
+  CopyRow r = PastedLayout(window, spans, T, rng, "textcopy row");
   const auto to = r.tokens.begin() + r.copy;
   if (role == CopyRole::kCopy) {
     std::copy(window.begin() + r.source, window.begin() + r.source + r.span, to);
@@ -353,16 +365,9 @@ CopyRow MakeTextPeriodicRow(std::span<const int> window, const CopySpans& spans,
 
 CopyRow MakeRandCopyRow(std::span<const int> window, const CopyAlphabets& alphabets,
                         const CopySpans& spans, int64_t T, Rng& rng, CopyRole role) {
-  CheckCopySpans(spans, T, "randcopy row");
-  STRETCH_CHECK(static_cast<int64_t>(window.size()) == T + 1, "window of {} tokens, not {}",
-                window.size(), T + 1);
-  CopyRow r;
-  r.span = UniformIn(rng, spans.min, spans.max);
-  r.source = UniformIn(rng, 1, T + 1 - 2 * r.span);
-  r.copy = r.source + UniformIn(rng, r.span, T + 1 - r.span - r.source);
+  CopyRow r = PastedLayout(window, spans, T, rng, "randcopy row");
   const std::vector<std::vector<int>> letters = RowStringAlphabet(alphabets, rng);
   const std::vector<int> s = RandomTokens(letters, r.span, rng);
-  r.tokens.assign(window.begin(), window.end());
   std::copy(s.begin(), s.end(), r.tokens.begin() + r.source);
   const std::vector<int> at_copy =
       role == CopyRole::kCopy
