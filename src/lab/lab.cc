@@ -265,7 +265,7 @@ TrainRunOptions StageRunOptions(const LabOptions& o, const LabModel& m, const La
     r.copy_alphabet_min = st.alphabet_min;
     r.copy_strings = st.strings;
     r.eval_every = std::max<int64_t>(1, st.steps / 10);  // the report's training curves
-    if (i > 0) r.init = RunDir(o, m, i - 1);  // its newest checkpoint: the stage's last
+    if (i > 0) r.init = RunDir(o, m, i - 1);             // its newest checkpoint: the stage's last
   }
   return r;
 }

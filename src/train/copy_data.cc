@@ -302,7 +302,8 @@ CopyRow MakeGappedRow(const CopyAlphabets& alphabets, const CopySpans& spans, in
   AppendCut(r.tokens, gap(), T + 1);
   r.source = 1;
   r.copy = static_cast<int64_t>(r.tokens.size());
-  AppendCut(r.tokens, role == CopyRole::kCopy ? s : FreshString(alphabets.string, r.tokens, r.span, rng),
+  AppendCut(r.tokens,
+            role == CopyRole::kCopy ? s : FreshString(alphabets.string, r.tokens, r.span, rng),
             T + 1);
   while (static_cast<int64_t>(r.tokens.size()) < T + 1) {
     AppendCut(r.tokens, gap(), T + 1);
@@ -346,8 +347,8 @@ CopyRow MakeTextCopyRow(std::span<const int> window, const CopySpans& spans, int
   return r;
 }
 
-CopyRow MakeTextPeriodicRow(std::span<const int> window, const CopySpans& spans, int bos,
-                            int64_t T, Rng& rng) {
+CopyRow MakeTextPeriodicRow(std::span<const int> window, const CopySpans& spans, int bos, int64_t T,
+                            Rng& rng) {
   CheckCopySpans(spans, T, "textperiodic row");
   STRETCH_CHECK(static_cast<int64_t>(window.size()) == T + 1, "window of {} tokens, not {}",
                 window.size(), T + 1);

@@ -131,8 +131,7 @@ struct CopyMix {
     return 1.0 - passkey - periodic - gapped - textcopy - randcopy - textperiodic;
   }
   bool HasCopy() const {
-    return periodic > 0.0 || gapped > 0.0 || textcopy > 0.0 || randcopy > 0.0 ||
-           textperiodic > 0.0;
+    return periodic > 0.0 || gapped > 0.0 || textcopy > 0.0 || randcopy > 0.0 || textperiodic > 0.0;
   }
   bool NeedsAlphabets() const { return periodic > 0.0 || gapped > 0.0 || randcopy > 0.0; }
   bool operator==(const CopyMix&) const = default;
@@ -179,8 +178,8 @@ CopyRow MakeTextCopyRow(std::span<const int> window, const CopySpans& spans, int
                         CopyRole role = CopyRole::kCopy, std::span<const int> other = {});
 
 // Textperiodic row from `window` (T + 1 tokens): draws s, then the start of P in [1, T + 1 - s].
-CopyRow MakeTextPeriodicRow(std::span<const int> window, const CopySpans& spans, int bos,
-                            int64_t T, Rng& rng);
+CopyRow MakeTextPeriodicRow(std::span<const int> window, const CopySpans& spans, int bos, int64_t T,
+                            Rng& rng);
 // Randcopy row from `window` (T + 1 tokens): draws s, a, d as MakeTextCopyRow, then R from the
 // row's string alphabet (CopyAlphabets::draw_min); kControl writes a fresh string at the copy,
 // redrawn until it shares no kControlSpan-token span with the row before it.

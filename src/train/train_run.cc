@@ -87,10 +87,10 @@ void CheckRunOptions(const TrainRunOptions& o) {
   whole("log_every", o.log_every, 1, L::max_steps);
   real("passkey_share", o.passkey_share, 0, L::max_passkey_share, false);
   const CopyMix& m = o.copy_mix;
-  for (const auto& [name, v] : {std::pair{"periodic", m.periodic}, std::pair{"gapped", m.gapped},
-                                std::pair{"textcopy", m.textcopy},
-                                std::pair{"randcopy", m.randcopy},
-                                std::pair{"textperiodic", m.textperiodic}}) {
+  for (const auto& [name, v] :
+       {std::pair{"periodic", m.periodic}, std::pair{"gapped", m.gapped},
+        std::pair{"textcopy", m.textcopy}, std::pair{"randcopy", m.randcopy},
+        std::pair{"textperiodic", m.textperiodic}}) {
     if (!(std::isfinite(v) && v >= 0.0 && v <= 1.0)) {
       Fail("TrainRunOptions::copy_mix: {} share {}: expected a finite number in [0, 1]", name, v);
     }
@@ -108,16 +108,18 @@ void CheckRunOptions(const TrainRunOptions& o) {
   const size_t letters = o.copy_strings.empty() ? kCopyStringChars.size() : o.copy_strings.size();
   if (o.copy_alphabet_min != 0 &&
       (o.copy_alphabet_min < 2 || o.copy_alphabet_min > static_cast<int64_t>(letters))) {
-    Fail("TrainRunOptions::copy_alphabet_min: found {}, expected 0 (off) or 2..{} (the string "
-         "alphabet's size)",
-         o.copy_alphabet_min, letters);
+    Fail(
+        "TrainRunOptions::copy_alphabet_min: found {}, expected 0 (off) or 2..{} (the string "
+        "alphabet's size)",
+        o.copy_alphabet_min, letters);
   }
   for (size_t i = 0; i < o.copy_strings.size(); ++i) {
     const char c = o.copy_strings[i];
     if (c < 0x21 || c > 0x7e || o.copy_strings.find(c) != i) {
-      Fail("TrainRunOptions::copy_strings \"{}\": character {} (byte {}): expected distinct "
-           "printable ASCII characters, not space",
-           o.copy_strings, i + 1, static_cast<int>(static_cast<unsigned char>(c)));
+      Fail(
+          "TrainRunOptions::copy_strings \"{}\": character {} (byte {}): expected distinct "
+          "printable ASCII characters, not space",
+          o.copy_strings, i + 1, static_cast<int>(static_cast<unsigned char>(c)));
     }
   }
   whole("skip_nonfinite", o.skip_nonfinite, 0, L::max_skip_nonfinite);
@@ -710,10 +712,14 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
   }
   std::optional<CopyAlphabets> alphabets;
   if (o.copy_mix.NeedsAlphabets()) {
-    alphabets = EncodeCopyAlphabets(encode, o.copy_strings.empty() ? kCopyStringChars : std::string_view(o.copy_strings));  // refused here: the run needs them
+    alphabets = EncodeCopyAlphabets(
+        encode, o.copy_strings.empty()
+                    ? kCopyStringChars
+                    : std::string_view(o.copy_strings));  // refused here: the run needs them
   } else if (o.eval_every > 0) {
     try {
-      alphabets = EncodeCopyAlphabets(encode, o.copy_strings.empty() ? kCopyStringChars : std::string_view(o.copy_strings));
+      alphabets = EncodeCopyAlphabets(
+          encode, o.copy_strings.empty() ? kCopyStringChars : std::string_view(o.copy_strings));
     } catch (const Error& e) {
       Tell(note, fmt::format("no copy readout at the evaluations: {}", e.what()));
     }

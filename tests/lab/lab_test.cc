@@ -618,9 +618,8 @@ TEST(LabStage, ParsesAndPrintsBack) {
   EXPECT_DOUBLE_EQ(st.mix.textcopy, 0.3);
   EXPECT_EQ(ParseLabStage(LabStageText(st), "--stage").mix, st.mix);
   // The alphabet options ride in the list, and print back.
-  const LabStage small =
-      ParseLabStage("prose:10:1e-3:textperiodic=0.2,alphabet-min=3,strings=abc012,passkey=0.2",
-                    "--stage");
+  const LabStage small = ParseLabStage(
+      "prose:10:1e-3:textperiodic=0.2,alphabet-min=3,strings=abc012,passkey=0.2", "--stage");
   EXPECT_EQ(small.alphabet_min, 3);
   EXPECT_EQ(small.strings, "abc012");
   EXPECT_DOUBLE_EQ(small.mix.textperiodic, 0.2);
@@ -636,9 +635,9 @@ TEST(LabStage, ParsesAndPrintsBack) {
     EXPECT_EQ(q.alphabet_min, p.alphabet_min) << LabStageText(p);
     EXPECT_EQ(q.strings, p.strings) << LabStageText(p);
   }
-  for (const char* bad : {"x", "x:1:1e-3", "x:0:1e-3:gapped=1", "x:1:0:gapped=1",
-                          "x:1:1e-3:", "x:1:1e-3:bogus=1", ":1:1e-3:gapped=1",
-                          "x:1:1e-3:gapped=1,alphabet-min=1", "x:1:1e-3:gapped=1,strings=a"}) {
+  for (const char* bad :
+       {"x", "x:1:1e-3", "x:0:1e-3:gapped=1", "x:1:0:gapped=1", "x:1:1e-3:", "x:1:1e-3:bogus=1",
+        ":1:1e-3:gapped=1", "x:1:1e-3:gapped=1,alphabet-min=1", "x:1:1e-3:gapped=1,strings=a"}) {
     const std::string error = testing::ErrorOf([&] { ParseLabStage(bad, "--stage"); });
     EXPECT_NE(error.find("--stage"), std::string::npos) << bad << ": " << error;
     EXPECT_NE(error.find("NAME:STEPS:LR:MIX"), std::string::npos) << bad << ": " << error;

@@ -167,12 +167,14 @@ TEST(CopyRows, RandCopyWritesOneStringTwiceIntoTextAndItsControlLeaksNothing) {
   a.draw_min = 3;
   const std::set<int> letters = TokensOf(a.string);
   std::vector<int> window(static_cast<size_t>(kT + 1));
-  for (size_t i = 0; i < window.size(); ++i) window[i] = 200 + static_cast<int>(i % 50);  // no letter
+  for (size_t i = 0; i < window.size(); ++i)
+    window[i] = 200 + static_cast<int>(i % 50);  // no letter
   Rng rng(11);
   for (int i = 0; i < 300; ++i) {
     Rng again = rng;
     const CopyRow r = MakeRandCopyRow(window, a, DefaultCopySpans(kT), kT, rng);
-    const CopyRow c = MakeRandCopyRow(window, a, DefaultCopySpans(kT), kT, again, CopyRole::kControl);
+    const CopyRow c =
+        MakeRandCopyRow(window, a, DefaultCopySpans(kT), kT, again, CopyRole::kControl);
     ASSERT_EQ(r.tokens.size(), window.size());
     ASSERT_GE(r.source, 1);
     ASSERT_GE(r.copy, r.source + r.span);

@@ -391,8 +391,8 @@ TEST_F(TrainRun, BadOptionsAreRefusedByTheirFieldsName) {
       << error(o);
   o = Options("bad");
   o.copy_alphabet_min = 27;
-  EXPECT_TRUE(Has(error(o),
-                  "TrainRunOptions::copy_alphabet_min: found 27, expected 0 (off) or 2..26"))
+  EXPECT_TRUE(
+      Has(error(o), "TrainRunOptions::copy_alphabet_min: found 27, expected 0 (off) or 2..26"))
       << error(o);
   o = Options("bad");
   o.copy_strings = "abca";

@@ -141,12 +141,8 @@ std::string ValueText(const json& v) { return v.is_string() ? v.get<std::string>
 // The options StoredRunOptions writes only when they are not their default: each with its
 // default, where `j` lacks it.
 void AddUnstoredDefaults(json& j) {
-  const json defaults = {{"passkey_share", 0.0},
-                         {"skip_nonfinite", 0},
-                         {"mix", ""},
-                         {"copy_span_min", 0},
-                         {"copy_span_max", 0},
-                         {"copy_alphabet_min", 0},
+  const json defaults = {{"passkey_share", 0.0}, {"skip_nonfinite", 0}, {"mix", ""},
+                         {"copy_span_min", 0},   {"copy_span_max", 0},  {"copy_alphabet_min", 0},
                          {"copy_strings", ""}};
   for (const auto& [key, value] : defaults.items()) {
     if (!j.contains(key)) j[key] = value;
@@ -509,9 +505,12 @@ void RegisterTrain(CLI::App& app) {
          "randcopy (a window of training text with a random string written into it twice, "
          "nothing marking where either begins: the copy is found only by matching the string, "
          "as the retrieval tests need), textperiodic (a piece of training text repeated until the "
-         "row is full: prose that pays to copy), passkey (as --passkey-share, of which it is another spelling). A curriculum: train "
-         "periodic=1, then --init from it with gapped=1, then --init again with text and a share "
-         "of each. Copied strings are --copy-span-min..--copy-span-max tokens long. Each "
+         "row is full: prose that pays to copy), passkey (as --passkey-share, of which it is "
+         "another spelling). A curriculum that works (docs/training.md; `stretch lab`'s stages): "
+         "periodic=0.5,gapped=0.5, then --init from it with gapped=1, then gapped=1 with "
+         "--copy-alphabet-min 3, then text with randcopy, gapped and passkey rows, then "
+         "textperiodic added. Copied strings are --copy-span-min..--copy-span-max tokens long. "
+         "Each "
          "evaluation (--eval-every) also reads copying back on fixed held-out rows: copy (gapped), "
          "textcopy and randcopy accuracy against controls with nothing to copy, and passkeys")
       ->check(CLI::Validator(
