@@ -54,4 +54,15 @@ class Rng {
   uint64_t state_[4];
 };
 
+// A uniform integer in [0, n), n >= 1, without modulo bias: draws below 2^64 mod n would make the
+// low remainders more likely, so they are rejected; the accepted range [threshold, 2^64) holds a
+// whole number of copies of [0, n).
+inline uint64_t UniformBelow(Rng& rng, uint64_t n) {
+  const uint64_t threshold = (0 - n) % n;
+  for (;;) {
+    const uint64_t r = rng.NextU64();
+    if (r >= threshold) return r % n;
+  }
+}
+
 }  // namespace stretch

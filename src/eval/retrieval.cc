@@ -11,15 +11,6 @@
 namespace stretch {
 namespace {
 
-// A uniform integer in [0, n) without modulo bias (as UniformBelow in src/io/passkey.cc).
-uint64_t UniformBelow(Rng& rng, uint64_t n) {
-  const uint64_t threshold = (0 - n) % n;
-  for (;;) {
-    const uint64_t r = rng.NextU64();
-    if (r >= threshold) return r % n;
-  }
-}
-
 // Per sequence, the (loss, correct) of each scored position, in the order of `scored`.
 struct Scored {
   double loss = 0.0;

@@ -9,17 +9,6 @@
 namespace stretch {
 namespace {
 
-// A uniform integer in [0, n) without modulo bias: draws below 2^64 mod n are rejected, so the
-// accepted range holds a whole number of copies of [0, n) (as UniformIndex, src/train/data.h,
-// which src/io cannot use).
-uint64_t UniformBelow(Rng& rng, uint64_t n) {
-  const uint64_t threshold = (0 - n) % n;
-  for (;;) {
-    const uint64_t r = rng.NextU64();
-    if (r >= threshold) return r % n;
-  }
-}
-
 void Append(std::vector<int>& out, const std::vector<int>& piece) {
   out.insert(out.end(), piece.begin(), piece.end());
 }

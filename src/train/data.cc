@@ -302,13 +302,7 @@ CorpusData LoadCorpusData(const DataOptions& options, const TrainingTokenizer& t
 
 uint64_t UniformIndex(Rng& rng, uint64_t n) {
   STRETCH_CHECK(n >= 1, "UniformIndex over an empty range");
-  // 2^64 mod n: draws below it would make the low remainders more likely; the accepted range
-  // [threshold, 2^64) holds a whole number of copies of [0, n).
-  const uint64_t threshold = (0 - n) % n;
-  for (;;) {
-    const uint64_t r = rng.NextU64();
-    if (r >= threshold) return r % n;
-  }
+  return UniformBelow(rng, n);
 }
 
 DataSplit SplitDocuments(const TokenDocuments& documents, const SplitOptions& options) {
