@@ -11,7 +11,9 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <mutex>
 #include <set>
+#include <thread>
 #include <unordered_set>
 
 #include "src/core/content_hash.h"
@@ -37,6 +39,7 @@
 #include "src/position/plan.h"
 #include "src/report/train_curves.h"
 #include "src/train/arch_spec.h"
+#include "src/train/copy_data.h"
 #include "src/train/train_run.h"
 #include "src/train/trainer.h"
 
@@ -264,6 +267,8 @@ TrainRunOptions StageRunOptions(const LabOptions& o, const LabModel& m, const La
     r.copy_mix.passkey = 0.0;
     r.copy_alphabet_min = st.alphabet_min;
     r.copy_strings = st.strings;
+    r.copy_span_min = st.span_min;
+    r.copy_span_max = st.span_max;
     r.eval_every = std::max<int64_t>(1, st.steps / 10);  // the report's training curves
     if (i > 0) r.init = RunDir(o, m, i - 1);             // its newest checkpoint: the stage's last
   }
@@ -472,8 +477,10 @@ void CompareModelOptions(const LabOptions& o, const LabModel& m, const nlohmann:
 // Trains model `m` unless its (last) run already holds the last step; continues a run cut short.
 // With stages, each in turn: a finished stage is passed over, one cut short continued, the next
 // started from the previous one's last checkpoint.
+// `progress` is read under `mu` (other models may be training at the same time).
 void TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
-                const LabCallbacks& cb, const std::string& model_label, Progress& progress) {
+                const LabCallbacks& cb, const std::string& model_label, const Progress& progress,
+                std::mutex& mu) {
   for (size_t i = 0; i < RunCount(o); ++i) {
     TrainRunOptions run = StageRunOptions(o, m, corpus, i);
     const std::string stage = StageLabel(o, i);
@@ -515,7 +522,10 @@ void TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
       if (p.eval) line += fmt::format(", held-out loss {:.3f}", p.eval->loss);
       const double per_step =
           p.eta_seconds / static_cast<double>(std::max<int64_t>(1, p.steps - p.stats.step));
-      cb.progress(progress.Line(line, p.eta_seconds + per_step * static_cast<double>(later_steps)));
+      std::unique_lock<std::mutex> lock(mu);
+      line = progress.Line(line, p.eta_seconds + per_step * static_cast<double>(later_steps));
+      lock.unlock();
+      cb.progress(line);
     };
     RunTraining(run, tcb);
   }
@@ -590,24 +600,24 @@ void FillProbe(LabRecord& r, const ProbeResult& p) {
 }  // namespace
 
 // The presets' training recipe, in one place (issue 41: small models trained on prose alone never
-// copy; a synthetic curriculum makes them, in about 10M tokens at L = 128):
-//   copy     periodic random strings (the easiest copying, learnt first) and gapped copies;
-//   gapped   gapped copies alone: copying over every distance up to L;
-//   mixed    text with textcopy, gapped and passkey rows, so the model keeps language and
-//            retrieval together.
-// The numbers are the current best guess, to be tuned.
+// copy; a synthetic curriculum makes them, in a few million tokens at L = 128):
+//   copy     short periodic random strings (4..12 tokens): the easiest copying, learnt first;
+//   gapped   gapped copies: copying over every distance up to L;
+//   small    gapped copies from small alphabets: a copy found by matching several tokens;
+//   mixed    text with randcopy, textcopy, gapped and passkey rows (digits in the strings), so the
+//            model keeps language and retrieval together;
+//   prose    textperiodic rows added: copying switched on for prose too.
 std::vector<LabStage> CopyCurriculum() {
-  // Measured in docs/training.md (three rounds; each stage there is one `stretch train` run): the
-  // copy rows teach copying (copy, gapped), small alphabets make it match several tokens (small),
-  // randcopy rows carry it inside prose (mixed), and repeated prose switches it on for prose and
-  // passkeys (prose). Skipping a stage lost the copying in both tries.
+  // Measured in docs/training.md (four rounds; each stage there is one `stretch train` run). The
+  // first stage's short strings matter most: with strings of 8..40 tokens the phase change came
+  // after 2,000-2,500 steps or not at all; with 4..12 it comes by step 500-750.
   auto mix = [](const char* text) { return ParseCopyMix(text, "CopyCurriculum"); };
   const std::string digits = "abcdefghijklmnopqrstuvwxyz0123456789";
   return {
-      {"copy", 2500, 3e-3, mix("periodic=0.5,gapped=0.5"), 0, ""},
-      {"gapped", 1000, 2e-3, mix("gapped=1"), 0, ""},
-      {"small", 1000, 2e-3, mix("gapped=1"), 3, ""},
-      {"mixed", 2000, 1e-3, mix("text=0.2,textcopy=0.1,randcopy=0.2,gapped=0.3,passkey=0.2"), 3,
+      {"copy", 1000, 3e-3, mix("periodic=1"), 0, "", 4, 12},
+      {"gapped", 400, 2e-3, mix("gapped=1"), 0, ""},
+      {"small", 400, 2e-3, mix("gapped=1"), 3, ""},
+      {"mixed", 1500, 1e-3, mix("text=0.2,textcopy=0.1,randcopy=0.2,gapped=0.3,passkey=0.2"), 3,
        digits},
       {"prose", 1500, 1e-3,
        mix("text=0.2,textperiodic=0.2,textcopy=0.1,randcopy=0.2,gapped=0.1,passkey=0.2"), 3,
@@ -670,6 +680,22 @@ LabStage ParseLabStage(std::string_view text, const std::string& what) {
         fail(fmt::format("alphabet-min \"{}\" is not a whole number in [2, 36]", v));
       }
       st.alphabet_min = a;
+    } else if (entry.starts_with("span=")) {
+      const std::string v(entry.substr(5));
+      const size_t dots = v.find("..");
+      const auto number = [](const std::string& t) -> long long {
+        char* tend = nullptr;
+        errno = 0;
+        const long long x = std::strtoll(t.c_str(), &tend, 10);
+        return t.empty() || *tend != '\0' || errno != 0 ? -1 : x;
+      };
+      const long long lo = dots == std::string::npos ? -1 : number(v.substr(0, dots));
+      const long long hi = dots == std::string::npos ? -1 : number(v.substr(dots + 2));
+      if (lo < 2 || hi < lo || hi > TrainRunLimits::max_seq_len) {
+        fail(fmt::format("span \"{}\" is not A..B, whole numbers with 2 <= A <= B", v));
+      }
+      st.span_min = lo;
+      st.span_max = hi;
     } else if (entry.starts_with("strings=")) {
       st.strings = std::string(entry.substr(8));
       if (st.strings.size() < 2) fail("strings= needs at least 2 characters");
@@ -698,6 +724,7 @@ std::string LabStageText(const LabStage& st) {
   if (shares.empty()) shares.push_back("text=1");
   if (st.alphabet_min != 0) shares.push_back(fmt::format("alphabet-min={}", st.alphabet_min));
   if (!st.strings.empty()) shares.push_back("strings=" + st.strings);
+  if (st.span_min != 0) shares.push_back(fmt::format("span={}..{}", st.span_min, st.span_max));
   return fmt::format("{}:{}:{}:{}", st.name, st.steps, st.lr, fmt::join(shares, ","));
 }
 
@@ -781,6 +808,11 @@ void ValidateLabOptions(const LabOptions& o) {
     ParseLabStage(text, "LabOptions::stages");  // name, steps, lr, shares
     if (!stage_names.insert(st.name).second) {
       Fail("LabOptions::stages: stage name {} twice (each names a folder)", st.name);
+    }
+    if (st.span_min != 0 || st.span_max != 0) {
+      CheckCopySpans(
+          {st.span_min, st.span_max}, o.train_len,
+          fmt::format("LabOptions::stages {}: span={}..{}", st.name, st.span_min, st.span_max));
     }
   }
   if (o.copy_trials < 0) Fail("LabOptions::copy_trials: found {}, expected >= 0", o.copy_trials);
@@ -902,6 +934,91 @@ class ModelOptionsBook {
   fs::path dir_;
 };
 
+// Trains models `mine` (TrainModel each), up to one per thread at a time, each on its share of
+// the threads; notes and progress lines are passed on one at a time. The first error (a stop
+// signal: Stopped) is thrown once every model under way has stopped.
+void TrainModels(const LabOptions& o, const LabCorpus& corpus, const LabCallbacks& cb,
+                 const std::vector<size_t>& mine, std::vector<size_t> to_train,
+                 double per_model_seconds, Progress& progress,
+                 const ModelOptionsBook& options_book) {
+  if (mine.empty()) return;
+  const int threads = NumThreads();
+  const size_t side_by_side =
+      std::min<size_t>(mine.size(), static_cast<size_t>(std::max(1, threads)));
+  std::mutex mu;  // guards cb, progress, to_train and next
+  LabCallbacks locked;
+  if (cb.note) {
+    locked.note = [&](const std::string& line) {
+      const std::lock_guard<std::mutex> lock(mu);
+      cb.note(line);
+    };
+  }
+  if (cb.progress) {
+    locked.progress = [&](const std::string& line) {
+      const std::lock_guard<std::mutex> lock(mu);
+      cb.progress(line);
+    };
+  }
+  // The models waiting for a free slot, at the pace measured (or calibrated) so far.
+  const auto waiting_seconds = [&] {
+    return per_model_seconds * static_cast<double>(to_train.size()) /
+           static_cast<double>(side_by_side);
+  };
+  size_t next = 0;
+  std::exception_ptr first_error;
+  const auto worker = [&] {
+    for (;;) {
+      size_t mi = 0;
+      bool training = false;
+      {
+        const std::lock_guard<std::mutex> lock(mu);
+        if (next == mine.size() || first_error) return;
+        mi = mine[next++];
+        const auto it = std::find(to_train.begin(), to_train.end(), mi);
+        training = it != to_train.end();
+        if (training) to_train.erase(it);
+        progress.train_seconds_left = waiting_seconds();
+      }
+      const LabModel& lm = o.models[mi];
+      const std::string label = fmt::format("model {} ({}/{})", lm.label, mi + 1, o.models.size());
+      try {
+        Timer train_timer;
+        TrainModel(o, lm, corpus, locked, label, progress, mu);
+        options_book.Write(lm);
+        const std::lock_guard<std::mutex> lock(mu);
+        if (training) per_model_seconds = train_timer.Seconds();  // the rest at this pace
+        progress.train_seconds_left = waiting_seconds();
+      } catch (const Stopped& e) {
+        const std::lock_guard<std::mutex> lock(mu);
+        if (!first_error) {
+          first_error = std::make_exception_ptr(Stopped(
+              e.signal(), fmt::format("{} while training {}; {} cells recorded; the same `stretch "
+                                      "lab` command continues the lab",
+                                      e.what(), label, progress.cells_done)));
+        }
+      } catch (...) {
+        const std::lock_guard<std::mutex> lock(mu);
+        if (!first_error) first_error = std::current_exception();
+      }
+    }
+  };
+  if (side_by_side <= 1) {
+    worker();
+  } else {
+    // Each run's parallel regions use threads / side_by_side threads; a region opened while
+    // another run holds the pool runs on its own thread alone (src/core/threads.h), so with more
+    // threads than models the pool's workers go to whichever run asks first.
+    SetNumThreads(std::max(1, threads / static_cast<int>(side_by_side)));
+    Tell(cb.note, fmt::format("training {} models side by side, {} thread{} each", side_by_side,
+                              NumThreads(), NumThreads() == 1 ? "" : "s"));
+    std::vector<std::thread> pool;
+    for (size_t k = 0; k < side_by_side; ++k) pool.emplace_back(worker);
+    for (std::thread& t : pool) t.join();
+    SetNumThreads(threads);
+  }
+  if (first_error) std::rethrow_exception(first_error);
+}
+
 LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   ValidateLabOptions(o);
   LabResult result;
@@ -1017,6 +1134,12 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
                    Minutes(progress.SecondsLeft()), to_train.size(), ModelSteps(o),
                    o.stages.empty() ? std::string() : fmt::format(" in {} stages", o.stages.size()),
                    cal.step_seconds, progress.cells_total - progress.cells_done, NumThreads()));
+  // Training first, every model of this rank that has cells left, several at once: a small
+  // model's step does not keep two cores busy (measured at dim 128, L = 128, 2 cores: one run on
+  // 2 threads 16k tokens/s, two runs on 1 thread each 13k tokens/s apiece), so the models train
+  // side by side, each on its share of the threads, and are scored one after another on all of
+  // them.
+  std::vector<size_t> mine;
   for (size_t mi = 0; mi < o.models.size(); ++mi) {
     if (static_cast<int>(mi % static_cast<size_t>(o.ranks)) != o.rank) continue;
     const LabModel& lm = o.models[mi];
@@ -1031,26 +1154,14 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
                        label));
       continue;
     }
-    // While a model trains, its own time left comes from the trainer (TrainModel's progress
-    // line); train_seconds_left counts the models after it.
-    const auto it = std::find(to_train.begin(), to_train.end(), mi);
-    const bool training = it != to_train.end();
-    if (training) to_train.erase(it);
-    progress.train_seconds_left = per_model_seconds * static_cast<double>(to_train.size());
-    Timer train_timer;
-    try {
-      TrainModel(o, lm, corpus, cb, label, progress);
-    } catch (const Stopped& e) {
-      throw Stopped(e.signal(), fmt::format("{} while training {}; {} cells recorded in {}; the "
-                                            "same `stretch lab` command continues the lab",
-                                            e.what(), label, progress.cells_done, writer.path()));
-    }
-    options_book.Write(lm);
-    if (training) {
-      per_model_seconds = train_timer.Seconds();  // the rest at this model's measured pace
-      progress.train_seconds_left = per_model_seconds * static_cast<double>(to_train.size());
-    }
+    mine.push_back(mi);
+  }
+  TrainModels(o, corpus, cb, mine, to_train, per_model_seconds, progress, options_book);
+  progress.train_seconds_left = 0;
 
+  for (const size_t mi : mine) {
+    const LabModel& lm = o.models[mi];
+    const std::string label = fmt::format("model {} ({}/{})", lm.label, mi + 1, o.models.size());
     const std::string run_dir = RunOptionsOf(o, lm, corpus).out;  // the last stage's
     LoadedModel loaded = LoadModelFile(run_dir, ModelFileOptions{"", true});
     Transformer model(loaded.model);
@@ -1210,7 +1321,22 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
         so.bos = bos;
         so.bucket = bucket;
         so.progress = false;
-        FillFromSummary(r, ScoreStream(model, *longest_doc, so));
+        // The intervals: a bootstrap over the windows (their tokens are correlated), as FillScored.
+        std::vector<double> right, loss, count;
+        const TokenSink per_window = [&](const TokenRecord& t) {
+          const size_t w = static_cast<size_t>(std::max<int64_t>(0, t.window));
+          if (w >= count.size()) {
+            right.resize(w + 1, 0.0);
+            loss.resize(w + 1, 0.0);
+            count.resize(w + 1, 0.0);
+          }
+          right[w] += t.correct ? 1.0 : 0.0;
+          loss[w] += t.loss;
+          count[w] += 1.0;
+        };
+        FillFromSummary(r, ScoreStream(model, *longest_doc, so, per_window));
+        r.accuracy_ci = LabIntervalOf(BootstrapRatio(right, count, boot));
+        r.loss_ci = LabIntervalOf(BootstrapRatio(loss, count, boot));
       } else if (c.protocol == "passkey" && !c.layout.empty()) {
         r.layout = c.layout;
         const PasskeyProbeResult p = ScorePasskeyProbe(scorer, llama_trials, boot);

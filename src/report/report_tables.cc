@@ -185,11 +185,12 @@ std::string Ratio(int64_t ctx, int64_t train_len) {
 
 }  // namespace
 
-LabInterval WilsonInterval(double successes, int64_t n) {
-  if (n <= 0) return {};
-  // p +- z sqrt(p(1-p)/n + z^2/(4n^2)), centred on (p + z^2/2n), over 1 + z^2/n.
+LabInterval WilsonInterval(double successes, double n) {
+  if (!(n > 0)) return {};
+  // p +- z sqrt(p(1-p)/n + z^2/(4n^2)), centred on (p + z^2/2n), over 1 + z^2/n; n may be an
+  // effective count (not a whole number).
   constexpr double z = 1.959963984540054;
-  const double nn = static_cast<double>(n);
+  const double nn = n;
   const double p = std::clamp(successes / nn, 0.0, 1.0);
   const double denom = 1 + z * z / nn;
   const double centre = (p + z * z / (2 * nn)) / denom;

@@ -83,7 +83,7 @@ struct ReportTable {
 
 // The interval Wilson's score method gives a binomial proportion of `successes` in `n` trials,
 // at 95% (z = 1.96). !known when n == 0.
-LabInterval WilsonInterval(double successes, int64_t n);
+LabInterval WilsonInterval(double successes, double n);
 // An interval of a - b from the intervals of a and of b (Newcombe's MOVER, "method 10" of his
 // 1998 paper): lo = d - sqrt((a - a.lo)^2 + (b.hi - b)^2), hi = d + sqrt((a.hi - a)^2 +
 // (b - b.lo)^2). It treats the two as independent; a copy and its control are scored on the

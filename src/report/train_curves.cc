@@ -51,6 +51,15 @@ TrainShare ShareOf(const nlohmann::json& j, const char* key) {
   s.n = count;
   // The log holds the share; the hits are value * n, rounded back to the integer they were.
   s.ci = WilsonInterval(std::round(value * static_cast<double>(count)), count);
+  // Logs that give the effective count (the readout's rows are correlated: Proportion::
+  // EffectiveN in src/train/copy_data.h) get the interval at that count, wider.
+  const auto eff = j.find(std::string(key) + "_n_eff");
+  if (eff != j.end() && eff->is_number()) {
+    const double n_eff = eff->get<double>();
+    if (std::isfinite(n_eff) && n_eff >= 1 && n_eff <= static_cast<double>(count)) {
+      s.ci = WilsonInterval(value * n_eff, n_eff);
+    }
+  }
   return s;
 }
 

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <set>
+#include <utility>
 
 #include "src/core/check.h"
 #include "src/core/error.h"
@@ -432,23 +433,43 @@ CopyProbe MakeCopyProbe(const CopyAlphabets& alphabets, const CopySpans& spans, 
   return p;
 }
 
-double Proportion::low() const {
-  if (n == 0) return 0.0;
-  // Wilson score interval, z = 1.96: unlike the normal approximation it stays inside [0, 1] and
-  // keeps its coverage at 0 or n hits, which a readout at chance or at perfection often shows.
-  const double z = 1.96, nn = static_cast<double>(n), p = value();
-  const double centre = (p + z * z / (2 * nn)) / (1 + z * z / nn);
-  const double half = z * std::sqrt(p * (1 - p) / nn + z * z / (4 * nn * nn)) / (1 + z * z / nn);
-  return std::max(0.0, centre - half);
+void Proportion::AddRow(int64_t row_hit, int64_t row_count) {
+  hits += row_hit;
+  n += row_count;
+  row_hits.push_back(row_hit);
+  row_n.push_back(row_count);
 }
 
-double Proportion::high() const {
-  if (n == 0) return 0.0;
-  const double z = 1.96, nn = static_cast<double>(n), p = value();
+double Proportion::EffectiveN() const {
+  const double nn = static_cast<double>(n), p = value();
+  const size_t m = row_n.size();
+  if (n == 0 || m < 2 || p <= 0 || p >= 1) return nn;
+  double sum = 0;
+  for (size_t i = 0; i < m; ++i) {
+    const double r = static_cast<double>(row_hits[i]) - p * static_cast<double>(row_n[i]);
+    sum += r * r;
+  }
+  const double between = static_cast<double>(m) / static_cast<double>(m - 1) * sum / (nn * nn);
+  const double binomial = p * (1 - p) / nn;
+  if (between <= 0) return nn;
+  return nn / std::max(1.0, between / binomial);
+}
+
+namespace {
+// Wilson score interval at z = 1.96 for share p of nn trials (nn may be fractional: an effective
+// count): unlike the normal approximation it stays inside [0, 1] and keeps its coverage at 0 or
+// n hits, which a readout at chance or at perfection often shows.
+std::pair<double, double> Wilson95(double p, double nn) {
+  const double z = 1.96;
   const double centre = (p + z * z / (2 * nn)) / (1 + z * z / nn);
   const double half = z * std::sqrt(p * (1 - p) / nn + z * z / (4 * nn * nn)) / (1 + z * z / nn);
-  return std::min(1.0, centre + half);
+  return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
 }
+}  // namespace
+
+double Proportion::low() const { return n == 0 ? 0.0 : Wilson95(value(), EffectiveN()).first; }
+
+double Proportion::high() const { return n == 0 ? 0.0 : Wilson95(value(), EffectiveN()).second; }
 
 CopyReadout ReadCopy(const CopyProbe& probe, const TokenPredictor& predict) {
   const int64_t T = probe.T;
@@ -460,15 +481,17 @@ CopyReadout ReadCopy(const CopyProbe& probe, const TokenPredictor& predict) {
                   pred.size(), rows.rows() * T);
     for (int64_t b = 0; b < rows.rows(); ++b) {
       bool all = true;
+      int64_t row_hit = 0, row_count = 0;
       for (const int64_t p : rows.scored[static_cast<size_t>(b)]) {
         const bool hit = pred[static_cast<size_t>(b * T + p)] ==
                          rows.tokens[static_cast<size_t>(b * (T + 1) + p + 1)];
-        tokens.hits += hit ? 1 : 0;
-        ++tokens.n;
+        row_hit += hit ? 1 : 0;
+        ++row_count;
         all = all && hit;
       }
+      tokens.AddRow(row_hit, row_count);
       if (whole != nullptr) {
-        whole->hits += all ? 1 : 0;
+        whole->hits += all ? 1 : 0;  // one trial per row
         ++whole->n;
       }
     }

@@ -213,12 +213,23 @@ CopyProbe MakeCopyProbe(const CopyAlphabets& alphabets, const CopySpans& spans, 
 // tokens[b (T + 1) + p + 1] (a model's argmax; Trainer::Predict).
 using TokenPredictor = std::function<std::vector<int>(const std::vector<int>& tokens, int64_t B)>;
 
-// A share of hits with its count, and its 95% Wilson interval.
+// A share of hits with its count, and its 95% Wilson interval. The hits may come in rows (a
+// readout row's scored tokens): a row's tokens are correlated (a model that finds a copy's source
+// copies most of it), so the interval counts EffectiveN() trials, not n.
 struct Proportion {
   int64_t hits = 0;
   int64_t n = 0;
+  // Per row, when the hits were counted in rows (AddRow); empty: n independent trials.
+  std::vector<int64_t> row_hits, row_n;
   double value() const { return n > 0 ? static_cast<double>(hits) / static_cast<double>(n) : 0; }
-  double low() const;
+  // Adds a row of `row_count` trials with `row_hit` hits.
+  void AddRow(int64_t row_hit, int64_t row_count);
+  // n divided by the design effect of the rows (Kish): the ratio estimator's variance between
+  // rows, m / (m - 1) sum_i (h_i - p n_i)^2 / n^2 for m rows, over the binomial's p (1 - p) / n;
+  // the design effect is at least 1 (rows never count for more than their trials), and is 1
+  // when either variance is 0 (p = 0 or 1, or fewer than 2 rows: nothing to estimate it from).
+  double EffectiveN() const;
+  double low() const;  // Wilson at EffectiveN()
   double high() const;
 };
 

@@ -184,6 +184,8 @@ TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
           if (x.n == 0) return;
           rec[key] = x.value();
           rec[std::string(key) + "_n"] = x.n;
+          // The trials the interval counts: fewer than n where the hits came in correlated rows.
+          rec[std::string(key) + "_n_eff"] = x.EffectiveN();
         };
         put("copy_accuracy", p.copy->copy);
         put("copy_control", p.copy->copy_control);

@@ -12,6 +12,7 @@
 
 #include "src/core/error.h"
 #include "src/core/rng.h"
+#include "src/core/threads.h"
 #include "src/lab/gate.h"
 #include "tests/testing/files.h"
 
@@ -153,6 +154,31 @@ TEST_F(LabTest, RecordsEveryCellOnceAndResumesWithoutRepeating) {
   // Another folder, the same options: the same records (training and scoring are deterministic).
   const LabResult other = RunLab(Tiny(corpus, Path("lab-other")));
   EXPECT_EQ(RecordsWithoutTime(other.records_path), records);
+}
+
+TEST_F(LabTest, ModelsTrainedSideBySideEqualModelsTrainedOneAtATime) {
+  // Two threads: the two models train at once, one thread each (TrainModels). One thread: one
+  // after the other. The same records either way, and both notes say which happened.
+  const std::string corpus = YearCorpus(8, 6000);
+  const int threads = NumThreads();
+  std::vector<std::string> notes;
+  LabCallbacks cb;
+  cb.note = [&](const std::string& line) { notes.push_back(line); };
+  auto side_by_side = [&] {
+    return std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+      return n.find("training 2 models side by side, 1 thread each") != std::string::npos;
+    });
+  };
+  SetNumThreads(1);
+  const LabResult one = RunLab(Tiny(corpus, Path("lab-one")), cb);
+  EXPECT_FALSE(side_by_side());
+  notes.clear();
+  SetNumThreads(2);
+  const LabResult two = RunLab(Tiny(corpus, Path("lab-two")), cb);
+  EXPECT_EQ(NumThreads(), 2) << "restored after training";
+  SetNumThreads(threads);
+  EXPECT_TRUE(side_by_side());
+  EXPECT_EQ(RecordsWithoutTime(two.records_path), RecordsWithoutTime(one.records_path));
 }
 
 TEST_F(LabTest, ResumesFromItsRecordsAloneWithoutRetraining) {
@@ -493,6 +519,7 @@ TEST_F(LabTest, RetrievalCellsCarryControlsIntervalsAndTheGatesVerdict) {
   o.repeat_periods = {2, 4};
   o.passkey_trials = 2;
   o.passkey_depths = {0.5};
+  o.sliding_stride = 128;  // its interval too: a bootstrap over its windows
   const LabResult first = RunLab(o);
   const LabRecordFile read = ReadLabRecords({first.records_path});
   ASSERT_EQ(read.gates.size(), 1u);
@@ -540,6 +567,7 @@ TEST_F(LabTest, RetrievalCellsCarryControlsIntervalsAndTheGatesVerdict) {
   EXPECT_EQ(count["repeat/period"], 2);
   EXPECT_EQ(count["passkey"], 1);
   EXPECT_EQ(count["passkey/llama"], 1);
+  EXPECT_EQ(count["sliding"], 1);
   EXPECT_EQ(first.cells_done, static_cast<int64_t>(read.records.size()));
 
   // Resumed: nothing scored again, and the gate is read back, not measured again.
@@ -628,16 +656,27 @@ TEST(LabStage, ParsesAndPrintsBack) {
   EXPECT_EQ(again.alphabet_min, 3);
   EXPECT_EQ(again.strings, "abc012");
   EXPECT_EQ(again.mix, small.mix);
+  // So do the copied strings' lengths.
+  const LabStage spans = ParseLabStage("copy:800:3e-3:periodic=1,span=4..12", "--stage");
+  EXPECT_EQ(spans.span_min, 4);
+  EXPECT_EQ(spans.span_max, 12);
+  const LabStage spans_again = ParseLabStage(LabStageText(spans), "--stage");
+  EXPECT_EQ(spans_again.span_min, 4);
+  EXPECT_EQ(spans_again.span_max, 12);
   // Every preset stage prints back to itself.
   for (const LabStage& p : QuickLab().stages) {
     const LabStage q = ParseLabStage(LabStageText(p), "--stage");
     EXPECT_EQ(q.mix, p.mix) << LabStageText(p);
     EXPECT_EQ(q.alphabet_min, p.alphabet_min) << LabStageText(p);
     EXPECT_EQ(q.strings, p.strings) << LabStageText(p);
+    EXPECT_EQ(q.span_min, p.span_min) << LabStageText(p);
+    EXPECT_EQ(q.span_max, p.span_max) << LabStageText(p);
   }
   for (const char* bad :
        {"x", "x:1:1e-3", "x:0:1e-3:gapped=1", "x:1:0:gapped=1", "x:1:1e-3:", "x:1:1e-3:bogus=1",
-        ":1:1e-3:gapped=1", "x:1:1e-3:gapped=1,alphabet-min=1", "x:1:1e-3:gapped=1,strings=a"}) {
+        ":1:1e-3:gapped=1", "x:1:1e-3:gapped=1,alphabet-min=1", "x:1:1e-3:gapped=1,strings=a",
+        "x:1:1e-3:gapped=1,span=4", "x:1:1e-3:gapped=1,span=1..4", "x:1:1e-3:gapped=1,span=9..4",
+        "x:1:1e-3:gapped=1,span=a..9"}) {
     const std::string error = testing::ErrorOf([&] { ParseLabStage(bad, "--stage"); });
     EXPECT_NE(error.find("--stage"), std::string::npos) << bad << ": " << error;
     EXPECT_NE(error.find("NAME:STEPS:LR:MIX"), std::string::npos) << bad << ": " << error;

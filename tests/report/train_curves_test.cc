@@ -114,6 +114,20 @@ TEST_F(TrainCurvesTest, WilsonIntervalOfTheReadout) {
   EXPECT_TRUE(c.evals[0].passkey_keys.known);
 }
 
+TEST_F(TrainCurvesTest, TheReadoutsEffectiveCountWidensItsInterval) {
+  // 100 tokens in correlated rows worth 10 trials (src/train/copy_data.h's EffectiveN): the
+  // interval of 10 trials, 0.237..0.763, not of 100 (0.404..0.596).
+  Log("m", R"({"step":1,"loss":3.0,"randcopy_accuracy":0.5,"randcopy_accuracy_n":100,)"
+           R"("randcopy_accuracy_n_eff":10.0,"randcopy_control":0.5,"randcopy_control_n":100})"
+           "\n");
+  const ModelCurves c = ReadModelCurves(Path("m"), "m");
+  ASSERT_EQ(c.evals.size(), 1u);
+  EXPECT_EQ(c.evals[0].randcopy.n, 100);
+  EXPECT_NEAR(c.evals[0].randcopy.ci.lo, 0.237, 5e-4);
+  EXPECT_NEAR(c.evals[0].randcopy.ci.hi, 0.763, 5e-4);
+  EXPECT_NEAR(c.evals[0].randcopy_control.ci.lo, 0.4038, 5e-4) << "no effective count logged";
+}
+
 TEST_F(TrainCurvesTest, RandcopyIsReadWhereLogged) {
   Log("m", R"({"step":1,"loss":3.0,"randcopy_accuracy":0.8,"randcopy_accuracy_n":10,)"
            R"("randcopy_control":0.1,"randcopy_control_n":10})"

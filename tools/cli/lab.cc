@@ -320,16 +320,18 @@ void RegisterLab(CLI::App& app) {
   for (const LabStage& st : QuickLab().stages) preset.push_back(LabStageText(st));
   cmd->add_option(
          "--stage", a->stages,
-         fmt::format("a training stage, NAME:STEPS:LR:MIX, repeated in order (replaces the "
-                     "preset's stages, which are {}). Each stage trains STEPS steps at peak "
-                     "learning rate LR on rows drawn by MIX (as `stretch train --mix`: periodic, "
-                     "gapped, textcopy, randcopy and textperiodic copy rows, passkey documents, "
-                     "text for the rest; alphabet-min=N and strings=CHARS in the list are `stretch "
-                     "train --copy-alphabet-min` and `--copy-strings`), starting from the previous "
-                     "stage's last checkpoint, in OUT/models/<model>/<i>-<NAME>. Small models "
-                     "trained on text alone never learn to copy, and then every retrieval cell "
-                     "reads zero: the stages teach copying first (docs/training.md)",
-                     fmt::join(preset, " then ")))
+         fmt::format(
+             "a training stage, NAME:STEPS:LR:MIX, repeated in order (replaces the "
+             "preset's stages, which are {}). Each stage trains STEPS steps at peak "
+             "learning rate LR on rows drawn by MIX (as `stretch train --mix`: periodic, "
+             "gapped, textcopy, randcopy and textperiodic copy rows, passkey documents, "
+             "text for the rest; alphabet-min=N, strings=CHARS and span=A..B in the list are "
+             "`stretch train --copy-alphabet-min`, `--copy-strings` and "
+             "`--copy-span-min`/`--copy-span-max`), starting from the previous "
+             "stage's last checkpoint, in OUT/models/<model>/<i>-<NAME>. Small models "
+             "trained on text alone never learn to copy, and then every retrieval cell "
+             "reads zero: the stages teach copying first (docs/training.md)",
+             fmt::join(preset, " then ")))
       ->allow_extra_args(false);
   cmd->add_flag("--no-stages", a->no_stages,
                 "train each model in one run of --steps steps at --lr with --passkey-share "
