@@ -620,7 +620,7 @@ std::vector<LabStage> CopyCurriculum() {
       {"mixed", 1500, 1e-3, mix("text=0.2,textcopy=0.1,randcopy=0.2,gapped=0.3,passkey=0.2"), 3,
        digits},
       {"prose", 1500, 1e-3,
-       mix("text=0.2,textperiodic=0.2,textcopy=0.1,randcopy=0.2,gapped=0.1,passkey=0.2"), 3,
+       mix("text=0.1,textperiodic=0.4,textcopy=0.1,randcopy=0.15,gapped=0.05,passkey=0.2"), 3,
        digits},
   };
 }
