@@ -28,9 +28,7 @@ using testing::RunResult;
 
 class CheckpointCli : public ::testing::Test {
  protected:
-  static fs::path Dir() {
-    return fs::temp_directory_path() / ("stretch_checkpoint_cli_" + std::to_string(getpid()));
-  }
+  static fs::path Dir() { return testing::ProgramTempDir("stretch_checkpoint_cli_"); }
   static fs::path Corpus() { return Dir() / "corpus"; }
   static fs::path Rope() { return Dir() / "rope"; }
   static fs::path Nope() { return Dir() / "nope"; }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tests/cli/cli_run.h"
+#include "tests/testing/files.h"
 #include "tests/testing/shared.h"
 
 namespace stretch {
@@ -16,7 +17,7 @@ using testing::Has;
 using testing::RunCli;
 
 std::string Temp(const std::string& name) {
-  return ::testing::TempDir() + "stretch_convert_cli_" + std::to_string(getpid()) + "_" + name;
+  return (testing::ProgramTempDir("stretch_convert_cli_") / name).string();
 }
 
 std::string Quote(const std::string& s) { return "'" + s + "'"; }

@@ -14,6 +14,7 @@
 
 #include "tests/cli/cli_run.h"
 #include "tests/cli/tiny_files.h"
+#include "tests/testing/files.h"
 
 namespace stretch {
 namespace {
@@ -106,8 +107,7 @@ TEST(Cli, EveryIdeaHasOneNameAcrossSubcommands) {
 
 // A folder for this test program's outputs.
 std::string Dir(const std::string& name) {
-  const fs::path dir =
-      fs::path(::testing::TempDir()) / ("stretch_flags_cli_" + std::to_string(getpid())) / name;
+  const fs::path dir = testing::ProgramTempDir("stretch_flags_cli_") / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir.string();

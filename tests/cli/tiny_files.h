@@ -14,6 +14,7 @@
 
 #include "src/core/rng.h"
 #include "src/io/llama2c.h"
+#include "tests/testing/files.h"
 #include "tests/testing/random_model.h"
 
 namespace stretch::testing {
@@ -49,7 +50,7 @@ inline void WriteTokenizer(const std::string& path) {
 inline const TinyFiles& Files() {
   static const TinyFiles files = [] {
     TinyFiles f;
-    f.dir = ::testing::TempDir() + "/stretch_cli_tiny_" + std::to_string(::getpid());
+    f.dir = ProgramTempDir("stretch_cli_tiny_").string();
     std::filesystem::create_directories(f.dir);
     f.model = f.dir + "/tiny.bin";
     f.tok = f.dir + "/tiny_tok.bin";

@@ -29,6 +29,7 @@
 #include "src/model/transformer.h"
 #include "tests/cli/cli_run.h"
 #include "tests/testing/checkpoint_edit.h"
+#include "tests/testing/files.h"
 
 namespace stretch {
 namespace {
@@ -38,8 +39,7 @@ using testing::Has;
 using testing::RunCli;
 
 fs::path TempDir(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("stretch_train_cli_" + std::to_string(getpid())) / name;
+  const fs::path dir = testing::ProgramTempDir("stretch_train_cli_") / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -496,8 +496,7 @@ TEST(TrainCli, PasskeyShareIsStoredAndResumedWith) {
   EXPECT_TRUE(resumed_equals_whole("passkey", "--passkey-share 0.3", "", 0.3));
   EXPECT_TRUE(resumed_equals_whole("plain", "", "--passkey-share 0", 0.0));
   // A share given with --resume that is not the run's is refused, not dropped.
-  const fs::path plain_part =
-      fs::temp_directory_path() / ("stretch_train_cli_" + std::to_string(getpid())) / "plain_part";
+  const fs::path plain_part = testing::ProgramTempDir("stretch_train_cli_") / "plain_part";
   const auto other =
       RunCli("train --out '" + plain_part.string() + "' --resume --passkey-share 0.3");
   EXPECT_NE(other.exit_code, 0);

@@ -27,6 +27,7 @@
 #include "src/io/stretch_checkpoint.h"
 #include "tests/cli/cli_run.h"
 #include "tests/testing/checkpoint_edit.h"
+#include "tests/testing/files.h"
 
 namespace stretch {
 namespace {
@@ -37,8 +38,7 @@ using testing::RunCli;
 using testing::RunCliWithin;
 
 fs::path TempDir(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("stretch_train_faults_" + std::to_string(getpid())) / name;
+  const fs::path dir = testing::ProgramTempDir("stretch_train_faults_") / name;
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;

@@ -18,6 +18,7 @@
 
 #include "src/core/error.h"
 #include "tests/testing/config_checks.h"
+#include "tests/testing/files.h"
 #include "tests/testing/shared.h"
 
 namespace stretch {
@@ -32,7 +33,7 @@ const std::string kStoriesRel = "models/stories260K/stories260K.bin";
 
 std::string TempFile(const std::string& name) {
   // The process id keeps concurrent runs (two build trees, ctest -j) off each other's files.
-  return ::testing::TempDir() + "stretch_io_llama2c_" + std::to_string(getpid()) + "_" + name;
+  return (testing::ProgramTempDir("stretch_io_llama2c_") / name).string();
 }
 
 using Bytes = std::vector<unsigned char>;

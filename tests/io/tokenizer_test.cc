@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "src/core/error.h"
+#include "tests/testing/files.h"
 #include "tests/testing/shared.h"
 
 namespace stretch {
@@ -36,7 +37,7 @@ const std::string kSpmVectors = "models/ggml_vocab/ggml-vocab-llama-spm.gguf";
 
 std::string TempFile(const std::string& name) {
   // The process id keeps concurrent runs (two build trees, ctest -j) off each other's files.
-  return ::testing::TempDir() + "stretch_io_tokenizer_" + std::to_string(getpid()) + "_" + name;
+  return (testing::ProgramTempDir("stretch_io_tokenizer_") / name).string();
 }
 
 std::string ReadText(const std::string& path) {

@@ -16,6 +16,7 @@
 #include "src/io/llama2c.h"
 #include "src/model/transformer.h"
 #include "src/position/method.h"
+#include "tests/testing/files.h"
 #include "tests/testing/logits.h"
 #include "tests/testing/random_model.h"
 #include "tests/testing/shared.h"
@@ -27,7 +28,7 @@ using testing::Logits;
 
 // A file name of this process under the test's temporary directory.
 std::string TempPath(const std::string& name) {
-  return fmt::format("{}stretch_gguf_{}_{}", ::testing::TempDir(), getpid(), name);
+  return (testing::ProgramTempDir("stretch_gguf_") / name).string();
 }
 
 TEST(GgufLogits, Stories260KEqualsTheLlama2cFileUnderEveryMethod) {

@@ -5,11 +5,15 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <utility>
+#include <vector>
 
 #include "src/core/error.h"
 
@@ -37,6 +41,36 @@ class TempDirTest : public ::testing::Test {
  private:
   std::string prefix_;
 };
+
+// The directory `prefix` + the process id under the test temporary directory, created (empty the
+// first time) on the first call and removed with what is in it when the test program exits. For
+// files that several tests of one program share or that a helper writes outside a TempDirTest:
+// ctest runs each test in a process of its own, so a directory that is never removed is left
+// behind once per test. A forked child that exits leaves it alone (the parent still uses it).
+inline std::filesystem::path ProgramTempDir(const std::string& prefix) {
+  struct Registry {
+    pid_t owner = getpid();
+    std::vector<std::filesystem::path> dirs;
+    std::mutex mu;
+    ~Registry() {
+      if (getpid() != owner) return;
+      for (const std::filesystem::path& d : dirs) {
+        std::error_code ec;  // nothing to report at exit: a directory already gone is fine
+        std::filesystem::remove_all(d, ec);
+      }
+    }
+  };
+  static Registry registry;
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / (prefix + std::to_string(getpid()));
+  std::lock_guard<std::mutex> lock(registry.mu);
+  if (std::find(registry.dirs.begin(), registry.dirs.end(), dir) == registry.dirs.end()) {
+    registry.dirs.push_back(dir);
+    std::filesystem::remove_all(dir);  // a former process with the same id left it
+  }
+  std::filesystem::create_directories(dir);
+  return dir;
+}
 
 inline std::string ReadBytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

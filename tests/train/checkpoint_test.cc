@@ -15,6 +15,7 @@
 #include "src/core/rng.h"
 #include "src/train/arch_spec.h"
 #include "src/train/checkpoint.h"
+#include "tests/testing/files.h"
 
 namespace stretch {
 namespace {
@@ -62,7 +63,7 @@ TrainerOptions SmallOptions() {
 }
 
 std::string TempPath(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("stretch_ckpt_" + std::to_string(getpid()));
+  const fs::path dir = testing::ProgramTempDir("stretch_ckpt_");
   fs::create_directories(dir);
   return (dir / name).string();
 }

@@ -36,7 +36,7 @@ struct Tensor {
 };
 
 std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "stretch_train_optim_" + std::to_string(getpid()) + "_" + name;
+  return (testing::ProgramTempDir("stretch_train_optim_") / name).string();
 }
 
 // ---------------------------------------------------------------------------------------------
