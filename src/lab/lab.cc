@@ -311,8 +311,15 @@ struct Calibration {
   }
 };
 
+// How many of `models` models TrainModels trains at once: one per thread at most.
+size_t SideBySide(size_t models) {
+  return std::min<size_t>(models, static_cast<size_t>(std::max(1, NumThreads())));
+}
+
+// A training step is timed on `train_threads` threads, each model's share when several train side
+// by side (TrainModels); the scoring on all of them.
 Calibration Calibrate(const LabOptions& o, const LabModel& m, int vocab_size, int64_t longest,
-                      const std::set<std::string>& methods) {
+                      const std::set<std::string>& methods, int train_threads) {
   Calibration cal;
   const TrainRunOptions run = RunOptionsOf(o, m, LabCorpus{});
   const TrainArch arch = RunArchitecture(run, vocab_size);
@@ -324,10 +331,13 @@ Calibration Calibrate(const LabOptions& o, const LabModel& m, int vocab_size, in
     tokens.resize(static_cast<size_t>(B * (T + 1)));
     for (int& t : tokens) t = static_cast<int>(rng.NextU64() % static_cast<uint64_t>(vocab_size));
   };
+  const int threads = NumThreads();
+  SetNumThreads(train_threads);
   trainer.Step(random);  // first touches of memory, thread start-up
   Timer step;
   trainer.Step(random);
   cal.step_seconds = step.Seconds();
+  SetNumThreads(threads);
   const Model model = InferenceModel(arch, trainer.params(), "calibration");
   Transformer t(model);
   const SequenceScorer scorer = ModelSequenceScorer(t, "", false);
@@ -943,8 +953,7 @@ void TrainModels(const LabOptions& o, const LabCorpus& corpus, const LabCallback
                  const ModelOptionsBook& options_book) {
   if (mine.empty()) return;
   const int threads = NumThreads();
-  const size_t side_by_side =
-      std::min<size_t>(mine.size(), static_cast<size_t>(std::max(1, threads)));
+  const size_t side_by_side = SideBySide(mine.size());
   std::mutex mu;  // guards cb, progress, to_train and next
   LabCallbacks locked;
   if (cb.note) {
@@ -1101,8 +1110,15 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
     if (!done.count(c.key) && !c.refusal) methods_left.insert(c.method);
   }
   const bool work_left = std::find(pending.begin(), pending.end(), true) != pending.end();
+  // TrainModels trains the models of this rank with cells left side by side, each on its share.
+  size_t with_cells = 0;
+  for (size_t mi = 0; mi < o.models.size(); ++mi) {
+    if (static_cast<int>(mi % static_cast<size_t>(o.ranks)) == o.rank && pending[mi]) ++with_cells;
+  }
+  const size_t side_by_side = std::max<size_t>(1, SideBySide(with_cells));
+  const int train_threads = std::max(1, NumThreads() / static_cast<int>(side_by_side));
   const Calibration cal = work_left ? Calibrate(o, o.models[to_train.empty() ? 0 : to_train[0]],
-                                                vocab, longest, methods_left)
+                                                vocab, longest, methods_left, train_threads)
                                     : Calibration{};
   for (CellPlan& c : cells) {
     c.weight = static_cast<double>(c.sequences * c.arms) * cal.Sequence(c.ctx, c.method);
@@ -1110,7 +1126,8 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   Progress progress;
   progress.seconds_per_weight = 1.0;
   double per_model_seconds = static_cast<double>(ModelSteps(o)) * cal.step_seconds;
-  progress.train_seconds_left = static_cast<double>(to_train.size()) * per_model_seconds;
+  progress.train_seconds_left =
+      static_cast<double>(to_train.size()) * per_model_seconds / static_cast<double>(side_by_side);
   for (const CellPlan& c : cells) {
     progress.cells_total++;
     if (done.count(c.key)) {
@@ -1130,10 +1147,17 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
                    cells.size(), result.cells_skipped, result.records_path));
   Tell(cb.note,
        fmt::format("estimated time: about {} ({} models to train, {} steps each{} at {:.2f} s a "
-                   "step measured now; scoring {} cells), on {} threads",
+                   "step on {} thread{} measured now, {} at a time; scoring {} cells), on {} "
+                   "threads",
                    Minutes(progress.SecondsLeft()), to_train.size(), ModelSteps(o),
                    o.stages.empty() ? std::string() : fmt::format(" in {} stages", o.stages.size()),
-                   cal.step_seconds, progress.cells_total - progress.cells_done, NumThreads()));
+                   cal.step_seconds, train_threads, train_threads == 1 ? "" : "s",
+                   std::min(side_by_side, std::max<size_t>(1, to_train.size())),
+                   progress.cells_total - progress.cells_done, NumThreads()));
+  if (o.plan_only) {
+    result.seconds = total_timer.Seconds();
+    return result;
+  }
   // Training first, every model of this rank that has cells left, several at once: a small
   // model's step does not keep two cores busy (measured at dim 128, L = 128, 2 cores: one run on
   // 2 threads 16k tokens/s, two runs on 1 thread each 13k tokens/s apiece), so the models train

@@ -139,6 +139,10 @@ struct LabOptions {
   bool gate = true;
 
   int rank = 0, ranks = 1;  // this process's share (see the top of this file)
+
+  // Only the plan and its time estimate (which times a training step and a few scoring passes),
+  // then return: nothing trained or scored; the folder keeps its corpus split.
+  bool plan_only = false;
 };
 
 // The presets: --quick (the README's main job: a RoPE baseline and KeyNorm, dim 128, 2 layers, the

@@ -300,6 +300,24 @@ TEST_F(LabCliTest, ModelsFlagTrainsAndScoresOnlyTheNamedModels) {
   EXPECT_FALSE(fs::exists(Path("k/models/rope")));
 }
 
+TEST_F(LabCliTest, PlanPrintsThePlanAndTheEstimateAndTrainsAndScoresNothing) {
+  const testing::RunResult r = RunCli(Args(Path("p"), "direct") + " --plan");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "plan: 2 models x 1 methods")) << r.out;
+  EXPECT_TRUE(Has(r.out, "estimated time: about")) << r.out;
+  EXPECT_TRUE(Has(r.out, "plan only (--plan): nothing trained or scored")) << r.out;
+  EXPECT_FALSE(fs::exists(Path("p/models")));
+  const fs::path records = Path("p/results.jsonl");
+  if (fs::exists(records)) {
+    EXPECT_EQ(fs::file_size(records), 0u);
+  }
+  EXPECT_FALSE(fs::exists(Path("p/report")));
+  // The same command without --plan runs the lab from there.
+  const testing::RunResult run = RunCli(Args(Path("p"), "direct"));
+  ASSERT_EQ(run.exit_code, 0) << run.out;
+  EXPECT_EQ(Records({Path("p/results.jsonl")}).size(), 18u);
+}
+
 TEST_F(LabCliTest, NbceScoresTheFixedTailAndIsRefusedElsewhereByName) {
   const testing::RunResult r = RunCli(Args(Path("nbce"), "direct,nbce") + " --models rope");
   ASSERT_EQ(r.exit_code, 0) << r.out;

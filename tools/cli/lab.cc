@@ -39,6 +39,7 @@ struct LabArgs {
   bool no_stages = false;
   int64_t copy_trials = -1;
   bool no_llama_passkey = false;
+  bool plan = false;
 };
 
 // The rank and size of an MPI job, from the environment mpirun (Open MPI) gives every process;
@@ -114,6 +115,7 @@ LabOptions OptionsOf(const LabArgs& a) {
   if (a.no_tail) o.tail = false;
   if (a.copy_trials >= 0) o.copy_trials = a.copy_trials;
   if (a.no_llama_passkey) o.passkey_llama = false;
+  o.plan_only = a.plan;
   // Training: the stages given, or the preset's, or (--no-stages) one run of --steps at --lr.
   if (a.no_stages && !a.stages.empty()) {
     Fail(
@@ -189,6 +191,13 @@ void RunLabCommand(const LabArgs& a) {
   fs::remove(marker, ec);
   const LabResult r = RunLab(o, cb);
   if (tty) fmt::print(stderr, "\r\033[K");
+  if (o.plan_only) {
+    fmt::print(
+        "{}: plan only (--plan): nothing trained or scored; the same command without --plan "
+        "runs it\n",
+        who);
+    return;
+  }
   fmt::print("{}: {} cells scored, {} found done, {} not applicable, in {:.0f} s; records: {}\n",
              who, r.cells_done, r.cells_skipped, r.cells_refused, r.seconds, r.records_path);
   if (o.ranks > 1) {
@@ -342,6 +351,10 @@ void RegisterLab(CLI::App& app) {
       ->check(Whole(0, 1 << 20));
   cmd->add_flag("--no-llama-passkey", a->no_llama_passkey,
                 "no passkey cells in llama.cpp's llama-passkey layout (only stretch's own)");
+  cmd->add_flag("--plan", a->plan,
+                "print the plan and how long it will take (timed now, on this machine: one "
+                "training step and a few scoring passes), then stop without training or scoring; "
+                "OUT keeps the corpus split, and the same command without --plan starts the lab");
   cmd->add_option("--threads", a->threads, "threads (default: all cores, or a share per rank)")
       ->check(Whole(0, L::max_threads));
   cmd->callback([a] {
