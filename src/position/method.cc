@@ -315,6 +315,7 @@ std::optional<std::string> RelKeyText(const RelMapMethod& rel, RelSlot slot) {
                                              : 0;
   if (slot == RelSlot::kReal) {
     if (rel.real == 0.0) return std::nullopt;
+    if (rel.real < 0.0) return "s";  // a symbolic value: leaky-rerope's k=s (L'/L)
     return fmt::format("{}", rel.real);
   }
   if (v == 0) return std::nullopt;

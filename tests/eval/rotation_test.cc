@@ -196,11 +196,15 @@ TEST(RotationView, BeyondNeedsBothAnIncompleteTurnAndAnAngleOneTrainedStepFurthe
 TEST(RotationView, RelativeMapsDecideBeyondThroughR) {
   // ReRoPE at w = 32: R = 32 < 64: nothing beyond, however long N.
   EXPECT_EQ(MakeRotationView(Geo(), Plan("rerope:window=32", 1000)).BeyondCount(), 0);
-  // Leaky ReRoPE, w = 32, k = s = 4 (default k at N = 256): R = 32 + 223/4 = 87.75 >= 64: pairs 2
-  // and 3 go beyond, as the far distances still grow past L.
-  const RotationView leaky = MakeRotationView(Geo(), Plan("leaky-rerope:window=32", 256));
+  // Leaky ReRoPE, w = 32, k = s = 4 at N = 256: R = 32 + 223/4 = 87.75 >= 64: pairs 2 and 3 go
+  // beyond, as the far distances still grow past L.
+  const RotationView leaky = MakeRotationView(Geo(), Plan("leaky-rerope:window=32,k=s", 256));
   EXPECT_EQ(leaky.max_rel_method, 87.75);
   EXPECT_EQ(leaky.BeyondCount(), 2);
+  // Its default k = 223/31 maps the farthest distance to L - 1 = 63: nothing beyond.
+  const RotationView inside = MakeRotationView(Geo(), Plan("leaky-rerope:window=32", 256));
+  EXPECT_NEAR(inside.max_rel_method, 63.0, 1e-9);
+  EXPECT_EQ(inside.BeyondCount(), 0);
   // STRING default at L = 64: S = int(0.33 * 64) = 21, W = min(128, 21 / 2) = 10; at N = 256,
   // R = 255 - 21 + 10 = 244 >= 64: beyond.
   const RotationView string = MakeRotationView(Geo(), Plan("string", 256));

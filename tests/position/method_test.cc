@@ -376,7 +376,8 @@ TEST(MethodSpec, KeysSetFields) {
   const Method leaky = ParseMethod("leaky-rerope:window=64,k=2.5");
   EXPECT_EQ(leaky.rel.window, 64);
   EXPECT_EQ(leaky.rel.Param("k"), 2.5);
-  EXPECT_EQ(ParseMethod("leaky-rerope:k=s").rel.Param("k"), 0.0);
+  EXPECT_EQ(ParseMethod("leaky-rerope").rel.Param("k"), 0.0);       // the default rule
+  EXPECT_EQ(ParseMethod("leaky-rerope:k=s").rel.Param("k"), -1.0);  // L'/L, resolved per call
   const Method se = ParseMethod("self-extend:group=4,window=128");
   EXPECT_EQ(se.rel.Param("group"), 4);
   EXPECT_EQ(se.rel.window, 128);
@@ -440,7 +441,7 @@ TEST(MethodSpec, RoundTrips) {
   EXPECT_EQ(CanonicalSpec(ParseMethod("yarn:truncate=true,beta_fast=32,beta_slow=1")), "yarn");
   EXPECT_EQ(CanonicalSpec(ParseMethod("self-extend:window=128,group=4")),
             "self-extend:group=4,window=128");
-  EXPECT_EQ(CanonicalSpec(ParseMethod("leaky-rerope:k=s,window=64")), "leaky-rerope:window=64");
+  EXPECT_EQ(CanonicalSpec(ParseMethod("leaky-rerope:k=s,window=64")), "leaky-rerope:window=64,k=s");
   EXPECT_EQ(CanonicalSpec(ParseMethod("pi:factor=0.25e1")), "pi:factor=2.5");
   EXPECT_EQ(CanonicalSpec(ParseMethod("ntk:base=1e6")), "ntk:base=1000000");
   EXPECT_EQ(CanonicalSpec(ParseMethod("ntk:base=1e20")), "ntk:base=1e+20");
@@ -630,10 +631,18 @@ TEST(MethodResolve, ReRopeDefaults) {
   EXPECT_EQ(ResolveMethod(ParseMethod("rerope"), geo, 4096).rel.window, 256);  // L/2
   const Method leaky = ResolveMethod(ParseMethod("leaky-rerope"), geo, 4096);
   EXPECT_EQ(leaky.rel.window, 256);
-  EXPECT_EQ(leaky.rel.Param("k"), 8.0);  // k = s = 4096 / 512
-  EXPECT_EQ(ResolveMethod(ParseMethod("leaky-rerope"), geo, 1536).rel.Param("k"), 3.0);
-  // A call no longer than L: k = s = 1, the identity map.
+  // The smallest k with w + (L' - 1 - w) / k <= L - 1: (4095 - 256) / (511 - 256).
+  EXPECT_DOUBLE_EQ(leaky.rel.Param("k"), 3839.0 / 255.0);
+  EXPECT_DOUBLE_EQ(ResolveMethod(ParseMethod("leaky-rerope"), geo, 1536).rel.Param("k"),
+                   1279.0 / 255.0);
+  // The farthest distance then maps to L - 1, inside training (k = s = 8 would map it to 735.9).
+  const double k = leaky.rel.Param("k");
+  EXPECT_LE(256.0 + (4095.0 - 256.0) / k, 511.0 + 1e-9);
+  // A call whose farthest distance is inside training already: k = 1, the identity map.
   EXPECT_EQ(ResolveMethod(ParseMethod("leaky-rerope"), geo, 300).rel.Param("k"), 1.0);
+  // k=s: the call's scale L'/L.
+  EXPECT_EQ(ResolveMethod(ParseMethod("leaky-rerope:k=s"), geo, 4096).rel.Param("k"), 8.0);
+  EXPECT_EQ(ResolveMethod(ParseMethod("leaky-rerope:k=s"), geo, 1536).rel.Param("k"), 3.0);
   EXPECT_EQ(ResolveMethod(ParseMethod("leaky-rerope:k=2"), geo, 4096).rel.Param("k"), 2.0);
   EXPECT_EQ(ResolveMethod(ParseMethod("rerope:window=100"), geo, 4096).rel.window, 100);
 }

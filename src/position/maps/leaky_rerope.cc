@@ -2,9 +2,14 @@
 // w + (i - j - w) / k.
 //   segment 0 (near, i - j < w):  a = i,                b = j
 //   segment 1 (far, i - j >= w):  a = w + (i - w) / k,  b = j / k
-// Defaults: w = L/2, k = s (`k=s`, the call's scale L'/L). A resolved k below 1 is an error;
-// k = 1 is the identity map. Its positions are fractions of k, the only map's that are not
-// integers.
+// Defaults: w = L/2; k the smallest k >= 1 with w + (L' - 1 - w) / k <= L - 1, i.e. the largest
+// relative position (query L'-1 against key 0) stays inside training: Su introduces the leak to
+// keep locality "while avoiding positions out of bounds" (kexue.fm/archives/9708), the rule
+// self-extend's default group follows too. `k=s` (the call's scale L'/L, the default before
+// 2026-11-29) maps far distances past L whenever s > 1: w + (sL - 1 - w) / s > L - 1; a model
+// trained to copy read nothing back with it at 8x (far copy +0 points, against +72 at 256 tokens
+// back with k = 16). A resolved k below 1 is an error; k = 1 is the identity map. Its positions
+// are fractions of k, the only map's that are not integers.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -24,8 +29,12 @@ namespace {
 
 constexpr RelKey kKeys[] = {{"window", RelSlot::kWindow}, {"k", RelSlot::kReal}};
 
+// The stored k before a call resolves it: 0 when not given (the default rule above), kScaleK for
+// `k=s` (L'/L), else the number.
+constexpr double kScaleK = -1.0;
+
 double ParseK(std::string_view shown, std::string_view text, std::string_view where) {
-  if (text == "s") return 0.0;  // k = s = L'/L, resolved per call
+  if (text == "s") return kScaleK;  // k = s = L'/L, resolved per call
   // k = 1 is the identity map (what `k=s` resolves to at s = 1), so a resolved spec printed by
   // CanonicalSpec parses again.
   constexpr std::string_view kAllowed = "a number >= 1, or s for k = L'/L";
@@ -45,9 +54,9 @@ constinit const RelMapDescriptor leaky_rerope_map = [] {
   d.train_usage = "leaky-rerope[:window=W,k=K]";
   d.parse_real = ParseK;
   d.check_real_range = [](const RelMapMethod& rel, std::string_view where) {
-    if (rel.real != 0.0 && !(rel.real >= 1.0 && std::isfinite(rel.real))) {
+    if (rel.real != 0.0 && rel.real != kScaleK && !(rel.real >= 1.0 && std::isfinite(rel.real))) {
       Fail("{}: {}={} is out of range (allowed: {})", where, "k", rel.real,
-           "a number >= 1, or 0 for k = L'/L");
+           "a number >= 1, or s for k = L'/L");
     }
   };
   d.check_call = [](const RelMapMethod& rel, const RopeGeometry&, int64_t fed_len,
@@ -56,9 +65,17 @@ constinit const RelMapDescriptor leaky_rerope_map = [] {
       method_internal::LargerThanContext(where, "window", rel.window, fed_len);
     }
   };
-  d.fill_defaults = [](RelMapMethod& rel, const RopeGeometry& geo, int64_t, double factor) {
+  d.fill_defaults = [](RelMapMethod& rel, const RopeGeometry& geo, int64_t fed_len, double factor) {
     if (rel.window == 0) rel.window = std::max<int64_t>(1, geo.train_len / 2);
-    if (rel.real == 0.0) rel.real = factor;
+    if (rel.real == kScaleK) {
+      rel.real = factor;
+    } else if (rel.real == 0.0) {
+      // w + (L' - 1 - w) / k <= L - 1; a window at or past L - 1 leaves no such k (check_call
+      // refuses a window past the call, and k = s is the fallback then).
+      const double far = static_cast<double>(fed_len - 1 - rel.window);
+      const double room = static_cast<double>(geo.train_len - 1 - rel.window);
+      rel.real = far <= 0.0 ? 1.0 : room > 0.0 ? std::max(1.0, far / room) : std::max(1.0, factor);
+    }
   };
   d.check_resolved = [](const RelMapMethod& rel, const RopeGeometry&, std::string_view where) {
     if (!(rel.real >= 1.0)) {
