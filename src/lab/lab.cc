@@ -1110,12 +1110,14 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
     if (!done.count(c.key) && !c.refusal) methods_left.insert(c.method);
   }
   const bool work_left = std::find(pending.begin(), pending.end(), true) != pending.end();
-  // TrainModels trains the models of this rank with cells left side by side, each on its share.
-  size_t with_cells = 0;
+  // This rank's models with cells left: TrainModels trains them side by side, each on its share.
+  std::vector<size_t> mine;
   for (size_t mi = 0; mi < o.models.size(); ++mi) {
-    if (static_cast<int>(mi % static_cast<size_t>(o.ranks)) == o.rank && pending[mi]) ++with_cells;
+    if (static_cast<int>(mi % static_cast<size_t>(o.ranks)) == o.rank && pending[mi]) {
+      mine.push_back(mi);
+    }
   }
-  const size_t side_by_side = std::max<size_t>(1, SideBySide(with_cells));
+  const size_t side_by_side = std::max<size_t>(1, SideBySide(mine.size()));
   const int train_threads = std::max(1, NumThreads() / static_cast<int>(side_by_side));
   const Calibration cal = work_left ? Calibrate(o, o.models[to_train.empty() ? 0 : to_train[0]],
                                                 vocab, longest, methods_left, train_threads)
@@ -1163,7 +1165,6 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   // 2 threads 16k tokens/s, two runs on 1 thread each 13k tokens/s apiece), so the models train
   // side by side, each on its share of the threads, and are scored one after another on all of
   // them.
-  std::vector<size_t> mine;
   for (size_t mi = 0; mi < o.models.size(); ++mi) {
     if (static_cast<int>(mi % static_cast<size_t>(o.ranks)) != o.rank) continue;
     const LabModel& lm = o.models[mi];
@@ -1176,9 +1177,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
       Tell(cb.note,
            fmt::format("{}: every cell recorded already (or refused); not trained or loaded",
                        label));
-      continue;
     }
-    mine.push_back(mi);
   }
   TrainModels(o, corpus, cb, mine, to_train, per_model_seconds, progress, options_book);
   progress.train_seconds_left = 0;
