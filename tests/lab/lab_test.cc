@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -14,6 +15,7 @@
 #include "src/core/rng.h"
 #include "src/core/threads.h"
 #include "src/lab/gate.h"
+#include "src/train/arch_spec.h"
 #include "tests/testing/files.h"
 
 namespace stretch {
@@ -681,6 +683,31 @@ TEST(LabStage, ParsesAndPrintsBack) {
     EXPECT_NE(error.find("--stage"), std::string::npos) << bad << ": " << error;
     EXPECT_NE(error.find("NAME:STEPS:LR:MIX"), std::string::npos) << bad << ": " << error;
   }
+}
+
+// The full preset's layouts of current models (Gemma 3's local windows with a global layer, Llama
+// 4's chunks with a NoPE layer, HWFA) keep both kinds of layer at the preset's depth: with a
+// global layer every K-th and fewer than K layers, the model would be local only.
+TEST(LabPresets, FullPresetLayoutsKeepAGlobalAndALocalLayerAtItsDepth) {
+  const LabOptions o = FullLab();
+  int mixed = 0;
+  for (const LabModel& m : o.models) {
+    const bool local_global = m.attention.find("gemma3=") != std::string::npos ||
+                              m.attention.find("llama4=") != std::string::npos ||
+                              m.attention.find("hwfa=") != std::string::npos;
+    if (!local_global) continue;
+    TrainArch a;
+    a.model.n_layers = o.layers;
+    ApplyAttentionSpec(m.attention, a);
+    const std::vector<LayerLayout>& layers = a.model.attention.layers;
+    ASSERT_EQ(layers.size(), static_cast<size_t>(o.layers)) << m.label;
+    const auto local =
+        std::count_if(layers.begin(), layers.end(), [](const LayerLayout& l) { return l.Local(); });
+    EXPECT_GT(local, 0) << m.label;
+    EXPECT_LT(local, o.layers) << m.label << ": no global layer at " << o.layers << " layers";
+    ++mixed;
+  }
+  EXPECT_GE(mixed, 3);  // hwfa, gemma3, llama4
 }
 
 }  // namespace

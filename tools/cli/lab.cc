@@ -291,8 +291,7 @@ void RegisterLab(CLI::App& app) {
   cmd->add_option("--batch", a->batch, "training windows per step (default 16)")
       ->check(Whole(1, L::max_batch));
   cmd->add_option("--dim", a->dim, "model width (default 128)")->check(Whole(1, L::max_dim));
-  cmd->add_option("--layers", a->layers, "blocks (quick 2, full 4)")
-      ->check(Whole(1, L::max_layers));
+  cmd->add_option("--layers", a->layers, "blocks (default 2)")->check(Whole(1, L::max_layers));
   cmd->add_option("--heads", a->heads, "attention heads of the LLaMA block (default 4)")
       ->check(Whole(1, L::max_dim));
   cmd->add_option("--lr", a->lr, "peak learning rate with --no-stages (default 2e-3)")
