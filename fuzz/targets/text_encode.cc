@@ -1,6 +1,7 @@
 // Text from outside (a corpus, a prompt, `score --data`), any bytes, invalid UTF-8 included,
 // through every tokenizer's encoder and back through its decoder: llama2.c's (with and without
-// byte pieces), byte-level BPE (src/io/bpe_tokenizer.h), Hugging Face's SentencePiece encoding
+// byte pieces), byte-level BPE (src/io/bpe_tokenizer.h; its pre-tokenizers split any text into
+// pieces that are together exactly the text), Hugging Face's SentencePiece encoding
 // (src/io/hf_tokenizer_json.h), the trainer's tokenizers (bytes, SentencePiece:
 // src/io/training_tokenizer.h). The tokenizers that promise it must give the bytes back exactly.
 // Also the token files of `score --tokens` (src/io/text.h ReadTokenFile).
@@ -12,6 +13,7 @@
 
 #include "fuzz/fuzz_target.h"
 #include "fuzz/seed_writer.h"
+#include "src/io/bpe_pretokenizer.h"
 #include "src/io/bpe_tokenizer.h"
 #include "src/io/hf_tokenizer_json.h"
 #include "src/io/spm_model.h"
@@ -53,6 +55,17 @@ int FuzzTextEncode(const uint8_t* data, size_t size) {
       Finding("byte-level BPE: Decode(Encode(x)) != x for " + Quote(text));
     }
   });
+  // Every pre-tokenizer's pieces are non-empty and together exactly the text.
+  for (const BpeSplit split : {BpeSplit::kGpt2, BpeSplit::kLlama3, BpeSplit::kQwen2}) {
+    std::string joined;
+    for (const std::string_view piece : SplitBpePieces(split, text)) {
+      if (piece.empty()) Finding(std::string(BpeSplitName(split)) + ": an empty piece");
+      joined += piece;
+    }
+    if (joined != text) {
+      Finding(std::string(BpeSplitName(split)) + ": the pieces are not the text " + Quote(text));
+    }
+  }
   ExpectErrorOrSuccess([&] { (void)EncodeAsHuggingFace(t.hf, text); });
   ExpectErrorOrSuccess([&] {
     if (t.bytes.Decode(t.bytes.Encode(text)) != text) {

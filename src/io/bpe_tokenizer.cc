@@ -15,6 +15,7 @@
 
 #include "src/core/check.h"
 #include "src/core/error.h"
+#include "src/io/bpe_pretokenizer.h"
 #include "src/io/gguf.h"
 #include "src/io/text.h"
 #include "src/io/unicode_class.h"
@@ -23,53 +24,6 @@ namespace stretch {
 namespace {
 
 // ---- UTF-8 and the byte alphabet ----------------------------------------------------------------
-
-struct CodePoint {
-  char32_t cp;
-  int len;  // bytes
-  UnicodeClass cls;
-};
-
-std::array<UnicodeClass, 128> MakeAsciiClasses() {
-  std::array<UnicodeClass, 128> t{};
-  for (char32_t c = 0; c < 128; ++c) t[c] = ClassOfCodePoint(c);
-  return t;
-}
-const std::array<UnicodeClass, 128> kAsciiClass = MakeAsciiClasses();
-
-bool IsContinuation(unsigned char b) { return (b & 0xC0) == 0x80; }
-
-// The code point at s[i] under RFC 3629's rules (no overlong forms, no surrogates, at most
-// U+10FFFF). A byte that does not begin a valid sequence is one "code point" of its own, of class
-// kOther, so that any bytes can be split and encoded.
-CodePoint DecodeAt(std::string_view s, size_t i) {
-  const auto b0 = static_cast<unsigned char>(s[i]);
-  if (b0 < 0x80) return {b0, 1, kAsciiClass[b0]};
-  const CodePoint invalid{b0, 1, UnicodeClass::kOther};
-  int len = 0;
-  char32_t cp = 0;
-  unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
-  if (b0 >= 0xC2 && b0 <= 0xDF) {
-    len = 2, cp = b0 & 0x1F;
-  } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-    len = 3, cp = b0 & 0x0F;
-    if (b0 == 0xE0) lo = 0xA0;  // overlong
-    if (b0 == 0xED) hi = 0x9F;  // surrogates
-  } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-    len = 4, cp = b0 & 0x07;
-    if (b0 == 0xF0) lo = 0x90;  // overlong
-    if (b0 == 0xF4) hi = 0x8F;  // above U+10FFFF
-  } else {
-    return invalid;
-  }
-  if (i + static_cast<size_t>(len) > s.size()) return invalid;
-  for (int k = 1; k < len; ++k) {
-    const auto b = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
-    if (k == 1 ? (b < lo || b > hi) : !IsContinuation(b)) return invalid;
-    cp = (cp << 6) | (b & 0x3F);
-  }
-  return {cp, len, ClassOfCodePoint(cp)};
-}
 
 void AppendUtf8(char32_t cp, std::string& out) {
   if (cp < 0x80) {
@@ -119,78 +73,13 @@ const std::array<int16_t, 0x144> kAlphabetBytes = MakeAlphabetBytes();
 std::string SpellingToBytes(const std::string& piece) {
   std::string out;
   for (size_t i = 0; i < piece.size();) {
-    const CodePoint c = DecodeAt(piece, i);
+    const Utf8CodePoint c = DecodeUtf8At(piece, i);
     const bool valid = c.len > 1 || static_cast<unsigned char>(piece[i]) < 0x80;
     if (!valid || c.cp >= kAlphabetBytes.size() || kAlphabetBytes[c.cp] < 0) return piece;
     out += static_cast<char>(kAlphabetBytes[c.cp]);
     i += static_cast<size_t>(c.len);
   }
   return out;
-}
-
-// ---- the pre-tokenizer ------------------------------------------------------------------------
-
-// GPT-2's pattern 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ as a
-// scanner: at each position the first alternative that matches wins (the contractions, then a run
-// of one class with an optional leading space, then whitespace), each run as long as it goes.
-// `emit` gets each piece in order.
-template <typename Emit>
-void ForEachGpt2Piece(std::string_view s, Emit&& emit) {
-  const size_t n = s.size();
-  size_t i = 0;
-  while (i < n) {
-    // 's|'t|'re|'ve|'m|'ll|'d (case-sensitive in GPT-2's pattern).
-    if (s[i] == '\'' && i + 1 < n) {
-      const char a = s[i + 1];
-      if (a == 's' || a == 't' || a == 'm' || a == 'd') {
-        emit(s.substr(i, 2));
-        i += 2;
-        continue;
-      }
-      if (i + 2 < n) {
-        const char b = s[i + 2];
-        if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) {
-          emit(s.substr(i, 3));
-          i += 3;
-          continue;
-        }
-      }
-    }
-    //  ?\p{L}+ | ?\p{N}+ | ?[^\s\p{L}\p{N}]+ : the optional space is taken when a code point of
-    // one of the three classes follows it.
-    CodePoint first = DecodeAt(s, i);
-    size_t body = i;
-    if (s[i] == ' ' && i + 1 < n) {
-      const CodePoint next = DecodeAt(s, i + 1);
-      if (next.cls != UnicodeClass::kWhitespace) first = next, body = i + 1;
-    }
-    if (first.cls != UnicodeClass::kWhitespace) {
-      size_t j = body + static_cast<size_t>(first.len);
-      while (j < n) {
-        const CodePoint c = DecodeAt(s, j);
-        if (c.cls != first.cls) break;
-        j += static_cast<size_t>(c.len);
-      }
-      emit(s.substr(i, j - i));
-      i = j;
-      continue;
-    }
-    // \s+(?!\S) | \s+ : a run of whitespace. At the end of the text, or of one code point, the
-    // run is the piece. Before a non-space, \s+(?!\S) backtracks by one code point, leaving the
-    // last one to begin the next piece (" word" when it is a space).
-    size_t j = i, last = i;
-    int count = 0;
-    while (j < n) {
-      const CodePoint c = DecodeAt(s, j);
-      if (c.cls != UnicodeClass::kWhitespace) break;
-      last = j;
-      j += static_cast<size_t>(c.len);
-      ++count;
-    }
-    if (j < n && count >= 2) j = last;
-    emit(s.substr(i, j - i));
-    i = j;
-  }
 }
 
 // ---- loading helpers --------------------------------------------------------------------------
@@ -210,12 +99,6 @@ bool SplitMerge(const std::string& s, std::pair<std::string, std::string>* out) 
 // ---- the tokenizer ----------------------------------------------------------------------------
 
 char32_t Gpt2ByteToCodePoint(uint8_t b) { return kByteAlphabet[b]; }
-
-std::vector<std::string_view> SplitGpt2(std::string_view text) {
-  std::vector<std::string_view> pieces;
-  ForEachGpt2Piece(text, [&](std::string_view p) { pieces.push_back(p); });
-  return pieces;
-}
 
 struct BpeTokenizer::Scratch {
   // Per symbol of the piece being encoded: its id (-1 once merged into its left neighbour) and
@@ -241,6 +124,14 @@ void BpeTokenizer::EncodePiece(std::string_view piece, Scratch& s, std::vector<i
          piece.size(), INT32_MAX);
   }
   const auto n = static_cast<int32_t>(piece.size());
+  if (options_.ignore_merges && n > 1) {  // a piece that is a token is that token, merges or not
+    std::string spelling;
+    for (const char b : piece) AppendUtf8(kByteAlphabet[static_cast<unsigned char>(b)], spelling);
+    if (const auto it = word_id_.find(spelling); it != word_id_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
   if (n == 1) {
     out.push_back(byte_id_[static_cast<unsigned char>(piece[0])]);
     return;
@@ -309,7 +200,7 @@ std::vector<int> BpeTokenizer::Encode(std::string_view text) const {
   };
   std::unordered_map<std::string_view, Span> cache;
   std::vector<int> cached;
-  ForEachGpt2Piece(text, [&](std::string_view piece) {
+  ForEachBpePiece(options_.split, text, [&](std::string_view piece) {
     if (piece.size() == 1) {
       out.push_back(byte_id_[static_cast<unsigned char>(piece[0])]);
       return;
@@ -453,6 +344,12 @@ BpeTokenizer BpeTokenizer::Build(std::string source, std::string_view pieces_fie
   for (size_t id = 0; id < n; ++id) {
     if (kind(id) == BpeTokenKind::kNormal) t.bytes_[id] = SpellingToBytes(t.pieces_[id]);
   }
+  if (t.options_.ignore_merges) {
+    t.word_id_.reserve(n);
+    for (size_t id = 0; id < n; ++id) {
+      if (kind(id) == BpeTokenKind::kNormal) t.word_id_.emplace(t.pieces_[id], id);
+    }
+  }
   return t;
 }
 
@@ -528,23 +425,24 @@ BpeTokenizer BpeTokenizer::FromGguf(const GgufFile& g) {
          kGgufModel, model->Describe());
   }
   // llama.cpp picks the pre-tokenizer's pattern by this name (llama-vocab.cpp, llama_vocab::impl::
-  // load); only GPT-2's own is implemented here.
+  // load); stretch runs "gpt-2", "llama-bpe" (and its aliases) and "qwen2".
   const GgufValue* pre = g.Find(kGgufPre);
   if (pre == nullptr) {
     Fail(
         "{}: metadata {} is missing: llama.cpp then runs its \"default\" pre-tokenizer, which "
-        "stretch does not implement; expected \"gpt-2\"",
+        "stretch does not implement; expected \"gpt-2\", \"llama-bpe\" or \"qwen2\"",
         path, kGgufPre);
   }
   if (pre->type != GgufValueType::kString) {
-    Fail("{}: metadata {} is {}, expected string \"gpt-2\"", path, kGgufPre, pre->Describe());
+    Fail("{}: metadata {} is {}, expected a string (\"gpt-2\", \"llama-bpe\" or \"qwen2\")", path,
+         kGgufPre, pre->Describe());
   }
-  if (pre->s != "gpt-2") {
-    const bool llama3 = pre->s == "llama-bpe" || pre->s == "llama3" || pre->s == "llama-v3";
-    Fail("{}: metadata {} is \"{}\"{}: not implemented; expected \"gpt-2\" (GPT-2's pattern)", path,
-         kGgufPre, pre->s,
-         llama3 ? " (LLaMA 3's pattern, digits in threes, and ignore_merges)"
-                : " (llama.cpp splits the text with another pattern for it)");
+  const std::optional<BpeSplit> split = BpeSplitOfGgufPre(pre->s);
+  if (!split) {
+    Fail(
+        "{}: metadata {} is \"{}\": not implemented (llama.cpp splits the text with another "
+        "pattern for it); expected \"gpt-2\", \"llama-bpe\" or \"qwen2\"",
+        path, kGgufPre, pre->s);
   }
   if (const GgufValue* p = g.Find("tokenizer.ggml.add_space_prefix");
       p != nullptr && !(p->type == GgufValueType::kBool && p->u == 0)) {
@@ -561,6 +459,11 @@ BpeTokenizer BpeTokenizer::FromGguf(const GgufFile& g) {
   for (const GgufValue& v : tokens.array) pieces.push_back(v.s);
 
   BpeOptions options;
+  options.split = *split;
+  // llama.cpp, for the "llama-bpe" pre-tokenizer: ignore_merges, and BOS first unless
+  // tokenizer.ggml.add_bos_token says otherwise.
+  options.ignore_merges = *split == BpeSplit::kLlama3;
+  options.add_bos = *split == BpeSplit::kLlama3;
   if (const GgufValue* types = g.Find(kGgufTypes)) {
     if (types->type != GgufValueType::kArray || types->array.size() != n ||
         !(n == 0 || types->array[0].IsInteger())) {
@@ -603,7 +506,14 @@ BpeTokenizer BpeTokenizer::FromGguf(const GgufFile& g) {
     }
     *id = static_cast<int>(v);
   }
-  // llama.cpp: add_bos is false for the "gpt-2" pre-tokenizer unless this key says otherwise.
+  // llama.cpp: add_bos is false for the "gpt-2" and "qwen2" pre-tokenizers, true for "llama-bpe",
+  // unless this key says otherwise.
+  if (options.add_bos && options.bos < 0 && g.Find("tokenizer.ggml.add_bos_token") == nullptr) {
+    Fail(
+        "{}: a \"{}\" vocabulary begins prompts with BOS, but tokenizer.ggml.bos_token_id is "
+        "missing",
+        path, pre->s);
+  }
   if (const GgufValue* add = g.Find("tokenizer.ggml.add_bos_token")) {
     if (add->type != GgufValueType::kBool) {
       Fail("{}: metadata tokenizer.ggml.add_bos_token is {}, expected a bool", path,
@@ -694,9 +604,13 @@ json ParseJsonFile(const std::string& path) {
   }
 }
 
-// The pre_tokenizer: a ByteLevel (use_regex true), or a Sequence of a Split by GPT-2's pattern
-// and a ByteLevel. Returns ByteLevel's add_prefix_space.
-bool ReadPreTokenizer(const JsonReader& r, const json& root) {
+// The pre_tokenizer: a ByteLevel (use_regex true: GPT-2's pattern), or a Sequence of a Split by
+// one of the patterns of src/io/bpe_pretokenizer.h and a ByteLevel.
+struct PreTokenizerRead {
+  bool add_prefix_space = false;  // ByteLevel's
+  BpeSplit split = BpeSplit::kGpt2;
+};
+PreTokenizerRead ReadPreTokenizer(const JsonReader& r, const json& root) {
   const json* pt = JsonReader::Member(root, "pre_tokenizer");
   if (pt == nullptr || pt->is_null()) {
     Fail("{}: pre_tokenizer is {}, expected ByteLevel (without it the text is one piece)", r.path(),
@@ -716,19 +630,24 @@ bool ReadPreTokenizer(const JsonReader& r, const json& root) {
   } else {
     steps.emplace_back("pre_tokenizer", pt);
   }
-  bool split = false, byte_level = false, add_prefix_space = false;
+  bool split = false, byte_level = false;
+  PreTokenizerRead read;
   for (const auto& [field, step] : steps) {
     if (!step->is_object()) r.Bad(field, *step, "an object");
     const std::string step_type = r.StringField(*step, "type", field + ".type");
     if (step_type == "Split" && !split && !byte_level) {
       const json& pattern = r.Object(*step, "pattern", field + ".pattern");
       const json* regex = JsonReader::Member(pattern, "Regex");
-      if (regex == nullptr || r.String(*regex, field + ".pattern.Regex") != kGpt2SplitPattern) {
+      const std::optional<BpeSplit> known =
+          regex == nullptr ? std::nullopt
+                           : BpeSplitOfPattern(r.String(*regex, field + ".pattern.Regex"));
+      if (!known) {
         Fail(
-            "{}: {}.pattern is {}, expected {{\"Regex\": GPT-2's pattern {}}}: other patterns "
-            "are not implemented",
-            r.path(), field, Quote(pattern.dump()), Quote(kGpt2SplitPattern));
+            "{}: {}.pattern is {}, expected {{\"Regex\": P}} with P the pattern of GPT-2, LLaMA "
+            "3 or Qwen 2 (src/io/bpe_pretokenizer.h): other patterns are not implemented",
+            r.path(), field, Quote(pattern.dump()));
       }
+      read.split = *known;
       const std::string behavior = r.StringField(*step, "behavior", field + ".behavior");
       if (behavior != "Isolated") {
         Fail("{}: {}.behavior is {}, expected \"Isolated\"", r.path(), field, Quote(behavior));
@@ -738,17 +657,18 @@ bool ReadPreTokenizer(const JsonReader& r, const json& root) {
       }
       split = true;
     } else if (step_type == "ByteLevel" && !byte_level) {
-      add_prefix_space = r.BoolOr(*step, "add_prefix_space", field + ".add_prefix_space", true);
+      read.add_prefix_space =
+          r.BoolOr(*step, "add_prefix_space", field + ".add_prefix_space", true);
       const bool use_regex = r.BoolOr(*step, "use_regex", field + ".use_regex", true);
       if (!use_regex && !split) {
         Fail(
             "{}: {}.use_regex is false and no Split comes before it: the text would be one "
-            "piece; expected GPT-2's split",
+            "piece; expected a Split before it",
             r.path(), field);
       }
       byte_level = true;
     } else {
-      Fail("{}: {}.type is {}{}, expected ByteLevel, possibly after a Split by GPT-2's pattern",
+      Fail("{}: {}.type is {}{}, expected ByteLevel, possibly after a Split by a known pattern",
            r.path(), field, Quote(step_type),
            step_type == "Split" || step_type == "ByteLevel" ? " (again, or out of order)" : "");
     }
@@ -757,7 +677,7 @@ bool ReadPreTokenizer(const JsonReader& r, const json& root) {
     Fail("{}: pre_tokenizer has no ByteLevel step, expected one (after an optional Split)",
          r.path());
   }
-  return add_prefix_space;
+  return read;
 }
 
 // The post_processor's BOS: -1 when it adds none (null, ByteLevel, a TemplateProcessing whose
@@ -872,14 +792,13 @@ BpeTokenizer BpeTokenizer::FromTokenizerJson(const std::string& path) {
       Fail("{}: model.{} is {}, expected null or \"\" (not implemented)", path, key, JsonKind(*v));
     }
   }
-  for (const char* key : {"byte_fallback", "ignore_merges"}) {
-    if (r.BoolOr(model, key, fmt::format("model.{}", key), false)) {
-      Fail("{}: model.{} is true, expected false ({})", path, key,
-           std::string_view(key) == "byte_fallback"
-               ? "SentencePiece-style byte fallback is not implemented"
-               : "LLaMA 3's whole-word lookup before BPE is not implemented");
-    }
+  if (r.BoolOr(model, "byte_fallback", "model.byte_fallback", false)) {
+    Fail(
+        "{}: model.byte_fallback is true, expected false (SentencePiece-style byte fallback is "
+        "not implemented)",
+        path);
   }
+  const bool ignore_merges = r.BoolOr(model, "ignore_merges", "model.ignore_merges", false);
   r.BoolOr(model, "fuse_unk", "model.fuse_unk", false);  // only acts with an unk_token
 
   if (const json* norm = JsonReader::Member(root, "normalizer");
@@ -889,7 +808,10 @@ BpeTokenizer BpeTokenizer::FromTokenizerJson(const std::string& path) {
          t != nullptr && t->is_string() ? Quote(t->get<std::string>()) : JsonKind(*norm));
   }
   BpeOptions options;
-  options.add_prefix_space = ReadPreTokenizer(r, root);
+  const PreTokenizerRead pre = ReadPreTokenizer(r, root);
+  options.add_prefix_space = pre.add_prefix_space;
+  options.split = pre.split;
+  options.ignore_merges = ignore_merges;
   {
     const json* dec = JsonReader::Member(root, "decoder");
     const json* t = dec != nullptr && dec->is_object() ? JsonReader::Member(*dec, "type") : nullptr;
@@ -1036,7 +958,7 @@ size_t CompletePrefix(std::string_view s) {
   const size_t n = s.size();
   for (size_t back = 1; back <= 3 && back <= n; ++back) {
     const auto b = static_cast<unsigned char>(s[n - back]);
-    if (IsContinuation(b)) continue;
+    if ((b & 0xC0) == 0x80) continue;  // a continuation byte
     const size_t need = b >= 0xC2 && b <= 0xDF   ? 2
                         : b >= 0xE0 && b <= 0xEF ? 3
                         : b >= 0xF0 && b <= 0xF4 ? 4

@@ -4,12 +4,11 @@
 // Hugging Face tokenizer.json.
 //
 // Encoding, for each piece of the text:
-//   1. The pre-tokenizer splits the text with GPT-2's pattern
-//        's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-//      (leftmost alternative first at each position, each quantifier greedy), run here as a scanner
-//      over UTF-8 code points (SplitGpt2; the classes come from src/io/unicode_class.h, Unicode
-//      15.0.0). A run of whitespace before a non-space keeps its last code point for the next
-//      piece: "a  b" is "a", " ", " b"; at the end of the text a run stays whole.
+//   1. The pre-tokenizer splits the text with the vocabulary's pattern (src/io/bpe_pretokenizer.h:
+//      GPT-2's, LLaMA 3's "llama-bpe" or Qwen 2's), run as a scanner over UTF-8 code points. A run
+//      of whitespace before a non-space keeps its last code point for the next piece: "a  b" is
+//      "a", " ", " b"; at the end of the text a run stays whole. With ignore_merges (LLaMA 3) a
+//      piece that is itself a token is that token, and step 3 does not run on it.
 //   2. Each byte of a piece stands for one symbol, spelt as GPT-2's bytes_to_unicode spells it:
 //      the printable bytes '!'..'~', 0xA1..0xAC and 0xAE..0xFF as the code point of the same value,
 //      the other 68 bytes (controls, space, 0x7F..0xA0, 0xAD) as U+0100 + n in byte order (so a
@@ -24,10 +23,10 @@
 // made of the 256 symbols decodes to its spelling as is, as Hugging Face's ByteLevel decoder does);
 // control tokens (<|endoftext|>) decode to nothing. Decode(Encode(x)) == x for any bytes x.
 //
-// Not done, and refused by name where a file asks for it: other pre-tokenizer patterns (LLaMA 3's
-// "llama-bpe", Qwen's, ...), normalizers, tokens matched in the raw text before BPE (llama.cpp's
+// Not done, and refused by name where a file asks for it: other pre-tokenizer patterns,
+// normalizers, tokens matched in the raw text before BPE (llama.cpp's
 // user-defined tokens, Hugging Face's non-special added tokens), BPE dropout, unknown-token
-// fallback, subword prefixes and suffixes, ignore_merges. Special tokens are not recognised
+// fallback, subword prefixes and suffixes. Special tokens are not recognised
 // inside text: "<|endoftext|>" in a text file is encoded as the 13 characters it is (llama.cpp's
 // parse_special=false, which its test-tokenizer-0 uses; Hugging Face would give id 50256).
 // Text that is not valid UTF-8 is still encoded: each byte that does not start a valid sequence is
@@ -44,6 +43,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/io/bpe_pretokenizer.h"
 #include "src/io/text_tokenizer.h"
 
 namespace stretch {
@@ -57,7 +57,11 @@ enum class BpeTokenKind : uint8_t {
 
 // What a file says besides its pieces and merges.
 struct BpeOptions {
-  bool add_prefix_space = false;    // a space before a text that does not begin with one
+  bool add_prefix_space = false;     // a space before a text that does not begin with one
+  BpeSplit split = BpeSplit::kGpt2;  // the pre-tokenizer (src/io/bpe_pretokenizer.h)
+  // A piece that is itself a normal token is that token, without merges (Hugging Face's BPE
+  // ignore_merges, llama.cpp's for "llama-bpe"; merges alone may reach another split of it).
+  bool ignore_merges = false;
   bool add_bos = false;             // prompts begin with bos (MakeBpeTextTokenizer's EncodePrompt)
   int bos = -1;                     // -1: none
   int eos = -1;                     // -1: none
@@ -134,18 +138,12 @@ class BpeTokenizer {
   int byte_id_[256] = {};           // the id of each byte's one-symbol piece
   // (left id << 32 | right id) -> the rule merging them.
   std::unordered_map<uint64_t, MergeRule> merges_;
+  // With ignore_merges: each normal token's spelling -> its id.
+  std::unordered_map<std::string, int> word_id_;
 };
-
-// GPT-2's pre-tokenizer split of `text` (step 1 above): views into `text`, in order, non-empty,
-// together exactly `text`.
-std::vector<std::string_view> SplitGpt2(std::string_view text);
 
 // GPT-2's bytes_to_unicode: the code point that spells byte b.
 char32_t Gpt2ByteToCodePoint(uint8_t b);
-
-// The pattern as tokenizer.json files spell it (a Split pre-tokenizer's pattern.Regex).
-inline constexpr std::string_view kGpt2SplitPattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 // The TextTokenizer (src/io/text_tokenizer.h) of a byte-level BPE vocabulary:
 //   EncodePrompt: bos first only when add_bos() (llama.cpp's add_bos: false for GPT-2's GGUF

