@@ -29,6 +29,7 @@ TEST_PACKAGES=(
   openmpi-bin                          # mpirun, for the two-process lab test (tests/cli)
   clang-14 libclang-rt-14-dev          # the sanitizer build's compiler and its ASan/UBSan runtime
   libomp-14-dev                        # omp.h for clang (the program links GCC's libgomp)
+  unicode-data                         # NormalizationTest.txt, the NFC test's conformance file
 )
 # The mode is checked before anything is installed.
 MODE=${1:-release}

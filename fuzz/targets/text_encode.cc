@@ -1,7 +1,7 @@
 // Text from outside (a corpus, a prompt, `score --data`), any bytes, invalid UTF-8 included,
 // through every tokenizer's encoder and back through its decoder: llama2.c's (with and without
 // byte pieces), byte-level BPE (src/io/bpe_tokenizer.h; its pre-tokenizers split any text into
-// pieces that are together exactly the text), Hugging Face's SentencePiece encoding
+// pieces that are together exactly the text; NFC is idempotent), Hugging Face's SentencePiece encoding
 // (src/io/hf_tokenizer_json.h), the trainer's tokenizers (bytes, SentencePiece:
 // src/io/training_tokenizer.h). The tokenizers that promise it must give the bytes back exactly.
 // Also the token files of `score --tokens` (src/io/text.h ReadTokenFile).
@@ -21,6 +21,7 @@
 #include "src/io/text_tokenizer.h"
 #include "src/io/tokenizer.h"
 #include "src/io/training_tokenizer.h"
+#include "src/io/unicode_nfc.h"
 
 namespace stretch::fuzz {
 namespace {
@@ -55,6 +56,11 @@ int FuzzTextEncode(const uint8_t* data, size_t size) {
       Finding("byte-level BPE: Decode(Encode(x)) != x for " + Quote(text));
     }
   });
+  // NFC (src/io/unicode_nfc.h) is idempotent on any bytes.
+  {
+    const std::string nfc = NfcNormalize(text);
+    if (NfcNormalize(nfc) != nfc) Finding("NFC is not idempotent on " + Quote(text));
+  }
   // Every pre-tokenizer's pieces are non-empty and together exactly the text.
   for (const BpeSplit split : {BpeSplit::kGpt2, BpeSplit::kLlama3, BpeSplit::kQwen2}) {
     std::string joined;

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -59,5 +60,7 @@ struct Utf8CodePoint {
 // at most U+10FFFF). A byte that does not begin a valid sequence is one "code point" of its own,
 // of class kOther, so that any bytes can be split and encoded.
 Utf8CodePoint DecodeUtf8At(std::string_view s, size_t i);
+// Appends code point cp (at most U+10FFFF) to out in UTF-8.
+void AppendUtf8(char32_t cp, std::string& out);
 
 }  // namespace stretch

@@ -19,29 +19,12 @@
 #include "src/io/gguf.h"
 #include "src/io/text.h"
 #include "src/io/unicode_class.h"
+#include "src/io/unicode_nfc.h"
 
 namespace stretch {
 namespace {
 
 // ---- UTF-8 and the byte alphabet ----------------------------------------------------------------
-
-void AppendUtf8(char32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
 
 // bytes_to_unicode (OpenAI gpt-2 src/encoder.py; the same table in Hugging Face tokenizers'
 // byte_level.rs bytes_char and llama.cpp's unicode_byte_to_utf8_map): the 188 printable bytes
@@ -180,8 +163,39 @@ void BpeTokenizer::EncodePiece(std::string_view piece, Scratch& s, std::vector<i
 }
 
 std::vector<int> BpeTokenizer::Encode(std::string_view text) const {
+  if (options_.matched.empty()) return EncodeUnmatched(text);
+  // The added tokens matched in the text first (the longest at the leftmost place), then each
+  // stretch of text between them on its own.
+  std::vector<int> out;
+  size_t from = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (!matched_first_[static_cast<unsigned char>(text[i])]) continue;
+    const std::pair<std::string, int>* best = nullptr;
+    for (const auto& m : options_.matched) {
+      if (text.substr(i).starts_with(m.first) && (!best || m.first.size() > best->first.size())) {
+        best = &m;
+      }
+    }
+    if (best == nullptr) continue;
+    const std::vector<int> before = EncodeUnmatched(text.substr(from, i - from));
+    out.insert(out.end(), before.begin(), before.end());
+    out.push_back(best->second);
+    i += best->first.size() - 1;
+    from = i + 1;
+  }
+  const std::vector<int> rest = EncodeUnmatched(text.substr(from));
+  out.insert(out.end(), rest.begin(), rest.end());
+  return out;
+}
+
+std::vector<int> BpeTokenizer::EncodeUnmatched(std::string_view text) const {
   std::vector<int> out;
   if (text.empty()) return out;
+  std::string normalized;
+  if (options_.nfc) {
+    normalized = NfcNormalize(text);
+    text = normalized;
+  }
   std::string prefixed;
   if (options_.add_prefix_space && text.front() != ' ') {
     prefixed.reserve(text.size() + 1);
@@ -343,6 +357,19 @@ BpeTokenizer BpeTokenizer::Build(std::string source, std::string_view pieces_fie
   t.bytes_.resize(n);
   for (size_t id = 0; id < n; ++id) {
     if (kind(id) == BpeTokenKind::kNormal) t.bytes_[id] = SpellingToBytes(t.pieces_[id]);
+  }
+  for (const auto& [content, id] : t.options_.matched) {
+    if (id < 0 || static_cast<size_t>(id) >= n ||
+        kind(static_cast<size_t>(id)) != BpeTokenKind::kNormal) {
+      Fail("{}: the token matched in text {} has id {}, expected a normal token's id", src,
+           Quote(content), id);
+    }
+    if (t.options_.add_prefix_space) {
+      Fail("{}: tokens matched in text ({}) together with add_prefix_space are not implemented",
+           src, Quote(content));
+    }
+    t.bytes_[static_cast<size_t>(id)] = content;
+    t.matched_first_[static_cast<unsigned char>(content[0])] = true;
   }
   if (t.options_.ignore_merges) {
     t.word_id_.reserve(n);
@@ -801,13 +828,19 @@ BpeTokenizer BpeTokenizer::FromTokenizerJson(const std::string& path) {
   const bool ignore_merges = r.BoolOr(model, "ignore_merges", "model.ignore_merges", false);
   r.BoolOr(model, "fuse_unk", "model.fuse_unk", false);  // only acts with an unk_token
 
+  BpeOptions options;
   if (const json* norm = JsonReader::Member(root, "normalizer");
       norm != nullptr && !norm->is_null()) {
     const json* t = norm->is_object() ? JsonReader::Member(*norm, "type") : nullptr;
-    Fail("{}: normalizer is {}, expected null (normalizers are not implemented)", path,
-         t != nullptr && t->is_string() ? Quote(t->get<std::string>()) : JsonKind(*norm));
+    if (t != nullptr && t->is_string() && t->get<std::string>() == "NFC") {
+      options.nfc = true;
+    } else {
+      Fail(
+          "{}: normalizer is {}, expected null or {{\"type\": \"NFC\"}} (other normalizers are "
+          "not implemented)",
+          path, t != nullptr && t->is_string() ? Quote(t->get<std::string>()) : JsonKind(*norm));
+    }
   }
-  BpeOptions options;
   const PreTokenizerRead pre = ReadPreTokenizer(r, root);
   options.add_prefix_space = pre.add_prefix_space;
   options.split = pre.split;
@@ -879,15 +912,30 @@ BpeTokenizer BpeTokenizer::FromTokenizerJson(const std::string& path) {
       if (special == nullptr || !special->is_boolean()) {
         r.Bad(field + ".special", special ? *special : json(), "true or false");
       }
-      if (!special->get<bool>()) {
-        Fail(
-            "{}: {} ({}) is not special: Hugging Face matches such tokens in the text before "
-            "BPE, which stretch does not implement",
-            path, field, Quote(content));
-      }
       if (!place(id, content)) {
         Fail("{}: {}.id is {}, which model.vocab gives to {}", path, field, id,
              Quote(pieces[static_cast<size_t>(id)]));
+      }
+      if (!special->get<bool>()) {
+        // Matched in the raw text before anything else (Hugging Face's non-special added tokens,
+        // llama.cpp's user-defined ones), as they are written; the options that change where
+        // they match are refused.
+        for (const char* key : {"lstrip", "rstrip", "single_word"}) {
+          if (r.BoolOr(t, key, fmt::format("{}.{}", field, key), false)) {
+            Fail("{}: {}.{} is true, expected false (not implemented for a token matched in text)",
+                 path, field, key);
+          }
+        }
+        const bool ascii = std::all_of(content.begin(), content.end(),
+                                       [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+        if (r.BoolOr(t, "normalized", field + ".normalized", false) && !ascii && options.nfc) {
+          Fail(
+              "{}: {} ({}) is matched in normalized text, expected normalized false (not "
+              "implemented)",
+              path, field, Quote(content));
+        }
+        options.matched.emplace_back(content, id);
+        continue;
       }
       kinds[static_cast<size_t>(id)] = BpeTokenKind::kControl;
       if (content == "<|endoftext|>") endoftext = id;

@@ -23,10 +23,15 @@
 // made of the 256 symbols decodes to its spelling as is, as Hugging Face's ByteLevel decoder does);
 // control tokens (<|endoftext|>) decode to nothing. Decode(Encode(x)) == x for any bytes x.
 //
-// Not done, and refused by name where a file asks for it: other pre-tokenizer patterns,
-// normalizers, tokens matched in the raw text before BPE (llama.cpp's
-// user-defined tokens, Hugging Face's non-special added tokens), BPE dropout, unknown-token
-// fallback, subword prefixes and suffixes. Special tokens are not recognised
+// The one normalizer read is NFC (Qwen's tokenizer.json), run before step 1.
+//
+// Hugging Face's non-special added tokens (Qwen's <think>, <tool_call>, ...) are matched in the raw
+// text before anything else, the longest at the leftmost place, and the text between them is
+// encoded as above.
+//
+// Not done, and refused by name where a file asks for it: other pre-tokenizer patterns, other
+// normalizers, added tokens with lstrip / rstrip / single_word, llama.cpp's user-defined tokens
+// (GGUF token type 4), BPE dropout, unknown-token fallback, subword prefixes and suffixes. Special tokens are not recognised
 // inside text: "<|endoftext|>" in a text file is encoded as the 13 characters it is (llama.cpp's
 // parse_special=false, which its test-tokenizer-0 uses; Hugging Face would give id 50256).
 // Text that is not valid UTF-8 is still encoded: each byte that does not start a valid sequence is
@@ -62,6 +67,12 @@ struct BpeOptions {
   // A piece that is itself a normal token is that token, without merges (Hugging Face's BPE
   // ignore_merges, llama.cpp's for "llama-bpe"; merges alone may reach another split of it).
   bool ignore_merges = false;
+  // The text is put in Unicode NFC first (src/io/unicode_nfc.h; a tokenizer.json normalizer
+  // {"type": "NFC"}, Qwen's). Decode then gives the NFC text back, not the text given.
+  bool nfc = false;
+  // Tokens matched in the raw text before anything else (Hugging Face's non-special added tokens,
+  // llama.cpp's user-defined ones): their text and id, the longest first where several match.
+  std::vector<std::pair<std::string, int>> matched;
   bool add_bos = false;             // prompts begin with bos (MakeBpeTextTokenizer's EncodePrompt)
   int bos = -1;                     // -1: none
   int eos = -1;                     // -1: none
@@ -124,6 +135,8 @@ class BpeTokenizer {
   };
   struct Scratch;  // buffers reused from piece to piece (bpe_tokenizer.cc)
   void EncodePiece(std::string_view piece, Scratch& scratch, std::vector<int>& out) const;
+  // Encode of text that holds no matched token.
+  std::vector<int> EncodeUnmatched(std::string_view text) const;
   // Checks the parts and builds the tables; messages name `source` and call the pieces and the
   // merges by the file's names for them (pieces_field, merges_field).
   static BpeTokenizer Build(std::string source, std::string_view pieces_field,
@@ -140,6 +153,7 @@ class BpeTokenizer {
   std::unordered_map<uint64_t, MergeRule> merges_;
   // With ignore_merges: each normal token's spelling -> its id.
   std::unordered_map<std::string, int> word_id_;
+  bool matched_first_[256] = {};  // the first bytes of BpeOptions::matched
 };
 
 // GPT-2's bytes_to_unicode: the code point that spells byte b.
