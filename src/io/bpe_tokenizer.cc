@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -65,6 +66,25 @@ std::string SpellingToBytes(const std::string& piece) {
   return out;
 }
 
+// What a SentencePiece-style piece decodes to: "▁" as a space, <0xXX> as its byte.
+std::string SentencePieceBytes(const std::string& piece) {
+  if (piece.size() == 6 && piece.starts_with("<0x") && piece.back() == '>' &&
+      std::isxdigit(static_cast<unsigned char>(piece[3])) &&
+      std::isxdigit(static_cast<unsigned char>(piece[4]))) {
+    return std::string(1, static_cast<char>(std::stoi(piece.substr(3, 2), nullptr, 16)));
+  }
+  std::string out;
+  for (size_t i = 0; i < piece.size();) {
+    if (piece.compare(i, 3, "\xE2\x96\x81") == 0) {
+      out += ' ';
+      i += 3;
+    } else {
+      out += piece[i++];
+    }
+  }
+  return out;
+}
+
 // ---- loading helpers --------------------------------------------------------------------------
 
 // "a b" -> {"a", "b"}; the two pieces must be non-empty and the string must hold one space
@@ -106,6 +126,23 @@ void BpeTokenizer::EncodePiece(std::string_view piece, Scratch& s, std::vector<i
     Fail("{}: the text has a run of {} bytes without a break, expected at most {}", source_,
          piece.size(), INT32_MAX);
   }
+  if (options_.chars) {  // one symbol per character, or its bytes
+    s.id.clear();
+    for (size_t i = 0; i < piece.size();) {
+      const Utf8CodePoint c = DecodeUtf8At(piece, i);
+      const auto len = static_cast<size_t>(c.len);
+      if (const auto it = char_id_.find(std::string(piece.substr(i, len))); it != char_id_.end()) {
+        s.id.push_back(it->second);
+      } else {
+        for (size_t k = 0; k < len; ++k) {
+          s.id.push_back(fallback_id_[static_cast<unsigned char>(piece[i + k])]);
+        }
+      }
+      i += len;
+    }
+    MergeSymbols(s, out);
+    return;
+  }
   const auto n = static_cast<int32_t>(piece.size());
   if (options_.ignore_merges && n > 1) {  // a piece that is a token is that token, merges or not
     std::string spelling;
@@ -120,11 +157,23 @@ void BpeTokenizer::EncodePiece(std::string_view piece, Scratch& s, std::vector<i
     return;
   }
   s.id.resize(static_cast<size_t>(n));
-  s.prev.resize(static_cast<size_t>(n));
-  s.next.resize(static_cast<size_t>(n));
   for (int32_t k = 0; k < n; ++k) {
     s.id[static_cast<size_t>(k)] =
         byte_id_[static_cast<unsigned char>(piece[static_cast<size_t>(k)])];
+  }
+  MergeSymbols(s, out);
+}
+
+void BpeTokenizer::MergeSymbols(Scratch& s, std::vector<int>& out) const {
+  if (s.id.size() > static_cast<size_t>(INT32_MAX)) {
+    Fail("{}: the text has a run of {} symbols without a break, expected at most {}", source_,
+         s.id.size(), INT32_MAX);
+  }
+  const auto n = static_cast<int32_t>(s.id.size());
+  if (n == 0) return;
+  s.prev.resize(static_cast<size_t>(n));
+  s.next.resize(static_cast<size_t>(n));
+  for (int32_t k = 0; k < n; ++k) {
     s.prev[static_cast<size_t>(k)] = k - 1;
     s.next[static_cast<size_t>(k)] = k + 1 < n ? k + 1 : -1;
   }
@@ -169,11 +218,12 @@ std::vector<int> BpeTokenizer::Encode(std::string_view text) const {
   std::vector<int> out;
   size_t from = 0;
   for (size_t i = 0; i < text.size(); ++i) {
-    if (!matched_first_[static_cast<unsigned char>(text[i])]) continue;
+    const std::vector<uint32_t>& bucket = matched_bucket_[static_cast<unsigned char>(text[i])];
     const std::pair<std::string, int>* best = nullptr;
-    for (const auto& m : options_.matched) {
-      if (text.substr(i).starts_with(m.first) && (!best || m.first.size() > best->first.size())) {
-        best = &m;
+    for (const uint32_t k : bucket) {  // longest first
+      if (text.substr(i).starts_with(options_.matched[k].first)) {
+        best = &options_.matched[k];
+        break;
       }
     }
     if (best == nullptr) continue;
@@ -195,6 +245,20 @@ std::vector<int> BpeTokenizer::EncodeUnmatched(std::string_view text) const {
   if (options_.nfc) {
     normalized = NfcNormalize(text);
     text = normalized;
+  }
+  if (options_.chars) {  // spaces as "▁", then the whole text one piece
+    std::string replaced;
+    replaced.reserve(text.size() + text.size() / 4);
+    for (const char c : text) {
+      if (c == ' ') {
+        replaced += "\xE2\x96\x81";
+      } else {
+        replaced += c;
+      }
+    }
+    Scratch scratch;
+    EncodePiece(replaced, scratch, out);
+    return out;
   }
   std::string prefixed;
   if (options_.add_prefix_space && text.front() != ' ') {
@@ -303,8 +367,26 @@ BpeTokenizer BpeTokenizer::Build(std::string source, std::string_view pieces_fie
     }
   }
 
+  if (t.options_.chars) {
+    for (int b = 0; b < 256; ++b) {
+      const std::string name = fmt::format("<0x{:02X}>", b);
+      const auto it = id_of.find(name);
+      if (it == id_of.end()) {
+        Fail("{}: {} has no byte token {}, expected <0x00> .. <0xFF> for the byte fallback", src,
+             pieces_field, name);
+      }
+      t.fallback_id_[b] = it->second;
+    }
+    for (size_t id = 0; id < n; ++id) {
+      const std::string& p = t.pieces_[id];
+      if (kind(id) == BpeTokenKind::kNormal &&
+          DecodeUtf8At(p, 0).len == static_cast<int>(p.size())) {
+        t.char_id_.emplace(p, static_cast<int>(id));
+      }
+    }
+  }
   // The 256 one-symbol pieces every text starts from.
-  for (int b = 0; b < 256; ++b) {
+  for (int b = 0; b < 256 && !t.options_.chars; ++b) {
     std::string spelling;
     AppendUtf8(kByteAlphabet[static_cast<size_t>(b)], spelling);
     const auto it = id_of.find(spelling);
@@ -356,9 +438,12 @@ BpeTokenizer BpeTokenizer::Build(std::string source, std::string_view pieces_fie
 
   t.bytes_.resize(n);
   for (size_t id = 0; id < n; ++id) {
-    if (kind(id) == BpeTokenKind::kNormal) t.bytes_[id] = SpellingToBytes(t.pieces_[id]);
+    if (kind(id) != BpeTokenKind::kNormal) continue;
+    t.bytes_[id] =
+        t.options_.chars ? SentencePieceBytes(t.pieces_[id]) : SpellingToBytes(t.pieces_[id]);
   }
   for (const auto& [content, id] : t.options_.matched) {
+    if (content.empty()) Fail("{}: a token matched in text is empty, expected its text", src);
     if (id < 0 || static_cast<size_t>(id) >= n ||
         kind(static_cast<size_t>(id)) != BpeTokenKind::kNormal) {
       Fail("{}: the token matched in text {} has id {}, expected a normal token's id", src,
@@ -368,8 +453,16 @@ BpeTokenizer BpeTokenizer::Build(std::string source, std::string_view pieces_fie
       Fail("{}: tokens matched in text ({}) together with add_prefix_space are not implemented",
            src, Quote(content));
     }
-    t.bytes_[static_cast<size_t>(id)] = content;
-    t.matched_first_[static_cast<unsigned char>(content[0])] = true;
+    // Decoded as the decoder decodes any token (Gemma's "▁▁" is two spaces).
+    t.bytes_[static_cast<size_t>(id)] = t.options_.chars ? SentencePieceBytes(content) : content;
+  }
+  for (uint32_t k = 0; k < t.options_.matched.size(); ++k) {
+    t.matched_bucket_[static_cast<unsigned char>(t.options_.matched[k].first[0])].push_back(k);
+  }
+  for (std::vector<uint32_t>& bucket : t.matched_bucket_) {
+    std::stable_sort(bucket.begin(), bucket.end(), [&](uint32_t a, uint32_t b) {
+      return t.options_.matched[a].first.size() > t.options_.matched[b].first.size();
+    });
   }
   if (t.options_.ignore_merges) {
     t.word_id_.reserve(n);
@@ -707,6 +800,63 @@ PreTokenizerRead ReadPreTokenizer(const JsonReader& r, const json& root) {
   return read;
 }
 
+// Whether the file is SentencePiece-style BPE as Gemma's tokenizer.json spells it: normalizer
+// {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}, pre_tokenizer a Split on the
+// String " " with behavior MergedWithPrevious (a no-op once the spaces are gone: the text between
+// added tokens is one piece) or null, decoder a Sequence of Replace "▁" -> " ", ByteFallback and
+// Fuse. false when the normalizer is not such a Replace; anything else half of the kind is
+// refused by name.
+bool SentencePieceStyle(const JsonReader& r, const json& root) {
+  const json* norm = JsonReader::Member(root, "normalizer");
+  if (norm == nullptr || !norm->is_object()) return false;
+  const json* type = JsonReader::Member(*norm, "type");
+  if (type == nullptr || !type->is_string() || type->get<std::string>() != "Replace") return false;
+  const std::string space = "\xE2\x96\x81";  // ▁
+  auto is_replace = [&](const json& v, const std::string& from, const std::string& to) {
+    const json* pattern = v.is_object() ? JsonReader::Member(v, "pattern") : nullptr;
+    const json* str =
+        pattern && pattern->is_object() ? JsonReader::Member(*pattern, "String") : nullptr;
+    const json* content = v.is_object() ? JsonReader::Member(v, "content") : nullptr;
+    return str && str->is_string() && str->get<std::string>() == from && content &&
+           content->is_string() && content->get<std::string>() == to;
+  };
+  if (!is_replace(*norm, " ", space)) {
+    Fail(
+        "{}: normalizer is {}, expected the Replace of \" \" by \"{}\" (other replacements are "
+        "not implemented)",
+        r.path(), Quote(norm->dump()), space);
+  }
+  if (const json* pt = JsonReader::Member(root, "pre_tokenizer"); pt != nullptr && !pt->is_null()) {
+    const json* pattern = pt->is_object() ? JsonReader::Member(*pt, "pattern") : nullptr;
+    const json* str =
+        pattern && pattern->is_object() ? JsonReader::Member(*pattern, "String") : nullptr;
+    const json* behavior = pt->is_object() ? JsonReader::Member(*pt, "behavior") : nullptr;
+    if (r.StringField(*pt, "type", "pre_tokenizer.type") != "Split" || !str || !str->is_string() ||
+        str->get<std::string>() != " " || !behavior || !behavior->is_string() ||
+        behavior->get<std::string>() != "MergedWithPrevious" ||
+        r.BoolOr(*pt, "invert", "pre_tokenizer.invert", false)) {
+      Fail(
+          "{}: pre_tokenizer is {}, expected null or a Split on \" \" (MergedWithPrevious) after "
+          "the normalizer's Replace (others are not implemented)",
+          r.path(), Quote(pt->dump()));
+    }
+  }
+  const json* dec = JsonReader::Member(root, "decoder");
+  const json* steps = dec && dec->is_object() ? JsonReader::Member(*dec, "decoders") : nullptr;
+  bool ok = steps && steps->is_array() && steps->size() == 3 && is_replace((*steps)[0], space, " ");
+  for (size_t k = 1; ok && k < 3; ++k) {
+    const json* t = (*steps)[k].is_object() ? JsonReader::Member((*steps)[k], "type") : nullptr;
+    ok = t && t->is_string() && t->get<std::string>() == (k == 1 ? "ByteFallback" : "Fuse");
+  }
+  if (!ok) {
+    Fail(
+        "{}: decoder is {}, expected a Sequence of Replace \"{}\" -> \" \", ByteFallback and "
+        "Fuse",
+        r.path(), dec ? Quote(dec->dump()) : "missing", space);
+  }
+  return true;
+}
+
 // The post_processor's BOS: -1 when it adds none (null, ByteLevel, a TemplateProcessing whose
 // single is [$A]); the id of X for single = [X, $A]. Anything else is refused.
 int ReadPostProcessorBos(const JsonReader& r, const json& root) {
@@ -805,12 +955,18 @@ BpeTokenizer BpeTokenizer::FromTokenizerJson(const std::string& path) {
          Quote(type));
   }
   // Options of Hugging Face's BPE that change the encoding: refused unless off.
-  for (const char* key : {"dropout", "unk_token"}) {
-    const json* v = JsonReader::Member(model, key);
-    if (v != nullptr && !v->is_null()) {
-      Fail("{}: model.{} is {}, expected null ({} is not implemented)", path, key, JsonKind(*v),
-           std::string_view(key) == "dropout" ? "BPE dropout" : "an unknown-token fallback");
-    }
+  // SentencePiece-style (Gemma): spaces replaced by "▁" in the normalizer, characters with byte
+  // fallback (BpeOptions::chars).
+  const bool chars = SentencePieceStyle(r, root);
+  if (const json* v = JsonReader::Member(model, "dropout"); v != nullptr && !v->is_null()) {
+    Fail("{}: model.dropout is {}, expected null (BPE dropout is not implemented)", path,
+         JsonKind(*v));
+  }
+  // With the byte fallback every character has tokens, so the unknown token is never given.
+  if (const json* v = JsonReader::Member(model, "unk_token");
+      v != nullptr && !v->is_null() && !chars) {
+    Fail("{}: model.unk_token is {}, expected null (an unknown-token fallback is not implemented)",
+         path, JsonKind(*v));
   }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     const json* v = JsonReader::Member(model, key);
@@ -819,18 +975,18 @@ BpeTokenizer BpeTokenizer::FromTokenizerJson(const std::string& path) {
       Fail("{}: model.{} is {}, expected null or \"\" (not implemented)", path, key, JsonKind(*v));
     }
   }
-  if (r.BoolOr(model, "byte_fallback", "model.byte_fallback", false)) {
-    Fail(
-        "{}: model.byte_fallback is true, expected false (SentencePiece-style byte fallback is "
-        "not implemented)",
-        path);
+  if (r.BoolOr(model, "byte_fallback", "model.byte_fallback", false) != chars) {
+    Fail("{}: model.byte_fallback is {}, expected {} ({})", path, !chars, chars,
+         chars ? "a SentencePiece-style vocabulary falls back to bytes"
+               : "the byte fallback of a byte-level vocabulary is not implemented");
   }
   const bool ignore_merges = r.BoolOr(model, "ignore_merges", "model.ignore_merges", false);
   r.BoolOr(model, "fuse_unk", "model.fuse_unk", false);  // only acts with an unk_token
 
   BpeOptions options;
+  options.chars = chars;
   if (const json* norm = JsonReader::Member(root, "normalizer");
-      norm != nullptr && !norm->is_null()) {
+      norm != nullptr && !norm->is_null() && !chars) {
     const json* t = norm->is_object() ? JsonReader::Member(*norm, "type") : nullptr;
     if (t != nullptr && t->is_string() && t->get<std::string>() == "NFC") {
       options.nfc = true;
@@ -841,11 +997,11 @@ BpeTokenizer BpeTokenizer::FromTokenizerJson(const std::string& path) {
           path, t != nullptr && t->is_string() ? Quote(t->get<std::string>()) : JsonKind(*norm));
     }
   }
-  const PreTokenizerRead pre = ReadPreTokenizer(r, root);
-  options.add_prefix_space = pre.add_prefix_space;
-  options.split = pre.split;
   options.ignore_merges = ignore_merges;
-  {
+  if (!chars) {
+    const PreTokenizerRead pre = ReadPreTokenizer(r, root);
+    options.add_prefix_space = pre.add_prefix_space;
+    options.split = pre.split;
     const json* dec = JsonReader::Member(root, "decoder");
     const json* t = dec != nullptr && dec->is_object() ? JsonReader::Member(*dec, "type") : nullptr;
     if (t == nullptr || !t->is_string() || t->get<std::string>() != "ByteLevel") {

@@ -1,7 +1,8 @@
-// Byte-level BPE tokenizers of the GPT-2 family, as OpenAI's GPT-2 (encoder.py), Hugging Face
-// tokenizers (ByteLevel pre-tokenizer and decoder, BPE model) and llama.cpp (vocabulary type
-// "gpt2", pre-tokenizer "gpt-2") define them, read from a GGUF file's tokenizer.ggml.* keys or a
-// Hugging Face tokenizer.json.
+// BPE tokenizers: the byte-level ones of the GPT-2 family (GPT-2, LLaMA 3, Qwen), as OpenAI's
+// GPT-2 (encoder.py), Hugging Face tokenizers (ByteLevel pre-tokenizer and decoder, BPE model) and
+// llama.cpp (vocabulary type "gpt2") define them, read from a GGUF file's tokenizer.ggml.* keys or
+// a Hugging Face tokenizer.json; and, with BpeOptions::chars, SentencePiece-style ones from a
+// tokenizer.json (Gemma 3; see BpeOptions::chars).
 //
 // Encoding, for each piece of the text:
 //   1. The pre-tokenizer splits the text with the vocabulary's pattern (src/io/bpe_pretokenizer.h:
@@ -39,6 +40,7 @@
 // text).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -70,6 +72,13 @@ struct BpeOptions {
   // The text is put in Unicode NFC first (src/io/unicode_nfc.h; a tokenizer.json normalizer
   // {"type": "NFC"}, Qwen's). Decode then gives the NFC text back, not the text given.
   bool nfc = false;
+  // The symbols BPE starts from. false: bytes in GPT-2's byte-level spelling (the file's top).
+  // true: SentencePiece-style, as Gemma's tokenizer.json (normalizer Replace " " -> "▁",
+  // pre_tokenizer Split " " MergedWithPrevious, model.byte_fallback): spaces become "▁", the text
+  // between matched tokens is one piece, each character is its own symbol when the vocabulary has
+  // it, else its UTF-8 bytes as <0xXX> tokens; a piece decodes with "▁" as a space and <0xXX> as
+  // its byte.
+  bool chars = false;
   // Tokens matched in the raw text before anything else (Hugging Face's non-special added tokens,
   // llama.cpp's user-defined ones): their text and id, the longest first where several match.
   std::vector<std::pair<std::string, int>> matched;
@@ -135,6 +144,8 @@ class BpeTokenizer {
   };
   struct Scratch;  // buffers reused from piece to piece (bpe_tokenizer.cc)
   void EncodePiece(std::string_view piece, Scratch& scratch, std::vector<int>& out) const;
+  // BPE on the symbols in scratch.id (appends the result to out).
+  void MergeSymbols(Scratch& scratch, std::vector<int>& out) const;
   // Encode of text that holds no matched token.
   std::vector<int> EncodeUnmatched(std::string_view text) const;
   // Checks the parts and builds the tables; messages name `source` and call the pieces and the
@@ -153,7 +164,11 @@ class BpeTokenizer {
   std::unordered_map<uint64_t, MergeRule> merges_;
   // With ignore_merges: each normal token's spelling -> its id.
   std::unordered_map<std::string, int> word_id_;
-  bool matched_first_[256] = {};  // the first bytes of BpeOptions::matched
+  // BpeOptions::matched by first byte: indices, the longest first.
+  std::array<std::vector<uint32_t>, 256> matched_bucket_;
+  // With chars: each one-character piece's id, and <0xXX>'s id for each byte.
+  std::unordered_map<std::string, int> char_id_;
+  int fallback_id_[256] = {};
 };
 
 // GPT-2's bytes_to_unicode: the code point that spells byte b.

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -643,6 +644,38 @@ TEST(BpeQwen3, TokenizerJsonMatchesTransformersJsOnEveryBook) {
   ExpectTransformersJsOnEveryBook(dir, "Qwen 3", true);
 }
 
+// Gemma 3's tokenizer.json: SentencePiece-style BPE (spaces as "▁", characters with byte
+// fallback, the text between its 6,406 non-special added tokens one piece).
+TEST(BpeGemma3, TokenizerJsonMatchesTransformersJs) {
+  const std::string dir = VocabDir("gemma3");
+  STRETCH_SKIP_IF_NO_VOCAB(dir);
+  const BpeTokenizer t = BpeTokenizer::FromTokenizerJson(dir + "/tokenizer.json");
+  EXPECT_GE(t.vocab_size(), 262144);
+  EXPECT_EQ(t.bos(), 2);  // <bos>
+  // Text with a character no piece holds (byte fallback) and an added token.
+  const std::string sample =
+      (testing::ProgramTempDir("stretch_bpe_") / "gemma3_sample.txt").string();
+  {
+    std::ofstream f(sample, std::ios::binary);
+    f << "Hello world,  it's 2026!\n\tTabs <unused0> and \xF0\x9F\xAB\xA0 emoji \xE2\x80\x94 done ";
+  }
+  std::string why;
+  const auto want = ReferenceIds(dir, {sample}, &why);
+  if (!want) GTEST_SKIP() << why;
+  const std::string text = testing::ReadBytes(sample);
+  const std::vector<int> ids = t.Encode(text);
+  const std::string got = Joined(ids).substr(1);
+  EXPECT_EQ(got, (*want)[0]);
+  EXPECT_EQ(t.Decode(ids), text);
+}
+
+TEST(BpeGemma3, TokenizerJsonMatchesTransformersJsOnEveryBook) {
+  STRETCH_SKIP_UNDER_SANITIZER("26 books");
+  const std::string dir = VocabDir("gemma3");
+  STRETCH_SKIP_IF_NO_VOCAB(dir);
+  ExpectTransformersJsOnEveryBook(dir, "Gemma 3", false);
+}
+
 // A GGUF file holding only a tokenizer: GPT-2's keys with `edit` applied.
 class BpeGgufFiles : public testing::TempDirTest {
  protected:
@@ -1000,6 +1033,14 @@ TEST_F(BpeJsonFiles, RefusesDamagedFieldsByName) {
   j = Tiny();
   j["model"]["byte_fallback"] = "no";
   expect(j, "model.byte_fallback is the string \"no\", expected true or false");
+  j = Tiny();
+  j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "_"}};
+  expect(j, "expected the Replace of \" \" by \"\xE2\x96\x81\"");
+  j = Tiny();
+  j["normalizer"] = {
+      {"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}};
+  j["pre_tokenizer"] = nullptr;
+  expect(j, "expected a Sequence of Replace");
   j = Tiny();
   j["normalizer"] = {{"type", "NFKC"}};
   expect(j, "normalizer is \"NFKC\", expected null or {\"type\": \"NFC\"}");
