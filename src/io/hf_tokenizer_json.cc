@@ -520,6 +520,14 @@ bool LooksLikeSentencePieceTokenizerJson(const std::string& path) {
     if (type == nullptr || *type != "BPE" || fallback == nullptr || *fallback != true) return false;
     const json* norm = Member(root, "normalizer");
     const json* pre = Member(root, "pre_tokenizer");
+    // Gemma's layout (a lone Replace " " -> "▁" and no Metaspace, merges applied by rank over the
+    // text between added tokens) is BpeTokenizer's SentencePiece-style mode (bpe_tokenizer.h),
+    // not the legacy Prepend + Replace layout read here.
+    const json* norm_type = norm != nullptr && norm->is_object() ? Member(*norm, "type") : nullptr;
+    if (norm_type != nullptr && *norm_type == "Replace" &&
+        !(pre != nullptr && Mentions(*pre, "Metaspace"))) {
+      return false;
+    }
     return (norm != nullptr && Mentions(*norm, kSpaceSymbol)) ||
            (pre != nullptr && Mentions(*pre, "Metaspace"));
   } catch (const std::exception&) {

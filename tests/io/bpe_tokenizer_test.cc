@@ -22,6 +22,7 @@
 
 #include "src/core/error.h"
 #include "src/io/gguf.h"
+#include "src/io/hf_tokenizer_json.h"
 #include "src/io/unicode_class.h"
 #include "src/io/unicode_nfc.h"
 #include "tests/testing/files.h"
@@ -649,6 +650,8 @@ TEST(BpeQwen3, TokenizerJsonMatchesTransformersJsOnEveryBook) {
 TEST(BpeGemma3, TokenizerJsonMatchesTransformersJs) {
   const std::string dir = VocabDir("gemma3");
   STRETCH_SKIP_IF_NO_VOCAB(dir);
+  // Models and --tokenizer send it here, not to the legacy SentencePiece reader.
+  EXPECT_FALSE(LooksLikeSentencePieceTokenizerJson(dir + "/tokenizer.json"));
   const BpeTokenizer t = BpeTokenizer::FromTokenizerJson(dir + "/tokenizer.json");
   EXPECT_GE(t.vocab_size(), 262144);
   EXPECT_EQ(t.bos(), 2);  // <bos>
