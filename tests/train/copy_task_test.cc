@@ -1,8 +1,10 @@
 // The whole training stack at work (STYLE.md, gemma.cpp's habit): a tiny model must learn a task
 // that needs long-range copying within a stated number of steps. Each sequence is n distinct
 // random tokens followed by the same n tokens again; only the second copy can be predicted, and
-// only by finding the earlier occurrence of the current token and copying its successor (an
-// induction head), n positions back. Required: > 95% next-token accuracy on the second half,
+// by finding the earlier occurrence of the current token and copying its successor (an
+// induction head), n positions back; n is the same in every sequence, so attending to a fixed
+// offset (RoPE alone, no matching of content) does it too: the lab's copies, at varying
+// distances, need the matching (docs/training.md, fifth round). Required: > 95% next-token accuracy on the second half,
 // measured on fresh sequences the model never saw.
 #include <gtest/gtest.h>
 
