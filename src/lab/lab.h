@@ -56,6 +56,17 @@ struct LabModel {
   std::string block = "llama";     // `stretch train --block`
   std::string position = "rope";   // `stretch train --position`
   std::string attention = "full";  // `stretch train --attention`
+  // The first stage's `--attention` when it is not `attention` ("": the same), with two stages or
+  // more: the later stages start from its checkpoint with `attention` (TrainRunOptions::init
+  // replaces it). The quick lab's KeyNorm model: trained from scratch with unit-length keys it
+  // never finds the induction circuit in the copy stage (docs/training.md, fourth and sixth
+  // rounds); trained there with plain keys and with KeyNorm from the second stage on, it copies.
+  std::string first_stage_attention = {};
+  // The attention of run i of a lab with `stages` stages (0: one run).
+  const std::string& AttentionOfRun(size_t i, size_t stages) const {
+    return i == 0 && stages >= 2 && !first_stage_attention.empty() ? first_stage_attention
+                                                                   : attention;
+  }
 };
 
 // One stage of a staged training recipe: `steps` optimizer steps at peak learning rate `lr`

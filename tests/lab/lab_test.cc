@@ -14,6 +14,7 @@
 #include "src/core/error.h"
 #include "src/core/rng.h"
 #include "src/core/threads.h"
+#include "src/io/model_file.h"
 #include "src/lab/gate.h"
 #include "src/train/arch_spec.h"
 #include "tests/testing/files.h"
@@ -636,6 +637,36 @@ TEST_F(LabTest, StagesChainTheirCheckpointsAndCoverTheModelsId) {
   const LabResult single = RunLab(one);
   EXPECT_NE(ReadLabRecords({single.records_path}).records[0].model_id, staged_key);
   EXPECT_FALSE(fs::exists(fs::path(one.out) / "models" / "rope" / "1-copy")) << "one run";
+}
+
+// A model whose first stage has its own attention (the quick lab's KeyNorm: its copy stage with
+// plain keys): that stage's checkpoint is without KeyNorm, the next one's with it; without a
+// second stage the model keeps its attention throughout (it is scored as what it is named).
+TEST_F(LabTest, AFirstStageAttentionHoldsForTheFirstStageOnly) {
+  const std::string corpus = YearCorpus(8, 6000);
+  LabOptions o = Tiny(corpus, Path("lab"));
+  o.models = {{"keynorm", "llama", "rope", "keynorm", "full"}};
+  o.methods = {"direct"};
+  o.factors = {2};
+  o.stages = {ParseLabStage("copy:3:3e-3:periodic=1", "test"),
+              ParseLabStage("mixed:3:1e-3:text=0.8,gapped=0.2", "test")};
+  RunLab(o);
+  const fs::path models = fs::path(o.out) / "models" / "keynorm";
+  const auto key_norm = [](const fs::path& run) {
+    return LoadModelFile(run.string(), ModelFileOptions{"", true}).model.config.attention.key_norm;
+  };
+  EXPECT_FALSE(key_norm(models / "1-copy"));
+  EXPECT_TRUE(key_norm(models / "2-mixed"));
+
+  o.out = Path("lab-one-stage");
+  o.stages.resize(1);
+  RunLab(o);
+  EXPECT_TRUE(key_norm(fs::path(o.out) / "models" / "keynorm" / "1-copy"));
+
+  const LabModel quick = QuickLab().models.at(1);
+  EXPECT_EQ(quick.label, "keynorm");
+  EXPECT_EQ(quick.AttentionOfRun(0, QuickLab().stages.size()), "full");
+  EXPECT_EQ(quick.AttentionOfRun(1, QuickLab().stages.size()), "keynorm");
 }
 
 TEST(LabStage, ParsesAndPrintsBack) {

@@ -310,7 +310,8 @@ void RegisterLab(CLI::App& app) {
   cmd->add_option(
       "--models", a->models,
       "only these models of the preset, a comma list of their names (--quick: rope, "
-      "keynorm; --full: gau, gau-logn, gau-querynorm, ..., sandwich, gemma3, llama4; a wrong name "
+      "keynorm, whose first stage trains with plain keys, KeyNorm from the second on; --full: gau, "
+      "gau-logn, gau-querynorm, ..., sandwich, gemma3, llama4; a wrong name "
       "lists them all)");
   cmd->add_option("--factors", a->factors,
                   "test lengths as multiples of the training length (default 8,16)");
