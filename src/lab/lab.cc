@@ -1149,15 +1149,17 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
     }
   }
   Tell(cb.note,
-       fmt::format("plan: {} models x {} methods, lengths {} x {}, {} cells ({} done "
+       fmt::format("plan: {} model{} x {} method{}, lengths {} x {}, {} cells ({} done "
                    "already); results in {}",
-                   o.models.size(), o.methods.size(), o.train_len, fmt::join(o.factors, "/"),
+                   o.models.size(), o.models.size() == 1 ? "" : "s", o.methods.size(),
+                   o.methods.size() == 1 ? "" : "s", o.train_len, fmt::join(o.factors, "/"),
                    cells.size(), result.cells_skipped, result.records_path));
   Tell(cb.note,
-       fmt::format("estimated time: about {} ({} models to train, {} steps each{} at {:.2f} s a "
+       fmt::format("estimated time: about {} ({} model{} to train, {} steps each{} at {:.2f} s a "
                    "step on {} thread{} measured now, {} at a time; scoring {} cells), on {} "
                    "threads",
-                   Minutes(progress.SecondsLeft()), to_train.size(), ModelSteps(o),
+                   Minutes(progress.SecondsLeft()), to_train.size(),
+                   to_train.size() == 1 ? "" : "s", ModelSteps(o),
                    o.stages.empty() ? std::string() : fmt::format(" in {} stages", o.stages.size()),
                    cal.step_seconds, train_threads, train_threads == 1 ? "" : "s",
                    std::min(side_by_side, std::max<size_t>(1, to_train.size())),

@@ -303,7 +303,7 @@ TEST_F(LabCliTest, ModelsFlagTrainsAndScoresOnlyTheNamedModels) {
 TEST_F(LabCliTest, PlanPrintsThePlanAndTheEstimateAndTrainsAndScoresNothing) {
   const testing::RunResult r = RunCli(Args(Path("p"), "direct") + " --plan");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_TRUE(Has(r.out, "plan: 2 models x 1 methods")) << r.out;
+  EXPECT_TRUE(Has(r.out, "plan: 2 models x 1 method,")) << r.out;
   EXPECT_TRUE(Has(r.out, "estimated time: about")) << r.out;
   EXPECT_TRUE(Has(r.out, "plan only (--plan): nothing trained or scored")) << r.out;
   EXPECT_FALSE(fs::exists(Path("p/models")));
