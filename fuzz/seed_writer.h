@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "src/io/tokenizer.h"
+#include "src/io/tokenizer/tokenizer.h"
 
 namespace stretch::fuzz {
 

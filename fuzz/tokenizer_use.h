@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "src/io/text_tokenizer.h"
+#include "src/io/tokenizer/text_tokenizer.h"
 
 namespace stretch::fuzz {
 

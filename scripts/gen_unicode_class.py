@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes src/io/unicode_class.cc: the code point classes that GPT-2's pre-tokenizer regex needs.
+"""Writes src/io/tokenizer/unicode_class.cc: the code point classes that GPT-2's pre-tokenizer regex needs.
 
 GPT-2's split pattern (OpenAI's encoder.py, Hugging Face tokenizers' ByteLevel) uses three
 Unicode classes: \\p{L} (General_Category L: Lu, Ll, Lt, Lm, Lo), \\p{N} (Nd, Nl, No) and \\s.
@@ -23,7 +23,7 @@ import shutil
 import subprocess
 import sys
 
-OUT = "src/io/unicode_class.cc"
+OUT = "src/io/tokenizer/unicode_class.cc"
 
 
 def read_version(ucd):
@@ -109,7 +109,7 @@ def main():
         "// rerun the script. Ranges of letters (\\p{L}), numbers (\\p{N}) and whitespace "
         "(White_Space);",
         "// every other code point is UnicodeClass::kOther.",
-        '#include "src/io/unicode_class.h"',
+        '#include "src/io/tokenizer/unicode_class.h"',
         "",
         "#include <algorithm>",
         "#include <iterator>",

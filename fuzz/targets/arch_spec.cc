@@ -1,5 +1,5 @@
 // `stretch train --block`, `--position` and `--attention` specs (src/train/arch_spec.h), applied
-// as the trainer applies them to a small model, finalized and validated (src/io/model_arch.h),
+// as the trainer applies them to a small model, finalized and validated (src/model/model_arch.h),
 // then printed back and stored as a checkpoint's JSON and read again. The input is the three
 // specs on three lines (block, position, attention); a missing line keeps the default. A fourth
 // line is a `--perturb` spec (src/train/positions.h).
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "fuzz/fuzz_target.h"
-#include "src/io/model_arch.h"
+#include "src/model/model_arch.h"
 #include "src/train/arch_spec.h"
 #include "src/train/positions.h"
 

@@ -10,8 +10,8 @@
 #include "fuzz/fuzz_target.h"
 #include "fuzz/model_use.h"
 #include "src/core/rng.h"
-#include "src/io/model_arch.h"
 #include "src/io/stretch_checkpoint.h"
+#include "src/model/model_arch.h"
 #include "src/train/arch_spec.h"
 #include "src/train/trainer.h"
 

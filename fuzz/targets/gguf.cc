@@ -8,9 +8,9 @@
 #include "fuzz/fuzz_target.h"
 #include "fuzz/model_use.h"
 #include "fuzz/tokenizer_use.h"
-#include "src/io/bpe_tokenizer.h"
 #include "src/io/gguf.h"
 #include "src/io/gguf_model.h"
+#include "src/io/tokenizer/bpe_tokenizer.h"
 
 namespace stretch::fuzz {
 

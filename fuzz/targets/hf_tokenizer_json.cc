@@ -1,12 +1,12 @@
 // Hugging Face tokenizer.json files of both kinds: LLaMA's SentencePiece BPE
-// (src/io/hf_tokenizer_json.h) and byte-level BPE (src/io/bpe_tokenizer.h), read and used.
+// (src/io/tokenizer/hf_tokenizer_json.h) and byte-level BPE (src/io/tokenizer/bpe_tokenizer.h), read and used.
 #include <cstddef>
 #include <cstdint>
 
 #include "fuzz/fuzz_target.h"
 #include "fuzz/tokenizer_use.h"
-#include "src/io/bpe_tokenizer.h"
-#include "src/io/hf_tokenizer_json.h"
+#include "src/io/tokenizer/bpe_tokenizer.h"
+#include "src/io/tokenizer/hf_tokenizer_json.h"
 
 namespace stretch::fuzz {
 

@@ -1,10 +1,10 @@
-// llama2.c tokenizer files (tokenizer.bin, tok512.bin: src/io/tokenizer.h), read and then used.
+// llama2.c tokenizer files (tokenizer.bin, tok512.bin: src/io/tokenizer/tokenizer.h), read and then used.
 #include <cstddef>
 #include <cstdint>
 
 #include "fuzz/fuzz_target.h"
 #include "fuzz/tokenizer_use.h"
-#include "src/io/tokenizer.h"
+#include "src/io/tokenizer/tokenizer.h"
 
 namespace stretch::fuzz {
 

@@ -1,4 +1,4 @@
-// SentencePiece models (tokenizer.model, src/io/spm_model.h): stretch's own reader of the
+// SentencePiece models (tokenizer.model, src/io/tokenizer/spm_model.h): stretch's own reader of the
 // ModelProto (ParseSentencePieceModel) and the llama2.c vocabulary made from it, used; then the
 // file as the commands load it (LoadSentencePieceModel, through libsentencepiece).
 #include <cstddef>
@@ -6,7 +6,7 @@
 
 #include "fuzz/fuzz_target.h"
 #include "fuzz/tokenizer_use.h"
-#include "src/io/spm_model.h"
+#include "src/io/tokenizer/spm_model.h"
 
 namespace stretch::fuzz {
 

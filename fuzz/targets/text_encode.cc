@@ -1,9 +1,9 @@
 // Text from outside (a corpus, a prompt, `score --data`), any bytes, invalid UTF-8 included,
 // through every tokenizer's encoder and back through its decoder: llama2.c's (with and without
-// byte pieces), byte-level BPE (src/io/bpe_tokenizer.h; its pre-tokenizers split any text into
+// byte pieces), byte-level BPE (src/io/tokenizer/bpe_tokenizer.h; its pre-tokenizers split any text into
 // pieces that are together exactly the text; NFC is idempotent), Hugging Face's SentencePiece encoding
-// (src/io/hf_tokenizer_json.h), the trainer's tokenizers (bytes, SentencePiece:
-// src/io/training_tokenizer.h). The tokenizers that promise it must give the bytes back exactly.
+// (src/io/tokenizer/hf_tokenizer_json.h), the trainer's tokenizers (bytes, SentencePiece:
+// src/io/tokenizer/training_tokenizer.h). The tokenizers that promise it must give the bytes back exactly.
 // Also the token files of `score --tokens` (src/io/text.h ReadTokenFile).
 #include <cstddef>
 #include <cstdint>
@@ -13,15 +13,15 @@
 
 #include "fuzz/fuzz_target.h"
 #include "fuzz/seed_writer.h"
-#include "src/io/bpe_pretokenizer.h"
-#include "src/io/bpe_tokenizer.h"
-#include "src/io/hf_tokenizer_json.h"
-#include "src/io/spm_model.h"
 #include "src/io/text.h"
-#include "src/io/text_tokenizer.h"
-#include "src/io/tokenizer.h"
-#include "src/io/training_tokenizer.h"
-#include "src/io/unicode_nfc.h"
+#include "src/io/tokenizer/bpe_pretokenizer.h"
+#include "src/io/tokenizer/bpe_tokenizer.h"
+#include "src/io/tokenizer/hf_tokenizer_json.h"
+#include "src/io/tokenizer/spm_model.h"
+#include "src/io/tokenizer/text_tokenizer.h"
+#include "src/io/tokenizer/tokenizer.h"
+#include "src/io/tokenizer/training_tokenizer.h"
+#include "src/io/tokenizer/unicode_nfc.h"
 
 namespace stretch::fuzz {
 namespace {
@@ -72,7 +72,7 @@ int FuzzTextEncode(const uint8_t* data, size_t size) {
   });
   ExpectErrorOrSuccess([&] { (void)t.qwen2.Decode(t.qwen2.Encode(text)); });
   ExpectErrorOrSuccess([&] { (void)t.gemma3.Decode(t.gemma3.Encode(text)); });
-  // NFC (src/io/unicode_nfc.h) is idempotent on any bytes.
+  // NFC (src/io/tokenizer/unicode_nfc.h) is idempotent on any bytes.
   {
     const std::string nfc = NfcNormalize(text);
     if (NfcNormalize(nfc) != nfc) Finding("NFC is not idempotent on " + Quote(text));

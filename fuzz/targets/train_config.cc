@@ -17,7 +17,7 @@
 #include <string>
 
 #include "fuzz/fuzz_target.h"
-#include "src/io/model_arch.h"
+#include "src/model/model_arch.h"
 #include "src/train/checkpoint.h"
 #include "src/train/train_run.h"
 

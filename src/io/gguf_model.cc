@@ -11,7 +11,7 @@
 #include "src/core/error.h"
 #include "src/io/gguf.h"
 #include "src/io/text.h"
-#include "src/io/tokenizer.h"
+#include "src/io/tokenizer/tokenizer.h"
 #include "src/position/method.h"
 #include "src/position/method_internal.h"
 

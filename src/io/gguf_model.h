@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "src/io/tokenizer.h"
+#include "src/io/tokenizer/tokenizer.h"
 #include "src/model/config.h"
 
 namespace stretch {
@@ -55,12 +55,12 @@ Model LoadGgufModel(const std::string& path);
 Model LoadGgufModel(const GgufFile& file);
 
 // The vocabulary a GGUF file carries, when it is a SentencePiece one (tokenizer.ggml.model
-// "llama": tokenizer.ggml.tokens, .scores), as the llama2.c-style Tokenizer (src/io/tokenizer.h),
+// "llama": tokenizer.ggml.tokens, .scores), as the llama2.c-style Tokenizer (src/io/tokenizer/tokenizer.h),
 // whose encoding is the same SentencePiece BPE llama.cpp runs for these vocabularies (start from
 // code points, byte fallback to "<0xXX>", merge the best-scoring adjacent pair, leftmost on ties,
 // a leading space before the text): pieces are turned from SentencePiece's spelling (U+2581 for a
 // space) into llama2.c's. Refused by name: no vocabulary, another kind (byte-level BPE,
-// tokenizer.ggml.model "gpt2": BpeTokenizer::FromGguf in src/io/bpe_tokenizer.h reads those), <unk>/<s>/</s> at ids other than 0/1/2, or
+// tokenizer.ggml.model "gpt2": BpeTokenizer::FromGguf in src/io/tokenizer/bpe_tokenizer.h reads those), <unk>/<s>/</s> at ids other than 0/1/2, or
 // tokenizer.ggml.add_space_prefix false.
 bool GgufHasVocabulary(const std::string& path);
 bool GgufHasVocabulary(const GgufFile& file);

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "src/core/error.h"
-#include "src/io/model_arch.h"
 #include "src/io/output_file.h"
 #include "src/io/safetensors.h"
-#include "src/io/spm_model.h"
 #include "src/io/stretch_checkpoint.h"
+#include "src/io/tokenizer/spm_model.h"
+#include "src/model/model_arch.h"
 
 namespace stretch {
 namespace {

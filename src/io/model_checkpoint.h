@@ -45,13 +45,13 @@
 
 #include <string>
 
-#include "src/io/tokenizer.h"
-#include "src/io/training_tokenizer.h"
+#include "src/io/tokenizer/tokenizer.h"
+#include "src/io/tokenizer/training_tokenizer.h"
 #include "src/model/config.h"
 
 namespace stretch {
 
-// With a llama2.c tokenizer (src/io/tokenizer.h): stored as kind "sentencepiece", the model
+// With a llama2.c tokenizer (src/io/tokenizer/tokenizer.h): stored as kind "sentencepiece", the model
 // SerializeSentencePieceModel writes, so that the checkpoint's tokenizer encodes valid UTF-8
 // text to the ids tokenizer->Encode(text, false, false) gives. nullptr: no tokenizer is stored.
 void SaveModelAsCheckpoint(const Model& model, const std::string& path, const Tokenizer* tokenizer);

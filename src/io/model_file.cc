@@ -11,15 +11,15 @@
 
 #include "src/core/error.h"
 #include "src/core/input_file.h"
-#include "src/io/bpe_tokenizer.h"
 #include "src/io/gguf.h"
 #include "src/io/gguf_model.h"
 #include "src/io/hf_model.h"
-#include "src/io/hf_tokenizer_json.h"
 #include "src/io/llama2c.h"
-#include "src/io/spm_model.h"
 #include "src/io/stretch_checkpoint.h"
-#include "src/io/tokenizer.h"
+#include "src/io/tokenizer/bpe_tokenizer.h"
+#include "src/io/tokenizer/hf_tokenizer_json.h"
+#include "src/io/tokenizer/spm_model.h"
+#include "src/io/tokenizer/tokenizer.h"
 #include "src/position/method.h"
 
 namespace stretch {

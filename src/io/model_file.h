@@ -6,13 +6,13 @@
 //   a training run's directory (its newest complete checkpoint, NewestCheckpointIn),
 //   a GGUF file of the "llama" architecture (src/io/gguf_model.h; told by its magic; its
 //     tokenizer is the vocabulary it carries: SentencePiece, or GPT-2's byte-level BPE
-//     (src/io/bpe_tokenizer.h); or a llama2.c tokenizer file given in tokenizer_path, which then
+//     (src/io/tokenizer/bpe_tokenizer.h); or a llama2.c tokenizer file given in tokenizer_path, which then
 //     takes precedence),
 //   a Hugging Face folder (src/io/hf_model.h: config.json of LlamaForCausalLM or
 //     MistralForCausalLM and its safetensors; its tokenizer is the folder's tokenizer.model or
 //     tokenizer.json, or the file given in tokenizer_path; config.json's rope_scaling is the
 //     method it asks for).
-// The tokenizer comes back behind the one text interface (src/io/text_tokenizer.h).
+// The tokenizer comes back behind the one text interface (src/io/tokenizer/text_tokenizer.h).
 #pragma once
 
 #include <cstdint>
@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "src/io/text_tokenizer.h"
+#include "src/io/tokenizer/text_tokenizer.h"
 #include "src/model/config.h"
 
 namespace stretch {
@@ -71,9 +71,9 @@ LoadedModel LoadModelFile(const std::string& model, const ModelFileOptions& opti
                           std::vector<std::string>* notes = nullptr);
 
 // A tokenizer file, told by content: a SentencePiece model (tokenizer.model, through
-// libsentencepiece: src/io/spm_model.h), a Hugging Face tokenizer.json of LLaMA's kind
-// (SentencePiece BPE as transformers converts it: src/io/hf_tokenizer_json.h) or of byte-level
-// BPE (src/io/bpe_tokenizer.h), else a llama2.c tokenizer (tok512.bin, tokenizer.bin). Throws
+// libsentencepiece: src/io/tokenizer/spm_model.h), a Hugging Face tokenizer.json of LLaMA's kind
+// (SentencePiece BPE as transformers converts it: src/io/tokenizer/hf_tokenizer_json.h) or of byte-level
+// BPE (src/io/tokenizer/bpe_tokenizer.h), else a llama2.c tokenizer (tok512.bin, tokenizer.bin). Throws
 // stretch::Error when its vocabulary size is not `model_vocab` (naming both files).
 std::unique_ptr<TextTokenizer> LoadTokenizerFile(const std::string& path,
                                                  const std::string& model_path, int model_vocab);

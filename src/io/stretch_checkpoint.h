@@ -24,12 +24,12 @@
 #include <utility>
 #include <vector>
 
-#include "src/io/model_arch.h"
 #include "src/io/safetensors.h"
 #include "src/io/text.h"
-#include "src/io/text_tokenizer.h"
-#include "src/io/training_tokenizer.h"
+#include "src/io/tokenizer/text_tokenizer.h"
+#include "src/io/tokenizer/training_tokenizer.h"
 #include "src/model/config.h"
+#include "src/model/model_arch.h"
 
 namespace stretch {
 
@@ -118,7 +118,7 @@ std::vector<std::pair<int64_t, std::string>> StepFiles(const std::string& dir);
 // stretch::Error when there is none.
 std::string NewestCheckpointIn(const std::string& dir, std::vector<std::string>* skipped = nullptr);
 
-// A checkpoint's tokenizer behind the one text interface (src/io/text_tokenizer.h): BOS and EOS
+// A checkpoint's tokenizer behind the one text interface (src/io/tokenizer/text_tokenizer.h): BOS and EOS
 // are the tokenizer's; generated text is decoded with its neighbours (SentencePiece pieces need
 // them: a leading space, a multi-byte character split into byte tokens), holding back a trailing
 // U+FFFD until the bytes after it arrive.

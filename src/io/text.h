@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "src/io/tokenizer.h"
+#include "src/io/tokenizer/tokenizer.h"
 
 namespace stretch {
 

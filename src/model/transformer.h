@@ -46,8 +46,8 @@
 #include <vector>
 
 #include "src/core/aligned.h"
-#include "src/io/model_arch.h"
 #include "src/model/config.h"
+#include "src/model/model_arch.h"
 #include "src/position/plan.h"
 #include "src/position/rope.h"
 

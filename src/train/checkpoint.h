@@ -16,9 +16,9 @@
 #include <optional>
 #include <string>
 
-#include "src/io/model_arch.h"
 #include "src/io/safetensors.h"
 #include "src/io/stretch_checkpoint.h"
+#include "src/model/model_arch.h"
 #include "src/train/data.h"
 #include "src/train/trainer.h"
 

@@ -8,7 +8,7 @@
 // The whole corpus is held in memory while it is tokenized (meant for corpora up to a few hundred
 // MB, like ../shared/data).
 //
-// Tokenizers: src/io/training_tokenizer.h.
+// Tokenizers: src/io/tokenizer/training_tokenizer.h.
 //
 // Documents. Each document is its encoded text with BOS in front; documents are never joined, so
 // no window crosses from one into another.
@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "src/core/rng.h"
-#include "src/io/training_tokenizer.h"
+#include "src/io/tokenizer/training_tokenizer.h"
 
 namespace stretch {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "src/io/training_tokenizer.h"
+#include "src/io/tokenizer/training_tokenizer.h"
 #include "src/train/run.h"
 
 namespace stretch {

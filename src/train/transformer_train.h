@@ -42,11 +42,11 @@
 
 #include "src/core/check.h"
 #include "src/core/error.h"
-#include "src/io/model_arch.h"
 #include "src/kernels/attention.h"
 #include "src/kernels/ops.h"
 #include "src/model/block.h"
 #include "src/model/config.h"
+#include "src/model/model_arch.h"
 #include "src/model/transformer.h"
 #include "src/position/method.h"
 #include "src/position/plan.h"

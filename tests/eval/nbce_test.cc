@@ -18,7 +18,7 @@
 #include "src/core/threads.h"
 #include "src/io/llama2c.h"
 #include "src/io/text.h"
-#include "src/io/tokenizer.h"
+#include "src/io/tokenizer/tokenizer.h"
 #include "src/model/transformer.h"
 #include "src/position/plan.h"
 #include "tests/testing/random_model.h"

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "src/core/error.h"
-#include "src/io/training_tokenizer.h"
+#include "src/io/tokenizer/training_tokenizer.h"
 #include "tests/testing/files.h"
 
 namespace stretch {

@@ -12,7 +12,7 @@
 #include "src/core/threads.h"
 #include "src/io/llama2c.h"
 #include "src/io/text.h"
-#include "src/io/tokenizer.h"
+#include "src/io/tokenizer/tokenizer.h"
 #include "tests/testing/random_model.h"
 #include "tests/testing/sanitizer.h"
 #include "tests/testing/shared.h"

@@ -11,7 +11,7 @@
 #include "src/eval/score.h"
 #include "src/io/llama2c.h"
 #include "src/io/text.h"
-#include "src/io/tokenizer.h"
+#include "src/io/tokenizer/tokenizer.h"
 #include "src/kernels/ops.h"
 #include "src/model/transformer.h"
 #include "src/position/method.h"

@@ -15,7 +15,7 @@
 #include "src/core/error.h"
 #include "src/io/llama2c.h"
 #include "src/io/text.h"
-#include "src/io/tokenizer.h"
+#include "src/io/tokenizer/tokenizer.h"
 #include "src/model/transformer.h"
 #include "src/position/method.h"
 #include "tests/testing/logits.h"

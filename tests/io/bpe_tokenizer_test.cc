@@ -1,9 +1,9 @@
-// Tests of the byte-level BPE tokenizer (src/io/bpe_tokenizer.h). The pre-tokenizer split and the
+// Tests of the byte-level BPE tokenizer (src/io/tokenizer/bpe_tokenizer.h). The pre-tokenizer split and the
 // merge order are checked on hand-made vocabularies whose answers are worked out by hand from the
 // pattern and the rules; the GGUF reader against llama.cpp's test vectors for GPT-2's vocabulary
 // (../shared/models/ggml_vocab, produced by Hugging Face's tokenizer for "gpt2"), and the
 // tokenizer.json reader against the GGUF reader on the same vocabulary.
-#include "src/io/bpe_tokenizer.h"
+#include "src/io/tokenizer/bpe_tokenizer.h"
 
 #include <gtest/gtest.h>
 
@@ -22,9 +22,9 @@
 
 #include "src/core/error.h"
 #include "src/io/gguf.h"
-#include "src/io/hf_tokenizer_json.h"
-#include "src/io/unicode_class.h"
-#include "src/io/unicode_nfc.h"
+#include "src/io/tokenizer/hf_tokenizer_json.h"
+#include "src/io/tokenizer/unicode_class.h"
+#include "src/io/tokenizer/unicode_nfc.h"
 #include "tests/testing/files.h"
 #include "tests/testing/sanitizer.h"
 #include "tests/testing/shared.h"

@@ -22,7 +22,7 @@
 #include "src/io/gguf_model.h"
 #include "src/io/llama2c.h"
 #include "src/io/model_file.h"
-#include "src/io/tokenizer.h"
+#include "src/io/tokenizer/tokenizer.h"
 #include "tests/testing/random_model.h"
 #include "tests/testing/shared.h"
 

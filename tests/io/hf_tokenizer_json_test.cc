@@ -1,5 +1,5 @@
 // Tests of Hugging Face tokenizer.json files of the SentencePiece kind
-// (src/io/hf_tokenizer_json.h).
+// (src/io/tokenizer/hf_tokenizer_json.h).
 //
 // The acceptance check: LLaMA's tokenizer.bin (and stories260K's tok512.bin) written as a
 // tokenizer.json and read back encode three Gutenberg books (and TinyStories) to the ids
@@ -8,7 +8,7 @@
 // transformers 4.x writes and the one transformers 5 writes. Then hand-written files of both
 // generations (normalizer Prepend + Replace; Metaspace) whose ids are worked out by hand, and
 // damaged files, each refused naming its field.
-#include "src/io/hf_tokenizer_json.h"
+#include "src/io/tokenizer/hf_tokenizer_json.h"
 
 #include <gtest/gtest.h>
 

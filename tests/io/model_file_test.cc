@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "src/io/llama2c.h"
-#include "src/io/model_arch.h"
 #include "src/io/safetensors.h"
-#include "src/io/spm_model.h"
 #include "src/io/stretch_checkpoint.h"
+#include "src/io/tokenizer/spm_model.h"
+#include "src/model/model_arch.h"
 #include "tests/cli/tiny_files.h"
 #include "tests/testing/files.h"
 #include "tests/testing/random_model.h"

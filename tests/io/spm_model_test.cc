@@ -1,4 +1,4 @@
-// Tests of SentencePiece model files (src/io/spm_model.h).
+// Tests of SentencePiece model files (src/io/tokenizer/spm_model.h).
 //
 // The acceptance check: Meta's tokenizer.model through libsentencepiece and llama2.c's
 // tokenizer.bin (exported from it) through the project's llama2.c encoder give the same ids on
@@ -6,7 +6,7 @@
 // (src/io/text.h). Then models we write from llama2.c vocabularies (tok512, LLaMA's 32000) must
 // load in libsentencepiece and encode as the llama2.c encoder does, and read back bit-exact; the
 // streaming decoder must give libsentencepiece's Decode; damaged files must be stretch::Error.
-#include "src/io/spm_model.h"
+#include "src/io/tokenizer/spm_model.h"
 
 #include <gtest/gtest.h>
 #include <sentencepiece_processor.h>

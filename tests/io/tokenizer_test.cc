@@ -1,6 +1,6 @@
-// Tests of the llama2.c tokenizer (src/io/tokenizer.h): loading and its errors, encoding against a
+// Tests of the llama2.c tokenizer (src/io/tokenizer/tokenizer.h): loading and its errors, encoding against a
 // naive reference, decoding, and the LLaMA vocabulary against llama.cpp's SentencePiece vectors.
-#include "src/io/tokenizer.h"
+#include "src/io/tokenizer/tokenizer.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "src/io/unicode_nfc.h"
+#include "src/io/tokenizer/unicode_nfc.h"
 
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "src/io/bpe_pretokenizer.h"
-#include "src/io/unicode_class.h"
+#include "src/io/tokenizer/bpe_pretokenizer.h"
+#include "src/io/tokenizer/unicode_class.h"
 
 namespace stretch {
 namespace {

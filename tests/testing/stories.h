@@ -8,7 +8,7 @@
 
 #include "src/io/llama2c.h"
 #include "src/io/text.h"
-#include "src/io/tokenizer.h"
+#include "src/io/tokenizer/tokenizer.h"
 #include "tests/testing/shared.h"
 
 namespace stretch::testing {

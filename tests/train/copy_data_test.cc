@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "src/core/rng.h"
-#include "src/io/training_tokenizer.h"
+#include "src/io/tokenizer/training_tokenizer.h"
 #include "src/train/run.h"
 #include "tests/testing/files.h"
 

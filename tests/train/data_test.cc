@@ -1,5 +1,5 @@
 // Tests of the training data pipeline (src/train/data.h): corpus reading, the bytes and
-// SentencePiece tokenizers (src/io/training_tokenizer.h), the token cache's reuse rule, the
+// SentencePiece tokenizers (src/io/tokenizer/training_tokenizer.h), the token cache's reuse rule, the
 // held-out split, the window sampler, validation windows and unigram entropy; and the bytes
 // tokenizer on two real Gutenberg books.
 #include "src/train/data.h"

@@ -17,7 +17,7 @@
 #include "src/core/rng.h"
 #include "src/io/passkey.h"
 #include "src/io/safetensors.h"
-#include "src/io/training_tokenizer.h"
+#include "src/io/tokenizer/training_tokenizer.h"
 #include "src/train/checkpoint.h"
 #include "src/train/run_dir.h"
 #include "tests/testing/files.h"

@@ -1,4 +1,4 @@
-// A checkpoint's tokenizer behind the one text interface (src/io/text_tokenizer.h).
+// A checkpoint's tokenizer behind the one text interface (src/io/tokenizer/text_tokenizer.h).
 #include <gtest/gtest.h>
 
 #include <string>

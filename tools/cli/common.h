@@ -18,8 +18,8 @@
 #include "src/eval/sweep.h"
 #include "src/io/model_file.h"
 #include "src/io/text.h"
-#include "src/io/text_tokenizer.h"
-#include "src/io/tokenizer.h"
+#include "src/io/tokenizer/text_tokenizer.h"
+#include "src/io/tokenizer/tokenizer.h"
 #include "src/model/config.h"
 #include "src/position/method.h"
 #include "src/position/plan.h"    // kMaxContext

@@ -14,7 +14,7 @@
 #include "src/core/stop.h"
 #include "src/core/threads.h"
 #include "src/io/output_file.h"
-#include "src/io/training_tokenizer.h"
+#include "src/io/tokenizer/training_tokenizer.h"
 #include "src/train/copy_data.h"
 #include "src/train/train_run.h"
 #include "tools/cli/common.h"

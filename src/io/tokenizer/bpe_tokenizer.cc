@@ -1,4 +1,4 @@
-#include "src/io/bpe_tokenizer.h"
+#include "src/io/tokenizer/bpe_tokenizer.h"
 
 #include <fmt/format.h>
 
@@ -16,11 +16,11 @@
 
 #include "src/core/check.h"
 #include "src/core/error.h"
-#include "src/io/bpe_pretokenizer.h"
 #include "src/io/gguf.h"
 #include "src/io/text.h"
-#include "src/io/unicode_class.h"
-#include "src/io/unicode_nfc.h"
+#include "src/io/tokenizer/bpe_pretokenizer.h"
+#include "src/io/tokenizer/unicode_class.h"
+#include "src/io/tokenizer/unicode_nfc.h"
 
 namespace stretch {
 namespace {
@@ -725,7 +725,7 @@ json ParseJsonFile(const std::string& path) {
 }
 
 // The pre_tokenizer: a ByteLevel (use_regex true: GPT-2's pattern), or a Sequence of a Split by
-// one of the patterns of src/io/bpe_pretokenizer.h and a ByteLevel.
+// one of the patterns of src/io/tokenizer/bpe_pretokenizer.h and a ByteLevel.
 struct PreTokenizerRead {
   bool add_prefix_space = false;  // ByteLevel's
   BpeSplit split = BpeSplit::kGpt2;
@@ -764,7 +764,7 @@ PreTokenizerRead ReadPreTokenizer(const JsonReader& r, const json& root) {
       if (!known) {
         Fail(
             "{}: {}.pattern is {}, expected {{\"Regex\": P}} with P the pattern of GPT-2, LLaMA "
-            "3 or Qwen 2 (src/io/bpe_pretokenizer.h): other patterns are not implemented",
+            "3 or Qwen 2 (src/io/tokenizer/bpe_pretokenizer.h): other patterns are not implemented",
             r.path(), field, Quote(pattern.dump()));
       }
       read.split = *known;

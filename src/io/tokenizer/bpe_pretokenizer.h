@@ -1,9 +1,9 @@
 // The pre-tokenizers of byte-level BPE vocabularies: how a text is cut into pieces before BPE
-// runs on each piece alone (src/io/bpe_tokenizer.h). Each is a regular expression that Hugging
+// runs on each piece alone (src/io/tokenizer/bpe_tokenizer.h). Each is a regular expression that Hugging
 // Face tokenizers runs with Oniguruma (a Split pre-tokenizer, behavior Isolated) and llama.cpp
 // names by tokenizer.ggml.pre; each is run here as a scanner over UTF-8 code points that takes, at
 // every position, the first alternative that matches, each quantifier greedy with the backtracking
-// the pattern needs (the classes \p{L}, \p{N} and \s come from src/io/unicode_class.h).
+// the pattern needs (the classes \p{L}, \p{N} and \s come from src/io/tokenizer/unicode_class.h).
 //
 //   gpt-2      GPT-2 (and every vocabulary that copied it):
 //                's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
@@ -27,7 +27,7 @@
 #include <string_view>
 #include <vector>
 
-#include "src/io/unicode_class.h"
+#include "src/io/tokenizer/unicode_class.h"
 
 namespace stretch {
 

@@ -2,7 +2,7 @@
 // (UnicodeData.txt, PropList.txt, as Debian's unicode-data package installs them). Do not edit;
 // rerun the script. Ranges of letters (\p{L}), numbers (\p{N}) and whitespace (White_Space);
 // every other code point is UnicodeClass::kOther.
-#include "src/io/unicode_class.h"
+#include "src/io/tokenizer/unicode_class.h"
 
 #include <algorithm>
 #include <iterator>

@@ -7,7 +7,7 @@
 // (see spm_model.h); libsentencepiece's behaviour quoted below is that of its v0.1.97
 // (src/model_interface.cc, bpe_model.cc, normalizer.cc, sentencepiece_processor.cc), the version
 // this project links.
-#include "src/io/spm_model.h"
+#include "src/io/tokenizer/spm_model.h"
 
 #include <fmt/format.h>
 #include <sentencepiece_processor.h>

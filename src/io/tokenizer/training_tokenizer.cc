@@ -1,4 +1,4 @@
-#include "src/io/training_tokenizer.h"
+#include "src/io/tokenizer/training_tokenizer.h"
 
 #include <fmt/format.h>
 #include <sentencepiece_processor.h>

@@ -1,4 +1,4 @@
-#include "src/io/bpe_pretokenizer.h"
+#include "src/io/tokenizer/bpe_pretokenizer.h"
 
 #include <array>
 #include <cstdint>

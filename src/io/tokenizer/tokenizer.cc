@@ -1,7 +1,7 @@
 // The llama2.c tokenizer. File format and algorithms as in llama2.c (Karpathy, MIT):
 // tokenizer.py export() writes the file; run.c build_tokenizer() reads it, encode() and decode()
 // define the semantics reproduced here. This file is written from those descriptions.
-#include "src/io/tokenizer.h"
+#include "src/io/tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,10 +1,10 @@
-#include "src/io/unicode_nfc.h"
+#include "src/io/tokenizer/unicode_nfc.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
-#include "src/io/bpe_pretokenizer.h"
+#include "src/io/tokenizer/bpe_pretokenizer.h"
 
 namespace stretch {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "src/io/text.h"
-#include "src/io/tokenizer.h"
+#include "src/io/tokenizer/tokenizer.h"
 
 namespace stretch {
 

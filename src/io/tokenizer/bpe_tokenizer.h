@@ -5,7 +5,7 @@
 // tokenizer.json (Gemma 3; see BpeOptions::chars).
 //
 // Encoding, for each piece of the text:
-//   1. The pre-tokenizer splits the text with the vocabulary's pattern (src/io/bpe_pretokenizer.h:
+//   1. The pre-tokenizer splits the text with the vocabulary's pattern (src/io/tokenizer/bpe_pretokenizer.h:
 //      GPT-2's, LLaMA 3's "llama-bpe" or Qwen 2's), run as a scanner over UTF-8 code points. A run
 //      of whitespace before a non-space keeps its last code point for the next piece: "a  b" is
 //      "a", " ", " b"; at the end of the text a run stays whole. With ignore_merges (LLaMA 3) a
@@ -50,8 +50,8 @@
 #include <utility>
 #include <vector>
 
-#include "src/io/bpe_pretokenizer.h"
-#include "src/io/text_tokenizer.h"
+#include "src/io/tokenizer/bpe_pretokenizer.h"
+#include "src/io/tokenizer/text_tokenizer.h"
 
 namespace stretch {
 
@@ -65,11 +65,11 @@ enum class BpeTokenKind : uint8_t {
 // What a file says besides its pieces and merges.
 struct BpeOptions {
   bool add_prefix_space = false;     // a space before a text that does not begin with one
-  BpeSplit split = BpeSplit::kGpt2;  // the pre-tokenizer (src/io/bpe_pretokenizer.h)
+  BpeSplit split = BpeSplit::kGpt2;  // the pre-tokenizer (src/io/tokenizer/bpe_pretokenizer.h)
   // A piece that is itself a normal token is that token, without merges (Hugging Face's BPE
   // ignore_merges, llama.cpp's for "llama-bpe"; merges alone may reach another split of it).
   bool ignore_merges = false;
-  // The text is put in Unicode NFC first (src/io/unicode_nfc.h; a tokenizer.json normalizer
+  // The text is put in Unicode NFC first (src/io/tokenizer/unicode_nfc.h; a tokenizer.json normalizer
   // {"type": "NFC"}, Qwen's). Decode then gives the NFC text back, not the text given.
   bool nfc = false;
   // The symbols BPE starts from. false: bytes in GPT-2's byte-level spelling (the file's top).
@@ -174,7 +174,7 @@ class BpeTokenizer {
 // GPT-2's bytes_to_unicode: the code point that spells byte b.
 char32_t Gpt2ByteToCodePoint(uint8_t b);
 
-// The TextTokenizer (src/io/text_tokenizer.h) of a byte-level BPE vocabulary:
+// The TextTokenizer (src/io/tokenizer/text_tokenizer.h) of a byte-level BPE vocabulary:
 //   EncodePrompt: bos first only when add_bos() (llama.cpp's add_bos: false for GPT-2's GGUF
 //     files unless tokenizer.ggml.add_bos_token says otherwise; Hugging Face: what the
 //     post-processor adds), then the text; an empty prompt gives [bos] when there is one, as

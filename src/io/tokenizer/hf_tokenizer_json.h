@@ -1,7 +1,7 @@
 // Hugging Face tokenizer.json files of the LLaMA / SentencePiece kind: what transformers'
 // convert_slow_tokenizer.py (LlamaConverter, SpmConverter.tokenizer for model_type 2) writes for a
 // SentencePiece BPE model with byte fallback, read as and written from the project's llama2.c
-// tokenizer (src/io/tokenizer.h).
+// tokenizer (src/io/tokenizer/tokenizer.h).
 //
 // The file (both generations; tokenizers' serde names, field order as tokenizers writes it):
 //   added_tokens    [{"id": 0, "content": "<unk>", ..., "special": true}, <s> 1, </s> 2]
@@ -48,7 +48,7 @@
 //   - the non-legacy form (Metaspace): Hugging Face adds no "▁" to a text that already begins with
 //     a space (or "▁"), llama2.c's encoder always adds one;
 //   - special tokens written in the text ("<s>"): Hugging Face matches them before BPE, llama2.c's
-//     encoder spells them out (as BpeTokenizer does, src/io/bpe_tokenizer.h);
+//     encoder spells them out (as BpeTokenizer does, src/io/tokenizer/bpe_tokenizer.h);
 //   - text that is not valid UTF-8: Hugging Face cannot be given it.
 #pragma once
 
@@ -57,7 +57,7 @@
 #include <string_view>
 #include <vector>
 
-#include "src/io/tokenizer.h"
+#include "src/io/tokenizer/tokenizer.h"
 
 namespace stretch {
 

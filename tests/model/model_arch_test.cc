@@ -1,6 +1,6 @@
-// The JSON form of an architecture (src/io/model_arch.h), as a checkpoint's stretch.config holds
+// The JSON form of an architecture (src/model/model_arch.h), as a checkpoint's stretch.config holds
 // it: numbers out of a field's range are refused by name, never cast.
-#include "src/io/model_arch.h"
+#include "src/model/model_arch.h"
 
 #include <gtest/gtest.h>
 

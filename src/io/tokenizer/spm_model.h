@@ -23,7 +23,7 @@
 // stretch::Error naming the file, the field and the offset, before libsentencepiece sees it.
 //
 // Writing (SaveSentencePieceModel) turns a llama2.c vocabulary into the ModelProto that makes
-// libsentencepiece encode exactly as llama2.c's encoder (src/io/tokenizer.h) does, with the
+// libsentencepiece encode exactly as llama2.c's encoder (src/io/tokenizer/tokenizer.h) does, with the
 // settings of Meta's LLaMA tokenizer.model, from which llama2.c's tokenizer.bin was exported:
 // BPE, byte fallback, identity normalization, a dummy-prefix space, whitespace kept as it is.
 #pragma once
@@ -34,8 +34,8 @@
 #include <string_view>
 #include <vector>
 
-#include "src/io/text_tokenizer.h"
-#include "src/io/tokenizer.h"
+#include "src/io/tokenizer/text_tokenizer.h"
+#include "src/io/tokenizer/tokenizer.h"
 
 namespace stretch {
 

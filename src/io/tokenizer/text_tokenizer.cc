@@ -1,4 +1,4 @@
-#include "src/io/text_tokenizer.h"
+#include "src/io/tokenizer/text_tokenizer.h"
 
 #include <utility>
 

@@ -1,4 +1,4 @@
-// Hugging Face tokenizer.json files of the SentencePiece kind (src/io/hf_tokenizer_json.h).
+// Hugging Face tokenizer.json files of the SentencePiece kind (src/io/tokenizer/hf_tokenizer_json.h).
 // Written from the descriptions of transformers' convert_slow_tokenizer.py (LlamaConverter,
 // SpmConverter, SentencePieceExtractor) and of huggingface/tokenizers' models/bpe (model.rs
 // merge_word, word.rs merge_all, serialization.rs), normalizers/prepend.rs, normalizers/replace.rs
@@ -39,7 +39,7 @@
 //    finds no difference on whole books and on every run of up to 200 spaces, for both orders.
 //
 // Both are otherwise the same greedy process, so the same choices give the same ids.
-#include "src/io/hf_tokenizer_json.h"
+#include "src/io/tokenizer/hf_tokenizer_json.h"
 
 #include <fmt/format.h>
 
@@ -68,7 +68,7 @@ constexpr std::string_view kSpecialNames[3] = {"<unk>", "<s>", "</s>"};
 constexpr std::string_view kLlama2cBos = "\n<s>\n";
 constexpr std::string_view kLlama2cEos = "\n</s>\n";
 
-// llama2.c's encode() never merges into a piece scored at or below -1e10 (src/io/tokenizer.cc);
+// llama2.c's encode() never merges into a piece scored at or below -1e10 (src/io/tokenizer/tokenizer.cc);
 // pieces no merge makes are scored below it.
 constexpr float kMergeFloor = -1e10f;
 constexpr float kNeverMergedScore = -2e10f;

@@ -1,4 +1,4 @@
-#include "src/io/model_arch.h"
+#include "src/model/model_arch.h"
 
 #include <fmt/format.h>
 
