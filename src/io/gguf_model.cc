@@ -12,6 +12,7 @@
 #include "src/io/gguf.h"
 #include "src/io/text.h"
 #include "src/io/tokenizer/tokenizer.h"
+#include "src/model/family.h"
 #include "src/position/method.h"
 #include "src/position/method_internal.h"
 
@@ -296,23 +297,10 @@ Parsed Parse(const GgufFile& g) {
   }
   c.shared_classifier = g.FindTensor("output.weight") == nullptr;
 
-  const int64_t C = c.dim, F = c.hidden_dim, V = c.vocab_size, KV = c.kv_dim();
   auto& e = p.expected;
-  e.push_back({"token_embd.weight", {V, C}});
-  for (int l = 0; l < c.n_layers; ++l) {
-    const std::string b = fmt::format("blk.{}.", l);
-    e.push_back({b + "attn_norm.weight", {C}});
-    e.push_back({b + "attn_q.weight", {C, C}});
-    e.push_back({b + "attn_k.weight", {KV, C}});
-    e.push_back({b + "attn_v.weight", {KV, C}});
-    e.push_back({b + "attn_output.weight", {C, C}});
-    e.push_back({b + "ffn_norm.weight", {C}});
-    e.push_back({b + "ffn_gate.weight", {F, C}});
-    e.push_back({b + "ffn_down.weight", {C, F}});
-    e.push_back({b + "ffn_up.weight", {F, C}});
+  for (const FamilyTensorAt& t : FamilyTensors(LlamaFamily(), c, WeightFormat::kGguf)) {
+    e.push_back({t.name, t.shape});
   }
-  e.push_back({"output_norm.weight", {C}});
-  if (!c.shared_classifier) e.push_back({"output.weight", {V, C}});
 
   std::set<std::string> known(rope_tensors.begin(), rope_tensors.end());
   std::map<std::string, int> types;
@@ -364,22 +352,9 @@ Model LoadGgufModel(const GgufFile& g) {
     dst.resize(static_cast<size_t>(t->elements));
     g.ReadFloats(*t, dst);
   };
-  read("token_embd.weight", w.token_embedding);
-  for (int l = 0; l < m.config.n_layers; ++l) {
-    const std::string b = fmt::format("blk.{}.", l);
-    LayerWeights& L = w.layers[static_cast<size_t>(l)];
-    read(b + "attn_norm.weight", L.attn_norm);
-    read(b + "attn_q.weight", L.wq);
-    read(b + "attn_k.weight", L.wk);
-    read(b + "attn_v.weight", L.wv);
-    read(b + "attn_output.weight", L.wo);
-    read(b + "ffn_norm.weight", L.ffn_norm);
-    read(b + "ffn_gate.weight", L.w1);
-    read(b + "ffn_down.weight", L.w2);
-    read(b + "ffn_up.weight", L.w3);
+  for (const FamilyTensorAt& t : FamilyTensors(LlamaFamily(), m.config, WeightFormat::kGguf)) {
+    read(t.name, FamilyTensorData(w, t));
   }
-  read("output_norm.weight", w.final_norm);
-  if (!m.config.shared_classifier) read("output.weight", w.classifier);
   return m;
 }
 
@@ -540,7 +515,7 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
          tokenizer->vocab_size(), c.vocab_size);
   }
   std::vector<std::pair<std::string, GgufValue>> kv;
-  kv.emplace_back("general.architecture", GgufString("llama"));
+  kv.emplace_back("general.architecture", GgufString(LlamaFamily().gguf_architecture));
   kv.emplace_back("general.name", GgufString(model.source));
   kv.emplace_back("llama.context_length", GgufU32(static_cast<uint32_t>(c.seq_len)));
   kv.emplace_back("llama.embedding_length", GgufU32(static_cast<uint32_t>(c.dim)));
@@ -597,7 +572,6 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
   }
   const ModelWeights& w = model.weights;
   std::vector<GgufTensorOut> tensors;
-  const int64_t C = c.dim, F = c.hidden_dim, V = c.vocab_size, KV = c.kv_dim();
   auto add = [&](const std::string& name, const std::vector<float>& x, int64_t rows, int64_t cols,
                  bool matrix) {
     STRETCH_CHECK(static_cast<int64_t>(x.size()) == rows * cols, "{}: {} values, expected {}", name,
@@ -612,22 +586,10 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
     o.data = EncodeTensor(x, t);
     tensors.push_back(std::move(o));
   };
-  add("token_embd.weight", w.token_embedding, V, C, true);
-  for (int l = 0; l < c.n_layers; ++l) {
-    const std::string b = fmt::format("blk.{}.", l);
-    const LayerWeights& L = w.layers[static_cast<size_t>(l)];
-    add(b + "attn_norm.weight", L.attn_norm, 1, C, false);
-    add(b + "attn_q.weight", L.wq, C, C, true);
-    add(b + "attn_k.weight", L.wk, KV, C, true);
-    add(b + "attn_v.weight", L.wv, KV, C, true);
-    add(b + "attn_output.weight", L.wo, C, C, true);
-    add(b + "ffn_norm.weight", L.ffn_norm, 1, C, false);
-    add(b + "ffn_gate.weight", L.w1, F, C, true);
-    add(b + "ffn_down.weight", L.w2, C, F, true);
-    add(b + "ffn_up.weight", L.w3, F, C, true);
+  for (const FamilyTensorAt& t : FamilyTensors(LlamaFamily(), c, WeightFormat::kGguf)) {
+    const bool matrix = t.spec->Matrix();  // (rows, cols); a vector is one row
+    add(t.name, FamilyTensorData(w, t), matrix ? t.shape[0] : 1, t.shape.back(), matrix);
   }
-  add("output_norm.weight", w.final_norm, 1, C, false);
-  if (!c.shared_classifier) add("output.weight", w.classifier, V, C, true);
   if (method != nullptr) AddMethod(path, c, *method, kv, tensors);
   WriteGguf(path, kv, tensors);
 }

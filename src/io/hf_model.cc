@@ -25,6 +25,7 @@
 #include "src/core/input_file.h"
 #include "src/io/gguf.h"  // HalfToFloat, BFloat16ToFloat, EncodeTensor
 #include "src/io/output_file.h"
+#include "src/model/family.h"
 #include "src/position/method.h"
 
 namespace stretch {
@@ -471,27 +472,10 @@ struct Want {
 };
 
 std::vector<Want> WantedTensors(const ModelConfig& c) {
-  const int64_t C = c.dim, F = c.hidden_dim, V = c.vocab_size, KV = c.kv_dim();
   std::vector<Want> w;
-  w.push_back({"model.embed_tokens.weight", {V, C}, &ModelWeights::token_embedding});
-  for (int l = 0; l < c.n_layers; ++l) {
-    const std::string b = fmt::format("model.layers.{}.", l);
-    auto layer = [&](const char* name, std::vector<int64_t> shape,
-                     std::vector<float> LayerWeights::*field, int64_t rope_heads = 0) {
-      w.push_back({b + name, std::move(shape), nullptr, field, l, rope_heads});
-    };
-    layer("input_layernorm.weight", {C}, &LayerWeights::attn_norm);
-    layer("self_attn.q_proj.weight", {C, C}, &LayerWeights::wq, c.n_heads);
-    layer("self_attn.k_proj.weight", {KV, C}, &LayerWeights::wk, c.n_kv_heads);
-    layer("self_attn.v_proj.weight", {KV, C}, &LayerWeights::wv);
-    layer("self_attn.o_proj.weight", {C, C}, &LayerWeights::wo);
-    layer("post_attention_layernorm.weight", {C}, &LayerWeights::ffn_norm);
-    layer("mlp.gate_proj.weight", {F, C}, &LayerWeights::w1);
-    layer("mlp.up_proj.weight", {F, C}, &LayerWeights::w3);
-    layer("mlp.down_proj.weight", {C, F}, &LayerWeights::w2);
+  for (const FamilyTensorAt& t : FamilyTensors(LlamaFamily(), c, WeightFormat::kHf)) {
+    w.push_back({t.name, t.shape, t.spec->global, t.spec->layer, t.layer, t.rope_heads});
   }
-  w.push_back({"model.norm.weight", {C}, &ModelWeights::final_norm});
-  if (!c.shared_classifier) w.push_back({"lm_head.weight", {V, C}, &ModelWeights::classifier});
   return w;
 }
 
@@ -913,7 +897,7 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
   // elements in place as they grow. F32 borrows the model's own vectors but for q and k.
   std::deque<std::vector<float>> permuted;
   std::deque<std::vector<uint8_t>> encoded;
-  const int64_t C = c.dim, F = c.hidden_dim, V = c.vocab_size, KV = c.kv_dim(), D = c.head_dim();
+  const int64_t D = c.head_dim();
   auto add = [&](const std::string& name, const std::vector<float>& x, std::vector<int64_t> shape,
                  int64_t rope_heads) {
     int64_t n = 1;
@@ -951,27 +935,14 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
   const ModelWeights& w = model.weights;
   STRETCH_CHECK(static_cast<int>(w.layers.size()) == c.n_layers, "{} layers, config {}",
                 w.layers.size(), c.n_layers);
-  add("model.embed_tokens.weight", w.token_embedding, {V, C}, 0);
-  for (int l = 0; l < c.n_layers; ++l) {
-    const std::string b = fmt::format("model.layers.{}.", l);
-    const LayerWeights& L = w.layers[static_cast<size_t>(l)];
-    add(b + "input_layernorm.weight", L.attn_norm, {C}, 0);
-    add(b + "self_attn.q_proj.weight", L.wq, {C, C}, c.n_heads);
-    add(b + "self_attn.k_proj.weight", L.wk, {KV, C}, c.n_kv_heads);
-    add(b + "self_attn.v_proj.weight", L.wv, {KV, C}, 0);
-    add(b + "self_attn.o_proj.weight", L.wo, {C, C}, 0);
-    add(b + "post_attention_layernorm.weight", L.ffn_norm, {C}, 0);
-    add(b + "mlp.gate_proj.weight", L.w1, {F, C}, 0);
-    add(b + "mlp.up_proj.weight", L.w3, {F, C}, 0);
-    add(b + "mlp.down_proj.weight", L.w2, {C, F}, 0);
+  for (const FamilyTensorAt& t : FamilyTensors(LlamaFamily(), c, WeightFormat::kHf)) {
+    add(t.name, FamilyTensorData(w, t), t.shape, t.rope_heads);
   }
-  add("model.norm.weight", w.final_norm, {C}, 0);
-  if (!c.shared_classifier) add("lm_head.weight", w.classifier, {V, C}, 0);
   writer.Write(InDir(dir, kHfWeightsFile));
 
   // config.json last: its presence is what LooksLikeHfFolder looks for.
   nlohmann::ordered_json j;
-  j["architectures"] = nlohmann::ordered_json::array({"LlamaForCausalLM"});
+  j["architectures"] = nlohmann::ordered_json::array({LlamaFamily().hf_architectures[0]});
   j["model_type"] = "llama";
   j["hidden_size"] = c.dim;
   j["intermediate_size"] = c.hidden_dim;

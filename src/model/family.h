@@ -1,0 +1,96 @@
+// Model families as data (DESIGN.md, "Model families are data"; issue 42): a family is one
+// ModelFamily in one file of src/model/families/, holding its names in HF config.json
+// (`architectures`) and in GGUF (`general.architecture`) and one table of its tensors, each with
+// its name in every format, its shape from the configuration and where it goes in ModelWeights.
+// The readers and writers of GGUF and HF folders loop over that table (FamilyTensors) instead of
+// naming tensors themselves.
+//
+// Adding a family: a new file src/model/families/NAME.cc defining
+// `extern const ModelFamily NAME_family`, picked up by the build (CMakeLists.txt writes one
+// STRETCH_FAMILY(NAME) per file into family_list.inc), plus its tests. docs/formats.md says more.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/model/config.h"
+
+namespace stretch {
+
+// A tensor's length along one axis, from the configuration.
+enum class FamilyDim {
+  kNone,    // a vector: only the first axis
+  kVocab,   // vocab_size
+  kDim,     // dim (C)
+  kQuery,   // n_heads * head_dim
+  kKv,      // n_kv_heads * head_dim
+  kHidden,  // hidden_dim (F)
+};
+
+// HF checkpoints store q and k with each head's rotary pairs split into halves (transformers'
+// rotate_half); llama.cpp and stretch keep them interleaved. Which heads a tensor's rows are
+// permuted by between the two (src/io/hf_model.cc).
+enum class FamilyRopeRows { kNone, kQueryHeads, kKvHeads };
+
+// When a tensor is in the file.
+enum class FamilyPresence {
+  kAlways,
+  kUnlessTied,  // the classifier: absent when it shares the embedding (shared_classifier)
+};
+
+struct FamilyTensor {
+  // Names with "{}" for the layer's index in a per-layer tensor.
+  const char* gguf;  // llama.cpp's name, e.g. "blk.{}.attn_k.weight"
+  const char* hf;    // transformers', e.g. "model.layers.{}.self_attn.k_proj.weight"
+  // Where it goes: a member of ModelWeights (global) or of each layer's LayerWeights.
+  std::vector<float> ModelWeights::*global = nullptr;
+  std::vector<float> LayerWeights::*layer = nullptr;
+  FamilyDim rows = FamilyDim::kDim;  // (rows, cols) as stretch holds it: y = W x, row-major
+  FamilyDim cols = FamilyDim::kNone;
+  FamilyRopeRows rope_rows = FamilyRopeRows::kNone;
+  FamilyPresence presence = FamilyPresence::kAlways;
+
+  bool PerLayer() const { return layer != nullptr; }
+  bool Matrix() const { return cols != FamilyDim::kNone; }
+};
+
+struct ModelFamily {
+  const char* name;                               // "llama"
+  std::span<const char* const> hf_architectures;  // config.json "architectures"
+  const char* gguf_architecture;                  // general.architecture
+  std::span<const FamilyTensor> tensors;          // in the order files list them
+};
+
+// Every family the build holds (one per file of src/model/families/), by name.
+std::span<const ModelFamily* const> ModelFamilies();
+const ModelFamily* FindFamilyByGguf(std::string_view general_architecture);
+const ModelFamily* FindFamilyByHf(std::string_view architecture);
+// The family of the LLaMA block (ModelBlock::kLlama): what stretch's own checkpoints convert to.
+const ModelFamily& LlamaFamily();
+
+enum class WeightFormat { kGguf, kHf };
+
+// One tensor of a family for one configuration and layer: its name in `format`, its shape
+// (rows, cols) as stretch holds it, and its table entry.
+struct FamilyTensorAt {
+  std::string name;
+  std::vector<int64_t> shape;  // {rows} or {rows, cols}
+  const FamilyTensor* spec = nullptr;
+  int layer = -1;          // -1 for a global tensor
+  int64_t rope_heads = 0;  // with rope_rows: the heads its rows are permuted by, else 0
+};
+
+// The tensors a model of configuration `c` holds in `format`, in the table's order, global ones
+// first, then each layer's, then the rest (a table's global tensors after its first layer entry
+// come after the layers).
+std::vector<FamilyTensorAt> FamilyTensors(const ModelFamily& family, const ModelConfig& c,
+                                          WeightFormat format);
+
+// Where a tensor's values go (and come from) in `w`.
+std::vector<float>& FamilyTensorData(ModelWeights& w, const FamilyTensorAt& t);
+const std::vector<float>& FamilyTensorData(const ModelWeights& w, const FamilyTensorAt& t);
+
+}  // namespace stretch

@@ -1,0 +1,98 @@
+// Model families as data (src/model/family.h): the registry finds a family by its names, and a
+// family's tensor table covers every weight of its block exactly once, with the shapes the
+// weights have and the names each format gives them.
+#include "src/model/family.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "src/model/config.h"
+#include "tests/testing/random_model.h"
+
+namespace stretch {
+namespace {
+
+TEST(ModelFamily, IsFoundByItsGgufAndHfNamesAndNotByOthers) {
+  ASSERT_NE(FindFamilyByGguf("llama"), nullptr);
+  EXPECT_EQ(FindFamilyByGguf("llama"), &LlamaFamily());
+  EXPECT_EQ(FindFamilyByHf("LlamaForCausalLM"), &LlamaFamily());
+  EXPECT_EQ(FindFamilyByHf("MistralForCausalLM"), &LlamaFamily());
+  EXPECT_EQ(FindFamilyByGguf("qwen2"), nullptr);
+  EXPECT_EQ(FindFamilyByHf("Qwen2ForCausalLM"), nullptr);
+  EXPECT_EQ(FindFamilyByGguf(""), nullptr);
+  std::set<std::string> names;
+  for (const ModelFamily* f : ModelFamilies()) {
+    EXPECT_TRUE(names.insert(f->name).second) << "two families named " << f->name;
+  }
+  EXPECT_TRUE(names.contains("llama"));
+}
+
+// Every weight of a LLaMA model (ModelWeights::ForEach, the list training and checkpoints walk) is
+// one entry of the table, once, with the size the table's shape gives; a tied classifier is left
+// out, an untied one is listed.
+TEST(ModelFamily, LlamaTableCoversEveryWeightOnceWithItsShape) {
+  for (const bool tied : {true, false}) {
+    ModelConfig c = testing::TinyConfig();
+    c.n_kv_heads = c.n_heads / 2;  // grouped-query: k and v narrower than q
+    c.shared_classifier = tied;
+    ModelWeights w = ZeroWeights<float>(c);
+    std::map<const std::vector<float>*, std::string> all;
+    w.ForEach([&](const std::string& name, std::vector<float>& v, bool) { all[&v] = name; });
+    for (const WeightFormat format : {WeightFormat::kGguf, WeightFormat::kHf}) {
+      const std::vector<FamilyTensorAt> tensors = FamilyTensors(LlamaFamily(), c, format);
+      std::set<const std::vector<float>*> seen;
+      std::set<std::string> file_names;
+      for (const FamilyTensorAt& t : tensors) {
+        std::vector<float>* data = &FamilyTensorData(w, t);
+        ASSERT_TRUE(all.contains(data)) << t.name << " is not a weight of the model";
+        EXPECT_TRUE(seen.insert(data).second) << t.name << " maps onto a weight twice";
+        EXPECT_TRUE(file_names.insert(t.name).second) << "two tensors named " << t.name;
+        int64_t n = 1;
+        for (const int64_t d : t.shape) n *= d;
+        EXPECT_EQ(static_cast<size_t>(n), data->size()) << t.name << " (" << all[data] << ")";
+        EXPECT_EQ(t.shape, WeightShape(c, all[data])) << t.name;
+      }
+      EXPECT_EQ(seen.size(), all.size()) << "tied " << tied;
+    }
+  }
+}
+
+TEST(ModelFamily, LlamaNamesAreLlamaCppsAndTransformers) {
+  ModelConfig c = testing::TinyConfig();
+  c.n_kv_heads = c.n_heads / 2;
+  c.shared_classifier = false;
+  const auto by_name = [&](WeightFormat f) {
+    std::map<std::string, FamilyTensorAt> m;
+    for (FamilyTensorAt& t : FamilyTensors(LlamaFamily(), c, f)) m[t.name] = t;
+    return m;
+  };
+  const auto gguf = by_name(WeightFormat::kGguf), hf = by_name(WeightFormat::kHf);
+  ASSERT_TRUE(gguf.contains("blk.1.attn_k.weight"));
+  const FamilyTensorAt& k = gguf.at("blk.1.attn_k.weight");
+  EXPECT_EQ(k.layer, 1);
+  EXPECT_EQ(k.shape, (std::vector<int64_t>{c.kv_dim(), c.dim}));
+  EXPECT_EQ(k.rope_heads, c.n_kv_heads);  // HF's rotate_half layout, permuted per kv head
+  ASSERT_TRUE(hf.contains("model.layers.1.self_attn.q_proj.weight"));
+  EXPECT_EQ(hf.at("model.layers.1.self_attn.q_proj.weight").rope_heads, c.n_heads);
+  EXPECT_EQ(hf.at("model.layers.0.mlp.down_proj.weight").shape,
+            (std::vector<int64_t>{c.dim, c.hidden_dim}));
+  EXPECT_EQ(hf.at("model.layers.0.self_attn.v_proj.weight").rope_heads, 0);
+  for (const char* name : {"token_embd.weight", "output_norm.weight", "output.weight"}) {
+    EXPECT_TRUE(gguf.contains(name)) << name;
+  }
+  for (const char* name : {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"}) {
+    EXPECT_TRUE(hf.contains(name)) << name;
+  }
+  // The files' order: the embedding first, then the layers in order, then the final norm.
+  const std::vector<FamilyTensorAt> list = FamilyTensors(LlamaFamily(), c, WeightFormat::kGguf);
+  EXPECT_EQ(list.front().name, "token_embd.weight");
+  EXPECT_EQ(list[1].name, "blk.0.attn_norm.weight");
+  EXPECT_EQ(list[list.size() - 2].name, "output_norm.weight");
+}
+
+}  // namespace
+}  // namespace stretch
