@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <vector>
@@ -487,6 +488,29 @@ void AddMethod(const std::string& path, const ModelConfig& c, const Method& m,
   }
 }
 
+// general.name: what the model is called, as llama.cpp's converters write it (the model's
+// folder or file name, not a path): the source's file name without its extension, or for a
+// checkpoint of a training run (step-NNNNNNNN.safetensors) the run's folder.
+std::string ModelName(const std::string& source) {
+  const std::filesystem::path p(source.substr(0, source.find(" (")));
+  std::string stem = p.stem().string();
+  if (stem.starts_with("step-") && p.has_parent_path()) {
+    stem = p.parent_path().filename().string();
+  }
+  return stem.empty() ? "model" : stem;
+}
+
+// general.file_type: llama.cpp's llama_ftype for the type most tensors have (llama.h:
+// LLAMA_FTYPE_ALL_F32 0, MOSTLY_F16 1, MOSTLY_Q8_0 7, MOSTLY_BF16 32).
+uint32_t FileType(GgmlType matrices) {
+  switch (matrices) {
+    case GgmlType::kF16: return 1;
+    case GgmlType::kQ8_0: return 7;
+    case GgmlType::kBF16: return 32;
+    default: return 0;
+  }
+}
+
 }  // namespace
 
 void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_type,
@@ -516,7 +540,8 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
   }
   std::vector<std::pair<std::string, GgufValue>> kv;
   kv.emplace_back("general.architecture", GgufString(LlamaFamily().gguf_architecture));
-  kv.emplace_back("general.name", GgufString(model.source));
+  kv.emplace_back("general.name", GgufString(ModelName(model.source)));
+  kv.emplace_back("general.file_type", GgufU32(FileType(mt)));
   kv.emplace_back("llama.context_length", GgufU32(static_cast<uint32_t>(c.seq_len)));
   kv.emplace_back("llama.embedding_length", GgufU32(static_cast<uint32_t>(c.dim)));
   kv.emplace_back("llama.block_count", GgufU32(static_cast<uint32_t>(c.n_layers)));

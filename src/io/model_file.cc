@@ -165,9 +165,14 @@ void SetHfHeader(const std::string& dir, ModelFileHeader& h) {
   h.format = hf.format;
   h.config = hf.config;
   h.own_tokenizer = !HfTokenizerFile(dir).empty();
-  if (hf.rope_type == "linear") {
+  if (hf.rope_scaling_json.empty()) {
+    h.method_source = "config.json: no rope_scaling";
+  } else if (hf.rope_type == "linear") {
     h.config.rope_interpolation = static_cast<float>(hf.rope_linear_factor);
-  } else if (!hf.rope_scaling_json.empty()) {
+    h.method_source = fmt::format(
+        "config.json rope_scaling {} (linear: the model's own position interpolation, factor {})",
+        hf.rope_scaling_json, hf.rope_linear_factor);
+  } else {
     try {
       h.method_spec = CanonicalSpec(MethodFromHfRopeScaling(hf.rope_scaling_json));
     } catch (const Error& e) {

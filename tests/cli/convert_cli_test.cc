@@ -110,6 +110,15 @@ TEST(ConvertCli, AGgufThatSaysYarnRunsYarnUnlessToldOtherwise) {
   EXPECT_TRUE(Has(from_hf.out, "config.json rope_scaling")) << from_hf.out;
   EXPECT_EQ(table(from_hf.out), table(by_hand.out));
   std::filesystem::remove_all(hf);
+  // inspect names where an HF folder's method came from, its rope_scaling or its absence.
+  const std::string plain_hf = Temp("plain-hf");
+  r = RunCli("convert -m " + Quote(bin) + " --to hf --out " + Quote(plain_hf));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const auto plain = RunCli("inspect -m " + Quote(plain_hf));
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  EXPECT_TRUE(Has(plain.out, "position method direct (plain RoPE) <- config.json: no rope_scaling"))
+      << plain.out;
+  std::filesystem::remove_all(plain_hf);
   // llama2.c files have no place for the method: refused, not dropped silently.
   const std::string back = Temp("yarn_back.bin");
   r = RunCli("convert -m " + Quote(gguf) + " --to llama2c --out " + Quote(back));

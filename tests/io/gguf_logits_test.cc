@@ -78,4 +78,25 @@ TEST(GgufLogits, HalfAndEightBitMatricesStayClose) {
 }
 
 }  // namespace
+// What the writer says about the file, as llama.cpp's converters do: general.name is the model's
+// name (its file or run, never the path it was read from) and general.file_type the matrices'
+// llama_ftype.
+TEST(GgufWriter, NamesTheModelAndItsFileType) {
+  Model m = testing::RandomModel(testing::TinyConfig(), 3);
+  const std::string path = TempPath("named.gguf");
+  const std::pair<GgmlType, int64_t> types[] = {
+      {GgmlType::kF32, 0}, {GgmlType::kF16, 1}, {GgmlType::kQ8_0, 7}, {GgmlType::kBF16, 32}};
+  m.source = "/data/models/stories260K.bin (llama2.c checkpoint)";
+  for (const auto& [type, ftype] : types) {
+    SaveGgufModel(m, path, static_cast<uint32_t>(type), nullptr);
+    const GgufFile g = GgufFile::Open(path);
+    EXPECT_EQ(g.String("general.name"), "stories260K");
+    EXPECT_EQ(g.Int("general.file_type"), ftype) << GgmlTypeName(static_cast<uint32_t>(type));
+  }
+  m.source = "/tmp/runs/tiny-rope/step-00000600.safetensors (stretch checkpoint, step 600)";
+  SaveGgufModel(m, path, static_cast<uint32_t>(GgmlType::kF32), nullptr);
+  EXPECT_EQ(GgufFile::Open(path).String("general.name"), "tiny-rope");
+  std::remove(path.c_str());
+}
+
 }  // namespace stretch
