@@ -709,7 +709,7 @@ void PrepareFolder(const std::string& dir, const std::vector<std::string>& calle
   if (!fs::is_directory(st)) {
     Fail("{}: exists and is not a directory, expected a folder for the Hugging Face model", dir);
   }
-  std::set<std::string> ours = {kHfConfigFile, kHfWeightsFile};
+  std::set<std::string> ours = {kHfConfigFile, kHfWeightsFile, kHfGenerationConfigFile};
   ours.insert(caller_files.begin(), caller_files.end());
   std::vector<std::string> names;
   fs::directory_iterator it(dir, ec);
@@ -723,10 +723,10 @@ void PrepareFolder(const std::string& dir, const std::vector<std::string>& calle
     if (ours.count(name) == 0) {
       Fail(
           "{}: holds {}, which is not a file of the Hugging Face folder stretch writes ({}, "
-          "{}{}{}): refusing to write into a folder with other files, expected a new or empty "
-          "folder",
-          dir, name, kHfConfigFile, kHfWeightsFile, caller_files.empty() ? "" : ", ",
-          fmt::join(caller_files, ", "));
+          "{}, {}{}{}): refusing to write into a folder with other files, expected a new or "
+          "empty folder",
+          dir, name, kHfConfigFile, kHfWeightsFile, kHfGenerationConfigFile,
+          caller_files.empty() ? "" : ", ", fmt::join(caller_files, ", "));
     }
     if (fs::is_directory(InDir(dir, name), ec)) {
       Fail("{}: {} is a directory, expected a file or nothing", dir, name);
@@ -968,6 +968,14 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
   j["torch_dtype"] = dtype == SafetensorsDtype::kF32   ? "float32"
                      : dtype == SafetensorsDtype::kF16 ? "float16"
                                                        : "bfloat16";
+  // generation_config.json, as transformers' save_pretrained writes beside a causal LM: the
+  // special tokens generate() starts and stops with.
+  nlohmann::ordered_json gen;
+  gen["bos_token_id"] = 1;
+  gen["eos_token_id"] = 2;
+  AtomicFile generation(InDir(dir, kHfGenerationConfigFile));
+  generation.Write(gen.dump(2) + "\n");
+  generation.Commit();
   AtomicFile config(InDir(dir, kHfConfigFile));
   config.Write(j.dump(2) + "\n");
   config.Commit();

@@ -82,6 +82,7 @@ namespace stretch {
 
 inline constexpr const char* kHfConfigFile = "config.json";
 inline constexpr const char* kHfWeightsFile = "model.safetensors";
+inline constexpr const char* kHfGenerationConfigFile = "generation_config.json";
 inline constexpr const char* kHfIndexFile = "model.safetensors.index.json";
 
 // True when `path` is a directory holding a file config.json (a training run's directory holds

@@ -2,7 +2,9 @@
 // bit, and every form scores the same tokens to the same per-token losses under every method; a
 // model trained here scores the same from its GGUF, Hugging Face and re-written checkpoint forms.
 #include <gtest/gtest.h>
+
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -61,6 +63,19 @@ TEST_F(FormatRoundTrip, Stories260KThroughEveryFormatIsBitIdenticalAndScoresTheS
   EXPECT_TRUE(ReadBytes(back) == want) << "GGUF -> HF -> .bin changed the weights";
   EXPECT_TRUE(ReadBytes(back2) == want) << "HF -> checkpoint -> .bin changed the weights";
   EXPECT_TRUE(fs::exists(fs::path(hf) / "tokenizer.model"));
+  // What transformers' save_pretrained writes beside them: the generation defaults, the
+  // tokenizer's class and special tokens, and the weights' dtype in config.json.
+  const nlohmann::json generation =
+      nlohmann::json::parse(ReadBytes((fs::path(hf) / "generation_config.json").string()));
+  EXPECT_EQ(generation.at("bos_token_id"), 1);
+  EXPECT_EQ(generation.at("eos_token_id"), 2);
+  const nlohmann::json tok_config =
+      nlohmann::json::parse(ReadBytes((fs::path(hf) / "tokenizer_config.json").string()));
+  EXPECT_EQ(tok_config.at("bos_token"), "<s>");
+  EXPECT_EQ(tok_config.at("eos_token"), "</s>");
+  EXPECT_EQ(tok_config.at("add_bos_token"), true);
+  EXPECT_TRUE(nlohmann::json::parse(ReadBytes((fs::path(hf) / "config.json").string()))
+                  .contains("torch_dtype"));
 
   // The same tokens scored from each form: identical per-token losses under every method, past
   // the trained length (700 of 512) where the methods differ.

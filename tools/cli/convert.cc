@@ -132,8 +132,8 @@ void RunConvert(const ConvertArgs& a) {
   std::vector<std::string> stale;
   const OutputTarget target = ResolveOutput(outputs[0]);
   if (target.kind == OutputKind::kDirectory) {
-    for (const char* name :
-         {"config.json", "model.safetensors", "tokenizer.model", "tokenizer.json"}) {
+    for (const char* name : {"config.json", "model.safetensors", "generation_config.json",
+                             "tokenizer.model", "tokenizer.json", "tokenizer_config.json"}) {
       for (std::string& p : StalePartialFilesOf((std::filesystem::path(a.out) / name).string())) {
         stale.push_back(std::move(p));
       }
@@ -191,12 +191,13 @@ void RunConvert(const ConvertArgs& a) {
     // The vocabulary both ways transformers reads it: tokenizer.model (its slow tokenizer,
     // libsentencepiece) and tokenizer.json (its fast one).
     std::vector<std::string> tokenizer_files;
-    if (tok) tokenizer_files = {"tokenizer.model", "tokenizer.json"};
+    if (tok) tokenizer_files = {"tokenizer.model", "tokenizer.json", "tokenizer_config.json"};
     SaveHfModel(loaded.model, a.out, dtype, tokenizer_files, &method);
     if (tok) {
       const std::filesystem::path dir(a.out);
       SaveSentencePieceModel(*tok, (dir / "tokenizer.model").string());
       SaveSentencePieceTokenizerJson(*tok, (dir / "tokenizer.json").string());
+      SaveSentencePieceTokenizerConfig(*tok, (dir / "tokenizer_config.json").string());
     }
     written = ReadHfModelHeader(a.out).format;
   } else if (a.to == "stretch") {

@@ -1021,4 +1021,27 @@ void SaveSentencePieceTokenizerJson(const Tokenizer& t, const std::string& path)
   out.Commit();
 }
 
+std::string SerializeSentencePieceTokenizerConfig(const Tokenizer& t) {
+  // The keys transformers' LlamaTokenizer(Fast) saves (tokenization_llama.py: add_bos_token,
+  // add_eos_token, legacy, the special tokens), for the legacy form above: <s> before a text,
+  // no </s> after it.
+  nlohmann::ordered_json j;
+  j["tokenizer_class"] = "LlamaTokenizer";
+  j["add_bos_token"] = true;
+  j["add_eos_token"] = false;
+  j["bos_token"] = t.Piece(Tokenizer::kBos);
+  j["eos_token"] = t.Piece(Tokenizer::kEos);
+  j["unk_token"] = t.Piece(Tokenizer::kUnk);
+  j["legacy"] = true;
+  j["clean_up_tokenization_spaces"] = false;
+  return j.dump(2) + "\n";
+}
+
+void SaveSentencePieceTokenizerConfig(const Tokenizer& t, const std::string& path) {
+  const std::string text = SerializeSentencePieceTokenizerConfig(t);
+  AtomicFile out(path);
+  out.Write(text.data(), text.size(), "the tokenizer_config.json");
+  out.Commit();
+}
+
 }  // namespace stretch

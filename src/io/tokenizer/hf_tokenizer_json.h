@@ -126,5 +126,9 @@ std::vector<int> EncodeAsHuggingFace(const HfSentencePieceJson& t, std::string_v
 std::string SerializeSentencePieceTokenizerJson(const Tokenizer& t);
 // The same written to `path` atomically (src/io/output_file.h).
 void SaveSentencePieceTokenizerJson(const Tokenizer& t, const std::string& path);
+// tokenizer_config.json for that tokenizer.json: LlamaTokenizer, <s> added before a text and no
+// </s> after it, the special tokens' spellings, legacy spacing.
+std::string SerializeSentencePieceTokenizerConfig(const Tokenizer& t);
+void SaveSentencePieceTokenizerConfig(const Tokenizer& t, const std::string& path);
 
 }  // namespace stretch
