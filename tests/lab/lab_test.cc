@@ -639,6 +639,44 @@ TEST_F(LabTest, StagesChainTheirCheckpointsAndCoverTheModelsId) {
   EXPECT_FALSE(fs::exists(fs::path(one.out) / "models" / "rope" / "1-copy")) << "one run";
 }
 
+// A model's own MIX for one stage (the quick lab's KeyNorm: more passkey rows in its prose stage)
+// is part of what the model is: the same lab without it is another model, refused on resume by
+// the key that differs; a MIX for a stage the lab has not is refused by name.
+TEST_F(LabTest, AModelsOwnStageMixIsPartOfTheModel) {
+  const std::string corpus = YearCorpus(8, 6000);
+  LabOptions o = Tiny(corpus, Path("lab-mix"));
+  o.models = {{"rope", "llama", "rope", "full"}};
+  o.methods = {"direct"};
+  o.factors = {2};
+  o.stages = {ParseLabStage("copy:3:3e-3:periodic=1", "test"),
+              ParseLabStage("mixed:3:1e-3:text=0.8,gapped=0.2", "test")};
+  o.models[0].stage_mix["mixed"] = "text=0.5,gapped=0.4,textcopy=0.1";
+  RunLab(o);
+  LabOptions plain = o;
+  plain.models[0].stage_mix.clear();
+  const std::string changed = testing::ErrorOf([&] { RunLab(plain); });
+  EXPECT_NE(changed.find("2-mixed.mix = \"gapped=0.4,textcopy=0.1\""), std::string::npos)
+      << changed;
+
+  LabOptions bad = o;
+  bad.out = Path("lab-mix-bad");
+  bad.models[0].stage_mix = {{"prose", "passkey=0.3"}};
+  const std::string missing = testing::ErrorOf([&] { RunLab(bad); });
+  EXPECT_NE(missing.find("model rope gives a MIX for stage prose"), std::string::npos) << missing;
+  bad.models[0].stage_mix = {{"mixed", "passkey=2"}};
+  const std::string wrong = testing::ErrorOf([&] { RunLab(bad); });
+  EXPECT_NE(wrong.find("model rope's stage_mix"), std::string::npos) << wrong;
+
+  // The quick preset: only the KeyNorm model has its own MIX, for the prose stage, with more
+  // passkey rows than the lab's.
+  const LabOptions quick = QuickLab();
+  EXPECT_TRUE(quick.models.at(0).stage_mix.empty());
+  const LabStage own =
+      ParseLabStage("prose:1:1e-3:" + quick.models.at(1).stage_mix.at("prose"), "test");
+  EXPECT_GT(own.mix.passkey, quick.stages.back().mix.passkey);
+  EXPECT_EQ(quick.stages.back().name, "prose");
+}
+
 // A model whose first stage has its own attention (the quick lab's KeyNorm: its copy stage with
 // plain keys): that stage's checkpoint is without KeyNorm, the next one's with it; without a
 // second stage the model keeps its attention throughout (it is scored as what it is named).

@@ -122,6 +122,11 @@ LabOptions OptionsOf(const LabArgs& a) {
         "--no-stages and --stage: give one of them (--stage replaces the preset's stages, "
         "--no-stages trains one run of --steps steps at --lr)");
   }
+  // A model's own MIX for a preset stage (the quick lab's KeyNorm prose) belongs to the preset's
+  // stages: stages given here, or none, are every model's recipe as given.
+  if (a.no_stages || !a.stages.empty()) {
+    for (LabModel& m : o.models) m.stage_mix.clear();
+  }
   if (a.no_stages) o.stages.clear();
   if (!a.stages.empty()) {
     o.stages.clear();
@@ -310,7 +315,8 @@ void RegisterLab(CLI::App& app) {
   cmd->add_option(
       "--models", a->models,
       "only these models of the preset, a comma list of their names (--quick: rope, "
-      "keynorm, whose first stage trains with plain keys, KeyNorm from the second on; --full: gau, "
+      "keynorm, whose first stage trains with plain keys, KeyNorm from the second on, and whose "
+      "prose stage has 30% passkey rows for the lab's 20%; --full: gau, "
       "gau-logn, gau-querynorm, ..., sandwich, gemma3, llama4; a wrong name "
       "lists them all)");
   cmd->add_option("--factors", a->factors,
@@ -331,7 +337,8 @@ void RegisterLab(CLI::App& app) {
          "--stage", a->stages,
          fmt::format(
              "a training stage, NAME:STEPS:LR:MIX, repeated in order (replaces the "
-             "preset's stages, which are {}). Each stage trains STEPS steps at peak "
+             "preset's stages, which are {}, and the quick KeyNorm model's own prose MIX). Each "
+             "stage trains STEPS steps at peak "
              "learning rate LR on rows drawn by MIX (as `stretch train --mix`: periodic, "
              "gapped, textcopy, randcopy and textperiodic copy rows, passkey documents, "
              "text for the rest; alphabet-min=N, strings=CHARS and span=A..B in the list are "
