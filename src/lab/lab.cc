@@ -833,14 +833,16 @@ void ValidateLabOptions(const LabOptions& o) {
     Fail("LabOptions::passkey_share: found {}, expected 0..0.5", o.passkey_share);
   }
   for (const LabModel& m : o.models) {
-    for (const auto& [name, mix] : m.stage_mix) {
-      const auto named = [&](const LabStage& st) { return st.name == name; };
-      if (std::find_if(o.stages.begin(), o.stages.end(), named) == o.stages.end()) {
-        Fail("LabOptions::models: model {} gives a MIX for stage {}, which the lab does not have",
-             m.label, name);
-      }
+    for (const auto& own : m.stage_mix) {
+      bool found = false;
       for (size_t i = 0; i < o.stages.size(); ++i) {
-        if (o.stages[i].name == name) StageOf(o, m, i);  // parses it, naming the model
+        if (o.stages[i].name != own.first) continue;
+        found = true;
+        StageOf(o, m, i);  // parses it, naming the model
+      }
+      if (!found) {
+        Fail("LabOptions::models: model {} gives a MIX for stage {}, which the lab does not have",
+             m.label, own.first);
       }
     }
   }
