@@ -250,7 +250,8 @@ TEST_F(HfModelTest, Stories260KRoundTripIsBitIdentical) {
   const Model m = LoadLlama2c(bin);
   const std::string dir = Path("s260");
   SaveHfModel(m, dir, SafetensorsDtype::kF32);
-  EXPECT_EQ(Entries(dir), (std::vector<std::string>{"config.json", "model.safetensors"}));
+  EXPECT_EQ(Entries(dir), (std::vector<std::string>{"config.json", "generation_config.json",
+                                                    "model.safetensors"}));
   const HfModelHeader h = ReadHfModelHeader(dir);
   EXPECT_EQ(h.format, "Hugging Face folder (LlamaForCausalLM, F32)");
   EXPECT_EQ(h.architecture, "LlamaForCausalLM");
