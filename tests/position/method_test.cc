@@ -677,6 +677,37 @@ TEST(MethodResolve, SelfExtendGroup) {
             3);
 }
 
+TEST(MethodResolve, SelfExtendReachChoosesTheGroupForAShorterBound) {
+  // reach=R: the smallest G with floor((L'-1)/G) + W - floor(W/G) <= floor(R L) - 1.
+  // L = 128, W = 64, R = 0.75: bound 95. 8x (L' = 1024): G = 31 gives 33 + 64 - 2 = 95, G = 30
+  // gives 34 + 64 - 2 = 96. 16x: G = 63 gives 32 + 64 - 1 = 95, G = 62 gives 33 + 64 - 1 = 96.
+  const RopeGeometry geo{128, 8, 10000.0};
+  const Method m = ParseMethod("self-extend:reach=0.75");
+  EXPECT_EQ(CanonicalSpec(m), "self-extend:reach=0.75");
+  const Method r8 = ResolveMethod(m, geo, 1024);
+  EXPECT_EQ(r8.rel.Param("group"), 31);
+  EXPECT_EQ(r8.rel.window, 64);
+  // The resolved method names its group, so its spec parses back to the same map.
+  EXPECT_EQ(CanonicalSpec(r8), "self-extend:group=31,window=64,base=10000");
+  EXPECT_EQ(ResolveMethod(m, geo, 2048).rel.Param("group"), 63);
+  // reach=1 is the default rule; +logn rides along.
+  EXPECT_EQ(ResolveMethod(ParseMethod("self-extend:reach=1+logn"), geo, 1024).rel.Param("group"),
+            ResolveMethod(ParseMethod("self-extend"), geo, 1024).rel.Param("group"));
+  EXPECT_TRUE(ResolveMethod(ParseMethod("self-extend:reach=0.75+logn"), geo, 1024).logn);
+  // A bound the window already reaches leaves no group.
+  ExpectValidateError("self-extend:reach=0.5", geo, 1024,
+                      {"window=64 leaves no group", "at most 63", "reach=0.5 of L = 128"});
+  EXPECT_NO_THROW(ValidateMethod(ParseMethod("self-extend:reach=0.5,window=32"), geo, 1024));
+}
+
+TEST(MethodParse, SelfExtendReachIsAFractionAndExcludesGroup) {
+  ExpectSpecError("self-extend:reach=0", {"reach=0 is not in (0, 1]"});
+  ExpectSpecError("self-extend:reach=1.5", {"reach=1.5 is not in (0, 1]"});
+  ExpectSpecError("self-extend:reach=x", {"reach=x"});
+  ExpectValidateError("self-extend:group=4,reach=0.75", RopeGeometry{128, 8, 1e4}, 1024,
+                      {"group=4 and reach=0.75 both given"});
+}
+
 TEST(MethodResolve, MaskStringAndDcaDefaults) {
   const RopeGeometry geo{512, 8, 10000.0};
   EXPECT_EQ(ResolveMethod(ParseMethod("window"), geo, 4096).mask.window, 512);

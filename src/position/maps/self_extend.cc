@@ -1,11 +1,18 @@
 // Self-Extend (Jin et al. 2024, "LLM Maybe LongLM", arXiv 2401.01325): `self-extend[:group=G,
-// window=W]`, relative position i - j below W (the neighbour window), else
+// window=W,reach=R]`, relative position i - j below W (the neighbour window), else
 // floor(i/G) - floor(j/G) + W - floor(W/G) (grouped attention).
 //   segment 0 (near, i - j < W):  a = i,                             b = j
 //   segment 1 (far, i - j >= W):  a = floor(i/G) + W - floor(W/G),   b = floor(j/G)
 // Defaults: W = L/2; G = the smallest integer G >= 1 with floor((L'-1)/G) + W - floor(W/G) <=
 // L - 1, i.e. the largest relative position the model sees (query L'-1 against key 0) stays
 // inside training.
+// reach=R (0 < R <= 1; instead of group) chooses G per call by the same rule with the bound
+// floor(R L) - 1: the farthest keys then land at most R L back, short of the edge of training.
+// The authors advise trying larger groups than the smallest for that reason: "larger positions
+// are not well-trained", so a larger group that uses only better-trained positions may extend
+// better (datamllab/LongLM README, "How to choose the group_size and neighbor_window"); a model
+// the lab trains at L = 128 copies prose from 112 back at half its rate from 64 back
+// (docs/training.md, seventh round). R = 1 is the default G. A resolved method names G, not R.
 //
 // llama.cpp's --grp-attn-n G --grp-attn-w W select it, with group G and neighbour window W (G = 1:
 // off; W defaults to llama.cpp's 512 and must be a multiple of G, as llama.cpp asserts).
@@ -13,26 +20,45 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "src/core/error.h"
+#include "src/position/method_internal.h"
 #include "src/position/plan.h"
 #include "src/position/rel_map.h"
 
 namespace stretch::rel_maps {
 namespace {
 
-constexpr RelKey kKeys[] = {{"group", RelSlot::kInt0}, {"window", RelSlot::kWindow}};
+constexpr RelKey kKeys[] = {
+    {"group", RelSlot::kInt0}, {"window", RelSlot::kWindow}, {"reach", RelSlot::kReal}};
 
-// The default group: the smallest G >= 1 with floor((L'-1)/G) + W - floor(W/G) <= L-1. For
-// G >= max(L', W + 1) the left side is W, so no G exists when W > L - 1.
-std::optional<int64_t> DefaultGroup(int64_t train_len, int64_t fed_len, int64_t window) {
+constexpr std::string_view kReachAllowed = "a number in (0, 1]: a fraction of L";
+
+double ParseReach(std::string_view shown, std::string_view text, std::string_view where) {
+  const double v = method_internal::ParseNumber(where, shown, text, kReachAllowed);
+  if (!(v > 0.0 && v <= 1.0)) {
+    method_internal::BadValue(where, shown, text, "is not in (0, 1]", kReachAllowed);
+  }
+  return v;
+}
+
+// The largest relative position the grouped keys may take: L - 1, or floor(R L) - 1.
+int64_t GroupBound(const RelMapMethod& rel, int64_t train_len) {
+  if (rel.real == 0.0) return train_len - 1;
+  return static_cast<int64_t>(std::floor(rel.real * static_cast<double>(train_len))) - 1;
+}
+
+// The default group: the smallest G >= 1 with floor((L'-1)/G) + W - floor(W/G) <= bound. For
+// G >= max(L', W + 1) the left side is W, so no G exists when W > bound.
+std::optional<int64_t> DefaultGroup(int64_t bound, int64_t fed_len, int64_t window) {
   const int64_t last = std::max<int64_t>(fed_len, window + 1);
   for (int64_t g = 1; g <= last; ++g) {
-    if ((fed_len - 1) / g + window - window / g <= train_len - 1) return g;
+    if ((fed_len - 1) / g + window - window / g <= bound) return g;
   }
   return std::nullopt;
 }
@@ -47,7 +73,19 @@ constinit const RelMapDescriptor self_extend_map = [] {
   d.name = "self-extend";
   d.keys = kKeys;
   d.rank = 30;
-  d.train_usage = "self-extend[:group=G,window=W]";
+  d.train_usage = "self-extend[:group=G,window=W,reach=R]";
+  d.parse_real = ParseReach;
+  d.check_real_range = [](const RelMapMethod& rel, std::string_view where) {
+    if (rel.real != 0.0 && !(rel.real > 0.0 && rel.real <= 1.0)) {
+      Fail("{}: reach={} is out of range (allowed: {})", where, rel.real, kReachAllowed);
+    }
+    if (rel.real != 0.0 && rel.ints[0] != 0) {
+      Fail(
+          "{}: group={} and reach={} both given (allowed: one of them; reach chooses the group "
+          "per call)",
+          where, rel.ints[0], rel.real);
+    }
+  };
   d.check_call = [](const RelMapMethod& rel, const RopeGeometry&, int64_t fed_len,
                     std::string_view where) {
     if (rel.window != 0 && rel.window >= fed_len) {
@@ -58,15 +96,20 @@ constinit const RelMapDescriptor self_extend_map = [] {
   d.fill_defaults = [](RelMapMethod& rel, const RopeGeometry& geo, int64_t fed_len, double) {
     if (rel.window == 0) rel.window = std::max<int64_t>(1, geo.train_len / 2);
     if (rel.ints[0] == 0) {
-      rel.ints[0] = DefaultGroup(geo.train_len, fed_len, rel.window).value_or(0);
+      rel.ints[0] = DefaultGroup(GroupBound(rel, geo.train_len), fed_len, rel.window).value_or(0);
+      if (rel.ints[0] != 0) rel.real = 0.0;  // resolved: the group says it all
     }
   };
   d.check_resolved = [](const RelMapMethod& rel, const RopeGeometry& geo, std::string_view where) {
     if (rel.ints[0] == 0) {
+      const int64_t bound = GroupBound(rel, geo.train_len);
       Fail(
-          "{}: window={} leaves no group that keeps relative positions below L = {} "
+          "{}: window={} leaves no group that keeps relative positions at most {}{} "
           "(allowed: window <= {} when group is not given)",
-          where, rel.window, geo.train_len, geo.train_len - 1);
+          where, rel.window, bound,
+          rel.real == 0.0 ? fmt::format(" (L - 1, L = {})", geo.train_len)
+                          : fmt::format(" (reach={} of L = {}, less 1)", rel.real, geo.train_len),
+          bound);
     }
   };
   d.segments = 2;
