@@ -2,7 +2,8 @@
 // the full attention matrix, no caching, no BLAS, no tiling. It is the yardstick that the engine's
 // float32 forward (src/model/transformer) is tested against. Mirrors llama2.c's run.c forward,
 // written here from the math (RMSNorm, RoPE on interleaved pairs with theta_t = base^(-2t/D),
-// causal grouped-query attention with 1/sqrt(D), SwiGLU, residuals, final norm, classifier).
+// causal grouped-query attention with 1/sqrt(D), SwiGLU, residuals, final norm, classifier), and
+// the q/k/v biases of Qwen 2 where the model has them (ModelConfig::qkv_bias).
 #pragma once
 
 #include <cmath>
@@ -83,6 +84,13 @@ std::vector<T> LlamaForwardRef(const Model& model, const std::vector<int>& token
       q[t] = Matvec(lw.wq, h, C, C);
       k[t] = Matvec(lw.wk, h, KV, C);
       v[t] = Matvec(lw.wv, h, KV, C);
+      if (c.qkv_bias) {  // Qwen 2 (HF modeling_qwen2.py Qwen2Attention: q/k/v_proj bias=True)
+        for (int i = 0; i < C; ++i) q[t][static_cast<size_t>(i)] += lw.bq[static_cast<size_t>(i)];
+        for (int i = 0; i < KV; ++i) {
+          k[t][static_cast<size_t>(i)] += lw.bk[static_cast<size_t>(i)];
+          v[t][static_cast<size_t>(i)] += lw.bv[static_cast<size_t>(i)];
+        }
+      }
     }
     // Rows are independent given q, k, v: spread them over threads (only to keep tests short).
     ParallelForEach(static_cast<int64_t>(n), [&](int64_t row, int) {

@@ -28,6 +28,13 @@ constexpr int64_t kMaxLayers = 1 << 10;
 constexpr int64_t kMaxHidden = 1 << 20;
 constexpr int64_t kMaxSeqLen = int64_t{1} << 26;
 
+// An architecture's metadata key, "<general.architecture>.<key>", as llama.cpp names them
+// (LLM_KV_CONTEXT_LENGTH "%s.context_length": "llama.context_length", "qwen2.context_length").
+struct ArchKeys {
+  std::string arch;
+  std::string operator()(std::string_view key) const { return fmt::format("{}.{}", arch, key); }
+};
+
 int64_t CountKey(const GgufFile& g, const std::string& key, int64_t max) {
   const int64_t v = g.Int(key);
   if (v < 1 || v > max) Fail("{}: metadata {} is {}, expected 1..{}", g.path(), key, v, max);
@@ -65,7 +72,8 @@ std::vector<double> FactorList(const GgufFile& g, const std::string& name, int p
   return std::vector<double>(f.begin(), f.end());
 }
 
-// RoPE scaling from llama.cpp's keys, read as llama.cpp reads them (src/llama-model.cpp,
+// RoPE scaling from llama.cpp's keys (named here for the llama architecture; every family's are
+// its own general.architecture's, "qwen2.rope.scaling.type"), read as llama.cpp reads them (src/llama-model.cpp,
 // load_hparams; src/llama-context.cpp, the YaRN attention factor), at d32676d:
 //   llama.rope.scaling.type: "none", "linear" (the default when the key is absent), "yarn",
 //     "longrope";
@@ -91,11 +99,12 @@ std::vector<std::string> RopeScalingFromGguf(const GgufFile& g, int head_dim,
   ModelConfig& c = header.config;
   std::vector<std::string>& from = header.provenance;
   const int pairs = head_dim / 2;
-  const bool type_given = g.Find("llama.rope.scaling.type") != nullptr;
-  const std::string type = g.StringOr("llama.rope.scaling.type", "linear");
-  const char* factor_key = g.Find("llama.rope.scaling.factor") != nullptr
-                               ? "llama.rope.scaling.factor"
-                               : "llama.rope.scale_linear";
+  const ArchKeys K{g.String("general.architecture")};
+  const bool type_given = g.Find(K("rope.scaling.type")) != nullptr;
+  const std::string type = g.StringOr(K("rope.scaling.type"), "linear");
+  const std::string factor_key = g.Find(K("rope.scaling.factor")) != nullptr
+                                     ? K("rope.scaling.factor")
+                                     : K("rope.scale_linear");
   const double factor = g.FloatOr(factor_key, 0.0);
   if (!(factor == 0.0 || (factor >= 1.0 && factor <= 1e6))) {
     Fail("{}: metadata {} is {}, expected 0 (none) or a number in [1, 1e6]", path, factor_key,
@@ -104,19 +113,20 @@ std::vector<std::string> RopeScalingFromGguf(const GgufFile& g, int head_dim,
   const double s = factor == 0.0 ? 1.0 : factor;
   const int context = c.seq_len;
   auto original_length = [&] {
-    const char* key = "llama.rope.scaling.original_context_length";
+    const std::string key = K("rope.scaling.original_context_length");
     if (g.Find(key) == nullptr) {
-      from.push_back(fmt::format("seq_len {} <- llama.context_length ({} absent)", c.seq_len, key));
+      from.push_back(
+          fmt::format("seq_len {} <- {} ({} absent)", c.seq_len, K("context_length"), key));
       return;
     }
     c.seq_len = static_cast<int>(CountKey(g, key, kMaxSeqLen));
-    from.push_back(fmt::format(
-        "seq_len {} <- {} (the pre-trained length; llama.context_length {} is the extended one)",
-        c.seq_len, key, context));
+    from.push_back(
+        fmt::format("seq_len {} <- {} (the pre-trained length; {} {} is the extended one)",
+                    c.seq_len, key, K("context_length"), context));
   };
-  const double attn = g.FloatOr("llama.rope.scaling.attn_factor", 1.0);
+  const double attn = g.FloatOr(K("rope.scaling.attn_factor"), 1.0);
   if (!(attn > 0.0) || !std::isfinite(attn)) {
-    Fail("{}: metadata llama.rope.scaling.attn_factor is {}, expected a positive number", path,
+    Fail("{}: metadata {} is {}, expected a positive number", path, K("rope.scaling.attn_factor"),
          attn);
   }
   const bool freqs = g.FindTensor("rope_freqs.weight") != nullptr;
@@ -124,9 +134,9 @@ std::vector<std::string> RopeScalingFromGguf(const GgufFile& g, int head_dim,
   Method m;
   std::string why;
   if (type == "none" || (type == "linear" && s == 1.0)) {
-    from.push_back(fmt::format("seq_len {} <- llama.context_length", c.seq_len));
-    why = type_given ? fmt::format("llama.rope.scaling.type \"{}\"", type)
-                     : "no llama.rope.scaling.* keys";
+    from.push_back(fmt::format("seq_len {} <- {}", c.seq_len, K("context_length")));
+    why = type_given ? fmt::format("{} \"{}\"", K("rope.scaling.type"), type)
+                     : fmt::format("no {}.* keys", K("rope.scaling"));
   } else if (type == "linear") {
     if (freqs) {
       Fail(
@@ -135,7 +145,7 @@ std::vector<std::string> RopeScalingFromGguf(const GgufFile& g, int head_dim,
           path, factor_key, factor);
     }
     c.rope_interpolation = static_cast<float>(s);
-    from.push_back(fmt::format("seq_len {} <- llama.context_length", c.seq_len));
+    from.push_back(fmt::format("seq_len {} <- {}", c.seq_len, K("context_length")));
     from.push_back(
         fmt::format("rope_interpolation {} <- {} (linear scaling{}: positions divided "
                     "by it at every length, as llama.cpp does)",
@@ -145,23 +155,23 @@ std::vector<std::string> RopeScalingFromGguf(const GgufFile& g, int head_dim,
     original_length();
     m = ParseMethod("yarn");
     m.rope.factor = s;
-    if (g.Find("llama.rope.scaling.yarn_beta_fast") != nullptr) {
-      m.rope.beta_fast = g.Float("llama.rope.scaling.yarn_beta_fast");
+    if (g.Find(K("rope.scaling.yarn_beta_fast")) != nullptr) {
+      m.rope.beta_fast = g.Float(K("rope.scaling.yarn_beta_fast"));
     }
-    if (g.Find("llama.rope.scaling.yarn_beta_slow") != nullptr) {
-      m.rope.beta_slow = g.Float("llama.rope.scaling.yarn_beta_slow");
+    if (g.Find(K("rope.scaling.yarn_beta_slow")) != nullptr) {
+      m.rope.beta_slow = g.Float(K("rope.scaling.yarn_beta_slow"));
     }
-    const double ext = g.FloatOr("llama.rope.scaling.yarn_ext_factor", 1.0);
+    const double ext = g.FloatOr(K("rope.scaling.yarn_ext_factor"), 1.0);
     if (ext != 1.0 && ext >= 0.0) {  // negative: "not set", llama.cpp then uses 1
       Fail(
-          "{}: metadata llama.rope.scaling.yarn_ext_factor is {}, expected 1 (stretch's yarn is "
-          "YaRN as defined, llama.cpp's ext_factor 1)",
-          path, ext);
+          "{}: metadata {} is {}, expected 1 (stretch's yarn is YaRN as defined, llama.cpp's "
+          "ext_factor 1)",
+          path, K("rope.scaling.yarn_ext_factor"), ext);
     }
-    const double log_mul = g.FloatOr("llama.rope.scaling.yarn_log_multiplier", 0.0);
+    const double log_mul = g.FloatOr(K("rope.scaling.yarn_log_multiplier"), 0.0);
     if (!std::isfinite(log_mul) || log_mul < 0.0) {
-      Fail("{}: metadata llama.rope.scaling.yarn_log_multiplier is {}, expected a number >= 0",
-           path, log_mul);
+      Fail("{}: metadata {} is {}, expected a number >= 0", path,
+           K("rope.scaling.yarn_log_multiplier"), log_mul);
     }
     if (log_mul != 0.0 || attn != 1.0) {
       const double base_factor = log_mul != 0.0 ? method_internal::GetMscale(s, 1.0) /
@@ -169,7 +179,7 @@ std::vector<std::string> RopeScalingFromGguf(const GgufFile& g, int head_dim,
                                                 : method_internal::GetMscale(s, 1.0);
       m.rope.attention_factor = attn * base_factor;
     }
-    why = "llama.rope.scaling.type \"yarn\" and its llama.rope.scaling.* keys";
+    why = fmt::format("{} \"yarn\" and its {}.* keys", K("rope.scaling.type"), K("rope.scaling"));
   } else if (type == "longrope") {
     original_length();
     m = ParseMethod("longrope");
@@ -181,22 +191,19 @@ std::vector<std::string> RopeScalingFromGguf(const GgufFile& g, int head_dim,
     // llama.cpp's converter stores it as attn_factor.
     const double f = static_cast<double>(context) / c.seq_len;
     m.rope.attention_factor =
-        g.Find("llama.rope.scaling.attn_factor") != nullptr
+        g.Find(K("rope.scaling.attn_factor")) != nullptr
             ? attn
             : (f <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(f) / std::log(c.seq_len)));
-    why = "llama.rope.scaling.type \"longrope\" and tensors rope_factors_short/long.weight";
+    why = fmt::format("{} \"longrope\" and tensors rope_factors_short/long.weight",
+                      K("rope.scaling.type"));
   } else {
-    Fail(
-        "{}: metadata llama.rope.scaling.type is \"{}\", expected none, linear, yarn or longrope "
-        "(llama.cpp's types)",
-        path, type);
+    Fail("{}: metadata {} is \"{}\", expected none, linear, yarn or longrope (llama.cpp's types)",
+         path, K("rope.scaling.type"), type);
   }
   if (freqs) {
     if (type == "yarn" || type == "longrope") {
-      Fail(
-          "{}: tensor rope_freqs.weight with llama.rope.scaling.type \"{}\": expected one of the "
-          "two",
-          path, type);
+      Fail("{}: tensor rope_freqs.weight with {} \"{}\": expected one of the two", path,
+           K("rope.scaling.type"), type);
     }
     // llama.cpp divides theta_t by rope_freqs[t] at every position: LongRoPE with the same list
     // for short and long and no attention factor is exactly that.
@@ -211,66 +218,73 @@ std::vector<std::string> RopeScalingFromGguf(const GgufFile& g, int head_dim,
   return used;
 }
 
+// The family a GGUF file's general.architecture names; refuses the others by name.
+const ModelFamily& GgufFamily(const GgufFile& g) {
+  const std::string arch = g.String("general.architecture");
+  const ModelFamily* family = FindFamilyByGguf(arch);
+  if (family == nullptr) {
+    Fail("{}: general.architecture is \"{}\", expected one of {} (the families stretch reads)",
+         g.path(), arch, KnownGgufArchitectures());
+  }
+  return *family;
+}
+
 Parsed Parse(const GgufFile& g) {
   const std::string& path = g.path();
-  const std::string arch = g.String("general.architecture");
-  if (arch != "llama") {
-    Fail(
-        "{}: general.architecture is \"{}\", expected \"llama\" (LLaMA, Mistral and the models "
-        "llama.cpp writes under that name; stretch reads no other architecture yet)",
-        path, arch);
-  }
+  const ModelFamily& family = GgufFamily(g);
+  const ArchKeys K{family.gguf_architecture};
   Parsed p;
   ModelConfig& c = p.header.config;
+  c.qkv_bias = family.qkv_bias;
   std::vector<std::string>& from = p.header.provenance;
-  auto count = [&](const char* field, const char* key, int64_t max) {
+  auto count = [&](const char* field, const std::string& key, int64_t max) {
     const int v = static_cast<int>(CountKey(g, key, max));
     from.push_back(fmt::format("{} {} <- {}", field, v, key));
     return v;
   };
-  c.dim = count("dim", "llama.embedding_length", kMaxDim);
-  c.n_layers = count("n_layers", "llama.block_count", kMaxLayers);
-  c.hidden_dim = count("hidden_dim", "llama.feed_forward_length", kMaxHidden);
-  c.n_heads = count("n_heads", "llama.attention.head_count", kMaxDim);
-  if (g.Find("llama.attention.head_count_kv") != nullptr) {
-    c.n_kv_heads = count("n_kv_heads", "llama.attention.head_count_kv", kMaxDim);
+  c.dim = count("dim", K("embedding_length"), kMaxDim);
+  c.n_layers = count("n_layers", K("block_count"), kMaxLayers);
+  c.hidden_dim = count("hidden_dim", K("feed_forward_length"), kMaxHidden);
+  c.n_heads = count("n_heads", K("attention.head_count"), kMaxDim);
+  if (g.Find(K("attention.head_count_kv")) != nullptr) {
+    c.n_kv_heads = count("n_kv_heads", K("attention.head_count_kv"), kMaxDim);
   } else {
     c.n_kv_heads = c.n_heads;
-    from.push_back(fmt::format(
-        "n_kv_heads {} <- llama.attention.head_count (llama.attention.head_count_kv absent)",
-        c.n_kv_heads));
+    from.push_back(fmt::format("n_kv_heads {} <- {} ({} absent)", c.n_kv_heads,
+                               K("attention.head_count"), K("attention.head_count_kv")));
   }
-  const double base = g.FloatOr("llama.rope.freq_base", 10000.0);
+  const double base = g.FloatOr(K("rope.freq_base"), 10000.0);
   if (!(base > 1.0) || base > 1e12) {
-    Fail("{}: metadata llama.rope.freq_base is {}, expected a number above 1", path, base);
+    Fail("{}: metadata {} is {}, expected a number above 1", path, K("rope.freq_base"), base);
   }
   c.rope_base = static_cast<float>(base);
-  from.push_back(g.Find("llama.rope.freq_base") != nullptr
-                     ? fmt::format("rope_base {} <- llama.rope.freq_base", c.rope_base)
-                     : "rope_base 10000 <- llama.cpp's default (llama.rope.freq_base absent)");
-  const double eps = g.FloatOr("llama.attention.layer_norm_rms_epsilon", 1e-5);
+  from.push_back(
+      g.Find(K("rope.freq_base")) != nullptr
+          ? fmt::format("rope_base {} <- {}", c.rope_base, K("rope.freq_base"))
+          : fmt::format("rope_base 10000 <- llama.cpp's default ({} absent)", K("rope.freq_base")));
+  const double eps = g.FloatOr(K("attention.layer_norm_rms_epsilon"), 1e-5);
   if (!(eps > 0.0) || eps > 1.0) {
-    Fail("{}: metadata llama.attention.layer_norm_rms_epsilon is {}, expected a number in (0, 1]",
-         path, eps);
+    Fail("{}: metadata {} is {}, expected a number in (0, 1]", path,
+         K("attention.layer_norm_rms_epsilon"), eps);
   }
   c.norm_eps = static_cast<float>(eps);
   from.push_back(
-      g.Find("llama.attention.layer_norm_rms_epsilon") != nullptr
-          ? fmt::format("norm_eps {} <- llama.attention.layer_norm_rms_epsilon", c.norm_eps)
-          : "norm_eps 1e-05 <- default (llama.attention.layer_norm_rms_epsilon "
-            "absent)");
+      g.Find(K("attention.layer_norm_rms_epsilon")) != nullptr
+          ? fmt::format("norm_eps {} <- {}", c.norm_eps, K("attention.layer_norm_rms_epsilon"))
+          : fmt::format("norm_eps 1e-05 <- default ({} absent)",
+                        K("attention.layer_norm_rms_epsilon")));
   if (c.dim % c.n_heads != 0) {
-    Fail("{}: llama.embedding_length {} is not divisible by llama.attention.head_count {}", path,
-         c.dim, c.n_heads);
+    Fail("{}: {} {} is not divisible by {} {}", path, K("embedding_length"), c.dim,
+         K("attention.head_count"), c.n_heads);
   }
   if (c.n_heads % c.n_kv_heads != 0) {
-    Fail("{}: llama.attention.head_count_kv {} does not divide llama.attention.head_count {}", path,
-         c.n_kv_heads, c.n_heads);
+    Fail("{}: {} {} does not divide {} {}", path, K("attention.head_count_kv"), c.n_kv_heads,
+         K("attention.head_count"), c.n_heads);
   }
   const int D = c.dim / c.n_heads;
   if (D % 2 != 0) Fail("{}: head dimension {} is odd: RoPE rotates pairs", path, D);
-  for (const char* key : {"llama.rope.dimension_count", "llama.attention.key_length",
-                          "llama.attention.value_length"}) {
+  for (const std::string& key :
+       {K("rope.dimension_count"), K("attention.key_length"), K("attention.value_length")}) {
     if (g.Find(key) != nullptr && g.Int(key) != D) {
       Fail(
           "{}: metadata {} is {}, expected {} (embedding_length / head_count): stretch supports "
@@ -278,7 +292,7 @@ Parsed Parse(const GgufFile& g) {
           path, key, g.Int(key), D);
     }
   }
-  c.seq_len = static_cast<int>(CountKey(g, "llama.context_length", kMaxSeqLen));
+  c.seq_len = static_cast<int>(CountKey(g, K("context_length"), kMaxSeqLen));
   const std::vector<std::string> rope_tensors = RopeScalingFromGguf(g, D, p.header);
 
   const GgufTensorInfo* emb = g.FindTensor("token_embd.weight");
@@ -292,14 +306,14 @@ Parsed Parse(const GgufFile& g) {
          emb->ne[1], int64_t{1} << 22);
   }
   c.vocab_size = static_cast<int>(emb->ne[1]);
-  if (g.Find("llama.vocab_size") != nullptr && g.Int("llama.vocab_size") != c.vocab_size) {
-    Fail("{}: metadata llama.vocab_size is {}, but token_embd.weight has {} rows", path,
-         g.Int("llama.vocab_size"), c.vocab_size);
+  if (g.Find(K("vocab_size")) != nullptr && g.Int(K("vocab_size")) != c.vocab_size) {
+    Fail("{}: metadata {} is {}, but token_embd.weight has {} rows", path, K("vocab_size"),
+         g.Int(K("vocab_size")), c.vocab_size);
   }
   c.shared_classifier = g.FindTensor("output.weight") == nullptr;
 
   auto& e = p.expected;
-  for (const FamilyTensorAt& t : FamilyTensors(LlamaFamily(), c, WeightFormat::kGguf)) {
+  for (const FamilyTensorAt& t : FamilyTensors(family, c, WeightFormat::kGguf)) {
     e.push_back({t.name, t.shape});
   }
 
@@ -322,13 +336,14 @@ Parsed Parse(const GgufFile& g) {
   }
   for (const GgufTensorInfo& t : g.tensors()) {
     if (!known.count(t.name)) {
-      Fail("{}: tensor {} ({}, shape {}) is not part of a LLaMA model as stretch runs it", path,
-           t.name, GgmlTypeName(t.type), ShapeText(t.ne));
+      Fail("{}: tensor {} ({}, shape {}) is not part of a {} model as stretch runs it", path,
+           t.name, GgmlTypeName(t.type), ShapeText(t.ne), family.name);
     }
   }
   std::string type_text;
   for (const auto& [name, n] : types) type_text += (type_text.empty() ? "" : ", ") + name;
-  p.header.format = fmt::format("GGUF version {} (llama, {})", g.version(), type_text);
+  p.header.format =
+      fmt::format("GGUF version {} ({}, {})", g.version(), family.gguf_architecture, type_text);
   return p;
 }
 
@@ -353,8 +368,14 @@ Model LoadGgufModel(const GgufFile& g) {
     dst.resize(static_cast<size_t>(t->elements));
     g.ReadFloats(*t, dst);
   };
-  for (const FamilyTensorAt& t : FamilyTensors(LlamaFamily(), m.config, WeightFormat::kGguf)) {
-    read(t.name, FamilyTensorData(w, t));
+  const ModelFamily& family = GgufFamily(g);
+  const int64_t D = m.config.head_dim();
+  for (const FamilyTensorAt& t : FamilyTensors(family, m.config, WeightFormat::kGguf)) {
+    std::vector<float>& dst = FamilyTensorData(w, t);
+    read(t.name, dst);
+    if (family.gguf_rope_halves && t.rope_heads > 0) {
+      HalvesToInterleaved(dst, t.rope_heads, D, t.shape.size() > 1 ? t.shape[1] : 1);
+    }
   }
   return m;
 }
@@ -427,6 +448,8 @@ void AddMethod(const std::string& path, const ModelConfig& c, const Method& m,
                std::vector<GgufTensorOut>& tensors) {
   const RopeMethod& r = m.rope;
   const std::string spec = CanonicalSpec(m);
+  const char* arch = FamilyOf(c).gguf_architecture;
+  const ArchKeys K{arch};
   const RopeMethod defaults = ParseMethod(std::string(MethodName(m))).rope;
   auto refuse = [&](const std::string& why) {
     Fail(
@@ -446,30 +469,36 @@ void AddMethod(const std::string& path, const ModelConfig& c, const Method& m,
   }
   const int64_t orig = r.original_length != 0 ? r.original_length : c.seq_len;
   if (r.scaling == RopeScaling::kLinear) {
-    kv.emplace_back("llama.rope.scaling.type", GgufString("linear"));
-    kv.emplace_back("llama.rope.scaling.factor", GgufF32(static_cast<float>(r.factor)));
+    kv.emplace_back(K("rope.scaling.type"), GgufString("linear"));
+    kv.emplace_back(K("rope.scaling.factor"), GgufF32(static_cast<float>(r.factor)));
   } else if (r.scaling == RopeScaling::kYarn) {
     if (r.beta_fast != defaults.beta_fast || r.beta_slow != defaults.beta_slow || r.mscale != 0.0 ||
         r.mscale_all_dim != 0.0 || r.truncate != defaults.truncate) {
-      refuse("llama.cpp's llama architecture reads no beta, mscale or truncate key");
+      refuse(
+          fmt::format("llama.cpp's {} architecture reads no beta, mscale or truncate key", arch));
     }
-    kv.emplace_back("llama.rope.scaling.type", GgufString("yarn"));
-    kv.emplace_back("llama.rope.scaling.factor", GgufF32(static_cast<float>(r.factor)));
-    kv.emplace_back("llama.rope.scaling.original_context_length",
+    kv.emplace_back(K("rope.scaling.type"), GgufString("yarn"));
+    kv.emplace_back(K("rope.scaling.factor"), GgufF32(static_cast<float>(r.factor)));
+    kv.emplace_back(K("rope.scaling.original_context_length"),
                     GgufU32(static_cast<uint32_t>(orig)));
     if (r.attention_factor != 0.0) {
       // llama.cpp multiplies YaRN's own 0.1 ln s + 1 by rope.scaling.attn_factor.
-      kv.emplace_back("llama.rope.scaling.attn_factor",
+      kv.emplace_back(K("rope.scaling.attn_factor"),
                       GgufF32(static_cast<float>(r.attention_factor /
                                                  method_internal::GetMscale(r.factor, 1.0))));
     }
-    // llama.context_length: the extended length; the original one is the model's seq_len.
+    // <arch>.context_length: the extended length; the original one is the model's seq_len.
     for (auto& [key, value] : kv) {
-      if (key == "llama.context_length") {
+      if (key == K("context_length")) {
         value = GgufU32(static_cast<uint32_t>(std::lround(static_cast<double>(orig) * r.factor)));
       }
     }
   } else if (r.scaling == RopeScaling::kLlama3) {
+    if (std::string_view(arch) != "llama") {
+      refuse(fmt::format("llama.cpp reads rope_freqs.weight (LLaMA 3.1's rule) for the llama "
+                         "architecture, and this is a {} model",
+                         arch));
+    }
     // llama.cpp runs LLaMA 3.1's rule as per-pair divisors of theta (rope_freqs.weight), applied
     // at every length: the divisors of this factor.
     const RopeGeometry geo{orig, c.head_dim(), c.rope_base, 1.0};
@@ -484,7 +513,7 @@ void AddMethod(const std::string& path, const ModelConfig& c, const Method& m,
                        static_cast<uint32_t>(GgmlType::kF32),
                        EncodeTensor(divisors, GgmlType::kF32)});
   } else {
-    refuse(fmt::format("llama.cpp's llama architecture has no GGUF key for {}", MethodName(m)));
+    refuse(fmt::format("llama.cpp's {} architecture has no GGUF key for {}", arch, MethodName(m)));
   }
 }
 
@@ -521,9 +550,9 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
                 "SaveGgufModel: a tokenizer and a vocabulary file both given");
   if (!c.attention.IsPlain() || c.Gau()) {
     Fail(
-        "{}: GGUF's llama architecture holds plain LLaMA models; {} has {} (expected the default "
-        "RoPE, full-attention LLaMA layout)",
-        path, model.source,
+        "{}: GGUF's {} architecture holds plain models of its family; {} has {} (expected the "
+        "default RoPE, full-attention layout)",
+        path, FamilyOf(c).gguf_architecture, model.source,
         c.Gau() ? std::string("the GAU block")
                 : std::string("a trained attention layout (per-layer positions or windows, norms, "
                               "logit scale or another variant)"));
@@ -538,22 +567,24 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
     Fail("{}: tokenizer {} has {} tokens, the model {}", path, tokenizer->path(),
          tokenizer->vocab_size(), c.vocab_size);
   }
+  const ModelFamily& family = FamilyOf(c);
+  const ArchKeys K{family.gguf_architecture};
   std::vector<std::pair<std::string, GgufValue>> kv;
-  kv.emplace_back("general.architecture", GgufString(LlamaFamily().gguf_architecture));
+  kv.emplace_back("general.architecture", GgufString(family.gguf_architecture));
   kv.emplace_back("general.name", GgufString(ModelName(model.source)));
   kv.emplace_back("general.file_type", GgufU32(FileType(mt)));
-  kv.emplace_back("llama.context_length", GgufU32(static_cast<uint32_t>(c.seq_len)));
-  kv.emplace_back("llama.embedding_length", GgufU32(static_cast<uint32_t>(c.dim)));
-  kv.emplace_back("llama.block_count", GgufU32(static_cast<uint32_t>(c.n_layers)));
-  kv.emplace_back("llama.feed_forward_length", GgufU32(static_cast<uint32_t>(c.hidden_dim)));
-  kv.emplace_back("llama.attention.head_count", GgufU32(static_cast<uint32_t>(c.n_heads)));
-  kv.emplace_back("llama.attention.head_count_kv", GgufU32(static_cast<uint32_t>(c.n_kv_heads)));
-  kv.emplace_back("llama.rope.dimension_count", GgufU32(static_cast<uint32_t>(c.head_dim())));
-  kv.emplace_back("llama.rope.freq_base", GgufF32(c.rope_base));
-  kv.emplace_back("llama.attention.layer_norm_rms_epsilon", GgufF32(c.norm_eps));
+  kv.emplace_back(K("context_length"), GgufU32(static_cast<uint32_t>(c.seq_len)));
+  kv.emplace_back(K("embedding_length"), GgufU32(static_cast<uint32_t>(c.dim)));
+  kv.emplace_back(K("block_count"), GgufU32(static_cast<uint32_t>(c.n_layers)));
+  kv.emplace_back(K("feed_forward_length"), GgufU32(static_cast<uint32_t>(c.hidden_dim)));
+  kv.emplace_back(K("attention.head_count"), GgufU32(static_cast<uint32_t>(c.n_heads)));
+  kv.emplace_back(K("attention.head_count_kv"), GgufU32(static_cast<uint32_t>(c.n_kv_heads)));
+  kv.emplace_back(K("rope.dimension_count"), GgufU32(static_cast<uint32_t>(c.head_dim())));
+  kv.emplace_back(K("rope.freq_base"), GgufF32(c.rope_base));
+  kv.emplace_back(K("attention.layer_norm_rms_epsilon"), GgufF32(c.norm_eps));
   if (c.rope_interpolation != 1.0f) {
-    kv.emplace_back("llama.rope.scaling.type", GgufString("linear"));
-    kv.emplace_back("llama.rope.scaling.factor", GgufF32(c.rope_interpolation));
+    kv.emplace_back(K("rope.scaling.type"), GgufString("linear"));
+    kv.emplace_back(K("rope.scaling.factor"), GgufF32(c.rope_interpolation));
   }
   if (tokenizer != nullptr) {
     // A llama2.c vocabulary in SentencePiece's spelling, as llama.cpp's own converter
@@ -611,9 +642,16 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
     o.data = EncodeTensor(x, t);
     tensors.push_back(std::move(o));
   };
-  for (const FamilyTensorAt& t : FamilyTensors(LlamaFamily(), c, WeightFormat::kGguf)) {
+  for (const FamilyTensorAt& t : FamilyTensors(family, c, WeightFormat::kGguf)) {
     const bool matrix = t.spec->Matrix();  // (rows, cols); a vector is one row
-    add(t.name, FamilyTensorData(w, t), matrix ? t.shape[0] : 1, t.shape.back(), matrix);
+    const std::vector<float>& x = FamilyTensorData(w, t);
+    const int64_t rows = matrix ? t.shape[0] : 1, cols = t.shape.back();
+    if (family.gguf_rope_halves && t.rope_heads > 0) {  // HF's rotate-half rows, as llama.cpp's
+      add(t.name, InterleavedToHalves(x, t.rope_heads, c.head_dim(), matrix ? cols : 1), rows, cols,
+          matrix);
+    } else {
+      add(t.name, x, rows, cols, matrix);
+    }
   }
   if (method != nullptr) AddMethod(path, c, *method, kv, tensors);
   WriteGguf(path, kv, tensors);

@@ -21,7 +21,12 @@
 // RoPE layout: llama.cpp's "llama" architecture rotates adjacent pairs (x[2t], x[2t+1]), the
 // layout of Meta's and llama2.c's checkpoints and of stretch; its converter from Hugging Face
 // folders permutes q and k from HF's rotate-half layout into it, so the weights are used as they
-// are.
+// are. Its "qwen2" architecture rotates HF's halves (NEOX), its converter leaves q and k (and
+// their biases) in HF's rows, and stretch permutes them on reading and writing
+// (ModelFamily::gguf_rope_halves).
+// Other families: general.architecture names the family (src/model/families/) and prefixes its
+// keys ("qwen2.context_length"); "qwen2" adds blk.N.attn_q/k/v.bias. The keys above are named for
+// "llama".
 // Refused by name: another architecture, a tensor stretch does not use, RoPE scaling of another
 // type or with settings stretch's methods do not express (YaRN's ext_factor other than 1).
 #pragma once
@@ -67,8 +72,8 @@ bool GgufHasVocabulary(const GgufFile& file);
 Tokenizer ReadGgufTokenizer(const std::string& path);
 Tokenizer ReadGgufTokenizer(const GgufFile& file);
 
-// Writes `model` as a GGUF version 3 file of the "llama" architecture, atomically: the llama.*
-// keys above, the matrices in `matrix_type` (F32, F16, BF16 or Q8_0; the embedding and the
+// Writes `model` as a GGUF version 3 file of its family's architecture (FamilyOf: "llama", or
+// "qwen2" for a model with q/k/v biases), atomically: the keys above under that prefix, the matrices in `matrix_type` (F32, F16, BF16 or Q8_0; the embedding and the
 // classifier too; with Q8_0 a matrix whose rows are not a multiple of 32 long stays F32), the
 // norms always in F32 (as llama.cpp's converters keep them). With a llama2.c
 // tokenizer (`tokenizer`, may be null) its vocabulary goes in as llama.cpp's SentencePiece

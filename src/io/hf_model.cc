@@ -54,10 +54,17 @@ constexpr size_t kMaxShards = 4096;
 // MistralConfig's sliding_window when config.json has no such key.
 constexpr int64_t kMistralDefaultWindow = 4096;
 
-constexpr const char* kLlama = "LlamaForCausalLM";
 constexpr const char* kMistral = "MistralForCausalLM";
-constexpr const char* kReadArchitectures =
-    "expected LlamaForCausalLM or MistralForCausalLM (model_type llama or mistral)";
+
+// What a reader takes: "expected one of "LlamaForCausalLM", ... (model_type "llama", ...)".
+std::string ReadArchitectures() {
+  std::string types;
+  for (const ModelFamily* f : ModelFamilies()) {
+    for (const char* t : f->hf_model_types)
+      types += fmt::format("{}\"{}\"", types.empty() ? "" : ", ", t);
+  }
+  return fmt::format("expected one of {} (model_type {})", KnownHfArchitectures(), types);
+}
 
 std::string InDir(const std::string& dir, const std::string& name) {
   return (fs::path(dir) / name).string();
@@ -177,7 +184,10 @@ std::string RelativeReason(const std::string& name) {
   for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   static constexpr std::pair<const char*, const char*> kRelatives[] = {
       {"falcon", "it has a parallel attention/MLP block and LayerNorm"},
-      {"qwen", "its q_proj, k_proj and v_proj carry biases, which the LLaMA block has not"},
+      {"qwen3", "it RMS-normalizes each head's q and k before RoPE"},
+      {"qwen2moe", "its feed-forward is a mixture of experts"},
+      {"qwen2_moe", "its feed-forward is a mixture of experts"},
+      {"qwenlm", "its attention is one fused c_attn projection (Qwen 1)"},
       {"gemma",
        "it scales its norms by 1 + w and its embedding by sqrt(hidden_size), with a GeLU "
        "feed-forward"},
@@ -214,22 +224,25 @@ std::string ReadArchitecture(const ConfigKeys& k) {
         "[\"MistralForCausalLM\"]",
         path);
   }
-  if (arch) {
-    if (*arch != kLlama && *arch != kMistral) {
-      Fail("{}: architectures [\"{}\"] is not read by stretch{}: {}", path, *arch,
-           RelativeReason(*arch), kReadArchitectures);
+  for (const ModelFamily* f : ModelFamilies()) {
+    for (size_t i = 0; i < f->hf_architectures.size(); ++i) {
+      const std::string name = f->hf_architectures[i], want = f->hf_model_types[i];
+      if (arch && *arch == name) {
+        if (type && *type != want) {
+          Fail("{}: model_type \"{}\" does not match architectures [\"{}\"], expected \"{}\"", path,
+               *type, *arch, want);
+        }
+        return name;
+      }
+      if (!arch && *type == want) return name;
     }
-    const char* want = *arch == kLlama ? "llama" : "mistral";
-    if (type && *type != want) {
-      Fail("{}: model_type \"{}\" does not match architectures [\"{}\"], expected \"{}\"", path,
-           *type, *arch, want);
-    }
-    return *arch;
   }
-  if (*type == "llama") return kLlama;
-  if (*type == "mistral") return kMistral;
+  if (arch) {
+    Fail("{}: architectures [\"{}\"] is not read by stretch{}: {}", path, *arch,
+         RelativeReason(*arch), ReadArchitectures());
+  }
   Fail("{}: model_type \"{}\" is not read by stretch{}: {}", path, *type, RelativeReason(*type),
-       kReadArchitectures);
+       ReadArchitectures());
 }
 
 // Containers nested deeper than kMaxRopeDepth levels (`depth` the value's own level).
@@ -301,7 +314,9 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
   const Json j = ReadJsonFile(path);
   const ConfigKeys k{j, path, ""};
   h.architecture = ReadArchitecture(k);
+  const ModelFamily& family = *FindFamilyByHf(h.architecture);
   ModelConfig& c = h.config;
+  c.qkv_bias = family.qkv_bias;
   c.dim = static_cast<int>(k.Count("hidden_size", kMaxDim));
   c.hidden_dim = static_cast<int>(k.Count("intermediate_size", kMaxHidden));
   c.n_layers = static_cast<int>(k.Count("num_hidden_layers", kMaxLayers));
@@ -350,8 +365,9 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
       Fail("{}: hidden_act is \"{}\", expected \"silu\" (the SwiGLU feed-forward)", path, a);
     }
   }
+  // LlamaConfig's switches for biases (Qwen2Config has none: its q/k/v biases are the family's).
   for (const char* key : {"attention_bias", "mlp_bias"}) {
-    if (k.Bool(key, false)) {
+    if (&family == &LlamaFamily() && k.Bool(key, false)) {
       Fail("{}: {} is true, expected false: the LLaMA block as stretch runs it has no biases", path,
            key);
     }
@@ -360,6 +376,14 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
   k.Number(
       "partial_rotary_factor", [](double v) { return v == 1.0; }, kEveryPair);
 
+  if (std::string_view(family.name) == "qwen2" && k.Bool("use_sliding_window", false)) {
+    // Qwen2Config: with use_sliding_window, layers from max_window_layers on attend to the last
+    // sliding_window keys (transformers' modeling_qwen2.py, layer_types).
+    Fail(
+        "{}: use_sliding_window is true: Qwen 2's windowed layers are not read from Hugging Face "
+        "folders yet (expected false, as Qwen 2 and 2.5 ship)",
+        path);
+  }
   if (h.architecture == kMistral) {
     // MistralConfig's window: W keys per query. A real window is refused rather than mapped onto
     // LayerLayout::window (see the header: whether W counts the query itself has differed
@@ -473,7 +497,7 @@ struct Want {
 
 std::vector<Want> WantedTensors(const ModelConfig& c) {
   std::vector<Want> w;
-  for (const FamilyTensorAt& t : FamilyTensors(LlamaFamily(), c, WeightFormat::kHf)) {
+  for (const FamilyTensorAt& t : FamilyTensors(FamilyOf(c), c, WeightFormat::kHf)) {
     w.push_back({t.name, t.shape, t.spec->global, t.spec->layer, t.layer, t.rope_heads});
   }
   return w;
@@ -656,46 +680,6 @@ Parsed Parse(const std::string& dir) {
   return p;
 }
 
-// q and k rows, HF's rotate_half layout -> stretch's interleaved pairs, per head of D rows: the
-// inverse of convert_llama_weights_to_hf.py's permute (see the header). Stretch's row
-// h*D + 2i + j is HF's row h*D + j*D/2 + i; `scratch` holds one head.
-void HfToInterleaved(std::vector<float>& w, int64_t heads, int64_t D, int64_t C,
-                     std::vector<float>& scratch) {
-  const size_t head = static_cast<size_t>(D * C), row = static_cast<size_t>(C);
-  STRETCH_CHECK(w.size() == static_cast<size_t>(heads) * head, "{} values for {} heads of {}",
-                w.size(), heads, head);
-  scratch.resize(head);
-  for (int64_t h = 0; h < heads; ++h) {
-    float* x = w.data() + static_cast<size_t>(h) * head;
-    std::memcpy(scratch.data(), x, head * sizeof(float));
-    for (int64_t i = 0; i < D / 2; ++i) {
-      for (int64_t j = 0; j < 2; ++j) {
-        std::memcpy(x + static_cast<size_t>(2 * i + j) * row,
-                    scratch.data() + static_cast<size_t>(j * (D / 2) + i) * row,
-                    row * sizeof(float));
-      }
-    }
-  }
-}
-
-// The converse, for writing: permute() of convert_llama_weights_to_hf.py on `heads` heads.
-std::vector<float> InterleavedToHf(const std::vector<float>& w, int64_t heads, int64_t D,
-                                   int64_t C) {
-  const size_t row = static_cast<size_t>(C);
-  STRETCH_CHECK(w.size() == static_cast<size_t>(heads * D) * row, "{} values for {} heads of {}",
-                w.size(), heads, D * C);
-  std::vector<float> out(w.size());
-  for (int64_t h = 0; h < heads; ++h) {
-    for (int64_t i = 0; i < D / 2; ++i) {
-      for (int64_t j = 0; j < 2; ++j) {
-        std::memcpy(out.data() + static_cast<size_t>(h * D + j * (D / 2) + i) * row,
-                    w.data() + static_cast<size_t>(h * D + 2 * i + j) * row, row * sizeof(float));
-      }
-    }
-  }
-  return out;
-}
-
 // Creates `dir`, or accepts an existing folder holding nothing but the files SaveHfModel writes,
 // the caller's files and partial files of interrupted writes (AtomicFile's hidden temporaries).
 void PrepareFolder(const std::string& dir, const std::vector<std::string>& caller_files) {
@@ -820,9 +804,8 @@ Model LoadHfModel(const std::string& dir) {
   m.source = fmt::format("{} ({})", dir, p.header.format);
   const ModelConfig& c = m.config;
   m.weights.layers.resize(static_cast<size_t>(c.n_layers));
-  const int64_t D = c.head_dim(), C = c.dim;
+  const int64_t D = c.head_dim();
   std::vector<std::byte> half;  // one F16 / BF16 tensor's bytes
-  std::vector<float> scratch;   // one head's rows
   for (size_t i = 0; i < p.wanted.size(); ++i) {
     const Want& w = p.wanted[i];
     const SafetensorsFile& file = p.files[p.where[i].file];
@@ -843,7 +826,9 @@ Model LoadHfModel(const std::string& dir) {
         dst[k] = f16 ? HalfToFloat(u) : BFloat16ToFloat(u);
       }
     }
-    if (w.rope_heads > 0) HfToInterleaved(dst, w.rope_heads, D, C, scratch);
+    if (w.rope_heads > 0) {
+      HalvesToInterleaved(dst, w.rope_heads, D, w.shape.size() > 1 ? w.shape[1] : 1);
+    }
   }
   return m;
 }
@@ -853,9 +838,9 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
   const ModelConfig& c = model.config;
   if (!c.attention.IsPlain() || c.Gau()) {
     Fail(
-        "{}: a LlamaForCausalLM folder holds plain LLaMA models; {} has {} (expected the default "
-        "RoPE, full-attention LLaMA layout)",
-        dir, model.source,
+        "{}: a {} folder holds plain models of its family; {} has {} (expected the default RoPE, "
+        "full-attention layout)",
+        dir, FamilyOf(c).hf_architectures[0], model.source,
         c.Gau() ? std::string("the GAU block")
                 : std::string("a trained attention layout (per-layer positions or windows, "
                               "norms, logit scale or another variant)"));
@@ -906,7 +891,7 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
                   n);
     const std::vector<float>* src = &x;
     if (rope_heads > 0) {
-      permuted.push_back(InterleavedToHf(x, rope_heads, D, shape[1]));
+      permuted.push_back(InterleavedToHalves(x, rope_heads, D, shape.size() > 1 ? shape[1] : 1));
       src = &permuted.back();
     }
     if (dtype == SafetensorsDtype::kF32) {
@@ -935,15 +920,16 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
   const ModelWeights& w = model.weights;
   STRETCH_CHECK(static_cast<int>(w.layers.size()) == c.n_layers, "{} layers, config {}",
                 w.layers.size(), c.n_layers);
-  for (const FamilyTensorAt& t : FamilyTensors(LlamaFamily(), c, WeightFormat::kHf)) {
+  const ModelFamily& family = FamilyOf(c);
+  for (const FamilyTensorAt& t : FamilyTensors(family, c, WeightFormat::kHf)) {
     add(t.name, FamilyTensorData(w, t), t.shape, t.rope_heads);
   }
   writer.Write(InDir(dir, kHfWeightsFile));
 
   // config.json last: its presence is what LooksLikeHfFolder looks for.
   nlohmann::ordered_json j;
-  j["architectures"] = nlohmann::ordered_json::array({LlamaFamily().hf_architectures[0]});
-  j["model_type"] = "llama";
+  j["architectures"] = nlohmann::ordered_json::array({family.hf_architectures[0]});
+  j["model_type"] = family.hf_model_types[0];
   j["hidden_size"] = c.dim;
   j["intermediate_size"] = c.hidden_dim;
   j["num_hidden_layers"] = c.n_layers;
@@ -957,10 +943,17 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
   j["rope_scaling"] = rope_scaling;
   j["tie_word_embeddings"] = c.shared_classifier;
   j["hidden_act"] = "silu";
-  j["attention_bias"] = false;
-  j["attention_dropout"] = 0.0;
-  j["mlp_bias"] = false;
-  j["pretraining_tp"] = 1;
+  if (&family == &LlamaFamily()) {
+    j["attention_bias"] = false;
+    j["attention_dropout"] = 0.0;
+    j["mlp_bias"] = false;
+    j["pretraining_tp"] = 1;
+  } else if (std::string_view(family.name) == "qwen2") {  // Qwen2Config's keys: no windows
+    j["attention_dropout"] = 0.0;
+    j["use_sliding_window"] = false;
+    j["sliding_window"] = nullptr;
+    j["max_window_layers"] = c.n_layers;
+  }
   j["initializer_range"] = 0.02;
   j["use_cache"] = true;
   j["bos_token_id"] = 1;

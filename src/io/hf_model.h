@@ -2,11 +2,12 @@
 // written: config.json plus model.safetensors, or safetensors shards listed by
 // model.safetensors.index.json ("weight_map": tensor name -> file name in the folder).
 //
-// Architectures read: "architectures" ["LlamaForCausalLM"] (model_type "llama") and
-// ["MistralForCausalLM"] (model_type "mistral"), the same block (RMSNorm, RoPE attention with
-// grouped-query heads and no biases, SwiGLU). Any other is refused by name (Qwen2 has q/k/v
-// biases, Gemma scales its norms by 1 + w and its embedding by sqrt(hidden_size), Phi-3 fuses
-// qkv_proj, Mixtral routes experts ...).
+// Architectures read: those of the model families (src/model/families/, docs/formats.md):
+// "architectures" ["LlamaForCausalLM"] (model_type "llama") and ["MistralForCausalLM"]
+// (model_type "mistral"), the LLaMA block (RMSNorm, RoPE attention with grouped-query heads and no
+// biases, SwiGLU), and ["Qwen2ForCausalLM"] (model_type "qwen2"), the same block with q/k/v
+// biases. Any other is refused by name (Qwen 3 normalizes q and k, Gemma scales its norms by
+// 1 + w and its embedding by sqrt(hidden_size), Phi-3 fuses qkv_proj, Mixtral routes experts ...).
 //
 // config.json -> ModelConfig, every field type-checked (a count is a JSON integer within bounds;
 // a string, a fraction, zero, a negative or a huge value is refused naming the key):

@@ -78,6 +78,7 @@ std::string ConfigDifference(const ModelConfig& want, const ModelConfig& got) {
   field("rope_base", want.rope_base, got.rope_base);
   field("rope_interpolation", want.rope_interpolation, got.rope_interpolation);
   field("norm_eps", want.norm_eps, got.norm_eps);
+  field("qkv_bias", want.qkv_bias, got.qkv_bias);
   field("position", LayerPositionName(wa.position), LayerPositionName(ga.position));
   field("layout entries", wa.layers.size(), ga.layers.size());
   for (size_t l = 0; l < wa.layers.size() && l < ga.layers.size(); ++l) {
@@ -108,6 +109,12 @@ std::string ConfigDifference(const ModelConfig& want, const ModelConfig& got) {
 // The architecture stretch.config stores for `model`, checked as the reader checks it, and
 // checked to read back as the model's own.
 TrainArch ArchOf(const Model& model, const std::string& path) {
+  if (model.config.qkv_bias) {  // stretch.config has no key for them (train does not make them)
+    Fail(
+        "{}: a stretch checkpoint cannot hold {}: its q/k/v projections have biases (a Qwen 2 "
+        "model); write it as GGUF or a Hugging Face folder",
+        path, model.source);
+  }
   try {
     ValidateAttentionLayout(model);
   } catch (const Error& e) {

@@ -4,12 +4,12 @@
 //   a stretch checkpoint (safetensors written by `stretch train`; it carries its own tokenizer,
 //     so tokenizer_path must be empty),
 //   a training run's directory (its newest complete checkpoint, NewestCheckpointIn),
-//   a GGUF file of the "llama" architecture (src/io/gguf_model.h; told by its magic; its
-//     tokenizer is the vocabulary it carries: SentencePiece, or GPT-2's byte-level BPE
-//     (src/io/tokenizer/bpe_tokenizer.h); or a llama2.c tokenizer file given in tokenizer_path, which then
-//     takes precedence),
-//   a Hugging Face folder (src/io/hf_model.h: config.json of LlamaForCausalLM or
-//     MistralForCausalLM and its safetensors; its tokenizer is the folder's tokenizer.model or
+//   a GGUF file of a family's architecture, "llama" or "qwen2" (src/io/gguf_model.h; told by
+//     its magic; its tokenizer is the vocabulary it carries: SentencePiece, or byte-level BPE
+//     (src/io/tokenizer/bpe_tokenizer.h); or a llama2.c tokenizer file given in tokenizer_path,
+//     which then takes precedence),
+//   a Hugging Face folder (src/io/hf_model.h: config.json of LlamaForCausalLM,
+//     MistralForCausalLM or Qwen2ForCausalLM and its safetensors; its tokenizer is the folder's tokenizer.model or
 //     tokenizer.json, or the file given in tokenizer_path; config.json's rope_scaling is the
 //     method it asks for).
 // The tokenizer comes back behind the one text interface (src/io/tokenizer/text_tokenizer.h).

@@ -22,6 +22,25 @@
 
 namespace stretch {
 
+// y[n, j] += bias[j] for each of N rows of width W.
+template <typename Real>
+void AddRowBias(Real* y, const Real* bias, int64_t N, int64_t W) {
+  for (int64_t n = 0; n < N; ++n) {
+    Real* row = y + n * W;
+    for (int64_t j = 0; j < W; ++j) row[j] += bias[j];
+  }
+}
+
+// Its backward for the bias: out[j] = sum over the N rows of dy[n, j] (overwritten).
+template <typename Real>
+void ColumnSums(const Real* dy, int64_t N, int64_t W, Real* out) {
+  std::fill(out, out + W, Real(0));
+  for (int64_t n = 0; n < N; ++n) {
+    const Real* row = dy + n * W;
+    for (int64_t j = 0; j < W; ++j) out[j] += row[j];
+  }
+}
+
 // Where a LLaMA block's forward writes. Buffers marked "or null" are what the backward needs and
 // inference does not: null skips them.
 template <typename Real>
@@ -40,7 +59,8 @@ struct LlamaBlockBuffers {
 };
 
 // The pre-norm LLaMA block on x (N, C), in place:
-//   a = RMSNorm(x; attn_norm);  q, k, v = a Wq^T, a Wk^T, a Wv^T
+//   a = RMSNorm(x; attn_norm);  q, k, v = a Wq^T, a Wk^T, a Wv^T  (+ bq, bk, bv when the model
+//                                                                  has them, ModelConfig::qkv_bias)
 //   att = attend(q, k, v)                 (the caller's: positions, mask, the kernel)
 //   x1 = x + att Wo^T
 //   f = RMSNorm(x1; ffn_norm);  h = silu(f W1^T) * (f W3^T);  x' = x1 + h W2^T
@@ -69,6 +89,11 @@ void LlamaBlockForward(const LayerWeightsOf<Real>& W, const ModelConfig& c, Real
     const LinearOut<Real> outs[] = {
         {W.wq.data(), b.q, QW}, {W.wk.data(), b.k, KV}, {W.wv.data(), b.v, KV}};
     LinearForwardShared<Real>(b.a, outs, N, C);
+    if (!W.bq.empty()) {
+      AddRowBias(b.q, W.bq.data(), N, QW);
+      AddRowBias(b.k, W.bk.data(), N, KV);
+      AddRowBias(b.v, W.bv.data(), N, KV);
+    }
   }
   attend();
   STRETCH_CHECK(out_rows <= N, "out_rows {} above the block's {} rows", out_rows, N);

@@ -177,6 +177,9 @@ struct ModelConfig {
   float norm_eps = 1e-5f;     // RMSNorm epsilon
   AttentionLayout attention;  // trained models' layout; default: LLaMA (RoPE, full, 1/sqrt(D))
   ModelBlock block = ModelBlock::kLlama;
+  // The q, k and v projections add a bias (Qwen 2: HF Qwen2Attention's q/k/v_proj have
+  // bias=True, o_proj none): LayerWeights::bq, bk, bv. LLaMA block only.
+  bool qkv_bias = false;
   int key_dim = 0;  // kGau: S
 
   bool Gau() const { return block == ModelBlock::kGau; }
@@ -213,7 +216,8 @@ struct ModelConfig {
     const int64_t per_layer =
         Gau() ? 2 * F * C /*wu, wv*/ + S * C /*wz*/ + C * F /*wo*/ + 4 * S /*gamma, beta*/
               : C /*attn_norm*/ + C * C /*wq*/ + 2 * KV * C /*wk, wv*/ + C * C /*wo*/ +
-                    C /*ffn_norm*/ + 3 * F * C /*w1, w2, w3*/;
+                    C /*ffn_norm*/ + 3 * F * C /*w1, w2, w3*/ +
+                    (qkv_bias ? C + 2 * KV : 0) /*bq, bk, bv*/;
     int64_t per_head = 0;  // KERPLE's a_h, b_h; SSMax's s_h
     for (int l = 0; l < n_layers; ++l) {
       const LayerPosition p = attention.Layer(l).position;
@@ -262,10 +266,12 @@ struct LayerWeightsOf {
   std::vector<Real> wk;         // (G*D, C)
   std::vector<Real> wv;         // (G*D, C)
   std::vector<Real> wo;         // (C, H*D); GAU: (C, E)
-  std::vector<Real> ffn_norm;   // (C)
-  std::vector<Real> w1;         // (F, C) gate
-  std::vector<Real> w2;         // (C, F) down
-  std::vector<Real> w3;         // (F, C) up
+  // The projections' biases (ModelConfig::qkv_bias): (H*D), (G*D), (G*D); empty otherwise.
+  std::vector<Real> bq, bk, bv;
+  std::vector<Real> ffn_norm;  // (C)
+  std::vector<Real> w1;        // (F, C) gate
+  std::vector<Real> w2;        // (C, F) down
+  std::vector<Real> w3;        // (F, C) up
   // KERPLE's learned per-head parameters a_h, b_h (LayerPosition kKerpleLog / kKerplePower):
   // (position_heads()) each. Training keeps them on every layer of a KERPLE model (a layer
   // without position leaves them unused); the inference model only on the layers that use them.
@@ -314,6 +320,11 @@ struct ModelWeightsOf {
         fn(p + "wq", L.wq, true);
         fn(p + "wk", L.wk, true);
         fn(p + "wv", L.wv, true);
+        if (!L.bq.empty()) {
+          fn(p + "bq", L.bq, false);
+          fn(p + "bk", L.bk, false);
+          fn(p + "bv", L.bv, false);
+        }
         fn(p + "wo", L.wo, true);
         fn(p + "ffn_norm", L.ffn_norm, false);
         fn(p + "w1", L.w1, true);
@@ -365,6 +376,11 @@ ModelWeightsOf<Real> ZeroWeights(const ModelConfig& m) {
     L.wk.assign(KV * C, Real(0));
     L.wv.assign(KV * C, Real(0));
     L.wo.assign(C * HD, Real(0));
+    if (m.qkv_bias) {
+      L.bq.assign(HD, Real(0));
+      L.bk.assign(KV, Real(0));
+      L.bv.assign(KV, Real(0));
+    }
     L.ffn_norm.assign(C, Real(0));
     L.w1.assign(F * C, Real(0));
     L.w2.assign(C * F, Real(0));
@@ -392,6 +408,8 @@ inline std::vector<int64_t> WeightShape(const ModelConfig& m, const std::string&
   if (ends(".wq")) return {HD, C};
   if (ends(".wk") || ends(".wv")) return {KV, C};
   if (ends(".wo")) return {C, HD};
+  if (ends(".bq")) return {HD};
+  if (ends(".bk") || ends(".bv")) return {KV};
   if (ends(".w1") || ends(".w3")) return {F, C};
   if (ends(".w2")) return {C, F};
   if (ends(".bias_a") || ends(".bias_b")) return {m.position_heads()};

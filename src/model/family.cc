@@ -2,6 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <functional>
+#include <string>
+#include <vector>
+
 #include "src/core/check.h"
 #include "src/core/error.h"
 
@@ -69,11 +74,83 @@ const ModelFamily* FindFamilyByHf(std::string_view architecture) {
 
 const ModelFamily& LlamaFamily() { return families::llama_family; }
 
+const ModelFamily& FamilyOf(const ModelConfig& c) {
+  const auto matches = [&](const ModelFamily& f) { return f.qkv_bias == c.qkv_bias; };
+  if (matches(LlamaFamily())) return LlamaFamily();  // stretch's own files are LLaMA's
+  for (const ModelFamily* f : kFamilies) {
+    if (matches(*f)) return *f;
+  }
+  Fail("no model family has this model's choices (q/k/v biases: {})", c.qkv_bias);
+}
+
+namespace {
+std::string Names(const std::function<void(std::vector<std::string>&)>& add) {
+  std::vector<std::string> names;
+  add(names);
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "\"" : ", \"") + n + "\"";
+  return out;
+}
+}  // namespace
+
+std::string KnownGgufArchitectures() {
+  return Names([](std::vector<std::string>& v) {
+    for (const ModelFamily* f : kFamilies) v.push_back(f->gguf_architecture);
+  });
+}
+
+std::string KnownHfArchitectures() {
+  return Names([](std::vector<std::string>& v) {
+    for (const ModelFamily* f : kFamilies) {
+      for (const char* a : f->hf_architectures) v.push_back(a);
+    }
+  });
+}
+
+void HalvesToInterleaved(std::vector<float>& w, int64_t heads, int64_t D, int64_t cols) {
+  const size_t head = static_cast<size_t>(D * cols), row = static_cast<size_t>(cols);
+  STRETCH_CHECK(w.size() == static_cast<size_t>(heads) * head, "{} values for {} heads of {}",
+                w.size(), heads, head);
+  std::vector<float> scratch(head);
+  for (int64_t h = 0; h < heads; ++h) {
+    float* x = w.data() + static_cast<size_t>(h) * head;
+    std::copy(x, x + head, scratch.begin());
+    for (int64_t i = 0; i < D / 2; ++i) {
+      for (int64_t j = 0; j < 2; ++j) {
+        std::copy_n(scratch.data() + static_cast<size_t>(j * (D / 2) + i) * row, row,
+                    x + static_cast<size_t>(2 * i + j) * row);
+      }
+    }
+  }
+}
+
+std::vector<float> InterleavedToHalves(const std::vector<float>& w, int64_t heads, int64_t D,
+                                       int64_t cols) {
+  const size_t row = static_cast<size_t>(cols);
+  STRETCH_CHECK(w.size() == static_cast<size_t>(heads * D) * row, "{} values for {} heads of {}",
+                w.size(), heads, D * cols);
+  std::vector<float> out(w.size());
+  for (int64_t h = 0; h < heads; ++h) {
+    for (int64_t i = 0; i < D / 2; ++i) {
+      for (int64_t j = 0; j < 2; ++j) {
+        std::copy_n(w.data() + static_cast<size_t>(h * D + 2 * i + j) * row, row,
+                    out.data() + static_cast<size_t>(h * D + j * (D / 2) + i) * row);
+      }
+    }
+  }
+  return out;
+}
+
 std::vector<FamilyTensorAt> FamilyTensors(const ModelFamily& family, const ModelConfig& c,
                                           WeightFormat format) {
   std::vector<FamilyTensorAt> out;
   const auto present = [&](const FamilyTensor& t) {
-    return t.presence == FamilyPresence::kAlways || !c.shared_classifier;
+    switch (t.presence) {
+      case FamilyPresence::kAlways: return true;
+      case FamilyPresence::kUnlessTied: return !c.shared_classifier;
+      case FamilyPresence::kQkvBias: return c.qkv_bias;
+    }
+    return true;
   };
   size_t first_layer = family.tensors.size();
   for (size_t i = 0; i < family.tensors.size(); ++i) {

@@ -39,6 +39,7 @@ enum class FamilyRopeRows { kNone, kQueryHeads, kKvHeads };
 enum class FamilyPresence {
   kAlways,
   kUnlessTied,  // the classifier: absent when it shares the embedding (shared_classifier)
+  kQkvBias,     // q/k/v biases: present when the model has them (ModelConfig::qkv_bias)
 };
 
 struct FamilyTensor {
@@ -60,8 +61,16 @@ struct FamilyTensor {
 struct ModelFamily {
   const char* name;                               // "llama"
   std::span<const char* const> hf_architectures;  // config.json "architectures"
-  const char* gguf_architecture;                  // general.architecture
-  std::span<const FamilyTensor> tensors;          // in the order files list them
+  const char* gguf_architecture;  // general.architecture, also the prefix of its metadata keys
+  std::span<const char* const> hf_model_types;  // config.json "model_type", one per architecture
+  std::span<const FamilyTensor> tensors;        // in the order files list them
+  // The block's choices (ModelConfig): a model read as this family gets them, and a model with
+  // them is written as this family (FamilyOf).
+  bool qkv_bias = false;
+  // The GGUF file keeps q and k rows in HF's rotate-half layout, as llama.cpp's converter leaves
+  // them for architectures it runs with LLAMA_ROPE_TYPE_NEOX (Qwen 2, ...); LLaMA's GGUF has
+  // them interleaved (the converter permutes them).
+  bool gguf_rope_halves = false;
 };
 
 // Every family the build holds (one per file of src/model/families/), by name.
@@ -70,6 +79,20 @@ const ModelFamily* FindFamilyByGguf(std::string_view general_architecture);
 const ModelFamily* FindFamilyByHf(std::string_view architecture);
 // The family of the LLaMA block (ModelBlock::kLlama): what stretch's own checkpoints convert to.
 const ModelFamily& LlamaFamily();
+// The family whose choices (qkv_bias, ...) the configuration has: what it is written as.
+const ModelFamily& FamilyOf(const ModelConfig& c);
+// The names of every family's GGUF architectures, or HF architectures, for messages:
+// "\"llama\", \"qwen2\"".
+std::string KnownGgufArchitectures();
+std::string KnownHfArchitectures();
+
+// q and k rows between HF's rotate-half layout (each head's pairs split into halves: row
+// h D + j D/2 + i holds pair i's j-th element) and stretch's interleaved pairs (row h D + 2i + j),
+// for `heads` heads of D rows of `cols` values (1 for a bias). The inverse of
+// convert_llama_weights_to_hf.py's permute, and permute itself.
+void HalvesToInterleaved(std::vector<float>& w, int64_t heads, int64_t D, int64_t cols);
+std::vector<float> InterleavedToHalves(const std::vector<float>& w, int64_t heads, int64_t D,
+                                       int64_t cols);
 
 enum class WeightFormat { kGguf, kHf };
 

@@ -10,6 +10,7 @@
 // One layer (the pre-norm LLaMA block of src/model/block.h, which inference runs too):
 //   a = RMSNorm(x; attn_norm)
 //   q = a Wq^T, k = a Wk^T, v = a Wv^T          (N, H*D), (N, G*D), (N, G*D)
+//     (+ bq, bk, bv with ModelConfig::qkv_bias)
 //   q, k rotated by RoPE at positions 0..T-1    (unless the layer has no position: NoPE)
 //   then, where the model has them: q, k / |.| per head (QueryNorm, KeyNorm), XPOS's decay,
 //   SSMax's s_h ln(i + 1) on q
@@ -284,6 +285,12 @@ class TrainTransformer {
         }
       }
       QkBackward(acts, l, W, dW, dq, dk);
+      // forward: q = a Wq^T + bq (and k, v)  so: dbq = the column sums of dq (dW's overwrite)
+      if (!dW.bq.empty()) {
+        ColumnSums(dq.data(), N, int64_t{H} * D, dW.bq.data());
+        ColumnSums(dk.data(), N, int64_t{G} * D, dW.bk.data());
+        ColumnSums(dv.data(), N, int64_t{G} * D, dW.bv.data());
+      }
       // forward: q = a Wq^T, k = a Wk^T, v = a Wv^T  so: da = dq Wq + dk Wk + dv Wv
       LinearBackward(dq.data(), A.a.data(), W.wq.data(), da.data(), dW.wq.data(), N, C,
                      int64_t{H} * D, GradWrite::kOverwrite);

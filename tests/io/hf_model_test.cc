@@ -738,15 +738,22 @@ TEST_F(HfConfigTest, ArchitecturesAreReadOrRefusedByName) {
   EXPECT_TRUE(Names(Read(c), {"sliding_window"}));
   // Relatives of LLaMA, each with what stretch would get wrong.
   c = Config(Sizes());
-  c["architectures"] = {"Qwen2ForCausalLM"};
-  c["model_type"] = "qwen2";
-  EXPECT_TRUE(Names(Read(c), {"Qwen2ForCausalLM", "biases"}));
+  c["architectures"] = {"Qwen3ForCausalLM"};
+  c["model_type"] = "qwen3";
+  EXPECT_TRUE(Names(Read(c), {"Qwen3ForCausalLM", "q and k", "Qwen2ForCausalLM"}));
   c["architectures"] = {"GemmaForCausalLM"};
   EXPECT_TRUE(Names(Read(c), {"GemmaForCausalLM", "1 + w"}));
   c["architectures"] = {"Llama4ForCausalLM"};
   EXPECT_TRUE(Names(Read(c), {"Llama4ForCausalLM", "mixture of experts", "llama4=C/K"}));
   c.erase("architectures");
-  EXPECT_TRUE(Names(Read(c), {"model_type \"qwen2\""}));
+  EXPECT_TRUE(Names(Read(c), {"model_type \"qwen3\"", "\"qwen2\""}));
+  // Qwen 2 itself is read, and its q/k/v biases are looked for (these files have none).
+  c["architectures"] = {"Qwen2ForCausalLM"};
+  c["model_type"] = "qwen2";
+  EXPECT_TRUE(Names(Read(c), {"self_attn.q_proj.bias is missing"}));
+  c["use_sliding_window"] = true;
+  EXPECT_TRUE(Names(Read(c), {"use_sliding_window is true"}));
+  c.erase("architectures");
   c.erase("model_type");
   EXPECT_TRUE(Names(Read(c), {"architectures and model_type are missing"}));
 }

@@ -21,9 +21,13 @@ TEST(ModelFamily, IsFoundByItsGgufAndHfNamesAndNotByOthers) {
   EXPECT_EQ(FindFamilyByGguf("llama"), &LlamaFamily());
   EXPECT_EQ(FindFamilyByHf("LlamaForCausalLM"), &LlamaFamily());
   EXPECT_EQ(FindFamilyByHf("MistralForCausalLM"), &LlamaFamily());
-  EXPECT_EQ(FindFamilyByGguf("qwen2"), nullptr);
-  EXPECT_EQ(FindFamilyByHf("Qwen2ForCausalLM"), nullptr);
+  ASSERT_NE(FindFamilyByGguf("qwen2"), nullptr);
+  EXPECT_EQ(FindFamilyByHf("Qwen2ForCausalLM"), FindFamilyByGguf("qwen2"));
+  EXPECT_NE(FindFamilyByGguf("qwen2"), &LlamaFamily());
+  EXPECT_EQ(FindFamilyByGguf("qwen3"), nullptr);
+  EXPECT_EQ(FindFamilyByHf("Qwen3ForCausalLM"), nullptr);
   EXPECT_EQ(FindFamilyByGguf(""), nullptr);
+  EXPECT_EQ(KnownGgufArchitectures().find("\"qwen2\"") != std::string::npos, true);
   std::set<std::string> names;
   for (const ModelFamily* f : ModelFamilies()) {
     EXPECT_TRUE(names.insert(f->name).second) << "two families named " << f->name;
@@ -31,34 +35,38 @@ TEST(ModelFamily, IsFoundByItsGgufAndHfNamesAndNotByOthers) {
   EXPECT_TRUE(names.contains("llama"));
 }
 
-// Every weight of a LLaMA model (ModelWeights::ForEach, the list training and checkpoints walk) is
-// one entry of the table, once, with the size the table's shape gives; a tied classifier is left
-// out, an untied one is listed.
-TEST(ModelFamily, LlamaTableCoversEveryWeightOnceWithItsShape) {
-  for (const bool tied : {true, false}) {
-    ModelConfig c = testing::TinyConfig();
-    c.n_kv_heads = c.n_heads / 2;  // grouped-query: k and v narrower than q
-    c.shared_classifier = tied;
-    ModelWeights w = ZeroWeights<float>(c);
-    std::map<const std::vector<float>*, std::string> all;
-    w.ForEach([&](const std::string& name, std::vector<float>& v, bool) { all[&v] = name; });
-    for (const WeightFormat format : {WeightFormat::kGguf, WeightFormat::kHf}) {
-      const std::vector<FamilyTensorAt> tensors = FamilyTensors(LlamaFamily(), c, format);
-      std::set<const std::vector<float>*> seen;
-      std::set<std::string> file_names;
-      for (const FamilyTensorAt& t : tensors) {
-        std::vector<float>* data = &FamilyTensorData(w, t);
-        ASSERT_TRUE(all.contains(data)) << t.name << " is not a weight of the model";
-        EXPECT_TRUE(seen.insert(data).second) << t.name << " maps onto a weight twice";
-        EXPECT_TRUE(file_names.insert(t.name).second) << "two tensors named " << t.name;
-        int64_t n = 1;
-        for (const int64_t d : t.shape) n *= d;
-        EXPECT_EQ(static_cast<size_t>(n), data->size()) << t.name << " (" << all[data] << ")";
-        EXPECT_EQ(t.shape, WeightShape(c, all[data])) << t.name;
+// Every weight of a model of each family (ModelWeights::ForEach, the list training and
+// checkpoints walk) is one entry of the family's table, once, with the size the table's shape
+// gives; a tied classifier is left out, an untied one is listed; FamilyOf gives the family back.
+TEST(ModelFamily, EveryTableCoversEveryWeightOnceWithItsShape) {
+  for (const ModelFamily* family : ModelFamilies())
+    for (const bool tied : {true, false}) {
+      SCOPED_TRACE(family->name);
+      ModelConfig c = testing::TinyConfig();
+      c.n_kv_heads = c.n_heads / 2;  // grouped-query: k and v narrower than q
+      c.shared_classifier = tied;
+      c.qkv_bias = family->qkv_bias;
+      EXPECT_EQ(&FamilyOf(c), family);
+      ModelWeights w = ZeroWeights<float>(c);
+      std::map<const std::vector<float>*, std::string> all;
+      w.ForEach([&](const std::string& name, std::vector<float>& v, bool) { all[&v] = name; });
+      for (const WeightFormat format : {WeightFormat::kGguf, WeightFormat::kHf}) {
+        const std::vector<FamilyTensorAt> tensors = FamilyTensors(*family, c, format);
+        std::set<const std::vector<float>*> seen;
+        std::set<std::string> file_names;
+        for (const FamilyTensorAt& t : tensors) {
+          std::vector<float>* data = &FamilyTensorData(w, t);
+          ASSERT_TRUE(all.contains(data)) << t.name << " is not a weight of the model";
+          EXPECT_TRUE(seen.insert(data).second) << t.name << " maps onto a weight twice";
+          EXPECT_TRUE(file_names.insert(t.name).second) << "two tensors named " << t.name;
+          int64_t n = 1;
+          for (const int64_t d : t.shape) n *= d;
+          EXPECT_EQ(static_cast<size_t>(n), data->size()) << t.name << " (" << all[data] << ")";
+          EXPECT_EQ(t.shape, WeightShape(c, all[data])) << t.name;
+        }
+        EXPECT_EQ(seen.size(), all.size()) << "tied " << tied;
       }
-      EXPECT_EQ(seen.size(), all.size()) << "tied " << tied;
     }
-  }
 }
 
 TEST(ModelFamily, LlamaNamesAreLlamaCppsAndTransformers) {

@@ -81,6 +81,21 @@ std::vector<float> EngineLogits(const Model& m, const std::string& spec,
 
 using testing::MaxAbsDiff;
 
+// The engine's logits for `spec` in every path within `tol` of `exact` (the double reference's,
+// every row; kLastChunks7 the last row's).
+void ExpectEveryPathWithin(const Model& m, const std::string& spec, const std::vector<int>& tokens,
+                           const std::vector<double>& exact, double tol) {
+  for (Path path :
+       {Path::kPrefill, Path::kChunks7, Path::kDecode, Path::kSequence, Path::kLastChunks7}) {
+    const std::vector<float> got = EngineLogits(m, spec, tokens, path);
+    const std::vector<double> want =
+        path == Path::kLastChunks7
+            ? std::vector<double>(exact.end() - m.config.vocab_size, exact.end())
+            : exact;
+    EXPECT_LE(MaxAbsDiff(got, want), tol) << spec << " path " << static_cast<int>(path);
+  }
+}
+
 TEST(MethodModel, EveryMethodMatchesTheDoubleForwardInEveryPath) {
   const ModelConfig c = testing::TinyConfig();
   const Model m = testing::RandomModel(c, 51);
@@ -94,14 +109,31 @@ TEST(MethodModel, EveryMethodMatchesTheDoubleForwardInEveryPath) {
     // As tests/model/transformer_test.cc: within 8x a plain float32 forward's error (BLAS
     // blocking and the online softmax reorder sums); a wrong position or mask errs by O(1).
     const double tol = 8 * MaxAbsDiff(plain, exact) + 1e-6;
-    for (Path path :
-         {Path::kPrefill, Path::kChunks7, Path::kDecode, Path::kSequence, Path::kLastChunks7}) {
-      const std::vector<float> got = EngineLogits(m, spec, tokens, path);
-      const std::vector<double> want =
-          path == Path::kLastChunks7 ? std::vector<double>(exact.end() - c.vocab_size, exact.end())
-                                     : exact;
-      EXPECT_LE(MaxAbsDiff(got, want), tol) << spec << " path " << static_cast<int>(path);
-    }
+    ExpectEveryPathWithin(m, spec, tokens, exact, tol);
+  }
+}
+
+// Qwen 2's q/k/v biases (ModelConfig::qkv_bias) under a few methods of each kind, in every path;
+// the same reference without the biases is far off, so the biases are what the engine matches.
+TEST(MethodModel, QkvBiasesMatchTheDoubleForwardInEveryPath) {
+  ModelConfig c = testing::TinyConfig();
+  c.qkv_bias = true;
+  const Model m = testing::RandomModel(c, 57);
+  Model unbiased = m;
+  unbiased.config.qkv_bias = false;
+  const std::vector<int> tokens = RandomTokens(kTokens, c.vocab_size, 58);
+  const RopeGeometry geo{c.seq_len, c.head_dim(), c.rope_base};
+  for (const std::string spec : {"direct", "yarn", "rerope:window=20+logn",
+                                 "self-extend:group=3,window=16", "window:window=24"}) {
+    const AttentionPlan plan = MakeAttentionPlan(ParseMethod(spec), geo, kTokens);
+    const ref::PositionRef pos = ref::MethodPositionRef(plan);  // holds `plan` by reference
+    const std::vector<double> exact = ref::LlamaForwardRef<double>(m, tokens, pos);
+    const double tol = 8 * MaxAbsDiff(ref::LlamaForwardRef<float>(m, tokens, pos), exact) + 1e-6;
+    ExpectEveryPathWithin(m, spec, tokens, exact, tol);
+    EXPECT_GT(MaxAbsDiff(EngineLogits(m, spec, tokens, Path::kPrefill),
+                         ref::LlamaForwardRef<double>(unbiased, tokens, pos)),
+              100 * tol)
+        << spec;
   }
 }
 

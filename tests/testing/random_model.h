@@ -37,6 +37,11 @@ inline Model RandomModel(const ModelConfig& config, uint64_t seed) {
     fill(l.w1, F * C, sc);
     fill(l.w2, C * F, sf);
     fill(l.w3, F * C, sc);
+    if (c.qkv_bias) {  // Qwen 2's biases, as large as a projection's outputs
+      fill(l.bq, C, 1.0);
+      fill(l.bk, KV, 1.0);
+      fill(l.bv, KV, 1.0);
+    }
   }
   fill(m.weights.final_norm, C, 0.1, 1.0);
   if (!c.shared_classifier) fill(m.weights.classifier, V * C, sc);

@@ -223,6 +223,8 @@ void MakeMidSized(TrainArch& arch) {
 // of 3 below the 5 positions, so the factor exceeds 1) and cosine attention's per-position lambda.
 std::vector<std::pair<std::string, std::function<void(TrainArch&)>>> LaterVariants() {
   return {
+      // Qwen 2's q/k/v projection biases: their gradients are dq's, dk's and dv's column sums.
+      {"qkv bias", [](TrainArch& a) { a.model.qkv_bias = true; }},
       {"sandwich",
        [](TrainArch& a) {
          a.model.attention.position = LayerPosition::kSandwich;

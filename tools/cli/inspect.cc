@@ -119,6 +119,8 @@ void RunInspect(const InspectArgs& args) {
                                          "slice of V",
                                          c.n_heads));
   } else {
+    Row("block", c.qkv_bias ? "LLaMA's with biases on the q, k and v projections (Qwen 2)"
+                            : "LLaMA's (pre-norm RMSNorm, RoPE attention, SwiGLU, no biases)");
     Row("hidden_dim (feed-forward width)", fmt::format("{}", c.hidden_dim));
   }
   Row("layers", fmt::format("{}", c.n_layers));

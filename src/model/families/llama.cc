@@ -13,6 +13,7 @@ using L = LayerWeights;
 using M = ModelWeights;
 
 constexpr const char* kHfNames[] = {"LlamaForCausalLM", "MistralForCausalLM"};
+constexpr const char* kHfTypes[] = {"llama", "mistral"};
 
 const FamilyTensor kTensors[] = {
     {"token_embd.weight", "model.embed_tokens.weight", &M::token_embedding, nullptr, D::kVocab,
@@ -42,6 +43,12 @@ const FamilyTensor kTensors[] = {
 }  // namespace
 
 extern const ModelFamily llama_family;
-constinit const ModelFamily llama_family = {"llama", kHfNames, "llama", kTensors};
+constinit const ModelFamily llama_family = {
+    .name = "llama",
+    .hf_architectures = kHfNames,
+    .gguf_architecture = "llama",
+    .hf_model_types = kHfTypes,
+    .tensors = kTensors,
+};
 
 }  // namespace stretch::families
