@@ -20,6 +20,7 @@
 #include "src/io/stretch_checkpoint.h"
 #include "src/io/tokenizer/hf_tokenizer_json.h"
 #include "src/io/tokenizer/spm_model.h"
+#include "src/model/family.h"
 #include "src/position/method.h"
 #include "tools/cli/common.h"
 
@@ -186,7 +187,8 @@ void RunConvert(const ConvertArgs& a) {
     if (copy_gguf_keys) keys.emplace(GgufFile::Open(loaded.header.path));
     SaveGgufModel(loaded.model, a.out, matrix_type, tok ? &*tok : nullptr, &method,
                   keys ? &*keys : nullptr);
-    written = "GGUF version 3, llama, matrices " + a.type;
+    written = fmt::format("GGUF version 3, {}, matrices {}",
+                          FamilyOf(loaded.model.config).gguf_architecture, a.type);
   } else if (a.to == "hf") {
     // The vocabulary both ways transformers reads it: tokenizer.model (its slow tokenizer,
     // libsentencepiece) and tokenizer.json (its fast one).

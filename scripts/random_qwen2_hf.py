@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Writes a Hugging Face folder of a Qwen 2 model (Qwen2ForCausalLM) with random weights.
+
+For checking stretch's qwen2 family against another engine without downloading a model: convert
+it to GGUF with `stretch convert ... --to gguf` and score it with llama.cpp and stretch
+(scripts/vs_llamacpp_perplexity.sh; docs/formats.md, "Checked against llama.cpp"). The tensors
+are those transformers' modeling_qwen2.py holds (q_proj, k_proj and v_proj with biases, o_proj
+without; input_layernorm, post_attention_layernorm; gate/up/down_proj; embed_tokens, norm,
+lm_head), in HF's own layout (q and k rows in rotate-half order: random weights need no
+permutation), float32, in one model.safetensors. Deterministic for a given --seed. The norms are
+near 1, q and k scaled up so that attention is sharp, the biases --bias times a standard normal
+(0 gives a model whose biases are all zero: the control that shows they matter).
+
+Only the Python standard library: this runs on a bare Debian machine.
+
+  python3 scripts/random_qwen2_hf.py --out qwen2-random --vocab 512
+  python3 scripts/random_qwen2_hf.py --out qwen2-yarn --vocab 512 --yarn 4
+"""
+import argparse
+import json
+import math
+import os
+import random
+import struct
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--out", required=True, help="the folder to write (created)")
+    p.add_argument("--dim", type=int, default=64)
+    p.add_argument("--hidden", type=int, default=172)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--kv-heads", type=int, default=2)
+    p.add_argument("--vocab", type=int, default=512)
+    p.add_argument("--seq-len", type=int, default=256, help="max_position_embeddings (before YaRN)")
+    p.add_argument("--bias", type=float, default=0.5, help="the biases' standard deviation")
+    p.add_argument("--yarn", type=float, default=0.0,
+                   help="a YaRN factor for config.json's rope_scaling (0: none)")
+    p.add_argument("--seed", type=int, default=7)
+    a = p.parse_args()
+    C, F, L, H, G, V, T = a.dim, a.hidden, a.layers, a.heads, a.kv_heads, a.vocab, a.seq_len
+    if C % H or H % G or (C // H) % 2:
+        p.error("dim must split into heads of even width, and kv-heads divide heads")
+    D = C // H
+    rng = random.Random(a.seed)
+    tensors = {}
+
+    def tensor(name, shape, scale, mean=0.0):
+        n = math.prod(shape)
+        tensors[name] = (shape, [mean + scale * rng.gauss(0, 1) for _ in range(n)])
+
+    sc = 1 / math.sqrt(C)
+    tensor("model.embed_tokens.weight", [V, C], 1.0)
+    for layer in range(L):
+        pre = f"model.layers.{layer}."
+        tensor(pre + "input_layernorm.weight", [C], 0.1, 1.0)
+        tensor(pre + "self_attn.q_proj.weight", [H * D, C], 2 * sc)
+        tensor(pre + "self_attn.q_proj.bias", [H * D], a.bias)
+        tensor(pre + "self_attn.k_proj.weight", [G * D, C], 2 * sc)
+        tensor(pre + "self_attn.k_proj.bias", [G * D], a.bias)
+        tensor(pre + "self_attn.v_proj.weight", [G * D, C], sc)
+        tensor(pre + "self_attn.v_proj.bias", [G * D], a.bias)
+        tensor(pre + "self_attn.o_proj.weight", [C, H * D], sc)
+        tensor(pre + "post_attention_layernorm.weight", [C], 0.1, 1.0)
+        tensor(pre + "mlp.gate_proj.weight", [F, C], sc)
+        tensor(pre + "mlp.up_proj.weight", [F, C], sc)
+        tensor(pre + "mlp.down_proj.weight", [C, F], 1 / math.sqrt(F))
+    tensor("model.norm.weight", [C], 0.1, 1.0)
+    tensor("lm_head.weight", [V, C], sc)
+
+    # safetensors: an 8-byte little-endian header length, the JSON header (padded with spaces to
+    # a multiple of 8), then the tensors' bytes in the header's order.
+    header, offset, blobs = {"__metadata__": {"format": "pt"}}, 0, []
+    for name, (shape, values) in tensors.items():
+        b = struct.pack(f"<{len(values)}f", *values)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + len(b)]}
+        offset += len(b)
+        blobs.append(b)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    os.makedirs(a.out, exist_ok=True)
+    with open(os.path.join(a.out, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+    config = {
+        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": C,
+        "intermediate_size": F, "num_hidden_layers": L, "num_attention_heads": H,
+        "num_key_value_heads": G, "vocab_size": V,
+        "max_position_embeddings": int(T * a.yarn) if a.yarn else T, "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0, "tie_word_embeddings": False, "hidden_act": "silu",
+        "use_sliding_window": False, "sliding_window": 32768, "max_window_layers": L,
+        "rope_scaling": ({"type": "yarn", "factor": a.yarn, "original_max_position_embeddings": T}
+                         if a.yarn else None),
+        "torch_dtype": "float32",
+    }
+    with open(os.path.join(a.out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
