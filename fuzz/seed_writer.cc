@@ -80,6 +80,22 @@ Model MicroModel(int vocab, uint64_t seed) {
   return m;
 }
 
+// The same with Qwen 2's q/k/v biases (src/model/families/qwen2.cc): its own GGUF keys and
+// tensor names ("qwen2.*", blk.N.attn_q.bias) and HF's (Qwen2ForCausalLM, q_proj.bias).
+Model MicroQwen2Model(int vocab, uint64_t seed) {
+  Model m = MicroModel(vocab, seed);
+  m.config.qkv_bias = true;
+  Rng rng(seed + 100);
+  const size_t Q = static_cast<size_t>(m.config.dim), KV = static_cast<size_t>(m.config.kv_dim());
+  for (LayerWeights& l : m.weights.layers) {
+    for (auto [v, n] : {std::pair{&l.bq, Q}, std::pair{&l.bk, KV}, std::pair{&l.bv, KV}}) {
+      v->resize(n);
+      for (float& x : *v) x = static_cast<float>(0.3 * rng.Normal());
+    }
+  }
+  return m;
+}
+
 // llama2.c's own tokenizer layout: max_token_length, then per piece: score, length, bytes.
 std::string Llama2cTokenizerBytes(const std::vector<std::string>& pieces) {
   std::string out;
@@ -473,9 +489,15 @@ int WriteFuzzSeeds(const std::string& root_dir) {
   const Method yarn = ParseMethod("yarn:factor=4");
   SaveGgufModel(micro, file("yarn.gguf"), static_cast<uint32_t>(GgmlType::kF32), nullptr, &yarn);
   WriteBpeGguf(file("bpe_vocab.gguf"));
-  for (const char* name : {"f32.gguf", "f16.gguf", "bf16.gguf", "yarn.gguf", "bpe_vocab.gguf"}) {
+  const Model qwen2 = MicroQwen2Model(40, 4);
+  SaveGgufModel(qwen2, file("qwen2.gguf"), static_cast<uint32_t>(GgmlType::kF32), &tiny);
+  SaveGgufModel(qwen2, file("qwen2_yarn.gguf"), static_cast<uint32_t>(GgmlType::kF16), nullptr,
+                &yarn);
+  for (const char* name : {"f32.gguf", "f16.gguf", "bf16.gguf", "yarn.gguf", "bpe_vocab.gguf",
+                           "qwen2.gguf", "qwen2_yarn.gguf"}) {
     put("gguf", name, ReadFile(file(name)));
   }
+  put("model_file", "qwen2.gguf", ReadFile(file("qwen2.gguf")));
   put("model_file", "f32.gguf", ReadFile(file("f32.gguf")));
   put("model_file", "version1.bin", v1);
   put("model_file", "legacy.bin", legacy);
@@ -493,6 +515,14 @@ int WriteFuzzSeeds(const std::string& root_dir) {
                 std::string(name) == "bf16" ? SafetensorsDtype::kBF16 : SafetensorsDtype::kF32, {},
                 spec != nullptr ? &method : nullptr);
     put("hf_model", std::string(name) + ".bin",
+        ReadFile(dir + "/" + kHfConfigFile) + std::string(kPartMarker) +
+            ReadFile(dir + "/" + kHfWeightsFile));
+  }
+  for (const bool with_yarn : {false, true}) {  // Qwen 2: Qwen2Config's keys, q/k/v biases
+    const std::string name = with_yarn ? "hf_qwen2_yarn" : "hf_qwen2", dir = file(name);
+    fs::remove_all(dir);
+    SaveHfModel(qwen2, dir, SafetensorsDtype::kF32, {}, with_yarn ? &yarn : nullptr);
+    put("hf_model", name + ".bin",
         ReadFile(dir + "/" + kHfConfigFile) + std::string(kPartMarker) +
             ReadFile(dir + "/" + kHfWeightsFile));
   }
