@@ -495,9 +495,10 @@ void AddMethod(const std::string& path, const ModelConfig& c, const Method& m,
     }
   } else if (r.scaling == RopeScaling::kLlama3) {
     if (std::string_view(arch) != "llama") {
-      refuse(fmt::format("llama.cpp reads rope_freqs.weight (LLaMA 3.1's rule) for the llama "
-                         "architecture, and this is a {} model",
-                         arch));
+      refuse(
+          fmt::format("llama.cpp reads rope_freqs.weight (LLaMA 3.1's rule) for the llama "
+                      "architecture, and this is a {} model",
+                      arch));
     }
     // llama.cpp runs LLaMA 3.1's rule as per-pair divisors of theta (rope_freqs.weight), applied
     // at every length: the divisors of this factor.
