@@ -7,6 +7,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -93,6 +94,22 @@ Model MicroQwen2Model(int vocab, uint64_t seed) {
       for (float& x : *v) x = static_cast<float>(0.3 * rng.Normal());
     }
   }
+  return m;
+}
+
+// Qwen 3's block (src/model/families/qwen3.cc): per-head q/k norms ("qwen3.*",
+// blk.N.attn_q_norm; HF's q_norm) and heads twice dim / heads wide (attention.key_length; HF's
+// head_dim).
+Model MicroQwen3Model(int vocab, uint64_t seed) {
+  Model m = MicroModel(vocab, seed);
+  m.config.explicit_head_dim = 2 * m.config.head_dim();
+  m.config.qk_norm = true;
+  m.weights = ZeroWeights<float>(m.config);
+  Rng rng(seed + 200);
+  m.weights.ForEach([&](const std::string& name, std::vector<float>& t, bool) {
+    const bool norm = name.ends_with("norm");
+    for (float& x : t) x = static_cast<float>(norm ? 1.0 + 0.1 * rng.Normal() : 0.3 * rng.Normal());
+  });
   return m;
 }
 
@@ -493,10 +510,13 @@ int WriteFuzzSeeds(const std::string& root_dir) {
   SaveGgufModel(qwen2, file("qwen2.gguf"), static_cast<uint32_t>(GgmlType::kF32), &tiny);
   SaveGgufModel(qwen2, file("qwen2_yarn.gguf"), static_cast<uint32_t>(GgmlType::kF16), nullptr,
                 &yarn);
+  const Model qwen3 = MicroQwen3Model(40, 5);
+  SaveGgufModel(qwen3, file("qwen3.gguf"), static_cast<uint32_t>(GgmlType::kF32), &tiny);
   for (const char* name : {"f32.gguf", "f16.gguf", "bf16.gguf", "yarn.gguf", "bpe_vocab.gguf",
-                           "qwen2.gguf", "qwen2_yarn.gguf"}) {
+                           "qwen2.gguf", "qwen2_yarn.gguf", "qwen3.gguf"}) {
     put("gguf", name, ReadFile(file(name)));
   }
+  put("model_file", "qwen3.gguf", ReadFile(file("qwen3.gguf")));
   put("model_file", "qwen2.gguf", ReadFile(file("qwen2.gguf")));
   put("model_file", "f32.gguf", ReadFile(file("f32.gguf")));
   put("model_file", "version1.bin", v1);
@@ -518,10 +538,14 @@ int WriteFuzzSeeds(const std::string& root_dir) {
         ReadFile(dir + "/" + kHfConfigFile) + std::string(kPartMarker) +
             ReadFile(dir + "/" + kHfWeightsFile));
   }
-  for (const bool with_yarn : {false, true}) {  // Qwen 2: Qwen2Config's keys, q/k/v biases
-    const std::string name = with_yarn ? "hf_qwen2_yarn" : "hf_qwen2", dir = file(name);
+  // Qwen 2: Qwen2Config's keys, q/k/v biases; Qwen 3: head_dim, q/k norms.
+  for (const auto& [name, model, method] :
+       {std::tuple{std::string("hf_qwen2"), &qwen2, (const Method*)nullptr},
+        std::tuple{std::string("hf_qwen2_yarn"), &qwen2, &yarn},
+        std::tuple{std::string("hf_qwen3"), &qwen3, (const Method*)nullptr}}) {
+    const std::string dir = file(name);
     fs::remove_all(dir);
-    SaveHfModel(qwen2, dir, SafetensorsDtype::kF32, {}, with_yarn ? &yarn : nullptr);
+    SaveHfModel(*model, dir, SafetensorsDtype::kF32, {}, method);
     put("hf_model", name + ".bin",
         ReadFile(dir + "/" + kHfConfigFile) + std::string(kPartMarker) +
             ReadFile(dir + "/" + kHfWeightsFile));

@@ -3,9 +3,11 @@
 // float32 forward (src/model/transformer) is tested against. Mirrors llama2.c's run.c forward,
 // written here from the math (RMSNorm, RoPE on interleaved pairs with theta_t = base^(-2t/D),
 // causal grouped-query attention with 1/sqrt(D), SwiGLU, residuals, final norm, classifier), and
-// the q/k/v biases of Qwen 2 where the model has them (ModelConfig::qkv_bias).
+// the q/k/v biases of Qwen 2 and the per-head q/k RMSNorm and explicit head width of Qwen 3
+// where the model has them (ModelConfig::qkv_bias, qk_norm, explicit_head_dim).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -68,7 +70,7 @@ std::vector<T> LlamaForwardRef(const Model& model, const std::vector<int>& token
   const ModelConfig& c = model.config;
   const ModelWeights& w = model.weights;
   const int C = c.dim, F = c.hidden_dim, H = c.n_heads, G = c.n_kv_heads, D = c.head_dim();
-  const int KV = c.kv_dim(), V = c.vocab_size;
+  const int KV = c.kv_dim(), V = c.vocab_size, HD = H * D;
   const size_t n = tokens.size();
   std::vector<std::vector<T>> x(n, std::vector<T>(static_cast<size_t>(C)));
   for (size_t t = 0; t < n; ++t) {
@@ -81,15 +83,27 @@ std::vector<T> LlamaForwardRef(const Model& model, const std::vector<int>& token
     std::vector<std::vector<T>> q(n), k(n), v(n);
     for (size_t t = 0; t < n; ++t) {
       const std::vector<T> h = RmsNormRef(x[t], lw.attn_norm, c.norm_eps);
-      q[t] = Matvec(lw.wq, h, C, C);
+      q[t] = Matvec(lw.wq, h, HD, C);
       k[t] = Matvec(lw.wk, h, KV, C);
       v[t] = Matvec(lw.wv, h, KV, C);
       if (c.qkv_bias) {  // Qwen 2 (HF modeling_qwen2.py Qwen2Attention: q/k/v_proj bias=True)
-        for (int i = 0; i < C; ++i) q[t][static_cast<size_t>(i)] += lw.bq[static_cast<size_t>(i)];
+        for (int i = 0; i < HD; ++i) q[t][static_cast<size_t>(i)] += lw.bq[static_cast<size_t>(i)];
         for (int i = 0; i < KV; ++i) {
           k[t][static_cast<size_t>(i)] += lw.bk[static_cast<size_t>(i)];
           v[t][static_cast<size_t>(i)] += lw.bv[static_cast<size_t>(i)];
         }
+      }
+      if (c.qk_norm) {  // Qwen 3 (HF modeling_qwen3.py Qwen3Attention: q_norm, k_norm per head)
+        auto per_head = [&](std::vector<T>& y, int heads, const std::vector<float>& gain) {
+          for (int hh = 0; hh < heads; ++hh) {
+            const auto first = y.begin() + hh * D;
+            const std::vector<T> normed =
+                RmsNormRef(std::vector<T>(first, first + D), gain, c.norm_eps);
+            std::copy(normed.begin(), normed.end(), first);
+          }
+        };
+        per_head(q[t], H, lw.q_norm);
+        per_head(k[t], G, lw.k_norm);
       }
     }
     // Rows are independent given q, k, v: spread them over threads (only to keep tests short).
@@ -106,7 +120,7 @@ std::vector<T> LlamaForwardRef(const Model& model, const std::vector<int>& token
       const T factor = pos.logit_factor ? static_cast<T>(pos.logit_factor(i)) : T(1);
       // s[hh][j] for every head; -inf where j is not visible.
       std::vector<std::vector<T>> s(static_cast<size_t>(H), std::vector<T>(t + 1, -INFINITY));
-      std::vector<T> qr(static_cast<size_t>(C)), cs(static_cast<size_t>(D / 2)), sn(cs.size());
+      std::vector<T> qr(static_cast<size_t>(HD)), cs(static_cast<size_t>(D / 2)), sn(cs.size());
       for (size_t j = 0; j <= t; ++j) {
         const int64_t jj = static_cast<int64_t>(j);
         if (pos.visible ? !pos.visible(i, jj) : jj > i) continue;
@@ -130,7 +144,7 @@ std::vector<T> LlamaForwardRef(const Model& model, const std::vector<int>& token
           s[static_cast<size_t>(hh)][j] = dot / std::sqrt(static_cast<T>(D)) * factor;
         }
       }
-      std::vector<T> att(static_cast<size_t>(C), T(0));
+      std::vector<T> att(static_cast<size_t>(HD), T(0));
       for (int hh = 0; hh < H; ++hh) {
         const int g = hh / (H / G);
         std::vector<T>& sh = s[static_cast<size_t>(hh)];
@@ -146,7 +160,7 @@ std::vector<T> LlamaForwardRef(const Model& model, const std::vector<int>& token
           }
         }
       }
-      const std::vector<T> o = Matvec(lw.wo, att, C, C);
+      const std::vector<T> o = Matvec(lw.wo, att, C, HD);
       for (int i = 0; i < C; ++i) x[t][static_cast<size_t>(i)] += o[static_cast<size_t>(i)];
       const std::vector<T> h = RmsNormRef(x[t], lw.ffn_norm, c.norm_eps);
       std::vector<T> a = Matvec(lw.w1, h, F, C);

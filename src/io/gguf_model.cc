@@ -236,6 +236,7 @@ Parsed Parse(const GgufFile& g) {
   Parsed p;
   ModelConfig& c = p.header.config;
   c.qkv_bias = family.qkv_bias;
+  c.qk_norm = family.qk_norm;
   std::vector<std::string>& from = p.header.provenance;
   auto count = [&](const char* field, const std::string& key, int64_t max) {
     const int v = static_cast<int>(CountKey(g, key, max));
@@ -273,22 +274,29 @@ Parsed Parse(const GgufFile& g) {
           ? fmt::format("norm_eps {} <- {}", c.norm_eps, K("attention.layer_norm_rms_epsilon"))
           : fmt::format("norm_eps 1e-05 <- default ({} absent)",
                         K("attention.layer_norm_rms_epsilon")));
-  if (c.dim % c.n_heads != 0) {
-    Fail("{}: {} {} is not divisible by {} {}", path, K("embedding_length"), c.dim,
-         K("attention.head_count"), c.n_heads);
-  }
   if (c.n_heads % c.n_kv_heads != 0) {
     Fail("{}: {} {} does not divide {} {}", path, K("attention.head_count_kv"), c.n_kv_heads,
          K("attention.head_count"), c.n_heads);
   }
-  const int D = c.dim / c.n_heads;
+  // The head width: attention.key_length when given (llama.cpp's n_embd_head_k, which Qwen 3 sets
+  // apart from the model's width), else embedding_length / head_count.
+  int D = 0;
+  if (g.Find(K("attention.key_length")) != nullptr) {
+    D = count("head_dim", K("attention.key_length"), kMaxDim);
+    if (c.dim % c.n_heads != 0 || D != c.dim / c.n_heads) c.explicit_head_dim = D;
+  } else {
+    if (c.dim % c.n_heads != 0) {
+      Fail("{}: {} {} is not divisible by {} {} (and {} is absent)", path, K("embedding_length"),
+           c.dim, K("attention.head_count"), c.n_heads, K("attention.key_length"));
+    }
+    D = c.dim / c.n_heads;
+  }
   if (D % 2 != 0) Fail("{}: head dimension {} is odd: RoPE rotates pairs", path, D);
-  for (const std::string& key :
-       {K("rope.dimension_count"), K("attention.key_length"), K("attention.value_length")}) {
+  for (const std::string& key : {K("rope.dimension_count"), K("attention.value_length")}) {
     if (g.Find(key) != nullptr && g.Int(key) != D) {
       Fail(
-          "{}: metadata {} is {}, expected {} (embedding_length / head_count): stretch supports "
-          "heads of dim / heads with every pair rotated",
+          "{}: metadata {} is {}, expected {} (the head width): stretch supports values as wide "
+          "as keys, with every pair rotated",
           path, key, g.Int(key), D);
     }
   }
@@ -581,6 +589,10 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
   kv.emplace_back(K("attention.head_count"), GgufU32(static_cast<uint32_t>(c.n_heads)));
   kv.emplace_back(K("attention.head_count_kv"), GgufU32(static_cast<uint32_t>(c.n_kv_heads)));
   kv.emplace_back(K("rope.dimension_count"), GgufU32(static_cast<uint32_t>(c.head_dim())));
+  if (c.explicit_head_dim > 0) {  // convert_hf_to_gguf.py writes them from config.json's head_dim
+    kv.emplace_back(K("attention.key_length"), GgufU32(static_cast<uint32_t>(c.head_dim())));
+    kv.emplace_back(K("attention.value_length"), GgufU32(static_cast<uint32_t>(c.head_dim())));
+  }
   kv.emplace_back(K("rope.freq_base"), GgufF32(c.rope_base));
   kv.emplace_back(K("attention.layer_norm_rms_epsilon"), GgufF32(c.norm_eps));
   if (c.rope_interpolation != 1.0f) {

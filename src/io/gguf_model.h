@@ -11,8 +11,10 @@
 //   rope_interpolation (linear scaling) or the method the file asks for (YaRN, LongRoPE, LLaMA
 //   3.1's per-pair factors; RopeScalingFromGguf in gguf_model.cc says how each key is read).
 //   The vocabulary size is token_embd.weight's row count (llama.vocab_size, when present, must
-//   agree). llama.rope.dimension_count, llama.attention.key_length and value_length, when present,
-//   must equal dim / n_heads (stretch rotates every pair of a head).
+//   agree). The head width is llama.attention.key_length when present (it may differ from
+//   dim / n_heads: Qwen 3), else dim / n_heads; llama.rope.dimension_count and
+//   llama.attention.value_length, when present, must equal it (stretch rotates every pair of a
+//   head, and its values are as wide as its keys).
 // Tensors (ggml order: ne = {cols, rows} for a row-major (rows, cols) matrix):
 //   token_embd.weight (V, C); output_norm.weight (C); output.weight (V, C), absent when the
 //   classifier is the embedding; per block N: blk.N.attn_norm.weight, attn_q (C, C), attn_k and
@@ -25,7 +27,8 @@
 // their biases) in HF's rows, and stretch permutes them on reading and writing
 // (ModelFamily::gguf_rope_halves).
 // Other families: general.architecture names the family (src/model/families/) and prefixes its
-// keys ("qwen2.context_length"); "qwen2" adds blk.N.attn_q/k/v.bias. The keys above are named for
+// keys ("qwen2.context_length"); "qwen2" adds blk.N.attn_q/k/v.bias, "qwen3" blk.N.attn_q_norm and
+// attn_k_norm (one head's width each, in HF's rows as q and k). The keys above are named for
 // "llama".
 // Refused by name: another architecture, a tensor stretch does not use, RoPE scaling of another
 // type or with settings stretch's methods do not express (YaRN's ext_factor other than 1).

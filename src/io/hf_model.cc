@@ -184,7 +184,8 @@ std::string RelativeReason(const std::string& name) {
   for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   static constexpr std::pair<const char*, const char*> kRelatives[] = {
       {"falcon", "it has a parallel attention/MLP block and LayerNorm"},
-      {"qwen3", "it RMS-normalizes each head's q and k before RoPE"},
+      {"qwen3moe", "its feed-forward is a mixture of experts"},
+      {"qwen3_moe", "its feed-forward is a mixture of experts"},
       {"qwen2moe", "its feed-forward is a mixture of experts"},
       {"qwen2_moe", "its feed-forward is a mixture of experts"},
       {"qwenlm", "its attention is one fused c_attn projection (Qwen 1)"},
@@ -317,6 +318,7 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
   const ModelFamily& family = *FindFamilyByHf(h.architecture);
   ModelConfig& c = h.config;
   c.qkv_bias = family.qkv_bias;
+  c.qk_norm = family.qk_norm;
   c.dim = static_cast<int>(k.Count("hidden_size", kMaxDim));
   c.hidden_dim = static_cast<int>(k.Count("intermediate_size", kMaxHidden));
   c.n_layers = static_cast<int>(k.Count("num_hidden_layers", kMaxLayers));
@@ -335,28 +337,28 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
       "a number in (0, 1]"));
   c.shared_classifier = k.Bool("tie_word_embeddings", false);  // LlamaConfig's default
 
-  if (c.dim % c.n_heads != 0) {
-    Fail("{}: hidden_size {} is not divisible by num_attention_heads {}", path, c.dim, c.n_heads);
-  }
   if (c.n_heads % c.n_kv_heads != 0) {
     Fail("{}: num_key_value_heads {} does not divide num_attention_heads {}", path, c.n_kv_heads,
          c.n_heads);
   }
-  const int D = c.dim / c.n_heads;
-  if (D % 2 != 0) {
-    Fail(
-        "{}: head dimension {} (hidden_size {} / num_attention_heads {}) is odd: RoPE rotates "
-        "pairs",
-        path, D, c.dim, c.n_heads);
+  // The head width: head_dim when given (Qwen 3, Mistral Nemo: not hidden_size /
+  // num_attention_heads), else that quotient, as transformers derives it when head_dim is absent
+  // or null.
+  int D = 0;
+  std::string from;
+  if (const std::optional<int64_t> head_dim = k.OptionalCount("head_dim", kMaxDim)) {
+    D = static_cast<int>(*head_dim);
+    from = "head_dim";
+    if (c.dim % c.n_heads != 0 || D != c.dim / c.n_heads) c.explicit_head_dim = D;
+  } else {
+    if (c.dim % c.n_heads != 0) {
+      Fail("{}: hidden_size {} is not divisible by num_attention_heads {} (and head_dim is absent)",
+           path, c.dim, c.n_heads);
+    }
+    D = c.dim / c.n_heads;
+    from = fmt::format("hidden_size {} / num_attention_heads {}", c.dim, c.n_heads);
   }
-  // transformers derives head_dim as hidden_size / num_attention_heads when it is absent or null.
-  if (const std::optional<int64_t> head_dim = k.OptionalCount("head_dim", kMaxDim);
-      head_dim && *head_dim != D) {
-    Fail(
-        "{}: head_dim is {}, expected {} (hidden_size / num_attention_heads): stretch's heads are "
-        "dim / heads wide",
-        path, *head_dim, D);
-  }
+  if (D % 2 != 0) Fail("{}: head dimension {} ({}) is odd: RoPE rotates pairs", path, D, from);
   // transformers' ACT2FN: "silu" and "swish" are both nn.SiLU.
   if (const Json* act = k.Find("hidden_act")) {
     if (!act->is_string()) k.Bad("hidden_act", *act, "a string");
@@ -365,24 +367,25 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
       Fail("{}: hidden_act is \"{}\", expected \"silu\" (the SwiGLU feed-forward)", path, a);
     }
   }
-  // LlamaConfig's switches for biases (Qwen2Config has none: its q/k/v biases are the family's).
+  // LlamaConfig's and Qwen3Config's switches for biases (Qwen2Config has none: its q/k/v biases
+  // are the family's). attention_bias would also put one on o_proj.
   for (const char* key : {"attention_bias", "mlp_bias"}) {
-    if (&family == &LlamaFamily() && k.Bool(key, false)) {
-      Fail("{}: {} is true, expected false: the LLaMA block as stretch runs it has no biases", path,
-           key);
+    if (!family.qkv_bias && k.Bool(key, false)) {
+      Fail("{}: {} is true, expected false: the {} block as stretch runs it has no biases there",
+           path, key, family.name);
     }
   }
   const char* kEveryPair = "1 (stretch rotates every pair of a head)";
   k.Number(
       "partial_rotary_factor", [](double v) { return v == 1.0; }, kEveryPair);
 
-  if (std::string_view(family.name) == "qwen2" && k.Bool("use_sliding_window", false)) {
-    // Qwen2Config: with use_sliding_window, layers from max_window_layers on attend to the last
-    // sliding_window keys (transformers' modeling_qwen2.py, layer_types).
+  if (std::string_view(family.name).starts_with("qwen") && k.Bool("use_sliding_window", false)) {
+    // Qwen2Config, Qwen3Config: with use_sliding_window, layers from max_window_layers on attend
+    // to the last sliding_window keys (transformers' modeling_qwen2.py, layer_types).
     Fail(
-        "{}: use_sliding_window is true: Qwen 2's windowed layers are not read from Hugging Face "
-        "folders yet (expected false, as Qwen 2 and 2.5 ship)",
-        path);
+        "{}: use_sliding_window is true: the {} family's windowed layers are not read from "
+        "Hugging Face folders yet (expected false, as Qwen 2, 2.5 and 3 ship)",
+        path, family.name);
   }
   if (h.architecture == kMistral) {
     // MistralConfig's window: W keys per query. A real window is refused rather than mapped onto
@@ -943,17 +946,9 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
   j["rope_scaling"] = rope_scaling;
   j["tie_word_embeddings"] = c.shared_classifier;
   j["hidden_act"] = "silu";
-  if (&family == &LlamaFamily()) {
-    j["attention_bias"] = false;
-    j["attention_dropout"] = 0.0;
-    j["mlp_bias"] = false;
-    j["pretraining_tp"] = 1;
-  } else if (std::string_view(family.name) == "qwen2") {  // Qwen2Config's keys: no windows
-    j["attention_dropout"] = 0.0;
-    j["use_sliding_window"] = false;
-    j["sliding_window"] = nullptr;
-    j["max_window_layers"] = c.n_layers;
-  }
+  // The family's own config class's keys (ModelFamily::hf_config_keys): switches left off.
+  const nlohmann::ordered_json family_keys = nlohmann::ordered_json::parse(family.hf_config_keys);
+  for (const auto& [key, value] : family_keys.items()) j[key] = value;
   j["initializer_range"] = 0.02;
   j["use_cache"] = true;
   j["bos_token_id"] = 1;

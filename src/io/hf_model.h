@@ -5,9 +5,10 @@
 // Architectures read: those of the model families (src/model/families/, docs/formats.md):
 // "architectures" ["LlamaForCausalLM"] (model_type "llama") and ["MistralForCausalLM"]
 // (model_type "mistral"), the LLaMA block (RMSNorm, RoPE attention with grouped-query heads and no
-// biases, SwiGLU), and ["Qwen2ForCausalLM"] (model_type "qwen2"), the same block with q/k/v
-// biases. Any other is refused by name (Qwen 3 normalizes q and k, Gemma scales its norms by
-// 1 + w and its embedding by sqrt(hidden_size), Phi-3 fuses qkv_proj, Mixtral routes experts ...).
+// biases, SwiGLU), ["Qwen2ForCausalLM"] (model_type "qwen2"), the same block with q/k/v biases,
+// and ["Qwen3ForCausalLM"] (model_type "qwen3"), the same block with an RMSNorm over each head of
+// q and k. Any other is refused by name (Gemma scales its norms by 1 + w and its embedding by
+// sqrt(hidden_size), Phi-3 fuses qkv_proj, Mixtral and Qwen 3 MoE route experts ...).
 //
 // config.json -> ModelConfig, every field type-checked (a count is a JSON integer within bounds;
 // a string, a fraction, zero, a negative or a huge value is refused naming the key):
@@ -16,8 +17,8 @@
 //   vocab_size, rms_norm_eps -> norm_eps, rope_theta -> rope_base (absent: 10000; transformers 5
 //   may put it in rope_parameters instead; both given must agree), tie_word_embeddings ->
 //   shared_classifier (absent: false), max_position_embeddings -> seq_len, except as below.
-//   head_dim (absent or null: hidden_size / heads) must equal hidden_size / num_attention_heads:
-//   stretch's heads are dim / heads wide. hidden_act must be "silu" (or "swish", the same function
+//   head_dim (absent or null: hidden_size / heads) is the heads' width, which may differ from
+//   hidden_size / num_attention_heads (Qwen 3, Mistral Nemo): q is then heads x head_dim wide. hidden_act must be "silu" (or "swish", the same function
 //   in transformers' ACT2FN); attention_bias and mlp_bias, when present, false; a
 //   partial_rotary_factor, when present, 1.
 //   Mistral's sliding_window (absent: MistralConfig's default 4096) must be null or at least

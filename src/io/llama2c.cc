@@ -364,13 +364,20 @@ void SaveLlama2cVersion1(const Model& model, const std::string& path) {
   const ModelConfig& c = model.config;
   // The format holds a plain LLaMA model (RoPE at its base, full attention, 1/sqrt(D)): a trained
   // layout, a GAU block or a trained interpolation would be lost, so such models are refused.
-  if (!c.attention.IsPlain() || c.Gau() || c.rope_interpolation != 1.0f || c.qkv_bias) {
+  if (!c.attention.IsPlain() || c.Gau() || c.rope_interpolation != 1.0f || c.qkv_bias ||
+      c.qk_norm || c.explicit_head_dim > 0) {
     Fail(
         "{}: llama2.c files hold plain LLaMA models; {} has {} (expected the default RoPE, "
         "full-attention LLaMA layout)",
         path, model.source,
         c.Gau()      ? std::string("the GAU block")
         : c.qkv_bias ? std::string("q/k/v biases (a Qwen 2 model: write GGUF or an HF folder)")
+        : c.qk_norm
+            ? std::string(
+                  "norms of each head's q and k (a Qwen 3 model: write GGUF or an HF folder)")
+        : c.explicit_head_dim > 0
+            ? fmt::format("heads {} wide, not dim / heads (write GGUF or an HF folder)",
+                          c.head_dim())
         : c.rope_interpolation != 1.0f
             ? fmt::format("a trained RoPE interpolation {}", c.rope_interpolation)
             : std::string("a trained attention layout (per-layer positions or windows, "

@@ -79,6 +79,8 @@ std::string ConfigDifference(const ModelConfig& want, const ModelConfig& got) {
   field("rope_interpolation", want.rope_interpolation, got.rope_interpolation);
   field("norm_eps", want.norm_eps, got.norm_eps);
   field("qkv_bias", want.qkv_bias, got.qkv_bias);
+  field("qk_norm", want.qk_norm, got.qk_norm);
+  field("explicit_head_dim", want.explicit_head_dim, got.explicit_head_dim);
   field("position", LayerPositionName(wa.position), LayerPositionName(ga.position));
   field("layout entries", wa.layers.size(), ga.layers.size());
   for (size_t l = 0; l < wa.layers.size() && l < ga.layers.size(); ++l) {
@@ -109,11 +111,13 @@ std::string ConfigDifference(const ModelConfig& want, const ModelConfig& got) {
 // The architecture stretch.config stores for `model`, checked as the reader checks it, and
 // checked to read back as the model's own.
 TrainArch ArchOf(const Model& model, const std::string& path) {
-  if (model.config.qkv_bias) {  // stretch.config has no key for them (train does not make them)
-    Fail(
-        "{}: a stretch checkpoint cannot hold {}: its q/k/v projections have biases (a Qwen 2 "
-        "model); write it as GGUF or a Hugging Face folder",
-        path, model.source);
+  // stretch.config has no key for these (train does not make them).
+  if (const ModelConfig& c = model.config; c.qkv_bias || c.qk_norm || c.explicit_head_dim > 0) {
+    Fail("{}: a stretch checkpoint cannot hold {}: {}; write it as GGUF or a Hugging Face folder",
+         path, model.source,
+         c.qkv_bias  ? "its q/k/v projections have biases (a Qwen 2 model)"
+         : c.qk_norm ? "it RMS-normalizes each head's q and k (a Qwen 3 model)"
+                     : "its heads are not dim / heads wide");
   }
   try {
     ValidateAttentionLayout(model);

@@ -56,11 +56,15 @@ struct LlamaBlockBuffers {
   Real* g = nullptr;     // (N, F): f W1^T
   Real* u = nullptr;     // (N, F): f W3^T
   Real* h = nullptr;     // (N, F): silu(g) * u; may be g (then g is not kept)
+  // (N, H D), (N, G D): q and k before the per-head norms (ModelConfig::qk_norm), or null
+  Real* q_pre = nullptr;
+  Real* k_pre = nullptr;
 };
 
 // The pre-norm LLaMA block on x (N, C), in place:
 //   a = RMSNorm(x; attn_norm);  q, k, v = a Wq^T, a Wk^T, a Wv^T  (+ bq, bk, bv when the model
 //                                                                  has them, ModelConfig::qkv_bias)
+//   each head of q and k: RMSNorm(q_h; q_norm), RMSNorm(k_h; k_norm)   (ModelConfig::qk_norm)
 //   att = attend(q, k, v)                 (the caller's: positions, mask, the kernel)
 //   x1 = x + att Wo^T
 //   f = RMSNorm(x1; ffn_norm);  h = silu(f W1^T) * (f W3^T);  x' = x1 + h W2^T
@@ -94,6 +98,14 @@ void LlamaBlockForward(const LayerWeightsOf<Real>& W, const ModelConfig& c, Real
       AddRowBias(b.k, W.bk.data(), N, KV);
       AddRowBias(b.v, W.bv.data(), N, KV);
     }
+  }
+  if (c.qk_norm) {  // per head, in place: each row of D values normalized on its own
+    Scope s(profile::kNorm);
+    const int D = c.head_dim();
+    if (b.q_pre != nullptr) std::copy(b.q, b.q + N * QW, b.q_pre);
+    if (b.k_pre != nullptr) std::copy(b.k, b.k + N * KV, b.k_pre);
+    RmsNormForward(b.q, W.q_norm.data(), b.q, N * c.n_heads, D, eps);
+    RmsNormForward(b.k, W.k_norm.data(), b.k, N * c.n_kv_heads, D, eps);
   }
   attend();
   STRETCH_CHECK(out_rows <= N, "out_rows {} above the block's {} rows", out_rows, N);

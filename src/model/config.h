@@ -180,6 +180,13 @@ struct ModelConfig {
   // The q, k and v projections add a bias (Qwen 2: HF Qwen2Attention's q/k/v_proj have
   // bias=True, o_proj none): LayerWeights::bq, bk, bv. LLaMA block only.
   bool qkv_bias = false;
+  // Per-head RMSNorm of q and k before RoPE (Qwen 3: transformers' Qwen3Attention applies q_norm
+  // and k_norm, RMSNorms over head_dim whose gains all heads share, to the projections' output,
+  // then RoPE): LayerWeights::q_norm, k_norm. LLaMA block only.
+  bool qk_norm = false;
+  // D when the family gives it apart from dim / n_heads (Qwen 3's head_dim: 128 at hidden 1024
+  // and 16 heads, so q is 2048 wide); 0: dim / n_heads. LLaMA block only.
+  int explicit_head_dim = 0;
   int key_dim = 0;  // kGau: S
 
   bool Gau() const { return block == ModelBlock::kGau; }
@@ -192,7 +199,9 @@ struct ModelConfig {
     const double own = attention.layers.empty() ? 0.0 : attention.layers[size_t(l)].rope_pi;
     return own != 0.0 ? own : static_cast<double>(rope_interpolation);
   }
-  int head_dim() const { return Gau() ? key_dim : dim / n_heads; }
+  int head_dim() const {
+    return Gau() ? key_dim : explicit_head_dim > 0 ? explicit_head_dim : dim / n_heads;
+  }
   // What multiplies q . k, in double (the attention kernel rounds it to float once).
   double LogitScale() const {
     return attention.logit_scale > 0.0 ? attention.logit_scale
@@ -212,12 +221,14 @@ struct ModelConfig {
   // Number of parameters (the classifier counted once when shared; KERPLE's 2H and SSMax's H
   // per layer).
   int64_t ParameterCount() const {
-    const int64_t C = dim, F = hidden_dim, V = vocab_size, KV = kv_dim(), S = key_dim;
+    const int64_t C = dim, F = hidden_dim, V = vocab_size, KV = kv_dim(), S = key_dim,
+                  HD = int64_t{n_heads} * head_dim();
     const int64_t per_layer =
         Gau() ? 2 * F * C /*wu, wv*/ + S * C /*wz*/ + C * F /*wo*/ + 4 * S /*gamma, beta*/
-              : C /*attn_norm*/ + C * C /*wq*/ + 2 * KV * C /*wk, wv*/ + C * C /*wo*/ +
+              : C /*attn_norm*/ + HD * C /*wq*/ + 2 * KV * C /*wk, wv*/ + C * HD /*wo*/ +
                     C /*ffn_norm*/ + 3 * F * C /*w1, w2, w3*/ +
-                    (qkv_bias ? C + 2 * KV : 0) /*bq, bk, bv*/;
+                    (qkv_bias ? HD + 2 * KV : 0) /*bq, bk, bv*/ +
+                    (qk_norm ? 2 * int64_t{head_dim()} : 0) /*q_norm, k_norm*/;
     int64_t per_head = 0;  // KERPLE's a_h, b_h; SSMax's s_h
     for (int l = 0; l < n_layers; ++l) {
       const LayerPosition p = attention.Layer(l).position;
@@ -268,6 +279,8 @@ struct LayerWeightsOf {
   std::vector<Real> wo;         // (C, H*D); GAU: (C, E)
   // The projections' biases (ModelConfig::qkv_bias): (H*D), (G*D), (G*D); empty otherwise.
   std::vector<Real> bq, bk, bv;
+  // Per-head RMSNorm gains of q and k (ModelConfig::qk_norm): (D) each; empty otherwise.
+  std::vector<Real> q_norm, k_norm;
   std::vector<Real> ffn_norm;  // (C)
   std::vector<Real> w1;        // (F, C) gate
   std::vector<Real> w2;        // (C, F) down
@@ -325,6 +338,10 @@ struct ModelWeightsOf {
           fn(p + "bk", L.bk, false);
           fn(p + "bv", L.bv, false);
         }
+        if (!L.q_norm.empty()) {
+          fn(p + "q_norm", L.q_norm, false);
+          fn(p + "k_norm", L.k_norm, false);
+        }
         fn(p + "wo", L.wo, true);
         fn(p + "ffn_norm", L.ffn_norm, false);
         fn(p + "w1", L.w1, true);
@@ -381,6 +398,10 @@ ModelWeightsOf<Real> ZeroWeights(const ModelConfig& m) {
       L.bk.assign(KV, Real(0));
       L.bv.assign(KV, Real(0));
     }
+    if (m.qk_norm) {
+      L.q_norm.assign(static_cast<size_t>(m.head_dim()), Real(0));
+      L.k_norm.assign(static_cast<size_t>(m.head_dim()), Real(0));
+    }
     L.ffn_norm.assign(C, Real(0));
     L.w1.assign(F * C, Real(0));
     L.w2.assign(C * F, Real(0));
@@ -400,6 +421,7 @@ inline std::vector<int64_t> WeightShape(const ModelConfig& m, const std::string&
                 S = m.key_dim;
   auto ends = [&](const char* s) { return name.ends_with(s); };
   if (name == "token_embedding" || name == "classifier") return {V, C};
+  if (ends(".q_norm") || ends(".k_norm")) return {m.head_dim()};
   if (ends("norm")) return {C};
   if (ends(".gau_u") || ends(".gau_v")) return {E, C};
   if (ends(".gau_z")) return {S, C};

@@ -34,6 +34,7 @@ int64_t Length(FamilyDim d, const ModelConfig& c) {
     case FamilyDim::kQuery: return int64_t{c.n_heads} * c.head_dim();
     case FamilyDim::kKv: return c.kv_dim();
     case FamilyDim::kHidden: return c.hidden_dim;
+    case FamilyDim::kHead: return c.head_dim();
   }
   return 0;
 }
@@ -48,6 +49,7 @@ FamilyTensorAt At(const FamilyTensor& t, const ModelConfig& c, WeightFormat form
   a.layer = layer;
   a.rope_heads = t.rope_rows == FamilyRopeRows::kQueryHeads ? c.n_heads
                  : t.rope_rows == FamilyRopeRows::kKvHeads  ? c.n_kv_heads
+                 : t.rope_rows == FamilyRopeRows::kOneHead  ? 1
                                                             : 0;
   return a;
 }
@@ -75,12 +77,15 @@ const ModelFamily* FindFamilyByHf(std::string_view architecture) {
 const ModelFamily& LlamaFamily() { return families::llama_family; }
 
 const ModelFamily& FamilyOf(const ModelConfig& c) {
-  const auto matches = [&](const ModelFamily& f) { return f.qkv_bias == c.qkv_bias; };
+  const auto matches = [&](const ModelFamily& f) {
+    return f.qkv_bias == c.qkv_bias && f.qk_norm == c.qk_norm;
+  };
   if (matches(LlamaFamily())) return LlamaFamily();  // stretch's own files are LLaMA's
   for (const ModelFamily* f : kFamilies) {
     if (matches(*f)) return *f;
   }
-  Fail("no model family has this model's choices (q/k/v biases: {})", c.qkv_bias);
+  Fail("no model family has this model's choices (q/k/v biases: {}, per-head q/k norm: {})",
+       c.qkv_bias, c.qk_norm);
 }
 
 namespace {

@@ -28,12 +28,15 @@ enum class FamilyDim {
   kQuery,   // n_heads * head_dim
   kKv,      // n_kv_heads * head_dim
   kHidden,  // hidden_dim (F)
+  kHead,    // head_dim (D): the per-head q/k norms' gains
 };
 
 // HF checkpoints store q and k with each head's rotary pairs split into halves (transformers'
 // rotate_half); llama.cpp and stretch keep them interleaved. Which heads a tensor's rows are
 // permuted by between the two (src/io/hf_model.cc).
-enum class FamilyRopeRows { kNone, kQueryHeads, kKvHeads };
+// kOneHead: a vector of one head's D values (Qwen 3's q/k norm gains, which act on q and k before
+// RoPE, so their entries follow the rows they scale).
+enum class FamilyRopeRows { kNone, kQueryHeads, kKvHeads, kOneHead };
 
 // When a tensor is in the file.
 enum class FamilyPresence {
@@ -67,10 +70,14 @@ struct ModelFamily {
   // The block's choices (ModelConfig): a model read as this family gets them, and a model with
   // them is written as this family (FamilyOf).
   bool qkv_bias = false;
+  bool qk_norm = false;  // per-head q/k RMSNorm before RoPE (Qwen 3)
   // The GGUF file keeps q and k rows in HF's rotate-half layout, as llama.cpp's converter leaves
   // them for architectures it runs with LLAMA_ROPE_TYPE_NEOX (Qwen 2, ...); LLaMA's GGUF has
   // them interleaved (the converter permutes them).
   bool gguf_rope_halves = false;
+  // config.json keys of the family's config class that an HF folder written by stretch sets (a
+  // JSON object: switches the block as stretch runs it leaves off, e.g. no sliding window).
+  const char* hf_config_keys = "{}";
 };
 
 // Every family the build holds (one per file of src/model/families/), by name.
@@ -79,7 +86,7 @@ const ModelFamily* FindFamilyByGguf(std::string_view general_architecture);
 const ModelFamily* FindFamilyByHf(std::string_view architecture);
 // The family of the LLaMA block (ModelBlock::kLlama): what stretch's own checkpoints convert to.
 const ModelFamily& LlamaFamily();
-// The family whose choices (qkv_bias, ...) the configuration has: what it is written as.
+// The family whose choices (qkv_bias, qk_norm) the configuration has: what it is written as.
 const ModelFamily& FamilyOf(const ModelConfig& c);
 // The names of every family's GGUF architectures, or HF architectures, for messages:
 // "\"llama\", \"qwen2\"".

@@ -48,8 +48,13 @@ void ValidateSizes(const TrainArch& arch) {
                       m.hidden_dim / m.key_dim, m.n_kv_heads));
     }
   } else {
-    if (m.n_heads < 1 || m.dim % m.n_heads != 0) Bad("heads", m.n_heads, "a divisor of dim");
-    if (m.head_dim() % 2 != 0) Bad("head dim (dim / heads)", m.head_dim(), "an even number");
+    if (m.explicit_head_dim < 0) Bad("head dim", m.explicit_head_dim, "0 (dim / heads) or above");
+    if (m.n_heads < 1 || (m.explicit_head_dim == 0 && m.dim % m.n_heads != 0)) {
+      Bad("heads", m.n_heads, "a divisor of dim");
+    }
+    if (m.head_dim() < 2 || m.head_dim() % 2 != 0) {
+      Bad("head dim", m.head_dim(), "an even number >= 2");
+    }
     if (m.n_kv_heads < 1 || m.n_heads % m.n_kv_heads != 0) {
       Bad("kv_heads", m.n_kv_heads, "a divisor of heads");
     }

@@ -11,6 +11,7 @@
 //   a = RMSNorm(x; attn_norm)
 //   q = a Wq^T, k = a Wk^T, v = a Wv^T          (N, H*D), (N, G*D), (N, G*D)
 //     (+ bq, bk, bv with ModelConfig::qkv_bias)
+//   q, k RMS-normalized per head (with ModelConfig::qk_norm: Qwen 3's q_norm, k_norm)
 //   q, k rotated by RoPE at positions 0..T-1    (unless the layer has no position: NoPE)
 //   then, where the model has them: q, k / |.| per head (QueryNorm, KeyNorm), XPOS's decay,
 //   SSMax's s_h ln(i + 1) on q
@@ -90,6 +91,7 @@ struct LayerActs {
   std::vector<Real> x, a, q, k, v, att, lse, x1, f, g, u, h;  // LLaMA
   std::vector<Real> q_raw, k_raw;  // before QueryNorm / KeyNorm (empty without)
   std::vector<Real> q_unscaled;    // SSMax: q before s_h ln(i + 1) (empty without)
+  std::vector<Real> q_pre, k_pre;  // before the per-head q/k RMSNorm (empty without qk_norm)
   GauActs<Real> gau;               // GAU
 };
 template <typename Real>
@@ -285,6 +287,13 @@ class TrainTransformer {
         }
       }
       QkBackward(acts, l, W, dW, dq, dk);
+      // forward: q_h = RMSNorm(q_pre_h; q_norm) per head (and k)  so: dq_pre by its backward
+      if (m.qk_norm) {
+        RmsNormBackward(dq.data(), A.q_pre.data(), W.q_norm.data(), dq.data(), dW.q_norm.data(),
+                        N * H, D, eps, GradWrite::kOverwrite);
+        RmsNormBackward(dk.data(), A.k_pre.data(), W.k_norm.data(), dk.data(), dW.k_norm.data(),
+                        N * G, D, eps, GradWrite::kOverwrite);
+      }
       // forward: q = a Wq^T + bq (and k, v)  so: dbq = the column sums of dq (dW's overwrite)
       if (!dW.bq.empty()) {
         ColumnSums(dq.data(), N, int64_t{H} * D, dW.bq.data());
@@ -392,11 +401,15 @@ class TrainTransformer {
       v.resize(static_cast<size_t>(n));
       return v.data();
     };
-    const LlamaBlockBuffers<Real> buffers{
+    LlamaBlockBuffers<Real> buffers{
         sized(A.x, N * C),     sized(A.a, N * C),     sized(A.q, N * H * D),
         sized(A.k, N * G * D), sized(A.v, N * G * D), sized(A.att, N * H * D),
         sized(A.x1, N * C),    sized(A.f, N * C),     sized(A.g, N * F),
         sized(A.u, N * F),     sized(A.h, N * F)};
+    if (m.qk_norm) {
+      buffers.q_pre = sized(A.q_pre, N * H * D);
+      buffers.k_pre = sized(A.k_pre, N * G * D);
+    }
     sized(A.lse, N * H);
     auto attend = [&] {
       if (UsesRope(l)) {

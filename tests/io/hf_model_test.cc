@@ -532,10 +532,17 @@ TEST_F(HfConfigTest, EveryBadValueIsRefusedNamingItsKey) {
   for (const char* key : {"num_key_value_heads", "head_dim"}) {
     for (const std::string& v : bad_counts) expect_error(key, v);
   }
-  expect_error("num_key_value_heads", "3");   // does not divide 4 heads
-  expect_error("num_attention_heads", "3");   // does not divide 32
-  expect_error("num_attention_heads", "32");  // head dim 1: odd
-  expect_error("head_dim", "16");             // != 32 / 4
+  expect_error("num_key_value_heads", "3");  // does not divide 4 heads
+  expect_error("num_attention_heads", "3");  // 2 kv heads do not divide it
+  expect_error("head_dim", "7");             // odd: RoPE rotates pairs
+  {
+    json c = With("head_dim", "");
+    c["num_attention_heads"] = 32;  // head dim 1 (32 / 32): odd
+    EXPECT_TRUE(Names(Read(c), {config, "head dimension 1"}));
+  }
+  // A head_dim apart from hidden_size / num_attention_heads (Qwen 3, Mistral Nemo) is read; these
+  // files' q_proj is then the wrong shape, and the error names it and the config.
+  EXPECT_TRUE(Names(Read(With("head_dim", "16")), {"q_proj.weight", "[64, 32]", "config.json"}));
   // Numbers.
   for (const char* v : {R"("1e-5")", "-1e-5", "0", "2", "1e300", "true", "null", "[]", ""}) {
     expect_error("rms_norm_eps", v);
@@ -738,15 +745,19 @@ TEST_F(HfConfigTest, ArchitecturesAreReadOrRefusedByName) {
   EXPECT_TRUE(Names(Read(c), {"sliding_window"}));
   // Relatives of LLaMA, each with what stretch would get wrong.
   c = Config(Sizes());
-  c["architectures"] = {"Qwen3ForCausalLM"};
-  c["model_type"] = "qwen3";
-  EXPECT_TRUE(Names(Read(c), {"Qwen3ForCausalLM", "q and k", "Qwen2ForCausalLM"}));
+  c["architectures"] = {"Qwen3MoeForCausalLM"};
+  c["model_type"] = "qwen3_moe";
+  EXPECT_TRUE(Names(Read(c), {"Qwen3MoeForCausalLM", "mixture of experts", "Qwen3ForCausalLM"}));
   c["architectures"] = {"GemmaForCausalLM"};
   EXPECT_TRUE(Names(Read(c), {"GemmaForCausalLM", "1 + w"}));
   c["architectures"] = {"Llama4ForCausalLM"};
   EXPECT_TRUE(Names(Read(c), {"Llama4ForCausalLM", "mixture of experts", "llama4=C/K"}));
   c.erase("architectures");
-  EXPECT_TRUE(Names(Read(c), {"model_type \"qwen3\"", "\"qwen2\""}));
+  EXPECT_TRUE(Names(Read(c), {"model_type \"qwen3_moe\"", "\"qwen2\""}));
+  // Qwen 3 itself is read, and its per-head norms are looked for (these files have none).
+  c["architectures"] = {"Qwen3ForCausalLM"};
+  c["model_type"] = "qwen3";
+  EXPECT_TRUE(Names(Read(c), {"self_attn.q_norm.weight is missing"}));
   // Qwen 2 itself is read, and its q/k/v biases are looked for (these files have none).
   c["architectures"] = {"Qwen2ForCausalLM"};
   c["model_type"] = "qwen2";

@@ -21,6 +21,7 @@
 #include "src/io/model_checkpoint.h"
 #include "src/io/safetensors.h"
 #include "src/model/family.h"
+#include "tests/testing/family_files.h"
 #include "tests/testing/files.h"
 #include "tests/testing/random_model.h"
 
@@ -40,24 +41,12 @@ class Qwen2FilesTest : public testing::TempDirTest {
   }
 };
 
-void ExpectSameWeights(const Model& got, const Model& want) {
-  ASSERT_EQ(got.config.qkv_bias, want.config.qkv_bias);
-  ModelWeights a = got.weights, b = want.weights;
-  std::vector<std::vector<float>*> bs;
-  b.ForEach([&](const std::string&, std::vector<float>& t, bool) { bs.push_back(&t); });
-  size_t i = 0;
-  a.ForEach([&](const std::string& name, std::vector<float>& t, bool) {
-    ASSERT_LT(i, bs.size()) << name;
-    EXPECT_TRUE(t == *bs[i]) << name << " differs";
-    ++i;
-  });
-  EXPECT_EQ(i, bs.size());
-}
-
-std::string ReadText(const std::string& path) {
-  std::ifstream f(path);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
+using testing::Dot;
+using testing::ExpectSameWeights;
+using testing::Head;
+using testing::ReadText;
+using testing::RotateHalf;
+using testing::RotateInterleaved;
 
 TEST_F(Qwen2FilesTest, HfFolderRoundTripsBitForBitAsQwen2ForCausalLM) {
   const Model m = testing::RandomModel(Config(), 3);
@@ -106,50 +95,6 @@ TEST_F(Qwen2FilesTest, GgufRoundTripsBitForBitWithQwen2KeysAndHfRows) {
   const Model back = LoadGgufModel(path);
   EXPECT_NE(back.source.find("qwen2"), std::string::npos) << back.source;
   ExpectSameWeights(back, m);
-}
-
-// HF's rotate_half on one head: pair i is (x[i], x[i + D/2]) at angle p theta_i.
-std::vector<double> RotateHalf(const std::vector<double>& x, double p, double base) {
-  const size_t D = x.size();
-  std::vector<double> y(D);
-  for (size_t i = 0; i < D / 2; ++i) {
-    const double a = p * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(D));
-    y[i] = x[i] * std::cos(a) - x[i + D / 2] * std::sin(a);
-    y[i + D / 2] = x[i + D / 2] * std::cos(a) + x[i] * std::sin(a);
-  }
-  return y;
-}
-
-// stretch's interleaved pairs: pair i is (x[2i], x[2i + 1]).
-std::vector<double> RotateInterleaved(const std::vector<double>& x, double p, double base) {
-  const size_t D = x.size();
-  std::vector<double> y(D);
-  for (size_t i = 0; i < D / 2; ++i) {
-    const double a = p * std::pow(base, -2.0 * static_cast<double>(i) / static_cast<double>(D));
-    y[2 * i] = x[2 * i] * std::cos(a) - x[2 * i + 1] * std::sin(a);
-    y[2 * i + 1] = x[2 * i + 1] * std::cos(a) + x[2 * i] * std::sin(a);
-  }
-  return y;
-}
-
-// Head h of W x + b: rows h D .. h D + D - 1.
-std::vector<double> Head(const std::vector<float>& W, const std::vector<float>& b,
-                         const std::vector<double>& x, int h, int D) {
-  const size_t C = x.size();
-  std::vector<double> out(static_cast<size_t>(D));
-  for (int d = 0; d < D; ++d) {
-    const size_t row = static_cast<size_t>(h * D + d);
-    double s = b[row];
-    for (size_t c = 0; c < C; ++c) s += static_cast<double>(W[row * C + c]) * x[c];
-    out[static_cast<size_t>(d)] = s;
-  }
-  return out;
-}
-
-double Dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
 }
 
 TEST_F(Qwen2FilesTest, ScoresFromTheFilesRowsWithRotateHalfAreTheEngines) {
@@ -215,19 +160,8 @@ TEST_F(Qwen2FilesTest, UnknownGgufArchitectureIsRefusedNamingTheKnownOnes) {
 // Formats with no place for the biases refuse the model by name, writing nothing, rather than
 // drop them.
 TEST_F(Qwen2FilesTest, FormatsWithoutBiasesRefuseItAndWriteNothing) {
-  const Model m = testing::RandomModel(Config(), 8);
-  const std::string bin = Path("qwen.bin"), ckpt = Path("qwen.safetensors");
-  for (const auto& [path, save] : std::vector<std::pair<std::string, std::function<void()>>>{
-           {bin, [&] { SaveLlama2cVersion1(m, bin); }},
-           {ckpt, [&] { SaveModelAsCheckpoint(m, ckpt, nullptr); }}}) {
-    try {
-      save();
-      ADD_FAILURE() << path << " was written";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("biases"), std::string::npos) << e.what();
-    }
-    EXPECT_FALSE(std::filesystem::exists(path)) << path;
-  }
+  testing::ExpectFormatsWithoutTheChoiceRefuse(testing::RandomModel(Config(), 8), Path(""),
+                                               "biases");
 }
 
 }  // namespace

@@ -24,8 +24,10 @@ TEST(ModelFamily, IsFoundByItsGgufAndHfNamesAndNotByOthers) {
   ASSERT_NE(FindFamilyByGguf("qwen2"), nullptr);
   EXPECT_EQ(FindFamilyByHf("Qwen2ForCausalLM"), FindFamilyByGguf("qwen2"));
   EXPECT_NE(FindFamilyByGguf("qwen2"), &LlamaFamily());
-  EXPECT_EQ(FindFamilyByGguf("qwen3"), nullptr);
-  EXPECT_EQ(FindFamilyByHf("Qwen3ForCausalLM"), nullptr);
+  ASSERT_NE(FindFamilyByGguf("qwen3"), nullptr);
+  EXPECT_EQ(FindFamilyByHf("Qwen3ForCausalLM"), FindFamilyByGguf("qwen3"));
+  EXPECT_EQ(FindFamilyByGguf("qwen3moe"), nullptr);
+  EXPECT_EQ(FindFamilyByHf("Qwen3MoeForCausalLM"), nullptr);
   EXPECT_EQ(FindFamilyByGguf(""), nullptr);
   EXPECT_EQ(KnownGgufArchitectures().find("\"qwen2\"") != std::string::npos, true);
   std::set<std::string> names;
@@ -46,6 +48,8 @@ TEST(ModelFamily, EveryTableCoversEveryWeightOnceWithItsShape) {
       c.n_kv_heads = c.n_heads / 2;  // grouped-query: k and v narrower than q
       c.shared_classifier = tied;
       c.qkv_bias = family->qkv_bias;
+      c.qk_norm = family->qk_norm;
+      if (family->qk_norm) c.explicit_head_dim = 2 * c.head_dim();  // as Qwen 3's
       EXPECT_EQ(&FamilyOf(c), family);
       ModelWeights w = ZeroWeights<float>(c);
       std::map<const std::vector<float>*, std::string> all;

@@ -113,15 +113,12 @@ TEST(MethodModel, EveryMethodMatchesTheDoubleForwardInEveryPath) {
   }
 }
 
-// Qwen 2's q/k/v biases (ModelConfig::qkv_bias) under a few methods of each kind, in every path;
-// the same reference without the biases is far off, so the biases are what the engine matches.
-TEST(MethodModel, QkvBiasesMatchTheDoubleForwardInEveryPath) {
-  ModelConfig c = testing::TinyConfig();
-  c.qkv_bias = true;
-  const Model m = testing::RandomModel(c, 57);
-  Model unbiased = m;
-  unbiased.config.qkv_bias = false;
-  const std::vector<int> tokens = RandomTokens(kTokens, c.vocab_size, 58);
+// A block choice of a family under a few methods of each kind, in every path: the engine on `m`
+// matches the double reference within the float reference's own error, and the reference run
+// without the choice (`without`, the same weights) is far off, so the choice is what it matches.
+void ExpectChoiceMatchesEveryPath(const Model& m, const Model& without, uint64_t seed) {
+  const ModelConfig& c = m.config;
+  const std::vector<int> tokens = RandomTokens(kTokens, c.vocab_size, seed);
   const RopeGeometry geo{c.seq_len, c.head_dim(), c.rope_base};
   for (const std::string spec : {"direct", "yarn", "rerope:window=20+logn",
                                  "self-extend:group=3,window=16", "window:window=24"}) {
@@ -131,10 +128,32 @@ TEST(MethodModel, QkvBiasesMatchTheDoubleForwardInEveryPath) {
     const double tol = 8 * MaxAbsDiff(ref::LlamaForwardRef<float>(m, tokens, pos), exact) + 1e-6;
     ExpectEveryPathWithin(m, spec, tokens, exact, tol);
     EXPECT_GT(MaxAbsDiff(EngineLogits(m, spec, tokens, Path::kPrefill),
-                         ref::LlamaForwardRef<double>(unbiased, tokens, pos)),
+                         ref::LlamaForwardRef<double>(without, tokens, pos)),
               100 * tol)
         << spec;
   }
+}
+
+// Qwen 2's q/k/v biases (ModelConfig::qkv_bias).
+TEST(MethodModel, QkvBiasesMatchTheDoubleForwardInEveryPath) {
+  ModelConfig c = testing::TinyConfig();
+  c.qkv_bias = true;
+  const Model m = testing::RandomModel(c, 57);
+  Model unbiased = m;
+  unbiased.config.qkv_bias = false;
+  ExpectChoiceMatchesEveryPath(m, unbiased, 58);
+}
+
+// Qwen 3's block: heads wider than dim / heads (16 at dim 32 and 4 heads, so q is 64 wide) and an
+// RMSNorm over each head of q and k before RoPE (ModelConfig::qk_norm).
+TEST(MethodModel, QkNormAndWideHeadsMatchTheDoubleForwardInEveryPath) {
+  ModelConfig c = testing::TinyConfig();
+  c.qk_norm = true;
+  c.explicit_head_dim = 16;
+  const Model m = testing::RandomModel(c, 59);
+  Model unnormed = m;
+  unnormed.config.qk_norm = false;
+  ExpectChoiceMatchesEveryPath(m, unnormed, 60);
 }
 
 TEST(MethodModel, LongRopeSwitchesPerCallOrPerPositionAsDefined) {

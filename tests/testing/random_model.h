@@ -18,7 +18,8 @@ inline Model RandomModel(const ModelConfig& config, uint64_t seed) {
   };
   const ModelConfig& c = config;
   const size_t C = static_cast<size_t>(c.dim), F = static_cast<size_t>(c.hidden_dim),
-               KV = static_cast<size_t>(c.kv_dim()), V = static_cast<size_t>(c.vocab_size);
+               KV = static_cast<size_t>(c.kv_dim()), V = static_cast<size_t>(c.vocab_size),
+               D = static_cast<size_t>(c.head_dim()), HD = static_cast<size_t>(c.n_heads) * D;
   Model m;
   m.config = c;
   m.source = "random test model";
@@ -29,18 +30,22 @@ inline Model RandomModel(const ModelConfig& config, uint64_t seed) {
   for (LayerWeights& l : m.weights.layers) {
     fill(l.attn_norm, C, 0.1, 1.0);
     // Query/key weights scaled up so that attention is sharp enough to test something.
-    fill(l.wq, C * C, 3 * sc);
+    fill(l.wq, HD * C, 3 * sc);
     fill(l.wk, KV * C, 3 * sc);
     fill(l.wv, KV * C, sc);
-    fill(l.wo, C * C, sc);
+    fill(l.wo, C * HD, 1.0 / std::sqrt(static_cast<double>(HD)));
     fill(l.ffn_norm, C, 0.1, 1.0);
     fill(l.w1, F * C, sc);
     fill(l.w2, C * F, sf);
     fill(l.w3, F * C, sc);
     if (c.qkv_bias) {  // Qwen 2's biases, as large as a projection's outputs
-      fill(l.bq, C, 1.0);
+      fill(l.bq, HD, 1.0);
       fill(l.bk, KV, 1.0);
       fill(l.bv, KV, 1.0);
+    }
+    if (c.qk_norm) {  // Qwen 3's per-head gains; unit-RMS heads need larger gains to be sharp
+      fill(l.q_norm, D, 0.5, 2.0);
+      fill(l.k_norm, D, 0.5, 2.0);
     }
   }
   fill(m.weights.final_norm, C, 0.1, 1.0);

@@ -225,6 +225,12 @@ std::vector<std::pair<std::string, std::function<void(TrainArch&)>>> LaterVarian
   return {
       // Qwen 2's q/k/v projection biases: their gradients are dq's, dk's and dv's column sums.
       {"qkv bias", [](TrainArch& a) { a.model.qkv_bias = true; }},
+      // Qwen 3's per-head q/k RMSNorm before RoPE, with heads wider than dim / heads.
+      {"qk norm, wide heads",
+       [](TrainArch& a) {
+         a.model.qk_norm = true;
+         a.model.explicit_head_dim = a.model.dim / a.model.n_heads + 2;
+       }},
       {"sandwich",
        [](TrainArch& a) {
          a.model.attention.position = LayerPosition::kSandwich;

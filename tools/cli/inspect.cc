@@ -120,14 +120,19 @@ void RunInspect(const InspectArgs& args) {
                                          c.n_heads));
   } else {
     Row("block", c.qkv_bias ? "LLaMA's with biases on the q, k and v projections (Qwen 2)"
-                            : "LLaMA's (pre-norm RMSNorm, RoPE attention, SwiGLU, no biases)");
+                 : c.qk_norm
+                     ? "LLaMA's with each head's q and k RMS-normalized before RoPE (Qwen 3)"
+                     : "LLaMA's (pre-norm RMSNorm, RoPE attention, SwiGLU, no biases)");
     Row("hidden_dim (feed-forward width)", fmt::format("{}", c.hidden_dim));
   }
   Row("layers", fmt::format("{}", c.n_layers));
   if (!c.Gau()) {
     Row("heads / kv heads (grouped-query attention)",
         fmt::format("{} / {}", c.n_heads, c.n_kv_heads));
-    Row("head dim", fmt::format("{}", c.head_dim()));
+    Row("head dim", c.explicit_head_dim > 0
+                        ? fmt::format("{} (given apart from dim / heads = {:.4g})", c.head_dim(),
+                                      static_cast<double>(c.dim) / c.n_heads)
+                        : fmt::format("{}", c.head_dim()));
   }
   Row("vocabulary", fmt::format("{}", c.vocab_size));
   Row("trained context length (seq_len)", fmt::format("{}", c.seq_len));

@@ -49,6 +49,8 @@ constinit const ModelFamily llama_family = {
     .gguf_architecture = "llama",
     .hf_model_types = kHfTypes,
     .tensors = kTensors,
+    .hf_config_keys =
+        R"({"attention_bias": false, "attention_dropout": 0.0, "mlp_bias": false, "pretraining_tp": 1})",
 };
 
 }  // namespace stretch::families

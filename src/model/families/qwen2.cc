@@ -64,6 +64,8 @@ constinit const ModelFamily qwen2_family = {
     .tensors = kTensors,
     .qkv_bias = true,
     .gguf_rope_halves = true,
+    .hf_config_keys =
+        R"({"attention_dropout": 0.0, "use_sliding_window": false, "sliding_window": null})",
 };
 
 }  // namespace stretch::families

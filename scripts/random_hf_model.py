@@ -1,20 +1,23 @@
 #!/usr/bin/env python3
-"""Writes a Hugging Face folder of a Qwen 2 model (Qwen2ForCausalLM) with random weights.
+"""Writes a Hugging Face folder of a Qwen 2 or Qwen 3 model with random weights.
 
-For checking stretch's qwen2 family against another engine without downloading a model: convert
-it to GGUF with `stretch convert ... --to gguf` and score it with llama.cpp and stretch
-(scripts/vs_llamacpp_perplexity.sh; docs/formats.md, "Checked against llama.cpp"). The tensors
-are those transformers' modeling_qwen2.py holds (q_proj, k_proj and v_proj with biases, o_proj
-without; input_layernorm, post_attention_layernorm; gate/up/down_proj; embed_tokens, norm,
-lm_head), in HF's own layout (q and k rows in rotate-half order: random weights need no
-permutation), float32, in one model.safetensors. Deterministic for a given --seed. The norms are
-near 1, q and k scaled up so that attention is sharp, the biases --bias times a standard normal
-(0 gives a model whose biases are all zero: the control that shows they matter).
+For checking stretch's qwen2 and qwen3 families against another engine without downloading a
+model: convert it to GGUF with `stretch convert ... --to gguf` and score it with llama.cpp and
+stretch (scripts/vs_llamacpp_perplexity.sh; docs/formats.md, "Checked against llama.cpp"). The
+tensors are those transformers' modeling_qwen2.py / modeling_qwen3.py hold (q_proj, k_proj and
+v_proj, with biases in Qwen 2; o_proj without; Qwen 3's q_norm and k_norm over one head;
+input_layernorm, post_attention_layernorm; gate/up/down_proj; embed_tokens, norm, lm_head), in
+HF's own layout (q and k rows in rotate-half order: random weights need no permutation), float32,
+in one model.safetensors. Deterministic for a given --seed. The norms are near 1, q and k scaled
+up so that attention is sharp, the biases --bias times a standard normal (0 gives a model whose
+biases are all zero: the control that shows they matter). --head-dim sets heads wider or narrower
+than dim / heads (config.json's head_dim, as every Qwen 3 has).
 
 Only the Python standard library: this runs on a bare Debian machine.
 
-  python3 scripts/random_qwen2_hf.py --out qwen2-random --vocab 512
-  python3 scripts/random_qwen2_hf.py --out qwen2-yarn --vocab 512 --yarn 4
+  python3 scripts/random_hf_model.py --out qwen2-random --vocab 512
+  python3 scripts/random_hf_model.py --out qwen2-yarn --vocab 512 --yarn 4
+  python3 scripts/random_hf_model.py --family qwen3 --out qwen3-random --dim 64 --head-dim 32
 """
 import argparse
 import json
@@ -27,22 +30,26 @@ import struct
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", required=True, help="the folder to write (created)")
+    p.add_argument("--family", choices=["qwen2", "qwen3"], default="qwen2")
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--hidden", type=int, default=172)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--kv-heads", type=int, default=2)
+    p.add_argument("--head-dim", type=int, default=0, help="0: dim / heads")
     p.add_argument("--vocab", type=int, default=512)
     p.add_argument("--seq-len", type=int, default=256, help="max_position_embeddings (before YaRN)")
-    p.add_argument("--bias", type=float, default=0.5, help="the biases' standard deviation")
+    p.add_argument("--bias", type=float, default=0.5,
+                   help="the biases' standard deviation (qwen2)")
     p.add_argument("--yarn", type=float, default=0.0,
                    help="a YaRN factor for config.json's rope_scaling (0: none)")
     p.add_argument("--seed", type=int, default=7)
     a = p.parse_args()
     C, F, L, H, G, V, T = a.dim, a.hidden, a.layers, a.heads, a.kv_heads, a.vocab, a.seq_len
-    if C % H or H % G or (C // H) % 2:
-        p.error("dim must split into heads of even width, and kv-heads divide heads")
-    D = C // H
+    D = a.head_dim or C // H
+    if (not a.head_dim and C % H) or H % G or D % 2:
+        p.error("heads must be of even width (dim / heads, or --head-dim), and kv-heads divide heads")
+    qwen3 = a.family == "qwen3"
     rng = random.Random(a.seed)
     tensors = {}
 
@@ -56,12 +63,18 @@ def main():
         pre = f"model.layers.{layer}."
         tensor(pre + "input_layernorm.weight", [C], 0.1, 1.0)
         tensor(pre + "self_attn.q_proj.weight", [H * D, C], 2 * sc)
-        tensor(pre + "self_attn.q_proj.bias", [H * D], a.bias)
+        if not qwen3:
+            tensor(pre + "self_attn.q_proj.bias", [H * D], a.bias)
         tensor(pre + "self_attn.k_proj.weight", [G * D, C], 2 * sc)
-        tensor(pre + "self_attn.k_proj.bias", [G * D], a.bias)
+        if not qwen3:
+            tensor(pre + "self_attn.k_proj.bias", [G * D], a.bias)
         tensor(pre + "self_attn.v_proj.weight", [G * D, C], sc)
-        tensor(pre + "self_attn.v_proj.bias", [G * D], a.bias)
-        tensor(pre + "self_attn.o_proj.weight", [C, H * D], sc)
+        if not qwen3:
+            tensor(pre + "self_attn.v_proj.bias", [G * D], a.bias)
+        if qwen3:  # unit-RMS heads after the norm: gains near 2 keep attention sharp
+            tensor(pre + "self_attn.q_norm.weight", [D], 0.3, 2.0)
+            tensor(pre + "self_attn.k_norm.weight", [D], 0.3, 2.0)
+        tensor(pre + "self_attn.o_proj.weight", [C, H * D], 1 / math.sqrt(H * D))
         tensor(pre + "post_attention_layernorm.weight", [C], 0.1, 1.0)
         tensor(pre + "mlp.gate_proj.weight", [F, C], sc)
         tensor(pre + "mlp.up_proj.weight", [F, C], sc)
@@ -86,7 +99,8 @@ def main():
         for b in blobs:
             f.write(b)
     config = {
-        "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": C,
+        "architectures": ["Qwen3ForCausalLM" if qwen3 else "Qwen2ForCausalLM"],
+        "model_type": a.family, "hidden_size": C, "head_dim": D,
         "intermediate_size": F, "num_hidden_layers": L, "num_attention_heads": H,
         "num_key_value_heads": G, "vocab_size": V,
         "max_position_embeddings": int(T * a.yarn) if a.yarn else T, "rms_norm_eps": 1e-6,
@@ -96,6 +110,8 @@ def main():
                          if a.yarn else None),
         "torch_dtype": "float32",
     }
+    if qwen3:
+        config["attention_bias"] = False
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
 
