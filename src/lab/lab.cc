@@ -988,12 +988,14 @@ class ModelOptionsBook {
 };
 
 // Trains models `mine` (TrainModel each), up to one per thread at a time, each on its share of
-// the threads; notes and progress lines are passed on one at a time. The first error (a stop
+// the threads; notes and progress lines are passed on one at a time. per_model_seconds: the pace,
+// calibrated or measured, updated from each model trained; `later`: models of later batches still
+// to train, for the time left. The first error (a stop
 // signal: Stopped) is thrown once every model under way has stopped.
 void TrainModels(const LabOptions& o, const LabCorpus& corpus, const LabCallbacks& cb,
                  const std::vector<size_t>& mine, std::vector<size_t> to_train,
-                 double per_model_seconds, Progress& progress,
-                 const ModelOptionsBook& options_book) {
+                 double& per_model_seconds, Progress& progress,
+                 const ModelOptionsBook& options_book, size_t later) {
   if (mine.empty()) return;
   const int threads = NumThreads();
   const size_t side_by_side = SideBySide(mine.size());
@@ -1011,10 +1013,13 @@ void TrainModels(const LabOptions& o, const LabCorpus& corpus, const LabCallback
       cb.progress(line);
     };
   }
-  // The models waiting for a free slot, at the pace measured (or calibrated) so far.
+  // The models waiting for a free slot, and the `later` ones of the batches after this one (which
+  // may have more slots), at the pace measured (or calibrated) so far.
   const auto waiting_seconds = [&] {
     return per_model_seconds * static_cast<double>(to_train.size()) /
-           static_cast<double>(side_by_side);
+               static_cast<double>(side_by_side) +
+           per_model_seconds * static_cast<double>(later) /
+               static_cast<double>(std::max<size_t>(1, SideBySide(later)));
   };
   size_t next = 0;
   std::exception_ptr first_error;
@@ -1224,238 +1229,261 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
                        label));
     }
   }
-  TrainModels(o, corpus, cb, mine, to_train, per_model_seconds, progress, options_book);
-  progress.train_seconds_left = 0;
-
-  for (const size_t mi : mine) {
-    const LabModel& lm = o.models[mi];
-    const std::string label = fmt::format("model {} ({}/{})", lm.label, mi + 1, o.models.size());
-    const std::string run_dir = RunOptionsOf(o, lm, corpus).out;  // the last stage's
-    LoadedModel loaded = LoadModelFile(run_dir, ModelFileOptions{"", true});
-    Transformer model(loaded.model);
-    const int bos = loaded.tokenizer->bos();
-    const std::vector<std::vector<int>> test = EncodeTest(*loaded.tokenizer, corpus);
-    TokenSpans docs(test.begin(), test.end());
-    const auto longest_doc = std::max_element(
-        test.begin(), test.end(), [](const auto& x, const auto& y) { return x.size() < y.size(); });
-    std::string variant = fmt::format("{} | {} | {}", lm.block, lm.position, lm.attention);
-    if (const std::string& first = lm.AttentionOfRun(0, o.stages.size()); first != lm.attention) {
-      variant += fmt::format(" (stage 1: {})", first);
-    }
-    for (const auto& [stage, mix] : lm.stage_mix) variant += fmt::format(" ({}: {})", stage, mix);
-    const TextTokenizer& tok = *loaded.tokenizer;
-    const TextEncoder encode = [&tok](std::string_view text) {
-      std::vector<int> ids = tok.EncodePrompt(text);
-      if (!ids.empty() && ids.front() == tok.bos()) ids.erase(ids.begin());  // its BOS
-      return ids;
-    };
-
-    const TextEncoder mid_text = MidTextEncoder(encode);
-    BootstrapOptions boot;
-    boot.seed = o.seed;
-    // The copy gate: measured once per model, before any cell beyond L; read back on a resume.
-    std::optional<LabGate> gate;
-    if (o.gate && (o.copy_trials > 0 || o.passkey_trials > 0)) {
-      for (const LabGate& g : read.gates) {
-        if (g.corpus == corpus.label && g.model_id == model_ids[mi]) gate = g;
-      }
-      if (gate) {
-        Tell(cb.note, fmt::format("{}: copy gate read back: {}", label,
-                                  gate->passed ? "passed" : "failed: " + gate->reason));
-      } else {
-        if (cb.progress) cb.progress(progress.Line(fmt::format("{}: copy gate at L", label)));
-        model.SetPlan(MakeAttentionPlan(ParseMethod("direct"), model.Geometry(), L));
-        CopyGateOptions go;
-        go.train_len = L;
-        go.copy_trials = o.copy_trials;
-        go.span = CopySpan(o);
-        go.passkey_trials = o.passkey_trials;
-        go.passkey_depths = o.passkey_depths;
-        go.seed = o.seed;
-        go.bootstrap = boot;
-        const GateMeasurements gm =
-            MeasureCopyGate(ModelSequenceScorer(model, "", false), docs, mid_text, bos, go);
-        LabGate g = GateLineOf(DecideCopyGate(gm), gm);
-        g.corpus = corpus.label;
-        g.model = lm.label;
-        g.model_id = model_ids[mi];
-        g.train_len = L;
-        writer.Append(g);
-        std::vector<std::string> parts;
-        for (const LabGatePart& p : g.parts) {
-          parts.push_back(fmt::format("{} {:.1f}% (control {:.1f}%){}", p.name, 100 * p.accuracy,
-                                      100 * p.control_accuracy, p.passed ? "" : " FAILED"));
-        }
-        Tell(cb.note, fmt::format("{}: copy gate at L = {}: {}; {}", label, L,
-                                  g.passed ? "passed" : "failed", fmt::join(parts, ", ")));
-        if (!g.passed) {
-          Tell(cb.note, fmt::format("{}: its retrieval cells are marked not informative: {}", label,
-                                    g.reason));
-        }
-        gate = std::move(g);
+  // Training, then scoring, a batch of side_by_side models at a time: each batch's cells are
+  // recorded before the next batch trains, so a run cut short keeps the records of every model it
+  // finished, and a resume from the records alone (on another machine, its models' folders gone)
+  // trains only the models with cells left.
+  for (size_t first = 0; first < mine.size(); first += side_by_side) {
+    const size_t end = std::min(mine.size(), first + side_by_side);
+    const std::vector<size_t> batch(mine.begin() + static_cast<std::ptrdiff_t>(first),
+                                    mine.begin() + static_cast<std::ptrdiff_t>(end));
+    std::vector<size_t> batch_train;
+    size_t later = 0;  // models of the later batches still to train
+    for (const size_t mi : to_train) {
+      if (std::find(batch.begin(), batch.end(), mi) != batch.end()) {
+        batch_train.push_back(mi);
+      } else if (std::find(mine.begin() + static_cast<std::ptrdiff_t>(end), mine.end(), mi) !=
+                 mine.end()) {
+        later++;
       }
     }
+    TrainModels(o, corpus, cb, batch, batch_train, per_model_seconds, progress, options_book,
+                later);
+    progress.train_seconds_left =
+        per_model_seconds * static_cast<double>(later) / static_cast<double>(side_by_side);
+    for (const size_t mi : batch) {
+      const LabModel& lm = o.models[mi];
+      const std::string label = fmt::format("model {} ({}/{})", lm.label, mi + 1, o.models.size());
+      const std::string run_dir = RunOptionsOf(o, lm, corpus).out;  // the last stage's
+      LoadedModel loaded = LoadModelFile(run_dir, ModelFileOptions{"", true});
+      Transformer model(loaded.model);
+      const int bos = loaded.tokenizer->bos();
+      const std::vector<std::vector<int>> test = EncodeTest(*loaded.tokenizer, corpus);
+      TokenSpans docs(test.begin(), test.end());
+      const auto longest_doc =
+          std::max_element(test.begin(), test.end(),
+                           [](const auto& x, const auto& y) { return x.size() < y.size(); });
+      std::string variant = fmt::format("{} | {} | {}", lm.block, lm.position, lm.attention);
+      if (const std::string& first = lm.AttentionOfRun(0, o.stages.size()); first != lm.attention) {
+        variant += fmt::format(" (stage 1: {})", first);
+      }
+      for (const auto& [stage, mix] : lm.stage_mix) variant += fmt::format(" ({}: {})", stage, mix);
+      const TextTokenizer& tok = *loaded.tokenizer;
+      const TextEncoder encode = [&tok](std::string_view text) {
+        std::vector<int> ids = tok.EncodePrompt(text);
+        if (!ids.empty() && ids.front() == tok.bos()) ids.erase(ids.begin());  // its BOS
+        return ids;
+      };
 
-    for (const CellPlan& c : cells) {
-      if (c.model != mi || done.count(c.key) || c.refusal) continue;
-      AttentionPlan plan;
-      const SweepMethod method = ParseSweepMethod(c.method);
-      try {  // decided from the architecture above; the loaded model has the final word
-        // NBCE's rows run the method (direct) at most a chunk and the question long.
-        plan = MakeAttentionPlan(method.method, model.Geometry(), method.nbce ? L : c.ctx);
-        CheckMethodFitsLayout(model.config(), plan);
-      } catch (const Error& e) {
-        Tell(cb.note, fmt::format("skipped {}: {}", c.key, e.what()));
-        result.cells_refused++;
-        progress.eval_weight_total -= c.weight;
-        progress.cells_done++;
-        continue;
-      }
-      LabRecord r;
-      r.corpus = corpus.label;
-      r.model = lm.label;
-      r.model_id = model_ids[mi];
-      r.variant = variant;
-      r.train_len = L;
-      r.method = c.method;
-      r.resolved_method = method.nbce ? fmt::format("{} (rows {})", NbceSpecText(*method.nbce),
-                                                    CanonicalSpec(plan.method))
-                                      : CanonicalSpec(plan.method);
-      r.protocol = c.protocol;
-      r.ctx = c.ctx;
-      r.tail = c.tail;
-      r.stride = c.stride;
-      r.depth = c.depth;
-      model.SetPlan(std::move(plan));
-      if (cb.progress) {
-        cb.progress(
-            progress.Line(fmt::format("{} / {} / {} @ {}", lm.label, c.method, c.protocol, c.ctx)));
-      }
-      std::vector<PasskeyTrial> trials;  // the passkey protocol's, made before the scorer
-      std::vector<PasskeyProbeTrial> llama_trials;  // llama.cpp's layout, with their controls
-      if (c.protocol == "passkey") {
-        // The key is a function of (seed, length, depth): every method meets the same trials.
-        const uint64_t seed = o.seed * 1000003u + static_cast<uint64_t>(c.ctx) * 101u +
-                              static_cast<uint64_t>(std::llround(c.depth * 1000));
-        if (c.layout.empty()) {
-          trials = MakePasskeyTrials(docs, encode, bos, c.ctx, c.depth, c.sequences, seed);
+      const TextEncoder mid_text = MidTextEncoder(encode);
+      BootstrapOptions boot;
+      boot.seed = o.seed;
+      // The copy gate: measured once per model, before any cell beyond L; read back on a resume.
+      std::optional<LabGate> gate;
+      if (o.gate && (o.copy_trials > 0 || o.passkey_trials > 0)) {
+        for (const LabGate& g : read.gates) {
+          if (g.corpus == corpus.label && g.model_id == model_ids[mi]) gate = g;
+        }
+        if (gate) {
+          Tell(cb.note, fmt::format("{}: copy gate read back: {}", label,
+                                    gate->passed ? "passed" : "failed: " + gate->reason));
         } else {
-          try {
-            llama_trials = MakePasskeyProbe(docs, mid_text, bos, c.ctx, c.depth, c.sequences, seed,
-                                            LlamaCppPasskeyFormat());
-          } catch (const Error& e) {  // a context too short for the layout's fixed text
-            Tell(cb.note, fmt::format("skipped {}: {}", c.key, e.what()));
-            result.cells_refused++;
-            progress.eval_weight_total -= c.weight;
-            progress.cells_done++;
-            continue;
+          if (cb.progress) cb.progress(progress.Line(fmt::format("{}: copy gate at L", label)));
+          model.SetPlan(MakeAttentionPlan(ParseMethod("direct"), model.Geometry(), L));
+          CopyGateOptions go;
+          go.train_len = L;
+          go.copy_trials = o.copy_trials;
+          go.span = CopySpan(o);
+          go.passkey_trials = o.passkey_trials;
+          go.passkey_depths = o.passkey_depths;
+          go.seed = o.seed;
+          go.bootstrap = boot;
+          const GateMeasurements gm =
+              MeasureCopyGate(ModelSequenceScorer(model, "", false), docs, mid_text, bos, go);
+          LabGate g = GateLineOf(DecideCopyGate(gm), gm);
+          g.corpus = corpus.label;
+          g.model = lm.label;
+          g.model_id = model_ids[mi];
+          g.train_len = L;
+          writer.Append(g);
+          std::vector<std::string> parts;
+          for (const LabGatePart& p : g.parts) {
+            parts.push_back(fmt::format("{} {:.1f}% (control {:.1f}%){}", p.name, 100 * p.accuracy,
+                                        100 * p.control_accuracy, p.passed ? "" : " FAILED"));
           }
+          Tell(cb.note, fmt::format("{}: copy gate at L = {}: {}; {}", label, L,
+                                    g.passed ? "passed" : "failed", fmt::join(parts, ", ")));
+          if (!g.passed) {
+            Tell(cb.note, fmt::format("{}: its retrieval cells are marked not informative: {}",
+                                      label, g.reason));
+          }
+          gate = std::move(g);
         }
       }
-      // NBCE's question: the fixed tail's scored positions, or the passkey's question and answer.
-      const SequenceScorer scorer =
-          method.nbce ? NbceSequenceScorer(loaded.model, *method.nbce, method.method,
-                                           [&](size_t k, const std::vector<int>&) {
-                                             return c.protocol == "passkey"
-                                                        ? trials[k].question_start
-                                                        : c.ctx - c.tail;
-                                           })
-                      : ModelSequenceScorer(model, "", false);
-      const int64_t bucket = std::max<int64_t>(1, c.ctx / 16);
-      Timer timer;
-      if (c.protocol == "nonrepeat") {
-        FillScored(r, scorer, NonRepeatSequences(docs, c.ctx, c.sequences, bos), 0, bucket, boot);
-      } else if (c.protocol == "repeat" && c.period == 0) {
-        FillScored(r, scorer, RepeatSequences(docs, L, c.ctx, c.sequences, bos), 0, bucket, boot);
-      } else if (c.protocol == "repeat") {
-        r.period = c.period;
-        FillProbe(r, RunRepeat(scorer, docs, bos, c.ctx, c.period, c.sequences, boot));
-      } else if (c.protocol == "far-copy") {
-        r.distance = c.distance;
-        r.material = c.material;
-        FarCopyOptions fo;
-        fo.source = c.material == "random" ? CopySource::kRandom : CopySource::kText;
-        fo.span = CopySpan(o);
-        fo.seed = o.seed;  // every method and distance meets the same spans
-        const std::vector<int64_t> distance = {c.distance};
-        const FarCopyResult fr =
-            RunFarCopy(scorer, docs, mid_text, bos, c.ctx, L, distance, c.sequences, fo, boot);
-        FillProbe(r, fr.points.at(0).result);
-      } else if (c.protocol == "tail") {
-        FillScored(r, scorer, TailSequences(docs, longest, c.ctx, c.sequences, bos), c.ctx - c.tail,
-                   std::max<int64_t>(1, c.tail / 4), boot);
-      } else if (c.protocol == "sliding") {
-        // Sliding-window perplexity (ScoreStream with a stride) over the longest test document.
-        ScoreOptions so;
-        so.ctx = c.ctx;
-        so.stride = c.stride;
-        so.max_windows = c.sequences;
-        so.bos = bos;
-        so.bucket = bucket;
-        so.progress = false;
-        // The intervals: a bootstrap over the windows (their tokens are correlated), as FillScored.
-        std::vector<double> right, loss, count;
-        const TokenSink per_window = [&](const TokenRecord& t) {
-          const size_t w = static_cast<size_t>(std::max<int64_t>(0, t.window));
-          if (w >= count.size()) {
-            right.resize(w + 1, 0.0);
-            loss.resize(w + 1, 0.0);
-            count.resize(w + 1, 0.0);
-          }
-          right[w] += t.correct ? 1.0 : 0.0;
-          loss[w] += t.loss;
-          count[w] += 1.0;
-        };
-        FillFromSummary(r, ScoreStream(model, *longest_doc, so, per_window));
-        r.accuracy_ci = LabIntervalOf(BootstrapRatio(right, count, boot));
-        r.loss_ci = LabIntervalOf(BootstrapRatio(loss, count, boot));
-      } else if (c.protocol == "passkey" && !c.layout.empty()) {
-        r.layout = c.layout;
-        const PasskeyProbeResult p = ScorePasskeyProbe(scorer, llama_trials, boot);
-        r.sequences = p.test.trials;
-        r.tokens = p.test.digits;
-        r.accuracy = p.test.exact.estimate;
-        r.accuracy_ci = LabIntervalOf(p.test.exact);
-        r.token_accuracy = p.test.digit_accuracy.estimate;
-        r.loss = p.test.digit_loss.estimate;
-        r.loss_ci = LabIntervalOf(p.test.digit_loss);
-        r.has_control = true;
-        r.control_accuracy = p.control.exact.estimate;
-        r.control_accuracy_ci = LabIntervalOf(p.control.exact);
-        r.control_loss = p.control.digit_loss.estimate;
-      } else if (c.protocol == "passkey") {
-        const PasskeyResult p = ScorePasskey(scorer, trials);
-        r.sequences = p.trials;
-        r.tokens = p.key_tokens;
-        r.loss = p.key_loss;
-        r.accuracy = p.accuracy;
-        r.accuracy_ci = LabIntervalOf(WilsonInterval(p.retrieved, p.trials));
-        r.token_accuracy = p.token_accuracy;
-      } else {
-        Fail("lab: protocol {} is planned but not scored by this build", c.protocol);
-      }
-      r.seconds = timer.Seconds();
-      if (gate) {
-        const std::string why = NotInformativeReason(*gate, r);
-        if (!why.empty()) {
-          r.informative = false;
-          r.not_informative = why;
+
+      for (const CellPlan& c : cells) {
+        if (c.model != mi || done.count(c.key) || c.refusal) continue;
+        AttentionPlan plan;
+        const SweepMethod method = ParseSweepMethod(c.method);
+        try {  // decided from the architecture above; the loaded model has the final word
+          // NBCE's rows run the method (direct) at most a chunk and the question long.
+          plan = MakeAttentionPlan(method.method, model.Geometry(), method.nbce ? L : c.ctx);
+          CheckMethodFitsLayout(model.config(), plan);
+        } catch (const Error& e) {
+          Tell(cb.note, fmt::format("skipped {}: {}", c.key, e.what()));
+          result.cells_refused++;
+          progress.eval_weight_total -= c.weight;
+          progress.cells_done++;
+          continue;
         }
-      }
-      r.key = LabRecordKey(r);
-      writer.Append(r);
-      result.cells_done++;
-      progress.cells_done++;
-      progress.eval_weight_done += c.weight;
-      progress.eval_seconds += r.seconds;
-      if (const int signal = StopSignal(); signal != 0) {  // Ctrl-C, SIGTERM: src/core/stop.h
-        throw Stopped(signal, fmt::format("stopped by {} after cell {}; {} of {} cells recorded "
-                                          "in {}; the same `stretch lab` command continues the lab",
-                                          StopSignalName(signal), r.key, progress.cells_done,
-                                          progress.cells_total, writer.path()));
+        LabRecord r;
+        r.corpus = corpus.label;
+        r.model = lm.label;
+        r.model_id = model_ids[mi];
+        r.variant = variant;
+        r.train_len = L;
+        r.method = c.method;
+        r.resolved_method = method.nbce ? fmt::format("{} (rows {})", NbceSpecText(*method.nbce),
+                                                      CanonicalSpec(plan.method))
+                                        : CanonicalSpec(plan.method);
+        r.protocol = c.protocol;
+        r.ctx = c.ctx;
+        r.tail = c.tail;
+        r.stride = c.stride;
+        r.depth = c.depth;
+        model.SetPlan(std::move(plan));
+        if (cb.progress) {
+          cb.progress(progress.Line(
+              fmt::format("{} / {} / {} @ {}", lm.label, c.method, c.protocol, c.ctx)));
+        }
+        std::vector<PasskeyTrial> trials;  // the passkey protocol's, made before the scorer
+        std::vector<PasskeyProbeTrial> llama_trials;  // llama.cpp's layout, with their controls
+        if (c.protocol == "passkey") {
+          // The key is a function of (seed, length, depth): every method meets the same trials.
+          const uint64_t seed = o.seed * 1000003u + static_cast<uint64_t>(c.ctx) * 101u +
+                                static_cast<uint64_t>(std::llround(c.depth * 1000));
+          if (c.layout.empty()) {
+            trials = MakePasskeyTrials(docs, encode, bos, c.ctx, c.depth, c.sequences, seed);
+          } else {
+            try {
+              llama_trials = MakePasskeyProbe(docs, mid_text, bos, c.ctx, c.depth, c.sequences,
+                                              seed, LlamaCppPasskeyFormat());
+            } catch (const Error& e) {  // a context too short for the layout's fixed text
+              Tell(cb.note, fmt::format("skipped {}: {}", c.key, e.what()));
+              result.cells_refused++;
+              progress.eval_weight_total -= c.weight;
+              progress.cells_done++;
+              continue;
+            }
+          }
+        }
+        // NBCE's question: the fixed tail's scored positions, or the passkey's question and answer.
+        const SequenceScorer scorer =
+            method.nbce ? NbceSequenceScorer(loaded.model, *method.nbce, method.method,
+                                             [&](size_t k, const std::vector<int>&) {
+                                               return c.protocol == "passkey"
+                                                          ? trials[k].question_start
+                                                          : c.ctx - c.tail;
+                                             })
+                        : ModelSequenceScorer(model, "", false);
+        const int64_t bucket = std::max<int64_t>(1, c.ctx / 16);
+        Timer timer;
+        if (c.protocol == "nonrepeat") {
+          FillScored(r, scorer, NonRepeatSequences(docs, c.ctx, c.sequences, bos), 0, bucket, boot);
+        } else if (c.protocol == "repeat" && c.period == 0) {
+          FillScored(r, scorer, RepeatSequences(docs, L, c.ctx, c.sequences, bos), 0, bucket, boot);
+        } else if (c.protocol == "repeat") {
+          r.period = c.period;
+          FillProbe(r, RunRepeat(scorer, docs, bos, c.ctx, c.period, c.sequences, boot));
+        } else if (c.protocol == "far-copy") {
+          r.distance = c.distance;
+          r.material = c.material;
+          FarCopyOptions fo;
+          fo.source = c.material == "random" ? CopySource::kRandom : CopySource::kText;
+          fo.span = CopySpan(o);
+          fo.seed = o.seed;  // every method and distance meets the same spans
+          const std::vector<int64_t> distance = {c.distance};
+          const FarCopyResult fr =
+              RunFarCopy(scorer, docs, mid_text, bos, c.ctx, L, distance, c.sequences, fo, boot);
+          FillProbe(r, fr.points.at(0).result);
+        } else if (c.protocol == "tail") {
+          FillScored(r, scorer, TailSequences(docs, longest, c.ctx, c.sequences, bos),
+                     c.ctx - c.tail, std::max<int64_t>(1, c.tail / 4), boot);
+        } else if (c.protocol == "sliding") {
+          // Sliding-window perplexity (ScoreStream with a stride) over the longest test document.
+          ScoreOptions so;
+          so.ctx = c.ctx;
+          so.stride = c.stride;
+          so.max_windows = c.sequences;
+          so.bos = bos;
+          so.bucket = bucket;
+          so.progress = false;
+          // The intervals: a bootstrap over the windows (their tokens are correlated), as FillScored.
+          std::vector<double> right, loss, count;
+          const TokenSink per_window = [&](const TokenRecord& t) {
+            const size_t w = static_cast<size_t>(std::max<int64_t>(0, t.window));
+            if (w >= count.size()) {
+              right.resize(w + 1, 0.0);
+              loss.resize(w + 1, 0.0);
+              count.resize(w + 1, 0.0);
+            }
+            right[w] += t.correct ? 1.0 : 0.0;
+            loss[w] += t.loss;
+            count[w] += 1.0;
+          };
+          FillFromSummary(r, ScoreStream(model, *longest_doc, so, per_window));
+          r.accuracy_ci = LabIntervalOf(BootstrapRatio(right, count, boot));
+          r.loss_ci = LabIntervalOf(BootstrapRatio(loss, count, boot));
+        } else if (c.protocol == "passkey" && !c.layout.empty()) {
+          r.layout = c.layout;
+          const PasskeyProbeResult p = ScorePasskeyProbe(scorer, llama_trials, boot);
+          r.sequences = p.test.trials;
+          r.tokens = p.test.digits;
+          r.accuracy = p.test.exact.estimate;
+          r.accuracy_ci = LabIntervalOf(p.test.exact);
+          r.token_accuracy = p.test.digit_accuracy.estimate;
+          r.loss = p.test.digit_loss.estimate;
+          r.loss_ci = LabIntervalOf(p.test.digit_loss);
+          r.has_control = true;
+          r.control_accuracy = p.control.exact.estimate;
+          r.control_accuracy_ci = LabIntervalOf(p.control.exact);
+          r.control_loss = p.control.digit_loss.estimate;
+        } else if (c.protocol == "passkey") {
+          const PasskeyResult p = ScorePasskey(scorer, trials);
+          r.sequences = p.trials;
+          r.tokens = p.key_tokens;
+          r.loss = p.key_loss;
+          r.accuracy = p.accuracy;
+          r.accuracy_ci = LabIntervalOf(WilsonInterval(p.retrieved, p.trials));
+          r.token_accuracy = p.token_accuracy;
+        } else {
+          Fail("lab: protocol {} is planned but not scored by this build", c.protocol);
+        }
+        r.seconds = timer.Seconds();
+        if (gate) {
+          const std::string why = NotInformativeReason(*gate, r);
+          if (!why.empty()) {
+            r.informative = false;
+            r.not_informative = why;
+          }
+        }
+        r.key = LabRecordKey(r);
+        writer.Append(r);
+        result.cells_done++;
+        progress.cells_done++;
+        progress.eval_weight_done += c.weight;
+        progress.eval_seconds += r.seconds;
+        if (const int signal = StopSignal(); signal != 0) {  // Ctrl-C, SIGTERM: src/core/stop.h
+          throw Stopped(signal,
+                        fmt::format("stopped by {} after cell {}; {} of {} cells recorded "
+                                    "in {}; the same `stretch lab` command continues the lab",
+                                    StopSignalName(signal), r.key, progress.cells_done,
+                                    progress.cells_total, writer.path()));
+        }
       }
     }
   }
+  progress.train_seconds_left = 0;
   result.seconds = total_timer.Seconds();
   return result;
 }

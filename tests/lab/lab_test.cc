@@ -6,10 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <stdexcept>
 
 #include "src/core/error.h"
 #include "src/core/rng.h"
@@ -229,6 +229,32 @@ TEST_F(LabTest, ResumesFromItsRecordsAloneWithoutRetraining) {
   std::sort(now.begin(), now.end());
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(now, expected);
+}
+
+TEST_F(LabTest, ARunCutShortKeepsTheRecordsOfEveryModelItFinished) {
+  // One thread: one model at a time, each scored before the next trains. A run stopped as the
+  // second model starts training has recorded every cell of the first; a resume from those
+  // records alone (the models' folders gone, as on another machine) trains only the second.
+  const std::string corpus = YearCorpus(8, 6000);
+  const LabOptions o = Tiny(corpus, Path("lab"));
+  const int threads = NumThreads();
+  SetNumThreads(1);
+  LabCallbacks cut;
+  cut.note = [](const std::string& line) {
+    if (line.find("model keynorm (2/2)") != std::string::npos) throw std::runtime_error("cut");
+  };
+  EXPECT_THROW(RunLab(o, cut), std::runtime_error);
+  SetNumThreads(threads);
+  std::map<std::string, int> by_model;
+  for (const LabRecord& r : ReadLabRecords(LabResultFiles(o.out)).records) by_model[r.model]++;
+  EXPECT_EQ(by_model["rope"], 16);
+  EXPECT_EQ(by_model["keynorm"], 0);
+  fs::remove_all(fs::path(o.out) / "models");
+  const LabResult rest = RunLab(o);
+  EXPECT_EQ(rest.cells_skipped, 16);
+  EXPECT_EQ(rest.cells_done, 16);
+  EXPECT_FALSE(fs::exists(fs::path(o.out) / "models" / "rope"));
+  EXPECT_TRUE(fs::exists(fs::path(o.out) / "models" / "keynorm"));
 }
 
 TEST_F(LabTest, RanksShareTheModelsAndMergeToTheWhole) {
