@@ -2,9 +2,11 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -167,6 +169,14 @@ class Pool {
   }
 
   void WorkerLoop(int worker, uint32_t seen) {
+    // Ctrl-C and SIGTERM go to another thread (src/core/stop.cc): never to a worker, whose stack
+    // a handler's frame would share. With no stop handlers the main thread takes them (and the
+    // default action ends the process).
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
     t_in_region = true;  // a region opened from a chunk runs inline
     BlasSingleThreadedHere();
     for (;;) {
