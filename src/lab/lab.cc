@@ -990,8 +990,8 @@ class ModelOptionsBook {
 // Trains models `mine` (TrainModel each), up to one per thread at a time, each on its share of
 // the threads; notes and progress lines are passed on one at a time. per_model_seconds: the pace,
 // calibrated or measured, updated from each model trained; `later`: models of later batches still
-// to train, for the time left. The first error (a stop
-// signal: Stopped) is thrown once every model under way has stopped.
+// to train, for the time left. The first error (a stop signal: Stopped) is thrown once every model
+// under way has stopped.
 void TrainModels(const LabOptions& o, const LabCorpus& corpus, const LabCallbacks& cb,
                  const std::vector<size_t>& mine, std::vector<size_t> to_train,
                  double& per_model_seconds, Progress& progress,
