@@ -512,8 +512,17 @@ int WriteFuzzSeeds(const std::string& root_dir) {
                 &yarn);
   const Model qwen3 = MicroQwen3Model(40, 5);
   SaveGgufModel(qwen3, file("qwen3.gguf"), static_cast<uint32_t>(GgmlType::kF32), &tiny);
+  // Mistral: the LLaMA family with a window on every layer (llama.attention.sliding_window; HF's
+  // MistralForCausalLM sliding_window).
+  const Model mistral = [] {
+    Model m = MicroModel(40, 6);
+    m.config.attention.layers.assign(static_cast<size_t>(m.config.n_layers),
+                                     LayerLayout{.window = 3});
+    return m;
+  }();
+  SaveGgufModel(mistral, file("mistral.gguf"), static_cast<uint32_t>(GgmlType::kF32), &tiny);
   for (const char* name : {"f32.gguf", "f16.gguf", "bf16.gguf", "yarn.gguf", "bpe_vocab.gguf",
-                           "qwen2.gguf", "qwen2_yarn.gguf", "qwen3.gguf"}) {
+                           "qwen2.gguf", "qwen2_yarn.gguf", "qwen3.gguf", "mistral.gguf"}) {
     put("gguf", name, ReadFile(file(name)));
   }
   put("model_file", "qwen3.gguf", ReadFile(file("qwen3.gguf")));
@@ -542,7 +551,8 @@ int WriteFuzzSeeds(const std::string& root_dir) {
   for (const auto& [name, model, method] :
        {std::tuple{std::string("hf_qwen2"), &qwen2, (const Method*)nullptr},
         std::tuple{std::string("hf_qwen2_yarn"), &qwen2, &yarn},
-        std::tuple{std::string("hf_qwen3"), &qwen3, (const Method*)nullptr}}) {
+        std::tuple{std::string("hf_qwen3"), &qwen3, (const Method*)nullptr},
+        std::tuple{std::string("hf_mistral"), &mistral, (const Method*)nullptr}}) {
     const std::string dir = file(name);
     fs::remove_all(dir);
     SaveHfModel(*model, dir, SafetensorsDtype::kF32, {}, method);

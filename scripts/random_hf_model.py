@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Writes a Hugging Face folder of a Qwen 2 or Qwen 3 model with random weights.
+"""Writes a Hugging Face folder of a Qwen 2, Qwen 3 or Mistral model with random weights.
 
-For checking stretch's qwen2 and qwen3 families against another engine without downloading a
+For checking stretch's qwen2, qwen3 and llama (Mistral) families against another engine without downloading a
 model: convert it to GGUF with `stretch convert ... --to gguf` and score it with llama.cpp and
 stretch (scripts/vs_llamacpp_perplexity.sh; docs/formats.md, "Checked against llama.cpp"). The
 tensors are those transformers' modeling_qwen2.py / modeling_qwen3.py hold (q_proj, k_proj and
@@ -11,13 +11,16 @@ HF's own layout (q and k rows in rotate-half order: random weights need no permu
 in one model.safetensors. Deterministic for a given --seed. The norms are near 1, q and k scaled
 up so that attention is sharp, the biases --bias times a standard normal (0 gives a model whose
 biases are all zero: the control that shows they matter). --head-dim sets heads wider or narrower
-than dim / heads (config.json's head_dim, as every Qwen 3 has).
+than dim / heads (config.json's head_dim, as every Qwen 3 has). Mistral is the LLaMA block
+(no biases, no norms on q and k) with --sliding-window W keys per query on every layer (config.json's
+sliding_window; 0 writes null, no window).
 
 Only the Python standard library: this runs on a bare Debian machine.
 
   python3 scripts/random_hf_model.py --out qwen2-random --vocab 512
   python3 scripts/random_hf_model.py --out qwen2-yarn --vocab 512 --yarn 4
   python3 scripts/random_hf_model.py --family qwen3 --out qwen3-random --dim 64 --head-dim 32
+  python3 scripts/random_hf_model.py --family mistral --out mistral-random --sliding-window 128
 """
 import argparse
 import json
@@ -30,7 +33,7 @@ import struct
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", required=True, help="the folder to write (created)")
-    p.add_argument("--family", choices=["qwen2", "qwen3"], default="qwen2")
+    p.add_argument("--family", choices=["qwen2", "qwen3", "mistral"], default="qwen2")
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--hidden", type=int, default=172)
     p.add_argument("--layers", type=int, default=2)
@@ -43,6 +46,8 @@ def main():
                    help="the biases' standard deviation (qwen2)")
     p.add_argument("--yarn", type=float, default=0.0,
                    help="a YaRN factor for config.json's rope_scaling (0: none)")
+    p.add_argument("--sliding-window", type=int, default=4096,
+                   help="mistral: keys per query on every layer (0: null, none)")
     p.add_argument("--seed", type=int, default=7)
     a = p.parse_args()
     C, F, L, H, G, V, T = a.dim, a.hidden, a.layers, a.heads, a.kv_heads, a.vocab, a.seq_len
@@ -50,6 +55,8 @@ def main():
     if (not a.head_dim and C % H) or H % G or D % 2:
         p.error("heads must be of even width (dim / heads, or --head-dim), and kv-heads divide heads")
     qwen3 = a.family == "qwen3"
+    mistral = a.family == "mistral"
+    biases = a.family == "qwen2"
     rng = random.Random(a.seed)
     tensors = {}
 
@@ -63,13 +70,13 @@ def main():
         pre = f"model.layers.{layer}."
         tensor(pre + "input_layernorm.weight", [C], 0.1, 1.0)
         tensor(pre + "self_attn.q_proj.weight", [H * D, C], 2 * sc)
-        if not qwen3:
+        if biases:
             tensor(pre + "self_attn.q_proj.bias", [H * D], a.bias)
         tensor(pre + "self_attn.k_proj.weight", [G * D, C], 2 * sc)
-        if not qwen3:
+        if biases:
             tensor(pre + "self_attn.k_proj.bias", [G * D], a.bias)
         tensor(pre + "self_attn.v_proj.weight", [G * D, C], sc)
-        if not qwen3:
+        if biases:
             tensor(pre + "self_attn.v_proj.bias", [G * D], a.bias)
         if qwen3:  # unit-RMS heads after the norm: gains near 2 keep attention sharp
             tensor(pre + "self_attn.q_norm.weight", [D], 0.3, 2.0)
@@ -112,6 +119,12 @@ def main():
     }
     if qwen3:
         config["attention_bias"] = False
+    if mistral:
+        config["architectures"] = ["MistralForCausalLM"]
+        for key in ("use_sliding_window", "max_window_layers"):
+            del config[key]
+        config["sliding_window"] = a.sliding_window or None
+        config["rope_theta"] = 10000.0
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
 

@@ -302,6 +302,26 @@ Parsed Parse(const GgufFile& g) {
   }
   c.seq_len = static_cast<int>(CountKey(g, K("context_length"), kMaxSeqLen));
   const std::vector<std::string> rope_tensors = RopeScalingFromGguf(g, D, p.header);
+  if (const std::string key = K("attention.sliding_window"); g.Find(key) != nullptr) {
+    // Mistral's window on every layer (ModelFamily::hf_window_architecture), as stretch writes it.
+    // llama.cpp's llama architecture does not read the key; stretch keeps the window it states.
+    if (family.hf_window_architecture < 0) {
+      Fail("{}: metadata {} is present: the {} family as stretch reads it has no sliding window",
+           path, key, family.name);
+    }
+    const int64_t window = CountKey(g, key, kMaxSeqLen);
+    if (!p.header.method_spec.empty()) {
+      Fail(
+          "{}: metadata {} ({}) and RoPE scaling ({}) together: layers with a sliding window keep "
+          "plain RoPE in stretch, expected one or the other",
+          path, key, window, p.header.method_spec);
+    }
+    c.attention.layers.assign(static_cast<size_t>(c.n_layers), LayerLayout{.window = window});
+    from.push_back(fmt::format(
+        "window {} on every layer <- {} (llama.cpp's {} architecture ignores this key and attends "
+        "to every key)",
+        window, key, family.gguf_architecture));
+  }
 
   const GgufTensorInfo* emb = g.FindTensor("token_embd.weight");
   if (emb == nullptr) Fail("{}: tensor token_embd.weight is missing", path);
@@ -471,6 +491,9 @@ void AddMethod(const std::string& path, const ModelConfig& c, const Method& m,
   if (r.mode != ScaleMode::kStatic) refuse("dynamic scaling has no GGUF key");
   if (r.base != 0.0) refuse("write the model with its own base (a base override has no key)");
   if (r.scaling == RopeScaling::kNone) return;
+  if (c.attention.UniformWindow() > 0) {
+    refuse("the model's layers all have a sliding window, inside which they keep plain RoPE");
+  }
   if (r.factor == 0.0) refuse("give the factor (the file cannot say 'the call's scale')");
   if (c.rope_interpolation != 1.0f) {
     refuse("the model already has linear scaling (trained-in position interpolation)");
@@ -557,11 +580,14 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
   const ModelConfig& c = model.config;
   STRETCH_CHECK(tokenizer == nullptr || vocabulary_from == nullptr,
                 "SaveGgufModel: a tokenizer and a vocabulary file both given");
-  if (!c.attention.IsPlain() || c.Gau()) {
+  if (!FamilyHoldsLayout(FamilyOf(c), c)) {
     Fail(
-        "{}: GGUF's {} architecture holds plain models of its family; {} has {} (expected the "
+        "{}: GGUF's {} architecture holds plain models of its family{}; {} has {} (expected the "
         "default RoPE, full-attention layout)",
-        path, FamilyOf(c).gguf_architecture, model.source,
+        path, FamilyOf(c).gguf_architecture,
+        FamilyOf(c).hf_window_architecture >= 0 ? " and ones with one sliding window on every layer"
+                                                : "",
+        model.source,
         c.Gau() ? std::string("the GAU block")
                 : std::string("a trained attention layout (per-layer positions or windows, norms, "
                               "logit scale or another variant)"));
@@ -595,6 +621,11 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
   }
   kv.emplace_back(K("rope.freq_base"), GgufF32(c.rope_base));
   kv.emplace_back(K("attention.layer_norm_rms_epsilon"), GgufF32(c.norm_eps));
+  if (const int64_t window = c.attention.UniformWindow(); window > 0) {
+    // llama.cpp's `llama` architecture does not read this key (its converter drops Mistral's
+    // window): it attends to every key, and agrees with the file only up to `window` tokens.
+    kv.emplace_back(K("attention.sliding_window"), GgufU32(static_cast<uint32_t>(window)));
+  }
   if (c.rope_interpolation != 1.0f) {
     kv.emplace_back(K("rope.scaling.type"), GgufString("linear"));
     kv.emplace_back(K("rope.scaling.factor"), GgufF32(c.rope_interpolation));

@@ -9,7 +9,10 @@
 //   llama.attention.layer_norm_rms_epsilon -> norm_eps (default 1e-5),
 //   llama.rope.scaling.* and the tensors rope_freqs.weight, rope_factors_{short,long}.weight ->
 //   rope_interpolation (linear scaling) or the method the file asks for (YaRN, LongRoPE, LLaMA
-//   3.1's per-pair factors; RopeScalingFromGguf in gguf_model.cc says how each key is read).
+//   3.1's per-pair factors; RopeScalingFromGguf in gguf_model.cc says how each key is read),
+//   llama.attention.sliding_window -> a window of W keys on every layer (Mistral's, as stretch
+//   writes it; llama.cpp's llama architecture ignores the key and attends to every key, so it
+//   agrees with such a file only up to W tokens).
 //   The vocabulary size is token_embd.weight's row count (llama.vocab_size, when present, must
 //   agree). The head width is llama.attention.key_length when present (it may differ from
 //   dim / n_heads: Qwen 3), else dim / n_heads; llama.rope.dimension_count and

@@ -51,10 +51,6 @@ constexpr int64_t kMaxJsonBytes = int64_t{64} << 20;  // config.json and the ind
 // deeper than this (the object itself counting as one) are refused before anything dumps them.
 constexpr int kMaxRopeDepth = 4;
 constexpr size_t kMaxShards = 4096;
-// MistralConfig's sliding_window when config.json has no such key.
-constexpr int64_t kMistralDefaultWindow = 4096;
-
-constexpr const char* kMistral = "MistralForCausalLM";
 
 // What a reader takes: "expected one of "LlamaForCausalLM", ... (model_type "llama", ...)".
 std::string ReadArchitectures() {
@@ -387,22 +383,22 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
         "Hugging Face folders yet (expected false, as Qwen 2, 2.5 and 3 ship)",
         path, family.name);
   }
-  if (h.architecture == kMistral) {
-    // MistralConfig's window: W keys per query. A real window is refused rather than mapped onto
-    // LayerLayout::window (see the header: whether W counts the query itself has differed
-    // between transformers' attention implementations).
+  // A sliding window on every layer: the family's windowed architecture (MistralForCausalLM) has
+  // config.json's sliding_window, W keys per query counting the query itself (the family's file
+  // cites transformers' definition); absent, the config class's default; null, none. A window of
+  // at least max_position_embeddings is kept too: it changes nothing within the trained length,
+  // but transformers keeps it beyond.
+  int64_t window = 0;
+  const int arch_index =
+      static_cast<int>(std::find_if(family.hf_architectures.begin(), family.hf_architectures.end(),
+                                    [&](const char* a) { return h.architecture == a; }) -
+                       family.hf_architectures.begin());
+  if (family.hf_window_architecture >= 0 && arch_index == family.hf_window_architecture) {
     const Json* w = k.Find("sliding_window");
     if (w == nullptr || !w->is_null()) {
-      const int64_t window =
-          w == nullptr ? kMistralDefaultWindow : k.CountOf("sliding_window", *w, kMaxWindow);
-      if (window < h.max_position_embeddings) {
-        Fail(
-            "{}: sliding_window is {}{}, less than max_position_embeddings {}: windowed attention "
-            "is not read from Hugging Face folders yet (expected null or at least "
-            "max_position_embeddings)",
-            path, window, w == nullptr ? " (MistralConfig's default)" : "",
-            h.max_position_embeddings);
-      }
+      window =
+          w == nullptr ? family.hf_default_window : k.CountOf("sliding_window", *w, kMaxWindow);
+      c.attention.layers.assign(static_cast<size_t>(c.n_layers), LayerLayout{.window = window});
     }
   }
 
@@ -453,6 +449,12 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
   const std::optional<RopeScalingObject>& scaling =
       from_parameters ? from_parameters : from_scaling;
   if (!scaling || scaling->type == "default") return;
+  if (window > 0) {
+    Fail(
+        "{}: sliding_window {} with {} ({}): layers with a sliding window keep plain RoPE in "
+        "stretch, expected no RoPE scaling on a windowed model",
+        path, window, scaling->name, scaling->type);
+  }
 
   // The scaling itself is the caller's (MethodFromHfRopeScaling); the loader reads only what it
   // needs: linear's factor, and the length the model was trained at.
@@ -839,11 +841,14 @@ Model LoadHfModel(const std::string& dir) {
 void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dtype,
                  const std::vector<std::string>& caller_files, const Method* method) {
   const ModelConfig& c = model.config;
-  if (!c.attention.IsPlain() || c.Gau()) {
+  if (!FamilyHoldsLayout(FamilyOf(c), c)) {
     Fail(
-        "{}: a {} folder holds plain models of its family; {} has {} (expected the default RoPE, "
+        "{}: a {} folder holds plain models of its family{}; {} has {} (expected the default RoPE, "
         "full-attention layout)",
-        dir, FamilyOf(c).hf_architectures[0], model.source,
+        dir, FamilyOf(c).hf_architectures[0],
+        FamilyOf(c).hf_window_architecture >= 0 ? " and ones with one sliding window on every layer"
+                                                : "",
+        model.source,
         c.Gau() ? std::string("the GAU block")
                 : std::string("a trained attention layout (per-layer positions or windows, "
                               "norms, logit scale or another variant)"));
@@ -862,8 +867,21 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
   if (c.rope_interpolation != 1.0f) {
     rope_scaling = {{"factor", ShortestDouble(c.rope_interpolation)}, {"type", "linear"}};
   }
+  const int64_t window = c.attention.UniformWindow();
+  if (window > 0 && c.rope_interpolation != 1.0f) {
+    Fail(
+        "{}: {} has a sliding window of {} on every layer and linear RoPE scaling {}: config.json "
+        "would hold both sliding_window and rope_scaling, which stretch reads back only apart",
+        dir, model.source, window, c.rope_interpolation);
+  }
   if (method != nullptr) {
     nlohmann::ordered_json j = HfRopeScaling(*method, c, dir, &max_positions);
+    if (!j.is_null() && window > 0) {
+      Fail(
+          "{}: --method {}: the model's layers all have a sliding window of {}, inside which they "
+          "keep plain RoPE (expected no RoPE scaling)",
+          dir, CanonicalSpec(*method), window);
+    }
     if (!j.is_null()) {
       // What a reader gets back: the method, with the original length the file states.
       Method want = *method;
@@ -931,8 +949,10 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
 
   // config.json last: its presence is what LooksLikeHfFolder looks for.
   nlohmann::ordered_json j;
-  j["architectures"] = nlohmann::ordered_json::array({family.hf_architectures[0]});
-  j["model_type"] = family.hf_model_types[0];
+  // The windowed architecture (MistralForCausalLM) for a model with a window on every layer.
+  const size_t arch = window > 0 ? static_cast<size_t>(family.hf_window_architecture) : 0;
+  j["architectures"] = nlohmann::ordered_json::array({family.hf_architectures[arch]});
+  j["model_type"] = family.hf_model_types[arch];
   j["hidden_size"] = c.dim;
   j["intermediate_size"] = c.hidden_dim;
   j["num_hidden_layers"] = c.n_layers;
@@ -949,6 +969,7 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
   // The family's own config class's keys (ModelFamily::hf_config_keys): switches left off.
   const nlohmann::ordered_json family_keys = nlohmann::ordered_json::parse(family.hf_config_keys);
   for (const auto& [key, value] : family_keys.items()) j[key] = value;
+  if (window > 0) j["sliding_window"] = window;
   j["initializer_range"] = 0.02;
   j["use_cache"] = true;
   j["bos_token_id"] = 1;

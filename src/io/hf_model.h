@@ -21,11 +21,11 @@
 //   hidden_size / num_attention_heads (Qwen 3, Mistral Nemo): q is then heads x head_dim wide. hidden_act must be "silu" (or "swish", the same function
 //   in transformers' ACT2FN); attention_bias and mlp_bias, when present, false; a
 //   partial_rotary_factor, when present, 1.
-//   Mistral's sliding_window (absent: MistralConfig's default 4096) must be null or at least
-//   max_position_embeddings: a real window (Mistral 7B v0.1: 4096 of 32768) is refused, not mapped
-//   onto LayerLayout::window, since whether transformers' window of W keys counts the query itself
-//   has differed between its attention implementations and versions (to be mapped once checked
-//   against one).
+//   Mistral's sliding_window (absent: MistralConfig's default 4096; null: none) becomes a window
+//   of W keys on every layer (LayerLayout::window: query i sees keys i - W + 1 .. i, as
+//   transformers' masking_utils.py sliding_window_overlay, kv_idx > q_idx - sliding_window); such
+//   a model is written back as MistralForCausalLM with its sliding_window. A window with
+//   rope_scaling is refused (windowed layers keep plain RoPE in stretch).
 // rope_scaling (or transformers 5's rope_parameters, whose rope_theta and partial_rotary_factor
 // are taken out first): null, absent or of rope_type "default" means the model's own RoPE;
 // otherwise its JSON comes back in HfModelHeader::rope_scaling_json (as nlohmann dumps it: the

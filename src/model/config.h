@@ -129,6 +129,19 @@ struct AttentionLayout {
     without_layers.layers.clear();
     return without_layers.IsDefault();
   }
+  // W when every layer is the LLaMA layer with the same sliding window of W keys (query i sees
+  // keys i - W + 1 .. i) and nothing else differs from the default: Mistral's layout (config.json
+  // `sliding_window`), which LLaMA-family files can hold. 0 otherwise.
+  int64_t UniformWindow() const {
+    if (layers.empty()) return 0;
+    const int64_t W = layers.front().window;
+    for (const LayerLayout& l : layers) {
+      if (!(l == LayerLayout{.window = W})) return 0;
+    }
+    AttentionLayout without_layers = *this;
+    without_layers.layers.clear();
+    return without_layers.IsDefault() ? W : 0;
+  }
   // p-RoPE: how many of the head_dim / 2 pairs rotate, round(rope_fraction * pairs).
   int RotatedPairs(int head_dim) const {
     return static_cast<int>(std::lround(rope_fraction * (head_dim / 2)));

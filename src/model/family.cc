@@ -88,6 +88,12 @@ const ModelFamily& FamilyOf(const ModelConfig& c) {
        c.qkv_bias, c.qk_norm);
 }
 
+bool FamilyHoldsLayout(const ModelFamily& family, const ModelConfig& c) {
+  if (c.Gau()) return false;
+  return c.attention.IsPlain() ||
+         (family.hf_window_architecture >= 0 && c.attention.UniformWindow() > 0);
+}
+
 namespace {
 std::string Names(const std::function<void(std::vector<std::string>&)>& add) {
   std::vector<std::string> names;

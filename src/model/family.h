@@ -75,6 +75,12 @@ struct ModelFamily {
   // them for architectures it runs with LLAMA_ROPE_TYPE_NEOX (Qwen 2, ...); LLaMA's GGUF has
   // them interleaved (the converter permutes them).
   bool gguf_rope_halves = false;
+  // A sliding window on every layer (AttentionLayout::UniformWindow): the index in
+  // hf_architectures of the architecture whose config.json holds it as `sliding_window` (LLaMA:
+  // MistralForCausalLM), also held in GGUF as ARCH.attention.sliding_window; -1: the family's files
+  // hold no window. hf_default_window: that config class's default when the key is absent.
+  int hf_window_architecture = -1;
+  int64_t hf_default_window = 0;
   // config.json keys of the family's config class that an HF folder written by stretch sets (a
   // JSON object: switches the block as stretch runs it leaves off, e.g. no sliding window).
   const char* hf_config_keys = "{}";
@@ -88,6 +94,9 @@ const ModelFamily* FindFamilyByHf(std::string_view architecture);
 const ModelFamily& LlamaFamily();
 // The family whose choices (qkv_bias, qk_norm) the configuration has: what it is written as.
 const ModelFamily& FamilyOf(const ModelConfig& c);
+// Whether files of `family` hold the attention layout of `c`: the plain one, or a window on every
+// layer where the family has such files (ModelFamily::hf_window_architecture).
+bool FamilyHoldsLayout(const ModelFamily& family, const ModelConfig& c);
 // The names of every family's GGUF architectures, or HF architectures, for messages:
 // "\"llama\", \"qwen2\"".
 std::string KnownGgufArchitectures();

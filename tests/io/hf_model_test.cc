@@ -731,18 +731,36 @@ TEST_F(HfConfigTest, ArchitecturesAreReadOrRefusedByName) {
   json c = Config(Sizes());
   c["architectures"] = {"MistralForCausalLM"};
   c["model_type"] = "mistral";
-  // MistralConfig's default window, 4096, is below max_position_embeddings 32768 here: refused.
+  // MistralConfig's default window, 4096, when the key is absent: every layer windowed.
   c["max_position_embeddings"] = 32768;
-  EXPECT_TRUE(Names(Read(c), {"sliding_window", "4096", "default"}));
-  c["sliding_window"] = 4096;
-  EXPECT_TRUE(Names(Read(c), {"sliding_window is 4096", "32768"}));
+  const auto window_of = [&](const json& config) {
+    EXPECT_EQ(Read(config), "");
+    return ReadHfModelHeader(folder_).config.attention.UniformWindow();
+  };
+  EXPECT_EQ(window_of(c), 4096);
+  c["sliding_window"] = 1000;
+  EXPECT_EQ(window_of(c), 1000);
+  EXPECT_EQ(ReadHfModelHeader(folder_).config.attention.layers.size(), 2u);
   c["sliding_window"] = nullptr;  // Mistral 7B v0.2 and later
-  EXPECT_EQ(Read(c), "");
+  EXPECT_EQ(window_of(c), 0);
+  EXPECT_TRUE(ReadHfModelHeader(folder_).config.attention.IsDefault());
   EXPECT_EQ(ReadHfModelHeader(folder_).format, "Hugging Face folder (MistralForCausalLM, F32)");
-  c["sliding_window"] = 32768;
-  EXPECT_EQ(Read(c), "");
+  c["sliding_window"] = 32768;  // within the trained length no key is out of it; kept beyond
+  EXPECT_EQ(window_of(c), 32768);
   c["sliding_window"] = 0;
   EXPECT_TRUE(Names(Read(c), {"sliding_window"}));
+  c["sliding_window"] = "4096";
+  EXPECT_TRUE(Names(Read(c), {"sliding_window"}));
+  // A window and RoPE scaling together: the windowed layers would keep plain RoPE.
+  c["sliding_window"] = 4096;
+  c["rope_scaling"] = json{{"rope_type", "yarn"}, {"factor", 4.0}};
+  EXPECT_TRUE(Names(Read(c), {"sliding_window 4096", "yarn", "plain RoPE"}));
+  c["sliding_window"] = nullptr;
+  EXPECT_EQ(Read(c), "");
+  // LlamaConfig has no window: the key is not read there.
+  c = Config(Sizes());
+  c["sliding_window"] = 16;
+  EXPECT_EQ(window_of(c), 0);
   // Relatives of LLaMA, each with what stretch would get wrong.
   c = Config(Sizes());
   c["architectures"] = {"Qwen3MoeForCausalLM"};

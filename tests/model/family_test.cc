@@ -37,6 +37,37 @@ TEST(ModelFamily, IsFoundByItsGgufAndHfNamesAndNotByOthers) {
   EXPECT_TRUE(names.contains("llama"));
 }
 
+// A family's windowed architecture (Mistral's) is one of its own, with a default window; the
+// layouts its files hold are the plain one and one window on every layer, nothing else.
+TEST(ModelFamily, WindowedArchitecturesAreTheFamilysOwnAndHoldOnlyAUniformWindow) {
+  for (const ModelFamily* f : ModelFamilies()) {
+    SCOPED_TRACE(f->name);
+    EXPECT_LT(f->hf_window_architecture, static_cast<int>(f->hf_architectures.size()));
+    EXPECT_EQ(f->hf_window_architecture >= 0, f->hf_default_window > 0);
+  }
+  EXPECT_EQ(
+      std::string(LlamaFamily()
+                      .hf_architectures[static_cast<size_t>(LlamaFamily().hf_window_architecture)]),
+      "MistralForCausalLM");
+  ModelConfig c = testing::TinyConfig();
+  EXPECT_TRUE(FamilyHoldsLayout(LlamaFamily(), c));
+  c.attention.layers.assign(2, LayerLayout{.window = 8});
+  EXPECT_EQ(c.attention.UniformWindow(), 8);
+  EXPECT_TRUE(FamilyHoldsLayout(LlamaFamily(), c));
+  EXPECT_FALSE(FamilyHoldsLayout(*FindFamilyByGguf("qwen2"), c));
+  c.attention.layers[1].window = 4;  // two windows: not Mistral's
+  EXPECT_EQ(c.attention.UniformWindow(), 0);
+  EXPECT_FALSE(FamilyHoldsLayout(LlamaFamily(), c));
+  c.attention.layers[1] = LayerLayout{.window = 8, .rope_base = 1e6};  // a base of its own
+  EXPECT_EQ(c.attention.UniformWindow(), 0);
+  c.attention.layers[1] = LayerLayout{.window = 8};
+  c.attention.key_norm = true;  // another variant beside the window
+  EXPECT_EQ(c.attention.UniformWindow(), 0);
+  c.attention.key_norm = false;
+  c.attention.layers.assign(2, LayerLayout{.chunk = 8});  // chunks are not a sliding window
+  EXPECT_EQ(c.attention.UniformWindow(), 0);
+}
+
 // Every weight of a model of each family (ModelWeights::ForEach, the list training and
 // checkpoints walk) is one entry of the family's table, once, with the size the table's shape
 // gives; a tied classifier is left out, an untied one is listed; FamilyOf gives the family back.

@@ -189,6 +189,13 @@ void RunConvert(const ConvertArgs& a) {
                   keys ? &*keys : nullptr);
     written = fmt::format("GGUF version 3, {}, matrices {}",
                           FamilyOf(loaded.model.config).gguf_architecture, a.type);
+    if (const int64_t w = loaded.model.config.attention.UniformWindow(); w > 0) {
+      fmt::print(stderr,
+                 "note: {} holds a sliding window of {} keys on every layer as {}.attention."
+                 "sliding_window; llama.cpp does not read that key for this architecture and "
+                 "attends to every key, so it agrees with the model only up to {} tokens\n",
+                 a.out, w, FamilyOf(loaded.model.config).gguf_architecture, w);
+    }
   } else if (a.to == "hf") {
     // The vocabulary both ways transformers reads it: tokenizer.model (its slow tokenizer,
     // libsentencepiece) and tokenizer.json (its fast one).
@@ -235,7 +242,11 @@ void RegisterConvert(CLI::App& app) {
       "Face and llama2.c files: a model trained here with another position scheme, attention "
       "layout or the GAU block is refused, since these formats cannot say so; a Qwen 2 model "
       "(q/k/v biases) or a Qwen 3 model (per-head q/k norms, heads wider than dim / heads) goes "
-      "to GGUF and Hugging Face folders only.\n"
+      "to GGUF and Hugging Face folders only. So does a Mistral model (one sliding window of W "
+      "keys on every layer, also a model trained here with that layout and nothing else): a "
+      "MistralForCausalLM folder with its sliding_window, or GGUF with llama.attention."
+      "sliding_window, a key llama.cpp does not read (it then attends to every key, and agrees "
+      "with the model only up to W tokens).\n"
       "The vocabulary goes with the model: --tokenizer (llama2.c's tok512.bin, a SentencePiece "
       "tokenizer.model or a LLaMA-kind tokenizer.json), else the input's own (a GGUF file's, a "
       "Hugging Face folder's tokenizer.model or tokenizer.json, a checkpoint's SentencePiece "

@@ -2,7 +2,8 @@
 // RMSNorm, SwiGLU, RoPE, grouped-query attention, no biases. Names as llama.cpp's
 // convert_hf_to_gguf.py / gguf-py constants.py (MODEL_TENSOR ... "blk.{bid}.attn_k") and
 // transformers' modeling_llama.py (LlamaDecoderLayer: self_attn.{q,k,v,o}_proj, mlp.{gate,up,
-// down}_proj, input_layernorm, post_attention_layernorm) write them.
+// down}_proj, input_layernorm, post_attention_layernorm) write them. Mistral is this family with
+// a sliding window on every layer (below).
 #include "src/model/family.h"
 
 namespace stretch::families {
@@ -49,6 +50,13 @@ constinit const ModelFamily llama_family = {
     .gguf_architecture = "llama",
     .hf_model_types = kHfTypes,
     .tensors = kTensors,
+    // Mistral (Jiang et al. 2023, arXiv 2310.06825, "Sliding Window Attention"): the LLaMA block
+    // whose every layer attends to the last W keys. transformers' masking_utils.py,
+    // sliding_window_overlay: key kv is seen by query q when kv > q - sliding_window, so W counts
+    // the query itself (keys q - W + 1 .. q), as LayerLayout::window; MistralConfig's default
+    // sliding_window is 4096.
+    .hf_window_architecture = 1,
+    .hf_default_window = 4096,
     .hf_config_keys =
         R"({"attention_bias": false, "attention_dropout": 0.0, "mlp_bias": false, "pretraining_tp": 1})",
 };
