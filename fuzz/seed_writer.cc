@@ -521,8 +521,23 @@ int WriteFuzzSeeds(const std::string& root_dir) {
     return m;
   }();
   SaveGgufModel(mistral, file("mistral.gguf"), static_cast<uint32_t>(GgmlType::kF32), &tiny);
-  for (const char* name : {"f32.gguf", "f16.gguf", "bf16.gguf", "yarn.gguf", "bpe_vocab.gguf",
-                           "qwen2.gguf", "qwen2_yarn.gguf", "qwen3.gguf", "mistral.gguf"}) {
+  // Phi-3: fused attn_qkv and ffn_up, and LongRoPE's factor tensors without a type key.
+  const Model phi3 = [] {
+    Model m = MicroModel(40, 7);
+    m.config.family = "phi3";
+    return m;
+  }();
+  Method phi3_longrope = ParseMethod("longrope");
+  phi3_longrope.rope.factor = 4.0;
+  for (int t = 0; t < phi3.config.head_dim() / 2; ++t) {
+    phi3_longrope.rope.short_factor.push_back(1.0 + 0.1 * t);
+    phi3_longrope.rope.long_factor.push_back(2.0 + 0.5 * t);
+  }
+  SaveGgufModel(phi3, file("phi3.gguf"), static_cast<uint32_t>(GgmlType::kF32), &tiny,
+                &phi3_longrope);
+  for (const char* name :
+       {"f32.gguf", "f16.gguf", "bf16.gguf", "yarn.gguf", "bpe_vocab.gguf", "qwen2.gguf",
+        "qwen2_yarn.gguf", "qwen3.gguf", "mistral.gguf", "phi3.gguf"}) {
     put("gguf", name, ReadFile(file(name)));
   }
   put("model_file", "qwen3.gguf", ReadFile(file("qwen3.gguf")));
@@ -552,7 +567,8 @@ int WriteFuzzSeeds(const std::string& root_dir) {
        {std::tuple{std::string("hf_qwen2"), &qwen2, (const Method*)nullptr},
         std::tuple{std::string("hf_qwen2_yarn"), &qwen2, &yarn},
         std::tuple{std::string("hf_qwen3"), &qwen3, (const Method*)nullptr},
-        std::tuple{std::string("hf_mistral"), &mistral, (const Method*)nullptr}}) {
+        std::tuple{std::string("hf_mistral"), &mistral, (const Method*)nullptr},
+        std::tuple{std::string("hf_phi3"), &phi3, (const Method*)&phi3_longrope}}) {
     const std::string dir = file(name);
     fs::remove_all(dir);
     SaveHfModel(*model, dir, SafetensorsDtype::kF32, {}, method);

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Writes a Hugging Face folder of a Qwen 2, Qwen 3 or Mistral model with random weights.
+"""Writes a Hugging Face folder of a Qwen 2, Qwen 3, Mistral or Phi-3 model with random weights.
 
-For checking stretch's qwen2, qwen3 and llama (Mistral) families against another engine without downloading a
+For checking stretch's qwen2, qwen3, llama (Mistral) and phi3 families against another engine without downloading a
 model: convert it to GGUF with `stretch convert ... --to gguf` and score it with llama.cpp and
 stretch (scripts/vs_llamacpp_perplexity.sh; docs/formats.md, "Checked against llama.cpp"). The
 tensors are those transformers' modeling_qwen2.py / modeling_qwen3.py hold (q_proj, k_proj and
@@ -13,7 +13,9 @@ up so that attention is sharp, the biases --bias times a standard normal (0 give
 biases are all zero: the control that shows they matter). --head-dim sets heads wider or narrower
 than dim / heads (config.json's head_dim, as every Qwen 3 has). Mistral is the LLaMA block
 (no biases, no norms on q and k) with --sliding-window W keys per query on every layer (config.json's
-sliding_window; 0 writes null, no window).
+sliding_window; 0 writes null, no window). Phi-3 fuses q, k and v into qkv_proj and the gate and up
+projections into gate_up_proj (transformers' modeling_phi3.py); --longrope F writes rope_scaling
+"longrope" from --seq-len to F times it, with short and long factor lists of its own.
 
 Only the Python standard library: this runs on a bare Debian machine.
 
@@ -21,6 +23,7 @@ Only the Python standard library: this runs on a bare Debian machine.
   python3 scripts/random_hf_model.py --out qwen2-yarn --vocab 512 --yarn 4
   python3 scripts/random_hf_model.py --family qwen3 --out qwen3-random --dim 64 --head-dim 32
   python3 scripts/random_hf_model.py --family mistral --out mistral-random --sliding-window 128
+  python3 scripts/random_hf_model.py --family phi3 --out phi3-longrope --seq-len 1024 --longrope 4
 """
 import argparse
 import json
@@ -33,7 +36,7 @@ import struct
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", required=True, help="the folder to write (created)")
-    p.add_argument("--family", choices=["qwen2", "qwen3", "mistral"], default="qwen2")
+    p.add_argument("--family", choices=["qwen2", "qwen3", "mistral", "phi3"], default="qwen2")
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--hidden", type=int, default=172)
     p.add_argument("--layers", type=int, default=2)
@@ -48,6 +51,8 @@ def main():
                    help="a YaRN factor for config.json's rope_scaling (0: none)")
     p.add_argument("--sliding-window", type=int, default=4096,
                    help="mistral: keys per query on every layer (0: null, none)")
+    p.add_argument("--longrope", type=float, default=0.0,
+                   help="phi3: a LongRoPE factor for config.json's rope_scaling (0: none)")
     p.add_argument("--seed", type=int, default=7)
     a = p.parse_args()
     C, F, L, H, G, V, T = a.dim, a.hidden, a.layers, a.heads, a.kv_heads, a.vocab, a.seq_len
@@ -56,6 +61,7 @@ def main():
         p.error("heads must be of even width (dim / heads, or --head-dim), and kv-heads divide heads")
     qwen3 = a.family == "qwen3"
     mistral = a.family == "mistral"
+    phi3 = a.family == "phi3"
     biases = a.family == "qwen2"
     rng = random.Random(a.seed)
     tensors = {}
@@ -89,6 +95,15 @@ def main():
     tensor("model.norm.weight", [C], 0.1, 1.0)
     tensor("lm_head.weight", [V, C], sc)
 
+    if phi3:  # Phi3Attention.qkv_proj: q, k, v by rows; Phi3MLP.gate_up_proj: gate, then up
+        for layer in range(L):
+            pre = f"model.layers.{layer}."
+            parts = [tensors.pop(pre + f"self_attn.{x}_proj.weight") for x in "qkv"]
+            tensors[pre + "self_attn.qkv_proj.weight"] = (
+                [sum(s[0] for s, _ in parts), C], [v for _, vs in parts for v in vs])
+            parts = [tensors.pop(pre + f"mlp.{x}_proj.weight") for x in ("gate", "up")]
+            tensors[pre + "mlp.gate_up_proj.weight"] = ([2 * F, C], [v for _, vs in parts for v in vs])
+
     # safetensors: an 8-byte little-endian header length, the JSON header (padded with spaces to
     # a multiple of 8), then the tensors' bytes in the header's order.
     header, offset, blobs = {"__metadata__": {"format": "pt"}}, 0, []
@@ -119,6 +134,22 @@ def main():
     }
     if qwen3:
         config["attention_bias"] = False
+    if phi3:
+        config["architectures"] = ["Phi3ForCausalLM"]
+        for key in ("use_sliding_window", "max_window_layers"):
+            del config[key]
+        config["sliding_window"] = None
+        config["rope_theta"] = 10000.0
+        config["original_max_position_embeddings"] = T
+        if a.longrope:
+            pairs = D // 2
+            config["max_position_embeddings"] = int(T * a.longrope)
+            config["rope_scaling"] = {
+                "type": "longrope",
+                "short_factor": [round(1.0 + 0.5 * t / pairs, 4) for t in range(pairs)],
+                "long_factor": [round(1.0 + (a.longrope * 2 - 1) * (t / pairs) ** 2, 4)
+                                for t in range(pairs)],
+            }
     if mistral:
         config["architectures"] = ["MistralForCausalLM"]
         for key in ("use_sliding_window", "max_window_layers"):

@@ -101,7 +101,12 @@ std::vector<std::string> RopeScalingFromGguf(const GgufFile& g, int head_dim,
   const int pairs = head_dim / 2;
   const ArchKeys K{g.String("general.architecture")};
   const bool type_given = g.Find(K("rope.scaling.type")) != nullptr;
-  const std::string type = g.StringOr(K("rope.scaling.type"), "linear");
+  // LongRoPE's lists without a type key: how llama.cpp's converter writes Phi-3 (phi3 reads the
+  // tensors whatever the type).
+  const bool longrope_lists = g.FindTensor("rope_factors_long.weight") != nullptr &&
+                              g.FindTensor("rope_factors_short.weight") != nullptr;
+  const std::string type =
+      g.StringOr(K("rope.scaling.type"), longrope_lists ? "longrope" : "linear");
   const std::string factor_key = g.Find(K("rope.scaling.factor")) != nullptr
                                      ? K("rope.scaling.factor")
                                      : K("rope.scale_linear");
@@ -194,8 +199,9 @@ std::vector<std::string> RopeScalingFromGguf(const GgufFile& g, int head_dim,
         g.Find(K("rope.scaling.attn_factor")) != nullptr
             ? attn
             : (f <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(f) / std::log(c.seq_len)));
-    why = fmt::format("{} \"longrope\" and tensors rope_factors_short/long.weight",
-                      K("rope.scaling.type"));
+    why = type_given ? fmt::format("{} \"longrope\" and tensors rope_factors_short/long.weight",
+                                   K("rope.scaling.type"))
+                     : "tensors rope_factors_short/long.weight (LongRoPE's lists)";
   } else {
     Fail("{}: metadata {} is \"{}\", expected none, linear, yarn or longrope (llama.cpp's types)",
          path, K("rope.scaling.type"), type);
@@ -237,6 +243,7 @@ Parsed Parse(const GgufFile& g) {
   ModelConfig& c = p.header.config;
   c.qkv_bias = family.qkv_bias;
   c.qk_norm = family.qk_norm;
+  c.family = family.name;
   std::vector<std::string>& from = p.header.provenance;
   auto count = [&](const char* field, const std::string& key, int64_t max) {
     const int v = static_cast<int>(CountKey(g, key, max));
@@ -302,9 +309,13 @@ Parsed Parse(const GgufFile& g) {
   }
   c.seq_len = static_cast<int>(CountKey(g, K("context_length"), kMaxSeqLen));
   const std::vector<std::string> rope_tensors = RopeScalingFromGguf(g, D, p.header);
-  if (const std::string key = K("attention.sliding_window"); g.Find(key) != nullptr) {
-    // Mistral's window on every layer (ModelFamily::hf_window_architecture), as stretch writes it.
-    // llama.cpp's llama architecture does not read the key; stretch keeps the window it states.
+  const int64_t context = g.Int(K("context_length"));
+  if (const std::string key = K("attention.sliding_window");
+      g.Find(key) != nullptr && g.Int(key) != 0 && g.Int(key) < context) {
+    // A window on every layer (ModelFamily::hf_window_architecture): Mistral's as stretch writes
+    // it, Phi-3's as llama.cpp's converter does (0 there: none). llama.cpp's llama architecture
+    // does not read the key and its phi3 turns the window off; stretch keeps it, as transformers
+    // does. A window of at least the context length is none, as in config.json.
     if (family.hf_window_architecture < 0) {
       Fail("{}: metadata {} is present: the {} family as stretch reads it has no sliding window",
            path, key, family.name);
@@ -318,7 +329,7 @@ Parsed Parse(const GgufFile& g) {
     }
     c.attention.layers.assign(static_cast<size_t>(c.n_layers), LayerLayout{.window = window});
     from.push_back(fmt::format(
-        "window {} on every layer <- {} (llama.cpp's {} architecture ignores this key and attends "
+        "window {} on every layer <- {} (llama.cpp's {} architecture does not apply it and attends "
         "to every key)",
         window, key, family.gguf_architecture));
   }
@@ -391,19 +402,12 @@ Model LoadGgufModel(const GgufFile& g) {
   m.source = path + " (" + p.header.format + ")";
   ModelWeights& w = m.weights;
   w.layers.resize(static_cast<size_t>(m.config.n_layers));
-  auto read = [&](const std::string& name, std::vector<float>& dst) {
-    const GgufTensorInfo* t = g.FindTensor(name);
-    dst.resize(static_cast<size_t>(t->elements));
-    g.ReadFloats(*t, dst);
-  };
   const ModelFamily& family = GgufFamily(g);
-  const int64_t D = m.config.head_dim();
   for (const FamilyTensorAt& t : FamilyTensors(family, m.config, WeightFormat::kGguf)) {
-    std::vector<float>& dst = FamilyTensorData(w, t);
-    read(t.name, dst);
-    if (family.gguf_rope_halves && t.rope_heads > 0) {
-      HalvesToInterleaved(dst, t.rope_heads, D, t.shape.size() > 1 ? t.shape[1] : 1);
-    }
+    const GgufTensorInfo* info = g.FindTensor(t.name);
+    std::vector<float> values(static_cast<size_t>(info->elements));
+    g.ReadFloats(*info, values);
+    SetFamilyTensorValues(w, t, std::move(values), family.gguf_rope_halves);
   }
   return m;
 }
@@ -544,6 +548,38 @@ void AddMethod(const std::string& path, const ModelConfig& c, const Method& m,
                        {static_cast<int64_t>(divisors.size())},
                        static_cast<uint32_t>(GgmlType::kF32),
                        EncodeTensor(divisors, GgmlType::kF32)});
+  } else if (r.scaling == RopeScaling::kLongRope && FamilyOf(c).gguf_longrope) {
+    // As llama.cpp's converter writes Phi-3 (conversion/phi.py, Phi3MiniModel): the two lists as
+    // tensors, the attention factor HF's rule gives (sqrt(1 + ln s / ln orig), or the method's
+    // own), the original and the extended lengths, and no rope.scaling.type key; llama.cpp takes
+    // the long list when its context is longer than the original length, as stretch's longrope
+    // does per call (method.h, LongRopeUsesLong).
+    const double attention =
+        r.attention_factor != 0.0
+            ? r.attention_factor
+            : (r.factor <= 1.0
+                   ? 1.0
+                   : std::sqrt(1.0 + std::log(r.factor) / std::log(static_cast<double>(orig))));
+    kv.emplace_back(K("rope.scaling.original_context_length"),
+                    GgufU32(static_cast<uint32_t>(orig)));
+    kv.emplace_back(K("rope.scaling.attn_factor"), GgufF32(static_cast<float>(attention)));
+    for (auto& [key, value] : kv) {
+      if (key == K("context_length")) {
+        value = GgufU32(static_cast<uint32_t>(std::lround(static_cast<double>(orig) * r.factor)));
+      }
+    }
+    for (const auto& [name, list] : {std::pair{"rope_factors_long.weight", &r.long_factor},
+                                     std::pair{"rope_factors_short.weight", &r.short_factor}}) {
+      if (static_cast<int>(list->size()) != c.head_dim() / 2) {
+        refuse(fmt::format("{} factors in a list, expected {} (one per pair)", list->size(),
+                           c.head_dim() / 2));
+      }
+      const std::vector<float> values(list->begin(), list->end());
+      tensors.push_back({name,
+                         {static_cast<int64_t>(values.size())},
+                         static_cast<uint32_t>(GgmlType::kF32),
+                         EncodeTensor(values, GgmlType::kF32)});
+    }
   } else {
     refuse(fmt::format("llama.cpp's {} architecture has no GGUF key for {}", arch, MethodName(m)));
   }
@@ -688,13 +724,12 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
   };
   for (const FamilyTensorAt& t : FamilyTensors(family, c, WeightFormat::kGguf)) {
     const bool matrix = t.spec->Matrix();  // (rows, cols); a vector is one row
-    const std::vector<float>& x = FamilyTensorData(w, t);
     const int64_t rows = matrix ? t.shape[0] : 1, cols = t.shape.back();
-    if (family.gguf_rope_halves && t.rope_heads > 0) {  // HF's rotate-half rows, as llama.cpp's
-      add(t.name, InterleavedToHalves(x, t.rope_heads, c.head_dim(), matrix ? cols : 1), rows, cols,
-          matrix);
+    if (t.spec->Fused() || (family.gguf_rope_halves && t.rope_heads > 0)) {
+      // Fused parts in one tensor; HF's rotate-half rows where llama.cpp's converter keeps them.
+      add(t.name, FamilyTensorValues(w, t, family.gguf_rope_halves), rows, cols, matrix);
     } else {
-      add(t.name, x, rows, cols, matrix);
+      add(t.name, FamilyTensorData(w, t), rows, cols, matrix);
     }
   }
   if (method != nullptr) AddMethod(path, c, *method, kv, tensors);

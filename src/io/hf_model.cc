@@ -188,7 +188,10 @@ std::string RelativeReason(const std::string& name) {
       {"gemma",
        "it scales its norms by 1 + w and its embedding by sqrt(hidden_size), with a GeLU "
        "feed-forward"},
-      {"phi", "it fuses qkv_proj and gate_up_proj"},
+      {"phimoe", "its feed-forward is a mixture of experts"},
+      {"phi",
+       "Phi-1 and Phi-2 have LayerNorm, a parallel attention/MLP block, partial rotary and GELU "
+       "(Phi-3 is read: Phi3ForCausalLM)"},
       {"mixtral", "its feed-forward is a mixture of experts"},
       {"llama4",
        "its feed-forward is a mixture of experts and its RoPE layers L2-normalize q and k "
@@ -315,6 +318,7 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
   ModelConfig& c = h.config;
   c.qkv_bias = family.qkv_bias;
   c.qk_norm = family.qk_norm;
+  c.family = family.name;
   c.dim = static_cast<int>(k.Count("hidden_size", kMaxDim));
   c.hidden_dim = static_cast<int>(k.Count("intermediate_size", kMaxHidden));
   c.n_layers = static_cast<int>(k.Count("num_hidden_layers", kMaxLayers));
@@ -385,9 +389,11 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
   }
   // A sliding window on every layer: the family's windowed architecture (MistralForCausalLM) has
   // config.json's sliding_window, W keys per query counting the query itself (the family's file
-  // cites transformers' definition); absent, the config class's default; null, none. A window of
-  // at least max_position_embeddings is kept too: it changes nothing within the trained length,
-  // but transformers keeps it beyond.
+  // cites transformers' definition); absent, the config class's default (none where it has
+  // none); null, none. A window of at least max_position_embeddings is read as none: it changes
+  // nothing within the trained length (Phi-3-mini-128k's 262144 at 131072), and a window on every
+  // layer would keep the model from every method that changes RoPE (beyond W stretch then attends
+  // to every key, where transformers would keep the window).
   int64_t window = 0;
   const int arch_index =
       static_cast<int>(std::find_if(family.hf_architectures.begin(), family.hf_architectures.end(),
@@ -398,7 +404,10 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
     if (w == nullptr || !w->is_null()) {
       window =
           w == nullptr ? family.hf_default_window : k.CountOf("sliding_window", *w, kMaxWindow);
-      c.attention.layers.assign(static_cast<size_t>(c.n_layers), LayerLayout{.window = window});
+      if (window >= h.max_position_embeddings) window = 0;
+      if (window > 0) {
+        c.attention.layers.assign(static_cast<size_t>(c.n_layers), LayerLayout{.window = window});
+      }
     }
   }
 
@@ -490,22 +499,11 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
 
 // ---- weight files --------------------------------------------------------------------------
 
-// A tensor the model has: its HF name, shape and where it goes.
-struct Want {
-  std::string name;
-  std::vector<int64_t> shape;
-  std::vector<float> ModelWeights::*global = nullptr;  // or
-  std::vector<float> LayerWeights::*field = nullptr;
-  int layer = -1;
-  int64_t rope_heads = 0;  // q and k: permuted per head from HF's layout
-};
+// A tensor the model has: its HF name, shape and where it goes (FamilyTensorAt).
+using Want = FamilyTensorAt;
 
 std::vector<Want> WantedTensors(const ModelConfig& c) {
-  std::vector<Want> w;
-  for (const FamilyTensorAt& t : FamilyTensors(FamilyOf(c), c, WeightFormat::kHf)) {
-    w.push_back({t.name, t.shape, t.spec->global, t.spec->layer, t.layer, t.rope_heads});
-  }
-  return w;
+  return FamilyTensors(FamilyOf(c), c, WeightFormat::kHf);
 }
 
 struct Located {
@@ -809,16 +807,12 @@ Model LoadHfModel(const std::string& dir) {
   m.source = fmt::format("{} ({})", dir, p.header.format);
   const ModelConfig& c = m.config;
   m.weights.layers.resize(static_cast<size_t>(c.n_layers));
-  const int64_t D = c.head_dim();
   std::vector<std::byte> half;  // one F16 / BF16 tensor's bytes
   for (size_t i = 0; i < p.wanted.size(); ++i) {
     const Want& w = p.wanted[i];
     const SafetensorsFile& file = p.files[p.where[i].file];
     const SafetensorsTensor& t = *p.where[i].tensor;
-    std::vector<float>& dst = w.global != nullptr
-                                  ? m.weights.*w.global
-                                  : m.weights.layers[static_cast<size_t>(w.layer)].*w.field;
-    dst.resize(static_cast<size_t>(t.numel()));
+    std::vector<float> dst(static_cast<size_t>(t.numel()));
     if (t.dtype == SafetensorsDtype::kF32) {
       file.ReadInto<float>(w.name, w.shape, std::span<float>(dst));
     } else {
@@ -831,9 +825,7 @@ Model LoadHfModel(const std::string& dir) {
         dst[k] = f16 ? HalfToFloat(u) : BFloat16ToFloat(u);
       }
     }
-    if (w.rope_heads > 0) {
-      HalvesToInterleaved(dst, w.rope_heads, D, w.shape.size() > 1 ? w.shape[1] : 1);
-    }
+    SetFamilyTensorValues(m.weights, w, std::move(dst), true);  // HF's rotate-half rows
   }
   return m;
 }
@@ -868,6 +860,13 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
     rope_scaling = {{"factor", ShortestDouble(c.rope_interpolation)}, {"type", "linear"}};
   }
   const int64_t window = c.attention.UniformWindow();
+  if (window >= c.seq_len) {
+    Fail(
+        "{}: {} has a sliding window of {} keys on every layer, at least its trained length {}: "
+        "config.json readers take such a window for none (write GGUF, or a stretch checkpoint, "
+        "which keep it)",
+        dir, model.source, window, c.seq_len);
+  }
   if (window > 0 && c.rope_interpolation != 1.0f) {
     Fail(
         "{}: {} has a sliding window of {} on every layer and linear RoPE scaling {}: config.json "
@@ -943,7 +942,12 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
                 w.layers.size(), c.n_layers);
   const ModelFamily& family = FamilyOf(c);
   for (const FamilyTensorAt& t : FamilyTensors(family, c, WeightFormat::kHf)) {
-    add(t.name, FamilyTensorData(w, t), t.shape, t.rope_heads);
+    if (t.spec->Fused()) {  // its parts one after another, q and k in HF's rows
+      permuted.push_back(FamilyTensorValues(w, t, true));
+      add(t.name, permuted.back(), t.shape, 0);
+    } else {
+      add(t.name, FamilyTensorData(w, t), t.shape, t.rope_heads);
+    }
   }
   writer.Write(InDir(dir, kHfWeightsFile));
 
@@ -964,6 +968,10 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
   j["rms_norm_eps"] = ShortestDouble(c.norm_eps);
   j["rope_theta"] = ShortestDouble(c.rope_base);
   j["rope_scaling"] = rope_scaling;
+  if (rope_scaling.is_object() && rope_scaling.value("rope_type", "") == "longrope") {
+    // Phi-3's configs (Phi3Config) also keep the original length at the top level.
+    j["original_max_position_embeddings"] = rope_scaling["original_max_position_embeddings"];
+  }
   j["tie_word_embeddings"] = c.shared_classifier;
   j["hidden_act"] = "silu";
   // The family's own config class's keys (ModelFamily::hf_config_keys): switches left off.

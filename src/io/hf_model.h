@@ -7,7 +7,8 @@
 // (model_type "mistral"), the LLaMA block (RMSNorm, RoPE attention with grouped-query heads and no
 // biases, SwiGLU), ["Qwen2ForCausalLM"] (model_type "qwen2"), the same block with q/k/v biases,
 // and ["Qwen3ForCausalLM"] (model_type "qwen3"), the same block with an RMSNorm over each head of
-// q and k. Any other is refused by name (Gemma scales its norms by 1 + w and its embedding by
+// q and k, and ["Phi3ForCausalLM"] (model_type "phi3"), the LLaMA block with q, k and v fused into
+// qkv_proj and the gate and up projections into gate_up_proj. Any other is refused by name (Gemma scales its norms by 1 + w and its embedding by
 // sqrt(hidden_size), Phi-3 fuses qkv_proj, Mixtral and Qwen 3 MoE route experts ...).
 //
 // config.json -> ModelConfig, every field type-checked (a count is a JSON integer within bounds;
@@ -24,8 +25,10 @@
 //   Mistral's sliding_window (absent: MistralConfig's default 4096; null: none) becomes a window
 //   of W keys on every layer (LayerLayout::window: query i sees keys i - W + 1 .. i, as
 //   transformers' masking_utils.py sliding_window_overlay, kv_idx > q_idx - sliding_window); such
-//   a model is written back as MistralForCausalLM with its sliding_window. A window with
-//   rope_scaling is refused (windowed layers keep plain RoPE in stretch).
+//   a model is written back as MistralForCausalLM with its sliding_window. A window of at least
+//   max_position_embeddings is read as none (no key within the trained length is outside it). A
+//   window with rope_scaling is refused (windowed layers keep plain RoPE in stretch). Phi-3's
+//   sliding_window is read the same way (Phi3Config's default: none).
 // rope_scaling (or transformers 5's rope_parameters, whose rope_theta and partial_rotary_factor
 // are taken out first): null, absent or of rope_type "default" means the model's own RoPE;
 // otherwise its JSON comes back in HfModelHeader::rope_scaling_json (as nlohmann dumps it: the

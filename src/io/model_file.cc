@@ -174,7 +174,15 @@ void SetHfHeader(const std::string& dir, ModelFileHeader& h) {
         hf.rope_scaling_json, hf.rope_linear_factor);
   } else {
     try {
-      h.method_spec = CanonicalSpec(MethodFromHfRopeScaling(hf.rope_scaling_json));
+      Method m = MethodFromHfRopeScaling(hf.rope_scaling_json);
+      if (m.rope.scaling == RopeScaling::kLongRope && m.rope.factor == 0.0 &&
+          hf.max_position_embeddings > h.config.seq_len) {
+        // transformers' _compute_longrope_parameters: without a factor (Phi-3's configs give
+        // none), max_position_embeddings / original_max_position_embeddings, which sets the
+        // attention factor at every length (not the call's scale).
+        m.rope.factor = static_cast<double>(hf.max_position_embeddings) / h.config.seq_len;
+      }
+      h.method_spec = CanonicalSpec(m);
     } catch (const Error& e) {
       Fail("{}: config.json rope_scaling {}: {}", dir, hf.rope_scaling_json, e.what());
     }

@@ -9,7 +9,7 @@
 //     (src/io/tokenizer/bpe_tokenizer.h); or a llama2.c tokenizer file given in tokenizer_path,
 //     which then takes precedence),
 //   a Hugging Face folder (src/io/hf_model.h: config.json of LlamaForCausalLM,
-//     MistralForCausalLM, Qwen2ForCausalLM or Qwen3ForCausalLM and its safetensors; its tokenizer
+//     MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM or Phi3ForCausalLM and its safetensors; its tokenizer
 //     is the folder's tokenizer.model or
 //     tokenizer.json, or the file given in tokenizer_path; config.json's rope_scaling is the
 //     method it asks for).

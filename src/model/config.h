@@ -201,6 +201,10 @@ struct ModelConfig {
   // and 16 heads, so q is 2048 wide); 0: dim / n_heads. LLaMA block only.
   int explicit_head_dim = 0;
   int key_dim = 0;  // kGau: S
+  // The model family it was read as (src/model/family.h: "phi3"), so that it is written back as
+  // that family where another has the same block (LLaMA); "" for stretch's own models. Not part
+  // of what the model computes.
+  std::string family;
 
   bool Gau() const { return block == ModelBlock::kGau; }
   // Layer l's RoPE base and trained interpolation: its own (LayerLayout), else the model's.

@@ -39,18 +39,32 @@ int64_t Length(FamilyDim d, const ModelConfig& c) {
   return 0;
 }
 
+int64_t RopeHeads(FamilyRopeRows r, const ModelConfig& c) {
+  return r == FamilyRopeRows::kQueryHeads ? c.n_heads
+         : r == FamilyRopeRows::kKvHeads  ? c.n_kv_heads
+         : r == FamilyRopeRows::kOneHead  ? 1
+                                          : 0;
+}
+
 FamilyTensorAt At(const FamilyTensor& t, const ModelConfig& c, WeightFormat format, int layer) {
   FamilyTensorAt a;
   const std::string pattern = format == WeightFormat::kGguf ? t.gguf : t.hf;
   a.name = layer >= 0 ? fmt::format(fmt::runtime(pattern), layer) : pattern;
-  a.shape = {Length(t.rows, c)};
-  if (t.Matrix()) a.shape.push_back(Length(t.cols, c));
   a.spec = &t;
   a.layer = layer;
-  a.rope_heads = t.rope_rows == FamilyRopeRows::kQueryHeads ? c.n_heads
-                 : t.rope_rows == FamilyRopeRows::kKvHeads  ? c.n_kv_heads
-                 : t.rope_rows == FamilyRopeRows::kOneHead  ? 1
-                                                            : 0;
+  a.head_dim = c.head_dim();
+  if (t.Fused()) {
+    int64_t rows = 0;
+    for (const FamilyPart& p : t.parts) {
+      a.parts.push_back({Length(p.rows, c), RopeHeads(p.rope_rows, c)});
+      rows += a.parts.back().rows;
+    }
+    a.shape = {rows};
+  } else {
+    a.shape = {Length(t.rows, c)};
+    a.rope_heads = RopeHeads(t.rope_rows, c);
+  }
+  if (t.Matrix()) a.shape.push_back(Length(t.cols, c));
   return a;
 }
 
@@ -80,6 +94,9 @@ const ModelFamily& FamilyOf(const ModelConfig& c) {
   const auto matches = [&](const ModelFamily& f) {
     return f.qkv_bias == c.qkv_bias && f.qk_norm == c.qk_norm;
   };
+  for (const ModelFamily* f : kFamilies) {  // the family it was read as, where it still fits
+    if (!c.family.empty() && c.family == f->name && matches(*f)) return *f;
+  }
   if (matches(LlamaFamily())) return LlamaFamily();  // stretch's own files are LLaMA's
   for (const ModelFamily* f : kFamilies) {
     if (matches(*f)) return *f;
@@ -186,6 +203,7 @@ std::vector<FamilyTensorAt> FamilyTensors(const ModelFamily& family, const Model
 }
 
 std::vector<float>& FamilyTensorData(ModelWeights& w, const FamilyTensorAt& t) {
+  STRETCH_CHECK(!t.spec->Fused(), "{}: a fused tensor has several weights", t.name);
   if (t.spec->PerLayer()) {
     STRETCH_CHECK(t.layer >= 0 && static_cast<size_t>(t.layer) < w.layers.size(),
                   "{}: layer {} of {}", t.name, t.layer, w.layers.size());
@@ -196,6 +214,75 @@ std::vector<float>& FamilyTensorData(ModelWeights& w, const FamilyTensorAt& t) {
 
 const std::vector<float>& FamilyTensorData(const ModelWeights& w, const FamilyTensorAt& t) {
   return FamilyTensorData(const_cast<ModelWeights&>(w), t);
+}
+
+std::vector<std::vector<float>*> FamilyTensorMembers(ModelWeights& w, const FamilyTensorAt& t) {
+  if (!t.spec->Fused()) return {&FamilyTensorData(w, t)};
+  STRETCH_CHECK(t.layer >= 0 && static_cast<size_t>(t.layer) < w.layers.size(),
+                "{}: layer {} of {}", t.name, t.layer, w.layers.size());
+  std::vector<std::vector<float>*> out;
+  for (const FamilyPart& p : t.spec->parts) {
+    out.push_back(&(w.layers[static_cast<size_t>(t.layer)].*(p.layer)));
+  }
+  return out;
+}
+
+namespace {
+// Values per row of the tensor: its columns (1 for a vector).
+int64_t RowLength(const FamilyTensorAt& t) { return t.shape.size() > 1 ? t.shape[1] : 1; }
+// The parts of `t` as (rows, rope heads), an unfused tensor being one part.
+std::vector<FamilyTensorAt::Part> PartsOf(const FamilyTensorAt& t) {
+  if (!t.parts.empty()) return t.parts;
+  return {{t.shape[0], t.rope_heads}};
+}
+}  // namespace
+
+std::vector<float> FamilyTensorValues(const ModelWeights& w, const FamilyTensorAt& t, bool halves) {
+  const int64_t cols = RowLength(t);
+  const std::vector<std::vector<float>*> members =
+      FamilyTensorMembers(const_cast<ModelWeights&>(w), t);
+  const std::vector<FamilyTensorAt::Part> parts = PartsOf(t);
+  std::vector<float> out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::vector<float>& x = *members[i];
+    STRETCH_CHECK(static_cast<int64_t>(x.size()) == parts[i].rows * cols,
+                  "{}: part {} has {} values, expected {}", t.name, i, x.size(),
+                  parts[i].rows * cols);
+    if (halves && parts[i].rope_heads > 0) {
+      const std::vector<float> h = InterleavedToHalves(x, parts[i].rope_heads, t.head_dim, cols);
+      out.insert(out.end(), h.begin(), h.end());
+    } else {
+      out.insert(out.end(), x.begin(), x.end());
+    }
+  }
+  return out;
+}
+
+void SetFamilyTensorValues(ModelWeights& w, const FamilyTensorAt& t, std::vector<float> values,
+                           bool halves) {
+  const int64_t cols = RowLength(t);
+  const std::vector<std::vector<float>*> members = FamilyTensorMembers(w, t);
+  const std::vector<FamilyTensorAt::Part> parts = PartsOf(t);
+  int64_t total = 0;
+  for (const FamilyTensorAt::Part& p : parts) total += p.rows * cols;
+  STRETCH_CHECK(static_cast<int64_t>(values.size()) == total, "{}: {} values, expected {}", t.name,
+                values.size(), total);
+  if (parts.size() == 1) {
+    *members[0] = std::move(values);
+  } else {
+    size_t at = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const size_t n = static_cast<size_t>(parts[i].rows * cols);
+      members[i]->assign(values.begin() + static_cast<std::ptrdiff_t>(at),
+                         values.begin() + static_cast<std::ptrdiff_t>(at + n));
+      at += n;
+    }
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (halves && parts[i].rope_heads > 0) {
+      HalvesToInterleaved(*members[i], parts[i].rope_heads, t.head_dim, cols);
+    }
+  }
 }
 
 }  // namespace stretch

@@ -45,6 +45,13 @@ enum class FamilyPresence {
   kQkvBias,     // q/k/v biases: present when the model has them (ModelConfig::qkv_bias)
 };
 
+// One part of a fused tensor: a layer weight whose rows follow the previous part's in the file.
+struct FamilyPart {
+  std::vector<float> LayerWeights::*layer = nullptr;
+  FamilyDim rows = FamilyDim::kDim;
+  FamilyRopeRows rope_rows = FamilyRopeRows::kNone;
+};
+
 struct FamilyTensor {
   // Names with "{}" for the layer's index in a per-layer tensor.
   const char* gguf;  // llama.cpp's name, e.g. "blk.{}.attn_k.weight"
@@ -56,9 +63,14 @@ struct FamilyTensor {
   FamilyDim cols = FamilyDim::kNone;
   FamilyRopeRows rope_rows = FamilyRopeRows::kNone;
   FamilyPresence presence = FamilyPresence::kAlways;
+  // A fused tensor (Phi-3's qkv_proj, gate_up_proj): the layer weights `parts`, their rows one
+  // after another in the file (rows of the whole: the parts' sum; `layer`, `rows` and `rope_rows`
+  // unused). Empty: the one weight above.
+  std::span<const FamilyPart> parts = {};
 
-  bool PerLayer() const { return layer != nullptr; }
+  bool PerLayer() const { return layer != nullptr || !parts.empty(); }
   bool Matrix() const { return cols != FamilyDim::kNone; }
+  bool Fused() const { return !parts.empty(); }
 };
 
 struct ModelFamily {
@@ -71,6 +83,9 @@ struct ModelFamily {
   // them is written as this family (FamilyOf).
   bool qkv_bias = false;
   bool qk_norm = false;  // per-head q/k RMSNorm before RoPE (Qwen 3)
+  // GGUF files of this family can hold LongRoPE (rope.scaling.type "longrope" with tensors
+  // rope_factors_short/long.weight): llama.cpp loads those tensors for the architecture (phi3).
+  bool gguf_longrope = false;
   // The GGUF file keeps q and k rows in HF's rotate-half layout, as llama.cpp's converter leaves
   // them for architectures it runs with LLAMA_ROPE_TYPE_NEOX (Qwen 2, ...); LLaMA's GGUF has
   // them interleaved (the converter permutes them).
@@ -78,7 +93,8 @@ struct ModelFamily {
   // A sliding window on every layer (AttentionLayout::UniformWindow): the index in
   // hf_architectures of the architecture whose config.json holds it as `sliding_window` (LLaMA:
   // MistralForCausalLM), also held in GGUF as ARCH.attention.sliding_window; -1: the family's files
-  // hold no window. hf_default_window: that config class's default when the key is absent.
+  // hold no window. hf_default_window: that config class's default when the key is absent (0:
+  // none).
   int hf_window_architecture = -1;
   int64_t hf_default_window = 0;
   // config.json keys of the family's config class that an HF folder written by stretch sets (a
@@ -93,6 +109,8 @@ const ModelFamily* FindFamilyByHf(std::string_view architecture);
 // The family of the LLaMA block (ModelBlock::kLlama): what stretch's own checkpoints convert to.
 const ModelFamily& LlamaFamily();
 // The family whose choices (qkv_bias, qk_norm) the configuration has: what it is written as.
+// Families with the same choices (LLaMA, Phi-3) are told apart by ModelConfig::family, the family
+// a model was read as; stretch's own models are LLaMA's.
 const ModelFamily& FamilyOf(const ModelConfig& c);
 // Whether files of `family` hold the attention layout of `c`: the plain one, or a window on every
 // layer where the family has such files (ModelFamily::hf_window_architecture).
@@ -120,6 +138,13 @@ struct FamilyTensorAt {
   const FamilyTensor* spec = nullptr;
   int layer = -1;          // -1 for a global tensor
   int64_t rope_heads = 0;  // with rope_rows: the heads its rows are permuted by, else 0
+  // A fused tensor's parts in order: their rows and the heads each is permuted by (0: none).
+  struct Part {
+    int64_t rows = 0;
+    int64_t rope_heads = 0;
+  };
+  std::vector<Part> parts;
+  int64_t head_dim = 0;  // D, for the permutations
 };
 
 // The tensors a model of configuration `c` holds in `format`, in the table's order, global ones
@@ -128,8 +153,17 @@ struct FamilyTensorAt {
 std::vector<FamilyTensorAt> FamilyTensors(const ModelFamily& family, const ModelConfig& c,
                                           WeightFormat format);
 
-// Where a tensor's values go (and come from) in `w`.
+// Where a tensor's values go (and come from) in `w`: the weight of an unfused tensor.
 std::vector<float>& FamilyTensorData(ModelWeights& w, const FamilyTensorAt& t);
 const std::vector<float>& FamilyTensorData(const ModelWeights& w, const FamilyTensorAt& t);
+// Every weight a tensor holds: its one weight, or a fused tensor's parts in order.
+std::vector<std::vector<float>*> FamilyTensorMembers(ModelWeights& w, const FamilyTensorAt& t);
+
+// A tensor's values as a file holds them, from `w`: a fused tensor's parts one after another, and
+// with `halves`, q and k rows (those with rope heads) in HF's rotate-half layout.
+std::vector<float> FamilyTensorValues(const ModelWeights& w, const FamilyTensorAt& t, bool halves);
+// The inverse: `values` as a file holds them (their count checked) into `w`.
+void SetFamilyTensorValues(ModelWeights& w, const FamilyTensorAt& t, std::vector<float> values,
+                           bool halves);
 
 }  // namespace stretch

@@ -745,8 +745,8 @@ TEST_F(HfConfigTest, ArchitecturesAreReadOrRefusedByName) {
   EXPECT_EQ(window_of(c), 0);
   EXPECT_TRUE(ReadHfModelHeader(folder_).config.attention.IsDefault());
   EXPECT_EQ(ReadHfModelHeader(folder_).format, "Hugging Face folder (MistralForCausalLM, F32)");
-  c["sliding_window"] = 32768;  // within the trained length no key is out of it; kept beyond
-  EXPECT_EQ(window_of(c), 32768);
+  c["sliding_window"] = 32768;  // no key within the trained length is out of it: none
+  EXPECT_EQ(window_of(c), 0);
   c["sliding_window"] = 0;
   EXPECT_TRUE(Names(Read(c), {"sliding_window"}));
   c["sliding_window"] = "4096";

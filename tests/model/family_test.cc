@@ -35,6 +35,22 @@ TEST(ModelFamily, IsFoundByItsGgufAndHfNamesAndNotByOthers) {
     EXPECT_TRUE(names.insert(f->name).second) << "two families named " << f->name;
   }
   EXPECT_TRUE(names.contains("llama"));
+  ASSERT_NE(FindFamilyByGguf("phi3"), nullptr);
+  EXPECT_EQ(FindFamilyByHf("Phi3ForCausalLM"), FindFamilyByGguf("phi3"));
+}
+
+// Families with one block are told apart by the family a model was read as; stretch's own models,
+// and a name that no longer fits the block, are LLaMA's.
+TEST(ModelFamily, FamilyOfKeepsTheFamilyReadWhereTheBlockFits) {
+  ModelConfig c = testing::TinyConfig();
+  EXPECT_EQ(&FamilyOf(c), &LlamaFamily());
+  c.family = "phi3";
+  EXPECT_EQ(&FamilyOf(c), FindFamilyByGguf("phi3"));
+  c.qk_norm = true;  // no longer Phi-3's block
+  EXPECT_EQ(&FamilyOf(c), FindFamilyByGguf("qwen3"));
+  c.qk_norm = false;
+  c.family = "no-such-family";
+  EXPECT_EQ(&FamilyOf(c), &LlamaFamily());
 }
 
 // A family's windowed architecture (Mistral's) is one of its own, with a default window; the
@@ -43,7 +59,9 @@ TEST(ModelFamily, WindowedArchitecturesAreTheFamilysOwnAndHoldOnlyAUniformWindow
   for (const ModelFamily* f : ModelFamilies()) {
     SCOPED_TRACE(f->name);
     EXPECT_LT(f->hf_window_architecture, static_cast<int>(f->hf_architectures.size()));
-    EXPECT_EQ(f->hf_window_architecture >= 0, f->hf_default_window > 0);
+    if (f->hf_window_architecture < 0) {
+      EXPECT_EQ(f->hf_default_window, 0);
+    }
   }
   EXPECT_EQ(
       std::string(LlamaFamily()
@@ -81,6 +99,7 @@ TEST(ModelFamily, EveryTableCoversEveryWeightOnceWithItsShape) {
       c.qkv_bias = family->qkv_bias;
       c.qk_norm = family->qk_norm;
       if (family->qk_norm) c.explicit_head_dim = 2 * c.head_dim();  // as Qwen 3's
+      c.family = family->name;  // as read from its files (Phi-3's block is LLaMA's)
       EXPECT_EQ(&FamilyOf(c), family);
       ModelWeights w = ZeroWeights<float>(c);
       std::map<const std::vector<float>*, std::string> all;
@@ -90,14 +109,28 @@ TEST(ModelFamily, EveryTableCoversEveryWeightOnceWithItsShape) {
         std::set<const std::vector<float>*> seen;
         std::set<std::string> file_names;
         for (const FamilyTensorAt& t : tensors) {
-          std::vector<float>* data = &FamilyTensorData(w, t);
-          ASSERT_TRUE(all.contains(data)) << t.name << " is not a weight of the model";
-          EXPECT_TRUE(seen.insert(data).second) << t.name << " maps onto a weight twice";
           EXPECT_TRUE(file_names.insert(t.name).second) << "two tensors named " << t.name;
           int64_t n = 1;
           for (const int64_t d : t.shape) n *= d;
-          EXPECT_EQ(static_cast<size_t>(n), data->size()) << t.name << " (" << all[data] << ")";
-          EXPECT_EQ(t.shape, WeightShape(c, all[data])) << t.name;
+          size_t held = 0;  // a fused tensor's parts together, rows after rows
+          int64_t rows = 0;
+          const std::vector<std::vector<float>*> members = FamilyTensorMembers(w, t);
+          for (size_t i = 0; i < members.size(); ++i) {
+            std::vector<float>* data = members[i];
+            ASSERT_TRUE(all.contains(data)) << t.name << " is not a weight of the model";
+            EXPECT_TRUE(seen.insert(data).second) << t.name << " maps onto a weight twice";
+            held += data->size();
+            const std::vector<int64_t> shape = WeightShape(c, all[data]);
+            rows += shape[0];
+            if (t.parts.empty()) {
+              EXPECT_EQ(t.shape, shape) << t.name;
+            } else {
+              EXPECT_EQ(t.parts[i].rows, shape[0]) << t.name << " part " << i;
+              EXPECT_EQ(t.shape[1], shape[1]) << t.name << " part " << i;
+            }
+          }
+          EXPECT_EQ(static_cast<size_t>(n), held) << t.name;
+          EXPECT_EQ(t.shape[0], rows) << t.name;
         }
         EXPECT_EQ(seen.size(), all.size()) << "tied " << tied;
       }

@@ -231,10 +231,12 @@ void RegisterConvert(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "convert",
       "Write a model in another file format: a GGUF file (llama.cpp, Ollama, LM Studio: the "
-      "model family's architecture, \"llama\", \"qwen2\" or \"qwen3\", matrices in float32, "
+      "model family's architecture, \"llama\", \"qwen2\", \"qwen3\" or \"phi3\", matrices in "
+      "float32, "
       "float16, "
       "bfloat16 or 8-bit Q8_0), a Hugging Face folder (config.json of LlamaForCausalLM, "
-      "Qwen2ForCausalLM or Qwen3ForCausalLM, model.safetensors in float32, float16 or bfloat16, "
+      "Qwen2ForCausalLM, Qwen3ForCausalLM or Phi3ForCausalLM, model.safetensors in float32, "
+      "float16 or bfloat16, "
       "tokenizer.model), a "
       "llama2.c checkpoint (float32) or a stretch checkpoint (float32; scored, generated from "
       "and fine-tuned with --init like one trained here). The input is any model stretch reads, "
