@@ -72,7 +72,20 @@ struct CellPlan {
   // record counts as done (the options book has checked that the model is the one asked for).
   std::string legacy_key;
   std::optional<std::string> refusal;  // why the model's layout refuses the method (CellRefusal)
+  bool held_back = false;  // not scored: the model failed the gate part it needs (GateHoldsBack)
 };
+
+// Whether the cell is left unscored under `gate`: a far-copy or passkey cell beyond L whose gate
+// part failed (gate.h, NotInformativeReason), unless the options ask for those too. Repeat cells
+// are scored whatever the gate says: the seeds' repeat column.
+bool GateHoldsBack(const LabOptions& o, const LabGate& gate, const CellPlan& c) {
+  if (o.score_not_informative || c.ctx <= o.train_len) return false;
+  if (c.protocol != "far-copy" && c.protocol != "passkey") return false;
+  LabRecord r;
+  r.protocol = c.protocol;
+  r.material = c.material;
+  return !NotInformativeReason(gate, r).empty();
+}
 
 // Why a model of this configuration cannot run the cell's method (a RoPE scaling on a model
 // without RoPE, say), or nothing when it can. The architecture decides it: no weights needed.
@@ -1128,6 +1141,12 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   std::vector<CellPlan> cells = PlanCells(o, corpus.label, model_ids);
   for (CellPlan& c : cells) {
     if (done.count(c.legacy_key)) done.insert(c.key);
+    for (const LabGate& g : read.gates) {  // a gate measured before: its failed parts' cells
+      if (g.corpus == corpus.label && g.model_id == model_ids[c.model] && o.gate &&
+          !done.count(c.key) && GateHoldsBack(o, g, c)) {
+        c.held_back = true;
+      }
+    }
   }
   const int64_t L = o.train_len;
   const int64_t longest = L * *std::max_element(o.factors.begin(), o.factors.end());
@@ -1138,7 +1157,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   std::vector<bool> pending(o.models.size(), false);
   std::vector<std::optional<ModelConfig>> configs(o.models.size());
   for (CellPlan& c : cells) {  // this rank's cells (PlanCells)
-    if (done.count(c.key)) continue;
+    if (done.count(c.key) || c.held_back) continue;
     std::optional<ModelConfig>& config = configs[c.model];
     if (!config) config = RunArchitecture(RunOptionsOf(o, o.models[c.model], corpus), vocab).model;
     c.refusal = CellRefusal(*config, c);
@@ -1155,7 +1174,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   // methods with a cell to score.
   std::set<std::string> methods_left;
   for (const CellPlan& c : cells) {
-    if (!done.count(c.key) && !c.refusal) methods_left.insert(c.method);
+    if (!done.count(c.key) && !c.refusal && !c.held_back) methods_left.insert(c.method);
   }
   const bool work_left = std::find(pending.begin(), pending.end(), true) != pending.end();
   // This rank's models with cells left: TrainModels trains them side by side, each on its share.
@@ -1183,6 +1202,9 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
     if (done.count(c.key)) {
       progress.cells_done++;
       result.cells_skipped++;
+    } else if (c.held_back) {
+      progress.cells_done++;
+      result.cells_held_back++;
     } else if (c.refusal) {
       progress.cells_done++;
       result.cells_refused++;
@@ -1316,13 +1338,31 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
           if (!g.passed) {
             Tell(cb.note, fmt::format("{}: its retrieval cells are marked not informative: {}",
                                       label, g.reason));
+            int64_t held = 0;
+            for (CellPlan& c : cells) {
+              if (c.model != mi || done.count(c.key) || c.refusal || !GateHoldsBack(o, g, c)) {
+                continue;
+              }
+              c.held_back = true;
+              held++;
+              result.cells_held_back++;
+              progress.cells_done++;
+              progress.eval_weight_total -= c.weight;
+            }
+            if (held > 0) {
+              Tell(cb.note,
+                   fmt::format("{}: {} of its far-copy and passkey cells beyond L are left "
+                               "unscored, the parts they need having failed at L "
+                               "(--score-not-informative scores them)",
+                               label, held));
+            }
           }
           gate = std::move(g);
         }
       }
 
       for (const CellPlan& c : cells) {
-        if (c.model != mi || done.count(c.key) || c.refusal) continue;
+        if (c.model != mi || done.count(c.key) || c.refusal || c.held_back) continue;
         AttentionPlan plan;
         const SweepMethod method = ParseSweepMethod(c.method);
         try {  // decided from the architecture above; the loaded model has the final word

@@ -15,7 +15,10 @@
 // The copy gate (src/lab/gate.h). Before any cell of a model beyond L is scored, the model is
 // measured at L (far copy of text and of random strings, passkey, each against its control) and a
 // gate line is written to the records; on a resume it is read back, never measured again. A part
-// that fails marks the cells that need it not informative, with the reason and numbers.
+// that fails marks the cells that need it not informative, with the reason and numbers, and the
+// far-copy and passkey cells beyond L that need it are left unscored, with no record (they cannot
+// tell keeping from forgetting, and they are most of such a model's scoring time; the repeat
+// cells, the seeds' own column, are scored); LabOptions::score_not_informative scores them.
 //
 // One process at a time (src/core/dir_lock.h): a lab takes OUT's lock before it writes anything
 // there, so a second lab into the same OUT is refused with the holder's pid and command line;
@@ -155,6 +158,10 @@ struct LabOptions {
   // a part failed marks the retrieval cells that need it not informative. Measured when far copy
   // (copy_trials) or passkey (passkey_trials) cells are planned.
   bool gate = true;
+  // Score the far-copy and passkey cells beyond L of a model that failed the gate part they need
+  // (not informative whatever they read, and most of a model's scoring time); false: leave them
+  // unscored, with no record (the report shows "-"; the gate's line says why).
+  bool score_not_informative = false;
 
   int rank = 0, ranks = 1;  // this process's share (see the top of this file)
 
@@ -180,10 +187,11 @@ struct LabCallbacks {
 };
 
 struct LabResult {
-  std::string records_path;   // what this process wrote to
-  int64_t cells_done = 0;     // scored now
-  int64_t cells_skipped = 0;  // found already done
-  int64_t cells_refused = 0;  // method does not apply to the model (e.g. RoPE scaling on ALiBi)
+  std::string records_path;     // what this process wrote to
+  int64_t cells_done = 0;       // scored now
+  int64_t cells_skipped = 0;    // found already done
+  int64_t cells_refused = 0;    // method does not apply to the model (e.g. RoPE scaling on ALiBi)
+  int64_t cells_held_back = 0;  // unscored: the model failed the gate part they need
   double seconds = 0;
 };
 

@@ -640,7 +640,8 @@ ReportTable GateTable(const std::vector<LabGate>& gates, bool show_corpus) {
       "model at L: far copy within L against its control (nothing to copy), and passkey, each "
       "with its 95% interval. A model that fails cannot show whether a method keeps distant "
       "information (it does not retrieve even at L): its retrieval cells are marked not "
-      "informative in every table and plot.";
+      "informative in every table and plot, and its far-copy and passkey cells beyond L are "
+      "left unscored (-) unless the lab ran with --score-not-informative.";
   return t;
 }
 

@@ -535,9 +535,9 @@ TEST_F(CopyGateMeasure, TheControlsNeverHoldTheAnswer) {
 
 // ---- The lab's retrieval cells, gate and stages ----
 
-TEST_F(LabTest, RetrievalCellsCarryControlsIntervalsAndTheGatesVerdict) {
-  const std::string corpus = YearCorpus(8, 6000);
-  LabOptions o = Tiny(corpus, Path("lab"));
+// One model of 6 steps (it copies nothing: it fails every part of the gate), every retrieval
+// protocol at 8 L.
+LabOptions RetrievalLab(LabOptions o) {
   o.train_len = 64;  // a passkey fits at L (the gate's)
   o.models.resize(1);
   o.methods = {"direct"};
@@ -549,6 +549,13 @@ TEST_F(LabTest, RetrievalCellsCarryControlsIntervalsAndTheGatesVerdict) {
   o.passkey_trials = 2;
   o.passkey_depths = {0.5};
   o.sliding_stride = 128;  // its interval too: a bootstrap over its windows
+  return o;
+}
+
+TEST_F(LabTest, RetrievalCellsCarryControlsIntervalsAndTheGatesVerdict) {
+  const std::string corpus = YearCorpus(8, 6000);
+  LabOptions o = RetrievalLab(Tiny(corpus, Path("lab")));
+  o.score_not_informative = true;  // the far-copy and passkey cells too, marked
   const LabResult first = RunLab(o);
   const LabRecordFile read = ReadLabRecords({first.records_path});
   ASSERT_EQ(read.gates.size(), 1u);
@@ -610,6 +617,39 @@ TEST_F(LabTest, RetrievalCellsCarryControlsIntervalsAndTheGatesVerdict) {
     gate_lines += line.find("\"record\":\"gate\"") != std::string::npos ? 1 : 0;
   }
   EXPECT_EQ(gate_lines, 1);
+}
+
+// By default a model that fails the gate part a far-copy or passkey cell beyond L needs leaves
+// that cell unscored (no record), on the first run and on a resume; its other cells (repeat
+// included) are scored; asked for, the held-back cells are scored on a later run.
+TEST_F(LabTest, AModelThatFailsTheGateLeavesItsFarCopyAndPasskeyCellsUnscored) {
+  const std::string corpus = YearCorpus(8, 6000);
+  LabOptions o = RetrievalLab(Tiny(corpus, Path("lab")));
+  const LabResult first = RunLab(o);
+  const LabRecordFile read = ReadLabRecords({first.records_path});
+  ASSERT_EQ(read.gates.size(), 1u);
+  ASSERT_FALSE(read.gates[0].passed) << "6 steps teach no copying";
+  std::map<std::string, int> count;
+  for (const LabRecord& r : read.records) count[r.protocol]++;
+  EXPECT_EQ(count["far-copy"], 0);
+  EXPECT_EQ(count["passkey"], 0);
+  EXPECT_EQ(count["repeat"], 3) << "the seeds' repeat column is scored whatever the gate says";
+  EXPECT_EQ(count["nonrepeat"], 2);      // at L and 8 L
+  EXPECT_EQ(first.cells_held_back, 10);  // 4 distances x 2 materials, 2 passkey layouts
+  EXPECT_EQ(first.cells_done, static_cast<int64_t>(read.records.size()));
+
+  const LabResult again = RunLab(o);  // the gate read back holds them back again
+  EXPECT_EQ(again.cells_done, 0);
+  EXPECT_EQ(again.cells_held_back, 10);
+
+  o.score_not_informative = true;
+  const LabResult scored = RunLab(o);
+  EXPECT_EQ(scored.cells_done, 10);
+  for (const LabRecord& r : ReadLabRecords({first.records_path}).records) {
+    if (r.protocol == "far-copy" || r.protocol == "passkey") {
+      EXPECT_FALSE(r.informative) << r.key;
+    }
+  }
 }
 
 TEST_F(LabTest, StagesChainTheirCheckpointsAndCoverTheModelsId) {

@@ -39,6 +39,7 @@ struct LabArgs {
   bool no_stages = false;
   int64_t copy_trials = -1;
   bool no_llama_passkey = false;
+  bool score_not_informative = false;
   bool plan = false;
 };
 
@@ -115,6 +116,7 @@ LabOptions OptionsOf(const LabArgs& a) {
   if (a.no_tail) o.tail = false;
   if (a.copy_trials >= 0) o.copy_trials = a.copy_trials;
   if (a.no_llama_passkey) o.passkey_llama = false;
+  o.score_not_informative = a.score_not_informative;
   o.plan_only = a.plan;
   // Training: the stages given, or the preset's, or (--no-stages) one run of --steps at --lr.
   if (a.no_stages && !a.stages.empty()) {
@@ -203,8 +205,11 @@ void RunLabCommand(const LabArgs& a) {
         who);
     return;
   }
-  fmt::print("{}: {} cells scored, {} found done, {} not applicable, in {:.0f} s; records: {}\n",
-             who, r.cells_done, r.cells_skipped, r.cells_refused, r.seconds, r.records_path);
+  fmt::print(
+      "{}: {} cells scored, {} found done, {} not applicable, {} left unscored by the copy gate, "
+      "in {:.0f} s; records: {}\n",
+      who, r.cells_done, r.cells_skipped, r.cells_refused, r.cells_held_back, r.seconds,
+      r.records_path);
   if (o.ranks > 1) {
     // Rank 0 writes the report once every rank has finished (each leaves a marker file).
     std::ofstream(marker.string()).put('\n');
@@ -260,7 +265,8 @@ void RegisterLab(CLI::App& app) {
       "Copy gate: before its cells beyond L, each model is measured at L on far copy (text and "
       "random) and passkey; a part that fails (copy - control < 20 points, or its interval not "
       "above 0; passkey < 80%) marks the retrieval cells that need it \"not informative\", "
-      "with the reason, in the records and the report.\n"
+      "with the reason, in the records and the report; its far-copy and passkey cells beyond L "
+      "are then left unscored (shown \"-\"; --score-not-informative scores them).\n"
       "Records go to OUT/results.jsonl, one line per cell; run the same command again to resume "
       "after an interruption. `mpirun -np N stretch lab ...` shares the models among N "
       "processes.");
@@ -358,6 +364,11 @@ void RegisterLab(CLI::App& app) {
       ->check(Whole(0, 1 << 20));
   cmd->add_flag("--no-llama-passkey", a->no_llama_passkey,
                 "no passkey cells in llama.cpp's llama-passkey layout (only stretch's own)");
+  cmd->add_flag("--score-not-informative", a->score_not_informative,
+                "also score the far-copy and passkey cells beyond L of a model that failed the "
+                "copy gate part they need (by default they are left unscored: whatever they read, "
+                "they cannot tell keeping from forgetting, and they are most of such a model's "
+                "scoring time)");
   cmd->add_flag("--plan", a->plan,
                 "print the plan and how long it will take (timed now, on this machine: one "
                 "training step and a few scoring passes), then stop without training or scoring; "
