@@ -52,7 +52,12 @@ print(f"{len(ids)} tokens, {len(chunks)} chunks of {n}", file=sys.stderr)
 EOF
 "$LLAMA_BIN/llama-perplexity" -m "$MODEL" -f "$TEXT" -c "$CTX" -b "$CTX" --chunks "$CHUNKS" \
   -t "$(nproc)" "${EXTRA[@]}" >"$work/llama.txt" 2>&1 || { cat "$work/llama.txt"; exit 1; }
-llama=$(grep -o 'Final estimate: PPL = [0-9.]*' "$work/llama.txt" | awk '{print $NF}')
+llama=$(grep -o 'Final estimate: PPL = [0-9.]*' "$work/llama.txt" | awk '{print $NF}' || true)
+if [ -z "$llama" ]; then
+  echo "llama-perplexity printed no final estimate; the end of its output:" >&2
+  tail -20 "$work/llama.txt" >&2
+  exit 1
+fi
 "$STRETCH" score -m "$MODEL" --tokens "$work/chunks.txt" --ctx "$CTX" --per-token "$work/t.csv" \
   --no-progress >"$work/stretch.txt"
 python3 - "$work/t.csv" "$CTX" "$llama" <<'EOF'

@@ -164,5 +164,6 @@ void RegisterLab(CLI::App& app);
 void RegisterReport(CLI::App& app);
 void RegisterTune(CLI::App& app);
 void RegisterConvert(CLI::App& app);
+void RegisterConformance(CLI::App& app);
 
 }  // namespace stretch::cli

@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   stretch::cli::RegisterReport(app);
   stretch::cli::RegisterTune(app);
   stretch::cli::RegisterConvert(app);
+  stretch::cli::RegisterConformance(app);
   stretch::cli::AddNumberChecks(app);
   try {
     app.parse(argc, argv);
