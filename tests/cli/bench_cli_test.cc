@@ -88,5 +88,21 @@ TEST(BenchCli, DecodeStartsFromAnEmptyContextAndPromptCasesRefuseLengthZero) {
   EXPECT_TRUE(Has(q.out, "with --profile")) << q.out;
 }
 
+// The model cases read any model file, not only llama2.c checkpoints (a GGUF file failed with
+// "n_heads=0 in the llama2.c legacy header").
+TEST(BenchCli, ModelCasesReadAGgufFile) {
+  const std::string gguf = Files().dir + "/bench.gguf";
+  std::filesystem::remove(gguf);
+  const RunResult c = RunCli("convert --model '" + Files().model + "' --tokenizer '" + Files().tok +
+                             "' --to gguf --out '" + gguf + "'");
+  ASSERT_EQ(c.exit_code, 0) << c.out;
+  const RunResult d = RunCli("bench --case decode --length 8 --repeats 1 --model '" + gguf + "'");
+  ASSERT_EQ(d.exit_code, 0) << d.out;
+  EXPECT_GT(nlohmann::json::parse(d.out)["tokens_per_s"].get<double>(), 0.0) << d.out;
+  const RunResult p = RunCli("bench --profile --length 16 --repeats 1 --model '" + gguf + "'");
+  ASSERT_EQ(p.exit_code, 0) << p.out;
+  EXPECT_TRUE(Has(p.out, "attention kernel")) << p.out;
+}
+
 }  // namespace
 }  // namespace stretch

@@ -24,8 +24,8 @@ using testing::Has;
 using testing::RunCli;
 using testing::RunResult;
 
-constexpr const char* kSubcommands[] = {"generate", "score",  "inspect", "bench",  "train",
-                                        "lab",      "report", "tune",    "convert"};
+constexpr const char* kSubcommands[] = {"generate", "score",  "inspect", "bench",   "train",
+                                        "lab",      "report", "tune",    "convert", "conformance"};
 
 // One idea, the name every subcommand that takes it gives it, and the other spellings.
 struct Idea {
@@ -40,7 +40,10 @@ const std::vector<Idea>& Ideas() {
       {"--data", {}, {"--corpus"}, {"score", "train", "lab", "tune"}},  // the text read
       {"--train-len", {}, {"--seq-len"}, {"train", "lab"}},             // training length
       {"--windows", {}, {"--max-windows"}, {"score", "lab", "tune"}},   // windows per cell
-      {"--out", {"-o"}, {}, {"train", "lab", "report", "convert"}},     // what is written
+      {"--out",
+       {"-o"},
+       {},
+       {"train", "lab", "report", "convert", "conformance"}},  // what is written
       {"--ctx", {"-c", "--ctx-size"}, {}, {"score", "inspect", "tune"}},
       {"--temperature", {"--temp"}, {}, {"generate"}},
       {"--n-predict", {"-n"}, {"--steps"}, {"generate"}},  // tokens to write

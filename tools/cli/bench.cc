@@ -32,6 +32,7 @@
 #include "src/core/timer.h"
 #include "src/eval/score.h"
 #include "src/io/llama2c.h"
+#include "src/io/model_file.h"
 #include "src/io/output_file.h"
 #include "src/kernels/gemm.h"
 #include "src/kernels/op_cases.h"
@@ -193,9 +194,13 @@ class PrefillCase {
   std::vector<float> hidden_, logits_;
 };
 
+// The model of the prefill / decode / profile cases: any file stretch reads (a llama2.c
+// checkpoint, GGUF, a Hugging Face folder, a stretch checkpoint), weights in float32.
+Model BenchModel(const std::string& path) { return LoadModelFile(path, ModelFileOptions{}).model; }
+
 nlohmann::json CasePrefill(const std::string& path, int64_t L, int repeats,
                            const std::string& method, const std::string& against) {
-  const Model m = LoadLlama2c(path);
+  const Model m = BenchModel(path);
   PrefillCase main(m, L, method);
   std::unique_ptr<PrefillCase> other;
   if (!against.empty()) other = std::make_unique<PrefillCase>(m, L, against);
@@ -211,7 +216,7 @@ nlohmann::json CasePrefill(const std::string& path, int64_t L, int repeats,
 // With `windows` > 1, that many windows of a stream, as scoring a text does.
 nlohmann::json CaseScoreWindow(const std::string& path, int64_t L, const std::string& method,
                                int64_t windows) {
-  const Model m = LoadLlama2c(path);
+  const Model m = BenchModel(path);
   Transformer model(m);
   if (!method.empty()) model.SetMethod(ParseMethod(method), L);
   std::vector<int> stream = BenchTokens(L * windows + 1, m.config.vocab_size);
@@ -224,7 +229,7 @@ nlohmann::json CaseScoreWindow(const std::string& path, int64_t L, const std::st
 }
 
 nlohmann::json CaseDecode(const std::string& path, int64_t depth, int repeats) {
-  const Model m = LoadLlama2c(path);
+  const Model m = BenchModel(path);
   Transformer model(m);
   const int64_t steps = 64;
   KvCache cache(m.config, depth + steps);
@@ -251,7 +256,7 @@ nlohmann::json CaseDecode(const std::string& path, int64_t depth, int repeats) {
 // the runs, after an unprofiled warm-up. Also the unprofiled time of each, to show the
 // profiler's own cost.
 nlohmann::json CaseProfile(const std::string& path, int64_t L, int repeats) {
-  const Model m = LoadLlama2c(path);
+  const Model m = BenchModel(path);
   const int64_t steps = 64;
   auto ops = [&](const profile::Totals& t, double runs) {
     nlohmann::json j = nlohmann::json::object();
@@ -592,7 +597,7 @@ void MethodCases(const BenchArgs& a, const std::string& threads, nlohmann::json&
     constexpr int64_t kTargetContext = 65536;
     const int64_t long_ctx = a.quick ? 16384 : kTargetContext;
     const std::string memory_why_not =
-        !IsStories260KShape(ReadLlama2cHeader(a.model).config)
+        !IsStories260KShape(ReadModelFileHeader(a.model).config)
             ? std::string("the target is for stories260K's shape")
         : long_ctx != kTargetContext ? fmt::format("the target is at {} tokens", kTargetContext)
                                      : std::string();
@@ -725,11 +730,11 @@ void RunOps(const BenchArgs& a) {
 // decode, with GFLOP/s (prefill) and GB/s of weights read (decode) for the matrix products of a
 // LLaMA block.
 void RunProfile(const BenchArgs& a, const std::string& threads) {
-  if (a.model.empty()) Fail("bench --profile: needs --model (a llama2.c checkpoint)");
+  if (a.model.empty()) Fail("bench --profile: needs --model (any model file stretch reads)");
   if (a.length == 0)
     Fail("--length: found 0, expected a whole number in [1, {}] with --profile", kMaxContext);
   const int64_t L = a.length > 0 ? a.length : 512;
-  const ModelConfig h = ReadLlama2cHeader(a.model).config;
+  const ModelConfig h = ReadModelFileHeader(a.model).config;
   const nlohmann::json r =
       RunCase(fmt::format("--case profile --model {} --length {} --repeats {}{}",
                           ShellQuote(a.model), L, a.repeats, threads));
@@ -831,7 +836,7 @@ void RunProfile(const BenchArgs& a, const std::string& threads) {
 // SPEC and BASE, alternating in one process (TimeAlternating: BASE SPEC BASE SPEC ..., one untimed
 // round first); the medians, and the median and range of the per-round ratios SPEC / BASE.
 void RunAgainst(const BenchArgs& a, const std::string& threads) {
-  if (a.model.empty()) Fail("bench --method: needs --model (a llama2.c checkpoint)");
+  if (a.model.empty()) Fail("bench --method: needs --model (any model file stretch reads)");
   const std::string base = a.against.empty() ? "direct" : a.against;
   ParseMethod(a.method);  // a bad spec fails now, not in the child
   ParseMethod(base);
@@ -840,7 +845,7 @@ void RunAgainst(const BenchArgs& a, const std::string& threads) {
   for (int64_t L : lengths) {
     if (L < 2) Fail("--lengths: found {}, expected lengths >= 2", L);
   }
-  const ModelConfig h = ReadLlama2cHeader(a.model).config;
+  const ModelConfig h = ReadModelFileHeader(a.model).config;
   const int nthreads = a.threads > 0 ? a.threads : NumThreads();
   fmt::print("{} (dim {}, {} layers, {} heads / {} kv heads, head dim {}, trained length {})\n",
              a.model, h.dim, h.n_layers, h.n_heads, h.n_kv_heads, h.head_dim(), h.seq_len);
@@ -887,7 +892,7 @@ void RunParent(const BenchArgs& a) {
   const NamedPath inputs[] = {{"--model", a.model}};
   const NamedPath outputs[] = {JsonOut(a)};
   CheckOutputPaths(inputs, outputs);
-  if (!a.model.empty()) ReadLlama2cHeader(a.model);  // a bad --model fails now, not after minutes
+  if (!a.model.empty()) ReadModelFileHeader(a.model);  // a bad --model fails now, not after minutes
   const std::string threads = a.threads > 0 ? fmt::format(" --threads {}", a.threads) : "";
   if (a.contended) return RunContended(a, threads);
   if (a.ops) return RunOps(a);
@@ -955,7 +960,7 @@ void RunParent(const BenchArgs& a) {
     fmt::print("\nmodel cases skipped: no --model given\n");
   } else {
     fmt::print("\n{} : prefill (whole prompt at once) and decode (one token at a time)\n", a.model);
-    const ModelConfig mc = ReadLlama2cHeader(a.model).config;
+    const ModelConfig mc = ReadModelFileHeader(a.model).config;
     fmt::print(
         "(of peak: the prefill's flops over the FMA peak; of triad: the bytes a decode step reads, "
         "weights and KV cache, over the STREAM triad bandwidth)\n");
@@ -1043,7 +1048,10 @@ void RegisterBench(CLI::App& app) {
       "medians of --repeats runs. Prints the project's speed targets and whether they are met. "
       "Takes a few minutes; --quick runs fewer cases.\n"
       "Example: stretch bench --model ../shared/models/stories260K/stories260K.bin");
-  sub->add_option("--model,-m", args->model, "Checkpoint for the prefill/decode cases (optional)");
+  sub->add_option("--model,-m", args->model,
+                  "Model for the prefill/decode cases (optional): any file stretch reads, a "
+                  "llama2.c checkpoint, a GGUF file, a Hugging Face folder or a stretch checkpoint "
+                  "(weights turned into float32 as they load)");
   sub->add_option("--repeats", args->repeats, "Runs per case (median reported)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
