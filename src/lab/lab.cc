@@ -1214,10 +1214,14 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   }
   Tell(cb.note,
        fmt::format("plan: {} model{} x {} method{}, lengths {} x {}, {} cells ({} done "
-                   "already); results in {}",
+                   "already{}); results in {}",
                    o.models.size(), o.models.size() == 1 ? "" : "s", o.methods.size(),
                    o.methods.size() == 1 ? "" : "s", o.train_len, fmt::join(o.factors, "/"),
-                   cells.size(), result.cells_skipped, result.records_path));
+                   cells.size(), result.cells_skipped,
+                   result.cells_held_back > 0
+                       ? fmt::format(", {} left unscored by the copy gate", result.cells_held_back)
+                       : std::string(),
+                   result.records_path));
   Tell(cb.note,
        fmt::format("estimated time: about {} ({} model{} to train, {} steps each{} at {:.2f} s a "
                    "step on {} thread{} measured now, {} at a time; scoring {} cells), on {} "
