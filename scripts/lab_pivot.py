@@ -17,7 +17,7 @@ import json
 import sys
 
 
-def read_records(paths):
+def read_records(paths, period):
     seen = {}
     for path in paths:
         opener = gzip.open if path.endswith(".gz") else open
@@ -34,13 +34,22 @@ def read_records(paths):
                     continue
                 if r.get("protocol") not in ("repeat", "nonrepeat"):
                     continue
+                # The seeds' repeat (a sample of L tokens repeated) has no period field; the
+                # retrieval protocol's longer periods do, and are another table (--period).
+                if r["protocol"] == "repeat" and r.get("period") != period:
+                    continue
                 key = (r["corpus"], r["model"], r["method"], r["protocol"], r["ctx"])
                 seen.setdefault(key, r)
     return seen
 
 
-def pct(r):
-    return "-" if r is None else f"{100 * r['accuracy']:.2f}%"
+def pct(r, ci=False):
+    if r is None:
+        return "-"
+    if ci and r.get("accuracy_ci"):
+        lo, hi = r["accuracy_ci"]
+        return f"{100 * r['accuracy']:.1f}% ({100 * lo:.1f}-{100 * hi:.1f})"
+    return f"{100 * r['accuracy']:.2f}%"
 
 
 def main():
@@ -52,8 +61,13 @@ def main():
     ap.add_argument("--models", default="", help="comma list of models (default: all, as read)")
     ap.add_argument("--train-column", action="store_true",
                     help="first column: non-repeat accuracy at the training length (direct)")
+    ap.add_argument("--period", type=int, default=None,
+                    help="repeat cells of the retrieval protocol with this period (default: the "
+                         "seeds' repeat, a sample of L tokens)")
+    ap.add_argument("--ci", action="store_true",
+                    help="each accuracy with its 95%% interval from the records")
     a = ap.parse_args()
-    recs = read_records(a.files)
+    recs = read_records(a.files, a.period)
     if not recs:
         sys.exit("lab_pivot: no repeat/non-repeat records in " + ", ".join(a.files))
     models = []
@@ -76,17 +90,18 @@ def main():
         head = ["model"]
         if a.train_column:
             head.append(f"L={L}")
-        head += [f"{m}: repeat / non-repeat {ctx}" for m in methods]
+        rep = "repeat" if a.period is None else f"repeat (period {a.period})"
+        head += [f"{m}: {rep} / non-repeat {ctx}" for m in methods]
         print(f"corpus {corpus}, {ctx} tokens ({a.factor}x L)\n")
         print("| " + " | ".join(head) + " |")
         print("| --- |" + " ---: |" * (len(head) - 1))
         for model in models:
             row = [model]
             if a.train_column:
-                row.append(pct(get(model, "direct", "nonrepeat", L)))
+                row.append(pct(get(model, "direct", "nonrepeat", L), a.ci))
             for m in methods:
                 rep, non = get(model, m, "repeat", ctx), get(model, m, "nonrepeat", ctx)
-                row.append("-" if rep is None and non is None else f"{pct(rep)} / {pct(non)}")
+                row.append("-" if rep is None and non is None else f"{pct(rep, a.ci)} / {pct(non, a.ci)}")
             print("| " + " | ".join(row) + " |")
         print()
 

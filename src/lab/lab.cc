@@ -638,7 +638,10 @@ void FillProbe(LabRecord& r, const ProbeResult& p) {
 //   small    gapped copies from small alphabets: a copy found by matching several tokens;
 //   mixed    text with randcopy, textcopy, gapped and passkey rows (digits in the strings), so the
 //            model keeps language and retrieval together;
-//   prose    textperiodic rows added: copying switched on for prose too.
+//   prose    textperiodic rows added: copying switched on for prose too. Its 3,000 steps (1,500
+//            until the tenth round of docs/training.md) are what lets the RoPE model copy prose
+//            from 16L back: far copy at 16x, ReRoPE with log-n, +26..+28 points against
+//            +16..+20.
 std::vector<LabStage> CopyCurriculum() {
   // Measured in docs/training.md (four rounds; each stage there is one `stretch train` run). The
   // first stage's short strings matter most: with strings of 8..40 tokens the phase change came
@@ -651,7 +654,7 @@ std::vector<LabStage> CopyCurriculum() {
       {"small", 400, 2e-3, mix("gapped=1"), 3, ""},
       {"mixed", 1500, 1e-3, mix("text=0.2,textcopy=0.1,randcopy=0.2,gapped=0.3,passkey=0.2"), 3,
        digits},
-      {"prose", 1500, 1e-3,
+      {"prose", 3000, 1e-3,
        mix("text=0.1,textperiodic=0.4,textcopy=0.1,randcopy=0.15,gapped=0.05,passkey=0.2"), 3,
        digits},
   };

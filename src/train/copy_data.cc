@@ -1,6 +1,7 @@
 #include "src/train/copy_data.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -181,8 +182,21 @@ std::string_view RowKindName(RowKind kind) {
     case RowKind::kTextCopy: return "textcopy";
     case RowKind::kRandCopy: return "randcopy";
     case RowKind::kTextPeriodic: return "textperiodic";
+    case RowKind::kTextDecoy: return "textdecoy";
   }
   return "?";
+}
+
+double CopyMix::text() const {
+  double others = 0.0;
+  for (const CopyMixKind& k : kCopyMixKinds) others += this->*k.share;
+  return 1.0 - others;
+}
+
+bool CopyMix::HasCopy() const {
+  return std::any_of(kCopyMixKinds.begin(), kCopyMixKinds.end(), [&](const CopyMixKind& k) {
+    return k.kind != RowKind::kPasskey && this->*k.share > 0.0;
+  });
 }
 
 CopyMix ParseCopyMix(std::string_view text, const std::string& what) {
@@ -192,6 +206,8 @@ CopyMix ParseCopyMix(std::string_view text, const std::string& what) {
   const auto bad = [&](std::string_view entry, const std::string& why) {
     Fail("{} {}: entry \"{}\": {}", what, text, entry, why);
   };
+  std::vector<std::string_view> names = {"text"};
+  for (const CopyMixKind& k : kCopyMixKinds) names.push_back(RowKindName(k.kind));
   size_t start = 0;
   while (start <= text.size()) {
     size_t end = text.find(',', start);
@@ -214,26 +230,17 @@ CopyMix ParseCopyMix(std::string_view text, const std::string& what) {
     if (!seen.insert(name).second) bad(entry, fmt::format("{} given twice", name));
     if (name == "text") {
       text_share = v;
-    } else if (name == "passkey") {
-      mix.passkey = v;
-    } else if (name == "periodic") {
-      mix.periodic = v;
-    } else if (name == "gapped") {
-      mix.gapped = v;
-    } else if (name == "textcopy") {
-      mix.textcopy = v;
-    } else if (name == "randcopy") {
-      mix.randcopy = v;
-    } else if (name == "textperiodic") {
-      mix.textperiodic = v;
-    } else {
-      bad(entry, fmt::format("unknown kind \"{}\": expected text, passkey, periodic, gapped, "
-                             "textcopy, randcopy or textperiodic",
-                             name));
+      continue;
     }
+    const auto k = std::find_if(kCopyMixKinds.begin(), kCopyMixKinds.end(),
+                                [&](const CopyMixKind& c) { return RowKindName(c.kind) == name; });
+    if (k == kCopyMixKinds.end()) {
+      bad(entry, fmt::format("unknown kind \"{}\": expected {} or {}", name,
+                             fmt::join(names.begin(), names.end() - 1, ", "), names.back()));
+    }
+    mix.*(k->share) = v;
   }
-  const double others =
-      mix.passkey + mix.periodic + mix.gapped + mix.textcopy + mix.randcopy + mix.textperiodic;
+  const double others = 1.0 - mix.text();
   if (others > 1.0 + 1e-9) {
     Fail("{} {}: the shares add up to {}, expected at most 1 (text takes what they leave)", what,
          text, others);
@@ -247,30 +254,20 @@ CopyMix ParseCopyMix(std::string_view text, const std::string& what) {
 
 std::string CopyMixText(const CopyMix& mix) {
   std::string out;
-  const auto add = [&](const char* name, double v) {
-    if (v > 0.0) out += fmt::format("{}{}={}", out.empty() ? "" : ",", name, v);
-  };
-  add("periodic", mix.periodic);
-  add("gapped", mix.gapped);
-  add("textcopy", mix.textcopy);
-  add("randcopy", mix.randcopy);
-  add("textperiodic", mix.textperiodic);
+  for (const CopyMixKind& k : kCopyMixKinds) {
+    const double v = mix.*k.share;
+    if (k.kind == RowKind::kPasskey || v <= 0.0) continue;
+    out += fmt::format("{}{}={}", out.empty() ? "" : ",", RowKindName(k.kind), v);
+  }
   return out;
 }
 
 RowKind RowKindOf(const CopyMix& mix, double u) {
-  double edge = mix.passkey;
-  if (u < edge) return RowKind::kPasskey;
-  edge += mix.periodic;
-  if (u < edge) return RowKind::kPeriodic;
-  edge += mix.gapped;
-  if (u < edge) return RowKind::kGapped;
-  edge += mix.textcopy;
-  if (u < edge) return RowKind::kTextCopy;
-  edge += mix.randcopy;
-  if (u < edge) return RowKind::kRandCopy;
-  edge += mix.textperiodic;
-  if (u < edge) return RowKind::kTextPeriodic;
+  double edge = 0.0;
+  for (const CopyMixKind& k : kCopyMixKinds) {
+    edge += mix.*k.share;
+    if (u < edge) return k.kind;
+  }
   return RowKind::kText;
 }
 
@@ -345,6 +342,39 @@ CopyRow MakeTextCopyRow(std::span<const int> window, const CopySpans& spans, int
     std::copy(other.begin(), other.begin() + r.span, to);
   }
   r.scored = ScoredAfterFirst(r.copy, r.span);
+  return r;
+}
+
+CopyRow MakeTextDecoyRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng) {
+  CopyRow r = MakeTextCopyRow(window, spans, T, rng);
+  // Taken: the source, the copy and each decoy with the token after it (so that no decoy's
+  // diverging token is overwritten by another decoy).
+  std::vector<char> taken(static_cast<size_t>(T + 1), 0);
+  const auto mark = [&](int64_t from, int64_t n) { std::fill_n(taken.begin() + from, n, char{1}); };
+  const auto free = [&](int64_t from, int64_t n) {
+    return std::none_of(taken.begin() + from, taken.begin() + from + n, [](char c) { return c; });
+  };
+  mark(r.source, r.span);
+  mark(r.copy, r.span);
+  const int64_t max_length = std::min<int64_t>(kMaxDecoyLength, r.span - 1);
+  const int64_t m = UniformIn(rng, kMinDecoys, kMaxDecoys);
+  for (int64_t i = 0; i < m && max_length >= kMinDecoyLength; ++i) {
+    CopyDecoy d;
+    d.length = UniformIn(rng, kMinDecoyLength, max_length);
+    d.offset = UniformIn(rng, 0, r.span - d.length - 1);
+    const int next = r.tokens[static_cast<size_t>(r.source + d.offset + d.length)];
+    for (int tries = 0; tries < kDecoyTries; ++tries) {
+      const int64_t at = UniformIn(rng, 1, T - d.length);  // the token after it lies in the row
+      if (!free(at, d.length + 1) || r.tokens[static_cast<size_t>(at + d.length)] == next) continue;
+      std::copy_n(r.tokens.begin() + r.source + d.offset, d.length, r.tokens.begin() + at);
+      mark(at, d.length + 1);
+      d.at = at;
+      r.decoys.push_back(d);
+      break;
+    }
+  }
+  std::sort(r.decoys.begin(), r.decoys.end(),
+            [](const CopyDecoy& x, const CopyDecoy& y) { return x.at < y.at; });
   return r;
 }
 

@@ -40,6 +40,17 @@
 //                                             that pays to copy (a model that copies random strings
 //                                             inside prose may still leave prose itself to its
 //                                             language model; issue 41)
+//   textdecoy  a textcopy row with decoys:   m pieces of the copied span S, each S[u, u + j) with
+//              m uniform in [2, 6], j in      j + 1 <= s, written over the text outside the source
+//              [2, 4], u in [0, s - j - 1]    and the copy, with the token after each (also outside
+//                                             them) unlike S[u + j]. A decoy matches the last j
+//                                             tokens before a copy token and then goes on
+//                                             otherwise, so the copy is predicted only by matching
+//                                             more than j tokens back: what prose needs in a long
+//                                             context, where a query's last two or three bytes
+//                                             recur many times (docs/training.md, tenth round). A
+//                                             decoy that finds no free place in 32 draws is left
+//                                             out
 //   passkey    src/io/passkey.h, unchanged
 //
 // s is uniform in [span_min, span_max] (CopySpans; by default T/16 .. 5T/16, the issue's 8..40 at
@@ -57,11 +68,12 @@
 //                      gapped control's is.
 //
 // Mix. Each training row is, by one UniformDouble() per row, passkey, periodic, gapped, textcopy,
-// randcopy or textperiodic (cumulative shares in that order), else a window of text; a window is drawn for every
+// randcopy, textperiodic or textdecoy (cumulative shares in that order), else a window of text; a window is drawn for every
 // row first (as passkey rows always did), so a run with passkey rows alone draws exactly what it
 // drew before the other kinds existed.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -82,6 +94,13 @@ inline constexpr std::string_view kCopyGapChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZ.,;
 
 // A control's fresh string shares no span this long with the row before it.
 inline constexpr int64_t kControlSpan = 4;
+
+// A textdecoy row's decoys: how many are drawn, how long each is, how many places each tries.
+inline constexpr int64_t kMinDecoys = 2;
+inline constexpr int64_t kMaxDecoys = 6;
+inline constexpr int64_t kMinDecoyLength = 2;
+inline constexpr int64_t kMaxDecoyLength = 4;
+inline constexpr int kDecoyTries = 32;
 
 // Each character's tokens, encoded alone.
 struct CopyAlphabets {
@@ -117,7 +136,16 @@ CopySpans DefaultCopySpans(int64_t T);
 void CheckCopySpans(const CopySpans& spans, int64_t T, const std::string& what);
 
 // The kinds of training rows, and a row's share of each.
-enum class RowKind { kText, kPasskey, kPeriodic, kGapped, kTextCopy, kRandCopy, kTextPeriodic };
+enum class RowKind {
+  kText,
+  kPasskey,
+  kPeriodic,
+  kGapped,
+  kTextCopy,
+  kRandCopy,
+  kTextPeriodic,
+  kTextDecoy
+};
 std::string_view RowKindName(RowKind kind);
 
 struct CopyMix {
@@ -127,18 +155,31 @@ struct CopyMix {
   double textcopy = 0.0;
   double randcopy = 0.0;
   double textperiodic = 0.0;
-  double text() const {
-    return 1.0 - passkey - periodic - gapped - textcopy - randcopy - textperiodic;
-  }
-  bool HasCopy() const {
-    return periodic > 0.0 || gapped > 0.0 || textcopy > 0.0 || randcopy > 0.0 || textperiodic > 0.0;
-  }
+  double textdecoy = 0.0;
+  double text() const;
+  bool HasCopy() const;
   bool NeedsAlphabets() const { return periodic > 0.0 || gapped > 0.0 || randcopy > 0.0; }
   bool operator==(const CopyMix&) const = default;
 };
 
+// Every kind but text, with its share, in the order a row's draw walks them (RowKindOf): a new
+// kind goes last, so that a mix without it draws exactly what it drew before.
+struct CopyMixKind {
+  RowKind kind;
+  double CopyMix::*share;
+};
+inline constexpr std::array<CopyMixKind, 7> kCopyMixKinds = {{
+    {RowKind::kPasskey, &CopyMix::passkey},
+    {RowKind::kPeriodic, &CopyMix::periodic},
+    {RowKind::kGapped, &CopyMix::gapped},
+    {RowKind::kTextCopy, &CopyMix::textcopy},
+    {RowKind::kRandCopy, &CopyMix::randcopy},
+    {RowKind::kTextPeriodic, &CopyMix::textperiodic},
+    {RowKind::kTextDecoy, &CopyMix::textdecoy},
+}};
+
 // Parses "text=0.5,textcopy=0.3,gapped=0.1,passkey=0.1": names from text, passkey, periodic,
-// gapped, textcopy, randcopy, textperiodic, each at most once, shares in [0, 1]; text is what the others leave (given,
+// gapped, textcopy, randcopy, textperiodic, textdecoy, each at most once, shares in [0, 1]; text is what the others leave (given,
 // the shares must add up to 1 within 1e-9). Throws stretch::Error naming `what`, the entry and
 // what was expected.
 CopyMix ParseCopyMix(std::string_view text, const std::string& what);
@@ -146,19 +187,26 @@ CopyMix ParseCopyMix(std::string_view text, const std::string& what);
 // left out: a run stores its passkey share on its own); "" when none.
 std::string CopyMixText(const CopyMix& mix);
 
-// The kind of the row whose draw is u in [0, 1): passkey, periodic, gapped, textcopy, randcopy,
-// textperiodic by
-// cumulative share, else text.
+// The kind of the row whose draw is u in [0, 1): the kinds of kCopyMixKinds by cumulative share,
+// else text.
 RowKind RowKindOf(const CopyMix& mix, double u);
+
+// A decoy of a textdecoy row: tokens[at, at + length) = tokens[source + offset, ... + length).
+struct CopyDecoy {
+  int64_t at = 0;
+  int64_t offset = 0;
+  int64_t length = 0;
+};
 
 // One generated row and where its copy is.
 struct CopyRow {
-  std::vector<int> tokens;      // (T + 1)
-  int64_t source = 0;           // index in tokens of the copied span's first token
-  int64_t copy = 0;             // index in tokens of the copy's (or the control's) first token
-  int64_t span = 0;             // s
-  std::vector<int64_t> scored;  // positions p whose target tokens[p + 1] a readout scores:
-                                // the copy's tokens after its first, ascending
+  std::vector<int> tokens;        // (T + 1)
+  int64_t source = 0;             // index in tokens of the copied span's first token
+  int64_t copy = 0;               // index in tokens of the copy's (or the control's) first token
+  int64_t span = 0;               // s
+  std::vector<int64_t> scored;    // positions p whose target tokens[p + 1] a readout scores:
+                                  // the copy's tokens after its first, ascending
+  std::vector<CopyDecoy> decoys;  // textdecoy rows: the decoys written, by position
 };
 
 enum class CopyRole { kCopy, kControl };
@@ -180,6 +228,10 @@ CopyRow MakeTextCopyRow(std::span<const int> window, const CopySpans& spans, int
 // Textperiodic row from `window` (T + 1 tokens): draws s, then the start of P in [1, T + 1 - s].
 CopyRow MakeTextPeriodicRow(std::span<const int> window, const CopySpans& spans, int bos, int64_t T,
                             Rng& rng);
+// Textdecoy row from `window` (T + 1 tokens): the textcopy row that the same Rng state gives,
+// then its decoys (the layout at the top).
+CopyRow MakeTextDecoyRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng);
+
 // Randcopy row from `window` (T + 1 tokens): draws s, a, d as MakeTextCopyRow, then R from the
 // row's string alphabet (CopyAlphabets::draw_min); kControl writes a fresh string at the copy,
 // redrawn until it shares no kControlSpan-token span with the row before it.

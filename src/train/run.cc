@@ -96,6 +96,11 @@ void SampleTrainingBatch(const TrainingData& data, Rng& rng, int64_t B, std::vec
         std::copy(r.tokens.begin(), r.tokens.end(), row);
         break;
       }
+      case RowKind::kTextDecoy: {
+        const CopyRow r = MakeTextDecoyRow(window, data.spans, T, rng);
+        std::copy(r.tokens.begin(), r.tokens.end(), row);
+        break;
+      }
       case RowKind::kRandCopy: {
         const CopyRow r = MakeRandCopyRow(window, data.alphabets, data.spans, T, rng);
         std::copy(r.tokens.begin(), r.tokens.end(), row);

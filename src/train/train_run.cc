@@ -87,16 +87,14 @@ void CheckRunOptions(const TrainRunOptions& o) {
   whole("log_every", o.log_every, 1, L::max_steps);
   real("passkey_share", o.passkey_share, 0, L::max_passkey_share, false);
   const CopyMix& m = o.copy_mix;
-  for (const auto& [name, v] :
-       {std::pair{"periodic", m.periodic}, std::pair{"gapped", m.gapped},
-        std::pair{"textcopy", m.textcopy}, std::pair{"randcopy", m.randcopy},
-        std::pair{"textperiodic", m.textperiodic}}) {
-    if (!(std::isfinite(v) && v >= 0.0 && v <= 1.0)) {
-      Fail("TrainRunOptions::copy_mix: {} share {}: expected a finite number in [0, 1]", name, v);
+  for (const CopyMixKind& k : kCopyMixKinds) {
+    const double v = m.*k.share;
+    if (k.kind != RowKind::kPasskey && !(std::isfinite(v) && v >= 0.0 && v <= 1.0)) {
+      Fail("TrainRunOptions::copy_mix: {} share {}: expected a finite number in [0, 1]",
+           RowKindName(k.kind), v);
     }
   }
-  const double shares =
-      o.passkey_share + m.periodic + m.gapped + m.textcopy + m.randcopy + m.textperiodic;
+  const double shares = o.passkey_share + (1.0 - m.text()) - m.passkey;
   if (shares > 1.0 + 1e-9) {
     Fail(
         "TrainRunOptions::copy_mix {} with TrainRunOptions::passkey_share {}: the shares add up "

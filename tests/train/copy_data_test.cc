@@ -310,6 +310,70 @@ TEST(CopyRows, TextCopyPastesASpanOfTheWindowLaterInIt) {
   EXPECT_GE(longest, 110);
 }
 
+// A textdecoy row is the textcopy row of the same Rng state with decoys written outside its
+// source and copy: each a piece of the source (2..4 tokens) whose next token differs from the
+// source's, so that no decoy leaks the token a copy needs after the piece it matches.
+TEST(CopyRows, TextDecoyWritesPiecesOfTheSourceThatGoOnOtherwise) {
+  Rng text_rng(5);
+  std::vector<int> window(kT + 1);
+  for (int& t : window) t = 'a' + static_cast<int>(text_rng.NextU64() % 6);  // many repeats
+  Rng rng(6);
+  int64_t decoys = 0, rows_with_none = 0;
+  std::set<int64_t> lengths;
+  for (int i = 0; i < 2000; ++i) {
+    Rng again = rng;
+    const CopyRow r = MakeTextDecoyRow(window, DefaultCopySpans(kT), kT, rng);
+    const CopyRow plain = MakeTextCopyRow(window, DefaultCopySpans(kT), kT, again);
+    ASSERT_EQ(r.tokens.size(), static_cast<size_t>(kT + 1));
+    EXPECT_EQ(r.source, plain.source);
+    EXPECT_EQ(r.copy, plain.copy);
+    EXPECT_EQ(r.span, plain.span);
+    EXPECT_EQ(r.scored, plain.scored);
+    // The copy is intact, and every token outside the decoys is the textcopy row's.
+    for (int64_t t = 0; t < r.span; ++t) {
+      ASSERT_EQ(r.tokens[static_cast<size_t>(r.copy + t)],
+                r.tokens[static_cast<size_t>(r.source + t)]);
+    }
+    std::vector<char> in_decoy(static_cast<size_t>(kT + 1), 0);
+    int64_t last_end = 0;
+    for (const CopyDecoy& d : r.decoys) {
+      ASSERT_GE(d.length, kMinDecoyLength);
+      ASSERT_LE(d.length, kMaxDecoyLength);
+      ASSERT_GE(d.at, std::max<int64_t>(1, last_end));  // sorted, apart, after BOS
+      ASSERT_LE(d.at + d.length, kT);                   // its next token lies in the row
+      ASSERT_GE(d.offset, 0);
+      ASSERT_LT(d.offset + d.length, r.span);
+      for (int64_t t = 0; t <= d.length; ++t) {  // the decoy and its next token
+        const int64_t p = d.at + t;
+        EXPECT_FALSE(p >= r.source && p < r.source + r.span) << "row " << i;
+        EXPECT_FALSE(p >= r.copy && p < r.copy + r.span) << "row " << i;
+      }
+      for (int64_t t = 0; t < d.length; ++t) {
+        EXPECT_EQ(r.tokens[static_cast<size_t>(d.at + t)],
+                  r.tokens[static_cast<size_t>(r.source + d.offset + t)]);
+        in_decoy[static_cast<size_t>(d.at + t)] = 1;
+      }
+      EXPECT_NE(r.tokens[static_cast<size_t>(d.at + d.length)],
+                r.tokens[static_cast<size_t>(r.source + d.offset + d.length)])
+          << "row " << i << ": the decoy goes on as the source does";
+      last_end = d.at + d.length + 1;
+      lengths.insert(d.length);
+    }
+    for (int64_t t = 0; t <= kT; ++t) {
+      if (!in_decoy[static_cast<size_t>(t)]) {
+        EXPECT_EQ(r.tokens[static_cast<size_t>(t)], plain.tokens[static_cast<size_t>(t)]);
+      }
+    }
+    EXPECT_LE(static_cast<int64_t>(r.decoys.size()), kMaxDecoys);
+    decoys += static_cast<int64_t>(r.decoys.size());
+    rows_with_none += r.decoys.empty() ? 1 : 0;
+  }
+  // 2..6 decoys drawn a row (mean 4); a few find no place in a crowded row.
+  EXPECT_GT(decoys, 2000 * 3);
+  EXPECT_LT(rows_with_none, 20);
+  EXPECT_EQ(lengths, (std::set<int64_t>{2, 3, 4}));
+}
+
 TEST(CopyRows, TheSameSeedGivesTheSameRowsAndAnotherSeedOthers) {
   const CopyAlphabets a = EncodeCopyAlphabets(BytesEncoder());
   const auto rows = [&](uint64_t seed) {
@@ -346,7 +410,7 @@ TEST(CopyMixTest, ParsesSharesAndRefusesBadOnesNamingTheFlag) {
             "[0, 1]");
   EXPECT_NE(error("copy=0.1")
                 .find("unknown kind \"copy\": expected text, passkey, periodic, "
-                      "gapped, textcopy, randcopy or textperiodic"),
+                      "gapped, textcopy, randcopy, textperiodic or textdecoy"),
             std::string::npos);
   EXPECT_NE(error("gapped=0.6,textcopy=0.6").find("the shares add up to 1.2, expected at most 1"),
             std::string::npos);
@@ -453,6 +517,17 @@ TEST(CopyMixTest, RowKindOfFollowsTheCumulativeShares) {
   EXPECT_EQ(RowKindOf(m, 0.65), RowKind::kTextCopy);
   EXPECT_EQ(RowKindOf(m, 0.8), RowKind::kText);
   EXPECT_EQ(RowKindOf(CopyMix{}, 0.0), RowKind::kText);
+  // textdecoy comes last: a mix without it draws the kinds it drew before the kind existed.
+  const CopyMix d = ParseCopyMix("passkey=0.1,textperiodic=0.2,textdecoy=0.3", "--mix");
+  EXPECT_EQ(RowKindOf(d, 0.05), RowKind::kPasskey);
+  EXPECT_EQ(RowKindOf(d, 0.25), RowKind::kTextPeriodic);
+  EXPECT_EQ(RowKindOf(d, 0.35), RowKind::kTextDecoy);
+  EXPECT_EQ(RowKindOf(d, 0.65), RowKind::kText);
+  EXPECT_DOUBLE_EQ(d.text(), 0.4);
+  EXPECT_TRUE(ParseCopyMix("textdecoy=0.1", "--mix").HasCopy());
+  EXPECT_FALSE(ParseCopyMix("passkey=0.5", "--mix").HasCopy());
+  EXPECT_EQ(CopyMixText(d), "textperiodic=0.2,textdecoy=0.3");
+  EXPECT_EQ(ParseCopyMix(CopyMixText(d), "--mix").textdecoy, 0.3);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -346,7 +346,7 @@ void RegisterLab(CLI::App& app) {
              "preset's stages, which are {}, and the quick KeyNorm model's own prose MIX). Each "
              "stage trains STEPS steps at peak "
              "learning rate LR on rows drawn by MIX (as `stretch train --mix`: periodic, "
-             "gapped, textcopy, randcopy and textperiodic copy rows, passkey documents, "
+             "gapped, textcopy, randcopy, textperiodic and textdecoy copy rows, passkey documents, "
              "text for the rest; alphabet-min=N, strings=CHARS and span=A..B in the list are "
              "`stretch train --copy-alphabet-min`, `--copy-strings` and "
              "`--copy-span-min`/`--copy-span-max`), starting from the previous "
