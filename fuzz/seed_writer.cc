@@ -26,6 +26,7 @@
 #include "src/io/tokenizer/hf_tokenizer_json.h"
 #include "src/io/tokenizer/spm_model.h"
 #include "src/io/tokenizer/tokenizer.h"
+#include "src/model/family.h"
 #include "src/model/model_arch.h"
 #include "src/position/method.h"
 #include "src/report/records.h"
@@ -106,6 +107,23 @@ Model MicroQwen3Model(int vocab, uint64_t seed) {
   m.config.qk_norm = true;
   m.weights = ZeroWeights<float>(m.config);
   Rng rng(seed + 200);
+  m.weights.ForEach([&](const std::string& name, std::vector<float>& t, bool) {
+    const bool norm = name.ends_with("norm");
+    for (float& x : t) x = static_cast<float>(norm ? 1.0 + 0.1 * rng.Normal() : 0.3 * rng.Normal());
+  });
+  return m;
+}
+
+// Gemma 3: Qwen 3's head and norms, Gemma's block, a local layer then a global one.
+Model MicroGemma3Model(int vocab, uint64_t seed) {
+  Model m = MicroModel(vocab, seed);
+  m.config.family = "gemma3";
+  m.config.explicit_head_dim = 2 * m.config.head_dim();
+  SetFamilyBlock(*FindFamilyByGguf("gemma3"), m.config);
+  m.config.n_layers = 2;
+  SetSwaPattern(m.config, {2, 3, 10000.0});
+  m.weights = ZeroWeights<float>(m.config);
+  Rng rng(seed + 300);
   m.weights.ForEach([&](const std::string& name, std::vector<float>& t, bool) {
     const bool norm = name.ends_with("norm");
     for (float& x : t) x = static_cast<float>(norm ? 1.0 + 0.1 * rng.Normal() : 0.3 * rng.Normal());
@@ -535,9 +553,12 @@ int WriteFuzzSeeds(const std::string& root_dir) {
   }
   SaveGgufModel(phi3, file("phi3.gguf"), static_cast<uint32_t>(GgmlType::kF32), &tiny,
                 &phi3_longrope);
+  // Gemma 3: its window, pattern and local base keys, post norms.
+  const Model gemma3 = MicroGemma3Model(40, 8);
+  SaveGgufModel(gemma3, file("gemma3.gguf"), static_cast<uint32_t>(GgmlType::kF32), &tiny);
   for (const char* name :
        {"f32.gguf", "f16.gguf", "bf16.gguf", "yarn.gguf", "bpe_vocab.gguf", "qwen2.gguf",
-        "qwen2_yarn.gguf", "qwen3.gguf", "mistral.gguf", "phi3.gguf"}) {
+        "qwen2_yarn.gguf", "qwen3.gguf", "mistral.gguf", "phi3.gguf", "gemma3.gguf"}) {
     put("gguf", name, ReadFile(file(name)));
   }
   put("model_file", "qwen3.gguf", ReadFile(file("qwen3.gguf")));
@@ -568,7 +589,8 @@ int WriteFuzzSeeds(const std::string& root_dir) {
         std::tuple{std::string("hf_qwen2_yarn"), &qwen2, &yarn},
         std::tuple{std::string("hf_qwen3"), &qwen3, (const Method*)nullptr},
         std::tuple{std::string("hf_mistral"), &mistral, (const Method*)nullptr},
-        std::tuple{std::string("hf_phi3"), &phi3, (const Method*)&phi3_longrope}}) {
+        std::tuple{std::string("hf_phi3"), &phi3, (const Method*)&phi3_longrope},
+        std::tuple{std::string("hf_gemma3"), &gemma3, (const Method*)nullptr}}) {
     const std::string dir = file(name);
     fs::remove_all(dir);
     SaveHfModel(*model, dir, SafetensorsDtype::kF32, {}, method);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <numbers>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,7 +39,10 @@ namespace stretch::ref {
 // from round(P D/2) on keep theta 0), XPOS (pair t of a score times zeta_t^(r / gamma), r the
 // relative position the pair is rotated by), SSMax (times s_h ln(i + 1)) and the per-position
 // lambda (times ln((i + 1) / 2)), and Llama 4's temperature tuning on the layers marked with it
-// (times 1 + S ln(1 + floor((i + 1) / F)), meta-llama/llama-models llama4/model.py).
+// (times 1 + S ln(1 + floor((i + 1) / F)), meta-llama/llama-models llama4/model.py). The
+// families' block choices too, from transformers' modeling files: q/k/v biases (Qwen 2), per-head
+// q/k RMSNorm and heads not dim / heads wide (Qwen 3, Gemma 3), Gemma's embedding scale, norms
+// on the attention's and feed-forward's outputs and GeGLU (modeling_gemma3.py).
 template <typename T>
 std::vector<T> LayoutForwardRef(const ModelConfig& c, const ModelWeights& p,
                                 const std::string& spec, const std::vector<int>& tokens) {
@@ -62,6 +66,8 @@ std::vector<T> LayoutForwardRef(const ModelConfig& c, const ModelWeights& p,
   for (int64_t t = 0; t < n; ++t) {
     for (int i = 0; i < C; ++i) x[t][i] = p.token_embedding[static_cast<size_t>(tokens[t]) * C + i];
     if (gau) x[t] = ref::RmsNormRef(x[t], ones, c.norm_eps);  // Embedding-Norm
+    // Gemma: times sqrt(hidden_size) (Gemma3TextScaledWordEmbedding), as the config holds it.
+    for (int i = 0; c.embed_scale != 0.0f && i < C; ++i) x[t][i] *= static_cast<T>(c.embed_scale);
   }
   auto normalize = [D](T* v) {
     T ss = 0;
@@ -146,9 +152,27 @@ std::vector<T> LayoutForwardRef(const ModelConfig& c, const ModelWeights& p,
         }
       } else {
         const std::vector<T> h = ref::RmsNormRef(x[t], w.attn_norm, c.norm_eps);
-        q[t] = ref::Matvec(w.wq, h, C, C);
+        q[t] = ref::Matvec(w.wq, h, H * D, C);
         k[t] = ref::Matvec(w.wk, h, KV, C);
         vv[t] = ref::Matvec(w.wv, h, KV, C);
+        if (c.qkv_bias) {  // Qwen 2 (modeling_qwen2.py: q/k/v_proj with bias=True)
+          for (int i = 0; i < H * D; ++i) q[t][i] += T(w.bq[i]);
+          for (int i = 0; i < KV; ++i) {
+            k[t][i] += T(w.bk[i]);
+            vv[t][i] += T(w.bv[i]);
+          }
+        }
+        if (c.qk_norm) {  // Qwen 3, Gemma 3: RMSNorm of each head's q and k, before RoPE
+          const auto per_head = [&](std::vector<T>& y, int heads, const std::vector<float>& g) {
+            for (int hh = 0; hh < heads; ++hh) {
+              const std::vector<T> normed = ref::RmsNormRef(
+                  std::vector<T>(y.begin() + hh * D, y.begin() + (hh + 1) * D), g, c.norm_eps);
+              std::copy(normed.begin(), normed.end(), y.begin() + hh * D);
+            }
+          };
+          per_head(q[t], H, w.q_norm);
+          per_head(k[t], G, w.k_norm);
+        }
       }
       // QueryNorm / KeyNorm before the rotation, which keeps the norm.
       for (int hh = 0; c.attention.query_norm && hh < H; ++hh) normalize(q[t].data() + hh * D);
@@ -211,13 +235,28 @@ std::vector<T> LayoutForwardRef(const ModelConfig& c, const ModelWeights& p,
         x[i] = ref::RmsNormRef(x[i], ones, c.norm_eps);
         continue;
       }
-      const std::vector<T> o = ref::Matvec(w.wo, att, C, C);
+      // Gemma (modeling_gemma3.py, Gemma3DecoderLayer): post_attention_layernorm on the
+      // attention's output and post_feedforward_layernorm on the feed-forward's, each before its
+      // residual add.
+      std::vector<T> o = ref::Matvec(w.wo, att, C, H * D);
+      if (c.post_norms) o = ref::RmsNormRef(o, w.attn_post_norm, c.norm_eps);
       for (int d = 0; d < C; ++d) x[i][d] += o[d];
       const std::vector<T> h = ref::RmsNormRef(x[i], w.ffn_norm, c.norm_eps);
       std::vector<T> a = ref::Matvec(w.w1, h, F, C);
       const std::vector<T> b = ref::Matvec(w.w3, h, F, C);
-      for (int f = 0; f < F; ++f) a[f] = a[f] / (T(1) + std::exp(-a[f])) * b[f];
-      const std::vector<T> down = ref::Matvec(w.w2, a, C, F);
+      for (int f = 0; f < F; ++f) {
+        if (c.activation == FfnActivation::kGeluTanh) {  // Gemma's gelu_pytorch_tanh
+          const T g = a[f];
+          a[f] = T(0.5) * g *
+                 (T(1) + std::tanh(std::sqrt(T(2) / T(std::numbers::pi)) *
+                                   (g + T(0.044715) * g * g * g))) *
+                 b[f];
+        } else {
+          a[f] = a[f] / (T(1) + std::exp(-a[f])) * b[f];
+        }
+      }
+      std::vector<T> down = ref::Matvec(w.w2, a, C, F);
+      if (c.post_norms) down = ref::RmsNormRef(down, w.ffn_post_norm, c.norm_eps);
       for (int d = 0; d < C; ++d) x[i][d] += down[d];
     }
   }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes a Hugging Face folder of a Qwen 2, Qwen 3, Mistral or Phi-3 model with random weights.
+"""Writes a Hugging Face folder of a Qwen 2, Qwen 3, Mistral, Phi-3 or Gemma 3 model with random weights.
 
 For checking stretch's qwen2, qwen3, llama (Mistral) and phi3 families against another engine without downloading a
 model: convert it to GGUF with `stretch convert ... --to gguf` and score it with llama.cpp and
@@ -24,6 +24,16 @@ Only the Python standard library: this runs on a bare Debian machine.
   python3 scripts/random_hf_model.py --family qwen3 --out qwen3-random --dim 64 --head-dim 32
   python3 scripts/random_hf_model.py --family mistral --out mistral-random --sliding-window 128
   python3 scripts/random_hf_model.py --family phi3 --out phi3-longrope --seq-len 1024 --longrope 4
+  python3 scripts/random_hf_model.py --family gemma3 --out gemma3-random --dim 512 --heads 8 \
+      --head-dim 128 --layers 6 --sliding-window 128 --pattern 3
+
+Gemma 3 (transformers' modeling_gemma3.py, Gemma3ForCausalLM): Qwen 3's q_norm and k_norm, the
+norms around attention and feed-forward (input_layernorm, post_attention_layernorm,
+pre_feedforward_layernorm, post_feedforward_layernorm), every gain stored as w for a model that
+multiplies by 1 + w (so drawn near 0), GeGLU, local layers with --sliding-window keys at
+rope_local_base_freq 10000 and every --pattern-th layer global at rope_theta 1e6 (with --linear F,
+config.json's linear rope_scaling, which transformers applies to the global layers only), tied
+embeddings.
 """
 import argparse
 import json
@@ -36,7 +46,7 @@ import struct
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", required=True, help="the folder to write (created)")
-    p.add_argument("--family", choices=["qwen2", "qwen3", "mistral", "phi3"], default="qwen2")
+    p.add_argument("--family", choices=["qwen2", "qwen3", "mistral", "phi3", "gemma3"], default="qwen2")
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--hidden", type=int, default=172)
     p.add_argument("--layers", type=int, default=2)
@@ -53,6 +63,10 @@ def main():
                    help="mistral: keys per query on every layer (0: null, none)")
     p.add_argument("--longrope", type=float, default=0.0,
                    help="phi3: a LongRoPE factor for config.json's rope_scaling (0: none)")
+    p.add_argument("--pattern", type=int, default=6,
+                   help="gemma3: every P-th layer global (sliding_window_pattern)")
+    p.add_argument("--linear", type=float, default=0.0,
+                   help="gemma3: a linear rope_scaling factor for the global layers (0: none)")
     p.add_argument("--seed", type=int, default=7)
     a = p.parse_args()
     C, F, L, H, G, V, T = a.dim, a.hidden, a.layers, a.heads, a.kv_heads, a.vocab, a.seq_len
@@ -62,6 +76,7 @@ def main():
     qwen3 = a.family == "qwen3"
     mistral = a.family == "mistral"
     phi3 = a.family == "phi3"
+    gemma3 = a.family == "gemma3"
     biases = a.family == "qwen2"
     rng = random.Random(a.seed)
     tensors = {}
@@ -71,7 +86,9 @@ def main():
         tensors[name] = (shape, [mean + scale * rng.gauss(0, 1) for _ in range(n)])
 
     sc = 1 / math.sqrt(C)
-    tensor("model.embed_tokens.weight", [V, C], 1.0)
+    # Gemma multiplies the embedding by sqrt(dim) and ties it to the classifier: rows of norm
+    # about 1 keep both the stream and the logits about unit-variance.
+    tensor("model.embed_tokens.weight", [V, C], sc if gemma3 else 1.0)
     for layer in range(L):
         pre = f"model.layers.{layer}."
         tensor(pre + "input_layernorm.weight", [C], 0.1, 1.0)
@@ -87,13 +104,22 @@ def main():
         if qwen3:  # unit-RMS heads after the norm: gains near 2 keep attention sharp
             tensor(pre + "self_attn.q_norm.weight", [D], 0.3, 2.0)
             tensor(pre + "self_attn.k_norm.weight", [D], 0.3, 2.0)
+        if gemma3:  # gains stored as w for 1 + w: near 1 for q and k (sharp), near 0 elsewhere
+            tensor(pre + "self_attn.q_norm.weight", [D], 0.3, 1.0)
+            tensor(pre + "self_attn.k_norm.weight", [D], 0.3, 1.0)
         tensor(pre + "self_attn.o_proj.weight", [C, H * D], 1 / math.sqrt(H * D))
         tensor(pre + "post_attention_layernorm.weight", [C], 0.1, 1.0)
         tensor(pre + "mlp.gate_proj.weight", [F, C], sc)
         tensor(pre + "mlp.up_proj.weight", [F, C], sc)
         tensor(pre + "mlp.down_proj.weight", [C, F], 1 / math.sqrt(F))
-    tensor("model.norm.weight", [C], 0.1, 1.0)
-    tensor("lm_head.weight", [V, C], sc)
+        if gemma3:
+            tensor(pre + "pre_feedforward_layernorm.weight", [C], 0.1)
+            tensor(pre + "post_feedforward_layernorm.weight", [C], 0.1)
+            for norm in ("input_layernorm", "post_attention_layernorm"):
+                tensor(pre + norm + ".weight", [C], 0.1)
+    tensor("model.norm.weight", [C], 0.1, 0.0 if gemma3 else 1.0)
+    if not gemma3:  # Gemma 3 ties its classifier to the embedding
+        tensor("lm_head.weight", [V, C], sc)
 
     if phi3:  # Phi3Attention.qkv_proj: q, k, v by rows; Phi3MLP.gate_up_proj: gate, then up
         for layer in range(L):
@@ -150,6 +176,19 @@ def main():
                 "long_factor": [round(1.0 + (a.longrope * 2 - 1) * (t / pairs) ** 2, 4)
                                 for t in range(pairs)],
             }
+    if gemma3:
+        for key in ("use_sliding_window", "max_window_layers", "hidden_act"):
+            del config[key]
+        config.update({
+            "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+            "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
+            "query_pre_attn_scalar": D, "sliding_window": a.sliding_window,
+            "layer_types": ["full_attention" if (i + 1) % a.pattern == 0 else "sliding_attention"
+                            for i in range(L)],
+            "rope_local_base_freq": 10000.0, "final_logit_softcapping": None,
+            "attn_logit_softcapping": None, "attention_bias": False,
+            "rope_scaling": {"rope_type": "linear", "factor": a.linear} if a.linear else None,
+        })
     if mistral:
         config["architectures"] = ["MistralForCausalLM"]
         for key in ("use_sliding_window", "max_window_layers"):

@@ -59,10 +59,11 @@ ModelConfig CaseConfig(const ConformanceCase& k, int vocab) {
   c.family = k.family;
   const ModelFamily* f = FindFamilyByGguf(k.family == "mistral" ? "llama" : k.family);
   STRETCH_CHECK(f != nullptr, "conformance case {}: no family {}", k.name, k.family);
-  c.qkv_bias = f->qkv_bias;
-  c.qk_norm = f->qk_norm;
-  if (c.qk_norm) c.explicit_head_dim = 32;  // wider than dim / heads, as Qwen 3's
-  if (c.qkv_bias) c.rope_base = 1000000.0f;
+  SetFamilyBlock(*f, c);
+  if (c.qk_norm) c.explicit_head_dim = 32;  // wider than dim / heads, as Qwen 3's and Gemma 3's
+  if (c.qkv_bias || f->swa_pattern > 0) c.rope_base = 1000000.0f;
+  // Gemma 3: a local layer (32 keys at base 10,000), then a global one.
+  if (f->swa_pattern > 0) SetSwaPattern(c, {2, 32, 10000.0});
   if (k.window > 0) {
     c.family = "llama";
     c.attention.layers.assign(static_cast<size_t>(c.n_layers), LayerLayout{.window = k.window});
@@ -187,6 +188,11 @@ their files can state, and the per-token log-probabilities stretch computes from
   `llama.attention.sliding_window`, config.json `sliding_window`), counting the query itself.
   llama.cpp's `llama` architecture ignores the key, so it agrees with this case for the first 32
   positions only.
+- `gemma3` has Gemma 3's block (norms of gains 1 + w before and after attention and
+  feed-forward, q/k norms, GeGLU with tanh GELU, the embedding times sqrt(dim)) and a local layer
+  (the last 32 keys, RoPE base 10,000; GGUF `gemma3.attention.sliding_window`, `..._pattern` 2,
+  `gemma3.rope.freq_base_swa`; config.json `layer_types`) before a global one (base 1,000,000).
+  `gemma3-linear` states linear scaling, which Gemma applies to the global layer only.
 
 To check an engine: load each file, feed `tokens` in one sequence (no chunk boundary), and compare
 its log-probabilities with `logprob`. `text.txt` is plain ASCII for tools that score text (both
@@ -237,6 +243,8 @@ std::vector<ConformanceCase> ConformanceCases() {
       {"qwen3-yarn", "qwen3", "yarn:factor=4"},
       {"phi3", "phi3", ""},
       {"phi3-longrope", "phi3", "longrope"},
+      {"gemma3", "gemma3", ""},
+      {"gemma3-linear", "gemma3", "pi:factor=4"},
   };
 }
 

@@ -235,14 +235,56 @@ const ModelFamily& GgufFamily(const GgufFile& g) {
   return *family;
 }
 
+// Gemma 3's local and global layers (ModelFamily::swa_pattern), as llama.cpp's gemma3 reads
+// them (src/models/gemma3.cpp): with ARCH.attention.sliding_window above 0, every layer l with
+// l % P < P - 1 (P: ARCH.attention.sliding_window_pattern, default the family's) is local, at
+// ARCH.rope.freq_base_swa (default the family's local base); without it, every layer is global.
+// The query scale as llama.cpp sets it: 1/sqrt(head_dim), but hidden / heads for the 62-layer
+// (27B) model, whose query_pre_attn_scalar is that (HF config.json).
+void ParseSwaLayers(const GgufFile& g, const ModelFamily& family, const ArchKeys& K, ModelConfig& c,
+                    std::vector<std::string>& from) {
+  const std::string& path = g.path();
+  if (c.n_layers == 62 && c.n_heads > 0) {
+    c.attention.logit_scale = 1.0 / std::sqrt(static_cast<double>(c.dim / c.n_heads));
+    from.push_back(fmt::format("logit scale 1/sqrt({}) <- llama.cpp's rule for 62 layers (27B)",
+                               c.dim / c.n_heads));
+  }
+  const std::string wkey = K("attention.sliding_window");
+  if (g.Find(wkey) == nullptr || g.Int(wkey) <= 0) {
+    from.push_back(fmt::format("every layer global <- {} absent or 0", wkey));
+    return;
+  }
+  SwaPattern p;
+  p.window = CountKey(g, wkey, kMaxSeqLen);
+  const std::string pkey = K("attention.sliding_window_pattern");
+  p.period = family.swa_pattern;
+  if (const GgufValue* v = g.Find(pkey); v != nullptr) {
+    if (!v->IsInteger()) {
+      Fail(
+          "{}: metadata {} is not an integer (a per-layer list is not read yet), expected the "
+          "period P of the local/global layers",
+          path, pkey);
+    }
+    p.period = CountKey(g, pkey, kMaxLayers);
+  }
+  const std::string bkey = K("rope.freq_base_swa");
+  p.local_base = g.FloatOr(bkey, family.swa_local_base);
+  if (!(p.local_base > 1.0) || p.local_base > 1e12) {
+    Fail("{}: metadata {} is {}, expected a number above 1", path, bkey, p.local_base);
+  }
+  SetSwaPattern(c, p);
+  from.push_back(fmt::format(
+      "local layers (window {}, RoPE base {}) with every {}th global <- {}, {}{}, {}{}", p.window,
+      p.local_base, p.period, wkey, pkey, g.Find(pkey) ? "" : " (absent: the family's default)",
+      bkey, g.Find(bkey) ? "" : " (absent: the family's default)"));
+}
+
 Parsed Parse(const GgufFile& g) {
   const std::string& path = g.path();
   const ModelFamily& family = GgufFamily(g);
   const ArchKeys K{family.gguf_architecture};
   Parsed p;
   ModelConfig& c = p.header.config;
-  c.qkv_bias = family.qkv_bias;
-  c.qk_norm = family.qk_norm;
   c.family = family.name;
   std::vector<std::string>& from = p.header.provenance;
   auto count = [&](const char* field, const std::string& key, int64_t max) {
@@ -251,6 +293,7 @@ Parsed Parse(const GgufFile& g) {
     return v;
   };
   c.dim = count("dim", K("embedding_length"), kMaxDim);
+  SetFamilyBlock(family, c);  // after dim: Gemma's embedding scale is sqrt(dim)
   c.n_layers = count("n_layers", K("block_count"), kMaxLayers);
   c.hidden_dim = count("hidden_dim", K("feed_forward_length"), kMaxHidden);
   c.n_heads = count("n_heads", K("attention.head_count"), kMaxDim);
@@ -311,7 +354,8 @@ Parsed Parse(const GgufFile& g) {
   const std::vector<std::string> rope_tensors = RopeScalingFromGguf(g, D, p.header);
   const int64_t context = g.Int(K("context_length"));
   if (const std::string key = K("attention.sliding_window");
-      g.Find(key) != nullptr && g.Int(key) != 0 && g.Int(key) < context) {
+      family.swa_pattern == 0 && g.Find(key) != nullptr && g.Int(key) != 0 &&
+      g.Int(key) < context) {
     // A window on every layer (ModelFamily::hf_window_architecture): Mistral's as stretch writes
     // it, Phi-3's as llama.cpp's converter does (0 there: none). llama.cpp's llama architecture
     // does not read the key and its phi3 turns the window off; stretch keeps it, as transformers
@@ -333,6 +377,8 @@ Parsed Parse(const GgufFile& g) {
         "to every key)",
         window, key, family.gguf_architecture));
   }
+
+  if (family.swa_pattern > 0) ParseSwaLayers(g, family, K, c, from);
 
   const GgufTensorInfo* emb = g.FindTensor("token_embd.weight");
   if (emb == nullptr) Fail("{}: tensor token_embd.weight is missing", path);
@@ -616,13 +662,23 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
   const ModelConfig& c = model.config;
   STRETCH_CHECK(tokenizer == nullptr || vocabulary_from == nullptr,
                 "SaveGgufModel: a tokenizer and a vocabulary file both given");
-  if (!FamilyHoldsLayout(FamilyOf(c), c)) {
+  // llama.cpp's gemma3 scales queries by 1/sqrt(head_dim), by 1/sqrt(dim / heads) at 62 layers
+  // (ParseSwaLayers): the only logit scales its files can mean.
+  const bool gguf_scale =
+      FamilyOf(c).swa_pattern > 0 &&
+      (c.attention.logit_scale == 0.0 ||
+       (c.n_layers == 62 &&
+        c.attention.logit_scale == 1.0 / std::sqrt(static_cast<double>(c.dim / c.n_heads))));
+  if (!FamilyHoldsLayout(FamilyOf(c), c, gguf_scale)) {
     Fail(
         "{}: GGUF's {} architecture holds plain models of its family{}; {} has {} (expected the "
         "default RoPE, full-attention layout)",
         path, FamilyOf(c).gguf_architecture,
         FamilyOf(c).hf_window_architecture >= 0 ? " and ones with one sliding window on every layer"
-                                                : "",
+        : FamilyOf(c).swa_pattern > 0
+            ? " and ones with local and global layers (every P-th layer global) at the query "
+              "scale llama.cpp gives them"
+            : "",
         model.source,
         c.Gau() ? std::string("the GAU block")
                 : std::string("a trained attention layout (per-layer positions or windows, norms, "
@@ -661,6 +717,13 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
     // llama.cpp's `llama` architecture does not read this key (its converter drops Mistral's
     // window): it attends to every key, and agrees with the file only up to `window` tokens.
     kv.emplace_back(K("attention.sliding_window"), GgufU32(static_cast<uint32_t>(window)));
+  }
+  if (const std::optional<SwaPattern> swa = SwaPatternOf(c); swa && family.swa_pattern > 0) {
+    // As convert_hf_to_gguf.py's Gemma3Model writes them; llama.cpp's gemma3 reads all three.
+    kv.emplace_back(K("attention.sliding_window"), GgufU32(static_cast<uint32_t>(swa->window)));
+    kv.emplace_back(K("attention.sliding_window_pattern"),
+                    GgufU32(static_cast<uint32_t>(swa->period)));
+    kv.emplace_back(K("rope.freq_base_swa"), GgufF32(static_cast<float>(swa->local_base)));
   }
   if (c.rope_interpolation != 1.0f) {
     kv.emplace_back(K("rope.scaling.type"), GgufString("linear"));

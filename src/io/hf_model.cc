@@ -185,9 +185,12 @@ std::string RelativeReason(const std::string& name) {
       {"qwen2moe", "its feed-forward is a mixture of experts"},
       {"qwen2_moe", "its feed-forward is a mixture of experts"},
       {"qwenlm", "its attention is one fused c_attn projection (Qwen 1)"},
+      {"gemma3forconditionalgeneration",
+       "the multimodal model: stretch reads the text model (Gemma3ForCausalLM, model_type "
+       "gemma3_text)"},
       {"gemma",
-       "it scales its norms by 1 + w and its embedding by sqrt(hidden_size), with a GeLU "
-       "feed-forward"},
+       "Gemma 1 and 2 are not read yet (Gemma 2 soft-caps its logits); Gemma 3's text model is: "
+       "Gemma3ForCausalLM"},
       {"phimoe", "its feed-forward is a mixture of experts"},
       {"phi",
        "Phi-1 and Phi-2 have LayerNorm, a parallel attention/MLP block, partial rotary and GELU "
@@ -308,6 +311,61 @@ Json WithoutType(Json j) {
   return j;
 }
 
+// Gemma 3's config.json keys beyond the LLaMA ones (Gemma3TextConfig; its defaults where a key is
+// absent): no soft-capping, the query scale, and the local and global layers
+// (src/model/families/gemma3.cc).
+void ParseGemmaConfig(const ConfigKeys& k, const std::string& path, int D, ModelConfig& c) {
+  for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"}) {
+    if (const Json* v = k.Find(key); v != nullptr && !v->is_null()) {
+      Fail("{}: {} is {}, expected null: stretch runs Gemma 3 without soft-capping (Gemma 2's)",
+           path, key, v->dump());
+    }
+  }
+  // Logits times query_pre_attn_scalar ** -0.5 (default 256); 1/sqrt(D), the default scale, when
+  // it is D.
+  const double qpas = k.Number(
+                           "query_pre_attn_scalar", [](double v) { return v > 0.0 && v < 1e9; },
+                           "a positive number")
+                          .value_or(256.0);
+  c.attention.logit_scale = qpas == static_cast<double>(D) ? 0.0 : 1.0 / std::sqrt(qpas);
+  // Which layers are local: layer_types (transformers >= 4.53), else sliding_window_pattern
+  // (default 6: layer i global when (i + 1) % 6 == 0). A null sliding_window: every layer global.
+  const Json* w = k.Find("sliding_window");
+  if (w != nullptr && w->is_null()) return;
+  const int64_t window = w == nullptr ? 4096 : k.CountOf("sliding_window", *w, kMaxWindow);
+  const double local_base =
+      k.Number(
+           "rope_local_base_freq", [](double v) { return v > 1.0 && v <= kMaxRopeBase; },
+           "a number above 1 (the local layers' RoPE base)")
+          .value_or(10000.0);
+  std::vector<bool> local(static_cast<size_t>(c.n_layers));
+  if (const Json* types = k.Find("layer_types"); types != nullptr && !types->is_null()) {
+    if (!types->is_array() || types->size() != local.size()) {
+      k.Bad("layer_types", *types,
+            fmt::format("a list of {} \"sliding_attention\" / \"full_attention\"", local.size()));
+    }
+    for (size_t l = 0; l < local.size(); ++l) {
+      const Json& t = (*types)[l];
+      if (t != "sliding_attention" && t != "full_attention") {
+        k.Bad(
+            "layer_types", *types,
+            fmt::format("\"sliding_attention\" or \"full_attention\" at {}, not {}", l, t.dump()));
+      }
+      local[l] = t == "sliding_attention";
+    }
+  } else {
+    const int64_t P = k.OptionalCount("sliding_window_pattern", kMaxLayers).value_or(6);
+    for (size_t l = 0; l < local.size(); ++l) local[l] = (static_cast<int64_t>(l) + 1) % P != 0;
+  }
+  c.attention.layers.assign(local.size(), LayerLayout{});
+  for (size_t l = 0; l < local.size(); ++l) {
+    if (local[l]) {
+      c.attention.layers[l] =
+          LayerLayout{.window = window, .rope_base = local_base, .rope_pi = 1.0};
+    }
+  }
+}
+
 // config.json -> header.config (and the header's architecture and RoPE fields).
 void ParseConfig(const std::string& dir, HfModelHeader& h) {
   const std::string path = InDir(dir, kHfConfigFile);
@@ -316,10 +374,9 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
   h.architecture = ReadArchitecture(k);
   const ModelFamily& family = *FindFamilyByHf(h.architecture);
   ModelConfig& c = h.config;
-  c.qkv_bias = family.qkv_bias;
-  c.qk_norm = family.qk_norm;
   c.family = family.name;
   c.dim = static_cast<int>(k.Count("hidden_size", kMaxDim));
+  SetFamilyBlock(family, c);  // after dim: Gemma's embedding scale is sqrt(dim)
   c.hidden_dim = static_cast<int>(k.Count("intermediate_size", kMaxHidden));
   c.n_layers = static_cast<int>(k.Count("num_hidden_layers", kMaxLayers));
   c.n_heads = static_cast<int>(k.Count("num_attention_heads", kMaxDim));
@@ -335,7 +392,8 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
   c.norm_eps = static_cast<float>(*k.Number(
       "rms_norm_eps", [](double v) { return v <= 1.0 && static_cast<float>(v) > 0.0f; },
       "a number in (0, 1]"));
-  c.shared_classifier = k.Bool("tie_word_embeddings", false);  // LlamaConfig's default
+  // LlamaConfig's default: untied; Gemma3TextConfig's: tied.
+  c.shared_classifier = k.Bool("tie_word_embeddings", family.gemma_block);
 
   if (c.n_heads % c.n_kv_heads != 0) {
     Fail("{}: num_key_value_heads {} does not divide num_attention_heads {}", path, c.n_kv_heads,
@@ -346,7 +404,10 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
   // or null.
   int D = 0;
   std::string from;
-  if (const std::optional<int64_t> head_dim = k.OptionalCount("head_dim", kMaxDim)) {
+  // Gemma3TextConfig's head_dim defaults to 256.
+  std::optional<int64_t> head_dim = k.OptionalCount("head_dim", kMaxDim);
+  if (!head_dim && family.gemma_block && k.Find("head_dim") == nullptr) head_dim = 256;
+  if (head_dim) {
     D = static_cast<int>(*head_dim);
     from = "head_dim";
     if (c.dim % c.n_heads != 0 || D != c.dim / c.n_heads) c.explicit_head_dim = D;
@@ -359,14 +420,20 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
     from = fmt::format("hidden_size {} / num_attention_heads {}", c.dim, c.n_heads);
   }
   if (D % 2 != 0) Fail("{}: head dimension {} ({}) is odd: RoPE rotates pairs", path, D, from);
-  // transformers' ACT2FN: "silu" and "swish" are both nn.SiLU.
-  if (const Json* act = k.Find("hidden_act")) {
-    if (!act->is_string()) k.Bad("hidden_act", *act, "a string");
+  // transformers' ACT2FN: "silu" and "swish" are both nn.SiLU; Gemma's "gelu_pytorch_tanh" is
+  // GELU's tanh approximation (Gemma3TextConfig.hidden_activation, its default).
+  for (const char* key : {"hidden_act", "hidden_activation"}) {
+    const Json* act = k.Find(key);
+    if (act == nullptr || (family.gemma_block && act->is_null())) continue;
+    if (!act->is_string()) k.Bad(key, *act, "a string");
     const std::string a = act->get<std::string>();
-    if (a != "silu" && a != "swish") {
-      Fail("{}: hidden_act is \"{}\", expected \"silu\" (the SwiGLU feed-forward)", path, a);
+    if (family.gemma_block ? a != "gelu_pytorch_tanh" : a != "silu" && a != "swish") {
+      Fail("{}: {} is \"{}\", expected \"{}\" (the {} feed-forward)", path, key, a,
+           family.gemma_block ? "gelu_pytorch_tanh" : "silu",
+           family.gemma_block ? "GeGLU" : "SwiGLU");
     }
   }
+  if (family.gemma_block) ParseGemmaConfig(k, path, D, c);
   // LlamaConfig's and Qwen3Config's switches for biases (Qwen2Config has none: its q/k/v biases
   // are the family's). attention_bias would also put one on o_proj.
   for (const char* key : {"attention_bias", "mlp_bias"}) {
@@ -440,7 +507,8 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
     }
     from_scaling = ReadRopeScaling(path, "rope_scaling", *s, true);
   }
-  c.rope_base = static_cast<float>(base.value_or(10000.0));  // LlamaConfig's default
+  // LlamaConfig's default; Gemma3TextConfig's is 1,000,000.
+  c.rope_base = static_cast<float>(base.value_or(family.gemma_block ? 1e6 : 10000.0));
   if (from_parameters && from_scaling) {
     const RopeScalingObject& a = *from_scaling;
     const RopeScalingObject& b = *from_parameters;
@@ -833,13 +901,16 @@ Model LoadHfModel(const std::string& dir) {
 void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dtype,
                  const std::vector<std::string>& caller_files, const Method* method) {
   const ModelConfig& c = model.config;
-  if (!FamilyHoldsLayout(FamilyOf(c), c)) {
+  // query_pre_attn_scalar holds a Gemma model's logit scale.
+  if (!FamilyHoldsLayout(FamilyOf(c), c, FamilyOf(c).swa_pattern > 0)) {
     Fail(
         "{}: a {} folder holds plain models of its family{}; {} has {} (expected the default RoPE, "
         "full-attention layout)",
         dir, FamilyOf(c).hf_architectures[0],
         FamilyOf(c).hf_window_architecture >= 0 ? " and ones with one sliding window on every layer"
-                                                : "",
+        : FamilyOf(c).swa_pattern > 0
+            ? " and ones with local and global layers (every P-th layer global)"
+            : "",
         model.source,
         c.Gau() ? std::string("the GAU block")
                 : std::string("a trained attention layout (per-layer positions or windows, "
@@ -942,7 +1013,8 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
                 w.layers.size(), c.n_layers);
   const ModelFamily& family = FamilyOf(c);
   for (const FamilyTensorAt& t : FamilyTensors(family, c, WeightFormat::kHf)) {
-    if (t.spec->Fused()) {  // its parts one after another, q and k in HF's rows
+    if (t.spec->Fused() || t.offset != 0.0f) {  // parts one after another, q and k in HF's
+                                                // rows, less the file's offset
       permuted.push_back(FamilyTensorValues(w, t, true));
       add(t.name, permuted.back(), t.shape, 0);
     } else {
@@ -973,11 +1045,30 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
     j["original_max_position_embeddings"] = rope_scaling["original_max_position_embeddings"];
   }
   j["tie_word_embeddings"] = c.shared_classifier;
-  j["hidden_act"] = "silu";
+  if (!family.gemma_block) j["hidden_act"] = "silu";
   // The family's own config class's keys (ModelFamily::hf_config_keys): switches left off.
   const nlohmann::ordered_json family_keys = nlohmann::ordered_json::parse(family.hf_config_keys);
   for (const auto& [key, value] : family_keys.items()) j[key] = value;
   if (window > 0) j["sliding_window"] = window;
+  if (family.swa_pattern > 0) {  // Gemma3TextConfig's keys (src/model/families/gemma3.cc)
+    j["query_pre_attn_scalar"] =
+        c.attention.logit_scale == 0.0
+            ? static_cast<double>(c.head_dim())
+            : ShortestDouble(
+                  static_cast<float>(1.0 / (c.attention.logit_scale * c.attention.logit_scale)));
+    const std::optional<SwaPattern> swa = SwaPatternOf(c);
+    j["sliding_window"] = swa ? nlohmann::ordered_json(swa->window) : nlohmann::ordered_json();
+    if (swa) {
+      j["sliding_window_pattern"] = swa->period;
+      j["rope_local_base_freq"] = ShortestDouble(static_cast<float>(swa->local_base));
+    }
+    nlohmann::ordered_json types = nlohmann::ordered_json::array();
+    for (int l = 0; l < c.n_layers; ++l) {
+      types.push_back(swa && l % swa->period != swa->period - 1 ? "sliding_attention"
+                                                                : "full_attention");
+    }
+    j["layer_types"] = types;
+  }
   j["initializer_range"] = 0.02;
   j["use_cache"] = true;
   j["bos_token_id"] = 1;

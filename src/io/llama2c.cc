@@ -365,12 +365,13 @@ void SaveLlama2cVersion1(const Model& model, const std::string& path) {
   // The format holds a plain LLaMA model (RoPE at its base, full attention, 1/sqrt(D)): a trained
   // layout, a GAU block or a trained interpolation would be lost, so such models are refused.
   if (!c.attention.IsPlain() || c.Gau() || c.rope_interpolation != 1.0f || c.qkv_bias ||
-      c.qk_norm || c.explicit_head_dim > 0) {
+      c.qk_norm || c.explicit_head_dim > 0 || !c.UntrainedBlock().empty()) {
     Fail(
         "{}: llama2.c files hold plain LLaMA models; {} has {} (expected the default RoPE, "
         "full-attention LLaMA layout)",
         path, model.source,
-        c.Gau()      ? std::string("the GAU block")
+        c.Gau()                       ? std::string("the GAU block")
+        : !c.UntrainedBlock().empty() ? c.UntrainedBlock() + " (write GGUF or an HF folder)"
         : c.qkv_bias ? std::string("q/k/v biases (a Qwen 2 model: write GGUF or an HF folder)")
         : c.qk_norm
             ? std::string(

@@ -119,6 +119,12 @@ TrainArch ArchOf(const Model& model, const std::string& path) {
          : c.qk_norm ? "it RMS-normalizes each head's q and k (a Qwen 3 model)"
                      : "its heads are not dim / heads wide");
   }
+  if (const std::string what = model.config.UntrainedBlock(); !what.empty()) {
+    Fail(
+        "{}: a stretch checkpoint cannot hold {}: it has {}; write it as GGUF or a Hugging Face "
+        "folder",
+        path, model.source, what);
+  }
   try {
     ValidateAttentionLayout(model);
   } catch (const Error& e) {

@@ -484,6 +484,17 @@ void RmsNormBackward(const Real* dout, const Real* x, const Real* w, Real* dx, R
 // ---- SwiGLU ----------------------------------------------------------------------------------
 
 template <typename Real>
+void GeluTanhForward(const Real* g, const Real* u, Real* h, int64_t n) {
+  const Real k = static_cast<Real>(0.7978845608028654);  // sqrt(2 / pi)
+  ParallelFor(n, WorkGrain(n, n, 65536), [&](int64_t i_begin, int64_t i_end) {
+    for (int64_t i = i_begin; i < i_end; ++i) {
+      const Real x = g[i];
+      h[i] = Real(0.5) * x * (Real(1) + std::tanh(k * (x + Real(0.044715) * x * x * x))) * u[i];
+    }
+  });
+}
+
+template <typename Real>
 void SwiGluForward(const Real* g, const Real* u, Real* h, int64_t n) {
   ParallelFor(n, WorkGrain(n, n, 65536), [&](int64_t i_begin, int64_t i_end) {
     if constexpr (std::is_same_v<Real, float>) {
@@ -763,6 +774,7 @@ void HeadScaleBackward(Real* d, const Real* x_in, int64_t T, int H, int D, const
   template void RmsNormBackward<Real>(const Real*, const Real*, const Real*, Real*, Real*,         \
                                       int64_t, int, Real, GradWrite);                              \
   template void SwiGluForward<Real>(const Real*, const Real*, Real*, int64_t);                     \
+  template void GeluTanhForward<Real>(const Real*, const Real*, Real*, int64_t);                   \
   template void SwiGluBackward<Real>(const Real*, const Real*, const Real*, Real*, Real*,          \
                                      int64_t);                                                     \
   template void SiluForward<Real>(const Real*, Real*, int64_t);                                    \

@@ -169,6 +169,13 @@ void SwiGluBackward(const Real* dh,  // (T, F)
                     Real* du,        // (T, F)
                     int64_t n);
 
+// GeGLU with GELU's tanh approximation (Gemma's feed-forward, transformers' "gelu_pytorch_tanh",
+// Hendrycks and Gimpel 2016, eq. in section 2): h[i] = gelu(g[i]) * u[i],
+//   gelu(g) = 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3))).
+// n = T * F. h may be g. Inference only (no backward).
+template <typename Real>
+void GeluTanhForward(const Real* g, const Real* u, Real* h, int64_t n);
+
 // SiLU (Swish with beta = 1), the GAU's phi: y[i] = h[i] s, s = 1 / (1 + exp(-h[i])), as
 // SwiGLU's gate. y may be h (in place).
 template <typename Real>

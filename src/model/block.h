@@ -66,9 +66,13 @@ struct LlamaBlockBuffers {
 //                                                                  has them, ModelConfig::qkv_bias)
 //   each head of q and k: RMSNorm(q_h; q_norm), RMSNorm(k_h; k_norm)   (ModelConfig::qk_norm)
 //   att = attend(q, k, v)                 (the caller's: positions, mask, the kernel)
-//   x1 = x + att Wo^T
-//   f = RMSNorm(x1; ffn_norm);  h = silu(f W1^T) * (f W3^T);  x' = x1 + h W2^T
-// The two output projections add onto x inside their products (LinearForwardAdd).
+//   x1 = x + att Wo^T                     (Gemma, ModelConfig::post_norms:
+//                                          x1 = x + RMSNorm(att Wo^T; attn_post_norm))
+//   f = RMSNorm(x1; ffn_norm);  h = silu(f W1^T) * (f W3^T)    (ModelConfig::activation: or
+//                                                               gelu_tanh for silu)
+//   x' = x1 + h W2^T                      (post_norms: x1 + RMSNorm(h W2^T; ffn_post_norm))
+// The two output projections add onto x inside their products (LinearForwardAdd); with post
+// norms they write into f first (inference only: the trainer refuses post norms).
 // `attend()` reads b.q, b.k, b.v and writes b.att; it may use b.a as scratch, as a is dead once
 // q, k and v are made.
 // With 0 <= out_rows < N, only the last out_rows rows of x go on past the attention (the output
@@ -115,7 +119,16 @@ void LlamaBlockForward(const LayerWeightsOf<Real>& W, const ModelConfig& c, Real
   const Real* att = b.att + (N - out_rows) * QW;
   N = out_rows;
   const int64_t NC = N * C;
-  {
+  if (c.post_norms) {  // Gemma: x1 = x + RMSNorm(att Wo^T; attn_post_norm), f as scratch
+    STRETCH_CHECK(b.x1 == nullptr, "post norms are not trained");
+    {
+      Scope s(profile::kOutProj);
+      LinearForward(att, W.wo.data(), b.f, N, QW, C);
+    }
+    Scope s(profile::kNorm);
+    RmsNormForward(b.f, W.attn_post_norm.data(), b.f, N, C, eps);
+    for (int64_t i = 0; i < NC; ++i) x[i] += b.f[i];
+  } else {
     Scope s(profile::kOutProj);  // x += att Wo^T: the residual add inside the product
     LinearForwardAdd(att, W.wo.data(), x, N, QW, C);
   }
@@ -131,7 +144,21 @@ void LlamaBlockForward(const LayerWeightsOf<Real>& W, const ModelConfig& c, Real
   }
   {
     Scope s(profile::kActivation);
-    SwiGluForward(b.g, b.u, b.h, N * F);
+    if (c.activation == FfnActivation::kGeluTanh) {
+      GeluTanhForward(b.g, b.u, b.h, N * F);
+    } else {
+      SwiGluForward(b.g, b.u, b.h, N * F);
+    }
+  }
+  if (c.post_norms) {  // x' = x1 + RMSNorm(h W2^T; ffn_post_norm), f (dead) as scratch
+    {
+      Scope s(profile::kFfnOut);
+      LinearForward(b.h, W.w2.data(), b.f, N, F, C);
+    }
+    Scope s(profile::kNorm);
+    RmsNormForward(b.f, W.ffn_post_norm.data(), b.f, N, C, eps);
+    for (int64_t i = 0; i < NC; ++i) x[i] += b.f[i];
+    return;
   }
   Scope s(profile::kFfnOut);  // x += h W2^T, the residual add inside the product
   LinearForwardAdd(b.h, W.w2.data(), x, N, F, C);

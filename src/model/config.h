@@ -160,6 +160,13 @@ struct AttentionLayout {
   }
 };
 
+// The feed-forward's gate activation: h = act(x W1^T) * (x W3^T).
+enum class FfnActivation {
+  kSilu,      // SwiGLU (LLaMA): silu(g) = g / (1 + exp(-g))
+  kGeluTanh,  // GeGLU with GELU's tanh approximation (Gemma's hidden_activation
+              // "gelu_pytorch_tanh"): 0.5 g (1 + tanh(sqrt(2 / pi) (g + 0.044715 g^3)))
+};
+
 // What one layer is.
 enum class ModelBlock {
   kLlama,  // pre-norm attention + SwiGLU feed-forward (the file's top)
@@ -201,12 +208,34 @@ struct ModelConfig {
   // and 16 heads, so q is 2048 wide); 0: dim / n_heads. LLaMA block only.
   int explicit_head_dim = 0;
   int key_dim = 0;  // kGau: S
+  // Gemma's sandwich of norms (transformers' modeling_gemma3.py, Gemma3DecoderLayer): the
+  // attention's and the feed-forward's outputs each RMS-normalized (post_attention_layernorm,
+  // post_feedforward_layernorm) before their residual add: LayerWeights::attn_post_norm,
+  // ffn_post_norm. LLaMA block only; stretch runs it, does not train it.
+  bool post_norms = false;
+  FfnActivation activation = FfnActivation::kSilu;
+  // The embedding rows times this before the first layer (Gemma: sqrt(hidden_size), in the
+  // weights' type: Gemma3TextScaledWordEmbedding; llama.cpp's gemma3 scales by sqrtf(n_embd));
+  // 0: none.
+  float embed_scale = 0.0f;
   // The model family it was read as (src/model/family.h: "phi3"), so that it is written back as
   // that family where another has the same block (LLaMA); "" for stretch's own models. Not part
   // of what the model computes.
   std::string family;
 
   bool Gau() const { return block == ModelBlock::kGau; }
+  // What of the block stretch runs but neither trains nor keeps in its own checkpoints or
+  // llama2.c files (Gemma's norms, GeGLU, embedding scale), for messages; "" when none.
+  std::string UntrainedBlock() const {
+    std::string out;
+    const auto add = [&](const char* what) {
+      out += (out.empty() ? "" : ", ") + std::string(what);
+    };
+    if (post_norms) add("norms on the attention's and feed-forward's outputs (Gemma)");
+    if (activation == FfnActivation::kGeluTanh) add("a GeGLU feed-forward (Gemma)");
+    if (embed_scale != 0.0f) add("a scaled embedding (Gemma)");
+    return out;
+  }
   // Layer l's RoPE base and trained interpolation: its own (LayerLayout), else the model's.
   double LayerRopeBase(int l) const {
     const double own = attention.layers.empty() ? 0.0 : attention.layers[size_t(l)].rope_base;
@@ -245,7 +274,8 @@ struct ModelConfig {
               : C /*attn_norm*/ + HD * C /*wq*/ + 2 * KV * C /*wk, wv*/ + C * HD /*wo*/ +
                     C /*ffn_norm*/ + 3 * F * C /*w1, w2, w3*/ +
                     (qkv_bias ? HD + 2 * KV : 0) /*bq, bk, bv*/ +
-                    (qk_norm ? 2 * int64_t{head_dim()} : 0) /*q_norm, k_norm*/;
+                    (qk_norm ? 2 * int64_t{head_dim()} : 0) /*q_norm, k_norm*/ +
+                    (post_norms ? 2 * C : 0) /*attn_post_norm, ffn_post_norm*/;
     int64_t per_head = 0;  // KERPLE's a_h, b_h; SSMax's s_h
     for (int l = 0; l < n_layers; ++l) {
       const LayerPosition p = attention.Layer(l).position;
@@ -298,6 +328,9 @@ struct LayerWeightsOf {
   std::vector<Real> bq, bk, bv;
   // Per-head RMSNorm gains of q and k (ModelConfig::qk_norm): (D) each; empty otherwise.
   std::vector<Real> q_norm, k_norm;
+  // The norms of the attention's and the feed-forward's outputs (ModelConfig::post_norms): (C)
+  // each; empty otherwise.
+  std::vector<Real> attn_post_norm, ffn_post_norm;
   std::vector<Real> ffn_norm;  // (C)
   std::vector<Real> w1;        // (F, C) gate
   std::vector<Real> w2;        // (C, F) down
@@ -360,10 +393,12 @@ struct ModelWeightsOf {
           fn(p + "k_norm", L.k_norm, false);
         }
         fn(p + "wo", L.wo, true);
+        if (!L.attn_post_norm.empty()) fn(p + "attn_post_norm", L.attn_post_norm, false);
         fn(p + "ffn_norm", L.ffn_norm, false);
         fn(p + "w1", L.w1, true);
         fn(p + "w2", L.w2, true);
         fn(p + "w3", L.w3, true);
+        if (!L.ffn_post_norm.empty()) fn(p + "ffn_post_norm", L.ffn_post_norm, false);
       }
       if (!L.bias_a.empty()) {
         fn(p + "bias_a", L.bias_a, false);
@@ -418,6 +453,10 @@ ModelWeightsOf<Real> ZeroWeights(const ModelConfig& m) {
     if (m.qk_norm) {
       L.q_norm.assign(static_cast<size_t>(m.head_dim()), Real(0));
       L.k_norm.assign(static_cast<size_t>(m.head_dim()), Real(0));
+    }
+    if (m.post_norms) {
+      L.attn_post_norm.assign(C, Real(0));
+      L.ffn_post_norm.assign(C, Real(0));
     }
     L.ffn_norm.assign(C, Real(0));
     L.w1.assign(F * C, Real(0));

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -53,6 +54,7 @@ FamilyTensorAt At(const FamilyTensor& t, const ModelConfig& c, WeightFormat form
   a.spec = &t;
   a.layer = layer;
   a.head_dim = c.head_dim();
+  a.offset = format == WeightFormat::kHf && t.hf_plus_one ? 1.0f : 0.0f;
   if (t.Fused()) {
     int64_t rows = 0;
     for (const FamilyPart& p : t.parts) {
@@ -92,7 +94,7 @@ const ModelFamily& LlamaFamily() { return families::llama_family; }
 
 const ModelFamily& FamilyOf(const ModelConfig& c) {
   const auto matches = [&](const ModelFamily& f) {
-    return f.qkv_bias == c.qkv_bias && f.qk_norm == c.qk_norm;
+    return f.qkv_bias == c.qkv_bias && f.qk_norm == c.qk_norm && f.gemma_block == c.post_norms;
   };
   for (const ModelFamily* f : kFamilies) {  // the family it was read as, where it still fits
     if (!c.family.empty() && c.family == f->name && matches(*f)) return *f;
@@ -101,12 +103,69 @@ const ModelFamily& FamilyOf(const ModelConfig& c) {
   for (const ModelFamily* f : kFamilies) {
     if (matches(*f)) return *f;
   }
-  Fail("no model family has this model's choices (q/k/v biases: {}, per-head q/k norm: {})",
-       c.qkv_bias, c.qk_norm);
+  Fail(
+      "no model family has this model's choices (q/k/v biases: {}, per-head q/k norm: {}, "
+      "Gemma's block: {})",
+      c.qkv_bias, c.qk_norm, c.post_norms);
 }
 
-bool FamilyHoldsLayout(const ModelFamily& family, const ModelConfig& c) {
+void SetFamilyBlock(const ModelFamily& family, ModelConfig& c) {
+  c.qkv_bias = family.qkv_bias;
+  c.qk_norm = family.qk_norm;
+  c.post_norms = family.gemma_block;
+  c.activation = family.gemma_block ? FfnActivation::kGeluTanh : FfnActivation::kSilu;
+  // Gemma3TextScaledWordEmbedding: hidden_size ** 0.5, in the weights' type (float here).
+  c.embed_scale = family.gemma_block ? std::sqrt(static_cast<float>(c.dim)) : 0.0f;
+}
+
+std::optional<SwaPattern> SwaPatternOf(const ModelConfig& c) {
+  const AttentionLayout& a = c.attention;
+  const auto& layers = a.layers;
+  if (layers.empty() || static_cast<int>(layers.size()) != c.n_layers) return std::nullopt;
+  AttentionLayout rest = a;
+  rest.layers.clear();
+  rest.logit_scale = 0.0;
+  if (!rest.IsDefault()) return std::nullopt;
+  const int64_t n = c.n_layers;
+  for (int64_t P = 1; P <= n + 1; ++P) {
+    SwaPattern p{P, 0, 0.0};
+    bool fits = true;
+    for (int64_t l = 0; l < n && fits; ++l) {
+      const LayerLayout& x = layers[static_cast<size_t>(l)];
+      if (l % P == P - 1) {
+        fits = x == LayerLayout{};
+      } else {
+        if (p.window == 0) {
+          p.window = x.window;
+          p.local_base = x.rope_base;
+        }
+        fits = p.window > 0 &&
+               x == LayerLayout{.window = p.window, .rope_base = p.local_base, .rope_pi = 1.0};
+      }
+    }
+    if (fits && p.window > 0) return p;
+  }
+  return std::nullopt;
+}
+
+void SetSwaPattern(ModelConfig& c, const SwaPattern& p) {
+  c.attention.layers.assign(static_cast<size_t>(c.n_layers), LayerLayout{});
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    if (l % p.period != p.period - 1) {
+      c.attention.layers[static_cast<size_t>(l)] =
+          LayerLayout{.window = p.window, .rope_base = p.local_base, .rope_pi = 1.0};
+    }
+  }
+}
+
+bool FamilyHoldsLayout(const ModelFamily& family, const ModelConfig& c, bool scale_ok) {
   if (c.Gau()) return false;
+  if (family.swa_pattern > 0) {
+    AttentionLayout a = c.attention;
+    if (scale_ok) a.logit_scale = 0.0;
+    if (a.IsPlain()) return true;
+    return SwaPatternOf(c).has_value() && (scale_ok || c.attention.logit_scale == 0.0);
+  }
   return c.attention.IsPlain() ||
          (family.hf_window_architecture >= 0 && c.attention.UniformWindow() > 0);
 }
@@ -255,6 +314,9 @@ std::vector<float> FamilyTensorValues(const ModelWeights& w, const FamilyTensorA
       out.insert(out.end(), x.begin(), x.end());
     }
   }
+  if (t.offset != 0.0f) {
+    for (float& v : out) v -= t.offset;
+  }
   return out;
 }
 
@@ -281,6 +343,9 @@ void SetFamilyTensorValues(ModelWeights& w, const FamilyTensorAt& t, std::vector
   for (size_t i = 0; i < parts.size(); ++i) {
     if (halves && parts[i].rope_heads > 0) {
       HalvesToInterleaved(*members[i], parts[i].rope_heads, t.head_dim, cols);
+    }
+    if (t.offset != 0.0f) {
+      for (float& v : *members[i]) v += t.offset;
     }
   }
 }

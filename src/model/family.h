@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -67,6 +68,9 @@ struct FamilyTensor {
   // after another in the file (rows of the whole: the parts' sum; `layer`, `rows` and `rope_rows`
   // unused). Empty: the one weight above.
   std::span<const FamilyPart> parts = {};
+  // An RMSNorm gain that HF checkpoints keep as w where the model multiplies by 1 + w (Gemma's
+  // Gemma3RMSNorm); stretch and GGUF hold 1 + w (llama.cpp's converter adds the 1).
+  bool hf_plus_one = false;
 
   bool PerLayer() const { return layer != nullptr || !parts.empty(); }
   bool Matrix() const { return cols != FamilyDim::kNone; }
@@ -82,7 +86,19 @@ struct ModelFamily {
   // The block's choices (ModelConfig): a model read as this family gets them, and a model with
   // them is written as this family (FamilyOf).
   bool qkv_bias = false;
-  bool qk_norm = false;  // per-head q/k RMSNorm before RoPE (Qwen 3)
+  bool qk_norm = false;  // per-head q/k RMSNorm before RoPE (Qwen 3, Gemma 3)
+  // Gemma's block: norms on the attention's and feed-forward's outputs, GeGLU (tanh GELU) and the
+  // embedding times sqrt(dim) (ModelConfig::post_norms, activation, embed_scale).
+  bool gemma_block = false;
+  // Local and global layers (Gemma 3): every layer l with l % P < P - 1 attends to a sliding
+  // window at its own RoPE base (LayerLayout: window, rope_base, rope_pi 1), every P-th to all
+  // keys at the model's base and interpolation. swa_pattern: the files' default P (0: the family
+  // has no such layers); swa_local_base: the default local base. Files hold W as
+  // `sliding_window` (HF) / ARCH.attention.sliding_window (GGUF), P as `sliding_window_pattern`
+  // or `layer_types` / ARCH.attention.sliding_window_pattern, the base as `rope_local_base_freq`
+  // / ARCH.rope.freq_base_swa.
+  int64_t swa_pattern = 0;
+  double swa_local_base = 0.0;
   // GGUF files of this family can hold LongRoPE (rope.scaling.type "longrope" with tensors
   // rope_factors_short/long.weight): llama.cpp loads those tensors for the architecture (phi3).
   bool gguf_longrope = false;
@@ -112,9 +128,25 @@ const ModelFamily& LlamaFamily();
 // Families with the same choices (LLaMA, Phi-3) are told apart by ModelConfig::family, the family
 // a model was read as; stretch's own models are LLaMA's.
 const ModelFamily& FamilyOf(const ModelConfig& c);
-// Whether files of `family` hold the attention layout of `c`: the plain one, or a window on every
-// layer where the family has such files (ModelFamily::hf_window_architecture).
-bool FamilyHoldsLayout(const ModelFamily& family, const ModelConfig& c);
+// Whether files of `family` hold the attention layout of `c`: the plain one, a window on every
+// layer where the family has such files (ModelFamily::hf_window_architecture), or local and
+// global layers where it has those (ModelFamily::swa_pattern; with a logit scale other than
+// 1/sqrt(D) only when `scale_ok`: HF's query_pre_attn_scalar, which GGUF lacks).
+bool FamilyHoldsLayout(const ModelFamily& family, const ModelConfig& c, bool scale_ok = false);
+
+// Local and global layers as ModelFamily::swa_pattern describes them.
+struct SwaPattern {
+  int64_t period = 0;  // P: layer l is global when l % P == P - 1
+  int64_t window = 0;  // W: a local layer's keys i - W + 1 .. i
+  double local_base = 0.0;
+};
+// The pattern of `c`'s layout (every other AttentionLayout field the default but logit_scale),
+// the smallest period that fits; nullopt when its layers are not such a pattern.
+std::optional<SwaPattern> SwaPatternOf(const ModelConfig& c);
+// c.attention.layers for `p` (c.n_layers set first).
+void SetSwaPattern(ModelConfig& c, const SwaPattern& p);
+// The block choices of `family` into `c` (qkv_bias, qk_norm, Gemma's block).
+void SetFamilyBlock(const ModelFamily& family, ModelConfig& c);
 // The names of every family's GGUF architectures, or HF architectures, for messages:
 // "\"llama\", \"qwen2\"".
 std::string KnownGgufArchitectures();
@@ -145,6 +177,7 @@ struct FamilyTensorAt {
   };
   std::vector<Part> parts;
   int64_t head_dim = 0;  // D, for the permutations
+  float offset = 0.0f;   // what the file's values lack: 1 for an HF hf_plus_one gain, else 0
 };
 
 // The tensors a model of configuration `c` holds in `format`, in the table's order, global ones
@@ -160,7 +193,7 @@ const std::vector<float>& FamilyTensorData(const ModelWeights& w, const FamilyTe
 std::vector<std::vector<float>*> FamilyTensorMembers(ModelWeights& w, const FamilyTensorAt& t);
 
 // A tensor's values as a file holds them, from `w`: a fused tensor's parts one after another, and
-// with `halves`, q and k rows (those with rope heads) in HF's rotate-half layout.
+// with `halves`, q and k rows (those with rope heads) in HF's rotate-half layout; minus `offset`.
 std::vector<float> FamilyTensorValues(const ModelWeights& w, const FamilyTensorAt& t, bool halves);
 // The inverse: `values` as a file holds them (their count checked) into `w`.
 void SetFamilyTensorValues(ModelWeights& w, const FamilyTensorAt& t, std::vector<float> values,

@@ -218,6 +218,9 @@ std::string LayerLayoutProblem(const AttentionLayout& a) {
 }
 
 void ValidateArch(const TrainArch& arch) {
+  if (const std::string what = arch.model.UntrainedBlock(); !what.empty()) {
+    Fail("the model has {}: stretch runs such a block but does not train it", what);
+  }
   ValidateSizes(arch);
   ValidateRope(arch);
   ValidateVariants(arch);

@@ -408,6 +408,10 @@ void Transformer::Embed(const int* tokens, int64_t T, float* x) const {
   }
   // The GAU's Embedding-Norm: RMSNorm without gain.
   if (model_.config.Gau()) RmsNorm(x, ones_.data(), x, T, C, model_.config.norm_eps);
+  // Gemma's embedding scale (ModelConfig::embed_scale), one float product per value.
+  if (const float scale = model_.config.embed_scale; scale != 0.0f) {
+    for (int64_t i = 0; i < T * C; ++i) x[i] *= scale;
+  }
 }
 
 void Transformer::ReserveScratch(int64_t T) {

@@ -96,8 +96,7 @@ TEST(ModelFamily, EveryTableCoversEveryWeightOnceWithItsShape) {
       ModelConfig c = testing::TinyConfig();
       c.n_kv_heads = c.n_heads / 2;  // grouped-query: k and v narrower than q
       c.shared_classifier = tied;
-      c.qkv_bias = family->qkv_bias;
-      c.qk_norm = family->qk_norm;
+      SetFamilyBlock(*family, c);  // q/k/v biases, q/k norms, Gemma's block
       if (family->qk_norm) c.explicit_head_dim = 2 * c.head_dim();  // as Qwen 3's
       c.family = family->name;  // as read from its files (Phi-3's block is LLaMA's)
       EXPECT_EQ(&FamilyOf(c), family);

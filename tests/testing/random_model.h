@@ -47,6 +47,10 @@ inline Model RandomModel(const ModelConfig& config, uint64_t seed) {
       fill(l.q_norm, D, 0.5, 2.0);
       fill(l.k_norm, D, 0.5, 2.0);
     }
+    if (c.post_norms) {  // Gemma's norms of the attention's and feed-forward's outputs
+      fill(l.attn_post_norm, C, 0.1, 1.0);
+      fill(l.ffn_post_norm, C, 0.1, 1.0);
+    }
   }
   fill(m.weights.final_norm, C, 0.1, 1.0);
   if (!c.shared_classifier) fill(m.weights.classifier, V * C, sc);

@@ -16,24 +16,25 @@
 #include "src/core/threads.h"
 #include "src/io/llama2c.h"
 #include "src/io/model_file.h"
+#include "src/model/family.h"
 #include "src/model/transformer.h"
 #include "src/position/plan.h"
 
 namespace stretch::cli {
 
 void AddModelOptions(CLI::App* app, ModelArgs& args, bool tokenizer_needed) {
-  app->add_option("--model,-m", args.model,
-                  "The model: a llama2.c checkpoint (legacy or version 1 export, e.g. "
-                  "../shared/models/stories260K/stories260K.bin, with --tokenizer), a stretch "
-                  "checkpoint written by `stretch train` (OUT/step-NNNNNNNN.safetensors: it "
-                  "carries its own tokenizer and attention layout), a training run's directory "
-                  "OUT (its newest complete checkpoint), a GGUF file of the \"llama\", \"qwen2\", "
-                  "\"qwen3\" or \"phi3\" architecture (llama.cpp's format; F32, F16, BF16, Q8_0, "
-                  "Q4_K, Q6_K tensors, "
-                  "its own vocabulary or --tokenizer for text), or a Hugging Face folder "
-                  "(config.json of LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, "
-                  "Qwen3ForCausalLM or Phi3ForCausalLM, and safetensors). The format is told by "
-                  "the file's content")
+  app->add_option(
+         "--model,-m", args.model,
+         fmt::format("The model: a llama2.c checkpoint (legacy or version 1 export, e.g. "
+                     "../shared/models/stories260K/stories260K.bin, with --tokenizer), a stretch "
+                     "checkpoint written by `stretch train` (OUT/step-NNNNNNNN.safetensors: it "
+                     "carries its own tokenizer and attention layout), a training run's "
+                     "directory OUT (its newest complete checkpoint), a GGUF file of the {} "
+                     "architecture (llama.cpp's format; F32, F16, BF16, Q8_0, Q4_K, Q6_K tensors, "
+                     "its own vocabulary or --tokenizer for text), or a Hugging Face folder "
+                     "(config.json of {}, and safetensors). The format is told by the file's "
+                     "content",
+                     KnownGgufArchitectures(), KnownHfArchitectures()))
       ->required();
   app->add_option("--tokenizer,-t", args.tokenizer,
                   std::string("Tokenizer file for a llama2.c or GGUF model, told by content: "

@@ -231,31 +231,35 @@ void RegisterConvert(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "convert",
       "Write a model in another file format: a GGUF file (llama.cpp, Ollama, LM Studio: the "
-      "model family's architecture, \"llama\", \"qwen2\", \"qwen3\" or \"phi3\", matrices in "
-      "float32, "
-      "float16, "
-      "bfloat16 or 8-bit Q8_0), a Hugging Face folder (config.json of LlamaForCausalLM, "
-      "Qwen2ForCausalLM, Qwen3ForCausalLM or Phi3ForCausalLM, model.safetensors in float32, "
-      "float16 or bfloat16, "
-      "tokenizer.model), a "
-      "llama2.c checkpoint (float32) or a stretch checkpoint (float32; scored, generated from "
-      "and fine-tuned with --init like one trained here). The input is any model stretch reads, "
-      "told apart by its content. Only plain models of a family can be written to GGUF, Hugging "
-      "Face and llama2.c files: a model trained here with another position scheme, attention "
-      "layout or the GAU block is refused, since these formats cannot say so; a Qwen 2 model "
-      "(q/k/v biases) or a Qwen 3 model (per-head q/k norms, heads wider than dim / heads) goes "
-      "to GGUF and Hugging Face folders only. So does a Mistral model (one sliding window of W "
-      "keys on every layer, also a model trained here with that layout and nothing else): a "
-      "MistralForCausalLM folder with its sliding_window, or GGUF with llama.attention."
-      "sliding_window, a key llama.cpp does not read (it then attends to every key, and agrees "
-      "with the model only up to W tokens).\n"
-      "The vocabulary goes with the model: --tokenizer (llama2.c's tok512.bin, a SentencePiece "
-      "tokenizer.model or a LLaMA-kind tokenizer.json), else the input's own (a GGUF file's, a "
-      "Hugging Face folder's tokenizer.model or tokenizer.json, a checkpoint's SentencePiece "
-      "model). llama.cpp needs it to load a GGUF "
-      "file. llama2.c files carry none.\n"
-      "Example: stretch convert -m stories260K.bin -t tok512.bin --to gguf --out stories260K.gguf\n"
-      "Example: stretch convert -m stories260K.gguf --to hf --type bf16 --out stories260K-hf");
+      "model family's architecture, " +
+          KnownGgufArchitectures() +
+          ", matrices in "
+          "float32, float16, bfloat16 or 8-bit Q8_0), a Hugging Face folder (config.json of " +
+          KnownHfArchitectures() +
+          ", model.safetensors in float32, float16 or bfloat16, "
+          "tokenizer.model), a "
+          "llama2.c checkpoint (float32) or a stretch checkpoint (float32; scored, generated from "
+          "and fine-tuned with --init like one trained here). The input is any model stretch "
+          "reads, "
+          "told apart by its content. Only plain models of a family can be written to GGUF, "
+          "Hugging "
+          "Face and llama2.c files: a model trained here with another position scheme, attention "
+          "layout or the GAU block is refused, since these formats cannot say so; a Qwen 2 model "
+          "(q/k/v biases) or a Qwen 3 model (per-head q/k norms, heads wider than dim / heads) "
+          "goes "
+          "to GGUF and Hugging Face folders only. So does a Mistral model (one sliding window of W "
+          "keys on every layer, also a model trained here with that layout and nothing else): a "
+          "MistralForCausalLM folder with its sliding_window, or GGUF with llama.attention."
+          "sliding_window, a key llama.cpp does not read (it then attends to every key, and agrees "
+          "with the model only up to W tokens).\n"
+          "The vocabulary goes with the model: --tokenizer (llama2.c's tok512.bin, a SentencePiece "
+          "tokenizer.model or a LLaMA-kind tokenizer.json), else the input's own (a GGUF file's, a "
+          "Hugging Face folder's tokenizer.model or tokenizer.json, a checkpoint's SentencePiece "
+          "model). llama.cpp needs it to load a GGUF "
+          "file. llama2.c files carry none.\n"
+          "Example: stretch convert -m stories260K.bin -t tok512.bin --to gguf --out "
+          "stories260K.gguf\n"
+          "Example: stretch convert -m stories260K.gguf --to hf --type bf16 --out stories260K-hf");
   AddModelOptions(sub, a->model, /*tokenizer_needed=*/false);
   sub->add_option("--out,-o", a->out,
                   "The file to write (a folder for --to hf; never one of the inputs)")

@@ -119,9 +119,12 @@ void RunInspect(const InspectArgs& args) {
                                          "slice of V",
                                          c.n_heads));
   } else {
-    Row("block", c.qkv_bias ? "LLaMA's with biases on the q, k and v projections (Qwen 2)"
-                 : c.qk_norm
-                     ? "LLaMA's with each head's q and k RMS-normalized before RoPE (Qwen 3)"
+    Row("block",
+        c.post_norms ? "Gemma's (RMSNorm before and after attention and feed-forward, gains "
+                       "1 + w, each head's q and k RMS-normalized before RoPE, GeGLU, embedding "
+                       "times sqrt(dim))"
+        : c.qkv_bias ? "LLaMA's with biases on the q, k and v projections (Qwen 2)"
+        : c.qk_norm  ? "LLaMA's with each head's q and k RMS-normalized before RoPE (Qwen 3)"
                      : "LLaMA's (pre-norm RMSNorm, RoPE attention, SwiGLU, no biases)");
     Row("hidden_dim (feed-forward width)", fmt::format("{}", c.hidden_dim));
   }
