@@ -11,9 +11,15 @@
 #                 otherwise). Built in DIR/build-stretch with GGML_NATIVE (AVX-512 where the CPU
 #                 has it) and OpenMP, once (or set LLAMA_BUILD to a build folder of yours).
 #   --rounds N    interleaved rounds (default 6): each round runs every case with llama.cpp, then
-#                 with stretch (3 runs each), so both meet the same machine state; the medians
-#                 of the rounds are printed. Flash attention: both modes in round 1, then only
-#                 the faster one of each case (at 8192 tokens on the CPU it can be 10x slower)
+#                 with stretch, 3 runs each (each engine's median of its 3 is the round's
+#                 figure), so both meet the same machine state; the medians of the rounds are
+#                 printed. Flash attention: both modes in every round (--fa to choose one), and
+#                 llama.cpp's figure is the mode whose median over the rounds is the higher
+#   --fa MODE     llama.cpp's flash attention: both (default), off or on (at 8192 tokens on the
+#                 CPU one mode can be 10x slower than the other: choosing one saves time)
+#   --stretch BIN an already built stretch to measure (default: build/release/stretch, built by
+#                 scripts/setup.sh, which also installs the corpus; with --stretch nothing is
+#                 built or installed for stretch)
 #   --threads T   threads for both engines (default: all cores)
 #   --work DIR    where the models go (default build/vs_llamacpp)
 #   --quick       one round, the 15M shape only (a smoke test of the script)
@@ -24,6 +30,8 @@
 # own converter (llama-convert-llama2c-to-ggml) turns them into GGUF with the 512-token vocabulary
 # of ../shared/models/stories260K/tok512.bin. llama.cpp runs each case with flash attention off
 # and on, and the faster of the two medians is its figure (as the comparison in issue 14 did).
+# Both engines give each round the median of REPS runs: llama-bench's own samples (samples_ts),
+# llama-batched-bench run REPS times, stretch bench --repeats REPS.
 # Cases: prefill of 512, 2048 and 8192 tokens (8192 for 15M only), decode from an empty context
 # and decode after 2048 tokens, 64 steps. llama.cpp runs them with llama-bench (-p L -n 0; -n 64;
 # -d D -n 64) where that llama-bench can, otherwise with llama-batched-bench (see below); stretch
@@ -38,6 +46,8 @@ THREADS=$(nproc)
 WORK=$ROOT/build/vs_llamacpp
 QUICK=0
 KV=f32
+FA=both
+STRETCH=""
 REPS=3  # runs per measurement: llama-bench's -r (its mean) and stretch bench's --repeats (median)
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -47,7 +57,9 @@ while [ $# -gt 0 ]; do
     --work) WORK=$2; shift 2 ;;
     --quick) QUICK=1; ROUNDS=1; shift ;;
     --kv) KV=$2; shift 2 ;;
-    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --fa) FA=$2; shift 2 ;;
+    --stretch) STRETCH=$2; shift 2 ;;
+    -h|--help) sed -n '2,39p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "vs_llamacpp: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -58,8 +70,13 @@ if [ ! -f "$VOCAB" ]; then
 fi
 command -v python3 >/dev/null || { echo "vs_llamacpp: python3 is needed (apt install python3)" >&2; exit 1; }
 
-bash scripts/setup.sh stretch
-STRETCH=$ROOT/build/release/stretch
+case "$FA" in both|off|on) ;; *) echo "vs_llamacpp: --fa $FA: expected both, off or on" >&2; exit 2 ;; esac
+if [ -n "$STRETCH" ]; then
+  [ -x "$STRETCH" ] || { echo "vs_llamacpp: --stretch $STRETCH is not an executable file" >&2; exit 1; }
+else
+  bash scripts/setup.sh stretch
+  STRETCH=$ROOT/build/release/stretch
+fi
 
 if [ ! -d "$LLAMA" ]; then
   echo "vs_llamacpp: cloning llama.cpp into $LLAMA"
@@ -100,8 +117,8 @@ fi
 # (stretch's 15M decode from empty, 64 steps in about 30 ms a repeat, measured 860-1,390
 # tokens/s piped into python3 and 2,350-3,050 alone).
 json_field() { python3 -c "import json,sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
-bench_ts() {  # llama-bench's JSON -> its mean tokens/s
-  python3 -c "import json,sys; print(json.load(sys.stdin)[0]['avg_ts'])"
+bench_ts() {  # llama-bench's JSON -> the median of its runs' tokens/s (its mean if it lists none)
+  python3 -c "import json,statistics,sys; r=json.load(sys.stdin)[0]; print(statistics.median(r['samples_ts']) if r.get('samples_ts') else r['avg_ts'])"
 }
 llama_bench() {  # gguf fa args...: one llama-bench run, its whole JSON output
   local g=$1 fa=$2 out
@@ -129,14 +146,18 @@ batched() {  # gguf fa pp tg field: one llama-batched-bench run, one sequence, i
   fi
   # Its result line goes through llama.cpp's logger thread, which at d32676d sometimes exits
   # before printing it (about one run in five here, exit status 0): such a run is repeated.
-  local out=""
-  for _ in 1 2 3 4 5; do
-    out=$("$LB/bin/llama-batched-bench" -m "$1" -c $(($3 + $4)) -npp "$3" -ntg "$4" -npl 1 \
-      -t "$THREADS" -ctk "$KV" -ctv "$KV" "${fa[@]}" --output-format jsonl 2>/dev/null |
-      grep '^{' || true)
-    [ -n "$out" ] && break
+  # REPS runs, as many as llama-bench's -r and stretch's --repeats: their median.
+  local out="" values=() rep
+  for rep in $(seq 1 "$REPS"); do
+    for _ in 1 2 3 4 5; do
+      out=$("$LB/bin/llama-batched-bench" -m "$1" -c $(($3 + $4)) -npp "$3" -ntg "$4" -npl 1 \
+        -t "$THREADS" -ctk "$KV" -ctv "$KV" "${fa[@]}" --output-format jsonl 2>/dev/null |
+        grep '^{' || true)
+      [ -n "$out" ] && break
+    done
+    values+=("$(json_field "$5" <<<"$out")")
   done
-  json_field "$5" <<<"$out"
+  python3 -c "import statistics,sys; print(statistics.median(float(x) for x in sys.argv[1:]))" "${values[@]}"
 }
 llama_case() {  # gguf kind L fa -> tokens/s
   local g=$1 kind=$2 L=$3 fa=$4
@@ -177,9 +198,12 @@ llama_bench "$WORK/s15m.gguf" 0 -p 16 -n 0 >/dev/null && TOOL=bench
 DEPTH=0
 [ "$TOOL" = bench ] && llama_bench "$WORK/s15m.gguf" 0 -p 0 -n 4 -d 16 >/dev/null && DEPTH=1
 FA_MODES="0"
-for _ in 1 2 3; do  # a failed probe is retried (see batched above)
-  if llama_case "$WORK/s15m.gguf" prefill 64 1 >/dev/null 2>&1; then FA_MODES="0 1"; break; fi
-done
+if [ "$FA" != off ]; then
+  for _ in 1 2 3; do  # a failed probe is retried (see batched above)
+    if llama_case "$WORK/s15m.gguf" prefill 64 1 >/dev/null 2>&1; then FA_MODES="0 1"; break; fi
+  done
+  [ "$FA" = on ] && FA_MODES=${FA_MODES#0 }
+fi
 echo "vs_llamacpp: llama.cpp $(git -C "$LLAMA" rev-parse --short HEAD 2>/dev/null || echo '?'):" \
   "prefill and decode from empty by llama-$([ "$TOOL" = bench ] && echo bench || echo batched-bench)," \
   "decode at depth by llama-$([ "$DEPTH" = 1 ] && echo bench || echo batched-bench)," \
@@ -192,11 +216,7 @@ echo "vs_llamacpp: $ROUNDS interleaved rounds, $THREADS threads; raw figures in 
 for r in $(seq 1 "$ROUNDS"); do
   for shape in $SHAPES; do
     while read -r label kind L; do
-      modes=$FA_MODES
-      # After the first round only the flash-attention mode that was faster there.
-      [ "$r" -gt 1 ] && modes=$(awk -F'\t' -v s="$shape" -v c="$label" '$1 == 1 && $2 == s && $3 == c && $4 ~ /^llama/ {
-        if ($5 > best) { best = $5; m = substr($4, 13) } } END { print m }' "$RESULTS")
-      for fa in $modes; do
+      for fa in $FA_MODES; do
         v=$(llama_case "$WORK/$shape.gguf" "$kind" "$L" "$fa")
         printf '%s\t%s\t%s\t%s\t%s\n' "$r" "$shape" "$label" "llama.cpp-fa$fa" "$v" >>"$RESULTS"
       done
@@ -220,14 +240,14 @@ for r, shape, label, engine, x in rows:
     if (shape, label) not in order:
         order.append((shape, label))
 print(f"\nmedians of {sys.argv[2]} interleaved rounds, {sys.argv[3]} threads, tokens/s; llama.cpp's")
-print("figure is its flash-attention mode that was faster in round 1 (both modes' medians beside it)")
+print("figure is its flash-attention mode with the higher median (both modes' medians beside it)")
 print("| case | llama.cpp (fa off / on) | stretch | stretch / llama.cpp |")
 print("| --- | --- | --- | --- |")
 def med(k):
     return statistics.median(v[k]) if k in v else None
 for shape, label in order:
-    modes = [m for m in ("llama.cpp-fa0", "llama.cpp-fa1") if (shape, label, m) in first]
-    win = max(modes, key=lambda m: first[(shape, label, m)])
+    modes = [m for m in ("llama.cpp-fa0", "llama.cpp-fa1") if (shape, label, m) in v]
+    win = max(modes, key=lambda m: med((shape, label, m)))
     best = med((shape, label, win))
     off, on = med((shape, label, "llama.cpp-fa0")), med((shape, label, "llama.cpp-fa1"))
     both = " / ".join("-" if x is None else f"{x:,.0f}" for x in (off, on))
