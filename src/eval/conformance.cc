@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <span>
+#include <type_traits>
 
 #include "src/core/check.h"
 #include "src/core/error.h"
@@ -155,18 +156,30 @@ nlohmann::json ReadJson(const std::string& path, const char* what) {
   }
 }
 
+// The array j[key] of a JSON file `path`, each entry a T (int: an integer; double: a number);
+// `item` names an entry in messages ("a token id").
+template <typename T>
+std::vector<T> NumberArray(const nlohmann::json& j, const std::string& path, const char* key,
+                           const char* item) {
+  if (!j.is_object() || !j.contains(key) || !j[key].is_array()) {
+    Fail("{}: expected an object with \"{}\": a list, each entry {}", path, key, item);
+  }
+  std::vector<T> out;
+  for (const nlohmann::json& v : j[key]) {
+    const bool ok = std::is_integral_v<T> ? v.is_number_integer() : v.is_number();
+    if (!ok) {
+      Fail("{}: {} is {}, expected {}", path, item, v.dump(),
+           std::is_integral_v<T> ? "an integer" : "a number");
+    }
+    out.push_back(v.get<T>());
+  }
+  return out;
+}
+
 std::vector<int> ReadTokens(const std::string& dir) {
   const std::string path = (fs::path(dir) / "tokens.json").string();
-  const nlohmann::json j = ReadJson(path, "the pack's token stream, {\"tokens\": [ids]}");
-  if (!j.is_object() || !j.contains("tokens") || !j["tokens"].is_array()) {
-    Fail("{}: expected {{\"tokens\": [ids]}}", path);
-  }
-  std::vector<int> tokens;
-  for (const nlohmann::json& t : j["tokens"]) {
-    if (!t.is_number_integer()) Fail("{}: a token id is {}, expected an integer", path, t.dump());
-    tokens.push_back(t.get<int>());
-  }
-  return tokens;
+  return NumberArray<int>(ReadJson(path, "the pack's token stream, {\"tokens\": [ids]}"), path,
+                          "tokens", "a token id");
 }
 
 constexpr const char* kReadme = R"(# stretch's conformance pack
@@ -312,15 +325,8 @@ std::vector<std::string> CheckConformancePack(const std::string& dir, double tol
   for (const ConformanceCase& k : ConformanceCases()) {
     const fs::path d = fs::path(dir) / k.name;
     const std::string path = (d / "logprobs.json").string();
-    const nlohmann::json j = ReadJson(path, "a case's log-probabilities");
-    if (!j.is_object() || !j.contains("logprob") || !j["logprob"].is_array()) {
-      Fail("{}: expected an object with \"logprob\": [numbers]", path);
-    }
-    std::vector<double> want;
-    for (const nlohmann::json& v : j["logprob"]) {
-      if (!v.is_number()) Fail("{}: a log-probability is {}, expected a number", path, v.dump());
-      want.push_back(v.get<double>());
-    }
+    const std::vector<double> want = NumberArray<double>(
+        ReadJson(path, "a case's log-probabilities"), path, "logprob", "a log-probability");
     if (want.size() + 1 != tokens.size()) {
       Fail("{}: {} log-probabilities for {} tokens, expected {}", path, want.size(), tokens.size(),
            tokens.size() - 1);
