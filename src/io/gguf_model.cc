@@ -669,6 +669,15 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
       (c.attention.logit_scale == 0.0 ||
        (c.n_layers == 62 &&
         c.attention.logit_scale == 1.0 / std::sqrt(static_cast<double>(c.dim / c.n_heads))));
+  if (!gguf_scale && FamilyOf(c).swa_pattern > 0 && FamilyHoldsLayout(FamilyOf(c), c, true)) {
+    Fail(
+        "{}: {} scales q . k by {:.6g} (query_pre_attn_scalar {:.6g}), which no GGUF key holds: "
+        "llama.cpp's gemma3 scales by 1/sqrt(head dim) = {:.6g} (write a Hugging Face folder, "
+        "which keeps it)",
+        path, model.source, c.attention.logit_scale,
+        1.0 / (c.attention.logit_scale * c.attention.logit_scale),
+        1.0 / std::sqrt(static_cast<double>(c.head_dim())));
+  }
   if (!FamilyHoldsLayout(FamilyOf(c), c, gguf_scale)) {
     Fail(
         "{}: GGUF's {} architecture holds plain models of its family{}; {} has {} (expected the "

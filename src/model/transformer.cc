@@ -135,6 +135,10 @@ std::string AttentionLayoutText(const ModelConfig& c) {
 std::string AttentionVariantsText(const ModelConfig& c) {
   const AttentionLayout& a = c.attention;
   std::vector<std::string> parts;
+  if (a.logit_scale > 0.0) {  // Gemma's query_pre_attn_scalar, cosine attention's scale
+    parts.push_back(fmt::format("q . k times {:.6g} (the default 1/sqrt(head dim) is {:.6g})",
+                                a.logit_scale, 1.0 / std::sqrt(static_cast<double>(c.head_dim()))));
+  }
   if (a.rope_fraction != 1.0) {
     parts.push_back(fmt::format("p-RoPE: {} of {} frequency pairs rotate (fraction {})",
                                 a.RotatedPairs(c.head_dim()), c.head_dim() / 2, a.rope_fraction));

@@ -39,8 +39,9 @@ void PrintMethod(const SweepMethod& method, const RopeGeometry& geo, const Atten
   const RotationView view = MakeRotationView(geo, plan);
   Row("attention factor (multiplies q and k)", fmt::format("{:.6g}", view.attention_factor));
   Row("logits scaled at the last query by",
-      fmt::format("{:.6g} (times 1/sqrt(head dim){})", view.logit_scale_last,
-                  plan.logn ? "; log-n included" : ""));
+      fmt::format("{:.6g} (times the model's q . k scale, 1/sqrt(head dim) unless the attention "
+                  "variants say otherwise{})",
+                  view.logit_scale_last, plan.logn ? "; log-n included" : ""));
   if (const std::string longrope = LongRopeSetText(plan); !longrope.empty()) {
     Row("LongRoPE factor set", longrope);
   }
