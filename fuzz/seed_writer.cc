@@ -98,6 +98,16 @@ Model MicroQwen2Model(int vocab, uint64_t seed) {
   return m;
 }
 
+// Weights of m's configuration drawn anew from `seed`: norms near 1, the rest small.
+void RandomizeWeights(Model& m, uint64_t seed) {
+  m.weights = ZeroWeights<float>(m.config);
+  Rng rng(seed);
+  m.weights.ForEach([&](const std::string& name, std::vector<float>& t, bool) {
+    const bool norm = name.ends_with("norm");
+    for (float& x : t) x = static_cast<float>(norm ? 1.0 + 0.1 * rng.Normal() : 0.3 * rng.Normal());
+  });
+}
+
 // Qwen 3's block (src/model/families/qwen3.cc): per-head q/k norms ("qwen3.*",
 // blk.N.attn_q_norm; HF's q_norm) and heads twice dim / heads wide (attention.key_length; HF's
 // head_dim).
@@ -105,12 +115,7 @@ Model MicroQwen3Model(int vocab, uint64_t seed) {
   Model m = MicroModel(vocab, seed);
   m.config.explicit_head_dim = 2 * m.config.head_dim();
   m.config.qk_norm = true;
-  m.weights = ZeroWeights<float>(m.config);
-  Rng rng(seed + 200);
-  m.weights.ForEach([&](const std::string& name, std::vector<float>& t, bool) {
-    const bool norm = name.ends_with("norm");
-    for (float& x : t) x = static_cast<float>(norm ? 1.0 + 0.1 * rng.Normal() : 0.3 * rng.Normal());
-  });
+  RandomizeWeights(m, seed + 200);
   return m;
 }
 
@@ -122,12 +127,7 @@ Model MicroGemma3Model(int vocab, uint64_t seed) {
   SetFamilyBlock(*FindFamilyByGguf("gemma3"), m.config);
   m.config.n_layers = 2;
   SetSwaPattern(m.config, {2, 3, 10000.0});
-  m.weights = ZeroWeights<float>(m.config);
-  Rng rng(seed + 300);
-  m.weights.ForEach([&](const std::string& name, std::vector<float>& t, bool) {
-    const bool norm = name.ends_with("norm");
-    for (float& x : t) x = static_cast<float>(norm ? 1.0 + 0.1 * rng.Normal() : 0.3 * rng.Normal());
-  });
+  RandomizeWeights(m, seed + 300);
   return m;
 }
 
