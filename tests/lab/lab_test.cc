@@ -544,6 +544,7 @@ LabOptions RetrievalLab(LabOptions o) {
   o.factors = {8};  // 512: llama.cpp's passkey layout fits
   o.tail = false;
   o.copy_trials = 4;
+  o.text_copy_trials = 6;  // text cells beyond L: their own count
   o.copy_span = 16;
   o.repeat_periods = {2, 4};
   o.passkey_trials = 2;
@@ -586,6 +587,7 @@ TEST_F(LabTest, RetrievalCellsCarryControlsIntervalsAndTheGatesVerdict) {
     }
     if (r.protocol == "far-copy") {
       distances.insert(r.distance);
+      EXPECT_EQ(r.sequences, r.material == "text" ? 6 : 4) << r.key;
       EXPECT_NE(r.key.find("/distance="), std::string::npos) << r.key;
     }
     if (r.period > 0) periods.insert(r.period);

@@ -37,7 +37,7 @@ struct LabArgs {
   bool no_tail = false;
   std::vector<std::string> stages;  // --stage, repeated
   bool no_stages = false;
-  int64_t copy_trials = -1;
+  int64_t copy_trials = -1, text_copy_trials = -1;
   bool no_llama_passkey = false;
   bool score_not_informative = false;
   bool plan = false;
@@ -115,6 +115,7 @@ LabOptions OptionsOf(const LabArgs& a) {
   if (!a.factors.empty()) o.factors = ParseFactors(a.factors);
   if (a.no_tail) o.tail = false;
   if (a.copy_trials >= 0) o.copy_trials = a.copy_trials;
+  if (a.text_copy_trials >= 0) o.text_copy_trials = a.text_copy_trials;
   if (a.no_llama_passkey) o.passkey_llama = false;
   o.score_not_informative = a.score_not_informative;
   o.plan_only = a.plan;
@@ -361,6 +362,11 @@ void RegisterLab(CLI::App& app) {
   cmd->add_option("--copy-trials", a->copy_trials,
                   "far-copy trials per distance and material (quick 16, full 32), and of the copy "
                   "gate at L; 0: no far-copy cells")
+      ->check(Whole(0, 1 << 20));
+  cmd->add_option("--text-copy-trials", a->text_copy_trials,
+                  "far-copy trials per distance on text beyond L (quick 48: prose is copied 20-35 "
+                  "points above its control, and 16 trials leave +-7 points; full: as "
+                  "--copy-trials); 0: as --copy-trials")
       ->check(Whole(0, 1 << 20));
   cmd->add_flag("--no-llama-passkey", a->no_llama_passkey,
                 "no passkey cells in llama.cpp's llama-passkey layout (only stretch's own)");
