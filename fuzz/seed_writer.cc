@@ -131,6 +131,21 @@ Model MicroGemma3Model(int vocab, uint64_t seed) {
   return m;
 }
 
+// Gemma 2: Gemma's block without q/k norms, a local layer at the model's RoPE then a global one,
+// the soft caps (gemma2.attn_logit_softcapping, ...; HF's attn_logit_softcapping), tied.
+Model MicroGemma2Model(int vocab, uint64_t seed) {
+  Model m = MicroModel(vocab, seed);
+  m.config.family = "gemma2";
+  SetFamilyBlock(*FindFamilyByGguf("gemma2"), m.config);
+  m.config.n_layers = 2;
+  m.config.shared_classifier = true;
+  m.config.attn_softcap = 50.0;
+  m.config.final_softcap = 30.0;
+  SetSwaPattern(m.config, {2, 3, 0.0});
+  RandomizeWeights(m, seed + 400);
+  return m;
+}
+
 // llama2.c's own tokenizer layout: max_token_length, then per piece: score, length, bytes.
 std::string Llama2cTokenizerBytes(const std::vector<std::string>& pieces) {
   std::string out;
@@ -556,9 +571,12 @@ int WriteFuzzSeeds(const std::string& root_dir) {
   // Gemma 3: its window, pattern and local base keys, post norms.
   const Model gemma3 = MicroGemma3Model(40, 8);
   SaveGgufModel(gemma3, file("gemma3.gguf"), static_cast<uint32_t>(GgmlType::kF32), &tiny);
-  for (const char* name :
-       {"f32.gguf", "f16.gguf", "bf16.gguf", "yarn.gguf", "bpe_vocab.gguf", "qwen2.gguf",
-        "qwen2_yarn.gguf", "qwen3.gguf", "mistral.gguf", "phi3.gguf", "gemma3.gguf"}) {
+  // Gemma 2: its soft-cap keys, the window and pattern without a local base.
+  const Model gemma2 = MicroGemma2Model(40, 9);
+  SaveGgufModel(gemma2, file("gemma2.gguf"), static_cast<uint32_t>(GgmlType::kF32), &tiny);
+  for (const char* name : {"f32.gguf", "f16.gguf", "bf16.gguf", "yarn.gguf", "bpe_vocab.gguf",
+                           "qwen2.gguf", "qwen2_yarn.gguf", "qwen3.gguf", "mistral.gguf",
+                           "phi3.gguf", "gemma3.gguf", "gemma2.gguf"}) {
     put("gguf", name, ReadFile(file(name)));
   }
   put("model_file", "qwen3.gguf", ReadFile(file("qwen3.gguf")));
@@ -590,7 +608,8 @@ int WriteFuzzSeeds(const std::string& root_dir) {
         std::tuple{std::string("hf_qwen3"), &qwen3, (const Method*)nullptr},
         std::tuple{std::string("hf_mistral"), &mistral, (const Method*)nullptr},
         std::tuple{std::string("hf_phi3"), &phi3, (const Method*)&phi3_longrope},
-        std::tuple{std::string("hf_gemma3"), &gemma3, (const Method*)nullptr}}) {
+        std::tuple{std::string("hf_gemma3"), &gemma3, (const Method*)nullptr},
+        std::tuple{std::string("hf_gemma2"), &gemma2, (const Method*)nullptr}}) {
     const std::string dir = file(name);
     fs::remove_all(dir);
     SaveHfModel(*model, dir, SafetensorsDtype::kF32, {}, method);

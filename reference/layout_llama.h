@@ -42,7 +42,8 @@ namespace stretch::ref {
 // (times 1 + S ln(1 + floor((i + 1) / F)), meta-llama/llama-models llama4/model.py). The
 // families' block choices too, from transformers' modeling files: q/k/v biases (Qwen 2), per-head
 // q/k RMSNorm and heads not dim / heads wide (Qwen 3, Gemma 3), Gemma's embedding scale, norms
-// on the attention's and feed-forward's outputs and GeGLU (modeling_gemma3.py).
+// on the attention's and feed-forward's outputs and GeGLU (modeling_gemma3.py), and Gemma 2's
+// soft-capping of the attention's and the classifier's logits (modeling_gemma2.py).
 template <typename T>
 std::vector<T> LayoutForwardRef(const ModelConfig& c, const ModelWeights& p,
                                 const std::string& spec, const std::vector<int>& tokens) {
@@ -220,6 +221,10 @@ std::vector<T> LayoutForwardRef(const ModelConfig& c, const ModelWeights& p,
           T dot = 0;
           for (int d = 0; d < D; ++d) dot += qr[d] * k[j][g * D + d];
           s[j] = scale * static_cast<T>(row) * dot + static_cast<T>(bias(hh, i - j));
+          if (c.attn_softcap > 0.0) {  // Gemma 2 (modeling_gemma2.py): cap tanh(s / cap)
+            const T cap = static_cast<T>(c.attn_softcap);
+            s[j] = cap * std::tanh(s[j] / cap);
+          }
           mx = std::max(mx, s[j]);
         }
         T sum = 0;
@@ -264,7 +269,11 @@ std::vector<T> LayoutForwardRef(const ModelConfig& c, const ModelWeights& p,
   std::vector<T> logits;
   for (int64_t t = 0; t < n; ++t) {
     const std::vector<T> h = ref::RmsNormRef(x[t], p.final_norm, c.norm_eps);
-    const std::vector<T> row = ref::Matvec(cls, h, V, C);
+    std::vector<T> row = ref::Matvec(cls, h, V, C);
+    if (c.final_softcap > 0.0) {  // Gemma 2's final_logit_softcapping
+      const T cap = static_cast<T>(c.final_softcap);
+      for (T& e : row) e = cap * std::tanh(e / cap);
+    }
     logits.insert(logits.end(), row.begin(), row.end());
   }
   return logits;

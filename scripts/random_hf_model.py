@@ -26,6 +26,8 @@ Only the Python standard library: this runs on a bare Debian machine.
   python3 scripts/random_hf_model.py --family phi3 --out phi3-longrope --seq-len 1024 --longrope 4
   python3 scripts/random_hf_model.py --family gemma3 --out gemma3-random --dim 512 --heads 8 \
       --head-dim 128 --layers 6 --sliding-window 128 --pattern 3
+  python3 scripts/random_hf_model.py --family gemma2 --out gemma2-random --dim 512 --heads 8 \
+      --head-dim 128 --layers 4 --sliding-window 128
 
 Gemma 3 (transformers' modeling_gemma3.py, Gemma3ForCausalLM): Qwen 3's q_norm and k_norm, the
 norms around attention and feed-forward (input_layernorm, post_attention_layernorm,
@@ -34,6 +36,11 @@ multiplies by 1 + w (so drawn near 0), GeGLU, local layers with --sliding-window
 rope_local_base_freq 10000 and every --pattern-th layer global at rope_theta 1e6 (with --linear F,
 config.json's linear rope_scaling, which transformers applies to the global layers only), tied
 embeddings.
+
+Gemma 2 (transformers' modeling_gemma2.py, Gemma2ForCausalLM): Gemma 3's block without q_norm and
+k_norm, every layer at rope_theta 10000 (local layers with --sliding-window keys, every --pattern-th
+layer global, 2 by default), and its soft caps: attention logits capped at --attn-softcap and the
+output's at --final-softcap (x -> cap tanh(x / cap)), tied embeddings.
 """
 import argparse
 import json
@@ -46,7 +53,7 @@ import struct
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", required=True, help="the folder to write (created)")
-    p.add_argument("--family", choices=["qwen2", "qwen3", "mistral", "phi3", "gemma3"], default="qwen2")
+    p.add_argument("--family", choices=["qwen2", "qwen3", "mistral", "phi3", "gemma2", "gemma3"], default="qwen2")
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--hidden", type=int, default=172)
     p.add_argument("--layers", type=int, default=2)
@@ -63,8 +70,12 @@ def main():
                    help="mistral: keys per query on every layer (0: null, none)")
     p.add_argument("--longrope", type=float, default=0.0,
                    help="phi3: a LongRoPE factor for config.json's rope_scaling (0: none)")
-    p.add_argument("--pattern", type=int, default=6,
-                   help="gemma3: every P-th layer global (sliding_window_pattern)")
+    p.add_argument("--pattern", type=int, default=0,
+                   help="gemma2/3: every P-th layer global (0: the family's, 2 and 6)")
+    p.add_argument("--attn-softcap", type=float, default=50.0,
+                   help="gemma2: attn_logit_softcapping (0: null, none)")
+    p.add_argument("--final-softcap", type=float, default=30.0,
+                   help="gemma2: final_logit_softcapping (0: null, none)")
     p.add_argument("--linear", type=float, default=0.0,
                    help="gemma3: a linear rope_scaling factor for the global layers (0: none)")
     p.add_argument("--seed", type=int, default=7)
@@ -77,6 +88,8 @@ def main():
     mistral = a.family == "mistral"
     phi3 = a.family == "phi3"
     gemma3 = a.family == "gemma3"
+    gemma = a.family in ("gemma2", "gemma3")  # Gemma's block
+    pattern = a.pattern or (2 if a.family == "gemma2" else 6)
     biases = a.family == "qwen2"
     rng = random.Random(a.seed)
     tensors = {}
@@ -88,7 +101,7 @@ def main():
     sc = 1 / math.sqrt(C)
     # Gemma multiplies the embedding by sqrt(dim) and ties it to the classifier: rows of norm
     # about 1 keep both the stream and the logits about unit-variance.
-    tensor("model.embed_tokens.weight", [V, C], sc if gemma3 else 1.0)
+    tensor("model.embed_tokens.weight", [V, C], sc if gemma else 1.0)
     for layer in range(L):
         pre = f"model.layers.{layer}."
         tensor(pre + "input_layernorm.weight", [C], 0.1, 1.0)
@@ -112,13 +125,13 @@ def main():
         tensor(pre + "mlp.gate_proj.weight", [F, C], sc)
         tensor(pre + "mlp.up_proj.weight", [F, C], sc)
         tensor(pre + "mlp.down_proj.weight", [C, F], 1 / math.sqrt(F))
-        if gemma3:
+        if gemma:
             tensor(pre + "pre_feedforward_layernorm.weight", [C], 0.1)
             tensor(pre + "post_feedforward_layernorm.weight", [C], 0.1)
             for norm in ("input_layernorm", "post_attention_layernorm"):
                 tensor(pre + norm + ".weight", [C], 0.1)
-    tensor("model.norm.weight", [C], 0.1, 0.0 if gemma3 else 1.0)
-    if not gemma3:  # Gemma 3 ties its classifier to the embedding
+    tensor("model.norm.weight", [C], 0.1, 0.0 if gemma else 1.0)
+    if not gemma:  # Gemma ties its classifier to the embedding
         tensor("lm_head.weight", [V, C], sc)
 
     if phi3:  # Phi3Attention.qkv_proj: q, k, v by rows; Phi3MLP.gate_up_proj: gate, then up
@@ -176,18 +189,28 @@ def main():
                 "long_factor": [round(1.0 + (a.longrope * 2 - 1) * (t / pairs) ** 2, 4)
                                 for t in range(pairs)],
             }
-    if gemma3:
+    if gemma:
         for key in ("use_sliding_window", "max_window_layers", "hidden_act"):
             del config[key]
         config.update({
-            "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
             "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True,
             "query_pre_attn_scalar": D, "sliding_window": a.sliding_window,
-            "layer_types": ["full_attention" if (i + 1) % a.pattern == 0 else "sliding_attention"
+            "layer_types": ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention"
                             for i in range(L)],
+            "attention_bias": False,
+        })
+    if gemma3:
+        config.update({
+            "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
             "rope_local_base_freq": 10000.0, "final_logit_softcapping": None,
-            "attn_logit_softcapping": None, "attention_bias": False,
+            "attn_logit_softcapping": None,
             "rope_scaling": {"rope_type": "linear", "factor": a.linear} if a.linear else None,
+        })
+    if a.family == "gemma2":
+        config.update({
+            "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "rope_theta": 10000.0,
+            "attn_logit_softcapping": a.attn_softcap or None,
+            "final_logit_softcapping": a.final_softcap or None, "rope_scaling": None,
         })
     if mistral:
         config["architectures"] = ["MistralForCausalLM"]

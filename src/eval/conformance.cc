@@ -62,9 +62,17 @@ ModelConfig CaseConfig(const ConformanceCase& k, int vocab) {
   STRETCH_CHECK(f != nullptr, "conformance case {}: no family {}", k.name, k.family);
   SetFamilyBlock(*f, c);
   if (c.qk_norm) c.explicit_head_dim = 32;  // wider than dim / heads, as Qwen 3's and Gemma 3's
-  if (c.qkv_bias || f->swa_pattern > 0) c.rope_base = 1000000.0f;
-  // Gemma 3: a local layer (32 keys at base 10,000), then a global one.
-  if (f->swa_pattern > 0) SetSwaPattern(c, {2, 32, 10000.0});
+  if (c.qkv_bias || f->swa_local_base > 0.0) c.rope_base = 1000000.0f;
+  // Gemma 3: a local layer (32 keys at base 10,000), then a global one; Gemma 2: the same at the
+  // model's base.
+  if (f->swa_pattern > 0) SetSwaPattern(c, {2, 32, f->swa_local_base});
+  if (f->softcaps) {
+    // Gemma 2's soft caps, smaller than its 50 and 30 so that this model's logits reach tanh's
+    // bend; llama.cpp reads no classifier for gemma2: the embedding.
+    c.attn_softcap = 10.0;
+    c.final_softcap = 5.0;
+    c.shared_classifier = true;
+  }
   if (k.window > 0) {
     c.family = "llama";
     c.attention.layers.assign(static_cast<size_t>(c.n_layers), LayerLayout{.window = k.window});
@@ -206,6 +214,11 @@ their files can state, and the per-token log-probabilities stretch computes from
   (the last 32 keys, RoPE base 10,000; GGUF `gemma3.attention.sliding_window`, `..._pattern` 2,
   `gemma3.rope.freq_base_swa`; config.json `layer_types`) before a global one (base 1,000,000).
   `gemma3-linear` states linear scaling, which Gemma applies to the global layer only.
+- `gemma2` has Gemma 2's block (Gemma 3's without the q/k norms), a local layer (the last 32
+  keys) and a global one, both at base 10,000, and soft-caps the attention's logits at 10 and the
+  output's at 5 (x -> cap tanh(x / cap); GGUF `gemma2.attn_logit_softcapping`,
+  `gemma2.final_logit_softcapping`; config.json `attn_logit_softcapping`,
+  `final_logit_softcapping`); the classifier is the embedding.
 
 To check an engine: load each file, feed `tokens` in one sequence (no chunk boundary), and compare
 its log-probabilities with `logprob`. `text.txt` is plain ASCII for tools that score text (both
@@ -258,6 +271,7 @@ std::vector<ConformanceCase> ConformanceCases() {
       {"phi3-longrope", "phi3", "longrope"},
       {"gemma3", "gemma3", ""},
       {"gemma3-linear", "gemma3", "pi:factor=4"},
+      {"gemma2", "gemma2", ""},
   };
 }
 

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "src/core/check.h"
@@ -235,27 +237,45 @@ const ModelFamily& GgufFamily(const GgufFile& g) {
   return *family;
 }
 
-// Gemma 3's local and global layers (ModelFamily::swa_pattern), as llama.cpp's gemma3 reads
-// them (src/models/gemma3.cpp): with ARCH.attention.sliding_window above 0, every layer l with
-// l % P < P - 1 (P: ARCH.attention.sliding_window_pattern, default the family's) is local, at
-// ARCH.rope.freq_base_swa (default the family's local base); without it, every layer is global.
-// The query scale as llama.cpp sets it: 1/sqrt(head_dim), but hidden / heads for the 62-layer
-// (27B) model, whose query_pre_attn_scalar is that (HF config.json).
+// Gemma's local and global layers (ModelFamily::swa_pattern), as llama.cpp's gemma2 and gemma3
+// read them (src/models/gemma2.cpp, gemma3.cpp): with ARCH.attention.sliding_window above 0 (absent:
+// the family's gguf_default_window, gemma2's 4096; gemma3's 0), every layer l with l % P < P - 1
+// (P: ARCH.attention.sliding_window_pattern, default the family's) is local, at
+// ARCH.rope.freq_base_swa (default: the family's local base; gemma2: the model's RoPE); without a
+// window, every layer is global. The query scale as llama.cpp sets it: 1/sqrt(head_dim), but
+// hidden / heads at the family's gguf_wide_scale_layers (the 27B models, whose
+// query_pre_attn_scalar is that in HF config.json). Gemma 2's soft caps, which llama.cpp's gemma2
+// always applies (defaults 50 and 30).
 void ParseSwaLayers(const GgufFile& g, const ModelFamily& family, const ArchKeys& K, ModelConfig& c,
                     std::vector<std::string>& from) {
   const std::string& path = g.path();
-  if (c.n_layers == 62 && c.n_heads > 0) {
+  if (family.gguf_wide_scale_layers > 0 && c.n_layers == family.gguf_wide_scale_layers &&
+      c.n_heads > 0) {
     c.attention.logit_scale = 1.0 / std::sqrt(static_cast<double>(c.dim / c.n_heads));
-    from.push_back(fmt::format("logit scale 1/sqrt({}) <- llama.cpp's rule for 62 layers (27B)",
-                               c.dim / c.n_heads));
+    from.push_back(fmt::format("logit scale 1/sqrt({}) <- llama.cpp's rule for {} layers (27B)",
+                               c.dim / c.n_heads, c.n_layers));
+  }
+  if (family.softcaps) {
+    for (auto [key, cap, fallback] :
+         {std::tuple{K("attn_logit_softcapping"), &c.attn_softcap, 50.0},
+          std::tuple{K("final_logit_softcapping"), &c.final_softcap, 30.0}}) {
+      *cap = g.FloatOr(key, fallback);
+      if (!(*cap > 0.0) || *cap > 1e6) {
+        Fail("{}: metadata {} is {}, expected a number in (0, 1e6] (llama.cpp always soft-caps)",
+             path, key, *cap);
+      }
+      from.push_back(fmt::format("soft cap {} <- {}{}", *cap, key,
+                                 g.Find(key) ? "" : " (absent: llama.cpp's default)"));
+    }
   }
   const std::string wkey = K("attention.sliding_window");
-  if (g.Find(wkey) == nullptr || g.Int(wkey) <= 0) {
+  const bool has_window = g.Find(wkey) != nullptr;
+  if (has_window ? g.Int(wkey) <= 0 : family.gguf_default_window == 0) {
     from.push_back(fmt::format("every layer global <- {} absent or 0", wkey));
     return;
   }
   SwaPattern p;
-  p.window = CountKey(g, wkey, kMaxSeqLen);
+  p.window = has_window ? CountKey(g, wkey, kMaxSeqLen) : family.gguf_default_window;
   const std::string pkey = K("attention.sliding_window_pattern");
   p.period = family.swa_pattern;
   if (const GgufValue* v = g.Find(pkey); v != nullptr) {
@@ -268,15 +288,27 @@ void ParseSwaLayers(const GgufFile& g, const ModelFamily& family, const ArchKeys
     p.period = CountKey(g, pkey, kMaxLayers);
   }
   const std::string bkey = K("rope.freq_base_swa");
-  p.local_base = g.FloatOr(bkey, family.swa_local_base);
-  if (!(p.local_base > 1.0) || p.local_base > 1e12) {
-    Fail("{}: metadata {} is {}, expected a number above 1", path, bkey, p.local_base);
+  if (family.swa_local_base > 0.0) {
+    p.local_base = g.FloatOr(bkey, family.swa_local_base);
+    if (!(p.local_base > 1.0) || p.local_base > 1e12) {
+      Fail("{}: metadata {} is {}, expected a number above 1", path, bkey, p.local_base);
+    }
+  } else if (g.Find(bkey) != nullptr && static_cast<float>(g.FloatOr(bkey, 0.0)) != c.rope_base) {
+    // llama.cpp's gemma2 would run its local layers at that base but with the global layers'
+    // interpolation; stretch's Gemma 2 keeps one RoPE for all layers, as transformers does.
+    Fail("{}: metadata {} is {}, expected none or {} ({}): {}'s local layers use the model's RoPE",
+         path, bkey, g.FloatOr(bkey, 0.0), c.rope_base, K("rope.freq_base"), family.name);
   }
   SetSwaPattern(c, p);
   from.push_back(fmt::format(
-      "local layers (window {}, RoPE base {}) with every {}th global <- {}, {}{}, {}{}", p.window,
-      p.local_base, p.period, wkey, pkey, g.Find(pkey) ? "" : " (absent: the family's default)",
-      bkey, g.Find(bkey) ? "" : " (absent: the family's default)"));
+      "local layers (window {}, {}), one global layer in every {} <- {}{}, {}{}{}", p.window,
+      p.local_base > 0.0 ? fmt::format("RoPE base {}", p.local_base)
+                         : std::string("the model's RoPE"),
+      p.period, wkey, has_window ? "" : " (absent: llama.cpp's default)", pkey,
+      g.Find(pkey) ? "" : " (absent: the family's default)",
+      p.local_base > 0.0
+          ? fmt::format(", {}{}", bkey, g.Find(bkey) ? "" : " (absent: the family's default)")
+          : std::string()));
 }
 
 Parsed Parse(const GgufFile& g) {
@@ -662,21 +694,44 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
   const ModelConfig& c = model.config;
   STRETCH_CHECK(tokenizer == nullptr || vocabulary_from == nullptr,
                 "SaveGgufModel: a tokenizer and a vocabulary file both given");
-  // llama.cpp's gemma3 scales queries by 1/sqrt(head_dim), by 1/sqrt(dim / heads) at 62 layers
-  // (ParseSwaLayers): the only logit scales its files can mean.
+  // llama.cpp's gemma2 and gemma3 scale queries by 1/sqrt(head_dim), by 1/sqrt(dim / heads) at
+  // the family's gguf_wide_scale_layers (ParseSwaLayers): the only logit scales its files can
+  // mean.
+  const int wide = FamilyOf(c).gguf_wide_scale_layers;
   const bool gguf_scale =
       FamilyOf(c).swa_pattern > 0 &&
       (c.attention.logit_scale == 0.0 ||
-       (c.n_layers == 62 &&
+       (wide > 0 && c.n_layers == wide &&
         c.attention.logit_scale == 1.0 / std::sqrt(static_cast<double>(c.dim / c.n_heads))));
   if (!gguf_scale && FamilyOf(c).swa_pattern > 0 && FamilyHoldsLayout(FamilyOf(c), c, true)) {
     Fail(
         "{}: {} scales q . k by {:.6g} (query_pre_attn_scalar {:.6g}), which no GGUF key holds: "
-        "llama.cpp's gemma3 scales by 1/sqrt(head dim) = {:.6g} (write a Hugging Face folder, "
+        "llama.cpp's {} scales by 1/sqrt(head dim) = {:.6g} (write a Hugging Face folder, "
         "which keeps it)",
         path, model.source, c.attention.logit_scale,
-        1.0 / (c.attention.logit_scale * c.attention.logit_scale),
+        1.0 / (c.attention.logit_scale * c.attention.logit_scale), FamilyOf(c).gguf_architecture,
         1.0 / std::sqrt(static_cast<double>(c.head_dim())));
+  }
+  // What llama.cpp's gemma2 always does, and its files therefore cannot turn off.
+  if (const ModelFamily& f = FamilyOf(c); f.softcaps || f.gguf_tied || f.gguf_default_window > 0) {
+    std::string lacks;
+    if (f.softcaps && !(c.attn_softcap > 0.0 && c.final_softcap > 0.0)) {
+      lacks = fmt::format("soft caps {} and {} (llama.cpp's {} always soft-caps both)",
+                          c.attn_softcap, c.final_softcap, f.gguf_architecture);
+    } else if (f.gguf_tied && !c.shared_classifier) {
+      lacks = fmt::format(
+          "a classifier of its own (llama.cpp's {} reads no output.weight: it "
+          "scores with the embedding)",
+          f.gguf_architecture);
+    } else if (f.gguf_default_window > 0 && !SwaPatternOf(c).has_value()) {
+      lacks = fmt::format(
+          "no local layers (llama.cpp's {} gives every other layer a window of {} "
+          "when the file has none)",
+          f.gguf_architecture, f.gguf_default_window);
+    }
+    if (!lacks.empty()) {
+      Fail("{}: {} has {}; write a Hugging Face folder, which holds it", path, model.source, lacks);
+    }
   }
   if (!FamilyHoldsLayout(FamilyOf(c), c, gguf_scale)) {
     Fail(
@@ -728,11 +783,18 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
     kv.emplace_back(K("attention.sliding_window"), GgufU32(static_cast<uint32_t>(window)));
   }
   if (const std::optional<SwaPattern> swa = SwaPatternOf(c); swa && family.swa_pattern > 0) {
-    // As convert_hf_to_gguf.py's Gemma3Model writes them; llama.cpp's gemma3 reads all three.
+    // As convert_hf_to_gguf.py's Gemma2Model / Gemma3Model write them; llama.cpp's gemma2 and
+    // gemma3 read all three (gemma2's local layers: the model's base when freq_base_swa is absent).
     kv.emplace_back(K("attention.sliding_window"), GgufU32(static_cast<uint32_t>(swa->window)));
     kv.emplace_back(K("attention.sliding_window_pattern"),
                     GgufU32(static_cast<uint32_t>(swa->period)));
-    kv.emplace_back(K("rope.freq_base_swa"), GgufF32(static_cast<float>(swa->local_base)));
+    if (swa->local_base > 0.0) {
+      kv.emplace_back(K("rope.freq_base_swa"), GgufF32(static_cast<float>(swa->local_base)));
+    }
+  }
+  if (family.softcaps) {  // Gemma 2 (convert_hf_to_gguf.py's Gemma2Model)
+    kv.emplace_back(K("attn_logit_softcapping"), GgufF32(static_cast<float>(c.attn_softcap)));
+    kv.emplace_back(K("final_logit_softcapping"), GgufF32(static_cast<float>(c.final_softcap)));
   }
   if (c.rope_interpolation != 1.0f) {
     kv.emplace_back(K("rope.scaling.type"), GgufString("linear"));

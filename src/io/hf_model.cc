@@ -18,6 +18,7 @@
 #include <set>
 #include <span>
 #include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "src/core/check.h"
@@ -189,8 +190,8 @@ std::string RelativeReason(const std::string& name) {
        "the multimodal model: stretch reads the text model (Gemma3ForCausalLM, model_type "
        "gemma3_text)"},
       {"gemma",
-       "Gemma 1 and 2 are not read yet (Gemma 2 soft-caps its logits); Gemma 3's text model is: "
-       "Gemma3ForCausalLM"},
+       "Gemma 1 is not read yet; Gemma 2 (Gemma2ForCausalLM) and Gemma 3's text model "
+       "(Gemma3ForCausalLM) are"},
       {"phimoe", "its feed-forward is a mixture of experts"},
       {"phi",
        "Phi-1 and Phi-2 have LayerNorm, a parallel attention/MLP block, partial rotary and GELU "
@@ -311,15 +312,26 @@ Json WithoutType(Json j) {
   return j;
 }
 
-// Gemma 3's config.json keys beyond the LLaMA ones (Gemma3TextConfig; its defaults where a key is
-// absent): no soft-capping, the query scale, and the local and global layers
-// (src/model/families/gemma3.cc).
-void ParseGemmaConfig(const ConfigKeys& k, const std::string& path, int D, ModelConfig& c) {
-  for (const char* key : {"final_logit_softcapping", "attn_logit_softcapping"}) {
-    if (const Json* v = k.Find(key); v != nullptr && !v->is_null()) {
-      Fail("{}: {} is {}, expected null: stretch runs Gemma 3 without soft-capping (Gemma 2's)",
-           path, key, v->dump());
+// Gemma's config.json keys beyond the LLaMA ones (Gemma2Config, Gemma3TextConfig; their defaults
+// where a key is absent): the soft caps (Gemma 2: 50 and 30, null for none; Gemma 3: none), the
+// query scale, and the local and global layers (src/model/families/gemma2.cc, gemma3.cc).
+void ParseGemmaConfig(const ConfigKeys& k, const std::string& path, int D,
+                      const ModelFamily& family, ModelConfig& c) {
+  for (auto [key, cap, fallback] :
+       {std::tuple{"attn_logit_softcapping", &c.attn_softcap, 50.0},
+        std::tuple{"final_logit_softcapping", &c.final_softcap, 30.0}}) {
+    const Json* v = k.Find(key);
+    if (!family.softcaps) {
+      if (v != nullptr && !v->is_null()) {
+        Fail("{}: {} is {}, expected null: {} has no soft-capping (Gemma 2's)", path, key,
+             v->dump(), family.hf_architectures[0]);
+      }
+      continue;
     }
+    if (v != nullptr && v->is_null()) continue;  // none
+    *cap = k.Number(
+                key, [](double x) { return x > 0.0 && x <= 1e6; }, "null or a number in (0, 1e6]")
+               .value_or(fallback);
   }
   // Logits times query_pre_attn_scalar ** -0.5 (default 256); 1/sqrt(D), the default scale, when
   // it is D.
@@ -333,11 +345,15 @@ void ParseGemmaConfig(const ConfigKeys& k, const std::string& path, int D, Model
   const Json* w = k.Find("sliding_window");
   if (w != nullptr && w->is_null()) return;
   const int64_t window = w == nullptr ? 4096 : k.CountOf("sliding_window", *w, kMaxWindow);
+  // Gemma 3's local layers have a base of their own (rope_local_base_freq); Gemma 2's share the
+  // model's rotary embedding (Gemma2Config has no such key, and transformers reads none).
   const double local_base =
-      k.Number(
-           "rope_local_base_freq", [](double v) { return v > 1.0 && v <= kMaxRopeBase; },
-           "a number above 1 (the local layers' RoPE base)")
-          .value_or(10000.0);
+      family.swa_local_base > 0.0
+          ? k.Number(
+                 "rope_local_base_freq", [](double v) { return v > 1.0 && v <= kMaxRopeBase; },
+                 "a number above 1 (the local layers' RoPE base)")
+                .value_or(family.swa_local_base)
+          : 0.0;
   std::vector<bool> local(static_cast<size_t>(c.n_layers));
   if (const Json* types = k.Find("layer_types"); types != nullptr && !types->is_null()) {
     if (!types->is_array() || types->size() != local.size()) {
@@ -354,15 +370,15 @@ void ParseGemmaConfig(const ConfigKeys& k, const std::string& path, int D, Model
       local[l] = t == "sliding_attention";
     }
   } else {
-    const int64_t P = k.OptionalCount("sliding_window_pattern", kMaxLayers).value_or(6);
+    // Gemma 2's configs before layer_types: layer i local when i is even (P = 2).
+    const int64_t P =
+        k.OptionalCount("sliding_window_pattern", kMaxLayers).value_or(family.swa_pattern);
     for (size_t l = 0; l < local.size(); ++l) local[l] = (static_cast<int64_t>(l) + 1) % P != 0;
   }
   c.attention.layers.assign(local.size(), LayerLayout{});
+  const LayerLayout local_layer = SwaPattern{0, window, local_base}.Local();
   for (size_t l = 0; l < local.size(); ++l) {
-    if (local[l]) {
-      c.attention.layers[l] =
-          LayerLayout{.window = window, .rope_base = local_base, .rope_pi = 1.0};
-    }
+    if (local[l]) c.attention.layers[l] = local_layer;
   }
 }
 
@@ -433,7 +449,7 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
            family.gemma_block ? "GeGLU" : "SwiGLU");
     }
   }
-  if (family.gemma_block) ParseGemmaConfig(k, path, D, c);
+  if (family.gemma_block) ParseGemmaConfig(k, path, D, family, c);
   // LlamaConfig's and Qwen3Config's switches for biases (Qwen2Config has none: its q/k/v biases
   // are the family's). attention_bias would also put one on o_proj.
   for (const char* key : {"attention_bias", "mlp_bias"}) {
@@ -507,8 +523,8 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
     }
     from_scaling = ReadRopeScaling(path, "rope_scaling", *s, true);
   }
-  // LlamaConfig's default; Gemma3TextConfig's is 1,000,000.
-  c.rope_base = static_cast<float>(base.value_or(family.gemma_block ? 1e6 : 10000.0));
+  // The config class's default (LlamaConfig's 10,000; Gemma3TextConfig's 1,000,000).
+  c.rope_base = static_cast<float>(base.value_or(family.hf_default_rope_base));
   if (from_parameters && from_scaling) {
     const RopeScalingObject& a = *from_scaling;
     const RopeScalingObject& b = *from_parameters;
@@ -1050,7 +1066,14 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
   const nlohmann::ordered_json family_keys = nlohmann::ordered_json::parse(family.hf_config_keys);
   for (const auto& [key, value] : family_keys.items()) j[key] = value;
   if (window > 0) j["sliding_window"] = window;
-  if (family.swa_pattern > 0) {  // Gemma3TextConfig's keys (src/model/families/gemma3.cc)
+  if (family.softcaps || family.gemma_block) {  // Gemma2Config's soft caps; null: none
+    for (auto [key, cap] : {std::pair{"attn_logit_softcapping", c.attn_softcap},
+                            std::pair{"final_logit_softcapping", c.final_softcap}}) {
+      j[key] = cap > 0.0 ? nlohmann::ordered_json(ShortestDouble(static_cast<float>(cap)))
+                         : nlohmann::ordered_json();
+    }
+  }
+  if (family.swa_pattern > 0) {  // Gemma's keys (src/model/families/gemma2.cc, gemma3.cc)
     j["query_pre_attn_scalar"] =
         c.attention.logit_scale == 0.0
             ? static_cast<double>(c.head_dim())
@@ -1060,7 +1083,9 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
     j["sliding_window"] = swa ? nlohmann::ordered_json(swa->window) : nlohmann::ordered_json();
     if (swa) {
       j["sliding_window_pattern"] = swa->period;
-      j["rope_local_base_freq"] = ShortestDouble(static_cast<float>(swa->local_base));
+      if (swa->local_base > 0.0) {
+        j["rope_local_base_freq"] = ShortestDouble(static_cast<float>(swa->local_base));
+      }
     }
     nlohmann::ordered_json types = nlohmann::ordered_json::array();
     for (int l = 0; l < c.n_layers; ++l) {

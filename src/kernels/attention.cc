@@ -142,6 +142,8 @@ void AttentionForward(HeadRows q, HeadRows k, HeadRows v, HeadRowsMut out,
       pb.ssmax = &plan->ssmax;
     }
     pb.bias = plan->bias.kind == BiasKind::kNone ? nullptr : &plan->bias;
+    STRETCH_CHECK(plan->softcap >= 0.0, "softcap {}", plan->softcap);
+    pb.softcap = static_cast<float>(plan->softcap * kLog2eD);
     pb.query_norm = plan->query_norm;
     pb.key_norm = plan->key_norm;
     if (plan->xpos_scale_base > 0.0) {

@@ -282,6 +282,7 @@ void CheckBackwardInputs(const float* lse, const AttentionDims& dims, const Atte
         !plan->query_norm && !plan->key_norm && plan->xpos_scale_base <= 0.0 && plan->ssmax.empty(),
         "QueryNorm, KeyNorm, XPOS and SSMax are applied to q and k outside the kernel "
         "when training");
+    STRETCH_CHECK(plan->softcap == 0.0, "soft-capped attention (Gemma 2) is not trained");
   }
   STRETCH_CHECK(lse != nullptr && grads.dq.data && grads.dk.data && grads.dv.data);
 }

@@ -52,6 +52,7 @@ struct Problem {
   const RotationTables* tables;
   const HeadRows* key_slots;  // static rotating plans: keys rotated once per key slot
   const AttentionBias* bias;  // null when the plan has none
+  float softcap;              // > 0: the plan's soft cap in log2 units (cap log2 e), else 0
   bool query_norm, key_norm;
   const std::vector<double>* xpos;  // XPOS: log2(zeta_t) / gamma per pair; null when off
   int pairs;                        // rotated pairs (D / 2) when rotating
@@ -577,6 +578,8 @@ void RunItem(const Problem& pb, const Mask& mask, int g, int64_t qt, int chunk, 
   // keys [k_lo, k_lo + nk) of the tile.
   auto finish = [&](int r0, int rows, const float* v, int64_t k_lo, int nk, int ncols,
                     TileKind kind) {
+    // Gemma 2's soft cap, before the mask (which it leaves as it is).
+    if (pb.softcap > 0.0f) SoftCap<kBk>(sc.s.data(), rows, ncols, pb.softcap);
     // 3. Mask partial tiles.
     if (kind == TileKind::kPartial) {
       ApplyMask<Mask, kBk>(mask, sc.s.data(), rows, pb.group, ncols, nk, it.q_lo, k_lo, r0);

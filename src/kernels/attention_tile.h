@@ -398,6 +398,21 @@ void ScoreTileDirect(const float* HWY_RESTRICT q, int dp, const HeadRows& k, int
   }
 }
 
+// Between steps 2 and 3 with a soft cap (Gemma 2, AttentionPlan::softcap): s -> c tanh(s / c), c
+// the cap in the scores' log2 units (cap log2 e, so that the natural-log score x becomes
+// cap tanh(x / cap)); a score already -inf stays so. Scalar tanh: the one family that caps runs
+// it once per score, and its cost is not measured yet.
+template <int kBk>
+void SoftCap(float* HWY_RESTRICT s, int rows, int ncols, float c) {
+  const float inv = 1.0f / c;
+  for (int row = 0; row < rows; ++row) {
+    float* sr = s + row * kBk;
+    for (int j = 0; j < ncols; ++j) {
+      if (sr[j] != kNegInf) sr[j] = c * std::tanh(sr[j] * inv);
+    }
+  }
+}
+
 // Step 3 (partial tiles): scores of invisible pairs and of the padding columns [nk, ncols) -> -inf.
 template <class Mask, int kBk>
 void ApplyMask(const Mask& mask, float* HWY_RESTRICT s, int rows, int group, int ncols, int nk,

@@ -218,6 +218,12 @@ struct ModelConfig {
   // weights' type: Gemma3TextScaledWordEmbedding; llama.cpp's gemma3 scales by sqrtf(n_embd));
   // 0: none.
   float embed_scale = 0.0f;
+  // Gemma 2's soft-capping (transformers' modeling_gemma2.py; Gemma Team 2024, "Gemma 2", arXiv
+  // 2408.00118, section 2): x -> cap tanh(x / cap), on every attention logit after its scale and
+  // before the mask (attn_logit_softcapping, 50 in Gemma 2) and on the classifier's logits
+  // (final_logit_softcapping, 30). 0: off. LLaMA block only; stretch runs it, does not train it.
+  double attn_softcap = 0.0;
+  double final_softcap = 0.0;
   // The model family it was read as (src/model/family.h: "phi3"), so that it is written back as
   // that family where another has the same block (LLaMA); "" for stretch's own models. Not part
   // of what the model computes.
@@ -234,6 +240,7 @@ struct ModelConfig {
     if (post_norms) add("norms on the attention's and feed-forward's outputs (Gemma)");
     if (activation == FfnActivation::kGeluTanh) add("a GeGLU feed-forward (Gemma)");
     if (embed_scale != 0.0f) add("a scaled embedding (Gemma)");
+    if (attn_softcap != 0.0 || final_softcap != 0.0) add("soft-capped logits (Gemma 2)");
     return out;
   }
   // Layer l's RoPE base and trained interpolation: its own (LayerLayout), else the model's.

@@ -139,8 +139,7 @@ std::optional<SwaPattern> SwaPatternOf(const ModelConfig& c) {
           p.window = x.window;
           p.local_base = x.rope_base;
         }
-        fits = p.window > 0 &&
-               x == LayerLayout{.window = p.window, .rope_base = p.local_base, .rope_pi = 1.0};
+        fits = p.window > 0 && x == p.Local();
       }
     }
     if (fits && p.window > 0) return p;
@@ -151,20 +150,21 @@ std::optional<SwaPattern> SwaPatternOf(const ModelConfig& c) {
 void SetSwaPattern(ModelConfig& c, const SwaPattern& p) {
   c.attention.layers.assign(static_cast<size_t>(c.n_layers), LayerLayout{});
   for (int64_t l = 0; l < c.n_layers; ++l) {
-    if (l % p.period != p.period - 1) {
-      c.attention.layers[static_cast<size_t>(l)] =
-          LayerLayout{.window = p.window, .rope_base = p.local_base, .rope_pi = 1.0};
-    }
+    if (l % p.period != p.period - 1) c.attention.layers[static_cast<size_t>(l)] = p.Local();
   }
 }
 
 bool FamilyHoldsLayout(const ModelFamily& family, const ModelConfig& c, bool scale_ok) {
   if (c.Gau()) return false;
+  if (!family.softcaps && (c.attn_softcap != 0.0 || c.final_softcap != 0.0)) return false;
   if (family.swa_pattern > 0) {
     AttentionLayout a = c.attention;
     if (scale_ok) a.logit_scale = 0.0;
     if (a.IsPlain()) return true;
-    return SwaPatternOf(c).has_value() && (scale_ok || c.attention.logit_scale == 0.0);
+    // The local layers' RoPE as the family's files have it: a base of their own or the model's.
+    const std::optional<SwaPattern> p = SwaPatternOf(c);
+    return p.has_value() && (p->local_base > 0.0) == (family.swa_local_base > 0.0) &&
+           (scale_ok || c.attention.logit_scale == 0.0);
   }
   return c.attention.IsPlain() ||
          (family.hf_window_architecture >= 0 && c.attention.UniformWindow() > 0);

@@ -97,8 +97,26 @@ struct ModelFamily {
   // `sliding_window` (HF) / ARCH.attention.sliding_window (GGUF), P as `sliding_window_pattern`
   // or `layer_types` / ARCH.attention.sliding_window_pattern, the base as `rope_local_base_freq`
   // / ARCH.rope.freq_base_swa.
+  // swa_local_base 0 (Gemma 2): the local layers keep the model's RoPE (base and interpolation:
+  // Gemma2RotaryEmbedding serves every layer), LayerLayout with the window alone.
   int64_t swa_pattern = 0;
   double swa_local_base = 0.0;
+  // GGUF: the window when ARCH.attention.sliding_window is absent (llama.cpp's gemma2: 4096);
+  // 0: every layer global then (gemma3).
+  int64_t gguf_default_window = 0;
+  // llama.cpp scales this family's queries by 1/sqrt(head_dim), but by 1/sqrt(dim / heads) for a
+  // model of this many layers (the 27B one, whose query_pre_attn_scalar is that): 0 for none.
+  int gguf_wide_scale_layers = 0;
+  // Gemma 2's soft-capping (ModelConfig::attn_softcap, final_softcap): the files hold it as
+  // attn_logit_softcapping / final_logit_softcapping (config.json, defaults 50 and 30; GGUF:
+  // ARCH.attn_logit_softcapping, ARCH.final_logit_softcapping, which llama.cpp always applies).
+  // A family without it refuses a model or a file that has it.
+  bool softcaps = false;
+  // llama.cpp reads no output.weight for this family (gemma2: its classifier is the embedding):
+  // GGUF files of it hold tied models only.
+  bool gguf_tied = false;
+  // config.json's rope_theta when absent (the config class's default: Gemma3TextConfig 1e6).
+  double hf_default_rope_base = 10000.0;
   // GGUF files of this family can hold LongRoPE (rope.scaling.type "longrope" with tensors
   // rope_factors_short/long.weight): llama.cpp loads those tensors for the architecture (phi3).
   bool gguf_longrope = false;
@@ -138,7 +156,13 @@ bool FamilyHoldsLayout(const ModelFamily& family, const ModelConfig& c, bool sca
 struct SwaPattern {
   int64_t period = 0;  // P: layer l is global when l % P == P - 1
   int64_t window = 0;  // W: a local layer's keys i - W + 1 .. i
+  // The local layers' RoPE base, at interpolation 1 (Gemma 3); 0: the model's RoPE, base and
+  // interpolation (Gemma 2).
   double local_base = 0.0;
+  LayerLayout Local() const {
+    return local_base > 0.0 ? LayerLayout{.window = window, .rope_base = local_base, .rope_pi = 1.0}
+                            : LayerLayout{.window = window};
+  }
 };
 // The pattern of `c`'s layout (every other AttentionLayout field the default but logit_scale),
 // the smallest period that fits; nullopt when its layers are not such a pattern.

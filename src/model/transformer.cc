@@ -135,6 +135,13 @@ std::string AttentionLayoutText(const ModelConfig& c) {
 std::string AttentionVariantsText(const ModelConfig& c) {
   const AttentionLayout& a = c.attention;
   std::vector<std::string> parts;
+  if (c.attn_softcap > 0.0) {
+    parts.push_back(
+        fmt::format("attention logits soft-capped at {:.6g} (cap tanh(x / cap))", c.attn_softcap));
+  }
+  if (c.final_softcap > 0.0) {
+    parts.push_back(fmt::format("output logits soft-capped at {:.6g}", c.final_softcap));
+  }
   if (a.logit_scale > 0.0) {  // Gemma's query_pre_attn_scalar, cosine attention's scale
     parts.push_back(fmt::format("q . k times {:.6g} (the default 1/sqrt(head dim) is {:.6g})",
                                 a.logit_scale, 1.0 / std::sqrt(static_cast<double>(c.head_dim()))));
@@ -257,6 +264,7 @@ AttentionPlan LayerAttentionPlan(const ModelConfig& config, int l, const Attenti
   }
   p.query_norm = layout.query_norm;
   p.key_norm = layout.key_norm;
+  p.softcap = config.attn_softcap;  // Gemma 2, every layer
   // The trainer's LayerPlan and its ops outside the kernel (src/train/transformer_train.h): the
   // per-position lambda and SSMax on every layer; p-RoPE and XPOS on the RoPE layers.
   // Per-head values come per position head (position_heads(): the GAU's one head) and go to
@@ -715,6 +723,13 @@ void Transformer::Logits(const float* hidden, int64_t T, float* logits) const {
   const ModelConfig& c = model_.config;
   profile::Scope s(profile::kClassifier);
   MatMulRows(hidden, model_.weights.ClassifierData(), logits, T, c.dim, c.vocab_size);
+  if (const double cap = c.final_softcap; cap > 0.0) {  // Gemma 2: cap tanh(logit / cap)
+    const float fc = static_cast<float>(cap), inv = static_cast<float>(1.0 / cap);
+    const int64_t n = T * c.vocab_size;
+    ParallelFor(n, WorkGrain(n, n, 65536), [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) logits[i] = fc * std::tanh(logits[i] * inv);
+    });
+  }
 }
 
 }  // namespace stretch

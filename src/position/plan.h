@@ -114,6 +114,9 @@ struct AttentionPlan {
   // Models trained with them (the training issue): an additive bias, and L2-normalized queries
   // and/or keys (QueryNorm, KeyNorm; both with the caller's scale = lambda: cosine attention).
   AttentionBias bias;
+  // Gemma 2's attention logit soft-capping (ModelConfig::attn_softcap): every score, after its
+  // scales and bias, becomes cap tanh(score / cap) before the mask. 0: off. Inference only.
+  double softcap = 0.0;
   bool query_norm = false;
   bool key_norm = false;
   // Cosine attention with a per-position lambda (Su Jianlin's second choice, beside a constant

@@ -45,7 +45,8 @@ TEST_F(ConformanceTest, APackHoldsEveryFamilyAndThisBuildAgreesWithIt) {
     EXPECT_LE(j["gguf_hf_max_abs_diff"].get<double>(), 1e-4) << k.name;
     for (const nlohmann::json& v : j["logprob"]) EXPECT_LT(v.get<double>(), 0.0) << k.name;
   }
-  EXPECT_EQ(architectures, (std::set<std::string>{"llama", "qwen2", "qwen3", "phi3", "gemma3"}));
+  EXPECT_EQ(architectures,
+            (std::set<std::string>{"llama", "qwen2", "qwen3", "phi3", "gemma3", "gemma2"}));
   EXPECT_TRUE(std::filesystem::exists(o.out + "/text.txt"));
   EXPECT_TRUE(std::filesystem::exists(o.out + "/README.md"));
   EXPECT_EQ(ReadJsonFile(o.out + "/qwen3-yarn/logprobs.json")["method"], "yarn:factor=4");

@@ -58,18 +58,6 @@ ModelConfig GemmaConfig() {
   return c;
 }
 
-std::vector<float> EngineLogits(const Model& m, const std::string& spec,
-                                const std::vector<int>& tokens) {
-  Transformer model(m);
-  model.SetMethod(ParseMethod(spec), static_cast<int64_t>(tokens.size()));
-  KvCache cache(m.config, static_cast<int64_t>(tokens.size()));
-  std::vector<float> hidden;
-  model.Forward(tokens, cache, hidden, Transformer::Rows::kAll);
-  std::vector<float> out(tokens.size() * static_cast<size_t>(m.config.vocab_size));
-  model.Logits(hidden.data(), static_cast<int64_t>(tokens.size()), out.data());
-  return out;
-}
-
 class Gemma3Test : public testing::TempDirTest {
  protected:
   Gemma3Test() : TempDirTest("stretch_gemma3_") {}
@@ -104,7 +92,7 @@ TEST(Gemma3Forward, TheEngineEqualsTheReferenceUnderMethodsAndFailsAPerturbedOne
   for (const char* spec : {"direct", "pi", "yarn", "ntk", "rerope:window=8",
                            "self-extend:group=4,window=8", "rerope:window=8+logn"}) {
     SCOPED_TRACE(spec);
-    const std::vector<float> got = EngineLogits(m, spec, tokens);
+    const std::vector<float> got = testing::Logits(m, spec, tokens);
     const std::vector<double> exact =
         ref::LayoutForwardRef<double>(m.config, m.weights, spec, tokens);
     const double tol =
@@ -181,7 +169,7 @@ TEST_F(Gemma3Test, GgufHoldsLlamaCppsKeysAndScoresAsTheHfFolder) {
   SaveHfModel(m, Path("hf"), SafetensorsDtype::kF32);
   const Model hf = LoadHfModel(Path("hf"));
   const std::vector<int> tokens = testing::RandomTokens(30, m.config.vocab_size, 15);
-  EXPECT_EQ(EngineLogits(back, "direct", tokens), EngineLogits(hf, "direct", tokens));
+  EXPECT_EQ(testing::Logits(back, "direct", tokens), testing::Logits(hf, "direct", tokens));
   // A query scale llama.cpp would not apply is refused, nothing written.
   Model scaled = m;
   scaled.config.attention.logit_scale = 0.2;

@@ -121,9 +121,10 @@ void RunInspect(const InspectArgs& args) {
                                          c.n_heads));
   } else {
     Row("block",
-        c.post_norms ? "Gemma's (RMSNorm before and after attention and feed-forward, gains "
-                       "1 + w, each head's q and k RMS-normalized before RoPE, GeGLU, embedding "
-                       "times sqrt(dim))"
+        c.post_norms
+            ? fmt::format("Gemma's (RMSNorm before and after attention and "
+                          "feed-forward, gains 1 + w, {}GeGLU, embedding times sqrt(dim))",
+                          c.qk_norm ? "each head's q and k RMS-normalized before RoPE, " : "")
         : c.qkv_bias ? "LLaMA's with biases on the q, k and v projections (Qwen 2)"
         : c.qk_norm  ? "LLaMA's with each head's q and k RMS-normalized before RoPE (Qwen 3)"
                      : "LLaMA's (pre-norm RMSNorm, RoPE attention, SwiGLU, no biases)");
