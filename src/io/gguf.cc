@@ -857,4 +857,17 @@ void WriteGguf(const std::string& path, const std::vector<std::pair<std::string,
   out.Commit();
 }
 
+// An integer element of an array, as int64 (the unsigned ones above INT64_MAX as -1, which every
+// caller refuses).
+int64_t GgufElementInt(const GgufValue& v) {
+  switch (v.type) {
+    case GgufValueType::kUint8:
+    case GgufValueType::kUint16:
+    case GgufValueType::kUint32:
+    case GgufValueType::kUint64:
+      return v.u > static_cast<uint64_t>(INT64_MAX) ? -1 : static_cast<int64_t>(v.u);
+    default: return v.i;
+  }
+}
+
 }  // namespace stretch

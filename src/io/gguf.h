@@ -161,6 +161,10 @@ struct GgufTensorOut {
   std::vector<uint8_t> data;
 };
 // Convenience constructors for metadata values.
+// An integer element of an array, as int64 (the unsigned ones above INT64_MAX as -1, which every
+// caller refuses).
+int64_t GgufElementInt(const GgufValue& v);
+
 GgufValue GgufString(std::string s);
 GgufValue GgufU32(uint32_t v);
 GgufValue GgufF32(float v);

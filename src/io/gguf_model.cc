@@ -544,8 +544,26 @@ Tokenizer ReadGgufTokenizer(const GgufFile& g) {
   pieces.reserve(n);
   const std::string_view kSpace = "\xe2\x96\x81";  // U+2581, SentencePiece's space
   for (const GgufValue& v : tokens->array) pieces.push_back(ReplaceAll(v.s, kSpace, " "));
-  return Tokenizer::FromVocabulary(path + " (its vocabulary)", std::move(pieces),
-                                   std::move(scores));
+  Tokenizer t =
+      Tokenizer::FromVocabulary(path + " (its vocabulary)", std::move(pieces), std::move(scores));
+  // llama.cpp's special tokens (its cache_special_tokens): token types 2 unknown, 3 control and
+  // 4 user-defined, spelled as the file has them.
+  if (const GgufValue* types = g.Find("tokenizer.ggml.token_type"); types != nullptr) {
+    if (types->type != GgufValueType::kArray || types->array.size() != n ||
+        !(n == 0 || types->array[0].IsInteger())) {
+      Fail("{}: metadata tokenizer.ggml.token_type is {}, expected an array of {} integers", path,
+           types->Describe(), n);
+    }
+    std::vector<std::pair<std::string, int>> special;
+    for (size_t id = 0; id < n; ++id) {
+      const int64_t type = GgufElementInt(types->array[id]);
+      if (type == 2 || type == 3 || type == 4) {
+        special.emplace_back(tokens->array[id].s, static_cast<int>(id));
+      }
+    }
+    t.SetSpecialTokens(std::move(special));
+  }
+  return t;
 }
 
 namespace {

@@ -992,6 +992,24 @@ TEST_F(BpeJsonFiles, NonSpecialAddedTokensAreMatchedInTheText) {
   EXPECT_EQ(t.Kind(eot), BpeTokenKind::kNormal);
 }
 
+// A special added token is a token of the prompt where the text spells it when special tokens
+// are parsed (llama-completion's reading), and characters otherwise; the non-special ones are
+// matched either way.
+TEST_F(BpeJsonFiles, SpecialAddedTokensArePromptTokensWhenParsed) {
+  json j = Tiny();
+  const int eot = j["added_tokens"][0]["id"].get<int>();  // <|endoftext|>, special
+  j["added_tokens"].push_back({{"id", eot + 1}, {"content", "<|end"}, {"special", false}});
+  const auto tok = MakeBpeTextTokenizer(BpeTokenizer::FromTokenizerJson(Write(j)));
+  const BpeTokenizer t = BpeTokenizer::FromTokenizerJson(Write(j));
+  const int a = t.Encode("a")[0], b = t.Encode("b")[0];
+  EXPECT_EQ(tok->EncodePromptParsingSpecial("a<|endoftext|>b<|end"),
+            (std::vector<int>{a, eot, b, eot + 1}));
+  const std::vector<int> plain = tok->EncodePrompt("a<|endoftext|>b<|end");
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), eot), 0) << "spelled as characters";
+  EXPECT_EQ(plain.back(), eot + 1);
+  EXPECT_EQ(tok->SpecialTokens().front(), (std::pair<std::string, int>{"<|endoftext|>", eot}));
+}
+
 TEST_F(BpeJsonFiles, RefusesDamagedFieldsByName) {
   auto expect = [&](const json& j, const std::string& want) {
     const std::string e = Refusal(j);

@@ -24,12 +24,20 @@ struct GenerateArgs {
   int steps = 200;
   SamplerOptions sampler;
   bool ignore_eos = false;
+  bool no_parse_special = false;
   bool quiet_stats = false;
   std::string context;  // --context: NBCE's long context
   // Sampling flags, to tell whether they were given (they do nothing at temperature 0).
   CLI::Option* top_p_option = nullptr;
   CLI::Option* seed_option = nullptr;
 };
+
+// The prompt's tokens: special tokens spelled in it are those tokens (llama-completion's reading)
+// unless --no-parse-special.
+std::vector<int> PromptTokens(const TextTokenizer& tok, const GenerateArgs& args) {
+  return args.no_parse_special ? tok.EncodePrompt(args.prompt)
+                               : tok.EncodePromptParsingSpecial(args.prompt);
+}
 
 // NBCE: the context file read as chunks (one row each, BOS + chunk + prompt), their next-token
 // distributions pooled and combined with the prompt's own (src/eval/nbce.h); every sampled token
@@ -38,7 +46,7 @@ void RunNbceGenerate(const GenerateArgs& args, const Loaded& loaded, const Sweep
   const TextTokenizer& tok = *loaded.tokenizer;
   const ModelConfig& config = loaded.model.config;
   const std::vector<int> context = tok.EncodeText(args.context).tokens;
-  std::vector<int> question = tok.EncodePrompt(args.prompt);
+  std::vector<int> question = PromptTokens(tok, args);
   if (!question.empty() && question.front() == tok.bos()) question.erase(question.begin());
   NbceGenerator gen(loaded.model, tok.bos(), *method.nbce, args.steps, method.method);
   Timer prefill_timer;
@@ -117,7 +125,7 @@ void RunGenerate(const GenerateArgs& args) {
   }
   const TextTokenizer& tok = *loaded.tokenizer;
   const ModelConfig& config = loaded.model.config;
-  std::vector<int> prompt = tok.EncodePrompt(args.prompt);
+  std::vector<int> prompt = PromptTokens(tok, args);
   const int64_t capacity = static_cast<int64_t>(prompt.size()) + args.steps;
 
   Transformer model(loaded.model);
@@ -199,7 +207,9 @@ void RegisterGenerate(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "generate",
       "Write text with a model. The prompt is encoded with the tokenizer after a BOS token (an "
-      "empty prompt starts from BOS alone), processed in one pass (prefill), then new tokens are "
+      "empty prompt starts from BOS alone; special tokens it spells, such as <|im_start|> or "
+      "<start_of_turn>, are those tokens, as llama.cpp's llama-completion reads a prompt), "
+      "processed in one pass (prefill), then new tokens are "
       "produced one at a time (decode) and printed as they come. Stops after -n tokens, or "
       "earlier when the model emits BOS or EOS (the end of a story for llama2.c models) unless "
       "--ignore-eos. Prefill and decode speeds go to stderr.\n"
@@ -247,6 +257,10 @@ void RegisterGenerate(CLI::App& app) {
                                       "warning otherwise)")
                           ->capture_default_str();
   sub->add_flag("--ignore-eos", args->ignore_eos, "Keep generating past BOS/EOS tokens");
+  sub->add_flag("--no-parse-special", args->no_parse_special,
+                "Encode the prompt as plain text: a special token's spelling in it (\"<s>\", "
+                "\"<|im_start|>\") is then its characters, not the token (llama-tokenize's "
+                "flag of that name)");
   sub->add_flag("--no-stats", args->quiet_stats, "Do not print the speed lines on stderr");
   sub->add_option("--context", args->context,
                   "With --method nbce: a text file (or a folder of .txt files) read as the long "

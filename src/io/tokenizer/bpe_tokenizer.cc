@@ -317,6 +317,13 @@ const std::string& BpeTokenizer::Piece(int id) const {
   return pieces_[static_cast<size_t>(id)];
 }
 
+std::vector<std::pair<std::string, int>> BpeTokenizer::SpecialTokens() const {
+  std::vector<std::pair<std::string, int>> all = options_.special;
+  all.insert(all.end(), options_.matched.begin(), options_.matched.end());
+  SortSpecialTokens(all);
+  return all;
+}
+
 BpeTokenKind BpeTokenizer::Kind(int id) const {
   STRETCH_CHECK(id >= 0 && id < vocab_size(), "token {} outside the vocabulary of {}", id,
                 vocab_size());
@@ -500,19 +507,6 @@ const GgufValue& GgufStringArray(const GgufFile& g, std::string_view key) {
   return *v;
 }
 
-// An integer element of an array, as int64 (the unsigned ones above INT64_MAX as -1, which every
-// caller refuses).
-int64_t GgufElementInt(const GgufValue& v) {
-  switch (v.type) {
-    case GgufValueType::kUint8:
-    case GgufValueType::kUint16:
-    case GgufValueType::kUint32:
-    case GgufValueType::kUint64:
-      return v.u > static_cast<uint64_t>(INT64_MAX) ? -1 : static_cast<int64_t>(v.u);
-    default: return v.i;
-  }
-}
-
 // llama.cpp's llama_token_type, as GGUF files store it.
 std::string_view GgufTokenTypeName(int64_t t) {
   switch (t) {
@@ -596,6 +590,7 @@ BpeTokenizer BpeTokenizer::FromGguf(const GgufFile& g) {
       if (type == 1) continue;
       if (type == 2 || type == 3 || type == 5) {  // unknown, control, unused: never encoded
         options.kinds[id] = BpeTokenKind::kControl;
+        if (type != 5) options.special.emplace_back(pieces[id], static_cast<int>(id));
         continue;
       }
       Fail(
@@ -1094,6 +1089,7 @@ BpeTokenizer BpeTokenizer::FromTokenizerJson(const std::string& path) {
         continue;
       }
       kinds[static_cast<size_t>(id)] = BpeTokenKind::kControl;
+      options.special.emplace_back(content, id);
       if (content == "<|endoftext|>") endoftext = id;
     }
   }
@@ -1191,7 +1187,8 @@ class BpeDecoder : public TokenTextDecoder {
 
 class BpeTextTokenizer : public TextTokenizer {
  public:
-  explicit BpeTextTokenizer(BpeTokenizer tokenizer) : tok_(std::move(tokenizer)) {}
+  explicit BpeTextTokenizer(BpeTokenizer tokenizer)
+      : tok_(std::move(tokenizer)), special_(tok_.SpecialTokens()) {}
   std::string Name() const override { return tok_.source(); }
   int vocab_size() const override { return tok_.vocab_size(); }
   int bos() const override { return tok_.bos(); }
@@ -1204,6 +1201,21 @@ class BpeTextTokenizer : public TextTokenizer {
     if (ids.empty() && tok_.bos() >= 0) ids.push_back(tok_.bos());
     return ids;
   }
+  std::vector<int> EncodePromptParsingSpecial(std::string_view text) const override {
+    std::vector<int> ids;
+    if (tok_.add_bos()) ids.push_back(tok_.bos());
+    for (const PromptPart& part : SplitAtSpecialTokens(text, special_)) {
+      if (part.id >= 0) {
+        ids.push_back(part.id);
+      } else {
+        const std::vector<int> body = tok_.Encode(part.text);
+        ids.insert(ids.end(), body.begin(), body.end());
+      }
+    }
+    if (ids.empty() && tok_.bos() >= 0) ids.push_back(tok_.bos());
+    return ids;
+  }
+  std::vector<std::pair<std::string, int>> SpecialTokens() const override { return special_; }
   TextStream EncodeText(const std::string& path) const override {
     return EncodeTextPath(path, [this](const std::string& text) { return tok_.Encode(text); });
   }
@@ -1215,6 +1227,7 @@ class BpeTextTokenizer : public TextTokenizer {
 
  private:
   BpeTokenizer tok_;
+  std::vector<std::pair<std::string, int>> special_;
 };
 
 }  // namespace

@@ -34,7 +34,8 @@
 // normalizers, added tokens with lstrip / rstrip / single_word, llama.cpp's user-defined tokens
 // (GGUF token type 4), BPE dropout, unknown-token fallback, subword prefixes and suffixes. Special tokens are not recognised
 // inside text: "<|endoftext|>" in a text file is encoded as the 13 characters it is (llama.cpp's
-// parse_special=false, which its test-tokenizer-0 uses; Hugging Face would give id 50256).
+// parse_special=false, which its test-tokenizer-0 and llama-perplexity use; Hugging Face would give
+// id 50256). A prompt can have them parsed: TextTokenizer::EncodePromptParsingSpecial.
 // Text that is not valid UTF-8 is still encoded: each byte that does not start a valid sequence is
 // a code point of class "other" of its own (llama.cpp throws; Hugging Face cannot be given such
 // text).
@@ -82,6 +83,11 @@ struct BpeOptions {
   // Tokens matched in the raw text before anything else (Hugging Face's non-special added tokens,
   // llama.cpp's user-defined ones): their text and id, the longest first where several match.
   std::vector<std::pair<std::string, int>> matched;
+  // Tokens a prompt's text may spell when special tokens are parsed
+  // (TextTokenizer::EncodePromptParsingSpecial): llama.cpp's control and unknown tokens (GGUF
+  // token types 3 and 2, not 5 unused), Hugging Face's special added tokens; the matched ones
+  // above are added to them.
+  std::vector<std::pair<std::string, int>> special;
   bool add_bos = false;             // prompts begin with bos (MakeBpeTextTokenizer's EncodePrompt)
   int bos = -1;                     // -1: none
   int eos = -1;                     // -1: none
@@ -135,6 +141,8 @@ class BpeTokenizer {
   // Its spelling in the file ("Ġthe").
   const std::string& Piece(int id) const;
   BpeTokenKind Kind(int id) const;
+  // BpeOptions::special and matched, sorted as SplitAtSpecialTokens claims them.
+  std::vector<std::pair<std::string, int>> SpecialTokens() const;
 
  private:
   BpeTokenizer() = default;  // only the loaders make one

@@ -617,10 +617,17 @@ class SentencePieceTextTokenizer : public TextTokenizer {
       : path_(std::move(path)), vocab_(std::move(vocabulary)), spm_(std::move(spm)) {
     byte_.assign(vocab_.pieces.size(), -1);
     for (size_t id = 0; id < vocab_.pieces.size(); ++id) {
-      if (vocab_.types[id] == SentencePieceType::kByte) {
+      const SentencePieceType type = vocab_.types[id];
+      if (type == SentencePieceType::kByte) {
         byte_[id] = static_cast<int16_t>(CanonicalBytePiece(vocab_.pieces[id]));
       }
+      // llama.cpp's special tokens: control, user-defined and unknown (<s>, </s>, <unk>).
+      if (type == SentencePieceType::kControl || type == SentencePieceType::kUserDefined ||
+          type == SentencePieceType::kUnknown) {
+        special_.emplace_back(vocab_.pieces[id], static_cast<int>(id));
+      }
     }
+    SortSpecialTokens(special_);
   }
 
   std::string Name() const override { return path_; }
@@ -633,6 +640,22 @@ class SentencePieceTextTokenizer : public TextTokenizer {
     ids.insert(ids.end(), body.begin(), body.end());
     return ids;
   }
+  // Each piece between special tokens encoded on its own: SentencePiece adds its dummy prefix to
+  // each, as llama.cpp adds a space to a piece at the start or after a special token (which every
+  // piece is).
+  std::vector<int> EncodePromptParsingSpecial(std::string_view text) const override {
+    std::vector<int> ids = {bos()};
+    for (const PromptPart& part : SplitAtSpecialTokens(text, special_)) {
+      if (part.id >= 0) {
+        ids.push_back(part.id);
+      } else {
+        const std::vector<int> body = Encode(part.text);
+        ids.insert(ids.end(), body.begin(), body.end());
+      }
+    }
+    return ids;
+  }
+  std::vector<std::pair<std::string, int>> SpecialTokens() const override { return special_; }
   TextStream EncodeText(const std::string& path) const override {
     return EncodeTextPath(path, [this](const std::string& text) { return Encode(text); });
   }
@@ -670,7 +693,8 @@ class SentencePieceTextTokenizer : public TextTokenizer {
   std::string path_;
   SentencePieceVocabulary vocab_;
   std::unique_ptr<sentencepiece::SentencePieceProcessor> spm_;
-  std::vector<int16_t> byte_;  // per id: the byte of a BYTE piece, or -1
+  std::vector<int16_t> byte_;                         // per id: the byte of a BYTE piece, or -1
+  std::vector<std::pair<std::string, int>> special_;  // SpecialTokens()
 };
 
 // SentencePieceProcessor::Decode run token by token. Decode turns each maximal run of byte

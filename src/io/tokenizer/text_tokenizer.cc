@@ -3,6 +3,35 @@
 #include <utility>
 
 namespace stretch {
+
+std::vector<PromptPart> SplitAtSpecialTokens(
+    std::string_view text, const std::vector<std::pair<std::string, int>>& specials) {
+  // llama.cpp's tokenizer_st_partition: each special token in turn splits every piece of text
+  // left by the ones before it at each place it occurs, left to right.
+  std::vector<PromptPart> parts;
+  if (!text.empty()) parts.push_back({text, -1});
+  for (const auto& [spelling, id] : specials) {
+    if (spelling.empty()) continue;
+    std::vector<PromptPart> next;
+    next.reserve(parts.size());
+    for (const PromptPart& part : parts) {
+      if (part.id >= 0) {
+        next.push_back(part);
+        continue;
+      }
+      std::string_view rest = part.text;
+      for (size_t at; (at = rest.find(spelling)) != std::string_view::npos;) {
+        if (at > 0) next.push_back({rest.substr(0, at), -1});
+        next.push_back({{}, id});
+        rest.remove_prefix(at + spelling.size());
+      }
+      if (!rest.empty()) next.push_back({rest, -1});
+    }
+    parts = std::move(next);
+  }
+  return parts;
+}
+
 namespace {
 
 class Llama2cDecoder : public TokenTextDecoder {
@@ -29,6 +58,23 @@ class Llama2cTextTokenizer : public TextTokenizer {
   int eos() const override { return Tokenizer::kEos; }
   std::vector<int> EncodePrompt(std::string_view text) const override {
     return tok_.Encode(text, /*bos=*/true, /*eos=*/false);
+  }
+  // Each piece between special tokens with its own leading space, as llama.cpp's SentencePiece
+  // tokenizer prefixes a piece that starts the text or follows a special token.
+  std::vector<int> EncodePromptParsingSpecial(std::string_view text) const override {
+    std::vector<int> ids = {Tokenizer::kBos};
+    for (const PromptPart& part : SplitAtSpecialTokens(text, tok_.special_tokens())) {
+      if (part.id >= 0) {
+        ids.push_back(part.id);
+      } else {
+        const std::vector<int> body = tok_.Encode(part.text, /*bos=*/false, /*eos=*/false);
+        ids.insert(ids.end(), body.begin(), body.end());
+      }
+    }
+    return ids;
+  }
+  std::vector<std::pair<std::string, int>> SpecialTokens() const override {
+    return tok_.special_tokens();
   }
   TextStream EncodeText(const std::string& path) const override {
     return EncodeTextPath(path, tok_);

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "src/io/text.h"
@@ -40,7 +41,31 @@ class TextTokenizer {
   virtual std::string ProtocolText() const = 0;
   // A decoder for the tokens that follow `prompt` (the tokenizer outlives it).
   virtual std::unique_ptr<TokenTextDecoder> Decoder(std::span<const int> prompt) const = 0;
+  // EncodePrompt with special tokens parsed, as llama.cpp encodes a prompt for llama-completion
+  // and llama-tokenize (llama_vocab::tokenize with parse_special; its tokenizer_st_partition):
+  // every place the text spells one of SpecialTokens() is that token, the longer spellings
+  // claimed first, and the text between them is encoded piece by piece (a SentencePiece
+  // vocabulary's dummy prefix before each piece, as llama.cpp prefixes a piece that follows a
+  // special token). BOS first as EncodePrompt puts it. "<s>Hi" -> [BOS, BOS, ...]: the text's own
+  // BOS is kept, as llama.cpp keeps it (with a warning). Default: EncodePrompt.
+  virtual std::vector<int> EncodePromptParsingSpecial(std::string_view text) const {
+    return EncodePrompt(text);
+  }
+  // The tokens EncodePromptParsingSpecial finds by their spelling (llama.cpp's control, unknown
+  // and user-defined tokens; Hugging Face's added tokens), longest spelling first; empty for a
+  // tokenizer without any (llama2.c's).
+  virtual std::vector<std::pair<std::string, int>> SpecialTokens() const { return {}; }
 };
+
+// A prompt cut at its special tokens (TextTokenizer::EncodePromptParsingSpecial): the pieces of
+// text between them (id -1) and the tokens (their id), in order; no empty piece. `specials`:
+// spelling and id, claimed in the order given (SortSpecialTokens' in tokenizer.h).
+struct PromptPart {
+  std::string_view text;
+  int id = -1;
+};
+std::vector<PromptPart> SplitAtSpecialTokens(
+    std::string_view text, const std::vector<std::pair<std::string, int>>& specials);
 
 // llama2.c's tokenizer: BOS and EOS are llama2.c's 1 and 2; a token's text follows llama2.c's
 // decode (DecodeToken(prev, token)).

@@ -113,6 +113,21 @@ Tokenizer Tokenizer::LoadLlama2c(const std::string& path) {
   return FromVocabulary(path, std::move(t.pieces_), std::move(t.scores_));
 }
 
+void SortSpecialTokens(std::vector<std::pair<std::string, int>>& specials) {
+  std::erase_if(specials, [](const auto& s) { return s.first.empty(); });
+  std::sort(specials.begin(), specials.end(), [](const auto& a, const auto& b) {
+    return a.first.size() != b.first.size() ? a.first.size() > b.first.size() : a.second < b.second;
+  });
+}
+
+void Tokenizer::SetSpecialTokens(std::vector<std::pair<std::string, int>> special) {
+  for (const auto& [spelling, id] : special) {
+    STRETCH_CHECK(id >= 0 && id < vocab_size(), "special token {} of {}", id, vocab_size());
+  }
+  SortSpecialTokens(special);
+  special_ = std::move(special);
+}
+
 Tokenizer Tokenizer::FromVocabulary(std::string source, std::vector<std::string> pieces,
                                     std::vector<float> scores) {
   Tokenizer t;
@@ -130,6 +145,7 @@ Tokenizer Tokenizer::FromVocabulary(std::string source, std::vector<std::string>
     Fail("{}: {} tokens: expected at most {}", path, t.pieces_.size(), kMaxTokens);
   }
 
+  t.SetSpecialTokens({{"<unk>", kUnk}, {"<s>", kBos}, {"</s>", kEos}});
   // A piece that occurs twice maps to its first id (llama2.c's bsearch over a qsorted copy leaves
   // the choice unspecified; LLaMA's and tok512's vocabularies have no duplicates).
   t.piece_to_id_.reserve(t.pieces_.size());

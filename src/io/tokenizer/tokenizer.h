@@ -16,9 +16,14 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace stretch {
+
+// Special tokens (spelling, id) in the order a prompt's text is searched for them (llama.cpp's
+// tokenizer_st_partition): longer spellings first, then by id; empty spellings dropped.
+void SortSpecialTokens(std::vector<std::pair<std::string, int>>& specials);
 
 class Tokenizer {
  public:
@@ -50,6 +55,13 @@ class Tokenizer {
   const std::string& Piece(int id) const { return pieces_.at(static_cast<size_t>(id)); }
   float Score(int id) const { return scores_.at(static_cast<size_t>(id)); }
 
+  // The tokens a prompt may spell when special tokens are parsed (TextTokenizer::
+  // EncodePromptParsingSpecial), as llama.cpp finds them: "<unk>", "<s>" and "</s>" at 0, 1, 2 (the
+  // token types llama.cpp's convert-llama2c gives them), or, set from a GGUF file's
+  // tokenizer.ggml.token_type, its unknown, control and user-defined tokens.
+  const std::vector<std::pair<std::string, int>>& special_tokens() const { return special_; }
+  void SetSpecialTokens(std::vector<std::pair<std::string, int>> special);
+
  private:
   std::string path_;
   std::vector<std::string> pieces_;
@@ -58,6 +70,7 @@ class Tokenizer {
   int byte_token_[256] = {};         // id of "<0xXX>", or -1 when the vocabulary has none
   std::vector<int16_t> piece_byte_;  // per id: the byte of a "<0xXX>" piece, or -1
   int one_byte_piece_[256] = {};     // id of the one-byte piece "\xXX", or -1 (a fast path)
+  std::vector<std::pair<std::string, int>> special_;  // special_tokens(), longest first
   // Every merge the vocabulary allows: (left id << 32 | right id) -> id of the concatenated
   // piece, for concatenations that are pieces scored above llama2.c's -1e10 floor.
   std::unordered_map<uint64_t, int> merges_;
