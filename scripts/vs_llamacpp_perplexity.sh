@@ -3,7 +3,10 @@
 # tokens. Not run in CI (it needs a llama.cpp build: see scripts/vs_llamacpp.sh for one).
 #
 #   bash scripts/vs_llamacpp_perplexity.sh --llama-bin DIR --model M.gguf --text FILE --ctx N
-#        [--chunks K] [-- EXTRA llama-perplexity flags]
+#        [--chunks K] [--stretch-flags "FLAGS"] [-- EXTRA llama-perplexity flags]
+#
+# --stretch-flags: more flags for `stretch score` (e.g. "--cache-type f16" beside llama.cpp's
+# "-ctk f16 -ctv f16").
 #
 # llama-perplexity's protocol (tools/perplexity/perplexity.cpp, at d32676d): the text is tokenized
 # whole with BOS in front, cut into chunks of N tokens; each chunk's first token is replaced by
@@ -18,7 +21,7 @@
 # -fa on (f16 or f32 KV cache alike) and by 5e-5 with -fa off.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LLAMA_BIN="" MODEL="" TEXT="" CTX="" CHUNKS=8 EXTRA=(-fa off)
+LLAMA_BIN="" MODEL="" TEXT="" CTX="" CHUNKS=8 EXTRA=(-fa off) STRETCH_FLAGS=
 while (($#)); do
   case $1 in
     --llama-bin) LLAMA_BIN=$2; shift 2 ;;
@@ -26,6 +29,7 @@ while (($#)); do
     --text) TEXT=$2; shift 2 ;;
     --ctx) CTX=$2; shift 2 ;;
     --chunks) CHUNKS=$2; shift 2 ;;
+    --stretch-flags) STRETCH_FLAGS=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     *) echo "unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
   esac
@@ -59,7 +63,7 @@ if [ -z "$llama" ]; then
   exit 1
 fi
 "$STRETCH" score -m "$MODEL" --tokens "$work/chunks.txt" --ctx "$CTX" --per-token "$work/t.csv" \
-  --no-progress >"$work/stretch.txt"
+  --no-progress $STRETCH_FLAGS >"$work/stretch.txt"
 python3 - "$work/t.csv" "$CTX" "$llama" <<'EOF'
 import csv, math, sys
 n = int(sys.argv[2])

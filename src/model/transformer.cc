@@ -11,42 +11,93 @@
 #include "src/core/profile.h"
 #include "src/core/threads.h"
 #include "src/kernels/attention.h"
+#include "src/kernels/half.h"
 #include "src/kernels/ops.h"
 #include "src/model/block.h"
 #include "src/position/rope.h"
 
 namespace stretch {
 
-KvCache::KvCache(const ModelConfig& config, int64_t capacity)
-    : capacity_(capacity), kv_dim_(config.kv_dim()) {
+std::optional<KvCacheType> ParseKvCacheType(std::string_view name) {
+  if (name == "f32") return KvCacheType::kF32;
+  if (name == "f16") return KvCacheType::kF16;
+  if (name == "bf16") return KvCacheType::kBF16;
+  return std::nullopt;
+}
+
+std::string_view KvCacheTypeName(KvCacheType type) {
+  switch (type) {
+    case KvCacheType::kF32: return "f32";
+    case KvCacheType::kF16: return "f16";
+    case KvCacheType::kBF16: return "bf16";
+  }
+  return "?";
+}
+
+namespace {
+HalfType HalfOf(KvCacheType type) {
+  return type == KvCacheType::kF16 ? HalfType::kF16 : HalfType::kBF16;
+}
+}  // namespace
+
+KvCache::KvCache(const ModelConfig& config, int64_t capacity, KvCacheTypes types)
+    : capacity_(capacity), kv_dim_(config.kv_dim()), types_(types) {
   STRETCH_CHECK(capacity > 0, "capacity={}", capacity);
   // Refused before a byte is taken: a cache beyond the machine would otherwise be zero-filled
   // for minutes (or swap) before the allocator gives up. A method with two key slots (ReRoPE,
   // Self-Extend) takes another copy of the keys later, as it runs.
-  const int64_t need = BytesFor(config, capacity);
+  const int64_t need = BytesFor(config, capacity, types);
   if (const std::optional<int64_t> avail = AvailableMemoryBytes(); avail && need > *avail) {
-    const int64_t per_position = BytesFor(config, 1);
+    const int64_t per_position = BytesFor(config, 1, types);
     Fail(
-        "the key/value cache for {} positions needs {} ({} per position: {} layers x keys and "
-        "values of {} floats), more than the {} of memory available now; at most {} positions "
-        "fit (a shorter context, or for generation a streaming cache of sinks and a window)",
-        capacity, HumanBytes(need), HumanBytes(per_position), config.n_layers, config.kv_dim(),
-        HumanBytes(*avail), *avail / per_position);
+        "the key/value cache for {} positions needs {} ({} per position: {} layers x keys ({}) "
+        "and values ({}) of {} elements), more than the {} of memory available now; at most {} "
+        "positions fit (a shorter context, 16-bit keys and values with --cache-type f16, or for "
+        "generation a streaming cache of sinks and a window)",
+        capacity, HumanBytes(need), HumanBytes(per_position), config.n_layers,
+        KvCacheTypeName(types.k), KvCacheTypeName(types.v), config.kv_dim(), HumanBytes(*avail),
+        *avail / per_position);
   }
   const size_t per_layer = static_cast<size_t>(capacity) * config.kv_dim();
-  k_.resize(static_cast<size_t>(config.n_layers));
-  v_.resize(static_cast<size_t>(config.n_layers));
-  key_slots_.assign(static_cast<size_t>(config.n_layers), 1);
-  for (int l = 0; l < config.n_layers; ++l) {
-    k_[static_cast<size_t>(l)].resize(per_layer);
-    v_[static_cast<size_t>(l)].resize(per_layer);
+  const size_t L = static_cast<size_t>(config.n_layers);
+  key_slots_.assign(L, 1);
+  if (types.k == KvCacheType::kF32) {
+    k_.resize(L);
+    for (auto& layer : k_) layer.resize(per_layer);
+  } else {
+    k16_.resize(L);
+    for (auto& layer : k16_) layer.resize(per_layer);
   }
+  if (types.v == KvCacheType::kF32) {
+    v_.resize(L);
+    for (auto& layer : v_) layer.resize(per_layer);
+  } else {
+    v16_.resize(L);
+    for (auto& layer : v16_) layer.resize(per_layer);
+  }
+}
+
+float* KvCache::Keys(int layer, int slot) {
+  STRETCH_CHECK(types_.k == KvCacheType::kF32, "float32 keys of a {} cache",
+                KvCacheTypeName(types_.k));
+  return k_[static_cast<size_t>(layer)].data() + static_cast<size_t>(slot) * SlotFloats();
+}
+
+float* KvCache::Values(int layer) {
+  STRETCH_CHECK(types_.v == KvCacheType::kF32, "float32 values of a {} cache",
+                KvCacheTypeName(types_.v));
+  return v_[static_cast<size_t>(layer)].data();
 }
 
 void KvCache::EnsureKeySlots(int layer, int slots) {
   int& have = key_slots_[static_cast<size_t>(layer)];
   if (slots <= have) return;
-  k_[static_cast<size_t>(layer)].resize(static_cast<size_t>(slots) * SlotFloats());
+  const size_t n = static_cast<size_t>(slots) * SlotFloats();
+  if (types_.k == KvCacheType::kF32) {
+    k_[static_cast<size_t>(layer)].resize(n);
+  } else {
+    k16_[static_cast<size_t>(layer)].resize(n);
+  }
   have = slots;
 }
 
@@ -55,16 +106,17 @@ void KvCache::Truncate(int64_t length) {
   length_ = length;
 }
 
-int64_t KvCache::BytesFor(const ModelConfig& config, int64_t capacity) {
-  return 2 * static_cast<int64_t>(config.n_layers) * capacity * config.kv_dim() *
-         static_cast<int64_t>(sizeof(float));
+int64_t KvCache::BytesFor(const ModelConfig& config, int64_t capacity, KvCacheTypes types) {
+  return static_cast<int64_t>(config.n_layers) * capacity * config.kv_dim() *
+         (KvCacheTypeBytes(types.k) + KvCacheTypeBytes(types.v));
 }
 
 int64_t KvCache::Bytes() const {
   int64_t bytes = 0;
-  for (size_t l = 0; l < k_.size(); ++l) {
-    bytes += static_cast<int64_t>((k_[l].size() + v_[l].size()) * sizeof(float));
-  }
+  for (const auto& l : k_) bytes += static_cast<int64_t>(l.size() * sizeof(float));
+  for (const auto& l : v_) bytes += static_cast<int64_t>(l.size() * sizeof(float));
+  for (const auto& l : k16_) bytes += static_cast<int64_t>(l.size() * sizeof(uint16_t));
+  for (const auto& l : v16_) bytes += static_cast<int64_t>(l.size() * sizeof(uint16_t));
   return bytes;
 }
 
@@ -327,6 +379,7 @@ Transformer Transformer::Fork() const {
   t.layers_ = layers_;
   t.rotations_ = rotations_;
   t.prefill_chunk_ = prefill_chunk_;
+  t.kv_types_ = kv_types_;
   return t;
 }
 
@@ -484,6 +537,12 @@ void Transformer::Forward(std::span<const int> tokens, KvCache& cache, std::vect
         "method \"{}\"",
         cache.length(), cache.method_, method_key_);
   }
+  if (streaming && !(cache.types() == KvCacheTypes{})) {
+    Fail(
+        "the streaming cache keeps float32 keys and values (it rotates its kept keys again in "
+        "place), not {} keys and {} values: use --cache-type f32 with it",
+        KvCacheTypeName(cache.types().k), KvCacheTypeName(cache.types().v));
+  }
   CheckTokens(tokens, cache.length());
   cache.method_ = method_key_;
   for (int l = 0; l < model_.config.n_layers; ++l) {
@@ -510,7 +569,19 @@ void Transformer::Forward(std::span<const int> tokens, KvCache& cache, std::vect
     for (int l = 0; l < L; ++l) {
       // kLast: the last layer goes on past the attention for the text's last token only.
       const int64_t out_rows = !last_only || l + 1 < L ? -1 : (last_chunk ? 1 : 0);
-      Layer(l, x, n, pos0, cache.Keys(l), cache.Values(l), cache.capacity_, out_rows);
+      const size_t li = static_cast<size_t>(l);
+      KvStore kv{.cap = cache.capacity_, .types = cache.types_};
+      if (cache.types_.k == KvCacheType::kF32) {
+        kv.k = cache.k_[li].data();
+      } else {
+        kv.k16 = cache.k16_[li].data();
+      }
+      if (cache.types_.v == KvCacheType::kF32) {
+        kv.v = cache.v_[li].data();
+      } else {
+        kv.v16 = cache.v16_[li].data();
+      }
+      Layer(l, x, n, pos0, kv, out_rows);
     }
     cache.length_ = pos0 + n;
     profile::Scope s(profile::kNorm);
@@ -586,14 +657,15 @@ void Transformer::ForwardSequence(std::span<const int> tokens, std::vector<float
       const int64_t n = std::min(chunk, T - start);
       const int r = layers_[static_cast<size_t>(l)].rotation;
       if (r >= 0) PrepareRotation(r, start, n);
-      Layer(l, hidden.data() + start * c.dim, n, start, seq_k_.data(), seq_v_.data(), T);
+      Layer(l, hidden.data() + start * c.dim, n, start,
+            KvStore{.k = seq_k_.data(), .v = seq_v_.data(), .cap = T, .types = kv_types_});
     }
   }
   profile::Scope s(profile::kNorm);
   RmsNorm(hidden.data(), model_.weights.final_norm.data(), hidden.data(), T, c.dim, c.norm_eps);
 }
 
-void Transformer::Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, float* vc, int64_t cap,
+void Transformer::Layer(int l, float* x, int64_t T, int64_t pos0, const KvStore& kv,
                         int64_t out_rows) {
   const ModelConfig& c = model_.config;
   const LayerWeights& lw = model_.weights.layers[static_cast<size_t>(l)];
@@ -622,7 +694,7 @@ void Transformer::Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, flo
           std::memcpy(k_new + (t * R + r) * S, gk + t * S, sizeof(float) * S);
         }
       }
-      Attend(l, T, pos0, kc, vc, cap);
+      Attend(l, T, pos0, kv);
     });
     return;
   }
@@ -638,10 +710,11 @@ void Transformer::Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, flo
                                    .u = h3_.data(),
                                    .h = h1_.data()};
   LlamaBlockForward(
-      lw, c, x, T, b, [&] { Attend(l, T, pos0, kc, vc, cap); }, out_rows);
+      lw, c, x, T, b, [&] { Attend(l, T, pos0, kv); }, out_rows);
 }
 
-void Transformer::Attend(int l, int64_t T, int64_t pos0, float* kc, float* vc, int64_t cap) {
+void Transformer::Attend(int l, int64_t T, int64_t pos0, const KvStore& kv) {
+  const int64_t cap = kv.cap;
   const ModelConfig& c = model_.config;
   const int H = c.n_heads, G = c.n_kv_heads, D = c.head_dim(), KV = c.kv_dim();
   const int64_t QW = int64_t{H} * D;  // a query row's width: C (LLaMA), E (GAU)
@@ -663,21 +736,34 @@ void Transformer::Attend(int l, int64_t T, int64_t pos0, float* kc, float* vc, i
   // raw for dynamic plans).
   const int slots = run.key_slots;
   const size_t slot_floats = static_cast<size_t>(cap) * KV;
-  // Threads over the rows (a 2,048-token prefill moves 6 MiB per layer and tensor).
-  auto scatter = [&](const float* src_rows, float* dst_base) {
+  // Threads over the rows (a 2,048-token prefill moves 6 MiB per layer and tensor). Each row
+  // goes to float32 storage (rounded through a 16-bit type when `type` says so: ForwardSequence)
+  // or to 16-bit storage.
+  auto scatter = [&](const float* src_rows, float* dst_base, uint16_t* dst16_base,
+                     KvCacheType type) {
     ParallelFor(T, WorkGrain(T, T * KV, 32768), [&](int64_t t0, int64_t t1) {
       for (int g = 0; g < G; ++g) {
         for (int64_t t = t0; t < t1; ++t) {
-          std::memcpy(dst_base + (static_cast<size_t>(g) * cap + pos0 + t) * D,
-                      src_rows + static_cast<size_t>(t) * KV + static_cast<size_t>(g) * D,
-                      sizeof(float) * D);
+          const size_t at = (static_cast<size_t>(g) * cap + pos0 + t) * D;
+          const float* src = src_rows + static_cast<size_t>(t) * KV + static_cast<size_t>(g) * D;
+          if (dst16_base != nullptr) {
+            FloatsToHalves(src, dst16_base + at, D, HalfOf(type));
+            continue;
+          }
+          std::memcpy(dst_base + at, src, sizeof(float) * D);
+          if (type != KvCacheType::kF32) RoundThroughHalves(dst_base + at, D, HalfOf(type));
         }
       }
     });
   };
-  scatter(v_new, vc);
+  auto key_slot = [&](int slot) {
+    const size_t off = static_cast<size_t>(slot) * slot_floats;
+    return std::pair{kv.k != nullptr ? kv.k + off : nullptr,
+                     kv.k16 != nullptr ? kv.k16 + off : nullptr};
+  };
+  scatter(v_new, kv.v, kv.v16, kv.types.v);
   if (rotate_here || plan.dynamic) {
-    scatter(k_new, kc);
+    scatter(k_new, kv.k, kv.k16, kv.types.k);
   } else {
     for (int slot = 0; slot < slots; ++slot) {
       float* rows = k_new;
@@ -687,12 +773,46 @@ void Transformer::Attend(int l, int64_t T, int64_t pos0, float* kc, float* vc, i
         RotateKeySlot(plan, rot->tables, slot, xb_.data(), T, G, KV, D);
         rows = xb_.data();
       }
-      scatter(rows, kc + static_cast<size_t>(slot) * slot_floats);
+      const auto [f32, f16] = key_slot(slot);
+      scatter(rows, f32, f16, kv.types.k);
     }
+  }
+  // What the kernel reads: the float32 storage, or the keys and values 0 .. S - 1 widened from
+  // the 16-bit storage into wide_k_ (slots, G, S, D) and wide_v_ (G, S, D).
+  const int64_t S = pos0 + T;
+  auto widen = [&](const uint16_t* src, float* dst, KvCacheType type) {
+    ParallelFor(G, 1, [&](int64_t g0, int64_t g1) {
+      for (int64_t g = g0; g < g1; ++g) {
+        HalvesToFloats(src + static_cast<size_t>(g) * cap * D, dst + static_cast<size_t>(g) * S * D,
+                       S * D, HalfOf(type));
+      }
+    });
+  };
+  const float* kc = kv.k;
+  const float* vc = kv.v;
+  int64_t k_stride = cap * D, v_stride = cap * D;
+  size_t k_slot_floats = slot_floats;
+  if (kv.k16 != nullptr) {
+    k_slot_floats = static_cast<size_t>(S) * KV;
+    if (wide_k_.size() < k_slot_floats * static_cast<size_t>(slots)) {
+      wide_k_.resize(k_slot_floats * static_cast<size_t>(slots));
+    }
+    for (int slot = 0; slot < slots; ++slot) {
+      widen(key_slot(slot).second, wide_k_.data() + static_cast<size_t>(slot) * k_slot_floats,
+            kv.types.k);
+    }
+    kc = wide_k_.data();
+    k_stride = S * D;
+  }
+  if (kv.v16 != nullptr) {
+    if (wide_v_.size() < static_cast<size_t>(S) * KV) wide_v_.resize(static_cast<size_t>(S) * KV);
+    widen(kv.v16, wide_v_.data(), kv.types.v);
+    vc = wide_v_.data();
+    v_stride = S * D;
   }
   HeadRows key_slots[2];
   for (int slot = 0; slot < slots && slot < 2; ++slot) {
-    key_slots[slot] = HeadRows{kc + static_cast<size_t>(slot) * slot_floats, D, cap * D};
+    key_slots[slot] = HeadRows{kc + static_cast<size_t>(slot) * k_slot_floats, D, k_stride};
   }
 
   rope_scope.Stop();
@@ -715,7 +835,7 @@ void Transformer::Attend(int l, int64_t T, int64_t pos0, float* kc, float* vc, i
   } else {
     params.qk = QkStaticRotation{&rot->tables, key_slots};
   }
-  AttentionForward(HeadRows{q_.data(), QW, D}, HeadRows{kc, D, cap * D}, HeadRows{vc, D, cap * D},
+  AttentionForward(HeadRows{q_.data(), QW, D}, HeadRows{kc, D, k_stride}, HeadRows{vc, D, v_stride},
                    HeadRowsMut{att_.data(), QW, D}, dims, params);
 }
 

@@ -40,6 +40,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -53,13 +54,32 @@
 
 namespace stretch {
 
+// How keys and values are stored (`--cache-type`, llama.cpp's -ctk / -ctv): float32, the exact
+// path and the default; or 16-bit floats (src/kernels/half.h: F16, BF16), each value rounded to
+// nearest once when it is stored, which halves the cache's memory. The attention kernel reads
+// them widened back to float32, one layer at a time (a float32 copy of the layer's visible keys
+// and values: 1 / n_layers of a float32 cache), so every position method runs unchanged.
+enum class KvCacheType : uint8_t { kF32, kF16, kBF16 };
+struct KvCacheTypes {
+  KvCacheType k = KvCacheType::kF32;
+  KvCacheType v = KvCacheType::kF32;
+  bool operator==(const KvCacheTypes&) const = default;
+};
+// "f32", "f16", "bf16" (llama.cpp's names); nullopt for another.
+std::optional<KvCacheType> ParseKvCacheType(std::string_view name);
+std::string_view KvCacheTypeName(KvCacheType type);
+// Bytes a key or value element takes.
+inline int64_t KvCacheTypeBytes(KvCacheType type) { return type == KvCacheType::kF32 ? 4 : 2; }
+
 // Keys and values of every layer for positions 0 .. length-1. Layout per layer: values (G,
 // capacity, D), so that each kv head's rows are contiguous for the attention kernel; keys
 // (slots, G, capacity, D): one copy per key slot of the method (see above), two at most.
 // Layer l's keys and values are those of its own plan (the layers of a trained layout may differ).
+// Each of keys and values is float32 or 16-bit (KvCacheTypes); 16-bit ones are not kept under the
+// streaming cache (its kept keys are rotated again in place), which refuses them.
 class KvCache {
  public:
-  KvCache(const ModelConfig& config, int64_t capacity);
+  KvCache(const ModelConfig& config, int64_t capacity, KvCacheTypes types = {});
 
   int64_t capacity() const { return capacity_; }
   int64_t length() const { return length_; }
@@ -71,14 +91,15 @@ class KvCache {
   void Truncate(int64_t length);
   // Bytes held by the cache.
   int64_t Bytes() const;
-  static int64_t BytesFor(const ModelConfig& config, int64_t capacity);
+  static int64_t BytesFor(const ModelConfig& config, int64_t capacity, KvCacheTypes types = {});
+  KvCacheTypes types() const { return types_; }
 
-  // Keys of key slot `slot` (0 .. key_slots(layer) - 1) of a layer, (G, capacity, D).
-  float* Keys(int layer, int slot = 0) {
-    return k_[static_cast<size_t>(layer)].data() + static_cast<size_t>(slot) * SlotFloats();
-  }
+  // Keys of key slot `slot` (0 .. key_slots(layer) - 1) of a layer, (G, capacity, D); float32
+  // keys only (types().k kF32).
+  float* Keys(int layer, int slot = 0);
   int key_slots(int layer) const { return key_slots_[static_cast<size_t>(layer)]; }
-  float* Values(int layer) { return v_[static_cast<size_t>(layer)].data(); }
+  // float32 values only (types().v kF32).
+  float* Values(int layer);
 
  private:
   friend class Transformer;
@@ -86,10 +107,12 @@ class KvCache {
   void EnsureKeySlots(int layer, int slots);
   int64_t capacity_ = 0;
   int kv_dim_ = 0;
+  KvCacheTypes types_;
   std::vector<int> key_slots_;  // per layer
   int64_t length_ = 0;
   std::string method_;  // canonical spec of the resolved method the cached keys were made under
-  std::vector<AlignedVector<float>> k_, v_;
+  std::vector<AlignedVector<float>> k_, v_;         // float32 keys / values (else empty)
+  std::vector<AlignedVector<uint16_t>> k16_, v16_;  // 16-bit keys / values (else empty)
 };
 
 // How a position method applies to a layer (the rule at the top of this file).
@@ -196,9 +219,15 @@ class Transformer {
   // logits (T, V) = hidden (T, C) Wcls^T.
   void Logits(const float* hidden, int64_t T, float* logits) const;
 
-  // Another Transformer on the same model, under the same method and prefill chunk, with scratch
-  // of its own: several of them run windows on several threads at once.
+  // Another Transformer on the same model, under the same method, prefill chunk and key/value
+  // types, with scratch of its own: several of them run windows on several threads at once.
   Transformer Fork() const;
+
+  // The key/value types ForwardSequence rounds its keys and values through, so that scoring sees
+  // what a KvCache of those types would hold (Forward takes the cache's own types). Default
+  // float32: no rounding.
+  void set_kv_types(KvCacheTypes types) { kv_types_ = types; }
+  KvCacheTypes kv_types() const { return kv_types_; }
 
   static constexpr int64_t kDefaultPrefillChunk = 2048;
   // Tokens per prefill chunk (default kDefaultPrefillChunk).
@@ -232,12 +261,22 @@ class Transformer {
   // to kc (the layer's key slots x (G, cap, D)) and vc ((G, cap, D)), positions < pos0 already
   // there, and updates x in place: its last out_rows rows (all with -1; LlamaBlockForward). A
   // GAU layer updates every row whatever out_rows says.
-  void Layer(int l, float* x, int64_t T, int64_t pos0, float* kc, float* vc, int64_t cap,
-             int64_t out_rows = -1);
+  // Where a layer's keys and values go: float32 rows (k, v) or 16-bit ones (k16, v16; the other
+  // of each pair null), `cap` rows per kv head; float32 rows are rounded through `types` as they
+  // are stored (ForwardSequence's emulation of a 16-bit cache).
+  struct KvStore {
+    float* k = nullptr;
+    float* v = nullptr;
+    uint16_t* k16 = nullptr;
+    uint16_t* v16 = nullptr;
+    int64_t cap = 0;
+    KvCacheTypes types;
+  };
+  void Layer(int l, float* x, int64_t T, int64_t pos0, const KvStore& kv, int64_t out_rows = -1);
   // Layer l's attention of the chunk: queries q_ (T, H*D) and new keys and values kv_tmp_
   // ((T, G*D) each) -> att_ (T, H*D); rotates them as the layer's plan says and appends the keys
-  // and values to the layer's cache (kc, vc; see Layer).
-  void Attend(int l, int64_t T, int64_t pos0, float* kc, float* vc, int64_t cap);
+  // and values to the layer's store (see Layer).
+  void Attend(int l, int64_t T, int64_t pos0, const KvStore& kv);
   void ReserveScratch(int64_t T);
   int MaxKeySlots() const;
 
@@ -247,6 +286,9 @@ class Transformer {
   std::vector<LayerRun> layers_;  // n_layers
   std::vector<Rotation> rotations_;
   AlignedVector<float> seq_k_, seq_v_;  // ForwardSequence: one layer's keys and values
+  KvCacheTypes kv_types_;               // ForwardSequence's rounding (set_kv_types)
+  // 16-bit caches: the layer's keys (slots, G, S, D) and values (G, S, D) widened for the kernel.
+  AlignedVector<float> wide_k_, wide_v_;
   int64_t prefill_chunk_ = kDefaultPrefillChunk;
   // Scratch, reused across calls (sized for the largest chunk seen).
   AlignedVector<float> xb_, q_, att_, h1_, h3_, kv_tmp_;

@@ -22,6 +22,35 @@
 
 namespace stretch::cli {
 
+void AddCacheTypeOptions(CLI::App* app, CacheTypeArgs& args) {
+  app->add_option("--cache-type", args.both,
+                  "How the KV cache stores keys and values: f32 (exact, the default), f16 or bf16 "
+                  "(16-bit floats, half the memory: each key and value rounded to nearest once, "
+                  "then widened back to float32 for attention, one layer at a time)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  app->add_option("--cache-type-k", args.k, "The keys' type alone (-ctk, llama.cpp's flag)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  app->add_option("--cache-type-v", args.v, "The values' type alone (-ctv, llama.cpp's flag)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+}
+
+KvCacheTypes ResolveCacheTypes(const CacheTypeArgs& args) {
+  if (!args.both.empty() && (!args.k.empty() || !args.v.empty())) {
+    Fail("--cache-type {} with -ctk / -ctv: give one or the other", args.both);
+  }
+  const auto type = [](const std::string& name, const char* flag) {
+    if (name.empty()) return KvCacheType::kF32;
+    const std::optional<KvCacheType> t = ParseKvCacheType(name);
+    if (!t) Fail("{} {}: expected f32, f16 or bf16", flag, name);
+    return *t;
+  };
+  if (!args.both.empty()) {
+    const KvCacheType t = type(args.both, "--cache-type");
+    return {t, t};
+  }
+  return {type(args.k, "-ctk"), type(args.v, "-ctv")};
+}
+
 void AddModelOptions(CLI::App* app, ModelArgs& args, bool tokenizer_needed) {
   app->add_option(
          "--model,-m", args.model,

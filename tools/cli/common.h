@@ -21,6 +21,7 @@
 #include "src/io/tokenizer/text_tokenizer.h"
 #include "src/io/tokenizer/tokenizer.h"
 #include "src/model/config.h"
+#include "src/model/transformer.h"
 #include "src/position/method.h"
 #include "src/position/plan.h"    // kMaxContext
 #include "src/train/train_run.h"  // TrainRunLimits
@@ -39,6 +40,16 @@ struct ModelArgs {
 // complete checkpoint). `tokenizer_needed`: the command needs text (generate) — a llama2.c model
 // without --tokenizer is then an error.
 void AddModelOptions(CLI::App* app, ModelArgs& args, bool tokenizer_needed);
+
+// --cache-type (keys and values alike) and llama.cpp's -ctk / -ctv (each on its own): f32, f16
+// or bf16 (src/model/transformer.h's KvCacheType).
+struct CacheTypeArgs {
+  std::string both, k, v;
+};
+void AddCacheTypeOptions(CLI::App* app, CacheTypeArgs& args);
+// The types asked for (float32 where nothing is given); throws stretch::Error for an unknown name
+// or --cache-type given with -ctk / -ctv.
+KvCacheTypes ResolveCacheTypes(const CacheTypeArgs& args);
 
 // What --model names, from its header alone (src/io/model_file.h); notes on skipped newer
 // checkpoints of a directory go to stderr.

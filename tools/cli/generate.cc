@@ -25,6 +25,7 @@ struct GenerateArgs {
   SamplerOptions sampler;
   bool ignore_eos = false;
   bool no_parse_special = false;
+  CacheTypeArgs cache_type;
   bool quiet_stats = false;
   std::string context;  // --context: NBCE's long context
   // Sampling flags, to tell whether they were given (they do nothing at temperature 0).
@@ -116,6 +117,9 @@ void RunGenerate(const GenerateArgs& args) {
           "prompt is the question that follows it)",
           method.spec);
     }
+    if (!(ResolveCacheTypes(args.cache_type) == KvCacheTypes{})) {
+      Fail("--cache-type with --method nbce: NBCE keeps its chunks' keys and values in float32");
+    }
     RunNbceGenerate(args, loaded, method);
     return;
   }
@@ -140,7 +144,8 @@ void RunGenerate(const GenerateArgs& args) {
   }
   // The streaming cache holds its sinks and two windows at most, however many tokens come.
   const int64_t streaming_capacity = model.StreamingCacheCapacity();
-  KvCache cache(config, streaming_capacity > 0 ? std::min(capacity, streaming_capacity) : capacity);
+  KvCache cache(config, streaming_capacity > 0 ? std::min(capacity, streaming_capacity) : capacity,
+                ResolveCacheTypes(args.cache_type));
   Sampler sampler(args.sampler);
   std::vector<float> hidden, logits(static_cast<size_t>(config.vocab_size));
 
@@ -257,6 +262,7 @@ void RegisterGenerate(CLI::App& app) {
                                       "warning otherwise)")
                           ->capture_default_str();
   sub->add_flag("--ignore-eos", args->ignore_eos, "Keep generating past BOS/EOS tokens");
+  AddCacheTypeOptions(sub, args->cache_type);
   sub->add_flag("--no-parse-special", args->no_parse_special,
                 "Encode the prompt as plain text: a special token's spelling in it (\"<s>\", "
                 "\"<|im_start|>\") is then its characters, not the token (llama-tokenize's "

@@ -21,6 +21,7 @@ struct InspectArgs {
   std::string model;
   int64_t ctx = 0;
   MethodArgs method;
+  CacheTypeArgs cache_type;
 };
 
 void Row(const std::string& label, const std::string& value) {
@@ -103,7 +104,11 @@ void RunInspect(const InspectArgs& args) {
   }
   const int64_t params = c.ParameterCount();
   const int64_t weights = params * static_cast<int64_t>(sizeof(float));
-  const int64_t kv = KvCache::BytesFor(c, ctx);
+  const KvCacheTypes kv_types = ResolveCacheTypes(args.cache_type);
+  const int64_t kv = KvCache::BytesFor(c, ctx, kv_types);
+  // A 16-bit cache also widens one layer's visible keys (each key slot) and values to float32.
+  const int64_t widened = (kv_types.k != KvCacheType::kF32 ? ctx * c.kv_dim() * 4 : 0) +
+                          (kv_types.v != KvCacheType::kF32 ? ctx * c.kv_dim() * 4 : 0);
   const int64_t chunk = std::min<int64_t>(ctx, Transformer::kDefaultPrefillChunk);
   const int64_t act = Transformer::ActivationBytes(c, chunk);
   // score keeps the final hidden states of the whole window and kScoreLogitRows rows of logits.
@@ -168,10 +173,15 @@ void RunInspect(const InspectArgs& args) {
   fmt::print("\nmemory at context {} ({:.1f}x the trained length):\n", ctx,
              static_cast<double>(ctx) / c.seq_len);
   Row("weights (float32)", HumanBytes(weights));
-  Row(fmt::format("KV cache ({} positions)", ctx), HumanBytes(kv));
+  Row(kv_types == KvCacheTypes{}
+          ? fmt::format("KV cache ({} positions)", ctx)
+          : fmt::format("KV cache ({} positions, keys {}, values {})", ctx,
+                        KvCacheTypeName(kv_types.k), KvCacheTypeName(kv_types.v)),
+      HumanBytes(kv));
+  if (widened > 0) Row("one layer widened to float32 for attention", HumanBytes(widened));
   Row(fmt::format("activations (prefill chunk of {})", chunk), HumanBytes(act));
   Row("scoring buffers (hidden states, logits)", HumanBytes(hidden + logits));
-  Row("total", fmt::format("{}", HumanBytes(weights + kv + act + hidden + logits)));
+  Row("total", fmt::format("{}", HumanBytes(weights + kv + widened + act + hidden + logits)));
   fmt::print(
       "attention never holds a {} x {} score matrix (tiled online softmax): memory is O(ctx).\n",
       ctx, ctx);
@@ -217,6 +227,7 @@ void RegisterInspect(CLI::App& app) {
                   "--ctx-size are llama.cpp's spellings)")
       ->check(Whole(1, kMaxContext));
   AddMethodOptions(sub, args->method, /*several=*/false);
+  AddCacheTypeOptions(sub, args->cache_type);
   sub->callback([args] { RunInspect(*args); });
 }
 

@@ -6,6 +6,8 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "src/core/error.h"
 #include "src/core/stop.h"
@@ -45,8 +47,17 @@ int main(int argc, char** argv) {
   stretch::cli::RegisterConvert(app);
   stretch::cli::RegisterConformance(app);
   stretch::cli::AddNumberChecks(app);
+  // llama.cpp's two-letter short flags, which CLI11 cannot name: -ctk / -ctv are the
+  // --cache-type-k / --cache-type-v of generate and score.
+  std::vector<std::string> words(argv, argv + argc);
+  for (std::string& w : words) {
+    if (w == "-ctk") w = "--cache-type-k";
+    if (w == "-ctv") w = "--cache-type-v";
+  }
+  std::vector<char*> args;
+  for (std::string& w : words) args.push_back(w.data());
   try {
-    app.parse(argc, argv);
+    app.parse(argc, args.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const stretch::Stopped& e) {  // Ctrl-C or SIGTERM, the work so far saved

@@ -33,6 +33,7 @@ struct ScoreArgs {
   std::string per_token;
   CLI::Option* bucket_option = nullptr;  // --bucket, to tell whether it was given
   ProtocolArgs protocols;                // --protocol and its flags
+  CacheTypeArgs cache_type;
 };
 
 std::string InputName(const ScoreArgs& args) { return args.data.empty() ? args.tokens : args.data; }
@@ -122,6 +123,7 @@ void RunScore(const ScoreArgs& args) {
     run.json = args.json;
     run.json_out = args.json_out;
     run.progress = args.options.progress;
+    run.kv_types = ResolveCacheTypes(args.cache_type);
     RunScoreProtocols(run);
     return;
   }
@@ -169,6 +171,9 @@ void RunScore(const ScoreArgs& args) {
   model_args.model = header.path;  // a run's directory resolved once
   Loaded loaded = LoadModel(model_args, /*tokenizer_needed=*/!args.data.empty());
   Transformer model(loaded.model);
+  // Scoring runs without a KV cache (ForwardSequence): its keys and values are rounded as a cache
+  // of these types would store them.
+  model.set_kv_types(ResolveCacheTypes(args.cache_type));
 
   std::string protocol;
   nlohmann::json input;
@@ -365,6 +370,7 @@ void RegisterScore(CLI::App& app) {
                   "with several cells, method and ctx first) to compare with another engine "
                   "token by token (- for standard output, where the table is then not printed)");
   AddProtocolOptions(sub, args->protocols);
+  AddCacheTypeOptions(sub, args->cache_type);
   sub->add_flag("--no-progress{false}", args->options.progress,
                 "No progress lines on stderr (one per (method, length) cell: windows done and "
                 "time left)");

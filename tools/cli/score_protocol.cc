@@ -354,6 +354,7 @@ void RunScoreProtocols(const ProtocolRunArgs& args) {
   model_args.model = header.path;
   Loaded loaded = LoadModel(model_args, /*tokenizer_needed=*/true);
   Transformer model(loaded.model);
+  model.set_kv_types(args.kv_types);
   const TextTokenizer& tok = *loaded.tokenizer;
   const int bos = tok.bos();
   const TextEncoder encode = MidTextEncoder([&tok](std::string_view text) {

@@ -53,6 +53,7 @@ struct ProtocolRunArgs {
   bool json = false;
   std::string json_out;
   bool progress = true;
+  KvCacheTypes kv_types;  // --cache-type
 };
 
 // Runs every protocol at every (method, ctx) cell and prints the report (text, or JSON).
