@@ -173,6 +173,10 @@ std::vector<SweepCell> ScoreSweep(Transformer& model, std::span<const SweepMetho
     if (input.sequences != nullptr) {
       cell.summary = ScoreSequences(model, *input.sequences, o, cell_sink);
     } else if (method.nbce) {
+      if (!(model.kv_types() == KvCacheTypes{})) {
+        Fail("{}: NBCE keeps its chunks' keys and values in float32 (allowed: --cache-type f32)",
+             method.spec);
+      }
       cell.summary = ScoreFixedTailNbce(model.model(), input.stream, o, *method.nbce, method.method,
                                         cell_sink);
     } else if (opt.tail > 0) {
