@@ -48,8 +48,9 @@ using op_cases::Median;
 
 struct BenchArgs {
   std::string model;
-  std::string child_case;  // internal: run one case and print one JSON line
-  int64_t length = -1;     // -1: not given
+  std::string child_case;    // internal: run one case and print one JSON line
+  CacheTypeArgs cache_type;  // the model cases' KV cache (--cache-type, -ctk, -ctv)
+  int64_t length = -1;       // -1: not given
   int head_dim = 0;
   std::string method;            // the case's position method ("" = plain causal RoPE)
   std::string against;           // a second method timed in alternation (attention, prefill)
@@ -89,8 +90,10 @@ double ProductWeights(const ModelConfig& c) {
 }
 // Bytes one decode step reads at `depth`: the weights once, and every layer's cached keys and
 // values.
-double DecodeBytes(const ModelConfig& c, int64_t depth) {
-  return 4.0 * ProductWeights(c) + 4.0 * 2 * c.n_layers * static_cast<double>(depth) * c.kv_dim();
+double DecodeBytes(const ModelConfig& c, int64_t depth, KvCacheTypes kv = {}) {
+  return 4.0 * ProductWeights(c) +
+         static_cast<double>(KvCacheTypeBytes(kv.k) + KvCacheTypeBytes(kv.v)) * c.n_layers *
+             static_cast<double>(depth) * c.kv_dim();
 }
 // Weights that a prefill which keeps only the last token's hidden state (Transformer::Rows::kLast,
 // as every prefill here runs) multiplies by the last token alone: the classifier, and the last
@@ -172,9 +175,9 @@ std::vector<int> BenchTokens(int64_t n, int vocab) {
 // token's hidden state (its logits), as generation does.
 class PrefillCase {
  public:
-  PrefillCase(const Model& m, int64_t L, const std::string& method)
+  PrefillCase(const Model& m, int64_t L, const std::string& method, KvCacheTypes kv = {})
       : model_(m),
-        cache_(m.config, L),
+        cache_(m.config, L, kv),
         tokens_(BenchTokens(L, m.config.vocab_size)),
         logits_(static_cast<size_t>(m.config.vocab_size)) {
     if (!method.empty()) model_.SetMethod(ParseMethod(method), L);
@@ -199,11 +202,11 @@ class PrefillCase {
 Model BenchModel(const std::string& path) { return LoadModelFile(path, ModelFileOptions{}).model; }
 
 nlohmann::json CasePrefill(const std::string& path, int64_t L, int repeats,
-                           const std::string& method, const std::string& against) {
+                           const std::string& method, const std::string& against, KvCacheTypes kv) {
   const Model m = BenchModel(path);
-  PrefillCase main(m, L, method);
+  PrefillCase main(m, L, method, kv);
   std::unique_ptr<PrefillCase> other;
-  if (!against.empty()) other = std::make_unique<PrefillCase>(m, L, against);
+  if (!against.empty()) other = std::make_unique<PrefillCase>(m, L, against, kv);
   nlohmann::json j = TimeAlternating(
       repeats, [&] { return main.Run(); },
       other ? std::function<double()>([&] { return other->Run(); }) : nullptr);
@@ -228,11 +231,11 @@ nlohmann::json CaseScoreWindow(const std::string& path, int64_t L, const std::st
   return {{"seconds", t.Seconds()}, {"loss", s.MeanLoss()}, {"tokens", s.scored}};
 }
 
-nlohmann::json CaseDecode(const std::string& path, int64_t depth, int repeats) {
+nlohmann::json CaseDecode(const std::string& path, int64_t depth, int repeats, KvCacheTypes kv) {
   const Model m = BenchModel(path);
   Transformer model(m);
   const int64_t steps = 64;
-  KvCache cache(m.config, depth + steps);
+  KvCache cache(m.config, depth + steps, kv);
   const std::vector<int> tokens = BenchTokens(depth + steps, m.config.vocab_size);
   std::vector<float> hidden, logits(static_cast<size_t>(m.config.vocab_size));
   std::vector<double> rates;
@@ -375,11 +378,12 @@ void RunChild(const BenchArgs& a) {
   } else if (a.child_case == "attention") {
     j = CaseAttention(a.length, a.head_dim, a.repeats, a.method, a.against);
   } else if (a.child_case == "prefill") {
-    j = CasePrefill(a.model, a.length, a.repeats, a.method, a.against);
+    j = CasePrefill(a.model, a.length, a.repeats, a.method, a.against,
+                    ResolveCacheTypes(a.cache_type));
   } else if (a.child_case == "score-window") {
     j = CaseScoreWindow(a.model, a.length, a.method, a.contended ? a.repeats : 1);
   } else if (a.child_case == "decode") {
-    j = CaseDecode(a.model, a.length, a.repeats);
+    j = CaseDecode(a.model, a.length, a.repeats, ResolveCacheTypes(a.cache_type));
   } else if (a.child_case == "train-step") {
     j = CaseTrainStep(a.repeats);
   } else if (a.child_case == "profile") {
@@ -970,14 +974,25 @@ void RunParent(const BenchArgs& a) {
     const std::vector<int64_t> ctxs =
         a.quick ? std::vector<int64_t>{512, 2048} : std::vector<int64_t>{512, 2048, 8192, 16384};
     double prefill8k = 0, prefill16k = 0, decode16k = 0;
+    const KvCacheTypes kv = ResolveCacheTypes(a.cache_type);
+    const std::string cache_flags = kv == KvCacheTypes{}
+                                        ? std::string()
+                                        : fmt::format(" --cache-type-k {} --cache-type-v {}",
+                                                      KvCacheTypeName(kv.k), KvCacheTypeName(kv.v));
+    if (!cache_flags.empty()) {
+      fmt::print("(KV cache: keys {}, values {})\n", KvCacheTypeName(kv.k), KvCacheTypeName(kv.v));
+    }
     for (int64_t L : ctxs) {
-      nlohmann::json p = RunCase(fmt::format("--case prefill --model {} --length {} --repeats {}{}",
-                                             ShellQuote(a.model), L, a.repeats, threads));
-      nlohmann::json d = RunCase(fmt::format("--case decode --model {} --length {} --repeats {}{}",
-                                             ShellQuote(a.model), L, a.repeats, threads));
+      nlohmann::json p =
+          RunCase(fmt::format("--case prefill --model {} --length {} --repeats {}{}{}",
+                              ShellQuote(a.model), L, a.repeats, threads, cache_flags));
+      nlohmann::json d =
+          RunCase(fmt::format("--case decode --model {} --length {} --repeats {}{}{}",
+                              ShellQuote(a.model), L, a.repeats, threads, cache_flags));
       const double pre_peak =
           PrefillFlops(mc, L) / L * p["tokens_per_s"].get<double>() / 1e9 / peak;
-      const double dec_bw = DecodeBytes(mc, L) * d["tokens_per_s"].get<double>() / 1e9 / triad_gbs;
+      const double dec_bw =
+          DecodeBytes(mc, L, kv) * d["tokens_per_s"].get<double>() / 1e9 / triad_gbs;
       p["fraction_of_peak"] = pre_peak;
       d["fraction_of_triad"] = dec_bw;
       fmt::print("{:>7} {:>14.0f} {:>7.0f}% {:>10} {:>16.0f} {:>8.0f}% {:>10}\n", L,
@@ -1076,6 +1091,7 @@ void RegisterBench(CLI::App& app) {
   sub->add_option("--threads", args->threads, "Threads (default: all cores)")
       ->check(Whole(0, TrainRunLimits::max_threads));
   sub->add_option("--case", args->child_case, "Internal: run one case in this process")->group("");
+  AddCacheTypeOptions(sub, args->cache_type);
   sub->add_option("--length", args->length,
                   "With --profile: the prompt length and decode depth (default 512); with --case "
                   "decode: the depth decoded from (0: an empty context)")
