@@ -93,7 +93,10 @@ TEST_P(HalfTypes, ArraysOfAnyLengthAndInPlaceRounding) {
   const HalfType type = GetParam();
   for (int64_t n = 0; n < 70; ++n) {
     std::vector<float> x(static_cast<size_t>(n)), y = x;
-    for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = 0.1f * static_cast<float>(i) - 3;
+    // Normal numbers of both formats (|x| >= 0.5), where the relative bound below holds.
+    for (int64_t i = 0; i < n; ++i) {
+      x[static_cast<size_t>(i)] = (i % 2 ? 1.0f : -1.0f) * (0.5f + 0.37f * static_cast<float>(i));
+    }
     std::vector<uint16_t> h(x.size() + 1, 0xdead);
     FloatsToHalves(x.data(), h.data(), n, type);
     EXPECT_EQ(h.back(), 0xdead) << "wrote past n = " << n;
