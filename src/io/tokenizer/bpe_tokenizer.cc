@@ -1202,16 +1202,9 @@ class BpeTextTokenizer : public TextTokenizer {
     return ids;
   }
   std::vector<int> EncodePromptParsingSpecial(std::string_view text) const override {
-    std::vector<int> ids;
-    if (tok_.add_bos()) ids.push_back(tok_.bos());
-    for (const PromptPart& part : SplitAtSpecialTokens(text, special_)) {
-      if (part.id >= 0) {
-        ids.push_back(part.id);
-      } else {
-        const std::vector<int> body = tok_.Encode(part.text);
-        ids.insert(ids.end(), body.begin(), body.end());
-      }
-    }
+    std::vector<int> ids = EncodeAtSpecialTokens(
+        text, special_, tok_.add_bos() ? std::vector<int>{tok_.bos()} : std::vector<int>{},
+        [this](std::string_view piece) { return tok_.Encode(piece); });
     if (ids.empty() && tok_.bos() >= 0) ids.push_back(tok_.bos());
     return ids;
   }

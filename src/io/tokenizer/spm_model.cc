@@ -644,16 +644,8 @@ class SentencePieceTextTokenizer : public TextTokenizer {
   // each, as llama.cpp adds a space to a piece at the start or after a special token (which every
   // piece is).
   std::vector<int> EncodePromptParsingSpecial(std::string_view text) const override {
-    std::vector<int> ids = {bos()};
-    for (const PromptPart& part : SplitAtSpecialTokens(text, special_)) {
-      if (part.id >= 0) {
-        ids.push_back(part.id);
-      } else {
-        const std::vector<int> body = Encode(part.text);
-        ids.insert(ids.end(), body.begin(), body.end());
-      }
-    }
-    return ids;
+    return EncodeAtSpecialTokens(text, special_, {bos()},
+                                 [this](std::string_view piece) { return Encode(piece); });
   }
   std::vector<std::pair<std::string, int>> SpecialTokens() const override { return special_; }
   TextStream EncodeText(const std::string& path) const override {

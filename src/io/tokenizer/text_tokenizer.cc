@@ -32,6 +32,20 @@ std::vector<PromptPart> SplitAtSpecialTokens(
   return parts;
 }
 
+std::vector<int> EncodeAtSpecialTokens(
+    std::string_view text, const std::vector<std::pair<std::string, int>>& specials,
+    std::vector<int> ids, const std::function<std::vector<int>(std::string_view)>& encode) {
+  for (const PromptPart& part : SplitAtSpecialTokens(text, specials)) {
+    if (part.id >= 0) {
+      ids.push_back(part.id);
+    } else {
+      const std::vector<int> body = encode(part.text);
+      ids.insert(ids.end(), body.begin(), body.end());
+    }
+  }
+  return ids;
+}
+
 namespace {
 
 class Llama2cDecoder : public TokenTextDecoder {
@@ -62,16 +76,10 @@ class Llama2cTextTokenizer : public TextTokenizer {
   // Each piece between special tokens with its own leading space, as llama.cpp's SentencePiece
   // tokenizer prefixes a piece that starts the text or follows a special token.
   std::vector<int> EncodePromptParsingSpecial(std::string_view text) const override {
-    std::vector<int> ids = {Tokenizer::kBos};
-    for (const PromptPart& part : SplitAtSpecialTokens(text, tok_.special_tokens())) {
-      if (part.id >= 0) {
-        ids.push_back(part.id);
-      } else {
-        const std::vector<int> body = tok_.Encode(part.text, /*bos=*/false, /*eos=*/false);
-        ids.insert(ids.end(), body.begin(), body.end());
-      }
-    }
-    return ids;
+    return EncodeAtSpecialTokens(text, tok_.special_tokens(), {Tokenizer::kBos},
+                                 [this](std::string_view piece) {
+                                   return tok_.Encode(piece, /*bos=*/false, /*eos=*/false);
+                                 });
   }
   std::vector<std::pair<std::string, int>> SpecialTokens() const override {
     return tok_.special_tokens();

@@ -4,6 +4,7 @@
 // only this.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -66,6 +67,11 @@ struct PromptPart {
 };
 std::vector<PromptPart> SplitAtSpecialTokens(
     std::string_view text, const std::vector<std::pair<std::string, int>>& specials);
+// `ids` (BOS, or nothing) then text cut at `specials`: each token's id, each piece of text as
+// encode(piece) gives it. The body of every EncodePromptParsingSpecial.
+std::vector<int> EncodeAtSpecialTokens(
+    std::string_view text, const std::vector<std::pair<std::string, int>>& specials,
+    std::vector<int> ids, const std::function<std::vector<int>(std::string_view)>& encode);
 
 // llama2.c's tokenizer: BOS and EOS are llama2.c's 1 and 2; a token's text follows llama2.c's
 // decode (DecodeToken(prev, token)).
