@@ -23,6 +23,7 @@
 #include "src/io/token_cache.h"
 #include "src/io/tokenizer/bpe_pretokenizer.h"
 #include "src/io/tokenizer/bpe_tokenizer.h"
+#include "src/io/tokenizer/gguf_vocabulary.h"
 #include "src/io/tokenizer/hf_tokenizer_json.h"
 #include "src/io/tokenizer/spm_model.h"
 #include "src/io/tokenizer/tokenizer.h"
@@ -364,6 +365,53 @@ void WriteBpeGguf(const std::string& path) {
             {});
 }
 
+// The same vocabulary with a user-defined token (Qwen's <think>, matched in the text), as
+// llama.cpp's converter writes Hugging Face's non-special added tokens.
+void WriteBpeGgufWithUserDefined(const std::string& path) {
+  BpeVocabulary v = FuzzBpeVocabulary();
+  v.pieces.push_back("<think>");
+  std::vector<int32_t> types(v.pieces.size(), 1);
+  types[types.size() - 2] = 3;  // <|endoftext|>
+  types.back() = 4;             // user-defined
+  std::vector<std::string> merges;
+  for (const auto& [a, b] : v.merges) merges.push_back(a + " " + b);
+  WriteGguf(path,
+            {{"general.architecture", GgufString("qwen3")},
+             {"tokenizer.ggml.model", GgufString("gpt2")},
+             {"tokenizer.ggml.pre", GgufString("qwen2")},
+             {"tokenizer.ggml.tokens", GgufStringArray(v.pieces)},
+             {"tokenizer.ggml.token_type", GgufI32Array(types)},
+             {"tokenizer.ggml.merges", GgufStringArray(merges)},
+             {"tokenizer.ggml.eos_token_id", GgufU32(static_cast<uint32_t>(v.pieces.size() - 2))},
+             {"tokenizer.ggml.add_bos_token", GgufBool(false)}},
+            {});
+}
+
+// A SentencePiece vocabulary laid out as Gemma's (<pad> <eos> <bos> <unk> at 0..3, no leading
+// space, a user-defined "\n"), as GGUF keys (src/io/tokenizer/gguf_vocabulary.h).
+void WriteGemmaLayoutGguf(const std::string& path) {
+  std::vector<std::string> pieces = {"<pad>", "<eos>", "<bos>", "<unk>", "\n"};
+  for (int b = 0; b < 256; ++b) pieces.push_back(fmt::format("<0x{:02X}>", b));
+  for (const char* m : {" ", "a", "b", "t", "h", "e", "th", "the", " the", "ab"})
+    pieces.push_back(m);
+  std::vector<float> scores(pieces.size(), 0.0f);
+  for (size_t i = 261; i < pieces.size(); ++i) scores[i] = -static_cast<float>(i);
+  SpmLayout layout;
+  layout.unk = 3;
+  layout.bos = 2;
+  layout.eos = 1;
+  layout.add_space_prefix = false;
+  layout.types.assign(pieces.size(), SpmTokenType::kNormal);
+  for (int id : {0, 1, 2}) layout.types[static_cast<size_t>(id)] = SpmTokenType::kControl;
+  layout.types[3] = SpmTokenType::kUnknown;
+  layout.types[4] = SpmTokenType::kUserDefined;
+  for (size_t i = 5; i < 261; ++i) layout.types[i] = SpmTokenType::kByte;
+  const Tokenizer t = Tokenizer::FromVocabulary("gemma-layout", pieces, scores, layout);
+  GgufKeys kv = {{"general.architecture", GgufString("gemma3")}};
+  for (auto& key : GgufVocabularyKeys(t)) kv.push_back(std::move(key));
+  WriteGguf(path, kv, {});
+}
+
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
@@ -574,9 +622,12 @@ int WriteFuzzSeeds(const std::string& root_dir) {
   // Gemma 2: its soft-cap keys, the window and pattern without a local base.
   const Model gemma2 = MicroGemma2Model(40, 9);
   SaveGgufModel(gemma2, file("gemma2.gguf"), static_cast<uint32_t>(GgmlType::kF32), &tiny);
-  for (const char* name : {"f32.gguf", "f16.gguf", "bf16.gguf", "yarn.gguf", "bpe_vocab.gguf",
-                           "qwen2.gguf", "qwen2_yarn.gguf", "qwen3.gguf", "mistral.gguf",
-                           "phi3.gguf", "gemma3.gguf", "gemma2.gguf"}) {
+  WriteBpeGgufWithUserDefined(file("bpe_user_vocab.gguf"));
+  WriteGemmaLayoutGguf(file("gemma_layout_vocab.gguf"));
+  for (const char* name :
+       {"f32.gguf", "f16.gguf", "bf16.gguf", "yarn.gguf", "bpe_vocab.gguf", "bpe_user_vocab.gguf",
+        "gemma_layout_vocab.gguf", "qwen2.gguf", "qwen2_yarn.gguf", "qwen3.gguf", "mistral.gguf",
+        "phi3.gguf", "gemma3.gguf", "gemma2.gguf"}) {
     put("gguf", name, ReadFile(file(name)));
   }
   put("model_file", "qwen3.gguf", ReadFile(file("qwen3.gguf")));

@@ -730,6 +730,12 @@ GgufValue GgufU32(uint32_t x) {
   v.u = x;
   return v;
 }
+GgufValue GgufBool(bool x) {
+  GgufValue v;
+  v.type = GgufValueType::kBool;
+  v.u = x ? 1 : 0;
+  return v;
+}
 GgufValue GgufF32(float x) {
   GgufValue v;
   v.type = GgufValueType::kFloat32;

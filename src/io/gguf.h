@@ -167,6 +167,7 @@ int64_t GgufElementInt(const GgufValue& v);
 
 GgufValue GgufString(std::string s);
 GgufValue GgufU32(uint32_t v);
+GgufValue GgufBool(bool v);
 GgufValue GgufF32(float v);
 GgufValue GgufStringArray(const std::vector<std::string>& v);
 GgufValue GgufF32Array(const std::vector<float>& v);
@@ -176,7 +177,8 @@ GgufValue GgufI32Array(const std::vector<int32_t>& v);
 // (general.alignment, when given, must be a uint32 power of two; default 32), then the tensors,
 // each aligned. Throws stretch::Error when a tensor's byte count does not match its type and shape
 // or the file cannot be written.
-void WriteGguf(const std::string& path, const std::vector<std::pair<std::string, GgufValue>>& kv,
+using GgufKeys = std::vector<std::pair<std::string, GgufValue>>;
+void WriteGguf(const std::string& path, const GgufKeys& kv,
                const std::vector<GgufTensorOut>& tensors);
 
 // Encoders for the writer: floats to the bytes of F32, F16 (round to nearest even), BF16 (round

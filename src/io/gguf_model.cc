@@ -1,7 +1,11 @@
 #include "src/io/gguf_model.h"
 
+#include "src/io/tokenizer/gguf_vocabulary.h"
+
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -490,6 +494,14 @@ Model LoadGgufModel(const GgufFile& g) {
   return m;
 }
 
+GgufKeys GgufTokenizerKeys(const GgufFile& g) {
+  GgufKeys kv;
+  for (const auto& [key, value] : g.metadata()) {
+    if (key.starts_with("tokenizer.")) kv.emplace_back(key, value);
+  }
+  return kv;
+}
+
 bool GgufHasVocabulary(const GgufFile& g) { return g.Find("tokenizer.ggml.tokens") != nullptr; }
 bool GgufHasVocabulary(const std::string& path) { return GgufHasVocabulary(GgufFile::Open(path)); }
 
@@ -522,47 +534,87 @@ Tokenizer ReadGgufTokenizer(const GgufFile& g) {
     }
     for (size_t k = 0; k < n; ++k) scores[k] = static_cast<float>(s->array[k].f);
   }
-  const std::pair<const char*, int64_t> ids[] = {
-      {"tokenizer.ggml.unknown_token_id", Tokenizer::kUnk},
-      {"tokenizer.ggml.bos_token_id", Tokenizer::kBos},
-      {"tokenizer.ggml.eos_token_id", Tokenizer::kEos}};
-  for (const auto& [key, want] : ids) {
-    if (g.Find(key) != nullptr && g.Int(key) != want) {
-      Fail(
-          "{}: metadata {} is {}, expected {} (stretch's SentencePiece tokenizer keeps <unk>, "
-          "<s>, </s> at ids 0, 1, 2)",
-          path, key, g.Int(key), want);
+  // llama.cpp's defaults for a SentencePiece vocabulary (llama_vocab::impl::load, type SPM):
+  // <unk> 0, <s> 1, </s> 2, a leading space, BOS first; each key may say otherwise.
+  SpmLayout layout;
+  const auto id_key = [&](const char* key, int* id, bool none_ok) {
+    if (g.Find(key) == nullptr) return;
+    const int64_t v = g.Int(key);
+    if (v < (none_ok ? -1 : 0) || v >= static_cast<int64_t>(n)) {
+      Fail("{}: metadata {} is {}, expected a token id below {}", path, key, v, n);
     }
-  }
-  if (const GgufValue* p = g.Find("tokenizer.ggml.add_space_prefix"); p != nullptr && p->u == 0) {
-    Fail(
-        "{}: metadata tokenizer.ggml.add_space_prefix is false: a vocabulary without the leading "
-        "space is not supported yet",
-        path);
-  }
+    *id = static_cast<int>(v);
+  };
+  id_key("tokenizer.ggml.unknown_token_id", &layout.unk, true);
+  id_key("tokenizer.ggml.bos_token_id", &layout.bos, false);
+  id_key("tokenizer.ggml.eos_token_id", &layout.eos, true);
+  const auto bool_key = [&](const char* key, bool* value) {
+    const GgufValue* v = g.Find(key);
+    if (v == nullptr) return;
+    if (v->type != GgufValueType::kBool)
+      Fail("{}: metadata {} is {}, expected a bool", path, key, v->Describe());
+    *value = v->u != 0;
+  };
+  bool_key("tokenizer.ggml.add_space_prefix", &layout.add_space_prefix);
+  bool_key("tokenizer.ggml.add_bos_token", &layout.add_bos);
   std::vector<std::string> pieces;
   pieces.reserve(n);
   const std::string_view kSpace = "\xe2\x96\x81";  // U+2581, SentencePiece's space
   for (const GgufValue& v : tokens->array) pieces.push_back(ReplaceAll(v.s, kSpace, " "));
-  Tokenizer t =
-      Tokenizer::FromVocabulary(path + " (its vocabulary)", std::move(pieces), std::move(scores));
-  // llama.cpp's special tokens (its cache_special_tokens): token types 2 unknown, 3 control and
-  // 4 user-defined, spelled as the file has them.
   if (const GgufValue* types = g.Find("tokenizer.ggml.token_type"); types != nullptr) {
     if (types->type != GgufValueType::kArray || types->array.size() != n ||
         !(n == 0 || types->array[0].IsInteger())) {
       Fail("{}: metadata tokenizer.ggml.token_type is {}, expected an array of {} integers", path,
            types->Describe(), n);
     }
-    std::vector<std::pair<std::string, int>> special;
+    layout.types.resize(n);
     for (size_t id = 0; id < n; ++id) {
       const int64_t type = GgufElementInt(types->array[id]);
-      if (type == 2 || type == 3 || type == 4) {
-        special.emplace_back(tokens->array[id].s, static_cast<int>(id));
+      if (type < 0 || type > 6) {
+        Fail("{}: metadata tokenizer.ggml.token_type[{}] is {}, expected 0..6 (llama_token_type)",
+             path, id, type);
+      }
+      layout.types[id] = static_cast<SpmTokenType>(type);
+      // llama.cpp makes end-of-text and fill-in-the-middle names control tokens whatever their
+      // type (ControlToLlamaCpp).
+      if (layout.types[id] == SpmTokenType::kUserDefined &&
+          ControlToLlamaCpp(tokens->array[id].s)) {
+        layout.types[id] = SpmTokenType::kControl;
+      }
+      // A user-defined token matches its spelling in the file (llama.cpp's converter writes their
+      // spaces as spaces; one written with "▁" matches "▁").
+      if (layout.types[id] == SpmTokenType::kUserDefined) {
+        layout.matched.emplace_back(tokens->array[id].s, static_cast<int>(id));
       }
     }
-    t.SetSpecialTokens(std::move(special));
+  } else {
+    // Without types, llama.cpp's (llama_vocab::impl::load): every token normal but the three.
+    layout.types.assign(n, SpmTokenType::kNormal);
+    for (const int id : {layout.unk, layout.bos, layout.eos}) {
+      if (id >= 0)
+        layout.types[static_cast<size_t>(id)] =
+            id == layout.unk ? SpmTokenType::kUnknown : SpmTokenType::kControl;
+    }
   }
+  // llama.cpp gives a model named Phi-3 (general.name, any case) the RSTRIP attribute on its
+  // special tokens but <unk>, <s> and <|endoftext|>, and on </s> (llama_vocab::impl::load).
+  std::string name = g.StringOr("general.name", "");
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos) {
+    for (size_t id = 0; id < n; ++id) {
+      const SpmTokenType type = layout.types[id];
+      const std::string& text = tokens->array[id].s;
+      const bool special = type == SpmTokenType::kControl || type == SpmTokenType::kUnknown ||
+                           type == SpmTokenType::kUserDefined;
+      if ((special || text == "</s>") && text != "<unk>" && text != "<s>" &&
+          text != "<|endoftext|>") {
+        layout.rstrip.push_back(static_cast<int>(id));
+      }
+    }
+  }
+  Tokenizer t = Tokenizer::FromVocabulary(path + " (its vocabulary)", std::move(pieces),
+                                          std::move(scores), std::move(layout));
   return t;
 }
 
@@ -708,9 +760,9 @@ uint32_t FileType(GgmlType matrices) {
 
 void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_type,
                    const Tokenizer* tokenizer, const Method* method,
-                   const GgufFile* vocabulary_from) {
+                   const GgufKeys* vocabulary_keys) {
   const ModelConfig& c = model.config;
-  STRETCH_CHECK(tokenizer == nullptr || vocabulary_from == nullptr,
+  STRETCH_CHECK(tokenizer == nullptr || vocabulary_keys == nullptr,
                 "SaveGgufModel: a tokenizer and a vocabulary file both given");
   // llama.cpp's gemma2 and gemma3 scale queries by 1/sqrt(head_dim), by 1/sqrt(dim / heads) at
   // the family's gguf_wide_scale_layers (ParseSwaLayers): the only logit scales its files can
@@ -819,44 +871,12 @@ void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_
     kv.emplace_back(K("rope.scaling.factor"), GgufF32(c.rope_interpolation));
   }
   if (tokenizer != nullptr) {
-    // A llama2.c vocabulary in SentencePiece's spelling, as llama.cpp's own converter
-    // (convert-llama2c-to-ggml) writes it and its SentencePiece tokenizer expects: ids 0, 1, 2 are
-    // "<unk>", "<s>", "</s>" (llama2.c spells BOS and EOS "\n<s>\n", "\n</s>\n"), a space in a
-    // piece is U+2581; token types (llama.cpp's llama_token_type): 2 unknown for 0, 3 control for
-    // 1, 2 and empty pieces, 6 byte for "<0xXX>", 1 normal otherwise.
-    std::vector<std::string> tokens;
-    std::vector<float> scores;
-    std::vector<int32_t> types;
-    for (int id = 0; id < tokenizer->vocab_size(); ++id) {
-      std::string piece = tokenizer->Piece(id);
-      int32_t type = 1;
-      if (id == Tokenizer::kUnk) {
-        piece = "<unk>", type = 2;
-      } else if (id == Tokenizer::kBos) {
-        piece = "<s>", type = 3;
-      } else if (id == Tokenizer::kEos) {
-        piece = "</s>", type = 3;
-      } else if (piece.empty()) {
-        type = 3;
-      } else if (piece.size() == 6 && piece.starts_with("<0x") && piece.back() == '>') {
-        type = 6;
-      }
-      tokens.push_back(ReplaceAll(piece, " ", "\xe2\x96\x81"));  // U+2581 for a space
-      scores.push_back(tokenizer->Score(id));
-      types.push_back(type);
-    }
-    kv.emplace_back("tokenizer.ggml.model", GgufString("llama"));
-    kv.emplace_back("tokenizer.ggml.tokens", GgufStringArray(tokens));
-    kv.emplace_back("tokenizer.ggml.scores", GgufF32Array(scores));
-    kv.emplace_back("tokenizer.ggml.token_type", GgufI32Array(types));
-    kv.emplace_back("tokenizer.ggml.unknown_token_id", GgufU32(Tokenizer::kUnk));
-    kv.emplace_back("tokenizer.ggml.bos_token_id", GgufU32(Tokenizer::kBos));
-    kv.emplace_back("tokenizer.ggml.eos_token_id", GgufU32(Tokenizer::kEos));
+    // As llama.cpp's converters write it (convert-llama2c-to-ggml for llama2.c's vocabulary):
+    // src/io/tokenizer/gguf_vocabulary.h.
+    for (auto& key : GgufVocabularyKeys(*tokenizer)) kv.push_back(std::move(key));
   }
-  if (vocabulary_from != nullptr) {
-    for (const auto& [key, value] : vocabulary_from->metadata()) {
-      if (key.starts_with("tokenizer.")) kv.emplace_back(key, value);
-    }
+  if (vocabulary_keys != nullptr) {
+    for (const auto& key : *vocabulary_keys) kv.push_back(key);
   }
   const ModelWeights& w = model.weights;
   std::vector<GgufTensorOut> tensors;

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "src/io/gguf.h"
 #include "src/io/tokenizer/tokenizer.h"
 #include "src/model/config.h"
 
@@ -66,13 +67,17 @@ Model LoadGgufModel(const std::string& path);
 Model LoadGgufModel(const GgufFile& file);
 
 // The vocabulary a GGUF file carries, when it is a SentencePiece one (tokenizer.ggml.model
-// "llama": tokenizer.ggml.tokens, .scores), as the llama2.c-style Tokenizer (src/io/tokenizer/tokenizer.h),
+// "llama": tokenizer.ggml.tokens, .scores), as the Tokenizer of src/io/tokenizer/tokenizer.h,
 // whose encoding is the same SentencePiece BPE llama.cpp runs for these vocabularies (start from
-// code points, byte fallback to "<0xXX>", merge the best-scoring adjacent pair, leftmost on ties,
-// a leading space before the text): pieces are turned from SentencePiece's spelling (U+2581 for a
-// space) into llama2.c's. Refused by name: no vocabulary, another kind (byte-level BPE,
-// tokenizer.ggml.model "gpt2": BpeTokenizer::FromGguf in src/io/tokenizer/bpe_tokenizer.h reads those), <unk>/<s>/</s> at ids other than 0/1/2, or
-// tokenizer.ggml.add_space_prefix false.
+// code points, byte fallback to "<0xXX>", merge the best-scoring adjacent pair, leftmost on ties),
+// with the file's layout as llama.cpp reads it (SpmLayout): the unknown, BOS and EOS ids
+// (defaults 0, 1, 2), tokenizer.ggml.add_space_prefix (default true: a leading space before the
+// text), add_bos_token (default true), the token types (control tokens decode to nothing,
+// user-defined ones are matched in the text first, as spelt in the file). Pieces are turned from
+// SentencePiece's spelling (U+2581 for a space) into llama2.c's. So LLaMA's, Phi-3's (EOS 32000)
+// and Gemma's (<pad> <eos> <bos> <unk> at 0..3, no leading space) are read. Refused by name: no
+// vocabulary, another kind (byte-level BPE, tokenizer.ggml.model "gpt2":
+// BpeTokenizer::FromGguf in src/io/tokenizer/bpe_tokenizer.h reads those), ids out of range.
 bool GgufHasVocabulary(const std::string& path);
 bool GgufHasVocabulary(const GgufFile& file);
 Tokenizer ReadGgufTokenizer(const std::string& path);
@@ -81,21 +86,25 @@ Tokenizer ReadGgufTokenizer(const GgufFile& file);
 // Writes `model` as a GGUF version 3 file of its family's architecture (FamilyOf: "llama", or
 // "qwen2" for a model with q/k/v biases), atomically: the keys above under that prefix, the matrices in `matrix_type` (F32, F16, BF16 or Q8_0; the embedding and the
 // classifier too; with Q8_0 a matrix whose rows are not a multiple of 32 long stays F32), the
-// norms always in F32 (as llama.cpp's converters keep them). With a llama2.c
+// norms always in F32 (as llama.cpp's converters keep them). With a SentencePiece
 // tokenizer (`tokenizer`, may be null) its vocabulary goes in as llama.cpp's SentencePiece
-// vocabulary (tokenizer.ggml.model "llama": tokens, scores, token types; <unk> 0, <s> 1, </s> 2),
-// which llama.cpp needs to load the file. Refused by name: models the format cannot express (the
+// vocabulary (GgufVocabularyKeys, src/io/tokenizer/gguf_vocabulary.h), which llama.cpp needs to
+// load the file. Refused by name: models the format cannot express (the
 // GAU block, a trained attention layout: per-layer positions or windows, norms, logit scale).
 // With `method` (may be null) the file also says which position method to run, as llama.cpp
 // reads it: pi:factor=F as linear scaling, yarn:factor=F as rope.scaling.type yarn with the
 // model's seq_len as original_context_length and F times it as llama.context_length,
 // llama3:factor=F as the per-pair divisors rope_freqs.weight; any other method, or one of these
 // with keys llama.cpp does not read, is refused by name.
-// With `vocabulary_from` (may be null; not with `tokenizer`) every tokenizer.* key of that GGUF
-// file is copied as it is (a GGUF file converted to GGUF keeps its vocabulary of any kind).
+// With `vocabulary_keys` (may be null; not with `tokenizer`) those keys are written as they are
+// (GgufTokenizerKeys: a GGUF file converted to GGUF keeps its vocabulary of any kind;
+// GgufVocabularyKeys of src/io/tokenizer/gguf_vocabulary.h: a byte-level BPE vocabulary).
 struct Method;
 void SaveGgufModel(const Model& model, const std::string& path, uint32_t matrix_type,
                    const Tokenizer* tokenizer, const Method* method = nullptr,
-                   const GgufFile* vocabulary_from = nullptr);
+                   const GgufKeys* vocabulary_keys = nullptr);
+
+// Every tokenizer.* key of a GGUF file, as it is.
+GgufKeys GgufTokenizerKeys(const GgufFile& file);
 
 }  // namespace stretch

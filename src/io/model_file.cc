@@ -337,6 +337,47 @@ LoadedModel LoadModelFile(const std::string& model, const ModelFileOptions& opti
   return loaded;
 }
 
+std::unique_ptr<TextTokenizer> LoadModelTokenizer(const std::string& model,
+                                                  const std::string& tokenizer_path) {
+  const std::string path = ResolveModelPath(model, nullptr);
+  const bool hf = LooksLikeHfFolder(path);
+  if (!hf && !GgufFile::Looks(path)) {
+    return std::move(LoadModelFile(model, {tokenizer_path, true}).tokenizer);
+  }
+  // A GGUF file with a vocabulary and no weights (llama.cpp's ggml-vocab-*.gguf) is a tokenizer.
+  const bool vocabulary_only = !hf && tokenizer_path.empty() &&
+                               GgufFile::Open(path).FindTensor("token_embd.weight") == nullptr &&
+                               GgufHasVocabulary(path);
+  const int vocab = vocabulary_only ? -1 : ReadModelFileHeader(path).config.vocab_size;
+  if (!tokenizer_path.empty()) return LoadTokenizerFile(tokenizer_path, path, vocab);
+  if (hf) {
+    const std::string own = HfTokenizerFile(path);
+    if (own.empty()) {
+      Fail(
+          "{}: the Hugging Face folder holds no tokenizer.model or tokenizer.json; give a "
+          "tokenizer file",
+          path);
+    }
+    return LoadTokenizerFile(own, path, vocab);
+  }
+  const GgufFile file = GgufFile::Open(path);
+  if (!GgufHasVocabulary(file)) {
+    Fail("{}: the GGUF file carries no vocabulary (tokenizer.ggml.tokens); give a tokenizer file",
+         path);
+  }
+  if (file.StringOr("tokenizer.ggml.model", "") == "gpt2") {
+    BpeTokenizer t = BpeTokenizer::FromGguf(file);
+    if (vocab >= 0 && t.vocab_size() != vocab) {
+      Fail("{}: its vocabulary (tokenizer.ggml.tokens) has {} tokens, the model {}", path,
+           t.vocab_size(), vocab);
+    }
+    return MakeBpeTextTokenizer(std::move(t));
+  }
+  Tokenizer t = ReadGgufTokenizer(file);
+  if (vocab >= 0) CheckVocabMatches(path, vocab, t);
+  return MakeLlama2cTextTokenizer(std::move(t));
+}
+
 std::unique_ptr<TextTokenizer> LoadTokenizerFile(const std::string& path,
                                                  const std::string& model_path, int model_vocab) {
   // The kind is told by content first, so that no reader reports what it made of another kind's

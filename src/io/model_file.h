@@ -70,6 +70,12 @@ struct LoadedModel {
 };
 LoadedModel LoadModelFile(const std::string& model, const ModelFileOptions& options,
                           std::vector<std::string>* notes = nullptr);
+// Only the tokenizer LoadModelFile would give (tokenizer_needed), without the weights where the
+// format allows: a GGUF file's vocabulary, a Hugging Face folder's tokenizer file, or
+// `tokenizer_path`, checked against the vocabulary size in the model's header. A llama2.c model
+// or a stretch checkpoint is loaded whole (they are small).
+std::unique_ptr<TextTokenizer> LoadModelTokenizer(const std::string& model,
+                                                  const std::string& tokenizer_path);
 
 // A tokenizer file, told by content: a SentencePiece model (tokenizer.model, through
 // libsentencepiece: src/io/tokenizer/spm_model.h), a Hugging Face tokenizer.json of LLaMA's kind

@@ -156,8 +156,10 @@ TEST(FuzzReplay, WrittenSeedsAreAccepted) {
   each("train_checkpoint", [](const std::string& p) { ReadCheckpointInfo(SafetensorsFile(p)); });
   each("gguf", [](const std::string& p) {
     const GgufFile g = GgufFile::Open(p);
-    if (g.tensors().empty()) {
-      BpeTokenizer::FromGguf(g);  // the vocabulary-only seed
+    if (g.tensors().empty() && g.StringOr("tokenizer.ggml.model", "") == "llama") {
+      ReadGgufTokenizer(g);  // a vocabulary-only seed of the SentencePiece kind
+    } else if (g.tensors().empty()) {
+      BpeTokenizer::FromGguf(g);  // a vocabulary-only seed of the byte-level kind
     } else {
       LoadGgufModel(g);
     }

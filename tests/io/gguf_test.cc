@@ -624,8 +624,9 @@ TEST(GgufTokenizer, AModelWithAGpt2VocabularyEncodesWithIt) {
   c.seq_len = 64;
   const std::string path =
       fmt::format("{}stretch_gguf_{}_gpt2.gguf", ::testing::TempDir(), getpid());
+  const GgufKeys keys = GgufTokenizerKeys(vocab);
   SaveGgufModel(testing::RandomModel(c, 1), path, static_cast<uint32_t>(GgmlType::kF32), nullptr,
-                nullptr, &vocab);
+                nullptr, &keys);
   const LoadedModel m = LoadModelFile(path, {"", true});
   ASSERT_NE(m.tokenizer, nullptr);
   EXPECT_EQ(m.tokenizer->vocab_size(), 50257);

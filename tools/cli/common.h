@@ -174,6 +174,7 @@ void RegisterTrain(CLI::App& app);
 void RegisterLab(CLI::App& app);
 void RegisterReport(CLI::App& app);
 void RegisterTune(CLI::App& app);
+void RegisterTokenize(CLI::App& app);
 void RegisterConvert(CLI::App& app);
 void RegisterConformance(CLI::App& app);
 

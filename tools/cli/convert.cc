@@ -18,6 +18,8 @@
 #include "src/io/output_file.h"
 #include "src/io/safetensors.h"
 #include "src/io/stretch_checkpoint.h"
+#include "src/io/tokenizer/bpe_tokenizer.h"
+#include "src/io/tokenizer/gguf_vocabulary.h"
 #include "src/io/tokenizer/hf_tokenizer_json.h"
 #include "src/io/tokenizer/spm_model.h"
 #include "src/model/family.h"
@@ -51,61 +53,94 @@ SafetensorsDtype HfDtype(const std::string& type) {
   Fail("--type {}: Hugging Face folders hold f32, f16 or bf16 weights", type);
 }
 
-// The vocabulary to write with the model, as the project's SentencePiece-BPE Tokenizer: the
-// --tokenizer file (llama2.c's, a SentencePiece tokenizer.model or a LLaMA-kind tokenizer.json),
-// else the input's own (a GGUF file's SentencePiece vocabulary, a Hugging Face folder's
-// tokenizer.model or LLaMA-kind tokenizer.json, a checkpoint's
-// SentencePiece model). nullopt when the input has none. A vocabulary of another kind (GPT-2's
-// byte-level BPE, a checkpoint's bytes tokenizer) cannot be written by stretch yet: refused by
-// name unless the target is GGUF (*copy_gguf_keys: GGUF to GGUF copies the keys as they are).
-std::optional<Tokenizer> VocabularyToWrite(const ConvertArgs& a, const Loaded& loaded,
-                                           bool* copy_gguf_keys) {
-  *copy_gguf_keys = false;
+// The vocabulary to write with the model: a SentencePiece vocabulary run by score (`spm`: the
+// --tokenizer file, llama2.c's, a SentencePiece tokenizer.model or a LLaMA-kind tokenizer.json;
+// else the input's own: a GGUF file's SentencePiece vocabulary, a Hugging Face folder's
+// tokenizer.model or LLaMA-kind tokenizer.json, a checkpoint's SentencePiece model), or, for GGUF
+// files only, tokenizer.* keys as they are (`gguf_keys`: a GGUF file's byte-level vocabulary, a
+// byte-level or Gemma-style tokenizer.json as llama.cpp's converters write it). Neither when the
+// input has none. Anything else is refused by name.
+struct Vocabulary {
+  std::optional<Tokenizer> spm;
+  std::optional<GgufKeys> gguf_keys;
+  std::string what;  // for the summary line
+};
+
+Vocabulary BpeVocabulary(const ConvertArgs& a, const std::string& json, const std::string& whose) {
+  if (a.to != "gguf") {
+    Fail(
+        "{}: a byte-level or Gemma-style BPE tokenizer.json is written into GGUF files only so far",
+        whose);
+  }
+  const BpeTokenizer bpe = BpeTokenizer::FromTokenizerJson(json);
+  Vocabulary v;
+  v.gguf_keys = GgufVocabularyKeys(bpe);
+  v.what = fmt::format(", vocabulary of {} tokens ({})", bpe.vocab_size(),
+                       bpe.options().chars ? "SentencePiece-style, as llama.cpp runs Gemma's"
+                                           : "byte-level BPE, pre-tokenizer " +
+                                                 std::string(BpeSplitName(bpe.options().split)));
+  return v;
+}
+
+Vocabulary VocabularyToWrite(const ConvertArgs& a, const Loaded& loaded) {
   const std::string& path = loaded.header.path;
   const std::string& tok = a.model.tokenizer;
+  Vocabulary v;
   if (!tok.empty()) {
     if (LooksLikeSentencePieceModel(tok)) {
-      return Llama2cTokenizerFromSentencePiece(ReadSentencePieceVocabulary(tok));
+      v.spm = Llama2cTokenizerFromSentencePiece(ReadSentencePieceVocabulary(tok));
+    } else if (LooksLikeSentencePieceTokenizerJson(tok)) {
+      v.spm = ReadSentencePieceTokenizerJson(tok);
+    } else if (ReadInputHead(tok, 1) == "{") {
+      return BpeVocabulary(a, tok, "--tokenizer " + tok);
+    } else {
+      v.spm = Tokenizer::LoadLlama2c(tok);
     }
-    if (LooksLikeSentencePieceTokenizerJson(tok)) return ReadSentencePieceTokenizerJson(tok);
-    if (ReadInputHead(tok, 1) == "{") {
-      Fail("--tokenizer {}: a byte-level BPE tokenizer.json is not written into {} files yet", tok,
-           a.to);
-    }
-    return Tokenizer::LoadLlama2c(tok);
-  }
-  if (!loaded.header.own_tokenizer) return std::nullopt;
-  if (GgufFile::Looks(path)) {
+  } else if (!loaded.header.own_tokenizer) {
+    return v;
+  } else if (GgufFile::Looks(path)) {
     const GgufFile g = GgufFile::Open(path);
-    if (g.StringOr("tokenizer.ggml.model", "") == "llama") return ReadGgufTokenizer(g);
-    if (a.to == "gguf") {
-      *copy_gguf_keys = true;
-      return std::nullopt;
+    if (g.StringOr("tokenizer.ggml.model", "") == "llama") {
+      v.spm = ReadGgufTokenizer(g);
+    } else if (a.to == "gguf") {
+      v.gguf_keys = GgufTokenizerKeys(g);
+      v.what = ", the input's vocabulary";
+      return v;
+    } else {
+      Fail("{}: its {} vocabulary (tokenizer.ggml.model) is written only into GGUF files so far",
+           path, g.StringOr("tokenizer.ggml.model", "?"));
     }
-    Fail("{}: its {} vocabulary (tokenizer.ggml.model) is written only into GGUF files so far",
-         path, g.StringOr("tokenizer.ggml.model", "?"));
-  }
-  if (LooksLikeHfFolder(path)) {
+  } else if (LooksLikeHfFolder(path)) {
     const std::string model = (std::filesystem::path(path) / "tokenizer.model").string();
-    if (std::filesystem::exists(model)) {
-      return Llama2cTokenizerFromSentencePiece(ReadSentencePieceVocabulary(model));
-    }
     const std::string json = (std::filesystem::path(path) / "tokenizer.json").string();
-    if (LooksLikeSentencePieceTokenizerJson(json)) return ReadSentencePieceTokenizerJson(json);
-    Fail("{}: its byte-level BPE tokenizer.json is not written into {} files yet", path, a.to);
-  }
-  if (loaded.header.checkpoint) {
+    if (std::filesystem::exists(model)) {
+      v.spm = Llama2cTokenizerFromSentencePiece(ReadSentencePieceVocabulary(model));
+    } else if (LooksLikeSentencePieceTokenizerJson(json)) {
+      v.spm = ReadSentencePieceTokenizerJson(json);
+    } else {
+      return BpeVocabulary(a, json, path + " (its tokenizer.json)");
+    }
+  } else if (loaded.header.checkpoint) {
     const SafetensorsFile file(path);
     const std::optional<TrainingTokenizer> t =
         ReadCheckpointTokenizer(file, loaded.model.config.vocab_size);
-    if (!t) return std::nullopt;
+    if (!t) return v;
     if (t->kind() != "sentencepiece") {
       Fail("{}: its {} tokenizer has no form in {} files", path, t->kind(), a.to);
     }
-    return Llama2cTokenizerFromSentencePiece(
+    v.spm = Llama2cTokenizerFromSentencePiece(
         ParseSentencePieceModel(t->model(), path + " (its tokenizer.model)"));
   }
-  return std::nullopt;
+  if (v.spm && !v.spm->Llama2cLayout() && a.to != "gguf") {
+    Fail(
+        "{}: its vocabulary has its own layout (unknown, BOS, EOS ids {}, {}, {}{}{}), which "
+        "stretch writes into GGUF files only so far",
+        tok.empty() ? path : "--tokenizer " + tok, v.spm->unk(), v.spm->bos(), v.spm->eos(),
+        v.spm->add_space_prefix() ? "" : ", no leading space",
+        v.spm->user_defined().empty() ? "" : ", user-defined tokens");
+  }
+  if (v.spm) v.what = fmt::format(", vocabulary of {} tokens", v.spm->vocab_size());
+  return v;
 }
 
 void RunConvert(const ConvertArgs& a) {
@@ -178,15 +213,12 @@ void RunConvert(const ConvertArgs& a) {
     note_removed();
     return;
   }
-  bool copy_gguf_keys = false;
-  const std::optional<Tokenizer> tok =
-      a.to == "llama2c" ? std::nullopt : VocabularyToWrite(a, loaded, &copy_gguf_keys);
+  const Vocabulary vocabulary = a.to == "llama2c" ? Vocabulary{} : VocabularyToWrite(a, loaded);
+  const std::optional<Tokenizer>& tok = vocabulary.spm;
   std::string written;
   if (a.to == "gguf") {
-    std::optional<GgufFile> keys;
-    if (copy_gguf_keys) keys.emplace(GgufFile::Open(loaded.header.path));
     SaveGgufModel(loaded.model, a.out, matrix_type, tok ? &*tok : nullptr, &method,
-                  keys ? &*keys : nullptr);
+                  vocabulary.gguf_keys ? &*vocabulary.gguf_keys : nullptr);
     written = fmt::format("GGUF version 3, {}, matrices {}",
                           FamilyOf(loaded.model.config).gguf_architecture, a.type);
     if (const int64_t w = loaded.model.config.attention.UniformWindow(); w > 0) {
@@ -217,10 +249,7 @@ void RunConvert(const ConvertArgs& a) {
     written = "llama2.c version 1";
   }
   fmt::print("{} ({}) -> {} ({}{}{})\n", loaded.header.path, loaded.header.format, a.out, written,
-             method == Method{} ? "" : ", method " + CanonicalSpec(method),
-             tok              ? fmt::format(", vocabulary of {} tokens", tok->vocab_size())
-             : copy_gguf_keys ? ", the input's vocabulary"
-                              : "");
+             method == Method{} ? "" : ", method " + CanonicalSpec(method), vocabulary.what);
   note_removed();
 }
 
@@ -256,7 +285,9 @@ void RegisterConvert(CLI::App& app) {
           "tokenizer.model or a LLaMA-kind tokenizer.json), else the input's own (a GGUF file's, a "
           "Hugging Face folder's tokenizer.model or tokenizer.json, a checkpoint's SentencePiece "
           "model). llama.cpp needs it to load a GGUF "
-          "file. llama2.c files carry none.\n"
+          "file. llama2.c files carry none. A byte-level BPE tokenizer.json (Llama 3, Qwen) or "
+          "Gemma's goes into GGUF files as llama.cpp's own converter writes it (Gemma's as a "
+          "SentencePiece vocabulary scored by its merges), not yet into the other formats.\n"
           "Example: stretch convert -m stories260K.bin -t tok512.bin --to gguf --out "
           "stories260K.gguf\n"
           "Example: stretch convert -m stories260K.gguf --to hf --type bf16 --out stories260K-hf");

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   stretch::cli::RegisterReport(app);
   stretch::cli::RegisterTune(app);
   stretch::cli::RegisterConvert(app);
+  stretch::cli::RegisterTokenize(app);
   stretch::cli::RegisterConformance(app);
   stretch::cli::AddNumberChecks(app);
   // llama.cpp's two-letter short flags, which CLI11 cannot name: -ctk / -ctv are the

@@ -19,6 +19,7 @@
 #include "src/io/gguf.h"
 #include "src/io/text.h"
 #include "src/io/tokenizer/bpe_pretokenizer.h"
+#include "src/io/tokenizer/gguf_vocabulary.h"
 #include "src/io/tokenizer/unicode_class.h"
 #include "src/io/tokenizer/unicode_nfc.h"
 
@@ -317,6 +318,15 @@ const std::string& BpeTokenizer::Piece(int id) const {
   return pieces_[static_cast<size_t>(id)];
 }
 
+std::vector<BpeMerge> BpeTokenizer::Merges() const {
+  std::vector<BpeMerge> out(merges_.size());
+  for (const auto& [key, rule] : merges_) {
+    out[static_cast<size_t>(rule.rank)] = {static_cast<int>(key >> 32),
+                                           static_cast<int>(key & 0xFFFFFFFFu), rule.id};
+  }
+  return out;
+}
+
 std::vector<std::pair<std::string, int>> BpeTokenizer::SpecialTokens() const {
   std::vector<std::pair<std::string, int>> all = options_.special;
   all.insert(all.end(), options_.matched.begin(), options_.matched.end());
@@ -343,7 +353,8 @@ BpeTokenizer BpeTokenizer::Build(std::string source, std::string_view pieces_fie
     Fail("{}: {} token kinds for the {} pieces of {}, expected one per piece", source,
          options.kinds.size(), n, pieces_field);
   }
-  for (const auto& [which, id] : {std::pair{"BOS", options.bos}, std::pair{"EOS", options.eos}}) {
+  for (const auto& [which, id] : {std::pair{"BOS", options.bos}, std::pair{"EOS", options.eos},
+                                  std::pair{"unknown", options.unk}}) {
     if (id < -1 || id >= static_cast<int64_t>(n)) {
       Fail("{}: the {} token id is {}, expected one of the {} ids of {}", source, which, id, n,
            pieces_field);
@@ -356,6 +367,7 @@ BpeTokenizer BpeTokenizer::Build(std::string source, std::string_view pieces_fie
   BpeTokenizer t;
   t.source_ = std::move(source);
   t.options_ = std::move(options);
+  t.options_.kinds.resize(n, BpeTokenKind::kNormal);
   t.pieces_ = std::move(pieces);
   const std::string& src = t.source_;
   auto kind = [&t](size_t id) {
@@ -593,13 +605,23 @@ BpeTokenizer BpeTokenizer::FromGguf(const GgufFile& g) {
         if (type != 5) options.special.emplace_back(pieces[id], static_cast<int>(id));
         continue;
       }
+      if (type == 4 && ControlToLlamaCpp(pieces[id])) {  // llama.cpp makes it control
+        options.kinds[id] = BpeTokenKind::kControl;
+        options.special.emplace_back(pieces[id], static_cast<int>(id));
+        continue;
+      }
+      if (type == 4) {  // user-defined: matched in the text as spelt (llama.cpp's partition)
+        if (pieces[id].empty()) {
+          Fail("{}: metadata {}[{}] is an empty user-defined token, expected its text", path,
+               kGgufTokens, id);
+        }
+        options.matched.emplace_back(pieces[id], static_cast<int>(id));
+        continue;
+      }
       Fail(
-          "{}: metadata {}[{}] ({}) is {} ({}): {}; expected 1 normal, 2 unknown, 3 control or "
-          "5 unused",
-          path, kGgufTypes, id, Quote(pieces[id]), type, GgufTokenTypeName(type),
-          type == 4 ? "llama.cpp matches user-defined tokens in the text before BPE, which stretch "
-                      "does not implement"
-                    : "a gpt2 vocabulary's BPE does not produce it");
+          "{}: metadata {}[{}] ({}) is {} ({}): a gpt2 vocabulary's BPE does not produce it; "
+          "expected 1 normal, 2 unknown, 3 control, 4 user-defined or 5 unused",
+          path, kGgufTypes, id, Quote(pieces[id]), type, GgufTokenTypeName(type));
     }
   }
 
@@ -1142,6 +1164,15 @@ BpeTokenizer BpeTokenizer::FromTokenizerJson(const std::string& path) {
       Fail("{}: bos_token is id {}, but {}'s post_processor begins prompts with id {}", config_name,
            options.bos, path, template_bos);
     }
+  }
+  if (const json* u = JsonReader::Member(model, "unk_token");
+      chars && u != nullptr && !u->is_null()) {
+    const std::string& name = r.String(*u, "model.unk_token");
+    const auto it = std::find(pieces.begin(), pieces.end(), name);
+    if (it == pieces.end()) {
+      Fail("{}: model.unk_token is {}, which is no token of model.vocab", path, Quote(name));
+    }
+    options.unk = static_cast<int>(it - pieces.begin());
   }
   options.kinds = std::move(kinds);
   return Build(path, "model.vocab", "model.merges", std::move(pieces), merges, std::move(options));

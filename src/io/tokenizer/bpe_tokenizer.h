@@ -31,8 +31,7 @@
 // encoded as above.
 //
 // Not done, and refused by name where a file asks for it: other pre-tokenizer patterns, other
-// normalizers, added tokens with lstrip / rstrip / single_word, llama.cpp's user-defined tokens
-// (GGUF token type 4), BPE dropout, unknown-token fallback, subword prefixes and suffixes. Special tokens are not recognised
+// normalizers, added tokens with lstrip / rstrip / single_word, BPE dropout, unknown-token fallback, subword prefixes and suffixes. Special tokens are not recognised
 // inside text: "<|endoftext|>" in a text file is encoded as the 13 characters it is (llama.cpp's
 // parse_special=false, which its test-tokenizer-0 and llama-perplexity use; Hugging Face would give
 // id 50256). A prompt can have them parsed: TextTokenizer::EncodePromptParsingSpecial.
@@ -88,18 +87,28 @@ struct BpeOptions {
   // token types 3 and 2, not 5 unused), Hugging Face's special added tokens; the matched ones
   // above are added to them.
   std::vector<std::pair<std::string, int>> special;
-  bool add_bos = false;             // prompts begin with bos (MakeBpeTextTokenizer's EncodePrompt)
-  int bos = -1;                     // -1: none
-  int eos = -1;                     // -1: none
+  bool add_bos = false;  // prompts begin with bos (MakeBpeTextTokenizer's EncodePrompt)
+  int bos = -1;          // -1: none
+  int eos = -1;          // -1: none
+  int unk = -1;  // SentencePiece-style: model.unk_token (never given: bytes fall back); -1: none
   std::vector<BpeTokenKind> kinds;  // per id; empty: all kNormal
+};
+
+// One merge rule by ids: left and right make result.
+struct BpeMerge {
+  int left = 0;
+  int right = 0;
+  int result = 0;
 };
 
 class BpeTokenizer {
  public:
   // A GGUF file's vocabulary: tokenizer.ggml.model "gpt2", tokenizer.ggml.pre "gpt-2",
+  // "llama-bpe" or "qwen2" (no NFC: llama.cpp does not normalize),
   // tokenizer.ggml.tokens (the pieces, in the byte-level spelling), tokenizer.ggml.merges ("Ġ t":
   // two pieces and one space, rank = index), tokenizer.ggml.token_type (optional: 1 normal;
-  // 3 control, 2 unknown and 5 unused become kControl), tokenizer.ggml.bos_token_id and
+  // 3 control, 2 unknown and 5 unused become kControl; 4 user-defined are matched in the text as
+  // spelt, as llama.cpp matches them), tokenizer.ggml.bos_token_id and
   // eos_token_id (optional), tokenizer.ggml.add_bos_token (optional; absent means false, as
   // llama.cpp decides for the "gpt-2" pre-tokenizer). Throws stretch::Error naming the file and the
   // key for anything else.
@@ -130,6 +139,10 @@ class BpeTokenizer {
   int eos() const { return options_.eos; }
   bool add_bos() const { return options_.add_bos; }
   bool add_prefix_space() const { return options_.add_prefix_space; }
+  // What the file said (kinds filled, one per id).
+  const BpeOptions& options() const { return options_; }
+  // The merge rules in rank order.
+  std::vector<BpeMerge> Merges() const;
 
   // Text -> ids (no BOS/EOS; the prefix space when add_prefix_space()). "" gives no ids.
   std::vector<int> Encode(std::string_view text) const;

@@ -1,17 +1,20 @@
 #include "src/io/tokenizer/text_tokenizer.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace stretch {
 
 std::vector<PromptPart> SplitAtSpecialTokens(
-    std::string_view text, const std::vector<std::pair<std::string, int>>& specials) {
+    std::string_view text, const std::vector<std::pair<std::string, int>>& specials,
+    const std::vector<int>& rstrip) {
   // llama.cpp's tokenizer_st_partition: each special token in turn splits every piece of text
   // left by the ones before it at each place it occurs, left to right.
   std::vector<PromptPart> parts;
   if (!text.empty()) parts.push_back({text, -1});
   for (const auto& [spelling, id] : specials) {
     if (spelling.empty()) continue;
+    const bool strip = std::binary_search(rstrip.begin(), rstrip.end(), id);
     std::vector<PromptPart> next;
     next.reserve(parts.size());
     for (const PromptPart& part : parts) {
@@ -24,6 +27,12 @@ std::vector<PromptPart> SplitAtSpecialTokens(
         if (at > 0) next.push_back({rest.substr(0, at), -1});
         next.push_back({{}, id});
         rest.remove_prefix(at + spelling.size());
+        if (strip) {  // C's isspace, as llama.cpp's partition strips
+          while (!rest.empty() &&
+                 std::string_view(" \t\n\v\f\r").find(rest[0]) != std::string_view::npos) {
+            rest.remove_prefix(1);
+          }
+        }
       }
       if (!rest.empty()) next.push_back({rest, -1});
     }
@@ -34,8 +43,9 @@ std::vector<PromptPart> SplitAtSpecialTokens(
 
 std::vector<int> EncodeAtSpecialTokens(
     std::string_view text, const std::vector<std::pair<std::string, int>>& specials,
-    std::vector<int> ids, const std::function<std::vector<int>(std::string_view)>& encode) {
-  for (const PromptPart& part : SplitAtSpecialTokens(text, specials)) {
+    std::vector<int> ids, const std::function<std::vector<int>(std::string_view)>& encode,
+    const std::vector<int>& rstrip) {
+  for (const PromptPart& part : SplitAtSpecialTokens(text, specials, rstrip)) {
     if (part.id >= 0) {
       ids.push_back(part.id);
     } else {
@@ -68,18 +78,20 @@ class Llama2cTextTokenizer : public TextTokenizer {
   explicit Llama2cTextTokenizer(Tokenizer tokenizer) : tok_(std::move(tokenizer)) {}
   std::string Name() const override { return tok_.path(); }
   int vocab_size() const override { return tok_.vocab_size(); }
-  int bos() const override { return Tokenizer::kBos; }
-  int eos() const override { return Tokenizer::kEos; }
+  int bos() const override { return tok_.bos(); }
+  int eos() const override { return tok_.eos(); }
   std::vector<int> EncodePrompt(std::string_view text) const override {
-    return tok_.Encode(text, /*bos=*/true, /*eos=*/false);
+    return tok_.Encode(text, /*bos=*/tok_.add_bos(), /*eos=*/false);
   }
   // Each piece between special tokens with its own leading space, as llama.cpp's SentencePiece
   // tokenizer prefixes a piece that starts the text or follows a special token.
   std::vector<int> EncodePromptParsingSpecial(std::string_view text) const override {
-    return EncodeAtSpecialTokens(text, tok_.special_tokens(), {Tokenizer::kBos},
-                                 [this](std::string_view piece) {
-                                   return tok_.Encode(piece, /*bos=*/false, /*eos=*/false);
-                                 });
+    std::vector<int> start;
+    if (tok_.add_bos()) start.push_back(tok_.bos());
+    return EncodeAtSpecialTokens(
+        text, tok_.special_tokens(), std::move(start),
+        [this](std::string_view piece) { return tok_.Encode(piece, /*bos=*/false, /*eos=*/false); },
+        tok_.rstrip());
   }
   std::vector<std::pair<std::string, int>> SpecialTokens() const override {
     return tok_.special_tokens();
@@ -89,7 +101,7 @@ class Llama2cTextTokenizer : public TextTokenizer {
   }
   std::string ProtocolText() const override { return TextProtocolText(); }
   std::unique_ptr<TokenTextDecoder> Decoder(std::span<const int> prompt) const override {
-    return std::make_unique<Llama2cDecoder>(tok_, prompt.empty() ? Tokenizer::kBos : prompt.back());
+    return std::make_unique<Llama2cDecoder>(tok_, prompt.empty() ? tok_.bos() : prompt.back());
   }
 
  private:

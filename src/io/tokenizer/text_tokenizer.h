@@ -65,16 +65,21 @@ struct PromptPart {
   std::string_view text;
   int id = -1;
 };
+// `rstrip`: the sorted ids of tokens after which whitespace is dropped (llama.cpp's RSTRIP
+// attribute, which it gives Phi-3's special tokens).
 std::vector<PromptPart> SplitAtSpecialTokens(
-    std::string_view text, const std::vector<std::pair<std::string, int>>& specials);
+    std::string_view text, const std::vector<std::pair<std::string, int>>& specials,
+    const std::vector<int>& rstrip = {});
 // `ids` (BOS, or nothing) then text cut at `specials`: each token's id, each piece of text as
 // encode(piece) gives it. The body of every EncodePromptParsingSpecial.
 std::vector<int> EncodeAtSpecialTokens(
     std::string_view text, const std::vector<std::pair<std::string, int>>& specials,
-    std::vector<int> ids, const std::function<std::vector<int>(std::string_view)>& encode);
+    std::vector<int> ids, const std::function<std::vector<int>(std::string_view)>& encode,
+    const std::vector<int>& rstrip = {});
 
-// llama2.c's tokenizer: BOS and EOS are llama2.c's 1 and 2; a token's text follows llama2.c's
-// decode (DecodeToken(prev, token)).
+// A SentencePiece vocabulary run by score (src/io/tokenizer/tokenizer.h: llama2.c's, or a GGUF
+// file's with its own layout): BOS and EOS are the vocabulary's, prompts begin with BOS when
+// add_bos(); a token's text follows DecodeToken(prev, token).
 std::unique_ptr<TextTokenizer> MakeLlama2cTextTokenizer(Tokenizer tokenizer);
 
 }  // namespace stretch

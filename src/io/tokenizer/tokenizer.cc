@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "src/core/check.h"
 #include "src/core/error.h"
 #include "src/io/binary_reader.h"
+#include "src/io/tokenizer/text_tokenizer.h"
 
 namespace stretch {
 namespace {
@@ -129,7 +131,7 @@ void Tokenizer::SetSpecialTokens(std::vector<std::pair<std::string, int>> specia
 }
 
 Tokenizer Tokenizer::FromVocabulary(std::string source, std::vector<std::string> pieces,
-                                    std::vector<float> scores) {
+                                    std::vector<float> scores, SpmLayout layout) {
   Tokenizer t;
   t.path_ = std::move(source);
   t.pieces_ = std::move(pieces);
@@ -137,15 +139,71 @@ Tokenizer Tokenizer::FromVocabulary(std::string source, std::vector<std::string>
   const std::string& path = t.path_;
   STRETCH_CHECK(t.pieces_.size() == t.scores_.size(), "{} pieces, {} scores", t.pieces_.size(),
                 t.scores_.size());
-  if (t.pieces_.size() < 3) {
-    Fail("{}: {} tokens: expected at least 3 (<unk>, <s>, </s> at ids 0, 1, 2)", path,
-         t.pieces_.size());
+  const int64_t n = static_cast<int64_t>(t.pieces_.size());
+  if (n > kMaxTokens) Fail("{}: {} tokens: expected at most {}", path, n, kMaxTokens);
+  t.llama2c_layout_ = layout.unk == kUnk && layout.bos == kBos && layout.eos == kEos &&
+                      layout.add_space_prefix && layout.add_bos &&
+                      std::find(layout.types.begin(), layout.types.end(),
+                                SpmTokenType::kUserDefined) == layout.types.end();
+  if (t.llama2c_layout_ && n < 3) {
+    Fail("{}: {} tokens: expected at least 3 (<unk>, <s>, </s> at ids 0, 1, 2)", path, n);
   }
-  if (static_cast<int64_t>(t.pieces_.size()) > kMaxTokens) {
-    Fail("{}: {} tokens: expected at most {}", path, t.pieces_.size(), kMaxTokens);
+  for (const auto& [name, id, none_ok] :
+       {std::tuple{"unknown", layout.unk, true}, std::tuple{"BOS", layout.bos, !layout.add_bos},
+        std::tuple{"EOS", layout.eos, true}}) {
+    if (id < (none_ok ? -1 : 0) || id >= n) {
+      Fail("{}: the {} token's id is {}: expected {}0..{}", path, name, id,
+           none_ok ? "-1 (none) or " : "", n - 1);
+    }
   }
-
-  t.SetSpecialTokens({{"<unk>", kUnk}, {"<s>", kBos}, {"</s>", kEos}});
+  const bool from_file = !layout.types.empty();
+  if (!from_file) {  // llama2.c's (the types llama.cpp's convert-llama2c writes)
+    layout.types.resize(static_cast<size_t>(n), SpmTokenType::kNormal);
+    for (int64_t id = 0; id < n; ++id) {
+      const std::string& p = t.pieces_[static_cast<size_t>(id)];
+      SpmTokenType& type = layout.types[static_cast<size_t>(id)];
+      if (id == layout.unk) {
+        type = SpmTokenType::kUnknown;
+      } else if (id == layout.bos || id == layout.eos || p.empty()) {
+        type = SpmTokenType::kControl;
+      } else if (PieceByte(p) >= 0) {
+        type = SpmTokenType::kByte;
+      }
+    }
+  }
+  STRETCH_CHECK(static_cast<int64_t>(layout.types.size()) == n, "{} types for {} pieces",
+                layout.types.size(), n);
+  for (const int id : layout.rstrip) {
+    STRETCH_CHECK(id >= 0 && id < n, "rstrip token {} of {}", id, n);
+  }
+  std::sort(layout.rstrip.begin(), layout.rstrip.end());
+  t.layout_ = std::move(layout);
+  if (!from_file) {
+    // llama2.c spells BOS and EOS "\n<s>\n", "\n</s>\n"; a prompt spells them as llama.cpp does.
+    t.SetSpecialTokens({{"<unk>", kUnk}, {"<s>", kBos}, {"</s>", kEos}});
+  } else {
+    // llama.cpp's special tokens (its cache_special_tokens): unknown, control and user-defined.
+    std::vector<std::pair<std::string, int>> special;
+    for (int64_t id = 0; id < n; ++id) {
+      const SpmTokenType type = t.layout_.types[static_cast<size_t>(id)];
+      if (type == SpmTokenType::kUnknown || type == SpmTokenType::kControl ||
+          (type == SpmTokenType::kUserDefined && t.layout_.matched.empty())) {
+        special.emplace_back(t.pieces_[static_cast<size_t>(id)], static_cast<int>(id));
+      }
+      if (type == SpmTokenType::kUserDefined && t.layout_.matched.empty()) {
+        t.user_defined_.emplace_back(t.pieces_[static_cast<size_t>(id)], static_cast<int>(id));
+      }
+    }
+    for (const auto& [text, id] : t.layout_.matched) {
+      STRETCH_CHECK(id >= 0 && id < n &&
+                        t.layout_.types[static_cast<size_t>(id)] == SpmTokenType::kUserDefined,
+                    "matched token {} is not user-defined", id);
+      t.user_defined_.emplace_back(text, id);
+      special.emplace_back(text, id);
+    }
+    t.SetSpecialTokens(std::move(special));
+    SortSpecialTokens(t.user_defined_);
+  }
   // A piece that occurs twice maps to its first id (llama2.c's bsearch over a qsorted copy leaves
   // the choice unspecified; LLaMA's and tok512's vocabularies have no duplicates).
   t.piece_to_id_.reserve(t.pieces_.size());
@@ -293,7 +351,29 @@ std::vector<int> Tokenizer::Encode(std::string_view text, bool bos, bool eos) co
   std::vector<int> out;
   // About 2 bytes per token in English text with tok512, 4 with LLaMA's vocabulary.
   out.reserve(text.size() / 2 + 3);
-  if (bos) out.push_back(kBos);
+  if (bos) {
+    if (layout_.bos < 0) Fail("{}: the vocabulary has no BOS token to begin with", path_);
+    out.push_back(layout_.bos);
+  }
+  if (user_defined_.empty()) {
+    EncodePart(text, out);
+  } else {
+    for (const PromptPart& part : SplitAtSpecialTokens(text, user_defined_, layout_.rstrip)) {
+      if (part.id >= 0) {
+        out.push_back(part.id);
+      } else {
+        EncodePart(part.text, out);
+      }
+    }
+  }
+  if (eos) {
+    if (layout_.eos < 0) Fail("{}: the vocabulary has no EOS token to end with", path_);
+    out.push_back(layout_.eos);
+  }
+  return out;
+}
+
+void Tokenizer::EncodePart(std::string_view text, std::vector<int>& out) const {
   MergeState state;
   std::vector<int> run;  // the current run of mergeable symbols
   std::string scratch;
@@ -307,7 +387,7 @@ std::vector<int> Tokenizer::Encode(std::string_view text, bool bos, bool eos) co
     out.push_back(id);
   };
   // One code point (or up to 4 bytes of a malformed sequence, as run.c groups them): its piece,
-  // else one byte-fallback token per byte.
+  // else one byte-fallback token per byte (the unknown token for a byte without one).
   auto push_code_point = [&](std::string_view cp) {
     const int id = Lookup(cp, scratch);
     if (id >= 0) {
@@ -316,11 +396,18 @@ std::vector<int> Tokenizer::Encode(std::string_view text, bool bos, bool eos) co
     }
     for (const char c : cp) {
       const int b = byte_token_[static_cast<unsigned char>(c)];
-      push_symbol(b >= 0 ? b : kUnk);
+      if (b >= 0) {
+        push_symbol(b);
+      } else if (layout_.unk >= 0) {
+        push_symbol(layout_.unk);
+      } else {
+        Fail("{}: byte 0x{:02X} has no token and the vocabulary no unknown token", path_,
+             static_cast<unsigned char>(c));
+      }
     }
   };
   // SentencePiece's add_dummy_prefix, as llama2.c applies it: only to non-empty text.
-  if (!text.empty()) push_code_point(" ");
+  if (!text.empty() && layout_.add_space_prefix) push_code_point(" ");
   for (size_t i = 0; i < text.size();) {
     // A lead byte (or a stray continuation byte) takes the continuation bytes that follow, up to
     // 4 bytes in all, exactly as run.c's str_buffer loop.
@@ -332,8 +419,6 @@ std::vector<int> Tokenizer::Encode(std::string_view text, bool bos, bool eos) co
     i = j;
   }
   MergeRun(run, state, out);
-  if (eos) out.push_back(kEos);
-  return out;
 }
 
 std::string Tokenizer::DecodeToken(int prev, int token) const {
@@ -341,13 +426,16 @@ std::string Tokenizer::DecodeToken(int prev, int token) const {
     Fail("{}: token id {} out of range: expected 0..{}", path_, token, vocab_size() - 1);
   }
   // <s> and </s> are control tokens with no text (their pieces are "\n<s>\n" and "\n</s>\n" in
-  // llama2.c's exports, which run.c never prints).
-  if (token == kBos || token == kEos) return {};
+  // llama2.c's exports, which run.c never prints), as are all control tokens in llama.cpp's
+  // token_to_piece.
+  if (layout_.types[static_cast<size_t>(token)] == SpmTokenType::kControl) return {};
   const int byte = piece_byte_[static_cast<size_t>(token)];
   if (byte >= 0) return std::string(1, static_cast<char>(byte));
   std::string_view piece = pieces_[static_cast<size_t>(token)];
   // After BOS, SentencePiece drops the dummy prefix's space (run.c decode, llama2.c PR #89).
-  if (prev == kBos && !piece.empty() && piece.front() == ' ') piece.remove_prefix(1);
+  if (prev == layout_.bos && layout_.add_space_prefix && !piece.empty() && piece.front() == ' ') {
+    piece.remove_prefix(1);
+  }
   return std::string(piece);
 }
 

@@ -25,6 +25,38 @@ namespace stretch {
 // tokenizer_st_partition): longer spellings first, then by id; empty spellings dropped.
 void SortSpecialTokens(std::vector<std::pair<std::string, int>>& specials);
 
+// llama.cpp's llama_token_type, as GGUF files store it per token (tokenizer.ggml.token_type).
+enum class SpmTokenType : uint8_t {
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,      // <s>, </s>, Gemma's <bos>: decodes to nothing
+  kUserDefined = 4,  // matched in the text before the merges, always (llama.cpp's partition)
+  kUnused = 5,
+  kByte = 6,  // "<0xAB>": the byte fallback
+};
+
+// What a SentencePiece vocabulary says besides its pieces and scores, as llama.cpp reads it from
+// a GGUF file (llama_vocab::impl::load for type SPM: special ids, tokenizer.ggml.add_space_prefix,
+// add_bos_token, token types). The defaults are llama2.c's layout: <unk>, <s>, </s> at 0, 1, 2, a
+// leading space before the text, BOS first, the types llama.cpp's convert-llama2c gives.
+struct SpmLayout {
+  int unk = 0;
+  int bos = 1;
+  int eos = 2;  // -1: none
+  bool add_space_prefix = true;
+  bool add_bos = true;
+  // One per token, or empty for llama2.c's: 2 for unk, 3 for bos, eos and empty pieces, 6 for
+  // "<0xXX>", 1 otherwise.
+  std::vector<SpmTokenType> types;
+  // The text each user-defined token matches, as the file spells it (llama.cpp matches the
+  // spelling, where its pieces spell a space "▁"); empty: each one's piece.
+  std::vector<std::pair<std::string, int>> matched;
+  // Tokens after which whitespace is dropped when the text is cut at them (llama.cpp's RSTRIP
+  // attribute: Phi-3's special tokens but <unk>, <s>, <|endoftext|>).
+  std::vector<int> rstrip;
+};
+
 class Tokenizer {
  public:
   static constexpr int kUnk = 0;
@@ -37,17 +69,30 @@ class Tokenizer {
   // The same tokenizer from a vocabulary held elsewhere (a GGUF file's, src/io/gguf_model.h), in
   // llama2.c's spelling (a space is ' ', ids 0/1/2 are <unk>/<s>/</s>); `source` names it in
   // messages and as path().
+  // With `layout`: a GGUF file's (src/io/gguf_model.h's ReadGgufTokenizer).
   static Tokenizer FromVocabulary(std::string source, std::vector<std::string> pieces,
-                                  std::vector<float> scores);
+                                  std::vector<float> scores, SpmLayout layout = {});
 
   int vocab_size() const { return static_cast<int>(pieces_.size()); }
   const std::string& path() const { return path_; }
+  int unk() const { return layout_.unk; }
+  int bos() const { return layout_.bos; }
+  int eos() const { return layout_.eos; }  // -1: none
+  bool add_space_prefix() const { return layout_.add_space_prefix; }
+  bool add_bos() const { return layout_.add_bos; }
+  SpmTokenType Type(int id) const { return layout_.types.at(static_cast<size_t>(id)); }
+  // True for llama2.c's layout (SpmLayout's ids and flags, no user-defined token): what the
+  // SentencePiece-model and LLaMA tokenizer.json writers can hold.
+  bool Llama2cLayout() const { return llama2c_layout_; }
 
-  // Text -> ids. bos/eos add <s> / </s>.
+  // Text -> ids. bos/eos add bos() / eos(). The text is cut at user-defined tokens first (each one
+  // its id); every other part gets a leading space when add_space_prefix(), as llama.cpp prefixes
+  // a piece of text that starts the text or follows a token.
   std::vector<int> Encode(std::string_view text, bool bos, bool eos) const;
 
   // The text of one token that follows `prev` (as llama2.c's decode: the leading space of the first
-  // piece after BOS is dropped, "<0xAB>" becomes the raw byte, <s> and </s> give "").
+  // piece after BOS is dropped when add_space_prefix(), "<0xAB>" becomes the raw byte, control
+  // tokens (<s> and </s>) give "").
   std::string DecodeToken(int prev, int token) const;
   // Ids -> text, concatenating DecodeToken over the sequence.
   std::string Decode(std::span<const int> ids) const;
@@ -61,9 +106,16 @@ class Tokenizer {
   // tokenizer.ggml.token_type, its unknown, control and user-defined tokens.
   const std::vector<std::pair<std::string, int>>& special_tokens() const { return special_; }
   void SetSpecialTokens(std::vector<std::pair<std::string, int>> special);
+  // The user-defined tokens as the text each matches, longest first.
+  const std::vector<std::pair<std::string, int>>& user_defined() const { return user_defined_; }
+  // SpmLayout::rstrip, sorted.
+  const std::vector<int>& rstrip() const { return layout_.rstrip; }
 
  private:
   std::string path_;
+  SpmLayout layout_;  // types always filled, one per piece
+  bool llama2c_layout_ = true;
+  std::vector<std::pair<std::string, int>> user_defined_;  // matched in Encode, longest first
   std::vector<std::string> pieces_;
   std::vector<float> scores_;
   std::unordered_map<std::string, int> piece_to_id_;
@@ -78,6 +130,8 @@ class Tokenizer {
 
   // The id of `piece`, or -1; `scratch` is reused across calls to avoid allocations.
   int Lookup(std::string_view piece, std::string& scratch) const;
+  // Encode of text without user-defined tokens (the leading space included by the caller).
+  void EncodePart(std::string_view text, std::vector<int>& out) const;
   // Runs the greedy merges on one run of mergeable symbols and appends the result to `out`.
   struct MergeState;  // buffers reused from run to run (tokenizer.cc)
   void MergeRun(std::span<const int> run, MergeState& state, std::vector<int>& out) const;

@@ -1,0 +1,186 @@
+#include "src/io/tokenizer/gguf_vocabulary.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "src/core/check.h"
+#include "src/core/error.h"
+#include "src/io/text.h"
+#include "src/io/tokenizer/bpe_pretokenizer.h"
+
+namespace stretch {
+namespace {
+
+constexpr std::string_view kSpace = "\xe2\x96\x81";  // U+2581, SentencePiece's space
+
+// The number of UTF-8 code points of `s` (lead bytes counted).
+size_t CodePoints(std::string_view s) {
+  return static_cast<size_t>(std::count_if(
+      s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+}  // namespace
+
+bool LooksSpecialToLlamaCpp(std::string_view t) {
+  const auto framed = [&t](std::string_view open, std::string_view close) {
+    return t.size() >= open.size() + close.size() && t.starts_with(open) && t.ends_with(close);
+  };
+  return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || framed("<|", "|>") ||
+         framed("<\xef\xbd\x9c", "\xef\xbd\x9c>") || framed("<unused", ">");
+}
+
+bool ControlToLlamaCpp(std::string_view t) {
+  // llama-vocab.cpp (d32676d), llama_vocab::impl::load: the EOT, EOM, FIM and EOG names.
+  static constexpr std::string_view kNames[] = {
+      "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+      "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+      "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+      "<\xef\xbd\x9c"
+      "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+      "[e~[",
+      // fill in the middle: prefix, suffix, middle, pad, repository, file separator
+      "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
+      "<\xef\xbd\x9c"
+      "fim\xe2\x96\x81"
+      "begin\xef\xbd\x9c>",
+      "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>", "<|fim_suffix|>",
+      "<fim-suffix>", "<fim_suffix>",
+      "<\xef\xbd\x9c"
+      "fim\xe2\x96\x81hole\xef\xbd\x9c>",
+      "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>", "<|fim_middle|>",
+      "<fim-middle>", "<fim_middle>",
+      "<\xef\xbd\x9c"
+      "fim\xe2\x96\x81"
+      "end\xef\xbd\x9c>",
+      "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>", "<|fim_pad|>", "<fim-pad>",
+      "<fim_pad>", "<PAD>", "[PAD]", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>",
+      "<reponame>", "<|file_sep|>", "<file_sep>", "<filename>"};
+  return std::find(std::begin(kNames), std::end(kNames), t) != std::end(kNames);
+}
+
+GgufKeys GgufVocabularyKeys(const Tokenizer& t) {
+  const int n = t.vocab_size();
+  std::vector<std::string> tokens(static_cast<size_t>(n));
+  std::vector<float> scores(static_cast<size_t>(n));
+  std::vector<int32_t> types(static_cast<size_t>(n));
+  for (int id = 0; id < n; ++id) {
+    std::string piece = t.Piece(id);
+    // llama2.c spells BOS and EOS "\n<s>\n", "\n</s>\n"; llama.cpp's convert-llama2c writes the
+    // three as SentencePiece names them.
+    if (t.Llama2cLayout() && id == Tokenizer::kUnk) piece = "<unk>";
+    if (t.Llama2cLayout() && id == Tokenizer::kBos) piece = "<s>";
+    if (t.Llama2cLayout() && id == Tokenizer::kEos) piece = "</s>";
+    tokens[static_cast<size_t>(id)] = piece;
+    scores[static_cast<size_t>(id)] = t.Score(id);
+    types[static_cast<size_t>(id)] = static_cast<int32_t>(t.Type(id));
+  }
+  // Pieces spell a space U+2581; a user-defined token is the text it matches, as written.
+  for (int id = 0; id < n; ++id) {
+    if (t.Type(id) != SpmTokenType::kUserDefined) {
+      tokens[static_cast<size_t>(id)] = ReplaceAll(tokens[static_cast<size_t>(id)], " ", kSpace);
+    }
+  }
+  for (const auto& [text, id] : t.user_defined()) tokens[static_cast<size_t>(id)] = text;
+  GgufKeys kv;
+  kv.emplace_back("tokenizer.ggml.model", GgufString("llama"));
+  kv.emplace_back("tokenizer.ggml.tokens", GgufStringArray(tokens));
+  kv.emplace_back("tokenizer.ggml.scores", GgufF32Array(scores));
+  kv.emplace_back("tokenizer.ggml.token_type", GgufI32Array(types));
+  if (t.unk() >= 0) kv.emplace_back("tokenizer.ggml.unknown_token_id", GgufU32(t.unk()));
+  if (t.bos() >= 0) kv.emplace_back("tokenizer.ggml.bos_token_id", GgufU32(t.bos()));
+  if (t.eos() >= 0) kv.emplace_back("tokenizer.ggml.eos_token_id", GgufU32(t.eos()));
+  if (!t.add_space_prefix()) kv.emplace_back("tokenizer.ggml.add_space_prefix", GgufBool(false));
+  if (!t.Llama2cLayout()) kv.emplace_back("tokenizer.ggml.add_bos_token", GgufBool(t.add_bos()));
+  return kv;
+}
+
+GgufKeys GgufVocabularyKeys(const BpeTokenizer& t) {
+  const BpeOptions& o = t.options();
+  if (o.chars) return GgufVocabularyKeys(SpmFromSentencePieceStyleBpe(t));
+  if (o.add_prefix_space) {
+    Fail(
+        "{}: its pre-tokenizer adds a space before the text (add_prefix_space), which llama.cpp's "
+        "byte-level vocabularies cannot say; it has no GGUF form",
+        t.source());
+  }
+  if (o.nfc && o.split != BpeSplit::kQwen2) {
+    Fail("{}: it normalizes text to NFC, which llama.cpp does for no pre-tokenizer but qwen2's",
+         t.source());
+  }
+  const int n = t.vocab_size();
+  std::vector<std::string> tokens(static_cast<size_t>(n));
+  std::vector<int32_t> types(static_cast<size_t>(n), 1);
+  for (int id = 0; id < n; ++id) {
+    tokens[static_cast<size_t>(id)] = t.Piece(id);
+    if (t.Kind(id) == BpeTokenKind::kControl) types[static_cast<size_t>(id)] = 3;
+  }
+  for (const auto& [text, id] : o.matched) {
+    tokens[static_cast<size_t>(id)] = text;
+    types[static_cast<size_t>(id)] = LooksSpecialToLlamaCpp(text) ? 3 : 4;
+  }
+  std::vector<std::string> merges;
+  const std::vector<BpeMerge> rules = t.Merges();
+  merges.reserve(rules.size());
+  for (const BpeMerge& m : rules) merges.push_back(t.Piece(m.left) + " " + t.Piece(m.right));
+  GgufKeys kv;
+  kv.emplace_back("tokenizer.ggml.model", GgufString("gpt2"));
+  kv.emplace_back("tokenizer.ggml.pre", GgufString(std::string(BpeSplitName(o.split))));
+  kv.emplace_back("tokenizer.ggml.tokens", GgufStringArray(tokens));
+  kv.emplace_back("tokenizer.ggml.token_type", GgufI32Array(types));
+  kv.emplace_back("tokenizer.ggml.merges", GgufStringArray(merges));
+  if (o.bos >= 0) kv.emplace_back("tokenizer.ggml.bos_token_id", GgufU32(o.bos));
+  if (o.eos >= 0) kv.emplace_back("tokenizer.ggml.eos_token_id", GgufU32(o.eos));
+  kv.emplace_back("tokenizer.ggml.add_bos_token", GgufBool(o.add_bos));
+  return kv;
+}
+
+Tokenizer SpmFromSentencePieceStyleBpe(const BpeTokenizer& bpe) {
+  const BpeOptions& o = bpe.options();
+  STRETCH_CHECK(o.chars, "{} is not a SentencePiece-style vocabulary", bpe.source());
+  const int n = bpe.vocab_size();
+  constexpr float kNeverMerged = -1e10f;  // llama2.c's floor: such a piece is never merged into
+  std::vector<float> scores(static_cast<size_t>(n), 0.0f);
+  std::vector<uint8_t> made(static_cast<size_t>(n), 0);
+  const std::vector<BpeMerge> rules = bpe.Merges();
+  for (size_t rank = 0; rank < rules.size(); ++rank) {
+    const auto r = static_cast<size_t>(rules[rank].result);
+    if (made[r]) continue;
+    made[r] = 1;
+    scores[r] = -static_cast<float>(rank) - 1.0f;  // exact: ranks stay far below 2^24
+  }
+  SpmLayout layout;
+  layout.unk = o.unk;
+  layout.bos = o.bos;
+  layout.eos = o.eos;
+  layout.add_space_prefix = false;
+  layout.add_bos = o.add_bos;
+  layout.types.assign(static_cast<size_t>(n), SpmTokenType::kNormal);
+  std::vector<std::string> pieces(static_cast<size_t>(n));
+  for (int id = 0; id < n; ++id) {
+    const std::string& p = bpe.Piece(id);
+    const auto k = static_cast<size_t>(id);
+    pieces[k] = ReplaceAll(p, kSpace, " ");
+    if (!made[k] && CodePoints(p) > 1) scores[k] = kNeverMerged;
+    if (bpe.Kind(id) == BpeTokenKind::kControl) {
+      layout.types[k] = id == o.unk ? SpmTokenType::kUnknown : SpmTokenType::kControl;
+    } else if (p.size() == 6 && p.starts_with("<0x") && p.back() == '>') {
+      layout.types[k] = SpmTokenType::kByte;
+    }
+  }
+  if (o.unk >= 0) layout.types[static_cast<size_t>(o.unk)] = SpmTokenType::kUnknown;
+  for (const auto& [text, id] : o.matched) {
+    if (LooksSpecialToLlamaCpp(text)) {  // as llama.cpp's converter writes it
+      layout.types[static_cast<size_t>(id)] = SpmTokenType::kControl;
+      pieces[static_cast<size_t>(id)] = text;
+      continue;
+    }
+    layout.types[static_cast<size_t>(id)] = SpmTokenType::kUserDefined;
+    layout.matched.emplace_back(text, id);
+  }
+  return Tokenizer::FromVocabulary(bpe.source(), std::move(pieces), std::move(scores),
+                                   std::move(layout));
+}
+
+}  // namespace stretch

