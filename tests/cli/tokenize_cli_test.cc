@@ -6,9 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "src/io/gguf.h"
+#include "src/io/gguf_model.h"
+#include "src/io/tokenizer/bpe_tokenizer.h"
+#include "src/io/tokenizer/gguf_vocabulary.h"
 #include "src/io/tokenizer/tokenizer.h"
 #include "tests/cli/cli_run.h"
 #include "tests/testing/files.h"
+#include "tests/testing/random_model.h"
 #include "tests/testing/shared.h"
 
 namespace stretch {
@@ -84,6 +89,78 @@ TEST(TokenizeCli, AVocabularyOnlyGgufFileGivesLlamaCppsIds) {
   }
   EXPECT_EQ(r.out, want + "]\n") << "case: " << first_case;
   std::remove(text.c_str());
+}
+
+// A model with a byte-level vocabulary (a user-defined <tool> and a control <|end|>), converted
+// GGUF -> Hugging Face folder (tokenizer.json written) -> GGUF again, tokenizes the same each time.
+TEST(TokenizeCli, AByteLevelVocabularyGoesThroughConvertBothWays) {
+  std::vector<std::string> pieces;
+  for (int b = 0; b < 256; ++b) {
+    std::string s;
+    const char32_t cp = Gpt2ByteToCodePoint(static_cast<uint8_t>(b));
+    if (cp < 0x80) {
+      s += static_cast<char>(cp);
+    } else {
+      s += static_cast<char>(0xC0 | (cp >> 6));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    pieces.push_back(s);
+  }
+  for (const char* p : {"ab",
+                        "\xC4\xA0"
+                        "a",
+                        "<tool>", "<|end|>"})
+    pieces.push_back(p);
+  BpeOptions o;
+  o.split = BpeSplit::kQwen2;
+  o.matched = {{"<tool>", 258}};
+  o.kinds.assign(pieces.size(), BpeTokenKind::kNormal);
+  o.kinds[259] = BpeTokenKind::kControl;
+  o.special = {{"<|end|>", 259}};
+  o.eos = 259;
+  const BpeTokenizer vocab =
+      BpeTokenizer::FromVocabulary("tiny", pieces, {{"a", "b"}, {"\xC4\xA0", "a"}}, o);
+  ModelConfig c;
+  c.dim = 16;
+  c.hidden_dim = 32;
+  c.n_layers = 1;
+  c.n_heads = 2;
+  c.n_kv_heads = 2;
+  c.vocab_size = vocab.vocab_size();
+  c.seq_len = 64;
+  const std::string gguf = Temp("bytes.gguf"), hf = Temp("bytes-hf"), again = Temp("again.gguf");
+  const GgufKeys keys = GgufVocabularyKeys(vocab);
+  SaveGgufModel(testing::RandomModel(c, 1), gguf, static_cast<uint32_t>(GgmlType::kF32), nullptr,
+                nullptr, &keys);
+  const auto to_hf = RunCli("convert -m " + Quote(gguf) + " --to hf --out " + Quote(hf));
+  ASSERT_EQ(to_hf.exit_code, 0) << to_hf.out;
+  EXPECT_TRUE(Has(to_hf.out, "byte-level BPE, pre-tokenizer qwen2")) << to_hf.out;
+  EXPECT_TRUE(std::filesystem::exists(hf + "/tokenizer_config.json"));
+  const auto to_gguf = RunCli("convert -m " + Quote(hf) + " --to gguf --out " + Quote(again));
+  ASSERT_EQ(to_gguf.exit_code, 0) << to_gguf.out;
+  const std::string text = "ab a<tool> ab<|end|>";
+  std::string outs[3];
+  const std::string models[3] = {gguf, hf, again};
+  for (int k = 0; k < 3; ++k) {
+    const auto r = RunCli("tokenize -m " + Quote(models[k]) + " -p " + Quote(text) + " --ids");
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    outs[k] = r.out;
+  }
+  // <tool> matched in the text, <|end|> parsed as the prompt's.
+  EXPECT_EQ(outs[0], IdList(MakeBpeTextTokenizer(vocab)->EncodePromptParsingSpecial(text)));
+  EXPECT_TRUE(Has(outs[0], "258, ")) << outs[0];
+  EXPECT_TRUE(Has(outs[0], "259]")) << outs[0];
+  EXPECT_EQ(outs[1], outs[0]);
+  EXPECT_EQ(outs[2], outs[0]);
+  // The other formats have no place for it: refused by name, nothing written.
+  const auto bin =
+      RunCli("convert -m " + Quote(hf) + " --to llama2c --out " + Quote(Temp("x.bin")));
+  EXPECT_EQ(bin.exit_code, 0) << bin.out;  // llama2.c files carry no vocabulary (a note says so)
+  const auto ckpt =
+      RunCli("convert -m " + Quote(hf) + " --to stretch --out " + Quote(Temp("x.safetensors")));
+  EXPECT_NE(ckpt.exit_code, 0);
+  EXPECT_TRUE(Has(ckpt.out, "has no form in stretch files")) << ckpt.out;
+  EXPECT_FALSE(std::filesystem::exists(Temp("x.safetensors")));
 }
 
 }  // namespace

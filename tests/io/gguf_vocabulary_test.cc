@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -79,10 +80,18 @@ void ExpectGgufFormEncodesAsTheJson(const std::string& dir, const std::string& g
   const GgufFile g = GgufFile::Open(gguf_path);
   std::unique_ptr<TextTokenizer> from_gguf;
   std::unique_ptr<TextTokenizer> from_json = MakeBpeTextTokenizer(json);
+  std::optional<BpeTokenizer> json_again;  // the GGUF form written back as a tokenizer.json
   if (g.String("tokenizer.ggml.model") == "gpt2") {
     const BpeTokenizer b = BpeTokenizer::FromGguf(g);
     EXPECT_EQ(b.merge_count(), json.merge_count());
     from_gguf = MakeBpeTextTokenizer(b);
+    const std::filesystem::path dir = std::filesystem::path(gguf_path).parent_path() / "again";
+    std::filesystem::create_directories(dir);
+    SaveBpeTokenizerFiles(b, dir.string());
+    json_again = BpeTokenizer::FromTokenizerJson((dir / "tokenizer.json").string());
+    EXPECT_EQ(json_again->bos(), json.bos());
+    EXPECT_EQ(json_again->eos(), json.eos());
+    EXPECT_EQ(json_again->add_bos(), json.add_bos());
   } else {
     from_gguf = MakeLlama2cTextTokenizer(ReadGgufTokenizer(g));
   }
@@ -102,6 +111,9 @@ void ExpectGgufFormEncodesAsTheJson(const std::string& dir, const std::string& g
     const auto diff = std::mismatch(want.begin(), want.end(), got.tokens.begin());
     EXPECT_TRUE(diff.first == want.end())
         << book << ": first difference at token " << (diff.first - want.begin());
+    if (json_again) {
+      EXPECT_TRUE(json_again->Encode(text) == want) << book << " (written back)";
+    }
   }
   int cases = 0;
   if (!cases_vocab.empty()) {
@@ -383,6 +395,62 @@ TEST_F(GgufVocabularyTest, ASentencePieceStyleTokenizerJsonAndItsGgufFormAgree) 
   EXPECT_EQ(Ids(bpe.Encode("cab")), Ids({263, 265}));
   EXPECT_EQ(Ids(spm.Encode("cab", false, false)), Ids({263, 265}));
   EXPECT_EQ(Ids(wrong.Encode("cab", false, false)), Ids({270, 262}));
+}
+
+// A byte-level vocabulary written as a tokenizer.json (and tokenizer_config.json) reads back to the
+// same tokenizer: added tokens matched, control ones not, BOS first, NFC kept.
+TEST_F(GgufVocabularyTest, AByteLevelVocabularyWrittenAsTokenizerJsonReadsBack) {
+  std::vector<std::string> pieces;
+  for (int b = 0; b < 256; ++b) {
+    std::string s;
+    const char32_t cp = Gpt2ByteToCodePoint(static_cast<uint8_t>(b));
+    if (cp < 0x80) {
+      s += static_cast<char>(cp);
+    } else {
+      s += static_cast<char>(0xC0 | (cp >> 6));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    pieces.push_back(s);
+  }
+  for (const char* p : {"ab",
+                        "\xC4\xA0"
+                        "a",
+                        "<tool>", "<|begin|>", "<|end|>"})
+    pieces.push_back(p);
+  BpeOptions o;
+  o.split = BpeSplit::kLlama3;
+  o.ignore_merges = true;
+  o.nfc = true;
+  o.matched = {{"<tool>", 258}};
+  o.kinds.assign(pieces.size(), BpeTokenKind::kNormal);
+  o.kinds[259] = o.kinds[260] = BpeTokenKind::kControl;
+  o.special = {{"<|begin|>", 259}, {"<|end|>", 260}};
+  o.add_bos = true;
+  o.bos = 259;
+  o.eos = 260;
+  const BpeTokenizer t =
+      BpeTokenizer::FromVocabulary("tiny", pieces, {{"a", "b"}, {"\xC4\xA0", "a"}}, o);
+  SaveBpeTokenizerFiles(t, Path(""));
+  const BpeTokenizer back = BpeTokenizer::FromTokenizerJson(Path("tokenizer.json"));
+  EXPECT_EQ(back.vocab_size(), t.vocab_size());
+  EXPECT_EQ(back.bos(), 259);
+  EXPECT_EQ(back.eos(), 260);
+  EXPECT_TRUE(back.add_bos());
+  EXPECT_TRUE(back.options().nfc);
+  EXPECT_EQ(back.options().split, BpeSplit::kLlama3);
+  const std::string text = "ab a<tool>ab<|end|> caf\x65\xCC\x81";
+  EXPECT_EQ(Ids(back.Encode(text)), Ids(t.Encode(text)));
+  EXPECT_EQ(Ids(MakeBpeTextTokenizer(back)->EncodePromptParsingSpecial(text)),
+            Ids(MakeBpeTextTokenizer(t)->EncodePromptParsingSpecial(text)));
+  // A SentencePiece-style vocabulary has no such form yet: refused by name.
+  BpeOptions chars;
+  chars.chars = true;
+  std::vector<std::string> sp = {"a"};
+  for (int b = 0; b < 256; ++b) sp.push_back(fmt::format("<0x{:02X}>", b));
+  EXPECT_NE(testing::ErrorOf([&] {
+              SerializeBpeTokenizerJson(BpeTokenizer::FromVocabulary("sp", sp, {}, chars));
+            }).find("SentencePiece-style vocabulary is not written as a tokenizer.json"),
+            std::string::npos);
 }
 
 // A byte-level vocabulary's GGUF form keeps its user-defined tokens, matched in the text.

@@ -63,22 +63,37 @@ SafetensorsDtype HfDtype(const std::string& type) {
 struct Vocabulary {
   std::optional<Tokenizer> spm;
   std::optional<GgufKeys> gguf_keys;
-  std::string what;  // for the summary line
+  std::optional<BpeTokenizer> bpe;  // Hugging Face folders: a byte-level tokenizer.json
+  std::vector<std::string> copied;  // Hugging Face folders: the input's tokenizer files as they are
+  std::string what;                 // for the summary line
 };
 
+std::string BpeWhat(const BpeTokenizer& bpe) {
+  return fmt::format(", vocabulary of {} tokens ({})", bpe.vocab_size(),
+                     bpe.options().chars ? "SentencePiece-style, as llama.cpp runs Gemma's"
+                                         : "byte-level BPE, pre-tokenizer " +
+                                               std::string(BpeSplitName(bpe.options().split)));
+}
+
+// A byte-level or Gemma-style tokenizer.json: GGUF keys as llama.cpp's converter writes them; for
+// a Hugging Face folder, a byte-level one written out again, a Gemma-style one copied as it is
+// (with the tokenizer_config.json beside it).
 Vocabulary BpeVocabulary(const ConvertArgs& a, const std::string& json, const std::string& whose) {
-  if (a.to != "gguf") {
-    Fail(
-        "{}: a byte-level or Gemma-style BPE tokenizer.json is written into GGUF files only so far",
-        whose);
+  if (a.to != "gguf" && a.to != "hf") {
+    Fail("{}: a byte-level or Gemma-style BPE tokenizer.json has no form in {} files", whose, a.to);
   }
-  const BpeTokenizer bpe = BpeTokenizer::FromTokenizerJson(json);
+  BpeTokenizer bpe = BpeTokenizer::FromTokenizerJson(json);
   Vocabulary v;
-  v.gguf_keys = GgufVocabularyKeys(bpe);
-  v.what = fmt::format(", vocabulary of {} tokens ({})", bpe.vocab_size(),
-                       bpe.options().chars ? "SentencePiece-style, as llama.cpp runs Gemma's"
-                                           : "byte-level BPE, pre-tokenizer " +
-                                                 std::string(BpeSplitName(bpe.options().split)));
+  v.what = BpeWhat(bpe);
+  if (a.to == "gguf") {
+    v.gguf_keys = GgufVocabularyKeys(bpe);
+  } else if (bpe.options().chars) {
+    v.copied.push_back(json);
+    const auto config = std::filesystem::path(json).parent_path() / "tokenizer_config.json";
+    if (std::filesystem::exists(config)) v.copied.push_back(config.string());
+  } else {
+    v.bpe = std::move(bpe);
+  }
   return v;
 }
 
@@ -105,6 +120,10 @@ Vocabulary VocabularyToWrite(const ConvertArgs& a, const Loaded& loaded) {
     } else if (a.to == "gguf") {
       v.gguf_keys = GgufTokenizerKeys(g);
       v.what = ", the input's vocabulary";
+      return v;
+    } else if (a.to == "hf" && g.StringOr("tokenizer.ggml.model", "") == "gpt2") {
+      v.bpe = BpeTokenizer::FromGguf(g);
+      v.what = BpeWhat(*v.bpe);
       return v;
     } else {
       Fail("{}: its {} vocabulary (tokenizer.ggml.model) is written only into GGUF files so far",
@@ -233,12 +252,26 @@ void RunConvert(const ConvertArgs& a) {
     // libsentencepiece) and tokenizer.json (its fast one).
     std::vector<std::string> tokenizer_files;
     if (tok) tokenizer_files = {"tokenizer.model", "tokenizer.json", "tokenizer_config.json"};
+    if (vocabulary.bpe) tokenizer_files = {"tokenizer.json", "tokenizer_config.json"};
+    for (const std::string& f : vocabulary.copied) {
+      tokenizer_files.push_back(std::filesystem::path(f).filename().string());
+    }
+    // A byte-level vocabulary that has no tokenizer.json form is refused before anything is
+    // written.
+    if (vocabulary.bpe) (void)SerializeBpeTokenizerJson(*vocabulary.bpe);
     SaveHfModel(loaded.model, a.out, dtype, tokenizer_files, &method);
+    const std::filesystem::path dir(a.out);
     if (tok) {
-      const std::filesystem::path dir(a.out);
       SaveSentencePieceModel(*tok, (dir / "tokenizer.model").string());
       SaveSentencePieceTokenizerJson(*tok, (dir / "tokenizer.json").string());
       SaveSentencePieceTokenizerConfig(*tok, (dir / "tokenizer_config.json").string());
+    }
+    if (vocabulary.bpe) SaveBpeTokenizerFiles(*vocabulary.bpe, a.out);
+    for (const std::string& f : vocabulary.copied) {
+      const std::string bytes = ReadInputHead(f, INT64_MAX);
+      AtomicFile out((dir / std::filesystem::path(f).filename()).string());
+      out.Write(bytes.data(), bytes.size(), "the tokenizer file " + f);
+      out.Commit();
     }
     written = ReadHfModelHeader(a.out).format;
   } else if (a.to == "stretch") {
@@ -287,7 +320,10 @@ void RegisterConvert(CLI::App& app) {
           "model). llama.cpp needs it to load a GGUF "
           "file. llama2.c files carry none. A byte-level BPE tokenizer.json (Llama 3, Qwen) or "
           "Gemma's goes into GGUF files as llama.cpp's own converter writes it (Gemma's as a "
-          "SentencePiece vocabulary scored by its merges), not yet into the other formats.\n"
+          "SentencePiece vocabulary scored by its merges); into a Hugging Face folder a byte-level "
+          "one "
+          "(also a GGUF file's) is written as tokenizer.json and tokenizer_config.json, a "
+          "Gemma-style folder's files are copied.\n"
           "Example: stretch convert -m stories260K.bin -t tok512.bin --to gguf --out "
           "stories260K.gguf\n"
           "Example: stretch convert -m stories260K.gguf --to hf --type bf16 --out stories260K-hf");

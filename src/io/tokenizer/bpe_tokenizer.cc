@@ -17,6 +17,7 @@
 #include "src/core/check.h"
 #include "src/core/error.h"
 #include "src/io/gguf.h"
+#include "src/io/output_file.h"
 #include "src/io/text.h"
 #include "src/io/tokenizer/bpe_pretokenizer.h"
 #include "src/io/tokenizer/gguf_vocabulary.h"
@@ -1176,6 +1177,117 @@ BpeTokenizer BpeTokenizer::FromTokenizerJson(const std::string& path) {
   }
   options.kinds = std::move(kinds);
   return Build(path, "model.vocab", "model.merges", std::move(pieces), merges, std::move(options));
+}
+
+// ---- tokenizer.json writer --------------------------------------------------------------------
+
+std::string SerializeBpeTokenizerJson(const BpeTokenizer& t) {
+  const BpeOptions& o = t.options();
+  if (o.chars) {
+    Fail("{}: a SentencePiece-style vocabulary is not written as a tokenizer.json yet", t.source());
+  }
+  if (o.add_prefix_space) {
+    Fail("{}: a vocabulary that adds a space before the text is not written as a tokenizer.json",
+         t.source());
+  }
+  using ojson = nlohmann::ordered_json;
+  ojson j;
+  j["version"] = "1.0";
+  j["truncation"] = nullptr;
+  j["padding"] = nullptr;
+  ojson added = ojson::array();
+  auto add = [&](const std::string& content, int id, bool special) {
+    added.push_back({{"id", id},
+                     {"content", content},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", special}});
+  };
+  std::vector<std::pair<int, std::pair<std::string, bool>>> extra;
+  for (int id = 0; id < t.vocab_size(); ++id) {
+    if (t.Kind(id) == BpeTokenKind::kControl) extra.push_back({id, {t.Piece(id), true}});
+  }
+  for (const auto& [text, id] : o.matched) extra.push_back({id, {text, false}});
+  std::sort(extra.begin(), extra.end());
+  for (const auto& [id, token] : extra) add(token.first, id, token.second);
+  j["added_tokens"] = added;
+  j["normalizer"] = o.nfc ? ojson{{"type", "NFC"}} : ojson(nullptr);
+  j["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       ojson::array({{{"type", "Split"},
+                      {"pattern", {{"Regex", std::string(BpeSplitPattern(o.split))}}},
+                      {"behavior", "Isolated"},
+                      {"invert", false}},
+                     {{"type", "ByteLevel"},
+                      {"add_prefix_space", false},
+                      {"trim_offsets", true},
+                      {"use_regex", false}}})}};
+  if (o.add_bos) {
+    const std::string& bos = t.Piece(o.bos);
+    j["post_processor"] = {
+        {"type", "TemplateProcessing"},
+        {"single", ojson::array({{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}},
+                                 {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+        {"pair", ojson::array({{{"SpecialToken", {{"id", bos}, {"type_id", 0}}}},
+                               {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                               {{"SpecialToken", {{"id", bos}, {"type_id", 1}}}},
+                               {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}})},
+        {"special_tokens",
+         {{bos, {{"id", bos}, {"ids", ojson::array({o.bos})}, {"tokens", ojson::array({bos})}}}}}};
+  } else {
+    j["post_processor"] = {{"type", "ByteLevel"},
+                           {"add_prefix_space", false},
+                           {"trim_offsets", false},
+                           {"use_regex", false}};
+  }
+  j["decoder"] = {{"type", "ByteLevel"},
+                  {"add_prefix_space", true},
+                  {"trim_offsets", true},
+                  {"use_regex", true}};
+  ojson vocab = ojson::object();
+  for (int id = 0; id < t.vocab_size(); ++id) {
+    if (t.Kind(id) == BpeTokenKind::kNormal) vocab[t.Piece(id)] = id;
+  }
+  for (const auto& [text, id] : o.matched) vocab.erase(text);  // an added token, as in Qwen's
+  ojson merges = ojson::array();
+  for (const BpeMerge& m : t.Merges()) merges.push_back({t.Piece(m.left), t.Piece(m.right)});
+  j["model"] = {{"type", "BPE"},
+                {"dropout", nullptr},
+                {"unk_token", nullptr},
+                {"continuing_subword_prefix", ""},
+                {"end_of_word_suffix", ""},
+                {"fuse_unk", false},
+                {"byte_fallback", false},
+                {"ignore_merges", o.ignore_merges},
+                {"vocab", vocab},
+                {"merges", merges}};
+  return j.dump(1) + "\n";
+}
+
+std::string SerializeBpeTokenizerConfig(const BpeTokenizer& t) {
+  const BpeOptions& o = t.options();
+  nlohmann::ordered_json j;
+  j["tokenizer_class"] = "PreTrainedTokenizerFast";
+  j["add_bos_token"] = o.add_bos;
+  j["add_eos_token"] = false;
+  j["bos_token"] = o.bos >= 0 ? nlohmann::ordered_json(t.Piece(o.bos)) : nullptr;
+  j["eos_token"] = o.eos >= 0 ? nlohmann::ordered_json(t.Piece(o.eos)) : nullptr;
+  j["clean_up_tokenization_spaces"] = false;
+  j["model_max_length"] = 131072;
+  return j.dump(2) + "\n";
+}
+
+void SaveBpeTokenizerFiles(const BpeTokenizer& t, const std::string& dir) {
+  const std::string json = SerializeBpeTokenizerJson(t), config = SerializeBpeTokenizerConfig(t);
+  for (const auto& [name, text] :
+       {std::pair{"tokenizer.json", &json}, std::pair{"tokenizer_config.json", &config}}) {
+    AtomicFile out((std::filesystem::path(dir) / name).string());
+    out.Write(text->data(), text->size(), fmt::format("the {}", name));
+    out.Commit();
+  }
 }
 
 // ---- TextTokenizer ----------------------------------------------------------------------------

@@ -192,6 +192,19 @@ class BpeTokenizer {
   int fallback_id_[256] = {};
 };
 
+// A byte-level vocabulary (not BpeOptions::chars) as the tokenizer.json and tokenizer_config.json
+// of a Hugging Face folder, in the form transformers writes for Llama 3 and Qwen (its
+// PreTrainedTokenizerFast): model BPE with the vocabulary and the merges as pairs, a Sequence of
+// a Split by the pattern (Isolated) and a ByteLevel without its regex, the ByteLevel decoder, an
+// NFC normalizer when the vocabulary has one, a TemplateProcessing that puts BOS first when
+// add_bos(), the control tokens as special added tokens and the matched ones as non-special;
+// tokenizer_config.json names BOS and EOS. FromTokenizerJson reads them back to the same
+// tokenizer. Refused by name: a SentencePiece-style vocabulary, add_prefix_space.
+std::string SerializeBpeTokenizerJson(const BpeTokenizer& tokenizer);
+std::string SerializeBpeTokenizerConfig(const BpeTokenizer& tokenizer);
+// Both files into `dir`, each written whole or not at all.
+void SaveBpeTokenizerFiles(const BpeTokenizer& tokenizer, const std::string& dir);
+
 // GPT-2's bytes_to_unicode: the code point that spells byte b.
 char32_t Gpt2ByteToCodePoint(uint8_t b);
 
