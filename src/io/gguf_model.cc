@@ -581,6 +581,12 @@ Tokenizer ReadGgufTokenizer(const GgufFile& g) {
           ControlToLlamaCpp(tokens->array[id].s)) {
         layout.types[id] = SpmTokenType::kControl;
       }
+      // Special tokens are found in a prompt by their spelling in the file, as llama.cpp finds
+      // them ("▁<SUF>" is not " <SUF>").
+      if (layout.types[id] == SpmTokenType::kControl ||
+          layout.types[id] == SpmTokenType::kUnknown) {
+        layout.special_spelling.emplace_back(tokens->array[id].s, static_cast<int>(id));
+      }
       // A user-defined token matches its spelling in the file (llama.cpp's converter writes their
       // spaces as spaces; one written with "▁" matches "▁").
       if (layout.types[id] == SpmTokenType::kUserDefined) {
@@ -591,7 +597,7 @@ Tokenizer ReadGgufTokenizer(const GgufFile& g) {
     // Without types, llama.cpp's (llama_vocab::impl::load): every token normal but the three.
     layout.types.assign(n, SpmTokenType::kNormal);
     for (const int id : {layout.unk, layout.bos, layout.eos}) {
-      if (id >= 0)
+      if (id >= 0 && static_cast<size_t>(id) < n)  // FromVocabulary refuses the others by name
         layout.types[static_cast<size_t>(id)] =
             id == layout.unk ? SpmTokenType::kUnknown : SpmTokenType::kControl;
     }
@@ -738,6 +744,12 @@ void AddMethod(const std::string& path, const ModelConfig& c, const Method& m,
 // checkpoint of a training run (step-NNNNNNNN.safetensors) the run's folder.
 std::string ModelName(const std::string& source) {
   const std::filesystem::path p(source.substr(0, source.find(" (")));
+  // A GGUF file's own name carries over (llama.cpp reads it: Phi-3's RSTRIP goes by it).
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(p, ec) && GgufFile::Looks(p.string())) {
+    const std::string own = GgufFile::Open(p.string()).StringOr("general.name", "");
+    if (!own.empty()) return own;
+  }
   std::string stem = p.stem().string();
   if (stem.starts_with("step-") && p.has_parent_path()) {
     stem = p.parent_path().filename().string();

@@ -294,6 +294,63 @@ TEST_F(GgufVocabularyTest, ASentencePieceVocabularyWithItsOwnLayoutReadsAndWrite
             std::string::npos);
 }
 
+// What a file can get wrong or leave out is refused by name, and special tokens are found by the
+// file's spelling.
+TEST_F(GgufVocabularyTest, ASentencePieceLayoutIsCheckedAndSpelledAsTheFileSpellsIt) {
+  // Two tokens, no types, no ids: llama.cpp's default EOS id 2 is outside the vocabulary.
+  const GgufKeys small = {{"tokenizer.ggml.model", GgufString("llama")},
+                          {"tokenizer.ggml.tokens", GgufStringArray({"a", "b"})}};
+  EXPECT_NE(testing::ErrorOf([&] {
+              ReadGgufTokenizer(WriteVocabulary(small, "small.gguf"));
+            }).find("2 tokens: expected at least 3 (<unk>, <s>, </s> at ids 0, 1, 2)"),
+            std::string::npos);
+  // LLaMA's ids with a control token elsewhere ("▁<SUF>", CodeLlama's; Mistral's [INST]): a
+  // prompt finds it only as the file spells it, and the layout is not llama2.c's, so the writers
+  // that can hold only llama2.c's refuse it.
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  for (int b = 0; b < 256; ++b) tokens.push_back(fmt::format("<0x{:02X}>", b));
+  for (const char* p : {"\xe2\x96\x81", "x", "y", "<", ">", "S", "U", "F", "\xe2\x96\x81<SUF>"}) {
+    tokens.push_back(p);
+  }
+  std::vector<int32_t> types(tokens.size(), 1);
+  types[0] = 2;
+  types[1] = types[2] = 3;
+  for (size_t i = 3; i < 259; ++i) types[i] = 6;
+  types.back() = 3;
+  const GgufKeys kv = {{"tokenizer.ggml.model", GgufString("llama")},
+                       {"tokenizer.ggml.tokens", GgufStringArray(tokens)},
+                       {"tokenizer.ggml.scores", GgufF32Array(std::vector<float>(tokens.size()))},
+                       {"tokenizer.ggml.token_type", GgufI32Array(types)}};
+  const Tokenizer t = ReadGgufTokenizer(WriteVocabulary(kv, "suf.gguf"));
+  EXPECT_FALSE(t.Llama2cLayout());
+  const int suf = static_cast<int>(tokens.size()) - 1;
+  const std::unique_ptr<TextTokenizer> text = MakeLlama2cTextTokenizer(t);
+  const std::vector<int> spaced = text->EncodePromptParsingSpecial("x <SUF>y");
+  EXPECT_EQ(std::count(spaced.begin(), spaced.end(), suf), 0) << Ids(spaced);
+  const std::vector<int> spelled = text->EncodePromptParsingSpecial("x\xe2\x96\x81<SUF>y");
+  EXPECT_EQ(std::count(spelled.begin(), spelled.end(), suf), 1) << Ids(spelled);
+  // The same file with llama2.c's types is llama2.c's layout.
+  std::vector<int32_t> plain = types;
+  plain.back() = 1;
+  GgufKeys kv_plain = kv;
+  kv_plain[3].second = GgufI32Array(plain);
+  EXPECT_TRUE(ReadGgufTokenizer(WriteVocabulary(kv_plain, "plain.gguf")).Llama2cLayout());
+  // A vocabulary without an EOS has no GGUF form (llama.cpp would take id 2): refused by name.
+  SpmLayout no_eos;
+  no_eos.eos = -1;
+  no_eos.add_space_prefix = false;
+  std::vector<std::string> pieces = tokens;
+  for (std::string& p : pieces) {
+    if (p.starts_with("\xe2\x96\x81")) p.replace(0, 3, " ");
+  }
+  const Tokenizer without =
+      Tokenizer::FromVocabulary("no-eos", pieces, std::vector<float>(pieces.size()), no_eos);
+  EXPECT_NE(testing::ErrorOf([&] {
+              GgufVocabularyKeys(without);
+            }).find("no-eos: the vocabulary has no EOS token"),
+            std::string::npos);
+}
+
 // A tiny Gemma-style tokenizer.json (spaces as "▁", byte fallback, merges by rank, an added
 // non-special token and added special ones) and its GGUF form agree on random text.
 TEST_F(GgufVocabularyTest, ASentencePieceStyleTokenizerJsonAndItsGgufFormAgree) {
@@ -365,6 +422,7 @@ TEST_F(GgufVocabularyTest, ASentencePieceStyleTokenizerJsonAndItsGgufFormAgree) 
         {"vocab", vocab},
         {"merges", m}}}};
   const std::string path = File("tokenizer.json", j.dump());
+  File("tokenizer_config.json", R"({"bos_token": "<bos>", "eos_token": "<eos>"})");
   const BpeTokenizer bpe = BpeTokenizer::FromTokenizerJson(path);
   const Tokenizer spm = ReadGgufTokenizer(WriteVocabulary(GgufVocabularyKeys(bpe), "form.gguf"));
   EXPECT_EQ(spm.unk(), 3);

@@ -88,6 +88,7 @@ Vocabulary BpeVocabulary(const ConvertArgs& a, const std::string& json, const st
   if (a.to == "gguf") {
     v.gguf_keys = GgufVocabularyKeys(bpe);
   } else if (bpe.options().chars) {
+    // As read: the file and the tokenizer_config.json beside it (which names BOS and EOS).
     v.copied.push_back(json);
     const auto config = std::filesystem::path(json).parent_path() / "tokenizer_config.json";
     if (std::filesystem::exists(config)) v.copied.push_back(config.string());
@@ -115,12 +116,12 @@ Vocabulary VocabularyToWrite(const ConvertArgs& a, const Loaded& loaded) {
     return v;
   } else if (GgufFile::Looks(path)) {
     const GgufFile g = GgufFile::Open(path);
-    if (g.StringOr("tokenizer.ggml.model", "") == "llama") {
-      v.spm = ReadGgufTokenizer(g);
-    } else if (a.to == "gguf") {
+    if (a.to == "gguf") {  // every key as it is, whatever its kind
       v.gguf_keys = GgufTokenizerKeys(g);
       v.what = ", the input's vocabulary";
       return v;
+    } else if (g.StringOr("tokenizer.ggml.model", "") == "llama") {
+      v.spm = ReadGgufTokenizer(g);
     } else if (a.to == "hf" && g.StringOr("tokenizer.ggml.model", "") == "gpt2") {
       v.bpe = BpeTokenizer::FromGguf(g);
       v.what = BpeWhat(*v.bpe);
@@ -253,8 +254,11 @@ void RunConvert(const ConvertArgs& a) {
     std::vector<std::string> tokenizer_files;
     if (tok) tokenizer_files = {"tokenizer.model", "tokenizer.json", "tokenizer_config.json"};
     if (vocabulary.bpe) tokenizer_files = {"tokenizer.json", "tokenizer_config.json"};
-    for (const std::string& f : vocabulary.copied) {
-      tokenizer_files.push_back(std::filesystem::path(f).filename().string());
+    // The copied files take the names Hugging Face reads them by (--tokenizer may be named
+    // anything).
+    const char* const kCopiedNames[] = {"tokenizer.json", "tokenizer_config.json"};
+    for (size_t k = 0; k < vocabulary.copied.size(); ++k) {
+      tokenizer_files.push_back(kCopiedNames[k]);
     }
     // A byte-level vocabulary that has no tokenizer.json form is refused before anything is
     // written.
@@ -267,9 +271,10 @@ void RunConvert(const ConvertArgs& a) {
       SaveSentencePieceTokenizerConfig(*tok, (dir / "tokenizer_config.json").string());
     }
     if (vocabulary.bpe) SaveBpeTokenizerFiles(*vocabulary.bpe, a.out);
-    for (const std::string& f : vocabulary.copied) {
+    for (size_t k = 0; k < vocabulary.copied.size(); ++k) {
+      const std::string& f = vocabulary.copied[k];
       const std::string bytes = ReadInputHead(f, INT64_MAX);
-      AtomicFile out((dir / std::filesystem::path(f).filename()).string());
+      AtomicFile out((dir / kCopiedNames[k]).string());
       out.Write(bytes.data(), bytes.size(), "the tokenizer file " + f);
       out.Commit();
     }

@@ -88,9 +88,22 @@ GgufKeys GgufVocabularyKeys(const Tokenizer& t) {
   kv.emplace_back("tokenizer.ggml.tokens", GgufStringArray(tokens));
   kv.emplace_back("tokenizer.ggml.scores", GgufF32Array(scores));
   kv.emplace_back("tokenizer.ggml.token_type", GgufI32Array(types));
-  if (t.unk() >= 0) kv.emplace_back("tokenizer.ggml.unknown_token_id", GgufU32(t.unk()));
-  if (t.bos() >= 0) kv.emplace_back("tokenizer.ggml.bos_token_id", GgufU32(t.bos()));
-  if (t.eos() >= 0) kv.emplace_back("tokenizer.ggml.eos_token_id", GgufU32(t.eos()));
+  // llama.cpp reads an absent id as its default (0, 1, 2), so "none" has no GGUF form.
+  for (const auto& [name, id] :
+       {std::pair{"unknown", t.unk()}, std::pair{"BOS", t.bos()}, std::pair{"EOS", t.eos()}}) {
+    if (id < 0) {
+      Fail(
+          "{}: the vocabulary has no {} token, which a GGUF file cannot say (llama.cpp would "
+          "take id {}); give the tokenizer_config.json that names it",
+          t.path(), name,
+          std::string_view(name) == "unknown" ? 0
+          : name[0] == 'B'                    ? 1
+                                              : 2);
+    }
+  }
+  kv.emplace_back("tokenizer.ggml.unknown_token_id", GgufU32(t.unk()));
+  kv.emplace_back("tokenizer.ggml.bos_token_id", GgufU32(t.bos()));
+  kv.emplace_back("tokenizer.ggml.eos_token_id", GgufU32(t.eos()));
   if (!t.add_space_prefix()) kv.emplace_back("tokenizer.ggml.add_space_prefix", GgufBool(false));
   if (!t.Llama2cLayout()) kv.emplace_back("tokenizer.ggml.add_bos_token", GgufBool(t.add_bos()));
   return kv;

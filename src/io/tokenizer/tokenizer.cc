@@ -142,9 +142,7 @@ Tokenizer Tokenizer::FromVocabulary(std::string source, std::vector<std::string>
   const int64_t n = static_cast<int64_t>(t.pieces_.size());
   if (n > kMaxTokens) Fail("{}: {} tokens: expected at most {}", path, n, kMaxTokens);
   t.llama2c_layout_ = layout.unk == kUnk && layout.bos == kBos && layout.eos == kEos &&
-                      layout.add_space_prefix && layout.add_bos &&
-                      std::find(layout.types.begin(), layout.types.end(),
-                                SpmTokenType::kUserDefined) == layout.types.end();
+                      layout.add_space_prefix && layout.add_bos && layout.rstrip.empty();
   if (t.llama2c_layout_ && n < 3) {
     Fail("{}: {} tokens: expected at least 3 (<unk>, <s>, </s> at ids 0, 1, 2)", path, n);
   }
@@ -173,6 +171,16 @@ Tokenizer Tokenizer::FromVocabulary(std::string source, std::vector<std::string>
   }
   STRETCH_CHECK(static_cast<int64_t>(layout.types.size()) == n, "{} types for {} pieces",
                 layout.types.size(), n);
+  // A file's types must be those llama2.c's layout implies (a control token elsewhere, as
+  // Mistral's [INST], is not llama2.c's).
+  for (int64_t id = 0; id < n && t.llama2c_layout_ && from_file; ++id) {
+    const std::string& p = t.pieces_[static_cast<size_t>(id)];
+    const SpmTokenType want = id == kUnk                              ? SpmTokenType::kUnknown
+                              : id == kBos || id == kEos || p.empty() ? SpmTokenType::kControl
+                              : PieceByte(p) >= 0                     ? SpmTokenType::kByte
+                                                                      : SpmTokenType::kNormal;
+    if (layout.types[static_cast<size_t>(id)] != want) t.llama2c_layout_ = false;
+  }
   for (const int id : layout.rstrip) {
     STRETCH_CHECK(id >= 0 && id < n, "rstrip token {} of {}", id, n);
   }
@@ -186,13 +194,21 @@ Tokenizer Tokenizer::FromVocabulary(std::string source, std::vector<std::string>
     std::vector<std::pair<std::string, int>> special;
     for (int64_t id = 0; id < n; ++id) {
       const SpmTokenType type = t.layout_.types[static_cast<size_t>(id)];
-      if (type == SpmTokenType::kUnknown || type == SpmTokenType::kControl ||
+      if (((type == SpmTokenType::kUnknown || type == SpmTokenType::kControl) &&
+           t.layout_.special_spelling.empty()) ||
           (type == SpmTokenType::kUserDefined && t.layout_.matched.empty())) {
         special.emplace_back(t.pieces_[static_cast<size_t>(id)], static_cast<int>(id));
       }
       if (type == SpmTokenType::kUserDefined && t.layout_.matched.empty()) {
         t.user_defined_.emplace_back(t.pieces_[static_cast<size_t>(id)], static_cast<int>(id));
       }
+    }
+    for (const auto& [text, id] : t.layout_.special_spelling) {
+      STRETCH_CHECK(id >= 0 && id < n &&
+                        (t.layout_.types[static_cast<size_t>(id)] == SpmTokenType::kControl ||
+                         t.layout_.types[static_cast<size_t>(id)] == SpmTokenType::kUnknown),
+                    "special spelling {} is not a control or unknown token", id);
+      special.emplace_back(text, id);
     }
     for (const auto& [text, id] : t.layout_.matched) {
       STRETCH_CHECK(id >= 0 && id < n &&

@@ -52,6 +52,9 @@ struct SpmLayout {
   // The text each user-defined token matches, as the file spells it (llama.cpp matches the
   // spelling, where its pieces spell a space "▁"); empty: each one's piece.
   std::vector<std::pair<std::string, int>> matched;
+  // The control and unknown tokens as the file spells them, for prompts that parse special tokens;
+  // empty: their pieces.
+  std::vector<std::pair<std::string, int>> special_spelling;
   // Tokens after which whitespace is dropped when the text is cut at them (llama.cpp's RSTRIP
   // attribute: Phi-3's special tokens but <unk>, <s>, <|endoftext|>).
   std::vector<int> rstrip;
@@ -81,8 +84,8 @@ class Tokenizer {
   bool add_space_prefix() const { return layout_.add_space_prefix; }
   bool add_bos() const { return layout_.add_bos; }
   SpmTokenType Type(int id) const { return layout_.types.at(static_cast<size_t>(id)); }
-  // True for llama2.c's layout (SpmLayout's ids and flags, no user-defined token): what the
-  // SentencePiece-model and LLaMA tokenizer.json writers can hold.
+  // True for llama2.c's layout (SpmLayout's ids and flags, the token types it implies, no
+  // RSTRIP): what the SentencePiece-model and LLaMA tokenizer.json writers can hold.
   bool Llama2cLayout() const { return llama2c_layout_; }
 
   // Text -> ids. bos/eos add bos() / eos(). The text is cut at user-defined tokens first (each one
