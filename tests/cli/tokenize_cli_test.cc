@@ -15,6 +15,7 @@
 #include "tests/testing/files.h"
 #include "tests/testing/random_model.h"
 #include "tests/testing/shared.h"
+#include "tests/testing/vocab_cases.h"
 
 namespace stretch {
 namespace {
@@ -94,18 +95,7 @@ TEST(TokenizeCli, AVocabularyOnlyGgufFileGivesLlamaCppsIds) {
 // A model with a byte-level vocabulary (a user-defined <tool> and a control <|end|>), converted
 // GGUF -> Hugging Face folder (tokenizer.json written) -> GGUF again, tokenizes the same each time.
 TEST(TokenizeCli, AByteLevelVocabularyGoesThroughConvertBothWays) {
-  std::vector<std::string> pieces;
-  for (int b = 0; b < 256; ++b) {
-    std::string s;
-    const char32_t cp = Gpt2ByteToCodePoint(static_cast<uint8_t>(b));
-    if (cp < 0x80) {
-      s += static_cast<char>(cp);
-    } else {
-      s += static_cast<char>(0xC0 | (cp >> 6));
-      s += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    pieces.push_back(s);
-  }
+  std::vector<std::string> pieces = testing::Gpt2BytePieces();
   for (const char* p : {"ab",
                         "\xC4\xA0"
                         "a",

@@ -458,18 +458,7 @@ TEST_F(GgufVocabularyTest, ASentencePieceStyleTokenizerJsonAndItsGgufFormAgree) 
 // A byte-level vocabulary written as a tokenizer.json (and tokenizer_config.json) reads back to the
 // same tokenizer: added tokens matched, control ones not, BOS first, NFC kept.
 TEST_F(GgufVocabularyTest, AByteLevelVocabularyWrittenAsTokenizerJsonReadsBack) {
-  std::vector<std::string> pieces;
-  for (int b = 0; b < 256; ++b) {
-    std::string s;
-    const char32_t cp = Gpt2ByteToCodePoint(static_cast<uint8_t>(b));
-    if (cp < 0x80) {
-      s += static_cast<char>(cp);
-    } else {
-      s += static_cast<char>(0xC0 | (cp >> 6));
-      s += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    pieces.push_back(s);
-  }
+  std::vector<std::string> pieces = testing::Gpt2BytePieces();
   for (const char* p : {"ab",
                         "\xC4\xA0"
                         "a",
@@ -513,18 +502,7 @@ TEST_F(GgufVocabularyTest, AByteLevelVocabularyWrittenAsTokenizerJsonReadsBack) 
 
 // A byte-level vocabulary's GGUF form keeps its user-defined tokens, matched in the text.
 TEST_F(GgufVocabularyTest, AByteLevelVocabularyWithAnAddedTokenWritesAndReadsBack) {
-  std::vector<std::string> pieces;
-  for (int b = 0; b < 256; ++b) {
-    std::string s;
-    const char32_t cp = Gpt2ByteToCodePoint(static_cast<uint8_t>(b));
-    if (cp < 0x80) {
-      s += static_cast<char>(cp);
-    } else {
-      s += static_cast<char>(0xC0 | (cp >> 6));
-      s += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-    pieces.push_back(s);
-  }
+  std::vector<std::string> pieces = testing::Gpt2BytePieces();
   pieces.push_back("ab");
   pieces.push_back("<think>");
   pieces.push_back("<|endoftext|>");

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "src/io/tokenizer/bpe_tokenizer.h"
 #include "tests/testing/files.h"
 
 namespace stretch::testing {
@@ -35,6 +36,24 @@ inline VocabCases ReadVocabCases(const std::string& vocab) {
     at = end + 1;
   }
   return c;
+}
+
+// The 256 one-byte pieces of a byte-level vocabulary, byte b at id b, spelt as GPT-2 spells bytes
+// (Gpt2ByteToCodePoint, in UTF-8): the start of every tiny byte-level vocabulary in the tests.
+inline std::vector<std::string> Gpt2BytePieces() {
+  std::vector<std::string> pieces;
+  for (int b = 0; b < 256; ++b) {
+    const char32_t cp = Gpt2ByteToCodePoint(static_cast<uint8_t>(b));
+    std::string s;
+    if (cp < 0x80) {
+      s += static_cast<char>(cp);
+    } else {  // all below U+0800
+      s += static_cast<char>(0xC0 | (cp >> 6));
+      s += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    pieces.push_back(s);
+  }
+  return pieces;
 }
 
 // data/vocab/<name>: the npm vocabularies (Llama 3, Qwen 3, Gemma 3 tokenizer.json files) that
