@@ -25,6 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "src/kernels/blocks.h"  // the formats' decoders: HalfToFloat, DequantizeQ8_0, ...
+
 namespace stretch {
 
 enum class GgufValueType : uint32_t {
@@ -186,12 +188,5 @@ void WriteGguf(const std::string& path, const GgufKeys& kv,
 // as F16, q = round(x / d)). n a multiple of 32 for Q8_0.
 std::vector<uint8_t> EncodeTensor(std::span<const float> x, GgmlType type);
 uint16_t FloatToHalf(float f);
-
-// Block decoders, exposed for tests: n elements (a multiple of the block size) from `src`.
-void DequantizeQ8_0(const uint8_t* src, float* dst, int64_t n);
-void DequantizeQ4_K(const uint8_t* src, float* dst, int64_t n);
-void DequantizeQ6_K(const uint8_t* src, float* dst, int64_t n);
-float HalfToFloat(uint16_t h);      // IEEE binary16, exact (subnormals, inf, NaN)
-float BFloat16ToFloat(uint16_t b);  // the high half of a float32
 
 }  // namespace stretch
