@@ -1,0 +1,298 @@
+// Packed matrices (src/kernels/packed.h) against ggml's scalar block decoders (src/kernels/blocks.h)
+// on random valid blocks of every type: random bytes for the quants and the Q4_K / Q6_K sub-block
+// scales, random finite f16 scales (subnormals included), random finite 16-bit values.
+//   - DequantizeRows equals the scalar decoders bit for bit;
+//   - PackedDotRows equals a double-precision dot of the scalar-decoded row within the bound that
+//     float32 rounding allows (DotBound says how it is derived), with beta 0 and not, on row
+//     ranges that start after row 0 and leave rows outside the groups of four;
+//   - MakePackedMatrix refuses NaN and infinite scales, wrong byte counts and partial blocks.
+// Broken kernels fail here: Q4_K's nibbles swapped in PackedDotRows fails the Q4_K bound; Q6_K's
+// first quarter taking qh's bits 2-3 instead of 0-1 fails both Q6_K tests; Q4_K's two sub-blocks
+// of a byte swapped in DequantizeRows fails the Q4_K equality.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/core/error.h"
+#include "src/core/rng.h"
+#include "src/kernels/blocks.h"
+#include "src/kernels/packed.h"
+
+namespace stretch {
+namespace {
+
+uint8_t RandomByte(Rng& rng) { return static_cast<uint8_t>(rng.NextU64() >> 56); }
+
+// A random finite f16 pattern: any sign and fraction, exponent field 0-30 (31 is inf and NaN), so
+// zeros, subnormals and the whole normal range up to 65504.
+uint16_t RandomFiniteHalf(Rng& rng) {
+  const auto bits = static_cast<uint16_t>(rng.NextU64() >> 48);
+  const auto exp = static_cast<uint16_t>(UniformBelow(rng, 31));
+  return static_cast<uint16_t>((bits & 0x83ffu) | (exp << 10));
+}
+
+// A random bfloat16 of moderate magnitude (2^-30 .. 2^24, and subnormal floats: exponent field 0),
+// so that products with x and their sums stay far from overflow.
+uint16_t RandomBFloat16(Rng& rng) {
+  const auto bits = static_cast<uint16_t>(rng.NextU64() >> 48);
+  const uint64_t e = UniformBelow(rng, 56);  // 0, or 97 .. 151
+  const auto exp = static_cast<uint16_t>(e == 0 ? 0 : 96 + e);
+  return static_cast<uint16_t>((bits & 0x807fu) | (exp << 7));
+}
+
+void PutU16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }
+
+// `rows` rows of `cols` values of `type`, random valid blocks.
+std::vector<uint8_t> RandomRows(PackedType type, int64_t rows, int64_t cols, Rng& rng) {
+  const int64_t blocks = rows * cols / PackedBlockElems(type);
+  const int64_t bb = PackedBlockBytes(type);
+  std::vector<uint8_t> bytes(static_cast<size_t>(blocks * bb));
+  for (auto& b : bytes) b = RandomByte(rng);
+  for (int64_t i = 0; i < blocks; ++i) {
+    uint8_t* blk = bytes.data() + i * bb;
+    switch (type) {
+      case PackedType::kF16: PutU16(blk, RandomFiniteHalf(rng)); break;
+      case PackedType::kBF16: PutU16(blk, RandomBFloat16(rng)); break;
+      case PackedType::kQ8_0: PutU16(blk, RandomFiniteHalf(rng)); break;
+      case PackedType::kQ4_K:
+        PutU16(blk, RandomFiniteHalf(rng));      // d
+        PutU16(blk + 2, RandomFiniteHalf(rng));  // dmin
+        break;
+      case PackedType::kQ6_K: PutU16(blk + 208, RandomFiniteHalf(rng)); break;
+    }
+  }
+  return bytes;
+}
+
+// One row by the scalar decoders of blocks.h.
+std::vector<float> ScalarRow(PackedType type, const uint8_t* row, int64_t cols) {
+  std::vector<float> out(static_cast<size_t>(cols));
+  switch (type) {
+    case PackedType::kF16:
+      for (int64_t k = 0; k < cols; ++k)
+        out[static_cast<size_t>(k)] = HalfToFloat(LoadU16(row + 2 * k));
+      break;
+    case PackedType::kBF16:
+      for (int64_t k = 0; k < cols; ++k) {
+        out[static_cast<size_t>(k)] = BFloat16ToFloat(LoadU16(row + 2 * k));
+      }
+      break;
+    case PackedType::kQ8_0: DequantizeQ8_0(row, out.data(), cols); break;
+    case PackedType::kQ4_K: DequantizeQ4_K(row, out.data(), cols); break;
+    case PackedType::kQ6_K: DequantizeQ6_K(row, out.data(), cols); break;
+  }
+  return out;
+}
+
+// sum_k of the magnitudes that the product's float operations see for value k: |w_k x_k|, except
+// for Q4_K, whose kernel sums d sc_j q_k x_k and dmin m_j x_k separately (packed_dot.cc), so
+// |d sc_j q_k x_k| + |dmin m_j x_k| (which can exceed |w_k x_k| when the two nearly cancel).
+double SumOfMagnitudes(PackedType type, const uint8_t* row, const std::vector<float>& w,
+                       const std::vector<float>& x) {
+  double s = 0.0;
+  const auto cols = static_cast<int64_t>(x.size());
+  if (type != PackedType::kQ4_K) {
+    for (size_t k = 0; k < x.size(); ++k) s += std::fabs(double{w[k]} * double{x[k]});
+    return s;
+  }
+  for (int64_t b = 0; b < cols / kQ4_KElems; ++b) {
+    const uint8_t* blk = row + b * kQ4_KBytes;
+    const double d = HalfToFloat(LoadU16(blk)), dmin = HalfToFloat(LoadU16(blk + 2));
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      ScaleMinK4(j, blk + 4, &sc, &m);
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t byte = blk[16 + 32 * (j / 2) + l];
+        const int q = j % 2 == 0 ? byte & 0xF : byte >> 4;
+        const double xk = x[static_cast<size_t>(b * kQ4_KElems + 32 * j + l)];
+        s += std::fabs(d * sc * q * xk) + std::fabs(dmin * m * xk);
+      }
+    }
+  }
+  return s;
+}
+
+// How far a float32 evaluation of sum_k t_k may land from the exact sum. Each t_k reaches the
+// result through at most cols + 8 roundings of relative size 2^-24 (u): the decoder's own rounding
+// of w_k (the reference multiplies the rounded w_k, the kernel may form d sc q x in another
+// association), the products of the scales, q and x, and the additions that carry it, at most one
+// per value of the row plus the lane sum (4 for 16 lanes). The classic bound on such sums
+// (Higham, Accuracy and Stability of Numerical Algorithms, 3.1 and 4.2): |error| <= gamma_m *
+// sum_k |t_k|, gamma_m = m u / (1 - m u), with sum_k |t_k| as in SumOfMagnitudes. It is loose (a
+// lane-wise sum rounds each term about cols / 16 times, and randomly), but a wrong kernel misses
+// it by far: with random signs the dot is about sum_k |t_k| / sqrt(cols), and an error of a whole
+// term's size is 2^24 / cols^1.5 (64 at 4096 columns) times the bound.
+double DotBound(int64_t cols, double magnitudes) {
+  const double u = std::ldexp(1.0, -24);
+  const double m = static_cast<double>(cols + 8);
+  return m * u / (1.0 - m * u) * magnitudes;
+}
+
+std::vector<int64_t> ColsOf(PackedType type) {
+  switch (type) {
+    case PackedType::kF16:
+    case PackedType::kBF16: return {1, 31, 96, 100, 160, 256, 4096};
+    case PackedType::kQ8_0: return {32, 96, 160, 256, 4096};
+    case PackedType::kQ4_K:
+    case PackedType::kQ6_K: return {256, 768, 4096};
+  }
+  return {};
+}
+
+PackedMatrix Wrap(PackedType type, const std::vector<uint8_t>& bytes, int64_t rows, int64_t cols) {
+  return MakePackedMatrix("w", type, bytes.data(), static_cast<int64_t>(bytes.size()), rows, cols,
+                          nullptr);
+}
+
+class PackedTypes : public ::testing::TestWithParam<PackedType> {};
+
+TEST_P(PackedTypes, DequantizeRowsEqualsScalarDecoders) {
+  const PackedType type = GetParam();
+  Rng rng(11 + static_cast<uint64_t>(type));
+  const int64_t rows = 5;
+  for (const int64_t cols : ColsOf(type)) {
+    const std::vector<uint8_t> bytes = RandomRows(type, rows, cols, rng);
+    const PackedMatrix m = Wrap(type, bytes, rows, cols);
+    // Rows 1 .. 4 (a start after row 0).
+    std::vector<float> got(static_cast<size_t>((rows - 1) * cols));
+    DequantizeRows(m, 1, rows - 1, got.data());
+    for (int64_t r = 1; r < rows; ++r) {
+      const std::vector<float> want = ScalarRow(type, m.Row(r), cols);
+      const float* g = got.data() + (r - 1) * cols;
+      for (int64_t k = 0; k < cols; ++k) {
+        // Bits, not ==: a -0 for a +0 would be a different computation.
+        uint32_t gb, wb;
+        std::memcpy(&gb, g + k, 4);
+        std::memcpy(&wb, &want[static_cast<size_t>(k)], 4);
+        ASSERT_EQ(gb, wb) << PackedTypeName(type) << " cols " << cols << " row " << r << " value "
+                          << k << ": " << g[k] << " vs " << want[static_cast<size_t>(k)];
+      }
+    }
+  }
+}
+
+TEST_P(PackedTypes, DotRowsWithinFloatRoundingOfTheDecodedRows) {
+  const PackedType type = GetParam();
+  Rng rng(23 + static_cast<uint64_t>(type));
+  const int64_t rows = 11;  // ranges below: two groups of four and a remainder, or one row alone
+  for (const int64_t cols : ColsOf(type)) {
+    const std::vector<uint8_t> bytes = RandomRows(type, rows, cols, rng);
+    const PackedMatrix m = Wrap(type, bytes, rows, cols);
+    std::vector<float> x(static_cast<size_t>(cols));
+    for (auto& v : x) v = 2.0f * rng.Uniform() - 1.0f;
+    std::vector<double> exact(rows), magnitudes(rows);
+    for (int64_t r = 0; r < rows; ++r) {
+      const std::vector<float> w = ScalarRow(type, m.Row(r), cols);
+      double s = 0.0;
+      for (size_t k = 0; k < x.size(); ++k) s += double{w[k]} * double{x[k]};
+      exact[static_cast<size_t>(r)] = s;
+      magnitudes[static_cast<size_t>(r)] = SumOfMagnitudes(type, m.Row(r), w, x);
+    }
+    struct Range {
+      int64_t r0, r1;
+    };
+    for (const Range range : {Range{0, rows}, Range{1, rows}, Range{2, 3}}) {
+      for (const float beta : {0.0f, 0.75f}) {
+        const auto n = static_cast<size_t>(range.r1 - range.r0);
+        // beta 0: y is not read, so NaN there must not show; else y's values enter scaled.
+        std::vector<float> y(n), y0(n);
+        for (size_t i = 0; i < n; ++i) {
+          const double e = exact[static_cast<size_t>(range.r0) + i];
+          y0[i] = beta == 0.0f ? std::numeric_limits<float>::quiet_NaN()
+                               : static_cast<float>(std::fabs(e) + 1.0) * rng.Uniform();
+          y[i] = y0[i];
+        }
+        PackedDotRows(m, x.data(), beta, y.data(), range.r0, range.r1);
+        for (size_t i = 0; i < n; ++i) {
+          const auto r = static_cast<size_t>(range.r0) + i;
+          const double add = beta == 0.0f ? 0.0 : double{beta} * double{y0[i]};
+          const double want = exact[r] + add;
+          // The sum above, plus beta y's product and the final addition (2 u of their sizes).
+          const double bound = DotBound(cols, magnitudes[r]) +
+                               std::ldexp(2.0, -24) * (std::fabs(exact[r]) + std::fabs(add));
+          EXPECT_LE(std::fabs(double{y[i]} - want), bound)
+              << PackedTypeName(type) << " cols " << cols << " rows [" << range.r0 << ", "
+              << range.r1 << ") row " << r << " beta " << beta << ": " << y[i] << " vs " << want;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTypes, PackedTypes,
+                         ::testing::Values(PackedType::kF16, PackedType::kBF16, PackedType::kQ8_0,
+                                           PackedType::kQ4_K, PackedType::kQ6_K),
+                         [](const auto& info) { return std::string(PackedTypeName(info.param)); });
+
+TEST(MakePackedMatrix, RefusesNonFiniteScales) {
+  struct Spot {
+    PackedType type;
+    int offset;  // of an f16 scale within the block
+  };
+  const uint16_t bad[] = {0x7c00u, 0xfc00u, 0x7e00u, 0x7d01u};  // +inf, -inf, NaN, signalling NaN
+  for (const Spot spot : {Spot{PackedType::kQ8_0, 0}, Spot{PackedType::kQ4_K, 0},
+                          Spot{PackedType::kQ4_K, 2}, Spot{PackedType::kQ6_K, 208}}) {
+    Rng rng(5);
+    const int64_t rows = 3, cols = 512;
+    std::vector<uint8_t> bytes = RandomRows(spot.type, rows, cols, rng);
+    EXPECT_NO_THROW(Wrap(spot.type, bytes, rows, cols));
+    for (const uint16_t v : bad) {
+      std::vector<uint8_t> broken = bytes;
+      // The last block of the second row.
+      const int64_t block = 2 * cols / PackedBlockElems(spot.type) - 1;
+      PutU16(broken.data() + block * PackedBlockBytes(spot.type) + spot.offset, v);
+      EXPECT_THROW(Wrap(spot.type, broken, rows, cols), Error)
+          << PackedTypeName(spot.type) << " offset " << spot.offset << " value " << v;
+    }
+  }
+  // F16 and BF16 have no scales: their values are the file's, inf and NaN included.
+  std::vector<uint8_t> halves(2 * 32, 0);
+  PutU16(halves.data(), 0x7e00u);
+  EXPECT_NO_THROW(Wrap(PackedType::kF16, halves, 1, 32));
+  EXPECT_NO_THROW(Wrap(PackedType::kBF16, halves, 1, 32));
+}
+
+TEST(MakePackedMatrix, RefusesWrongByteCountsAndPartialBlocks) {
+  for (const PackedType type : {PackedType::kF16, PackedType::kBF16, PackedType::kQ8_0,
+                                PackedType::kQ4_K, PackedType::kQ6_K}) {
+    Rng rng(7);
+    const int64_t rows = 2, cols = 256;
+    std::vector<uint8_t> bytes = RandomRows(type, rows, cols, rng);
+    const auto n = static_cast<int64_t>(bytes.size());
+    EXPECT_NO_THROW(MakePackedMatrix("w", type, bytes.data(), n, rows, cols, nullptr));
+    EXPECT_THROW(MakePackedMatrix("w", type, bytes.data(), n - 1, rows, cols, nullptr), Error)
+        << PackedTypeName(type);
+    EXPECT_THROW(MakePackedMatrix("w", type, bytes.data(), n + 1, rows, cols, nullptr), Error)
+        << PackedTypeName(type);
+    // One row fewer than the bytes hold (a mislabelled shape).
+    EXPECT_THROW(MakePackedMatrix("w", type, bytes.data(), n, rows - 1, cols, nullptr), Error)
+        << PackedTypeName(type);
+    EXPECT_THROW(MakePackedMatrix("w", type, bytes.data(), n, rows, 0, nullptr), Error)
+        << PackedTypeName(type);
+    if (PackedBlockElems(type) > 1) {  // a row that ends inside a block
+      const int64_t part = cols - PackedBlockElems(type) / 2;
+      EXPECT_THROW(MakePackedMatrix("w", type, bytes.data(), n, rows, part, nullptr), Error)
+          << PackedTypeName(type);
+    }
+  }
+}
+
+TEST(PackedMatrix, RowRangeSharesTheBytes) {
+  Rng rng(3);
+  const int64_t rows = 6, cols = 256;
+  const std::vector<uint8_t> bytes = RandomRows(PackedType::kQ4_K, rows, cols, rng);
+  const PackedMatrix m = Wrap(PackedType::kQ4_K, bytes, rows, cols);
+  const PackedMatrix sub = m.RowRange(2, 3);
+  EXPECT_EQ(sub.rows, 3);
+  EXPECT_EQ(sub.Row(0), m.Row(2));
+  EXPECT_EQ(sub.Bytes(), 3 * m.RowBytes());
+}
+
+}  // namespace
+}  // namespace stretch
