@@ -586,6 +586,18 @@ int WriteFuzzSeeds(const std::string& root_dir) {
   SaveGgufModel(micro, file("bf16.gguf"), static_cast<uint32_t>(GgmlType::kBF16), nullptr);
   const Method yarn = ParseMethod("yarn:factor=4");
   SaveGgufModel(micro, file("yarn.gguf"), static_cast<uint32_t>(GgmlType::kF32), nullptr, &yarn);
+  {  // Q8_0: rows of whole 32-value blocks, which a load with WeightStorage::kAsStored keeps packed
+    Model q8 = micro;
+    q8.config.dim = 32;
+    q8.config.hidden_dim = 64;
+    q8.weights = ZeroWeights<float>(q8.config);
+    Rng rng(5);
+    q8.weights.ForEach([&](const std::string& name, std::vector<float>& t, bool) {
+      for (float& x : t)
+        x = static_cast<float>((name.ends_with("norm") ? 1.0 : 0.0) + 0.3 * rng.Normal());
+    });
+    SaveGgufModel(q8, file("q8_0.gguf"), static_cast<uint32_t>(GgmlType::kQ8_0), nullptr);
+  }
   WriteBpeGguf(file("bpe_vocab.gguf"));
   const Model qwen2 = MicroQwen2Model(40, 4);
   SaveGgufModel(qwen2, file("qwen2.gguf"), static_cast<uint32_t>(GgmlType::kF32), &tiny);
@@ -625,9 +637,9 @@ int WriteFuzzSeeds(const std::string& root_dir) {
   WriteBpeGgufWithUserDefined(file("bpe_user_vocab.gguf"));
   WriteGemmaLayoutGguf(file("gemma_layout_vocab.gguf"));
   for (const char* name :
-       {"f32.gguf", "f16.gguf", "bf16.gguf", "yarn.gguf", "bpe_vocab.gguf", "bpe_user_vocab.gguf",
-        "gemma_layout_vocab.gguf", "qwen2.gguf", "qwen2_yarn.gguf", "qwen3.gguf", "mistral.gguf",
-        "phi3.gguf", "gemma3.gguf", "gemma2.gguf"}) {
+       {"f32.gguf", "f16.gguf", "bf16.gguf", "q8_0.gguf", "yarn.gguf", "bpe_vocab.gguf",
+        "bpe_user_vocab.gguf", "gemma_layout_vocab.gguf", "qwen2.gguf", "qwen2_yarn.gguf",
+        "qwen3.gguf", "mistral.gguf", "phi3.gguf", "gemma3.gguf", "gemma2.gguf"}) {
     put("gguf", name, ReadFile(file(name)));
   }
   put("model_file", "qwen3.gguf", ReadFile(file("qwen3.gguf")));

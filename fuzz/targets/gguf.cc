@@ -1,5 +1,6 @@
 // GGUF files (src/io/gguf.h, src/io/gguf_model.h): the metadata and tensor table, the llama
-// model's header and weights (every tensor type it dequantizes), and its vocabulary, used.
+// model's header and weights (every tensor type it dequantizes, and kept packed), and its
+// vocabulary, used.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -32,6 +33,9 @@ int FuzzGguf(const uint8_t* data, size_t size) {
   });
   ExpectErrorOrSuccess([&] { ReadGgufModelHeader(*file); });
   ExpectErrorOrSuccess([&] { UseModel(LoadGgufModel(*file)); });
+  // Its matrices kept in the file's type (F16, BF16, Q8_0, Q4_K, Q6_K), as the run commands load
+  // them: a corrupt block is refused by name, never computed.
+  ExpectErrorOrSuccess([&] { UseModel(LoadGgufModel(*file, WeightStorage::kAsStored)); });
   ExpectErrorOrSuccess([&] {
     if (GgufHasVocabulary(*file)) {
       UseTokenizer(*MakeLlama2cTextTokenizer(ReadGgufTokenizer(*file)));

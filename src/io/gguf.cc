@@ -16,6 +16,7 @@
 #include "src/core/error.h"
 #include "src/core/input_file.h"
 #include "src/io/output_file.h"
+#include "src/kernels/packed.h"
 
 namespace stretch {
 
@@ -512,6 +513,16 @@ void GgufFile::ReadFloats(const GgufTensorInfo& t, std::span<float> out) const {
 
 void GgufFile::Convert(const GgufTensorInfo& t, std::span<const uint8_t> src, float* dst) const {
   const int64_t n = t.elements;
+  // A block whose scale is NaN or infinite is refused (src/kernels/packed.h), never decoded.
+  const auto check_scales = [&](PackedType type) {
+    const int64_t blocks = n / PackedBlockElems(type);
+    if (const int64_t b = FirstNonFiniteScale(type, src.data(), blocks); b >= 0) {
+      Fail(
+          "{}: tensor {} ({}): block {} has a scale that is NaN or infinite; a corrupt block is "
+          "not computed",
+          path_, t.name, GgmlTypeName(t.type), b);
+    }
+  };
   switch (static_cast<GgmlType>(t.type)) {
     case GgmlType::kF32: std::memcpy(dst, src.data(), static_cast<size_t>(n) * 4); return;
     case GgmlType::kF16:
@@ -520,9 +531,15 @@ void GgufFile::Convert(const GgufTensorInfo& t, std::span<const uint8_t> src, fl
     case GgmlType::kBF16:
       for (int64_t k = 0; k < n; ++k) dst[k] = BFloat16ToFloat(LoadU16(src.data() + 2 * k));
       return;
-    case GgmlType::kQ8_0: return DequantizeQ8_0(src.data(), dst, n);
-    case GgmlType::kQ4_K: return DequantizeQ4_K(src.data(), dst, n);
-    case GgmlType::kQ6_K: return DequantizeQ6_K(src.data(), dst, n);
+    case GgmlType::kQ8_0:
+      check_scales(PackedType::kQ8_0);
+      return DequantizeQ8_0(src.data(), dst, n);
+    case GgmlType::kQ4_K:
+      check_scales(PackedType::kQ4_K);
+      return DequantizeQ4_K(src.data(), dst, n);
+    case GgmlType::kQ6_K:
+      check_scales(PackedType::kQ6_K);
+      return DequantizeQ6_K(src.data(), dst, n);
     default:
       Fail("{}: tensor {} is {}: stretch reads F32, F16, BF16, Q8_0, Q4_K and Q6_K tensors", path_,
            t.name, GgmlTypeName(t.type));

@@ -137,6 +137,8 @@ class GgufFile {
   // the tensor for any other type.
   // The tensor's pages are given back to the kernel afterwards (see DropPages in gguf.cc).
   void ReadFloats(const GgufTensorInfo& t, std::span<float> out) const;
+  // What keeps the mapping alive (TensorData's bytes stay valid while a copy of it is held).
+  std::shared_ptr<const void> MappingOwner() const { return map_; }
 
  private:
   void Convert(const GgufTensorInfo& t, std::span<const uint8_t> src, float* dst) const;

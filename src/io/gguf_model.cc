@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -475,8 +476,26 @@ GgufModelHeader ReadGgufModelHeader(const std::string& path) {
   return ReadGgufModelHeader(GgufFile::Open(path));
 }
 
-Model LoadGgufModel(const std::string& path) { return LoadGgufModel(GgufFile::Open(path)); }
-Model LoadGgufModel(const GgufFile& g) {
+namespace {
+
+// The packed type of a ggml tensor type, when the products read it as it is.
+std::optional<PackedType> PackedTypeOf(uint32_t ggml_type) {
+  switch (static_cast<GgmlType>(ggml_type)) {
+    case GgmlType::kF16: return PackedType::kF16;
+    case GgmlType::kBF16: return PackedType::kBF16;
+    case GgmlType::kQ8_0: return PackedType::kQ8_0;
+    case GgmlType::kQ4_K: return PackedType::kQ4_K;
+    case GgmlType::kQ6_K: return PackedType::kQ6_K;
+    default: return std::nullopt;
+  }
+}
+
+}  // namespace
+
+Model LoadGgufModel(const std::string& path, WeightStorage storage) {
+  return LoadGgufModel(GgufFile::Open(path), storage);
+}
+Model LoadGgufModel(const GgufFile& g, WeightStorage storage) {
   const std::string& path = g.path();
   const Parsed p = Parse(g);
   Model m;
@@ -487,11 +506,39 @@ Model LoadGgufModel(const GgufFile& g) {
   const ModelFamily& family = GgufFamily(g);
   for (const FamilyTensorAt& t : FamilyTensors(family, m.config, WeightFormat::kGguf)) {
     const GgufTensorInfo* info = g.FindTensor(t.name);
+    if (const std::optional<PackedType> type = PackedTypeOf(info->type);
+        storage == WeightStorage::kAsStored && type && t.spec->Matrix()) {
+      const std::span<const uint8_t> bytes = g.TensorData(*info);
+      SetFamilyTensorPacked(w, t,
+                            MakePackedMatrix(fmt::format("{} of {}", t.name, path), *type,
+                                             bytes.data(), static_cast<int64_t>(bytes.size()),
+                                             t.shape[0], t.shape[1], g.MappingOwner()),
+                            family.gguf_rope_halves);
+      continue;
+    }
     std::vector<float> values(static_cast<size_t>(info->elements));
     g.ReadFloats(*info, values);
     SetFamilyTensorValues(w, t, std::move(values), family.gguf_rope_halves);
   }
   return m;
+}
+
+GgufStoredWeights GgufStoredWeightBytes(const GgufFile& g) {
+  const Parsed p = Parse(g);
+  GgufStoredWeights out;
+  std::set<std::string> types;
+  for (const FamilyTensorAt& t :
+       FamilyTensors(GgufFamily(g), p.header.config, WeightFormat::kGguf)) {
+    const GgufTensorInfo* info = g.FindTensor(t.name);
+    if (PackedTypeOf(info->type) && t.spec->Matrix()) {
+      out.bytes += info->bytes;
+      types.insert(GgmlTypeName(info->type));
+    } else {
+      out.bytes += 4 * info->elements;
+    }
+  }
+  for (const std::string& name : types) out.types += (out.types.empty() ? "" : ", ") + name;
+  return out;
 }
 
 GgufKeys GgufTokenizerKeys(const GgufFile& g) {

@@ -144,6 +144,9 @@ void SetGgufHeader(const GgufFile& file, ModelFileHeader& h) {
   h.method_spec = std::move(g.method_spec);
   h.method_source = std::move(g.method_source);
   h.provenance = std::move(g.provenance);
+  const GgufStoredWeights stored = GgufStoredWeightBytes(file);
+  h.stored_weight_bytes = stored.bytes;
+  h.stored_types = stored.types;
 }
 
 // The tokenizer file a Hugging Face folder carries: tokenizer.model (SentencePiece, the LLaMA
@@ -309,7 +312,7 @@ LoadedModel LoadModelFileUnchecked(const std::string& model, const ModelFileOpti
         gguf ? "GGUF" : "llama2.c", loaded.header.path,
         gguf ? " (the GGUF file carries no vocabulary)" : "");
   }
-  loaded.model = gguf ? LoadGgufModel(*file) : LoadLlama2c(loaded.header.path);
+  loaded.model = gguf ? LoadGgufModel(*file, options.storage) : LoadLlama2c(loaded.header.path);
   if (own_vocabulary && file->StringOr("tokenizer.ggml.model", "") == "gpt2") {
     BpeTokenizer t = BpeTokenizer::FromGguf(*file);
     if (t.vocab_size() != loaded.model.config.vocab_size) {

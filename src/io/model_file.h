@@ -46,6 +46,12 @@ struct ModelFileHeader {
   // Where each setting came from, one line each ("dim 288 <- llama.embedding_length"); empty for
   // formats whose header is the config itself (llama.c, stretch checkpoints).
   std::vector<std::string> provenance;
+  // The bytes the model's weights take when loaded with WeightStorage::kAsStored: a GGUF file's
+  // matrices of the types the products read in their own size, everything else as float32; 0
+  // for the formats that always load as float32.
+  int64_t stored_weight_bytes = 0;
+  // The ggml types of those matrices, "Q4_K, Q6_K" ("" when none is kept).
+  std::string stored_types;
 };
 
 // `notes` (optional) receives a line for each newer checkpoint of a directory passed over, with
@@ -59,6 +65,8 @@ struct ModelFileOptions {
   std::string tokenizer_path;
   // The caller turns text into tokens: a model without a tokenizer is then an error.
   bool tokenizer_needed = false;
+  // How a GGUF file's matrices are held (src/model/config.h); other formats load as float32.
+  WeightStorage storage = WeightStorage::kFloat32;
 };
 
 struct LoadedModel {

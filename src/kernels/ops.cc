@@ -3,15 +3,21 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
 #include "src/core/check.h"
+#include "src/core/error.h"
 #include "src/core/threads.h"
 #include "src/kernels/attention_simd.h"  // Highway set-up (static target)
 #include "src/kernels/gemm.h"
+#include "src/kernels/packed_int8.h"
 
 namespace stretch {
 
@@ -98,14 +104,121 @@ void Gemv(int64_t M, int64_t N, const Real* A, const Real* x, Real beta, Real* y
               [&](int64_t i0, int64_t i1) { BlasGemv(i1 - i0, N, A + i0 * N, x, beta, y + i0); });
 }
 
-// y (T, N) = x (T, K) W^T + beta y.
-template <typename Real>
-void Linear(const Real* x, const Real* W, Real beta, Real* y, int64_t T, int64_t K, int64_t N) {
-  if (T == 1) {  // gemv for one row
-    Gemv(N, K, W, x, beta, y);
+// Rows of a packed matrix decoded per sgemm call in a product of many rows: at least 128 (the
+// sgemm repacks x for every call, so a thin panel would repack it too often), else about 4 MiB of
+// floats, which stay in the cache between their decoding and their use.
+int64_t PackedPanelRows(int64_t K) {
+  return std::max<int64_t>(128, ((int64_t{1} << 20) / std::max<int64_t>(K, 1)) / 16 * 16);
+}
+
+// The PackedProducts setting (ops.h), from STRETCH_PACKED_DOT at the first use.
+std::atomic<int>& PackedProductsSetting() {
+  static std::atomic<int> setting = [] {
+    const char* env = std::getenv("STRETCH_PACKED_DOT");
+    if (env == nullptr || *env == '\0' || std::string_view(env) == "float") {
+      return static_cast<int>(PackedProducts::kFloat);
+    }
+    if (std::string_view(env) == "int8") {
+      return static_cast<int>(PackedProducts::kInt8WhereAvailable);
+    }
+    Fail("STRETCH_PACKED_DOT: found '{}', expected float or int8 (or unset: float)", env);
+  }();
+  return setting;
+}
+
+// Whether the one-row products of `type` run in integers (src/kernels/packed_int8.h: x quantized
+// to 8 bits once per product, as llama.cpp's CPU backend multiplies): where this build has their
+// vector kernels (AVX-512 VNNI) and the setting allows. They stream Q4_K at 22-30 GB/s of a
+// matrix against 17 for the float kernels of packed_dot.cc, and Q6_K at 22-27 against 11-13 (one
+// thread, 14336 x 4096 and its transpose, medians of 15, on this project's AMD EPYC); the float
+// kernels keep the packed path's exact form.
+bool Int8Products(PackedType type) {
+  return ActivePackedProducts() == PackedProducts::kInt8WhereAvailable && PackedInt8Available(type);
+}
+
+// x quantized for W's one-row integer product (in the calling thread's slot `slot`, which the
+// product's workers read), or null when W's one-row product runs in floats.
+const QuantizedInput* QuantizedFor(const PackedMatrix& W, const float* x, int slot) {
+  thread_local std::array<QuantizedInput, 4> slots;
+  if (!Int8Products(W.type)) return nullptr;
+  QuantizedInput& q = slots.at(static_cast<size_t>(slot));
+  QuantizeInput(x, W.cols, W.type, &q);
+  return &q;
+}
+
+// Rows r0 .. r1 - 1 of a one-row product on a packed matrix, in integers when xq is given.
+void PackedRows(const PackedMatrix& W, const float* x, const QuantizedInput* xq, float beta,
+                float* y, int64_t r0, int64_t r1) {
+  if (xq != nullptr) return PackedDotRowsInt8(W, *xq, beta, y, r0, r1);
+  PackedDotRows(W, x, beta, y, r0, r1);
+}
+
+// y (T, N) = x (T, K) W^T + beta y with W kept in its file's type (src/kernels/packed.h).
+void PackedLinear(const float* x, const PackedMatrix& W, float beta, float* y, int64_t T, int64_t K,
+                  int64_t N) {
+  STRETCH_CHECK(W.rows == N && W.cols == K, "packed {} matrix ({}, {}) used as ({}, {})",
+                PackedTypeName(W.type), W.rows, W.cols, N, K);
+  threads_internal::SingleThreadedBlas();
+  const bool one_call = InParallelRegion() || NumThreads() == 1;
+  if (T == 1) {
+    const QuantizedInput* xq = QuantizedFor(W, x, 0);
+    if (one_call || N * K < kSplitGemvMacs) return PackedRows(W, x, xq, beta, y, 0, N);
+    ParallelFor(N, kMinBlock,
+                [&](int64_t i0, int64_t i1) { PackedRows(W, x, xq, beta, y + i0, i0, i1); });
     return;
   }
-  Gemm(CblasNoTrans, CblasTrans, T, N, K, Real(1), x, K, W, K, beta, y, N);
+  if (Int8Products(W.type)) {
+    // The rows of x as the integer products see them (each quantized for W's type and read
+    // back): the sgemm then computes what T one-row integer products give, within float32
+    // rounding, as llama.cpp's CPU backend quantizes every row of its products; prefill and
+    // decode agree.
+    thread_local std::vector<float> rounded;
+    thread_local QuantizedInput q;
+    rounded.resize(static_cast<size_t>(T * K));
+    for (int64_t t = 0; t < T; ++t) {
+      QuantizeInput(x + t * K, K, W.type, &q);
+      for (int64_t k = 0; k < K; ++k) rounded[static_cast<size_t>(t * K + k)] = q.Value(k);
+    }
+    x = rounded.data();
+  }
+  const int64_t panel = std::min(N, PackedPanelRows(K));
+  auto rows = [&](int64_t j0, int64_t j1) {
+    thread_local std::vector<float> buffer;
+    for (int64_t p0 = j0; p0 < j1; p0 += panel) {
+      const int64_t n = std::min(panel, j1 - p0);
+      buffer.resize(static_cast<size_t>(n * K));
+      DequantizeRows(W, p0, n, buffer.data());
+      SgemmOneThread(false, true, T, n, K, 1.0f, x, K, buffer.data(), K, beta, y + p0, N);
+    }
+  };
+  if (one_call || T * N * K < kSplitMacs) return rows(0, N);
+  ParallelFor(N, std::max(panel, GemmGrain(N)), rows);
+}
+
+}  // namespace
+
+void SetPackedProducts(PackedProducts p) { PackedProductsSetting() = static_cast<int>(p); }
+PackedProducts ActivePackedProducts() {
+  return static_cast<PackedProducts>(PackedProductsSetting().load());
+}
+
+namespace {
+
+// y (T, N) = x (T, K) W^T + beta y.
+template <typename Real>
+void Linear(const Real* x, WeightArg<Real> W, Real beta, Real* y, int64_t T, int64_t K, int64_t N) {
+  if (W.packed != nullptr) {
+    if constexpr (std::is_same_v<Real, float>) {
+      return PackedLinear(x, *W.packed, beta, y, T, K, N);
+    } else {
+      STRETCH_CHECK(false, "a packed matrix in a {}-byte product", sizeof(Real));
+    }
+  }
+  if (T == 1) {  // gemv for one row
+    Gemv(N, K, W.data, x, beta, y);
+    return;
+  }
+  Gemm(CblasNoTrans, CblasTrans, T, N, K, Real(1), x, K, W.data, K, beta, y, N);
 }
 
 }  // namespace
@@ -332,7 +445,7 @@ void SiluTimesFloat(const float* g, const float* u, float* h, int64_t n) {
 // ---- Linear ----------------------------------------------------------------------------------
 
 template <typename Real>
-void LinearForward(const Real* x, const Real* W, Real* y, int64_t T, int64_t K, int64_t N) {
+void LinearForward(const Real* x, WeightArg<Real> W, Real* y, int64_t T, int64_t K, int64_t N) {
   Linear(x, W, Real(0), y, T, K, N);  // as MatMulRows
 }
 
@@ -348,18 +461,35 @@ void LinearForwardShared(const Real* x, std::span<const LinearOut<Real>> outs, i
   }
   // Rows r0 .. r1 of the outputs stacked: each block is one gemv per output it overlaps. A row's
   // dot product does not depend on the block it falls in, so this equals the products one by one.
+  std::array<const QuantizedInput*, 4> quantized{};
+  if constexpr (std::is_same_v<Real, float>) {
+    STRETCH_CHECK(outs.size() <= quantized.size(), "{} products of one input", outs.size());
+    for (size_t j = 0; j < outs.size(); ++j) {
+      if (outs[j].W.packed != nullptr) {
+        quantized[j] = QuantizedFor(*outs[j].W.packed, x, static_cast<int>(j));
+      }
+    }
+  }
   ParallelFor(rows, kMinBlock, [&](int64_t r0, int64_t r1) {
     int64_t base = 0;
-    for (const LinearOut<Real>& o : outs) {
+    for (size_t j = 0; j < outs.size(); ++j) {
+      const LinearOut<Real>& o = outs[j];
       const int64_t a = std::max(r0, base), b = std::min(r1, base + o.N);
-      if (a < b) BlasGemv(b - a, K, o.W + (a - base) * K, x, Real(0), o.y + (a - base));
+      if (a >= b) {
+      } else if (o.W.packed != nullptr) {
+        if constexpr (std::is_same_v<Real, float>) {
+          PackedRows(*o.W.packed, x, quantized[j], 0.0f, o.y + (a - base), a - base, b - base);
+        }
+      } else {
+        BlasGemv(b - a, K, o.W.data + (a - base) * K, x, Real(0), o.y + (a - base));
+      }
       base += o.N;
     }
   });
 }
 
 template <typename Real>
-void LinearForwardAdd(const Real* x, const Real* W, Real* y, int64_t T, int64_t K, int64_t N) {
+void LinearForwardAdd(const Real* x, WeightArg<Real> W, Real* y, int64_t T, int64_t K, int64_t N) {
   Linear(x, W, Real(1), y, T, K, N);
 }
 
@@ -761,8 +891,9 @@ void HeadScaleBackward(Real* d, const Real* x_in, int64_t T, int H, int D, const
 }
 
 #define STRETCH_OPS_INSTANTIATE(Real)                                                              \
-  template void LinearForward<Real>(const Real*, const Real*, Real*, int64_t, int64_t, int64_t);   \
-  template void LinearForwardAdd<Real>(const Real*, const Real*, Real*, int64_t, int64_t,          \
+  template void LinearForward<Real>(const Real*, WeightArg<Real>, Real*, int64_t, int64_t,         \
+                                    int64_t);                                                      \
+  template void LinearForwardAdd<Real>(const Real*, WeightArg<Real>, Real*, int64_t, int64_t,      \
                                        int64_t);                                                   \
   template void LinearForwardShared<Real>(const Real*, std::span<const LinearOut<Real>>, int64_t,  \
                                           int64_t);                                                \

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <span>
 
+#include "src/kernels/packed.h"
 #include "src/position/rope.h"
 
 namespace stretch {
@@ -71,12 +72,25 @@ TokenLoss CrossEntropyRow(const float* logits, int V, int target);
 // How a backward writes an input's gradient: over what is there, or added to it.
 enum class GradWrite { kOverwrite, kAccumulate };
 
+// How the one-row products (decode) on Q8_0, Q4_K and Q6_K matrices multiply (src/kernels/ops.cc):
+// in floats (src/kernels/packed_dot.cc: the decoded weights times x, equal to the float32 path
+// within float32 rounding; the default) or, with STRETCH_PACKED_DOT=int8 when the process starts,
+// in integers where the CPU has those kernels (src/kernels/packed_int8.h: x quantized to 8 bits
+// once per product, as llama.cpp's CPU backend multiplies; faster for the K-quants, and off by
+// about 0.5% of each product). Products of many rows decode panels and multiply in floats either
+// way, with int8 on the rows of x quantized and read back, so that they compute what the one-row
+// integer products give. Process-wide; the tests and benchmarks that compare the two set it.
+enum class PackedProducts { kInt8WhereAvailable, kFloat };
+void SetPackedProducts(PackedProducts p);
+PackedProducts ActivePackedProducts();
+
 // Linear map without bias: y (T, N) = x (T, K) W^T, W (N, K) row-major (out, in) as MatMulRows.
-// BLAS gemm (gemv for one row): sgemm for float, dgemm for double.
+// BLAS gemm (gemv for one row): sgemm for float, dgemm for double. A packed W (float only): one
+// row streams its blocks (PackedDotRows); more rows decode panels of W that the sgemm multiplies.
 template <typename Real>
-void LinearForward(const Real* x,  // (T, K)
-                   const Real* W,  // (N, K)
-                   Real* y,        // (T, N)
+void LinearForward(const Real* x,      // (T, K)
+                   WeightArg<Real> W,  // (N, K)
+                   Real* y,            // (T, N)
                    int64_t T, int64_t K, int64_t N);
 // Several linear maps of one input: outs[j].y (T, N_j) = x (T, K) outs[j].W^T, each exactly what
 // LinearForward computes. For one row (decode) the matrix-vector products run as one parallel
@@ -84,8 +98,8 @@ void LinearForward(const Real* x,  // (T, K)
 // saves a region's start and end per product; for more rows, one product each.
 template <typename Real>
 struct LinearOut {
-  const Real* W;  // (N, K)
-  Real* y;        // (T, N)
+  WeightRef<Real> W;  // (N, K)
+  Real* y;            // (T, N)
   int64_t N;
 };
 template <typename Real>
@@ -96,9 +110,9 @@ void LinearForwardShared(const Real* x, std::span<const LinearOut<Real>> outs, i
 // (beta = 1), with no (T, N) temporary and no separate pass over y. Its backward is
 // LinearBackward's; y's own gradient passes through unchanged.
 template <typename Real>
-void LinearForwardAdd(const Real* x,  // (T, K)
-                      const Real* W,  // (N, K)
-                      Real* y,        // (T, N), added to
+void LinearForwardAdd(const Real* x,      // (T, K)
+                      WeightArg<Real> W,  // (N, K)
+                      Real* y,            // (T, N), added to
                       int64_t T, int64_t K, int64_t N);
 // forward: y[t][n] = sum_k x[t][k] W[n][k];  so: dx[t][k] (+)= sum_n dy[t][n] W[n][k]  (dx = dy W)
 //                                           and dW[n][k] += sum_t dy[t][n] x[t][k]  (dW += dy^T x)

@@ -67,6 +67,17 @@ ScaleSpots ScalesOf(PackedType t) {
 
 }  // namespace
 
+int64_t FirstNonFiniteScale(PackedType type, const uint8_t* data, int64_t blocks) {
+  const ScaleSpots spots = ScalesOf(type);
+  const int64_t bb = PackedBlockBytes(type);
+  for (int64_t b = 0; b < blocks && spots.count > 0; ++b) {
+    for (int s = 0; s < spots.count; ++s) {
+      if (!std::isfinite(HalfToFloat(LoadU16(data + b * bb + spots.at[s])))) return b;
+    }
+  }
+  return -1;
+}
+
 PackedMatrix MakePackedMatrix(const std::string& name, PackedType type, const uint8_t* data,
                               int64_t bytes, int64_t rows, int64_t cols,
                               std::shared_ptr<const void> owner) {
@@ -81,17 +92,11 @@ PackedMatrix MakePackedMatrix(const std::string& name, PackedType type, const ui
         "tensor {} ({}, shape ({}, {})): {} bytes, expected {} (a truncated or mislabelled tensor)",
         name, PackedTypeName(type), rows, cols, bytes, want);
   }
-  const ScaleSpots spots = ScalesOf(type);
-  const int64_t blocks = rows * (cols / be);
-  for (int64_t b = 0; b < blocks && spots.count > 0; ++b) {
-    const uint8_t* blk = data + b * bb;
-    for (int s = 0; s < spots.count; ++s) {
-      const float v = HalfToFloat(LoadU16(blk + spots.at[s]));
-      if (!std::isfinite(v)) {
-        Fail("tensor {} ({}): block {} (row {}) has a scale of {}; a corrupt block is not computed",
-             name, PackedTypeName(type), b, b / (cols / be), v);
-      }
-    }
+  if (const int64_t b = FirstNonFiniteScale(type, data, rows * (cols / be)); b >= 0) {
+    Fail(
+        "tensor {} ({}): block {} (row {}) has a scale that is NaN or infinite; a corrupt block "
+        "is not computed",
+        name, PackedTypeName(type), b, b / (cols / be));
   }
   PackedMatrix m;
   m.type = type;

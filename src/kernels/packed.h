@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 namespace stretch {
 
@@ -52,6 +53,10 @@ PackedMatrix MakePackedMatrix(const std::string& name, PackedType type, const ui
                               int64_t bytes, int64_t rows, int64_t cols,
                               std::shared_ptr<const void> owner);
 
+// The first of `blocks` blocks at `data` whose scale (d, or Q4_K's dmin) is NaN or infinite, or
+// -1 when there is none (always -1 for the 16-bit floats, which have no scales).
+int64_t FirstNonFiniteScale(PackedType type, const uint8_t* data, int64_t blocks);
+
 // dst (n, cols) = rows r0 .. r0 + n - 1 as float32, the values of src/kernels/blocks.h.
 void DequantizeRows(const PackedMatrix& m, int64_t r0, int64_t n, float* dst);
 
@@ -59,6 +64,20 @@ void DequantizeRows(const PackedMatrix& m, int64_t r0, int64_t n, float* dst);
 // x has W.cols floats.
 void PackedDotRows(const PackedMatrix& W, const float* x, float beta, float* y, int64_t r0,
                    int64_t r1);
+
+// The weight matrix W (N, K) of a linear map (src/kernels/ops.h): Real values, or (float
+// inference only) a packed matrix. A plain pointer converts to it.
+template <typename Real>
+struct WeightRef {
+  WeightRef(const Real* values) : data(values) {}  // NOLINT: a plain matrix is a WeightRef
+  explicit WeightRef(const PackedMatrix* m) : packed(m) {}
+  const Real* data = nullptr;
+  const PackedMatrix* packed = nullptr;  // when set, `data` is unused
+};
+// In a parameter list: a WeightRef that does not take part in deducing Real (the pointer
+// arguments convert to it).
+template <typename Real>
+using WeightArg = std::type_identity_t<WeightRef<Real>>;
 
 // "F16 rows, Highway AVX3 (512-bit)": what runs the one-row products, for `stretch bench`.
 std::string PackedKernelsText();

@@ -40,6 +40,7 @@
 #include "src/kernels/blocks.h"
 #include "src/kernels/half.h"
 #include "src/kernels/packed.h"
+#include "src/kernels/packed_rows.h"
 
 #if HWY_ARCH_X86
 #include <immintrin.h>  // _cvtsh_ss (F16C)
@@ -62,10 +63,9 @@ using DU32 = hn::RebindToUnsigned<DF>;
 constexpr int64_t L = static_cast<int64_t>(hn::MaxLanes(DF()));
 static_assert(16 % L == 0, "a vector must divide Q6_K's 16-value scale groups");
 
-// Rows processed together (GemvRows' four: x is loaded once per four rows, four streams in flight).
-constexpr int kRows = 4;
-// Prefetch distance in rows (GemvRows' eight: two groups of four ahead).
-constexpr int64_t kAheadRows = 8;
+using packed_internal::ForRowGroups;
+using packed_internal::kAheadRows;
+using packed_internal::kRows;
 
 // A block's f16 scale as a float, exact: one vcvtph2ps where the target has F16C (Highway's
 // AVX2 and AVX-512 targets require it), else the scalar decoder.
@@ -432,27 +432,6 @@ void DotRowsHalves(const uint8_t* w, int64_t row_bytes, int64_t cols, const floa
       dot += (kType == HalfType::kF16 ? HalfToFloat(h) : BFloat16ToFloat(h)) * x[j];
     }
     out[i] = dot;
-  }
-}
-
-// Runs rows(std::integral_constant<int, R>, row pointer, out) on groups of kRows rows, then on
-// the rest one at a time, and applies beta.
-template <class Rows>
-void ForRowGroups(const PackedMatrix& W, float beta, float* y, int64_t r0, int64_t r1,
-                  Rows&& rows) {
-  const auto finish = [&](int64_t r, float dot) {
-    float& o = y[r - r0];
-    o = beta == 0.0f ? dot : dot + beta * o;
-  };
-  float dots[kRows];
-  int64_t r = r0;
-  for (; r + kRows <= r1; r += kRows) {
-    rows(std::integral_constant<int, kRows>(), W.Row(r), dots);
-    for (int i = 0; i < kRows; ++i) finish(r + i, dots[i]);
-  }
-  for (; r < r1; ++r) {
-    rows(std::integral_constant<int, 1>(), W.Row(r), dots);
-    finish(r, dots[0]);
   }
 }
 

@@ -95,7 +95,7 @@ void LlamaBlockForward(const LayerWeightsOf<Real>& W, const ModelConfig& c, Real
   {
     Scope s(profile::kInProj);
     const LinearOut<Real> outs[] = {
-        {W.wq.data(), b.q, QW}, {W.wk.data(), b.k, KV}, {W.wv.data(), b.v, KV}};
+        {W.Matrix(W.wq), b.q, QW}, {W.Matrix(W.wk), b.k, KV}, {W.Matrix(W.wv), b.v, KV}};
     LinearForwardShared<Real>(b.a, outs, N, C);
     if (!W.bq.empty()) {
       AddRowBias(b.q, W.bq.data(), N, QW);
@@ -123,14 +123,14 @@ void LlamaBlockForward(const LayerWeightsOf<Real>& W, const ModelConfig& c, Real
     STRETCH_CHECK(b.x1 == nullptr, "post norms are not trained");
     {
       Scope s(profile::kOutProj);
-      LinearForward(att, W.wo.data(), b.f, N, QW, C);
+      LinearForward(att, W.Matrix(W.wo), b.f, N, QW, C);
     }
     Scope s(profile::kNorm);
     RmsNormForward(b.f, W.attn_post_norm.data(), b.f, N, C, eps);
     for (int64_t i = 0; i < NC; ++i) x[i] += b.f[i];
   } else {
     Scope s(profile::kOutProj);  // x += att Wo^T: the residual add inside the product
-    LinearForwardAdd(att, W.wo.data(), x, N, QW, C);
+    LinearForwardAdd(att, W.Matrix(W.wo), x, N, QW, C);
   }
   if (b.x1 != nullptr) std::copy(x, x + NC, b.x1);
   {
@@ -139,7 +139,7 @@ void LlamaBlockForward(const LayerWeightsOf<Real>& W, const ModelConfig& c, Real
   }
   {
     Scope s(profile::kFfnIn);
-    const LinearOut<Real> outs[] = {{W.w1.data(), b.g, F}, {W.w3.data(), b.u, F}};
+    const LinearOut<Real> outs[] = {{W.Matrix(W.w1), b.g, F}, {W.Matrix(W.w3), b.u, F}};
     LinearForwardShared<Real>(b.f, outs, N, C);
   }
   {
@@ -153,7 +153,7 @@ void LlamaBlockForward(const LayerWeightsOf<Real>& W, const ModelConfig& c, Real
   if (c.post_norms) {  // x' = x1 + RMSNorm(h W2^T; ffn_post_norm), f (dead) as scratch
     {
       Scope s(profile::kFfnOut);
-      LinearForward(b.h, W.w2.data(), b.f, N, F, C);
+      LinearForward(b.h, W.Matrix(W.w2), b.f, N, F, C);
     }
     Scope s(profile::kNorm);
     RmsNormForward(b.f, W.ffn_post_norm.data(), b.f, N, C, eps);
@@ -161,7 +161,7 @@ void LlamaBlockForward(const LayerWeightsOf<Real>& W, const ModelConfig& c, Real
     return;
   }
   Scope s(profile::kFfnOut);  // x += h W2^T, the residual add inside the product
-  LinearForwardAdd(b.h, W.w2.data(), x, N, F, C);
+  LinearForwardAdd(b.h, W.Matrix(W.w2), x, N, F, C);
 }
 
 // The GAU (Hua, Dai, Liu, Le 2022, "Transformer Quality in Linear Time", arXiv 2202.10447,

@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "src/core/error.h"
+#include "src/kernels/packed.h"
 
 namespace stretch {
 
@@ -352,7 +354,19 @@ struct LayerWeightsOf {
   std::vector<Real> gau_u, gau_v, gau_z;
   std::vector<Real> gamma_q, beta_q, gamma_k, beta_k;
 
+  // Float inference from a file whose matrices keep their type (src/kernels/packed.h;
+  // LoadGgufModel with WeightStorage::kAsStored): the packed matrices, each with the member it
+  // stands for, whose vector is then empty. Empty otherwise (always in training).
+  std::vector<std::pair<std::vector<Real> LayerWeightsOf::*, PackedMatrix>> packed;
+
   bool Gau() const { return !gau_u.empty(); }
+  // The matrix behind member `v` of this layer, for the products: its packed form or its values.
+  WeightRef<Real> Matrix(const std::vector<Real>& v) const {
+    for (const auto& [member, m] : packed) {
+      if (&(this->*member) == &v) return WeightRef<Real>(&m);
+    }
+    return WeightRef<Real>(v.data());
+  }
 };
 
 template <typename Real>
@@ -361,9 +375,26 @@ struct ModelWeightsOf {
   std::vector<LayerWeightsOf<Real>> layers;  // n_layers
   std::vector<Real> final_norm;              // (C)
   std::vector<Real> classifier;              // (V, C); empty when the config says shared_classifier
+  // Float inference with packed matrices (LayerWeightsOf::packed): the embedding's and the
+  // classifier's, when packed (their vectors are then empty); else empty.
+  PackedMatrix packed_embedding, packed_classifier;
 
   const Real* ClassifierData() const {
     return classifier.empty() ? token_embedding.data() : classifier.data();
+  }
+  // The classifier for the products, packed or not (the embedding's when it is shared).
+  WeightRef<Real> ClassifierMatrix() const {
+    if (!packed_classifier.empty()) return WeightRef<Real>(&packed_classifier);
+    if (classifier.empty() && !packed_embedding.empty()) return WeightRef<Real>(&packed_embedding);
+    return WeightRef<Real>(ClassifierData());
+  }
+  // Whether any matrix is packed: such weights serve inference only (no training, no writing).
+  bool HasPacked() const {
+    if (!packed_embedding.empty() || !packed_classifier.empty()) return true;
+    for (const LayerWeightsOf<Real>& l : layers) {
+      if (!l.packed.empty()) return true;
+    }
+    return false;
   }
 
   // Every tensor with its name and whether weight decay applies (not to norms, to the GAU's
@@ -420,6 +451,12 @@ struct ModelWeightsOf {
 
 using LayerWeights = LayerWeightsOf<float>;
 using ModelWeights = ModelWeightsOf<float>;
+
+// How a loader holds a file's matrices: every one converted to float32 (what training, `stretch
+// convert` and the double references need: the exact path), or, for inference, those whose type
+// the products read as it is (F16, BF16, Q8_0, Q4_K, Q6_K: src/kernels/packed.h) kept in that type
+// where the file maps them; the other tensors are float32 either way.
+enum class WeightStorage { kFloat32, kAsStored };
 
 // Zero-filled weights of the configuration's shapes, as training holds them (KERPLE's a_h, b_h on
 // every layer of a KERPLE model).

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -347,6 +348,57 @@ void SetFamilyTensorValues(ModelWeights& w, const FamilyTensorAt& t, std::vector
     if (t.offset != 0.0f) {
       for (float& v : *members[i]) v += t.offset;
     }
+  }
+}
+
+void SetFamilyTensorPacked(ModelWeights& w, const FamilyTensorAt& t, const PackedMatrix& m,
+                           bool halves) {
+  const int64_t cols = RowLength(t);
+  STRETCH_CHECK(t.spec->Matrix() && m.rows == t.shape[0] && m.cols == cols,
+                "{}: packed ({}, {}), expected ({}, {})", t.name, m.rows, m.cols, t.shape[0], cols);
+  STRETCH_CHECK(t.offset == 0.0f, "{}: a packed matrix with an offset", t.name);
+  const std::vector<FamilyTensorAt::Part> parts = PartsOf(t);
+  PackedMatrix whole = m;
+  const bool permute = halves && std::any_of(parts.begin(), parts.end(),
+                                             [](const auto& p) { return p.rope_heads > 0; });
+  if (permute) {  // rows h D + j D/2 + i (halves) go to h D + 2 i + j (interleaved)
+    const auto bytes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(m.Bytes()));
+    const int64_t rb = m.RowBytes(), D = t.head_dim;
+    int64_t base = 0;
+    for (const FamilyTensorAt::Part& p : parts) {
+      for (int64_t r = 0; r < p.rows; ++r) {
+        int64_t from = r;
+        if (p.rope_heads > 0) {
+          const int64_t h = r / D, in = r % D, i = in / 2, j = in % 2;
+          from = h * D + j * (D / 2) + i;
+        }
+        std::copy_n(m.Row(base + from), rb, bytes->data() + (base + r) * rb);
+      }
+      base += p.rows;
+    }
+    whole.data = bytes->data();
+    whole.owner = bytes;
+  }
+  if (t.spec->global != nullptr) {
+    STRETCH_CHECK(t.spec->global == &ModelWeights::token_embedding ||
+                      t.spec->global == &ModelWeights::classifier,
+                  "{}: no packed form for this global tensor", t.name);
+    (t.spec->global == &ModelWeights::token_embedding ? w.packed_embedding : w.packed_classifier) =
+        whole;
+    (w.*(t.spec->global)).clear();
+    return;
+  }
+  LayerWeights& L = w.layers[static_cast<size_t>(t.layer)];
+  if (!t.spec->Fused()) {
+    L.packed.emplace_back(t.spec->layer, whole);
+    (L.*(t.spec->layer)).clear();
+    return;
+  }
+  int64_t base = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    L.packed.emplace_back(t.spec->parts[i].layer, whole.RowRange(base, parts[i].rows));
+    (L.*(t.spec->parts[i].layer)).clear();
+    base += parts[i].rows;
   }
 }
 

@@ -222,5 +222,12 @@ std::vector<float> FamilyTensorValues(const ModelWeights& w, const FamilyTensorA
 // The inverse: `values` as a file holds them (their count checked) into `w`.
 void SetFamilyTensorValues(ModelWeights& w, const FamilyTensorAt& t, std::vector<float> values,
                            bool halves);
+// The same for a matrix kept in its file's type (src/kernels/packed.h), for float inference:
+// `m` (the tensor's rows as the file holds them, shape checked) becomes the packed form of the
+// tensor's weight, or of each part of a fused tensor (row ranges of it); with `halves`, the rows
+// of q and k are put back in interleaved order in a copy of their bytes (a row is whole blocks,
+// so rows move as they are).
+void SetFamilyTensorPacked(ModelWeights& w, const FamilyTensorAt& t, const PackedMatrix& m,
+                           bool halves);
 
 }  // namespace stretch

@@ -466,7 +466,12 @@ void Transformer::CheckTokens(std::span<const int> tokens, int64_t pos0) const {
 
 void Transformer::Embed(const int* tokens, int64_t T, float* x) const {
   const int C = model_.config.dim;
+  const PackedMatrix& packed = model_.weights.packed_embedding;
   for (int64_t t = 0; t < T; ++t) {
+    if (!packed.empty()) {  // the token's row decoded
+      DequantizeRows(packed, tokens[t], 1, x + t * C);
+      continue;
+    }
     std::memcpy(x + t * C,
                 model_.weights.token_embedding.data() + static_cast<size_t>(tokens[t]) * C,
                 sizeof(float) * C);
@@ -842,7 +847,7 @@ void Transformer::Attend(int l, int64_t T, int64_t pos0, const KvStore& kv) {
 void Transformer::Logits(const float* hidden, int64_t T, float* logits) const {
   const ModelConfig& c = model_.config;
   profile::Scope s(profile::kClassifier);
-  MatMulRows(hidden, model_.weights.ClassifierData(), logits, T, c.dim, c.vocab_size);
+  LinearForward<float>(hidden, model_.weights.ClassifierMatrix(), logits, T, c.dim, c.vocab_size);
   if (const double cap = c.final_softcap; cap > 0.0) {  // Gemma 2: cap tanh(logit / cap)
     const float fc = static_cast<float>(cap), inv = static_cast<float>(1.0 / cap);
     const int64_t n = T * c.vocab_size;

@@ -9,6 +9,7 @@
 // Broken kernels fail here: Q4_K's nibbles swapped in PackedDotRows fails the Q4_K bound; Q6_K's
 // first quarter taking qh's bits 2-3 instead of 0-1 fails both Q6_K tests; Q4_K's two sub-blocks
 // of a byte swapped in DequantizeRows fails the Q4_K equality.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,19 +24,13 @@
 #include "src/core/rng.h"
 #include "src/kernels/blocks.h"
 #include "src/kernels/packed.h"
+#include "tests/testing/packed_bounds.h"
 
 namespace stretch {
 namespace {
 
-uint8_t RandomByte(Rng& rng) { return static_cast<uint8_t>(rng.NextU64() >> 56); }
-
-// A random finite f16 pattern: any sign and fraction, exponent field 0-30 (31 is inf and NaN), so
-// zeros, subnormals and the whole normal range up to 65504.
-uint16_t RandomFiniteHalf(Rng& rng) {
-  const auto bits = static_cast<uint16_t>(rng.NextU64() >> 48);
-  const auto exp = static_cast<uint16_t>(UniformBelow(rng, 31));
-  return static_cast<uint16_t>((bits & 0x83ffu) | (exp << 10));
-}
+using testing::RandomByte;
+using testing::RandomFiniteHalf;
 
 // A random bfloat16 of moderate magnitude (2^-30 .. 2^24, and subnormal floats: exponent field 0),
 // so that products with x and their sums stay far from overflow.
@@ -101,21 +96,7 @@ double SumOfMagnitudes(PackedType type, const uint8_t* row, const std::vector<fl
     for (size_t k = 0; k < x.size(); ++k) s += std::fabs(double{w[k]} * double{x[k]});
     return s;
   }
-  for (int64_t b = 0; b < cols / kQ4_KElems; ++b) {
-    const uint8_t* blk = row + b * kQ4_KBytes;
-    const double d = HalfToFloat(LoadU16(blk)), dmin = HalfToFloat(LoadU16(blk + 2));
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      ScaleMinK4(j, blk + 4, &sc, &m);
-      for (int l = 0; l < 32; ++l) {
-        const uint8_t byte = blk[16 + 32 * (j / 2) + l];
-        const int q = j % 2 == 0 ? byte & 0xF : byte >> 4;
-        const double xk = x[static_cast<size_t>(b * kQ4_KElems + 32 * j + l)];
-        s += std::fabs(d * sc * q * xk) + std::fabs(dmin * m * xk);
-      }
-    }
-  }
-  return s;
+  return testing::Q4KSplitMagnitudes(row, cols, x);
 }
 
 // How far a float32 evaluation of sum_k t_k may land from the exact sum. Each t_k reaches the
@@ -129,9 +110,7 @@ double SumOfMagnitudes(PackedType type, const uint8_t* row, const std::vector<fl
 // it by far: with random signs the dot is about sum_k |t_k| / sqrt(cols), and an error of a whole
 // term's size is 2^24 / cols^1.5 (64 at 4096 columns) times the bound.
 double DotBound(int64_t cols, double magnitudes) {
-  const double u = std::ldexp(1.0, -24);
-  const double m = static_cast<double>(cols + 8);
-  return m * u / (1.0 - m * u) * magnitudes;
+  return testing::GammaBound(static_cast<double>(cols + 8), magnitudes);
 }
 
 std::vector<int64_t> ColsOf(PackedType type) {
@@ -194,34 +173,12 @@ TEST_P(PackedTypes, DotRowsWithinFloatRoundingOfTheDecodedRows) {
       exact[static_cast<size_t>(r)] = s;
       magnitudes[static_cast<size_t>(r)] = SumOfMagnitudes(type, m.Row(r), w, x);
     }
-    struct Range {
-      int64_t r0, r1;
-    };
-    for (const Range range : {Range{0, rows}, Range{1, rows}, Range{2, 3}}) {
-      for (const float beta : {0.0f, 0.75f}) {
-        const auto n = static_cast<size_t>(range.r1 - range.r0);
-        // beta 0: y is not read, so NaN there must not show; else y's values enter scaled.
-        std::vector<float> y(n), y0(n);
-        for (size_t i = 0; i < n; ++i) {
-          const double e = exact[static_cast<size_t>(range.r0) + i];
-          y0[i] = beta == 0.0f ? std::numeric_limits<float>::quiet_NaN()
-                               : static_cast<float>(std::fabs(e) + 1.0) * rng.Uniform();
-          y[i] = y0[i];
-        }
-        PackedDotRows(m, x.data(), beta, y.data(), range.r0, range.r1);
-        for (size_t i = 0; i < n; ++i) {
-          const auto r = static_cast<size_t>(range.r0) + i;
-          const double add = beta == 0.0f ? 0.0 : double{beta} * double{y0[i]};
-          const double want = exact[r] + add;
-          // The sum above, plus beta y's product and the final addition (2 u of their sizes).
-          const double bound = DotBound(cols, magnitudes[r]) +
-                               std::ldexp(2.0, -24) * (std::fabs(exact[r]) + std::fabs(add));
-          EXPECT_LE(std::fabs(double{y[i]} - want), bound)
-              << PackedTypeName(type) << " cols " << cols << " rows [" << range.r0 << ", "
-              << range.r1 << ") row " << r << " beta " << beta << ": " << y[i] << " vs " << want;
-        }
-      }
-    }
+    testing::ExpectRowRanges(
+        exact, [&](size_t r) { return DotBound(cols, magnitudes[r]); },
+        [&](float beta, float* y, int64_t r0, int64_t r1) {
+          PackedDotRows(m, x.data(), beta, y, r0, r1);
+        },
+        rng, fmt::format("{} cols {}", PackedTypeName(type), cols));
   }
 }
 

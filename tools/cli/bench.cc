@@ -50,6 +50,7 @@ struct BenchArgs {
   std::string model;
   std::string child_case;    // internal: run one case and print one JSON line
   CacheTypeArgs cache_type;  // the model cases' KV cache (--cache-type, -ctk, -ctv)
+  std::string weights;       // --weights: how the model cases hold a GGUF file's matrices
   int64_t length = -1;       // -1: not given
   int head_dim = 0;
   std::string method;            // the case's position method ("" = plain causal RoPE)
@@ -197,9 +198,38 @@ class PrefillCase {
   std::vector<float> hidden_, logits_;
 };
 
+// How the model cases hold a GGUF file's matrices (--weights, given to every case's process by
+// RunCase).
+std::string g_weights = "stored";
+
 // The model of the prefill / decode / profile cases: any file stretch reads (a llama2.c
-// checkpoint, GGUF, a Hugging Face folder, a stretch checkpoint), weights in float32.
-Model BenchModel(const std::string& path) { return LoadModelFile(path, ModelFileOptions{}).model; }
+// checkpoint, GGUF, a Hugging Face folder, a stretch checkpoint), a GGUF file's matrices held as
+// --weights says.
+Model BenchModel(const std::string& path) {
+  ModelFileOptions options;
+  options.storage = WeightStorageOf(g_weights);
+  return LoadModelFile(path, options).model;
+}
+
+// Bytes of weights a decode step reads: every matrix once, in the type it is held in (packed or
+// float32), and the norms and other vectors; of the embedding table one row (when the classifier
+// shares it, it is read whole as the classifier).
+double ProductBytes(const Model& m) {
+  const ModelWeights& w = m.weights;
+  double bytes = 0.0;
+  const_cast<ModelWeights&>(w).ForEach([&](const std::string& name, std::vector<float>& v, bool) {
+    if (name != "token_embedding") bytes += 4.0 * static_cast<double>(v.size());
+  });
+  for (const LayerWeights& l : w.layers) {
+    for (const auto& [member, p] : l.packed) bytes += static_cast<double>(p.Bytes());
+  }
+  bytes += static_cast<double>(w.packed_classifier.Bytes());
+  if (w.classifier.empty() && w.packed_classifier.empty()) {  // shared: the embedding, whole
+    bytes += w.packed_embedding.empty() ? 4.0 * static_cast<double>(w.token_embedding.size())
+                                        : static_cast<double>(w.packed_embedding.Bytes());
+  }
+  return bytes;
+}
 
 nlohmann::json CasePrefill(const std::string& path, int64_t L, int repeats,
                            const std::string& method, const std::string& against, KvCacheTypes kv) {
@@ -239,7 +269,9 @@ nlohmann::json CaseDecode(const std::string& path, int64_t depth, int repeats, K
   const std::vector<int> tokens = BenchTokens(depth + steps, m.config.vocab_size);
   std::vector<float> hidden, logits(static_cast<size_t>(m.config.vocab_size));
   std::vector<double> rates;
-  for (int r = 0; r < repeats; ++r) {
+  // One untimed round first: it faults in the pages of a model whose weights stay in the file's
+  // mapping (--weights stored), as llama-bench's warm-up run does.
+  for (int r = -1; r < repeats; ++r) {
     cache.Clear();
     model.Forward(std::span<const int>(tokens).first(static_cast<size_t>(depth)), cache, hidden,
                   Transformer::Rows::kLast);
@@ -249,9 +281,12 @@ nlohmann::json CaseDecode(const std::string& path, int64_t depth, int repeats, K
                     hidden);
       model.Logits(hidden.data(), 1, logits.data());
     }
-    rates.push_back(steps / t.Seconds());
+    if (r >= 0) rates.push_back(steps / t.Seconds());
   }
-  return {{"tokens_per_s", Median(rates)}, {"steps", steps}};
+  return {{"tokens_per_s", Median(rates)},
+          {"steps", steps},
+          {"weight_bytes_per_token", ProductBytes(m)},
+          {"weights", m.weights.HasPacked() ? "as stored" : "float32"}};
 }
 
 // Where prefill (a prompt of L tokens) and decode (64 steps at depth 0 and at depth L) spend their
@@ -411,7 +446,8 @@ std::string ShellQuote(const std::string& s) {
 
 nlohmann::json RunCase(const std::string& args) {
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::string cmd = fmt::format("{} bench {}", ShellQuote(self), args);
+  const std::string cmd =
+      fmt::format("{} bench {} --weights {}", ShellQuote(self), args, ShellQuote(g_weights));
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
   if (!pipe) Fail("bench: cannot run {}", cmd);
   std::string out;
@@ -991,8 +1027,9 @@ void RunParent(const BenchArgs& a) {
                               ShellQuote(a.model), L, a.repeats, threads, cache_flags));
       const double pre_peak =
           PrefillFlops(mc, L) / L * p["tokens_per_s"].get<double>() / 1e9 / peak;
-      const double dec_bw =
-          DecodeBytes(mc, L, kv) * d["tokens_per_s"].get<double>() / 1e9 / triad_gbs;
+      const double dec_bw = (DecodeBytes(mc, L, kv) - 4.0 * ProductWeights(mc) +
+                             d["weight_bytes_per_token"].get<double>()) *
+                            d["tokens_per_s"].get<double>() / 1e9 / triad_gbs;
       p["fraction_of_peak"] = pre_peak;
       d["fraction_of_triad"] = dec_bw;
       fmt::print("{:>7} {:>14.0f} {:>7.0f}% {:>10} {:>16.0f} {:>8.0f}% {:>10}\n", L,
@@ -1065,8 +1102,8 @@ void RegisterBench(CLI::App& app) {
       "Example: stretch bench --model ../shared/models/stories260K/stories260K.bin");
   sub->add_option("--model,-m", args->model,
                   "Model for the prefill/decode cases (optional): any file stretch reads, a "
-                  "llama2.c checkpoint, a GGUF file, a Hugging Face folder or a stretch checkpoint "
-                  "(weights turned into float32 as they load)");
+                  "llama2.c checkpoint, a GGUF file (its matrices held as --weights says), a "
+                  "Hugging Face folder or a stretch checkpoint (float32)");
   sub->add_option("--repeats", args->repeats, "Runs per case (median reported)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -1092,6 +1129,7 @@ void RegisterBench(CLI::App& app) {
       ->check(Whole(0, TrainRunLimits::max_threads));
   sub->add_option("--case", args->child_case, "Internal: run one case in this process")->group("");
   AddCacheTypeOptions(sub, args->cache_type);
+  AddWeightStorageOption(sub, args->weights);
   sub->add_option("--length", args->length,
                   "With --profile: the prompt length and decode depth (default 512); with --case "
                   "decode: the depth decoded from (0: an empty context)")
@@ -1109,6 +1147,7 @@ void RegisterBench(CLI::App& app) {
       ->check(Whole(1, kMaxContext));
   sub->callback([args] {
     if (args->threads > 0) SetNumThreads(args->threads);
+    g_weights = args->weights;
     if (args->child_case.empty()) {
       RunParent(*args);
     } else {

@@ -76,6 +76,23 @@ void AddModelOptions(CLI::App* app, ModelArgs& args, bool tokenizer_needed) {
       ->check(Whole(0, TrainRunLimits::max_threads));
 }
 
+WeightStorage WeightStorageOf(const std::string& weights) {
+  return weights == "stored" ? WeightStorage::kAsStored : WeightStorage::kFloat32;
+}
+
+void AddWeightStorageOption(CLI::App* app, std::string& weights) {
+  weights = "stored";
+  app->add_option("--weights", weights,
+                  "How a GGUF model's weight matrices are held in memory. stored (default): "
+                  "F16, BF16, Q8_0, Q4_K and Q6_K matrices stay as the file stores them, read "
+                  "where the file is mapped, and the products decode them as they go: a run "
+                  "takes about the file's size plus the KV cache. f32: every tensor converted "
+                  "to float32 when the model loads (4 bytes per weight; the exact path that "
+                  "stretch's tests check). Results agree within float32 rounding. Other model "
+                  "formats load as float32 either way")
+      ->check(CLI::IsMember({"stored", "f32"}));
+}
+
 ModelHeader ReadModelHeader(const std::string& model) {
   CheckRegularInputOrDirectory(model, kModelInputKind, "--model");
   std::vector<std::string> notes;
@@ -93,7 +110,8 @@ Loaded LoadModel(const ModelArgs& args, bool tokenizer_needed) {
     CheckRegularInput(args.tokenizer, kTokenizerInputKind, "--tokenizer");
   }
   std::vector<std::string> notes;
-  Loaded loaded = LoadModelFile(args.model, {args.tokenizer, tokenizer_needed}, &notes);
+  Loaded loaded = LoadModelFile(
+      args.model, {args.tokenizer, tokenizer_needed, WeightStorageOf(args.weights)}, &notes);
   for (const std::string& line : notes) fmt::print(stderr, "model: {}\n", line);
   return loaded;
 }

@@ -32,6 +32,8 @@ struct ModelArgs {
   std::string model;
   std::string tokenizer;
   int threads = 0;  // 0: all cores
+  // --weights (AddWeightStorageOption): "stored" or "f32"; commands without the flag load float32.
+  std::string weights = "f32";
 };
 
 // --model, --tokenizer and --threads, with their help text. --model takes a llama2.c .bin file
@@ -40,6 +42,10 @@ struct ModelArgs {
 // complete checkpoint). `tokenizer_needed`: the command needs text (generate) — a llama2.c model
 // without --tokenizer is then an error.
 void AddModelOptions(CLI::App* app, ModelArgs& args, bool tokenizer_needed);
+// --weights stored|f32 for the commands that only run the model (score, generate, tune, bench):
+// how a GGUF file's matrices are held. Sets `weights` to "stored", the default of those commands.
+void AddWeightStorageOption(CLI::App* app, std::string& weights);
+WeightStorage WeightStorageOf(const std::string& weights);
 
 // --cache-type (keys and values alike) and llama.cpp's -ctk / -ctv (each on its own): f32, f16
 // or bf16 (src/model/transformer.h's KvCacheType).

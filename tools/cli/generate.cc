@@ -237,6 +237,7 @@ void RegisterGenerate(CLI::App& app) {
           "Example: stretch generate -m stories260K.bin -t tok512.bin --method nbce --context "
           "long.txt --prompt \"Lily\" -n 50");
   AddModelOptions(sub, args->model, /*tokenizer_needed=*/true);
+  AddWeightStorageOption(sub, args->model.weights);
   AddMethodOptions(sub, args->method, /*several=*/false);
   sub->add_option("--prompt,-p", args->prompt, "Text to continue (default: empty, start from BOS)");
   CLI::Option* n_predict =

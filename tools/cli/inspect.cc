@@ -4,9 +4,11 @@
 
 #include <memory>
 
+#include <algorithm>
 #include <cmath>
 
 #include "src/core/error.h"
+#include "src/core/threads.h"
 #include "src/eval/rotation.h"
 #include "src/eval/score.h"
 #include "src/io/llama2c.h"
@@ -22,6 +24,7 @@ struct InspectArgs {
   int64_t ctx = 0;
   MethodArgs method;
   CacheTypeArgs cache_type;
+  std::string weights;  // --weights: how a GGUF file's matrices would be held
 };
 
 void Row(const std::string& label, const std::string& value) {
@@ -103,7 +106,16 @@ void RunInspect(const InspectArgs& args) {
     Fail("--method {} at --ctx {}: {}", method.spec, ctx, e.what());
   }
   const int64_t params = c.ParameterCount();
-  const int64_t weights = params * static_cast<int64_t>(sizeof(float));
+  // A GGUF file's matrices kept as stored (--weights stored, the run commands' default): the
+  // file's bytes of them, mapped, and each product of many rows decodes a panel of rows into a
+  // float32 buffer per thread (src/kernels/ops.cc: at least 128 rows, about 4 MiB).
+  const bool stored =
+      WeightStorageOf(args.weights) == WeightStorage::kAsStored && !header.stored_types.empty();
+  const int64_t weights =
+      stored ? header.stored_weight_bytes : params * static_cast<int64_t>(sizeof(float));
+  const int64_t widest = std::max<int64_t>({c.dim, c.hidden_dim, c.n_heads * c.head_dim()});
+  const int64_t panels =
+      stored ? NumThreads() * std::max<int64_t>(int64_t{1} << 22, 128 * 4 * widest) : 0;
   const KvCacheTypes kv_types = ResolveCacheTypes(args.cache_type);
   const int64_t kv = KvCache::BytesFor(c, ctx, kv_types);
   // A 16-bit cache also widens one layer's visible keys (each key slot) and values to float32.
@@ -172,7 +184,10 @@ void RunInspect(const InspectArgs& args) {
   }
   fmt::print("\nmemory at context {} ({:.1f}x the trained length):\n", ctx,
              static_cast<double>(ctx) / c.seq_len);
-  Row("weights (float32)", HumanBytes(weights));
+  Row(stored ? fmt::format("weights (as the file stores them: {})", header.stored_types)
+             : std::string("weights (float32)"),
+      HumanBytes(weights));
+  if (stored) Row(fmt::format("decoded panels ({} threads)", NumThreads()), HumanBytes(panels));
   Row(kv_types == KvCacheTypes{}
           ? fmt::format("KV cache ({} positions)", ctx)
           : fmt::format("KV cache ({} positions, keys {}, values {})", ctx,
@@ -181,7 +196,8 @@ void RunInspect(const InspectArgs& args) {
   if (widened > 0) Row("one layer widened to float32 for attention", HumanBytes(widened));
   Row(fmt::format("activations (prefill chunk of {})", chunk), HumanBytes(act));
   Row("scoring buffers (hidden states, logits)", HumanBytes(hidden + logits));
-  Row("total", fmt::format("{}", HumanBytes(weights + kv + widened + act + hidden + logits)));
+  Row("total",
+      fmt::format("{}", HumanBytes(weights + panels + kv + widened + act + hidden + logits)));
   fmt::print(
       "attention never holds a {} x {} score matrix (tiled online softmax): memory is O(ctx).\n",
       ctx, ctx);
@@ -228,6 +244,7 @@ void RegisterInspect(CLI::App& app) {
       ->check(Whole(1, kMaxContext));
   AddMethodOptions(sub, args->method, /*several=*/false);
   AddCacheTypeOptions(sub, args->cache_type);
+  AddWeightStorageOption(sub, args->weights);
   sub->callback([args] { RunInspect(*args); });
 }
 

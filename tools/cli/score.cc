@@ -324,6 +324,7 @@ void RegisterScore(CLI::App& app) {
           "direct,yarn,rerope:window=64 --ctx 128,512,2048\n" +
           ProtocolHelpText());
   AddModelOptions(sub, args->model, /*tokenizer_needed=*/false);
+  AddWeightStorageOption(sub, args->model.weights);
   AddMethodOptions(sub, args->method, /*several=*/true);
   sub->add_option("--data", args->data, "Text file, or a directory of *.txt files, to score");
   sub->add_option("--tokens", args->tokens,

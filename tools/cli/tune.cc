@@ -168,6 +168,7 @@ void RegisterTune(CLI::App& app) {
       "far back each sees, and the recommended --method spec. Use text the model was not "
       "trained on.");
   AddModelOptions(cmd, a->model, /*tokenizer_needed=*/true);
+  AddWeightStorageOption(cmd, a->model.weights);
   cmd->add_option("--data", a->data, "a held-out text sample: a file or a folder of *.txt")
       ->required();
   cmd->add_option("--ctx,-c,--ctx-size", a->ctx,

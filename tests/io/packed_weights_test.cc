@@ -1,0 +1,305 @@
+// GGUF matrices kept in their file's type (WeightStorage::kAsStored, src/kernels/packed.h) give
+// the logits of the same file loaded as float32 (the exact path), for every packed type and for
+// the families whose files hold their matrices differently: LLaMA (as stretch holds them), Qwen 3
+// (q and k rows in rotate-half order, which the loader puts back), Phi-3 (q, k, v fused into one
+// tensor, and gate and up) and Gemma 2 (the classifier is the embedding). Corrupt blocks are
+// refused by tensor name on both paths.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "src/core/error.h"
+#include "src/core/rng.h"
+#include "src/io/gguf.h"
+#include "src/io/gguf_model.h"
+#include "src/kernels/ops.h"
+#include "src/model/family.h"
+#include "src/model/transformer.h"
+#include "tests/testing/files.h"
+#include "tests/testing/logits.h"
+#include "tests/testing/random_model.h"
+
+namespace stretch {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  return (testing::ProgramTempDir("stretch_packed_") / name).string();
+}
+
+// A random model of `family` whose every matrix has rows of whole K-quant blocks (256 values).
+Model FamilyModel(const char* family, uint64_t seed) {
+  ModelConfig c;
+  c.dim = 256;
+  c.hidden_dim = 512;
+  c.n_layers = 2;
+  c.n_heads = 4;  // heads of 64, 2 kv heads
+  c.n_kv_heads = 2;
+  c.vocab_size = 300;
+  c.seq_len = 64;
+  c.norm_eps = 1e-5f;
+  c.family = family;
+  const ModelFamily* f = FindFamilyByGguf(family);
+  EXPECT_NE(f, nullptr) << family;
+  SetFamilyBlock(*f, c);
+  if (f->softcaps) {  // Gemma 2: llama.cpp's files of it hold a tied classifier and local layers
+    c.attn_softcap = 50.0;
+    c.final_softcap = 30.0;
+    c.shared_classifier = true;
+    SetSwaPattern(c, {2, 16, 0.0});
+  }
+  return testing::RandomModel(c, seed);
+}
+
+// The ggml type of a packed type.
+GgmlType GgmlOf(PackedType t) {
+  switch (t) {
+    case PackedType::kF16: return GgmlType::kF16;
+    case PackedType::kBF16: return GgmlType::kBF16;
+    case PackedType::kQ8_0: return GgmlType::kQ8_0;
+    case PackedType::kQ4_K: return GgmlType::kQ4_K;
+    case PackedType::kQ6_K: return GgmlType::kQ6_K;
+  }
+  return GgmlType::kF32;
+}
+
+// `blocks` random K-quant blocks of a matrix with rows of `cols` values: random quants and
+// sub-block scales, d (and Q4_K's dmin) chosen so that the weights have the float model's size
+// (mean 0, rms about 1 / sqrt(cols), as testing::RandomModel's): Q4_K's d sc q has mean
+// 31.5 * 7.5 d and its mins dmin m take off 31.5 dmin, so dmin = 7.5 d, and the rest varies by
+// about 250 d; Q6_K's d sc (q - 32) by about 1330 d (sc an int8, q - 32 in -32..31). stretch
+// writes no K-quants (llama.cpp's llama-quantize does), and random blocks exercise every bit of
+// the decoders as well as quantized weights would.
+std::vector<uint8_t> RandomKBlocks(PackedType t, int64_t blocks, int64_t cols, Rng& rng) {
+  const int64_t bb = PackedBlockBytes(t);
+  const double rms = 1.0 / std::sqrt(static_cast<double>(cols));
+  std::vector<uint8_t> out(static_cast<size_t>(blocks * bb));
+  for (uint8_t& b : out) b = static_cast<uint8_t>(rng.Uniform() * 256.0);
+  for (int64_t b = 0; b < blocks; ++b) {
+    uint8_t* blk = out.data() + b * bb;
+    auto put = [&](int at, double v) {
+      const uint16_t h = FloatToHalf(static_cast<float>(v));
+      std::memcpy(blk + at, &h, 2);
+    };
+    const double jitter = 0.8 + 0.4 * rng.Uniform();
+    if (t == PackedType::kQ4_K) {
+      put(0, jitter * rms / 250);
+      put(2, jitter * 7.5 * rms / 250);
+    } else {
+      put(208, jitter * rms / 1330);
+    }
+  }
+  return out;
+}
+
+// `src` (an F32 GGUF file) written again to `dst` with every matrix whose rows are whole blocks of
+// `type`: the 16-bit floats and Q8_0 encoded from the values, the K-quants random blocks.
+void Requantize(const std::string& src, const std::string& dst, PackedType type, uint64_t seed) {
+  const GgufFile g = GgufFile::Open(src);
+  std::vector<GgufTensorOut> tensors;
+  Rng rng(seed);
+  for (const GgufTensorInfo& t : g.tensors()) {
+    GgufTensorOut o{t.name, t.ne, t.type, {}};
+    const std::span<const uint8_t> bytes = g.TensorData(t);
+    o.data.assign(bytes.begin(), bytes.end());
+    if (t.ne.size() == 2 && t.ne[0] % PackedBlockElems(type) == 0) {
+      o.type = static_cast<uint32_t>(GgmlOf(type));
+      if (type == PackedType::kQ4_K || type == PackedType::kQ6_K) {
+        o.data = RandomKBlocks(type, t.elements / PackedBlockElems(type), t.ne[0], rng);
+      } else {
+        std::vector<float> values(static_cast<size_t>(t.elements));
+        g.ReadFloats(t, values);
+        o.data = EncodeTensor(values, GgmlOf(type));
+      }
+    }
+    tensors.push_back(std::move(o));
+  }
+  WriteGguf(dst, g.metadata(), tensors);
+}
+
+// Logits of every position of `tokens` run at once (prefill) and of the same tokens one at a
+// time through the cache (decode: the one-row products).
+struct Outputs {
+  std::vector<float> prefill, decode;
+};
+Outputs PrefillAndDecode(const Model& m, const std::vector<int>& tokens) {
+  Outputs o;
+  o.prefill = testing::Logits(m, "direct", tokens);
+  Transformer model(m);
+  KvCache cache(m.config, static_cast<int64_t>(tokens.size()));
+  std::vector<float> hidden, row(static_cast<size_t>(m.config.vocab_size));
+  for (const int t : tokens) {
+    model.Forward(std::span<const int>(&t, 1), cache, hidden);
+    model.Logits(hidden.data(), 1, row.data());
+    o.decode.insert(o.decode.end(), row.begin(), row.end());
+  }
+  return o;
+}
+
+// Sets how one-row packed products multiply for a scope (src/kernels/ops.h).
+class ProductsFor {
+ public:
+  explicit ProductsFor(PackedProducts p) : before_(ActivePackedProducts()) { SetPackedProducts(p); }
+  ~ProductsFor() { SetPackedProducts(before_); }
+
+ private:
+  PackedProducts before_;
+};
+
+double MaxAbs(const std::vector<float>& v) {
+  double m = 0;
+  for (const float x : v) m = std::max(m, std::fabs(static_cast<double>(x)));
+  return m;
+}
+
+// The two paths multiply the same float values (the packed decoders equal the float32 loader's,
+// tests/kernels/packed_test.cc) and differ only in the order of each product's sums: in prefill
+// none (these products are one sgemm call of the same shape on the same values either way), in
+// decode the packed kernels' blocks and per-block scales against the float one-row product.
+// Measured here: prefill bit for bit; decode up to 1.4e-5 of the largest logit (Q6_K, whose random
+// int8 sub-block scales make weights and dots large beside their sums), 1e-6 and less for the
+// others. 1e-4 leaves room for other machines' vector widths and stays far below what one
+// changed weight block does (the Perturbed test: 1.7e-3).
+constexpr double kRelativeBudget = 1e-4;
+
+struct Case {
+  const char* family;
+  PackedType type;
+};
+
+class PackedWeights : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PackedWeights, EqualTheFloat32PathInPrefillAndDecode) {
+  const Case k = GetParam();
+  const Model m = FamilyModel(k.family, 7);
+  const std::string f32 = TempPath(std::string(k.family) + ".f32.gguf");
+  const std::string path = TempPath(std::string(k.family) + "." + PackedTypeName(k.type) + ".gguf");
+  SaveGgufModel(m, f32, static_cast<uint32_t>(GgmlType::kF32), nullptr);
+  Requantize(f32, path, k.type, 11);
+  const Model exact = LoadGgufModel(path, WeightStorage::kFloat32);
+  const Model packed = LoadGgufModel(path, WeightStorage::kAsStored);
+  std::remove(f32.c_str());
+  std::remove(path.c_str());
+  ASSERT_FALSE(exact.weights.HasPacked());
+  ASSERT_TRUE(packed.weights.HasPacked());
+  // Every matrix of the layers is packed (their rows are whole blocks), and the embedding.
+  for (const LayerWeights& l : packed.weights.layers) {
+    EXPECT_EQ(l.packed.size(), 7u) << "wq wk wv wo w1 w2 w3";
+    EXPECT_TRUE(l.wq.empty() && l.w2.empty());
+  }
+  EXPECT_FALSE(packed.weights.packed_embedding.empty());
+  EXPECT_TRUE(packed.weights.token_embedding.empty());
+
+  const std::vector<int> tokens = testing::RandomTokens(40, m.config.vocab_size, 3);
+  const Outputs a = PrefillAndDecode(exact, tokens);
+  // Decode in integers (STRETCH_PACKED_DOT=int8: x quantized to 8 bits per product where the CPU
+  // has the kernels). The quantization moves each product by 0.3-0.6% rms of its size
+  // (tests/kernels/packed_int8_test.cc checks the kernels tightly against the quantized x), which
+  // these random models carry to 0.7-4% of their largest logit (measured: Q4_K and Q6_K blocks
+  // 0.7-3.9%, Q8_0 of the sharper float model 1.1-2.4%). So this checks the wiring, that each
+  // product multiplies its own input quantized for its own type: a wrong or stale input moves the
+  // logits by their whole size. The mean per-token loss over these 119 tokens moved by -0.006 to
+  // +0.002 nats with K-quant blocks and by +0.04 to +0.15 with Q8_0 of the sharper model.
+  {
+    const ProductsFor integers(PackedProducts::kInt8WhereAvailable);
+    const Outputs q = PrefillAndDecode(packed, tokens);
+    EXPECT_LT(testing::MaxAbsDiff(a.decode, q.decode), 0.1 * MaxAbs(a.decode))
+        << k.family << " " << PackedTypeName(k.type);
+  }
+  const ProductsFor floats(PackedProducts::kFloat);
+  const Outputs b = PrefillAndDecode(packed, tokens);
+  const double scale = MaxAbs(a.prefill);
+  ASSERT_GT(scale, 0.0);
+  EXPECT_LT(testing::MaxAbsDiff(a.prefill, b.prefill), kRelativeBudget * scale)
+      << k.family << " " << PackedTypeName(k.type) << " prefill, largest logit " << scale;
+  EXPECT_LT(testing::MaxAbsDiff(a.decode, b.decode), kRelativeBudget * scale)
+      << k.family << " " << PackedTypeName(k.type) << " decode, largest logit " << scale;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TypesAndFamilies, PackedWeights,
+    ::testing::Values(Case{"llama", PackedType::kF16}, Case{"llama", PackedType::kBF16},
+                      Case{"llama", PackedType::kQ8_0}, Case{"llama", PackedType::kQ4_K},
+                      Case{"llama", PackedType::kQ6_K}, Case{"qwen3", PackedType::kQ4_K},
+                      Case{"qwen3", PackedType::kQ8_0}, Case{"phi3", PackedType::kQ6_K},
+                      Case{"gemma2", PackedType::kQ4_K}),
+    [](const ::testing::TestParamInfo<Case>& info) {
+      return std::string(info.param.family) + "_" + PackedTypeName(info.param.type);
+    });
+
+// The budget above can fail: one weight block of one matrix changed by a quant step in the file
+// (the packed load of the changed file against the float32 load of the original) moves the
+// logits by far more than it.
+TEST(PackedWeightsPerturbed, OneChangedBlockExceedsTheBudget) {
+  const ProductsFor floats(PackedProducts::kFloat);
+  const Model m = FamilyModel("llama", 7);
+  const std::string f32 = TempPath("perturbed.f32.gguf"), path = TempPath("perturbed.q8.gguf"),
+                    changed = TempPath("perturbed.changed.gguf");
+  SaveGgufModel(m, f32, static_cast<uint32_t>(GgmlType::kF32), nullptr);
+  Requantize(f32, path, PackedType::kQ8_0, 11);
+  {
+    const GgufFile g = GgufFile::Open(path);
+    std::vector<GgufTensorOut> tensors;
+    for (const GgufTensorInfo& t : g.tensors()) {
+      const std::span<const uint8_t> bytes = g.TensorData(t);
+      tensors.push_back({t.name, t.ne, t.type, {bytes.begin(), bytes.end()}});
+      if (t.name == "blk.0.attn_v.weight") tensors.back().data[2] += 9;  // block 0's first quant
+    }
+    WriteGguf(changed, g.metadata(), tensors);
+  }
+  const Model exact = LoadGgufModel(path, WeightStorage::kFloat32);
+  const Model packed = LoadGgufModel(changed, WeightStorage::kAsStored);
+  for (const std::string& p : {f32, path, changed}) std::remove(p.c_str());
+  const std::vector<int> tokens = testing::RandomTokens(40, m.config.vocab_size, 3);
+  const Outputs a = PrefillAndDecode(exact, tokens), b = PrefillAndDecode(packed, tokens);
+  EXPECT_GT(testing::MaxAbsDiff(a.prefill, b.prefill), kRelativeBudget * MaxAbs(a.prefill));
+}
+
+// A block whose scale is NaN or infinite is refused when the model loads, naming the tensor,
+// whether its matrices stay packed or become float32.
+TEST(PackedWeightsCorrupt, ANonFiniteScaleIsRefusedByName) {
+  const Model m = FamilyModel("llama", 7);
+  const std::string f32 = TempPath("corrupt.f32.gguf");
+  SaveGgufModel(m, f32, static_cast<uint32_t>(GgmlType::kF32), nullptr);
+  for (const PackedType type : {PackedType::kQ8_0, PackedType::kQ4_K, PackedType::kQ6_K}) {
+    for (const uint16_t bad : {uint16_t{0x7e00}, uint16_t{0x7c00}, uint16_t{0xfc00}}) {
+      const std::string path = TempPath("corrupt.gguf"), broken = TempPath("corrupt.bad.gguf");
+      Requantize(f32, path, type, 11);
+      {
+        const GgufFile g = GgufFile::Open(path);
+        std::vector<GgufTensorOut> tensors;
+        for (const GgufTensorInfo& t : g.tensors()) {
+          const std::span<const uint8_t> bytes = g.TensorData(t);
+          tensors.push_back({t.name, t.ne, t.type, {bytes.begin(), bytes.end()}});
+          if (t.name == "blk.1.ffn_down.weight") {  // the scale of its third block
+            const int at = 2 * static_cast<int>(PackedBlockBytes(type)) +
+                           (type == PackedType::kQ6_K ? 208 : 0);
+            std::memcpy(tensors.back().data.data() + at, &bad, 2);
+          }
+        }
+        WriteGguf(broken, g.metadata(), tensors);
+      }
+      for (const WeightStorage s : {WeightStorage::kAsStored, WeightStorage::kFloat32}) {
+        try {
+          LoadGgufModel(broken, s);
+          ADD_FAILURE() << PackedTypeName(type) << " scale " << bad << " was accepted";
+        } catch (const Error& e) {
+          const std::string what = e.what();
+          EXPECT_NE(what.find("blk.1.ffn_down.weight"), std::string::npos) << what;
+          EXPECT_NE(what.find("block 2"), std::string::npos) << what;
+          EXPECT_NE(what.find("NaN or infinite"), std::string::npos) << what;
+        }
+      }
+      std::remove(path.c_str());
+      std::remove(broken.c_str());
+    }
+  }
+  std::remove(f32.c_str());
+}
+
+}  // namespace
+}  // namespace stretch
