@@ -145,7 +145,9 @@ bool GgmlTypeReadable(uint32_t type) {
     case GgmlType::kF16:
     case GgmlType::kBF16:
     case GgmlType::kQ8_0:
+    case GgmlType::kQ4_0:
     case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
     case GgmlType::kQ6_K: return true;
     default: return false;
   }
@@ -376,7 +378,7 @@ GgufFile GgufFile::Open(const std::string& path) {
     if (!GgmlBlockLayout(t.type, &be, &bb)) {
       Fail(
           "{}: tensor {}: type {}, which this reader does not know (gguf.md; stretch reads F32, "
-          "F16, BF16, Q8_0, Q4_K, Q6_K)",
+          "F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)",
           path, t.name, t.type);
     }
     if (t.ne[0] % be != 0) {
@@ -534,15 +536,23 @@ void GgufFile::Convert(const GgufTensorInfo& t, std::span<const uint8_t> src, fl
     case GgmlType::kQ8_0:
       check_scales(PackedType::kQ8_0);
       return DequantizeQ8_0(src.data(), dst, n);
+    case GgmlType::kQ4_0:
+      check_scales(PackedType::kQ4_0);
+      return DequantizeQ4_0(src.data(), dst, n);
     case GgmlType::kQ4_K:
       check_scales(PackedType::kQ4_K);
       return DequantizeQ4_K(src.data(), dst, n);
+    case GgmlType::kQ5_K:
+      check_scales(PackedType::kQ5_K);
+      return DequantizeQ5_K(src.data(), dst, n);
     case GgmlType::kQ6_K:
       check_scales(PackedType::kQ6_K);
       return DequantizeQ6_K(src.data(), dst, n);
     default:
-      Fail("{}: tensor {} is {}: stretch reads F32, F16, BF16, Q8_0, Q4_K and Q6_K tensors", path_,
-           t.name, GgmlTypeName(t.type));
+      Fail(
+          "{}: tensor {} is {}: stretch reads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K "
+          "tensors",
+          path_, t.name, GgmlTypeName(t.type));
   }
 }
 

@@ -133,8 +133,8 @@ class GgufFile {
   // The tensor's bytes inside the mapping.
   std::span<const uint8_t> TensorData(const GgufTensorInfo& t) const;
   // Converts the tensor to floats in `out` (t.elements of them): F32 copied, F16 and BF16 widened
-  // exactly, Q8_0, Q4_K and Q6_K dequantized as ggml defines them (src/io/gguf.cc). Throws naming
-  // the tensor for any other type.
+  // exactly, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K dequantized as ggml defines them (src/io/gguf.cc).
+  // Throws naming the tensor for any other type.
   // The tensor's pages are given back to the kernel afterwards (see DropPages in gguf.cc).
   void ReadFloats(const GgufTensorInfo& t, std::span<float> out) const;
   // What keeps the mapping alive (TensorData's bytes stay valid while a copy of it is held).

@@ -451,8 +451,10 @@ Parsed Parse(const GgufFile& g) {
            ShapeText(ggml_order));
     }
     if (!GgmlTypeReadable(t->type)) {
-      Fail("{}: tensor {} is {}: stretch reads F32, F16, BF16, Q8_0, Q4_K and Q6_K tensors", path,
-           name, GgmlTypeName(t->type));
+      Fail(
+          "{}: tensor {} is {}: stretch reads F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K "
+          "tensors",
+          path, name, GgmlTypeName(t->type));
     }
     ++types[GgmlTypeName(t->type)];
   }
@@ -484,7 +486,9 @@ std::optional<PackedType> PackedTypeOf(uint32_t ggml_type) {
     case GgmlType::kF16: return PackedType::kF16;
     case GgmlType::kBF16: return PackedType::kBF16;
     case GgmlType::kQ8_0: return PackedType::kQ8_0;
+    case GgmlType::kQ4_0: return PackedType::kQ4_0;
     case GgmlType::kQ4_K: return PackedType::kQ4_K;
+    case GgmlType::kQ5_K: return PackedType::kQ5_K;
     case GgmlType::kQ6_K: return PackedType::kQ6_K;
     default: return std::nullopt;
   }

@@ -22,7 +22,8 @@
 //   token_embd.weight (V, C); output_norm.weight (C); output.weight (V, C), absent when the
 //   classifier is the embedding; per block N: blk.N.attn_norm.weight, attn_q (C, C), attn_k and
 //   attn_v (KV, C), attn_output (C, C), ffn_norm, ffn_gate (F, C), ffn_down (C, F), ffn_up (F, C).
-//   Each is converted to float32 on load (GgufFile::ReadFloats: F32, F16, BF16, Q8_0, Q4_K, Q6_K).
+//   Each is converted to float32 on load (GgufFile::ReadFloats: F32, F16, BF16, Q8_0, Q4_0, Q4_K,
+//   Q5_K, Q6_K).
 // RoPE layout: llama.cpp's "llama" architecture rotates adjacent pairs (x[2t], x[2t+1]), the
 // layout of Meta's and llama2.c's checkpoints and of stretch; its converter from Hugging Face
 // folders permutes q and k from HF's rotate-half layout into it, so the weights are used as they
@@ -63,8 +64,8 @@ GgufModelHeader ReadGgufModelHeader(const std::string& path);
 GgufModelHeader ReadGgufModelHeader(const GgufFile& file);
 
 // Loads the whole model, every tensor converted to float32; with WeightStorage::kAsStored, the
-// matrices of types the products read (F16, BF16, Q8_0, Q4_K, Q6_K) stay in the file's mapping,
-// each checked (size, finite block scales) and refused by name when corrupt.
+// matrices of types the products read (F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K) stay in the file's
+// mapping, each checked (size, finite block scales) and refused by name when corrupt.
 Model LoadGgufModel(const std::string& path, WeightStorage storage = WeightStorage::kFloat32);
 Model LoadGgufModel(const GgufFile& file, WeightStorage storage = WeightStorage::kFloat32);
 

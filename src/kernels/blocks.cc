@@ -38,6 +38,20 @@ void DequantizeQ8_0(const uint8_t* src, float* dst, int64_t n) {
   }
 }
 
+void DequantizeQ4_0(const uint8_t* src, float* dst, int64_t n) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    // f16 d, uint8 qs[16]: value j < 16 is the low nibble of qs[j], value 16 + j its high nibble,
+    // each less 8, times d
+    const uint8_t* blk = src + b * 18;
+    const float d = HalfToFloat(LoadU16(blk));
+    float* y = dst + b * 32;
+    for (int j = 0; j < 16; ++j) {
+      y[j] = static_cast<float>((blk[2 + j] & 0xF) - 8) * d;
+      y[j + 16] = static_cast<float>((blk[2 + j] >> 4) - 8) * d;
+    }
+  }
+}
+
 void DequantizeQ4_K(const uint8_t* src, float* dst, int64_t n) {
   for (int64_t b = 0; b < n / 256; ++b) {
     // f16 d, f16 dmin, uint8 scales[12], uint8 qs[128]: 144 bytes
@@ -55,6 +69,35 @@ void DequantizeQ4_K(const uint8_t* src, float* dst, int64_t n) {
       const float d2 = d * sc, m2 = dmin * m;
       for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
       for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
+    }
+  }
+}
+
+void DequantizeQ5_K(const uint8_t* src, float* dst, int64_t n) {
+  for (int64_t b = 0; b < n / 256; ++b) {
+    // f16 d, f16 dmin, uint8 scales[12], uint8 qh[32], uint8 qs[128]: 176 bytes. Q4_K's layout with
+    // a fifth bit per value: value l of sub-block j (32 values) has bit j of qh[l] as its bit 4.
+    const uint8_t* blk = src + b * 176;
+    const float d = HalfToFloat(LoadU16(blk));
+    const float dmin = HalfToFloat(LoadU16(blk + 2));
+    const uint8_t* scales = blk + 4;
+    const uint8_t* qh = blk + 16;
+    const uint8_t* q = blk + 48;
+    float* y = dst + b * 256;
+    for (int j = 0; j < 8; j += 2, q += 32) {
+      uint8_t sc, m;
+      ScaleMinK4(j, scales, &sc, &m);
+      const float d1 = d * sc, m1 = dmin * m;
+      ScaleMinK4(j + 1, scales, &sc, &m);
+      const float d2 = d * sc, m2 = dmin * m;
+      for (int l = 0; l < 32; ++l) {
+        const int q1 = (q[l] & 0xF) | (((qh[l] >> j) & 1) << 4);
+        *y++ = d1 * static_cast<float>(q1) - m1;
+      }
+      for (int l = 0; l < 32; ++l) {
+        const int q2 = (q[l] >> 4) | (((qh[l] >> (j + 1)) & 1) << 4);
+        *y++ = d2 * static_cast<float>(q2) - m2;
+      }
     }
   }
 }

@@ -14,7 +14,9 @@ const char* PackedTypeName(PackedType t) {
     case PackedType::kF16: return "F16";
     case PackedType::kBF16: return "BF16";
     case PackedType::kQ8_0: return "Q8_0";
+    case PackedType::kQ4_0: return "Q4_0";
     case PackedType::kQ4_K: return "Q4_K";
+    case PackedType::kQ5_K: return "Q5_K";
     case PackedType::kQ6_K: return "Q6_K";
   }
   return "?";
@@ -25,7 +27,9 @@ int64_t PackedBlockElems(PackedType t) {
     case PackedType::kF16:
     case PackedType::kBF16: return 1;
     case PackedType::kQ8_0: return kQ8_0Elems;
+    case PackedType::kQ4_0: return kQ4_0Elems;
     case PackedType::kQ4_K: return kQ4_KElems;
+    case PackedType::kQ5_K: return kQ5_KElems;
     case PackedType::kQ6_K: return kQ6_KElems;
   }
   return 1;
@@ -36,7 +40,9 @@ int64_t PackedBlockBytes(PackedType t) {
     case PackedType::kF16:
     case PackedType::kBF16: return 2;
     case PackedType::kQ8_0: return kQ8_0Bytes;
+    case PackedType::kQ4_0: return kQ4_0Bytes;
     case PackedType::kQ4_K: return kQ4_KBytes;
+    case PackedType::kQ5_K: return kQ5_KBytes;
     case PackedType::kQ6_K: return kQ6_KBytes;
   }
   return 2;
@@ -59,7 +65,9 @@ struct ScaleSpots {
 ScaleSpots ScalesOf(PackedType t) {
   switch (t) {
     case PackedType::kQ8_0: return {1, {0, 0}};
-    case PackedType::kQ4_K: return {2, {0, 2}};  // d, dmin
+    case PackedType::kQ4_0: return {1, {0, 0}};
+    case PackedType::kQ4_K:
+    case PackedType::kQ5_K: return {2, {0, 2}};  // d, dmin
     case PackedType::kQ6_K: return {1, {208, 0}};
     default: return {};
   }

@@ -1,6 +1,6 @@
 // Weight matrices kept in their file's type (DESIGN.md, "Weights keep their type"; issue 43): a
-// GGUF file's F16, BF16, Q8_0, Q4_K and Q6_K matrices are used where the file's mapping holds
-// them, never expanded whole into float32, and the products read them as they are:
+// GGUF file's F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K matrices are used where the file's
+// mapping holds them, never expanded whole into float32, and the products read them as they are:
 //
 //   - one row (decode): each output row's blocks are decoded in registers and multiplied into the
 //     float32 input as they stream from memory (PackedDotRows), so a token reads the file's bytes
@@ -20,9 +20,10 @@
 
 namespace stretch {
 
-enum class PackedType : uint8_t { kF16, kBF16, kQ8_0, kQ4_K, kQ6_K };
+// (Q4_0 and Q5_K came last: the tests seed their random blocks by the enum's values.)
+enum class PackedType : uint8_t { kF16, kBF16, kQ8_0, kQ4_K, kQ6_K, kQ4_0, kQ5_K };
 
-// "F16", "BF16", "Q8_0", "Q4_K", "Q6_K" (ggml's names).
+// "F16", "BF16", "Q8_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K" (ggml's names).
 const char* PackedTypeName(PackedType t);
 // Values per block (1 for the 16-bit floats) and bytes per block.
 int64_t PackedBlockElems(PackedType t);
@@ -47,14 +48,14 @@ struct PackedMatrix {
 
 // A matrix over `bytes` bytes at `data`. Throws stretch::Error naming `name` when cols is not a
 // multiple of the type's block, when the bytes are not rows * cols of the type (a truncated
-// tensor), or when a block's scale (d, or Q4_K's dmin) is NaN or infinite: a corrupt block is
-// refused when the model loads, never computed.
+// tensor), or when a block's scale (d, or Q4_K's and Q5_K's dmin) is NaN or infinite: a corrupt
+// block is refused when the model loads, never computed.
 PackedMatrix MakePackedMatrix(const std::string& name, PackedType type, const uint8_t* data,
                               int64_t bytes, int64_t rows, int64_t cols,
                               std::shared_ptr<const void> owner);
 
-// The first of `blocks` blocks at `data` whose scale (d, or Q4_K's dmin) is NaN or infinite, or
-// -1 when there is none (always -1 for the 16-bit floats, which have no scales).
+// The first of `blocks` blocks at `data` whose scale (d, or Q4_K's and Q5_K's dmin) is NaN or
+// infinite, or -1 when there is none (always -1 for the 16-bit floats, which have no scales).
 int64_t FirstNonFiniteScale(PackedType type, const uint8_t* data, int64_t blocks);
 
 // dst (n, cols) = rows r0 .. r0 + n - 1 as float32, the values of src/kernels/blocks.h.

@@ -11,12 +11,15 @@
 //                    the matrix in flight), with the block's scales taken out of the inner sums:
 //
 //     Q8_0  W[r] . x = sum_b d_b (q_b . x_b)                              (32 values per d)
+//     Q4_0  W[r] . x = sum_b d_b ((q_b - 8) . x_b)                        (32 values per d)
 //     Q4_K  W[r] . x = sum_b sum_j d_b sc_bj (q_bj . x_bj) - dmin_b m_bj (sum of x_bj)
 //                                                                         (32 values per sc, m)
+//     Q5_K  the same as Q4_K, q_bj 5 bits
 //     Q6_K  W[r] . x = sum_b sum_g (d_b sc_bg) (q_bg . x_bg)              (16 values per sc)
 //
-// so the per-value work is a widening, a conversion and one multiply-add, and Q4_K's sums of x
-// (one per 32 values) are computed once per call for all the rows. The result equals the float
+// so the per-value work is a widening, a conversion and one multiply-add (and the few integer
+// operations that put a quant's bits together), and Q4_K's and Q5_K's sums of x (one per 32
+// values) are computed once per call for all the rows. The result equals the float
 // dot of the dequantized row within float32 rounding of its products and sums
 // (tests/kernels/packed_test.cc derives the bound it checks).
 //
@@ -246,6 +249,96 @@ void DotRowsQ4_K(const uint8_t* w, int64_t row_bytes, int64_t blocks, const floa
   for (int i = 0; i < R; ++i) out[i] = SumLanes(acc[i]);
 }
 
+// ---- Q5_K ----------------------------------------------------------------------------------------
+// block_q5_K: f16 d, f16 dmin, u8 scales[12], u8 qh[32], u8 qs[128]: Q4_K's block with a fifth bit
+// per value. Sub-block j (32 values) is d sc_j q - dmin m_j, q = the nibble of qs as in Q4_K, plus
+// 16 times bit j of qh[l] for its value l (dequantize_row_q5_K). The scales are Q4_K's bytes at
+// the same place (Q4_KScales), the product Q4_K's with the mins taken out the same way.
+
+// The 5-bit quants of sub-blocks 2p (lo) and 2p + 1 (hi), values c .. c + L - 1: q the bytes of
+// qs, h those of qh (both zero-extended to 32 bits).
+HWY_INLINE void Q5_KQuants(hn::Vec<DI32> q, hn::Vec<DI32> h, int p, hn::Vec<DI32>* lo,
+                           hn::Vec<DI32>* hi) {
+  const DI32 di;
+  const auto nib = hn::Set(di, 0xF), bit4 = hn::Set(di, 16);
+  const auto hp = hn::ShiftRightSame(h, 2 * p);  // bit 2p at bit 0, bit 2p + 1 at bit 1
+  *lo = hn::Or(hn::And(q, nib), hn::And(hn::ShiftLeft<4>(hp), bit4));
+  *hi = hn::Or(hn::ShiftRight<4>(q), hn::And(hn::ShiftLeft<3>(hp), bit4));
+}
+
+void DequantizeRowQ5_K(const uint8_t* src, float* dst, int64_t cols) {
+  const DF df;
+  const DI32 di;
+  for (int64_t b = 0; b < cols / kQ5_KElems; ++b) {
+    const uint8_t* blk = src + b * kQ5_KBytes;
+    const uint8_t* qh = blk + 16;
+    const uint8_t* qs = blk + 48;
+    float* y = dst + b * kQ5_KElems;
+    HWY_ALIGN float s[16];
+    Q4_KScales(blk, s);
+    for (int p = 0; p < 4; ++p) {
+      const auto d1 = hn::Set(df, s[2 * p]), m1 = hn::Set(df, s[8 + 2 * p]);
+      const auto d2 = hn::Set(df, s[2 * p + 1]), m2 = hn::Set(df, s[9 + 2 * p]);
+      for (int64_t c = 0; c < 32; c += L) {
+        hn::Vec<DI32> lo, hi;
+        Q5_KQuants(hn::PromoteTo(di, hn::LoadU(DU8(), qs + 32 * p + c)),
+                   hn::PromoteTo(di, hn::LoadU(DU8(), qh + c)), p, &lo, &hi);
+        // d1 * q - m1 rounds once, fused or not: d1 * q is exact (17 + 5 significant bits).
+        hn::StoreU(hn::MulSub(d1, hn::ConvertTo(df, lo), m1), df, y + 64 * p + c);
+        hn::StoreU(hn::MulSub(d2, hn::ConvertTo(df, hi), m2), df, y + 64 * p + 32 + c);
+      }
+    }
+  }
+}
+
+// out[i] = row i . x for R rows at w, w + row_bytes, ...: as DotRowsQ4_K, xs from Q4_KNegSums
+// (the sub-blocks are Q4_K's).
+template <int R>
+void DotRowsQ5_K(const uint8_t* w, int64_t row_bytes, int64_t blocks, const float* x,
+                 const float* xs, uintptr_t ahead, float* out) {
+  const DF df;
+  const DI32 di;
+  hn::Vec<DF> acc[R];
+  for (int i = 0; i < R; ++i) acc[i] = hn::Zero(df);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* xb = x + b * kQ5_KElems;
+    const uint8_t* blk[R];
+    HWY_ALIGN float s[R][16];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      blk[i] = w + i * row_bytes + b * kQ5_KBytes;
+      // 176 bytes: 3 lines from each block's start, and the next block's first line has the rest
+      PrefetchAhead(blk[i], ahead, 3);
+      Q4_KScales(blk[i], s[i]);
+      for (int64_t k = 0; k < 16; k += L) {
+        acc[i] = hn::MulAdd(hn::Load(df, s[i] + k), hn::LoadU(df, xs + 16 * b + k), acc[i]);
+      }
+    }
+    for (int p = 0; p < 4; ++p) {  // sub-blocks 2p (low nibbles) and 2p + 1 (high nibbles)
+      hn::Vec<DF> lo[R], hi[R];    // q . x over each sub-block
+      for (int64_t c = 0; c < 32; c += L) {
+        const auto x1 = hn::LoadU(df, xb + 64 * p + c);
+        const auto x2 = hn::LoadU(df, xb + 64 * p + 32 + c);
+#pragma GCC unroll 4
+        for (int i = 0; i < R; ++i) {
+          hn::Vec<DI32> q1, q2;
+          Q5_KQuants(hn::PromoteTo(di, hn::LoadU(DU8(), blk[i] + 48 + 32 * p + c)),
+                     hn::PromoteTo(di, hn::LoadU(DU8(), blk[i] + 16 + c)), p, &q1, &q2);
+          const auto f1 = hn::ConvertTo(df, q1), f2 = hn::ConvertTo(df, q2);
+          lo[i] = c == 0 ? hn::Mul(f1, x1) : hn::MulAdd(f1, x1, lo[i]);
+          hi[i] = c == 0 ? hn::Mul(f2, x2) : hn::MulAdd(f2, x2, hi[i]);
+        }
+      }
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
+        acc[i] = hn::MulAdd(hn::Set(df, s[i][2 * p]), lo[i], acc[i]);
+        acc[i] = hn::MulAdd(hn::Set(df, s[i][2 * p + 1]), hi[i], acc[i]);
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i) out[i] = SumLanes(acc[i]);
+}
+
 // ---- Q6_K ----------------------------------------------------------------------------------------
 // block_q6_K: u8 ql[128], u8 qh[64], i8 scales[16], f16 d. Value v of the block is
 // d sc[v / 16] (q_v - 32), q_v 6 bits: in each half (128 values, ql + 64 h, qh + 32 h), for
@@ -387,6 +480,67 @@ void DotRowsQ8_0(const uint8_t* w, int64_t row_bytes, int64_t blocks, const floa
   for (int i = 0; i < R; ++i) out[i] = SumLanes(acc[i]);
 }
 
+// ---- Q4_0 ----------------------------------------------------------------------------------------
+// block_q4_0: f16 d, u8 qs[16]; value j < 16 is d (low nibble of qs[j] - 8), value 16 + j
+// d (high nibble - 8) (dequantize_row_q4_0). The 8 is taken off in integers, so the product is
+// Q8_0's: W[r] . x = sum_b d_b ((q_b - 8) . x_b).
+
+// The quants less 8 of values c .. c + L - 1 (lo) and 16 + c .. 16 + c + L - 1 (hi) of a block.
+HWY_INLINE void Q4_0Quants(const uint8_t* blk, int64_t c, hn::Vec<DF>* lo, hn::Vec<DF>* hi) {
+  const DF df;
+  const DI32 di;
+  const auto q = hn::PromoteTo(di, hn::LoadU(DU8(), blk + 2 + c));
+  const auto eight = hn::Set(di, 8);
+  *lo = hn::ConvertTo(df, hn::Sub(hn::And(q, hn::Set(di, 0xF)), eight));
+  *hi = hn::ConvertTo(df, hn::Sub(hn::ShiftRight<4>(q), eight));
+}
+
+void DequantizeRowQ4_0(const uint8_t* src, float* dst, int64_t cols) {
+  const DF df;
+  for (int64_t b = 0; b < cols / kQ4_0Elems; ++b) {
+    const uint8_t* blk = src + b * kQ4_0Bytes;
+    const auto d = hn::Set(df, ScaleF16(blk));
+    for (int64_t c = 0; c < 16; c += L) {
+      hn::Vec<DF> lo, hi;
+      Q4_0Quants(blk, c, &lo, &hi);
+      hn::StoreU(hn::Mul(lo, d), df, dst + b * kQ4_0Elems + c);
+      hn::StoreU(hn::Mul(hi, d), df, dst + b * kQ4_0Elems + 16 + c);
+    }
+  }
+}
+
+template <int R>
+void DotRowsQ4_0(const uint8_t* w, int64_t row_bytes, int64_t blocks, const float* x,
+                 uintptr_t ahead, float* out) {
+  const DF df;
+  hn::Vec<DF> acc[R];
+  for (int i = 0; i < R; ++i) acc[i] = hn::Zero(df);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* xb = x + b * kQ4_0Elems;
+    const uint8_t* blk[R];
+    hn::Vec<DF> t[R];  // (q - 8) . x over the block
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+      blk[i] = w + i * row_bytes + b * kQ4_0Bytes;
+      // 18-byte blocks: one line each, consecutive blocks cover every line
+      PrefetchAhead(blk[i], ahead, 1);
+    }
+    for (int64_t c = 0; c < 16; c += L) {
+      const auto x1 = hn::LoadU(df, xb + c), x2 = hn::LoadU(df, xb + 16 + c);
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
+        hn::Vec<DF> lo, hi;
+        Q4_0Quants(blk[i], c, &lo, &hi);
+        t[i] = c == 0 ? hn::Mul(lo, x1) : hn::MulAdd(lo, x1, t[i]);
+        t[i] = hn::MulAdd(hi, x2, t[i]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) acc[i] = hn::MulAdd(hn::Set(df, ScaleF16(blk[i])), t[i], acc[i]);
+  }
+  for (int i = 0; i < R; ++i) out[i] = SumLanes(acc[i]);
+}
+
 // ---- F16, BF16 ------------------------------------------------------------------------------------
 // Widened exactly (half.h); any number of columns: 32 values (one 64-byte line) a step, then
 // whole vectors, then the last cols % L in scalar.
@@ -452,6 +606,8 @@ void DequantizeRows(const PackedMatrix& m, int64_t r0, int64_t n, float* dst) {
       case PackedType::kQ8_0: DequantizeRowQ8_0(src, out, C); break;
       case PackedType::kQ4_K: DequantizeRowQ4_K(src, out, C); break;
       case PackedType::kQ6_K: DequantizeRowQ6_K(src, out, C); break;
+      case PackedType::kQ4_0: DequantizeRowQ4_0(src, out, C); break;
+      case PackedType::kQ5_K: DequantizeRowQ5_K(src, out, C); break;
     }
   }
 }
@@ -491,6 +647,20 @@ void PackedDotRows(const PackedMatrix& W, const float* x, float beta, float* y, 
         DotRowsQ6_K<decltype(rows)::value>(w, rb, blocks, x, ahead, out);
       });
       break;
+    case PackedType::kQ4_0:
+      ForRowGroups(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
+        DotRowsQ4_0<decltype(rows)::value>(w, rb, blocks, x, ahead, out);
+      });
+      break;
+    case PackedType::kQ5_K: {
+      thread_local std::vector<float> xs;
+      xs.resize(static_cast<size_t>(16 * blocks));
+      Q4_KNegSums(x, blocks, xs.data());
+      ForRowGroups(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
+        DotRowsQ5_K<decltype(rows)::value>(w, rb, blocks, x, xs.data(), ahead, out);
+      });
+      break;
+    }
   }
 }
 

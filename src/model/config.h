@@ -454,8 +454,8 @@ using ModelWeights = ModelWeightsOf<float>;
 
 // How a loader holds a file's matrices: every one converted to float32 (what training, `stretch
 // convert` and the double references need: the exact path), or, for inference, those whose type
-// the products read as it is (F16, BF16, Q8_0, Q4_K, Q6_K: src/kernels/packed.h) kept in that type
-// where the file maps them; the other tensors are float32 either way.
+// the products read as it is (F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K: src/kernels/packed.h) kept
+// in that type where the file maps them; the other tensors are float32 either way.
 enum class WeightStorage { kFloat32, kAsStored };
 
 // Zero-filled weights of the configuration's shapes, as training holds them (KERPLE's a_h, b_h on

@@ -342,6 +342,68 @@ TEST(Gguf, Q4_KBlocksMatchTheirDefinition) {
   }
 }
 
+// Q4_0 (block_q4_0): f16 d, 16 bytes of nibbles; value j < 16 = d * (low nibble of byte j - 8),
+// value 16 + j = d * (its high nibble - 8). The products are exact in float (4-bit q - 8, 11-bit
+// d), so they are compared with ==.
+TEST(Gguf, Q4_0BlocksMatchTheirDefinition) {
+  std::mt19937 rng(4);
+  for (int trial = 0; trial < 50; ++trial) {
+    Bytes blk(18);
+    const uint16_t dh =
+        FloatToHalf(0.01f * static_cast<float>(1 + rng() % 100) * (trial % 2 == 0 ? 1.0f : -1.0f));
+    std::memcpy(blk.data(), &dh, 2);
+    int q[32];
+    for (int j = 0; j < 16; ++j) {
+      q[j] = static_cast<int>(rng() % 16);
+      q[16 + j] = static_cast<int>(rng() % 16);
+      blk[2 + static_cast<size_t>(j)] = static_cast<uint8_t>(q[j] | q[16 + j] << 4);
+    }
+    std::vector<float> y(32);
+    DequantizeQ4_0(blk.data(), y.data(), 32);
+    const double D = HalfToFloat(dh);
+    for (int k = 0; k < 32; ++k) {
+      ASSERT_EQ(y[static_cast<size_t>(k)], D * (q[k] - 8)) << "trial " << trial << " k " << k;
+    }
+  }
+}
+
+// Q5_K (block_q5_K): f16 d, f16 dmin, Q4_K's 12 bytes of scales and mins, qh[32], qs[128]. Value k
+// of sub-block s = k / 32 (l = k % 32) is d * scale_s * q - dmin * min_s, q 5 bits: its low 4 bits
+// the nibble of qs[32 (s / 2) + l] (low for even s, high for odd), its bit 4 bit s of qh[l].
+TEST(Gguf, Q5_KBlocksMatchTheirDefinition) {
+  std::mt19937 rng(6);
+  for (int trial = 0; trial < 50; ++trial) {
+    Bytes blk(176, 0);
+    const float d = 0.01f * static_cast<float>(1 + rng() % 100),
+                dmin = 0.003f * static_cast<float>(rng() % 100);
+    const uint16_t dh = FloatToHalf(d), mh = FloatToHalf(dmin);
+    std::memcpy(blk.data(), &dh, 2);
+    std::memcpy(blk.data() + 2, &mh, 2);
+    int sc[8], mn[8];
+    for (int s = 0; s < 8; ++s)
+      sc[s] = static_cast<int>(rng() % 64), mn[s] = static_cast<int>(rng() % 64);
+    PackScalesMins(sc, mn, blk.data() + 4);
+    int q[256];
+    for (int k = 0; k < 256; ++k) {
+      q[k] = static_cast<int>(rng() % 32);
+      const int s = k / 32, l = k % 32;
+      blk[48 + static_cast<size_t>(32 * (s / 2) + l)] |=
+          static_cast<uint8_t>((q[k] & 15) << (s % 2 == 0 ? 0 : 4));
+      blk[16 + static_cast<size_t>(l)] |= static_cast<uint8_t>((q[k] >> 4) << s);
+    }
+    std::vector<float> y(256);
+    DequantizeQ5_K(blk.data(), y.data(), 256);
+    const double D = HalfToFloat(dh), M = HalfToFloat(mh);
+    for (int k = 0; k < 256; ++k) {
+      const int s = k / 32;
+      const double want = D * sc[s] * q[k] - M * mn[s];
+      // As Q4_K: two float roundings (d * sc and dmin * m) and one of the result.
+      const double tol = 4e-7 * (std::fabs(D * sc[s] * q[k]) + std::fabs(M * mn[s])) + 1e-30;
+      ASSERT_NEAR(y[static_cast<size_t>(k)], want, tol) << "trial " << trial << " k " << k;
+    }
+  }
+}
+
 // Q6_K (block_q6_K): ql[128] low 4 bits, qh[64] high 2 bits, int8 scales[16] (one per 16
 // values), f16 d; value = d * scale * (q - 32) with q 6 bits. For value k: half h = k / 128,
 // r = k % 128, quarter c = r / 32, l = r % 32: the low nibble is ql[64 h + l + 32 (c & 1)], low

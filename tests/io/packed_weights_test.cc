@@ -61,20 +61,29 @@ GgmlType GgmlOf(PackedType t) {
     case PackedType::kF16: return GgmlType::kF16;
     case PackedType::kBF16: return GgmlType::kBF16;
     case PackedType::kQ8_0: return GgmlType::kQ8_0;
+    case PackedType::kQ4_0: return GgmlType::kQ4_0;
     case PackedType::kQ4_K: return GgmlType::kQ4_K;
+    case PackedType::kQ5_K: return GgmlType::kQ5_K;
     case PackedType::kQ6_K: return GgmlType::kQ6_K;
   }
   return GgmlType::kF32;
 }
 
-// `blocks` random K-quant blocks of a matrix with rows of `cols` values: random quants and
-// sub-block scales, d (and Q4_K's dmin) chosen so that the weights have the float model's size
-// (mean 0, rms about 1 / sqrt(cols), as testing::RandomModel's): Q4_K's d sc q has mean
-// 31.5 * 7.5 d and its mins dmin m take off 31.5 dmin, so dmin = 7.5 d, and the rest varies by
-// about 250 d; Q6_K's d sc (q - 32) by about 1330 d (sc an int8, q - 32 in -32..31). stretch
-// writes no K-quants (llama.cpp's llama-quantize does), and random blocks exercise every bit of
-// the decoders as well as quantized weights would.
-std::vector<uint8_t> RandomKBlocks(PackedType t, int64_t blocks, int64_t cols, Rng& rng) {
+// `blocks` random blocks of Q4_0 or a K-quant for a matrix with rows of `cols` values: random
+// quants and sub-block scales, d (and Q4_K's and Q5_K's dmin) chosen so that the weights have the
+// float model's size (mean 0, rms about 1 / sqrt(cols), as testing::RandomModel's), with sc and m
+// uniform in 0..63 (mean 31.5, mean square 1333.5, variance 341.25):
+//   - Q4_K: d sc q (q uniform in 0..15: mean 7.5, mean square 77.5) has mean 31.5 * 7.5 d and the
+//     mins dmin m take off 31.5 dmin, so dmin = 7.5 d; the rest varies by sqrt(1333.5 * 77.5 -
+//     236.25^2 + 7.5^2 * 341.25) d, about 258 d (250 below);
+//   - Q5_K: q uniform in 0..31 (mean 15.5, mean square 325.5), so dmin = 15.5 d and the rms is
+//     sqrt(1333.5 * 325.5 - 488.25^2 + 15.5^2 * 341.25) d, about 527 d;
+//   - Q6_K: d sc (q - 32) varies by about 1330 d (sc an int8, q - 32 in -32..31);
+//   - Q4_0: d (q - 8), q uniform in 0..15: mean -0.5 d (no mins to take it off; small beside the
+//     rms), mean square 77.5 - 16 * 7.5 + 64 = 21.5, so an rms of sqrt(21.5) d, about 4.64 d.
+// stretch writes none of these (llama.cpp's llama-quantize does), and random blocks exercise every
+// bit of the decoders as well as quantized weights would.
+std::vector<uint8_t> RandomBlocks(PackedType t, int64_t blocks, int64_t cols, Rng& rng) {
   const int64_t bb = PackedBlockBytes(t);
   const double rms = 1.0 / std::sqrt(static_cast<double>(cols));
   std::vector<uint8_t> out(static_cast<size_t>(blocks * bb));
@@ -86,18 +95,25 @@ std::vector<uint8_t> RandomKBlocks(PackedType t, int64_t blocks, int64_t cols, R
       std::memcpy(blk + at, &h, 2);
     };
     const double jitter = 0.8 + 0.4 * rng.Uniform();
-    if (t == PackedType::kQ4_K) {
-      put(0, jitter * rms / 250);
-      put(2, jitter * 7.5 * rms / 250);
-    } else {
-      put(208, jitter * rms / 1330);
+    switch (t) {
+      case PackedType::kQ4_K:
+        put(0, jitter * rms / 250);
+        put(2, jitter * 7.5 * rms / 250);
+        break;
+      case PackedType::kQ5_K:
+        put(0, jitter * rms / 527);
+        put(2, jitter * 15.5 * rms / 527);
+        break;
+      case PackedType::kQ6_K: put(208, jitter * rms / 1330); break;
+      case PackedType::kQ4_0: put(0, jitter * rms / 4.64); break;
+      default: ADD_FAILURE() << "no random blocks of " << PackedTypeName(t);
     }
   }
   return out;
 }
 
 // `src` (an F32 GGUF file) written again to `dst` with every matrix whose rows are whole blocks of
-// `type`: the 16-bit floats and Q8_0 encoded from the values, the K-quants random blocks.
+// `type`: the 16-bit floats and Q8_0 encoded from the values, Q4_0 and the K-quants random blocks.
 void Requantize(const std::string& src, const std::string& dst, PackedType type, uint64_t seed) {
   const GgufFile g = GgufFile::Open(src);
   std::vector<GgufTensorOut> tensors;
@@ -108,8 +124,9 @@ void Requantize(const std::string& src, const std::string& dst, PackedType type,
     o.data.assign(bytes.begin(), bytes.end());
     if (t.ne.size() == 2 && t.ne[0] % PackedBlockElems(type) == 0) {
       o.type = static_cast<uint32_t>(GgmlOf(type));
-      if (type == PackedType::kQ4_K || type == PackedType::kQ6_K) {
-        o.data = RandomKBlocks(type, t.elements / PackedBlockElems(type), t.ne[0], rng);
+      if (type == PackedType::kQ4_0 || type == PackedType::kQ4_K || type == PackedType::kQ5_K ||
+          type == PackedType::kQ6_K) {
+        o.data = RandomBlocks(type, t.elements / PackedBlockElems(type), t.ne[0], rng);
       } else {
         std::vector<float> values(static_cast<size_t>(t.elements));
         g.ReadFloats(t, values);
@@ -224,7 +241,8 @@ INSTANTIATE_TEST_SUITE_P(
     TypesAndFamilies, PackedWeights,
     ::testing::Values(Case{"llama", PackedType::kF16}, Case{"llama", PackedType::kBF16},
                       Case{"llama", PackedType::kQ8_0}, Case{"llama", PackedType::kQ4_K},
-                      Case{"llama", PackedType::kQ6_K}, Case{"qwen3", PackedType::kQ4_K},
+                      Case{"llama", PackedType::kQ6_K}, Case{"llama", PackedType::kQ4_0},
+                      Case{"llama", PackedType::kQ5_K}, Case{"qwen3", PackedType::kQ4_K},
                       Case{"qwen3", PackedType::kQ8_0}, Case{"phi3", PackedType::kQ6_K},
                       Case{"gemma2", PackedType::kQ4_K}),
     [](const ::testing::TestParamInfo<Case>& info) {
@@ -265,7 +283,8 @@ TEST(PackedWeightsCorrupt, ANonFiniteScaleIsRefusedByName) {
   const Model m = FamilyModel("llama", 7);
   const std::string f32 = TempPath("corrupt.f32.gguf");
   SaveGgufModel(m, f32, static_cast<uint32_t>(GgmlType::kF32), nullptr);
-  for (const PackedType type : {PackedType::kQ8_0, PackedType::kQ4_K, PackedType::kQ6_K}) {
+  for (const PackedType type : {PackedType::kQ8_0, PackedType::kQ4_0, PackedType::kQ4_K,
+                                PackedType::kQ5_K, PackedType::kQ6_K}) {
     for (const uint16_t bad : {uint16_t{0x7e00}, uint16_t{0x7c00}, uint16_t{0xfc00}}) {
       const std::string path = TempPath("corrupt.gguf"), broken = TempPath("corrupt.bad.gguf");
       Requantize(f32, path, type, 11);

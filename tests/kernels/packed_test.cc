@@ -8,7 +8,12 @@
 //   - MakePackedMatrix refuses NaN and infinite scales, wrong byte counts and partial blocks.
 // Broken kernels fail here: Q4_K's nibbles swapped in PackedDotRows fails the Q4_K bound; Q6_K's
 // first quarter taking qh's bits 2-3 instead of 0-1 fails both Q6_K tests; Q4_K's two sub-blocks
-// of a byte swapped in DequantizeRows fails the Q4_K equality.
+// of a byte swapped in DequantizeRows fails the Q4_K equality. Q4_0 and Q5_K (each tried): the
+// scalar decoders' Q4_0 low nibbles less 7, or Q5_K's even sub-blocks taking the odd one's qh bit,
+// fail both tests of the type; DequantizeRows' Q4_0 high half stored from the low nibbles, or
+// Q5_K's odd sub-blocks less m1 + m2, fail the equality; PackedDotRows' Q4_0 high nibbles against
+// the low half of x, or Q5_K's qh read one byte on, fail the bound; Q4_0's d or Q5_K's dmin left
+// out of the scale check fails RefusesNonFiniteScales.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -55,7 +60,9 @@ std::vector<uint8_t> RandomRows(PackedType type, int64_t rows, int64_t cols, Rng
       case PackedType::kF16: PutU16(blk, RandomFiniteHalf(rng)); break;
       case PackedType::kBF16: PutU16(blk, RandomBFloat16(rng)); break;
       case PackedType::kQ8_0: PutU16(blk, RandomFiniteHalf(rng)); break;
+      case PackedType::kQ4_0: PutU16(blk, RandomFiniteHalf(rng)); break;
       case PackedType::kQ4_K:
+      case PackedType::kQ5_K:
         PutU16(blk, RandomFiniteHalf(rng));      // d
         PutU16(blk + 2, RandomFiniteHalf(rng));  // dmin
         break;
@@ -79,24 +86,25 @@ std::vector<float> ScalarRow(PackedType type, const uint8_t* row, int64_t cols) 
       }
       break;
     case PackedType::kQ8_0: DequantizeQ8_0(row, out.data(), cols); break;
+    case PackedType::kQ4_0: DequantizeQ4_0(row, out.data(), cols); break;
     case PackedType::kQ4_K: DequantizeQ4_K(row, out.data(), cols); break;
+    case PackedType::kQ5_K: DequantizeQ5_K(row, out.data(), cols); break;
     case PackedType::kQ6_K: DequantizeQ6_K(row, out.data(), cols); break;
   }
   return out;
 }
 
 // sum_k of the magnitudes that the product's float operations see for value k: |w_k x_k|, except
-// for Q4_K, whose kernel sums d sc_j q_k x_k and dmin m_j x_k separately (packed_dot.cc), so
-// |d sc_j q_k x_k| + |dmin m_j x_k| (which can exceed |w_k x_k| when the two nearly cancel).
+// for Q4_K and Q5_K, whose kernels sum d sc_j q_k x_k and dmin m_j x_k separately (packed_dot.cc),
+// so |d sc_j q_k x_k| + |dmin m_j x_k| (which can exceed |w_k x_k| when the two nearly cancel).
 double SumOfMagnitudes(PackedType type, const uint8_t* row, const std::vector<float>& w,
                        const std::vector<float>& x) {
   double s = 0.0;
   const auto cols = static_cast<int64_t>(x.size());
-  if (type != PackedType::kQ4_K) {
-    for (size_t k = 0; k < x.size(); ++k) s += std::fabs(double{w[k]} * double{x[k]});
-    return s;
-  }
-  return testing::Q4KSplitMagnitudes(row, cols, x);
+  if (type == PackedType::kQ4_K) return testing::Q4KSplitMagnitudes(row, cols, x);
+  if (type == PackedType::kQ5_K) return testing::Q5KSplitMagnitudes(row, cols, x);
+  for (size_t k = 0; k < x.size(); ++k) s += std::fabs(double{w[k]} * double{x[k]});
+  return s;
 }
 
 // How far a float32 evaluation of sum_k t_k may land from the exact sum. Each t_k reaches the
@@ -117,8 +125,10 @@ std::vector<int64_t> ColsOf(PackedType type) {
   switch (type) {
     case PackedType::kF16:
     case PackedType::kBF16: return {1, 31, 96, 100, 160, 256, 4096};
-    case PackedType::kQ8_0: return {32, 96, 160, 256, 4096};
+    case PackedType::kQ8_0:
+    case PackedType::kQ4_0: return {32, 96, 160, 256, 4096};
     case PackedType::kQ4_K:
+    case PackedType::kQ5_K:
     case PackedType::kQ6_K: return {256, 768, 4096};
   }
   return {};
@@ -184,7 +194,8 @@ TEST_P(PackedTypes, DotRowsWithinFloatRoundingOfTheDecodedRows) {
 
 INSTANTIATE_TEST_SUITE_P(AllTypes, PackedTypes,
                          ::testing::Values(PackedType::kF16, PackedType::kBF16, PackedType::kQ8_0,
-                                           PackedType::kQ4_K, PackedType::kQ6_K),
+                                           PackedType::kQ4_0, PackedType::kQ4_K, PackedType::kQ5_K,
+                                           PackedType::kQ6_K),
                          [](const auto& info) { return std::string(PackedTypeName(info.param)); });
 
 TEST(MakePackedMatrix, RefusesNonFiniteScales) {
@@ -193,8 +204,10 @@ TEST(MakePackedMatrix, RefusesNonFiniteScales) {
     int offset;  // of an f16 scale within the block
   };
   const uint16_t bad[] = {0x7c00u, 0xfc00u, 0x7e00u, 0x7d01u};  // +inf, -inf, NaN, signalling NaN
-  for (const Spot spot : {Spot{PackedType::kQ8_0, 0}, Spot{PackedType::kQ4_K, 0},
-                          Spot{PackedType::kQ4_K, 2}, Spot{PackedType::kQ6_K, 208}}) {
+  for (const Spot spot :
+       {Spot{PackedType::kQ8_0, 0}, Spot{PackedType::kQ4_0, 0}, Spot{PackedType::kQ4_K, 0},
+        Spot{PackedType::kQ4_K, 2}, Spot{PackedType::kQ5_K, 0}, Spot{PackedType::kQ5_K, 2},
+        Spot{PackedType::kQ6_K, 208}}) {
     Rng rng(5);
     const int64_t rows = 3, cols = 512;
     std::vector<uint8_t> bytes = RandomRows(spot.type, rows, cols, rng);
@@ -216,8 +229,9 @@ TEST(MakePackedMatrix, RefusesNonFiniteScales) {
 }
 
 TEST(MakePackedMatrix, RefusesWrongByteCountsAndPartialBlocks) {
-  for (const PackedType type : {PackedType::kF16, PackedType::kBF16, PackedType::kQ8_0,
-                                PackedType::kQ4_K, PackedType::kQ6_K}) {
+  for (const PackedType type :
+       {PackedType::kF16, PackedType::kBF16, PackedType::kQ8_0, PackedType::kQ4_0,
+        PackedType::kQ4_K, PackedType::kQ5_K, PackedType::kQ6_K}) {
     Rng rng(7);
     const int64_t rows = 2, cols = 256;
     std::vector<uint8_t> bytes = RandomRows(type, rows, cols, rng);

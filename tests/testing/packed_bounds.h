@@ -59,6 +59,28 @@ double Q4KSplitMagnitudes(const uint8_t* row, int64_t cols, const X& x) {
   return s;
 }
 
+// The same for a Q5_K row: Q4_K's sub-blocks with 5-bit quants (bit j of qh[l] as bit 4 of value
+// l of sub-block j).
+template <typename X>
+double Q5KSplitMagnitudes(const uint8_t* row, int64_t cols, const X& x) {
+  double s = 0.0;
+  for (int64_t b = 0; b < cols / kQ5_KElems; ++b) {
+    const uint8_t* blk = row + b * kQ5_KBytes;
+    const double d = HalfToFloat(LoadU16(blk)), dmin = HalfToFloat(LoadU16(blk + 2));
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      ScaleMinK4(j, blk + 4, &sc, &m);
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t byte = blk[48 + 32 * (j / 2) + l];
+        const int q = (j % 2 == 0 ? byte & 0xF : byte >> 4) | ((blk[16 + l] >> j) & 1) << 4;
+        const double xk = x[static_cast<size_t>(b * kQ5_KElems + 32 * j + l)];
+        s += std::fabs(d * sc * q * xk) + std::fabs(dmin * m * xk);
+      }
+    }
+  }
+  return s;
+}
+
 // Runs `product(beta, y, r0, r1)` (a one-row product writing y[r - r0] = W[r] . x + beta y[r - r0])
 // on the row ranges [0, rows), [1, rows) and [2, 3), each with beta 0 (y filled with NaN: it must
 // not be read) and 0.75 (y random, scaled as the row), and expects each result within

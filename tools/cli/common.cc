@@ -59,7 +59,8 @@ void AddModelOptions(CLI::App* app, ModelArgs& args, bool tokenizer_needed) {
                      "checkpoint written by `stretch train` (OUT/step-NNNNNNNN.safetensors: it "
                      "carries its own tokenizer and attention layout), a training run's "
                      "directory OUT (its newest complete checkpoint), a GGUF file of the {} "
-                     "architecture (llama.cpp's format; F32, F16, BF16, Q8_0, Q4_K, Q6_K tensors, "
+                     "architecture (llama.cpp's format; F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, "
+                     "Q6_K tensors, "
                      "its own vocabulary or --tokenizer for text), or a Hugging Face folder "
                      "(config.json of {}, and safetensors). The format is told by the file's "
                      "content",
@@ -84,7 +85,8 @@ void AddWeightStorageOption(CLI::App* app, std::string& weights) {
   weights = "stored";
   app->add_option("--weights", weights,
                   "How a GGUF model's weight matrices are held in memory. stored (default): "
-                  "F16, BF16, Q8_0, Q4_K and Q6_K matrices stay as the file stores them, read "
+                  "F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K matrices stay as the file stores "
+                  "them, read "
                   "where the file is mapped, and the products decode them as they go: a run "
                   "takes about the file's size plus the KV cache. f32: every tensor converted "
                   "to float32 when the model loads (4 bytes per weight; the exact path that "
