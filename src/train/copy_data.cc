@@ -183,6 +183,7 @@ std::string_view RowKindName(RowKind kind) {
     case RowKind::kRandCopy: return "randcopy";
     case RowKind::kTextPeriodic: return "textperiodic";
     case RowKind::kTextDecoy: return "textdecoy";
+    case RowKind::kTextFar: return "textfar";
   }
   return "?";
 }
@@ -315,24 +316,30 @@ namespace {
 
 // The layout of a copy pasted inside a window of text (textcopy, randcopy): checks the window,
 // draws s, a and d (the rule at the top of copy_data.h), and starts the row as the window.
+// far: the textfar rule, the distance first (from the far half), then the source.
 CopyRow PastedLayout(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
-                     const char* what) {
+                     const char* what, bool far = false) {
   CheckCopySpans(spans, T, what);
   STRETCH_CHECK(static_cast<int64_t>(window.size()) == T + 1, "window of {} tokens, not {}",
                 window.size(), T + 1);
   CopyRow r;
   r.span = UniformIn(rng, spans.min, spans.max);
-  r.source = UniformIn(rng, 1, T + 1 - 2 * r.span);
-  r.copy = r.source + UniformIn(rng, r.span, T + 1 - r.span - r.source);
+  if (far) {
+    const int64_t d_max = T - r.span;  // the source at index 1, the copy ending the row
+    const int64_t d = UniformIn(rng, (T + 1) / 2, d_max);  // ceil(T / 2): the far half
+    r.source = UniformIn(rng, 1, T + 1 - r.span - d);
+    r.copy = r.source + d;
+  } else {
+    r.source = UniformIn(rng, 1, T + 1 - 2 * r.span);
+    r.copy = r.source + UniformIn(rng, r.span, T + 1 - r.span - r.source);
+  }
   r.tokens.assign(window.begin(), window.end());
   return r;
 }
 
-}  // namespace
-
-CopyRow MakeTextCopyRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
-                        CopyRole role, std::span<const int> other) {
-  CopyRow r = PastedLayout(window, spans, T, rng, "textcopy row");
+CopyRow PastedTextRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
+                      CopyRole role, std::span<const int> other, bool far) {
+  CopyRow r = PastedLayout(window, spans, T, rng, far ? "textfar row" : "textcopy row", far);
   const auto to = r.tokens.begin() + r.copy;
   if (role == CopyRole::kCopy) {
     std::copy(window.begin() + r.source, window.begin() + r.source + r.span, to);
@@ -343,6 +350,18 @@ CopyRow MakeTextCopyRow(std::span<const int> window, const CopySpans& spans, int
   }
   r.scored = ScoredAfterFirst(r.copy, r.span);
   return r;
+}
+
+}  // namespace
+
+CopyRow MakeTextCopyRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
+                        CopyRole role, std::span<const int> other) {
+  return PastedTextRow(window, spans, T, rng, role, other, /*far=*/false);
+}
+
+CopyRow MakeTextFarRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
+                       CopyRole role, std::span<const int> other) {
+  return PastedTextRow(window, spans, T, rng, role, other, /*far=*/true);
 }
 
 CopyRow MakeTextDecoyRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng) {

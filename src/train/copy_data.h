@@ -51,6 +51,14 @@
 //                                             recur many times (docs/training.md, tenth round). A
 //                                             decoy that finds no free place in 32 draws is left
 //                                             out
+//   textfar    a textcopy row whose distance   d uniform in [ceil(T / 2), T - s] (the far half of
+//              is far                         the distances s..T - s a row of T + 1 tokens holds),
+//                                             then a uniform in [1, T + 1 - s - d]: textcopy's d is
+//                                             triangular (a distance near T comes only with a
+//                                             source at the row's start), so a model trained on it
+//                                             copies from near L back half as well as from L/2
+//                                             (docs/training.md, seventh round), which is where
+//                                             YaRN and Self-Extend put far keys
 //   passkey    src/io/passkey.h, unchanged
 //
 // s is uniform in [span_min, span_max] (CopySpans; by default T/16 .. 5T/16, the 8..40 at
@@ -68,9 +76,9 @@
 //                      gapped control's is.
 //
 // Mix. Each training row is, by one UniformDouble() per row, passkey, periodic, gapped, textcopy,
-// randcopy, textperiodic or textdecoy (cumulative shares in that order), else a window of text; a window is drawn for every
-// row first (as passkey rows always did), so a run with passkey rows alone draws exactly what it
-// drew before the other kinds existed.
+// randcopy, textperiodic, textdecoy or textfar (cumulative shares in that order), else a window of
+// text; a window is drawn for every row first (as passkey rows always did), so a run with passkey
+// rows alone draws exactly what it drew before the other kinds existed.
 #pragma once
 
 #include <array>
@@ -144,7 +152,8 @@ enum class RowKind {
   kTextCopy,
   kRandCopy,
   kTextPeriodic,
-  kTextDecoy
+  kTextDecoy,
+  kTextFar
 };
 std::string_view RowKindName(RowKind kind);
 
@@ -156,6 +165,7 @@ struct CopyMix {
   double randcopy = 0.0;
   double textperiodic = 0.0;
   double textdecoy = 0.0;
+  double textfar = 0.0;
   double text() const;
   bool HasCopy() const;
   bool NeedsAlphabets() const { return periodic > 0.0 || gapped > 0.0 || randcopy > 0.0; }
@@ -168,7 +178,7 @@ struct CopyMixKind {
   RowKind kind;
   double CopyMix::*share;
 };
-inline constexpr std::array<CopyMixKind, 7> kCopyMixKinds = {{
+inline constexpr std::array<CopyMixKind, 8> kCopyMixKinds = {{
     {RowKind::kPasskey, &CopyMix::passkey},
     {RowKind::kPeriodic, &CopyMix::periodic},
     {RowKind::kGapped, &CopyMix::gapped},
@@ -176,12 +186,13 @@ inline constexpr std::array<CopyMixKind, 7> kCopyMixKinds = {{
     {RowKind::kRandCopy, &CopyMix::randcopy},
     {RowKind::kTextPeriodic, &CopyMix::textperiodic},
     {RowKind::kTextDecoy, &CopyMix::textdecoy},
+    {RowKind::kTextFar, &CopyMix::textfar},
 }};
 
 // Parses "text=0.5,textcopy=0.3,gapped=0.1,passkey=0.1": names from text, passkey, periodic,
-// gapped, textcopy, randcopy, textperiodic, textdecoy, each at most once, shares in [0, 1]; text is what the others leave (given,
-// the shares must add up to 1 within 1e-9). Throws stretch::Error naming `what`, the entry and
-// what was expected.
+// gapped, textcopy, randcopy, textperiodic, textdecoy, textfar, each at most once, shares in
+// [0, 1]; text is what the others leave (given, the shares must add up to 1 within 1e-9). Throws
+// stretch::Error naming `what`, the entry and what was expected.
 CopyMix ParseCopyMix(std::string_view text, const std::string& what);
 // The copy kinds' shares as ParseCopyMix reads them, "periodic=0.2,gapped=0.1" (passkey and text
 // left out: a run stores its passkey share on its own); "" when none.
@@ -224,6 +235,10 @@ CopyRow MakeGappedRow(const CopyAlphabets& alphabets, const CopySpans& spans, in
 // `other` (another window, at least s tokens) instead of the source span.
 CopyRow MakeTextCopyRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
                         CopyRole role = CopyRole::kCopy, std::span<const int> other = {});
+// Textfar row: a textcopy row whose distance is drawn first, from the far half of those the row
+// can hold (layout at the top); the same roles and throws as MakeTextCopyRow.
+CopyRow MakeTextFarRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
+                       CopyRole role = CopyRole::kCopy, std::span<const int> other = {});
 
 // Textperiodic row from `window` (T + 1 tokens): draws s, then the start of P in [1, T + 1 - s].
 CopyRow MakeTextPeriodicRow(std::span<const int> window, const CopySpans& spans, int bos, int64_t T,

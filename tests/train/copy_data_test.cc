@@ -278,6 +278,22 @@ TEST(CopyRows, GappedRowCopiesOverAGapAndItsControlLeaksNothing) {
   EXPECT_GE(longest, 110);
 }
 
+// A pasted text row r (textcopy, textfar) and its control c from the same Rng state: r is the
+// window with its source span written again at r.copy, c the window with `other`'s first span
+// tokens there instead; both score the same tokens, those after the copy's first.
+void ExpectPastedCopyAndControl(const CopyRow& r, const CopyRow& c, const std::vector<int>& window,
+                                const std::vector<int>& other) {
+  for (int64_t t = 0; t <= kT; ++t) {
+    const bool pasted = t >= r.copy && t < r.copy + r.span;
+    EXPECT_EQ(r.tokens[static_cast<size_t>(t)],
+              window[static_cast<size_t>(pasted ? r.source + t - r.copy : t)]);
+    EXPECT_EQ(c.tokens[static_cast<size_t>(t)],
+              pasted ? other[static_cast<size_t>(t - r.copy)] : window[static_cast<size_t>(t)]);
+  }
+  EXPECT_EQ(c.scored, r.scored);
+  EXPECT_EQ(r.scored, AfterFirst(r.copy, r.span));
+}
+
 TEST(CopyRows, TextCopyPastesASpanOfTheWindowLaterInIt) {
   Rng text_rng(3);
   std::vector<int> window(kT + 1), other(kT + 1);
@@ -294,20 +310,45 @@ TEST(CopyRows, TextCopyPastesASpanOfTheWindowLaterInIt) {
     ASSERT_GE(r.source, 1);
     ASSERT_GE(r.copy, r.source + r.span);  // no overlap with its source
     ASSERT_LE(r.copy + r.span, kT + 1);    // wholly inside the row
-    for (int64_t t = 0; t <= kT; ++t) {
-      const bool pasted = t >= r.copy && t < r.copy + r.span;
-      EXPECT_EQ(r.tokens[static_cast<size_t>(t)],
-                window[static_cast<size_t>(pasted ? r.source + t - r.copy : t)]);
-      EXPECT_EQ(c.tokens[static_cast<size_t>(t)],
-                pasted ? other[static_cast<size_t>(t - r.copy)] : window[static_cast<size_t>(t)]);
-    }
-    EXPECT_EQ(c.scored, r.scored);
-    EXPECT_EQ(r.scored, AfterFirst(r.copy, r.span));
+    ExpectPastedCopyAndControl(r, c, window, other);
     shortest = std::min(shortest, r.copy - r.source);
     longest = std::max(longest, r.copy - r.source);
   }
   EXPECT_LE(shortest, 12);
   EXPECT_GE(longest, 110);
+}
+
+// A textfar row is a textcopy row whose distance lies in the far half of those the row can hold:
+// d in [ceil(T / 2), T - s], both ends of that range drawn, the source and copy inside the row.
+TEST(CopyRows, TextFarPastesTheSpanFromTheFarHalfOfTheDistances) {
+  Rng text_rng(13);
+  std::vector<int> window(kT + 1), other(kT + 1);
+  for (int& t : window) t = 'a' + static_cast<int>(text_rng.NextU64() % 26);
+  for (int& t : other) t = 'A' + static_cast<int>(text_rng.NextU64() % 26);
+  Rng rng(14);
+  int64_t shortest = kT, longest = 0, from_start = 0, later = 0;
+  for (int i = 0; i < 2000; ++i) {
+    Rng again = rng;
+    const CopyRow r = MakeTextFarRow(window, DefaultCopySpans(kT), kT, rng);
+    const CopyRow c =
+        MakeTextFarRow(window, DefaultCopySpans(kT), kT, again, CopyRole::kControl, other);
+    ASSERT_EQ(r.tokens.size(), static_cast<size_t>(kT + 1));
+    ASSERT_GE(r.source, 1);
+    const int64_t d = r.copy - r.source;
+    ASSERT_GE(2 * d, kT);                // the far half: d >= ceil(T / 2)
+    ASSERT_LE(d, kT - r.span);           // the farthest a row holds
+    ASSERT_LE(r.copy + r.span, kT + 1);  // wholly inside the row
+    ExpectPastedCopyAndControl(r, c, window, other);
+    shortest = std::min(shortest, d);
+    longest = std::max(longest, d);
+    (r.source == 1 ? from_start : later) += 1;
+  }
+  EXPECT_LE(shortest, kT / 2 + 2);
+  EXPECT_EQ(longest, kT - DefaultCopySpans(kT).min);
+  // The distance is drawn first: the farthest ones (source at 1) are not the only ones, and the
+  // source is not always at the row's start.
+  EXPECT_GT(later, 1000);
+  EXPECT_GT(from_start, 20);
 }
 
 // A textdecoy row is the textcopy row of the same Rng state with decoys written outside its
@@ -410,7 +451,7 @@ TEST(CopyMixTest, ParsesSharesAndRefusesBadOnesNamingTheFlag) {
             "[0, 1]");
   EXPECT_NE(error("copy=0.1")
                 .find("unknown kind \"copy\": expected text, passkey, periodic, "
-                      "gapped, textcopy, randcopy, textperiodic or textdecoy"),
+                      "gapped, textcopy, randcopy, textperiodic, textdecoy or textfar"),
             std::string::npos);
   EXPECT_NE(error("gapped=0.6,textcopy=0.6").find("the shares add up to 1.2, expected at most 1"),
             std::string::npos);
@@ -528,6 +569,12 @@ TEST(CopyMixTest, RowKindOfFollowsTheCumulativeShares) {
   EXPECT_FALSE(ParseCopyMix("passkey=0.5", "--mix").HasCopy());
   EXPECT_EQ(CopyMixText(d), "textperiodic=0.2,textdecoy=0.3");
   EXPECT_EQ(ParseCopyMix(CopyMixText(d), "--mix").textdecoy, 0.3);
+  // textfar after it.
+  const CopyMix f = ParseCopyMix("textdecoy=0.3,textfar=0.2", "--mix");
+  EXPECT_EQ(RowKindOf(f, 0.29), RowKind::kTextDecoy);
+  EXPECT_EQ(RowKindOf(f, 0.31), RowKind::kTextFar);
+  EXPECT_EQ(RowKindOf(f, 0.51), RowKind::kText);
+  EXPECT_EQ(CopyMixText(f), "textdecoy=0.3,textfar=0.2");
 }
 
 // ---------------------------------------------------------------------------------------------
