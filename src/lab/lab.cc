@@ -643,10 +643,10 @@ void FillProbe(LabRecord& r, const ProbeResult& p) {
 //   prose    textperiodic rows added: copying switched on for prose too. Its 3,000 steps (1,500
 //            until the tenth round of docs/training.md) are what lets the RoPE model copy prose
 //            from 16L back: far copy at 16x, ReRoPE with log-n, +26..+28 points against
-//            +16..+20. A quarter of its copies of prose (textfar) have their source in the far
-//            half of the row, from L/2 to L back: the model reads prose back from near L as well
-//            as from near, and the methods that land far keys near L gain (twelfth round: 8x
-//            Self-Extend from 4L back +13 to +32, YaRN from 8L back +16 to +28).
+//            +16..+20. Its textfar rows (0.15 of 0.5 copying prose) copy from L/2 to L back:
+//            the model then reads prose back from near L about as well as from L/2, and the
+//            methods that land far keys near L gain (twelfth round: 8x Self-Extend from 4L back
+//            +13 to +32, YaRN from 8L back +16 to +28).
 std::vector<LabStage> CopyCurriculum() {
   // Measured in docs/training.md (four rounds; each stage there is one `stretch train` run). The
   // first stage's short strings matter most: with strings of 8..40 tokens the phase change came
