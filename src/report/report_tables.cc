@@ -415,17 +415,18 @@ bool InRow(const LabRecord& r, const ReportRowKey& row) { return RowOf(r) == row
 
 std::string MaterialOf(const LabRecord& r) { return r.material.empty() ? "text" : r.material; }
 
-// Passkey over every depth at one length: accuracy weighted by trials, a Wilson interval over all
-// of them (each trial reads a key back or does not), the control likewise. Not informative when
-// any of its records is not.
-ReportCell PasskeyCell(const std::vector<LabRecord>& records, const ReportRowKey& row,
-                       int64_t ctx) {
+// Passkey over every depth at one length in one layout: accuracy weighted by trials, a Wilson
+// interval over all of them (each trial reads a key back or does not), the control likewise. Not
+// informative when any of its records is not. Layouts are never pooled: a model trained on one
+// layout may read it and not another, and a pooled cell would read neither.
+ReportCell PasskeyCell(const std::vector<LabRecord>& records, const ReportRowKey& row, int64_t ctx,
+                       const std::string& layout) {
   ReportCell c;
   double right = 0, control_right = 0;
   int64_t control_trials = 0;
   bool control = true;
   for (const LabRecord& r : records) {
-    if (r.protocol != "passkey" || r.ctx != ctx || !InRow(r, row)) continue;
+    if (r.protocol != "passkey" || r.ctx != ctx || r.layout != layout || !InRow(r, row)) continue;
     c.present = true;
     c.trials += r.sequences;
     right += r.accuracy * static_cast<double>(r.sequences);
@@ -452,6 +453,12 @@ ReportCell PasskeyCell(const std::vector<LabRecord>& records, const ReportRowKey
   return c;
 }
 
+// What a passkey column adds to its length for a layout: nothing for stretch's own.
+std::string LayoutLabel(const std::string& layout) {
+  if (layout.empty()) return "";
+  return layout == "llama" ? ", llama.cpp layout" : fmt::format(", layout {}", layout);
+}
+
 std::string Multiple(int64_t ctx, const std::set<int64_t>& train_lens) {
   return train_lens.size() == 1 ? fmt::format(" ({})", Ratio(ctx, *train_lens.begin())) : "";
 }
@@ -475,21 +482,34 @@ ReportTable PasskeyTable(const std::vector<LabRecord>& records) {
   ReportTable t =
       EmptyTable("passkey", "Passkey retrieval accuracy", ReportCellFormat::kPasskey, records);
   t.rows = RowsWith(records, keep);
-  std::set<int64_t> contexts;
+  std::set<std::pair<int64_t, std::string>> columns;  // (ctx, layout): stretch's own first
   for (const LabRecord& r : records) {
-    if (keep(r)) contexts.insert(r.ctx);
+    if (keep(r)) columns.insert({r.ctx, r.layout});
   }
-  for (const int64_t c : contexts) t.columns.push_back(fmt::format("{}", c));
+  for (const auto& [c, layout] : columns) {
+    t.columns.push_back(fmt::format("{}{}", c, LayoutLabel(layout)));
+  }
   SizeCells(t);
   for (size_t i = 0; i < t.rows.size(); ++i) {
     size_t j = 0;
-    for (const int64_t c : contexts) t.cells[i][j++] = PasskeyCell(records, t.rows[i], c);
+    for (const auto& [c, layout] : columns) {
+      t.cells[i][j++] = PasskeyCell(records, t.rows[i], c, layout);
+    }
   }
-  t.note =
-      "Rows: model / method. Columns: length of the input in tokens. Cells: share of trials in "
+  const bool llama = std::any_of(columns.begin(), columns.end(),
+                                 [](const auto& col) { return col.second == "llama"; });
+  t.note = fmt::format(
+      "Rows: model / method. Columns: length of the input in tokens{}. Cells: share of trials in "
       "which the model read back every token of a number hidden in filler text, over all depths "
       "(where the number sits), with its 95% Wilson interval and the number of trials; where "
-      "the records have one, the control (no number in the text) and the difference.";
+      "the records have one, the control (no number in the text) and the difference.{}",
+      llama ? ", and the document's layout" : "",
+      llama ? " Layouts: stretch's own (a short needle in held-out text, the layout the lab's "
+              "models see in training) and llama.cpp's `llama-passkey` prompt (a task sentence, "
+              "five junk sentences repeated, the key said twice), which the lab's models never "
+              "see in training: a method's cell there tells whether the retrieval carries over "
+              "to a layout the model was not taught."
+            : "");
   MarkBest(t, /*higher_is_better=*/true);
   return t;
 }
@@ -518,7 +538,7 @@ std::vector<ReportTable> FarCopyTables(const std::vector<LabRecord>& records) {
     }
     for (const auto& [c, d] : columns) {
       t.columns.push_back(fmt::format("d={} (ctx {})", d, c));
-      t.column_info.push_back({"far-copy", c, d});
+      t.column_info.push_back({"far-copy", c, d, ""});
     }
     SizeCells(t);
     for (const LabRecord& r : records) {
@@ -557,7 +577,7 @@ ReportTable RepeatPeriodTable(const std::vector<LabRecord>& records) {
     const bool control = lens.size() == 1 && p == *lens.begin();
     t.columns.push_back(control ? fmt::format("{}, period {} (within window)", c, p)
                                 : fmt::format("{}, period {}", c, p));
-    t.column_info.push_back({"repeat", c, p});
+    t.column_info.push_back({"repeat", c, p, ""});
   }
   SizeCells(t);
   for (const LabRecord& r : records) {
@@ -667,11 +687,12 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
     if (keep(r) && r.ctx > r.train_len) long_ctx.insert(r.ctx);
   }
   t.columns.push_back(one_len ? fmt::format("L={}", *lens.begin()) : "L (training length)");
-  t.column_info.push_back({"nonrepeat", 0, 0});
+  t.column_info.push_back({"nonrepeat", 0, 0, ""});
   for (const int64_t c : long_ctx) {
     const std::string x = Multiple(c, lens);
     int64_t period = 0, distance = 0;
-    bool nonrepeat = false, passkey = false;
+    bool nonrepeat = false;
+    std::set<std::string> passkey_layouts;  // stretch's own ("") first
     for (const LabRecord& r : records) {
       if (!keep(r) || r.ctx != c) continue;
       if (r.protocol == "nonrepeat") nonrepeat = true;
@@ -679,25 +700,25 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
       if (r.protocol == "far-copy" && MaterialOf(r) == material) {
         distance = std::max(distance, r.distance);
       }
-      if (r.protocol == "passkey") passkey = true;
+      if (r.protocol == "passkey") passkey_layouts.insert(r.layout);
     }
     if (nonrepeat) {
       t.columns.push_back(fmt::format("non-repeat {}{}", c, x));
-      t.column_info.push_back({"nonrepeat", c, 0});
+      t.column_info.push_back({"nonrepeat", c, 0, ""});
     }
     if (period > 0) {
       const bool within = one_len && period <= *lens.begin();
       t.columns.push_back(within ? fmt::format("repeat {}{}, period L (within window)", c, x)
                                  : fmt::format("repeat {}{}, period {}", c, x, period));
-      t.column_info.push_back({"repeat", c, period});
+      t.column_info.push_back({"repeat", c, period, ""});
     }
     if (distance > 0) {
       t.columns.push_back(fmt::format("far copy {}{}, d={}", c, x, distance));
-      t.column_info.push_back({"far-copy", c, distance});
+      t.column_info.push_back({"far-copy", c, distance, ""});
     }
-    if (passkey) {
-      t.columns.push_back(fmt::format("passkey {}{}", c, x));
-      t.column_info.push_back({"passkey", c, 0});
+    for (const std::string& layout : passkey_layouts) {
+      t.columns.push_back(fmt::format("passkey {}{}{}", c, x, LayoutLabel(layout)));
+      t.column_info.push_back({"passkey", c, 0, layout});
     }
   }
   const bool far = std::any_of(records.begin(), records.end(),
@@ -706,7 +727,7 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
                                        [](const LabRecord& r) { return r.protocol == "passkey"; });
   if (far) {
     t.columns.push_back(fmt::format("sees back (tokens, far copy of {})", material));
-    t.column_info.push_back({"sees-back", 0, 0});
+    t.column_info.push_back({"sees-back", 0, 0, ""});
   }
   t.column_formats.assign(t.columns.size(), ReportCellFormat::kAccuracy);
   SizeCells(t);
@@ -715,7 +736,7 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
     if (col.protocol == "passkey") {
       t.column_formats[j] = ReportCellFormat::kPasskey;
       for (size_t i = 0; i < t.rows.size(); ++i) {
-        t.cells[i][j] = PasskeyCell(records, t.rows[i], col.ctx);
+        t.cells[i][j] = PasskeyCell(records, t.rows[i], col.ctx, col.layout);
       }
       continue;
     }
@@ -756,7 +777,9 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
       "with its 95% interval where the records carry one; retrieval cells also give their "
       "control (nothing to copy) and copy - control in points.{}",
       far ? fmt::format(", far copy of {} from the longest distance tested", material) : "",
-      any_passkey ? ", passkey over all depths" : "",
+      any_passkey ? ", passkey over all depths (one column per layout: stretch's own, the one "
+                    "the lab's models are trained on, and llama.cpp's where it was scored)"
+                  : "",
       far ? " Sees back: the farthest far-copy distance d such that at every distance tested up "
             "to d the copy accuracy stays within 10 points of its value at the shortest distance "
             "and its interval lies above its control's (\"none\": not even at the shortest)."
@@ -784,7 +807,8 @@ bool Above(const ReportCell& c) {
 std::string RetrievalName(const ReportTable::Column& col) {
   if (col.protocol == "far-copy") return fmt::format("far copy from {} tokens back", col.param);
   if (col.protocol == "repeat") return fmt::format("repeat with a period of {}", col.param);
-  return "passkey";
+  return col.layout.empty() ? "passkey"
+                            : fmt::format("passkey ({})", LayoutLabel(col.layout).substr(2));
 }
 
 }  // namespace

@@ -71,6 +71,7 @@ struct ReportTable {
   struct Column {
     std::string protocol;
     int64_t ctx = 0, param = 0;
+    std::string layout;  // passkey: the document's layout ("" stretch's own, "llama")
   };
   std::vector<Column> column_info;  // empty, or one per column
   // Filled by MarkBest: what the marks mean, and which columns were not ranked and why.

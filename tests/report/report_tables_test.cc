@@ -128,6 +128,36 @@ TEST(ReportTablesTest, TailPasskeyAndSlidingTables) {
   EXPECT_TRUE(MainTable(rs, false).empty());
 }
 
+// A model trained on one passkey layout reads it and not llama.cpp's: the two layouts are never
+// pooled into one cell (pooled, 20 of 20 and 0 of 20 would read 50%, neither layout's figure).
+TEST(ReportTablesTest, PasskeyLayoutsAreColumnsOfTheirOwn) {
+  std::vector<LabRecord> rs = {Cell("rope", "direct", "nonrepeat", 128, 0.5, 2.0),
+                               Cell("rope", "direct", "nonrepeat", 1024, 0.4, 2.5)};
+  for (const std::string layout : {"llama", ""}) {
+    for (const double depth : {0.0, 1.0}) {
+      LabRecord r = Cell("rope", "direct", "passkey", 1024, layout.empty() ? 1.0 : 0.0, 0);
+      r.depth = depth;
+      r.layout = layout;
+      r.sequences = 10;
+      r.key = LabRecordKey(r);
+      rs.push_back(r);
+    }
+  }
+  const ReportTable passkey = PasskeyTable(rs);
+  EXPECT_EQ(TableCsv(passkey),
+            "model,method,1024 accuracy,1024 trials,1024_lo,1024_hi,"
+            "\"1024, llama.cpp layout accuracy\",\"1024, llama.cpp layout trials\","
+            "\"1024, llama.cpp layout_lo\",\"1024, llama.cpp layout_hi\"\n"
+            "rope,direct,1,20,0.838875,1,0,20,0,0.161125\n");
+  EXPECT_NE(passkey.note.find("never see in training"), std::string::npos) << passkey.note;
+  const ReportTable summary = SummaryTable(rs);
+  ASSERT_EQ(summary.columns.size(), 4u);
+  EXPECT_EQ(summary.columns[2], "passkey 1024 (8x)");
+  EXPECT_EQ(summary.columns[3], "passkey 1024 (8x), llama.cpp layout");
+  EXPECT_EQ(summary.cells[0][2].value, 1.0);
+  EXPECT_EQ(summary.cells[0][3].value, 0.0);
+}
+
 TEST(ReportTablesTest, LabelsAreEscapedForEachFormat) {
   std::vector<LabRecord> rs = {
       Cell("a|b", "yarn:factor=4,beta_fast=\"32\"", "nonrepeat", 128, 0.5, 2),
