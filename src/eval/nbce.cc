@@ -514,8 +514,9 @@ ScoreSummary ScoreFixedTailNbce(const Model& model, std::span<const int> stream,
 SequenceScorer NbceSequenceScorer(const Model& model, const NbceOptions& nbce, const Method& method,
                                   QueryStart query_start) {
   ValidateNbceOptions(nbce);
+  // It scores the queries' targets alone, whatever `first` says.
   return [&model, nbce, method, query_start](const std::vector<std::vector<int>>& sequences,
-                                             const TokenSink& sink) {
+                                             int64_t /*first*/, const TokenSink& sink) {
     const int V = model.config.vocab_size;
     for (size_t k = 0; k < sequences.size(); ++k) {
       const std::vector<int>& seq = sequences[k];

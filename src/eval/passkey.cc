@@ -34,7 +34,13 @@ PasskeyResult ScorePasskey(const SequenceScorer& scorer, const std::vector<Passk
   std::vector<int64_t> seen(trials.size(), 0), right(trials.size(), 0);
   PasskeyResult r;
   double loss = 0.0;
-  scorer(sequences, [&](const TokenRecord& rec) {
+  int64_t first = -1;  // the earliest key position of any trial
+  for (const PasskeyTrial& t : trials) {
+    if (!t.key_positions.empty()) {
+      first = first < 0 ? t.key_positions.front() : std::min(first, t.key_positions.front());
+    }
+  }
+  scorer(sequences, std::max<int64_t>(first, 0), [&](const TokenRecord& rec) {
     STRETCH_CHECK(rec.window >= 0 && rec.window < static_cast<int64_t>(trials.size()));
     const size_t w = static_cast<size_t>(rec.window);
     const std::vector<int64_t>& keys = trials[w].key_positions;

@@ -37,7 +37,7 @@ std::vector<WindowRef> SpreadWindows(const TokenSpans& documents, int64_t length
 
 SequenceScorer ModelSequenceScorer(Transformer& model, std::string label, bool progress) {
   return [&model, label = std::move(label), progress](
-             const std::vector<std::vector<int>>& sequences, const TokenSink& sink) {
+             const std::vector<std::vector<int>>& sequences, int64_t first, const TokenSink& sink) {
     ScoreOptions opt;
     int64_t longest = 2;
     for (const std::vector<int>& s : sequences) {
@@ -46,7 +46,7 @@ SequenceScorer ModelSequenceScorer(Transformer& model, std::string label, bool p
     opt.ctx = longest;
     opt.progress = progress;
     opt.progress_label = label;
-    ScoreSequences(model, sequences, opt, sink);
+    ScoreSequences(model, sequences, opt, sink, first);
   };
 }
 
@@ -107,7 +107,7 @@ ScoreSummary ScoreTargetsFrom(const SequenceScorer& scorer,
   ScoreSummary summary;
   Timer timer;
   int64_t last_window = -1;
-  scorer(sequences, [&](const TokenRecord& r) {
+  scorer(sequences, first_position, [&](const TokenRecord& r) {
     if (r.position < first_position) return;
     AddToSummary(summary, bucket, r.position, r.loss, r.correct);
     if (r.window != last_window) {

@@ -34,11 +34,13 @@
 
 namespace stretch {
 
-// Feeds each sequence whole and reports every target it scores (TokenRecord::window = the
-// sequence's index, ::position = p, the target being sequence[p + 1]), sequences in order,
-// positions ascending within each.
-using SequenceScorer =
-    std::function<void(const std::vector<std::vector<int>>& sequences, const TokenSink& sink)>;
+// Feeds each sequence whole and reports every target at positions >= first of each sequence
+// (TokenRecord::window = the sequence's index, ::position = p, the target being sequence[p + 1]),
+// sequences in order, positions ascending within each. It may report earlier positions too;
+// callers that want only the end of their sequences (far copy, passkey) pass its start, so that
+// the model runs its last layer and classifier on those rows alone.
+using SequenceScorer = std::function<void(const std::vector<std::vector<int>>& sequences,
+                                          int64_t first, const TokenSink& sink)>;
 
 // The model under its current plan (Transformer::SetPlan/SetMethod; the caller resolves the method
 // for fed_len = the sequences' length - 1), through ScoreSequences. `label` begins the progress

@@ -21,11 +21,15 @@ std::vector<std::vector<Scored>> CollectScored(
     const std::vector<const std::vector<int64_t>*>& positions) {
   std::vector<std::vector<Scored>> out(sequences.size());
   std::vector<std::vector<bool>> seen(sequences.size());
+  int64_t first = -1;  // the earliest position wanted in any sequence
   for (size_t i = 0; i < sequences.size(); ++i) {
     out[i].resize(positions[i]->size());
     seen[i].resize(positions[i]->size());
+    if (!positions[i]->empty()) {
+      first = first < 0 ? positions[i]->front() : std::min(first, positions[i]->front());
+    }
   }
-  scorer(sequences, [&](const TokenRecord& r) {
+  scorer(sequences, std::max<int64_t>(first, 0), [&](const TokenRecord& r) {
     STRETCH_CHECK(r.window >= 0 && r.window < static_cast<int64_t>(sequences.size()));
     const size_t w = static_cast<size_t>(r.window);
     const std::vector<int64_t>& want = *positions[w];

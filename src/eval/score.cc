@@ -37,11 +37,12 @@ void ScoreWindow(WindowRunner& run, const Window& win, std::vector<TokenRecord>&
   Transformer& model = *run.model;
   const int V = model.config().vocab_size;
   const int C = model.config().dim;
-  model.ForwardSequence(win.inputs, run.hidden);
   const int64_t n = static_cast<int64_t>(win.targets.size());
+  records.clear();
+  if (win.first >= n) return;  // nothing to score in this window
+  model.ForwardSequence(win.inputs, run.hidden, win.first);
   run.logits.resize(static_cast<size_t>(kLogitRows * V));
   run.losses.resize(static_cast<size_t>(kLogitRows));
-  records.clear();
   for (int64_t r0 = win.first; r0 < n; r0 += kLogitRows) {
     const int64_t rows = std::min(kLogitRows, n - r0);
     model.Logits(run.hidden.data() + r0 * C, rows, run.logits.data());
@@ -222,7 +223,8 @@ ScoreSummary ScoreStream(Transformer& model, std::span<const int> stream, const 
 }
 
 ScoreSummary ScoreSequences(Transformer& model, const std::vector<std::vector<int>>& sequences,
-                            const ScoreOptions& opt, const TokenSink& sink) {
+                            const ScoreOptions& opt, const TokenSink& sink,
+                            int64_t first_position) {
   ValidateScoreOptions(opt);
   if (opt.stride != 0) Fail("ScoreOptions::stride applies to text streams, not to token sequences");
   int64_t longest = 0;
@@ -240,6 +242,7 @@ ScoreSummary ScoreSequences(Transformer& model, const std::vector<std::vector<in
   ScoreSummary summary;
   Timer timer;
   if (longest < 2) Fail("no sequence has 2 or more tokens: nothing to score");
+  if (first_position < 0) Fail("ScoreSequences: first position {}, expected >= 0", first_position);
   int64_t count = static_cast<int64_t>(sequences.size());
   if (opt.max_windows > 0) count = std::min(count, opt.max_windows);
   // Sequences of fewer than 2 tokens have nothing to score and are skipped (not counted).
@@ -252,7 +255,7 @@ ScoreSummary ScoreSequences(Transformer& model, const std::vector<std::vector<in
   auto make = [&](int64_t k, std::vector<int>&) {
     const int64_t i = scored[static_cast<size_t>(k)];
     const std::span<const int> all(sequences[static_cast<size_t>(i)]);
-    return Window{all.first(all.size() - 1), all.subspan(1), 0, i};
+    return Window{all.first(all.size() - 1), all.subspan(1), first_position, i};
   };
   ScoreWindows(model, static_cast<int64_t>(scored.size()), make, opt, summary, sink, progress);
   progress.Finish();

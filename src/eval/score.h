@@ -105,8 +105,12 @@ void ValidateScoreOptions(const ScoreOptions& opt);
 // vocabulary, or the stream is shorter than one window.
 ScoreSummary ScoreStream(Transformer& model, std::span<const int> stream, const ScoreOptions& opt,
                          const TokenSink& sink = {});
+// Sequences scored from position first_position on (0: every target; later ones are all a
+// far-copy or passkey probe reads, and the model then runs its last layer and classifier on those
+// rows alone: Transformer::ForwardSequence's first_row).
 ScoreSummary ScoreSequences(Transformer& model, const std::vector<std::vector<int>>& sequences,
-                            const ScoreOptions& opt, const TokenSink& sink = {});
+                            const ScoreOptions& opt, const TokenSink& sink = {},
+                            int64_t first_position = 0);
 // The fixed-tail protocol at context C = opt.ctx with samples of opt.sample_len (M) tokens,
 // scoring the last opt.tail positions of each window. TokenRecord::window is the sample index w,
 // ::position the position p in the window (C - tail .. C - 1). Throws stretch::Error when the

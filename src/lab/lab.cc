@@ -322,10 +322,13 @@ std::string StageLabel(const LabOptions& o, size_t i) {
 // shape with random weights: one training step, and scoring one sequence at half the longest
 // length and at the longest, fitted as a c + b c^2 seconds per sequence of c tokens; then one
 // sequence at the longest length with each method, as a multiple of `direct` (the dynamic
-// methods re-rotate every key for every query beyond L and cost several times more).
+// methods re-rotate every key for every query beyond L and cost several times more). A probe that
+// scores only a sequence's end (far copy, passkey) runs the last layer on those rows alone: its
+// sequences cost end_share of a whole one, timed at the longest length.
 struct Calibration {
   double step_seconds = 0;
   double a = 0, b = 0;
+  double end_share = 1;
   std::map<std::string, double> method_cost;  // beyond L; 1 when not measured (or refused)
   int64_t train_len = 0;
   double Sequence(int64_t c, const std::string& method) const {
@@ -366,15 +369,17 @@ Calibration Calibrate(const LabOptions& o, const LabModel& m, int vocab_size, in
   Transformer t(model);
   const SequenceScorer scorer = ModelSequenceScorer(t, "", false);
   Rng rng(1);
-  auto time_one = [&](int64_t c) {
+  auto time_one = [&](int64_t c, int64_t first = 0) {
     std::vector<std::vector<int>> seq(1, std::vector<int>(static_cast<size_t>(c + 1)));
     for (int& x : seq[0]) x = static_cast<int>(rng.NextU64() % static_cast<uint64_t>(vocab_size));
     Timer timer;
-    scorer(seq, {});
+    scorer(seq, first, {});
     return timer.Seconds();
   };
   const double c1 = static_cast<double>(longest / 2), c2 = static_cast<double>(longest);
   const double t1 = time_one(longest / 2), t2 = time_one(longest);
+  // The end a probe scores: a far-copy span (span 16 and its control) or a passkey's answer.
+  if (t2 > 0) cal.end_share = std::min(1.0, time_one(longest, longest - 32) / t2);
   cal.b = std::max(0.0, (t2 / c2 - t1 / c1) / (c2 - c1));
   cal.a = std::max(0.0, (t2 - cal.b * c2 * c2) / c2);
   cal.train_len = o.train_len;
@@ -600,8 +605,9 @@ void FillScored(LabRecord& r, const SequenceScorer& scorer,
                 int64_t bucket, const BootstrapOptions& boot) {
   const size_t n = sequences.size();
   std::vector<double> right(n, 0.0), loss(n, 0.0), count(n, 0.0);
-  const SequenceScorer tap = [&](const std::vector<std::vector<int>>& seqs, const TokenSink& sink) {
-    scorer(seqs, [&](const TokenRecord& t) {
+  const SequenceScorer tap = [&](const std::vector<std::vector<int>>& seqs, int64_t first,
+                                 const TokenSink& sink) {
+    scorer(seqs, first, [&](const TokenRecord& t) {
       if (t.position >= first_position && t.window >= 0 && static_cast<size_t>(t.window) < n) {
         const size_t w = static_cast<size_t>(t.window);
         right[w] += t.correct ? 1.0 : 0.0;
@@ -1207,6 +1213,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
                                     : Calibration{};
   for (CellPlan& c : cells) {
     c.weight = static_cast<double>(c.sequences * c.arms) * cal.Sequence(c.ctx, c.method);
+    if (c.protocol == "far-copy" || c.protocol == "passkey") c.weight *= cal.end_share;
   }
   Progress progress;
   progress.seconds_per_weight = 1.0;

@@ -641,10 +641,16 @@ void Transformer::DropOldestWindow(KvCache& cache) {
   cache.length_ = S + keep;
 }
 
-void Transformer::ForwardSequence(std::span<const int> tokens, std::vector<float>& hidden) {
+void Transformer::ForwardSequence(std::span<const int> tokens, std::vector<float>& hidden,
+                                  int64_t first_row) {
   const ModelConfig& c = model_.config;
   const int64_t T = static_cast<int64_t>(tokens.size());
   CheckTokens(tokens, 0);
+  if (first_row < 0 || (T > 0 && first_row >= T)) {
+    Fail("ForwardSequence: first row {} outside the sequence's rows 0..{}", first_row, T - 1);
+  }
+  // GAU blocks update every row (GauBlockForward ignores out_rows): they run whole.
+  if (c.Gau()) first_row = 0;
   hidden.resize(static_cast<size_t>(T) * c.dim);
   if (T == 0) return;
   const size_t kv = static_cast<size_t>(T) * c.kv_dim();
@@ -657,17 +663,25 @@ void Transformer::ForwardSequence(std::span<const int> tokens, std::vector<float
   }
   const int64_t chunk = std::max<int64_t>(1, prefill_chunk_);
   ReserveScratch(std::min(chunk, T));
+  const KvStore store{.k = seq_k_.data(), .v = seq_v_.data(), .cap = T, .types = kv_types_};
   for (int l = 0; l < c.n_layers; ++l) {
-    for (int64_t start = 0; start < T; start += chunk) {
-      const int64_t n = std::min(chunk, T - start);
-      const int r = layers_[static_cast<size_t>(l)].rotation;
+    const int r = layers_[static_cast<size_t>(l)].rotation;
+    // The last layer's rows before first_row: keys and values only, in chunks that end there.
+    const int64_t split = l + 1 == c.n_layers ? first_row : 0;
+    for (int64_t start = 0; start < split; start += chunk) {
+      const int64_t n = std::min(chunk, split - start);
       if (r >= 0) PrepareRotation(r, start, n);
-      Layer(l, hidden.data() + start * c.dim, n, start,
-            KvStore{.k = seq_k_.data(), .v = seq_v_.data(), .cap = T, .types = kv_types_});
+      Layer(l, hidden.data() + start * c.dim, n, start, store, /*out_rows=*/0);
+    }
+    for (int64_t start = split; start < T; start += chunk) {
+      const int64_t n = std::min(chunk, T - start);
+      if (r >= 0) PrepareRotation(r, start, n);
+      Layer(l, hidden.data() + start * c.dim, n, start, store);
     }
   }
   profile::Scope s(profile::kNorm);
-  RmsNorm(hidden.data(), model_.weights.final_norm.data(), hidden.data(), T, c.dim, c.norm_eps);
+  float* rows = hidden.data() + first_row * c.dim;
+  RmsNorm(rows, model_.weights.final_norm.data(), rows, T - first_row, c.dim, c.norm_eps);
 }
 
 void Transformer::Layer(int l, float* x, int64_t T, int64_t pos0, const KvStore& kv,
@@ -715,10 +729,10 @@ void Transformer::Layer(int l, float* x, int64_t T, int64_t pos0, const KvStore&
                                    .u = h3_.data(),
                                    .h = h1_.data()};
   LlamaBlockForward(
-      lw, c, x, T, b, [&] { Attend(l, T, pos0, kv); }, out_rows);
+      lw, c, x, T, b, [&] { Attend(l, T, pos0, kv, /*queries=*/out_rows != 0); }, out_rows);
 }
 
-void Transformer::Attend(int l, int64_t T, int64_t pos0, const KvStore& kv) {
+void Transformer::Attend(int l, int64_t T, int64_t pos0, const KvStore& kv, bool queries) {
   const int64_t cap = kv.cap;
   const ModelConfig& c = model_.config;
   const int H = c.n_heads, G = c.n_kv_heads, D = c.head_dim(), KV = c.kv_dim();
@@ -821,6 +835,7 @@ void Transformer::Attend(int l, int64_t T, int64_t pos0, const KvStore& kv) {
   }
 
   rope_scope.Stop();
+  if (!queries) return;
   profile::Scope kernel_scope(profile::kAttention);
   AttentionDims dims;
   dims.n_q = T;

@@ -214,7 +214,15 @@ class Transformer {
   // (in chunks of prefill_chunk tokens): memory is the (T, C) hidden states, one layer's keys and
   // values (T, 2 G D) and a chunk's scratch, instead of every layer's keys and values. Gives the
   // same hidden states as Forward on an empty cache. For scoring long windows.
-  void ForwardSequence(std::span<const int> tokens, std::vector<float>& hidden);
+  // With first_row > 0 only rows first_row .. T - 1 of `hidden` are written (the others are left
+  // unspecified): what a protocol that scores only the end of a sequence needs (far copy, passkey,
+  // a fixed tail). The last layer then makes the keys and values of rows 0 .. first_row - 1 (the
+  // rows after it attend to them) but runs no attention, output projection or FFN for them, as
+  // Forward's Rows::kLast does for all rows but the last; a GAU last layer runs every row. The
+  // rows kept equal first_row = 0's within float rounding (the last layer runs them as a chunk of
+  // their own), not bit for bit.
+  void ForwardSequence(std::span<const int> tokens, std::vector<float>& hidden,
+                       int64_t first_row = 0);
 
   // logits (T, V) = hidden (T, C) Wcls^T.
   void Logits(const float* hidden, int64_t T, float* logits) const;
@@ -276,7 +284,9 @@ class Transformer {
   // Layer l's attention of the chunk: queries q_ (T, H*D) and new keys and values kv_tmp_
   // ((T, G*D) each) -> att_ (T, H*D); rotates them as the layer's plan says and appends the keys
   // and values to the layer's store (see Layer).
-  void Attend(int l, int64_t T, int64_t pos0, const KvStore& kv);
+  // With queries false it only stores the keys and values (no row of the chunk is read after
+  // the layer: Layer's out_rows 0).
+  void Attend(int l, int64_t T, int64_t pos0, const KvStore& kv, bool queries = true);
   void ReserveScratch(int64_t T);
   int MaxKeySlots() const;
 

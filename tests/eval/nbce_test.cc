@@ -321,7 +321,7 @@ TEST(Nbce, SequenceScorerRecordsAreTheScorersRows) {
   const SequenceScorer scorer = NbceSequenceScorer(
       m, opt, Method{}, [&](size_t k, const std::vector<int>&) { return starts[k]; });
   std::vector<TokenRecord> records;
-  scorer(seqs, [&](const TokenRecord& r) { records.push_back(r); });
+  scorer(seqs, 0, [&](const TokenRecord& r) { records.push_back(r); });
   ASSERT_EQ(records.size(), static_cast<size_t>((50 - 41) + (50 - 30)));
   size_t at = 0;
   for (size_t k = 0; k < 2; ++k) {
@@ -341,7 +341,7 @@ TEST(Nbce, SequenceScorerRecordsAreTheScorersRows) {
   // A query with no context before it is refused by name.
   const SequenceScorer bad =
       NbceSequenceScorer(m, opt, Method{}, [](size_t, const std::vector<int>&) { return 1; });
-  EXPECT_THROW(bad(seqs, {}), Error);
+  EXPECT_THROW(bad(seqs, 0, {}), Error);
 }
 
 // The generator, fed the tokens it picks, gives NbceScore's rows for the question followed by

@@ -137,7 +137,7 @@ TEST_F(Passkey, TheSameSeedGivesTheSameTrials) {
 // A scorer that reports every target of every sequence, right where `right(w, p)` says, with
 // loss 0.25 where right and 3 where wrong.
 SequenceScorer Constructed(std::function<bool(int64_t, int64_t)> right) {
-  return [right](const std::vector<std::vector<int>>& seqs, const TokenSink& sink) {
+  return [right](const std::vector<std::vector<int>>& seqs, int64_t, const TokenSink& sink) {
     for (size_t w = 0; w < seqs.size(); ++w) {
       for (size_t p = 0; p + 1 < seqs[w].size(); ++p) {
         TokenRecord r;

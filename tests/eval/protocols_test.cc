@@ -33,7 +33,7 @@ TokenSpans Spans(const std::vector<std::vector<int>>& docs) {
 // A constructed scorer: `predict(sequence, p)` is its guess for sequence[p + 1]; loss 0 when
 // right, 1 when wrong.
 SequenceScorer OracleScorer(std::function<int(const std::vector<int>&, int64_t)> predict) {
-  return [predict](const std::vector<std::vector<int>>& seqs, const TokenSink& sink) {
+  return [predict](const std::vector<std::vector<int>>& seqs, int64_t, const TokenSink& sink) {
     for (size_t w = 0; w < seqs.size(); ++w) {
       for (int64_t p = 0; p + 1 < static_cast<int64_t>(seqs[w].size()); ++p) {
         const int target = seqs[w][static_cast<size_t>(p + 1)];
@@ -105,12 +105,13 @@ TEST(Protocols, FixedTailScoresTheSameTargetsAtEveryContext) {
   for (const int64_t ctx : {8, 16, 32, 64}) {
     const auto seqs = TailSequences(Spans(docs), longest, ctx, 5, kBos);
     ASSERT_EQ(seqs.size(), 5u);
-    const SequenceScorer recorder = [&](const std::vector<std::vector<int>>& s,
+    const SequenceScorer recorder = [&](const std::vector<std::vector<int>>& s, int64_t first,
                                         const TokenSink& sink) {
-      OracleScorer([](const std::vector<int>&, int64_t) { return -1; })(s, sink);
+      OracleScorer([](const std::vector<int>&, int64_t) { return -1; })(s, first, sink);
     };
-    const SequenceScorer keep = [&](const std::vector<std::vector<int>>& s, const TokenSink& sink) {
-      recorder(s, [&](const TokenRecord& r) {
+    const SequenceScorer keep = [&](const std::vector<std::vector<int>>& s, int64_t first,
+                                    const TokenSink& sink) {
+      recorder(s, first, [&](const TokenRecord& r) {
         sink(r);
         if (r.position >= ctx - tail) targets[ctx].push_back({r.window, r.target});
       });

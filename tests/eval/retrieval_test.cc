@@ -42,7 +42,7 @@ const TextEncoder kBytes = [](std::string_view text) {
 // preceding tokens match the longest suffix ending at p (ties: the latest) and predicts the token
 // after j; with no match at all it predicts nothing (-1). Loss 0 when right, 1 when wrong.
 SequenceScorer CopierScorer() {
-  return [](const std::vector<std::vector<int>>& seqs, const TokenSink& sink) {
+  return [](const std::vector<std::vector<int>>& seqs, int64_t, const TokenSink& sink) {
     for (size_t w = 0; w < seqs.size(); ++w) {
       const std::vector<int>& s = seqs[w];
       for (int64_t p = 0; p + 1 < static_cast<int64_t>(s.size()); ++p) {
@@ -344,7 +344,7 @@ TEST(PasskeyProbe, DigitsOfSeveralTokens) {
   const auto trials = MakePasskeyProbe(Spans(docs), two, kBos, 300, 0.5, 4, 1);
   ASSERT_EQ(trials[0].digit_tokens, (std::vector<int64_t>{2, 2, 2, 2, 2}));
   // A scorer right on every token but the digits themselves: the pieces "7" alone are no digit.
-  const SequenceScorer pieces_only = [&](const std::vector<std::vector<int>>& seqs,
+  const SequenceScorer pieces_only = [&](const std::vector<std::vector<int>>& seqs, int64_t,
                                          const TokenSink& sink) {
     for (size_t w = 0; w < seqs.size(); ++w) {
       for (int64_t p = 0; p + 1 < static_cast<int64_t>(seqs[w].size()); ++p) {

@@ -205,6 +205,35 @@ TEST(ScoreSequences, FeedsTokensExactlyAsGiven) {
   EXPECT_THROW(ScoreSequences(model, seqs, Options(4)), Error);  // a sequence longer than ctx
 }
 
+// From a first position on (a far-copy or passkey probe's end): only those targets are reported,
+// with the losses and guesses of a whole run (the last layer runs them as a chunk of their own:
+// equal within float rounding); a sequence that ends before it reports nothing.
+TEST(ScoreSequences, FromAFirstPositionScoresTheSameTargets) {
+  const ModelConfig c = testing::TinyConfig();
+  const Model m = testing::RandomModel(c, 12);
+  Transformer model(m);
+  const std::vector<std::vector<int>> seqs = {
+      RandomStream(90, c.vocab_size, 13), RandomStream(70, c.vocab_size, 14), {3, 4, 5}};
+  std::vector<TokenRecord> all, end;
+  ScoreSequences(model, seqs, Options(90), [&](const TokenRecord& r) { all.push_back(r); });
+  const ScoreSummary s = ScoreSequences(
+      model, seqs, Options(90), [&](const TokenRecord& r) { end.push_back(r); }, 60);
+  EXPECT_EQ(s.scored, (89 - 60) + (69 - 60));
+  ASSERT_EQ(end.size(), static_cast<size_t>(s.scored));
+  size_t k = 0;
+  for (const TokenRecord& r : all) {
+    if (r.position < 60) continue;
+    ASSERT_LT(k, end.size());
+    EXPECT_EQ(end[k].window, r.window);
+    EXPECT_EQ(end[k].position, r.position);
+    EXPECT_EQ(end[k].correct, r.correct) << r.window << " " << r.position;
+    EXPECT_NEAR(end[k].loss, r.loss, 1e-5);
+    ++k;
+  }
+  EXPECT_EQ(k, end.size());
+  EXPECT_THROW(ScoreSequences(model, seqs, Options(90), {}, -1), Error);
+}
+
 TEST(ReadTokenFile, ParsesLinesAndNamesBadTokens) {
   const std::string path = ::testing::TempDir() + "/tokens.txt";
   { std::ofstream(path) << "1 5 6\n\n  7\t8 \n"; }

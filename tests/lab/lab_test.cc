@@ -430,7 +430,7 @@ std::vector<int> Bytes(std::string_view text) {
 // A scorer that copies perfectly: position p predicts the token that followed the most recent
 // earlier occurrence of the last 3 tokens (the context of retrieval.h's 4-gram leak rule), or
 // nothing when they never occurred.
-void OracleScorer(const std::vector<std::vector<int>>& sequences, const TokenSink& sink) {
+void OracleScorer(const std::vector<std::vector<int>>& sequences, int64_t, const TokenSink& sink) {
   constexpr int64_t n = 3;
   for (size_t w = 0; w < sequences.size(); ++w) {
     const std::vector<int>& s = sequences[w];
@@ -449,7 +449,8 @@ void OracleScorer(const std::vector<std::vector<int>>& sequences, const TokenSin
 }
 
 // A model that copies nothing: always the same guess.
-void ConstantScorer(const std::vector<std::vector<int>>& sequences, const TokenSink& sink) {
+void ConstantScorer(const std::vector<std::vector<int>>& sequences, int64_t,
+                    const TokenSink& sink) {
   for (size_t w = 0; w < sequences.size(); ++w) {
     for (int64_t p = 0; p + 1 < static_cast<int64_t>(sequences[w].size()); ++p) {
       const int target = sequences[w][p + 1];

@@ -55,43 +55,54 @@ std::vector<std::string> Specs() {
 }
 
 // kLastChunks7: chunks of 7 keeping only the last token's hidden state (Transformer::Rows::kLast);
-// EngineLogits then gives that row's logits only.
-enum class Path { kPrefill, kChunks7, kDecode, kSequence, kLastChunks7 };
+// EngineLogits then gives that row's logits only. kSequenceFrom: the sequence forward asked for
+// rows kFirstRow.. only (a far-copy or passkey probe's; its last layer runs the rows before for
+// their keys and values alone), in chunks of 40 that kFirstRow splits; EngineLogits gives those
+// rows' logits.
+enum class Path { kPrefill, kChunks7, kDecode, kSequence, kLastChunks7, kSequenceFrom };
+constexpr int64_t kFirstRow = 61;
 
 std::vector<float> EngineLogits(const Model& m, const std::string& spec,
                                 const std::vector<int>& tokens, Path path) {
   Transformer model(m);
   model.SetMethod(ParseMethod(spec), static_cast<int64_t>(tokens.size()));
   std::vector<float> hidden;
-  if (path == Path::kSequence) {
+  int64_t first = 0;
+  if (path == Path::kSequence || path == Path::kSequenceFrom) {
     model.set_prefill_chunk(40);  // several chunks per layer
-    model.ForwardSequence(tokens, hidden);
+    first = path == Path::kSequenceFrom ? kFirstRow : 0;
+    model.ForwardSequence(tokens, hidden, first);
   } else {
     const bool last = path == Path::kLastChunks7;
     model.set_prefill_chunk(path == Path::kPrefill ? 4096 : path == Path::kDecode ? 1 : 7);
     KvCache cache(m.config, static_cast<int64_t>(tokens.size()) + 5);
     model.Forward(tokens, cache, hidden, last ? Transformer::Rows::kLast : Transformer::Rows::kAll);
   }
-  const int64_t rows = path == Path::kLastChunks7 ? 1 : static_cast<int64_t>(tokens.size());
-  EXPECT_EQ(hidden.size(), static_cast<size_t>(rows * m.config.dim));
+  const int64_t rows = path == Path::kLastChunks7 ? 1 : static_cast<int64_t>(tokens.size()) - first;
+  EXPECT_EQ(hidden.size(), static_cast<size_t>((first + rows) * m.config.dim));
   std::vector<float> logits(static_cast<size_t>(rows * m.config.vocab_size));
-  model.Logits(hidden.data(), rows, logits.data());
+  model.Logits(hidden.data() + first * m.config.dim, rows, logits.data());
   return logits;
 }
 
 using testing::MaxAbsDiff;
 
+// The rows of `exact` (every row's logits) that `path` gives.
+std::vector<double> RowsOf(const std::vector<double>& exact, Path path, int vocab_size) {
+  if (path == Path::kLastChunks7) return {exact.end() - vocab_size, exact.end()};
+  if (path == Path::kSequenceFrom) return {exact.begin() + kFirstRow * vocab_size, exact.end()};
+  return exact;
+}
+
 // The engine's logits for `spec` in every path within `tol` of `exact` (the double reference's,
 // every row; kLastChunks7 the last row's).
 void ExpectEveryPathWithin(const Model& m, const std::string& spec, const std::vector<int>& tokens,
                            const std::vector<double>& exact, double tol) {
-  for (Path path :
-       {Path::kPrefill, Path::kChunks7, Path::kDecode, Path::kSequence, Path::kLastChunks7}) {
+  for (Path path : {Path::kPrefill, Path::kChunks7, Path::kDecode, Path::kSequence,
+                    Path::kLastChunks7, Path::kSequenceFrom}) {
     const std::vector<float> got = EngineLogits(m, spec, tokens, path);
-    const std::vector<double> want =
-        path == Path::kLastChunks7
-            ? std::vector<double>(exact.end() - m.config.vocab_size, exact.end())
-            : exact;
+    const std::vector<double> want = RowsOf(exact, path, m.config.vocab_size);
+    ASSERT_EQ(got.size(), want.size()) << spec << " path " << static_cast<int>(path);
     EXPECT_LE(MaxAbsDiff(got, want), tol) << spec << " path " << static_cast<int>(path);
   }
 }
@@ -265,10 +276,13 @@ TEST(MethodModel, PerLayerLayoutsMatchTheLayoutReference) {
             8 * MaxAbsDiff(ref::LayoutForwardRef<float>(c, m.weights, spec, tokens), exact) + 1e-6;
         std::vector<float> got;
         double worst = 0;
-        for (Path path : {Path::kPrefill, Path::kChunks7, Path::kDecode, Path::kSequence}) {
+        // kSequence last: `got` is then every row's, for the references below.
+        for (Path path : {Path::kPrefill, Path::kChunks7, Path::kDecode, Path::kSequenceFrom,
+                          Path::kSequence}) {
           got = EngineLogits(m, spec, tokens, path);
-          worst = std::max(worst, MaxAbsDiff(got, exact));
-          EXPECT_LE(MaxAbsDiff(got, exact), tol) << spec << " path " << static_cast<int>(path);
+          const std::vector<double> want = RowsOf(exact, path, c.vocab_size);
+          worst = std::max(worst, MaxAbsDiff(got, want));
+          EXPECT_LE(MaxAbsDiff(got, want), tol) << spec << " path " << static_cast<int>(path);
         }
         std::printf("  D=%-3d %-6s %-24s max |engine - double| %.2e (budget %.2e)\n", D,
                     layout.name, spec.c_str(), worst, tol);

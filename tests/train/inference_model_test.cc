@@ -237,9 +237,20 @@ std::vector<double> TrainerLogits(const TrainArch& arch, const ModelWeights& p,
 
 // kLast...: Forward keeping only the last token's hidden state (Transformer::Rows::kLast), whose
 // logits are the last row of what the other paths give (only that row is compared).
-enum class RunPath { kPrefill, kChunks7, kDecode, kSequence, kLastPrefill, kLastChunks7 };
-constexpr RunPath kPaths[] = {RunPath::kPrefill,  RunPath::kChunks7,     RunPath::kDecode,
-                              RunPath::kSequence, RunPath::kLastPrefill, RunPath::kLastChunks7};
+// kSequenceFrom: the sequence forward asked for the rows from the middle on (a probe's end:
+// ForwardSequence's first_row), compared on those rows.
+enum class RunPath {
+  kPrefill,
+  kChunks7,
+  kDecode,
+  kSequence,
+  kLastPrefill,
+  kLastChunks7,
+  kSequenceFrom
+};
+constexpr RunPath kPaths[] = {RunPath::kPrefill,     RunPath::kChunks7,     RunPath::kDecode,
+                              RunPath::kSequence,    RunPath::kLastPrefill, RunPath::kLastChunks7,
+                              RunPath::kSequenceFrom};
 const char* PathName(RunPath p) {
   switch (p) {
     case RunPath::kPrefill: return "prefill";
@@ -248,19 +259,25 @@ const char* PathName(RunPath p) {
     case RunPath::kSequence: return "sequence";
     case RunPath::kLastPrefill: return "prefill, last row only";
     case RunPath::kLastChunks7: return "chunks of 7, last row only";
+    case RunPath::kSequenceFrom: return "sequence, rows from the middle on";
   }
   return "?";
 }
 bool LastRowOnly(RunPath p) { return p == RunPath::kLastPrefill || p == RunPath::kLastChunks7; }
+// The first row kSequenceFrom asks for: the middle, inside a chunk of 19.
+int64_t FirstRowOf(RunPath p, size_t tokens) {
+  return p == RunPath::kSequenceFrom ? static_cast<int64_t>(tokens / 2) : 0;
+}
 
 std::vector<double> InferenceLogits(const Model& m, const std::vector<int>& tokens, RunPath path,
                                     const std::string& spec = "direct") {
   Transformer model(m);
   model.SetMethod(ParseMethod(spec), static_cast<int64_t>(tokens.size()));
   std::vector<float> hidden;
-  if (path == RunPath::kSequence) {
+  const int64_t first = FirstRowOf(path, tokens.size());
+  if (path == RunPath::kSequence || path == RunPath::kSequenceFrom) {
     model.set_prefill_chunk(19);  // several chunks per layer
-    model.ForwardSequence(tokens, hidden);
+    model.ForwardSequence(tokens, hidden, first);
   } else {
     const bool seven = path == RunPath::kChunks7 || path == RunPath::kLastChunks7;
     model.set_prefill_chunk(path == RunPath::kDecode ? 1 : seven ? 7 : 4096);
@@ -269,10 +286,10 @@ std::vector<double> InferenceLogits(const Model& m, const std::vector<int>& toke
     model.Forward(tokens, cache, hidden,
                   LastRowOnly(path) ? Transformer::Rows::kLast : Transformer::Rows::kAll);
   }
-  const int64_t rows = LastRowOnly(path) ? 1 : static_cast<int64_t>(tokens.size());
-  EXPECT_EQ(hidden.size(), static_cast<size_t>(rows * m.config.dim)) << PathName(path);
+  const int64_t rows = LastRowOnly(path) ? 1 : static_cast<int64_t>(tokens.size()) - first;
+  EXPECT_EQ(hidden.size(), static_cast<size_t>((first + rows) * m.config.dim)) << PathName(path);
   std::vector<float> logits(static_cast<size_t>(rows * m.config.vocab_size));
-  model.Logits(hidden.data(), rows, logits.data());
+  model.Logits(hidden.data() + first * m.config.dim, rows, logits.data());
   return std::vector<double>(logits.begin(), logits.end());
 }
 
@@ -286,6 +303,11 @@ double MaxAbsDiff(const std::vector<double>& a, const std::vector<double>& b) {
 // |got - want| for what `path` gave: all of want, or its last row for the last-row-only paths.
 double PathDiff(const std::vector<double>& got, const std::vector<double>& want, RunPath path,
                 int vocab) {
+  if (path == RunPath::kSequenceFrom) {
+    const int64_t rows = static_cast<int64_t>(want.size()) / vocab;
+    return MaxAbsDiff(
+        got, std::vector<double>(want.begin() + FirstRowOf(path, rows) * vocab, want.end()));
+  }
   if (!LastRowOnly(path)) return MaxAbsDiff(got, want);
   return MaxAbsDiff(got, std::vector<double>(want.end() - vocab, want.end()));
 }
