@@ -216,7 +216,7 @@ const LabInterval& RankInterval(const ReportCell& c) {
 }  // namespace
 
 void MarkBest(ReportTable& t, bool higher_is_better) {
-  std::vector<std::string> unranked;
+  std::vector<std::string> unranked, nothing_above;
   bool ranked_any = false;
   for (size_t j = 0; j < t.columns.size(); ++j) {
     const ReportCellFormat format = t.FormatOf(j);
@@ -239,6 +239,15 @@ void MarkBest(ReportTable& t, bool higher_is_better) {
     for (const size_t i : rows) {
       const double v = RankValue(t.cells[i][j]), b = RankValue(t.cells[best][j]);
       if (higher_is_better ? v > b : v < b) best = i;
+    }
+    // A retrieval column whose best cell does not lie above its own control (a passkey no method
+    // reads, say) has no best: every cell is at chance, and marking them all tied would read as
+    // a win.
+    const ReportCell& top = t.cells[best][j];
+    if (top.has_control &&
+        !(top.ci.known && top.control_ci.known && top.ci.lo > top.control_ci.hi)) {
+      nothing_above.push_back(t.columns[j]);
+      continue;
     }
     std::vector<size_t> group;
     for (const size_t i : rows) {
@@ -267,6 +276,13 @@ void MarkBest(ReportTable& t, bool higher_is_better) {
     note += fmt::format(
         "{}Not ranked, as some of their cells carry no interval (records of an older build) and "
         "a difference inside the noise cannot be told from a real one: {}.",
+        note.empty() ? "" : " ", cols);
+  }
+  if (!nothing_above.empty()) {
+    std::string cols;
+    for (const std::string& c : nothing_above) cols += (cols.empty() ? "" : ", ") + c;
+    note += fmt::format(
+        "{}Not marked, as no cell of theirs lies above its control (the intervals overlap): {}.",
         note.empty() ? "" : " ", cols);
   }
   t.ranking_note = note;
@@ -800,6 +816,10 @@ std::string JoinNames(const std::vector<std::string>& names) {
   return out;
 }
 
+// How far above its control a retrieval cell must lie for the reading to say a method keeps
+// distant information (a share: 5 points); a cell above its control by less is read as a trace.
+constexpr double kKeepPoints = 0.05;
+
 bool Above(const ReportCell& c) {
   return c.ci.known && c.control_ci.known && c.ci.lo > c.control_ci.hi;
 }
@@ -866,6 +886,8 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
       if (s.column_info[j].ctx == ctx && s.column_info[j].protocol == "nonrepeat") nonrepeat = j;
     }
     std::vector<std::string> keep, avoid, neither, unknown;
+    std::vector<std::string> trace;  // above control somewhere, never by kKeepPoints
+    std::vector<std::string> trace_figures;
     std::vector<std::string> gate_stable, gate_fall;  // a failed gate: non-repeat only
     std::vector<size_t> keep_rows;
     std::string failed;
@@ -887,8 +909,21 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
         (stable ? gate_stable : gate_fall).push_back(method);
         continue;
       }
-      const bool keeps = std::any_of(evidence.begin(), evidence.end(),
-                                     [](const ReportCell* c) { return Above(*c); });
+      const bool keeps = std::any_of(evidence.begin(), evidence.end(), [](const ReportCell* c) {
+        return Above(*c) && c->difference >= kKeepPoints;
+      });
+      // Above its control only by a little (a repeat read 1-3 points better than fresh text,
+      // say): the largest such cell, to cite.
+      const ReportCell* above = nullptr;
+      size_t above_column = 0;
+      for (const size_t j : retrieval) {
+        const ReportCell& c = s.cells[i][j];
+        if (c.present && c.has_control && Above(c) &&
+            (above == nullptr || c.difference > above->difference)) {
+          above = &c;
+          above_column = j;
+        }
+      }
       const bool at_control =
           !evidence.empty() &&
           std::all_of(evidence.begin(), evidence.end(), [](const ReportCell* c) {
@@ -897,6 +932,11 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
       if (keeps) {
         keep.push_back(method);
         keep_rows.push_back(i);
+      } else if (above != nullptr) {
+        trace.push_back(method);
+        trace_figures.push_back(fmt::format("{} {} on {}", method,
+                                            PointsText(above->difference, above->difference_ci),
+                                            RetrievalName(s.column_info[above_column])));
       } else if (at_control) {
         (stable ? avoid : neither).push_back(method);
       } else {
@@ -963,9 +1003,16 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
       }
       text += fmt::format(
           " {} {} distant information: a retrieval cell beyond the window lies "
-          "above its control (the intervals do not overlap){}",
-          JoinNames(keep), keep.size() == 1 ? "keeps" : "keep",
+          "above its control by {:.0f} points or more (the intervals do not overlap){}",
+          JoinNames(keep), keep.size() == 1 ? "keeps" : "keep", 100 * kKeepPoints,
           evidence.empty() ? "." : ";" + evidence);
+    }
+    if (!trace.empty()) {
+      text += fmt::format(
+          " {} {} only a trace of it: a retrieval cell above its control, but by less than {:.0f} "
+          "points ({}).",
+          JoinNames(trace), trace.size() == 1 ? "keeps" : "keep", 100 * kKeepPoints,
+          JoinNames(trace_figures));
     }
     if (!avoid.empty()) {
       text += fmt::format(
@@ -981,7 +1028,7 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
           "L's.",
           JoinNames(neither), neither.size() == 1 ? "does" : "do");
     }
-    if (!unknown.empty() && keep.empty() && avoid.empty() && neither.empty()) {
+    if (!unknown.empty() && keep.empty() && trace.empty() && avoid.empty() && neither.empty()) {
       if (failed.empty() && gate == gates.end()) unknown_models.push_back(name);
       if (failed.empty() && gate == gates.end()) continue;
     } else if (!unknown.empty()) {
@@ -1003,25 +1050,34 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
   }
   // Ties over the whole table: every ranked column one tied group.
   bool ranked = false, all_tied = true, unranked = false;
+  int at_control_columns = 0;  // retrieval columns with no cell above its control: all at chance
   for (size_t j = 0; j < s.columns.size(); ++j) {
-    bool marked = false, unmarked = false;
+    bool marked = false, unmarked = false, at_control = true;
     for (size_t i = 0; i < s.rows.size(); ++i) {
       const ReportCell& c = s.cells[i][j];
       if (!c.present || !c.informative) continue;
       if (c.mark == ReportCell::Mark::kBest) all_tied = false;
       (c.mark == ReportCell::Mark::kNone ? unmarked : marked) = true;
+      if (!c.has_control || !c.ci.known || !c.control_ci.known || Above(c)) at_control = false;
     }
     if (marked) ranked = true;
     if (marked && unmarked) all_tied = false;
     const ReportCellFormat f = s.FormatOf(j);
     if (!marked && unmarked && f != ReportCellFormat::kText && f != ReportCellFormat::kTokens) {
-      unranked = true;  // MarkBest left it: some cell without an interval
+      if (at_control) {
+        ++at_control_columns;  // MarkBest left it: every cell at its control, a tie at chance
+        ranked = true;
+      } else {
+        unranked = true;  // MarkBest left it: some cell without an interval
+      }
     }
   }
   if (ranked && all_tied && !unranked) {
-    out.push_back(
-        "Every column is a tie: in each, every cell's 95% interval overlaps the best's, so these "
-        "records rank no method above another.");
+    out.push_back(fmt::format(
+        "Every column is a tie: in each, every cell's 95% interval overlaps the best's{}, so "
+        "these records rank no method above another.",
+        at_control_columns == 0 ? ""
+                                : " (or, in a retrieval column, no cell lies above its control)"));
   } else if (ranked && all_tied) {
     out.push_back(
         "Every column that carries intervals is a tie (every cell's 95% interval overlaps the "

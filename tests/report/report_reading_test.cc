@@ -223,6 +223,27 @@ TEST(ReportReadingTest, SummaryReadsWhichMethodsKeepDistantInformation) {
   EXPECT_EQ(Count(reading, "keep distant information"), 1u) << reading;
 }
 
+// A cell above its control by a little (its interval clear of the control's, the difference under
+// 5 points) is a trace, not keeping distant information: the reading says which and cites it.
+TEST(ReportReadingTest, SummaryTellsATraceFromKeeping) {
+  std::vector<LabRecord> rs;
+  for (const std::string method : {"keeper", "tracer"}) {
+    rs.push_back(testing::WithCi(SampleCell("m", method, "nonrepeat", 128, 0.5), 0.5, 0.01));
+    rs.push_back(testing::WithCi(SampleCell("m", method, "nonrepeat", 1024, 0.5), 0.3, 0.01));
+    LabRecord far = SampleCell("m", method, "far-copy", 1024, 0.5);
+    far.distance = 512;
+    far.material = "text";
+    const double copy = method == "keeper" ? 0.50 : 0.23;
+    rs.push_back(testing::WithControl(testing::WithCi(far, copy, 0.005), 0.20, 0.005));
+  }
+  const ReportTable s = SummaryTable(rs);
+  const std::string reading = SummaryReading(s, rs, {});
+  EXPECT_TRUE(Has(reading, "keeper keeps distant information")) << reading;
+  EXPECT_TRUE(Has(reading, "tracer keeps only a trace of it")) << reading;
+  EXPECT_TRUE(Has(reading, "tracer +3.0 pts")) << reading;
+  EXPECT_EQ(Count(reading, "keeps distant information"), 1u) << reading;
+}
+
 TEST(ReportReadingTest, SummaryNamesAClearWinnerOnlyWhenTheIntervalsSayIt) {
   auto lab = SampleRetrievalLab();
   for (LabRecord& r : lab.records) {  // rerope far ahead of yarn at 896, intervals apart
@@ -251,12 +272,19 @@ TEST(ReportReadingTest, SummarySaysSoWhenEverythingIsTied) {
   }
   const ReportTable s = SummaryTable(rs);
   for (size_t j = 0; j + 1 < s.columns.size(); ++j) {  // the last: sees back, text
+    // The far-copy column, every cell at its control: no cell is marked, not even as a tie (a
+    // column of zeros marked "tie" in bold would read as a win).
+    const bool far = s.column_info[j].protocol == "far-copy";
     for (size_t i = 0; i < s.rows.size(); ++i) {
-      EXPECT_EQ(s.cells[i][j].mark, M::kTied) << s.columns[j] << " " << s.rows[i].method;
+      EXPECT_EQ(s.cells[i][j].mark, far ? M::kNone : M::kTied)
+          << s.columns[j] << " " << s.rows[i].method;
     }
   }
+  EXPECT_TRUE(Has(s.ranking_note, "Not marked, as no cell of theirs lies above its control"))
+      << s.ranking_note;
   const std::string reading = SummaryReading(s, rs, {});
   EXPECT_TRUE(Has(reading, "Every column is a tie")) << reading;
+  EXPECT_TRUE(Has(reading, "no cell lies above its control")) << reading;
   EXPECT_TRUE(Has(reading, "a, b and c only avoid blowing up")) << reading;
   EXPECT_FALSE(Has(reading, "keep distant information:")) << reading;
   EXPECT_FALSE(Has(reading, "keeps the most")) << reading;
