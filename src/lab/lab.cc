@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -319,10 +320,15 @@ std::string StageLabel(const LabOptions& o, size_t i) {
 }
 
 // Seconds the lab's work takes on this machine, measured at the start on a model of the lab's
-// shape with random weights: one training step, and scoring one sequence at half the longest
-// length and at the longest, fitted as a c + b c^2 seconds per sequence of c tokens; then one
-// sequence at the longest length with each method, as a multiple of `direct` (the dynamic
-// methods re-rotate every key for every query beyond L and cost several times more). A probe that
+// shape with random weights: training steps as the lab runs them (side_by_side models at once,
+// each on its share of the threads, so that they contend for the memory as they will), and
+// scoring a batch of sequences (one per thread, as ScoreWindows runs them) at half the longest
+// length and at the longest, fitted as a c + b c^2 seconds per sequence of c tokens; then the
+// same at the longest length with each method, as a multiple of `direct` (the dynamic methods
+// re-rotate every key for every query beyond L and cost several times more). Timed from one step
+// of one model and one sequence shared by the threads, the fresh-clone quick lab of 2026-12-03 on
+// an Intel Xeon was estimated at 31.2 minutes and took 38.9; timed as here, the same lab (with
+// the probes' last-layer saving, about 30 minutes) is estimated at 26-28. A probe that
 // scores only a sequence's end (far copy, passkey) runs the last layer on those rows alone: its
 // sequences cost end_share of a whole one, timed at the longest length.
 struct Calibration {
@@ -343,16 +349,16 @@ size_t SideBySide(size_t models) {
   return std::min<size_t>(models, static_cast<size_t>(std::max(1, NumThreads())));
 }
 
-// A training step is timed on `train_threads` threads, each model's share when several train side
-// by side (TrainModels); the scoring on all of them.
+// Training steps are timed on `train_threads` threads each, side_by_side models at once when
+// several train side by side (TrainModels); the scoring on all of them.
 Calibration Calibrate(const LabOptions& o, const LabModel& m, int vocab_size, int64_t longest,
-                      const std::set<std::string>& methods, int train_threads) {
+                      const std::set<std::string>& methods, int train_threads,
+                      size_t side_by_side) {
   Calibration cal;
   const TrainRunOptions run = RunOptionsOf(o, m, LabCorpus{});
   const TrainArch arch = RunArchitecture(run, vocab_size);
   TrainerOptions to;
   to.batch = o.batch;
-  Trainer trainer(arch, to);
   const int64_t T = o.train_len;
   const BatchSource random = [&](Rng& rng, int64_t B, std::vector<int>& tokens) {
     tokens.resize(static_cast<size_t>(B * (T + 1)));
@@ -360,21 +366,41 @@ Calibration Calibrate(const LabOptions& o, const LabModel& m, int vocab_size, in
   };
   const int threads = NumThreads();
   SetNumThreads(train_threads);
-  trainer.Step(random);  // first touches of memory, thread start-up
-  Timer step;
-  trainer.Step(random);
-  cal.step_seconds = step.Seconds();
+  constexpr int kTimedSteps = 3;
+  std::vector<std::unique_ptr<Trainer>> trainers;
+  for (size_t k = 0; k < std::max<size_t>(1, side_by_side); ++k) {
+    trainers.push_back(std::make_unique<Trainer>(arch, to));
+  }
+  std::vector<double> seconds(trainers.size(), 0.0);
+  auto steps = [&](size_t k) {
+    trainers[k]->Step(random);  // first touches of memory, thread start-up
+    Timer step;
+    for (int i = 0; i < kTimedSteps; ++i) trainers[k]->Step(random);
+    seconds[k] = step.Seconds() / kTimedSteps;
+  };
+  if (trainers.size() == 1) {
+    steps(0);
+  } else {
+    std::vector<std::thread> pool;
+    for (size_t k = 0; k < trainers.size(); ++k) pool.emplace_back(steps, k);
+    for (std::thread& th : pool) th.join();
+  }
+  cal.step_seconds = *std::max_element(seconds.begin(), seconds.end());
   SetNumThreads(threads);
-  const Model model = InferenceModel(arch, trainer.params(), "calibration");
+  const Model model = InferenceModel(arch, trainers[0]->params(), "calibration");
   Transformer t(model);
   const SequenceScorer scorer = ModelSequenceScorer(t, "", false);
   Rng rng(1);
+  // Seconds a sequence of c + 1 tokens takes among a batch of one per thread.
+  const size_t batch = static_cast<size_t>(std::max(1, threads));
   auto time_one = [&](int64_t c, int64_t first = 0) {
-    std::vector<std::vector<int>> seq(1, std::vector<int>(static_cast<size_t>(c + 1)));
-    for (int& x : seq[0]) x = static_cast<int>(rng.NextU64() % static_cast<uint64_t>(vocab_size));
+    std::vector<std::vector<int>> seqs(batch, std::vector<int>(static_cast<size_t>(c + 1)));
+    for (std::vector<int>& seq : seqs) {
+      for (int& x : seq) x = static_cast<int>(rng.NextU64() % static_cast<uint64_t>(vocab_size));
+    }
     Timer timer;
-    scorer(seq, first, {});
-    return timer.Seconds();
+    scorer(seqs, first, {});
+    return timer.Seconds() / static_cast<double>(batch);
   };
   const double c1 = static_cast<double>(longest / 2), c2 = static_cast<double>(longest);
   const double t1 = time_one(longest / 2), t2 = time_one(longest);
@@ -1208,9 +1234,11 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   }
   const size_t side_by_side = std::max<size_t>(1, SideBySide(mine.size()));
   const int train_threads = std::max(1, NumThreads() / static_cast<int>(side_by_side));
-  const Calibration cal = work_left ? Calibrate(o, o.models[to_train.empty() ? 0 : to_train[0]],
-                                                vocab, longest, methods_left, train_threads)
-                                    : Calibration{};
+  const Calibration cal =
+      work_left
+          ? Calibrate(o, o.models[to_train.empty() ? 0 : to_train[0]], vocab, longest, methods_left,
+                      train_threads, std::min(side_by_side, std::max<size_t>(1, to_train.size())))
+          : Calibration{};
   for (CellPlan& c : cells) {
     c.weight = static_cast<double>(c.sequences * c.arms) * cal.Sequence(c.ctx, c.method);
     if (c.protocol == "far-copy" || c.protocol == "passkey") c.weight *= cal.end_share;
