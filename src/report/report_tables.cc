@@ -999,6 +999,34 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
           evidence +=
               fmt::format("; {} are tied for the most (their intervals overlap).", JoinNames(top));
         }
+        // A keeper whose cell here is not clear of its control keeps it on another cell: cite
+        // its largest, so that the figures above do not read as a contradiction.
+        std::vector<std::string> elsewhere;
+        for (const size_t i : keep_rows) {
+          const ReportCell& here = s.cells[i][j];
+          if (Above(here) && here.difference >= kKeepPoints) continue;
+          const ReportCell* top_cell = nullptr;
+          size_t top_column = 0;
+          for (const size_t k : retrieval) {
+            const ReportCell& c = s.cells[i][k];
+            if (c.present && c.has_control && Above(c) && c.difference >= kKeepPoints &&
+                (top_cell == nullptr || c.difference > top_cell->difference)) {
+              top_cell = &c;
+              top_column = k;
+            }
+          }
+          if (top_cell == nullptr) continue;
+          elsewhere.push_back(fmt::format(
+              "{} on {}, {}", s.rows[i].method, RetrievalName(s.column_info[top_column]),
+              PointsText(top_cell->difference, top_cell->difference_ci)));
+        }
+        if (!elsewhere.empty()) {
+          evidence.pop_back();  // the sentence's full stop
+          evidence += fmt::format(
+              "; where this cell is at or near its control, the keeping is "
+              "elsewhere: {}.",
+              JoinNames(elsewhere));
+        }
         break;
       }
       text += fmt::format(

@@ -242,6 +242,29 @@ TEST(ReportReadingTest, SummaryTellsATraceFromKeeping) {
   EXPECT_TRUE(Has(reading, "tracer keeps only a trace of it")) << reading;
   EXPECT_TRUE(Has(reading, "tracer +3.0 pts")) << reading;
   EXPECT_EQ(Count(reading, "keeps distant information"), 1u) << reading;
+  EXPECT_FALSE(Has(reading, "the keeping is elsewhere")) << reading;
+
+  // A second keeper at control on far copy that keeps on a repeat beyond L: the reading cites
+  // that repeat for it.
+  rs.push_back(testing::WithCi(SampleCell("m", "repeater", "nonrepeat", 128, 0.5), 0.5, 0.01));
+  rs.push_back(testing::WithCi(SampleCell("m", "repeater", "nonrepeat", 1024, 0.5), 0.3, 0.01));
+  LabRecord far = SampleCell("m", "repeater", "far-copy", 1024, 0.5);
+  far.distance = 512;
+  far.material = "text";
+  rs.push_back(testing::WithControl(testing::WithCi(far, 0.20, 0.005), 0.20, 0.005));
+  for (const std::string method : {"keeper", "tracer", "repeater"}) {
+    LabRecord rep = SampleCell("m", method, "repeat", 1024, 0.5);
+    rep.period = 512;
+    const double acc = method == "repeater" ? 0.60 : 0.40;
+    rs.push_back(testing::WithControl(testing::WithCi(rep, acc, 0.005), 0.40, 0.005));
+  }
+  const ReportTable s2 = SummaryTable(rs);
+  const std::string reading2 = SummaryReading(s2, rs, {});
+  EXPECT_TRUE(Has(reading2, "keeper and repeater keep distant information")) << reading2;
+  EXPECT_TRUE(Has(reading2,
+                  "the keeping is elsewhere: repeater on repeat with a period of 512, "
+                  "+20.0 pts"))
+      << reading2;
 }
 
 TEST(ReportReadingTest, SummaryNamesAClearWinnerOnlyWhenTheIntervalsSayIt) {
