@@ -405,7 +405,8 @@ Calibration Calibrate(const LabOptions& o, const LabModel& m, int vocab_size, in
   const double c1 = static_cast<double>(longest / 2), c2 = static_cast<double>(longest);
   const double t1 = time_one(longest / 2), t2 = time_one(longest);
   // The end a probe scores: a far-copy span (span 16 and its control) or a passkey's answer.
-  if (t2 > 0) cal.end_share = std::min(1.0, time_one(longest, longest - 32) / t2);
+  if (t2 > 0)
+    cal.end_share = std::min(1.0, time_one(longest, std::max<int64_t>(0, longest - 32)) / t2);
   cal.b = std::max(0.0, (t2 / c2 - t1 / c1) / (c2 - c1));
   cal.a = std::max(0.0, (t2 - cal.b * c2 * c2) / c2);
   cal.train_len = o.train_len;
