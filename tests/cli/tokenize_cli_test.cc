@@ -1,6 +1,8 @@
 // `stretch tokenize`: the ids of a model's tokenizer, as llama.cpp's llama-tokenize prints them.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -33,6 +35,19 @@ std::string IdList(const std::vector<int>& ids) {
   std::string s = "[";
   for (size_t k = 0; k < ids.size(); ++k) s += (k ? ", " : "") + std::to_string(ids[k]);
   return s + "]\n";
+}
+
+// `stretch tokenize --ids` on each model in turn; a run that fails is a test failure (and drops
+// its output, so the caller's size check stops it).
+std::vector<std::string> TokenizeEach(const std::vector<std::string>& models,
+                                      const std::string& text) {
+  std::vector<std::string> outs;
+  for (const std::string& m : models) {
+    const auto r = RunCli("tokenize -m " + Quote(m) + " -p " + Quote(text) + " --ids");
+    EXPECT_EQ(r.exit_code, 0) << m << ": " << r.out;
+    if (r.exit_code == 0) outs.push_back(r.out);
+  }
+  return outs;
 }
 
 TEST(TokenizeCli, AModelsOwnVocabularyAndATokenizerFileGiveTheSameIds) {
@@ -129,13 +144,8 @@ TEST(TokenizeCli, AByteLevelVocabularyGoesThroughConvertBothWays) {
   const auto to_gguf = RunCli("convert -m " + Quote(hf) + " --to gguf --out " + Quote(again));
   ASSERT_EQ(to_gguf.exit_code, 0) << to_gguf.out;
   const std::string text = "ab a<tool> ab<|end|>";
-  std::string outs[3];
-  const std::string models[3] = {gguf, hf, again};
-  for (int k = 0; k < 3; ++k) {
-    const auto r = RunCli("tokenize -m " + Quote(models[k]) + " -p " + Quote(text) + " --ids");
-    ASSERT_EQ(r.exit_code, 0) << r.out;
-    outs[k] = r.out;
-  }
+  const std::vector<std::string> outs = TokenizeEach({gguf, hf, again}, text);
+  ASSERT_EQ(outs.size(), 3u);
   // <tool> matched in the text, <|end|> parsed as the prompt's.
   EXPECT_EQ(outs[0], IdList(MakeBpeTextTokenizer(vocab)->EncodePromptParsingSpecial(text)));
   EXPECT_TRUE(Has(outs[0], "258, ")) << outs[0];
@@ -151,6 +161,58 @@ TEST(TokenizeCli, AByteLevelVocabularyGoesThroughConvertBothWays) {
   EXPECT_NE(ckpt.exit_code, 0);
   EXPECT_TRUE(Has(ckpt.out, "has no form in stretch files")) << ckpt.out;
   EXPECT_FALSE(std::filesystem::exists(Temp("x.safetensors")));
+}
+
+// A Gemma-like SentencePiece vocabulary (<pad> <eos> <bos> <unk> at 0..3, a user-defined "\n", no
+// leading space), converted GGUF -> Hugging Face folder (Gemma's tokenizer.json form written,
+// merges from the scores) -> GGUF again, tokenizes the same each time.
+TEST(TokenizeCli, AGemmaLikeVocabularyGoesThroughConvertBothWays) {
+  std::vector<std::string> pieces = {"<pad>", "<eos>", "<bos>", "<unk>", "\n",  "a",  "b",
+                                     "c",     " ",     "ab",    "bc",    "abc", " a", "ca"};
+  std::vector<float> scores = {0, 0, 0, 0, 0, 0, 0, 0, 0, -2, -1, -3, -4, -5};
+  for (int b = 0; b < 256; ++b) {
+    pieces.push_back(fmt::format("<0x{:02X}>", b));
+    scores.push_back(0);
+  }
+  SpmLayout layout;
+  layout.unk = 3;
+  layout.bos = 2;
+  layout.eos = 1;
+  layout.add_space_prefix = false;
+  layout.types.assign(pieces.size(), SpmTokenType::kByte);
+  const SpmTokenType head[] = {SpmTokenType::kControl, SpmTokenType::kControl,
+                               SpmTokenType::kControl, SpmTokenType::kUnknown,
+                               SpmTokenType::kUserDefined};
+  std::copy(std::begin(head), std::end(head), layout.types.begin());
+  std::fill(layout.types.begin() + 5, layout.types.begin() + 14, SpmTokenType::kNormal);
+  const Tokenizer vocab = Tokenizer::FromVocabulary("gemma-like", pieces, scores, layout);
+  ModelConfig c;
+  c.dim = 16;
+  c.hidden_dim = 32;
+  c.n_layers = 1;
+  c.n_heads = 2;
+  c.n_kv_heads = 2;
+  c.vocab_size = vocab.vocab_size();
+  c.seq_len = 64;
+  const std::string gguf = Temp("gemma-like.gguf"), hf = Temp("gemma-like-hf"),
+                    again = Temp("gemma-like-again.gguf");
+  SaveGgufModel(testing::RandomModel(c, 2), gguf, static_cast<uint32_t>(GgmlType::kF32), &vocab,
+                nullptr);
+  const auto to_hf = RunCli("convert -m " + Quote(gguf) + " --to hf --out " + Quote(hf));
+  ASSERT_EQ(to_hf.exit_code, 0) << to_hf.out;
+  EXPECT_TRUE(Has(to_hf.out, "SentencePiece-style")) << to_hf.out;
+  EXPECT_TRUE(Has(testing::ReadBytes(hf + "/tokenizer.json"), "\"byte_fallback\": true"));
+  EXPECT_TRUE(Has(testing::ReadBytes(hf + "/tokenizer_config.json"), "\"<bos>\""));
+  const auto to_gguf = RunCli("convert -m " + Quote(hf) + " --to gguf --out " + Quote(again));
+  ASSERT_EQ(to_gguf.exit_code, 0) << to_gguf.out;
+  // "cab": "ab" scores above "ca", so c + ab; "\n" cut out first; " a" merges; "é" as bytes.
+  const std::string text = "cab\n a bc \xC3\xA9<eos>";
+  const std::vector<std::string> outs = TokenizeEach({gguf, hf, again}, text);
+  ASSERT_EQ(outs.size(), 3u);
+  EXPECT_EQ(outs[0], IdList(MakeLlama2cTextTokenizer(vocab)->EncodePromptParsingSpecial(text)));
+  EXPECT_EQ(outs[0], "[2, 7, 9, 4, 12, 8, 10, 8, 209, 183, 1]\n") << outs[0];
+  EXPECT_EQ(outs[1], outs[0]);
+  EXPECT_EQ(outs[2], outs[0]);
 }
 
 }  // namespace

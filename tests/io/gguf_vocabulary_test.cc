@@ -93,7 +93,22 @@ void ExpectGgufFormEncodesAsTheJson(const std::string& dir, const std::string& g
     EXPECT_EQ(json_again->eos(), json.eos());
     EXPECT_EQ(json_again->add_bos(), json.add_bos());
   } else {
-    from_gguf = MakeLlama2cTextTokenizer(ReadGgufTokenizer(g));
+    const Tokenizer spm = ReadGgufTokenizer(g);
+    from_gguf = MakeLlama2cTextTokenizer(spm);
+    if (!spm.add_space_prefix()) {  // Gemma's: written back in its SentencePiece-style form
+      DroppedMerges dropped;
+      const BpeTokenizer b = SentencePieceStyleBpeFromSpm(spm, &dropped);
+      EXPECT_EQ(dropped.count, 0) << dropped.first;
+      const std::filesystem::path dir = std::filesystem::path(gguf_path).parent_path() / "again";
+      std::filesystem::create_directories(dir);
+      SaveBpeTokenizerFiles(b, dir.string());
+      json_again = BpeTokenizer::FromTokenizerJson((dir / "tokenizer.json").string());
+      EXPECT_TRUE(json_again->options().chars);
+      EXPECT_EQ(json_again->vocab_size(), json.vocab_size());
+      EXPECT_EQ(json_again->bos(), json.bos());
+      EXPECT_EQ(json_again->eos(), json.eos());
+      EXPECT_EQ(json_again->add_bos(), json.add_bos());
+    }
   }
   EXPECT_EQ(from_gguf->vocab_size(), json.vocab_size());
   EXPECT_EQ(from_gguf->bos(), json.bos());
@@ -453,6 +468,43 @@ TEST_F(GgufVocabularyTest, ASentencePieceStyleTokenizerJsonAndItsGgufFormAgree) 
   EXPECT_EQ(Ids(bpe.Encode("cab")), Ids({263, 265}));
   EXPECT_EQ(Ids(spm.Encode("cab", false, false)), Ids({263, 265}));
   EXPECT_EQ(Ids(wrong.Encode("cab", false, false)), Ids({270, 262}));
+
+  // The GGUF form written back as a tokenizer.json (Gemma's form, merges from the scores) reads
+  // as the original: the same ids on the same texts, the same special tokens.
+  const auto written_back = [&](const Tokenizer& t, const std::string& name) {
+    const BpeTokenizer b = SentencePieceStyleBpeFromSpm(t);
+    const std::string dir = Path(name);
+    std::filesystem::create_directories(dir);
+    SaveBpeTokenizerFiles(b, dir);
+    return BpeTokenizer::FromTokenizerJson(dir + "/tokenizer.json");
+  };
+  const BpeTokenizer again = written_back(spm, "again");
+  EXPECT_TRUE(again.options().chars);
+  EXPECT_EQ(again.vocab_size(), bpe.vocab_size());
+  EXPECT_EQ(again.bos(), 2);
+  EXPECT_EQ(again.eos(), 1);
+  EXPECT_EQ(again.options().unk, 3);
+  EXPECT_EQ(again.Kind(0), BpeTokenKind::kControl);
+  EXPECT_EQ(again.Kind(4), BpeTokenKind::kNormal);  // "\n", matched in the text
+  ASSERT_EQ(again.options().matched.size(), 1u);
+  EXPECT_EQ(again.options().matched[0], std::pair(std::string("\n"), 4));
+  rng.seed(11);
+  for (int k = 0; k < 2000; ++k) {
+    std::string text;
+    const int len = static_cast<int>(rng() % 12);
+    for (int i = 0; i < len; ++i) text += alphabet[rng() % std::size(alphabet)];
+    ASSERT_EQ(Ids(again.Encode(text)), Ids(bpe.Encode(text))) << "\"" << text << "\"";
+    ASSERT_EQ(again.Decode(again.Encode(text)), text);
+  }
+  // The merges follow the scores: the perturbed form written back cuts "cab" as it does.
+  EXPECT_EQ(Ids(written_back(wrong, "wrong_again").Encode("cab")), Ids({270, 262}));
+  // A vocabulary that puts a space before the text has the LLaMA form, not this one.
+  const Tokenizer llama = Tokenizer::FromVocabulary(
+      "llama-like", {"<unk>", "<s>", "</s>", " ", "a"}, {0, 0, 0, -1, -2});
+  EXPECT_NE(testing::ErrorOf([&] {
+              SentencePieceStyleBpeFromSpm(llama);
+            }).find("puts a space before the text (add_space_prefix)"),
+            std::string::npos);
 }
 
 // A byte-level vocabulary written as a tokenizer.json (and tokenizer_config.json) reads back to the
@@ -489,15 +541,17 @@ TEST_F(GgufVocabularyTest, AByteLevelVocabularyWrittenAsTokenizerJsonReadsBack) 
   EXPECT_EQ(Ids(back.Encode(text)), Ids(t.Encode(text)));
   EXPECT_EQ(Ids(MakeBpeTextTokenizer(back)->EncodePromptParsingSpecial(text)),
             Ids(MakeBpeTextTokenizer(t)->EncodePromptParsingSpecial(text)));
-  // A SentencePiece-style vocabulary has no such form yet: refused by name.
+  // A SentencePiece-style vocabulary is written in Gemma's form and reads back as one.
   BpeOptions chars;
   chars.chars = true;
   std::vector<std::string> sp = {"a"};
   for (int b = 0; b < 256; ++b) sp.push_back(fmt::format("<0x{:02X}>", b));
-  EXPECT_NE(testing::ErrorOf([&] {
-              SerializeBpeTokenizerJson(BpeTokenizer::FromVocabulary("sp", sp, {}, chars));
-            }).find("SentencePiece-style vocabulary is not written as a tokenizer.json"),
-            std::string::npos);
+  const std::string sp_dir = Path("sp");
+  std::filesystem::create_directories(sp_dir);
+  SaveBpeTokenizerFiles(BpeTokenizer::FromVocabulary("sp", sp, {}, chars), sp_dir);
+  const BpeTokenizer sp_back = BpeTokenizer::FromTokenizerJson(sp_dir + "/tokenizer.json");
+  EXPECT_TRUE(sp_back.options().chars);
+  EXPECT_EQ(Ids(sp_back.Encode("a\xC3\xA9")), Ids({0, 1 + 0xC3, 1 + 0xA9}));
 }
 
 // A byte-level vocabulary's GGUF form keeps its user-defined tokens, matched in the text.

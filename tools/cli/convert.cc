@@ -151,10 +151,28 @@ Vocabulary VocabularyToWrite(const ConvertArgs& a, const Loaded& loaded) {
     v.spm = Llama2cTokenizerFromSentencePiece(
         ParseSentencePieceModel(t->model(), path + " (its tokenizer.model)"));
   }
+  // A layout of its own without the leading space (Gemma's) has the SentencePiece-style
+  // tokenizer.json form, as Gemma's own folders hold it.
+  if (v.spm && !v.spm->Llama2cLayout() && a.to == "hf" && !v.spm->add_space_prefix()) {
+    DroppedMerges dropped;
+    v.bpe = SentencePieceStyleBpeFromSpm(*v.spm, &dropped);
+    if (dropped.count > 0) {
+      Warn(fmt::format(
+          "{}: {} merge(s) into or out of a control token, which llama.cpp's encoder makes from "
+          "this vocabulary's scores, have no place in a tokenizer.json and are left out (the "
+          "first: "
+          "{}): a text that spells such a token may be cut otherwise by the folder",
+          path, dropped.count, dropped.first));
+    }
+    v.what = BpeWhat(*v.bpe);
+    v.spm.reset();
+    return v;
+  }
   if (v.spm && !v.spm->Llama2cLayout() && a.to != "gguf") {
     Fail(
         "{}: its vocabulary has its own layout (unknown, BOS, EOS ids {}, {}, {}{}{}), which "
-        "stretch writes into GGUF files only so far",
+        "stretch writes into GGUF files, and into Hugging Face folders when it puts no space "
+        "before the text, only so far",
         tok.empty() ? path : "--tokenizer " + tok, v.spm->unk(), v.spm->bos(), v.spm->eos(),
         v.spm->add_space_prefix() ? "" : ", no leading space",
         v.spm->user_defined().empty() ? "" : ", user-defined tokens");
@@ -328,7 +346,9 @@ void RegisterConvert(CLI::App& app) {
           "SentencePiece vocabulary scored by its merges); into a Hugging Face folder a byte-level "
           "one "
           "(also a GGUF file's) is written as tokenizer.json and tokenizer_config.json, a "
-          "Gemma-style folder's files are copied.\n"
+          "Gemma-style folder's files are copied, and a GGUF file's SentencePiece vocabulary "
+          "without the leading space (Gemma's) is written as Gemma's own tokenizer.json is, its "
+          "merges from the scores.\n"
           "Example: stretch convert -m stories260K.bin -t tok512.bin --to gguf --out "
           "stories260K.gguf\n"
           "Example: stretch convert -m stories260K.gguf --to hf --type bf16 --out stories260K-hf");

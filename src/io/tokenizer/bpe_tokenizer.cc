@@ -1183,9 +1183,6 @@ BpeTokenizer BpeTokenizer::FromTokenizerJson(const std::string& path) {
 
 std::string SerializeBpeTokenizerJson(const BpeTokenizer& t) {
   const BpeOptions& o = t.options();
-  if (o.chars) {
-    Fail("{}: a SentencePiece-style vocabulary is not written as a tokenizer.json yet", t.source());
-  }
   if (o.add_prefix_space) {
     Fail("{}: a vocabulary that adds a space before the text is not written as a tokenizer.json",
          t.source());
@@ -1213,18 +1210,27 @@ std::string SerializeBpeTokenizerJson(const BpeTokenizer& t) {
   std::sort(extra.begin(), extra.end());
   for (const auto& [id, token] : extra) add(token.first, id, token.second);
   j["added_tokens"] = added;
-  j["normalizer"] = o.nfc ? ojson{{"type", "NFC"}} : ojson(nullptr);
-  j["pre_tokenizer"] = {
-      {"type", "Sequence"},
-      {"pretokenizers",
-       ojson::array({{{"type", "Split"},
-                      {"pattern", {{"Regex", std::string(BpeSplitPattern(o.split))}}},
-                      {"behavior", "Isolated"},
-                      {"invert", false}},
-                     {{"type", "ByteLevel"},
-                      {"add_prefix_space", false},
-                      {"trim_offsets", true},
-                      {"use_regex", false}}})}};
+  const std::string space = "\xE2\x96\x81";  // U+2581, SentencePiece's space
+  if (o.chars) {                             // Gemma's form (SentencePieceStyle above)
+    j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", space}};
+    j["pre_tokenizer"] = {{"type", "Split"},
+                          {"pattern", {{"String", " "}}},
+                          {"behavior", "MergedWithPrevious"},
+                          {"invert", false}};
+  } else {
+    j["normalizer"] = o.nfc ? ojson{{"type", "NFC"}} : ojson(nullptr);
+    j["pre_tokenizer"] = {
+        {"type", "Sequence"},
+        {"pretokenizers",
+         ojson::array({{{"type", "Split"},
+                        {"pattern", {{"Regex", std::string(BpeSplitPattern(o.split))}}},
+                        {"behavior", "Isolated"},
+                        {"invert", false}},
+                       {{"type", "ByteLevel"},
+                        {"add_prefix_space", false},
+                        {"trim_offsets", true},
+                        {"use_regex", false}}})}};
+  }
   if (o.add_bos) {
     const std::string& bos = t.Piece(o.bos);
     j["post_processor"] = {
@@ -1237,30 +1243,52 @@ std::string SerializeBpeTokenizerJson(const BpeTokenizer& t) {
                                {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}})},
         {"special_tokens",
          {{bos, {{"id", bos}, {"ids", ojson::array({o.bos})}, {"tokens", ojson::array({bos})}}}}}};
+  } else if (o.chars) {
+    j["post_processor"] = nullptr;
   } else {
     j["post_processor"] = {{"type", "ByteLevel"},
                            {"add_prefix_space", false},
                            {"trim_offsets", false},
                            {"use_regex", false}};
   }
-  j["decoder"] = {{"type", "ByteLevel"},
-                  {"add_prefix_space", true},
-                  {"trim_offsets", true},
-                  {"use_regex", true}};
-  ojson vocab = ojson::object();
-  for (int id = 0; id < t.vocab_size(); ++id) {
-    if (t.Kind(id) == BpeTokenKind::kNormal) vocab[t.Piece(id)] = id;
+  if (o.chars) {
+    j["decoder"] = {
+        {"type", "Sequence"},
+        {"decoders",
+         ojson::array({{{"type", "Replace"}, {"pattern", {{"String", space}}}, {"content", " "}},
+                       {{"type", "ByteFallback"}},
+                       {{"type", "Fuse"}}})}};
+  } else {
+    j["decoder"] = {{"type", "ByteLevel"},
+                    {"add_prefix_space", true},
+                    {"trim_offsets", true},
+                    {"use_regex", true}};
   }
-  for (const auto& [text, id] : o.matched) vocab.erase(text);  // an added token, as in Qwen's
+  ojson vocab = ojson::object();
+  if (o.chars) {
+    // Every token, control ones too, as Gemma's file lists them; a matched token whose text is
+    // spelled otherwise than its piece is an added token only (its id would be taken twice).
+    std::vector<uint8_t> apart(static_cast<size_t>(t.vocab_size()), 0);
+    for (const auto& [text, id] : o.matched) apart[static_cast<size_t>(id)] = text != t.Piece(id);
+    for (int id = 0; id < t.vocab_size(); ++id) {
+      if (!apart[static_cast<size_t>(id)]) vocab[t.Piece(id)] = id;
+    }
+  } else {
+    for (int id = 0; id < t.vocab_size(); ++id) {
+      if (t.Kind(id) == BpeTokenKind::kNormal) vocab[t.Piece(id)] = id;
+    }
+    for (const auto& [text, id] : o.matched) vocab.erase(text);  // an added token, as in Qwen's
+  }
   ojson merges = ojson::array();
   for (const BpeMerge& m : t.Merges()) merges.push_back({t.Piece(m.left), t.Piece(m.right)});
+  const ojson no_affix = o.chars ? ojson(nullptr) : ojson("");
   j["model"] = {{"type", "BPE"},
                 {"dropout", nullptr},
-                {"unk_token", nullptr},
-                {"continuing_subword_prefix", ""},
-                {"end_of_word_suffix", ""},
-                {"fuse_unk", false},
-                {"byte_fallback", false},
+                {"unk_token", o.chars && o.unk >= 0 ? ojson(t.Piece(o.unk)) : ojson(nullptr)},
+                {"continuing_subword_prefix", no_affix},
+                {"end_of_word_suffix", no_affix},
+                {"fuse_unk", o.chars},
+                {"byte_fallback", o.chars},
                 {"ignore_merges", o.ignore_merges},
                 {"vocab", vocab},
                 {"merges", merges}};
@@ -1275,6 +1303,7 @@ std::string SerializeBpeTokenizerConfig(const BpeTokenizer& t) {
   j["add_eos_token"] = false;
   j["bos_token"] = o.bos >= 0 ? nlohmann::ordered_json(t.Piece(o.bos)) : nullptr;
   j["eos_token"] = o.eos >= 0 ? nlohmann::ordered_json(t.Piece(o.eos)) : nullptr;
+  if (o.chars && o.unk >= 0) j["unk_token"] = t.Piece(o.unk);
   j["clean_up_tokenization_spaces"] = false;
   j["model_max_length"] = 131072;
   return j.dump(2) + "\n";

@@ -192,14 +192,19 @@ class BpeTokenizer {
   int fallback_id_[256] = {};
 };
 
-// A byte-level vocabulary (not BpeOptions::chars) as the tokenizer.json and tokenizer_config.json
-// of a Hugging Face folder, in the form transformers writes for Llama 3 and Qwen (its
-// PreTrainedTokenizerFast): model BPE with the vocabulary and the merges as pairs, a Sequence of
-// a Split by the pattern (Isolated) and a ByteLevel without its regex, the ByteLevel decoder, an
-// NFC normalizer when the vocabulary has one, a TemplateProcessing that puts BOS first when
-// add_bos(), the control tokens as special added tokens and the matched ones as non-special;
-// tokenizer_config.json names BOS and EOS. FromTokenizerJson reads them back to the same
-// tokenizer. Refused by name: a SentencePiece-style vocabulary, add_prefix_space.
+// A vocabulary as the tokenizer.json and tokenizer_config.json of a Hugging Face folder, in the
+// form transformers writes (its PreTrainedTokenizerFast):
+//   - byte-level (Llama 3, Qwen): model BPE with the vocabulary and the merges as pairs, a
+//     Sequence of a Split by the pattern (Isolated) and a ByteLevel without its regex, the
+//     ByteLevel decoder, an NFC normalizer when the vocabulary has one;
+//   - SentencePiece-style (BpeOptions::chars, Gemma's form): the normalizer Replace " " -> "▁",
+//     the pre-tokenizer Split on " " (MergedWithPrevious), the decoder Replace "▁" -> " ",
+//     ByteFallback, Fuse, model BPE with byte_fallback and fuse_unk, its unk_token, every token in
+//     model.vocab;
+// both with a TemplateProcessing that puts BOS first when add_bos(), the control tokens as
+// special added tokens and the matched ones as non-special; tokenizer_config.json names BOS and
+// EOS (and the unknown token). FromTokenizerJson reads them back to the same tokenizer. Refused
+// by name: add_prefix_space.
 std::string SerializeBpeTokenizerJson(const BpeTokenizer& tokenizer);
 std::string SerializeBpeTokenizerConfig(const BpeTokenizer& tokenizer);
 // Both files into `dir`, each written whole or not at all.

@@ -1,8 +1,12 @@
 #include "src/io/tokenizer/gguf_vocabulary.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "src/core/check.h"
@@ -194,6 +198,93 @@ Tokenizer SpmFromSentencePieceStyleBpe(const BpeTokenizer& bpe) {
   }
   return Tokenizer::FromVocabulary(bpe.source(), std::move(pieces), std::move(scores),
                                    std::move(layout));
+}
+
+BpeTokenizer SentencePieceStyleBpeFromSpm(const Tokenizer& t, DroppedMerges* dropped) {
+  if (t.add_space_prefix()) {
+    Fail(
+        "{}: its vocabulary puts a space before the text (add_space_prefix), which a "
+        "SentencePiece-style tokenizer.json (Gemma's form) does not; expected a vocabulary "
+        "without the leading space",
+        t.path());
+  }
+  constexpr float kFloor = -1e10f;  // llama2.c's: a piece scored at or below it is never merged
+  const int n = t.vocab_size();
+  BpeOptions o;
+  o.chars = true;
+  o.unk = t.unk();
+  o.bos = t.bos();
+  o.eos = t.eos();
+  o.add_bos = t.add_bos();
+  o.kinds.assign(static_cast<size_t>(n), BpeTokenKind::kNormal);
+  std::vector<std::string> pieces(static_cast<size_t>(n));
+  std::unordered_map<std::string, int> first_id;  // the Tokenizer's spelling -> its first id
+  first_id.reserve(static_cast<size_t>(n));
+  for (int id = 0; id < n; ++id) {
+    const auto k = static_cast<size_t>(id);
+    const std::string& p = t.Piece(id);
+    if (p.empty())
+      Fail("{}: piece {} is empty: expected a piece (a key of model.vocab)", t.path(), id);
+    if (p.find(kSpace) != std::string::npos) {
+      Fail("{}: piece {} {} holds U+2581: expected none (the file spells a space so)", t.path(), id,
+           Quote(p));
+    }
+    const SpmTokenType type = t.Type(id);
+    if (type == SpmTokenType::kControl || type == SpmTokenType::kUnknown ||
+        type == SpmTokenType::kUnused) {
+      o.kinds[k] = BpeTokenKind::kControl;
+      o.special.emplace_back(p, id);
+    }
+    pieces[k] = ReplaceAll(p, " ", kSpace);
+    first_id.emplace(p, id);
+  }
+  for (const auto& [text, id] : t.user_defined()) o.matched.emplace_back(text, id);
+
+  // SentencePieceExtractor's list: per piece (first ids, scored above the floor), each split into
+  // two pieces, ordered by (left id, right id); then a stable sort by the piece's score.
+  struct Merge {
+    float score;
+    int left, right;
+  };
+  std::vector<Merge> merges, local;
+  for (int id = 0; id < n; ++id) {
+    const float score = t.Score(id);
+    if (!(score > kFloor)) continue;
+    const std::string& p = t.Piece(id);
+    if (first_id.at(p) != id) continue;  // a duplicate: BpeTokenizer refuses it by name below
+    local.clear();
+    for (size_t cut = 1; cut < p.size(); ++cut) {
+      const auto left = first_id.find(p.substr(0, cut));
+      if (left == first_id.end()) continue;
+      const auto right = first_id.find(p.substr(cut));
+      if (right == first_id.end()) continue;
+      const auto kind = [&](int i) { return o.kinds[static_cast<size_t>(i)]; };
+      if (kind(id) != BpeTokenKind::kNormal || kind(left->second) != BpeTokenKind::kNormal ||
+          kind(right->second) != BpeTokenKind::kNormal) {
+        if (dropped != nullptr) {
+          if (dropped->count == 0) {
+            dropped->first = fmt::format("{} + {} -> {} (id {})", Quote(left->first),
+                                         Quote(right->first), Quote(p), id);
+          }
+          ++dropped->count;
+        }
+        continue;
+      }
+      local.push_back({score, left->second, right->second});
+    }
+    std::sort(local.begin(), local.end(), [](const Merge& x, const Merge& y) {
+      return std::pair(x.left, x.right) < std::pair(y.left, y.right);
+    });
+    merges.insert(merges.end(), local.begin(), local.end());
+  }
+  std::stable_sort(merges.begin(), merges.end(),
+                   [](const Merge& x, const Merge& y) { return x.score > y.score; });
+  std::vector<std::pair<std::string, std::string>> named;
+  named.reserve(merges.size());
+  for (const Merge& m : merges) {
+    named.emplace_back(pieces[static_cast<size_t>(m.left)], pieces[static_cast<size_t>(m.right)]);
+  }
+  return BpeTokenizer::FromVocabulary(t.path(), std::move(pieces), named, std::move(o));
 }
 
 }  // namespace stretch
