@@ -816,8 +816,13 @@ LabOptions QuickLab() {
   o.layers = 2;
   o.stages = CopyCurriculum();
   // KeyNorm's copy stage with plain keys (LabModel::first_stage_attention): from scratch it does
-  // not learn to copy at this size (docs/training.md).
-  o.models = {{"rope", "llama", "rope", "full"}, {"keynorm", "llama", "rope", "keynorm", "full"}};
+  // not learn to copy at this size (docs/training.md). KeyNorm as Su defines it (kexue.fm,
+  // archives/9859): the key's length takes the place of sqrt(d), logit = q . k / |k|, no
+  // 1/sqrt(head dim) beside it (`scale=1`); with both, the unit keys' logits were too flat to
+  // copy prose beyond L (docs/training.md, thirteenth round: far copy of prose at 8x from 992
+  // back, ReRoPE +5 -> +34 points).
+  o.models = {{"rope", "llama", "rope", "full"},
+              {"keynorm", "llama", "rope", "keynorm,scale=1", "full"}};
   // ... and its prose stage with more passkey rows (0.3 for 0.2, from randcopy and textperiodic):
   // with the preset's it read 88.5% of passkeys at L (docs/training.md, seventh round).
   o.models[1].stage_mix["prose"] =

@@ -773,7 +773,7 @@ TEST_F(LabTest, AFirstStageAttentionHoldsForTheFirstStageOnly) {
   const LabModel quick = QuickLab().models.at(1);
   EXPECT_EQ(quick.label, "keynorm");
   EXPECT_EQ(quick.AttentionOfRun(0, QuickLab().stages.size()), "full");
-  EXPECT_EQ(quick.AttentionOfRun(1, QuickLab().stages.size()), "keynorm");
+  EXPECT_EQ(quick.AttentionOfRun(1, QuickLab().stages.size()), "keynorm,scale=1");
 }
 
 TEST(LabStage, ParsesAndPrintsBack) {

@@ -322,8 +322,9 @@ void RegisterLab(CLI::App& app) {
   cmd->add_option(
       "--models", a->models,
       "only these models of the preset, a comma list of their names (--quick: rope, "
-      "keynorm, whose first stage trains with plain keys, KeyNorm from the second on, and whose "
-      "prose stage has 30% passkey rows for the lab's 20%; --full: gau, "
+      "keynorm, whose first stage trains with plain keys, KeyNorm from the second on (Su's form: "
+      "q.k / |k|, the key's length in place of sqrt(head dim)), and whose prose stage has 30% "
+      "passkey rows for the lab's 20%; --full: gau, "
       "gau-logn, gau-querynorm, ..., sandwich, gemma3, llama4; a wrong name "
       "lists them all)");
   cmd->add_option("--factors", a->factors,
