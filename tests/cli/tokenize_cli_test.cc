@@ -163,6 +163,38 @@ TEST(TokenizeCli, AByteLevelVocabularyGoesThroughConvertBothWays) {
   EXPECT_FALSE(std::filesystem::exists(Temp("x.safetensors")));
 }
 
+// `vocab` in a tiny random model's GGUF file, converted to a Hugging Face folder and from it to
+// GGUF again (the three paths, in that order); the folder's tokenizer.json in `json`. Empty when
+// a conversion failed (with a test failure).
+std::vector<std::string> ThroughConvertBothWays(const Tokenizer& vocab, const std::string& name,
+                                                std::string* json) {
+  ModelConfig c;
+  c.dim = 16;
+  c.hidden_dim = 32;
+  c.n_layers = 1;
+  c.n_heads = 2;
+  c.n_kv_heads = 2;
+  c.vocab_size = vocab.vocab_size();
+  c.seq_len = 64;
+  const std::string gguf = Temp(name + ".gguf"), hf = Temp(name + "-hf"),
+                    again = Temp(name + "-again.gguf");
+  SaveGgufModel(testing::RandomModel(c, 2), gguf, static_cast<uint32_t>(GgmlType::kF32), &vocab,
+                nullptr);
+  const auto to_hf = RunCli("convert -m " + Quote(gguf) + " --to hf --out " + Quote(hf));
+  EXPECT_EQ(to_hf.exit_code, 0) << to_hf.out;
+  EXPECT_TRUE(Has(to_hf.out, "SentencePiece-style")) << to_hf.out;
+  if (to_hf.exit_code != 0) return {};
+  *json = testing::ReadBytes(hf + "/tokenizer.json");
+  EXPECT_TRUE(Has(*json, "\"byte_fallback\": true"));
+  const std::string config = testing::ReadBytes(hf + "/tokenizer_config.json");
+  EXPECT_TRUE(Has(config, "\"" + vocab.Piece(vocab.bos()) + "\"")) << config;
+  EXPECT_TRUE(Has(config, "\"" + vocab.Piece(vocab.eos()) + "\"")) << config;
+  const auto to_gguf = RunCli("convert -m " + Quote(hf) + " --to gguf --out " + Quote(again));
+  EXPECT_EQ(to_gguf.exit_code, 0) << to_gguf.out;
+  if (to_gguf.exit_code != 0) return {};
+  return {gguf, hf, again};
+}
+
 // A Gemma-like SentencePiece vocabulary (<pad> <eos> <bos> <unk> at 0..3, a user-defined "\n", no
 // leading space), converted GGUF -> Hugging Face folder (Gemma's tokenizer.json form written,
 // merges from the scores) -> GGUF again, tokenizes the same each time.
@@ -186,31 +218,64 @@ TEST(TokenizeCli, AGemmaLikeVocabularyGoesThroughConvertBothWays) {
   std::copy(std::begin(head), std::end(head), layout.types.begin());
   std::fill(layout.types.begin() + 5, layout.types.begin() + 14, SpmTokenType::kNormal);
   const Tokenizer vocab = Tokenizer::FromVocabulary("gemma-like", pieces, scores, layout);
-  ModelConfig c;
-  c.dim = 16;
-  c.hidden_dim = 32;
-  c.n_layers = 1;
-  c.n_heads = 2;
-  c.n_kv_heads = 2;
-  c.vocab_size = vocab.vocab_size();
-  c.seq_len = 64;
-  const std::string gguf = Temp("gemma-like.gguf"), hf = Temp("gemma-like-hf"),
-                    again = Temp("gemma-like-again.gguf");
-  SaveGgufModel(testing::RandomModel(c, 2), gguf, static_cast<uint32_t>(GgmlType::kF32), &vocab,
-                nullptr);
-  const auto to_hf = RunCli("convert -m " + Quote(gguf) + " --to hf --out " + Quote(hf));
-  ASSERT_EQ(to_hf.exit_code, 0) << to_hf.out;
-  EXPECT_TRUE(Has(to_hf.out, "SentencePiece-style")) << to_hf.out;
-  EXPECT_TRUE(Has(testing::ReadBytes(hf + "/tokenizer.json"), "\"byte_fallback\": true"));
-  EXPECT_TRUE(Has(testing::ReadBytes(hf + "/tokenizer_config.json"), "\"<bos>\""));
-  const auto to_gguf = RunCli("convert -m " + Quote(hf) + " --to gguf --out " + Quote(again));
-  ASSERT_EQ(to_gguf.exit_code, 0) << to_gguf.out;
+  std::string json;
+  const std::vector<std::string> paths = ThroughConvertBothWays(vocab, "gemma-like", &json);
+  ASSERT_EQ(paths.size(), 3u);
   // "cab": "ab" scores above "ca", so c + ab; "\n" cut out first; " a" merges; "é" as bytes.
   const std::string text = "cab\n a bc \xC3\xA9<eos>";
-  const std::vector<std::string> outs = TokenizeEach({gguf, hf, again}, text);
+  const std::vector<std::string> outs = TokenizeEach(paths, text);
   ASSERT_EQ(outs.size(), 3u);
   EXPECT_EQ(outs[0], IdList(MakeLlama2cTextTokenizer(vocab)->EncodePromptParsingSpecial(text)));
   EXPECT_EQ(outs[0], "[2, 7, 9, 4, 12, 8, 10, 8, 209, 183, 1]\n") << outs[0];
+  EXPECT_EQ(outs[1], outs[0]);
+  EXPECT_EQ(outs[2], outs[0]);
+}
+
+// A Phi-3-like SentencePiece vocabulary (<unk> <s> </s> at 0..2, a space before the text, a
+// user-defined "<|end|>" and EOS a control token of its own at the end), converted GGUF -> Hugging
+// Face folder (the legacy LLaMA form: normalizer Prepend + Replace, decoder with Strip; merges from
+// the scores) -> GGUF again, tokenizes the same each time, a space before every part of the text
+// between tokens.
+TEST(TokenizeCli, APhi3LikeVocabularyGoesThroughConvertBothWays) {
+  std::vector<std::string> pieces = {"<unk>", "<s>", "</s>", "a",  "b",  "c",  " ", "ab",
+                                     "bc",    "abc", " a",   " b", "ca", "  ", " c"};
+  std::vector<float> scores = {0, 0, 0, 0, 0, 0, 0, -2, -1, -3, -4, -6, -5, -7, -8};
+  const size_t n_normal = pieces.size();
+  for (int b = 0; b < 256; ++b) {
+    pieces.push_back(fmt::format("<0x{:02X}>", b));
+    scores.push_back(0);
+  }
+  pieces.push_back("<|end|>");
+  pieces.push_back("<|endoftext|>");
+  scores.insert(scores.end(), {0, 0});
+  SpmLayout layout;
+  layout.unk = 0;
+  layout.bos = 1;
+  layout.eos = static_cast<int>(pieces.size()) - 1;
+  layout.add_space_prefix = true;
+  layout.types.assign(pieces.size(), SpmTokenType::kByte);
+  layout.types[0] = SpmTokenType::kUnknown;
+  layout.types[1] = layout.types[2] = SpmTokenType::kControl;
+  std::fill(layout.types.begin() + 3, layout.types.begin() + static_cast<ptrdiff_t>(n_normal),
+            SpmTokenType::kNormal);
+  layout.types[pieces.size() - 2] = SpmTokenType::kUserDefined;
+  layout.types[pieces.size() - 1] = SpmTokenType::kControl;
+  const Tokenizer vocab = Tokenizer::FromVocabulary("phi3-like", pieces, scores, layout);
+  ASSERT_FALSE(vocab.Llama2cLayout());
+  std::string json;
+  const std::vector<std::string> paths = ThroughConvertBothWays(vocab, "phi3-like", &json);
+  ASSERT_EQ(paths.size(), 3u);
+  EXPECT_TRUE(Has(json, "\"Prepend\"")) << json.substr(0, 2000);
+  EXPECT_TRUE(Has(json, "\"Strip\""));
+  // " cab" (the space before the text): " c" then "ab" ("ab" scores above "ca"); "<|end|>"
+  // (control in the GGUF, as llama.cpp's converter makes it); " a" (a space before the part after
+  // it); " " "bc" ("bc" merges before " b"); "  "; "é" as its bytes; EOS parsed as the special
+  // token it is.
+  const std::string text = "cab<|end|>a bc  \xC3\xA9<|endoftext|>";
+  const std::vector<std::string> outs = TokenizeEach(paths, text);
+  ASSERT_EQ(outs.size(), 3u);
+  EXPECT_EQ(outs[0], IdList(MakeLlama2cTextTokenizer(vocab)->EncodePromptParsingSpecial(text)));
+  EXPECT_EQ(outs[0], "[1, 14, 7, 271, 10, 6, 8, 13, 210, 184, 272]\n") << outs[0];
   EXPECT_EQ(outs[1], outs[0]);
   EXPECT_EQ(outs[2], outs[0]);
 }

@@ -22,7 +22,10 @@
 
 #include "src/core/error.h"
 #include "src/io/gguf.h"
+#include "src/io/gguf_model.h"
+#include "src/io/tokenizer/gguf_vocabulary.h"
 #include "src/io/tokenizer/hf_tokenizer_json.h"
+#include "src/io/tokenizer/text_tokenizer.h"
 #include "src/io/tokenizer/unicode_class.h"
 #include "src/io/tokenizer/unicode_nfc.h"
 #include "tests/testing/files.h"
@@ -533,6 +536,39 @@ std::string FirstDifference(const std::string& got, const std::string& want) {
   const size_t from = k < 40 ? 0 : k - 40;
   return "at character " + std::to_string(k) + ": stretch ..." + got.substr(from, 80) +
          "... reference ..." + want.substr(from, 80) + "...";
+}
+
+// Phi-3's GGUF vocabulary (a space before the text, added tokens of its own) written as the
+// legacy LLaMA tokenizer.json form (`stretch convert --to hf`): transformers.js, reading that file,
+// gives the ids stretch gives on llama.cpp's cases, and on a prompt with added tokens in it cuts
+// the text at them, puts a space before each part and strips the whitespace after an rstrip token
+// as stretch's prompt parsing does.
+TEST(BpeReference, Phi3LegacyFormAgreesWithTransformersJs) {
+  const std::string gguf = testing::SharedPath("models/ggml_vocab/ggml-vocab-phi-3.gguf");
+  STRETCH_SKIP_IF_MISSING(gguf);
+  const std::filesystem::path dir = testing::ProgramTempDir("stretch_phi3_ref_") / "hf";
+  std::filesystem::create_directories(dir);
+  SaveBpeTokenizerFiles(SentencePieceStyleBpeFromSpm(ReadGgufTokenizer(gguf)), dir.string());
+  const BpeTokenizer t = BpeTokenizer::FromTokenizerJson((dir / "tokenizer.json").string());
+  const std::string prompt_file = (dir / "prompt.txt").string();
+  const std::string prompt = "<|user|>\n Hi there<|end|>\n<|assistant|>  ok \xC3\xA9";
+  std::ofstream(prompt_file, std::ios::binary) << prompt;
+  std::string why;
+  const auto ref = ReferenceIds(dir.string(), {"--cases", gguf + ".inp"}, &why);
+  if (!ref) GTEST_SKIP() << why;
+  const auto ref_prompt = ReferenceIds(dir.string(), {prompt_file}, &why);
+  ASSERT_TRUE(ref_prompt) << why;
+  const Cases c = ReadCases(gguf);
+  ASSERT_GE(ref->size(), c.inputs.size());
+  for (size_t k = 0; k < c.inputs.size(); ++k) {
+    const std::string got = Joined(t.Encode(c.inputs[k]));
+    EXPECT_EQ(got.empty() ? got : got.substr(1), (*ref)[k]) << "case " << k;
+  }
+  ASSERT_EQ(ref_prompt->size(), 1u);
+  std::vector<int> parsed = MakeBpeTextTokenizer(t)->EncodePromptParsingSpecial(prompt);
+  ASSERT_FALSE(parsed.empty());
+  parsed.erase(parsed.begin());  // BOS: the reference encodes without special tokens added
+  EXPECT_EQ(Joined(parsed).substr(1), (*ref_prompt)[0]);
 }
 
 // llama.cpp's test vectors for `vocab` (its .out lines were written with Hugging Face's

@@ -21,6 +21,7 @@
 #include "src/io/gguf.h"
 #include "src/io/gguf_model.h"
 #include "src/io/tokenizer/bpe_tokenizer.h"
+#include "src/io/tokenizer/hf_tokenizer_json.h"
 #include "src/io/tokenizer/text_tokenizer.h"
 #include "src/io/tokenizer/tokenizer.h"
 #include "tests/testing/files.h"
@@ -250,6 +251,35 @@ TEST(GgufSpmLayout, Phi3VocabularyPassesLlamaCppsTestVectors) {
                  829,   29879, 29958, 29871, 3431,  29966, 29989, 355,   29989,
                  29958, 13,    29966, 29989, 465,   22137, 29989, 29958, 13}));
   EXPECT_EQ(t.DecodeToken(5, 32000), "");
+
+  // Written as a Hugging Face tokenizer.json (the legacy LLaMA form, merges from the scores, as
+  // `stretch convert --to hf` writes it), read back: the same ids on llama.cpp's cases and on
+  // books, the same special tokens.
+  DroppedMerges dropped;
+  const BpeTokenizer written = SentencePieceStyleBpeFromSpm(t, &dropped);
+  EXPECT_EQ(dropped.count, 0) << dropped.first;
+  const std::filesystem::path dir = testing::ProgramTempDir("stretch_phi3_vocab_") / "hf";
+  std::filesystem::create_directories(dir);
+  SaveBpeTokenizerFiles(written, dir.string());
+  const BpeTokenizer json = BpeTokenizer::FromTokenizerJson((dir / "tokenizer.json").string());
+  EXPECT_TRUE(json.options().prepend_space);
+  EXPECT_EQ(json.bos(), 1);
+  EXPECT_EQ(json.eos(), 32000);
+  for (size_t k = 0; k < c.inputs.size(); ++k) {
+    EXPECT_EQ(Ids(json.Encode(c.inputs[k])), c.outputs[k]) << "case " << k;
+  }
+  const std::unique_ptr<TextTokenizer> from_json = MakeBpeTextTokenizer(json);
+  EXPECT_EQ(Ids(from_json->EncodePromptParsingSpecial("<|user|>\nHi<|end|>")),
+            Ids(text->EncodePromptParsingSpecial("<|user|>\nHi<|end|>")));
+  const std::vector<std::string> books = Books();
+  for (size_t k = 0; k < books.size() && k < 3; ++k) {
+    const std::string book = testing::ReadBytes(books[k]);
+    const std::vector<int> want = t.Encode(book, false, false);
+    const std::vector<int> got = json.Encode(book);
+    ASSERT_EQ(got.size(), want.size()) << books[k];
+    EXPECT_TRUE(got == want) << books[k];
+    EXPECT_EQ(json.Decode(got), book) << books[k];
+  }
 }
 
 // A Gemma-like SentencePiece vocabulary: <pad> <eos> <bos> <unk> at 0..3, a user-defined "\n",
@@ -498,13 +528,48 @@ TEST_F(GgufVocabularyTest, ASentencePieceStyleTokenizerJsonAndItsGgufFormAgree) 
   }
   // The merges follow the scores: the perturbed form written back cuts "cab" as it does.
   EXPECT_EQ(Ids(written_back(wrong, "wrong_again").Encode("cab")), Ids({270, 262}));
-  // A vocabulary that puts a space before the text has the LLaMA form, not this one.
-  const Tokenizer llama = Tokenizer::FromVocabulary(
-      "llama-like", {"<unk>", "<s>", "</s>", " ", "a"}, {0, 0, 0, -1, -2});
-  EXPECT_NE(testing::ErrorOf([&] {
-              SentencePieceStyleBpeFromSpm(llama);
-            }).find("puts a space before the text (add_space_prefix)"),
-            std::string::npos);
+  // The same vocabulary with a space before the text (Phi-3's and Mistral's kind) is written in
+  // the legacy LLaMA form (normalizer Prepend + Replace, decoder with Strip) and reads back with
+  // that space before every part of the text between matched tokens, as the score-based encoder
+  // puts it; Decode drops the first one.
+  const std::vector<std::string> spelled = [&] {
+    std::vector<std::string> v(static_cast<size_t>(spm.vocab_size()));
+    for (int id = 0; id < spm.vocab_size(); ++id) v[static_cast<size_t>(id)] = spm.Piece(id);
+    return v;
+  }();
+  std::vector<float> scores(static_cast<size_t>(spm.vocab_size()));
+  for (int id = 0; id < spm.vocab_size(); ++id) scores[static_cast<size_t>(id)] = spm.Score(id);
+  SpmLayout prefixed;
+  prefixed.unk = spm.unk();
+  prefixed.bos = spm.bos();
+  prefixed.eos = spm.eos();
+  prefixed.add_space_prefix = true;
+  for (int id = 0; id < spm.vocab_size(); ++id) prefixed.types.push_back(spm.Type(id));
+  prefixed.matched = spm.user_defined();
+  const Tokenizer llama = Tokenizer::FromVocabulary("phi3-like", spelled, scores, prefixed);
+  const std::string legacy_dir = Path("legacy");
+  std::filesystem::create_directories(legacy_dir);
+  SaveBpeTokenizerFiles(SentencePieceStyleBpeFromSpm(llama), legacy_dir);
+  const std::string legacy_json = legacy_dir + "/tokenizer.json";
+  EXPECT_NE(testing::ReadBytes(legacy_json).find("\"Prepend\""), std::string::npos);
+  EXPECT_FALSE(LooksLikeSentencePieceTokenizerJson(legacy_json));  // not llama2.c's layout
+  const BpeTokenizer legacy = BpeTokenizer::FromTokenizerJson(legacy_json);
+  EXPECT_TRUE(legacy.options().prepend_space);
+  EXPECT_EQ(Ids(legacy.Encode("cab")), Ids(llama.Encode("cab", false, false)));
+  EXPECT_NE(Ids(legacy.Encode("cab")), Ids(again.Encode("cab")));  // the space changes the cut
+  rng.seed(12);
+  for (int k = 0; k < 2000; ++k) {
+    std::string text;
+    const int len = static_cast<int>(rng() % 12);
+    for (int i = 0; i < len; ++i) text += alphabet[rng() % std::size(alphabet)];
+    ASSERT_EQ(Ids(legacy.Encode(text)), Ids(llama.Encode(text, false, false)))
+        << "\"" << text << "\"";
+    if (text.find('\n') == std::string::npos) {
+      ASSERT_EQ(legacy.Decode(legacy.Encode(text)), text);
+    }
+  }
+  // Its GGUF form keeps the space before the text.
+  EXPECT_TRUE(SpmFromSentencePieceStyleBpe(legacy).add_space_prefix());
 }
 
 // A byte-level vocabulary written as a tokenizer.json (and tokenizer_config.json) reads back to the

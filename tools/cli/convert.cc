@@ -151,9 +151,10 @@ Vocabulary VocabularyToWrite(const ConvertArgs& a, const Loaded& loaded) {
     v.spm = Llama2cTokenizerFromSentencePiece(
         ParseSentencePieceModel(t->model(), path + " (its tokenizer.model)"));
   }
-  // A layout of its own without the leading space (Gemma's) has the SentencePiece-style
-  // tokenizer.json form, as Gemma's own folders hold it.
-  if (v.spm && !v.spm->Llama2cLayout() && a.to == "hf" && !v.spm->add_space_prefix()) {
+  // A layout of its own has the SentencePiece-style tokenizer.json form, as those models' own
+  // folders hold it: Gemma's without the leading space, the legacy LLaMA form with it (Phi-3's,
+  // Mistral's).
+  if (v.spm && !v.spm->Llama2cLayout() && a.to == "hf") {
     DroppedMerges dropped;
     v.bpe = SentencePieceStyleBpeFromSpm(*v.spm, &dropped);
     if (dropped.count > 0) {
@@ -171,8 +172,7 @@ Vocabulary VocabularyToWrite(const ConvertArgs& a, const Loaded& loaded) {
   if (v.spm && !v.spm->Llama2cLayout() && a.to != "gguf") {
     Fail(
         "{}: its vocabulary has its own layout (unknown, BOS, EOS ids {}, {}, {}{}{}), which "
-        "stretch writes into GGUF files, and into Hugging Face folders when it puts no space "
-        "before the text, only so far",
+        "stretch writes into GGUF files and Hugging Face folders only",
         tok.empty() ? path : "--tokenizer " + tok, v.spm->unk(), v.spm->bos(), v.spm->eos(),
         v.spm->add_space_prefix() ? "" : ", no leading space",
         v.spm->user_defined().empty() ? "" : ", user-defined tokens");

@@ -250,7 +250,8 @@ std::vector<int> BpeTokenizer::EncodeUnmatched(std::string_view text) const {
   }
   if (options_.chars) {  // spaces as "▁", then the whole text one piece
     std::string replaced;
-    replaced.reserve(text.size() + text.size() / 4);
+    replaced.reserve(text.size() + text.size() / 4 + 3);
+    if (options_.prepend_space) replaced += "\xE2\x96\x81";
     for (const char c : text) {
       if (c == ' ') {
         replaced += "\xE2\x96\x81";
@@ -304,6 +305,7 @@ std::vector<int> BpeTokenizer::EncodeUnmatched(std::string_view text) const {
 std::string BpeTokenizer::Decode(std::span<const int> ids) const {
   std::string out;
   for (int id : ids) out += TokenBytes(id);
+  if (options_.prepend_space && out.starts_with(' ')) out.erase(0, 1);  // the decoder's Strip
   return out;
 }
 
@@ -818,18 +820,32 @@ PreTokenizerRead ReadPreTokenizer(const JsonReader& r, const json& root) {
   return read;
 }
 
-// Whether the file is SentencePiece-style BPE as Gemma's tokenizer.json spells it: normalizer
-// {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}, pre_tokenizer a Split on the
-// String " " with behavior MergedWithPrevious (a no-op once the spaces are gone: the text between
-// added tokens is one piece) or null, decoder a Sequence of Replace "▁" -> " ", ByteFallback and
-// Fuse. false when the normalizer is not such a Replace; anything else half of the kind is
-// refused by name.
-bool SentencePieceStyle(const JsonReader& r, const json& root) {
+// Whether the file is SentencePiece-style BPE, in Gemma's form or the legacy LLaMA form:
+//   - Gemma's: normalizer {"type": "Replace", "pattern": {"String": " "}, "content": "▁"},
+//     pre_tokenizer a Split on the String " " with behavior MergedWithPrevious (a no-op once the
+//     spaces are gone: the text between added tokens is one piece) or null, decoder a Sequence of
+//     Replace "▁" -> " ", ByteFallback and Fuse;
+//   - legacy LLaMA (transformers' LlamaConverter, legacy=True; Phi-3's, Mistral's): normalizer a
+//     Sequence of Prepend "▁" and that Replace (either order: both give "▁" + the text with its
+//     spaces as "▁"), pre_tokenizer null, the decoder above with Strip " " (start 1, stop 0)
+//     after Fuse (BpeOptions::prepend_space).
+// chars false when the normalizer is neither a Replace nor a Sequence holding a Prepend; anything
+// else half of the kind is refused by name.
+struct SentencePieceForm {
+  bool chars = false;
+  bool prepend = false;
+};
+
+SentencePieceForm SentencePieceStyle(const JsonReader& r, const json& root) {
   const json* norm = JsonReader::Member(root, "normalizer");
-  if (norm == nullptr || !norm->is_object()) return false;
+  if (norm == nullptr || !norm->is_object()) return {};
   const json* type = JsonReader::Member(*norm, "type");
-  if (type == nullptr || !type->is_string() || type->get<std::string>() != "Replace") return false;
+  if (type == nullptr || !type->is_string()) return {};
   const std::string space = "\xE2\x96\x81";  // ▁
+  auto type_of = [](const json& v) {
+    const json* t = v.is_object() ? JsonReader::Member(v, "type") : nullptr;
+    return t != nullptr && t->is_string() ? t->get<std::string>() : std::string();
+  };
   auto is_replace = [&](const json& v, const std::string& from, const std::string& to) {
     const json* pattern = v.is_object() ? JsonReader::Member(v, "pattern") : nullptr;
     const json* str =
@@ -838,41 +854,77 @@ bool SentencePieceStyle(const JsonReader& r, const json& root) {
     return str && str->is_string() && str->get<std::string>() == from && content &&
            content->is_string() && content->get<std::string>() == to;
   };
-  if (!is_replace(*norm, " ", space)) {
+  SentencePieceForm form;
+  if (type->get<std::string>() == "Sequence") {
+    const json* list = JsonReader::Member(*norm, "normalizers");
+    bool prepend = false;
+    for (size_t k = 0; list != nullptr && list->is_array() && k < list->size(); ++k) {
+      prepend = prepend || type_of((*list)[k]) == "Prepend";
+    }
+    if (!prepend) return {};
+    bool ok = list->size() == 2;
+    for (size_t k = 0; ok && k < 2; ++k) {
+      const json& step = (*list)[k];
+      const json* with = step.is_object() ? JsonReader::Member(step, "prepend") : nullptr;
+      ok = type_of(step) == "Prepend"
+               ? with != nullptr && with->is_string() && with->get<std::string>() == space
+               : is_replace(step, " ", space);
+    }
+    if (!ok || type_of((*list)[0]) == type_of((*list)[1])) {
+      Fail(
+          "{}: normalizer is {}, expected a Sequence of Prepend \"{}\" and the Replace of \" \" "
+          "by \"{}\" (the legacy LLaMA form; other normalizers are not implemented)",
+          r.path(), Quote(norm->dump()), space, space);
+    }
+    form.prepend = true;
+  } else if (type->get<std::string>() != "Replace") {
+    return {};
+  } else if (!is_replace(*norm, " ", space)) {
     Fail(
         "{}: normalizer is {}, expected the Replace of \" \" by \"{}\" (other replacements are "
         "not implemented)",
         r.path(), Quote(norm->dump()), space);
   }
+  form.chars = true;
   if (const json* pt = JsonReader::Member(root, "pre_tokenizer"); pt != nullptr && !pt->is_null()) {
     const json* pattern = pt->is_object() ? JsonReader::Member(*pt, "pattern") : nullptr;
     const json* str =
         pattern && pattern->is_object() ? JsonReader::Member(*pattern, "String") : nullptr;
     const json* behavior = pt->is_object() ? JsonReader::Member(*pt, "behavior") : nullptr;
-    if (r.StringField(*pt, "type", "pre_tokenizer.type") != "Split" || !str || !str->is_string() ||
-        str->get<std::string>() != " " || !behavior || !behavior->is_string() ||
-        behavior->get<std::string>() != "MergedWithPrevious" ||
+    if (form.prepend || r.StringField(*pt, "type", "pre_tokenizer.type") != "Split" || !str ||
+        !str->is_string() || str->get<std::string>() != " " || !behavior ||
+        !behavior->is_string() || behavior->get<std::string>() != "MergedWithPrevious" ||
         r.BoolOr(*pt, "invert", "pre_tokenizer.invert", false)) {
       Fail(
-          "{}: pre_tokenizer is {}, expected null or a Split on \" \" (MergedWithPrevious) after "
-          "the normalizer's Replace (others are not implemented)",
-          r.path(), Quote(pt->dump()));
+          "{}: pre_tokenizer is {}, expected null{} after the normalizer (others are not "
+          "implemented)",
+          r.path(), Quote(pt->dump()),
+          form.prepend ? "" : " or a Split on \" \" (MergedWithPrevious)");
     }
   }
   const json* dec = JsonReader::Member(root, "decoder");
   const json* steps = dec && dec->is_object() ? JsonReader::Member(*dec, "decoders") : nullptr;
-  bool ok = steps && steps->is_array() && steps->size() == 3 && is_replace((*steps)[0], space, " ");
-  for (size_t k = 1; ok && k < 3; ++k) {
-    const json* t = (*steps)[k].is_object() ? JsonReader::Member((*steps)[k], "type") : nullptr;
-    ok = t && t->is_string() && t->get<std::string>() == (k == 1 ? "ByteFallback" : "Fuse");
+  const size_t n_steps = form.prepend ? 4 : 3;
+  bool ok =
+      steps && steps->is_array() && steps->size() == n_steps && is_replace((*steps)[0], space, " ");
+  for (size_t k = 1; ok && k < 3; ++k)
+    ok = type_of((*steps)[k]) == (k == 1 ? "ByteFallback" : "Fuse");
+  if (ok && form.prepend) {
+    const json& strip = (*steps)[3];
+    const json* content = strip.is_object() ? JsonReader::Member(strip, "content") : nullptr;
+    const json* start = strip.is_object() ? JsonReader::Member(strip, "start") : nullptr;
+    const json* stop = strip.is_object() ? JsonReader::Member(strip, "stop") : nullptr;
+    ok = type_of(strip) == "Strip" && content && *content == " " && start &&
+         start->is_number_unsigned() && start->get<uint64_t>() == 1 && stop &&
+         stop->is_number_unsigned() && stop->get<uint64_t>() == 0;
   }
   if (!ok) {
-    Fail(
-        "{}: decoder is {}, expected a Sequence of Replace \"{}\" -> \" \", ByteFallback and "
-        "Fuse",
-        r.path(), dec ? Quote(dec->dump()) : "missing", space);
+    Fail("{}: decoder is {}, expected a Sequence of Replace \"{}\" -> \" \", ByteFallback{}",
+         r.path(), dec ? Quote(dec->dump()) : "missing", space,
+         form.prepend ? ", Fuse and Strip \" \" (start 1, stop 0): the legacy LLaMA form's"
+                      : " and Fuse");
   }
-  return true;
+  return form;
 }
 
 // The post_processor's BOS: -1 when it adds none (null, ByteLevel, a TemplateProcessing whose
@@ -975,7 +1027,8 @@ BpeTokenizer BpeTokenizer::FromTokenizerJson(const std::string& path) {
   // Options of Hugging Face's BPE that change the encoding: refused unless off.
   // SentencePiece-style (Gemma): spaces replaced by "▁" in the normalizer, characters with byte
   // fallback (BpeOptions::chars).
-  const bool chars = SentencePieceStyle(r, root);
+  const SentencePieceForm form = SentencePieceStyle(r, root);
+  const bool chars = form.chars;
   if (const json* v = JsonReader::Member(model, "dropout"); v != nullptr && !v->is_null()) {
     Fail("{}: model.dropout is {}, expected null (BPE dropout is not implemented)", path,
          JsonKind(*v));
@@ -1003,6 +1056,7 @@ BpeTokenizer BpeTokenizer::FromTokenizerJson(const std::string& path) {
 
   BpeOptions options;
   options.chars = chars;
+  options.prepend_space = form.prepend;
   if (const json* norm = JsonReader::Member(root, "normalizer");
       norm != nullptr && !norm->is_null() && !chars) {
     const json* t = norm->is_object() ? JsonReader::Member(*norm, "type") : nullptr;
@@ -1113,9 +1167,11 @@ BpeTokenizer BpeTokenizer::FromTokenizerJson(const std::string& path) {
       }
       kinds[static_cast<size_t>(id)] = BpeTokenKind::kControl;
       options.special.emplace_back(content, id);
+      if (r.BoolOr(t, "rstrip", field + ".rstrip", false)) options.rstrip.push_back(id);
       if (content == "<|endoftext|>") endoftext = id;
     }
   }
+  std::sort(options.rstrip.begin(), options.rstrip.end());
   for (size_t id = 0; id < pieces.size(); ++id) {
     if (pieces[id].empty() && !from_vocab[id]) {
       Fail(
@@ -1194,13 +1250,14 @@ std::string SerializeBpeTokenizerJson(const BpeTokenizer& t) {
   j["padding"] = nullptr;
   ojson added = ojson::array();
   auto add = [&](const std::string& content, int id, bool special) {
-    added.push_back({{"id", id},
-                     {"content", content},
-                     {"single_word", false},
-                     {"lstrip", false},
-                     {"rstrip", false},
-                     {"normalized", false},
-                     {"special", special}});
+    added.push_back(
+        {{"id", id},
+         {"content", content},
+         {"single_word", false},
+         {"lstrip", false},
+         {"rstrip", special && std::binary_search(o.rstrip.begin(), o.rstrip.end(), id)},
+         {"normalized", false},
+         {"special", special}});
   };
   std::vector<std::pair<int, std::pair<std::string, bool>>> extra;
   for (int id = 0; id < t.vocab_size(); ++id) {
@@ -1211,8 +1268,14 @@ std::string SerializeBpeTokenizerJson(const BpeTokenizer& t) {
   for (const auto& [id, token] : extra) add(token.first, id, token.second);
   j["added_tokens"] = added;
   const std::string space = "\xE2\x96\x81";  // U+2581, SentencePiece's space
-  if (o.chars) {                             // Gemma's form (SentencePieceStyle above)
-    j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", space}};
+  const ojson replace = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", space}};
+  if (o.chars && o.prepend_space) {  // the legacy LLaMA form (SentencePieceStyle above)
+    j["normalizer"] = {
+        {"type", "Sequence"},
+        {"normalizers", ojson::array({{{"type", "Prepend"}, {"prepend", space}}, replace})}};
+    j["pre_tokenizer"] = nullptr;
+  } else if (o.chars) {  // Gemma's form
+    j["normalizer"] = replace;
     j["pre_tokenizer"] = {{"type", "Split"},
                           {"pattern", {{"String", " "}}},
                           {"behavior", "MergedWithPrevious"},
@@ -1252,12 +1315,14 @@ std::string SerializeBpeTokenizerJson(const BpeTokenizer& t) {
                            {"use_regex", false}};
   }
   if (o.chars) {
-    j["decoder"] = {
-        {"type", "Sequence"},
-        {"decoders",
-         ojson::array({{{"type", "Replace"}, {"pattern", {{"String", space}}}, {"content", " "}},
-                       {{"type", "ByteFallback"}},
-                       {{"type", "Fuse"}}})}};
+    ojson steps =
+        ojson::array({{{"type", "Replace"}, {"pattern", {{"String", space}}}, {"content", " "}},
+                      {{"type", "ByteFallback"}},
+                      {{"type", "Fuse"}}});
+    if (o.prepend_space) {
+      steps.push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+    }
+    j["decoder"] = {{"type", "Sequence"}, {"decoders", steps}};
   } else {
     j["decoder"] = {{"type", "ByteLevel"},
                     {"add_prefix_space", true},
@@ -1342,9 +1407,18 @@ size_t CompletePrefix(std::string_view s) {
 
 class BpeDecoder : public TokenTextDecoder {
  public:
-  explicit BpeDecoder(const BpeTokenizer& tokenizer) : tok_(tokenizer) {}
+  // strip_first: drop a space that starts the decoded text (BpeOptions::prepend_space, when
+  // nothing but BOS comes before it).
+  BpeDecoder(const BpeTokenizer& tokenizer, bool strip_first)
+      : tok_(tokenizer), strip_(strip_first) {}
   std::string Next(int token) override {
-    held_ += tok_.TokenBytes(token);
+    const std::string& bytes = tok_.TokenBytes(token);
+    if (strip_ && !bytes.empty()) {
+      strip_ = false;
+      held_.append(bytes, bytes.front() == ' ' ? 1 : 0);
+    } else {
+      held_ += bytes;
+    }
     const size_t cut = CompletePrefix(held_);
     std::string out = held_.substr(0, cut);
     held_.erase(0, cut);
@@ -1354,6 +1428,7 @@ class BpeDecoder : public TokenTextDecoder {
 
  private:
   const BpeTokenizer& tok_;
+  bool strip_ = false;
   std::string held_;  // the start of a character whose other bytes have not come yet
 };
 
@@ -1376,7 +1451,7 @@ class BpeTextTokenizer : public TextTokenizer {
   std::vector<int> EncodePromptParsingSpecial(std::string_view text) const override {
     std::vector<int> ids = EncodeAtSpecialTokens(
         text, special_, tok_.add_bos() ? std::vector<int>{tok_.bos()} : std::vector<int>{},
-        [this](std::string_view piece) { return tok_.Encode(piece); });
+        [this](std::string_view piece) { return tok_.Encode(piece); }, tok_.options().rstrip);
     if (ids.empty() && tok_.bos() >= 0) ids.push_back(tok_.bos());
     return ids;
   }
@@ -1385,9 +1460,11 @@ class BpeTextTokenizer : public TextTokenizer {
     return EncodeTextPath(path, [this](const std::string& text) { return tok_.Encode(text); });
   }
   std::string ProtocolText() const override { return BpeTextProtocolText(tok_.add_prefix_space()); }
-  std::unique_ptr<TokenTextDecoder> Decoder(std::span<const int> /*prompt*/) const override {
-    // A token's bytes do not depend on its neighbours (no leading space is dropped after BOS).
-    return std::make_unique<BpeDecoder>(tok_);
+  std::unique_ptr<TokenTextDecoder> Decoder(std::span<const int> prompt) const override {
+    // A token's bytes do not depend on its neighbours, but for the space a prepend_space
+    // vocabulary puts before the text: dropped when the text starts here (after BOS at most).
+    const bool start = prompt.empty() || (prompt.size() == 1 && prompt[0] == tok_.bos());
+    return std::make_unique<BpeDecoder>(tok_, tok_.options().prepend_space && start);
   }
 
  private:

@@ -31,7 +31,8 @@
 // encoded as above.
 //
 // Not done, and refused by name where a file asks for it: other pre-tokenizer patterns, other
-// normalizers, added tokens with lstrip / rstrip / single_word, BPE dropout, unknown-token fallback, subword prefixes and suffixes. Special tokens are not recognised
+// normalizers, added tokens with lstrip / single_word (and rstrip but on special tokens), BPE
+// dropout, unknown-token fallback, subword prefixes and suffixes. Special tokens are not recognised
 // inside text: "<|endoftext|>" in a text file is encoded as the 13 characters it is (llama.cpp's
 // parse_special=false, which its test-tokenizer-0 and llama-perplexity use; Hugging Face would give
 // id 50256). A prompt can have them parsed: TextTokenizer::EncodePromptParsingSpecial.
@@ -79,6 +80,13 @@ struct BpeOptions {
   // it, else its UTF-8 bytes as <0xXX> tokens; a piece decodes with "▁" as a space and <0xXX> as
   // its byte.
   bool chars = false;
+  // With chars: "▁" before every non-empty stretch of text between matched tokens, as the legacy
+  // LLaMA form of a tokenizer.json writes it (normalizer Prepend "▁" then Replace " " -> "▁";
+  // Hugging Face normalizes each part of the text between added tokens on its own) and as
+  // llama.cpp's add_space_prefix prefixes a part at the start or after a token (Phi-3, Mistral
+  // v0.3). Decode then drops one space at the start of the decoded text (the decoder's Strip), so
+  // Decode(Encode(x)) == x for a text without matched tokens.
+  bool prepend_space = false;
   // Tokens matched in the raw text before anything else (Hugging Face's non-special added tokens,
   // llama.cpp's user-defined ones): their text and id, the longest first where several match.
   std::vector<std::pair<std::string, int>> matched;
@@ -87,6 +95,9 @@ struct BpeOptions {
   // token types 3 and 2, not 5 unused), Hugging Face's special added tokens; the matched ones
   // above are added to them.
   std::vector<std::pair<std::string, int>> special;
+  // The sorted ids of special tokens after which whitespace is dropped where a prompt is cut at
+  // them (Hugging Face's added token rstrip, llama.cpp's RSTRIP attribute: Phi-3's).
+  std::vector<int> rstrip;
   bool add_bos = false;  // prompts begin with bos (MakeBpeTextTokenizer's EncodePrompt)
   int bos = -1;          // -1: none
   int eos = -1;          // -1: none
@@ -200,7 +211,9 @@ class BpeTokenizer {
 //   - SentencePiece-style (BpeOptions::chars, Gemma's form): the normalizer Replace " " -> "▁",
 //     the pre-tokenizer Split on " " (MergedWithPrevious), the decoder Replace "▁" -> " ",
 //     ByteFallback, Fuse, model BPE with byte_fallback and fuse_unk, its unk_token, every token in
-//     model.vocab;
+//     model.vocab; with BpeOptions::prepend_space the legacy LLaMA form instead (normalizer
+//     Prepend "▁" then that Replace, no pre-tokenizer, Strip " " (1, 0) after Fuse), rstrip on
+//     the special tokens of BpeOptions::rstrip;
 // both with a TemplateProcessing that puts BOS first when add_bos(), the control tokens as
 // special added tokens and the matched ones as non-special; tokenizer_config.json names BOS and
 // EOS (and the unknown token). FromTokenizerJson reads them back to the same tokenizer. Refused

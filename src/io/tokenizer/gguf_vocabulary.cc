@@ -171,7 +171,8 @@ Tokenizer SpmFromSentencePieceStyleBpe(const BpeTokenizer& bpe) {
   layout.unk = o.unk;
   layout.bos = o.bos;
   layout.eos = o.eos;
-  layout.add_space_prefix = false;
+  layout.add_space_prefix = o.prepend_space;
+  layout.rstrip = o.rstrip;
   layout.add_bos = o.add_bos;
   layout.types.assign(static_cast<size_t>(n), SpmTokenType::kNormal);
   std::vector<std::string> pieces(static_cast<size_t>(n));
@@ -201,17 +202,12 @@ Tokenizer SpmFromSentencePieceStyleBpe(const BpeTokenizer& bpe) {
 }
 
 BpeTokenizer SentencePieceStyleBpeFromSpm(const Tokenizer& t, DroppedMerges* dropped) {
-  if (t.add_space_prefix()) {
-    Fail(
-        "{}: its vocabulary puts a space before the text (add_space_prefix), which a "
-        "SentencePiece-style tokenizer.json (Gemma's form) does not; expected a vocabulary "
-        "without the leading space",
-        t.path());
-  }
   constexpr float kFloor = -1e10f;  // llama2.c's: a piece scored at or below it is never merged
   const int n = t.vocab_size();
   BpeOptions o;
   o.chars = true;
+  o.prepend_space = t.add_space_prefix();
+  o.rstrip = t.rstrip();
   o.unk = t.unk();
   o.bos = t.bos();
   o.eos = t.eos();

@@ -52,9 +52,10 @@ GgufKeys GgufVocabularyKeys(const BpeTokenizer& tokenizer);
 // on Gemma 3's). `source` names it.
 Tokenizer SpmFromSentencePieceStyleBpe(const BpeTokenizer& bpe);
 
-// The other way: a SentencePiece vocabulary run by score without the leading space (a Gemma GGUF
-// file's) as a SentencePiece-style BPE (BpeOptions::chars), which SerializeBpeTokenizerJson writes
-// as Gemma's own tokenizer.json is written. The merges are transformers' SentencePieceExtractor's
+// The other way: a SentencePiece vocabulary run by score (a GGUF file's: Gemma's, without the
+// leading space; Phi-3's or Mistral's, with it) as a SentencePiece-style BPE (BpeOptions::chars;
+// with the leading space BpeOptions::prepend_space), which SerializeBpeTokenizerJson writes as
+// those models' own tokenizer.json files are written (Gemma's form, or the legacy LLaMA form). The merges are transformers' SentencePieceExtractor's
 // (every split of a piece scored above llama2.c's -1e10 floor into two pieces, the pieces by
 // score, highest first, a stable sort; one piece's splits by (left id, right id)), so the lowest
 // rank is the highest-scoring pair, as the score-based encoder picks it. Control, unknown and
@@ -62,9 +63,8 @@ Tokenizer SpmFromSentencePieceStyleBpe(const BpeTokenizer& bpe);
 // text as written (non-special added tokens). A merge into or out of a control token, which
 // llama.cpp's encoder makes where such a piece is scored above the floor and a tokenizer.json
 // cannot hold, is left out: `dropped` (if given) counts them and names the first.
-// Refused by name: a vocabulary that puts a space before the text (the LLaMA form: see
-// src/io/tokenizer/hf_tokenizer_json.h), one with no byte pieces <0x00>..<0xFF>, pieces that are
-// empty, spelled alike or hold U+2581.
+// Refused by name: a vocabulary with no byte pieces <0x00>..<0xFF>, pieces that are empty,
+// spelled alike or hold U+2581.
 struct DroppedMerges {
   int64_t count = 0;
   std::string first;  // the first one left out, e.g. "<p" + "ad>" -> "<pad>" (id 0)

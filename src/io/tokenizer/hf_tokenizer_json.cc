@@ -506,10 +506,7 @@ bool LooksLikeSentencePieceTokenizerJson(const std::string& path) {
                                                 json& parsed) {
       if (event != json::parse_event_t::key) return true;
       const std::string& key = parsed.get_ref<const std::string&>();
-      if (depth == 1) {
-        top = key;
-        return key != "added_tokens";
-      }
+      if (depth == 1) top = key;
       return !(depth == 2 && top == "model" && (key == "vocab" || key == "merges"));
     };
     const json root = json::parse(text, keep, /*allow_exceptions=*/false);
@@ -528,8 +525,32 @@ bool LooksLikeSentencePieceTokenizerJson(const std::string& path) {
         !(pre != nullptr && Mentions(*pre, "Metaspace"))) {
       return false;
     }
-    return (norm != nullptr && Mentions(*norm, kSpaceSymbol)) ||
-           (pre != nullptr && Mentions(*pre, "Metaspace"));
+    if (!((norm != nullptr && Mentions(*norm, kSpaceSymbol)) ||
+          (pre != nullptr && Mentions(*pre, "Metaspace")))) {
+      return false;
+    }
+    // A layout of its own (added tokens beyond <unk>, <s>, </s> at ids 0, 1, 2: Phi-3's,
+    // Mistral's) is BpeTokenizer's SentencePiece-style mode with BpeOptions::prepend_space, which
+    // keeps each added token's id and kind, not llama2.c's layout read here.
+    const json* added = Member(root, "added_tokens");
+    const bool legacy = norm_type != nullptr && *norm_type == "Sequence" &&
+                        !(pre != nullptr && Mentions(*pre, "Metaspace"));
+    if (legacy && added != nullptr && added->is_array()) {
+      for (const json& t : *added) {
+        const json* special = t.is_object() ? Member(t, "special") : nullptr;
+        const json* id = t.is_object() ? Member(t, "id") : nullptr;
+        const json* content = t.is_object() ? Member(t, "content") : nullptr;
+        if (special == nullptr || id == nullptr || content == nullptr) continue;  // refused later
+        if (*special == false || !id->is_number_unsigned() || id->get<uint64_t>() >= 3) {
+          return false;
+        }
+        if (!content->is_string() ||
+            content->get_ref<const std::string&>() != kSpecialNames[id->get<uint64_t>()]) {
+          return false;
+        }
+      }
+    }
+    return true;
   } catch (const std::exception&) {
     return false;
   }
