@@ -193,6 +193,31 @@ Tokenizer TokenizerOf(const std::vector<std::string>& pieces, const std::string&
   return Tokenizer::FromVocabulary(source, pieces, scores);
 }
 
+// The rich vocabulary laid out as Phi-3's (a space before the text, a user-defined "<|end|>",
+// EOS a control token "<|endoftext|>" of its own, rstrip after "<|end|>"), written as the legacy
+// LLaMA tokenizer.json form `stretch convert --to hf` writes for it.
+std::string Phi3LayoutTokenizerJson() {
+  std::vector<std::string> pieces = RichPieces();
+  std::vector<float> scores;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    scores.push_back(i < 3 ? 0.0f : -static_cast<float>(i));
+  }
+  pieces.emplace_back("<|end|>");
+  pieces.emplace_back("<|endoftext|>");
+  scores.insert(scores.end(), {0.0f, 0.0f});
+  SpmLayout layout;
+  layout.eos = static_cast<int>(pieces.size()) - 1;
+  layout.types.assign(pieces.size(), SpmTokenType::kNormal);
+  layout.types[0] = SpmTokenType::kUnknown;
+  layout.types[1] = layout.types[2] = SpmTokenType::kControl;
+  for (int b = 0; b < 256; ++b) layout.types[3 + static_cast<size_t>(b)] = SpmTokenType::kByte;
+  layout.types[pieces.size() - 2] = SpmTokenType::kControl;
+  layout.types[pieces.size() - 1] = SpmTokenType::kControl;
+  layout.rstrip = {static_cast<int>(pieces.size()) - 2};
+  return SerializeBpeTokenizerJson(SentencePieceStyleBpeFromSpm(
+      Tokenizer::FromVocabulary("phi3-layout", std::move(pieces), std::move(scores), layout)));
+}
+
 // A GPT-2 style byte-level BPE vocabulary: the 256 one-byte pieces spelled as GPT-2 spells
 // bytes, a few merges and their results, then <|endoftext|>.
 struct BpeVocabulary {
@@ -533,6 +558,9 @@ int WriteFuzzSeeds(const std::string& root_dir) {
   put("tokenizer_file", "rich.model", spm);
   put("tokenizer_file", "sentencepiece.json", sp_json);
   put("tokenizer_file", "bpe.json", bpe_json);
+  const std::string phi3_json = Phi3LayoutTokenizerJson();
+  put("hf_tokenizer_json", "phi3_legacy.json", phi3_json);
+  put("tokenizer_file", "phi3_legacy.json", phi3_json);
   for (const auto& [name, family] : {std::pair{"llama3.json", FuzzJsonFamily::kLlama3},
                                      std::pair{"qwen2.json", FuzzJsonFamily::kQwen2},
                                      std::pair{"gemma3.json", FuzzJsonFamily::kGemma3}}) {
