@@ -6,7 +6,7 @@ and one column per inference-time method, each cell "repeat / non-repeat" at one
 This prints that layout, in Markdown, from the same records:
 
     python3 scripts/lab_pivot.py lab/results*.jsonl --factor 8 \
-        --methods direct,ntk,yarn,rerope --models gau,gau-logn,...
+        --methods direct,ntk,yarn,rerope --models rope,rope-logn,...
 
 Only the Python standard library; the numbers are the records' own (nothing is recomputed).
 The first record of each key wins, as in `stretch report`.
