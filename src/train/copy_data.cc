@@ -184,6 +184,7 @@ std::string_view RowKindName(RowKind kind) {
     case RowKind::kTextPeriodic: return "textperiodic";
     case RowKind::kTextDecoy: return "textdecoy";
     case RowKind::kTextFar: return "textfar";
+    case RowKind::kTextEdge: return "textedge";
   }
   return "?";
 }
@@ -316,15 +317,27 @@ namespace {
 
 // The layout of a copy pasted inside a window of text (textcopy, randcopy): checks the window,
 // draws s, a and d (the rule at the top of copy_data.h), and starts the row as the window.
-// far: the textfar rule, the distance first (from the far half), then the source.
+// kFar: the textfar rule, the distance first (from the far half), then the source. kEdge: the
+// textedge rule, the distance from the far half up to T - 2, the copy cut at the row's end.
+enum class Reach { kNear, kFar, kEdge };
+
 CopyRow PastedLayout(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
-                     const char* what, bool far = false) {
+                     const char* what, Reach reach = Reach::kNear) {
   CheckCopySpans(spans, T, what);
   STRETCH_CHECK(static_cast<int64_t>(window.size()) == T + 1, "window of {} tokens, not {}",
                 window.size(), T + 1);
   CopyRow r;
   r.span = UniformIn(rng, spans.min, spans.max);
-  if (far) {
+  const bool far = reach == Reach::kFar;
+  if (reach == Reach::kEdge) {
+    // The copy keeps at least 2 tokens in the row (its first is not scored): c <= T - 1 with the
+    // source at index 1 or later, so d <= T - 2; the source (s <= T / 2 <= d tokens) ends before
+    // the copy starts.
+    const int64_t d = UniformIn(rng, (T + 1) / 2, T - 2);
+    r.source = UniformIn(rng, 1, T - 1 - d);
+    r.copy = r.source + d;
+    r.span = std::min<int64_t>(r.span, T + 1 - r.copy);
+  } else if (far) {
     const int64_t d_max = T - r.span;  // the source at index 1, the copy ending the row
     const int64_t d = UniformIn(rng, (T + 1) / 2, d_max);  // ceil(T / 2): the far half
     r.source = UniformIn(rng, 1, T + 1 - r.span - d);
@@ -338,8 +351,12 @@ CopyRow PastedLayout(std::span<const int> window, const CopySpans& spans, int64_
 }
 
 CopyRow PastedTextRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
-                      CopyRole role, std::span<const int> other, bool far) {
-  CopyRow r = PastedLayout(window, spans, T, rng, far ? "textfar row" : "textcopy row", far);
+                      CopyRole role, std::span<const int> other, Reach reach) {
+  CopyRow r = PastedLayout(window, spans, T, rng,
+                           reach == Reach::kFar    ? "textfar row"
+                           : reach == Reach::kEdge ? "textedge row"
+                                                   : "textcopy row",
+                           reach);
   const auto to = r.tokens.begin() + r.copy;
   if (role == CopyRole::kCopy) {
     std::copy(window.begin() + r.source, window.begin() + r.source + r.span, to);
@@ -356,12 +373,17 @@ CopyRow PastedTextRow(std::span<const int> window, const CopySpans& spans, int64
 
 CopyRow MakeTextCopyRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
                         CopyRole role, std::span<const int> other) {
-  return PastedTextRow(window, spans, T, rng, role, other, /*far=*/false);
+  return PastedTextRow(window, spans, T, rng, role, other, Reach::kNear);
 }
 
 CopyRow MakeTextFarRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
                        CopyRole role, std::span<const int> other) {
-  return PastedTextRow(window, spans, T, rng, role, other, /*far=*/true);
+  return PastedTextRow(window, spans, T, rng, role, other, Reach::kFar);
+}
+
+CopyRow MakeTextEdgeRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
+                        CopyRole role, std::span<const int> other) {
+  return PastedTextRow(window, spans, T, rng, role, other, Reach::kEdge);
 }
 
 CopyRow MakeTextDecoyRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng) {

@@ -59,6 +59,12 @@
 //                                             copies from near L back half as well as from L/2
 //                                             (docs/training.md, seventh round), which is where
 //                                             YaRN and Self-Extend put far keys
+//   textedge   a textfar row reaching the     d uniform in [ceil(T / 2), T - 2], a uniform in
+//              row's end                      [1, T - 1 - d], the copy cut at the row's end (its
+//                                             first min(s, T + 1 - a - d) tokens): the distances
+//                                             T - s .. T - 2, which textfar never trains, are
+//                                             where Self-Extend's default group and YaRN put the
+//                                             farthest keys (docs/training.md, fifteenth round)
 //   passkey    src/io/passkey.h, unchanged
 //
 // s is uniform in [span_min, span_max] (CopySpans; by default T/16 .. 5T/16, the 8..40 at
@@ -76,7 +82,7 @@
 //                      gapped control's is.
 //
 // Mix. Each training row is, by one UniformDouble() per row, passkey, periodic, gapped, textcopy,
-// randcopy, textperiodic, textdecoy or textfar (cumulative shares in that order), else a window of
+// randcopy, textperiodic, textdecoy, textfar or textedge (cumulative shares in that order), else a window of
 // text; a window is drawn for every row first (as passkey rows always did), so a run with passkey
 // rows alone draws exactly what it drew before the other kinds existed.
 #pragma once
@@ -153,7 +159,8 @@ enum class RowKind {
   kRandCopy,
   kTextPeriodic,
   kTextDecoy,
-  kTextFar
+  kTextFar,
+  kTextEdge
 };
 std::string_view RowKindName(RowKind kind);
 
@@ -166,6 +173,7 @@ struct CopyMix {
   double textperiodic = 0.0;
   double textdecoy = 0.0;
   double textfar = 0.0;
+  double textedge = 0.0;
   double text() const;
   bool HasCopy() const;
   bool NeedsAlphabets() const { return periodic > 0.0 || gapped > 0.0 || randcopy > 0.0; }
@@ -178,7 +186,7 @@ struct CopyMixKind {
   RowKind kind;
   double CopyMix::*share;
 };
-inline constexpr std::array<CopyMixKind, 8> kCopyMixKinds = {{
+inline constexpr std::array<CopyMixKind, 9> kCopyMixKinds = {{
     {RowKind::kPasskey, &CopyMix::passkey},
     {RowKind::kPeriodic, &CopyMix::periodic},
     {RowKind::kGapped, &CopyMix::gapped},
@@ -187,10 +195,11 @@ inline constexpr std::array<CopyMixKind, 8> kCopyMixKinds = {{
     {RowKind::kTextPeriodic, &CopyMix::textperiodic},
     {RowKind::kTextDecoy, &CopyMix::textdecoy},
     {RowKind::kTextFar, &CopyMix::textfar},
+    {RowKind::kTextEdge, &CopyMix::textedge},
 }};
 
 // Parses "text=0.5,textcopy=0.3,gapped=0.1,passkey=0.1": names from text, passkey, periodic,
-// gapped, textcopy, randcopy, textperiodic, textdecoy, textfar, each at most once, shares in
+// gapped, textcopy, randcopy, textperiodic, textdecoy, textfar, textedge, each at most once, shares in
 // [0, 1]; text is what the others leave (given, the shares must add up to 1 within 1e-9). Throws
 // stretch::Error naming `what`, the entry and what was expected.
 CopyMix ParseCopyMix(std::string_view text, const std::string& what);
@@ -239,6 +248,10 @@ CopyRow MakeTextCopyRow(std::span<const int> window, const CopySpans& spans, int
 // can hold (layout at the top); the same roles and throws as MakeTextCopyRow.
 CopyRow MakeTextFarRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
                        CopyRole role = CopyRole::kCopy, std::span<const int> other = {});
+// Textedge row: a textfar row whose distance reaches T - 2, the copy cut at the row's end (its
+// span the tokens that fit); the same roles and throws.
+CopyRow MakeTextEdgeRow(std::span<const int> window, const CopySpans& spans, int64_t T, Rng& rng,
+                        CopyRole role = CopyRole::kCopy, std::span<const int> other = {});
 
 // Textperiodic row from `window` (T + 1 tokens): draws s, then the start of P in [1, T + 1 - s].
 CopyRow MakeTextPeriodicRow(std::span<const int> window, const CopySpans& spans, int bos, int64_t T,

@@ -96,6 +96,11 @@ void SampleTrainingBatch(const TrainingData& data, Rng& rng, int64_t B, std::vec
         std::copy(r.tokens.begin(), r.tokens.end(), row);
         break;
       }
+      case RowKind::kTextEdge: {
+        const CopyRow r = MakeTextEdgeRow(window, data.spans, T, rng);
+        std::copy(r.tokens.begin(), r.tokens.end(), row);
+        break;
+      }
       case RowKind::kTextPeriodic: {
         const CopyRow r = MakeTextPeriodicRow(window, data.spans, data.bos, T, rng);
         std::copy(r.tokens.begin(), r.tokens.end(), row);

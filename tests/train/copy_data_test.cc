@@ -351,6 +351,42 @@ TEST(CopyRows, TextFarPastesTheSpanFromTheFarHalfOfTheDistances) {
   EXPECT_GT(from_start, 20);
 }
 
+// A textedge row is a textfar row whose distance reaches T - 2, its copy cut at the row's end: d
+// in [ceil(T / 2), T - 2], both ends drawn; the copy keeps at least 2 tokens (1 scored), its span
+// the tokens that fit, and distances past T - s (which textfar never draws) come often.
+TEST(CopyRows, TextEdgePastesTheSpanUpToTheRowsEndCutThere) {
+  Rng text_rng(23);
+  std::vector<int> window(kT + 1), other(kT + 1);
+  for (int& t : window) t = 'a' + static_cast<int>(text_rng.NextU64() % 26);
+  for (int& t : other) t = 'A' + static_cast<int>(text_rng.NextU64() % 26);
+  Rng rng(24);
+  int64_t shortest = kT, longest = 0, cut = 0, beyond_textfar = 0;
+  for (int i = 0; i < 2000; ++i) {
+    Rng again = rng;
+    const CopyRow r = MakeTextEdgeRow(window, DefaultCopySpans(kT), kT, rng);
+    const CopyRow c =
+        MakeTextEdgeRow(window, DefaultCopySpans(kT), kT, again, CopyRole::kControl, other);
+    ASSERT_EQ(r.tokens.size(), static_cast<size_t>(kT + 1));
+    ASSERT_GE(r.source, 1);
+    const int64_t d = r.copy - r.source;
+    ASSERT_GE(2 * d, kT);
+    ASSERT_LE(d, kT - 2);
+    ASSERT_GE(r.span, 2);
+    ASSERT_LE(r.span, DefaultCopySpans(kT).max);
+    ASSERT_LE(r.copy + r.span, kT + 1);  // cut at the row's end
+    ASSERT_LE(r.source + r.span, r.copy);
+    ExpectPastedCopyAndControl(r, c, window, other);
+    shortest = std::min(shortest, d);
+    longest = std::max(longest, d);
+    cut += r.copy + r.span == kT + 1 && r.span < DefaultCopySpans(kT).min;
+    beyond_textfar += d > kT - DefaultCopySpans(kT).min;
+  }
+  EXPECT_LE(shortest, kT / 2 + 2);
+  EXPECT_EQ(longest, kT - 2);
+  EXPECT_GT(cut, 100);
+  EXPECT_GT(beyond_textfar, 100);
+}
+
 // A textdecoy row is the textcopy row of the same Rng state with decoys written outside its
 // source and copy: each a piece of the source (2..4 tokens) whose next token differs from the
 // source's, so that no decoy leaks the token a copy needs after the piece it matches.
@@ -451,7 +487,7 @@ TEST(CopyMixTest, ParsesSharesAndRefusesBadOnesNamingTheFlag) {
             "[0, 1]");
   EXPECT_NE(error("copy=0.1")
                 .find("unknown kind \"copy\": expected text, passkey, periodic, "
-                      "gapped, textcopy, randcopy, textperiodic, textdecoy or textfar"),
+                      "gapped, textcopy, randcopy, textperiodic, textdecoy, textfar or textedge"),
             std::string::npos);
   EXPECT_NE(error("gapped=0.6,textcopy=0.6").find("the shares add up to 1.2, expected at most 1"),
             std::string::npos);
@@ -575,6 +611,12 @@ TEST(CopyMixTest, RowKindOfFollowsTheCumulativeShares) {
   EXPECT_EQ(RowKindOf(f, 0.31), RowKind::kTextFar);
   EXPECT_EQ(RowKindOf(f, 0.51), RowKind::kText);
   EXPECT_EQ(CopyMixText(f), "textdecoy=0.3,textfar=0.2");
+  // textedge after textfar.
+  const CopyMix e = ParseCopyMix("textfar=0.2,textedge=0.1", "--mix");
+  EXPECT_EQ(RowKindOf(e, 0.19), RowKind::kTextFar);
+  EXPECT_EQ(RowKindOf(e, 0.21), RowKind::kTextEdge);
+  EXPECT_EQ(RowKindOf(e, 0.31), RowKind::kText);
+  EXPECT_EQ(CopyMixText(e), "textfar=0.2,textedge=0.1");
 }
 
 // ---------------------------------------------------------------------------------------------
