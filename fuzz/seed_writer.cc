@@ -193,9 +193,10 @@ Tokenizer TokenizerOf(const std::vector<std::string>& pieces, const std::string&
   return Tokenizer::FromVocabulary(source, pieces, scores);
 }
 
-// The rich vocabulary laid out as Phi-3's (a space before the text, a user-defined "<|end|>",
-// EOS a control token "<|endoftext|>" of its own, rstrip after "<|end|>"), written as the legacy
-// LLaMA tokenizer.json form `stretch convert --to hf` writes for it.
+// The rich vocabulary laid out as Phi-3's (a space before the text, a user-defined "<|end|>"
+// that takes the white space after it along, as Phi-3's </s>; EOS a control token
+// "<|endoftext|>" of its own), written as the legacy LLaMA tokenizer.json form
+// `stretch convert --to hf` writes for it.
 std::string Phi3LayoutTokenizerJson() {
   std::vector<std::string> pieces = RichPieces();
   std::vector<float> scores;
@@ -211,7 +212,7 @@ std::string Phi3LayoutTokenizerJson() {
   layout.types[0] = SpmTokenType::kUnknown;
   layout.types[1] = layout.types[2] = SpmTokenType::kControl;
   for (int b = 0; b < 256; ++b) layout.types[3 + static_cast<size_t>(b)] = SpmTokenType::kByte;
-  layout.types[pieces.size() - 2] = SpmTokenType::kControl;
+  layout.types[pieces.size() - 2] = SpmTokenType::kUserDefined;
   layout.types[pieces.size() - 1] = SpmTokenType::kControl;
   layout.rstrip = {static_cast<int>(pieces.size()) - 2};
   return SerializeBpeTokenizerJson(SentencePieceStyleBpeFromSpm(

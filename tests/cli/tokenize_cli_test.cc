@@ -125,14 +125,8 @@ TEST(TokenizeCli, AByteLevelVocabularyGoesThroughConvertBothWays) {
   o.eos = 259;
   const BpeTokenizer vocab =
       BpeTokenizer::FromVocabulary("tiny", pieces, {{"a", "b"}, {"\xC4\xA0", "a"}}, o);
-  ModelConfig c;
-  c.dim = 16;
-  c.hidden_dim = 32;
-  c.n_layers = 1;
-  c.n_heads = 2;
-  c.n_kv_heads = 2;
+  ModelConfig c = testing::TinyConfig();
   c.vocab_size = vocab.vocab_size();
-  c.seq_len = 64;
   const std::string gguf = Temp("bytes.gguf"), hf = Temp("bytes-hf"), again = Temp("again.gguf");
   const GgufKeys keys = GgufVocabularyKeys(vocab);
   SaveGgufModel(testing::RandomModel(c, 1), gguf, static_cast<uint32_t>(GgmlType::kF32), nullptr,
@@ -168,14 +162,8 @@ TEST(TokenizeCli, AByteLevelVocabularyGoesThroughConvertBothWays) {
 // a conversion failed (with a test failure).
 std::vector<std::string> ThroughConvertBothWays(const Tokenizer& vocab, const std::string& name,
                                                 std::string* json) {
-  ModelConfig c;
-  c.dim = 16;
-  c.hidden_dim = 32;
-  c.n_layers = 1;
-  c.n_heads = 2;
-  c.n_kv_heads = 2;
+  ModelConfig c = testing::TinyConfig();
   c.vocab_size = vocab.vocab_size();
-  c.seq_len = 64;
   const std::string gguf = Temp(name + ".gguf"), hf = Temp(name + "-hf"),
                     again = Temp(name + "-again.gguf");
   SaveGgufModel(testing::RandomModel(c, 2), gguf, static_cast<uint32_t>(GgmlType::kF32), &vocab,

@@ -569,6 +569,40 @@ TEST(BpeReference, Phi3LegacyFormAgreesWithTransformersJs) {
   ASSERT_FALSE(parsed.empty());
   parsed.erase(parsed.begin());  // BOS: the reference encodes without special tokens added
   EXPECT_EQ(Joined(parsed).substr(1), (*ref_prompt)[0]);
+
+  // Phi-3's own tokenizer.json has </s> as a token matched in plain text (special false) that
+  // takes the white space after it along (rstrip true); llama.cpp makes it a control token.
+  nlohmann::json j = nlohmann::json::parse(testing::ReadBytes((dir / "tokenizer.json").string()));
+  bool edited = false;
+  for (nlohmann::json& added : j["added_tokens"]) {
+    if (added["content"] == "</s>") {
+      added["special"] = false;
+      added["rstrip"] = true;
+      edited = true;
+    }
+  }
+  ASSERT_TRUE(edited);
+  const std::filesystem::path own = dir.parent_path() / "own";
+  std::filesystem::create_directories(own);
+  std::ofstream(own / "tokenizer.json", std::ios::binary) << j.dump();
+  const BpeTokenizer matched = BpeTokenizer::FromTokenizerJson((own / "tokenizer.json").string());
+  EXPECT_EQ(matched.eos(), 32000);  // <|endoftext|>, without a tokenizer_config.json
+  std::filesystem::copy_file(dir / "tokenizer_config.json", own / "tokenizer_config.json");
+  const std::string text = "a</s>  x\n</s>\t\n\nb </s>";
+  const std::string text_file = (own / "text.txt").string();
+  std::ofstream(text_file, std::ios::binary) << text;
+  const auto ref_text = ReferenceIds(own.string(), {text_file}, &why);
+  ASSERT_TRUE(ref_text) << why;
+  ASSERT_EQ(ref_text->size(), 1u);
+  const std::vector<int> ids = matched.Encode(text);
+  EXPECT_EQ(Joined(ids).substr(1), (*ref_text)[0]);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 2), 3);  // </s> matched though not special
+  // Written back, the token stays matched and stripping.
+  std::filesystem::create_directories(own / "again");
+  SaveBpeTokenizerFiles(matched, (own / "again").string());
+  EXPECT_EQ(
+      BpeTokenizer::FromTokenizerJson((own / "again" / "tokenizer.json").string()).Encode(text),
+      ids);
 }
 
 // llama.cpp's test vectors for `vocab` (its .out lines were written with Hugging Face's

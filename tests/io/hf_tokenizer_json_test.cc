@@ -28,6 +28,7 @@
 
 #include "src/core/error.h"
 #include "src/io/text.h"
+#include "src/io/tokenizer/bpe_tokenizer.h"
 #include "tests/testing/files.h"
 #include "tests/testing/sanitizer.h"
 #include "tests/testing/shared.h"
@@ -680,6 +681,51 @@ TEST_F(HfTokenizerJsonTest, LooksLikeOnlyTheSentencePieceKind) {
   json split = WithVocab(TinyMetaspace());
   split["pre_tokenizer"]["split"] = true;
   EXPECT_TRUE(LooksLikeSentencePieceTokenizerJson(File("split.json", split.dump())));
+  // The legacy form with a layout of its own goes to BpeTokenizer instead; a LLaMA 2 fine-tune's
+  // special <pad> added after model.vocab stays here.
+  auto with_added = [](json j, const json& token) {
+    j["added_tokens"].push_back(token);
+    return j;
+  };
+  const json pad = {{"id", 269},       {"content", "<pad>"}, {"single_word", false},
+                    {"lstrip", false}, {"rstrip", false},    {"normalized", false},
+                    {"special", true}};
+  const json padded = with_added(WithVocab(TinyLegacy()), pad);
+  EXPECT_TRUE(LooksLikeSentencePieceTokenizerJson(File("pad.json", padded.dump())));
+  const HfSentencePieceJson read = ReadHfSentencePieceJson(Path("pad.json"));
+  EXPECT_EQ(read.tokenizer.vocab_size(), 270);
+  EXPECT_EQ(read.tokenizer.eos(), 2);
+  json stripping = pad;
+  stripping["rstrip"] = true;  // Phi-3's
+  EXPECT_FALSE(LooksLikeSentencePieceTokenizerJson(
+      File("rstrip.json", with_added(WithVocab(TinyLegacy()), stripping).dump())));
+  json plain_text = pad;
+  plain_text["special"] = false;  // matched in text
+  EXPECT_FALSE(LooksLikeSentencePieceTokenizerJson(
+      File("matched.json", with_added(WithVocab(TinyLegacy()), plain_text).dump())));
+  const BpeTokenizer bpe = BpeTokenizer::FromTokenizerJson(Path("matched.json"));
+  EXPECT_EQ(bpe.eos(), 2);  // </s>, LlamaTokenizer's default, without a tokenizer_config.json
+  EXPECT_EQ(bpe.bos(), 1);
+  EXPECT_EQ(bpe.Encode("a<pad>b"), (std::vector<int>{kSpA, 269, kSp, kB}));
+  // The space put before the text is dropped where the text starts: after a prompt that decodes
+  // to nothing (BOS, EOS), not after one that decodes to text.
+  const std::unique_ptr<TextTokenizer> text = MakeBpeTextTokenizer(bpe);
+  for (const std::vector<int>& prompt : {std::vector<int>{}, {1}, {1, 2}, {1, kSpA}}) {
+    const std::unique_ptr<TokenTextDecoder> d = text->Decoder(prompt);
+    std::string got = d->Next(kSpA);
+    got += d->Finish();
+    EXPECT_EQ(got, prompt.size() == 2 && prompt[1] == kSpA ? " a" : "a") << prompt.size();
+  }
+  json inside = pad;
+  inside["id"] = kSp + 1;  // "a" made special: Mistral v0.3's [INST] inside model.vocab
+  inside["content"] = "a";
+  EXPECT_FALSE(LooksLikeSentencePieceTokenizerJson(
+      File("inside.json", with_added(WithVocab(TinyLegacy()), inside).dump())));
+  json moved = WithVocab(TinyLegacy());  // <unk> not at id 0
+  moved["model"]["vocab"]["<unk>"] = 269;
+  moved["model"]["vocab"]["<pad>"] = 0;
+  moved["added_tokens"][0]["id"] = 269;
+  EXPECT_FALSE(LooksLikeSentencePieceTokenizerJson(File("moved.json", moved.dump())));
   EXPECT_FALSE(LooksLikeSentencePieceTokenizerJson(File("broken.json", "{\"model\": {")));
   EXPECT_FALSE(LooksLikeSentencePieceTokenizerJson(File("array.json", "[1, 2]")));
   EXPECT_FALSE(LooksLikeSentencePieceTokenizerJson(File("empty.json", "")));

@@ -58,12 +58,12 @@ SafetensorsDtype HfDtype(const std::string& type) {
 // else the input's own: a GGUF file's SentencePiece vocabulary, a Hugging Face folder's
 // tokenizer.model or LLaMA-kind tokenizer.json, a checkpoint's SentencePiece model), or, for GGUF
 // files only, tokenizer.* keys as they are (`gguf_keys`: a GGUF file's byte-level vocabulary, a
-// byte-level or Gemma-style tokenizer.json as llama.cpp's converters write it). Neither when the
+// byte-level or SentencePiece-style BPE tokenizer.json as llama.cpp's converters write it). Neither when the
 // input has none. Anything else is refused by name.
 struct Vocabulary {
   std::optional<Tokenizer> spm;
   std::optional<GgufKeys> gguf_keys;
-  std::optional<BpeTokenizer> bpe;  // Hugging Face folders: a byte-level tokenizer.json
+  std::optional<BpeTokenizer> bpe;  // Hugging Face folders: a BPE tokenizer.json to write
   std::vector<std::string> copied;  // Hugging Face folders: the input's tokenizer files as they are
   std::string what;                 // for the summary line
 };
@@ -75,14 +75,18 @@ std::string BpeWhat(const BpeTokenizer& bpe) {
                                                std::string(BpeSplitName(bpe.options().split)));
 }
 
-// A byte-level or Gemma-style tokenizer.json: GGUF keys as llama.cpp's converter writes them; for
-// a Hugging Face folder, a byte-level one written out again, a Gemma-style one copied as it is
-// (with the tokenizer_config.json beside it).
+// A byte-level or SentencePiece-style BPE tokenizer.json (Gemma's form, or the legacy LLaMA form
+// of a layout of its own: Phi-3's): GGUF keys as llama.cpp's converter writes them; for a Hugging
+// Face folder, a byte-level one written out again, a SentencePiece-style one copied as it is (with
+// the tokenizer_config.json beside it).
 Vocabulary BpeVocabulary(const ConvertArgs& a, const std::string& json, const std::string& whose) {
-  if (a.to != "gguf" && a.to != "hf") {
-    Fail("{}: a byte-level or Gemma-style BPE tokenizer.json has no form in {} files", whose, a.to);
-  }
   BpeTokenizer bpe = BpeTokenizer::FromTokenizerJson(json);
+  if (a.to != "gguf" && a.to != "hf") {
+    Fail("{}: a {} tokenizer.json has no form in {} files: expected --to gguf or --to hf", whose,
+         bpe.options().chars ? "SentencePiece-style BPE (Gemma's form, or a layout of its own)"
+                             : "byte-level BPE",
+         a.to);
+  }
   Vocabulary v;
   v.what = BpeWhat(bpe);
   if (a.to == "gguf") {

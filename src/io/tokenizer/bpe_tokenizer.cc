@@ -233,6 +233,14 @@ std::vector<int> BpeTokenizer::Encode(std::string_view text) const {
     out.insert(out.end(), before.begin(), before.end());
     out.push_back(best->second);
     i += best->first.size() - 1;
+    if (std::binary_search(options_.rstrip.begin(), options_.rstrip.end(), best->second)) {
+      // The whitespace after it goes with it: C's isspace, as llama.cpp's partition strips
+      // (Hugging Face strips any Unicode white space; the two differ on e.g. U+00A0).
+      while (i + 1 < text.size() &&
+             std::string_view(" \t\n\v\f\r").find(text[i + 1]) != std::string_view::npos) {
+        ++i;
+      }
+    }
     from = i + 1;
   }
   const std::vector<int> rest = EncodeUnmatched(text.substr(from));
@@ -861,8 +869,9 @@ SentencePieceForm SentencePieceStyle(const JsonReader& r, const json& root) {
     for (size_t k = 0; list != nullptr && list->is_array() && k < list->size(); ++k) {
       prepend = prepend || type_of((*list)[k]) == "Prepend";
     }
-    if (!prepend) return {};
-    bool ok = list->size() == 2;
+    // A Sequence that spells spaces as "▁" without the Prepend is half of the legacy form.
+    if (!prepend && norm->dump().find(space) == std::string::npos) return {};
+    bool ok = prepend && list->size() == 2;
     for (size_t k = 0; ok && k < 2; ++k) {
       const json& step = (*list)[k];
       const json* with = step.is_object() ? JsonReader::Member(step, "prepend") : nullptr;
@@ -1146,9 +1155,10 @@ BpeTokenizer BpeTokenizer::FromTokenizerJson(const std::string& path) {
       }
       if (!special->get<bool>()) {
         // Matched in the raw text before anything else (Hugging Face's non-special added tokens,
-        // llama.cpp's user-defined ones), as they are written; the options that change where
-        // they match are refused.
-        for (const char* key : {"lstrip", "rstrip", "single_word"}) {
+        // llama.cpp's user-defined ones), as they are written; rstrip takes the white space after
+        // one with it (Phi-3's </s>); lstrip and single_word, which change where they match, are
+        // refused.
+        for (const char* key : {"lstrip", "single_word"}) {
           if (r.BoolOr(t, key, fmt::format("{}.{}", field, key), false)) {
             Fail("{}: {}.{} is true, expected false (not implemented for a token matched in text)",
                  path, field, key);
@@ -1163,6 +1173,7 @@ BpeTokenizer BpeTokenizer::FromTokenizerJson(const std::string& path) {
               path, field, Quote(content));
         }
         options.matched.emplace_back(content, id);
+        if (r.BoolOr(t, "rstrip", field + ".rstrip", false)) options.rstrip.push_back(id);
         continue;
       }
       kinds[static_cast<size_t>(id)] = BpeTokenKind::kControl;
@@ -1208,6 +1219,10 @@ BpeTokenizer BpeTokenizer::FromTokenizerJson(const std::string& path) {
   options.add_bos = template_bos >= 0;
   options.bos = template_bos >= 0 ? template_bos : endoftext;
   options.eos = endoftext;
+  if (form.prepend && options.eos < 0) {  // the legacy LLaMA form: LlamaTokenizer's default EOS
+    const auto it = std::find(pieces.begin(), pieces.end(), "</s>");
+    if (it != pieces.end()) options.eos = static_cast<int>(it - pieces.begin());
+  }
   const std::filesystem::path config_path =
       std::filesystem::path(path).parent_path() / "tokenizer_config.json";
   if (std::filesystem::exists(config_path)) {
@@ -1250,14 +1265,13 @@ std::string SerializeBpeTokenizerJson(const BpeTokenizer& t) {
   j["padding"] = nullptr;
   ojson added = ojson::array();
   auto add = [&](const std::string& content, int id, bool special) {
-    added.push_back(
-        {{"id", id},
-         {"content", content},
-         {"single_word", false},
-         {"lstrip", false},
-         {"rstrip", special && std::binary_search(o.rstrip.begin(), o.rstrip.end(), id)},
-         {"normalized", false},
-         {"special", special}});
+    added.push_back({{"id", id},
+                     {"content", content},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", std::binary_search(o.rstrip.begin(), o.rstrip.end(), id)},
+                     {"normalized", false},
+                     {"special", special}});
   };
   std::vector<std::pair<int, std::pair<std::string, bool>>> extra;
   for (int id = 0; id < t.vocab_size(); ++id) {
@@ -1459,11 +1473,26 @@ class BpeTextTokenizer : public TextTokenizer {
   TextStream EncodeText(const std::string& path) const override {
     return EncodeTextPath(path, [this](const std::string& text) { return tok_.Encode(text); });
   }
-  std::string ProtocolText() const override { return BpeTextProtocolText(tok_.add_prefix_space()); }
+  std::string ProtocolText() const override {
+    if (tok_.options().chars) {
+      return fmt::format(
+          "Text files are encoded whole with the SentencePiece-style BPE tokenizer (spaces as "
+          "\"\xE2\x96\x81\", characters not in the vocabulary as their UTF-8 bytes, {}), newlines "
+          "and "
+          "blank lines kept as in the file, no BOS or EOS inside the stream. A directory means its "
+          "*.txt files in name order, each encoded on its own, concatenated.",
+          tok_.options().prepend_space
+              ? "a \"\xE2\x96\x81\" before each file's text and after each added token in it"
+              : "no space added");
+    }
+    return BpeTextProtocolText(tok_.add_prefix_space());
+  }
   std::unique_ptr<TokenTextDecoder> Decoder(std::span<const int> prompt) const override {
     // A token's bytes do not depend on its neighbours, but for the space a prepend_space
-    // vocabulary puts before the text: dropped when the text starts here (after BOS at most).
-    const bool start = prompt.empty() || (prompt.size() == 1 && prompt[0] == tok_.bos());
+    // vocabulary puts before the text: dropped when the text starts here (the prompt decodes to
+    // nothing: empty, BOS, control tokens), as the decoder's Strip drops it from the whole text.
+    const bool start = std::all_of(prompt.begin(), prompt.end(),
+                                   [this](int id) { return tok_.TokenBytes(id).empty(); });
     return std::make_unique<BpeDecoder>(tok_, tok_.options().prepend_space && start);
   }
 

@@ -2,7 +2,8 @@
 // GPT-2 (encoder.py), Hugging Face tokenizers (ByteLevel pre-tokenizer and decoder, BPE model) and
 // llama.cpp (vocabulary type "gpt2") define them, read from a GGUF file's tokenizer.ggml.* keys or
 // a Hugging Face tokenizer.json; and, with BpeOptions::chars, SentencePiece-style ones from a
-// tokenizer.json (Gemma 3; see BpeOptions::chars).
+// tokenizer.json (Gemma 3's form, and the legacy LLaMA form of Phi-3 and Mistral v0.3; see
+// BpeOptions::chars and prepend_space).
 //
 // Encoding, for each piece of the text:
 //   1. The pre-tokenizer splits the text with the vocabulary's pattern (src/io/tokenizer/bpe_pretokenizer.h:
@@ -24,15 +25,14 @@
 // made of the 256 symbols decodes to its spelling as is, as Hugging Face's ByteLevel decoder does);
 // control tokens (<|endoftext|>) decode to nothing. Decode(Encode(x)) == x for any bytes x.
 //
-// The one normalizer read is NFC (Qwen's tokenizer.json), run before step 1.
-//
 // Hugging Face's non-special added tokens (Qwen's <think>, <tool_call>, ...) are matched in the raw
 // text before anything else, the longest at the leftmost place, and the text between them is
-// encoded as above.
+// encoded as above; one with rstrip (Phi-3's </s>) takes the ASCII white space after it along.
+// The normalizers read: NFC (Qwen's), and for a SentencePiece-style vocabulary Replace " " -> "▁"
+// (Gemma's) or Prepend "▁" then that Replace (the legacy LLaMA form, Phi-3's and Mistral's).
 //
 // Not done, and refused by name where a file asks for it: other pre-tokenizer patterns, other
-// normalizers, added tokens with lstrip / single_word (and rstrip but on special tokens), BPE
-// dropout, unknown-token fallback, subword prefixes and suffixes. Special tokens are not recognised
+// normalizers, added tokens with lstrip / single_word, BPE dropout, unknown-token fallback, subword prefixes and suffixes. Special tokens are not recognised
 // inside text: "<|endoftext|>" in a text file is encoded as the 13 characters it is (llama.cpp's
 // parse_special=false, which its test-tokenizer-0 and llama-perplexity use; Hugging Face would give
 // id 50256). A prompt can have them parsed: TextTokenizer::EncodePromptParsingSpecial.
@@ -95,8 +95,9 @@ struct BpeOptions {
   // token types 3 and 2, not 5 unused), Hugging Face's special added tokens; the matched ones
   // above are added to them.
   std::vector<std::pair<std::string, int>> special;
-  // The sorted ids of special tokens after which whitespace is dropped where a prompt is cut at
-  // them (Hugging Face's added token rstrip, llama.cpp's RSTRIP attribute: Phi-3's).
+  // The sorted ids of tokens, special or matched, that take the white space after them along
+  // (Hugging Face's added token rstrip, llama.cpp's RSTRIP attribute: Phi-3's): C's isspace,
+  // as llama.cpp strips; Hugging Face strips any Unicode white space (U+00A0, U+3000, ...).
   std::vector<int> rstrip;
   bool add_bos = false;  // prompts begin with bos (MakeBpeTextTokenizer's EncodePrompt)
   int bos = -1;          // -1: none
@@ -212,8 +213,8 @@ class BpeTokenizer {
 //     the pre-tokenizer Split on " " (MergedWithPrevious), the decoder Replace "▁" -> " ",
 //     ByteFallback, Fuse, model BPE with byte_fallback and fuse_unk, its unk_token, every token in
 //     model.vocab; with BpeOptions::prepend_space the legacy LLaMA form instead (normalizer
-//     Prepend "▁" then that Replace, no pre-tokenizer, Strip " " (1, 0) after Fuse), rstrip on
-//     the special tokens of BpeOptions::rstrip;
+//     Prepend "▁" then that Replace, no pre-tokenizer, Strip " " (1, 0) after Fuse);
+//     rstrip on the added tokens of BpeOptions::rstrip;
 // both with a TemplateProcessing that puts BOS first when add_bos(), the control tokens as
 // special added tokens and the matched ones as non-special; tokenizer_config.json names BOS and
 // EOS (and the unknown token). FromTokenizerJson reads them back to the same tokenizer. Refused

@@ -44,6 +44,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -499,15 +500,32 @@ bool LooksLikeSentencePieceTokenizerJson(const std::string& path) {
     const size_t first = head.find_first_not_of(" \n\r\t");
     if (first == std::string::npos || head[first] != '{') return false;
     const std::string text = ReadBoundedFile(path);
-    // The vocabulary, the merges and the added tokens (nearly all of the file) are parsed over
-    // and dropped: a key event returning false discards the key and its value.
-    std::string top;  // the top-level key whose value is being parsed
-    const json::parser_callback_t keep = [&top](int depth, json::parse_event_t event,
-                                                json& parsed) {
+    // The vocabulary and the merges (nearly all of the file) are parsed over and dropped: a key
+    // event returning false discards the key and its value. Of model.vocab only its size and the
+    // pieces of ids 0, 1, 2 are kept.
+    std::string top;    // the top-level key whose value is being parsed
+    std::string sub;    // under "model", the key whose value is being parsed
+    std::string piece;  // the model.vocab key whose id comes next
+    size_t n_vocab = 0;
+    std::array<std::string, 3> low;  // model.vocab's pieces of ids 0, 1, 2
+    const json::parser_callback_t keep = [&](int depth, json::parse_event_t event, json& parsed) {
+      if (depth == 3 && top == "model" && sub == "vocab") {
+        if (event == json::parse_event_t::key) {
+          piece = parsed.get<std::string>();
+          ++n_vocab;
+          return false;
+        }
+        if (event == json::parse_event_t::value && parsed.is_number_unsigned() &&
+            parsed.get<uint64_t>() < 3) {
+          low[parsed.get<uint64_t>()] = piece;
+        }
+        return true;  // the value of a dropped key is not stored
+      }
       if (event != json::parse_event_t::key) return true;
       const std::string& key = parsed.get_ref<const std::string&>();
       if (depth == 1) top = key;
-      return !(depth == 2 && top == "model" && (key == "vocab" || key == "merges"));
+      if (depth == 2 && top == "model") sub = key;
+      return !(depth == 2 && top == "model" && key == "merges");
     };
     const json root = json::parse(text, keep, /*allow_exceptions=*/false);
     if (!root.is_object()) return false;
@@ -529,26 +547,31 @@ bool LooksLikeSentencePieceTokenizerJson(const std::string& path) {
           (pre != nullptr && Mentions(*pre, "Metaspace")))) {
       return false;
     }
-    // A layout of its own (added tokens beyond <unk>, <s>, </s> at ids 0, 1, 2: Phi-3's,
-    // Mistral's) is BpeTokenizer's SentencePiece-style mode with BpeOptions::prepend_space, which
-    // keeps each added token's id and kind, not llama2.c's layout read here.
-    const json* added = Member(root, "added_tokens");
+    // A layout of its own is BpeTokenizer's SentencePiece-style mode with
+    // BpeOptions::prepend_space, which keeps each added token's id, kind and rstrip, not
+    // llama2.c's layout read here: model.vocab without <unk>, <s>, </s> at ids 0, 1, 2, or an
+    // added token that is not special (Phi-3's </s>), strips white space (Phi-3's) or is a special
+    // token inside model.vocab beyond id 2 (Mistral v0.3's [INST]). Special tokens added after
+    // model.vocab (a LLaMA 2 fine-tune's <pad>) stay with llama2.c's layout, which appends them.
     const bool legacy = norm_type != nullptr && *norm_type == "Sequence" &&
                         !(pre != nullptr && Mentions(*pre, "Metaspace"));
-    if (legacy && added != nullptr && added->is_array()) {
-      for (const json& t : *added) {
-        const json* special = t.is_object() ? Member(t, "special") : nullptr;
-        const json* id = t.is_object() ? Member(t, "id") : nullptr;
-        const json* content = t.is_object() ? Member(t, "content") : nullptr;
-        if (special == nullptr || id == nullptr || content == nullptr) continue;  // refused later
-        if (*special == false || !id->is_number_unsigned() || id->get<uint64_t>() >= 3) {
-          return false;
-        }
-        if (!content->is_string() ||
-            content->get_ref<const std::string&>() != kSpecialNames[id->get<uint64_t>()]) {
-          return false;
-        }
+    if (!legacy) return true;
+    for (size_t id = 0; id < 3; ++id) {
+      if (low[id] != kSpecialNames[id]) return false;
+    }
+    const json* added = Member(root, "added_tokens");
+    for (size_t k = 0; added != nullptr && added->is_array() && k < added->size(); ++k) {
+      const json& t = (*added)[k];
+      if (!t.is_object()) continue;  // refused later
+      const json* special = Member(t, "special");
+      const json* id = Member(t, "id");
+      if (special == nullptr || id == nullptr || !id->is_number_unsigned()) continue;
+      if (*special == false) return false;
+      for (const char* strip : {"lstrip", "rstrip", "single_word"}) {
+        const json* v = Member(t, strip);
+        if (v != nullptr && *v == true) return false;
       }
+      if (id->get<uint64_t>() >= 3 && id->get<uint64_t>() < n_vocab) return false;
     }
     return true;
   } catch (const std::exception&) {

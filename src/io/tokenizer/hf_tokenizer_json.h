@@ -85,9 +85,13 @@ struct HfSentencePieceJson {
 
 // True when `path` holds a JSON object whose model is BPE with byte_fallback true and whose
 // normalizer or pre_tokenizer spells spaces as "▁" (a Prepend or Replace with "▁", or a
-// Metaspace): the SentencePiece kind, which BpeTokenizer::FromTokenizerJson refuses. The vocabulary
-// and merges are skipped over, not kept. False for a missing, unreadable or non-JSON file, and for
-// byte-level BPE files (GPT-2's kind). Never throws.
+// Metaspace) in llama2.c's layout: the files ReadHfSentencePieceJson reads. False for Gemma's form
+// (a lone Replace) and for a legacy LLaMA form (Prepend + Replace) with a layout of its own
+// (<unk>, <s>, </s> not at ids 0, 1, 2, or an added token that is not special, strips white space
+// or is special inside model.vocab beyond id 2: Phi-3's, Mistral v0.3's), which
+// BpeTokenizer::FromTokenizerJson reads; false for a missing, unreadable or non-JSON file and for
+// byte-level BPE files (GPT-2's kind). The merges are skipped over, and of the vocabulary only its
+// size and ids 0, 1, 2 are kept. Never throws.
 bool LooksLikeSentencePieceTokenizerJson(const std::string& path);
 
 // Reads the file, checking it field by field. Throws stretch::Error naming the file and the field
