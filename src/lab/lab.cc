@@ -280,6 +280,7 @@ TrainRunOptions StageRunOptions(const LabOptions& o, const LabModel& m, const La
   r.eval_windows = 32;
   r.log_every = std::max<int64_t>(1, std::min<int64_t>(50, o.steps / 10));
   r.passkey_share = o.passkey_share;
+  r.bos_rows = o.bos_rows;
   if (!o.stages.empty()) {
     const LabStage st = StageOf(o, m, i);
     r.steps = st.steps;
@@ -532,10 +533,15 @@ void CompareModelOptions(const LabOptions& o, const LabModel& m, const nlohmann:
   }
   for (const std::string& key : keys) {
     if (have.contains(key) && want.contains(key) && have.at(key) == want.at(key)) continue;
+    const bool bos = key.ends_with("bos_rows");
     Fail(
-        "{}: model {} was trained with {} = {} ({}), the lab now asks for {}: use another --out, "
-        "or delete {} and the model's records to train it again",
+        "{}: model {} was trained with {} = {} ({}), the lab now asks for {}: {}use another "
+        "--out, or delete {} and the model's records to train it again",
         o.out, m.label, key, value(have, key), source, value(want, key),
+        bos && !o.bos_rows ? "drop --no-bos-rows, "
+        : bos              ? "give --no-bos-rows to resume it as trained (a lab from before "
+                             "every row began with BOS), "
+                           : "",
         (fs::path(o.out) / "models" / m.label).string());
   }
 }

@@ -120,6 +120,9 @@ struct LabOptions {
   std::string tokenizer = "bytes";  // bytes | bpe | unigram (trained on the corpus)
   int vocab_size = 2048;            // of a bpe / unigram tokenizer
   double passkey_share = 0.05;      // share of training windows that are passkey documents
+  // Every training row begins with BOS, as every scored window does (TrainRunOptions::bos_rows);
+  // false: the rows of labs from before it (their text windows begin anywhere).
+  bool bos_rows = true;
   uint64_t seed = 1;
   // Staged training (the copy curriculum). Empty: each model is one run in OUT/models/<label> of
   // `steps` steps at `lr` with `passkey_share` (labs from before stages resume unchanged). Given:

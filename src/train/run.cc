@@ -52,6 +52,7 @@ void SampleTrainingBatch(const TrainingData& data, Rng& rng, int64_t B, std::vec
       for (int64_t t = 0; t < T; ++t)
         tokens[static_cast<size_t>(s * (T + 1) + t)] = b.inputs[static_cast<size_t>(s * T + t)];
       tokens[static_cast<size_t>(s * (T + 1) + T)] = b.targets[static_cast<size_t>(s * T + T - 1)];
+      if (data.bos_rows) tokens[static_cast<size_t>(s * (T + 1))] = data.bos;
     }
     return;
   }
@@ -117,6 +118,7 @@ void SampleTrainingBatch(const TrainingData& data, Rng& rng, int64_t B, std::vec
         break;
       }
     }
+    if (data.bos_rows) *row = data.bos;  // the synthetic rows begin with it already
   }
 }
 

@@ -41,6 +41,7 @@ struct TrainingData {
   double passkey_share = 0.0;    // in [0, 1]; 0: no passkey rows, and no draws for them
   PasskeyPieces passkey = {};    // encoded with the run's tokenizer; used when passkey_share > 0
   int32_t bos = 0;               // the tokenizer's BOS, which begins a passkey or copy row
+  bool bos_rows = false;         // every row begins with BOS (TrainRunOptions::bos_rows)
   CopyMix copy_mix = {};         // periodic, gapped, textcopy shares (its passkey share unused)
   CopyAlphabets alphabets = {};  // used when copy_mix has periodic or gapped rows
   CopySpans spans = {};          // used when copy_mix has copy rows

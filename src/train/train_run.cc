@@ -558,6 +558,7 @@ json StoredRunOptions(const TrainRunOptions& o) {
             {"init", o.init},
             {"perturb", o.perturb}};
   if (o.passkey_share != 0.0) j["passkey_share"] = o.passkey_share;
+  if (o.bos_rows) j["bos_rows"] = true;
   if (o.skip_nonfinite != 0) j["skip_nonfinite"] = o.skip_nonfinite;
   if (o.copy_mix.HasCopy()) j["mix"] = CopyMixText(o.copy_mix);
   if (o.copy_span_min != 0) j["copy_span_min"] = o.copy_span_min;
@@ -778,6 +779,11 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
   loop.extras = ExtrasOf(o, data.tokenizer, FingerprintOf(data.documents));
   TrainingData training{&split, &sampler, valid};
   training.bos = data.tokenizer.bos_id();
+  if (o.bos_rows) {
+    STRETCH_CHECK(training.bos >= 0, "a training tokenizer has a BOS (TrainingTokenizer::Load)");
+    training.bos_rows = true;
+    Tell(note, "TrainRunOptions::bos_rows: every training row begins with BOS");
+  }
   if (o.copy_mix.HasCopy()) {
     training.copy_mix = o.copy_mix;
     training.copy_mix.passkey = 0.0;  // passkey_share's

@@ -112,6 +112,14 @@ struct TrainRunOptions {
   // Its `passkey` member is unused (passkey_share is the passkey share). None: the batches are
   // those of a run without it.
   CopyMix copy_mix;
+  // Every training row begins with BOS: a text window's first token is replaced by it, so a row
+  // reads BOS and the T tokens after it, as `stretch score` feeds a window (BOS, then the text).
+  // The passkey and synthetic copy rows always begin with BOS; without this the text rows almost
+  // never do (a window starts at a random place in its document), and a model learns BOS as the
+  // sign of a synthetic row: scored after BOS, it expects a copy or a question at the end of its
+  // window and predicts plain text there worse than anywhere else (docs/training.md, sixteenth
+  // round). false: the windows as they are (runs from before it existed).
+  bool bos_rows = false;
   // The copied strings' lengths in tokens; 0: DefaultCopySpans (T/16 and 5T/16).
   int64_t copy_span_min = 0;
   int64_t copy_span_max = 0;
@@ -134,7 +142,7 @@ struct TrainRunOptions {
 // repeated: keys are the long flags of `stretch train` with '_' for '-', an unset option is
 // written as its default (negative for min_lr and warmup: "the default"). RunTraining stores the
 // resolved options: `init` the checkpoint file, and with `init` the checkpoint's tokenizer and
-// its seq_len when none is set. passkey_share, skip_nonfinite, copy_span_min, copy_span_max, copy_alphabet_min and copy_strings are
+// its seq_len when none is set. passkey_share, bos_rows, skip_nonfinite, copy_span_min, copy_span_max, copy_alphabet_min and copy_strings are
 // written only when not 0, and copy_mix (as "mix", CopyMixText) only when it has copy rows, so
 // that the stored options of runs without them are those of runs from before they existed (a
 // resumed run whose stored options lack one resumes with 0 / none).

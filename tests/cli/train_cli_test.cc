@@ -515,6 +515,41 @@ TEST(TrainCli, PasskeyShareIsStoredAndResumedWith) {
           "--train-len 32: too short for passkey documents (--passkey-share 0.1)");
 }
 
+// --bos-rows: stored in the checkpoints (only when given), a resumed run trains with it bit for
+// bit, and it changes the training (the text rows' first token is BOS).
+TEST(TrainCli, BosRowsAreStoredAndResumedWith) {
+  const fs::path corpus = WriteCorpus();
+  const std::string args =
+      "--train-len 64 --steps 4 --batch 4 --dim 32 --layers 1 --heads 2 --save-every 2 "
+      "--eval-every 0 --valid-fraction 0.25 --threads 1 --passkey-share 0.3";
+  const fs::path with = TempDir("bos_rows"), part = TempDir("bos_rows_part"),
+                 without = TempDir("bos_rows_not");
+  auto r = RunCli("train --data '" + corpus.string() + "' --out '" + with.string() + "' " + args +
+                  " --bos-rows");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "every training row begins with BOS")) << r.out;
+  r = RunCli("train --data '" + corpus.string() + "' --out '" + without.string() + "' " + args);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  fs::copy_file(with / "step-00000002.safetensors", part / "step-00000002.safetensors");
+  r = RunCli("train --out '" + part.string() + "' --resume --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "every training row begins with BOS")) << r.out;
+  auto stored = [](const fs::path& dir) {
+    const SafetensorsFile f((dir / "step-00000004.safetensors").string());
+    return nlohmann::json::parse(f.GetMetadata("stretch.cli"));
+  };
+  EXPECT_EQ(stored(with).value("bos_rows", false), true);
+  EXPECT_FALSE(stored(without).contains("bos_rows"));
+  const std::vector<float> wa = Weights(with / "step-00000004.safetensors");
+  const std::vector<float> wb = Weights(part / "step-00000004.safetensors");
+  const std::vector<float> wc = Weights(without / "step-00000004.safetensors");
+  ASSERT_FALSE(wa.empty());
+  ASSERT_EQ(wa.size(), wb.size());
+  ASSERT_EQ(wa.size(), wc.size());
+  EXPECT_EQ(std::memcmp(wa.data(), wb.data(), wa.size() * sizeof(float)), 0);
+  EXPECT_NE(std::memcmp(wa.data(), wc.data(), wa.size() * sizeof(float)), 0);
+}
+
 // --mix: the copy shares are stored (passkey= as passkey_share), a resumed run trains with them bit
 // for bit, a resuming command line with another mix is refused, and bad mixes are refused by the
 // flag with the entry and what was expected.

@@ -293,6 +293,14 @@ TEST_F(LabTest, ChangedTrainingOptionsAreRefusedNotMixed) {
   EXPECT_NE(error.find("use another --out"), std::string::npos) << error;
   EXPECT_NE(error.find("lr = 0.002"), std::string::npos) << error;
   const fs::path out(o.out);
+  // A lab trained before every row began with BOS is named as such, with the flag that resumes it.
+  o.lr = 2e-3;
+  o.bos_rows = false;
+  const std::string bos = testing::ErrorOf([&] { RunLab(o); });
+  EXPECT_NE(bos.find("bos_rows = true"), std::string::npos) << bos;
+  EXPECT_NE(bos.find("drop --no-bos-rows"), std::string::npos) << bos;
+  o.bos_rows = true;
+  o.lr = 1e-2;
 
   // Without the lab's note of the options (a folder of an older build), the model's checkpoint
   // says it; a refusal writes nothing, so asking for the first options again works.

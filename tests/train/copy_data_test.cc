@@ -585,6 +585,34 @@ TEST_F(CopyBatches, TheMixsProportionsHoldWithinABinomialTolerance) {
   }
 }
 
+// With bos_rows every row begins with BOS, and is otherwise the row drawn without it: the same
+// draws, the same kinds, the same tokens after position 0. Also for a run without copy rows.
+TEST_F(CopyBatches, BosRowsBeginEveryRowWithBosAndChangeNothingElse) {
+  for (const bool copies : {true, false}) {
+    data_.passkey_share = copies ? 0.1 : 0.0;
+    data_.copy_mix = copies ? CopyMix{0.0, 0.2, 0.2, 0.2} : CopyMix{};
+    TrainingData with = data_;
+    with.bos_rows = true;
+    Rng x(7), y(7);
+    std::vector<int> plain, bos;
+    int64_t text_rows = 0;
+    for (int batch = 0; batch < 50; ++batch) {
+      SampleTrainingBatch(data_, x, 8, plain);
+      SampleTrainingBatch(with, y, 8, bos);
+      ASSERT_EQ(plain.size(), bos.size());
+      for (int64_t s = 0; s < 8; ++s) {
+        const size_t at = static_cast<size_t>(s * (kRowT + 1));
+        EXPECT_EQ(bos[at], data_.bos);
+        text_rows += plain[at] != data_.bos;
+        EXPECT_TRUE(std::equal(plain.begin() + static_cast<ptrdiff_t>(at) + 1,
+                               plain.begin() + static_cast<ptrdiff_t>(at) + kRowT + 1,
+                               bos.begin() + static_cast<ptrdiff_t>(at) + 1));
+      }
+    }
+    EXPECT_GT(text_rows, 100) << "the rows without BOS of their own, which bos_rows changes";
+  }
+}
+
 TEST(CopyMixTest, RowKindOfFollowsTheCumulativeShares) {
   const CopyMix m{0.1, 0.2, 0.3, 0.15};
   EXPECT_EQ(RowKindOf(m, 0.0), RowKind::kPasskey);

@@ -34,7 +34,7 @@ struct LabArgs {
   double lr = 0, passkey_share = -1;
   std::string tokenizer, methods, factors, models;
   int vocab_size = 0;
-  bool no_tail = false;
+  bool no_tail = false, no_bos_rows = false;
   std::vector<std::string> stages;  // --stage, repeated
   bool no_stages = false;
   int64_t copy_trials = -1, text_copy_trials = -1;
@@ -114,6 +114,7 @@ LabOptions OptionsOf(const LabArgs& a) {
   if (!a.models.empty()) o.models = SelectModels(o.models, a.models, a.full ? "--full" : "--quick");
   if (!a.factors.empty()) o.factors = ParseFactors(a.factors);
   if (a.no_tail) o.tail = false;
+  if (a.no_bos_rows) o.bos_rows = false;
   if (a.copy_trials >= 0) o.copy_trials = a.copy_trials;
   if (a.text_copy_trials >= 0) o.text_copy_trials = a.text_copy_trials;
   if (a.no_llama_passkey) o.passkey_llama = false;
@@ -341,6 +342,11 @@ void RegisterLab(CLI::App& app) {
                   "small models learn the task (default 0.05; stages give theirs in MIX)")
       ->check(Real(0, L::max_passkey_share));
   cmd->add_flag("--no-tail", a->no_tail, "skip the fixed-tail protocol");
+  cmd->add_flag("--no-bos-rows", a->no_bos_rows,
+                "train as labs before 2026-12-04 did, the text rows beginning anywhere in their "
+                "document while the passkey and copy rows begin with BOS (to resume such a lab); "
+                "by default every row begins with BOS, as every window scored does "
+                "(`stretch train --bos-rows`)");
   std::vector<std::string> preset;
   for (const LabStage& st : QuickLab().stages) preset.push_back(LabStageText(st));
   cmd->add_option(

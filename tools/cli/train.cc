@@ -141,9 +141,9 @@ std::string ValueText(const json& v) { return v.is_string() ? v.get<std::string>
 // The options StoredRunOptions writes only when they are not their default: each with its
 // default, where `j` lacks it.
 void AddUnstoredDefaults(json& j) {
-  const json defaults = {{"passkey_share", 0.0}, {"skip_nonfinite", 0}, {"mix", ""},
-                         {"copy_span_min", 0},   {"copy_span_max", 0},  {"copy_alphabet_min", 0},
-                         {"copy_strings", ""}};
+  const json defaults = {
+      {"passkey_share", 0.0}, {"bos_rows", false},  {"skip_nonfinite", 0},    {"mix", ""},
+      {"copy_span_min", 0},   {"copy_span_max", 0}, {"copy_alphabet_min", 0}, {"copy_strings", ""}};
   for (const auto& [key, value] : defaults.items()) {
     if (!j.contains(key)) j[key] = value;
   }
@@ -293,6 +293,7 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
     a.threads = threads;
     // Stored only when not 0 (StoredRunOptions): a run stored without it had none.
     if (!resume->stored.contains("passkey_share")) a.run.passkey_share = 0.0;
+    if (!resume->stored.contains("bos_rows")) a.run.bos_rows = false;
     if (!resume->stored.contains("skip_nonfinite")) a.run.skip_nonfinite = 0;
     if (!resume->stored.contains("mix")) {
       a.mix.clear();
@@ -491,6 +492,13 @@ void RegisterTrain(CLI::App& app) {
                   "--train-len >= 61 with the bytes tokenizer. 0: none")
       ->capture_default_str()
       ->check(Real(0, L::max_passkey_share));
+  sub->add_flag("--bos-rows", args->run.bos_rows,
+                "Begin every training row with BOS, as `stretch score` begins every window it "
+                "scores: a text window's first token is replaced by BOS. Give it with --mix or "
+                "--passkey-share, whose rows always begin with BOS: without it the text rows "
+                "almost never do, the model learns BOS as the sign of a synthetic row, and scored "
+                "after BOS it predicts plain text at the end of its window worse than anywhere "
+                "else. `stretch lab` trains with it");
   sub->add_option(
          "--mix", args->mix,
          "What the training rows are, as shares that add up to at most 1 (text, the training "
