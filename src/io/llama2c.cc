@@ -19,6 +19,7 @@
 #include "src/core/error.h"
 #include "src/io/binary_reader.h"
 #include "src/io/output_file.h"
+#include "src/model/family.h"
 
 namespace stretch {
 namespace {
@@ -296,40 +297,29 @@ void ForEachTensor(Format format, const ModelConfig& c, Weights& w, Visit&& visi
   if (!c.shared_classifier) one("classifier", w.classifier);
 }
 
-// Sizes every vector of `w` for config `c` (after validation and the file-size check).
+// The number of values a tensor of the family table holds for one configuration.
+int64_t Values(const FamilyTensorAt& t) {
+  int64_t n = 1;
+  for (const int64_t d : t.shape) n *= d;
+  return n;
+}
+
+// Sizes every vector of `w` for config `c` (after validation and the file-size check): the LLaMA
+// family's tensors (src/model/families/llama.cc), which llama2.c files hold in an order of their
+// own (ForEachTensor).
 void SizeWeights(const ModelConfig& c, ModelWeights& w) {
-  const size_t C = static_cast<size_t>(c.dim), F = static_cast<size_t>(c.hidden_dim);
-  const size_t V = static_cast<size_t>(c.vocab_size), KV = static_cast<size_t>(c.kv_dim());
-  w.token_embedding.resize(V * C);
   w.layers.resize(static_cast<size_t>(c.n_layers));
-  for (LayerWeights& l : w.layers) {
-    l.attn_norm.resize(C);
-    l.wq.resize(C * C);
-    l.wk.resize(KV * C);
-    l.wv.resize(KV * C);
-    l.wo.resize(C * C);
-    l.ffn_norm.resize(C);
-    l.w1.resize(F * C);
-    l.w2.resize(C * F);
-    l.w3.resize(F * C);
+  for (const FamilyTensorAt& t : FamilyTensors(LlamaFamily(), c, WeightFormat::kGguf)) {
+    FamilyTensorData(w, t).resize(static_cast<size_t>(Values(t)));
   }
-  w.final_norm.resize(C);
-  if (!c.shared_classifier) w.classifier.resize(V * C);
 }
 
 // True when every vector of `w` has the size `c` implies (for the exporter's checks).
 bool WeightsMatchConfig(const ModelConfig& c, const ModelWeights& w) {
-  const size_t C = static_cast<size_t>(c.dim), F = static_cast<size_t>(c.hidden_dim);
-  const size_t V = static_cast<size_t>(c.vocab_size), KV = static_cast<size_t>(c.kv_dim());
-  if (w.token_embedding.size() != V * C || w.final_norm.size() != C) return false;
   if (w.layers.size() != static_cast<size_t>(c.n_layers)) return false;
-  if (w.classifier.size() != (c.shared_classifier ? 0 : V * C)) return false;
-  for (const LayerWeights& l : w.layers) {
-    if (l.attn_norm.size() != C || l.wq.size() != C * C || l.wk.size() != KV * C ||
-        l.wv.size() != KV * C || l.wo.size() != C * C || l.ffn_norm.size() != C ||
-        l.w1.size() != F * C || l.w2.size() != C * F || l.w3.size() != F * C) {
-      return false;
-    }
+  if (c.shared_classifier && !w.classifier.empty()) return false;
+  for (const FamilyTensorAt& t : FamilyTensors(LlamaFamily(), c, WeightFormat::kGguf)) {
+    if (FamilyTensorData(w, t).size() != static_cast<size_t>(Values(t))) return false;
   }
   return true;
 }
