@@ -783,6 +783,11 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
     STRETCH_CHECK(training.bos >= 0, "a training tokenizer has a BOS (TrainingTokenizer::Load)");
     training.bos_rows = true;
     Tell(note, "TrainRunOptions::bos_rows: every training row begins with BOS");
+  } else if (o.passkey_share > 0.0 || o.copy_mix.HasCopy()) {
+    Tell(note,
+         "TrainRunOptions::bos_rows is off: the passkey and synthetic copy rows begin with BOS, "
+         "the text rows do not, so the model may take BOS as the sign of a synthetic row and "
+         "predict text scored after BOS worse (docs/training.md, sixteenth round)");
   }
   if (o.copy_mix.HasCopy()) {
     training.copy_mix = o.copy_mix;

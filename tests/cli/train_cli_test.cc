@@ -527,9 +527,11 @@ TEST(TrainCli, BosRowsAreStoredAndResumedWith) {
   auto r = RunCli("train --data '" + corpus.string() + "' --out '" + with.string() + "' " + args +
                   " --bos-rows");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_TRUE(Has(r.out, "every training row begins with BOS")) << r.out;
+  EXPECT_TRUE(Has(r.out, "--bos-rows: every training row begins with BOS")) << r.out;
   r = RunCli("train --data '" + corpus.string() + "' --out '" + without.string() + "' " + args);
   ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "--bos-rows is off: the passkey and synthetic copy rows begin with BOS"))
+      << r.out;
   fs::copy_file(with / "step-00000002.safetensors", part / "step-00000002.safetensors");
   r = RunCli("train --out '" + part.string() + "' --resume --threads 1");
   ASSERT_EQ(r.exit_code, 0) << r.out;

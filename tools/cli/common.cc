@@ -191,6 +191,7 @@ std::string WithFlagNames(std::string message) {
       {"TrainRunOptions::eval_windows", "--eval-windows"},
       {"TrainRunOptions::log_every", "--log-every"},
       {"TrainRunOptions::passkey_share", "--passkey-share"},
+      {"TrainRunOptions::bos_rows", "--bos-rows"},
       {"TrainRunOptions::copy_mix", "--mix"},
       {"TrainRunOptions::copy_span_min", "--copy-span-min"},
       {"TrainRunOptions::copy_span_max", "--copy-span-max"},
