@@ -527,9 +527,9 @@ Model LoadGgufModel(const GgufFile& g, WeightStorage storage) {
   return m;
 }
 
-GgufStoredWeights GgufStoredWeightBytes(const GgufFile& g) {
+StoredWeights GgufStoredWeightBytes(const GgufFile& g) {
   const Parsed p = Parse(g);
-  GgufStoredWeights out;
+  StoredWeights out;
   std::set<std::string> types;
   for (const FamilyTensorAt& t :
        FamilyTensors(GgufFamily(g), p.header.config, WeightFormat::kGguf)) {

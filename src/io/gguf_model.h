@@ -69,13 +69,8 @@ GgufModelHeader ReadGgufModelHeader(const GgufFile& file);
 Model LoadGgufModel(const std::string& path, WeightStorage storage = WeightStorage::kFloat32);
 Model LoadGgufModel(const GgufFile& file, WeightStorage storage = WeightStorage::kFloat32);
 
-// What LoadGgufModel(file, WeightStorage::kAsStored) holds: the bytes of the weights (matrices the
-// products read as they are, in the file's size; the rest as float32) and the types kept.
-struct GgufStoredWeights {
-  int64_t bytes = 0;
-  std::string types;  // "Q4_K, Q6_K"
-};
-GgufStoredWeights GgufStoredWeightBytes(const GgufFile& file);
+// What LoadGgufModel(file, WeightStorage::kAsStored) holds.
+StoredWeights GgufStoredWeightBytes(const GgufFile& file);
 
 // The vocabulary a GGUF file carries, when it is a SentencePiece one (tokenizer.ggml.model
 // "llama": tokenizer.ggml.tokens, .scores), as the Tokenizer of src/io/tokenizer/tokenizer.h,

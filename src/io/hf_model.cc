@@ -13,6 +13,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -884,7 +885,36 @@ bool LooksLikeHfFolder(const std::string& path) {
 
 HfModelHeader ReadHfModelHeader(const std::string& dir) { return Parse(dir).header; }
 
-Model LoadHfModel(const std::string& dir) {
+namespace {
+
+// The packed type a 16-bit matrix of an HF folder is kept in with WeightStorage::kAsStored.
+std::optional<PackedType> HfPackedType(const Want& w, const SafetensorsTensor& t) {
+  if (!w.spec->Matrix() || w.spec->hf_plus_one || w.offset != 0.0f) return std::nullopt;
+  if (t.dtype == SafetensorsDtype::kF16) return PackedType::kF16;
+  if (t.dtype == SafetensorsDtype::kBF16) return PackedType::kBF16;
+  return std::nullopt;
+}
+
+}  // namespace
+
+StoredWeights HfStoredWeightBytes(const std::string& dir) {
+  const Parsed p = Parse(dir);
+  StoredWeights out;
+  std::set<std::string> types;
+  for (size_t i = 0; i < p.wanted.size(); ++i) {
+    const SafetensorsTensor& t = *p.where[i].tensor;
+    if (const std::optional<PackedType> type = HfPackedType(p.wanted[i], t)) {
+      out.bytes += t.bytes();
+      types.insert(PackedTypeName(*type));
+    } else {
+      out.bytes += 4 * t.numel();
+    }
+  }
+  for (const std::string& name : types) out.types += (out.types.empty() ? "" : ", ") + name;
+  return out;
+}
+
+Model LoadHfModel(const std::string& dir, WeightStorage storage) {
   Parsed p = Parse(dir);
   Model m;
   m.config = p.header.config;
@@ -896,6 +926,17 @@ Model LoadHfModel(const std::string& dir) {
     const Want& w = p.wanted[i];
     const SafetensorsFile& file = p.files[p.where[i].file];
     const SafetensorsTensor& t = *p.where[i].tensor;
+    if (const std::optional<PackedType> type = HfPackedType(w, t);
+        type && storage == WeightStorage::kAsStored) {
+      const auto bytes = std::make_shared<std::vector<std::byte>>(static_cast<size_t>(t.bytes()));
+      file.ReadBytesInto(w.name, std::span<std::byte>(*bytes));
+      const auto* data = reinterpret_cast<const uint8_t*>(bytes->data());
+      SetFamilyTensorPacked(m.weights, w,
+                            MakePackedMatrix(fmt::format("{} of {}", w.name, dir), *type, data,
+                                             t.bytes(), w.shape[0], t.numel() / w.shape[0], bytes),
+                            true);  // HF's rotate-half rows
+      continue;
+    }
     std::vector<float> dst(static_cast<size_t>(t.numel()));
     if (t.dtype == SafetensorsDtype::kF32) {
       file.ReadInto<float>(w.name, w.shape, std::span<float>(dst));

@@ -111,9 +111,13 @@ struct HfModelHeader {
 // found and what was expected.
 HfModelHeader ReadHfModelHeader(const std::string& dir);
 
-// Loads the whole model, every tensor converted to float32 and q/k permuted into stretch's RoPE
-// layout. Model::source is "<dir> (<format>)".
-Model LoadHfModel(const std::string& dir);
+// Loads the whole model, q/k permuted into stretch's RoPE layout. Every tensor is converted to
+// float32, except with WeightStorage::kAsStored the F16 and BF16 matrices: read as the files
+// store them (2 bytes a weight, in memory; never expanded whole) and multiplied as they are
+// (src/kernels/packed.h), for inference only. Model::source is "<dir> (<format>)".
+Model LoadHfModel(const std::string& dir, WeightStorage storage = WeightStorage::kFloat32);
+// What LoadHfModel(dir, WeightStorage::kAsStored) holds (no weights are read).
+StoredWeights HfStoredWeightBytes(const std::string& dir);
 
 // Writes `model` as a LlamaForCausalLM folder `dir`: model.safetensors (every tensor in `dtype`:
 // F32, F16 or BF16, norms included, as save_pretrained stores a model of that torch_dtype;

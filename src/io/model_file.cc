@@ -144,7 +144,7 @@ void SetGgufHeader(const GgufFile& file, ModelFileHeader& h) {
   h.method_spec = std::move(g.method_spec);
   h.method_source = std::move(g.method_source);
   h.provenance = std::move(g.provenance);
-  const GgufStoredWeights stored = GgufStoredWeightBytes(file);
+  const StoredWeights stored = GgufStoredWeightBytes(file);
   h.stored_weight_bytes = stored.bytes;
   h.stored_types = stored.types;
 }
@@ -167,6 +167,9 @@ void SetHfHeader(const std::string& dir, ModelFileHeader& h) {
   const HfModelHeader hf = ReadHfModelHeader(dir);
   h.format = hf.format;
   h.config = hf.config;
+  const StoredWeights stored = HfStoredWeightBytes(dir);
+  h.stored_weight_bytes = stored.bytes;
+  h.stored_types = stored.types;
   h.own_tokenizer = !HfTokenizerFile(dir).empty();
   if (hf.rope_scaling_json.empty()) {
     h.method_source = "config.json: no rope_scaling";
@@ -257,7 +260,7 @@ LoadedModel LoadModelFileUnchecked(const std::string& model, const ModelFileOpti
           "no tokenizer.model or tokenizer.json",
           dir);
     }
-    loaded.model = LoadHfModel(dir);
+    loaded.model = LoadHfModel(dir, options.storage);
     loaded.model.config.rope_interpolation = loaded.header.config.rope_interpolation;
     if (!tokenizer.empty()) {
       loaded.tokenizer = LoadTokenizerFile(tokenizer, dir, loaded.model.config.vocab_size);

@@ -47,10 +47,10 @@ struct ModelFileHeader {
   // formats whose header is the config itself (llama.c, stretch checkpoints).
   std::vector<std::string> provenance;
   // The bytes the model's weights take when loaded with WeightStorage::kAsStored: a GGUF file's
-  // matrices of the types the products read in their own size, everything else as float32; 0
-  // for the formats that always load as float32.
+  // matrices of the types the products read, and a Hugging Face folder's F16 and BF16 ones, in
+  // their own size, everything else as float32; 0 for the formats that always load as float32.
   int64_t stored_weight_bytes = 0;
-  // The ggml types of those matrices, "Q4_K, Q6_K" ("" when none is kept).
+  // The types of those matrices, "Q4_K, Q6_K" ("" when none is kept).
   std::string stored_types;
 };
 
@@ -65,7 +65,8 @@ struct ModelFileOptions {
   std::string tokenizer_path;
   // The caller turns text into tokens: a model without a tokenizer is then an error.
   bool tokenizer_needed = false;
-  // How a GGUF file's matrices are held (src/model/config.h); other formats load as float32.
+  // How a GGUF file's or a Hugging Face folder's matrices are held (src/model/config.h); other
+  // formats load as float32.
   WeightStorage storage = WeightStorage::kFloat32;
 };
 

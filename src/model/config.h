@@ -455,8 +455,16 @@ using ModelWeights = ModelWeightsOf<float>;
 // How a loader holds a file's matrices: every one converted to float32 (what training, `stretch
 // convert` and the double references need: the exact path), or, for inference, those whose type
 // the products read as it is (F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K: src/kernels/packed.h) kept
-// in that type where the file maps them; the other tensors are float32 either way.
+// in that type (a GGUF file's where the file maps them, a Hugging Face folder's F16 and BF16 read
+// into memory as they are); the other tensors are float32 either way.
 enum class WeightStorage { kFloat32, kAsStored };
+
+// What a loader holds with WeightStorage::kAsStored: the bytes of the weights (matrices the
+// products read as they are, at the file's size; the rest as float32) and the types kept.
+struct StoredWeights {
+  int64_t bytes = 0;
+  std::string types;  // "Q4_K, Q6_K"
+};
 
 // Zero-filled weights of the configuration's shapes, as training holds them (KERPLE's a_h, b_h on
 // every layer of a KERPLE model).

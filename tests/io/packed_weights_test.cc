@@ -3,13 +3,15 @@
 // the families whose files hold their matrices differently: LLaMA (as stretch holds them), Qwen 3
 // (q and k rows in rotate-half order, which the loader puts back), Phi-3 (q, k, v fused into one
 // tensor, and gate and up) and Gemma 2 (the classifier is the embedding). Corrupt blocks are
-// refused by tensor name on both paths.
+// refused by tensor name on both paths. A Hugging Face folder's F16 and BF16 matrices kept as
+// stored give the logits of the same folder loaded as float32.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,8 @@
 #include "src/core/rng.h"
 #include "src/io/gguf.h"
 #include "src/io/gguf_model.h"
+#include "src/io/hf_model.h"
+#include "src/io/safetensors.h"
 #include "src/kernels/ops.h"
 #include "src/model/family.h"
 #include "src/model/transformer.h"
@@ -248,6 +252,61 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Case>& info) {
       return std::string(info.param.family) + "_" + PackedTypeName(info.param.type);
     });
+
+// A Hugging Face folder in F16 or BF16: its matrices read as stored (q and k rows put back from
+// rotate-half order, Phi-3's fused tensors split, Gemma's tied classifier) give the float32 load's
+// logits within the same budget: the same 16-bit values, widened in the products instead of once.
+struct HfCase {
+  const char* family;
+  SafetensorsDtype dtype;
+};
+
+class PackedHfWeights : public ::testing::TestWithParam<HfCase> {};
+
+TEST_P(PackedHfWeights, EqualTheFloat32Path) {
+  const ProductsFor floats(PackedProducts::kFloat);
+  const HfCase k = GetParam();
+  const Model m = FamilyModel(k.family, 5);
+  const std::string dir =
+      TempPath(std::string("hf-") + k.family + "-" + std::string(SafetensorsDtypeName(k.dtype)));
+  SaveHfModel(m, dir, k.dtype, {}, nullptr);
+  const Model exact = LoadHfModel(dir, WeightStorage::kFloat32);
+  const Model packed = LoadHfModel(dir, WeightStorage::kAsStored);
+  const StoredWeights stored = HfStoredWeightBytes(dir);
+  std::filesystem::remove_all(dir);
+  ASSERT_FALSE(exact.weights.HasPacked());
+  ASSERT_TRUE(packed.weights.HasPacked());
+  for (const LayerWeights& l : packed.weights.layers) {
+    EXPECT_EQ(l.packed.size(), 7u) << "wq wk wv wo w1 w2 w3";
+    EXPECT_TRUE(l.wq.empty() && l.w2.empty());
+    EXPECT_FALSE(l.attn_norm.empty());  // vectors stay float32
+  }
+  EXPECT_FALSE(packed.weights.packed_embedding.empty());
+  EXPECT_EQ(stored.types, SafetensorsDtypeName(k.dtype));
+  // 2 bytes a weight for the matrices, 4 for the norms
+  const int64_t norms = m.config.dim * (2 * m.config.n_layers + 1) +
+                        (m.config.post_norms ? 2 * m.config.n_layers * m.config.dim : 0) +
+                        (m.config.qk_norm ? 2 * m.config.n_layers * m.config.head_dim() : 0);
+  EXPECT_EQ(stored.bytes, 2 * (m.config.ParameterCount() - norms) + 4 * norms) << k.family;
+
+  const std::vector<int> tokens = testing::RandomTokens(40, m.config.vocab_size, 3);
+  const Outputs a = PrefillAndDecode(exact, tokens), b = PrefillAndDecode(packed, tokens);
+  const double scale = MaxAbs(a.prefill);
+  ASSERT_GT(scale, 0.0);
+  EXPECT_LT(testing::MaxAbsDiff(a.prefill, b.prefill), kRelativeBudget * scale) << k.family;
+  EXPECT_LT(testing::MaxAbsDiff(a.decode, b.decode), kRelativeBudget * scale) << k.family;
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, PackedHfWeights,
+                         ::testing::Values(HfCase{"llama", SafetensorsDtype::kBF16},
+                                           HfCase{"llama", SafetensorsDtype::kF16},
+                                           HfCase{"qwen3", SafetensorsDtype::kBF16},
+                                           HfCase{"phi3", SafetensorsDtype::kF16},
+                                           HfCase{"gemma2", SafetensorsDtype::kBF16}),
+                         [](const ::testing::TestParamInfo<HfCase>& info) {
+                           return std::string(info.param.family) + "_" +
+                                  std::string(SafetensorsDtypeName(info.param.dtype));
+                         });
 
 // The budget above can fail: one weight block of one matrix changed by a quant step in the file
 // (the packed load of the changed file against the float32 load of the original) moves the

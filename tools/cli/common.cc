@@ -84,14 +84,15 @@ WeightStorage WeightStorageOf(const std::string& weights) {
 void AddWeightStorageOption(CLI::App* app, std::string& weights) {
   weights = "stored";
   app->add_option("--weights", weights,
-                  "How a GGUF model's weight matrices are held in memory. stored (default): "
-                  "F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K matrices stay as the file stores "
-                  "them, read "
-                  "where the file is mapped, and the products decode them as they go: a run "
-                  "takes about the file's size plus the KV cache. f32: every tensor converted "
-                  "to float32 when the model loads (4 bytes per weight; the exact path that "
-                  "stretch's tests check). Results agree within float32 rounding. Other model "
-                  "formats load as float32 either way")
+                  "How a GGUF model's or a Hugging Face folder's weight matrices are held in "
+                  "memory. stored (default): a GGUF file's F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and "
+                  "Q6_K matrices stay as the file stores them, read where the file is mapped, "
+                  "and an HF folder's F16 and BF16 ones are read into memory as they are (2 "
+                  "bytes a weight); the products decode them as they go, so a run takes about "
+                  "the file's size plus the KV cache. f32: every tensor converted to float32 "
+                  "when the model loads (4 bytes per weight; the exact path that stretch's tests "
+                  "check). Results agree within float32 rounding. Other model formats load as "
+                  "float32 either way")
       ->check(CLI::IsMember({"stored", "f32"}));
 }
 
