@@ -330,7 +330,7 @@ for f in "${FILES[@]}"; do
   read -r shape type gguf <<<"$f"
   deep=$(deepest "$shape")
   [ -n "$deep" ] || continue  # no decode case measured
-  printf '%s\t%s\t%s\t%s\n' "$shape-$type" "$(stat -c %s "$gguf")" "$deep" \
+  printf '%s\t%s\t%s\t%s\n' "$shape-$type" "$(stat -L -c %s "$gguf")" "$deep" \
     "$("$STRETCH" inspect -m "$gguf" --cache-type "$KV" --ctx $((deep + 64)) 2>/dev/null |
        awk '/KV cache/ {print $(NF-1), $NF; exit}')" >>"$SIZES"
 done
