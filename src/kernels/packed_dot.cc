@@ -7,8 +7,10 @@
 //                    whether or not it is fused (g++ fuses it at -march=native), since d1 * q is
 //                    exact: d1 = d * sc has at most 11 + 6 significant bits, d1 * q 21.
 //   PackedDotRows:   y[r] = W[r] . x, each block multiplied into float32 accumulators as it is
-//                    decoded, four rows at a time (x loaded once per four rows, four streams of
-//                    the matrix in flight), with the block's scales taken out of the inner sums:
+//                    decoded, with the block's scales taken out of the inner sums; F16, BF16
+//                    and Q8_0 one row after the other (one sequential stream per thread), the
+//                    K-quants and Q4_0 four rows at a time (x loaded once per four rows: their
+//                    decoding, not memory, bounds them; packed_rows.h):
 //
 //     Q8_0  W[r] . x = sum_b d_b (q_b . x_b)                              (32 values per d)
 //     Q4_0  W[r] . x = sum_b d_b ((q_b - 8) . x_b)                        (32 values per d)
@@ -68,7 +70,8 @@ static_assert(16 % L == 0, "a vector must divide Q6_K's 16-value scale groups");
 
 using packed_internal::ForRowGroups;
 using packed_internal::kAheadRows;
-using packed_internal::kRows;
+using packed_internal::kGroupRows;
+using packed_internal::kStreamRows;
 
 // A block's f16 scale as a float, exact: one vcvtph2ps where the target has F16C (Highway's
 // AVX2 and AVX-512 targets require it), else the scalar decoder.
@@ -559,19 +562,29 @@ template <HalfType kType, int R>
 void DotRowsHalves(const uint8_t* w, int64_t row_bytes, int64_t cols, const float* x,
                    uintptr_t ahead, float* out) {
   const DF df;
-  hn::Vec<DF> acc[R];
-  for (int i = 0; i < R; ++i) acc[i] = hn::Zero(df);
+  // One accumulator per vector of a 32-value step, so a row's multiply-adds form 32 / L
+  // independent chains (one row at a time would otherwise wait on the latency of each).
+  constexpr int64_t kChains = 32 / L;
+  hn::Vec<DF> acc[R], part[R][kChains];
+  for (int i = 0; i < R; ++i) {
+    for (int64_t c = 0; c < kChains; ++c) part[i][c] = hn::Zero(df);
+  }
   int64_t k = 0;
   for (; k + 32 <= cols; k += 32) {
 #pragma GCC unroll 4
     for (int i = 0; i < R; ++i) PrefetchAhead(w + i * row_bytes + 2 * k, ahead, 1);
-    for (int64_t c = 0; c < 32; c += L) {
-      const auto xv = hn::LoadU(df, x + k + c);
+    for (int64_t c = 0; c < kChains; ++c) {
+      const auto xv = hn::LoadU(df, x + k + c * L);
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
-        acc[i] = hn::MulAdd(WidenHalves<kType>(w + i * row_bytes + 2 * (k + c)), xv, acc[i]);
+        part[i][c] =
+            hn::MulAdd(WidenHalves<kType>(w + i * row_bytes + 2 * (k + c * L)), xv, part[i][c]);
       }
     }
+  }
+  for (int i = 0; i < R; ++i) {
+    acc[i] = part[i][0];
+    for (int64_t c = 1; c < kChains; ++c) acc[i] = hn::Add(acc[i], part[i][c]);
   }
   for (; k + L <= cols; k += L) {
     const auto xv = hn::LoadU(df, x + k);
@@ -619,17 +632,17 @@ void PackedDotRows(const PackedMatrix& W, const float* x, float beta, float* y, 
   const int64_t blocks = W.cols / PackedBlockElems(W.type);
   switch (W.type) {
     case PackedType::kF16:
-      ForRowGroups(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
+      ForRowGroups<kStreamRows>(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
         DotRowsHalves<HalfType::kF16, decltype(rows)::value>(w, rb, W.cols, x, ahead, out);
       });
       break;
     case PackedType::kBF16:
-      ForRowGroups(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
+      ForRowGroups<kStreamRows>(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
         DotRowsHalves<HalfType::kBF16, decltype(rows)::value>(w, rb, W.cols, x, ahead, out);
       });
       break;
     case PackedType::kQ8_0:
-      ForRowGroups(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
+      ForRowGroups<kStreamRows>(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
         DotRowsQ8_0<decltype(rows)::value>(w, rb, blocks, x, ahead, out);
       });
       break;
@@ -637,18 +650,18 @@ void PackedDotRows(const PackedMatrix& W, const float* x, float beta, float* y, 
       thread_local std::vector<float> xs;
       xs.resize(static_cast<size_t>(16 * blocks));
       Q4_KNegSums(x, blocks, xs.data());
-      ForRowGroups(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
+      ForRowGroups<kGroupRows>(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
         DotRowsQ4_K<decltype(rows)::value>(w, rb, blocks, x, xs.data(), ahead, out);
       });
       break;
     }
     case PackedType::kQ6_K:
-      ForRowGroups(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
+      ForRowGroups<kGroupRows>(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
         DotRowsQ6_K<decltype(rows)::value>(w, rb, blocks, x, ahead, out);
       });
       break;
     case PackedType::kQ4_0:
-      ForRowGroups(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
+      ForRowGroups<kGroupRows>(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
         DotRowsQ4_0<decltype(rows)::value>(w, rb, blocks, x, ahead, out);
       });
       break;
@@ -656,7 +669,7 @@ void PackedDotRows(const PackedMatrix& W, const float* x, float beta, float* y, 
       thread_local std::vector<float> xs;
       xs.resize(static_cast<size_t>(16 * blocks));
       Q4_KNegSums(x, blocks, xs.data());
-      ForRowGroups(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
+      ForRowGroups<kGroupRows>(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
         DotRowsQ5_K<decltype(rows)::value>(w, rb, blocks, x, xs.data(), ahead, out);
       });
       break;
@@ -665,8 +678,7 @@ void PackedDotRows(const PackedMatrix& W, const float* x, float beta, float* y, 
 }
 
 std::string PackedKernelsText() {
-  return std::string("blocks decoded in registers, four rows at a time, Highway ") +
-         hwy::TargetName(HWY_TARGET);
+  return std::string("blocks decoded in registers, Highway ") + hwy::TargetName(HWY_TARGET);
 }
 
 }  // namespace stretch

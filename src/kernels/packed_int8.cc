@@ -2,8 +2,8 @@
 // compute, after ggml's vec_dot_q4_K_q8_K, vec_dot_q6_K_q8_K and vec_dot_q8_0_q8_0).
 //
 // AVX-512 with VNNI (x86 with AVX512BW, VL and VNNI, as -march=native finds them): 64 values a
-// vector, four rows a step (x's vectors loaded once per four rows, four streams of the matrix in
-// flight), prefetch as PackedDotRows (packed_dot.cc). Per row and block the integers stay in one
+// vector, one row after the other (each thread reads its rows as one sequential stream:
+// packed_rows.h says why), prefetch as PackedDotRows (packed_dot.cc). Per row and block the integers stay in one
 // int32 vector S whose lanes sum to the block's integer dot; S is converted to float once per
 // block and multiplied into a float accumulator by the block's d_w d_x.
 //
@@ -133,7 +133,7 @@ float DotRowPortableQ8_0(const uint8_t* row, int64_t blocks, const QuantizedInpu
 
 using packed_internal::ForRowGroups;
 using packed_internal::kAheadRows;
-using packed_internal::kRows;
+using packed_internal::kStreamRows;
 inline void PrefetchAhead(const uint8_t* p, uintptr_t ahead, int lines) {
   const uintptr_t at = reinterpret_cast<uintptr_t>(p) + ahead;  // may pass the end: no fault
   for (int i = 0; i < lines; ++i) {
@@ -435,17 +435,17 @@ void PackedDotRowsInt8(const PackedMatrix& W, const QuantizedInput& xq, float be
   const int64_t blocks = W.cols / PackedBlockElems(W.type);
   switch (W.type) {
     case PackedType::kQ8_0:
-      ForRowGroups(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
+      ForRowGroups<kStreamRows>(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
         DotRowsQ8_0<decltype(rows)::value>(w, rb, blocks, xq, ahead, out);
       });
       break;
     case PackedType::kQ4_K:
-      ForRowGroups(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
+      ForRowGroups<kStreamRows>(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
         DotRowsQ4_K<decltype(rows)::value>(w, rb, blocks, xq, ahead, out);
       });
       break;
     case PackedType::kQ6_K:
-      ForRowGroups(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
+      ForRowGroups<kStreamRows>(W, beta, y, r0, r1, [&](auto rows, const uint8_t* w, float* out) {
         DotRowsQ6_K<decltype(rows)::value>(w, rb, blocks, xq, ahead, out);
       });
       break;
