@@ -115,32 +115,36 @@ int64_t PackedPanelRows(int64_t K) {
 std::atomic<int>& PackedProductsSetting() {
   static std::atomic<int> setting = [] {
     const char* env = std::getenv("STRETCH_PACKED_DOT");
-    if (env == nullptr || *env == '\0' || std::string_view(env) == "float") {
-      return static_cast<int>(PackedProducts::kFloat);
+    if (env == nullptr || *env == '\0' || std::string_view(env) == "decode") {
+      return static_cast<int>(PackedProducts::kInt8Decode);
     }
+    if (std::string_view(env) == "float") return static_cast<int>(PackedProducts::kFloat);
     if (std::string_view(env) == "int8") {
       return static_cast<int>(PackedProducts::kInt8WhereAvailable);
     }
-    Fail("STRETCH_PACKED_DOT: found '{}', expected float or int8 (or unset: float)", env);
+    Fail("STRETCH_PACKED_DOT: found '{}', expected decode, float or int8 (or unset: decode)", env);
   }();
   return setting;
 }
 
-// Whether the one-row products of `type` run in integers (src/kernels/packed_int8.h: x quantized
-// to 8 bits once per product, as llama.cpp's CPU backend multiplies): where this build has their
-// vector kernels (AVX-512 VNNI) and the setting allows. They stream Q4_K at 22-30 GB/s of a
+// Whether the products of `type` (of one row, or of many) run on x quantized to 8 bits
+// (src/kernels/packed_int8.h, as llama.cpp's CPU backend multiplies): where this build has the
+// vector kernels (AVX-512 VNNI) and the setting (PackedProducts) allows. They stream Q4_K at 22-30 GB/s of a
 // matrix against 17 for the float kernels of packed_dot.cc, and Q6_K at 22-27 against 11-13 (one
 // thread, 14336 x 4096 and its transpose, medians of 15, on this project's AMD EPYC); the float
 // kernels keep the packed path's exact form.
-bool Int8Products(PackedType type) {
-  return ActivePackedProducts() == PackedProducts::kInt8WhereAvailable && PackedInt8Available(type);
+bool Int8Products(PackedType type, bool one_row) {
+  const PackedProducts p = ActivePackedProducts();
+  return (p == PackedProducts::kInt8WhereAvailable ||
+          (one_row && p == PackedProducts::kInt8Decode)) &&
+         PackedInt8Available(type);
 }
 
 // x quantized for W's one-row integer product (in the calling thread's slot `slot`, which the
 // product's workers read), or null when W's one-row product runs in floats.
 const QuantizedInput* QuantizedFor(const PackedMatrix& W, const float* x, int slot) {
   thread_local std::array<QuantizedInput, 4> slots;
-  if (!Int8Products(W.type)) return nullptr;
+  if (!Int8Products(W.type, true)) return nullptr;
   QuantizedInput& q = slots.at(static_cast<size_t>(slot));
   QuantizeInput(x, W.cols, W.type, &q);
   return &q;
@@ -167,7 +171,7 @@ void PackedLinear(const float* x, const PackedMatrix& W, float beta, float* y, i
                 [&](int64_t i0, int64_t i1) { PackedRows(W, x, xq, beta, y + i0, i0, i1); });
     return;
   }
-  if (Int8Products(W.type)) {
+  if (Int8Products(W.type, false)) {
     // The rows of x as the integer products see them (each quantized for W's type and read
     // back): the sgemm then computes what T one-row integer products give, within float32
     // rounding, as llama.cpp's CPU backend quantizes every row of its products; prefill and
