@@ -379,6 +379,7 @@ Transformer Transformer::Fork() const {
   t.layers_ = layers_;
   t.rotations_ = rotations_;
   t.prefill_chunk_ = prefill_chunk_;
+  t.sequence_chunk_ = sequence_chunk_;
   t.kv_types_ = kv_types_;
   return t;
 }
@@ -661,7 +662,7 @@ void Transformer::ForwardSequence(std::span<const int> tokens, std::vector<float
     profile::Scope s(profile::kEmbed);
     Embed(tokens.data(), T, hidden.data());
   }
-  const int64_t chunk = std::max<int64_t>(1, prefill_chunk_);
+  const int64_t chunk = std::max<int64_t>(1, sequence_chunk_);
   ReserveScratch(std::min(chunk, T));
   const KvStore store{.k = seq_k_.data(), .v = seq_v_.data(), .cap = T, .types = kv_types_};
   for (int l = 0; l < c.n_layers; ++l) {

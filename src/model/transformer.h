@@ -190,8 +190,9 @@ class Transformer {
 
   // Runs `tokens` at positions cache.length() .. cache.length() + T - 1, appends their keys and
   // values to the cache, and writes the final-normed hidden states (T, C) to `hidden`
-  // (resized). Long inputs are processed in chunks of `prefill_chunk` tokens so that activation
-  // memory stays O(chunk * (C + F)); the result does not depend on the chunk size.
+  // (resized). Long inputs are processed in chunks of kDefaultPrefillChunk tokens (or
+  // set_prefill_chunk's) so that activation memory stays O(chunk * (C + F)); the chunk size
+  // changes the result by float rounding only (products over another number of rows).
   // Under the streaming cache (method `streaming`, AttentionPlan::Streaming) the cache never
   // fills: when the next chunk would not fit, it drops the oldest window tokens, keeping the
   // sinks and the last window - 1, and rotates the kept keys to their new places, so that
@@ -211,9 +212,10 @@ class Transformer {
   int64_t StreamingCacheCapacity() const;
 
   // Runs a whole sequence from position 0 without a KV cache, one layer at a time over all of it
-  // (in chunks of prefill_chunk tokens): memory is the (T, C) hidden states, one layer's keys and
-  // values (T, 2 G D) and a chunk's scratch, instead of every layer's keys and values. Gives the
-  // same hidden states as Forward on an empty cache. For scoring long windows.
+  // (in chunks of kDefaultSequenceChunk tokens, or set_prefill_chunk's): memory is the (T, C)
+  // hidden states, one layer's keys and values (T, 2 G D) and a chunk's scratch, instead of
+  // every layer's keys and values. Gives the same hidden states as Forward on an empty cache
+  // (within float rounding). For scoring long windows.
   // With first_row > 0 only rows first_row .. T - 1 of `hidden` are written (the others are left
   // unspecified): what a protocol that scores only the end of a sequence needs (far copy, passkey,
   // a fixed tail). The last layer then makes the keys and values of rows 0 .. first_row - 1 (the
@@ -237,9 +239,14 @@ class Transformer {
   void set_kv_types(KvCacheTypes types) { kv_types_ = types; }
   KvCacheTypes kv_types() const { return kv_types_; }
 
-  static constexpr int64_t kDefaultPrefillChunk = 2048;
-  // Tokens per prefill chunk (default kDefaultPrefillChunk).
-  void set_prefill_chunk(int64_t chunk) { prefill_chunk_ = chunk; }
+  // Tokens per chunk by default: Forward's 512 (llama.cpp's default micro-batch, n_ubatch), so
+  // that a long prompt's activations stay small beside the weights and the cache (a 1B model's
+  // 2,048-token chunk took 0.2 GB, a fifth of its Q4_K_M file, with the same prefill speed);
+  // ForwardSequence's 2048 (scoring, which holds a whole window's hidden states anyway).
+  static constexpr int64_t kDefaultPrefillChunk = 512;
+  static constexpr int64_t kDefaultSequenceChunk = 2048;
+  // Tokens per chunk of both Forward and ForwardSequence.
+  void set_prefill_chunk(int64_t chunk) { prefill_chunk_ = sequence_chunk_ = chunk; }
   // Activation bytes a chunk of T tokens needs (for `stretch inspect`).
   static int64_t ActivationBytes(const ModelConfig& config, int64_t T);
 
@@ -300,6 +307,7 @@ class Transformer {
   // 16-bit caches: the layer's keys (slots, G, S, D) and values (G, S, D) widened for the kernel.
   AlignedVector<float> wide_k_, wide_v_;
   int64_t prefill_chunk_ = kDefaultPrefillChunk;
+  int64_t sequence_chunk_ = kDefaultSequenceChunk;
   // Scratch, reused across calls (sized for the largest chunk seen).
   AlignedVector<float> xb_, q_, att_, h1_, h3_, kv_tmp_;
   AlignedVector<float> gau_qk_;  // the GAU's Q and K (T, S) each, before their R copies

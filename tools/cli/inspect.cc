@@ -121,7 +121,7 @@ void RunInspect(const InspectArgs& args) {
   // A 16-bit cache also widens one layer's visible keys (each key slot) and values to float32.
   const int64_t widened = (kv_types.k != KvCacheType::kF32 ? ctx * c.kv_dim() * 4 : 0) +
                           (kv_types.v != KvCacheType::kF32 ? ctx * c.kv_dim() * 4 : 0);
-  const int64_t chunk = std::min<int64_t>(ctx, Transformer::kDefaultPrefillChunk);
+  const int64_t chunk = std::min<int64_t>(ctx, Transformer::kDefaultSequenceChunk);
   const int64_t act = Transformer::ActivationBytes(c, chunk);
   // score keeps the final hidden states of the whole window and kScoreLogitRows rows of logits.
   const int64_t hidden = ctx * c.dim * static_cast<int64_t>(sizeof(float));
