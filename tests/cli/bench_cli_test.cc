@@ -31,7 +31,13 @@ TEST(BenchCli, ProfileTimesEveryOpOfPrefillAndDecodeAndTheirSharesAddUp) {
   }
   std::ifstream in(json);
   const nlohmann::json j = nlohmann::json::parse(in);
-  const int layers = ReadLlama2cHeader(Files().model).config.n_layers;
+  const ModelConfig c = ReadLlama2cHeader(Files().model).config;
+  const int layers = c.n_layers;
+  // The bytes each product reads in decode, in the type held (float32 here: 4 a weight), from
+  // which the table's GB/s come.
+  EXPECT_EQ(j["op_bytes"]["ffn down"].get<double>(), 4.0 * layers * c.dim * c.hidden_dim);
+  EXPECT_EQ(j["op_bytes"]["q/k/v projections"].get<double>(),
+            4.0 * layers * c.dim * (c.n_heads * c.head_dim() + 2.0 * c.kv_dim()));
   for (const char* part : {"prefill", "decode_0", "decode_L"}) {
     SCOPED_TRACE(part);
     const nlohmann::json& p = j[part];

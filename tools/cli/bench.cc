@@ -293,6 +293,38 @@ nlohmann::json CaseDecode(const std::string& path, int64_t depth, int repeats, K
 // time, op by op (src/core/profile.h): medians of nothing, sums over `repeats` runs divided by
 // the runs, after an unprofiled warm-up. Also the unprofiled time of each, to show the
 // profiler's own cost.
+// Bytes the products of each profiled op read in a decode step, in the type each matrix is held
+// in (packed or float32): the keys of RunProfile's table.
+nlohmann::json ProductBytesByOp(const Model& m) {
+  const ModelWeights& w = m.weights;
+  auto bytes = [](const LayerWeights& l, const std::vector<float> LayerWeights::*member) {
+    for (const auto& [held, p] : l.packed) {
+      if (held == member) return static_cast<double>(p.Bytes());
+    }
+    return 4.0 * static_cast<double>((l.*member).size());
+  };
+  double qkv = 0, out = 0, gate_up = 0, down = 0;
+  for (const LayerWeights& l : w.layers) {
+    if (l.Gau()) continue;  // a GAU layer's products are not among the profiled ops
+    qkv += bytes(l, &LayerWeights::wq) + bytes(l, &LayerWeights::wk) + bytes(l, &LayerWeights::wv);
+    out += bytes(l, &LayerWeights::wo);
+    gate_up += bytes(l, &LayerWeights::w1) + bytes(l, &LayerWeights::w3);
+    down += bytes(l, &LayerWeights::w2);
+  }
+  double classifier = 4.0 * static_cast<double>(w.classifier.size());
+  if (!w.packed_classifier.empty()) {
+    classifier = static_cast<double>(w.packed_classifier.Bytes());
+  } else if (w.classifier.empty()) {  // shared with the embedding
+    classifier = w.packed_embedding.empty() ? 4.0 * static_cast<double>(w.token_embedding.size())
+                                            : static_cast<double>(w.packed_embedding.Bytes());
+  }
+  return {{"q/k/v projections", qkv},
+          {"output projection", out},
+          {"ffn gate/up", gate_up},
+          {"ffn down", down},
+          {"classifier", classifier}};
+}
+
 nlohmann::json CaseProfile(const std::string& path, int64_t L, int repeats) {
   const Model m = BenchModel(path);
   const int64_t steps = 64;
@@ -305,6 +337,8 @@ nlohmann::json CaseProfile(const std::string& path, int64_t L, int repeats) {
     return j;
   };
   nlohmann::json out;
+  out["op_bytes"] = ProductBytesByOp(m);
+  out["weight_bytes_per_token"] = ProductBytes(m);
   {
     PrefillCase prefill(m, L, "");
     prefill.Run();
@@ -806,6 +840,8 @@ void RunProfile(const BenchArgs& a, const std::string& threads) {
     const std::string name = profile::Name(static_cast<profile::Op>(op));
     const auto w = weights.find(name);
     const double tp = cell(pre, name), t0 = cell(d0, name), tl = cell(dl, name);
+    // Decode reads each matrix once, in the type the model holds it in.
+    const double read = w != weights.end() ? r["op_bytes"][name].get<double>() : 0.0;
     // Rows each product runs on in the prefill, averaged over the layers: every row, but the
     // classifier and the last layer's output projection and FFN the last row only
     // (LastTokenOnlyWeights; a llama2.c model is all LLaMA blocks).
@@ -821,9 +857,8 @@ void RunProfile(const BenchArgs& a, const std::string& threads) {
         "{:>7}\n",
         name, 1e3 * tp, 100 * tp / pre["seconds"].get<double>(),
         w != weights.end() ? rate(2 * rows * w->second, tp) : "", 1e6 * t0,
-        100 * t0 / d0["seconds"].get<double>(), w != weights.end() ? rate(4 * w->second, t0) : "",
-        1e6 * tl, 100 * tl / dl["seconds"].get<double>(),
-        w != weights.end() ? rate(4 * w->second, tl) : "");
+        100 * t0 / d0["seconds"].get<double>(), w != weights.end() ? rate(read, t0) : "", 1e6 * tl,
+        100 * tl / dl["seconds"].get<double>(), w != weights.end() ? rate(read, tl) : "");
   }
   auto other = [](const nlohmann::json& part) {
     double sum = 0.0;
@@ -858,7 +893,9 @@ void RunProfile(const BenchArgs& a, const std::string& threads) {
     // 64 steps from `depth`: the mean depth is depth + 31.5.
     const double seconds = (*part)["unprofiled_seconds"].get<double>();
     const double gbs =
-        (DecodeBytes(h, depth) + 4.0 * 2 * h.n_layers * 31.5 * h.kv_dim()) / seconds / 1e9;
+        (DecodeBytes(h, depth) - 4.0 * ProductWeights(h) +
+         r["weight_bytes_per_token"].get<double>() + 4.0 * 2 * h.n_layers * 31.5 * h.kv_dim()) /
+        seconds / 1e9;
     fmt::print(
         "decode at depth {}: {:.1f} GB/s of weights and KV cache, {:.0f}% of the STREAM triad "
         "({:.1f} GB/s), {:.0f}% of read-only bandwidth ({:.1f} GB/s)\n",
