@@ -928,13 +928,22 @@ Model LoadHfModel(const std::string& dir, WeightStorage storage) {
     const SafetensorsTensor& t = *p.where[i].tensor;
     if (const std::optional<PackedType> type = HfPackedType(w, t);
         type && storage == WeightStorage::kAsStored) {
-      const auto bytes = std::make_shared<std::vector<std::byte>>(static_cast<size_t>(t.bytes()));
-      file.ReadBytesInto(w.name, std::span<std::byte>(*bytes));
-      const auto* data = reinterpret_cast<const uint8_t*>(bytes->data());
-      SetFamilyTensorPacked(m.weights, w,
-                            MakePackedMatrix(fmt::format("{} of {}", w.name, dir), *type, data,
-                                             t.bytes(), w.shape[0], t.numel() / w.shape[0], bytes),
-                            true);  // HF's rotate-half rows
+      // Used where the file's mapping holds it, as a GGUF file's matrices are (q and k, whose
+      // rows go back from rotate-half order, are copied by SetFamilyTensorPacked).
+      // A tensor at an odd offset (a header not padded to 8 bytes, as writers do) is read into
+      // memory instead: the products load its 16-bit values as such.
+      SafetensorsFile::Mapped bytes = file.MapTensor(w.name);
+      if (reinterpret_cast<uintptr_t>(bytes.data) % 2 != 0) {
+        auto copy = std::make_shared<std::vector<std::byte>>(static_cast<size_t>(t.bytes()));
+        file.ReadBytesInto(w.name, std::span<std::byte>(*copy));
+        bytes = {copy->data(), copy};
+      }
+      const auto* data = reinterpret_cast<const uint8_t*>(bytes.data);
+      SetFamilyTensorPacked(
+          m.weights, w,
+          MakePackedMatrix(fmt::format("{} of {}", w.name, dir), *type, data, t.bytes(), w.shape[0],
+                           t.numel() / w.shape[0], bytes.owner),
+          true);  // HF's rotate-half rows
       continue;
     }
     std::vector<float> dst(static_cast<size_t>(t.numel()));

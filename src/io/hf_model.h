@@ -112,9 +112,10 @@ struct HfModelHeader {
 HfModelHeader ReadHfModelHeader(const std::string& dir);
 
 // Loads the whole model, q/k permuted into stretch's RoPE layout. Every tensor is converted to
-// float32, except with WeightStorage::kAsStored the F16 and BF16 matrices: read as the files
-// store them (2 bytes a weight, in memory; never expanded whole) and multiplied as they are
-// (src/kernels/packed.h), for inference only. Model::source is "<dir> (<format>)".
+// float32, except with WeightStorage::kAsStored the F16 and BF16 matrices: used where a mapping
+// of their safetensors file holds them (2 bytes a weight; q and k rows in a copy, put back from
+// rotate-half order; never expanded whole) and multiplied as they are (src/kernels/packed.h), for
+// inference only. Model::source is "<dir> (<format>)".
 Model LoadHfModel(const std::string& dir, WeightStorage storage = WeightStorage::kFloat32);
 // What LoadHfModel(dir, WeightStorage::kAsStored) holds (no weights are read).
 StoredWeights HfStoredWeightBytes(const std::string& dir);

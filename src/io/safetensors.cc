@@ -1,6 +1,7 @@
 #include "src/io/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -335,7 +336,9 @@ SafetensorsFile::SafetensorsFile(SafetensorsFile&& other) noexcept
       header_bytes_(other.header_bytes_),
       tensors_(std::move(other.tensors_)),
       index_(std::move(other.index_)),
-      metadata_(std::move(other.metadata_)) {}
+      metadata_(std::move(other.metadata_)),
+      map_(std::move(other.map_)),
+      map_data_(std::exchange(other.map_data_, nullptr)) {}
 
 SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
   if (this != &other) {
@@ -347,6 +350,8 @@ SafetensorsFile& SafetensorsFile::operator=(SafetensorsFile&& other) noexcept {
     tensors_ = std::move(other.tensors_);
     index_ = std::move(other.index_);
     metadata_ = std::move(other.metadata_);
+    map_ = std::move(other.map_);
+    map_data_ = std::exchange(other.map_data_, nullptr);
   }
   return *this;
 }
@@ -409,6 +414,23 @@ void SafetensorsFile::ReadBytesInto(std::string_view name, std::span<std::byte> 
   STRETCH_CHECK(static_cast<int64_t>(dst.size()) == t.bytes(),
                 "destination of {} bytes for tensor '{}' of {} bytes", dst.size(), name, t.bytes());
   ReadAt(8 + header_bytes_ + t.begin, dst.data(), t.bytes(), fmt::format("tensor '{}'", name));
+}
+
+SafetensorsFile::Mapped SafetensorsFile::MapTensor(std::string_view name) const {
+  const SafetensorsTensor& t = Get(name);
+  if (map_ == nullptr) {
+    // The size was checked against the header when the file was opened; a file cut short since
+    // then would fault on reading its missing pages, as a GGUF file's mapping would.
+    void* p = ::mmap(nullptr, static_cast<size_t>(file_bytes_), PROT_READ, MAP_PRIVATE, fd_, 0);
+    if (p == MAP_FAILED) {
+      Fail("{}: cannot map {} bytes: {}", path_, file_bytes_, std::strerror(errno));
+    }
+    const size_t size = static_cast<size_t>(file_bytes_);
+    map_ = std::shared_ptr<const void>(
+        p, [size](const void* q) { ::munmap(const_cast<void*>(q), size); });
+    map_data_ = static_cast<const std::byte*>(p);
+  }
+  return {map_data_ + 8 + header_bytes_ + t.begin, map_};
 }
 
 namespace {

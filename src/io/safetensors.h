@@ -50,6 +50,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -197,6 +198,14 @@ class SafetensorsFile {
   // Reads a tensor of any dtype as raw little-endian bytes (for BF16, F16, ...); dst must hold
   // exactly Get(name).bytes() bytes (else a programming error).
   void ReadBytesInto(std::string_view name, std::span<std::byte> dst) const;
+  // Tensor `name`'s bytes where a read-only mapping of the file holds them, for weights used in
+  // place (kept in their file's type): the file is mapped once, on the first call, and the
+  // mapping lives while an `owner` is held (after the SafetensorsFile is gone too).
+  struct Mapped {
+    const std::byte* data = nullptr;
+    std::shared_ptr<const void> owner;
+  };
+  Mapped MapTensor(std::string_view name) const;
 
  private:
   static int64_t ShapeNumel(const std::vector<int64_t>& shape);
@@ -211,6 +220,8 @@ class SafetensorsFile {
   std::vector<SafetensorsTensor> tensors_;            // sorted by begin
   std::map<std::string, size_t, std::less<>> index_;  // name -> position in tensors_
   std::map<std::string, std::string> metadata_;
+  mutable std::shared_ptr<const void> map_;  // MapTensor's mapping of the whole file
+  mutable const std::byte* map_data_ = nullptr;
 };
 
 // Collects tensors and metadata, then writes them as one safetensors file, atomically.

@@ -455,8 +455,9 @@ using ModelWeights = ModelWeightsOf<float>;
 // How a loader holds a file's matrices: every one converted to float32 (what training, `stretch
 // convert` and the double references need: the exact path), or, for inference, those whose type
 // the products read as it is (F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K: src/kernels/packed.h) kept
-// in that type (a GGUF file's where the file maps them, a Hugging Face folder's F16 and BF16 read
-// into memory as they are); the other tensors are float32 either way.
+// in that type where the file's mapping holds them (a GGUF file's, a Hugging Face folder's F16 and
+// BF16; q and k rows that go back from HF's rotate-half order in a copy); the other tensors are
+// float32 either way.
 enum class WeightStorage { kFloat32, kAsStored };
 
 // What a loader holds with WeightStorage::kAsStored: the bytes of the weights (matrices the

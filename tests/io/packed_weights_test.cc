@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -253,6 +255,32 @@ INSTANTIATE_TEST_SUITE_P(
       return std::string(info.param.family) + "_" + PackedTypeName(info.param.type);
     });
 
+// The file whose mapping (in /proc/self/maps) holds address p: its path, or "[heap]" or "" for
+// memory the program allocated.
+std::string MappedFileOf(const void* p) {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::istringstream in(line);
+    std::string range, perms, offset, dev, inode, path;
+    in >> range >> perms >> offset >> dev >> inode;
+    std::getline(in >> std::ws, path);
+    const size_t dash = range.find('-');
+    const uintptr_t lo = std::stoull(range.substr(0, dash), nullptr, 16);
+    const uintptr_t hi = std::stoull(range.substr(dash + 1), nullptr, 16);
+    if (at >= lo && at < hi) return path;
+  }
+  return "";
+}
+
+const PackedMatrix* PackedOf(const LayerWeights& l, const std::vector<float> LayerWeights::*m) {
+  for (const auto& [member, p] : l.packed) {
+    if (member == m) return &p;
+  }
+  return nullptr;
+}
+
 // A Hugging Face folder in F16 or BF16: its matrices read as stored (q and k rows put back from
 // rotate-half order, Phi-3's fused tensors split, Gemma's tied classifier) give the float32 load's
 // logits within the same budget: the same 16-bit values, widened in the products instead of once.
@@ -273,6 +301,14 @@ TEST_P(PackedHfWeights, EqualTheFloat32Path) {
   const Model exact = LoadHfModel(dir, WeightStorage::kFloat32);
   const Model packed = LoadHfModel(dir, WeightStorage::kAsStored);
   const StoredWeights stored = HfStoredWeightBytes(dir);
+  // The matrices are used where the safetensors file's mapping holds them (as a GGUF file's),
+  // but q's, whose rows are put back from rotate-half order in a copy.
+  const LayerWeights& first = packed.weights.layers[0];
+  ASSERT_NE(PackedOf(first, &LayerWeights::w2), nullptr);
+  ASSERT_NE(PackedOf(first, &LayerWeights::wq), nullptr);
+  EXPECT_TRUE(MappedFileOf(PackedOf(first, &LayerWeights::w2)->data).starts_with(dir))
+      << MappedFileOf(PackedOf(first, &LayerWeights::w2)->data);
+  EXPECT_FALSE(MappedFileOf(PackedOf(first, &LayerWeights::wq)->data).starts_with(dir));
   std::filesystem::remove_all(dir);
   ASSERT_FALSE(exact.weights.HasPacked());
   ASSERT_TRUE(packed.weights.HasPacked());

@@ -83,19 +83,20 @@ WeightStorage WeightStorageOf(const std::string& weights) {
 
 void AddWeightStorageOption(CLI::App* app, std::string& weights) {
   weights = "stored";
-  app->add_option("--weights", weights,
-                  "How a GGUF model's or a Hugging Face folder's weight matrices are held in "
-                  "memory. stored (default): a GGUF file's F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and "
-                  "Q6_K matrices stay as the file stores them, read where the file is mapped, "
-                  "and an HF folder's F16 and BF16 ones are read into memory as they are (2 "
-                  "bytes a weight); the products decode them as they go, so a run takes about "
-                  "the file's size plus the KV cache. f32: every tensor converted to float32 "
-                  "when the model loads (4 bytes per weight; the exact path that stretch's tests "
-                  "check). Prefill and scoring agree within float32 rounding; decode on Q8_0, "
-                  "Q4_K and Q6_K matrices multiplies x quantized to 8 bits per block, as "
-                  "llama.cpp does (faster, and about 0.5% off each product; environment "
-                  "STRETCH_PACKED_DOT=float for float products there too, int8 for 8-bit x "
-                  "everywhere). Other model formats load as float32 either way")
+  app->add_option(
+         "--weights", weights,
+         "How a GGUF model's or a Hugging Face folder's weight matrices are held in "
+         "memory. stored (default): a GGUF file's F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K and "
+         "Q6_K matrices stay as the file stores them, read where the file is mapped, "
+         "and an HF folder's F16 and BF16 ones likewise where its safetensors files "
+         "are mapped (2 bytes a weight); the products decode them as they go, so a run takes about "
+         "the file's size plus the KV cache. f32: every tensor converted to float32 "
+         "when the model loads (4 bytes per weight; the exact path that stretch's tests "
+         "check). Prefill and scoring agree within float32 rounding; decode on Q8_0, "
+         "Q4_K and Q6_K matrices multiplies x quantized to 8 bits per block, as "
+         "llama.cpp does (faster, and about 0.5% off each product; environment "
+         "STRETCH_PACKED_DOT=float for float products there too, int8 for 8-bit x "
+         "everywhere). Other model formats load as float32 either way")
       ->check(CLI::IsMember({"stored", "f32"}));
 }
 
