@@ -129,10 +129,10 @@ std::atomic<int>& PackedProductsSetting() {
 
 // Whether the products of `type` (of one row, or of many) run on x quantized to 8 bits
 // (src/kernels/packed_int8.h, as llama.cpp's CPU backend multiplies): where this build has the
-// vector kernels (AVX-512 VNNI) and the setting (PackedProducts) allows. They stream Q4_K at 22-30 GB/s of a
-// matrix against 17 for the float kernels of packed_dot.cc, and Q6_K at 22-27 against 11-13 (one
-// thread, 14336 x 4096 and its transpose, medians of 15, on this project's AMD EPYC); the float
-// kernels keep the packed path's exact form.
+// vector kernels (AVX-512 VNNI) and the setting (PackedProducts) allows. They stream Q4_K at 22-30
+// GB/s of a matrix against 17 for the float kernels of packed_dot.cc, and Q6_K at 22-27 against
+// 11-13 (one thread, 14336 x 4096 and its transpose, medians of 15, on this project's AMD EPYC);
+// the float kernels keep the packed path's exact form.
 bool Int8Products(PackedType type, bool one_row) {
   const PackedProducts p = ActivePackedProducts();
   return (p == PackedProducts::kInt8WhereAvailable ||

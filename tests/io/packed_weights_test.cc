@@ -241,6 +241,16 @@ TEST_P(PackedWeights, EqualTheFloat32PathInPrefillAndDecode) {
       << k.family << " " << PackedTypeName(k.type) << " prefill, largest logit " << scale;
   EXPECT_LT(testing::MaxAbsDiff(a.decode, b.decode), kRelativeBudget * scale)
       << k.family << " " << PackedTypeName(k.type) << " decode, largest logit " << scale;
+  // The default (STRETCH_PACKED_DOT unset: decode): prefill in floats, within the float budget;
+  // decode as the integer products, within theirs.
+  {
+    const ProductsFor decode_only(PackedProducts::kInt8Decode);
+    const Outputs q = PrefillAndDecode(packed, tokens);
+    EXPECT_LT(testing::MaxAbsDiff(a.prefill, q.prefill), kRelativeBudget * scale)
+        << k.family << " " << PackedTypeName(k.type) << " prefill (default products)";
+    EXPECT_LT(testing::MaxAbsDiff(a.decode, q.decode), 0.1 * MaxAbs(a.decode))
+        << k.family << " " << PackedTypeName(k.type) << " decode (default products)";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
