@@ -194,7 +194,7 @@ void RunInspect(const InspectArgs& args) {
                         KvCacheTypeName(kv_types.k), KvCacheTypeName(kv_types.v)),
       HumanBytes(kv));
   if (widened > 0) Row("one layer widened to float32 for attention", HumanBytes(widened));
-  Row(fmt::format("activations (prefill chunk of {})", chunk), HumanBytes(act));
+  Row(fmt::format("activations (scoring, chunks of {})", chunk), HumanBytes(act));
   Row("scoring buffers (hidden states, logits)", HumanBytes(hidden + logits));
   Row("total",
       fmt::format("{}", HumanBytes(weights + panels + kv + widened + act + hidden + logits)));
