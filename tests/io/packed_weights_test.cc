@@ -284,13 +284,6 @@ std::string MappedFileOf(const void* p) {
   return "";
 }
 
-const PackedMatrix* PackedOf(const LayerWeights& l, const std::vector<float> LayerWeights::*m) {
-  for (const auto& [member, p] : l.packed) {
-    if (member == m) return &p;
-  }
-  return nullptr;
-}
-
 // A Hugging Face folder in F16 or BF16: its matrices read as stored (q and k rows put back from
 // rotate-half order, Phi-3's fused tensors split, Gemma's tied classifier) give the float32 load's
 // logits within the same budget: the same 16-bit values, widened in the products instead of once.
@@ -314,11 +307,11 @@ TEST_P(PackedHfWeights, EqualTheFloat32Path) {
   // The matrices are used where the safetensors file's mapping holds them (as a GGUF file's),
   // but q's, whose rows are put back from rotate-half order in a copy.
   const LayerWeights& first = packed.weights.layers[0];
-  ASSERT_NE(PackedOf(first, &LayerWeights::w2), nullptr);
-  ASSERT_NE(PackedOf(first, &LayerWeights::wq), nullptr);
-  EXPECT_TRUE(MappedFileOf(PackedOf(first, &LayerWeights::w2)->data).starts_with(dir))
-      << MappedFileOf(PackedOf(first, &LayerWeights::w2)->data);
-  EXPECT_FALSE(MappedFileOf(PackedOf(first, &LayerWeights::wq)->data).starts_with(dir));
+  ASSERT_NE(first.Matrix(first.w2).packed, nullptr);
+  ASSERT_NE(first.Matrix(first.wq).packed, nullptr);
+  EXPECT_TRUE(MappedFileOf(first.Matrix(first.w2).packed->data).starts_with(dir))
+      << MappedFileOf(first.Matrix(first.w2).packed->data);
+  EXPECT_FALSE(MappedFileOf(first.Matrix(first.wq).packed->data).starts_with(dir));
   std::filesystem::remove_all(dir);
   ASSERT_FALSE(exact.weights.HasPacked());
   ASSERT_TRUE(packed.weights.HasPacked());
