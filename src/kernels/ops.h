@@ -72,23 +72,26 @@ TokenLoss CrossEntropyRow(const float* logits, int V, int target);
 // How a backward writes an input's gradient: over what is there, or added to it.
 enum class GradWrite { kOverwrite, kAccumulate };
 
-// How the products on Q8_0, Q4_K and Q6_K matrices multiply (src/kernels/ops.cc), from
-// STRETCH_PACKED_DOT when the process starts:
+// How the products on packed matrices multiply (src/kernels/ops.cc), from STRETCH_PACKED_DOT
+// when the process starts:
 //   - kFloat ("float"): in floats. One row (decode) by src/kernels/packed_dot.cc, the decoded
 //     weights times x; many rows (prefill, scoring) by the sgemm on decoded panels of the matrix.
 //     Equal to the float32 path within float32 rounding (prefill bit for bit).
-//   - kInt8WhereAvailable ("int8"): x quantized to 8 bits per block once per product, as
-//     llama.cpp's CPU backend multiplies, where the CPU has the integer kernels
-//     (src/kernels/packed_int8.h; AVX-512 VNNI): one row in integers, many rows by the sgemm on
-//     the rows of x quantized and read back, so that prefill and decode compute the same. Each
-//     product moves by about 0.5% of its size.
-//   - kInt8Decode ("decode", the default): one row in integers where the CPU has the kernels,
-//     many rows in floats. Decode streams the K-quants at 1.5-2x the float kernels' speed (which
-//     are bound by their decoding instructions), while prefill and scoring stay exact. On a model
-//     trained here (dim 256, SOTU text, 4,096 tokens) x's quantization moved the mean per-token
-//     loss by 1e-5 (Q8_0) to 2e-4 (Q6_K) nats (docs/performance.md).
+//   - kInt8WhereAvailable ("int8"): x rounded to the weights' own dot type once per product, as
+//     llama.cpp's CPU backend multiplies, where the CPU has the kernels: for Q8_0, Q4_K and Q6_K
+//     8 bits per block (src/kernels/packed_int8.h; AVX-512 VNNI), one row in integers, many rows
+//     by the sgemm on the rows of x quantized and read back, so that prefill and decode compute
+//     the same; for BF16 many rows in bfloat16 (src/kernels/packed_bf16.h; AVX512_BF16), one row
+//     in floats. Each product moves by about 0.2-0.5% of its size.
+//   - kFast ("fast", the default; "decode" is its earlier name): the fastest of the two per
+//     product. Q8_0, Q4_K and Q6_K: one row in integers (decode streams the K-quants at 1.5-2x the
+//     float kernels' speed, which are bound by their decoding instructions), many rows in floats
+//     (integers there would not be faster: the rows of x are quantized and read back). BF16: many
+//     rows in bfloat16 (about twice the sgemm's multiplications a second), one row in floats. On a
+//     model trained here (dim 256, SOTU text, 4,096 tokens) the rounding of x moved the mean
+//     per-token loss by 1e-5 (Q8_0) to 2e-4 (Q6_K) nats (docs/performance.md).
 // Process-wide; the tests and benchmarks that compare them set it.
-enum class PackedProducts { kInt8WhereAvailable, kFloat, kInt8Decode };
+enum class PackedProducts { kInt8WhereAvailable, kFloat, kFast };
 void SetPackedProducts(PackedProducts p);
 PackedProducts ActivePackedProducts();
 
