@@ -246,8 +246,10 @@ stretch_case() {  # kind gguf L -> its bench JSON line
 }
 
 cases() {  # shape -> "label kind L" lines (those --cases names)
+  # (an if, not `a || b && echo`: a loop whose last case is left out would end with a failed test,
+  # and under pipefail the caller's substitution with it, which stopped the script silently)
   all_cases "$1" | while read -r label kind L; do
-    [ -z "$ONLY" ] || [[ "$ONLY" == *",$label,"* ]] && echo "$label $kind $L"
+    if [ -z "$ONLY" ] || [[ "$ONLY" == *",$label,"* ]]; then echo "$label $kind $L"; fi
   done
 }
 all_cases() {

@@ -146,20 +146,36 @@ bool Bf16Products(const PackedMatrix& W) {
          ActivePackedProducts() != PackedProducts::kFloat && PackedBf16Available();
 }
 
-// x quantized for W's one-row integer product (in the calling thread's slot `slot`, which the
-// product's workers read), or null when W's one-row product runs in floats.
-const QuantizedInput* QuantizedFor(const PackedMatrix& W, const float* x, int slot) {
+// x as a one-row product on a packed matrix multiplies it: quantized to 8 bits for the integer
+// products, rounded to bfloat16 for the BF16 ones, or neither (the float kernels on x itself).
+struct RoundedX {
+  const QuantizedInput* int8 = nullptr;
+  const uint16_t* bf16 = nullptr;
+};
+
+// x rounded for W's one-row product (in the calling thread's slot `slot`, which the product's
+// workers read through the pointers).
+RoundedX RoundedFor(const PackedMatrix& W, const float* x, int slot) {
   thread_local std::array<QuantizedInput, 4> slots;
-  if (!Int8Products(W.type, true)) return nullptr;
-  QuantizedInput& q = slots.at(static_cast<size_t>(slot));
-  QuantizeInput(x, W.cols, W.type, &q);
-  return &q;
+  thread_local std::array<std::vector<uint16_t>, 4> bf16_slots;
+  RoundedX out;
+  if (Int8Products(W.type, true)) {
+    QuantizedInput& q = slots.at(static_cast<size_t>(slot));
+    QuantizeInput(x, W.cols, W.type, &q);
+    out.int8 = &q;
+  } else if (Bf16Products(W)) {
+    std::vector<uint16_t>& b = bf16_slots.at(static_cast<size_t>(slot));
+    RoundRowsToBf16(x, 1, W.cols, &b);
+    out.bf16 = b.data();
+  }
+  return out;
 }
 
-// Rows r0 .. r1 - 1 of a one-row product on a packed matrix, in integers when xq is given.
-void PackedRows(const PackedMatrix& W, const float* x, const QuantizedInput* xq, float beta,
-                float* y, int64_t r0, int64_t r1) {
-  if (xq != nullptr) return PackedDotRowsInt8(W, *xq, beta, y, r0, r1);
+// Rows r0 .. r1 - 1 of a one-row product on a packed matrix, on x as `xr` rounds it.
+void PackedRows(const PackedMatrix& W, const float* x, RoundedX xr, float beta, float* y,
+                int64_t r0, int64_t r1) {
+  if (xr.int8 != nullptr) return PackedDotRowsInt8(W, *xr.int8, beta, y, r0, r1);
+  if (xr.bf16 != nullptr) return PackedBf16DotRows(W, xr.bf16, beta, y, r0, r1);
   PackedDotRows(W, x, beta, y, r0, r1);
 }
 
@@ -171,7 +187,7 @@ void PackedLinear(const float* x, const PackedMatrix& W, float beta, float* y, i
   threads_internal::SingleThreadedBlas();
   const bool one_call = InParallelRegion() || NumThreads() == 1;
   if (T == 1) {
-    const QuantizedInput* xq = QuantizedFor(W, x, 0);
+    const RoundedX xq = RoundedFor(W, x, 0);
     if (one_call || N * K < kSplitGemvMacs) return PackedRows(W, x, xq, beta, y, 0, N);
     ParallelFor(N, kMinBlock,
                 [&](int64_t i0, int64_t i1) { PackedRows(W, x, xq, beta, y + i0, i0, i1); });
@@ -482,12 +498,12 @@ void LinearForwardShared(const Real* x, std::span<const LinearOut<Real>> outs, i
   }
   // Rows r0 .. r1 of the outputs stacked: each block is one gemv per output it overlaps. A row's
   // dot product does not depend on the block it falls in, so this equals the products one by one.
-  std::array<const QuantizedInput*, 4> quantized{};
+  std::array<RoundedX, 4> quantized{};
   if constexpr (std::is_same_v<Real, float>) {
     STRETCH_CHECK(outs.size() <= quantized.size(), "{} products of one input", outs.size());
     for (size_t j = 0; j < outs.size(); ++j) {
       if (outs[j].W.packed != nullptr) {
-        quantized[j] = QuantizedFor(*outs[j].W.packed, x, static_cast<int>(j));
+        quantized[j] = RoundedFor(*outs[j].W.packed, x, static_cast<int>(j));
       }
     }
   }

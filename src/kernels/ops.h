@@ -81,13 +81,14 @@ enum class GradWrite { kOverwrite, kAccumulate };
 //     llama.cpp's CPU backend multiplies, where the CPU has the kernels: for Q8_0, Q4_K and Q6_K
 //     8 bits per block (src/kernels/packed_int8.h; AVX-512 VNNI), one row in integers, many rows
 //     by the sgemm on the rows of x quantized and read back, so that prefill and decode compute
-//     the same; for BF16 many rows in bfloat16 (src/kernels/packed_bf16.h; AVX512_BF16), one row
-//     in floats. Each product moves by about 0.2-0.5% of its size.
+//     the same; for BF16 x rounded to bfloat16, one row and many (src/kernels/packed_bf16.h;
+//     AVX512_BF16). Each product moves by about 0.2-0.5% of its size.
 //   - kFast ("fast", the default; "decode" is its earlier name): the fastest of the two per
 //     product. Q8_0, Q4_K and Q6_K: one row in integers (decode streams the K-quants at 1.5-2x the
 //     float kernels' speed, which are bound by their decoding instructions), many rows in floats
-//     (integers there would not be faster: the rows of x are quantized and read back). BF16: many
-//     rows in bfloat16 (about twice the sgemm's multiplications a second), one row in floats. On a
+//     (integers there would not be faster: the rows of x are quantized and read back). BF16: x
+//     rounded to bfloat16 for one row and many (many rows at about twice the sgemm's
+//     multiplications a second; one row about 12% faster than the widening float kernel). On a
 //     model trained here (dim 256, SOTU text, 4,096 tokens) the rounding of x moved the mean
 //     per-token loss by 1e-5 (Q8_0) to 2e-4 (Q6_K) nats (docs/performance.md).
 // Process-wide; the tests and benchmarks that compare them set it.

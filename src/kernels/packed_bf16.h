@@ -33,6 +33,13 @@ void RoundRowsToBf16(const float* x, int64_t T, int64_t K, std::vector<uint16_t>
 void PackedBf16Rows(const PackedMatrix& W, const uint16_t* xb, int64_t T, float beta, float* y,
                     int64_t ldy, int64_t r0, int64_t r1);
 
+// One row (decode), one thread: y[r - r0] = W[r] . xb + beta y[r - r0] for r0 <= r < r1 (beta 0:
+// y is not read), xb = x (W.cols values) rounded to bfloat16. Each row is read once, in memory
+// order (one stream per thread, as the other one-row products: src/kernels/packed_rows.h), 64
+// products an instruction pair where the float kernel widens and multiplies 16 at a time.
+void PackedBf16DotRows(const PackedMatrix& W, const uint16_t* xb, float beta, float* y, int64_t r0,
+                       int64_t r1);
+
 namespace packed_bf16_internal {
 // The portable form that PackedBf16Rows uses where the vector kernel is not compiled, for the
 // tests on machines that have the vector one.

@@ -148,6 +148,16 @@ TEST(PackedBf16, PortableFormEqualsDoubleDotsOfTheRoundedX) {
   CheckAgainstDoubleDots(&packed_bf16_internal::RowsPortable, "portable form");
 }
 
+// The one-row kernel in the shape of the many-row ones: each row of x on its own.
+void OneRowAtATime(const PackedMatrix& W, const uint16_t* xb, int64_t T, float beta, float* y,
+                   int64_t ldy, int64_t r0, int64_t r1) {
+  for (int64_t t = 0; t < T; ++t) PackedBf16DotRows(W, xb + t * W.cols, beta, y + t * ldy, r0, r1);
+}
+
+TEST(PackedBf16, OneRowKernelEqualsDoubleDotsOfTheRoundedX) {
+  CheckAgainstDoubleDots(&OneRowAtATime, "one-row kernel");
+}
+
 // Sets the packed products for a scope.
 class ProductsFor {
  public:

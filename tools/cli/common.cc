@@ -93,7 +93,7 @@ void AddWeightStorageOption(CLI::App* app, std::string& weights) {
          "the file's size plus the KV cache. f32: every tensor converted to float32 "
          "when the model loads (4 bytes per weight; the exact path that stretch's tests "
          "check). As llama.cpp does, decode on Q8_0, Q4_K and Q6_K matrices multiplies x "
-         "quantized to 8 bits per block, and prefill and scoring on BF16 matrices x "
+         "quantized to 8 bits per block, and every product on BF16 matrices x "
          "rounded to bfloat16 (faster; each product moves by about 0.2-0.5%); the other "
          "products agree with f32 within float32 rounding. Environment "
          "STRETCH_PACKED_DOT=float for float products everywhere, int8 for the rounded x "
