@@ -369,6 +369,93 @@ struct LayerWeightsOf {
   }
 };
 
+// The tensors of a layer of stretch's block, in one table that ModelWeightsOf::ForEach,
+// ZeroWeights and WeightShape loop over: each with its name in stretch's checkpoints ("layers.N."
+// before it), its member, its shape from the configuration (matrices (out, in)), when a layer has
+// it, and whether weight decay applies. The file formats' names are the families' tables
+// (src/model/family.h); these are stretch's own, with the tensors no family has (the GAU's,
+// KERPLE's and SSMax's). A new tensor of the block is one row here.
+enum class BlockDim { kNone, kDim, kQuery, kKv, kHidden, kHead, kKeyDim, kPositionHeads, kHeads };
+enum class BlockWhen {
+  kLlama,      // every LLaMA layer
+  kQkvBias,    // LLaMA layers with ModelConfig::qkv_bias
+  kQkNorm,     // ... with qk_norm
+  kPostNorms,  // ... with post_norms
+  kSsmax,      // ... with AttentionLayout::ssmax
+  kGau,        // every GAU layer
+  kKerple,     // every layer of a KERPLE model (training keeps a_h, b_h on all of them)
+};
+
+template <typename Real>
+struct LayerTensorOf {
+  const char* name;
+  std::vector<Real> LayerWeightsOf<Real>::*member;
+  BlockDim rows;
+  BlockDim cols;  // kNone: a vector
+  BlockWhen when;
+  bool decay;
+};
+
+template <typename Real>
+inline constexpr LayerTensorOf<Real> kLayerTensors[] = {
+    {"attn_norm", &LayerWeightsOf<Real>::attn_norm, BlockDim::kDim, BlockDim::kNone,
+     BlockWhen::kLlama, false},
+    {"wq", &LayerWeightsOf<Real>::wq, BlockDim::kQuery, BlockDim::kDim, BlockWhen::kLlama, true},
+    {"wk", &LayerWeightsOf<Real>::wk, BlockDim::kKv, BlockDim::kDim, BlockWhen::kLlama, true},
+    {"wv", &LayerWeightsOf<Real>::wv, BlockDim::kKv, BlockDim::kDim, BlockWhen::kLlama, true},
+    {"bq", &LayerWeightsOf<Real>::bq, BlockDim::kQuery, BlockDim::kNone, BlockWhen::kQkvBias,
+     false},
+    {"bk", &LayerWeightsOf<Real>::bk, BlockDim::kKv, BlockDim::kNone, BlockWhen::kQkvBias, false},
+    {"bv", &LayerWeightsOf<Real>::bv, BlockDim::kKv, BlockDim::kNone, BlockWhen::kQkvBias, false},
+    {"q_norm", &LayerWeightsOf<Real>::q_norm, BlockDim::kHead, BlockDim::kNone, BlockWhen::kQkNorm,
+     false},
+    {"k_norm", &LayerWeightsOf<Real>::k_norm, BlockDim::kHead, BlockDim::kNone, BlockWhen::kQkNorm,
+     false},
+    {"wo", &LayerWeightsOf<Real>::wo, BlockDim::kDim, BlockDim::kQuery, BlockWhen::kLlama, true},
+    {"attn_post_norm", &LayerWeightsOf<Real>::attn_post_norm, BlockDim::kDim, BlockDim::kNone,
+     BlockWhen::kPostNorms, false},
+    {"ffn_norm", &LayerWeightsOf<Real>::ffn_norm, BlockDim::kDim, BlockDim::kNone,
+     BlockWhen::kLlama, false},
+    {"w1", &LayerWeightsOf<Real>::w1, BlockDim::kHidden, BlockDim::kDim, BlockWhen::kLlama, true},
+    {"w2", &LayerWeightsOf<Real>::w2, BlockDim::kDim, BlockDim::kHidden, BlockWhen::kLlama, true},
+    {"w3", &LayerWeightsOf<Real>::w3, BlockDim::kHidden, BlockDim::kDim, BlockWhen::kLlama, true},
+    {"ffn_post_norm", &LayerWeightsOf<Real>::ffn_post_norm, BlockDim::kDim, BlockDim::kNone,
+     BlockWhen::kPostNorms, false},
+    // The GAU (E = hidden_dim, S = key_dim); its output matrix is wo, named apart.
+    {"gau_u", &LayerWeightsOf<Real>::gau_u, BlockDim::kHidden, BlockDim::kDim, BlockWhen::kGau,
+     true},
+    {"gau_v", &LayerWeightsOf<Real>::gau_v, BlockDim::kHidden, BlockDim::kDim, BlockWhen::kGau,
+     true},
+    {"gau_z", &LayerWeightsOf<Real>::gau_z, BlockDim::kKeyDim, BlockDim::kDim, BlockWhen::kGau,
+     true},
+    {"gau_o", &LayerWeightsOf<Real>::wo, BlockDim::kDim, BlockDim::kHidden, BlockWhen::kGau, true},
+    {"gamma_q", &LayerWeightsOf<Real>::gamma_q, BlockDim::kKeyDim, BlockDim::kNone, BlockWhen::kGau,
+     false},
+    {"beta_q", &LayerWeightsOf<Real>::beta_q, BlockDim::kKeyDim, BlockDim::kNone, BlockWhen::kGau,
+     false},
+    {"gamma_k", &LayerWeightsOf<Real>::gamma_k, BlockDim::kKeyDim, BlockDim::kNone, BlockWhen::kGau,
+     false},
+    {"beta_k", &LayerWeightsOf<Real>::beta_k, BlockDim::kKeyDim, BlockDim::kNone, BlockWhen::kGau,
+     false},
+    {"bias_a", &LayerWeightsOf<Real>::bias_a, BlockDim::kPositionHeads, BlockDim::kNone,
+     BlockWhen::kKerple, false},
+    {"bias_b", &LayerWeightsOf<Real>::bias_b, BlockDim::kPositionHeads, BlockDim::kNone,
+     BlockWhen::kKerple, false},
+    {"ssmax", &LayerWeightsOf<Real>::ssmax, BlockDim::kHeads, BlockDim::kNone, BlockWhen::kSsmax,
+     false},
+};
+
+// Whether a layer holding `layer` lists tensor `t` (ForEach): a GAU layer its GAU tensors, a LLaMA
+// layer its LLaMA ones; the optional ones (biases, norms, KERPLE's, SSMax's) where they are held.
+template <typename Real>
+bool LayerLists(const LayerTensorOf<Real>& t, const LayerWeightsOf<Real>& layer) {
+  switch (t.when) {
+    case BlockWhen::kLlama: return !layer.Gau();
+    case BlockWhen::kGau: return layer.Gau();
+    default: return !(layer.*t.member).empty();
+  }
+}
+
 template <typename Real>
 struct ModelWeightsOf {
   std::vector<Real> token_embedding;         // (V, C)
@@ -398,7 +485,8 @@ struct ModelWeightsOf {
   }
 
   // Every tensor with its name and whether weight decay applies (not to norms, to the GAU's
-  // per-dim scales and offsets, or to the KERPLE and SSMax scalars), in one fixed order: the
+  // per-dim scales and offsets, or to the KERPLE and SSMax scalars), in one fixed order (the
+  // embedding, each layer's in kLayerTensors' order, the final norm, the classifier): the
   // optimizer, the checkpoint and the tests walk this list. A GAU layer lists its tensors (wo as
   // "gau_o") instead of the LLaMA ones. fn(const std::string& name, std::vector<Real>&, bool).
   template <class Fn>
@@ -407,42 +495,9 @@ struct ModelWeightsOf {
     for (size_t l = 0; l < layers.size(); ++l) {
       LayerWeightsOf<Real>& L = layers[l];
       const std::string p = "layers." + std::to_string(l) + ".";
-      if (L.Gau()) {
-        fn(p + "gau_u", L.gau_u, true);
-        fn(p + "gau_v", L.gau_v, true);
-        fn(p + "gau_z", L.gau_z, true);
-        fn(p + "gau_o", L.wo, true);
-        fn(p + "gamma_q", L.gamma_q, false);
-        fn(p + "beta_q", L.beta_q, false);
-        fn(p + "gamma_k", L.gamma_k, false);
-        fn(p + "beta_k", L.beta_k, false);
-      } else {
-        fn(p + "attn_norm", L.attn_norm, false);
-        fn(p + "wq", L.wq, true);
-        fn(p + "wk", L.wk, true);
-        fn(p + "wv", L.wv, true);
-        if (!L.bq.empty()) {
-          fn(p + "bq", L.bq, false);
-          fn(p + "bk", L.bk, false);
-          fn(p + "bv", L.bv, false);
-        }
-        if (!L.q_norm.empty()) {
-          fn(p + "q_norm", L.q_norm, false);
-          fn(p + "k_norm", L.k_norm, false);
-        }
-        fn(p + "wo", L.wo, true);
-        if (!L.attn_post_norm.empty()) fn(p + "attn_post_norm", L.attn_post_norm, false);
-        fn(p + "ffn_norm", L.ffn_norm, false);
-        fn(p + "w1", L.w1, true);
-        fn(p + "w2", L.w2, true);
-        fn(p + "w3", L.w3, true);
-        if (!L.ffn_post_norm.empty()) fn(p + "ffn_post_norm", L.ffn_post_norm, false);
+      for (const LayerTensorOf<Real>& t : kLayerTensors<Real>) {
+        if (LayerLists(t, L)) fn(p + t.name, L.*t.member, t.decay);
       }
-      if (!L.bias_a.empty()) {
-        fn(p + "bias_a", L.bias_a, false);
-        fn(p + "bias_b", L.bias_b, false);
-      }
-      if (!L.ssmax.empty()) fn(p + "ssmax", L.ssmax, false);
     }
     fn("final_norm", final_norm, false);
     if (!classifier.empty()) fn("classifier", classifier, true);
@@ -467,55 +522,58 @@ struct StoredWeights {
   std::string types;  // "Q4_K, Q6_K"
 };
 
+// A tensor's length along `d` for configuration `m` (1 for kNone).
+inline int64_t BlockDimSize(const ModelConfig& m, BlockDim d) {
+  switch (d) {
+    case BlockDim::kNone: return 1;
+    case BlockDim::kDim: return m.dim;
+    case BlockDim::kQuery: return int64_t{m.n_heads} * m.head_dim();
+    case BlockDim::kKv: return m.kv_dim();
+    case BlockDim::kHidden: return m.hidden_dim;
+    case BlockDim::kHead: return m.head_dim();
+    case BlockDim::kKeyDim: return m.key_dim;
+    case BlockDim::kPositionHeads: return m.position_heads();
+    case BlockDim::kHeads: return m.n_heads;
+  }
+  return 0;
+}
+
+// Whether every layer of a model of configuration `m` holds the tensors of `when` (the layout of
+// training and of ZeroWeights).
+inline bool ConfigHas(const ModelConfig& m, BlockWhen when) {
+  switch (when) {
+    case BlockWhen::kLlama: return !m.Gau();
+    case BlockWhen::kQkvBias: return !m.Gau() && m.qkv_bias;
+    case BlockWhen::kQkNorm: return !m.Gau() && m.qk_norm;
+    case BlockWhen::kPostNorms: return !m.Gau() && m.post_norms;
+    case BlockWhen::kSsmax: return !m.Gau() && m.attention.ssmax;
+    case BlockWhen::kGau: return m.Gau();
+    case BlockWhen::kKerple: return m.attention.Kerple();
+  }
+  return false;
+}
+
+// The shape of layer tensor `t` for `m`: {rows} or {rows, cols}.
+template <typename Real>
+std::vector<int64_t> LayerTensorShape(const ModelConfig& m, const LayerTensorOf<Real>& t) {
+  if (t.cols == BlockDim::kNone) return {BlockDimSize(m, t.rows)};
+  return {BlockDimSize(m, t.rows), BlockDimSize(m, t.cols)};
+}
+
 // Zero-filled weights of the configuration's shapes, as training holds them (KERPLE's a_h, b_h on
 // every layer of a KERPLE model).
 template <typename Real>
 ModelWeightsOf<Real> ZeroWeights(const ModelConfig& m) {
-  const size_t C = m.dim, F = m.hidden_dim, V = m.vocab_size,
-               H = static_cast<size_t>(m.position_heads());
+  const size_t C = m.dim, V = m.vocab_size;
   ModelWeightsOf<Real> p;
   p.token_embedding.assign(V * C, Real(0));
   p.layers.resize(static_cast<size_t>(m.n_layers));
   for (LayerWeightsOf<Real>& L : p.layers) {
-    if (m.attention.Kerple()) {
-      L.bias_a.assign(H, Real(0));
-      L.bias_b.assign(H, Real(0));
+    for (const LayerTensorOf<Real>& t : kLayerTensors<Real>) {
+      if (!ConfigHas(m, t.when)) continue;
+      const auto n = static_cast<size_t>(BlockDimSize(m, t.rows) * BlockDimSize(m, t.cols));
+      (L.*t.member).assign(n, Real(0));
     }
-    if (m.Gau()) {
-      const size_t E = F, S = static_cast<size_t>(m.key_dim);
-      L.gau_u.assign(E * C, Real(0));
-      L.gau_v.assign(E * C, Real(0));
-      L.gau_z.assign(S * C, Real(0));
-      L.wo.assign(C * E, Real(0));
-      for (std::vector<Real>* v : {&L.gamma_q, &L.beta_q, &L.gamma_k, &L.beta_k}) {
-        v->assign(S, Real(0));
-      }
-      continue;
-    }
-    const size_t HD = static_cast<size_t>(m.n_heads) * m.head_dim(), KV = m.kv_dim();
-    L.attn_norm.assign(C, Real(0));
-    L.wq.assign(HD * C, Real(0));
-    L.wk.assign(KV * C, Real(0));
-    L.wv.assign(KV * C, Real(0));
-    L.wo.assign(C * HD, Real(0));
-    if (m.qkv_bias) {
-      L.bq.assign(HD, Real(0));
-      L.bk.assign(KV, Real(0));
-      L.bv.assign(KV, Real(0));
-    }
-    if (m.qk_norm) {
-      L.q_norm.assign(static_cast<size_t>(m.head_dim()), Real(0));
-      L.k_norm.assign(static_cast<size_t>(m.head_dim()), Real(0));
-    }
-    if (m.post_norms) {
-      L.attn_post_norm.assign(C, Real(0));
-      L.ffn_post_norm.assign(C, Real(0));
-    }
-    L.ffn_norm.assign(C, Real(0));
-    L.w1.assign(F * C, Real(0));
-    L.w2.assign(C * F, Real(0));
-    L.w3.assign(F * C, Real(0));
-    if (m.attention.ssmax) L.ssmax.assign(static_cast<size_t>(m.n_heads), Real(0));
   }
   p.final_norm.assign(C, Real(0));
   if (!m.shared_classifier) p.classifier.assign(V * C, Real(0));
@@ -525,26 +583,21 @@ ModelWeightsOf<Real> ZeroWeights(const ModelConfig& m) {
 // The shape of a tensor named as ModelWeightsOf::ForEach names it: matrices (out, in). Throws
 // stretch::Error for a name that is not one.
 inline std::vector<int64_t> WeightShape(const ModelConfig& m, const std::string& name) {
-  const int64_t C = m.dim, F = m.hidden_dim, V = m.vocab_size,
-                HD = int64_t{m.n_heads} * m.head_dim(), KV = m.kv_dim(), E = m.hidden_dim,
-                S = m.key_dim;
-  auto ends = [&](const char* s) { return name.ends_with(s); };
-  if (name == "token_embedding" || name == "classifier") return {V, C};
-  if (ends(".q_norm") || ends(".k_norm")) return {m.head_dim()};
-  if (ends("norm")) return {C};
-  if (ends(".gau_u") || ends(".gau_v")) return {E, C};
-  if (ends(".gau_z")) return {S, C};
-  if (ends(".gau_o")) return {C, E};
-  if (ends(".gamma_q") || ends(".beta_q") || ends(".gamma_k") || ends(".beta_k")) return {S};
-  if (ends(".wq")) return {HD, C};
-  if (ends(".wk") || ends(".wv")) return {KV, C};
-  if (ends(".wo")) return {C, HD};
-  if (ends(".bq")) return {HD};
-  if (ends(".bk") || ends(".bv")) return {KV};
-  if (ends(".w1") || ends(".w3")) return {F, C};
-  if (ends(".w2")) return {C, F};
-  if (ends(".bias_a") || ends(".bias_b")) return {m.position_heads()};
-  if (ends(".ssmax")) return {m.n_heads};
+  if (name == "token_embedding" || name == "classifier") return {m.vocab_size, m.dim};
+  if (name == "final_norm") return {m.dim};
+  if (name.starts_with("layers.")) {
+    const size_t dot = name.find('.', 7);
+    const std::string_view index =
+        std::string_view(name).substr(7, dot == std::string::npos ? 0 : dot - 7);
+    const bool digits =
+        !index.empty() && index.find_first_not_of("0123456789") == std::string_view::npos;
+    if (digits) {
+      const std::string_view tensor = std::string_view(name).substr(dot + 1);
+      for (const LayerTensorOf<float>& t : kLayerTensors<float>) {
+        if (tensor == t.name) return LayerTensorShape(m, t);
+      }
+    }
+  }
   Fail("model weights: no tensor is named \"{}\"", name);
 }
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -613,6 +614,93 @@ TEST(TrainTransformer, GauParameterList) {
   EXPECT_EQ(WeightShape(arch.model, "layers.1.gau_o"), (std::vector<int64_t>{8, 12}));
   EXPECT_EQ(WeightShape(arch.model, "layers.1.beta_k"), (std::vector<int64_t>{4}));
   EXPECT_EQ(WeightShape(arch.model, "layers.1.bias_b"), (std::vector<int64_t>{1}));
+}
+
+// The LLaMA block with every optional tensor (q/k/v biases, q/k norms, post norms, KERPLE's
+// a_h, b_h, SSMax's s_h): ForEach lists each held weight once, in the table's order, with the
+// shape WeightShape gives it and weight decay on the matrices only; WeightShape refuses names that
+// are not a layer's tensor.
+TEST(TrainTransformer, LlamaParameterListFollowsTheBlockTable) {
+  TrainArch arch = TinyArch(LayerPosition::kKerpleLog);
+  arch.model.qkv_bias = true;
+  arch.model.qk_norm = true;
+  arch.model.post_norms = true;
+  arch.model.attention.ssmax = true;
+  arch.model.shared_classifier = false;
+  ModelWeightsOf<double> p = ZeroWeights<double>(arch.model);
+  std::vector<std::string> names;
+  std::set<const std::vector<double>*> listed;
+  p.ForEach([&](const std::string& name, std::vector<double>& t, bool decay) {
+    names.push_back(name);
+    EXPECT_TRUE(listed.insert(&t).second) << name << " listed twice";
+    EXPECT_FALSE(t.empty()) << name;
+    int64_t n = 1;
+    for (int64_t d : WeightShape(arch.model, name)) n *= d;
+    EXPECT_EQ(n, static_cast<int64_t>(t.size())) << name;
+    EXPECT_EQ(decay, WeightShape(arch.model, name).size() == 2) << name;
+  });
+  const std::vector<std::string> layer0 = {"attn_norm",
+                                           "wq",
+                                           "wk",
+                                           "wv",
+                                           "bq",
+                                           "bk",
+                                           "bv",
+                                           "q_norm",
+                                           "k_norm",
+                                           "wo",
+                                           "attn_post_norm",
+                                           "ffn_norm",
+                                           "w1",
+                                           "w2",
+                                           "w3",
+                                           "ffn_post_norm",
+                                           "bias_a",
+                                           "bias_b",
+                                           "ssmax"};
+  ASSERT_EQ(names.size(), 1 + 2 * layer0.size() + 2);  // + embedding, final norm, classifier
+  EXPECT_EQ(names.front(), "token_embedding");
+  for (size_t i = 0; i < layer0.size(); ++i) EXPECT_EQ(names[1 + i], "layers.0." + layer0[i]);
+  EXPECT_EQ(names[names.size() - 2], "final_norm");
+  EXPECT_EQ(names.back(), "classifier");
+  // Every weight the layers hold is listed (none is left out of the table).
+  for (auto& L : p.layers) {
+    for (std::vector<double>* v : {&L.attn_norm,
+                                   &L.wq,
+                                   &L.wk,
+                                   &L.wv,
+                                   &L.wo,
+                                   &L.bq,
+                                   &L.bk,
+                                   &L.bv,
+                                   &L.q_norm,
+                                   &L.k_norm,
+                                   &L.attn_post_norm,
+                                   &L.ffn_post_norm,
+                                   &L.ffn_norm,
+                                   &L.w1,
+                                   &L.w2,
+                                   &L.w3,
+                                   &L.bias_a,
+                                   &L.bias_b,
+                                   &L.ssmax,
+                                   &L.gau_u,
+                                   &L.gau_v,
+                                   &L.gau_z,
+                                   &L.gamma_q,
+                                   &L.beta_q,
+                                   &L.gamma_k,
+                                   &L.beta_k}) {
+      EXPECT_EQ(listed.contains(v), !v->empty());
+    }
+  }
+  EXPECT_EQ(WeightShape(arch.model, "layers.1.k_norm"), (std::vector<int64_t>{4}));
+  EXPECT_EQ(WeightShape(arch.model, "layers.0.wk"), (std::vector<int64_t>{4, 8}));
+  EXPECT_EQ(WeightShape(arch.model, "layers.0.ssmax"), (std::vector<int64_t>{2}));
+  for (const char* bad : {"wq", "layers.wq", "layers.x.wq", "layers.0.nonsense", "layers.0.",
+                          "layers.0", "final_norm.x"}) {
+    EXPECT_THROW(WeightShape(arch.model, bad), Error) << bad;
+  }
 }
 
 }  // namespace
