@@ -1,9 +1,9 @@
 #include "src/kernels/packed_bf16.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "src/core/check.h"
+#include "src/kernels/blocks.h"
 #include "src/kernels/half.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
@@ -17,13 +17,6 @@
 namespace stretch {
 
 namespace {
-
-float Bf16Value(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 void CheckShape(const PackedMatrix& W, int64_t r0, int64_t r1) {
   STRETCH_CHECK(W.type == PackedType::kBF16 && W.cols % 2 == 0,
@@ -236,8 +229,8 @@ void RowsPortable(const PackedMatrix& W, const uint16_t* xb, int64_t T, float be
       const uint16_t* x = xb + t * K;
       float sum = 0.0f;
       for (int64_t k = 0; k < K; k += 2) {
-        sum += Bf16Value(x[k]) * Bf16Value(w[k]);
-        sum += Bf16Value(x[k + 1]) * Bf16Value(w[k + 1]);
+        sum += BFloat16ToFloat(x[k]) * BFloat16ToFloat(w[k]);
+        sum += BFloat16ToFloat(x[k + 1]) * BFloat16ToFloat(w[k + 1]);
       }
       float& o = y[t * ldy + (r - r0)];
       o = beta == 0.0f ? sum : sum + beta * o;

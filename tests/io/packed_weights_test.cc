@@ -29,6 +29,7 @@
 #include "src/model/transformer.h"
 #include "tests/testing/files.h"
 #include "tests/testing/logits.h"
+#include "tests/testing/packed_bounds.h"
 #include "tests/testing/random_model.h"
 
 namespace stretch {
@@ -164,16 +165,6 @@ Outputs PrefillAndDecode(const Model& m, const std::vector<int>& tokens) {
   return o;
 }
 
-// Sets how one-row packed products multiply for a scope (src/kernels/ops.h).
-class ProductsFor {
- public:
-  explicit ProductsFor(PackedProducts p) : before_(ActivePackedProducts()) { SetPackedProducts(p); }
-  ~ProductsFor() { SetPackedProducts(before_); }
-
- private:
-  PackedProducts before_;
-};
-
 double MaxAbs(const std::vector<float>& v) {
   double m = 0;
   for (const float x : v) m = std::max(m, std::fabs(static_cast<double>(x)));
@@ -229,12 +220,12 @@ TEST_P(PackedWeights, EqualTheFloat32PathInPrefillAndDecode) {
   // logits by their whole size. The mean per-token loss over these 119 tokens moved by -0.006 to
   // +0.002 nats with K-quant blocks and by +0.04 to +0.15 with Q8_0 of the sharper model.
   {
-    const ProductsFor integers(PackedProducts::kInt8WhereAvailable);
+    const testing::ProductsFor integers(PackedProducts::kInt8WhereAvailable);
     const Outputs q = PrefillAndDecode(packed, tokens);
     EXPECT_LT(testing::MaxAbsDiff(a.decode, q.decode), 0.1 * MaxAbs(a.decode))
         << k.family << " " << PackedTypeName(k.type);
   }
-  const ProductsFor floats(PackedProducts::kFloat);
+  const testing::ProductsFor floats(PackedProducts::kFloat);
   const Outputs b = PrefillAndDecode(packed, tokens);
   const double scale = MaxAbs(a.prefill);
   ASSERT_GT(scale, 0.0);
@@ -247,7 +238,7 @@ TEST_P(PackedWeights, EqualTheFloat32PathInPrefillAndDecode) {
   // each product, tests/kernels/packed_bf16_test.cc, so the wiring's budget of the integer
   // products); decode as the integer products, within theirs.
   {
-    const ProductsFor fast(PackedProducts::kFast);
+    const testing::ProductsFor fast(PackedProducts::kFast);
     const Outputs q = PrefillAndDecode(packed, tokens);
     const bool bf16 = k.type == PackedType::kBF16 && PackedBf16Available();
     EXPECT_LT(testing::MaxAbsDiff(a.prefill, q.prefill), (bf16 ? 0.1 : kRelativeBudget) * scale)
@@ -303,7 +294,7 @@ struct HfCase {
 class PackedHfWeights : public ::testing::TestWithParam<HfCase> {};
 
 TEST_P(PackedHfWeights, EqualTheFloat32Path) {
-  const ProductsFor floats(PackedProducts::kFloat);
+  const testing::ProductsFor floats(PackedProducts::kFloat);
   const HfCase k = GetParam();
   const Model m = FamilyModel(k.family, 5);
   const std::string dir =
@@ -359,7 +350,7 @@ INSTANTIATE_TEST_SUITE_P(Families, PackedHfWeights,
 // (the packed load of the changed file against the float32 load of the original) moves the
 // logits by far more than it.
 TEST(PackedWeightsPerturbed, OneChangedBlockExceedsTheBudget) {
-  const ProductsFor floats(PackedProducts::kFloat);
+  const testing::ProductsFor floats(PackedProducts::kFloat);
   const Model m = FamilyModel("llama", 7);
   const std::string f32 = TempPath("perturbed.f32.gguf"), path = TempPath("perturbed.q8.gguf"),
                     changed = TempPath("perturbed.changed.gguf");

@@ -23,6 +23,7 @@
 
 #include "src/core/rng.h"
 #include "src/core/threads.h"
+#include "src/kernels/blocks.h"
 #include "src/kernels/half.h"
 #include "src/kernels/ops.h"
 #include "src/kernels/packed.h"
@@ -31,13 +32,6 @@
 
 namespace stretch {
 namespace {
-
-float Widen(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 // A (rows, cols) BF16 matrix of normal values (no subnormals, which the instruction flushes).
 struct Bf16Matrix {
@@ -70,10 +64,10 @@ TEST(PackedBf16, RoundsXToTheNearestBfloat16) {
   std::vector<uint16_t> b;
   RoundRowsToBf16(x, 2, 2, &b);
   ASSERT_EQ(b.size(), 4u);
-  EXPECT_EQ(Widen(b[0]), 1.0f);
-  EXPECT_EQ(Widen(b[1]), 1.0f + std::ldexp(1.0f, -6));
-  EXPECT_EQ(Widen(b[2]), 1.0f + std::ldexp(1.0f, -7));
-  EXPECT_EQ(Widen(b[3]), -2.5f);
+  EXPECT_EQ(BFloat16ToFloat(b[0]), 1.0f);
+  EXPECT_EQ(BFloat16ToFloat(b[1]), 1.0f + std::ldexp(1.0f, -6));
+  EXPECT_EQ(BFloat16ToFloat(b[2]), 1.0f + std::ldexp(1.0f, -7));
+  EXPECT_EQ(BFloat16ToFloat(b[3]), -2.5f);
 }
 
 struct Shape {
@@ -106,8 +100,8 @@ void CheckAgainstDoubleDots(RowsFn rows_fn, const char* what) {
         for (int64_t r = s.r0; r < s.r1; ++r) {
           double dot = 0, dot_unrounded = 0, magnitudes = 0;
           for (int64_t k = 0; k < s.K; ++k) {
-            const double wk = Widen(w.values[static_cast<size_t>(r * s.K + k)]);
-            const double xk = Widen(xb[static_cast<size_t>(t * s.K + k)]);
+            const double wk = BFloat16ToFloat(w.values[static_cast<size_t>(r * s.K + k)]);
+            const double xk = BFloat16ToFloat(xb[static_cast<size_t>(t * s.K + k)]);
             dot += xk * wk;
             dot_unrounded += x[static_cast<size_t>(t * s.K + k)] * wk;
             magnitudes += std::fabs(xk * wk);
@@ -158,16 +152,6 @@ TEST(PackedBf16, OneRowKernelEqualsDoubleDotsOfTheRoundedX) {
   CheckAgainstDoubleDots(&OneRowAtATime, "one-row kernel");
 }
 
-// Sets the packed products for a scope.
-class ProductsFor {
- public:
-  explicit ProductsFor(PackedProducts p) : before_(ActivePackedProducts()) { SetPackedProducts(p); }
-  ~ProductsFor() { SetPackedProducts(before_); }
-
- private:
-  PackedProducts before_;
-};
-
 TEST(PackedBf16, LinearForwardTakesItForManyRowsUnlessFloat) {
   // Large enough for the product to be split among the pool's threads (each worker must read the
   // caller's rounded x).
@@ -187,11 +171,11 @@ TEST(PackedBf16, LinearForwardTakesItForManyRowsUnlessFloat) {
 
   std::vector<float> fast(static_cast<size_t>(T * N)), exact(static_cast<size_t>(T * N));
   {
-    const ProductsFor p(PackedProducts::kFast);
+    const testing::ProductsFor p(PackedProducts::kFast);
     LinearForward<float>(x.data(), WeightRef<float>(&w.m), fast.data(), T, K, N);
   }
   {
-    const ProductsFor p(PackedProducts::kFloat);
+    const testing::ProductsFor p(PackedProducts::kFloat);
     LinearForward<float>(x.data(), WeightRef<float>(&w.m), exact.data(), T, K, N);
   }
   double worst = 0, rms = 0, size = 0;

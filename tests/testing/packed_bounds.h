@@ -1,5 +1,5 @@
 // Random blocks and rounding bounds of the products on packed matrices, for tests/kernels/packed_test.cc (float
-// kernels) and packed_int8_test.cc (integer kernels).
+// kernels) and packed_int8_test.cc (integer kernels), and the products' setting for a scope.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,8 +14,21 @@
 #include "src/core/rng.h"
 
 #include "src/kernels/blocks.h"
+#include "src/kernels/ops.h"
 
 namespace stretch::testing {
+
+// Sets how the products on packed matrices multiply (src/kernels/ops.h) for a scope.
+class ProductsFor {
+ public:
+  explicit ProductsFor(PackedProducts p) : before_(ActivePackedProducts()) { SetPackedProducts(p); }
+  ~ProductsFor() { SetPackedProducts(before_); }
+  ProductsFor(const ProductsFor&) = delete;
+  ProductsFor& operator=(const ProductsFor&) = delete;
+
+ private:
+  PackedProducts before_;
+};
 
 inline uint8_t RandomByte(Rng& rng) { return static_cast<uint8_t>(rng.NextU64() >> 56); }
 
