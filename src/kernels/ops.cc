@@ -235,6 +235,27 @@ void PackedLinear(const float* x, const PackedMatrix& W, float beta, float* y, i
 }  // namespace
 
 void SetPackedProducts(PackedProducts p) { PackedProductsSetting() = static_cast<int>(p); }
+
+std::string PackedProductsText() {
+  const PackedProducts p = ActivePackedProducts();
+  if (p == PackedProducts::kFloat) {
+    return "STRETCH_PACKED_DOT=float: every type in floats (blocks decoded in registers for one "
+           "row, the sgemm on decoded panels for many)";
+  }
+  std::string s =
+      p == PackedProducts::kFast ? "STRETCH_PACKED_DOT=fast: " : "STRETCH_PACKED_DOT=int8: ";
+  s += PackedBf16Available() ? "BF16 x rounded to bfloat16 (VDPBF16PS); "
+                             : "BF16 in floats (no AVX512_BF16); ";
+  if (PackedInt8Available(PackedType::kQ8_0)) {
+    s += p == PackedProducts::kFast
+             ? "Q8_0, Q4_K, Q6_K decode on 8-bit x (VNNI), their prefill in floats; "
+             : "Q8_0, Q4_K, Q6_K on 8-bit x (VNNI decode, sgemm on the quantized rows for "
+               "prefill); ";
+  } else {
+    s += "Q8_0, Q4_K, Q6_K in floats (no AVX-512 VNNI); ";
+  }
+  return s + "other types in floats";
+}
 PackedProducts ActivePackedProducts() {
   return static_cast<PackedProducts>(PackedProductsSetting().load());
 }

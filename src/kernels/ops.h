@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "src/kernels/packed.h"
 #include "src/position/rope.h"
@@ -95,6 +96,10 @@ enum class GradWrite { kOverwrite, kAccumulate };
 enum class PackedProducts { kInt8WhereAvailable, kFloat, kFast };
 void SetPackedProducts(PackedProducts p);
 PackedProducts ActivePackedProducts();
+// What multiplies packed matrices under the active setting on this CPU, for `stretch bench`:
+// "STRETCH_PACKED_DOT=fast: BF16 x rounded to bfloat16 (VDPBF16PS); Q8_0, Q4_K, Q6_K decode on
+// 8-bit x (VNNI), their prefill in floats; other types in floats".
+std::string PackedProductsText();
 
 // Linear map without bias: y (T, N) = x (T, K) W^T, W (N, K) row-major (out, in) as MatMulRows.
 // BLAS gemm (gemv for one row): sgemm for float, dgemm for double. A packed W (float only): one

@@ -36,6 +36,7 @@
 #include "src/io/output_file.h"
 #include "src/kernels/gemm.h"
 #include "src/kernels/op_cases.h"
+#include "src/kernels/ops.h"
 #include "src/model/transformer.h"
 #include "src/position/method.h"
 #include "src/train/trainer.h"
@@ -465,6 +466,7 @@ void RunChild(const BenchArgs& a) {
   }
   j["case"] = a.child_case;
   j["matrix_products"] = GemmKernelsText();
+  j["packed_products"] = PackedProductsText();
   j["peak_rss_bytes"] = PeakRssBytes();
   fmt::print("{}\n", j.dump());
 }
@@ -827,6 +829,9 @@ void RunProfile(const BenchArgs& a, const std::string& threads) {
   fmt::print("prefill of {} tokens; decode: 64 steps at depth 0 and at depth {}; {} runs each\n", L,
              L, a.repeats);
   fmt::print("matrix products: {}\n", r["matrix_products"].get<std::string>());
+  if (r.contains("packed_products")) {
+    fmt::print("packed matrices: {}\n", r["packed_products"].get<std::string>());
+  }
   fmt::print("{:<22} {:>10} {:>6} {:>8}  {:>10} {:>6} {:>7}  {:>10} {:>6} {:>7}\n", "op", "prefill",
              "share", "GFLOP/s", "decode@0", "share", "GB/s", fmt::format("decode@{}", L), "share",
              "GB/s");
