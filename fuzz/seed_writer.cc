@@ -709,6 +709,24 @@ int WriteFuzzSeeds(const std::string& root_dir) {
         ReadFile(dir + "/" + kHfConfigFile) + std::string(kPartMarker) +
             ReadFile(dir + "/" + kHfWeightsFile));
   }
+  // Every family's plain layout, as GGUF and as an HF folder, from its descriptor alone: a family
+  // added as one file of src/model/families/ gets its seeds here without a line of its own (those
+  // with local/global layers, Gemma's, have theirs above).
+  for (const ModelFamily* f : ModelFamilies()) {
+    if (f->swa_pattern > 0) continue;
+    Model m = MicroModel(40, 600);
+    m.config.family = f->name;
+    SetFamilyBlock(*f, m.config);
+    RandomizeWeights(m, 601);
+    const std::string name = std::string("family_") + f->name;
+    SaveGgufModel(m, file(name + ".gguf"), static_cast<uint32_t>(GgmlType::kF32), &tiny);
+    const std::string dir = file(name);
+    fs::remove_all(dir);
+    SaveHfModel(m, dir, SafetensorsDtype::kF32);
+    put("hf_model", name + ".bin",
+        ReadFile(dir + "/" + kHfConfigFile) + std::string(kPartMarker) +
+            ReadFile(dir + "/" + kHfWeightsFile));
+  }
   {
     // The float32 folder sharded: the first tensors in one shard, the rest in the other, and the
     // index that maps each tensor to its shard; no model.safetensors (an empty part).

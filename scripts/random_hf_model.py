@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes a Hugging Face folder of a Qwen 2, Qwen 3, Mistral, Phi-3 or Gemma 3 model with random weights.
+"""Writes a Hugging Face folder of a Llama 3, Qwen 2, Qwen 3, Mistral, Phi-3, Gemma 2 or Gemma 3 model with random weights.
 
 For checking stretch's qwen2, qwen3, llama (Mistral) and phi3 families against another engine without downloading a
 model: convert it to GGUF with `stretch convert ... --to gguf` and score it with llama.cpp and
@@ -17,9 +17,21 @@ sliding_window; 0 writes null, no window). Phi-3 fuses q, k and v into qkv_proj 
 projections into gate_up_proj (transformers' modeling_phi3.py); --longrope F writes rope_scaling
 "longrope" from --seq-len to F times it, with short and long factor lists of its own.
 
+Llama 3 (--family llama; transformers' modeling_llama.py, LlamaForCausalLM): the LLaMA block at
+rope_theta 500000, grouped-query as --kv-heads says, with --tie the classifier tied to the
+embedding (no lm_head, as Llama 3.2 1B and 3B), and with --llama3 F config.json's rope_scaling
+"llama3" (factor F, low_freq_factor 1, high_freq_factor 4, original_max_position_embeddings
+--seq-len, as Llama 3.1's) and max_position_embeddings F times --seq-len.
+
+Seed-OSS (--family seed_oss; transformers' modeling_seed_oss.py, SeedOssForCausalLM): Qwen 2's
+block (q/k/v biases, none on o) with SeedOssConfig's attention_bias true, attention_out_bias and
+mlp_bias false.
+
 Only the Python standard library: this runs on a bare Debian machine.
 
   python3 scripts/random_hf_model.py --out qwen2-random --vocab 512
+  python3 scripts/random_hf_model.py --family llama --out llama3-random --dim 512 --heads 8 \
+      --kv-heads 2 --vocab 128256 --tie --seq-len 1024 --llama3 8
   python3 scripts/random_hf_model.py --out qwen2-yarn --vocab 512 --yarn 4
   python3 scripts/random_hf_model.py --family qwen3 --out qwen3-random --dim 64 --head-dim 32
   python3 scripts/random_hf_model.py --family mistral --out mistral-random --sliding-window 128
@@ -53,7 +65,11 @@ import struct
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--out", required=True, help="the folder to write (created)")
-    p.add_argument("--family", choices=["qwen2", "qwen3", "mistral", "phi3", "gemma2", "gemma3"], default="qwen2")
+    p.add_argument("--family", choices=["llama", "qwen2", "qwen3", "mistral", "phi3", "gemma2", "gemma3", "seed_oss"], default="qwen2")
+    p.add_argument("--llama3", type=float, default=0.0,
+                   help="llama: a llama3 factor for config.json's rope_scaling (0: none)")
+    p.add_argument("--tie", action="store_true",
+                   help="llama: the classifier tied to the embedding (no lm_head)")
     p.add_argument("--dim", type=int, default=64)
     p.add_argument("--hidden", type=int, default=172)
     p.add_argument("--layers", type=int, default=2)
@@ -90,7 +106,7 @@ def main():
     gemma3 = a.family == "gemma3"
     gemma = a.family in ("gemma2", "gemma3")  # Gemma's block
     pattern = a.pattern or (2 if a.family == "gemma2" else 6)
-    biases = a.family == "qwen2"
+    biases = a.family in ("qwen2", "seed_oss")
     rng = random.Random(a.seed)
     tensors = {}
 
@@ -101,7 +117,9 @@ def main():
     sc = 1 / math.sqrt(C)
     # Gemma multiplies the embedding by sqrt(dim) and ties it to the classifier: rows of norm
     # about 1 keep both the stream and the logits about unit-variance.
-    tensor("model.embed_tokens.weight", [V, C], sc if gemma else 1.0)
+    # A tied Llama's too (--tie): with rows of norm sqrt(dim) the logits would be hundreds of nats.
+    tied = gemma or (a.family == "llama" and a.tie)
+    tensor("model.embed_tokens.weight", [V, C], sc if tied else 1.0)
     for layer in range(L):
         pre = f"model.layers.{layer}."
         tensor(pre + "input_layernorm.weight", [C], 0.1, 1.0)
@@ -131,7 +149,7 @@ def main():
             for norm in ("input_layernorm", "post_attention_layernorm"):
                 tensor(pre + norm + ".weight", [C], 0.1)
     tensor("model.norm.weight", [C], 0.1, 0.0 if gemma else 1.0)
-    if not gemma:  # Gemma ties its classifier to the embedding
+    if not tied:  # Gemma ties its classifier to the embedding, and a Llama with --tie
         tensor("lm_head.weight", [V, C], sc)
 
     if phi3:  # Phi3Attention.qkv_proj: q, k, v by rows; Phi3MLP.gate_up_proj: gate, then up
@@ -218,6 +236,23 @@ def main():
             del config[key]
         config["sliding_window"] = a.sliding_window or None
         config["rope_theta"] = 10000.0
+    if a.family == "seed_oss":  # Qwen 2's block; SeedOssConfig's bias switches
+        for key in ("use_sliding_window", "sliding_window", "max_window_layers"):
+            del config[key]
+        config.update({"architectures": ["SeedOssForCausalLM"], "attention_bias": True,
+                       "attention_out_bias": False, "mlp_bias": False})
+    if a.family == "llama":
+        for key in ("use_sliding_window", "sliding_window", "max_window_layers"):
+            del config[key]
+        config.update({
+            "architectures": ["LlamaForCausalLM"], "rope_theta": 500000.0,
+            "tie_word_embeddings": a.tie, "attention_bias": False, "mlp_bias": False,
+            "rms_norm_eps": 1e-5,
+            "max_position_embeddings": int(T * a.llama3) if a.llama3 else T,
+            "rope_scaling": ({"rope_type": "llama3", "factor": a.llama3, "low_freq_factor": 1.0,
+                              "high_freq_factor": 4.0, "original_max_position_embeddings": T}
+                             if a.llama3 else None),
+        })
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
 

@@ -42,17 +42,35 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 "$LLAMA_BIN/llama-tokenize" -m "$MODEL" -f "$TEXT" --ids --log-disable >"$work/ids.txt" 2>/dev/null
-python3 - "$work/ids.txt" "$CTX" "$CHUNKS" "$work/chunks.txt" <<'EOF'
+# The vocabulary's BOS as llama.cpp adds it: one word tokenized with and without --no-bos; the
+# first id when the two differ by one ("[1]" for LLaMA 2's vocabulary, none for a vocabulary that
+# adds none, as the npm copy of Llama 3's tokenizer.json or Qwen's). (An empty prompt is refused by
+# llama-tokenize.)
+"$LLAMA_BIN/llama-tokenize" -m "$MODEL" -p "a" --ids --log-disable >"$work/with.txt" 2>/dev/null
+"$LLAMA_BIN/llama-tokenize" -m "$MODEL" -p "a" --ids --log-disable --no-bos >"$work/without.txt" \
+  2>/dev/null
+python3 - "$work/ids.txt" "$CTX" "$CHUNKS" "$work/chunks.txt" "$work/with.txt" "$work/without.txt" <<'EOF'
 import sys
-ids = [int(x) for x in open(sys.argv[1]).read().strip().strip('[]').split(',')]
+def read_ids(path):
+    text = open(path).read().strip().strip('[]').strip()
+    return [int(x) for x in text.split(',')] if text else []
+ids = read_ids(sys.argv[1])
+with_bos, without_bos = read_ids(sys.argv[5]), read_ids(sys.argv[6])
+if len(with_bos) == len(without_bos) + 1 and with_bos[1:] == without_bos:
+    bos = with_bos[:1]
+elif with_bos == without_bos:
+    bos = []
+else:
+    sys.exit(f"llama-tokenize gave {with_bos} for 'a', and {without_bos} with --no-bos")
 n, k = int(sys.argv[2]), int(sys.argv[3])
-if ids[0] != 1:
-    ids = [1] + ids  # llama-perplexity tokenizes with BOS in front
+# llama-perplexity tokenizes the text with the vocabulary's BOS in front (llama-tokenize already
+# put it there) and, when the vocabulary adds one, makes it every chunk's first token.
 chunks = [ids[i * n:(i + 1) * n] for i in range(min(k, len(ids) // n))]
 with open(sys.argv[4], "w") as f:
     for c in chunks:
-        f.write(" ".join(map(str, [1] + c[1:])) + "\n")
-print(f"{len(ids)} tokens, {len(chunks)} chunks of {n}", file=sys.stderr)
+        f.write(" ".join(map(str, bos + c[len(bos):])) + "\n")
+print(f"{len(ids)} tokens, {len(chunks)} chunks of {n}, BOS {bos[0] if bos else 'none'}",
+      file=sys.stderr)
 EOF
 "$LLAMA_BIN/llama-perplexity" -m "$MODEL" -f "$TEXT" -c "$CTX" -b "$CTX" --chunks "$CHUNKS" \
   -t "$(nproc)" "${EXTRA[@]}" >"$work/llama.txt" 2>&1 || { cat "$work/llama.txt"; exit 1; }

@@ -301,7 +301,8 @@ std::vector<ConformanceCase> WriteConformancePack(const ConformanceOptions& o) {
     SaveGgufModel(model, gguf, static_cast<uint32_t>(GgmlType::kF32), &vocabulary, &method);
     const std::vector<std::string> tokenizer_files = {"tokenizer.model", "tokenizer.json",
                                                       "tokenizer_config.json"};
-    SaveHfModel(model, hf, SafetensorsDtype::kF32, tokenizer_files, &method);
+    SaveHfModel(model, hf, SafetensorsDtype::kF32, tokenizer_files, &method,
+                {vocabulary.bos(), vocabulary.eos()});
     SaveSentencePieceModel(vocabulary, (fs::path(hf) / "tokenizer.model").string());
     SaveSentencePieceTokenizerJson(vocabulary, (fs::path(hf) / "tokenizer.json").string());
     SaveSentencePieceTokenizerConfig(vocabulary, (fs::path(hf) / "tokenizer_config.json").string());

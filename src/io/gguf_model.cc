@@ -236,8 +236,8 @@ const ModelFamily& GgufFamily(const GgufFile& g) {
   const std::string arch = g.String("general.architecture");
   const ModelFamily* family = FindFamilyByGguf(arch);
   if (family == nullptr) {
-    Fail("{}: general.architecture is \"{}\", expected one of {} (the families stretch reads)",
-         g.path(), arch, KnownGgufArchitectures());
+    Fail("{}: general.architecture is \"{}\"{}, expected one of {} (the families stretch reads)",
+         g.path(), arch, FamilyRelativeReason(arch), KnownGgufArchitectures());
   }
   return *family;
 }

@@ -175,39 +175,6 @@ struct ConfigKeys {
   }
 };
 
-// Known relatives of LLaMA, by the start of their architecture or model_type (lower case), and
-// what stretch would get wrong running them as LLaMA.
-std::string RelativeReason(const std::string& name) {
-  std::string lower = name;
-  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  static constexpr std::pair<const char*, const char*> kRelatives[] = {
-      {"falcon", "it has a parallel attention/MLP block and LayerNorm"},
-      {"qwen3moe", "its feed-forward is a mixture of experts"},
-      {"qwen3_moe", "its feed-forward is a mixture of experts"},
-      {"qwen2moe", "its feed-forward is a mixture of experts"},
-      {"qwen2_moe", "its feed-forward is a mixture of experts"},
-      {"qwenlm", "its attention is one fused c_attn projection (Qwen 1)"},
-      {"gemma3forconditionalgeneration",
-       "the multimodal model: stretch reads the text model (Gemma3ForCausalLM, model_type "
-       "gemma3_text)"},
-      {"gemma",
-       "Gemma 1 is not read yet; Gemma 2 (Gemma2ForCausalLM) and Gemma 3's text model "
-       "(Gemma3ForCausalLM) are"},
-      {"phimoe", "its feed-forward is a mixture of experts"},
-      {"phi",
-       "Phi-1 and Phi-2 have LayerNorm, a parallel attention/MLP block, partial rotary and GELU "
-       "(Phi-3 is read: Phi3ForCausalLM)"},
-      {"mixtral", "its feed-forward is a mixture of experts"},
-      {"llama4",
-       "its feed-forward is a mixture of experts and its RoPE layers L2-normalize q and k "
-       "(its attention layout alone trains here: stretch train --attention llama4=C/K)"},
-  };
-  for (const auto& [start, why] : kRelatives) {
-    if (lower.starts_with(start)) return fmt::format(" ({})", why);
-  }
-  return "";
-}
-
 // "architectures" and "model_type": the architecture name, LlamaForCausalLM or
 // MistralForCausalLM; one of the two keys may be absent (older configs), and both must agree.
 std::string ReadArchitecture(const ConfigKeys& k) {
@@ -244,10 +211,10 @@ std::string ReadArchitecture(const ConfigKeys& k) {
   }
   if (arch) {
     Fail("{}: architectures [\"{}\"] is not read by stretch{}: {}", path, *arch,
-         RelativeReason(*arch), ReadArchitectures());
+         FamilyRelativeReason(*arch), ReadArchitectures());
   }
-  Fail("{}: model_type \"{}\" is not read by stretch{}: {}", path, *type, RelativeReason(*type),
-       ReadArchitectures());
+  Fail("{}: model_type \"{}\" is not read by stretch{}: {}", path, *type,
+       FamilyRelativeReason(*type), ReadArchitectures());
 }
 
 // Containers nested deeper than kMaxRopeDepth levels (`depth` the value's own level).
@@ -965,7 +932,8 @@ Model LoadHfModel(const std::string& dir, WeightStorage storage) {
 }
 
 void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dtype,
-                 const std::vector<std::string>& caller_files, const Method* method) {
+                 const std::vector<std::string>& caller_files, const Method* method,
+                 HfSpecialIds special) {
   const ModelConfig& c = model.config;
   // query_pre_attn_scalar holds a Gemma model's logit scale.
   if (!FamilyHoldsLayout(FamilyOf(c), c, FamilyOf(c).swa_pattern > 0)) {
@@ -1146,16 +1114,19 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
   }
   j["initializer_range"] = 0.02;
   j["use_cache"] = true;
-  j["bos_token_id"] = 1;
-  j["eos_token_id"] = 2;
+  const auto id_or_null = [](int id) {
+    return id >= 0 ? nlohmann::ordered_json(id) : nlohmann::ordered_json();
+  };
+  j["bos_token_id"] = id_or_null(special.bos);
+  j["eos_token_id"] = id_or_null(special.eos);
   j["torch_dtype"] = dtype == SafetensorsDtype::kF32   ? "float32"
                      : dtype == SafetensorsDtype::kF16 ? "float16"
                                                        : "bfloat16";
   // generation_config.json, as transformers' save_pretrained writes beside a causal LM: the
   // special tokens generate() starts and stops with.
   nlohmann::ordered_json gen;
-  gen["bos_token_id"] = 1;
-  gen["eos_token_id"] = 2;
+  gen["bos_token_id"] = id_or_null(special.bos);
+  gen["eos_token_id"] = id_or_null(special.eos);
   AtomicFile generation(InDir(dir, kHfGenerationConfigFile));
   generation.Write(gen.dump(2) + "\n");
   generation.Commit();

@@ -140,8 +140,17 @@ StoredWeights HfStoredWeightBytes(const std::string& dir);
 // llama3, longrope with their keys and original_max_position_embeddings = seq_len, and then
 // max_position_embeddings = seq_len x factor; pi:factor=F as linear; dynamic-ntk as HF's dynamic
 // with factor 1); anything else is refused by name before a file is written.
+// `special` gives config.json's and generation_config.json's bos_token_id and eos_token_id: the
+// ids of the vocabulary written beside the model (Llama 3's 128000 / 128001, not llama2.c's 1 /
+// 2); an id of -1 (no vocabulary, or one without that token) is written as null, as transformers
+// writes a token it does not know.
 struct Method;
+struct HfSpecialIds {
+  int bos = -1;
+  int eos = -1;
+};
 void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dtype,
-                 const std::vector<std::string>& caller_files = {}, const Method* method = nullptr);
+                 const std::vector<std::string>& caller_files = {}, const Method* method = nullptr,
+                 HfSpecialIds special = {});
 
 }  // namespace stretch

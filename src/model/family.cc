@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -180,6 +181,37 @@ std::string Names(const std::function<void(std::vector<std::string>&)>& add) {
   return out;
 }
 }  // namespace
+
+std::string FamilyRelativeReason(const std::string& name) {
+  std::string lower = name;
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  static constexpr std::pair<const char*, const char*> kRelatives[] = {
+      {"falcon", "it has a parallel attention/MLP block and LayerNorm"},
+      {"qwen3moe", "its feed-forward is a mixture of experts"},
+      {"qwen3_moe", "its feed-forward is a mixture of experts"},
+      {"qwen2moe", "its feed-forward is a mixture of experts"},
+      {"qwen2_moe", "its feed-forward is a mixture of experts"},
+      {"qwenlm", "its attention is one fused c_attn projection (Qwen 1)"},
+      {"gemma3forconditionalgeneration",
+       "the multimodal model: stretch reads the text model (Gemma3ForCausalLM, model_type "
+       "gemma3_text)"},
+      {"gemma",
+       "Gemma 1 is not read yet; Gemma 2 (Gemma2ForCausalLM) and Gemma 3's text model "
+       "(Gemma3ForCausalLM) are"},
+      {"phimoe", "its feed-forward is a mixture of experts"},
+      {"phi",
+       "Phi-1 and Phi-2 have LayerNorm, a parallel attention/MLP block, partial rotary and GELU "
+       "(Phi-3 is read: Phi3ForCausalLM)"},
+      {"mixtral", "its feed-forward is a mixture of experts"},
+      {"llama4",
+       "its feed-forward is a mixture of experts and its RoPE layers L2-normalize q and k "
+       "(its attention layout alone trains here: stretch train --attention llama4=C/K)"},
+  };
+  for (const auto& [start, why] : kRelatives) {
+    if (lower.starts_with(start)) return fmt::format(" ({})", why);
+  }
+  return "";
+}
 
 std::string KnownGgufArchitectures() {
   return Names([](std::vector<std::string>& v) {

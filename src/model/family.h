@@ -1,9 +1,9 @@
-// Model families as data (DESIGN.md, "Model families are data"; issue 42): a family is one
-// ModelFamily in one file of src/model/families/, holding its names in HF config.json
-// (`architectures`) and in GGUF (`general.architecture`) and one table of its tensors, each with
-// its name in every format, its shape from the configuration and where it goes in ModelWeights.
-// The readers and writers of GGUF and HF folders loop over that table (FamilyTensors) instead of
-// naming tensors themselves.
+// Model families as data (the project's design, ../shared/DESIGN.md, "Model families are data";
+// issue 42): a family is one ModelFamily in one file of src/model/families/, holding its names in
+// HF config.json (`architectures`) and in GGUF (`general.architecture`) and one table of its
+// tensors, each with its name in every format, its shape from the configuration and where it goes
+// in ModelWeights. The readers and writers of GGUF and HF folders loop over that table
+// (FamilyTensors) instead of naming tensors themselves.
 //
 // Adding a family: a new file src/model/families/NAME.cc defining
 // `extern const ModelFamily NAME_family`, picked up by the build (CMakeLists.txt writes one
@@ -174,6 +174,11 @@ void SetFamilyBlock(const ModelFamily& family, ModelConfig& c);
 // The names of every family's GGUF architectures, or HF architectures, for messages:
 // "\"llama\", \"qwen2\"".
 std::string KnownGgufArchitectures();
+// Known relatives of the families that no family reads, by the start of their HF architecture,
+// model_type or GGUF general.architecture (any case): " (why)", what stretch would get wrong
+// running them as one of its families (a mixture of experts, LayerNorm, Gemma 1 ...); "" for
+// other names.
+std::string FamilyRelativeReason(const std::string& name);
 std::string KnownHfArchitectures();
 
 // q and k rows between HF's rotate-half layout (each head's pairs split into halves: row

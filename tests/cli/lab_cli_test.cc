@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -298,6 +299,23 @@ TEST_F(LabCliTest, ModelsFlagTrainsAndScoresOnlyTheNamedModels) {
     EXPECT_TRUE(Has(line, "\"model\":\"keynorm\"")) << line;
   }
   EXPECT_FALSE(fs::exists(Path("k/models/rope")));
+}
+
+// --seed trains another model (stored in its options) and so gives other figures; the default is
+// seed 1.
+TEST_F(LabCliTest, SeedTrainsAnotherModelAndIsStoredWithIt) {
+  const testing::RunResult one = RunCli(Args(Path("s1"), "direct") + " --models keynorm");
+  ASSERT_EQ(one.exit_code, 0) << one.out;
+  const testing::RunResult two = RunCli(Args(Path("s2"), "direct") + " --models keynorm --seed 2");
+  ASSERT_EQ(two.exit_code, 0) << two.out;
+  const auto seed_of = [&](const std::string& out) {
+    return nlohmann::json::parse(testing::ReadBytes(Path(out + "/options/keynorm.json")))
+        .at("seed");
+  };
+  EXPECT_EQ(seed_of("s1"), 1);
+  EXPECT_EQ(seed_of("s2"), 2);
+  EXPECT_NE(Records({Path("s1/results.jsonl")}), Records({Path("s2/results.jsonl")}));
+  EXPECT_NE(RunCli(Args(Path("s3"), "direct") + " --seed 0").exit_code, 0);
 }
 
 TEST_F(LabCliTest, PlanPrintsThePlanAndTheEstimateAndTrainsAndScoresNothing) {

@@ -1,6 +1,7 @@
 // `stretch tokenize`: the ids of a model's tokenizer, as llama.cpp's llama-tokenize prints them.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -135,6 +136,13 @@ TEST(TokenizeCli, AByteLevelVocabularyGoesThroughConvertBothWays) {
   ASSERT_EQ(to_hf.exit_code, 0) << to_hf.out;
   EXPECT_TRUE(Has(to_hf.out, "byte-level BPE, pre-tokenizer qwen2")) << to_hf.out;
   EXPECT_TRUE(std::filesystem::exists(hf + "/tokenizer_config.json"));
+  // config.json and generation_config.json name the vocabulary's own special tokens: EOS 259,
+  // and no BOS (null), not llama2.c's 1 and 2.
+  for (const char* file : {"/config.json", "/generation_config.json"}) {
+    const nlohmann::json j = nlohmann::json::parse(testing::ReadBytes(hf + file));
+    EXPECT_EQ(j.at("eos_token_id"), 259) << file;
+    EXPECT_TRUE(j.at("bos_token_id").is_null()) << file;
+  }
   const auto to_gguf = RunCli("convert -m " + Quote(hf) + " --to gguf --out " + Quote(again));
   ASSERT_EQ(to_gguf.exit_code, 0) << to_gguf.out;
   const std::string text = "ab a<tool> ab<|end|>";
@@ -177,6 +185,11 @@ std::vector<std::string> ThroughConvertBothWays(const Tokenizer& vocab, const st
   const std::string config = testing::ReadBytes(hf + "/tokenizer_config.json");
   EXPECT_TRUE(Has(config, "\"" + vocab.Piece(vocab.bos()) + "\"")) << config;
   EXPECT_TRUE(Has(config, "\"" + vocab.Piece(vocab.eos()) + "\"")) << config;
+  for (const char* file : {"/config.json", "/generation_config.json"}) {  // the same ids
+    const nlohmann::json j = nlohmann::json::parse(testing::ReadBytes(hf + file));
+    EXPECT_EQ(j.at("bos_token_id"), vocab.bos()) << file;
+    EXPECT_EQ(j.at("eos_token_id"), vocab.eos()) << file;
+  }
   const auto to_gguf = RunCli("convert -m " + Quote(hf) + " --to gguf --out " + Quote(again));
   EXPECT_EQ(to_gguf.exit_code, 0) << to_gguf.out;
   if (to_gguf.exit_code != 0) return {};

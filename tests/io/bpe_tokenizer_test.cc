@@ -646,6 +646,35 @@ void ExpectTransformersJsOnEveryBook(const std::string& dir, const std::string& 
               files.size(), tokens);
 }
 
+// Every string of llama.cpp's test vectors (all its .inp files in ../shared, whichever vocabulary
+// they were written for) through the tokenizer.json in `dir`, against transformers.js: the
+// strings that trip tokenizers (runs of spaces and newlines, digits, scripts, emoji, code).
+void ExpectTransformersJsOnLlamaCppsStrings(const std::string& dir, const std::string& label) {
+  const std::string folder = testing::SharedPath("models/ggml_vocab");
+  STRETCH_SKIP_IF_MISSING(folder);
+  const std::vector<std::string> files = testing::VocabCaseFiles(folder);
+  ASSERT_GE(files.size(), 3u);
+  std::vector<std::string> args = {"--cases"};
+  args.insert(args.end(), files.begin(), files.end());
+  std::string why;
+  const auto want = ReferenceIds(dir, args, &why);
+  if (!want) GTEST_SKIP() << why;
+  const BpeTokenizer t = BpeTokenizer::FromTokenizerJson(dir + "/tokenizer.json");
+  size_t k = 0;
+  for (const std::string& file : files) {
+    for (const std::string& input : testing::VocabCaseInputs(file)) {
+      ASSERT_LT(k, want->size()) << "transformers.js gave fewer lines than there are cases";
+      const std::vector<int> ids = t.Encode(input);
+      const std::string got = Joined(ids).substr(ids.empty() ? 0 : 1);
+      EXPECT_EQ(got, (*want)[k]) << file << ", case \"" << input << "\"";
+      ++k;
+    }
+  }
+  EXPECT_GT(k, 150u);
+  std::printf("%s: %zu strings of %zu llama.cpp test files, every id as transformers.js gives it\n",
+              label.c_str(), k, files.size());
+}
+
 TEST(BpeLlama3, TokenizerJsonPassesLlamaCppsTestVectors) {
   const std::string dir = VocabDir("llama3");
   STRETCH_SKIP_IF_NO_VOCAB(dir);
@@ -706,6 +735,21 @@ TEST(BpeGemma3, TokenizerJsonMatchesTransformersJs) {
   const std::string got = Joined(ids).substr(1);
   EXPECT_EQ(got, (*want)[0]);
   EXPECT_EQ(t.Decode(ids), text);
+}
+
+TEST(BpeReference, Llama3Qwen3Gemma3MatchTransformersJsOnLlamaCppsStrings) {
+  std::string missing;
+  for (const auto& [name, label] : {std::pair{"llama3", "Llama 3"}, std::pair{"qwen3", "Qwen 3"},
+                                    std::pair{"gemma3", "Gemma 3"}}) {
+    const std::string dir = VocabDir(name);
+    if (!std::filesystem::exists(dir + "/tokenizer.json")) {
+      missing += std::string(missing.empty() ? "" : ", ") + dir;
+      continue;
+    }
+    SCOPED_TRACE(label);
+    ExpectTransformersJsOnLlamaCppsStrings(dir, label);
+  }
+  if (!missing.empty()) GTEST_SKIP() << missing << " missing (bash scripts/setup.sh sanitize)";
 }
 
 TEST(BpeGemma3, TokenizerJsonMatchesTransformersJsOnEveryBook) {

@@ -589,6 +589,12 @@ TEST(GgufModel, RefusesWhatItCannotRunByName) {
   auto kv = base();
   kv[0].second = GgufString("gpt2");
   EXPECT_NE(error(kv, false, 32).find("general.architecture is \"gpt2\""), std::string::npos);
+  // A relative of a family that no family reads: named with what stretch would get wrong.
+  kv[0].second = GgufString("qwen2moe");
+  EXPECT_NE(error(kv, false, 32).find("\"qwen2moe\" (its feed-forward is a mixture of experts)"),
+            std::string::npos);
+  kv[0].second = GgufString("gemma");
+  EXPECT_NE(error(kv, false, 32).find("Gemma 1 is not read yet"), std::string::npos);
   kv = base();
   kv.push_back({"llama.rope.scaling.type", GgufString("su")});
   EXPECT_NE(error(kv, false, 32).find("llama.rope.scaling.type"), std::string::npos);

@@ -73,10 +73,10 @@ std::vector<std::string> Books() {
   return files;
 }
 
-// Encodes every book and llama.cpp's cases of `cases_vocab` (may be "") with the tokenizer.json of
-// `dir` and with its GGUF form; every id must agree.
+// Encodes every book and every string of llama.cpp's test vectors with the tokenizer.json of `dir`
+// and with its GGUF form; every id must agree.
 void ExpectGgufFormEncodesAsTheJson(const std::string& dir, const std::string& gguf_path,
-                                    const std::string& cases_vocab, const std::string& label) {
+                                    const std::string& label) {
   const BpeTokenizer json = BpeTokenizer::FromTokenizerJson(dir + "/tokenizer.json");
   const GgufFile g = GgufFile::Open(gguf_path);
   std::unique_ptr<TextTokenizer> from_gguf;
@@ -131,20 +131,17 @@ void ExpectGgufFormEncodesAsTheJson(const std::string& dir, const std::string& g
       EXPECT_TRUE(json_again->Encode(text) == want) << book << " (written back)";
     }
   }
+  // Every string of llama.cpp's test vectors, whichever vocabulary its file was written for.
   int cases = 0;
-  if (!cases_vocab.empty()) {
-    const std::string vectors =
-        testing::SharedPath("models/ggml_vocab/ggml-vocab-" + cases_vocab + ".gguf");
-    if (std::filesystem::exists(vectors + ".inp")) {
-      const Cases c = ReadCases(vectors);
-      for (const std::string& input : c.inputs) {
-        std::vector<int> got = from_gguf->EncodePrompt(input);
-        if (from_gguf->bos() >= 0 && !got.empty() && got[0] == from_gguf->bos()) {
-          got.erase(got.begin());
-        }
-        EXPECT_EQ(Ids(got), Ids(json.Encode(input))) << "\"" << input << "\"";
-        ++cases;
+  for (const std::string& file :
+       testing::VocabCaseFiles(testing::SharedPath("models/ggml_vocab"))) {
+    for (const std::string& input : testing::VocabCaseInputs(file)) {
+      std::vector<int> got = from_gguf->EncodePrompt(input);
+      if (from_gguf->bos() >= 0 && !got.empty() && got[0] == from_gguf->bos()) {
+        got.erase(got.begin());
       }
+      EXPECT_EQ(Ids(got), Ids(json.Encode(input))) << file << ": \"" << input << "\"";
+      ++cases;
     }
   }
   std::printf(
@@ -162,7 +159,7 @@ TEST_F(GgufVocabularyTest, Llama3GgufFormEncodesEveryBookAsItsTokenizerJson) {
   const std::string path = WriteVocabulary(GgufVocabularyKeys(json), "llama3.gguf");
   const GgufFile g = GgufFile::Open(path);
   EXPECT_EQ(g.String("tokenizer.ggml.pre"), "llama-bpe");
-  ExpectGgufFormEncodesAsTheJson(dir, path, "llama-bpe", "Llama 3");
+  ExpectGgufFormEncodesAsTheJson(dir, path, "Llama 3");
 }
 
 TEST_F(GgufVocabularyTest, Qwen3GgufFormEncodesEveryBookAsItsTokenizerJson) {
@@ -183,7 +180,7 @@ TEST_F(GgufVocabularyTest, Qwen3GgufFormEncodesEveryBookAsItsTokenizerJson) {
   // llama.cpp's converter writes it.
   EXPECT_EQ(back.Kind(151659), BpeTokenKind::kControl);
   EXPECT_EQ(back.Kind(151667), BpeTokenKind::kNormal);  // <think>
-  ExpectGgufFormEncodesAsTheJson(dir, path, "qwen2", "Qwen 3");
+  ExpectGgufFormEncodesAsTheJson(dir, path, "Qwen 3");
 }
 
 TEST_F(GgufVocabularyTest, Gemma3GgufFormEncodesEveryBookAsItsTokenizerJson) {
@@ -214,7 +211,7 @@ TEST_F(GgufVocabularyTest, Gemma3GgufFormEncodesEveryBookAsItsTokenizerJson) {
   const std::string prompt = "a<unused0>b<start_of_turn>user";
   EXPECT_EQ(Ids(MakeLlama2cTextTokenizer(spm)->EncodePromptParsingSpecial(prompt)),
             Ids(MakeBpeTextTokenizer(json)->EncodePromptParsingSpecial(prompt)));
-  ExpectGgufFormEncodesAsTheJson(dir, path, "", "Gemma 3");
+  ExpectGgufFormEncodesAsTheJson(dir, path, "Gemma 3");
 }
 
 // ---- GGUF SentencePiece vocabularies with their own layout ---------------------------------

@@ -8,8 +8,10 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "reference/method_llama.h"
 #include "src/core/error.h"
 #include "src/core/rng.h"
 #include "src/io/gguf.h"
@@ -20,6 +22,8 @@
 #include "src/position/method.h"
 #include "tests/testing/family_files.h"
 #include "tests/testing/files.h"
+#include "tests/testing/logits.h"
+#include "tests/testing/method_specs.h"
 #include "tests/testing/random_model.h"
 
 namespace stretch {
@@ -156,6 +160,34 @@ TEST_F(Phi3FilesTest, FusedRowsAreReadAsPhi3AttentionAndPhi3MlpReadThem) {
   }
   EXPECT_LE(worst, 1e-10);
   EXPECT_GT(order, 1e-3) << "the test cannot tell the gate's half from the up half";
+}
+
+// The model read from a Phi-3 folder (fused qkv_proj and gate_up_proj) against the double
+// reference of the weights it was written from, under every training-free method: within 8 times
+// the float reference's own distance (as tests/model/method_model_test.cc). The reference with the
+// gate and up halves swapped, as a reader that split gate_up_proj the other way would run, is far
+// off.
+TEST_F(Phi3FilesTest, TheFusedFileEqualsTheReferenceUnderEveryMethodAndFailsASwappedSplit) {
+  const Model m = testing::RandomModel(Config(), 31);
+  SaveHfModel(m, Path("fwd"), SafetensorsDtype::kF32);
+  const Model loaded = LoadHfModel(Path("fwd"));
+  const ModelConfig& c = m.config;
+  const std::vector<int> tokens = testing::RandomTokens(150, c.vocab_size, 32);
+  const RopeGeometry geo{c.seq_len, c.head_dim(), c.rope_base};
+  Model swapped = m;
+  for (LayerWeights& l : swapped.weights.layers) std::swap(l.w1, l.w3);
+  for (const std::string& spec : testing::EveryMethodSpec(c.head_dim(), c.seq_len)) {
+    SCOPED_TRACE(spec);
+    const AttentionPlan plan = MakeAttentionPlan(ParseMethod(spec), geo, 150);
+    const ref::PositionRef pos = ref::MethodPositionRef(plan);
+    const std::vector<double> exact = ref::LlamaForwardRef<double>(m, tokens, pos);
+    const double tol =
+        8 * testing::MaxAbsDiff(ref::LlamaForwardRef<float>(m, tokens, pos), exact) + 1e-6;
+    const std::vector<float> got = testing::Logits(loaded, spec, tokens);
+    EXPECT_LE(testing::MaxAbsDiff(got, exact), tol);
+    EXPECT_GT(testing::MaxAbsDiff(got, ref::LlamaForwardRef<double>(swapped, tokens, pos)),
+              100 * tol);
+  }
 }
 
 TEST_F(Phi3FilesTest, LongRopeGoesToBothFormatsAsPhi3sToolsWriteIt) {

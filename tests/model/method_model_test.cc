@@ -17,6 +17,7 @@
 #include "src/model/transformer.h"
 #include "src/position/method.h"
 #include "tests/testing/logits.h"
+#include "tests/testing/method_specs.h"
 #include "tests/testing/random_model.h"
 #include "tests/testing/sanitizer.h"
 
@@ -27,32 +28,8 @@ constexpr int kTokens = 150;  // fed length L' with TinyConfig's L = 64: s ~ 2.3
 
 using testing::RandomTokens;
 
-// Head dim 8 (TinyConfig: dim 32, 4 heads): longrope lists have 4 entries.
-std::vector<std::string> Specs() {
-  return {"direct",
-          "pi",
-          "ntk",
-          "ntk-fixed:factor=3",
-          "yarn",
-          "yarn:factor=4,mscale=1,mscale_all_dim=0.5",
-          "llama3:factor=4",
-          "longrope:short=1/1.1/1.2/1.3,long=1/2/3/4",
-          "dynamic-ntk",
-          "dynamic-yarn",
-          "dynamic-longrope:short=1/1.1/1.2/1.3,long=1/2/3/4",
-          "rerope:window=20",
-          "leaky-rerope:window=20,k=3",
-          "self-extend:group=3,window=16",
-          "window:window=24",
-          "lambda:sinks=2,window=24",
-          "streaming:sinks=2,window=24",
-          "blockwise:window=16",
-          "chunked:window=24",
-          "string:shift=30,window=6",
-          "dca:chunk=48",
-          "yarn:factor=2+logn",
-          "rerope:window=20+logn"};
-}
+// Every training-free method (tests/testing/method_specs.h) at TinyConfig's L = 64.
+std::vector<std::string> Specs(int head_dim = 8) { return testing::EveryMethodSpec(head_dim, 64); }
 
 // kLastChunks7: chunks of 7 keeping only the last token's hidden state (Transformer::Rows::kLast);
 // EngineLogits then gives that row's logits only. kSequenceFrom: the sequence forward asked for
@@ -124,15 +101,14 @@ TEST(MethodModel, EveryMethodMatchesTheDoubleForwardInEveryPath) {
   }
 }
 
-// A block choice of a family under a few methods of each kind, in every path: the engine on `m`
+// A block choice of a family under every method, in every path: the engine on `m`
 // matches the double reference within the float reference's own error, and the reference run
 // without the choice (`without`, the same weights) is far off, so the choice is what it matches.
 void ExpectChoiceMatchesEveryPath(const Model& m, const Model& without, uint64_t seed) {
   const ModelConfig& c = m.config;
   const std::vector<int> tokens = RandomTokens(kTokens, c.vocab_size, seed);
   const RopeGeometry geo{c.seq_len, c.head_dim(), c.rope_base};
-  for (const std::string spec : {"direct", "yarn", "rerope:window=20+logn",
-                                 "self-extend:group=3,window=16", "window:window=24"}) {
+  for (const std::string& spec : Specs(c.head_dim())) {
     const AttentionPlan plan = MakeAttentionPlan(ParseMethod(spec), geo, kTokens);
     const ref::PositionRef pos = ref::MethodPositionRef(plan);  // holds `plan` by reference
     const std::vector<double> exact = ref::LlamaForwardRef<double>(m, tokens, pos);
@@ -143,6 +119,20 @@ void ExpectChoiceMatchesEveryPath(const Model& m, const Model& without, uint64_t
               100 * tol)
         << spec;
   }
+}
+
+// Llama 3.2's block: grouped-query (TinyConfig's 2 kv heads for 4) with the classifier tied to the
+// embedding, at Llama 3's RoPE base; every method (llama3 among them). Without the tie (the same
+// weights with a classifier of their own) the reference is far off.
+TEST(MethodModel, TiedGroupedQueryLlamaMatchesTheDoubleForwardInEveryPath) {
+  ModelConfig c = testing::TinyConfig();
+  c.shared_classifier = true;
+  c.rope_base = 500000.0f;
+  const Model m = testing::RandomModel(c, 61);
+  Model untied = m;
+  untied.config.shared_classifier = false;
+  untied.weights.classifier = testing::RandomModel(testing::TinyConfig(), 62).weights.classifier;
+  ExpectChoiceMatchesEveryPath(m, untied, 63);
 }
 
 // Qwen 2's q/k/v biases (ModelConfig::qkv_bias).

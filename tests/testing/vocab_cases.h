@@ -2,6 +2,7 @@
 // .out, as its test-tokenizer-0 reads them), for the tokenizer tests.
 #pragma once
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -36,6 +37,33 @@ inline VocabCases ReadVocabCases(const std::string& vocab) {
     at = end + 1;
   }
   return c;
+}
+
+// Every .inp file of llama.cpp's test vectors in `folder` (../shared/models/ggml_vocab), sorted:
+// strings written to trip tokenizers (spaces, digits, scripts, emoji, code), usable with any
+// vocabulary. Empty when the folder is missing.
+inline std::vector<std::string> VocabCaseFiles(const std::string& folder) {
+  std::vector<std::string> files;
+  if (!std::filesystem::exists(folder)) return files;
+  for (const auto& e : std::filesystem::directory_iterator(folder)) {
+    if (e.path().extension() == ".inp") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// The inputs of one .inp file (the path itself), cut at llama.cpp's separator.
+inline std::vector<std::string> VocabCaseInputs(const std::string& inp_path) {
+  const std::string inp = ReadBytes(inp_path);
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> inputs;
+  for (size_t at = 0; at < inp.size();) {
+    size_t end = inp.find(sep, at);
+    if (end == std::string::npos) end = inp.size();
+    inputs.push_back(inp.substr(at, end - at));
+    at = end == inp.size() ? end : end + sep.size();
+  }
+  return inputs;
 }
 
 // The 256 one-byte pieces of a byte-level vocabulary, byte b at id b, spelt as GPT-2 spells bytes

@@ -66,6 +66,7 @@ struct Vocabulary {
   std::optional<BpeTokenizer> bpe;  // Hugging Face folders: a BPE tokenizer.json to write
   std::vector<std::string> copied;  // Hugging Face folders: the input's tokenizer files as they are
   std::string what;                 // for the summary line
+  HfSpecialIds ids;                 // its BOS and EOS, for a Hugging Face folder's config.json
 };
 
 std::string BpeWhat(const BpeTokenizer& bpe) {
@@ -89,6 +90,7 @@ Vocabulary BpeVocabulary(const ConvertArgs& a, const std::string& json, const st
   }
   Vocabulary v;
   v.what = BpeWhat(bpe);
+  v.ids = {bpe.bos(), bpe.eos()};
   if (a.to == "gguf") {
     v.gguf_keys = GgufVocabularyKeys(bpe);
   } else if (bpe.options().chars) {
@@ -129,6 +131,7 @@ Vocabulary VocabularyToWrite(const ConvertArgs& a, const Loaded& loaded) {
     } else if (a.to == "hf" && g.StringOr("tokenizer.ggml.model", "") == "gpt2") {
       v.bpe = BpeTokenizer::FromGguf(g);
       v.what = BpeWhat(*v.bpe);
+      v.ids = {v.bpe->bos(), v.bpe->eos()};
       return v;
     } else {
       Fail("{}: its {} vocabulary (tokenizer.ggml.model) is written only into GGUF files so far",
@@ -170,6 +173,7 @@ Vocabulary VocabularyToWrite(const ConvertArgs& a, const Loaded& loaded) {
           path, dropped.count, dropped.first));
     }
     v.what = BpeWhat(*v.bpe);
+    v.ids = {v.spm->bos(), v.spm->eos()};
     v.spm.reset();
     return v;
   }
@@ -181,7 +185,10 @@ Vocabulary VocabularyToWrite(const ConvertArgs& a, const Loaded& loaded) {
         v.spm->add_space_prefix() ? "" : ", no leading space",
         v.spm->user_defined().empty() ? "" : ", user-defined tokens");
   }
-  if (v.spm) v.what = fmt::format(", vocabulary of {} tokens", v.spm->vocab_size());
+  if (v.spm) {
+    v.what = fmt::format(", vocabulary of {} tokens", v.spm->vocab_size());
+    v.ids = {v.spm->bos(), v.spm->eos()};
+  }
   return v;
 }
 
@@ -285,7 +292,7 @@ void RunConvert(const ConvertArgs& a) {
     // A byte-level vocabulary that has no tokenizer.json form is refused before anything is
     // written.
     if (vocabulary.bpe) (void)SerializeBpeTokenizerJson(*vocabulary.bpe);
-    SaveHfModel(loaded.model, a.out, dtype, tokenizer_files, &method);
+    SaveHfModel(loaded.model, a.out, dtype, tokenizer_files, &method, vocabulary.ids);
     const std::filesystem::path dir(a.out);
     if (tok) {
       SaveSentencePieceModel(*tok, (dir / "tokenizer.model").string());

@@ -38,6 +38,7 @@ struct LabArgs {
   std::vector<std::string> stages;  // --stage, repeated
   bool no_stages = false;
   int64_t copy_trials = -1, text_copy_trials = -1;
+  int64_t seed = 1;
   bool no_llama_passkey = false;
   bool score_not_informative = false;
   bool plan = false;
@@ -117,6 +118,7 @@ LabOptions OptionsOf(const LabArgs& a) {
   if (a.no_bos_rows) o.bos_rows = false;
   if (a.copy_trials >= 0) o.copy_trials = a.copy_trials;
   if (a.text_copy_trials >= 0) o.text_copy_trials = a.text_copy_trials;
+  o.seed = static_cast<uint64_t>(a.seed);
   if (a.no_llama_passkey) o.passkey_llama = false;
   o.score_not_informative = a.score_not_informative;
   o.plan_only = a.plan;
@@ -380,6 +382,14 @@ void RegisterLab(CLI::App& app) {
                   "points above its control, and 16 trials leave +-7 points; full: as "
                   "--copy-trials); 0: as --copy-trials")
       ->check(Whole(0, 1 << 20));
+  cmd->add_option("--seed", a->seed,
+                  "seeds every model's training (its initial weights and rows) and the scoring's "
+                  "draws (spans, passkeys, bootstrap); default 1. The intervals of the tables "
+                  "cover the draws of one trained model, not the training: the same lab trained "
+                  "with another seed can move a far-copy margin by 10-20 points (docs/training.md, "
+                  "seventeenth round), so run a few seeds into separate --out folders before "
+                  "reading a difference between methods as a property of the method")
+      ->check(Whole(1, int64_t{1} << 40));
   cmd->add_flag("--no-llama-passkey", a->no_llama_passkey,
                 "no passkey cells in llama.cpp's llama-passkey layout (only stretch's own)");
   cmd->add_flag("--score-not-informative", a->score_not_informative,
