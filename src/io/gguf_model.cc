@@ -734,7 +734,7 @@ void AddMethod(const std::string& path, const ModelConfig& c, const Method& m,
       }
     }
   } else if (r.scaling == RopeScaling::kLlama3) {
-    if (std::string_view(arch) != "llama") {
+    if (!FamilyOf(c).gguf_rope_freqs) {
       refuse(
           fmt::format("llama.cpp reads rope_freqs.weight (LLaMA 3.1's rule) for the llama "
                       "architecture, and this is a {} model",

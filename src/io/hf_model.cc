@@ -280,11 +280,12 @@ Json WithoutType(Json j) {
   return j;
 }
 
-// Gemma's config.json keys beyond the LLaMA ones (Gemma2Config, Gemma3TextConfig; their defaults
-// where a key is absent): the soft caps (Gemma 2: 50 and 30, null for none; Gemma 3: none), the
-// query scale, and the local and global layers (src/model/families/gemma2.cc, gemma3.cc).
-void ParseGemmaConfig(const ConfigKeys& k, const std::string& path, int D,
-                      const ModelFamily& family, ModelConfig& c) {
+// The config.json keys of a family with local and global layers or soft caps (ModelFamily::
+// swa_pattern, softcaps: Gemma2Config, Gemma3TextConfig; their defaults where a key is absent):
+// the soft caps (Gemma 2: 50 and 30, null for none; Gemma 3: none), the query scale, and the
+// local and global layers (src/model/families/gemma2.cc, gemma3.cc).
+void ParseLocalGlobalConfig(const ConfigKeys& k, const std::string& path, int D,
+                            const ModelFamily& family, ModelConfig& c) {
   for (auto [key, cap, fallback] :
        {std::tuple{"attn_logit_softcapping", &c.attn_softcap, 50.0},
         std::tuple{"final_logit_softcapping", &c.final_softcap, 30.0}}) {
@@ -377,7 +378,7 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
       "rms_norm_eps", [](double v) { return v <= 1.0 && static_cast<float>(v) > 0.0f; },
       "a number in (0, 1]"));
   // LlamaConfig's default: untied; Gemma3TextConfig's: tied.
-  c.shared_classifier = k.Bool("tie_word_embeddings", family.gemma_block);
+  c.shared_classifier = k.Bool("tie_word_embeddings", family.hf_default_tied);
 
   if (c.n_heads % c.n_kv_heads != 0) {
     Fail("{}: num_key_value_heads {} does not divide num_attention_heads {}", path, c.n_kv_heads,
@@ -388,9 +389,11 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
   // or null.
   int D = 0;
   std::string from;
-  // Gemma3TextConfig's head_dim defaults to 256.
+  // The config class's default where the key is absent (Gemma3TextConfig: 256); null: derived.
   std::optional<int64_t> head_dim = k.OptionalCount("head_dim", kMaxDim);
-  if (!head_dim && family.gemma_block && k.Find("head_dim") == nullptr) head_dim = 256;
+  if (!head_dim && family.hf_default_head_dim > 0 && k.Find("head_dim") == nullptr) {
+    head_dim = family.hf_default_head_dim;
+  }
   if (head_dim) {
     D = static_cast<int>(*head_dim);
     from = "head_dim";
@@ -404,20 +407,21 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
     from = fmt::format("hidden_size {} / num_attention_heads {}", c.dim, c.n_heads);
   }
   if (D % 2 != 0) Fail("{}: head dimension {} ({}) is odd: RoPE rotates pairs", path, D, from);
-  // transformers' ACT2FN: "silu" and "swish" are both nn.SiLU; Gemma's "gelu_pytorch_tanh" is
-  // GELU's tanh approximation (Gemma3TextConfig.hidden_activation, its default).
+  // The family's activation (SetFamilyBlock). transformers' ACT2FN: "silu" and "swish" are both
+  // nn.SiLU; Gemma's "gelu_pytorch_tanh" is GELU's tanh approximation (Gemma3TextConfig.
+  // hidden_activation, its default, which a null hidden_act leaves in force).
+  const bool gelu = c.activation == FfnActivation::kGeluTanh;
   for (const char* key : {"hidden_act", "hidden_activation"}) {
     const Json* act = k.Find(key);
-    if (act == nullptr || (family.gemma_block && act->is_null())) continue;
+    if (act == nullptr || (gelu && act->is_null())) continue;
     if (!act->is_string()) k.Bad(key, *act, "a string");
     const std::string a = act->get<std::string>();
-    if (family.gemma_block ? a != "gelu_pytorch_tanh" : a != "silu" && a != "swish") {
+    if (gelu ? a != "gelu_pytorch_tanh" : a != "silu" && a != "swish") {
       Fail("{}: {} is \"{}\", expected \"{}\" (the {} feed-forward)", path, key, a,
-           family.gemma_block ? "gelu_pytorch_tanh" : "silu",
-           family.gemma_block ? "GeGLU" : "SwiGLU");
+           gelu ? "gelu_pytorch_tanh" : "silu", gelu ? "GeGLU" : "SwiGLU");
     }
   }
-  if (family.gemma_block) ParseGemmaConfig(k, path, D, family, c);
+  if (family.swa_pattern > 0 || family.softcaps) ParseLocalGlobalConfig(k, path, D, family, c);
   // LlamaConfig's and Qwen3Config's switches for biases (Qwen2Config has none: its q/k/v biases
   // are the family's). attention_bias would also put one on o_proj.
   for (const char* key : {"attention_bias", "mlp_bias"}) {
@@ -430,13 +434,13 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
   k.Number(
       "partial_rotary_factor", [](double v) { return v == 1.0; }, kEveryPair);
 
-  if (std::string_view(family.name).starts_with("qwen") && k.Bool("use_sliding_window", false)) {
-    // Qwen2Config, Qwen3Config: with use_sliding_window, layers from max_window_layers on attend
-    // to the last sliding_window keys (transformers' modeling_qwen2.py, layer_types).
-    Fail(
-        "{}: use_sliding_window is true: the {} family's windowed layers are not read from "
-        "Hugging Face folders yet (expected false, as Qwen 2, 2.5 and 3 ship)",
-        path, family.name);
+  for (const FamilyUnreadSwitch& s : family.hf_unread_switches) {
+    if (k.Bool(s.key, false)) {
+      Fail(
+          "{}: {} is true: the {} family's {} are not read from Hugging Face folders yet "
+          "(expected false or absent)",
+          path, s.key, family.name, s.what);
+    }
   }
   // A sliding window on every layer: the family's windowed architecture (MistralForCausalLM) has
   // config.json's sliding_window, W keys per query counting the query itself (the family's file
@@ -1079,12 +1083,12 @@ void SaveHfModel(const Model& model, const std::string& dir, SafetensorsDtype dt
     j["original_max_position_embeddings"] = rope_scaling["original_max_position_embeddings"];
   }
   j["tie_word_embeddings"] = c.shared_classifier;
-  if (!family.gemma_block) j["hidden_act"] = "silu";
+  if (c.activation == FfnActivation::kSilu) j["hidden_act"] = "silu";  // Gemma's: family keys
   // The family's own config class's keys (ModelFamily::hf_config_keys): switches left off.
   const nlohmann::ordered_json family_keys = nlohmann::ordered_json::parse(family.hf_config_keys);
   for (const auto& [key, value] : family_keys.items()) j[key] = value;
   if (window > 0) j["sliding_window"] = window;
-  if (family.softcaps || family.gemma_block) {  // Gemma2Config's soft caps; null: none
+  if (family.softcaps || family.swa_pattern > 0) {  // Gemma2Config's soft caps; null: none
     for (auto [key, cap] : {std::pair{"attn_logit_softcapping", c.attn_softcap},
                             std::pair{"final_logit_softcapping", c.final_softcap}}) {
       j[key] = cap > 0.0 ? nlohmann::ordered_json(ShortestDouble(static_cast<float>(cap)))

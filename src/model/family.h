@@ -77,6 +77,13 @@ struct FamilyTensor {
   bool Fused() const { return !parts.empty(); }
 };
 
+// A config.json switch of a family's config class that turns on something stretch does not read
+// (Qwen2Config's use_sliding_window): a folder with it true is refused, naming `what`.
+struct FamilyUnreadSwitch {
+  const char* key;   // "use_sliding_window"
+  const char* what;  // "windowed layers from max_window_layers on"
+};
+
 struct ModelFamily {
   const char* name;                               // "llama"
   std::span<const char* const> hf_architectures;  // config.json "architectures"
@@ -117,6 +124,17 @@ struct ModelFamily {
   bool gguf_tied = false;
   // config.json's rope_theta when absent (the config class's default: Gemma3TextConfig 1e6).
   double hf_default_rope_base = 10000.0;
+  // config.json's tie_word_embeddings when absent (LlamaConfig: false; Gemma2Config,
+  // Gemma3TextConfig: true).
+  bool hf_default_tied = false;
+  // config.json's head_dim when the key is absent (Gemma2Config, Gemma3TextConfig: 256); 0:
+  // hidden_size / num_attention_heads, as transformers derives it for the LLaMA-like configs.
+  int64_t hf_default_head_dim = 0;
+  // config.json switches that must be absent or false (FamilyUnreadSwitch).
+  std::span<const FamilyUnreadSwitch> hf_unread_switches = {};
+  // GGUF files of this family can hold LLaMA 3.1's rule as rope_freqs.weight: llama.cpp loads
+  // that tensor for the architecture (llama).
+  bool gguf_rope_freqs = false;
   // GGUF files of this family can hold LongRoPE (rope.scaling.type "longrope" with tensors
   // rope_factors_short/long.weight): llama.cpp loads those tensors for the architecture (phi3).
   bool gguf_longrope = false;

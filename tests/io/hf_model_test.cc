@@ -790,7 +790,12 @@ TEST_F(HfConfigTest, ArchitecturesAreReadOrRefusedByName) {
   c["model_type"] = "qwen2";
   EXPECT_TRUE(Names(Read(c), {"self_attn.q_proj.bias is missing"}));
   c["use_sliding_window"] = true;
-  EXPECT_TRUE(Names(Read(c), {"use_sliding_window is true"}));
+  EXPECT_TRUE(Names(Read(c), {"use_sliding_window is true", "qwen2 family's windowed layers"}));
+  c["architectures"] = {"Qwen3ForCausalLM"};  // the same switch, in qwen3's descriptor
+  c["model_type"] = "qwen3";
+  EXPECT_TRUE(Names(Read(c), {"use_sliding_window is true", "qwen3 family's windowed layers"}));
+  c["architectures"] = {"Qwen2ForCausalLM"};
+  c["model_type"] = "qwen2";
   c.erase("architectures");
   c.erase("model_type");
   EXPECT_TRUE(Names(Read(c), {"architectures and model_type are missing"}));

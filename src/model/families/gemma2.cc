@@ -94,6 +94,8 @@ constinit const ModelFamily gemma2_family = {
     .gguf_wide_scale_layers = 46,
     .softcaps = true,
     .gguf_tied = true,
+    .hf_default_tied = true,
+    .hf_default_head_dim = 256,
     .gguf_rope_halves = true,
     .hf_config_keys =
         R"({"attention_bias": false, "attention_dropout": 0.0, "hidden_activation": "gelu_pytorch_tanh"})",

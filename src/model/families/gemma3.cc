@@ -95,6 +95,8 @@ constinit const ModelFamily gemma3_family = {
     .swa_local_base = 10000.0,
     .gguf_wide_scale_layers = 62,
     .hf_default_rope_base = 1e6,
+    .hf_default_tied = true,
+    .hf_default_head_dim = 256,
     .gguf_rope_halves = true,
     .hf_config_keys =
         R"({"attention_bias": false, "attention_dropout": 0.0, "final_logit_softcapping": null, "attn_logit_softcapping": null, "hidden_activation": "gelu_pytorch_tanh"})",

@@ -55,6 +55,7 @@ constinit const ModelFamily llama_family = {
     // sliding_window_overlay: key kv is seen by query q when kv > q - sliding_window, so W counts
     // the query itself (keys q - W + 1 .. q), as LayerLayout::window; MistralConfig's default
     // sliding_window is 4096.
+    .gguf_rope_freqs = true,  // LLaMA 3.1's rule (llama.cpp's llama architecture)
     .hf_window_architecture = 1,
     .hf_default_window = 4096,
     .hf_config_keys =

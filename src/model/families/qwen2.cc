@@ -6,8 +6,7 @@
 // output_norm, output, attn_norm, attn_q/k/v (weight and bias), attn_output, ffn_norm,
 // ffn_gate/down/up) write them. llama.cpp runs qwen2 with LLAMA_ROPE_TYPE_NEOX (rotate-half), and
 // its converter leaves q and k unpermuted for it: the GGUF file keeps HF's row layout.
-// config.json's sliding-window keys (use_sliding_window, sliding_window, max_window_layers) are
-// read by src/io/hf_model.cc.
+// config.json's use_sliding_window is refused when true (kUnread below).
 #include "src/model/family.h"
 
 namespace stretch::families {
@@ -21,6 +20,12 @@ using R = FamilyRopeRows;
 
 constexpr const char* kHfNames[] = {"Qwen2ForCausalLM"};
 constexpr const char* kHfTypes[] = {"qwen2"};
+
+// Qwen2Config's use_sliding_window: layers from max_window_layers on attend to the last
+// sliding_window keys (transformers' modeling_qwen2.py, layer_types); the released models ship
+// it false, and stretch does not read those layers from HF folders.
+constexpr FamilyUnreadSwitch kUnread[] = {
+    {"use_sliding_window", "windowed layers (from max_window_layers on)"}};
 
 const FamilyTensor kTensors[] = {
     {"token_embd.weight", "model.embed_tokens.weight", &M::token_embedding, nullptr, D::kVocab,
@@ -63,6 +68,7 @@ constinit const ModelFamily qwen2_family = {
     .hf_model_types = kHfTypes,
     .tensors = kTensors,
     .qkv_bias = true,
+    .hf_unread_switches = kUnread,
     .gguf_rope_halves = true,
     .hf_config_keys =
         R"({"attention_dropout": 0.0, "use_sliding_window": false, "sliding_window": null})",

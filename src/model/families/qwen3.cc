@@ -22,6 +22,12 @@ using R = FamilyRopeRows;
 constexpr const char* kHfNames[] = {"Qwen3ForCausalLM"};
 constexpr const char* kHfTypes[] = {"qwen3"};
 
+// Qwen3Config's use_sliding_window: layers from max_window_layers on attend to the last
+// sliding_window keys (transformers' modeling_qwen3.py, layer_types); the released models ship
+// it false, and stretch does not read those layers from HF folders.
+constexpr FamilyUnreadSwitch kUnread[] = {
+    {"use_sliding_window", "windowed layers (from max_window_layers on)"}};
+
 const FamilyTensor kTensors[] = {
     {"token_embd.weight", "model.embed_tokens.weight", &M::token_embedding, nullptr, D::kVocab,
      D::kDim},
@@ -61,6 +67,7 @@ constinit const ModelFamily qwen3_family = {
     .hf_model_types = kHfTypes,
     .tensors = kTensors,
     .qk_norm = true,
+    .hf_unread_switches = kUnread,
     .gguf_rope_halves = true,
     .hf_config_keys =
         R"({"attention_bias": false, "attention_dropout": 0.0, "use_sliding_window": false, "sliding_window": null})",
