@@ -422,6 +422,19 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
     }
   }
   if (family.swa_pattern > 0 || family.softcaps) ParseLocalGlobalConfig(k, path, D, family, c);
+  // The family's own switches as stretch writes them (ModelFamily::hf_config_keys): a boolean
+  // one that config.json sets the other way turns on something the block as stretch runs it does
+  // not have (LlamaConfig's attention_bias, Seed-OSS's attention_out_bias) or off something it
+  // needs (Seed-OSS's attention_bias: its q/k/v biases).
+  const Json family_switches = Json::parse(family.hf_config_keys);
+  for (const auto& [key, want] : family_switches.items()) {
+    if (!want.is_boolean() || k.Find(key.c_str()) == nullptr) continue;
+    if (k.Bool(key.c_str(), want.get<bool>()) != want.get<bool>()) {
+      Fail("{}: {} is {}, expected {}: the {} block as stretch runs it {}", path, key,
+           !want.get<bool>(), want.get<bool>(), family.name,
+           want.get<bool>() ? "needs it" : "has no such part");
+    }
+  }
   // LlamaConfig's and Qwen3Config's switches for biases (Qwen2Config has none: its q/k/v biases
   // are the family's). attention_bias would also put one on o_proj.
   for (const char* key : {"attention_bias", "mlp_bias"}) {

@@ -114,5 +114,27 @@ TEST_F(SeedOssFilesTest, AnOutputProjectionBiasIsRefusedByItsName) {
   EXPECT_NE(why.find("model.layers.0.self_attn.o_proj.bias"), std::string::npos) << why;
 }
 
+TEST_F(SeedOssFilesTest, ConfigSwitchesOtherThanTheFamilysAreRefusedByName) {
+  const Model m = testing::RandomModel(Config(), 7);
+  const std::string dir = Path("switched");
+  SaveHfModel(m, dir, SafetensorsDtype::kF32);
+  const std::string config = ReadText(dir + "/config.json");
+  const auto with = [&](const char* key, bool value) {
+    nlohmann::json j = nlohmann::json::parse(config);
+    j[key] = value;
+    testing::WriteBytes(dir + "/config.json", j.dump());
+    return testing::ErrorOf([&] { LoadHfModel(dir); });
+  };
+  // The family's switches (ModelFamily::hf_config_keys), named before any tensor is looked for.
+  std::string why = with("attention_bias", false);
+  EXPECT_NE(why.find("attention_bias is false, expected true"), std::string::npos) << why;
+  why = with("attention_out_bias", true);
+  EXPECT_NE(why.find("attention_out_bias is true, expected false"), std::string::npos) << why;
+  why = with("mlp_bias", true);
+  EXPECT_NE(why.find("mlp_bias is true, expected false"), std::string::npos) << why;
+  testing::WriteBytes(dir + "/config.json", config);  // as written: reads
+  EXPECT_TRUE(LoadHfModel(dir).config.qkv_bias);
+}
+
 }  // namespace
 }  // namespace stretch
