@@ -96,7 +96,13 @@ DirLock::DirLock(const std::string& lock_path, const std::string& what, Mode mod
   } while (rc != 0 && errno == EINTR);
   if (rc != 0) {
     const int err = errno;
-    const std::optional<LockHolder> holder = ParseHolder(ReadAll(fd_));
+    // The holder writes its line just after it takes the lock: a file still empty is read again
+    // for up to half a second, so that the refusal names the holder's pid.
+    std::optional<LockHolder> holder = ParseHolder(ReadAll(fd_));
+    for (int i = 0; !holder && err == EWOULDBLOCK && i < 50; ++i) {
+      ::usleep(10000);
+      holder = ParseHolder(ReadAll(fd_));
+    }
     ::close(fd_);
     fd_ = -1;
     if (err != EWOULDBLOCK) {
