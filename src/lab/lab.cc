@@ -1466,6 +1466,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
         r.model = lm.label;
         r.model_id = model_ids[mi];
         r.variant = variant;
+        r.seed = static_cast<int64_t>(o.seed);
         r.train_len = L;
         r.method = c.method;
         r.resolved_method = method.nbce ? fmt::format("{} (rows {})", NbceSpecText(*method.nbce),

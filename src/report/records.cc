@@ -111,6 +111,7 @@ nlohmann::json LabRecordJson(const LabRecord& r) {
   interval("accuracy_ci", r.accuracy_ci);
   interval("loss_ci", r.loss_ci);
   if (r.period > 0) j["period"] = r.period;
+  if (r.seed > 0) j["seed"] = r.seed;
   if (r.distance > 0) j["distance"] = r.distance;
   if (!r.material.empty()) j["material"] = r.material;
   if (!r.layout.empty()) j["layout"] = r.layout;
@@ -215,6 +216,8 @@ LabRecord LabRecordFromJson(const nlohmann::json& j) {
   r.accuracy_ci = IntervalField(j, "accuracy_ci");
   r.loss_ci = IntervalField(j, "loss_ci");
   r.period = OptionalField<int64_t>(j, "period", 0);
+  r.seed = OptionalField<int64_t>(j, "seed", 0);
+  if (r.seed < 0) Fail("seed is {}, expected a positive whole number", r.seed);
   r.distance = OptionalField<int64_t>(j, "distance", 0);
   if (r.period < 0 || r.distance < 0) Fail("\"period\" and \"distance\" are lengths, >= 0");
   r.material = OptionalField<std::string>(j, "material", "");
@@ -359,7 +362,7 @@ void AddOnce(std::vector<T>& v, const T& x) {
 std::vector<std::string> SeparateModels(std::vector<LabRecord>& records) {
   struct Model {
     std::string identity, variant, model_id, suffix;
-    int64_t train_len = 0;
+    int64_t train_len = 0, seed = 0;
     std::vector<std::string> files;
   };
   // (corpus, label) -> the models under it, in the order first read.
@@ -377,7 +380,7 @@ std::vector<std::string> SeparateModels(std::vector<LabRecord>& records) {
     auto it = std::find_if(models.begin(), models.end(),
                            [&](const Model& m) { return m.identity == id; });
     if (it == models.end()) {
-      models.push_back({id, r.variant, r.model_id, "", r.train_len, {}});
+      models.push_back({id, r.variant, r.model_id, "", r.train_len, r.seed, {}});
       it = models.end() - 1;
     }
     if (!r.source.empty()) AddOnce(it->files, r.source);
@@ -399,6 +402,9 @@ std::vector<std::string> SeparateModels(std::vector<LabRecord>& records) {
     };
     auto len = [](const Model& m) { return fmt::format("L={}", m.train_len); };
     auto variant = [](const Model& m) { return m.variant; };
+    auto seed = [](const Model& m) {
+      return m.seed > 0 ? fmt::format("seed {}", m.seed) : std::string("seed not known");
+    };
     auto id = [](const Model& m) {
       return m.model_id.empty() ? std::string("no id") : m.model_id.substr(0, 8);
     };
@@ -406,7 +412,10 @@ std::vector<std::string> SeparateModels(std::vector<LabRecord>& records) {
                                    key.second, key.first, models.size());
     for (size_t i = 0; i < models.size(); ++i) {
       Model& m = models[i];
-      const std::string tag = distinct(len) ? len(m) : distinct(variant) ? variant(m) : id(m);
+      const std::string tag = distinct(len)       ? len(m)
+                              : distinct(variant) ? variant(m)
+                              : distinct(seed)    ? seed(m)
+                                                  : id(m);
       std::string label = fmt::format("{} [{}]", key.second, tag);
       for (int n = 2; !taken.insert(key.first + "\n" + label).second; ++n) {
         label = fmt::format("{} [{}] #{}", key.second, tag, n);

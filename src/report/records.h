@@ -45,6 +45,9 @@
 //    "control_accuracy": 0.03,         retrieval protocols (repeat with a period, far-copy,
 //    "control_accuracy_ci": [0, 0.08], passkey): the same positions scored in a control that has
 //    "control_loss": 4.2,              nothing to copy (fresh text, a fresh span, no needle)
+//    "seed": 2,                        the lab's --seed: what trained the model (its weights and
+//                                      rows) and drew the cell's trials; two labs that differ only
+//                                      in it are two draws of one recipe
 //    "informative": false,             false when the model failed the lab's copy gate at its
 //    "not_informative": "copy - control training length: its retrieval columns cannot tell
 //        = 3 points < 20 at L",        keeping distant information from forgetting it (the reason)
@@ -99,6 +102,7 @@ struct LabRecord {
   std::string model;
   std::string model_id;  // "" in records written before ids were
   std::string variant;
+  int64_t seed = 0;  // the lab's --seed; 0: not known (records of older builds)
   int64_t train_len = 0;
   std::string method;
   std::string resolved_method;
@@ -198,8 +202,8 @@ LabRecordFile ReadLabRecords(const std::vector<std::string>& paths);
 // Models are told apart by what they are, not by their label alone: by model_id, or, in records
 // written before ids were, by variant and train_len. Where one label (of one corpus) names several
 // models, as when two labs trained on the same corpus are merged, each model's records get a label
-// of their own, "rope [L=64]" (or "[<variant>]", or "[<first 8 digits of the id>]": the first of
-// these that tells them apart), so that no table row takes columns from two models. Returns one
+// of their own, "rope [L=64]" (or "[<variant>]", or "[seed 2]" for labs run with other --seed,
+// or "[<first 8 digits of the id>]": the first of these that tells them apart), so that no table row takes columns from two models. Returns one
 // line per label split so, naming the new labels and the files each came from.
 std::vector<std::string> SeparateModels(std::vector<LabRecord>& records);
 

@@ -273,6 +273,28 @@ TEST_F(RecordsTest, OneLabelOfTwoModelsBecomesTwoLabelsNamingTheirFiles) {
   EXPECT_EQ(SeparateModels(old).size(), 1u);
   EXPECT_EQ(old[0].model, "rope [rope | full]");
   EXPECT_EQ(old[1].model, "rope [alibi | full]");
+
+  // Two labs of one recipe run with --seed 1 and --seed 2: the seed tells them apart, and it
+  // survives the records file.
+  LabRecord s1 = SampleCell("rope", "direct", "nonrepeat", 256, 0.5);
+  s1.model_id = "1111111111111111";
+  s1.seed = 1;
+  s1.key = LabRecordKey(s1);
+  LabRecord s2 = s1;
+  s2.model_id = "3333333333333333";
+  s2.seed = 2;
+  s2.key = LabRecordKey(s2);
+  LabRecordFile seeds = ReadLabRecords({File("s1.jsonl", Line(s1)), File("s2.jsonl", Line(s2))});
+  ASSERT_EQ(seeds.records.size(), 2u);
+  EXPECT_EQ(seeds.records[1].seed, 2);
+  EXPECT_EQ(SeparateModels(seeds.records).size(), 1u);
+  EXPECT_EQ(seeds.records[0].model, "rope [seed 1]");
+  EXPECT_EQ(seeds.records[1].model, "rope [seed 2]");
+  // Without seeds (older records) the id's first digits do.
+  std::vector<LabRecord> unseeded = {s1, s2};
+  unseeded[0].seed = unseeded[1].seed = 0;
+  SeparateModels(unseeded);
+  EXPECT_EQ(unseeded[1].model, "rope [33333333]");
 }
 
 TEST_F(RecordsTest, DuplicatesAcrossFilesKeepTheFirst) {

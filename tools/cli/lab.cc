@@ -388,7 +388,9 @@ void RegisterLab(CLI::App& app) {
                   "cover the draws of one trained model, not the training: the same lab trained "
                   "with another seed can move a far-copy margin by 10-20 points (docs/training.md, "
                   "seventeenth round), so run a few seeds into separate --out folders before "
-                  "reading a difference between methods as a property of the method")
+                  "reading a difference between methods as a property of the method: `stretch "
+                  "report A/results.jsonl B/results.jsonl --out R` shows each seed's models as "
+                  "rows of their own (\"rope [seed 2]\")")
       ->check(Whole(1, int64_t{1} << 40));
   cmd->add_flag("--no-llama-passkey", a->no_llama_passkey,
                 "no passkey cells in llama.cpp's llama-passkey layout (only stretch's own)");
