@@ -709,6 +709,9 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
   const std::string reading = SummaryReading(summary, rs, gates);
   std::vector<ReportTable> tables;
   if (!gates.empty()) tables.push_back(GateTable(gates, corpora));
+  if (ReportTable seeds = SeedsTable(records.records); !seeds.empty()) {
+    tables.push_back(std::move(seeds));
+  }
   for (ReportTable& t : FarCopyTables(rs)) tables.push_back(std::move(t));
   tables.push_back(RepeatPeriodTable(rs));
   tables.push_back(PasskeyTable(rs));

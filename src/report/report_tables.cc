@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "src/report/svg_plot.h"
@@ -640,6 +641,113 @@ SeesBack SeesBackOf(const std::vector<LabRecord>& records, const ReportRowKey& r
     out.tokens = d;
   }
   return out;
+}
+
+ReportTable SeedsTable(const std::vector<LabRecord>& records) {
+  // The recipes with two seeds or more: (corpus, label, variant, L) -> seeds, ascending.
+  std::map<std::tuple<std::string, std::string, std::string, int64_t>, std::set<int64_t>> recipes;
+  auto recipe = [](const LabRecord& r) {
+    return std::tuple{r.corpus, r.model, r.variant, r.train_len};
+  };
+  for (const LabRecord& r : records) {
+    if (r.seed > 0) recipes[recipe(r)].insert(r.seed);
+  }
+  std::vector<LabRecord> kept;
+  for (const LabRecord& r : records) {
+    if (r.seed > 0 && recipes[recipe(r)].size() >= 2) kept.push_back(r);
+  }
+  ReportTable t = EmptyTable("seeds", "Over training seeds", ReportCellFormat::kText, kept);
+  if (kept.empty()) return t;
+  // Columns: far copy by material (text first), then context, at the farthest distance there;
+  // then passkey by context.
+  std::map<std::pair<std::string, int64_t>, int64_t> farthest;  // (material, ctx) -> distance
+  std::set<int64_t> passkey_ctx;
+  for (const LabRecord& r : kept) {
+    if (r.ctx <= r.train_len) continue;
+    if (r.protocol == "far-copy") {
+      int64_t& d = farthest[{MaterialOf(r), r.ctx}];
+      d = std::max(d, r.distance);
+    } else if (r.protocol == "passkey" && r.layout.empty()) {
+      passkey_ctx.insert(r.ctx);
+    }
+  }
+  struct Column {
+    std::string material;  // "" for passkey
+    int64_t ctx = 0, distance = 0;
+  };
+  std::vector<Column> columns;
+  for (const auto& [key, d] : farthest) columns.push_back({key.first, key.second, d});
+  std::stable_sort(columns.begin(), columns.end(), [](const Column& a, const Column& b) {
+    return a.material != b.material ? a.material > b.material : a.ctx < b.ctx;
+  });
+  for (const int64_t c : passkey_ctx) columns.push_back({"", c, 0});
+  for (const Column& c : columns) {
+    t.columns.push_back(c.material.empty()
+                            ? fmt::format("passkey (ctx {})", c.ctx)
+                            : fmt::format("{} d={} (ctx {})", c.material, c.distance, c.ctx));
+    t.column_info.push_back({c.material.empty() ? "passkey" : "far-copy", c.ctx,
+                             c.material.empty() ? 0 : c.distance, ""});
+  }
+  t.rows = RowsWith(kept, [](const LabRecord&) { return true; });
+  SizeCells(t);
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    const ReportRowKey& row = t.rows[i];
+    std::set<int64_t> seeds;
+    for (const LabRecord& r : kept) {
+      if (RowOf(r) == row) seeds.insert(r.seed);
+    }
+    for (size_t j = 0; j < columns.size(); ++j) {
+      const Column& col = columns[j];
+      std::string text;
+      int above = 0, any = 0;
+      for (const int64_t seed : seeds) {
+        std::string part = "-";
+        if (col.material.empty()) {  // passkey: every depth of stretch's layout
+          double read = 0.0;
+          int64_t trials = 0;
+          for (const LabRecord& r : kept) {
+            if (RowOf(r) == row && r.seed == seed && r.protocol == "passkey" && r.layout.empty() &&
+                r.ctx == col.ctx) {
+              read += r.accuracy * static_cast<double>(r.sequences);
+              trials += r.sequences;
+            }
+          }
+          if (trials > 0) {
+            part = fmt::format("{}/{}", std::lround(read), trials);
+            any++;
+          }
+        } else {
+          for (const LabRecord& r : kept) {
+            if (RowOf(r) == row && r.seed == seed && r.protocol == "far-copy" &&
+                MaterialOf(r) == col.material && r.ctx == col.ctx && r.distance == col.distance) {
+              const ReportCell c = CellOf(r, r.accuracy, r.accuracy_ci, /*control=*/true);
+              if (!c.has_control) break;
+              part = fmt::format("{:+.0f}", 100 * c.difference);
+              any++;
+              if (c.difference_ci.known && c.difference_ci.lo > 0.0) above++;
+              break;
+            }
+          }
+        }
+        text += (text.empty() ? "" : " / ") + part;
+      }
+      if (any == 0) continue;
+      if (!col.material.empty()) {
+        text += fmt::format(" ({} of {} above control)", above, seeds.size());
+      }
+      t.cells[i][j].present = true;
+      t.cells[i][j].text = text;
+    }
+  }
+  t.note =
+      "The same recipe trained with several seeds (stretch lab --seed N), one model per seed; the "
+      "intervals of the other tables cover the draws of one trained model, not the training. "
+      "Rows: model / method. Far-copy cells: copy - control in points for each seed, in seed "
+      "order, and how many seeds' differences have a 95% interval above 0. Passkey cells: keys "
+      "read back for each seed. '-': no record for that seed (a model that failed the copy gate "
+      "part a cell needs is not scored there). A difference between methods that does not hold "
+      "in every seed is a property of the draw, not of the method.";
+  return t;
 }
 
 ReportTable GateTable(const std::vector<LabGate>& gates, bool show_corpus) {

@@ -139,6 +139,18 @@ struct SeesBack {
 SeesBack SeesBackOf(const std::vector<LabRecord>& records, const ReportRowKey& row,
                     const std::string& material);
 
+// Over training seeds. Where the records hold one recipe (corpus, model label, variant, L) trained
+// with several seeds (labs run with --seed N, merged; records without a seed are left out), one
+// row per (model, method) with far copy of each material at the farthest distance of each longer
+// context and passkey at each longer context (stretch's layout, every depth). A far-copy cell lists
+// each seed's copy - control in points, in seed order, and how many seeds' differences have a
+// 95% interval above 0 ("+35 / +22 / +7 (3 of 3 above control)"); a passkey cell each seed's keys
+// read back ("15/15 / 9/15"); "-" where a seed has no record (its model failed the copy gate part
+// the cell needs, so the cell was not scored). Call it on the records as read, before
+// SeparateModels gives each seed's model a label of its own. Empty (no rows) when no recipe has
+// two seeds.
+ReportTable SeedsTable(const std::vector<LabRecord>& records);
+
 // The copy gate: one row per model (label "model"), columns copy at L, control at L, passkey at
 // L (with intervals), passed, and why.
 ReportTable GateTable(const std::vector<LabGate>& gates, bool show_corpus);

@@ -171,5 +171,48 @@ TEST(ReportTablesTest, LabelsAreEscapedForEachFormat) {
   EXPECT_EQ(html.find("<m&>"), std::string::npos);
 }
 
+// Two labs of one recipe run with --seed 1 and --seed 2, merged: the seeds table lists each seed's
+// copy - control and counts the seeds whose difference lies above 0.
+TEST(ReportTablesTest, SeedsTableListsEachSeedsMarginAndCountsThoseAboveControl) {
+  std::vector<LabRecord> records;
+  for (LabRecord r : testing::SampleRetrievalLab().records) {
+    if (r.model != "copier") continue;
+    r.seed = 1;
+    r.model_id = "1111111111111111";
+    r.key = LabRecordKey(r);
+    records.push_back(r);
+    r.seed = 2;
+    r.model_id = "2222222222222222";
+    if (r.protocol == "far-copy" && r.distance == 896) {
+      if (r.method == "rerope") continue;                          // not scored for seed 2
+      if (r.method == "yarn") r = testing::WithCi(r, 0.05, 0.03);  // +2 points: a tie
+    }
+    r.key = LabRecordKey(r);
+    records.push_back(r);
+  }
+  const ReportTable t = SeedsTable(records);
+  ASSERT_EQ(t.columns, (std::vector<std::string>{"text d=896 (ctx 1024)", "passkey (ctx 1024)"}));
+  ASSERT_EQ(t.rows.size(), 4u);
+  EXPECT_EQ(t.rows[0].method, "yarn");
+  EXPECT_EQ(t.cells[0][0].text, "+59 / +2 (1 of 2 above control)");
+  EXPECT_EQ(t.rows[1].method, "rerope");
+  EXPECT_EQ(t.cells[1][0].text, "+63 / - (1 of 2 above control)");
+  EXPECT_EQ(t.cells[2][0].text, "+1 / +1 (0 of 2 above control)");  // window: 0.04 vs 0.03
+  EXPECT_EQ(t.cells[0][1].text, "36/60 / 36/60");
+  EXPECT_NE(TableMarkdown(t).find("| copier / yarn | +59 / +2 (1 of 2 above control) |"),
+            std::string::npos)
+      << TableMarkdown(t);
+
+  // One seed per recipe, or records without seeds (older builds): no table.
+  std::vector<LabRecord> one_seed;
+  for (const LabRecord& r : records) {
+    if (r.seed == 1) one_seed.push_back(r);
+  }
+  EXPECT_TRUE(SeedsTable(one_seed).empty());
+  std::vector<LabRecord> unseeded = records;
+  for (LabRecord& r : unseeded) r.seed = 0;
+  EXPECT_TRUE(SeedsTable(unseeded).empty());
+}
+
 }  // namespace
 }  // namespace stretch
