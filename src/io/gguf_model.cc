@@ -735,10 +735,14 @@ void AddMethod(const std::string& path, const ModelConfig& c, const Method& m,
     }
   } else if (r.scaling == RopeScaling::kLlama3) {
     if (!FamilyOf(c).gguf_rope_freqs) {
-      refuse(
-          fmt::format("llama.cpp reads rope_freqs.weight (LLaMA 3.1's rule) for the llama "
-                      "architecture, and this is a {} model",
-                      arch));
+      std::string readers;
+      for (const ModelFamily* f : ModelFamilies()) {
+        if (f->gguf_rope_freqs) readers += (readers.empty() ? "" : ", ") + std::string(f->name);
+      }
+      refuse(fmt::format(
+          "llama.cpp reads rope_freqs.weight (LLaMA 3.1's rule) only for the {} architecture, "
+          "and this is a {} model",
+          readers, arch));
     }
     // llama.cpp runs LLaMA 3.1's rule as per-pair divisors of theta (rope_freqs.weight), applied
     // at every length: the divisors of this factor.

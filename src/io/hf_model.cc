@@ -309,6 +309,7 @@ void ParseLocalGlobalConfig(const ConfigKeys& k, const std::string& path, int D,
                            "a positive number")
                           .value_or(256.0);
   c.attention.logit_scale = qpas == static_cast<double>(D) ? 0.0 : 1.0 / std::sqrt(qpas);
+  if (family.swa_pattern == 0) return;  // soft caps without local layers
   // Which layers are local: layer_types (transformers >= 4.53), else sliding_window_pattern
   // (default 6: layer i global when (i + 1) % 6 == 0). A null sliding_window: every layer global.
   const Json* w = k.Find("sliding_window");
@@ -422,7 +423,23 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
     }
   }
   if (family.swa_pattern > 0 || family.softcaps) ParseLocalGlobalConfig(k, path, D, family, c);
-  // The family's own switches as stretch writes them (ModelFamily::hf_config_keys): a boolean
+  for (const FamilyUnreadSwitch& s : family.hf_unread_switches) {
+    if (k.Bool(s.key, false)) {
+      Fail(
+          "{}: {} is true: the {} family's {} are not read from Hugging Face folders yet "
+          "(expected false or absent)",
+          path, s.key, family.name, s.what);
+    }
+  }
+  // LlamaConfig's and Qwen3Config's switches for biases (Qwen2Config has none: its q/k/v biases
+  // are the family's). attention_bias would also put one on o_proj.
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    if (!family.qkv_bias && k.Bool(key, false)) {
+      Fail("{}: {} is true, expected false: the {} block as stretch runs it has no biases there",
+           path, key, family.name);
+    }
+  }
+  // Then the family's other switches as stretch writes them (ModelFamily::hf_config_keys): a boolean
   // one that config.json sets the other way turns on something the block as stretch runs it does
   // not have (LlamaConfig's attention_bias, Seed-OSS's attention_out_bias) or off something it
   // needs (Seed-OSS's attention_bias: its q/k/v biases).
@@ -435,26 +452,10 @@ void ParseConfig(const std::string& dir, HfModelHeader& h) {
            want.get<bool>() ? "needs it" : "has no such part");
     }
   }
-  // LlamaConfig's and Qwen3Config's switches for biases (Qwen2Config has none: its q/k/v biases
-  // are the family's). attention_bias would also put one on o_proj.
-  for (const char* key : {"attention_bias", "mlp_bias"}) {
-    if (!family.qkv_bias && k.Bool(key, false)) {
-      Fail("{}: {} is true, expected false: the {} block as stretch runs it has no biases there",
-           path, key, family.name);
-    }
-  }
   const char* kEveryPair = "1 (stretch rotates every pair of a head)";
   k.Number(
       "partial_rotary_factor", [](double v) { return v == 1.0; }, kEveryPair);
 
-  for (const FamilyUnreadSwitch& s : family.hf_unread_switches) {
-    if (k.Bool(s.key, false)) {
-      Fail(
-          "{}: {} is true: the {} family's {} are not read from Hugging Face folders yet "
-          "(expected false or absent)",
-          path, s.key, family.name, s.what);
-    }
-  }
   // A sliding window on every layer: the family's windowed architecture (MistralForCausalLM) has
   // config.json's sliding_window, W keys per query counting the query itself (the family's file
   // cites transformers' definition); absent, the config class's default (none where it has

@@ -150,7 +150,9 @@ struct ModelFamily {
   int hf_window_architecture = -1;
   int64_t hf_default_window = 0;
   // config.json keys of the family's config class that an HF folder written by stretch sets (a
-  // JSON object: switches the block as stretch runs it leaves off, e.g. no sliding window).
+  // JSON object: switches the block as stretch runs it leaves off, e.g. no sliding window). Its
+  // booleans are also enforced on read: a config.json that sets one the other way is refused by
+  // name (src/io/hf_model.cc), so list here only switches whose other value stretch cannot run.
   const char* hf_config_keys = "{}";
 };
 

@@ -217,7 +217,7 @@ LabRecord LabRecordFromJson(const nlohmann::json& j) {
   r.loss_ci = IntervalField(j, "loss_ci");
   r.period = OptionalField<int64_t>(j, "period", 0);
   r.seed = OptionalField<int64_t>(j, "seed", 0);
-  if (r.seed < 0) Fail("seed is {}, expected a positive whole number", r.seed);
+  if (r.seed < 0) Fail("seed is {}, expected a whole number >= 1 (absent: not known)", r.seed);
   r.distance = OptionalField<int64_t>(j, "distance", 0);
   if (r.period < 0 || r.distance < 0) Fail("\"period\" and \"distance\" are lengths, >= 0");
   r.material = OptionalField<std::string>(j, "material", "");
@@ -383,6 +383,7 @@ std::vector<std::string> SeparateModels(std::vector<LabRecord>& records) {
       models.push_back({id, r.variant, r.model_id, "", r.train_len, r.seed, {}});
       it = models.end() - 1;
     }
+    it->seed = std::max(it->seed, r.seed);  // cells scored before a resume may have none
     if (!r.source.empty()) AddOnce(it->files, r.source);
   }
   std::vector<std::string> notes;
@@ -402,9 +403,10 @@ std::vector<std::string> SeparateModels(std::vector<LabRecord>& records) {
     };
     auto len = [](const Model& m) { return fmt::format("L={}", m.train_len); };
     auto variant = [](const Model& m) { return m.variant; };
-    auto seed = [](const Model& m) {
-      return m.seed > 0 ? fmt::format("seed {}", m.seed) : std::string("seed not known");
-    };
+    // Records of older builds have no seed: with one of them among the models, the ids tell.
+    const bool all_seeded =
+        std::all_of(models.begin(), models.end(), [](const Model& m) { return m.seed > 0; });
+    auto seed = [](const Model& m) { return fmt::format("seed {}", m.seed); };
     auto id = [](const Model& m) {
       return m.model_id.empty() ? std::string("no id") : m.model_id.substr(0, 8);
     };
@@ -412,10 +414,10 @@ std::vector<std::string> SeparateModels(std::vector<LabRecord>& records) {
                                    key.second, key.first, models.size());
     for (size_t i = 0; i < models.size(); ++i) {
       Model& m = models[i];
-      const std::string tag = distinct(len)       ? len(m)
-                              : distinct(variant) ? variant(m)
-                              : distinct(seed)    ? seed(m)
-                                                  : id(m);
+      const std::string tag = distinct(len)                  ? len(m)
+                              : distinct(variant)            ? variant(m)
+                              : all_seeded && distinct(seed) ? seed(m)
+                                                             : id(m);
       std::string label = fmt::format("{} [{}]", key.second, tag);
       for (int n = 2; !taken.insert(key.first + "\n" + label).second; ++n) {
         label = fmt::format("{} [{}] #{}", key.second, tag, n);

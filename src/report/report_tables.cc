@@ -644,17 +644,60 @@ SeesBack SeesBackOf(const std::vector<LabRecord>& records, const ReportRowKey& r
 }
 
 ReportTable SeedsTable(const std::vector<LabRecord>& records) {
-  // The recipes with two seeds or more: (corpus, label, variant, L) -> seeds, ascending.
-  std::map<std::tuple<std::string, std::string, std::string, int64_t>, std::set<int64_t>> recipes;
-  auto recipe = [](const LabRecord& r) {
-    return std::tuple{r.corpus, r.model, r.variant, r.train_len};
-  };
+  // A model's seed: its records' own, or, for the cells an older build scored before a resume,
+  // the seed its other records give the same model (a model id is one set of training options,
+  // the seed among them).
+  std::map<std::string, int64_t> seed_of_id;
   for (const LabRecord& r : records) {
-    if (r.seed > 0) recipes[recipe(r)].insert(r.seed);
+    if (r.seed > 0 && !r.model_id.empty()) seed_of_id.emplace(r.model_id, r.seed);
+  }
+  using Recipe = std::tuple<std::string, std::string, std::string, int64_t>;
+  auto recipe = [](const LabRecord& r) {
+    return Recipe{r.corpus, r.model, r.variant, r.train_len};
+  };
+  // Each recipe's seeds, each seed's model (the first id read); a second model of one recipe and
+  // seed (the same seed trained with other options) is left out and named in the note.
+  std::map<Recipe, std::map<int64_t, std::string>> recipes;
+  std::vector<std::string> left_out;
+  std::vector<LabRecord> seeded;
+  for (LabRecord r : records) {
+    if (r.seed == 0 && seed_of_id.count(r.model_id) != 0) r.seed = seed_of_id[r.model_id];
+    if (r.seed <= 0) continue;
+    auto [it, added] = recipes[recipe(r)].emplace(r.seed, r.model_id);
+    if (!added && it->second != r.model_id) {
+      const std::string line =
+          fmt::format("{} seed {}: id {} (id {} shown)", r.model, r.seed, r.model_id, it->second);
+      if (std::find(left_out.begin(), left_out.end(), line) == left_out.end()) {
+        left_out.push_back(line);
+      }
+      continue;
+    }
+    seeded.push_back(std::move(r));
+  }
+  // Recipes of two seeds or more; a label that holds several such recipes gets the training
+  // length or the variant after it, as SeparateModels does.
+  std::map<std::pair<std::string, std::string>, std::vector<Recipe>> by_label;
+  for (const auto& [rc, seeds] : recipes) {
+    if (seeds.size() >= 2) by_label[{std::get<0>(rc), std::get<1>(rc)}].push_back(rc);
   }
   std::vector<LabRecord> kept;
-  for (const LabRecord& r : records) {
-    if (r.seed > 0 && recipes[recipe(r)].size() >= 2) kept.push_back(r);
+  std::map<std::string, std::vector<int64_t>> seeds_of_label;  // shown label -> its seeds
+  for (LabRecord& r : seeded) {
+    const auto it = by_label.find({r.corpus, r.model});
+    if (it == by_label.end()) continue;
+    const std::vector<Recipe>& several = it->second;
+    if (std::find(several.begin(), several.end(), recipe(r)) == several.end()) continue;
+    const Recipe rc = recipe(r);
+    if (several.size() > 1) {
+      bool lengths_differ = false;
+      for (const Recipe& o : several) lengths_differ |= std::get<3>(o) != r.train_len;
+      r.model += lengths_differ ? fmt::format(" [L={}]", r.train_len) : " [" + r.variant + "]";
+    }
+    std::vector<int64_t>& seeds = seeds_of_label[r.corpus + "\n" + r.model];
+    if (seeds.empty()) {
+      for (const auto& [seed, id] : recipes[rc]) seeds.push_back(seed);
+    }
+    kept.push_back(std::move(r));
   }
   ReportTable t = EmptyTable("seeds", "Over training seeds", ReportCellFormat::kText, kept);
   if (kept.empty()) return t;
@@ -690,11 +733,14 @@ ReportTable SeedsTable(const std::vector<LabRecord>& records) {
   }
   t.rows = RowsWith(kept, [](const LabRecord&) { return true; });
   SizeCells(t);
+  std::string seed_lists;
   for (size_t i = 0; i < t.rows.size(); ++i) {
     const ReportRowKey& row = t.rows[i];
-    std::set<int64_t> seeds;
-    for (const LabRecord& r : kept) {
-      if (RowOf(r) == row) seeds.insert(r.seed);
+    const std::vector<int64_t>& seeds = seeds_of_label[row.corpus + "\n" + row.model];
+    if (i == 0 || t.rows[i - 1].model != row.model || t.rows[i - 1].corpus != row.corpus) {
+      std::string list;
+      for (const int64_t seed : seeds) list += (list.empty() ? "" : ", ") + std::to_string(seed);
+      seed_lists += fmt::format("{}{}: {}", seed_lists.empty() ? "" : "; ", row.model, list);
     }
     for (size_t j = 0; j < columns.size(); ++j) {
       const Column& col = columns[j];
@@ -729,7 +775,7 @@ ReportTable SeedsTable(const std::vector<LabRecord>& records) {
             }
           }
         }
-        text += (text.empty() ? "" : " / ") + part;
+        text += (text.empty() ? "" : col.material.empty() ? "; " : " / ") + part;
       }
       if (any == 0) continue;
       if (!col.material.empty()) {
@@ -739,14 +785,23 @@ ReportTable SeedsTable(const std::vector<LabRecord>& records) {
       t.cells[i][j].text = text;
     }
   }
-  t.note =
+  t.note = fmt::format(
       "The same recipe trained with several seeds (stretch lab --seed N), one model per seed; the "
       "intervals of the other tables cover the draws of one trained model, not the training. "
-      "Rows: model / method. Far-copy cells: copy - control in points for each seed, in seed "
-      "order, and how many seeds' differences have a 95% interval above 0. Passkey cells: keys "
-      "read back for each seed. '-': no record for that seed (a model that failed the copy gate "
-      "part a cell needs is not scored there). A difference between methods that does not hold "
-      "in every seed is a property of the draw, not of the method.";
+      "Rows: model / method. Far-copy cells: copy - control in points for each seed, in the "
+      "order of the seeds ({}), and how many seeds' differences have a 95% interval above 0. "
+      "Passkey cells: keys read back for each seed, in the same order. '-': no record for that "
+      "seed (a model that failed the copy gate part a cell needs is not scored there). A "
+      "difference between methods that does not hold in every seed is a property of the draw, "
+      "not of the method.",
+      seed_lists);
+  if (!left_out.empty()) {
+    std::string list;
+    for (const std::string& l : left_out) list += (list.empty() ? "" : "; ") + l;
+    t.note += fmt::format(
+        " Left out, as a second model of one recipe and seed (trained with other options): {}.",
+        list);
+  }
   return t;
 }
 

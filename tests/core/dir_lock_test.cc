@@ -2,14 +2,18 @@
 // flock(2) treats two opens as two holders, so one process shows what two processes would see.
 #include "src/core/dir_lock.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "src/core/error.h"
 #include "tests/testing/files.h"
@@ -50,6 +54,24 @@ TEST_F(DirLockTest, ASecondHolderIsRefusedWithTheFirstOnesPid) {
   EXPECT_FALSE(ReadLockHolder(Lock()));
   DirLock third(Lock(), "--out runs/a");
   EXPECT_FALSE(third.takeover_note());
+}
+
+// The holder writes its line just after it takes the lock: a process refused in between reads an
+// empty file, and waits a moment for the line, so that it can name the holder.
+TEST_F(DirLockTest, ARefusalWaitsForTheHoldersLineToNameIt) {
+  const int fd = ::open(Lock().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX | LOCK_NB), 0);  // held, and the file still empty
+  std::thread writer([fd] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const std::string line = "424242\t2026-12-04 21:00:00\tstretch train --out runs/a\n";
+    [[maybe_unused]] const ssize_t n = ::pwrite(fd, line.data(), line.size(), 0);
+  });
+  const std::string message = ErrorOf([&] { DirLock second(Lock(), "--out runs/a"); });
+  writer.join();
+  ::close(fd);
+  EXPECT_NE(message.find("in use by another stretch process, pid 424242"), std::string::npos)
+      << message;
 }
 
 // A holder killed while it held the lock leaves its line in the file (the kernel drops the lock

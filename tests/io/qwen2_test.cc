@@ -21,6 +21,7 @@
 #include "src/io/model_checkpoint.h"
 #include "src/io/safetensors.h"
 #include "src/model/family.h"
+#include "src/position/method.h"
 #include "tests/testing/family_files.h"
 #include "tests/testing/files.h"
 #include "tests/testing/random_model.h"
@@ -155,6 +156,21 @@ TEST_F(Qwen2FilesTest, UnknownGgufArchitectureIsRefusedNamingTheKnownOnes) {
     EXPECT_NE(what.find("\"qwen2\""), std::string::npos) << what;
     EXPECT_NE(what.find("\"llama\""), std::string::npos) << what;
   }
+}
+
+// LLaMA 3.1's rule goes into GGUF as rope_freqs.weight, which llama.cpp reads for the llama
+// architecture only (ModelFamily::gguf_rope_freqs): a Qwen 2 file with it is refused, not written.
+TEST_F(Qwen2FilesTest, Llama3ScalingIsRefusedForGgufOfAnotherArchitecture) {
+  const Model m = testing::RandomModel(Config(), 9);
+  const std::string path = Path("qwen-llama3.gguf");
+  const Method llama3 = ParseMethod("llama3:factor=8");
+  const std::string why = testing::ErrorOf(
+      [&] { SaveGgufModel(m, path, static_cast<uint32_t>(GgmlType::kF32), nullptr, &llama3); });
+  EXPECT_NE(why.find("rope_freqs.weight"), std::string::npos) << why;
+  EXPECT_NE(why.find("only for the llama architecture, and this is a qwen2 model"),
+            std::string::npos)
+      << why;
+  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 // Formats with no place for the biases refuse the model by name, writing nothing, rather than

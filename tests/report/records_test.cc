@@ -290,11 +290,24 @@ TEST_F(RecordsTest, OneLabelOfTwoModelsBecomesTwoLabelsNamingTheirFiles) {
   EXPECT_EQ(SeparateModels(seeds.records).size(), 1u);
   EXPECT_EQ(seeds.records[0].model, "rope [seed 1]");
   EXPECT_EQ(seeds.records[1].model, "rope [seed 2]");
-  // Without seeds (older records) the id's first digits do.
+  // Without seeds (older records), or with one model of an older build among them, the id's
+  // first digits do.
   std::vector<LabRecord> unseeded = {s1, s2};
   unseeded[0].seed = unseeded[1].seed = 0;
   SeparateModels(unseeded);
   EXPECT_EQ(unseeded[1].model, "rope [33333333]");
+  std::vector<LabRecord> mixed = {s1, s2};
+  mixed[0].seed = 0;
+  SeparateModels(mixed);
+  EXPECT_EQ(mixed[0].model, "rope [11111111]");
+  // A model whose first cells were scored before records had seeds takes its later cells' seed.
+  LabRecord s2_later = s2;
+  s2_later.method = "yarn";
+  s2_later.key = LabRecordKey(s2_later);
+  std::vector<LabRecord> resumed = {s1, s2, s2_later};
+  resumed[1].seed = 0;
+  SeparateModels(resumed);
+  EXPECT_EQ(resumed[1].model, "rope [seed 2]");
 }
 
 TEST_F(RecordsTest, DuplicatesAcrossFilesKeepTheFirst) {

@@ -412,5 +412,26 @@ TEST(ReportReadingTest, GatesFollowTheirModelsNewLabel) {
       << report.summary_reading;
 }
 
+// Two labs of one recipe run with --seed 1 and --seed 2, merged: each seed's model has rows of
+// its own, and the page has the table over seeds (built from the records as read, before their
+// labels are told apart: a table built from the relabelled ones would be empty).
+TEST(ReportReadingTest, MergedSeedsGetRowsOfTheirOwnAndATableOverSeeds) {
+  LabRecordFile file;
+  for (const int64_t seed : {1, 2}) {
+    for (LabRecord r : SampleRetrievalLab().records) {
+      if (r.model != "copier") continue;
+      r.seed = seed;
+      r.model_id = seed == 1 ? "1111111111111111" : "2222222222222222";
+      r.key = LabRecordKey(r);
+      file.records.push_back(r);
+    }
+  }
+  const Report report = BuildReport(file, {"s1.jsonl", "s2.jsonl"});
+  const std::string& md = report.files[0].content;
+  EXPECT_TRUE(Has(md, "Over training seeds")) << md;
+  EXPECT_TRUE(Has(md, "| copier / yarn | +59 / +59 (2 of 2 above control) |")) << md;
+  EXPECT_TRUE(Has(md, "| copier [seed 2] / yarn |")) << md;
+}
+
 }  // namespace
 }  // namespace stretch

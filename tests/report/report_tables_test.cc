@@ -198,7 +198,8 @@ TEST(ReportTablesTest, SeedsTableListsEachSeedsMarginAndCountsThoseAboveControl)
   EXPECT_EQ(t.rows[1].method, "rerope");
   EXPECT_EQ(t.cells[1][0].text, "+63 / - (1 of 2 above control)");
   EXPECT_EQ(t.cells[2][0].text, "+1 / +1 (0 of 2 above control)");  // window: 0.04 vs 0.03
-  EXPECT_EQ(t.cells[0][1].text, "36/60 / 36/60");
+  EXPECT_EQ(t.cells[0][1].text, "36/60; 36/60");
+  EXPECT_NE(t.note.find("in the order of the seeds (copier: 1, 2)"), std::string::npos) << t.note;
   EXPECT_NE(TableMarkdown(t).find("| copier / yarn | +59 / +2 (1 of 2 above control) |"),
             std::string::npos)
       << TableMarkdown(t);
@@ -212,6 +213,40 @@ TEST(ReportTablesTest, SeedsTableListsEachSeedsMarginAndCountsThoseAboveControl)
   std::vector<LabRecord> unseeded = records;
   for (LabRecord& r : unseeded) r.seed = 0;
   EXPECT_TRUE(SeedsTable(unseeded).empty());
+
+  // A lab resumed across builds: seed 2's cells scored before records had seeds take the seed of
+  // the same model's other records (its id).
+  std::vector<LabRecord> resumed = records;
+  for (LabRecord& r : resumed) {
+    if (r.seed == 2 && r.method == "yarn") r.seed = 0;
+  }
+  EXPECT_EQ(SeedsTable(resumed).cells[0][0].text, "+59 / +2 (1 of 2 above control)");
+
+  // One label, two recipes (trained at 128 and at 256), each with two seeds: rows of their own,
+  // never a cell mixing the two; and a second model of one recipe and seed is left out, named.
+  std::vector<LabRecord> two = records;
+  for (LabRecord r : records) {
+    if (r.method != "yarn") continue;
+    r.train_len = 256;
+    r.model_id = r.seed == 1 ? "5555555555555555" : "6666666666666666";
+    r = testing::WithCi(r, r.accuracy + 0.2, 0.03);  // key and copy accuracy of its own
+    two.push_back(r);
+  }
+  LabRecord stray = records.front();
+  stray.model_id = "7777777777777777";
+  stray.method = "pi";
+  stray.key = LabRecordKey(stray);
+  two.push_back(stray);
+  const ReportTable split = SeedsTable(two);
+  ASSERT_EQ(split.rows.size(), 5u);
+  EXPECT_EQ(split.rows[0].model, "copier [L=128]");
+  EXPECT_EQ(split.rows[4].model, "copier [L=256]");
+  EXPECT_EQ(split.cells[4][0].text, "+79 / +22 (2 of 2 above control)");
+  EXPECT_EQ(split.cells[0][0].text, "+59 / +2 (1 of 2 above control)");
+  EXPECT_NE(split.note.find("Left out, as a second model of one recipe and seed"),
+            std::string::npos)
+      << split.note;
+  EXPECT_NE(split.note.find("7777777777777777"), std::string::npos) << split.note;
 }
 
 }  // namespace

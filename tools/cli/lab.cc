@@ -386,7 +386,7 @@ void RegisterLab(CLI::App& app) {
                   "seeds every model's training (its initial weights and rows) and the scoring's "
                   "draws (spans, passkeys, bootstrap); default 1. The intervals of the tables "
                   "cover the draws of one trained model, not the training: the same lab trained "
-                  "with another seed can move a far-copy margin by 10-20 points (docs/training.md, "
+                  "with another seed can move a far-copy margin by 10-30 points (docs/training.md, "
                   "seventeenth round), so run a few seeds into separate --out folders before "
                   "reading a difference between methods as a property of the method: `stretch "
                   "report A/results.jsonl B/results.jsonl --out R` shows each seed's models as "
