@@ -280,17 +280,9 @@ TEST_F(Gemma2Test, ConfigJsonDefaultsAreGemma2Configs) {
   testing::WriteBytes(dir + "/config.json", j.dump());
   EXPECT_NE(testing::ErrorOf([&] { LoadHfModel(dir); }).find("attn_logit_softcapping"),
             std::string::npos);
-  // tie_word_embeddings absent: tied (Gemma2Config's default; the model is tied, the file has no
-  // lm_head); head_dim absent: 256, so q_proj should have 4 x 256 = 1024 rows, not 4 x 16.
+  // Gemma2Config's tie_word_embeddings and head_dim defaults: tied, 256 (4 heads: 1024 rows).
   j.erase("attn_logit_softcapping");
-  j.erase("tie_word_embeddings");
-  testing::WriteBytes(dir + "/config.json", j.dump());
-  EXPECT_TRUE(LoadHfModel(dir).config.shared_classifier);
-  j.erase("head_dim");
-  testing::WriteBytes(dir + "/config.json", j.dump());
-  const std::string error = testing::ErrorOf([&] { LoadHfModel(dir); });
-  EXPECT_NE(error.find("q_proj"), std::string::npos) << error;
-  EXPECT_NE(error.find("1024"), std::string::npos) << error;
+  testing::ExpectHfTiedAndHeadDim256ByDefault(dir, j, 1024);
 }
 
 }  // namespace

@@ -225,18 +225,9 @@ TEST_F(Gemma3Test, ConfigJsonWithoutTieOrHeadDimTakesGemma3TextConfigsDefaults) 
   const Model m = testing::RandomModel(c, 18);
   const std::string dir = Path("gemma");
   SaveHfModel(m, dir, SafetensorsDtype::kF32);
-  nlohmann::json j = nlohmann::json::parse(ReadText(dir + "/config.json"));
-  // tie_word_embeddings absent: tied (ModelFamily::hf_default_tied); the file has no lm_head.
-  j.erase("tie_word_embeddings");
-  testing::WriteBytes(dir + "/config.json", j.dump());
-  EXPECT_TRUE(LoadHfModel(dir).config.shared_classifier);
-  // head_dim absent: 256 (hf_default_head_dim), so 4 heads' q_proj should have 1024 rows, which
-  // these 16-wide heads' 64 do not fill.
-  j.erase("head_dim");
-  testing::WriteBytes(dir + "/config.json", j.dump());
-  const std::string error = testing::ErrorOf([&] { LoadHfModel(dir); });
-  EXPECT_NE(error.find("q_proj"), std::string::npos) << error;
-  EXPECT_NE(error.find("1024"), std::string::npos) << error;
+  // Gemma3TextConfig's defaults: tied, heads of 256 (4 heads: 1024 rows, not these 64).
+  testing::ExpectHfTiedAndHeadDim256ByDefault(
+      dir, nlohmann::json::parse(ReadText(dir + "/config.json")), 1024);
 }
 
 }  // namespace

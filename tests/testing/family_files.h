@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -13,9 +15,11 @@
 #include <vector>
 
 #include "src/core/error.h"
+#include "src/io/hf_model.h"
 #include "src/io/llama2c.h"
 #include "src/io/model_checkpoint.h"
 #include "src/model/config.h"
+#include "tests/testing/files.h"
 
 namespace stretch::testing {
 
@@ -52,6 +56,22 @@ inline void ExpectFormatsWithoutTheChoiceRefuse(const Model& m, const std::strin
     }
     EXPECT_FALSE(std::filesystem::exists(path)) << path;
   }
+}
+
+// An HF folder `dir` of a tied model written by stretch, whose config.json is `j`: with
+// tie_word_embeddings absent it reads as tied (the config class's default,
+// ModelFamily::hf_default_tied); with head_dim absent too, as heads of 256
+// (hf_default_head_dim), so q_proj's `q_rows_at_256` rows are looked for and its own refused.
+inline void ExpectHfTiedAndHeadDim256ByDefault(const std::string& dir, nlohmann::json j,
+                                               int64_t q_rows_at_256) {
+  j.erase("tie_word_embeddings");
+  WriteBytes(dir + "/config.json", j.dump());
+  EXPECT_TRUE(LoadHfModel(dir).config.shared_classifier);
+  j.erase("head_dim");
+  WriteBytes(dir + "/config.json", j.dump());
+  const std::string error = ErrorOf([&] { LoadHfModel(dir); });
+  EXPECT_NE(error.find("q_proj"), std::string::npos) << error;
+  EXPECT_NE(error.find(std::to_string(q_rows_at_256)), std::string::npos) << error;
 }
 
 inline std::string ReadText(const std::string& path) {
