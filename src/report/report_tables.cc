@@ -1057,18 +1057,25 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
     for (const size_t i : rows) {
       const std::string& method = s.rows[i].method;
       std::vector<const ReportCell*> evidence;
+      // The informative cells only: a model that failed one part of the gate (passkey, say) is
+      // still read on the columns the other parts cover (far copy, say).
+      std::string not_informative;
       for (const size_t j : retrieval) {
-        if (s.cells[i][j].present && s.cells[i][j].has_control) evidence.push_back(&s.cells[i][j]);
+        const ReportCell& c = s.cells[i][j];
+        if (!c.present || !c.has_control) continue;
+        if (!c.informative) {
+          not_informative = c.not_informative;
+          continue;
+        }
+        evidence.push_back(&c);
       }
-      const auto ni = std::find_if(evidence.begin(), evidence.end(),
-                                   [](const ReportCell* c) { return !c->informative; });
       const ReportCell& at_l = s.cells[i][0];
       const bool stable = nonrepeat < s.columns.size() && s.cells[i][nonrepeat].present &&
                           at_l.present &&
                           (s.cells[i][nonrepeat].value >= at_l.value - 0.05 ||
                            s.cells[i][nonrepeat].ci.Overlaps(at_l.ci));
-      if (ni != evidence.end()) {
-        failed = (*ni)->not_informative;
+      if (evidence.empty() && !not_informative.empty()) {
+        failed = not_informative;
         (stable ? gate_stable : gate_fall).push_back(method);
         continue;
       }
@@ -1111,7 +1118,15 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
     const auto gate = std::find_if(gates.begin(), gates.end(), [&](const LabGate& g) {
       return g.corpus == corpus && g.model == model && !g.passed;
     });
-    if (!failed.empty() || gate != gates.end()) {
+    if (failed.empty() && gate != gates.end()) {
+      // Only parts of the gate that the read cells do not need failed: those parts' cells are
+      // not informative (and beyond L not scored); the rest is read below.
+      text += fmt::format(
+          " it failed part of the copy gate ({}): the retrieval cells that need that part are "
+          "not informative (beyond L they are not scored), and its other retrieval cells are "
+          "read.",
+          gate->reason);
+    } else if (!failed.empty() || gate != gates.end()) {
       text += fmt::format(
           " it failed the copy gate ({}), so its retrieval cells cannot tell keeping distant "
           "information from forgetting it, and none of its methods is read either way on "

@@ -223,6 +223,42 @@ TEST(ReportReadingTest, SummaryReadsWhichMethodsKeepDistantInformation) {
   EXPECT_EQ(Count(reading, "keep distant information"), 1u) << reading;
 }
 
+// A model that failed only the passkey part of the gate (its passkey cells beyond L held back, its
+// far copy informative) is still read on far copy, and the reading says which part failed.
+TEST(ReportReadingTest, AModelThatFailedOnePartOfTheGateIsReadOnTheOthers) {
+  auto lab = SampleRetrievalLab();
+  std::vector<LabRecord> rs;
+  for (const LabRecord& r : lab.records) {
+    if (r.model == "copier" && !(r.protocol == "passkey" && r.ctx > r.train_len)) rs.push_back(r);
+  }
+  LabGate g = lab.gates[0];
+  g.passed = false;
+  g.reason = "passkey at L: 0 of 15 keys read back (0.0%) < 80%";
+  LabGatePart text;
+  text.name = "text";
+  text.passed = true;
+  LabGatePart passkey;
+  passkey.name = "passkey";
+  passkey.reason = g.reason;
+  g.parts = {text, passkey};
+  const ReportTable s = SummaryTable(rs);
+  const std::string reading = SummaryReading(s, rs, {g});
+  EXPECT_TRUE(Has(reading, "it failed part of the copy gate (passkey at L: 0 of 15")) << reading;
+  EXPECT_TRUE(Has(reading, "yarn and rerope keep distant information")) << reading;
+  EXPECT_FALSE(Has(reading, "none of its methods is read")) << reading;
+  // A cell of a part that failed, scored all the same (--score-not-informative), is not evidence:
+  // the methods are read on the other cells.
+  for (const LabRecord& r : lab.records) {
+    if (r.model != "copier" || r.protocol != "passkey" || r.ctx <= r.train_len) continue;
+    LabRecord held = r;
+    held.informative = false;
+    held.not_informative = g.reason;
+    rs.push_back(held);
+  }
+  const std::string scored = SummaryReading(SummaryTable(rs), rs, {g});
+  EXPECT_TRUE(Has(scored, "yarn and rerope keep distant information")) << scored;
+}
+
 // A cell above its control by a little (its interval clear of the control's, the difference under
 // 5 points) is a trace, not keeping distant information: the reading says which and cites it.
 TEST(ReportReadingTest, SummaryTellsATraceFromKeeping) {
