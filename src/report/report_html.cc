@@ -706,10 +706,13 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
   const bool corpora = SeveralCorpora(rs);
 
   const ReportTable summary = SummaryTable(rs);
-  const std::string reading = SummaryReading(summary, rs, gates);
+  std::string reading = SummaryReading(summary, rs, gates);
   std::vector<ReportTable> tables;
   if (!gates.empty()) tables.push_back(GateTable(gates, corpora));
   if (ReportTable seeds = SeedsTable(records.records); !seeds.empty()) {
+    if (const std::string over = SeedsReading(seeds); !over.empty()) {
+      reading += (reading.empty() ? "" : " ") + over;
+    }
     tables.push_back(std::move(seeds));
   }
   for (ReportTable& t : FarCopyTables(rs)) tables.push_back(std::move(t));

@@ -783,6 +783,9 @@ ReportTable SeedsTable(const std::vector<LabRecord>& records) {
       }
       t.cells[i][j].present = true;
       t.cells[i][j].text = text;
+      // For SeedsReading: the seeds above control, of how many.
+      t.cells[i][j].value = static_cast<double>(above);
+      t.cells[i][j].trials = static_cast<int64_t>(seeds.size());
     }
   }
   t.note = fmt::format(
@@ -1452,6 +1455,73 @@ std::string TableHtml(const ReportTable& t) {
   out += "</tbody>\n</table>\n";
   for (size_t k = 0; k < notes.size(); ++k) {
     out += fmt::format("<p class=\"footnote\">{}</p>\n", XmlEscape(FootnoteLine(k + 1, notes[k])));
+  }
+  return out;
+}
+
+std::string SeedsReading(const ReportTable& seeds) {
+  auto JoinParts = [](const std::vector<std::string>& parts) {
+    std::string joined;
+    for (const std::string& p : parts) joined += (joined.empty() ? "" : "; ") + p;
+    return joined;
+  };
+  std::string out;
+  std::vector<std::pair<std::string, std::string>> models;  // (corpus, model), in row order
+  for (const ReportRowKey& r : seeds.rows) {
+    if (std::find(models.begin(), models.end(), std::pair(r.corpus, r.model)) == models.end()) {
+      models.push_back({r.corpus, r.model});
+    }
+  }
+  for (const auto& [corpus, model] : models) {
+    // The text column of the longest context this model has a cell in.
+    size_t column = seeds.columns.size();
+    for (size_t j = 0; j < seeds.columns.size(); ++j) {
+      if (seeds.column_info[j].protocol != "far-copy" || !seeds.columns[j].starts_with("text ")) {
+        continue;
+      }
+      for (size_t i = 0; i < seeds.rows.size(); ++i) {
+        if (seeds.rows[i].corpus == corpus && seeds.rows[i].model == model &&
+            seeds.cells[i][j].present &&
+            (column == seeds.columns.size() ||
+             seeds.column_info[j].ctx > seeds.column_info[column].ctx)) {
+          column = j;
+        }
+      }
+    }
+    if (column == seeds.columns.size()) continue;
+    std::vector<std::string> every, some, none;
+    int64_t n = 0;
+    for (size_t i = 0; i < seeds.rows.size(); ++i) {
+      const ReportCell& c = seeds.cells[i][column];
+      if (seeds.rows[i].corpus != corpus || seeds.rows[i].model != model || !c.present) continue;
+      n = c.trials;
+      const auto above = static_cast<int64_t>(c.value);
+      if (above == c.trials) {
+        every.push_back(seeds.rows[i].method);
+      } else if (above > 0) {
+        some.push_back(fmt::format("{} ({} of {})", seeds.rows[i].method, above, c.trials));
+      } else {
+        none.push_back(seeds.rows[i].method);
+      }
+    }
+    const ReportTable::Column& col = seeds.column_info[column];
+    std::string text = fmt::format(
+        "Over the {} training seeds of {}{}, on far copy of text from {} tokens back at {}: ", n,
+        seeds.show_corpus ? corpus + " / " : "", model, col.param, col.ctx);
+    std::vector<std::string> parts;
+    if (!every.empty()) {
+      parts.push_back(fmt::format("{} {} above {} control in every seed", JoinNames(every),
+                                  every.size() == 1 ? "stays" : "stay",
+                                  every.size() == 1 ? "its" : "their"));
+    }
+    if (!some.empty()) parts.push_back(fmt::format("in some seeds only: {}", JoinNames(some)));
+    if (!none.empty()) {
+      parts.push_back(fmt::format("in none: {}", JoinNames(none)));
+    }
+    out += (out.empty() ? "" : " ") + text + JoinParts(parts) + ".";
+  }
+  if (!out.empty()) {
+    out += " (A seed's model that failed the copy gate part a cell needs counts as not above.)";
   }
   return out;
 }

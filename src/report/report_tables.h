@@ -150,6 +150,10 @@ SeesBack SeesBackOf(const std::vector<LabRecord>& records, const ReportRowKey& r
 // SeparateModels gives each seed's model a label of its own. Empty (no rows) when no recipe has
 // two seeds.
 ReportTable SeedsTable(const std::vector<LabRecord>& records);
+// What the table over seeds says, in sentences: for each model, on far copy of text at its
+// longest context (the farthest distance there), which methods stay above their control in every
+// seed, which in some, which in none. "" for an empty table or one without such a column.
+std::string SeedsReading(const ReportTable& seeds);
 
 // The copy gate: one row per model (label "model"), columns copy at L, control at L, passkey at
 // L (with intervals), passed, and why.

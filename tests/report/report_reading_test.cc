@@ -467,6 +467,11 @@ TEST(ReportReadingTest, MergedSeedsGetRowsOfTheirOwnAndATableOverSeeds) {
   EXPECT_TRUE(Has(md, "Over training seeds")) << md;
   EXPECT_TRUE(Has(md, "| copier / yarn | +59 / +59 (2 of 2 above control) |")) << md;
   EXPECT_TRUE(Has(md, "| copier [seed 2] / yarn |")) << md;
+  EXPECT_TRUE(Has(report.summary_reading,
+                  "Over the 2 training seeds of copier, on far copy of text from 896 tokens back "
+                  "at 1024: yarn and rerope stay above their control in every seed; in none: "
+                  "window and pi."))
+      << report.summary_reading;
 }
 
 }  // namespace

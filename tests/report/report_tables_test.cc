@@ -204,6 +204,12 @@ TEST(ReportTablesTest, SeedsTableListsEachSeedsMarginAndCountsThoseAboveControl)
             std::string::npos)
       << TableMarkdown(t);
 
+  EXPECT_EQ(SeedsReading(t),
+            "Over the 2 training seeds of copier, on far copy of text from 896 tokens back at "
+            "1024: in some seeds only: yarn (1 of 2) and rerope (1 of 2); in none: window and "
+            "pi. (A seed's model that failed the copy gate part a cell needs counts as not "
+            "above.)");
+
   // One seed per recipe, or records without seeds (older builds): no table.
   std::vector<LabRecord> one_seed;
   for (const LabRecord& r : records) {
