@@ -107,6 +107,16 @@ LabStage ParseLabStage(std::string_view text, const std::string& what);
 // The text ParseLabStage reads back ("copy:2500:0.003:periodic=0.5,gapped=0.5").
 std::string LabStageText(const LabStage& stage);
 
+// Whether a training run's copy readout says the copy across a gap has not come: the gapped
+// rows read less than 0.25 above their control. Over 16 runs of the quick lab's first two stages
+// (8 seeds, the copy stage at lr 1e-3 and at 3e-3; docs/training.md, nineteenth round) a copy
+// that had come read 0.36-0.70 above after the periodic stage and 0.94 or more after the gapped
+// one; one that had not read 0.04-0.14 above, and only one of those six came in the next stage.
+// Returns the warning the lab prints after such a run (with what to do, so that a user need not
+// wait for the copy gate), or nothing; `last`: the model's last run, after which no stage can
+// bring it.
+std::optional<std::string> CopyNotComeWarning(const CopyReadout& r, bool last);
+
 struct LabOptions {
   LabCorpusOptions corpus;
   std::string out = "lab";  // the lab's folder: corpus copy, model runs, results, report

@@ -578,4 +578,19 @@ CopyReadout ReadCopy(const CopyProbe& probe, const TokenPredictor& predict) {
   return r;
 }
 
+std::string CopyReadoutText(const CopyReadout& c) {
+  std::string line = fmt::format("copy {:.3f}/{:.3f}", c.copy.value(), c.copy_control.value());
+  if (c.textcopy.n > 0) {
+    line += fmt::format(" textcopy {:.3f}/{:.3f}", c.textcopy.value(), c.textcopy_control.value());
+  }
+  if (c.randcopy.n > 0) {
+    line += fmt::format(" randcopy {:.3f}/{:.3f}", c.randcopy.value(), c.randcopy_control.value());
+  }
+  if (c.passkey_keys.n > 0) {
+    line +=
+        fmt::format(" passkey {:.3f} ({:.3f})", c.passkey_keys.value(), c.passkey_digits.value());
+  }
+  return line;
+}
+
 }  // namespace stretch

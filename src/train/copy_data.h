@@ -325,4 +325,9 @@ struct CopyReadout {
 // without rows count nothing (n = 0).
 CopyReadout ReadCopy(const CopyProbe& probe, const TokenPredictor& predict);
 
+// The readout as one line: "copy 0.993/0.021 textcopy 0.580/0.402 randcopy 0.861/0.030 passkey
+// 0.969 (0.994)", each kind's accuracy against its control (kinds without rows left out; gapped
+// copies always shown), passkeys read back whole and, in brackets, their digits.
+std::string CopyReadoutText(const CopyReadout& r);
+
 }  // namespace stretch

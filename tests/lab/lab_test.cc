@@ -684,6 +684,12 @@ TEST_F(LabTest, StagesChainTheirCheckpointsAndCoverTheModelsId) {
                        [&](const std::string& n) { return n.find(what) != std::string::npos; });
   };
   EXPECT_TRUE(noted("stage 2/2 (mixed): starting from the last checkpoint of")) << notes.size();
+  // After each stage, its copy readout; 4 steps do not teach a copy, and the lab says so.
+  EXPECT_TRUE(noted("stage 1/2 (copy): copy readout at the last evaluation")) << notes.size();
+  EXPECT_TRUE(noted("stage 1/2 (copy): warning: the copy across a gap has not come yet"))
+      << notes.size();
+  EXPECT_TRUE(noted("stage 2/2 (mixed): warning: the copy across a gap has not come ("))
+      << notes.size();
   const std::vector<std::string> records = RecordsWithoutTime(first.records_path);
 
   // The model's id covers every stage (the same lab without stages, below, has another).
@@ -712,8 +718,11 @@ TEST_F(LabTest, StagesChainTheirCheckpointsAndCoverTheModelsId) {
 
   // The same lab without stages is another model.
   one.out = Path("lab-one");
-  const LabResult single = RunLab(one);
+  notes.clear();
+  const LabResult single = RunLab(one, cb);
   EXPECT_NE(ReadLabRecords({single.records_path}).records[0].model_id, staged_key);
+  // Trained on text alone (no gapped or periodic rows): its readout warns of nothing.
+  EXPECT_FALSE(noted("warning: the copy across a gap")) << notes.size();
   EXPECT_FALSE(fs::exists(fs::path(one.out) / "models" / "rope" / "1-copy")) << "one run";
 }
 
@@ -783,6 +792,29 @@ TEST_F(LabTest, AFirstStageAttentionHoldsForTheFirstStageOnly) {
   EXPECT_EQ(quick.label, "keynorm");
   EXPECT_EQ(quick.AttentionOfRun(0, QuickLab().stages.size()), "full");
   EXPECT_EQ(quick.AttentionOfRun(1, QuickLab().stages.size()), "keynorm,scale=1");
+}
+
+// The warning after a training run whose gapped copies read less than 0.25 above their control;
+// none above that, and none without gapped rows in the readout.
+TEST(LabCopyWarning, FiresBelowAQuarterAboveTheControlOnly) {
+  CopyReadout r;
+  EXPECT_FALSE(CopyNotComeWarning(r, false));  // no gapped rows read
+  r.copy = Proportion{99, 100, {}, {}};
+  r.copy_control = Proportion{3, 100, {}, {}};
+  EXPECT_FALSE(CopyNotComeWarning(r, false));
+  r.copy = Proportion{30, 100, {}, {}};  // 0.27 above: the copy has come
+  EXPECT_FALSE(CopyNotComeWarning(r, false));
+  r.copy = Proportion{27, 100, {}, {}};
+  const auto warning = CopyNotComeWarning(r, false);
+  ASSERT_TRUE(warning);
+  EXPECT_NE(warning->find("gapped copies read 0.270 against 0.030"), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("--seed"), std::string::npos) << *warning;
+  EXPECT_NE(warning->find("a later stage may still bring it"), std::string::npos) << *warning;
+  // After the model's last run, no later stage is promised.
+  const auto last = CopyNotComeWarning(r, true);
+  ASSERT_TRUE(last);
+  EXPECT_EQ(last->find("later stage"), std::string::npos) << *last;
+  EXPECT_NE(last->find("has not come (gapped"), std::string::npos) << *last;
 }
 
 TEST(LabStage, ParsesAndPrintsBack) {

@@ -801,5 +801,22 @@ TEST(ProportionTest, TheIntervalOfCorrelatedRowsCoversTheTrueShare) {
   EXPECT_LT(covered_naive, runs * 0.80) << covered_naive;
 }
 
+// The readout's line: each kind that has rows against its control, passkeys whole (digits); the
+// gapped copies always, kinds without rows left out.
+TEST(CopyReadoutText, NamesEveryKindWithRowsAndLeavesTheOthersOut) {
+  CopyReadout r;
+  r.copy = Proportion{99, 100, {}, {}};
+  r.copy_control = Proportion{2, 100, {}, {}};
+  EXPECT_EQ(CopyReadoutText(r), "copy 0.990/0.020");
+  r.randcopy = Proportion{3, 4, {}, {}};
+  r.randcopy_control = Proportion{1, 4, {}, {}};
+  r.passkey_keys = Proportion{1, 2, {}, {}};
+  r.passkey_digits = Proportion{9, 10, {}, {}};
+  EXPECT_EQ(CopyReadoutText(r), "copy 0.990/0.020 randcopy 0.750/0.250 passkey 0.500 (0.900)");
+  r.textcopy = Proportion{1, 5, {}, {}};
+  r.textcopy_control = Proportion{0, 5, {}, {}};
+  EXPECT_NE(CopyReadoutText(r).find(" textcopy 0.200/0.000 randcopy"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace stretch

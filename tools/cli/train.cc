@@ -225,23 +225,8 @@ void PrintProgress(const TrainProgress& p) {
       "step {}/{}  loss {:.4f}  lr {:.2e}  |g| {:.3f}  {:.0f} tok/s  ETA {:.0f}s", p.stats.step,
       p.steps, p.stats.loss, p.stats.lr, p.stats.grad_norm, p.tokens_per_s, p.eta_seconds);
   if (p.eval) line += fmt::format("  val loss {:.4f} acc {:.3f}", p.eval->loss, p.eval->accuracy);
-  if (p.copy) {
-    // Copy and textcopy against their controls, passkey keys read back whole (digits).
-    const CopyReadout& c = *p.copy;
-    line += fmt::format("  copy {:.3f}/{:.3f}", c.copy.value(), c.copy_control.value());
-    if (c.textcopy.n > 0) {
-      line +=
-          fmt::format(" textcopy {:.3f}/{:.3f}", c.textcopy.value(), c.textcopy_control.value());
-    }
-    if (c.randcopy.n > 0) {
-      line +=
-          fmt::format(" randcopy {:.3f}/{:.3f}", c.randcopy.value(), c.randcopy_control.value());
-    }
-    if (c.passkey_keys.n > 0) {
-      line +=
-          fmt::format(" passkey {:.3f} ({:.3f})", c.passkey_keys.value(), c.passkey_digits.value());
-    }
-  }
+  // Copy kinds against their controls, passkey keys read back whole (digits).
+  if (p.copy) line += "  " + CopyReadoutText(*p.copy);
   fmt::print(stderr, "{}\n", line);
 }
 
