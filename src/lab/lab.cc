@@ -41,6 +41,8 @@
 #include "src/report/train_curves.h"
 #include "src/train/arch_spec.h"
 #include "src/train/copy_data.h"
+#include "src/train/run.h"
+#include "src/train/run_dir.h"
 #include "src/train/train_run.h"
 #include "src/train/trainer.h"
 
@@ -571,6 +573,18 @@ void TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
         run.overwrite = true;
       }
     }
+    // The stage's last copy readout, and the warning where the copy has not come: `source` says
+    // where the readout was read.
+    const auto tell_readout = [&](const CopyReadout& readout, const char* source) {
+      Tell(cb.note, fmt::format("{}: copy readout at the last evaluation{} (held-out rows, "
+                                "accuracy / control): {}",
+                                label, source, CopyReadoutText(readout)));
+      // The warning only where the stage trains on gapped or periodic rows, the copy it reads.
+      const bool trains_copy = run.copy_mix.gapped > 0.0 || run.copy_mix.periodic > 0.0;
+      if (const auto why = CopyNotComeWarning(readout, i + 1 == RunCount(o)); why && trains_copy) {
+        Tell(cb.note, fmt::format("{}: {}", label, *why));
+      }
+    };
     if (newest) {
       const TrainResume resume = ReadTrainResume(run);
       CompareModelOptions(o, m, StageKeys(o, i, ComparedOptions(resume.stored)),
@@ -578,6 +592,10 @@ void TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
                           resume.checkpoint);
       if (ReadModelFileHeader(resume.checkpoint).step >= run.steps) {
         Tell(cb.note, fmt::format("{}: trained already ({})", label, resume.checkpoint));
+        // Its run printed its readout; printed again, so that a resumed lab shows every stage's.
+        const std::string log = (fs::path(run.out) / kTrainLogName).string();
+        if (const auto readout = LastCopyReadout(log))
+          tell_readout(*readout, ", from its training log");
         continue;
       }
       run.resume_from = resume.checkpoint;
@@ -602,18 +620,7 @@ void TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
       cb.progress(line);
     };
     RunTraining(run, tcb);
-    // (A stage trained already, passed over above, prints no readout: its run printed it.)
-    if (readout) {
-      Tell(cb.note,
-           fmt::format("{}: copy readout at the last evaluation (held-out rows, accuracy / "
-                       "control): {}",
-                       label, CopyReadoutText(*readout)));
-      // The warning only where the stage trains on gapped or periodic rows, the copy it reads.
-      const bool trains_copy = run.copy_mix.gapped > 0.0 || run.copy_mix.periodic > 0.0;
-      if (const auto why = CopyNotComeWarning(*readout, i + 1 == RunCount(o)); why && trains_copy) {
-        Tell(cb.note, fmt::format("{}: {}", label, *why));
-      }
-    }
+    if (readout) tell_readout(*readout, "");
   }
 }
 
@@ -693,11 +700,14 @@ void FillProbe(LabRecord& r, const ProbeResult& p) {
 //   small    gapped copies from small alphabets: a copy found by matching several tokens;
 //   mixed    text with randcopy, textcopy, gapped and passkey rows (digits in the strings), so the
 //            model keeps language and retrieval together;
-//   prose    textperiodic rows added: copying switched on for prose too. Its 3,000 steps (1,500
-//            until the tenth round of docs/training.md) are what lets the RoPE model copy prose
-//            from 16L back: far copy at 16x, ReRoPE with log-n, +26..+28 points against
-//            +16..+20. Its textfar rows (0.15 of 0.5 copying prose) copy from L/2 to L back:
-//            the model then reads prose back from near L about as well as from L/2, and the
+//   prose    textperiodic rows added: copying switched on for prose too. Its length decides how
+//            far back prose is copied: 1,500 steps until the tenth round of docs/training.md,
+//            3,000 until the twentieth (far copy at 16x, ReRoPE with log-n, +26..+28 points
+//            against +16..+20), 6,000 since (the RoPE model over three seeds: prose from 992
+//            back at 8x, every ReRoPE and Self-Extend cell 0-7 points higher, plain ReRoPE
+//            +21..+23 against +18..+20). Its textfar rows (0.15 of 0.5 copying prose) copy from
+//            L/2 to L back: the model then reads prose back from near L about as well as from
+//            L/2, and the
 //            methods that land far keys near L gain (twelfth round: 8x Self-Extend from 4L back
 //            +13 to +32, YaRN from 8L back +16 to +28).
 std::vector<LabStage> CopyCurriculum() {
@@ -716,7 +726,7 @@ std::vector<LabStage> CopyCurriculum() {
       {"small", 400, 2e-3, mix("gapped=1"), 3, ""},
       {"mixed", 1500, 1e-3, mix("text=0.2,textcopy=0.1,randcopy=0.2,gapped=0.3,passkey=0.2"), 3,
        digits},
-      {"prose", 3000, 1e-3,
+      {"prose", 6000, 1e-3,
        mix("text=0.1,textperiodic=0.3,textcopy=0.05,textfar=0.15,randcopy=0.15,gapped=0.05,"
            "passkey=0.2"),
        3, digits},

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -122,6 +123,50 @@ void SampleTrainingBatch(const TrainingData& data, Rng& rng, int64_t B, std::vec
   }
 }
 
+namespace {
+// The readout's kinds and their keys in the training log: written by RunTrainingLoop, read back
+// by LastCopyReadout.
+struct ReadoutKey {
+  const char* key;
+  Proportion CopyReadout::*member;
+};
+constexpr ReadoutKey kReadoutKeys[] = {
+    {"copy_accuracy", &CopyReadout::copy},
+    {"copy_control", &CopyReadout::copy_control},
+    {"textcopy_accuracy", &CopyReadout::textcopy},
+    {"textcopy_control", &CopyReadout::textcopy_control},
+    {"randcopy_accuracy", &CopyReadout::randcopy},
+    {"randcopy_control", &CopyReadout::randcopy_control},
+    {"passkey_digits", &CopyReadout::passkey_digits},
+    {"passkey_keys", &CopyReadout::passkey_keys},
+};
+}  // namespace
+
+std::optional<CopyReadout> LastCopyReadout(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  std::istringstream in(ReadInputFile(path, "the training log (JSON lines)"));
+  std::optional<CopyReadout> last;
+  std::string line;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) continue;  // a torn line: what it held is not read
+    CopyReadout r;
+    bool any = false;
+    for (const ReadoutKey& k : kReadoutKeys) {
+      const auto v = j.find(k.key);
+      const auto n = j.find(std::string(k.key) + "_n");
+      if (v == j.end() || !v->is_number() || n == j.end() || !n->is_number_integer()) continue;
+      Proportion& x = r.*k.member;
+      x.n = n->get<int64_t>();
+      x.hits = std::llround(v->get<double>() * static_cast<double>(x.n));
+      any = any || x.n > 0;
+    }
+    if (any) last = std::move(r);
+  }
+  return last;
+}
+
 void TrimTrainLog(const std::string& path, int64_t step) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return;
@@ -197,21 +242,14 @@ TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
           }
           return out;
         });
-        const auto put = [&](const char* key, const Proportion& x) {
-          if (x.n == 0) return;
-          rec[key] = x.value();
-          rec[std::string(key) + "_n"] = x.n;
+        for (const ReadoutKey& k : kReadoutKeys) {
+          const Proportion& x = (*p.copy).*k.member;
+          if (x.n == 0) continue;
+          rec[k.key] = x.value();
+          rec[std::string(k.key) + "_n"] = x.n;
           // The trials the interval counts: fewer than n where the hits came in correlated rows.
-          rec[std::string(key) + "_n_eff"] = x.EffectiveN();
-        };
-        put("copy_accuracy", p.copy->copy);
-        put("copy_control", p.copy->copy_control);
-        put("textcopy_accuracy", p.copy->textcopy);
-        put("textcopy_control", p.copy->textcopy_control);
-        put("randcopy_accuracy", p.copy->randcopy);
-        put("randcopy_control", p.copy->randcopy_control);
-        put("passkey_digits", p.copy->passkey_digits);
-        put("passkey_keys", p.copy->passkey_keys);
+          rec[std::string(k.key) + "_n_eff"] = x.EffectiveN();
+        }
       }
     }
     p.report = step % opt.log_every == 0 || eval_now || step == first + 1;

@@ -89,6 +89,12 @@ struct TrainLoopResult {
 // records written before it stopped would otherwise appear twice. A torn last line goes too.
 void TrimTrainLog(const std::string& path, int64_t step);
 
+// The copy readout of the last record that holds one in the training log at `path` (written by
+// RunTrainingLoop), or nothing (no log, or no readout in it). Each kind's hits are its share times
+// its count, as the log stores them; the rows behind them are not stored, so its intervals are
+// those of independent trials. For a run trained already, whose progress is not printed again.
+std::optional<CopyReadout> LastCopyReadout(const std::string& path);
+
 // Runs the loop. Each step's record ({step, loss, lr, grad_norm, tokens_per_s} and val_loss,
 // val_accuracy when evaluated, with the readout's copy_accuracy, copy_control, textcopy_accuracy,
 // textcopy_control, passkey_digits, passkey_keys: shares of the scored targets (keys: of trials),

@@ -705,6 +705,11 @@ TEST_F(LabTest, StagesChainTheirCheckpointsAndCoverTheModelsId) {
   const LabResult resumed = RunLab(o, cb);
   EXPECT_EQ(resumed.cells_done, 8);
   EXPECT_TRUE(noted("stage 1/2 (copy): trained already"));
+  // The stage passed over shows its readout again, read from its training log, and its warning.
+  EXPECT_TRUE(noted("stage 1/2 (copy): copy readout at the last evaluation, from its training log"))
+      << notes.size();
+  EXPECT_TRUE(noted("stage 1/2 (copy): warning: the copy across a gap has not come yet"))
+      << notes.size();
   EXPECT_EQ(RecordsWithoutTime(resumed.records_path), records);
 
   // A stage's options changed: refused, naming the stage and the option.

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -183,6 +184,40 @@ TEST_F(TrainLoop, AResumedRunDoesNotLogItsRedoneStepsTwice) {
   const std::vector<nlohmann::json> log = ReadLog(dir + "/" + kTrainLogName);
   ASSERT_EQ(log.size(), 6u);
   for (size_t k = 0; k < log.size(); ++k) EXPECT_EQ(log[k]["step"], k + 1);
+}
+
+// The last readout in a training log is read back as the loop wrote it: each kind's share and
+// count, the kinds a record lacks left empty; records without a readout and a torn line are
+// passed over; no log, or none with a readout, gives nothing.
+TEST_F(TrainLoop, LastCopyReadoutReadsTheLastRecordThatHoldsOne) {
+  const std::string dir = Path("readout");
+  std::filesystem::create_directories(dir);
+  const std::string log = dir + "/" + kTrainLogName;
+  EXPECT_FALSE(LastCopyReadout(log).has_value()) << "no log";
+  std::ofstream(log) << R"({"step":1,"loss":2.0})"
+                     << "\n";
+  EXPECT_FALSE(LastCopyReadout(log).has_value()) << "no readout in the log";
+  std::ofstream(log, std::ios::app)
+      << R"({"step":2,"loss":1.9,"copy_accuracy":0.5,"copy_accuracy_n":10,"copy_control":0.1,)"
+      << R"("copy_control_n":10})"
+      << "\n"
+      << R"({"step":3,"loss":1.8,"copy_accuracy":0.75,"copy_accuracy_n":8,"copy_accuracy_n_eff":5,)"
+      << R"("copy_control":0.25,"copy_control_n":8,"passkey_keys":1.0,"passkey_keys_n":4,)"
+      << R"("passkey_digits":0.9,"passkey_digits_n":20})"
+      << "\n"
+      << R"({"step":4,"loss":1.7})"
+      << "\n"
+      << R"({"step":5,"loss":1.6,"copy_accuracy":0.0,"copy_acc)";  // torn
+  const std::optional<CopyReadout> r = LastCopyReadout(log);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->copy.hits, 6);
+  EXPECT_EQ(r->copy.n, 8);
+  EXPECT_EQ(r->copy_control.hits, 2);
+  EXPECT_EQ(r->passkey_keys.hits, 4);
+  EXPECT_EQ(r->passkey_keys.n, 4);
+  EXPECT_EQ(r->passkey_digits.hits, 18);
+  EXPECT_EQ(r->textcopy.n, 0) << "a kind the record lacks";
+  EXPECT_EQ(CopyReadoutText(*r), "copy 0.750/0.250 passkey 1.000 (0.900)");
 }
 
 // A NaN in a parameter stops the step by name, with nothing applied: the parameters stay as they
