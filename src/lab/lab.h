@@ -68,9 +68,9 @@ struct LabModel {
   std::string first_stage_attention = {};
   // A stage's MIX for this model when it is not the lab's (stage name -> MIX as --stage writes
   // it, alphabet and span entries included); the stage's steps and learning rate stay the lab's.
-  // The quick lab's KeyNorm model: with the preset's 0.2 passkey rows in the prose stage it read
-  // 88.5% of passkeys at L, with 0.3 98.5%; the RoPE model copies prose less far with 0.3
-  // (docs/training.md, seventh round).
+  // No preset gives one now: the quick lab's KeyNorm model had its own prose MIX (more passkey
+  // rows) from the seventh round to the twentieth, dropped when the curriculum's read far copy
+  // better with passkeys at L as high (docs/training.md, twenty-first round).
   std::map<std::string, std::string> stage_mix = {};
   // The attention of run i of a lab with `stages` stages (0: one run).
   const std::string& AttentionOfRun(size_t i, size_t stages) const {

@@ -128,8 +128,8 @@ LabOptions OptionsOf(const LabArgs& a) {
         "--no-stages and --stage: give one of them (--stage replaces the preset's stages, "
         "--no-stages trains one run of --steps steps at --lr)");
   }
-  // A model's own MIX for a preset stage (the quick lab's KeyNorm prose) belongs to the preset's
-  // stages: stages given here, or none, are every model's recipe as given.
+  // A model's own MIX for a preset stage (LabModel::stage_mix; no preset gives one now) belongs
+  // to the preset's stages: stages given here, or none, are every model's recipe as given.
   if (a.no_stages || !a.stages.empty()) {
     for (LabModel& m : o.models) m.stage_mix.clear();
   }
@@ -357,7 +357,7 @@ void RegisterLab(CLI::App& app) {
          "--stage", a->stages,
          fmt::format(
              "a training stage, NAME:STEPS:LR:MIX, repeated in order (replaces the "
-             "preset's stages, which are {}, and the quick KeyNorm model's own prose MIX). Each "
+             "preset's stages, which are {}, for every model). Each "
              "stage trains STEPS steps at peak "
              "learning rate LR on rows drawn by MIX (as `stretch train --mix`: periodic, "
              "gapped, textcopy, randcopy, textperiodic, textdecoy and textfar copy rows, passkey "
