@@ -12,6 +12,7 @@
 #include <system_error>
 
 #include "src/core/input_file.h"
+#include "src/core/train_log_keys.h"
 #include "src/report/report_tables.h"
 
 namespace stretch {
@@ -116,14 +117,14 @@ void ReadStage(ModelCurves& c, TrainStage stage) {
       e.has_val_loss = true;
       e.val_loss = v->get<double>();
     }
-    e.copy = ShareOf(j, "copy_accuracy");
-    e.copy_control = ShareOf(j, "copy_control");
-    e.textcopy = ShareOf(j, "textcopy_accuracy");
-    e.textcopy_control = ShareOf(j, "textcopy_control");
-    e.randcopy = ShareOf(j, "randcopy_accuracy");
-    e.randcopy_control = ShareOf(j, "randcopy_control");
-    e.passkey_digits = ShareOf(j, "passkey_digits");
-    e.passkey_keys = ShareOf(j, "passkey_keys");
+    e.copy = ShareOf(j, train_log::kCopy);
+    e.copy_control = ShareOf(j, train_log::kCopyControl);
+    e.textcopy = ShareOf(j, train_log::kTextcopy);
+    e.textcopy_control = ShareOf(j, train_log::kTextcopyControl);
+    e.randcopy = ShareOf(j, train_log::kRandcopy);
+    e.randcopy_control = ShareOf(j, train_log::kRandcopyControl);
+    e.passkey_digits = ShareOf(j, train_log::kPasskeyDigits);
+    e.passkey_keys = ShareOf(j, train_log::kPasskeyKeys);
     if (e.has_val_loss || e.HasReadout()) evals.push_back(e);
   }
   c.bad_lines += bad;

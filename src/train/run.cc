@@ -15,6 +15,7 @@
 #include "src/core/input_file.h"
 #include "src/core/stop.h"
 #include "src/core/timer.h"
+#include "src/core/train_log_keys.h"
 #include "src/io/output_file.h"
 #include "src/train/run_dir.h"
 
@@ -124,21 +125,21 @@ void SampleTrainingBatch(const TrainingData& data, Rng& rng, int64_t B, std::vec
 }
 
 namespace {
-// The readout's kinds and their keys in the training log: written by RunTrainingLoop, read back
-// by LastCopyReadout.
+// The readout's kinds and their keys in the training log (src/core/train_log_keys.h): written by
+// RunTrainingLoop, read back by LastCopyReadout.
 struct ReadoutKey {
   const char* key;
   Proportion CopyReadout::*member;
 };
 constexpr ReadoutKey kReadoutKeys[] = {
-    {"copy_accuracy", &CopyReadout::copy},
-    {"copy_control", &CopyReadout::copy_control},
-    {"textcopy_accuracy", &CopyReadout::textcopy},
-    {"textcopy_control", &CopyReadout::textcopy_control},
-    {"randcopy_accuracy", &CopyReadout::randcopy},
-    {"randcopy_control", &CopyReadout::randcopy_control},
-    {"passkey_digits", &CopyReadout::passkey_digits},
-    {"passkey_keys", &CopyReadout::passkey_keys},
+    {train_log::kCopy, &CopyReadout::copy},
+    {train_log::kCopyControl, &CopyReadout::copy_control},
+    {train_log::kTextcopy, &CopyReadout::textcopy},
+    {train_log::kTextcopyControl, &CopyReadout::textcopy_control},
+    {train_log::kRandcopy, &CopyReadout::randcopy},
+    {train_log::kRandcopyControl, &CopyReadout::randcopy_control},
+    {train_log::kPasskeyDigits, &CopyReadout::passkey_digits},
+    {train_log::kPasskeyKeys, &CopyReadout::passkey_keys},
 };
 }  // namespace
 
