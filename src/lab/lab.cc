@@ -866,8 +866,14 @@ LabOptions QuickLab() {
   // 1/sqrt(head dim) beside it (`scale=1`); with both, the unit keys' logits were too flat to
   // copy prose beyond L (docs/training.md, thirteenth round: far copy of prose at 8x from 992
   // back, ReRoPE +5 -> +34 points).
-  o.models = {{"rope", "llama", "rope", "full"},
-              {"keynorm", "llama", "rope", "keynorm,scale=1", "full"}};
+  // Both with log-n in training (the seeds' "-log n" models: query i's logits times
+  // ln(i + 1) / ln L at every position, AttentionConfig::log_length_scale): a model that learnt
+  // its copy with that scale keeps more of its sharpness beyond L under ReRoPE and Self-Extend,
+  // where the plain models read prose back from 992 tokens at 8x with plain ReRoPE at +2..+23
+  // points and the default Self-Extend at +8..+10; with log-n in training +25..+42 and +9..+29
+  // over three seeds (docs/training.md, twenty-second round).
+  o.models = {{"rope-logn", "llama", "rope", "logn"},
+              {"keynorm-logn", "llama", "rope", "keynorm,scale=1,logn", "full"}};
   // Both models train the same stages: KeyNorm's own prose MIX (more passkey rows, no rows of
   // prose copied from far back) read far copy of prose worse at 8x than the curriculum's, with
   // passkeys at L as high, once the prose stage had 6,000 steps (docs/training.md, twenty-first

@@ -187,9 +187,10 @@ struct LabOptions {
   bool plan_only = false;
 };
 
-// The presets: --quick (the README's main job: a RoPE baseline and KeyNorm, dim 128, 2 layers, the
-// seeds' methods) and --full (the seeds' experiments; hours). Both train the copy curriculum
-// (CopyCurriculum in lab.cc: stages copy, gapped, mixed), the one place its numbers live.
+// The presets: --quick (the README's main job: RoPE and KeyNorm, both with log-n, dim 128, 2
+// layers, the seeds' methods) and --full (the seeds' experiments; hours). Both train the copy
+// curriculum (CopyCurriculum in lab.cc: stages copy, gapped, mixed), the one place its numbers
+// live.
 LabOptions QuickLab();
 LabOptions FullLab();
 

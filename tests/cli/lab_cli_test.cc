@@ -110,8 +110,8 @@ TEST_F(LabCliTest, KilledTwiceAndResumedGivesTheRecordsOfAnUninterruptedRun) {
   const std::string out = Path("killed");
   // Once during the first model's training (its first checkpoint is on disk), once in the middle
   // of scoring (some records written, not all).
-  const bool in_training =
-      RunAndKill(out, [&] { return fs::exists(out + "/models/rope/step-00000010.safetensors"); });
+  const bool in_training = RunAndKill(
+      out, [&] { return fs::exists(out + "/models/rope-logn/step-00000010.safetensors"); });
   const bool in_scoring = RunAndKill(out, [&] {
     return fs::exists(out + "/results.jsonl") && Lines(out + "/results.jsonl") >= 10;
   });
@@ -236,7 +236,7 @@ TEST_F(LabCliTest, ASecondLabIntoTheSameFolderIsRefusedWhileTheFirstRuns) {
   ASSERT_EQ(alone.exit_code, 0) << alone.out;
   const std::string out = Path("shared");
   const pid_t first = Start(Args(out), Path("first.log"));
-  ASSERT_TRUE(WaitFor([&] { return fs::exists(out + "/models/rope/train_log.jsonl"); }));
+  ASSERT_TRUE(WaitFor([&] { return fs::exists(out + "/models/rope-logn/train_log.jsonl"); }));
   const testing::RunResult second = RunCli(Args(out));
   EXPECT_EQ(second.exit_code, 1) << second.out;
   EXPECT_TRUE(Has(second.out, "--out " + out + " is in use by another stretch process, pid " +
@@ -278,7 +278,8 @@ TEST_F(LabCliTest, SigintSavesTheWorkAtHandSaysWhereAndExits130) {
   ASSERT_EQ(whole.exit_code, 0) << whole.out;
   const std::string out = Path("int");
   const pid_t pid = Start(Args(out, "direct"), Path("int.log"));
-  ASSERT_TRUE(WaitFor([&] { return fs::exists(out + "/models/rope/step-00000010.safetensors"); }));
+  ASSERT_TRUE(
+      WaitFor([&] { return fs::exists(out + "/models/rope-logn/step-00000010.safetensors"); }));
   kill(pid, SIGINT);
   EXPECT_EQ(ExitCodeOf(pid), 130);
   const std::string log = testing::ReadBytes(Path("int.log"));
@@ -290,26 +291,27 @@ TEST_F(LabCliTest, SigintSavesTheWorkAtHandSaysWhereAndExits130) {
 }
 
 TEST_F(LabCliTest, ModelsFlagTrainsAndScoresOnlyTheNamedModels) {
-  const testing::RunResult r = RunCli(Args(Path("k"), "direct") + " --models keynorm");
+  const testing::RunResult r = RunCli(Args(Path("k"), "direct") + " --models keynorm-logn");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const std::vector<std::string> records = Records({Path("k/results.jsonl")});
   // nonrepeat at L; nonrepeat and repeat at 2L and 4L, repeat of period 2L at 4L; 3 tails.
   EXPECT_EQ(records.size(), 9u) << "one model x one method";
   for (const std::string& line : records) {
-    EXPECT_TRUE(Has(line, "\"model\":\"keynorm\"")) << line;
+    EXPECT_TRUE(Has(line, "\"model\":\"keynorm-logn\"")) << line;
   }
-  EXPECT_FALSE(fs::exists(Path("k/models/rope")));
+  EXPECT_FALSE(fs::exists(Path("k/models/rope-logn")));
 }
 
 // --seed trains another model (stored in its options) and so gives other figures; the default is
 // seed 1.
 TEST_F(LabCliTest, SeedTrainsAnotherModelAndIsStoredWithIt) {
-  const testing::RunResult one = RunCli(Args(Path("s1"), "direct") + " --models keynorm");
+  const testing::RunResult one = RunCli(Args(Path("s1"), "direct") + " --models keynorm-logn");
   ASSERT_EQ(one.exit_code, 0) << one.out;
-  const testing::RunResult two = RunCli(Args(Path("s2"), "direct") + " --models keynorm --seed 2");
+  const testing::RunResult two =
+      RunCli(Args(Path("s2"), "direct") + " --models keynorm-logn --seed 2");
   ASSERT_EQ(two.exit_code, 0) << two.out;
   const auto seed_of = [&](const std::string& out) {
-    return nlohmann::json::parse(testing::ReadBytes(Path(out + "/options/keynorm.json")))
+    return nlohmann::json::parse(testing::ReadBytes(Path(out + "/options/keynorm-logn.json")))
         .at("seed");
   };
   EXPECT_EQ(seed_of("s1"), 1);
@@ -337,7 +339,7 @@ TEST_F(LabCliTest, PlanPrintsThePlanAndTheEstimateAndTrainsAndScoresNothing) {
 }
 
 TEST_F(LabCliTest, NbceScoresTheFixedTailAndIsRefusedElsewhereByName) {
-  const testing::RunResult r = RunCli(Args(Path("nbce"), "direct,nbce") + " --models rope");
+  const testing::RunResult r = RunCli(Args(Path("nbce"), "direct,nbce") + " --models rope-logn");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(Has(r.out, "NBCE scores a question after a context (protocols tail and passkey)"))
       << r.out;
@@ -359,11 +361,12 @@ TEST_F(LabCliTest, BadFlagsAreRefusedWithTheFlagsName) {
   r = RunCli(Args(Path("x"), "direct,nonsense"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(Has(r.out, "nonsense")) << r.out;
-  r = RunCli(Args(Path("x")) + " --models rope,nonsense");
+  r = RunCli(Args(Path("x")) + " --models rope-logn,nonsense");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_TRUE(Has(r.out, "no model \"nonsense\" in the --quick lab (its models: rope,keynorm)"))
+  EXPECT_TRUE(
+      Has(r.out, "no model \"nonsense\" in the --quick lab (its models: rope-logn,keynorm-logn)"))
       << r.out;
-  r = RunCli(Args(Path("x")) + " --models keynorm,keynorm");
+  r = RunCli(Args(Path("x")) + " --models keynorm-logn,keynorm-logn");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(Has(r.out, "named twice")) << r.out;
   r = RunCli("lab --quick --full --out '" + Path("y") + "'");
@@ -407,22 +410,22 @@ TEST_F(LabCliTest, BadStagesAreRefusedWithWhatWasExpected) {
 }
 
 TEST_F(LabCliTest, StagesTrainInTurnAndAKillBetweenThemContinues) {
-  const std::string args = "lab --data '" + (dir_ / "corpus").string() +
-                           "' --cutoff-year 1996 --out '" + Path("st") +
-                           "' --train-len 16 --batch 4 --dim 16 --layers 1 --heads 2 --methods "
-                           "direct --factors 2 --windows 2 --passkey-trials 0 --copy-trials 0 "
-                           "--threads 1 --models rope --stage copy:6:3e-3:periodic=0.5,gapped=0.5 "
-                           "--stage mixed:6:1e-3:text=0.5,textcopy=0.2,gapped=0.3";
+  const std::string args =
+      "lab --data '" + (dir_ / "corpus").string() + "' --cutoff-year 1996 --out '" + Path("st") +
+      "' --train-len 16 --batch 4 --dim 16 --layers 1 --heads 2 --methods "
+      "direct --factors 2 --windows 2 --passkey-trials 0 --copy-trials 0 "
+      "--threads 1 --models rope-logn --stage copy:6:3e-3:periodic=0.5,gapped=0.5 "
+      "--stage mixed:6:1e-3:text=0.5,textcopy=0.2,gapped=0.3";
   const testing::RunResult first = RunCli(args);
   ASSERT_EQ(first.exit_code, 0) << first.out;
   EXPECT_TRUE(Has(first.out, "stage 2/2 (mixed): starting from the last checkpoint of"))
       << first.out;
-  EXPECT_TRUE(fs::exists(Path("st/models/rope/1-copy")));
-  EXPECT_TRUE(fs::exists(Path("st/models/rope/2-mixed")));
+  EXPECT_TRUE(fs::exists(Path("st/models/rope-logn/1-copy")));
+  EXPECT_TRUE(fs::exists(Path("st/models/rope-logn/2-mixed")));
   const std::vector<std::string> records = Records({Path("st/results.jsonl")});
   // The second stage and the records gone, as after a kill between the stages: the first stage
   // is not trained again, the second is, from the same checkpoint, to the same records.
-  fs::remove_all(Path("st/models/rope/2-mixed"));
+  fs::remove_all(Path("st/models/rope-logn/2-mixed"));
   fs::remove(Path("st/results.jsonl"));
   const testing::RunResult again = RunCli(args);
   ASSERT_EQ(again.exit_code, 0) << again.out;

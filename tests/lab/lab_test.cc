@@ -792,9 +792,9 @@ TEST_F(LabTest, AFirstStageAttentionHoldsForTheFirstStageOnly) {
   EXPECT_TRUE(key_norm(fs::path(o.out) / "models" / "keynorm" / "1-copy"));
 
   const LabModel quick = QuickLab().models.at(1);
-  EXPECT_EQ(quick.label, "keynorm");
+  EXPECT_EQ(quick.label, "keynorm-logn");
   EXPECT_EQ(quick.AttentionOfRun(0, QuickLab().stages.size()), "full");
-  EXPECT_EQ(quick.AttentionOfRun(1, QuickLab().stages.size()), "keynorm,scale=1");
+  EXPECT_EQ(quick.AttentionOfRun(1, QuickLab().stages.size()), "keynorm,scale=1,logn");
 }
 
 // The warning after a training run whose gapped copies read less than 0.25 above their control;

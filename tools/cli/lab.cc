@@ -328,10 +328,10 @@ void RegisterLab(CLI::App& app) {
                   "question is its query, and is skipped by name on the other protocols");
   cmd->add_option(
       "--models", a->models,
-      "only these models of the preset, a comma list of their names (--quick: rope, "
-      "keynorm, whose first stage trains with plain keys, KeyNorm from the second on (Su's form: "
-      "q.k / |k|, the key's length in place of sqrt(head dim)), and whose prose stage has 30% "
-      "passkey rows for the lab's 20%; --full: rope, "
+      "only these models of the preset, a comma list of their names (--quick: rope-logn, "
+      "RoPE with log-n scaling in training, and keynorm-logn, KeyNorm with log-n, whose first "
+      "stage trains with plain keys, KeyNorm from the second on (Su's form: q.k / |k|, the key's "
+      "length in place of sqrt(head dim)); --full: rope, "
       "rope-logn, querynorm, ..., gau, window, ..., gemma3, llama4; a wrong name "
       "lists them all)");
   cmd->add_option("--factors", a->factors,
