@@ -228,15 +228,6 @@ bool MethodChangesRope(const AttentionPlan& method_plan, double model_base) {
 }
 
 void CheckMethodFitsLayout(const ModelConfig& config, const AttentionPlan& method_plan) {
-  if (method_plan.Streaming() && (!config.attention.IsPlain() || config.Gau())) {
-    // Its positions are the cache's; a trained window, a bias or another block would each need
-    // its own rule for tokens that have left the cache.
-    Fail(
-        "method \"{}\" (the streaming cache) runs on the LLaMA attention with RoPE in every "
-        "layer, and this model has another layout ({}) (allowed on this model: lambda, window, "
-        "the other methods)",
-        CanonicalSpec(method_plan.method), AttentionLayoutText(config));
-  }
   const std::string change = RopeChange(method_plan, static_cast<double>(config.rope_base));
   bool rope_full = false, full = false;
   for (int l = 0; l < config.n_layers; ++l) {
@@ -244,10 +235,22 @@ void CheckMethodFitsLayout(const ModelConfig& config, const AttentionPlan& metho
     rope_full |= use == LayerMethodUse::kMethod;
     full |= use != LayerMethodUse::kTrainedWindow;
   }
-  if (!full && (!change.empty() || method_plan.mask != MaskKind::kCausal || method_plan.logn)) {
+  // First: on a model whose every layer keeps its trained window, no method but direct applies
+  // (the streaming cache's refusal below offers masks, which such a model refuses too).
+  if (!full && (!change.empty() || method_plan.mask != MaskKind::kCausal || method_plan.logn ||
+                method_plan.Streaming())) {
     Fail(
         "method \"{}\" applies to no layer of this model ({}): every layer was trained with a "
         "window or chunks, keeps them and needs no method (allowed on this model: direct)",
+        CanonicalSpec(method_plan.method), AttentionLayoutText(config));
+  }
+  if (method_plan.Streaming() && (!config.attention.IsPlain() || config.Gau())) {
+    // Its positions are the cache's; a trained window, a bias or another block would each need
+    // its own rule for tokens that have left the cache.
+    Fail(
+        "method \"{}\" (the streaming cache) runs on the LLaMA attention with RoPE in every "
+        "layer, and this model has another layout ({}) (allowed on this model: lambda, window, "
+        "the other methods)",
         CanonicalSpec(method_plan.method), AttentionLayoutText(config));
   }
   if (change.empty() || rope_full) return;

@@ -24,8 +24,9 @@ using testing::Has;
 using testing::RunCli;
 using testing::RunResult;
 
-constexpr const char* kSubcommands[] = {"generate", "score",  "inspect", "bench",   "train",
-                                        "lab",      "report", "tune",    "convert", "conformance"};
+constexpr const char* kSubcommands[] = {"generate", "score",    "inspect",    "bench",
+                                        "train",    "lab",      "report",     "tune",
+                                        "convert",  "tokenize", "conformance"};
 
 // One idea, the name every subcommand that takes it gives it, and the other spellings.
 struct Idea {
@@ -48,7 +49,10 @@ const std::vector<Idea>& Ideas() {
       {"--temperature", {"--temp"}, {}, {"generate"}},
       {"--n-predict", {"-n"}, {"--steps"}, {"generate"}},  // tokens to write
       {"--steps", {}, {}, {"train", "lab"}},               // optimizer steps
-      {"--model", {"-m"}, {}, {"generate", "score", "inspect", "bench", "tune", "convert"}},
+      {"--model",
+       {"-m"},
+       {},
+       {"generate", "score", "inspect", "bench", "tune", "convert", "tokenize"}},
   };
   return ideas;
 }
@@ -71,6 +75,16 @@ std::vector<std::vector<std::string>> OptionNames(const std::string& help) {
 
 bool Contains(const std::vector<std::string>& v, const std::string& s) {
   return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// `stretch --help` lists every subcommand, each on a line of its own with what it does.
+TEST(Cli, TheTopHelpNamesEverySubcommand) {
+  const RunResult r = RunCli("--help");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const std::string list = r.out.substr(0, r.out.find("Run `stretch SUBCOMMAND --help`"));
+  for (const char* sub : kSubcommands) {
+    EXPECT_TRUE(Has(list, "\n  " + std::string(sub) + " ")) << sub << " missing from:\n" << list;
+  }
 }
 
 TEST(Cli, EveryIdeaHasOneNameAcrossSubcommands) {

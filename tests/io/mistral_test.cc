@@ -25,6 +25,7 @@
 #include "tests/testing/family_files.h"
 #include "tests/testing/files.h"
 #include "tests/testing/logits.h"
+#include "tests/testing/method_specs.h"
 #include "tests/testing/random_model.h"
 
 namespace stretch {
@@ -119,6 +120,55 @@ TEST_F(MistralFilesTest, TheWindowCountsTheQueryItselfAsTransformersDoes) {
         10 * tol)
         << "a window of " << other << " keys is not told apart";
   }
+}
+
+// Every training-free method on a model whose every layer is windowed: each layer keeps its own
+// window and plain RoPE, so no method but `direct` has a layer to apply to, and each is refused
+// by name, saying that only `direct` is allowed (the streaming cache's refusal once offered
+// masks that this model refuses too); whatever runs equals the double reference and `direct`.
+TEST_F(MistralFilesTest, EveryMethodIsRefusedByNameOrRunsAsTheReferenceOnAWindowedModel) {
+  const Model m = testing::RandomModel(Config(), 9);
+  const ModelConfig& c = m.config;
+  Rng rng(10);
+  std::vector<int> tokens(3 * c.seq_len);  // past L, so that the methods that bend would bend
+  for (int& t : tokens)
+    t = static_cast<int>(UniformBelow(rng, static_cast<uint64_t>(c.vocab_size)));
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  const auto logits_of = [&](const std::string& spec) {
+    Transformer model(m);
+    model.SetMethod(ParseMethod(spec), n);
+    KvCache cache(c, n);
+    std::vector<float> hidden;
+    model.Forward(tokens, cache, hidden, Transformer::Rows::kAll);
+    std::vector<float> got(tokens.size() * static_cast<size_t>(c.vocab_size));
+    model.Logits(hidden.data(), n, got.data());
+    return got;
+  };
+  const std::vector<float> direct = logits_of("direct");
+  const std::vector<double> exact = ref::LayoutForwardRef<double>(c, m.weights, "direct", tokens);
+  // As above: the float reference's distance from the double one, times 8.
+  const double tol =
+      8 * MaxAbsDiff(ref::LayoutForwardRef<float>(c, m.weights, "direct", tokens), exact) + 1e-6;
+  ASSERT_LE(MaxAbsDiff(direct, exact), tol);
+  int refused = 0, run = 0;
+  for (const std::string& spec : testing::EveryMethodSpec(c.head_dim(), c.seq_len)) {
+    SCOPED_TRACE(spec);
+    std::vector<float> got;
+    try {
+      got = logits_of(spec);
+    } catch (const Error& e) {
+      ++refused;
+      const std::string what = e.what();
+      EXPECT_NE(what.find("applies to no layer of this model"), std::string::npos) << what;
+      EXPECT_NE(what.find("allowed on this model: direct"), std::string::npos) << what;
+      continue;
+    }
+    ++run;
+    EXPECT_LE(MaxAbsDiff(got, ref::LayoutForwardRef<double>(c, m.weights, spec, tokens)), tol);
+    EXPECT_LE(MaxAbsDiff(got, direct), tol) << "a windowed layer changed by the method";
+  }
+  EXPECT_GT(refused, 0) << "no method that changes RoPE was refused";
+  EXPECT_GT(run, 0) << "every method was refused, the masks too";
 }
 
 TEST_F(MistralFilesTest, RopeScalingOnAWindowedModelIsRefusedAndNothingWritten) {

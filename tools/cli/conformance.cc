@@ -54,9 +54,10 @@ void RegisterConformance(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "conformance",
       "Write the conformance pack: for each model family stretch reads (llama, Mistral's window, "
-      "qwen2, qwen3, phi3), a tiny random-weight model as a GGUF file and as a Hugging Face "
-      "folder, plain and with each RoPE scaling its files can state (pi, yarn, llama3, "
-      "longrope), a fixed token stream four times the models' trained length, and the "
+      "qwen2, qwen3, phi3, gemma2, gemma3), a tiny random-weight model as a GGUF file and as a "
+      "Hugging Face folder, plain and with each RoPE scaling its files can state (pi, yarn, "
+      "llama3, longrope, Gemma 3's linear), a fixed token stream four times the models' trained "
+      "length, and the "
       "log-probability stretch gives each next token (DIR/README.md says the layout). Another "
       "engine checks itself by loading the files and comparing; --check DIR checks this build "
       "against a pack written by another.\n"

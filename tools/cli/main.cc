@@ -32,7 +32,10 @@ int main(int argc, char** argv) {
       "  lab       train short, test long: models x methods x lengths x protocols, in one command\n"
       "  report    tables, plots and an HTML page from the lab's results files\n"
       "  tune      which method and parameters suit a model at a target length, by measurement\n"
-      "  convert   write a model as a GGUF file (llama.cpp) or a llama2.c checkpoint\n"
+      "  convert   write a model as a GGUF file (llama.cpp), a Hugging Face folder, a llama2.c\n"
+      "            checkpoint or a stretch checkpoint\n"
+      "  tokenize  the token ids a model's tokenizer gives for a text (as llama-tokenize)\n"
+      "  conformance  tiny models of every family and their log-probabilities, for other engines\n"
       "Run `stretch SUBCOMMAND --help` for the options of each."};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show the help of every subcommand");
