@@ -78,6 +78,69 @@ struct CellPlan {
   bool held_back = false;  // not scored: the model failed the gate part it needs (GateHoldsBack)
 };
 
+// The cells a model's layout refuses, told once per model, not once a cell: a model trained with
+// windows refuses every RoPE method on each of its hundreds of cells (the full lab printed 3,400
+// such lines before its first step). Methods refused for the same reason (the reason's text with
+// its quoted specs left out) share one clause: the methods, their cells, the first one's reason
+// (its spec resolved for the first cell).
+class RefusalTally {
+ public:
+  void Add(const std::string& method, const std::string& why) {
+    auto [it, fresh] = cells_.try_emplace(method, 0);
+    if (fresh) {
+      const std::string kind = WithoutQuotes(why);
+      auto group = std::find_if(groups_.begin(), groups_.end(),
+                                [&](const Group& g) { return g.kind == kind; });
+      if (group == groups_.end()) group = groups_.insert(groups_.end(), Group{kind, why, {}});
+      group->methods.push_back(method);
+    }
+    it->second++;
+  }
+  // One line for the model, then forgets it.
+  void Flush(const Note& note, const std::string& label) {
+    if (groups_.empty()) return;
+    int64_t total = 0;
+    std::vector<std::string> clauses;
+    for (const Group& g : groups_) {
+      std::vector<std::string> methods;
+      bool same = true;
+      for (const std::string& m : g.methods) {
+        total += cells_.at(m);
+        same = same && cells_.at(m) == cells_.at(g.methods[0]);
+        methods.push_back(fmt::format("{} ({})", m, cells_.at(m)));
+      }
+      clauses.push_back(same ? fmt::format("{} ({} cell{}{}): {}", fmt::join(g.methods, ", "),
+                                           cells_.at(g.methods[0]),
+                                           cells_.at(g.methods[0]) == 1 ? "" : "s",
+                                           g.methods.size() == 1 ? "" : " each", g.why)
+                             : fmt::format("{} (cells): {}", fmt::join(methods, ", "), g.why));
+    }
+    Tell(note, fmt::format("{}: {} cell{} skipped, their method refused by the model: {}", label,
+                           total, total == 1 ? "" : "s", fmt::join(clauses, "; ")));
+    groups_.clear();
+    cells_.clear();
+  }
+
+ private:
+  static std::string WithoutQuotes(const std::string& s) {
+    std::string out;
+    bool quoted = false;
+    for (const char c : s) {
+      if (c == '"')
+        quoted = !quoted;
+      else if (!quoted)
+        out += c;
+    }
+    return out;
+  }
+  struct Group {
+    std::string kind, why;
+    std::vector<std::string> methods;
+  };
+  std::vector<Group> groups_;
+  std::map<std::string, int64_t> cells_;
+};
+
 // Whether the cell is left unscored under `gate`: a far-copy or passkey cell beyond L whose gate
 // part failed (gate.h, NotInformativeReason), unless the options ask for those too. Repeat cells
 // are scored whatever the gate says: the seeds' repeat column.
@@ -1328,10 +1391,13 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   }
   Tell(cb.note,
        fmt::format("plan: {} model{} x {} method{}, lengths {} x {}, {} cells ({} done "
-                   "already{}); results in {}",
+                   "already{}{}); results in {}",
                    o.models.size(), o.models.size() == 1 ? "" : "s", o.methods.size(),
                    o.methods.size() == 1 ? "" : "s", o.train_len, fmt::join(o.factors, "/"),
                    cells.size(), result.cells_skipped,
+                   result.cells_refused > 0
+                       ? fmt::format(", {} refused by their models' layouts", result.cells_refused)
+                       : std::string(),
                    result.cells_held_back > 0
                        ? fmt::format(", {} left unscored by the copy gate", result.cells_held_back)
                        : std::string(),
@@ -1346,6 +1412,21 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
                    cal.step_seconds, train_threads, train_threads == 1 ? "" : "s",
                    std::min(side_by_side, std::max<size_t>(1, to_train.size())),
                    progress.cells_total - progress.cells_done, NumThreads()));
+  for (size_t mi = 0; mi < o.models.size(); ++mi) {
+    if (static_cast<int>(mi % static_cast<size_t>(o.ranks)) != o.rank) continue;
+    const LabModel& lm = o.models[mi];
+    const std::string label = fmt::format("model {} ({}/{})", lm.label, mi + 1, o.models.size());
+    RefusalTally refused;
+    for (const CellPlan& c : cells) {
+      if (c.model == mi && c.refusal) refused.Add(c.method, *c.refusal);
+    }
+    refused.Flush(cb.note, label);
+    if (!pending[mi]) {
+      Tell(cb.note,
+           fmt::format("{}: every cell recorded already (or refused); not trained or loaded",
+                       label));
+    }
+  }
   if (o.plan_only) {
     result.seconds = total_timer.Seconds();
     return result;
@@ -1355,20 +1436,6 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   // 2 threads 16k tokens/s, two runs on 1 thread each 13k tokens/s apiece), so the models train
   // side by side, each on its share of the threads, and are scored one after another on all of
   // them.
-  for (size_t mi = 0; mi < o.models.size(); ++mi) {
-    if (static_cast<int>(mi % static_cast<size_t>(o.ranks)) != o.rank) continue;
-    const LabModel& lm = o.models[mi];
-    const std::string label = fmt::format("model {} ({}/{})", lm.label, mi + 1, o.models.size());
-    for (const CellPlan& c : cells) {
-      if (c.model == mi && c.refusal)
-        Tell(cb.note, fmt::format("skipped {}: {}", c.key, *c.refusal));
-    }
-    if (!pending[mi]) {
-      Tell(cb.note,
-           fmt::format("{}: every cell recorded already (or refused); not trained or loaded",
-                       label));
-    }
-  }
   // Training, then scoring, a batch of side_by_side models at a time: each batch's cells are
   // recorded before the next batch trains, so a run cut short keeps the records of every model it
   // finished, and a resume from the records alone (on another machine, its models' folders gone)
@@ -1479,6 +1546,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
         }
       }
 
+      RefusalTally refused;  // told after the model's cells
       for (const CellPlan& c : cells) {
         if (c.model != mi || done.count(c.key) || c.refusal || c.held_back) continue;
         AttentionPlan plan;
@@ -1488,7 +1556,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
           plan = MakeAttentionPlan(method.method, model.Geometry(), method.nbce ? L : c.ctx);
           CheckMethodFitsLayout(model.config(), plan);
         } catch (const Error& e) {
-          Tell(cb.note, fmt::format("skipped {}: {}", c.key, e.what()));
+          refused.Add(c.method, e.what());
           result.cells_refused++;
           progress.eval_weight_total -= c.weight;
           progress.cells_done++;
@@ -1528,7 +1596,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
               llama_trials = MakePasskeyProbe(docs, mid_text, bos, c.ctx, c.depth, c.sequences,
                                               seed, LlamaCppPasskeyFormat());
             } catch (const Error& e) {  // a context too short for the layout's fixed text
-              Tell(cb.note, fmt::format("skipped {}: {}", c.key, e.what()));
+              refused.Add(c.method, e.what());
               result.cells_refused++;
               progress.eval_weight_total -= c.weight;
               progress.cells_done++;
@@ -1640,6 +1708,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
                                     progress.cells_total, writer.path()));
         }
       }
+      refused.Flush(cb.note, label);
     }
   }
   progress.train_seconds_left = 0;

@@ -2,6 +2,8 @@
 // and that a lab run again skips what it has done and repeats nothing.
 #include "src/lab/lab.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -192,9 +194,22 @@ TEST_F(LabTest, ResumesFromItsRecordsAloneWithoutRetraining) {
   const std::string corpus = YearCorpus(8, 6000);
   LabOptions o = Tiny(corpus, Path("lab"));
   o.models = {{"rope", "llama", "rope", "full"}, {"alibi", "llama", "alibi", "full"}};
-  const LabResult first = RunLab(o);
+  std::vector<std::string> notes;
+  LabCallbacks cb;
+  cb.note = [&](const std::string& line) { notes.push_back(line); };
+  const LabResult first = RunLab(o, cb);
   EXPECT_EQ(first.cells_done, 24);    // rope: 2 methods x 8 cells; alibi: direct's 8
   EXPECT_EQ(first.cells_refused, 8);  // alibi x pi
+  // The refusal is told once for the method, with its count and reason, not once a cell.
+  const auto refusal_notes = std::count_if(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.find("skipped") != std::string::npos && n.find("pi") != std::string::npos;
+  });
+  EXPECT_EQ(refusal_notes, 1);
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.find(
+               "model alibi (2/2): 8 cells skipped, their method refused by the model: pi (8 "
+               "cells): method \"pi:factor=") == 0;
+  })) << fmt::format("{}", fmt::join(notes, "\n"));
   const std::vector<std::string> records = RecordsWithoutTime(first.records_path);
 
   fs::remove_all(fs::path(o.out) / "models");
