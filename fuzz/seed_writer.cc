@@ -371,8 +371,9 @@ std::string FamilyTokenizerJson(FuzzJsonFamily family) {
   return j.dump();
 }
 
-// The vocabulary as a GGUF file holds it (llama.cpp's keys; no tensors).
-void WriteBpeGguf(const std::string& path) {
+// The vocabulary as a GGUF file holds it (llama.cpp's keys; no tensors), with the pre-tokenizer
+// `pre` (llama.cpp's tokenizer.ggml.pre: "gpt-2", Llama 3's "llama-bpe", ...).
+void WriteBpeGguf(const std::string& path, const char* pre = "gpt-2") {
   const BpeVocabulary v = FuzzBpeVocabulary();
   std::vector<int32_t> types(v.pieces.size(), 1);
   types.back() = 3;  // control
@@ -382,7 +383,7 @@ void WriteBpeGguf(const std::string& path) {
   WriteGguf(path,
             {{"general.architecture", GgufString("llama")},
              {"tokenizer.ggml.model", GgufString("gpt2")},
-             {"tokenizer.ggml.pre", GgufString("gpt-2")},
+             {"tokenizer.ggml.pre", GgufString(pre)},
              {"tokenizer.ggml.tokens", GgufStringArray(v.pieces)},
              {"tokenizer.ggml.token_type", GgufI32Array(types)},
              {"tokenizer.ggml.merges", GgufStringArray(merges)},
@@ -628,6 +629,11 @@ int WriteFuzzSeeds(const std::string& root_dir) {
     SaveGgufModel(q8, file("q8_0.gguf"), static_cast<uint32_t>(GgmlType::kQ8_0), nullptr);
   }
   WriteBpeGguf(file("bpe_vocab.gguf"));
+  WriteBpeGguf(file("bpe_llama3_vocab.gguf"), "llama-bpe");
+  // LLaMA 3.1's rule as llama.cpp's files carry it: the per-pair divisors rope_freqs.weight.
+  const Method llama3 = ParseMethod("llama3:factor=8");
+  SaveGgufModel(micro, file("llama3.gguf"), static_cast<uint32_t>(GgmlType::kF32), nullptr,
+                &llama3);
   const Model qwen2 = MicroQwen2Model(40, 4);
   SaveGgufModel(qwen2, file("qwen2.gguf"), static_cast<uint32_t>(GgmlType::kF32), &tiny);
   SaveGgufModel(qwen2, file("qwen2_yarn.gguf"), static_cast<uint32_t>(GgmlType::kF16), nullptr,
@@ -660,15 +666,20 @@ int WriteFuzzSeeds(const std::string& root_dir) {
   // Gemma 3: its window, pattern and local base keys, post norms.
   const Model gemma3 = MicroGemma3Model(40, 8);
   SaveGgufModel(gemma3, file("gemma3.gguf"), static_cast<uint32_t>(GgmlType::kF32), &tiny);
+  // Gemma 3 4B-27B: linear scaling (factor 8) of the global layers.
+  const Method linear = ParseMethod("pi:factor=8");
+  SaveGgufModel(gemma3, file("gemma3_linear.gguf"), static_cast<uint32_t>(GgmlType::kF32), &tiny,
+                &linear);
   // Gemma 2: its soft-cap keys, the window and pattern without a local base.
   const Model gemma2 = MicroGemma2Model(40, 9);
   SaveGgufModel(gemma2, file("gemma2.gguf"), static_cast<uint32_t>(GgmlType::kF32), &tiny);
   WriteBpeGgufWithUserDefined(file("bpe_user_vocab.gguf"));
   WriteGemmaLayoutGguf(file("gemma_layout_vocab.gguf"));
   for (const char* name :
-       {"f32.gguf", "f16.gguf", "bf16.gguf", "q8_0.gguf", "yarn.gguf", "bpe_vocab.gguf",
-        "bpe_user_vocab.gguf", "gemma_layout_vocab.gguf", "qwen2.gguf", "qwen2_yarn.gguf",
-        "qwen3.gguf", "mistral.gguf", "phi3.gguf", "gemma3.gguf", "gemma2.gguf"}) {
+       {"f32.gguf", "f16.gguf", "bf16.gguf", "q8_0.gguf", "yarn.gguf", "llama3.gguf",
+        "bpe_vocab.gguf", "bpe_llama3_vocab.gguf", "bpe_user_vocab.gguf", "gemma_layout_vocab.gguf",
+        "qwen2.gguf", "qwen2_yarn.gguf", "qwen3.gguf", "mistral.gguf", "phi3.gguf", "gemma3.gguf",
+        "gemma3_linear.gguf", "gemma2.gguf"}) {
     put("gguf", name, ReadFile(file(name)));
   }
   put("model_file", "qwen3.gguf", ReadFile(file("qwen3.gguf")));
@@ -701,6 +712,7 @@ int WriteFuzzSeeds(const std::string& root_dir) {
         std::tuple{std::string("hf_mistral"), &mistral, (const Method*)nullptr},
         std::tuple{std::string("hf_phi3"), &phi3, (const Method*)&phi3_longrope},
         std::tuple{std::string("hf_gemma3"), &gemma3, (const Method*)nullptr},
+        std::tuple{std::string("hf_gemma3_linear"), &gemma3, &linear},
         std::tuple{std::string("hf_gemma2"), &gemma2, (const Method*)nullptr}}) {
     const std::string dir = file(name);
     fs::remove_all(dir);
