@@ -125,10 +125,11 @@ std::vector<ReportTable> FarCopyTables(const std::vector<LabRecord>& records);
 // "(within window)": a control whose source is always in view, not the test.
 ReportTable RepeatPeriodTable(const std::vector<LabRecord>& records);
 
-// How far back a row sees on far copy of one material: the farthest distance d such that at every
-// tested distance up to d the copy accuracy stays within 10 points of its value at the shortest
-// distance and its interval lies above its control's. A distance tested at several contexts
-// counts at the longest. `tokens` 0: not even at the shortest distance.
+// How far back a row sees on far copy of one material at context `ctx`: the farthest distance d
+// such that at every tested distance up to d the copy accuracy stays within 10 points below its
+// value at the shortest distance (higher is fine) and copy - control has its 95% interval above 0.
+// With ctx 0, a distance tested at several contexts counts at the longest. `tokens` 0: not even
+// at the shortest distance.
 struct SeesBack {
   bool known = false;       // far-copy records with intervals and controls for this row
   int64_t tokens = 0;       // the farthest such distance
@@ -137,7 +138,7 @@ struct SeesBack {
   std::string not_informative;
 };
 SeesBack SeesBackOf(const std::vector<LabRecord>& records, const ReportRowKey& row,
-                    const std::string& material);
+                    const std::string& material, int64_t ctx = 0);
 
 // Over training seeds. Where the records hold one recipe (corpus, model label, variant, L) trained
 // with several seeds (labs run with --seed N, merged; records without a seed are left out), one

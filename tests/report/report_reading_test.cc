@@ -198,13 +198,43 @@ TEST(ReportReadingTest, SeesBackIsTheFarthestDistanceWithinTenPointsAndAboveCont
   EXPECT_EQ(SeesBackOf(rs, {"sotu", "copier", "yarn"}, "text").tokens, 256);
 }
 
+// Sees back at each length on its own: a method that copies from every distance at 8x but from
+// none at 16x; and one whose copy at the shortest distance is weak but above its control and
+// grows farther back (higher is fine: only a drop of more than 10 points stops it).
+TEST(ReportReadingTest, SeesBackIsMeasuredAtEachLength) {
+  std::vector<LabRecord> rs;
+  auto far = [&](int64_t ctx, int64_t d, double acc, double control) {
+    LabRecord r = SampleCell("m", "yarn", "far-copy", ctx, acc);
+    r.distance = d;
+    r.material = "text";
+    rs.push_back(testing::WithControl(testing::WithCi(r, acc, 0.03), control, 0.03));
+  };
+  for (const int64_t d : {128, 512, 992}) far(1024, d, d == 128 ? 0.40 : 0.70, 0.33);
+  for (const int64_t d : {128, 1024, 2016}) far(2048, d, 0.30, 0.30);
+  const ReportRowKey row{"sotu", "m", "yarn"};
+  EXPECT_EQ(SeesBackOf(rs, row, "text", 1024).tokens, 992);
+  EXPECT_EQ(SeesBackOf(rs, row, "text", 2048).tokens, 0);
+  EXPECT_EQ(SeesBackOf(rs, row, "text").tokens, 0) << "every distance at its longest length";
+  const ReportTable s = SummaryTable(rs);
+  std::vector<std::string> sees;
+  for (size_t j = 0; j < s.columns.size(); ++j) {
+    if (s.column_info[j].protocol == "sees-back") sees.push_back(s.cells[0][j].text);
+  }
+  EXPECT_EQ(sees, (std::vector<std::string>{"992 (the farthest tested)", "none"}));
+  // At its control at the shortest distance (the difference's interval holds 0): none.
+  rs.clear();
+  for (const int64_t d : {128, 512, 992}) far(1024, d, d == 128 ? 0.35 : 0.70, 0.33);
+  EXPECT_EQ(SeesBackOf(rs, row, "text", 1024).tokens, 0);
+}
+
 TEST(ReportReadingTest, SummaryReadsWhichMethodsKeepDistantInformation) {
   const auto lab = SampleRetrievalLab();
   const ReportTable s = SummaryTable(lab.records);
-  EXPECT_EQ(s.columns, (std::vector<std::string>{"L=128", "non-repeat 1024 (8x)",
-                                                 "repeat 1024 (8x), period 512",
-                                                 "far copy 1024 (8x), d=896", "passkey 1024 (8x)",
-                                                 "sees back (tokens, far copy of text)"}));
+  EXPECT_EQ(s.columns,
+            (std::vector<std::string>{"L=128", "non-repeat 1024 (8x)",
+                                      "repeat 1024 (8x), period 512", "far copy 1024 (8x), d=896",
+                                      "sees back at 1024 (8x) (tokens, far copy of text)",
+                                      "passkey 1024 (8x)"}));
   const std::string reading = SummaryReading(s, lab.records, lab.gates);
   EXPECT_TRUE(Has(reading, "yarn and rerope keep distant information")) << reading;
   EXPECT_TRUE(Has(reading, "they are tied (their intervals overlap)")) << reading;
@@ -330,7 +360,8 @@ TEST(ReportReadingTest, SummarySaysSoWhenEverythingIsTied) {
     rs.push_back(testing::WithControl(testing::WithCi(far, 0.05 + nudge, 0.05), 0.04, 0.04));
   }
   const ReportTable s = SummaryTable(rs);
-  for (size_t j = 0; j + 1 < s.columns.size(); ++j) {  // the last: sees back, text
+  for (size_t j = 0; j < s.columns.size(); ++j) {
+    if (s.column_info[j].protocol == "sees-back") continue;  // text, not ranked
     // The far-copy column, every cell at its control: no cell is marked, not even as a tie (a
     // column of zeros marked "tie" in bold would read as a win).
     const bool far = s.column_info[j].protocol == "far-copy";
