@@ -1304,6 +1304,29 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
     done.insert(r.key);
     recorded.insert(r.model);
   }
+  {
+    // Records of models this run does not have (an earlier preset's, or another --models): the
+    // report shows every model of the folder, so say whose they are before it does.
+    std::map<std::string, int64_t> others;  // "model" or "model (corpus C)" -> records
+    for (const LabRecord& r : read.records) {
+      const bool ours = r.corpus == corpus.label &&
+                        std::any_of(o.models.begin(), o.models.end(),
+                                    [&](const LabModel& m) { return m.label == r.model; });
+      if (!ours) {
+        others[r.corpus == corpus.label ? r.model
+                                        : fmt::format("{} (corpus {})", r.model, r.corpus)]++;
+      }
+    }
+    if (!others.empty()) {
+      std::vector<std::string> parts;
+      for (const auto& [name, n] : others) parts.push_back(fmt::format("{} ({})", name, n));
+      Tell(cb.note,
+           fmt::format("{} also holds the records of models this run does not train: {}; the "
+                       "report shows them beside this run's models (another --out keeps runs "
+                       "apart)",
+                       o.out, fmt::join(parts, ", ")));
+    }
+  }
   if (!read.torn_lines.empty()) {
     Tell(cb.note, fmt::format("skipped {} torn line(s) of other ranks' records files: {}",
                               read.torn_lines.size(), fmt::join(read.torn_lines, ", ")));

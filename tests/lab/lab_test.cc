@@ -187,6 +187,34 @@ TEST_F(LabTest, ModelsTrainedSideBySideEqualModelsTrainedOneAtATime) {
   EXPECT_EQ(RecordsWithoutTime(two.records_path), RecordsWithoutTime(one.records_path));
 }
 
+TEST_F(LabTest, SaysWhenItsFolderHoldsOtherModelsRecords) {
+  // A folder run with one model, then with another (a preset whose models were renamed, say):
+  // the second run names the first's model and its records, which its report will show too.
+  const std::string corpus = YearCorpus(8, 6000);
+  LabOptions o = Tiny(corpus, Path("lab"));
+  o.models = {{"rope", "llama", "rope", "full"}};
+  const LabResult first = RunLab(o);
+  std::vector<std::string> notes;
+  LabCallbacks cb;
+  cb.note = [&](const std::string& line) { notes.push_back(line); };
+  RunLab(o, cb);
+  auto told = [&] {
+    return std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+      return n.find("also holds the records of models this run does not train") !=
+             std::string::npos;
+    });
+  };
+  EXPECT_FALSE(told()) << "the same models again: nothing to say";
+  notes.clear();
+  o.models = {{"alibi", "llama", "alibi", "full"}};
+  RunLab(o, cb);
+  const std::string expected = fmt::format(
+      "also holds the records of models this run does not train: rope ({});", first.cells_done);
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [&](const std::string& n) {
+    return n.find(expected) != std::string::npos;
+  })) << fmt::format("{}", fmt::join(notes, "\n"));
+}
+
 TEST_F(LabTest, ResumesFromItsRecordsAloneWithoutRetraining) {
   // A lab's records copied to another machine, its models' folders left behind: a model whose
   // cells are all recorded (or refused by its layout: `pi` on ALiBi) is neither trained nor
