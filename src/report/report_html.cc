@@ -642,10 +642,11 @@ constexpr std::string_view kStyle =
     R"(body { font-family: sans-serif; margin: 2em; color: #222; max-width: 1200px; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; display: block; overflow-x: auto; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; }
-td { text-align: right; font-variant-numeric: tabular-nums; }
+td { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 td.ni { color: #999; background: #f4f4f4; }
 td.best, td.tied { background: #eef6ee; }
 .tie { font-size: 0.8em; color: #555; }
+.detail { font-size: 0.8em; color: #555; font-weight: normal; }
 p.footnote, p.ranking { font-size: 0.9em; color: #444; }
 thead th { background: #f0f0f0; }
 tbody th { text-align: left; font-weight: normal; }

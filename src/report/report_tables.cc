@@ -102,8 +102,10 @@ std::string PointsText(double v, const LabInterval& ci) {
   return out;
 }
 
-// A cell's text without its marks.
-std::string CellText(const ReportTable& t, size_t column, const ReportCell& c) {
+// A cell's text without its marks; with `with_control`, a retrieval cell's control and
+// difference after it.
+std::string CellText(const ReportTable& t, size_t column, const ReportCell& c,
+                     bool with_control = true) {
   if (!c.present) return "-";
   std::string out;
   switch (t.FormatOf(column)) {
@@ -123,11 +125,22 @@ std::string CellText(const ReportTable& t, size_t column, const ReportCell& c) {
     case ReportCellFormat::kTokens: out = fmt::format("{:.0f}", c.value); break;
     case ReportCellFormat::kText: out = c.text; break;
   }
-  if (c.has_control) {
+  if (c.has_control && with_control) {
     out += fmt::format("; control {}; {}", AccuracyText(c.control, c.control_ci),
                        PointsText(c.difference, c.difference_ci));
   }
   return out;
+}
+
+// A cell as the page shows it, without its marks: a retrieval cell leads with copy - control,
+// what it is ranked by, the two accuracies on a smaller line below (the markdown and CSV give
+// the same numbers in one line).
+std::string CellHtml(const ReportTable& t, size_t column, const ReportCell& c) {
+  if (!c.present || !c.has_control) return XmlEscape(CellText(t, column, c));
+  return fmt::format("{}<br><span class=\"detail\">{}<br>vs control {}</span>",
+                     XmlEscape(PointsText(c.difference, c.difference_ci)),
+                     XmlEscape(CellText(t, column, c, /*with_control=*/false)),
+                     XmlEscape(AccuracyText(c.control, c.control_ci)));
 }
 
 // The reasons of a table's not-informative cells, in the order first met: footnote i is
@@ -1441,7 +1454,7 @@ std::string TableHtml(const ReportTable& t) {
     out += fmt::format("<tr><th scope=\"row\">{}</th>", XmlEscape(RowLabel(t, t.rows[i])));
     for (size_t j = 0; j < t.cells[i].size(); ++j) {
       const ReportCell& c = t.cells[i][j];
-      std::string text = XmlEscape(CellText(t, j, c));
+      std::string text = CellHtml(t, j, c);
       std::string cls;
       if (c.mark != ReportCell::Mark::kNone) text = "<strong>" + text + "</strong>";
       if (c.mark == ReportCell::Mark::kBest) cls = "best";

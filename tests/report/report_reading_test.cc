@@ -142,6 +142,11 @@ TEST(ReportReadingTest, RetrievalTablesGiveControlDifferenceAndFootnotes) {
   const std::string html = TableHtml(far[0]);
   EXPECT_EQ(Count(html, "<td class=\"ni\">"), 6u) << html;
   EXPECT_TRUE(Has(html, "<p class=\"footnote\">[n1] not informative: copy - control")) << html;
+  // The page leads a retrieval cell with what it is ranked by, the accuracies below it.
+  EXPECT_TRUE(Has(html,
+                  "+59.0 pts (55.1 to 62.9)<br><span class=\"detail\">62.0% (59.0-65.0)<br>vs "
+                  "control 3.0% (0.5-5.5)</span>"))
+      << html;
 
   const ReportTable repeat = RepeatPeriodTable(lab.records);
   EXPECT_EQ(repeat.columns,
