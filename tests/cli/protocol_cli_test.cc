@@ -174,6 +174,8 @@ TEST(ProtocolCli, BadSpecsAndFlagsFailBeforeScoring) {
       {"--ctx 128 --protocol far-copy:source=books", "expected text or random"},
       {"--ctx 128 --protocol far-copy --distances 8", "shorter than the span"},
       {"--ctx 128 --protocol far-copy --distances 200", "none fits ctx 128"},
+      // No distance by default: once silently an empty table and exit status 0.
+      {"--ctx 128 --protocol far-copy:span=100", "ctx 128 is too short for a span of 100"},
       {"--ctx 128 --protocol passkey:layout=gpt", "expected stretch or llama"},
       {"--ctx 128 --protocol far-copy --tail 16", "--tail"},
       {"--ctx 128 --protocol far-copy --max-windows 2", "--trials"},

@@ -80,7 +80,16 @@ std::string SignedIv(const Interval& i) {
 std::vector<int64_t> DistancesAt(const ProtocolArgs& args, const ProtocolSpec& p, int64_t ctx,
                                  int64_t train_len, bool note) {
   const int64_t span = p.copy.span;
-  if (args.distances.empty()) return DefaultCopyDistances(train_len, ctx, span);
+  if (args.distances.empty()) {
+    std::vector<int64_t> d = DefaultCopyDistances(train_len, ctx, span);
+    if (d.empty()) {  // a span longer than half the window: it cannot appear twice
+      Fail(
+          "far copy: ctx {} is too short for a span of {} tokens and its copy: expected ctx >= {} "
+          "(far-copy:span=N sets the span)",
+          ctx, span, 2 * span);
+    }
+    return d;
+  }
   std::vector<int64_t> out;
   for (const int64_t d : args.distances) {
     if (d < span) {
