@@ -75,23 +75,6 @@ std::vector<int64_t> SortedUnique(std::span<const int64_t> v) {
   return out;
 }
 
-// The index in `points` (sorted by distance) of the reference for SeesBackDistance, or -1.
-int64_t ReferenceIndex(const std::vector<CopyAtDistance>& points, int64_t train_len) {
-  int64_t ref = -1;
-  for (size_t i = 0; i < points.size(); ++i) {
-    if (points[i].distance <= train_len) ref = static_cast<int64_t>(i);
-  }
-  return ref;
-}
-
-std::vector<CopyAtDistance> SortedPoints(std::span<const CopyAtDistance> points) {
-  std::vector<CopyAtDistance> p(points.begin(), points.end());
-  std::stable_sort(p.begin(), p.end(), [](const CopyAtDistance& a, const CopyAtDistance& b) {
-    return a.distance < b.distance;
-  });
-  return p;
-}
-
 }  // namespace
 
 ArmScore ScoreArm(const SequenceScorer& scorer, const std::vector<ProbeSequence>& sequences,
@@ -222,21 +205,6 @@ std::vector<int64_t> DefaultCopyDistances(int64_t train_len, int64_t ctx, int64_
   return SortedUnique(d);
 }
 
-std::optional<int64_t> SeesBackDistance(std::span<const CopyAtDistance> points, int64_t train_len,
-                                        double tolerance) {
-  const std::vector<CopyAtDistance> p = SortedPoints(points);
-  const int64_t ref = ReferenceIndex(p, train_len);
-  if (ref < 0) return std::nullopt;
-  const double floor = p[static_cast<size_t>(ref)].accuracy - tolerance;
-  int64_t best = p[static_cast<size_t>(ref)].distance;
-  for (size_t j = static_cast<size_t>(ref) + 1; j < p.size(); ++j) {
-    // 1e-12: "within 10 points" holds at exactly 10 points despite rounding of the accuracies.
-    if (p[j].accuracy < floor - 1e-12) break;
-    best = p[j].distance;
-  }
-  return best;
-}
-
 FarCopyResult RunFarCopy(const SequenceScorer& scorer, const TokenSpans& documents,
                          const TextEncoder& encode, int bos, int64_t ctx, int64_t train_len,
                          std::span<const int64_t> distances, int64_t count,
@@ -258,15 +226,24 @@ FarCopyResult RunFarCopy(const SequenceScorer& scorer, const TokenSpans& documen
     ArmScore a = ScoreArm(scorer, copy, bootstrap);
     ArmScore b = ScoreArm(scorer, control, bootstrap);
     r.points.push_back({ds[i], CompareArms(std::move(a), std::move(b), true, bootstrap)});
-    accuracy.push_back({ds[i], r.points.back().result.test.accuracy.estimate});
+    const ProbeResult& x = r.points.back().result;
+    accuracy.push_back({ds[i], x.test.accuracy.estimate, x.accuracy_difference.low > 0.0});
+    if (i == 0 || x.accuracy_difference.estimate > r.max_gain) {
+      r.max_gain = x.accuracy_difference.estimate;
+      r.max_gain_distance = ds[i];
+    }
   }
   r.sees_back = SeesBackDistance(accuracy, train_len);
-  const int64_t ref = ReferenceIndex(accuracy, train_len);  // ds ascending: already sorted
-  r.reference_distance = ref < 0 ? 0 : accuracy[static_cast<size_t>(ref)].distance;
-  if (ref >= 0) {
-    r.reference_gain = r.points[static_cast<size_t>(ref)].result.accuracy_difference.estimate;
+  r.reference_distance = SeesBackReference(accuracy, train_len);
+  for (const FarCopyPoint& p : r.points) {
+    if (p.distance == r.reference_distance)
+      r.reference_gain = p.result.accuracy_difference.estimate;
   }
   return r;
+}
+
+bool SeesBackInformative(const FarCopyResult& r) {
+  return r.sees_back.has_value() && r.max_gain >= kSeesBackMinGain;
 }
 
 RepeatProbe MakeRepeatProbe(const TokenSpans& documents, int bos, int64_t ctx, int64_t period,

@@ -39,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "src/core/sees_back.h"
 #include "src/eval/interval.h"
 #include "src/eval/protocols.h"
 #include "src/io/passkey.h"
@@ -111,18 +112,6 @@ std::vector<FarCopyTrial> MakeFarCopyTrials(const TokenSpans& documents, const T
 // [span, ctx - span], then ctx - span ("the whole context"), ascending, without repeats.
 std::vector<int64_t> DefaultCopyDistances(int64_t train_len, int64_t ctx, int64_t span);
 
-struct CopyAtDistance {
-  int64_t distance = 0;
-  double accuracy = 0.0;
-};
-
-// "Sees back N tokens": the reference is the measured distance closest to train_len from below
-// (train_len itself when measured); walking up from it through the measured distances, the last
-// one before the first whose accuracy falls more than `tolerance` below the reference's (higher
-// is fine). nullopt when no distance <= train_len is measured. Points may come in any order.
-std::optional<int64_t> SeesBackDistance(std::span<const CopyAtDistance> points, int64_t train_len,
-                                        double tolerance = 0.10);
-
 struct FarCopyPoint {
   int64_t distance = 0;
   ProbeResult result;  // paired: copy and control share their filler
@@ -131,11 +120,13 @@ struct FarCopyResult {
   std::vector<FarCopyPoint> points;  // distances ascending
   std::optional<int64_t> sees_back;  // SeesBackDistance of the copy accuracies
   int64_t reference_distance = 0;    // the distance SeesBackDistance compared with (0: none)
-  // Copy - control accuracy at the reference distance. "Sees back" means something only when the
-  // model copies there: a model that never copies stays "within 10 points" of its chance level
-  // at every distance. (The lab's copy gate asks for >= 0.2; the CLI does too.)
-  double reference_gain = 0.0;
+  double reference_gain = 0.0;       // copy - control at the reference distance
+  // The largest copy - control over the distances, and where: "sees back" is informative when it
+  // is >= kSeesBackMinGain (SeesBackInformative).
+  double max_gain = 0.0;
+  int64_t max_gain_distance = 0;
 };
+bool SeesBackInformative(const FarCopyResult& r);
 
 // Every distance (ascending; repeats removed), `count` trials each, scored and compared.
 FarCopyResult RunFarCopy(const SequenceScorer& scorer, const TokenSpans& documents,

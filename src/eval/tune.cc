@@ -264,7 +264,7 @@ TuneRanking RankTune(const TuneResult& r, TuneObjective objective) {
         return c[x].summary.MeanLoss() < c[y].summary.MeanLoss();
       });
     }
-    if (objective == TuneObjective::kBoth && !copies) {
+    if (!copies) {
       measured = by_loss;  // nothing copies from afar: loss decides, and the note says so
       rest.clear();
     }
@@ -285,6 +285,8 @@ TuneRanking RankTune(const TuneResult& r, TuneObjective objective) {
                          : retrieval_tied(i) && (objective == TuneObjective::kRetrieval ||
                                                  loss_tied(i, k.order.front())));
   }
+  // The first is tied only when another is tied with it.
+  k.tied.front() = std::find(k.tied.begin() + 1, k.tied.end(), true) != k.tied.end();
   return k;
 }
 

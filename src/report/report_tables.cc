@@ -10,6 +10,7 @@
 #include <tuple>
 #include <utility>
 
+#include "src/core/sees_back.h"
 #include "src/report/svg_plot.h"
 
 namespace stretch {
@@ -647,16 +648,18 @@ SeesBack SeesBackOf(const std::vector<LabRecord>& records, const ReportRowKey& r
     }
     if (!r->has_control || !r->accuracy_ci.known || !r->control_accuracy_ci.known) return out;
   }
-  out.known = true;
-  const double first = at.begin()->second->accuracy;
+  // The rule of `score --protocol far-copy` and `tune` (src/core/sees_back.h): from the distance
+  // closest to L from below, while copy - control has its interval above 0 (as the tables mark
+  // it) and the accuracy stays no more than 10 points below the reference's.
+  std::vector<CopyAtDistance> points;
   for (const auto& [d, r] : at) {
-    // Above its control: the interval of copy - control above 0, as the tables mark it.
-    const bool above =
-        DifferenceInterval(r->accuracy, r->accuracy_ci, r->control_accuracy, r->control_accuracy_ci)
-            .lo > 0.0;
-    if (!above || r->accuracy < first - 0.10) break;
-    out.tokens = d;
+    const LabInterval diff = DifferenceInterval(r->accuracy, r->accuracy_ci, r->control_accuracy,
+                                                r->control_accuracy_ci);
+    points.push_back({d, r->accuracy, diff.lo > 0.0});
   }
+  const std::optional<int64_t> sees = SeesBackDistance(points, at.begin()->second->train_len);
+  out.known = sees.has_value();
+  out.tokens = sees.value_or(0);
   return out;
 }
 
@@ -981,9 +984,10 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
                     "the lab's models are trained on, and llama.cpp's where it was scored)"
                   : "",
       far ? " Sees back at each length: the farthest far-copy distance d such that at every "
-            "distance tested up to d, at that length, the copy accuracy stays no more than 10 "
-            "points below its value at the shortest distance and copy - control has its interval "
-            "above 0 (\"none\": not even at the shortest)."
+            "distance tested up to d, at that length, copy - control has its interval above 0 and "
+            "the copy accuracy stays no more than 10 points below its value at the distance "
+            "closest to L from below (\"none\": not even there); the rule of `stretch score "
+            "--protocol far-copy` and `stretch tune`."
           : "");
   MarkBest(t, /*higher_is_better=*/true);
   return t;

@@ -125,11 +125,12 @@ std::vector<ReportTable> FarCopyTables(const std::vector<LabRecord>& records);
 // "(within window)": a control whose source is always in view, not the test.
 ReportTable RepeatPeriodTable(const std::vector<LabRecord>& records);
 
-// How far back a row sees on far copy of one material at context `ctx`: the farthest distance d
-// such that at every tested distance up to d the copy accuracy stays within 10 points below its
-// value at the shortest distance (higher is fine) and copy - control has its 95% interval above 0.
-// With ctx 0, a distance tested at several contexts counts at the longest. `tokens` 0: not even
-// at the shortest distance.
+// How far back a row sees on far copy of one material at context `ctx`, by the rule of
+// src/core/sees_back.h (that of `score --protocol far-copy` and `tune`): from the distance closest
+// to L from below, the farthest distance d such that at every tested distance up to d copy -
+// control has its 95% interval above 0 and the copy accuracy stays no more than 10 points below
+// its value at that reference. With ctx 0, a distance tested at several contexts counts at the
+// longest. `tokens` 0: not even at the reference.
 struct SeesBack {
   bool known = false;       // far-copy records with intervals and controls for this row
   int64_t tokens = 0;       // the farthest such distance

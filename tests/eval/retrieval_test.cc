@@ -242,6 +242,12 @@ TEST(SeesBack, TheFarthestDistanceWithinTenPointsOfTheValueAtL) {
   const std::vector<P> f = {{1024, 0.9}};
   EXPECT_FALSE(SeesBackDistance(f, 512).has_value());
   EXPECT_EQ(SeesBackDistance(a, 512, 0.3), 4064);
+  // At its control (the difference's interval holds 0) the walk stops there; at the reference:
+  // none (0), however high the accuracies beyond it.
+  const std::vector<P> g = {{512, 0.8}, {1024, 0.8, false}, {2048, 0.8}};
+  EXPECT_EQ(SeesBackDistance(g, 512), 512);
+  const std::vector<P> h = {{512, 0.8, false}, {1024, 0.9}, {2048, 0.9}};
+  EXPECT_EQ(SeesBackDistance(h, 512), 0);
 }
 
 TEST(RepeatPeriod, ScoresFromTheSecondCopyOnAgainstTextAtTheSamePositions) {

@@ -139,6 +139,15 @@ TEST(Tune, TheDefaultObjectivePutsRetrievalBeforeLoss) {
   EXPECT_FALSE(none.retrieval_decided);
   EXPECT_EQ(r.cells[none.recommended].spec, "window:window=181");
   EXPECT_NE(none.note.find("no method family copies"), std::string::npos) << none.note;
+  // --objective retrieval when nothing copies: by loss too, as its note says (it ranked by a far
+  // copy that was noise and recommended direct, 20th of 26 by loss).
+  const TuneRanking none_retrieval = RankTune(r, TuneObjective::kRetrieval);
+  EXPECT_EQ(r.cells[none_retrieval.recommended].spec, "window:window=181");
+  EXPECT_EQ(none_retrieval.order, none.order);
+  EXPECT_NE(none_retrieval.note.find("ranked by loss alone"), std::string::npos);
+  // The first is marked tied only when another is tied with it.
+  EXPECT_FALSE(none.tied[0]) << "the window's loss is apart from ntk's (2.05 +- 0.01)";
+  EXPECT_TRUE(retrieval.tied[0]) << "self-extend ties rerope";
 }
 
 TEST(Tune, ObjectivesParseByName) {

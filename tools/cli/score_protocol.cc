@@ -476,22 +476,28 @@ void RunScoreProtocols(const ProtocolRunArgs& args) {
           j["points"] = std::move(points);
           j["reference_distance"] = r.reference_distance;
           j["reference_gain"] = r.reference_gain;
-          // Copying at the reference must be real for "sees back" to mean anything: a model that
-          // never copies stays within 10 points of chance at every distance.
-          constexpr double kMinGain = 0.2;
-          j["sees_back"] = r.sees_back ? nlohmann::json(*r.sees_back) : nlohmann::json(nullptr);
-          j["sees_back_informative"] = r.sees_back.has_value() && r.reference_gain >= kMinGain;
+          j["max_gain"] = r.max_gain;
+          // A number only where it means something (SeesBackInformative): a model or method
+          // that never copies stays "within 10 points" of its chance level at every distance.
+          const bool informative = SeesBackInformative(r);
+          j["sees_back"] = informative ? nlohmann::json(*r.sees_back) : nlohmann::json(nullptr);
+          j["sees_back_informative"] = informative;
           if (!r.sees_back) {
             out(fmt::format("  sees back: unknown (no distance <= L = {} measured)\n", L));
-          } else if (r.reference_gain < kMinGain) {
+          } else if (!informative) {
             out(fmt::format(
-                "  sees back: not informative: copy - control at distance {} is {:+.3f} (below "
-                "{:.2f}), so the model barely copies even there\n",
-                r.reference_distance, r.reference_gain, kMinGain));
+                "  sees back: not informative: copy - control is below {:.2f} at every distance "
+                "(at most {:+.3f}, at {}), too weak a copy to follow\n",
+                kSeesBackMinGain, r.max_gain, r.max_gain_distance));
+          } else if (*r.sees_back == 0) {
+            out(fmt::format(
+                "  sees back: none: copy - control at distance {} has its interval at 0\n",
+                r.reference_distance));
           } else {
             out(fmt::format(
-                "  sees back {} tokens: the farthest distance at which copy accuracy stays within "
-                "10 points of its value at distance {}{}\n",
+                "  sees back {} tokens: the farthest distance up to which copy - control stays "
+                "above 0 and copy accuracy no more than 10 points below its value at distance "
+                "{}{}\n",
                 *r.sees_back, r.reference_distance, r.reference_distance == L ? " (= L)" : ""));
           }
           break;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 
 #include "src/core/error.h"
@@ -14,6 +15,7 @@
 #include "src/eval/retrieval.h"
 #include "src/eval/tune.h"
 #include "src/io/model_file.h"
+#include "src/position/method.h"
 #include "tools/cli/common.h"
 
 namespace stretch::cli {
@@ -36,11 +38,11 @@ std::string WithInterval(const Interval& i, int digits) {
                      digits);
 }
 
-// What a cell's far copy says, for the table: "sees back 4064" or "sees back 512".
-// "Sees back" means something only where the model copies at its reference distance (as
-// `score --protocol far-copy` reads it: copy - control >= 0.2 there).
+// What a cell's far copy says, for the table: "4064", "none" or why it cannot be told
+// (SeesBackDistance and SeesBackInformative, src/eval/retrieval.h: the rule of `score --protocol
+// far-copy` and of the lab's report).
 bool SeesBackInformative(const TuneCell& c) {
-  return c.retrieval && c.retrieval->sees_back && c.retrieval->reference_gain >= 0.2;
+  return c.retrieval && stretch::SeesBackInformative(*c.retrieval);
 }
 
 std::string SeesBack(const TuneCell& c) {
@@ -48,11 +50,27 @@ std::string SeesBack(const TuneCell& c) {
   if (!c.retrieval->sees_back) return "not measured at L";
   if (!SeesBackInformative(c)) {
     return fmt::format(
-        "not informative (copy - control at {} is {:+.3f} < 0.2: the model does "
-        "not copy even there)",
-        c.retrieval->reference_distance, c.retrieval->reference_gain);
+        "not informative (copy - control at most {:+.3f} < {:.1f}: too weak a copy "
+        "to follow)",
+        c.retrieval->max_gain, kSeesBackMinGain);
   }
+  if (*c.retrieval->sees_back == 0) return "none";
   return fmt::format("{}", *c.retrieval->sees_back);
+}
+
+// How far back a method that masks keys out can see at all: the window of window, lambda,
+// blockwise, chunked and streaming (lambda and streaming also the first S tokens), or nullopt.
+std::optional<std::string> MaskReach(const std::string& spec, int64_t train_len) {
+  const Method m = ParseMethod(spec);
+  if (m.mask.kind == MaskKind::kCausal) return std::nullopt;
+  const int64_t w = m.mask.window > 0 ? m.mask.window : train_len;
+  switch (m.mask.kind) {
+    case MaskKind::kLambda:
+      return fmt::format("no key further than {} tokens back but the text's first {}", w,
+                         m.mask.sinks > 0 ? m.mask.sinks : 4);
+    case MaskKind::kChunk: return fmt::format("no key outside its chunk of {} tokens", w);
+    default: return fmt::format("no key further than {} tokens back", w);
+  }
 }
 
 void RunTuneCommand(const TuneArgs& a) {
@@ -124,12 +142,20 @@ void RunTuneCommand(const TuneArgs& a) {
   fmt::print(
       "\nscored {} cells ({} grid points refused by their method) in {:.0f} s, {} windows of {} "
       "tokens each; far copy: {} trials per distance for the best cell of each family\n"
-      "objective: {} ({})\n",
+      "objective: {} ({}); (tie): cannot be told apart from rank 1 ({})\n",
       result.cells.size(), result.refused, timer.Seconds(), best.summary.windows, a.ctx,
-      a.retrieval_trials, TuneObjectiveName(objective), k.note);
+      a.retrieval_trials, TuneObjectiveName(objective), k.note,
+      objective == TuneObjective::kLoss || !k.retrieval_decided
+          ? "its loss: the bootstrap interval of the difference, window by window, holds 0"
+      : objective == TuneObjective::kRetrieval
+          ? "the far-copy intervals overlap"
+          : "the far-copy intervals overlap, and so does the loss: the bootstrap interval of the "
+            "difference, window by window, holds 0");
   std::string sees;
   if (best.retrieval && !SeesBackInformative(best)) {
     sees = "; how far back it sees cannot be told: " + SeesBack(best);
+  } else if (best.retrieval && best.retrieval->sees_back == 0) {
+    sees = "; sees back: none (its copy at L is at its control)";
   } else if (best.retrieval && best.retrieval->sees_back) {
     sees = fmt::format("; sees back {} tokens of {}", *best.retrieval->sees_back, a.ctx);
     if (*best.retrieval->sees_back < a.ctx / 2) {
@@ -144,12 +170,20 @@ void RunTuneCommand(const TuneArgs& a) {
         "; how far back it sees was not measured (--retrieval-trials 0, or not the best of "
         "its family)";
   }
+  if (const std::optional<std::string> reach = MaskReach(best.spec, L)) {
+    sees += fmt::format(
+        "; WARNING: it sees {}: it avoids blowing up by never reading what lies beyond, whatever "
+        "that holds",
+        *reach);
+  }
   fmt::print("recommended: --method {}  (loss {:.4f}, accuracy {:.4f}{})\n", best.spec,
              best.summary.MeanLoss(), best.summary.Accuracy(), sees);
   if (k.recommended != result.best) {
     const TuneCell& lb = result.cells[result.best];
-    fmt::print("lowest loss: --method {}  (loss {:.4f}; sees back {})\n", lb.spec,
-               lb.summary.MeanLoss(), SeesBack(lb));
+    const std::optional<std::string> reach = MaskReach(lb.spec, L);
+    fmt::print("lowest loss: --method {}  (loss {:.4f}; sees back {}{})\n", lb.spec,
+               lb.summary.MeanLoss(), SeesBack(lb),
+               reach ? fmt::format("; it sees {}", *reach) : std::string());
   }
 }
 
