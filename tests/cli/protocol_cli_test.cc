@@ -165,6 +165,30 @@ TEST(ProtocolCli, PasskeyBothLayoutsWithTheirControls) {
   EXPECT_TRUE(Has(text.out, "/2 ")) << text.out;
 }
 
+// `stretch tune` ranks with its retrieval column and says what a tie is; a recommended method
+// that masks keys out (window, lambda, ...) says on its line how far it sees at most, and no
+// other recommended method does. Which method a random model gets is not the point.
+TEST(ProtocolCli, TuneSaysWhatATieIsAndHowFarAMaskedMethodSees) {
+  for (const char* objective : {"loss", "retrieval", "both"}) {
+    const RunResult r = RunCli("tune --model '" + Files().model + "' --tokenizer '" + Files().tok +
+                               "' --data '" + Files().text +
+                               "' --ctx 256 --windows 2 --rounds 0 --retrieval-trials 2 --span 8 "
+                               "--objective " +
+                               objective);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    EXPECT_TRUE(Has(r.out, "(tie): cannot be told apart from rank 1")) << r.out;
+    const size_t at = r.out.find("recommended: --method ");
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const std::string line = r.out.substr(at, r.out.find('\n', at) - at);
+    const std::string spec = line.substr(22, line.find(' ', 22) - 22);
+    bool masked = false;
+    for (const char* m : {"window", "lambda", "blockwise", "chunked", "streaming"}) {
+      masked = masked || spec.rfind(std::string(m) + ":", 0) == 0 || spec == m;
+    }
+    EXPECT_EQ(Has(line, "WARNING: it sees no key"), masked) << line;
+  }
+}
+
 TEST(ProtocolCli, BadSpecsAndFlagsFailBeforeScoring) {
   struct Case {
     std::string args, message;
