@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <ranges>
 #include <set>
 #include <thread>
 #include <unordered_set>
@@ -25,6 +26,7 @@
 #include "src/core/stop.h"
 #include "src/core/threads.h"
 #include "src/core/timer.h"
+#include "src/core/words.h"
 #include "src/eval/nbce.h"
 #include "src/eval/passkey.h"
 #include "src/eval/protocols.h"
@@ -1288,11 +1290,12 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
     Tell(cb.note, *repaired);
   }
   const LabCorpus corpus = PrepareLabCorpus(o.corpus, o.out);
-  Tell(cb.note,
-       fmt::format("corpus {} ({}): {} training documents ({:.1f} MB), {} test documents "
-                   "({:.1f} MB); {}",
-                   corpus.label, corpus.source, corpus.train_documents, corpus.train_bytes / 1e6,
-                   corpus.test_documents.size(), corpus.test_bytes / 1e6, corpus.split_rule));
+  Tell(
+      cb.note,
+      fmt::format("corpus {} ({}): {} ({:.1f} MB), {} ({:.1f} MB); {}", corpus.label, corpus.source,
+                  Counted(corpus.train_documents, "training document"), corpus.train_bytes / 1e6,
+                  Counted(static_cast<int64_t>(corpus.test_documents.size()), "test document"),
+                  corpus.test_bytes / 1e6, corpus.split_rule));
 
   // Cells already done, in any results file of the folder (other ranks' too).
   std::vector<std::string> model_ids;
@@ -1427,14 +1430,16 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
                    result.records_path));
   Tell(cb.note,
        fmt::format("estimated time: about {} ({} model{} to train, {} steps each{} at {:.2f} s a "
-                   "step on {} thread{} measured now, {} at a time; scoring {} cells), on {} "
-                   "threads",
+                   "step on {} thread{} measured now, {} at a time; scoring {} cells), on {}",
                    Minutes(progress.SecondsLeft()), to_train.size(),
                    to_train.size() == 1 ? "" : "s", ModelSteps(o),
                    o.stages.empty() ? std::string() : fmt::format(" in {} stages", o.stages.size()),
                    cal.step_seconds, train_threads, train_threads == 1 ? "" : "s",
                    std::min(side_by_side, std::max<size_t>(1, to_train.size())),
-                   progress.cells_total - progress.cells_done, NumThreads()));
+                   progress.cells_total - progress.cells_done, Counted(NumThreads(), "thread")));
+  Tell(cb.note, fmt::format("models: {}; methods: {}",
+                            fmt::join(o.models | std::views::transform(&LabModel::label), ", "),
+                            fmt::join(o.methods, ", ")));
   for (size_t mi = 0; mi < o.models.size(); ++mi) {
     if (static_cast<int>(mi % static_cast<size_t>(o.ranks)) != o.rank) continue;
     const LabModel& lm = o.models[mi];

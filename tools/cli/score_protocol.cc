@@ -272,7 +272,7 @@ std::string ProtocolHelpText() {
          "Each point uses --trials sequences (keys, windows); intervals are a bootstrap over "
          "sequences (--bootstrap resamples, --seed) or Wilson's for keys read back.\n"
          "Example: stretch score -m stories260K.bin -t tok512.bin --data "
-         "../shared/data/tinystories --ctx 512,4096 --methods direct,yarn --protocol far-copy "
+         "../shared/data/tinystories --ctx 2048,4096 --methods direct,yarn --protocol far-copy "
          "--protocol repeat:period=2L --protocol passkey:layout=llama";
 }
 

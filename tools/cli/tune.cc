@@ -12,6 +12,7 @@
 #include "src/core/error.h"
 #include "src/core/input_file.h"
 #include "src/core/timer.h"
+#include "src/core/words.h"
 #include "src/eval/retrieval.h"
 #include "src/eval/tune.h"
 #include "src/io/model_file.h"
@@ -90,8 +91,8 @@ void RunTuneCommand(const TuneArgs& a) {
   const int64_t L = loaded.model.config.seq_len;
   fmt::print("model: {} (trained at L = {} tokens)\ntarget length: {} tokens ({:.3g} x L)\n",
              header.path, L, a.ctx, static_cast<double>(a.ctx) / static_cast<double>(L));
-  fmt::print("sample: {} ({} tokens; the first {} windows of {} scored per cell)\n", a.data,
-             stream.tokens.size(), a.windows, a.ctx);
+  fmt::print("sample: {} ({} tokens; the first {} of {} tokens scored per cell)\n", a.data,
+             stream.tokens.size(), Counted(a.windows, "window"), a.ctx);
   TuneOptions o;
   o.ctx = a.ctx;
   o.windows = a.windows;
@@ -140,11 +141,11 @@ void RunTuneCommand(const TuneArgs& a) {
   }
   const TuneCell& best = result.cells[k.recommended];
   fmt::print(
-      "\nscored {} cells ({} grid points refused by their method) in {:.0f} s, {} windows of {} "
-      "tokens each; far copy: {} trials per distance for the best cell of each family\n"
+      "\nscored {} cells ({} grid points refused by their method) in {:.0f} s, {} of {} tokens "
+      "each; far copy: {} per distance for the best cell of each family\n"
       "objective: {} ({}); (tie): cannot be told apart from rank 1 ({})\n",
-      result.cells.size(), result.refused, timer.Seconds(), best.summary.windows, a.ctx,
-      a.retrieval_trials, TuneObjectiveName(objective), k.note,
+      result.cells.size(), result.refused, timer.Seconds(), Counted(best.summary.windows, "window"),
+      a.ctx, Counted(a.retrieval_trials, "trial"), TuneObjectiveName(objective), k.note,
       objective == TuneObjective::kLoss || !k.retrieval_decided
           ? "its loss: the bootstrap interval of the difference, window by window, holds 0"
       : objective == TuneObjective::kRetrieval

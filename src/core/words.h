@@ -1,0 +1,18 @@
+// Counts in words for messages a person reads: "1 window", "2 windows".
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace stretch {
+
+// "n noun" with the noun's plural, made by adding "s" unless `plural` is given, when n != 1.
+inline std::string Counted(int64_t n, std::string_view noun, std::string_view plural = {}) {
+  if (n == 1) return fmt::format("1 {}", noun);
+  return plural.empty() ? fmt::format("{} {}s", n, noun) : fmt::format("{} {}", n, plural);
+}
+
+}  // namespace stretch
