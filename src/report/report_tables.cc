@@ -1009,9 +1009,9 @@ std::string JoinNames(const std::vector<std::string>& names) {
 // distant information (a share: 5 points); a cell above its control by less is read as a trace.
 constexpr double kKeepPoints = 0.05;
 
-bool Above(const ReportCell& c) {
-  return c.ci.known && c.control_ci.known && c.ci.lo > c.control_ci.hi;
-}
+// Above its control: copy - control has its 95% interval above 0, the test the tables' ranking,
+// `score` and "sees back" use.
+bool Above(const ReportCell& c) { return c.difference_ci.known && c.difference_ci.lo > 0.0; }
 
 std::string RetrievalName(const ReportTable::Column& col) {
   if (col.protocol == "far-copy") return fmt::format("far copy from {} tokens back", col.param);
@@ -1120,11 +1120,11 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
           above_column = j;
         }
       }
+      // At (or below) its control everywhere: no difference interval above 0.
       const bool at_control =
           !evidence.empty() &&
-          std::all_of(evidence.begin(), evidence.end(), [](const ReportCell* c) {
-            return c->ci.known && c->control_ci.known && c->ci.Overlaps(c->control_ci);
-          });
+          std::all_of(evidence.begin(), evidence.end(),
+                      [](const ReportCell* c) { return c->difference_ci.known && !Above(*c); });
       if (keeps) {
         keep.push_back(method);
         keep_rows.push_back(i);
@@ -1235,7 +1235,8 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
       }
       text += fmt::format(
           " {} {} distant information: a retrieval cell beyond the window lies "
-          "above its control by {:.0f} points or more (the intervals do not overlap){}",
+          "above its control by {:.0f} points or more (copy - control has its interval above "
+          "0){}",
           JoinNames(keep), keep.size() == 1 ? "keeps" : "keep", 100 * kKeepPoints,
           evidence.empty() ? "." : ";" + evidence);
     }
@@ -1249,8 +1250,8 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
     if (!avoid.empty()) {
       text += fmt::format(
           " {} only {} blowing up: {} non-repeat accuracy stays within 5 points of L's (or "
-          "within its interval), but retrieval beyond the window is at control (the intervals "
-          "overlap).",
+          "within its interval), but retrieval beyond the window is at control (copy - control "
+          "has its interval at 0, or below).",
           JoinNames(avoid), avoid.size() == 1 ? "avoids" : "avoid",
           avoid.size() == 1 ? "its" : "their");
     }
@@ -1265,7 +1266,7 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
       if (failed.empty() && gate == gates.end()) continue;
     } else if (!unknown.empty()) {
       text += fmt::format(
-          " for {}, the records hold no retrieval cell beyond the window with intervals and a "
+          " For {}, the records hold no retrieval cell beyond the window with intervals and a "
           "control that settles it: whether {} distant information is not known.",
           JoinNames(unknown), unknown.size() == 1 ? "it keeps" : "they keep");
     }

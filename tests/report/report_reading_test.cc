@@ -352,6 +352,29 @@ TEST(ReportReadingTest, SummaryNamesAClearWinnerOnlyWhenTheIntervalsSayIt) {
 
 // Everything within the noise: three methods whose every cell overlaps the others'. The reading
 // must say that the columns are ties and rank nothing.
+// The reading tests "above its control" as the tables do, by the interval of copy - control: a
+// copy 7 points above (intervals of copy and control overlapping, their difference's above 0)
+// keeps (5 points or more); a cell below its control is at control, never "not known" (a new-user audit found
+// both read otherwise).
+TEST(ReportReadingTest, ReadingJudgesAboveControlByTheDifferencesInterval) {
+  std::vector<LabRecord> rs;
+  for (const std::string method : {"small", "below"}) {
+    rs.push_back(testing::WithCi(SampleCell("m", method, "nonrepeat", 128, 0.5), 0.5, 0.01));
+    rs.push_back(testing::WithCi(SampleCell("m", method, "nonrepeat", 1024, 0.5), 0.5, 0.01));
+    LabRecord far = SampleCell("m", method, "far-copy", 1024, 0.5);
+    far.distance = 512;
+    far.material = "text";
+    rs.push_back(method == "small"
+                     ? testing::WithControl(testing::WithCi(far, 0.37, 0.04), 0.30, 0.04)
+                     : testing::WithControl(testing::WithCi(far, 0.25, 0.01), 0.30, 0.01));
+  }
+  const ReportTable s = SummaryTable(rs);
+  const std::string reading = SummaryReading(s, rs, {});
+  EXPECT_TRUE(Has(reading, "small keeps distant information")) << reading;  // >= 5 points
+  EXPECT_TRUE(Has(reading, "below only avoids blowing up")) << reading;
+  EXPECT_FALSE(Has(reading, "not known")) << reading;
+}
+
 TEST(ReportReadingTest, SummarySaysSoWhenEverythingIsTied) {
   std::vector<LabRecord> rs;
   for (const std::string method : {"a", "b", "c"}) {
