@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "src/core/error.h"
+#include "src/core/words.h"
 #include "src/report/report_tables.h"
 #include "src/report/svg_plot.h"
 #include "src/report/train_curves.h"
@@ -365,6 +366,8 @@ PasskeyPlotSet PasskeyPlots(const std::vector<LabRecord>& records, bool corpora)
     };
     std::set<int64_t> contexts;
     std::set<std::pair<std::string, double>> depths;  // (layout, depth)
+    std::set<double> depth_values;
+    std::set<std::string> layouts;
     bool all_zero = true;
     int64_t trials = 0;
     std::string reason;
@@ -372,6 +375,8 @@ PasskeyPlotSet PasskeyPlots(const std::vector<LabRecord>& records, bool corpora)
       if (!keep(r)) continue;
       contexts.insert(r.ctx);
       depths.insert({r.layout, r.depth});
+      depth_values.insert(r.depth);
+      layouts.insert(r.layout);
       all_zero = all_zero && r.accuracy == 0;
       trials += r.sequences;
       if (!r.informative) reason = r.not_informative;
@@ -381,10 +386,17 @@ PasskeyPlotSet PasskeyPlots(const std::vector<LabRecord>& records, bool corpora)
                                   ? fmt::format("{} / {} / {}", row.corpus, row.model, row.method)
                                   : fmt::format("{} / {}", row.model, row.method);
     if (all_zero) {
-      out.all_zero.push_back(
-          fmt::format("{}: {} length{} x {} depth{}, {} trials{}", label, contexts.size(),
-                      contexts.size() == 1 ? "" : "s", depths.size(), depths.size() == 1 ? "" : "s",
-                      trials, reason.empty() ? "" : " (not informative: " + reason + ")"));
+      // Depths per layout, when each layout has as many (3 depths x 2 layouts, not 6 x 2).
+      const auto n_layouts = static_cast<int64_t>(layouts.size());
+      const auto n_depths = static_cast<int64_t>(depths.size());
+      const bool even = n_depths % n_layouts == 0;
+      out.all_zero.push_back(fmt::format(
+          "{}: {} x {}{}, {}{}", label, Counted(static_cast<int64_t>(contexts.size()), "length"),
+          Counted(even ? n_depths / n_layouts : n_depths, "depth"),
+          n_layouts == 1 ? std::string()
+          : even         ? fmt::format(" x {}", Counted(n_layouts, "layout"))
+                         : fmt::format(" (over {})", Counted(n_layouts, "layout")),
+          Counted(trials, "trial"), reason.empty() ? "" : " (not informative: " + reason + ")"));
       continue;
     }
     HeatMapSpec spec;

@@ -276,10 +276,14 @@ void MarkBest(ReportTable& t, bool higher_is_better) {
   }
   std::string note;
   if (ranked_any) {
-    note =
-        "Bold: the best cell of its column (retrieval cells: by copy - control); bold and \"tie\": "
-        "the cells whose 95% intervals overlap the best's, tied with it and not ranked among "
-        "themselves. Not-informative cells are never ranked.";
+    const bool retrieval = std::any_of(t.cells.begin(), t.cells.end(), [](const auto& row) {
+      return std::any_of(row.begin(), row.end(), [](const ReportCell& c) { return c.has_control; });
+    });
+    note = fmt::format(
+        "Bold: the best cell of its column{}; bold and \"tie\": the cells whose 95% intervals "
+        "overlap the best's, tied with it and not ranked among themselves.{}",
+        retrieval ? " (retrieval cells: by copy - control)" : "",
+        retrieval ? " Not-informative cells are never ranked." : "");
   }
   if (!unranked.empty() && !ranked_any) {
     note =

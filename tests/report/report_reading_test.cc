@@ -118,6 +118,7 @@ TEST(ReportReadingTest, IntervalsInMarkdownCsvAndHtml) {
   t = MainTable(rs, /*loss=*/false);
   md = TableMarkdown(t);
   EXPECT_TRUE(Has(md, "| rope / yarn | - | - | **47.1% (44.0-50.2)** |")) << md;
+  EXPECT_FALSE(Has(t.ranking_note, "retrieval cells")) << "no retrieval cell: " << t.ranking_note;
   const std::string html = TableHtml(t);
   EXPECT_TRUE(Has(html, "47.1% (44.0-50.2)")) << html;
 }
