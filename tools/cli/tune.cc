@@ -93,6 +93,12 @@ void RunTuneCommand(const TuneArgs& a) {
              header.path, L, a.ctx, static_cast<double>(a.ctx) / static_cast<double>(L));
   fmt::print("sample: {} ({} tokens; the first {} of {} tokens scored per cell)\n", a.data,
              stream.tokens.size(), Counted(a.windows, "window"), a.ctx);
+  if (a.windows < 2) {
+    fmt::print(stderr,
+               "warning: --windows 1: a loss interval is a bootstrap over windows, which one "
+               "window cannot give (it reads as width 0), so no two cells can be told tied or "
+               "apart; give --windows 4 or more to rank with intervals\n");
+  }
   TuneOptions o;
   o.ctx = a.ctx;
   o.windows = a.windows;
