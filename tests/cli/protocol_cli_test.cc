@@ -196,6 +196,7 @@ TEST(ProtocolCli, BadSpecsAndFlagsFailBeforeScoring) {
   const std::vector<Case> cases = {
       {"--ctx 128 --protocol copy", "unknown protocol \"copy\""},
       {"--ctx 128 --protocol repeat", "repeat:period=N"},
+      {"--ctx 128 --protocol repeat:period=1.5L", "period=1.5L: expected kL with k a whole"},
       {"--ctx 128 --protocol repeat:period=2L", "expected a period below the window"},
       {"--ctx 128 --protocol far-copy:source=books", "expected text or random"},
       {"--ctx 128 --protocol far-copy --distances 8", "shorter than the span"},

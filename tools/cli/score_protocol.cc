@@ -15,11 +15,16 @@
 namespace stretch::cli {
 namespace {
 
+// `suffix`: a unit after the number in the spec ("L" of period=kL), said back in the message.
 int64_t ParseWhole(std::string_view spec, std::string_view key, std::string_view value, int64_t lo,
-                   int64_t hi) {
+                   int64_t hi, std::string_view suffix = {}) {
   int64_t v = 0;
   const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
   if (ec != std::errc() || end != value.data() + value.size() || v < lo || v > hi) {
+    if (!suffix.empty()) {
+      Fail("--protocol {}: {}={}{}: expected k{} with k a whole number in [{}, {}]", spec, key,
+           value, suffix, suffix, lo, hi);
+    }
     Fail("--protocol {}: {}={}: expected a whole number in [{}, {}]", spec, key, value, lo, hi);
   }
   return v;
@@ -209,7 +214,8 @@ ProtocolSpec ParseProtocolSpec(std::string_view spec) {
       if (k != "period") unknown(k, "period");
       if (!v.empty() && (v.back() == 'L' || v.back() == 'l')) {
         const std::string_view times = v.substr(0, v.size() - 1);
-        p.period_times_l = times.empty() ? 1 : ParseWhole(spec, k, times, 1, 1 << 20);
+        p.period_times_l =
+            times.empty() ? 1 : ParseWhole(spec, k, times, 1, 1 << 20, v.substr(v.size() - 1));
       } else {
         p.period = ParseWhole(spec, k, v, 1, kMaxContext);
       }
