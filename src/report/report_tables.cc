@@ -301,7 +301,8 @@ void MarkBest(ReportTable& t, bool higher_is_better) {
     std::string cols;
     for (const std::string& c : nothing_above) cols += (cols.empty() ? "" : ", ") + c;
     note += fmt::format(
-        "{}Not marked, as no cell of theirs lies above its control (the intervals overlap): {}.",
+        "{}Not marked, as no cell of theirs lies above its control (copy - control has its "
+        "interval at 0 or below): {}.",
         note.empty() ? "" : " ", cols);
   }
   t.ranking_note = note;
