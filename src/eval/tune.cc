@@ -240,7 +240,12 @@ TuneRanking RankTune(const TuneResult& r, TuneObjective objective) {
     const std::optional<Interval> f = c[i].FarthestCopy();
     if (f && (!lead || f->estimate > c[*lead].FarthestCopy()->estimate)) lead = i;
   }
-  const bool copies = lead && c[*lead].FarthestCopy()->low > 0.0;
+  // Something copies from afar: a cell whose interval lies above 0 (not only the leader's, whose
+  // interval may be the widest).
+  const bool copies = std::any_of(c.begin(), c.end(), [](const TuneCell& x) {
+    const std::optional<Interval> f = x.FarthestCopy();
+    return f && f->low > 0.0;
+  });
   auto retrieval_tied = [&](size_t i) {
     const std::optional<Interval> f = c[i].FarthestCopy();
     return lead && f && IntervalsOverlap(*f, *c[*lead].FarthestCopy());

@@ -80,23 +80,23 @@ struct CellPlan {
   bool held_back = false;  // not scored: the model failed the gate part it needs (GateHoldsBack)
 };
 
-// The cells a model's layout refuses, told once per model, not once a cell: a model trained with
-// windows refuses every RoPE method on each of its hundreds of cells (the full lab printed 3,400
-// such lines before its first step). Methods refused for the same reason (the reason's text with
-// its quoted specs left out) share one clause: the methods, their cells, the first one's reason
-// (its spec resolved for the first cell).
+// The cells left unscored because a method cannot run them (a RoPE method on a model trained
+// with windows, NBCE on a protocol it has no question in, a length too short for a passkey
+// layout), told once per model, not once a cell: the full lab printed 3,400 such lines before its
+// first step. Cells refused for the same reason (its text with its quoted specs left out) share one
+// clause: the methods with their cells, then the first one's reason (its spec resolved for the
+// first cell).
 class RefusalTally {
  public:
   void Add(const std::string& method, const std::string& why) {
-    auto [it, fresh] = cells_.try_emplace(method, 0);
-    if (fresh) {
-      const std::string kind = WithoutQuotes(why);
-      auto group = std::find_if(groups_.begin(), groups_.end(),
-                                [&](const Group& g) { return g.kind == kind; });
-      if (group == groups_.end()) group = groups_.insert(groups_.end(), Group{kind, why, {}});
-      group->methods.push_back(method);
-    }
-    it->second++;
+    const std::string kind = WithoutQuotes(why);
+    auto group = std::find_if(groups_.begin(), groups_.end(),
+                              [&](const Group& g) { return g.kind == kind; });
+    if (group == groups_.end()) group = groups_.insert(groups_.end(), Group{kind, why, {}});
+    auto m = std::find_if(group->methods.begin(), group->methods.end(),
+                          [&](const auto& x) { return x.first == method; });
+    if (m == group->methods.end()) m = group->methods.insert(group->methods.end(), {method, 0});
+    m->second++;
   }
   // One line for the model, then forgets it.
   void Flush(const Note& note, const std::string& label) {
@@ -104,23 +104,23 @@ class RefusalTally {
     int64_t total = 0;
     std::vector<std::string> clauses;
     for (const Group& g : groups_) {
-      std::vector<std::string> methods;
+      std::vector<std::string> names, counted;
       bool same = true;
-      for (const std::string& m : g.methods) {
-        total += cells_.at(m);
-        same = same && cells_.at(m) == cells_.at(g.methods[0]);
-        methods.push_back(fmt::format("{} ({})", m, cells_.at(m)));
+      for (const auto& [method, cells] : g.methods) {
+        total += cells;
+        same = same && cells == g.methods[0].second;
+        names.push_back(method);
+        counted.push_back(fmt::format("{} ({})", method, cells));
       }
-      clauses.push_back(same ? fmt::format("{} ({} cell{}{}): {}", fmt::join(g.methods, ", "),
-                                           cells_.at(g.methods[0]),
-                                           cells_.at(g.methods[0]) == 1 ? "" : "s",
+      const int64_t first = g.methods[0].second;
+      clauses.push_back(same ? fmt::format("{} ({}{}): {}", fmt::join(names, ", "),
+                                           Counted(first, "cell"),
                                            g.methods.size() == 1 ? "" : " each", g.why)
-                             : fmt::format("{} (cells): {}", fmt::join(methods, ", "), g.why));
+                             : fmt::format("{} (cells): {}", fmt::join(counted, ", "), g.why));
     }
-    Tell(note, fmt::format("{}: {} cell{} skipped, their method refused by the model: {}", label,
-                           total, total == 1 ? "" : "s", fmt::join(clauses, "; ")));
+    Tell(note, fmt::format("{}: {} not scored, their method unable to run them: {}", label,
+                           Counted(total, "cell"), fmt::join(clauses, "; ")));
     groups_.clear();
-    cells_.clear();
   }
 
  private:
@@ -137,10 +137,9 @@ class RefusalTally {
   }
   struct Group {
     std::string kind, why;
-    std::vector<std::string> methods;
+    std::vector<std::pair<std::string, int64_t>> methods;  // in the order met, with their cells
   };
   std::vector<Group> groups_;
-  std::map<std::string, int64_t> cells_;
 };
 
 // Whether the cell is left unscored under `gate`: a far-copy or passkey cell beyond L whose gate
@@ -1422,7 +1421,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
                    o.methods.size() == 1 ? "" : "s", o.train_len, fmt::join(o.factors, "/"),
                    cells.size(), result.cells_skipped,
                    result.cells_refused > 0
-                       ? fmt::format(", {} refused by their models' layouts", result.cells_refused)
+                       ? fmt::format(", {} that their method cannot run", result.cells_refused)
                        : std::string(),
                    result.cells_held_back > 0
                        ? fmt::format(", {} left unscored by the copy gate", result.cells_held_back)

@@ -386,10 +386,14 @@ PasskeyPlotSet PasskeyPlots(const std::vector<LabRecord>& records, bool corpora)
                                   ? fmt::format("{} / {} / {}", row.corpus, row.model, row.method)
                                   : fmt::format("{} / {}", row.model, row.method);
     if (all_zero) {
-      // Depths per layout, when each layout has as many (3 depths x 2 layouts, not 6 x 2).
+      // Depths per layout, when every layout has as many (3 depths x 2 layouts, not 6 x 2).
       const auto n_layouts = static_cast<int64_t>(layouts.size());
       const auto n_depths = static_cast<int64_t>(depths.size());
-      const bool even = n_depths % n_layouts == 0;
+      std::map<std::string, int64_t> per_layout;
+      for (const auto& [layout, depth] : depths) per_layout[layout]++;
+      const bool even = std::all_of(per_layout.begin(), per_layout.end(), [&](const auto& x) {
+        return x.second * n_layouts == n_depths;
+      });
       out.all_zero.push_back(fmt::format(
           "{}: {} x {}{}, {}{}", label, Counted(static_cast<int64_t>(contexts.size()), "length"),
           Counted(even ? n_depths / n_layouts : n_depths, "depth"),

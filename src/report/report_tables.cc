@@ -259,8 +259,7 @@ void MarkBest(ReportTable& t, bool higher_is_better) {
     // reads, say) has no best: every cell is at chance, and marking them all tied would read as
     // a win.
     const ReportCell& top = t.cells[best][j];
-    if (top.has_control &&
-        !(top.ci.known && top.control_ci.known && top.ci.lo > top.control_ci.hi)) {
+    if (top.has_control && !(top.difference_ci.known && top.difference_ci.lo > 0.0)) {
       nothing_above.push_back(t.columns[j]);
       continue;
     }
@@ -276,14 +275,19 @@ void MarkBest(ReportTable& t, bool higher_is_better) {
   }
   std::string note;
   if (ranked_any) {
-    const bool retrieval = std::any_of(t.cells.begin(), t.cells.end(), [](const auto& row) {
-      return std::any_of(row.begin(), row.end(), [](const ReportCell& c) { return c.has_control; });
-    });
+    auto any_cell = [&](const auto& pred) {
+      return std::any_of(t.cells.begin(), t.cells.end(), [&](const auto& row) {
+        return std::any_of(row.begin(), row.end(), pred);
+      });
+    };
+    const bool retrieval = any_cell([](const ReportCell& c) { return c.has_control; });
+    const bool not_informative =
+        any_cell([](const ReportCell& c) { return c.present && !c.informative; });
     note = fmt::format(
         "Bold: the best cell of its column{}; bold and \"tie\": the cells whose 95% intervals "
         "overlap the best's, tied with it and not ranked among themselves.{}",
         retrieval ? " (retrieval cells: by copy - control)" : "",
-        retrieval ? " Not-informative cells are never ranked." : "");
+        not_informative ? " Not-informative cells are never ranked." : "");
   }
   if (!unranked.empty() && !ranked_any) {
     note =

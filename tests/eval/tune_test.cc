@@ -150,6 +150,20 @@ TEST(Tune, TheDefaultObjectivePutsRetrievalBeforeLoss) {
   EXPECT_TRUE(retrieval.tied[0]) << "self-extend ties rerope";
 }
 
+// The leader on far copy may carry the widest interval, reaching 0, while another cell's lies
+// above 0: something copies, and retrieval decides.
+TEST(Tune, SomethingCopiesWhenAnyCellsIntervalIsAboveZero) {
+  TuneResult r;
+  r.cells = {MadeCell("window:window=181", 2.00, 0.00), MadeCell("rerope:window=64", 2.30, 0.20),
+             MadeCell("yarn:factor=8", 2.50, 0.30)};
+  r.cells[2].retrieval->points[0].result.accuracy_difference = {0.30, -0.05, 0.65};
+  r.best = 0;
+  const TuneRanking k = RankTune(r, TuneObjective::kRetrieval);
+  EXPECT_TRUE(k.retrieval_decided);
+  EXPECT_EQ(r.cells[k.recommended].spec, "yarn:factor=8");
+  EXPECT_TRUE(k.tied[1]) << "rerope's interval overlaps yarn's";
+}
+
 TEST(Tune, ObjectivesParseByName) {
   EXPECT_EQ(ParseTuneObjective("both"), TuneObjective::kBoth);
   EXPECT_EQ(ParseTuneObjective("loss"), TuneObjective::kLoss);

@@ -230,12 +230,12 @@ TEST_F(LabTest, ResumesFromItsRecordsAloneWithoutRetraining) {
   EXPECT_EQ(first.cells_refused, 8);  // alibi x pi
   // The refusal is told once for the method, with its count and reason, not once a cell.
   const auto refusal_notes = std::count_if(notes.begin(), notes.end(), [](const std::string& n) {
-    return n.find("skipped") != std::string::npos && n.find("pi") != std::string::npos;
+    return n.find("not scored") != std::string::npos && n.find("pi") != std::string::npos;
   });
   EXPECT_EQ(refusal_notes, 1);
   EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
     return n.find(
-               "model alibi (2/2): 8 cells skipped, their method refused by the model: pi (8 "
+               "model alibi (2/2): 8 cells not scored, their method unable to run them: pi (8 "
                "cells): method \"pi:factor=") == 0;
   })) << fmt::format("{}", fmt::join(notes, "\n"));
   const std::vector<std::string> records = RecordsWithoutTime(first.records_path);

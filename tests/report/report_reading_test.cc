@@ -374,6 +374,15 @@ TEST(ReportReadingTest, ReadingJudgesAboveControlByTheDifferencesInterval) {
   EXPECT_TRUE(Has(reading, "small keeps distant information")) << reading;  // >= 5 points
   EXPECT_TRUE(Has(reading, "below only avoids blowing up")) << reading;
   EXPECT_FALSE(Has(reading, "not known")) << reading;
+  // The table's marks by the same test: the +7 cell is the column's best, not "at control".
+  EXPECT_FALSE(Has(s.ranking_note, "Not marked")) << s.ranking_note;
+  for (size_t j = 0; j < s.columns.size(); ++j) {
+    if (s.column_info[j].protocol != "far-copy") continue;
+    for (size_t i = 0; i < s.rows.size(); ++i) {
+      EXPECT_EQ(s.cells[i][j].mark, s.rows[i].method == "small" ? M::kBest : M::kNone)
+          << s.rows[i].method;
+    }
+  }
 }
 
 TEST(ReportReadingTest, SummarySaysSoWhenEverythingIsTied) {

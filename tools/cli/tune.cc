@@ -64,11 +64,14 @@ std::string SeesBack(const TuneCell& c) {
 std::optional<std::string> MaskReach(const std::string& spec, int64_t train_len) {
   const Method m = ParseMethod(spec);
   if (m.mask.kind == MaskKind::kCausal) return std::nullopt;
-  const int64_t w = m.mask.window > 0 ? m.mask.window : train_len;
+  const int64_t sinks = m.mask.sinks > 0 ? m.mask.sinks : 4;  // lambda's default n
+  // Window 0: L, but L - sinks for the streaming cache (method_check.cc's defaults).
+  const int64_t w = m.mask.window > 0              ? m.mask.window
+                    : MethodName(m) == "streaming" ? train_len - sinks
+                                                   : train_len;
   switch (m.mask.kind) {
     case MaskKind::kLambda:
-      return fmt::format("no key further than {} tokens back but the text's first {}", w,
-                         m.mask.sinks > 0 ? m.mask.sinks : 4);
+      return fmt::format("no key further than {} tokens back but the text's first {}", w, sinks);
     case MaskKind::kChunk: return fmt::format("no key outside its chunk of {} tokens", w);
     default: return fmt::format("no key further than {} tokens back", w);
   }
