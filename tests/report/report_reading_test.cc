@@ -295,19 +295,24 @@ TEST(ReportReadingTest, AModelThatFailedOnePartOfTheGateIsReadOnTheOthers) {
   EXPECT_TRUE(Has(scored, "yarn and rerope keep distant information")) << scored;
 }
 
+// A method's rows of model "m": non-repeat 0.5 at L = 128 and `nonrepeat` at 1024, and far copy
+// of text at 1024 from 512 back, `copy` against `control`, each +- `half`.
+void AddMethodRows(std::vector<LabRecord>& rs, const std::string& method, double nonrepeat,
+                   double copy, double control, double half) {
+  rs.push_back(testing::WithCi(SampleCell("m", method, "nonrepeat", 128, 0.5), 0.5, 0.01));
+  rs.push_back(testing::WithCi(SampleCell("m", method, "nonrepeat", 1024, 0.5), nonrepeat, 0.01));
+  LabRecord far = SampleCell("m", method, "far-copy", 1024, 0.5);
+  far.distance = 512;
+  far.material = "text";
+  rs.push_back(testing::WithControl(testing::WithCi(far, copy, half), control, half));
+}
+
 // A cell above its control by a little (its interval clear of the control's, the difference under
 // 5 points) is a trace, not keeping distant information: the reading says which and cites it.
 TEST(ReportReadingTest, SummaryTellsATraceFromKeeping) {
   std::vector<LabRecord> rs;
-  for (const std::string method : {"keeper", "tracer"}) {
-    rs.push_back(testing::WithCi(SampleCell("m", method, "nonrepeat", 128, 0.5), 0.5, 0.01));
-    rs.push_back(testing::WithCi(SampleCell("m", method, "nonrepeat", 1024, 0.5), 0.3, 0.01));
-    LabRecord far = SampleCell("m", method, "far-copy", 1024, 0.5);
-    far.distance = 512;
-    far.material = "text";
-    const double copy = method == "keeper" ? 0.50 : 0.23;
-    rs.push_back(testing::WithControl(testing::WithCi(far, copy, 0.005), 0.20, 0.005));
-  }
+  AddMethodRows(rs, "keeper", 0.3, 0.50, 0.20, 0.005);
+  AddMethodRows(rs, "tracer", 0.3, 0.23, 0.20, 0.005);
   const ReportTable s = SummaryTable(rs);
   const std::string reading = SummaryReading(s, rs, {});
   EXPECT_TRUE(Has(reading, "keeper keeps distant information")) << reading;
@@ -353,22 +358,14 @@ TEST(ReportReadingTest, SummaryNamesAClearWinnerOnlyWhenTheIntervalsSayIt) {
 
 // Everything within the noise: three methods whose every cell overlaps the others'. The reading
 // must say that the columns are ties and rank nothing.
-// The reading tests "above its control" as the tables do, by the interval of copy - control: a
-// copy 7 points above (intervals of copy and control overlapping, their difference's above 0)
-// keeps (5 points or more); a cell below its control is at control, never "not known" (a new-user audit found
-// both read otherwise).
+// The reading and the marks test "above its control" by the interval of copy - control: a copy
+// 7 points above (intervals of copy and control overlapping, their difference's above 0) keeps
+// (5 points or more); a cell below its control is at control, never "not known" (a new-user
+// audit and a review found them read otherwise).
 TEST(ReportReadingTest, ReadingJudgesAboveControlByTheDifferencesInterval) {
   std::vector<LabRecord> rs;
-  for (const std::string method : {"small", "below"}) {
-    rs.push_back(testing::WithCi(SampleCell("m", method, "nonrepeat", 128, 0.5), 0.5, 0.01));
-    rs.push_back(testing::WithCi(SampleCell("m", method, "nonrepeat", 1024, 0.5), 0.5, 0.01));
-    LabRecord far = SampleCell("m", method, "far-copy", 1024, 0.5);
-    far.distance = 512;
-    far.material = "text";
-    rs.push_back(method == "small"
-                     ? testing::WithControl(testing::WithCi(far, 0.37, 0.04), 0.30, 0.04)
-                     : testing::WithControl(testing::WithCi(far, 0.25, 0.01), 0.30, 0.01));
-  }
+  AddMethodRows(rs, "small", 0.5, 0.37, 0.30, 0.04);
+  AddMethodRows(rs, "below", 0.5, 0.25, 0.30, 0.01);
   const ReportTable s = SummaryTable(rs);
   const std::string reading = SummaryReading(s, rs, {});
   EXPECT_TRUE(Has(reading, "small keeps distant information")) << reading;  // >= 5 points
