@@ -1436,8 +1436,9 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
                    cal.step_seconds, train_threads, train_threads == 1 ? "" : "s",
                    std::min(side_by_side, std::max<size_t>(1, to_train.size())),
                    progress.cells_total - progress.cells_done, Counted(NumThreads(), "thread")));
-  Tell(cb.note, fmt::format("models: {}; methods: {}",
-                            fmt::join(o.models | std::views::transform(&LabModel::label), ", "),
+  std::vector<std::string> model_labels;  // (no std::views: clang 14 with libstdc++ 12 has none)
+  for (const LabModel& m : o.models) model_labels.push_back(m.label);
+  Tell(cb.note, fmt::format("models: {}; methods: {}", fmt::join(model_labels, ", "),
                             fmt::join(o.methods, ", ")));
   for (size_t mi = 0; mi < o.models.size(); ++mi) {
     if (static_cast<int>(mi % static_cast<size_t>(o.ranks)) != o.rank) continue;
