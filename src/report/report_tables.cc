@@ -455,18 +455,29 @@ bool InRow(const LabRecord& r, const ReportRowKey& row) { return RowOf(r) == row
 
 std::string MaterialOf(const LabRecord& r) { return r.material.empty() ? "text" : r.material; }
 
-// Passkey over every depth at one length in one layout: accuracy weighted by trials, a Wilson
-// interval over all of them (each trial reads a key back or does not), the control likewise. Not
-// informative when any of its records is not. Layouts are never pooled: a model trained on one
-// layout may read it and not another, and a pooled cell would read neither.
+// A passkey record whose key sits far back: (1 - depth) x ctx > 2L. The key then lies more than
+// L tokens before the answer (the filler after it is (1 - depth) x F tokens, F above ctx / 2 for
+// every layout at the lengths the lab tests), beyond every window the training length allows:
+// a method that sees only the last L tokens cannot read it back. Depth 1 never is (the key right
+// before the question, inside any window).
+bool KeyFarBack(const LabRecord& r) {
+  return (1.0 - r.depth) * static_cast<double>(r.ctx) > 2.0 * static_cast<double>(r.train_len);
+}
+
+// Passkey over the depths at one length in one layout (every depth, or with far_only those of
+// KeyFarBack): accuracy weighted by trials, a Wilson interval over all of them (each trial reads a
+// key back or does not), the control likewise. Not informative when any of its records is not.
+// Layouts are never pooled: a model trained on one layout may read it and not another, and a
+// pooled cell would read neither.
 ReportCell PasskeyCell(const std::vector<LabRecord>& records, const ReportRowKey& row, int64_t ctx,
-                       const std::string& layout) {
+                       const std::string& layout, bool far_only = false) {
   ReportCell c;
   double right = 0, control_right = 0;
   int64_t control_trials = 0;
   bool control = true;
   for (const LabRecord& r : records) {
     if (r.protocol != "passkey" || r.ctx != ctx || r.layout != layout || !InRow(r, row)) continue;
+    if (far_only && !KeyFarBack(r)) continue;
     c.present = true;
     c.trials += r.sequences;
     right += r.accuracy * static_cast<double>(r.sequences);
@@ -733,32 +744,34 @@ ReportTable SeedsTable(const std::vector<LabRecord>& records) {
   // Columns: far copy by material (text first), then context, at the farthest distance there;
   // then passkey by context.
   std::map<std::pair<std::string, int64_t>, int64_t> farthest;  // (material, ctx) -> distance
-  std::set<int64_t> passkey_ctx;
+  std::map<int64_t, bool> passkey_ctx;  // ctx -> any key far back (KeyFarBack)
   for (const LabRecord& r : kept) {
     if (r.ctx <= r.train_len) continue;
     if (r.protocol == "far-copy") {
       int64_t& d = farthest[{MaterialOf(r), r.ctx}];
       d = std::max(d, r.distance);
     } else if (r.protocol == "passkey" && r.layout.empty()) {
-      passkey_ctx.insert(r.ctx);
+      passkey_ctx[r.ctx] |= KeyFarBack(r);
     }
   }
   struct Column {
     std::string material;  // "" for passkey
     int64_t ctx = 0, distance = 0;
+    bool far_back = false;  // passkey: only the depths whose key lies far back, as the summary
   };
   std::vector<Column> columns;
   for (const auto& [key, d] : farthest) columns.push_back({key.first, key.second, d});
   std::stable_sort(columns.begin(), columns.end(), [](const Column& a, const Column& b) {
     return a.material != b.material ? a.material > b.material : a.ctx < b.ctx;
   });
-  for (const int64_t c : passkey_ctx) columns.push_back({"", c, 0});
+  for (const auto& [c, far_back] : passkey_ctx) columns.push_back({"", c, 0, far_back});
   for (const Column& c : columns) {
-    t.columns.push_back(c.material.empty()
-                            ? fmt::format("passkey (ctx {})", c.ctx)
-                            : fmt::format("{} d={} (ctx {})", c.material, c.distance, c.ctx));
+    t.columns.push_back(
+        c.material.empty()
+            ? fmt::format("passkey (ctx {}{})", c.ctx, c.far_back ? ", key over 2L back" : "")
+            : fmt::format("{} d={} (ctx {})", c.material, c.distance, c.ctx));
     t.column_info.push_back({c.material.empty() ? "passkey" : "far-copy", c.ctx,
-                             c.material.empty() ? 0 : c.distance, ""});
+                             c.material.empty() ? (c.far_back ? 1 : 0) : c.distance, ""});
   }
   t.rows = RowsWith(kept, [](const LabRecord&) { return true; });
   SizeCells(t);
@@ -782,7 +795,7 @@ ReportTable SeedsTable(const std::vector<LabRecord>& records) {
           int64_t trials = 0;
           for (const LabRecord& r : kept) {
             if (RowOf(r) == row && r.seed == seed && r.protocol == "passkey" && r.layout.empty() &&
-                r.ctx == col.ctx) {
+                r.ctx == col.ctx && (!col.far_back || KeyFarBack(r))) {
               read += r.accuracy * static_cast<double>(r.sequences);
               trials += r.sequences;
             }
@@ -822,7 +835,8 @@ ReportTable SeedsTable(const std::vector<LabRecord>& records) {
       "intervals of the other tables cover the draws of one trained model, not the training. "
       "Rows: model / method. Far-copy cells: copy - control in points for each seed, in the "
       "order of the seeds ({}), and how many seeds' differences have a 95% interval above 0. "
-      "Passkey cells: keys read back for each seed, in the same order. '-': no record for that "
+      "Passkey cells: keys read back for each seed, in the same order, over the depths whose key "
+      "lies over 2L back where there are some (as in the summary). '-': no record for that "
       "seed (a model that failed the copy gate part a cell needs is not scored there). A "
       "difference between methods that does not hold in every seed is a property of the draw, "
       "not of the method.",
@@ -903,7 +917,7 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
     const std::string x = Multiple(c, lens);
     int64_t period = 0, distance = 0;
     bool nonrepeat = false;
-    std::set<std::string> passkey_layouts;  // stretch's own ("") first
+    std::map<std::string, bool> passkey_layouts;  // stretch's own ("") first -> any key far back
     for (const LabRecord& r : records) {
       if (!keep(r) || r.ctx != c) continue;
       if (r.protocol == "nonrepeat") nonrepeat = true;
@@ -911,7 +925,7 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
       if (r.protocol == "far-copy" && MaterialOf(r) == material) {
         distance = std::max(distance, r.distance);
       }
-      if (r.protocol == "passkey") passkey_layouts.insert(r.layout);
+      if (r.protocol == "passkey") passkey_layouts[r.layout] |= KeyFarBack(r);
     }
     if (nonrepeat) {
       t.columns.push_back(fmt::format("non-repeat {}{}", c, x));
@@ -932,9 +946,13 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
           fmt::format("sees back at {}{} (tokens, far copy of {})", c, x, material));
       t.column_info.push_back({"sees-back", c, 0, ""});
     }
-    for (const std::string& layout : passkey_layouts) {
-      t.columns.push_back(fmt::format("passkey {}{}{}", c, x, LayoutLabel(layout)));
-      t.column_info.push_back({"passkey", c, 0, layout});
+    // Only the depths whose key lies beyond L where there are some: at depth 1 the key sits
+    // right before the question, inside a window's reach, and a window that reads it there
+    // would otherwise be tied with the methods that retrieve (5 of 15 against 11 of 15).
+    for (const auto& [layout, far_back] : passkey_layouts) {
+      t.columns.push_back(fmt::format("passkey {}{}{}{}", c, x, LayoutLabel(layout),
+                                      far_back ? ", key over 2L back" : ""));
+      t.column_info.push_back({"passkey", c, far_back ? 1 : 0, layout});
     }
   }
   const bool far = std::any_of(records.begin(), records.end(),
@@ -948,7 +966,7 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
     if (col.protocol == "passkey") {
       t.column_formats[j] = ReportCellFormat::kPasskey;
       for (size_t i = 0; i < t.rows.size(); ++i) {
-        t.cells[i][j] = PasskeyCell(records, t.rows[i], col.ctx, col.layout);
+        t.cells[i][j] = PasskeyCell(records, t.rows[i], col.ctx, col.layout, col.param == 1);
       }
       continue;
     }
@@ -989,8 +1007,11 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
       "with its 95% interval where the records carry one; retrieval cells also give their "
       "control (nothing to copy) and copy - control in points.{}",
       far ? fmt::format(", far copy of {} from the longest distance tested", material) : "",
-      any_passkey ? ", passkey over all depths (one column per layout: stretch's own, the one "
-                    "the lab's models are trained on, and llama.cpp's where it was scored)"
+      any_passkey ? ", passkey (one column per layout: stretch's own, the one the lab's models "
+                    "are trained on, and llama.cpp's where it was scored) over the depths whose "
+                    "key lies over 2L back ((1 - depth) x length > 2L, so more than L tokens "
+                    "before the answer: beyond any window of L; the passkey table has every "
+                    "depth), or over all depths where none does"
                   : "",
       far ? " Sees back at each length: the farthest far-copy distance d such that at every "
             "distance tested up to d, at that length, copy - control has its interval above 0 and "
@@ -1025,8 +1046,9 @@ bool Above(const ReportCell& c) { return c.difference_ci.known && c.difference_c
 std::string RetrievalName(const ReportTable::Column& col) {
   if (col.protocol == "far-copy") return fmt::format("far copy from {} tokens back", col.param);
   if (col.protocol == "repeat") return fmt::format("repeat with a period of {}", col.param);
-  return col.layout.empty() ? "passkey"
-                            : fmt::format("passkey ({})", LayoutLabel(col.layout).substr(2));
+  const std::string far = col.param == 1 ? " with the key over 2L back" : "";
+  return col.layout.empty() ? "passkey" + far
+                            : fmt::format("passkey ({}){}", LayoutLabel(col.layout).substr(2), far);
 }
 
 }  // namespace

@@ -70,7 +70,10 @@ struct ReportTable {
   // (repeat) or distance (far copy).
   struct Column {
     std::string protocol;
-    int64_t ctx = 0, param = 0;
+    int64_t ctx = 0;
+    // repeat: the period; far-copy: the distance; passkey: 1 when the column counts only the
+    // depths whose key lies far back (KeyFarBack in report_tables.cc), 0 when every depth
+    int64_t param = 0;
     std::string layout;  // passkey: the document's layout ("" stretch's own, "llama")
   };
   std::vector<Column> column_info;  // empty, or one per column

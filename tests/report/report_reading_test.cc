@@ -240,7 +240,7 @@ TEST(ReportReadingTest, SummaryReadsWhichMethodsKeepDistantInformation) {
             (std::vector<std::string>{"L=128", "non-repeat 1024 (8x)",
                                       "repeat 1024 (8x), period 512", "far copy 1024 (8x), d=896",
                                       "sees back at 1024 (8x) (tokens, far copy of text)",
-                                      "passkey 1024 (8x)"}));
+                                      "passkey 1024 (8x), key over 2L back"}));
   const std::string reading = SummaryReading(s, lab.records, lab.gates);
   EXPECT_TRUE(Has(reading, "yarn and rerope keep distant information")) << reading;
   EXPECT_TRUE(Has(reading, "they are tied (their intervals overlap)")) << reading;

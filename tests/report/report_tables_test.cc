@@ -152,10 +152,44 @@ TEST(ReportTablesTest, PasskeyLayoutsAreColumnsOfTheirOwn) {
   EXPECT_NE(passkey.note.find("never see in training"), std::string::npos) << passkey.note;
   const ReportTable summary = SummaryTable(rs);
   ASSERT_EQ(summary.columns.size(), 4u);
-  EXPECT_EQ(summary.columns[2], "passkey 1024 (8x)");
-  EXPECT_EQ(summary.columns[3], "passkey 1024 (8x), llama.cpp layout");
+  EXPECT_EQ(summary.columns[2], "passkey 1024 (8x), key over 2L back");
+  EXPECT_EQ(summary.columns[3], "passkey 1024 (8x), llama.cpp layout, key over 2L back");
   EXPECT_EQ(summary.cells[0][2].value, 1.0);
   EXPECT_EQ(summary.cells[0][3].value, 0.0);
+}
+
+// A window reads the key back only at depth 1, where it sits right before the question, inside its
+// reach: the summary's passkey column counts the depths whose key lies over 2L back, so the window
+// reads 0 there and is not tied with a method that retrieves; the passkey table keeps every depth.
+// At 2L no depth lies that far back: the column then counts every depth and says nothing of 2L.
+TEST(ReportTablesTest, SummaryPasskeyCountsOnlyKeysBeyondAnyWindow) {
+  std::vector<LabRecord> rs = {Cell("rope", "window", "nonrepeat", 128, 0.5, 2.0),
+                               Cell("rope", "rerope", "nonrepeat", 128, 0.5, 2.0)};
+  for (const int64_t ctx : {256, 1024}) {
+    for (const double depth : {0.0, 0.5, 1.0}) {
+      for (const std::string method : {"window", "rerope"}) {
+        LabRecord r = Cell("rope", method, "passkey", ctx, 0, 0);
+        r.accuracy = method == "rerope" ? 0.8 : depth == 1.0 ? 1.0 : 0.0;
+        r.accuracy_ci = WilsonInterval(r.accuracy * 5, 5);
+        r.depth = depth;
+        r.sequences = 5;
+        r.key = LabRecordKey(r);
+        rs.push_back(r);
+      }
+    }
+  }
+  const ReportTable summary = SummaryTable(rs);
+  ASSERT_EQ(summary.columns, (std::vector<std::string>{"L=128", "passkey 256 (2x)",
+                                                       "passkey 1024 (8x), key over 2L back"}));
+  ASSERT_EQ(summary.rows.size(), 2u);
+  const size_t window = summary.rows[0].method == "window" ? 0 : 1;
+  EXPECT_NEAR(summary.cells[window][1].value, 1.0 / 3.0, 1e-12);  // every depth at 2L
+  EXPECT_EQ(summary.cells[window][1].trials, 15);
+  EXPECT_EQ(summary.cells[window][2].value, 0.0);  // depths 0 and 0.5 only
+  EXPECT_EQ(summary.cells[window][2].trials, 10);
+  EXPECT_NEAR(summary.cells[1 - window][2].value, 0.8, 1e-12);
+  const ReportTable passkey = PasskeyTable(rs);
+  EXPECT_NEAR(passkey.cells[window][1].value, 1.0 / 3.0, 1e-12);  // the table: every depth
 }
 
 TEST(ReportTablesTest, LabelsAreEscapedForEachFormat) {
@@ -191,14 +225,15 @@ TEST(ReportTablesTest, SeedsTableListsEachSeedsMarginAndCountsThoseAboveControl)
     records.push_back(r);
   }
   const ReportTable t = SeedsTable(records);
-  ASSERT_EQ(t.columns, (std::vector<std::string>{"text d=896 (ctx 1024)", "passkey (ctx 1024)"}));
+  ASSERT_EQ(t.columns, (std::vector<std::string>{"text d=896 (ctx 1024)",
+                                                 "passkey (ctx 1024, key over 2L back)"}));
   ASSERT_EQ(t.rows.size(), 4u);
   EXPECT_EQ(t.rows[0].method, "yarn");
   EXPECT_EQ(t.cells[0][0].text, "+59 / +2 (1 of 2 above control)");
   EXPECT_EQ(t.rows[1].method, "rerope");
   EXPECT_EQ(t.cells[1][0].text, "+63 / - (1 of 2 above control)");
   EXPECT_EQ(t.cells[2][0].text, "+1 / +1 (0 of 2 above control)");  // window: 0.04 vs 0.03
-  EXPECT_EQ(t.cells[0][1].text, "36/60; 36/60");
+  EXPECT_EQ(t.cells[0][1].text, "24/40; 24/40");                    // depths 0 and 0.5
   EXPECT_NE(t.note.find("in the order of the seeds (copier: 1, 2)"), std::string::npos) << t.note;
   EXPECT_NE(TableMarkdown(t).find("| copier / yarn | +59 / +2 (1 of 2 above control) |"),
             std::string::npos)
