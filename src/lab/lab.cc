@@ -1617,19 +1617,19 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
           // The key is a function of (seed, length, depth): every method meets the same trials.
           const uint64_t seed = o.seed * 1000003u + static_cast<uint64_t>(c.ctx) * 101u +
                                 static_cast<uint64_t>(std::llround(c.depth * 1000));
-          if (c.layout.empty()) {
-            trials = MakePasskeyTrials(docs, encode, bos, c.ctx, c.depth, c.sequences, seed);
-          } else {
-            try {
+          try {
+            if (c.layout.empty()) {
+              trials = MakePasskeyTrials(docs, encode, bos, c.ctx, c.depth, c.sequences, seed);
+            } else {
               llama_trials = MakePasskeyProbe(docs, mid_text, bos, c.ctx, c.depth, c.sequences,
                                               seed, LlamaCppPasskeyFormat());
-            } catch (const Error& e) {  // a context too short for the layout's fixed text
-              refused.Add(c.method, e.what());
-              result.cells_refused++;
-              progress.eval_weight_total -= c.weight;
-              progress.cells_done++;
-              continue;
             }
+          } catch (const Error& e) {  // a context too short for the layout's fixed text
+            refused.Add(c.method, e.what());
+            result.cells_refused++;
+            progress.eval_weight_total -= c.weight;
+            progress.cells_done++;
+            continue;
           }
         }
         // NBCE's question: the fixed tail's scored positions, or the passkey's question and answer.
@@ -1729,6 +1729,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
         progress.eval_weight_done += c.weight;
         progress.eval_seconds += r.seconds;
         if (const int signal = StopSignal(); signal != 0) {  // Ctrl-C, SIGTERM: src/core/stop.h
+          refused.Flush(cb.note, label);  // the model's refusals so far, told before the stop
           throw Stopped(signal,
                         fmt::format("stopped by {} after cell {}; {} of {} cells recorded "
                                     "in {}; the same `stretch lab` command continues the lab",

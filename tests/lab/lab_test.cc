@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -16,6 +17,7 @@
 
 #include "src/core/error.h"
 #include "src/core/rng.h"
+#include "src/core/stop.h"
 #include "src/core/threads.h"
 #include "src/io/model_file.h"
 #include "src/lab/gate.h"
@@ -299,6 +301,31 @@ TEST_F(LabTest, ARunCutShortKeepsTheRecordsOfEveryModelItFinished) {
   EXPECT_EQ(rest.cells_done, 16);
   EXPECT_FALSE(fs::exists(fs::path(o.out) / "models" / "rope"));
   EXPECT_TRUE(fs::exists(fs::path(o.out) / "models" / "keynorm"));
+}
+
+TEST_F(LabTest, AStoppedRunTellsTheRefusalsItMetBeforeTheStop) {
+  // llama.cpp's passkey layout does not fit 32 tokens (its fixed text is longer): those cells are
+  // refused as they come up, and told once the model's cells are done. A run stopped (Ctrl-C)
+  // at a later cell of that model tells them before it stops, not never.
+  const std::string corpus = YearCorpus(8, 6000);
+  LabOptions o = Tiny(corpus, Path("lab"));
+  o.models.resize(1);
+  o.methods = {"direct"};
+  o.passkey_trials = 1;
+  o.passkey_depths = {0.0};
+  o.passkey_llama = true;
+  std::vector<std::string> notes;
+  LabCallbacks cb;
+  cb.note = [&](const std::string& line) { notes.push_back(line); };
+  cb.progress = [](const std::string& line) {
+    if (line.find("passkey @ 64") != std::string::npos) SetStopSignalForTest(SIGINT);
+  };
+  EXPECT_THROW(RunLab(o, cb), Stopped);
+  SetStopSignalForTest(0);
+  const auto told = std::count_if(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.find("not scored, their method unable to run them") != std::string::npos;
+  });
+  EXPECT_EQ(told, 1) << fmt::format("{}", fmt::join(notes, "\n"));
 }
 
 TEST_F(LabTest, RanksShareTheModelsAndMergeToTheWhole) {
