@@ -284,11 +284,19 @@ TuneRanking RankTune(const TuneResult& r, TuneObjective objective) {
                    "then the others by far copy";
   }
   k.recommended = k.order.front();
+  // Tied with rank 1 itself, as the output's legend says: under `both` rank 1 is the lowest loss
+  // among the cells whose far copy overlaps the leader's, and a cell can overlap the leader's
+  // interval and not rank 1's.
+  const std::optional<Interval> first_far = c[k.recommended].FarthestCopy();
+  auto far_tied_with_first = [&](size_t i) {
+    const std::optional<Interval> f = c[i].FarthestCopy();
+    return first_far && f && IntervalsOverlap(*f, *first_far);
+  };
   for (size_t i : k.order) {
     k.tied.push_back(objective == TuneObjective::kLoss || !copies
                          ? loss_tied(i, k.order.front())
-                         : retrieval_tied(i) && (objective == TuneObjective::kRetrieval ||
-                                                 loss_tied(i, k.order.front())));
+                         : far_tied_with_first(i) && (objective == TuneObjective::kRetrieval ||
+                                                      loss_tied(i, k.order.front())));
   }
   // The first is tied only when another is tied with it.
   k.tied.front() = std::find(k.tied.begin() + 1, k.tied.end(), true) != k.tied.end();

@@ -164,6 +164,24 @@ TEST(Tune, SomethingCopiesWhenAnyCellsIntervalIsAboveZero) {
   EXPECT_TRUE(k.tied[1]) << "rerope's interval overlaps yarn's";
 }
 
+// Under `both` rank 1 is the lowest loss among the cells whose far copy overlaps the leader's; a
+// "(tie)" says "cannot be told apart from rank 1", so it is judged against rank 1, not the leader:
+// ntk overlaps self-extend (rank 1) on far copy and on loss, but not rerope (the leader).
+TEST(Tune, UnderBothATieIsWithRankOneNotWithTheRetrievalLeader) {
+  TuneResult r;
+  r.cells = {MadeCell("rerope:window=64", 2.30, 0.60),
+             MadeCell("self-extend:group=4,window=64", 2.10, 0.52),
+             MadeCell("ntk:factor=8", 2.10, 0.44)};
+  r.best = 1;
+  const TuneRanking k = RankTune(r, TuneObjective::kBoth);
+  ASSERT_EQ(r.cells[k.recommended].spec, "self-extend:group=4,window=64");
+  ASSERT_EQ(r.cells[k.order[1]].spec, "rerope:window=64");
+  ASSERT_EQ(r.cells[k.order[2]].spec, "ntk:factor=8");
+  EXPECT_FALSE(k.tied[1]) << "rerope's loss (2.30) is apart from rank 1's (2.10)";
+  EXPECT_TRUE(k.tied[2]) << "0.44 +- 0.05 overlaps rank 1's 0.52 +- 0.05, and the loss is the same";
+  EXPECT_TRUE(k.tied[0]);
+}
+
 TEST(Tune, ObjectivesParseByName) {
   EXPECT_EQ(ParseTuneObjective("both"), TuneObjective::kBoth);
   EXPECT_EQ(ParseTuneObjective("loss"), TuneObjective::kLoss);
