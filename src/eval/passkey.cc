@@ -1,6 +1,7 @@
 #include "src/eval/passkey.h"
 
 #include <algorithm>
+#include <span>
 
 #include "src/core/check.h"
 #include "src/core/error.h"
@@ -8,21 +9,53 @@
 
 namespace stretch {
 
-std::vector<PasskeyTrial> MakePasskeyTrials(const TokenSpans& documents, const TextEncoder& encode,
-                                            int bos, int64_t ctx, double depth, int64_t count,
-                                            uint64_t seed, const PasskeyFormat& format) {
+namespace {
+
+PasskeyTrialsWithControls MakeTrials(const TokenSpans& documents, const TextEncoder& encode,
+                                     int bos, int64_t ctx, double depth, int64_t count,
+                                     uint64_t seed, const PasskeyFormat& format, bool controls) {
   const PasskeyPieces pieces = EncodePasskeyPieces(encode, format);
   CheckPasskeyArgs(pieces, ctx, depth);
   const int64_t filler = PasskeyMaxFiller(pieces, ctx);
   Rng rng(seed);
-  std::vector<PasskeyTrial> out;
+  std::vector<std::span<const int>> windows;
   for (const WindowRef& w : SpreadWindows(documents, filler, count, "passkey filler")) {
-    out.push_back(MakePasskeyTrial(
-        pieces,
-        documents[w.document].subspan(static_cast<size_t>(w.offset), static_cast<size_t>(filler)),
-        bos, ctx, depth, rng));
+    windows.push_back(
+        documents[w.document].subspan(static_cast<size_t>(w.offset), static_cast<size_t>(filler)));
+  }
+  PasskeyTrialsWithControls out;
+  for (const std::span<const int> window : windows) {
+    out.trials.push_back(MakePasskeyTrial(pieces, window, bos, ctx, depth, rng));
+  }
+  if (!controls) return out;
+  STRETCH_CHECK(filler > 0 && !windows.empty());
+  // Every filler token a control can need: ctx less the prefix, the question and the key.
+  const int64_t need = ctx - static_cast<int64_t>(pieces.prefix.size()) -
+                       static_cast<int64_t>(pieces.question.size());
+  for (size_t i = 0; i < windows.size(); ++i) {
+    std::vector<int> fill;
+    for (size_t j = i; static_cast<int64_t>(fill.size()) < need; j = (j + 1) % windows.size()) {
+      fill.insert(fill.end(), windows[j].begin(), windows[j].end());
+    }
+    out.controls.push_back(MakePasskeyControl(pieces, fill, bos, ctx, out.trials[i]));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<PasskeyTrial> MakePasskeyTrials(const TokenSpans& documents, const TextEncoder& encode,
+                                            int bos, int64_t ctx, double depth, int64_t count,
+                                            uint64_t seed, const PasskeyFormat& format) {
+  return MakeTrials(documents, encode, bos, ctx, depth, count, seed, format, false).trials;
+}
+
+PasskeyTrialsWithControls MakePasskeyTrialsWithControls(const TokenSpans& documents,
+                                                        const TextEncoder& encode, int bos,
+                                                        int64_t ctx, double depth, int64_t count,
+                                                        uint64_t seed,
+                                                        const PasskeyFormat& format) {
+  return MakeTrials(documents, encode, bos, ctx, depth, count, seed, format, true);
 }
 
 PasskeyResult ScorePasskey(const SequenceScorer& scorer, const std::vector<PasskeyTrial>& trials) {

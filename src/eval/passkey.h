@@ -22,6 +22,20 @@ std::vector<PasskeyTrial> MakePasskeyTrials(const TokenSpans& documents, const T
                                             int bos, int64_t ctx, double depth, int64_t count,
                                             uint64_t seed, const PasskeyFormat& format = {});
 
+// The trials of MakePasskeyTrials (the same, for the same arguments) and, for each, its control
+// (MakePasskeyControl: the same question and answer, no needle, the key nowhere before the
+// answer). A control's filler is its trial's filler window followed by the next trials' windows
+// (the last trial's by the first's), since it also takes the needle's place: so the trials, and
+// with them the records of labs that scored them without controls, stay as they were.
+struct PasskeyTrialsWithControls {
+  std::vector<PasskeyTrial> trials, controls;  // controls[i] is trials[i]'s
+};
+PasskeyTrialsWithControls MakePasskeyTrialsWithControls(const TokenSpans& documents,
+                                                        const TextEncoder& encode, int bos,
+                                                        int64_t ctx, double depth, int64_t count,
+                                                        uint64_t seed,
+                                                        const PasskeyFormat& format = {});
+
 struct PasskeyResult {
   int64_t trials = 0;
   int64_t retrieved = 0;        // trials with every key token predicted right

@@ -266,7 +266,7 @@ std::vector<CellPlan> PlanCells(const LabOptions& o, const std::string& corpus,
             CellPlan c = cell("passkey", k * L, o.passkey_trials);
             c.depth = d;
             c.layout = layout;
-            c.arms = layout.empty() ? 1 : 2;
+            c.arms = 2;  // the trials and their controls (no needle), in both layouts
             add(std::move(c));
           }
         }
@@ -1611,7 +1611,9 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
           cb.progress(progress.Line(
               fmt::format("{} / {} / {} @ {}", lm.label, c.method, c.protocol, c.ctx)));
         }
-        std::vector<PasskeyTrial> trials;  // the passkey protocol's, made before the scorer
+        // The passkey protocol's trials in stretch's layout and their controls (no needle), made
+        // before the scorer.
+        std::vector<PasskeyTrial> trials, controls;
         std::vector<PasskeyProbeTrial> llama_trials;  // llama.cpp's layout, with their controls
         if (c.protocol == "passkey") {
           // The key is a function of (seed, length, depth): every method meets the same trials.
@@ -1619,7 +1621,10 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
                                 static_cast<uint64_t>(std::llround(c.depth * 1000));
           try {
             if (c.layout.empty()) {
-              trials = MakePasskeyTrials(docs, encode, bos, c.ctx, c.depth, c.sequences, seed);
+              PasskeyTrialsWithControls made = MakePasskeyTrialsWithControls(
+                  docs, encode, bos, c.ctx, c.depth, c.sequences, seed);
+              trials = std::move(made.trials);
+              controls = std::move(made.controls);
             } else {
               llama_trials = MakePasskeyProbe(docs, mid_text, bos, c.ctx, c.depth, c.sequences,
                                               seed, LlamaCppPasskeyFormat());
@@ -1711,6 +1716,13 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
           r.accuracy = p.accuracy;
           r.accuracy_ci = LabIntervalOf(WilsonInterval(p.retrieved, p.trials));
           r.token_accuracy = p.token_accuracy;
+          // The control: the same questions and answers with no needle (NBCE's scorer finds the
+          // same question_start in both).
+          const PasskeyResult q = ScorePasskey(scorer, controls);
+          r.has_control = true;
+          r.control_accuracy = q.accuracy;
+          r.control_accuracy_ci = LabIntervalOf(WilsonInterval(q.retrieved, q.trials));
+          r.control_loss = q.key_loss;
         } else {
           Fail("lab: protocol {} is planned but not scored by this build", c.protocol);
         }

@@ -134,6 +134,47 @@ TEST_F(Passkey, TheSameSeedGivesTheSameTrials) {
   EXPECT_EQ(same_as_c, 0);
 }
 
+// The controls beside the trials: the trials themselves unchanged (the records of labs that
+// scored them without controls stay comparable); each control the same question and answer at
+// the same positions, with the needle gone and its key nowhere before the answer (a control that
+// leaked the key would let a copier read it); its filler held-out text. At 64 tokens a window
+// holds 11 filler tokens and a control needs 30: it runs on into the next trials' windows, with
+// one trial into its own again.
+TEST_F(Passkey, ControlsKeepTheTrialsAndHoldNoKey) {
+  for (const auto& [ctx, count] : {std::pair<int64_t, int64_t>{128, 6}, {64, 3}, {64, 1}}) {
+    SCOPED_TRACE(ctx);
+    SCOPED_TRACE(count);
+    const auto plain = MakePasskeyTrials(docs_, kEncode, kBos, ctx, 0.5, count, 7);
+    const PasskeyTrialsWithControls made =
+        MakePasskeyTrialsWithControls(docs_, kEncode, kBos, ctx, 0.5, count, 7);
+    ASSERT_EQ(made.trials.size(), plain.size());
+    ASSERT_EQ(made.controls.size(), plain.size());
+    for (size_t i = 0; i < plain.size(); ++i) {
+      const PasskeyTrial& t = made.trials[i];
+      const PasskeyTrial& c = made.controls[i];
+      EXPECT_EQ(t.tokens, plain[i].tokens);
+      EXPECT_EQ(c.tokens.size(), t.tokens.size());
+      EXPECT_EQ(c.key, t.key);
+      EXPECT_EQ(c.key_positions, t.key_positions);
+      EXPECT_EQ(c.question_start, t.question_start);
+      EXPECT_EQ(c.needle_start, -1);
+      // The question and the answer: the trial's, token for token.
+      EXPECT_TRUE(std::equal(c.tokens.begin() + c.question_start, c.tokens.end(),
+                             t.tokens.begin() + t.question_start));
+      // Before the question: BOS, then filler letters only; no digit, so no key and no needle.
+      const std::vector<int> key = Tokens(t.key);
+      EXPECT_EQ(std::search(t.tokens.begin(), t.tokens.begin() + t.question_start, key.begin(),
+                            key.end()) == t.tokens.begin() + t.question_start,
+                false)
+          << "the trial holds its key in the needle";
+      for (int64_t p = 1; p < c.question_start; ++p) {
+        const int x = c.tokens[static_cast<size_t>(p)];
+        ASSERT_TRUE(x == ' ' || (x >= 'a' && x <= 'z')) << "position " << p << ": " << x;
+      }
+    }
+  }
+}
+
 // A scorer that reports every target of every sequence, right where `right(w, p)` says, with
 // loss 0.25 where right and 3 where wrong.
 SequenceScorer Constructed(std::function<bool(int64_t, int64_t)> right) {

@@ -661,7 +661,7 @@ TEST_F(LabTest, RetrievalCellsCarryControlsIntervalsAndTheGatesVerdict) {
     EXPECT_GE(r.accuracy_ci.hi, r.accuracy - 1e-12) << r.key;
     const bool retrieval =
         r.protocol == "far-copy" || r.protocol == "passkey" || r.protocol == "repeat";
-    if (r.protocol == "far-copy" || r.period > 0 || r.layout == "llama") {
+    if (r.protocol == "far-copy" || r.period > 0 || r.protocol == "passkey") {  // both layouts
       EXPECT_TRUE(r.has_control) << r.key;
       EXPECT_TRUE(r.control_accuracy_ci.known) << r.key;
     }
