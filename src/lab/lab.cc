@@ -118,8 +118,8 @@ class RefusalTally {
                                            g.methods.size() == 1 ? "" : " each", g.why)
                              : fmt::format("{} (cells): {}", fmt::join(counted, ", "), g.why));
     }
-    Tell(note, fmt::format("{}: {} not scored, their method unable to run them: {}", label,
-                           Counted(total, "cell"), fmt::join(clauses, "; ")));
+    Tell(note, fmt::format("{}: {} not scored, their method or length unable to run them: {}",
+                           label, Counted(total, "cell"), fmt::join(clauses, "; ")));
     groups_.clear();
   }
 
@@ -1619,22 +1619,26 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
           // The key is a function of (seed, length, depth): every method meets the same trials.
           const uint64_t seed = o.seed * 1000003u + static_cast<uint64_t>(c.ctx) * 101u +
                                 static_cast<uint64_t>(std::llround(c.depth * 1000));
-          try {
-            if (c.layout.empty()) {
-              PasskeyTrialsWithControls made = MakePasskeyTrialsWithControls(
-                  docs, encode, bos, c.ctx, c.depth, c.sequences, seed);
-              trials = std::move(made.trials);
-              controls = std::move(made.controls);
-            } else {
-              llama_trials = MakePasskeyProbe(docs, mid_text, bos, c.ctx, c.depth, c.sequences,
-                                              seed, LlamaCppPasskeyFormat());
-            }
-          } catch (const Error& e) {  // a context too short for the layout's fixed text
+          const PasskeyFormat format = c.layout.empty() ? PasskeyFormat{} : LlamaCppPasskeyFormat();
+          const TextEncoder& text_encoder = c.layout.empty() ? encode : mid_text;
+          try {  // a length too short for the layout's fixed text and key: that cell refused
+            CheckPasskeyArgs(EncodePasskeyPieces(text_encoder, format), c.ctx, c.depth);
+          } catch (const Error& e) {
             refused.Add(c.method, e.what());
             result.cells_refused++;
             progress.eval_weight_total -= c.weight;
             progress.cells_done++;
             continue;
+          }
+          // Anything else (too little held-out text for the trials) stops the lab, named.
+          if (c.layout.empty()) {
+            PasskeyTrialsWithControls made =
+                MakePasskeyTrialsWithControls(docs, encode, bos, c.ctx, c.depth, c.sequences, seed);
+            trials = std::move(made.trials);
+            controls = std::move(made.controls);  // question_start as their trials' (checked)
+          } else {
+            llama_trials =
+                MakePasskeyProbe(docs, mid_text, bos, c.ctx, c.depth, c.sequences, seed, format);
           }
         }
         // NBCE's question: the fixed tail's scored positions, or the passkey's question and answer.

@@ -5,9 +5,10 @@
 // attention, block), in one run or in stages (LabStage: the presets' copy curriculum, synthetic
 // copy rows first, so that the models retrieve at all); then every training-free method
 // (--method specs, src/position/method.h) is run on it at k x L for each factor k, with the
-// protocols of src/eval/protocols.h and src/eval/passkey.h and the retrieval protocols of
-// src/eval/retrieval.h (far copy of text and random spans by distance, repeat with periods of 2L
-// and 4L, passkey in llama.cpp's layout, each against a control with nothing to retrieve). Every
+// protocols of src/eval/protocols.h and src/eval/passkey.h (passkey in stretch's layout, against
+// its control) and the retrieval protocols of src/eval/retrieval.h (far copy of text and random
+// spans by distance, repeat with periods of 2L and 4L, passkey in llama.cpp's layout), each
+// retrieval cell against a control with nothing to retrieve. Every
 // cell (one model, method, protocol, length, passkey depth / period / distance and material /
 // layout) becomes one record (src/report/records.h) appended to OUT/results.jsonl the moment it is
 // done, with 95% intervals (a bootstrap over sequences; Wilson's for passkeys read back).

@@ -456,10 +456,11 @@ bool InRow(const LabRecord& r, const ReportRowKey& row) { return RowOf(r) == row
 std::string MaterialOf(const LabRecord& r) { return r.material.empty() ? "text" : r.material; }
 
 // A passkey record whose key sits far back: (1 - depth) x ctx > 2L. The key then lies more than
-// L tokens before the answer (the filler after it is (1 - depth) x F tokens, F above ctx / 2 for
-// every layout at the lengths the lab tests), beyond every window the training length allows:
-// a method that sees only the last L tokens cannot read it back. Depth 1 never is (the key right
-// before the question, inside any window).
+// L tokens before the answer (the filler after it is (1 - depth) x F tokens, and F is above
+// ctx / 2 at the lab's lengths of 8L and more: the rest of a trial takes 53 tokens in stretch's
+// layout with the bytes tokenizer, 251 in llama.cpp's, against 1,024 at 8 x 128), beyond every
+// window the training length allows: a method that sees only the last L tokens cannot read it
+// back. Depth 1 never is (the key right before the question, inside any window).
 bool KeyFarBack(const LabRecord& r) {
   return (1.0 - r.depth) * static_cast<double>(r.ctx) > 2.0 * static_cast<double>(r.train_len);
 }
@@ -475,8 +476,16 @@ ReportCell PasskeyCell(const std::vector<LabRecord>& records, const ReportRowKey
   double right = 0, control_right = 0;
   int64_t control_trials = 0;
   bool control = true;
+  auto in_cell = [&](const LabRecord& r) {
+    return r.protocol == "passkey" && r.ctx == ctx && r.layout == layout && InRow(r, row);
+  };
+  // A row whose own L leaves no depth that far back at this length (records of labs with other
+  // training lengths merged): every depth of it, rather than an empty cell.
+  far_only = far_only && std::any_of(records.begin(), records.end(), [&](const LabRecord& r) {
+               return in_cell(r) && KeyFarBack(r);
+             });
   for (const LabRecord& r : records) {
-    if (r.protocol != "passkey" || r.ctx != ctx || r.layout != layout || !InRow(r, row)) continue;
+    if (!in_cell(r)) continue;
     if (far_only && !KeyFarBack(r)) continue;
     c.present = true;
     c.trials += r.sequences;
@@ -790,12 +799,20 @@ ReportTable SeedsTable(const std::vector<LabRecord>& records) {
       int above = 0, any = 0;
       for (const int64_t seed : seeds) {
         std::string part = "-";
-        if (col.material.empty()) {  // passkey: every depth of stretch's layout
+        if (col.material.empty()) {  // passkey in stretch's layout: its depths as the summary's
           double read = 0.0;
           int64_t trials = 0;
+          auto in_cell = [&](const LabRecord& r) {
+            return RowOf(r) == row && r.seed == seed && r.protocol == "passkey" &&
+                   r.layout.empty() && r.ctx == col.ctx;
+          };
+          // As PasskeyCell: a row whose L leaves no depth that far back counts every depth.
+          const bool far_only =
+              col.far_back && std::any_of(kept.begin(), kept.end(), [&](const LabRecord& r) {
+                return in_cell(r) && KeyFarBack(r);
+              });
           for (const LabRecord& r : kept) {
-            if (RowOf(r) == row && r.seed == seed && r.protocol == "passkey" && r.layout.empty() &&
-                r.ctx == col.ctx && (!col.far_back || KeyFarBack(r))) {
+            if (in_cell(r) && (!far_only || KeyFarBack(r))) {
               read += r.accuracy * static_cast<double>(r.sequences);
               trials += r.sequences;
             }
@@ -1011,7 +1028,7 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
                     "are trained on, and llama.cpp's where it was scored) over the depths whose "
                     "key lies over 2L back ((1 - depth) x length > 2L, so more than L tokens "
                     "before the answer: beyond any window of L; the passkey table has every "
-                    "depth), or over all depths where none does"
+                    "depth), or over every depth at a length (or for a row's L) where none does"
                   : "",
       far ? " Sees back at each length: the farthest far-copy distance d such that at every "
             "distance tested up to d, at that length, copy - control has its interval above 0 and "

@@ -25,7 +25,7 @@ struct ReportCell {
   bool present = false;
   double value = 0.0;
   LabInterval ci;      // 95% interval of value; !known: records of an older build
-  int64_t trials = 0;  // passkey: trials over all depths
+  int64_t trials = 0;  // passkey: trials over the depths the cell counts
   // Retrieval cells (far copy, repeat with a period, passkey): the same positions in a control
   // with nothing to copy, and copy - control. The difference's interval is Newcombe's MOVER
   // interval from the two (DifferenceInterval).
@@ -147,7 +147,7 @@ SeesBack SeesBackOf(const std::vector<LabRecord>& records, const ReportRowKey& r
 // Over training seeds. Where the records hold one recipe (corpus, model label, variant, L) trained
 // with several seeds (labs run with --seed N, merged; records without a seed are left out), one
 // row per (model, method) with far copy of each material at the farthest distance of each longer
-// context and passkey at each longer context (stretch's layout, every depth). A far-copy cell lists
+// context and passkey at each longer context (stretch's layout, the summary's depths). A far-copy cell lists
 // each seed's copy - control in points, in seed order, and how many seeds' differences have a
 // 95% interval above 0 ("+35 / +22 / +7 (3 of 3 above control)"); a passkey cell each seed's keys
 // read back ("15/15 / 9/15"); "-" where a seed has no record (its model failed the copy gate part
@@ -166,7 +166,7 @@ ReportTable GateTable(const std::vector<LabGate>& gates, bool show_corpus);
 
 // The summary table, in the seeds' layout (rows model / method): non-repeat at L, then for each
 // longer context non-repeat, repeat at the longest period, far copy at the longest distance and
-// passkey over all depths; last, how far back each row sees. Best cells marked (MarkBest).
+// passkey over the depths whose key lies over 2L back; last, how far back each row sees. Best cells marked (MarkBest).
 ReportTable SummaryTable(const std::vector<LabRecord>& records);
 // One paragraph reading the summary: for each model, at its longest context, which methods keep
 // distant information (a retrieval cell beyond the window whose interval lies above its

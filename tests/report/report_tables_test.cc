@@ -190,6 +190,29 @@ TEST(ReportTablesTest, SummaryPasskeyCountsOnlyKeysBeyondAnyWindow) {
   EXPECT_NEAR(summary.cells[1 - window][2].value, 0.8, 1e-12);
   const ReportTable passkey = PasskeyTable(rs);
   EXPECT_NEAR(passkey.cells[window][1].value, 1.0 / 3.0, 1e-12);  // the table: every depth
+
+  // A model trained at L = 512 merged beside them: at 1024 none of its depths lies over 2L back,
+  // so its cell in that column counts every depth rather than standing empty.
+  for (const double depth : {0.0, 0.5, 1.0}) {
+    LabRecord r = Cell("wide", "rerope", "passkey", 1024, 0.6, 0);
+    r.train_len = 512;
+    r.depth = depth;
+    r.sequences = 5;
+    r.key = LabRecordKey(r);
+    rs.push_back(r);
+  }
+  const ReportTable mixed = SummaryTable(rs);
+  size_t wide = mixed.rows.size(), column = mixed.columns.size();
+  for (size_t i = 0; i < mixed.rows.size(); ++i) {
+    if (mixed.rows[i].model == "wide") wide = i;
+  }
+  for (size_t j = 0; j < mixed.columns.size(); ++j) {
+    if (mixed.column_info[j].protocol == "passkey" && mixed.column_info[j].ctx == 1024) column = j;
+  }
+  ASSERT_LT(wide, mixed.rows.size());
+  ASSERT_LT(column, mixed.columns.size());
+  EXPECT_TRUE(mixed.cells[wide][column].present);
+  EXPECT_EQ(mixed.cells[wide][column].trials, 15);
 }
 
 TEST(ReportTablesTest, LabelsAreEscapedForEachFormat) {
