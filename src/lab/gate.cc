@@ -10,8 +10,6 @@
 namespace stretch {
 namespace {
 
-LabInterval LabIntervalOf(const Interval& i) { return {true, i.low, i.high}; }
-
 // "12.5%" of a share.
 std::string Pct(double x) { return fmt::format("{:.1f}%", 100.0 * x); }
 

@@ -30,6 +30,9 @@
 
 namespace stretch {
 
+// An eval interval as a record's (known).
+inline LabInterval LabIntervalOf(const Interval& i) { return {true, i.low, i.high}; }
+
 // 20 points above the control: the threshold, far above what a model that does not copy
 // scores on random strings (about 1/26 either way) and above what prose n-grams give a text span
 // whose control has the copied 4-grams removed (retrieval.h's leak rule); the seeds' own margins

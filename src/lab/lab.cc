@@ -28,7 +28,6 @@
 #include "src/core/timer.h"
 #include "src/core/words.h"
 #include "src/eval/nbce.h"
-#include "src/eval/passkey.h"
 #include "src/eval/protocols.h"
 #include "src/eval/retrieval.h"
 #include "src/eval/sweep.h"
@@ -37,6 +36,7 @@
 #include "src/io/passkey.h"
 #include "src/io/stretch_checkpoint.h"
 #include "src/lab/gate.h"
+#include "src/lab/score_cell.h"
 #include "src/model/transformer.h"
 #include "src/position/method.h"
 #include "src/position/plan.h"
@@ -57,28 +57,6 @@ using Note = std::function<void(const std::string&)>;
 void Tell(const Note& note, const std::string& line) {
   if (note) note(line);
 }
-
-// One cell of the sweep, before it is scored.
-struct CellPlan {
-  size_t model = 0;
-  std::string method;
-  std::string protocol;
-  int64_t ctx = 0, tail = 0, stride = 0;
-  double depth = -1;
-  int64_t period = 0;    // repeat: the sample's length; 0: L (the key of the cells before periods)
-  int64_t distance = 0;  // far-copy
-  std::string material;  // far-copy: text or random
-  std::string layout;    // passkey: "" (stretch's) or "llama"
-  int64_t sequences = 0;
-  int arms = 1;       // sequences are scored this many times (a test and its control: 2)
-  double weight = 0;  // relative cost, for the ETA
-  std::string key;
-  // The key of the same cell in records written before they carried the model's id: such a
-  // record counts as done (the options book has checked that the model is the one asked for).
-  std::string legacy_key;
-  std::optional<std::string> refusal;  // why the model's layout refuses the method (CellRefusal)
-  bool held_back = false;  // not scored: the model failed the gate part it needs (GateHoldsBack)
-};
 
 // The cells left unscored because a method cannot run them (a RoPE method on a model trained
 // with windows, NBCE on a protocol it has no question in, a length too short for a passkey
@@ -190,10 +168,6 @@ double CellWeight(int64_t sequences, int64_t ctx, int dim) {
 }
 
 // The far-copy span: LabOptions::copy_span, or by default min(32, L / 4).
-int64_t CopySpan(const LabOptions& o) {
-  return o.copy_span > 0 ? o.copy_span : std::min<int64_t>(32, o.train_len / 4);
-}
-
 // `model_ids`: each model's LabModelId.
 std::vector<CellPlan> PlanCells(const LabOptions& o, const std::string& corpus,
                                 const std::vector<std::string>& model_ids) {
@@ -697,62 +671,6 @@ std::vector<std::vector<int>> EncodeTest(const TextTokenizer& tok, const LabCorp
     if (!ids.empty()) out.push_back(std::move(ids));
   }
   return out;
-}
-
-LabPositionBucket BucketOf(const PositionBucket& b) {
-  return {b.begin, b.end, b.count, b.MeanLoss(), b.Accuracy()};
-}
-
-void FillFromSummary(LabRecord& r, const ScoreSummary& s) {
-  r.sequences = s.windows;
-  r.tokens = s.scored;
-  r.loss = s.MeanLoss();
-  r.accuracy = s.Accuracy();
-  r.token_accuracy = s.Accuracy();
-  for (const PositionBucket& b : s.buckets) {
-    if (b.count > 0) r.by_position.push_back(BucketOf(b));
-  }
-}
-
-LabInterval LabIntervalOf(const Interval& i) { return {true, i.low, i.high}; }
-
-// ScoreTargetsFrom, and the 95% intervals of its accuracy and loss: a bootstrap over the
-// sequences (their tokens are correlated), as retrieval.h's ScoreArm.
-void FillScored(LabRecord& r, const SequenceScorer& scorer,
-                const std::vector<std::vector<int>>& sequences, int64_t first_position,
-                int64_t bucket, const BootstrapOptions& boot) {
-  const size_t n = sequences.size();
-  std::vector<double> right(n, 0.0), loss(n, 0.0), count(n, 0.0);
-  const SequenceScorer tap = [&](const std::vector<std::vector<int>>& seqs, int64_t first,
-                                 const TokenSink& sink) {
-    scorer(seqs, first, [&](const TokenRecord& t) {
-      if (t.position >= first_position && t.window >= 0 && static_cast<size_t>(t.window) < n) {
-        const size_t w = static_cast<size_t>(t.window);
-        right[w] += t.correct ? 1.0 : 0.0;
-        loss[w] += t.loss;
-        count[w] += 1.0;
-      }
-      sink(t);
-    });
-  };
-  FillFromSummary(r, ScoreTargetsFrom(tap, sequences, first_position, bucket));
-  r.accuracy_ci = LabIntervalOf(BootstrapRatio(right, count, boot));
-  r.loss_ci = LabIntervalOf(BootstrapRatio(loss, count, boot));
-}
-
-// A retrieval protocol's test and control into the record.
-void FillProbe(LabRecord& r, const ProbeResult& p) {
-  r.sequences = p.test.sequences;
-  r.tokens = p.test.tokens;
-  r.accuracy = p.test.accuracy.estimate;
-  r.token_accuracy = r.accuracy;
-  r.accuracy_ci = LabIntervalOf(p.test.accuracy);
-  r.loss = p.test.loss.estimate;
-  r.loss_ci = LabIntervalOf(p.test.loss);
-  r.has_control = true;
-  r.control_accuracy = p.control.accuracy.estimate;
-  r.control_accuracy_ci = LabIntervalOf(p.control.accuracy);
-  r.control_loss = p.control.loss.estimate;
 }
 
 }  // namespace
@@ -1513,6 +1431,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
       const TextEncoder mid_text = MidTextEncoder(encode);
       BootstrapOptions boot;
       boot.seed = o.seed;
+      const CellText text{docs, *longest_doc, longest, encode, mid_text, bos};
       // The copy gate: measured once per model, before any cell beyond L; read back on a resume.
       std::optional<LabGate> gate;
       if (o.gate && (o.copy_trials > 0 || o.passkey_trials > 0)) {
@@ -1611,126 +1530,14 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
           cb.progress(progress.Line(
               fmt::format("{} / {} / {} @ {}", lm.label, c.method, c.protocol, c.ctx)));
         }
-        // The passkey protocol's trials in stretch's layout and their controls (no needle), made
-        // before the scorer.
-        std::vector<PasskeyTrial> trials, controls;
-        std::vector<PasskeyProbeTrial> llama_trials;  // llama.cpp's layout, with their controls
-        if (c.protocol == "passkey") {
-          // The key is a function of (seed, length, depth): every method meets the same trials.
-          const uint64_t seed = o.seed * 1000003u + static_cast<uint64_t>(c.ctx) * 101u +
-                                static_cast<uint64_t>(std::llround(c.depth * 1000));
-          const PasskeyFormat format = c.layout.empty() ? PasskeyFormat{} : LlamaCppPasskeyFormat();
-          const TextEncoder& text_encoder = c.layout.empty() ? encode : mid_text;
-          try {  // a length too short for the layout's fixed text and key: that cell refused
-            CheckPasskeyArgs(EncodePasskeyPieces(text_encoder, format), c.ctx, c.depth);
-          } catch (const Error& e) {
-            refused.Add(c.method, e.what());
-            result.cells_refused++;
-            progress.eval_weight_total -= c.weight;
-            progress.cells_done++;
-            continue;
-          }
-          // Anything else (too little held-out text for the trials) stops the lab, named.
-          if (c.layout.empty()) {
-            PasskeyTrialsWithControls made =
-                MakePasskeyTrialsWithControls(docs, encode, bos, c.ctx, c.depth, c.sequences, seed);
-            trials = std::move(made.trials);
-            controls = std::move(made.controls);  // question_start as their trials' (checked)
-          } else {
-            llama_trials =
-                MakePasskeyProbe(docs, mid_text, bos, c.ctx, c.depth, c.sequences, seed, format);
-          }
+        if (const std::optional<std::string> why =
+                ScoreLabCell(o, c, method, model, loaded.model, text, boot, r)) {
+          refused.Add(c.method, *why);  // a length too short for the passkey layout
+          result.cells_refused++;
+          progress.eval_weight_total -= c.weight;
+          progress.cells_done++;
+          continue;
         }
-        // NBCE's question: the fixed tail's scored positions, or the passkey's question and answer.
-        const SequenceScorer scorer =
-            method.nbce ? NbceSequenceScorer(loaded.model, *method.nbce, method.method,
-                                             [&](size_t k, const std::vector<int>&) {
-                                               return c.protocol == "passkey"
-                                                          ? trials[k].question_start
-                                                          : c.ctx - c.tail;
-                                             })
-                        : ModelSequenceScorer(model, "", false);
-        const int64_t bucket = std::max<int64_t>(1, c.ctx / 16);
-        Timer timer;
-        if (c.protocol == "nonrepeat") {
-          FillScored(r, scorer, NonRepeatSequences(docs, c.ctx, c.sequences, bos), 0, bucket, boot);
-        } else if (c.protocol == "repeat" && c.period == 0) {
-          FillScored(r, scorer, RepeatSequences(docs, L, c.ctx, c.sequences, bos), 0, bucket, boot);
-        } else if (c.protocol == "repeat") {
-          r.period = c.period;
-          FillProbe(r, RunRepeat(scorer, docs, bos, c.ctx, c.period, c.sequences, boot));
-        } else if (c.protocol == "far-copy") {
-          r.distance = c.distance;
-          r.material = c.material;
-          FarCopyOptions fo;
-          fo.source = c.material == "random" ? CopySource::kRandom : CopySource::kText;
-          fo.span = CopySpan(o);
-          fo.seed = o.seed;  // every method and distance meets the same spans
-          const std::vector<int64_t> distance = {c.distance};
-          const FarCopyResult fr =
-              RunFarCopy(scorer, docs, mid_text, bos, c.ctx, L, distance, c.sequences, fo, boot);
-          FillProbe(r, fr.points.at(0).result);
-        } else if (c.protocol == "tail") {
-          FillScored(r, scorer, TailSequences(docs, longest, c.ctx, c.sequences, bos),
-                     c.ctx - c.tail, std::max<int64_t>(1, c.tail / 4), boot);
-        } else if (c.protocol == "sliding") {
-          // Sliding-window perplexity (ScoreStream with a stride) over the longest test document.
-          ScoreOptions so;
-          so.ctx = c.ctx;
-          so.stride = c.stride;
-          so.max_windows = c.sequences;
-          so.bos = bos;
-          so.bucket = bucket;
-          so.progress = false;
-          // The intervals: a bootstrap over the windows (their tokens are correlated), as FillScored.
-          std::vector<double> right, loss, count;
-          const TokenSink per_window = [&](const TokenRecord& t) {
-            const size_t w = static_cast<size_t>(std::max<int64_t>(0, t.window));
-            if (w >= count.size()) {
-              right.resize(w + 1, 0.0);
-              loss.resize(w + 1, 0.0);
-              count.resize(w + 1, 0.0);
-            }
-            right[w] += t.correct ? 1.0 : 0.0;
-            loss[w] += t.loss;
-            count[w] += 1.0;
-          };
-          FillFromSummary(r, ScoreStream(model, *longest_doc, so, per_window));
-          r.accuracy_ci = LabIntervalOf(BootstrapRatio(right, count, boot));
-          r.loss_ci = LabIntervalOf(BootstrapRatio(loss, count, boot));
-        } else if (c.protocol == "passkey" && !c.layout.empty()) {
-          r.layout = c.layout;
-          const PasskeyProbeResult p = ScorePasskeyProbe(scorer, llama_trials, boot);
-          r.sequences = p.test.trials;
-          r.tokens = p.test.digits;
-          r.accuracy = p.test.exact.estimate;
-          r.accuracy_ci = LabIntervalOf(p.test.exact);
-          r.token_accuracy = p.test.digit_accuracy.estimate;
-          r.loss = p.test.digit_loss.estimate;
-          r.loss_ci = LabIntervalOf(p.test.digit_loss);
-          r.has_control = true;
-          r.control_accuracy = p.control.exact.estimate;
-          r.control_accuracy_ci = LabIntervalOf(p.control.exact);
-          r.control_loss = p.control.digit_loss.estimate;
-        } else if (c.protocol == "passkey") {
-          const PasskeyResult p = ScorePasskey(scorer, trials);
-          r.sequences = p.trials;
-          r.tokens = p.key_tokens;
-          r.loss = p.key_loss;
-          r.accuracy = p.accuracy;
-          r.accuracy_ci = LabIntervalOf(WilsonInterval(p.retrieved, p.trials));
-          r.token_accuracy = p.token_accuracy;
-          // The control: the same questions and answers with no needle (NBCE's scorer finds the
-          // same question_start in both).
-          const PasskeyResult q = ScorePasskey(scorer, controls);
-          r.has_control = true;
-          r.control_accuracy = q.accuracy;
-          r.control_accuracy_ci = LabIntervalOf(WilsonInterval(q.retrieved, q.trials));
-          r.control_loss = q.key_loss;
-        } else {
-          Fail("lab: protocol {} is planned but not scored by this build", c.protocol);
-        }
-        r.seconds = timer.Seconds();
         if (gate) {
           const std::string why = NotInformativeReason(*gate, r);
           if (!why.empty()) {
