@@ -98,8 +98,13 @@ std::string AccuracyText(double v, const LabInterval& ci) {
 // "+59.0 pts (52.0 to 66.0)": a difference of two accuracies, in percentage points ("to": the
 // bounds may be negative).
 std::string PointsText(double v, const LabInterval& ci) {
-  std::string out = fmt::format("{:+.1f} pts", 100 * v);
-  if (ci.known) out += fmt::format(" ({:.1f} to {:.1f})", 100 * ci.lo, 100 * ci.hi);
+  // One decimal, never "-0.0": what rounds to 0 reads 0.0 (signed, +0.0).
+  auto one = [](double x, bool sign) {
+    if (std::fabs(x) < 0.05) x = 0.0;
+    return sign ? fmt::format("{:+.1f}", x) : fmt::format("{:.1f}", x);
+  };
+  std::string out = one(100 * v, true) + " pts";
+  if (ci.known) out += fmt::format(" ({} to {})", one(100 * ci.lo, false), one(100 * ci.hi, false));
   return out;
 }
 
@@ -360,7 +365,8 @@ ReportTable MainTable(const std::vector<LabRecord>& records, bool loss) {
   t.columns.push_back(one_len ? fmt::format("L={}", len) : std::string("L (training length)"));
   for (const int64_t c : long_ctx) {
     const std::string suffix = one_len ? fmt::format(" ({})", Ratio(c, len)) : std::string();
-    t.columns.push_back(fmt::format("repeat {}{}", c, suffix));
+    // Period L: the seeds' repeat, within a window of L (the longer periods: the summary).
+    t.columns.push_back(fmt::format("repeat {}{}, period L", c, suffix));
     t.columns.push_back(fmt::format("non-repeat {}{}", c, suffix));
   }
   SizeCells(t);
@@ -686,9 +692,17 @@ SeesBack SeesBackOf(const std::vector<LabRecord>& records, const ReportRowKey& r
                                                 r->control_accuracy_ci);
     points.push_back({d, r->accuracy, diff.lo > 0.0});
   }
-  const std::optional<int64_t> sees = SeesBackDistance(points, at.begin()->second->train_len);
+  const int64_t train_len = at.begin()->second->train_len;
+  const std::optional<int64_t> sees = SeesBackDistance(points, train_len);
   out.known = sees.has_value();
   out.tokens = sees.value_or(0);
+  out.reference = SeesBackReference(points, train_len);
+  if (const auto ref = at.find(out.reference); ref != at.end()) {
+    const LabRecord& r = *ref->second;
+    out.reference_gain = r.accuracy - r.control_accuracy;
+    out.reference_ci =
+        DifferenceInterval(r.accuracy, r.accuracy_ci, r.control_accuracy, r.control_accuracy_ci);
+  }
   return out;
 }
 
@@ -997,8 +1011,12 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
         c.informative = s.informative;
         c.not_informative = s.not_informative;
         c.value = static_cast<double>(s.tokens);
+        // "none" says why: its copy at the distance the rule starts from is not above control
+        // (a row can copy from farther back and still see back none: the rule asks for every
+        // distance from there on).
         c.text = !s.known                 ? std::string("not known")
-                 : s.tokens == 0          ? std::string("none")
+                 : s.tokens == 0          ? fmt::format("none (at d={}: {})", s.reference,
+                                                        PointsText(s.reference_gain, s.reference_ci))
                  : s.tokens == s.farthest ? fmt::format("{} (the farthest tested)", s.tokens)
                                           : fmt::format("{}", s.tokens);
       }
@@ -1024,8 +1042,8 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
       "with its 95% interval where the records carry one; retrieval cells also give their "
       "control (nothing to copy) and copy - control in points.{}",
       far ? fmt::format(", far copy of {} from the longest distance tested", material) : "",
-      any_passkey ? ", passkey (one column per layout: stretch's own, the one the lab's models "
-                    "are trained on, and llama.cpp's where it was scored) over the depths whose "
+      any_passkey ? ", passkey (one column per layout: stretch's own, which the lab's models "
+                    "are trained on; and llama.cpp's, where it was scored) over the depths whose "
                     "key lies over 2L back ((1 - depth) x length > 2L, so more than L tokens "
                     "before the answer: beyond any window of L; the passkey table has every "
                     "depth), or over every depth at a length (or for a row's L) where none does"
@@ -1083,6 +1101,14 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
   }
   std::vector<std::string> out;
   std::vector<std::string> unknown_models;  // models none of whose methods can be read
+  // Over the models: per method, in row order, the models it keeps distant information in, only
+  // avoids blowing up in, and is read in at all (its retrieval cells informative and settled).
+  struct Tally {
+    int keeps = 0, avoids = 0, read = 0;
+  };
+  std::vector<std::string> method_order;
+  std::map<std::string, Tally> tally;
+  int models_read = 0;
   std::vector<std::pair<std::string, std::string>> models;  // (corpus, model), in row order
   for (const ReportRowKey& r : s.rows) {
     if (std::find(models.begin(), models.end(), std::pair(r.corpus, r.model)) == models.end()) {
@@ -1173,6 +1199,13 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
           !evidence.empty() &&
           std::all_of(evidence.begin(), evidence.end(),
                       [](const ReportCell* c) { return c->difference_ci.known && !Above(*c); });
+      if (keeps || above != nullptr || at_control) {
+        if (!tally.count(method)) method_order.push_back(method);
+        Tally& t = tally[method];
+        t.read++;
+        t.keeps += keeps ? 1 : 0;
+        t.avoids += !keeps && above == nullptr && stable ? 1 : 0;
+      }
       if (keeps) {
         keep.push_back(method);
         keep_rows.push_back(i);
@@ -1318,7 +1351,40 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
           "control that settles it: whether {} distant information is not known.",
           JoinNames(unknown), unknown.size() == 1 ? "it keeps" : "they keep");
     }
+    if (!keep.empty() || !trace.empty() || !avoid.empty() || !neither.empty()) models_read++;
     out.push_back(text);
+  }
+  // The verdict over every model first, when there are several: the per-model sentences after
+  // it give the figures.
+  if (models_read >= 2) {
+    std::vector<std::string> every, some, none, avoiders;
+    for (const std::string& m : method_order) {
+      const Tally& t = tally[m];
+      if (t.keeps == t.read) {
+        every.push_back(m);
+      } else if (t.keeps > 0) {
+        some.push_back(fmt::format("{} ({} of {})", m, t.keeps, t.read));
+      } else {
+        none.push_back(m);
+      }
+      if (t.avoids > 0) avoiders.push_back(fmt::format("{} ({} of {})", m, t.avoids, t.read));
+    }
+    std::vector<std::string> parts;
+    if (!every.empty()) parts.push_back("in every model, " + JoinNames(every));
+    if (!some.empty()) parts.push_back("in some, " + JoinNames(some));
+    if (!none.empty()) parts.push_back("in none, " + JoinNames(none));
+    std::string joined;
+    for (const std::string& part : parts) joined += (joined.empty() ? "" : "; ") + part;
+    std::string overview = fmt::format(
+        "Over the {} models whose retrieval cells can be read, at each one's longest length, the "
+        "methods that keep distant information: {}.",
+        models_read, joined);
+    if (!avoiders.empty()) {
+      overview += fmt::format(
+          " Only avoiding blowing up (non-repeat near L's accuracy, retrieval at control): {}.",
+          JoinNames(avoiders));
+    }
+    out.insert(out.begin(), overview);
   }
   if (!unknown_models.empty()) {
     out.push_back(fmt::format(

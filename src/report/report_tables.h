@@ -140,6 +140,11 @@ struct SeesBack {
   int64_t farthest = 0;     // the farthest distance tested
   bool informative = true;  // false: the model failed the copy gate (reason)
   std::string not_informative;
+  // The distance the rule starts from (closest to L from below) and copy - control there: why
+  // a row sees back "none" (its copy there not above its control), told beside it.
+  int64_t reference = 0;
+  double reference_gain = 0.0;
+  LabInterval reference_ci;
 };
 SeesBack SeesBackOf(const std::vector<LabRecord>& records, const ReportRowKey& row,
                     const std::string& material, int64_t ctx = 0);

@@ -226,11 +226,48 @@ TEST(ReportReadingTest, SeesBackIsMeasuredAtEachLength) {
   for (size_t j = 0; j < s.columns.size(); ++j) {
     if (s.column_info[j].protocol == "sees-back") sees.push_back(s.cells[0][j].text);
   }
-  EXPECT_EQ(sees, (std::vector<std::string>{"992 (the farthest tested)", "none"}));
+  // "none" with why: the copy at the distance the rule starts from is at its control.
+  EXPECT_EQ(sees, (std::vector<std::string>{"992 (the farthest tested)",
+                                            "none (at d=128: +0.0 pts (-4.2 to 4.2))"}));
   // At its control at the shortest distance (the difference's interval holds 0): none.
   rs.clear();
   for (const int64_t d : {128, 512, 992}) far(1024, d, d == 128 ? 0.35 : 0.70, 0.33);
   EXPECT_EQ(SeesBackOf(rs, row, "text", 1024).tokens, 0);
+}
+
+// Several models read: the paragraph opens with the verdict over all of them, counted per method
+// (the copier twice, its second copy's yarn at its control: yarn keeps in 1 of 2); the forgetter
+// failed the gate and is not counted. One model read: no such sentence.
+TEST(ReportReadingTest, SummaryOpensWithTheVerdictOverTheModels) {
+  auto lab = SampleRetrievalLab();
+  const std::string one = SummaryReading(SummaryTable(lab.records), lab.records, lab.gates);
+  EXPECT_FALSE(Has(one, "Over the")) << one;
+  const std::vector<LabRecord> first = lab.records;
+  for (LabRecord r : first) {
+    if (r.model != "copier") continue;
+    r.model = "copier2";
+    r.model_id = "2222222222222222";
+    if (r.method == "yarn" && r.ctx > r.train_len && r.has_control) {
+      r = testing::WithControl(testing::WithCi(r, 0.05, 0.03), 0.05, 0.03);
+    }
+    r.key = LabRecordKey(r);
+    lab.records.push_back(r);
+  }
+  for (LabGate g : lab.gates) {
+    if (g.model != "copier") continue;
+    g.model = "copier2";
+    g.model_id = "2222222222222222";
+    lab.gates.push_back(g);
+    break;
+  }
+  const std::string two = SummaryReading(SummaryTable(lab.records), lab.records, lab.gates);
+  EXPECT_EQ(two.find("Over the 2 models whose retrieval cells can be read"), 0u) << two;
+  EXPECT_TRUE(Has(two, "in every model, rerope;")) << two;
+  EXPECT_TRUE(Has(two, "in some, yarn (1 of 2); in none, window and pi.")) << two;
+  EXPECT_TRUE(Has(two,
+                  "Only avoiding blowing up (non-repeat near L's accuracy, retrieval at "
+                  "control): yarn (1 of 2) and window (2 of 2)."))
+      << two;
 }
 
 TEST(ReportReadingTest, SummaryReadsWhichMethodsKeepDistantInformation) {

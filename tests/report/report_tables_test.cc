@@ -40,14 +40,14 @@ TEST(ReportTablesTest, AccuracyTableMarkdownAndCsv) {
   EXPECT_EQ(TableMarkdown(t),
             "## Next-token accuracy\n\n" + t.note + "\n\n" + t.ranking_note +
                 "\n\n"
-                "| model / method | L=128 | repeat 512 (4x) | non-repeat 512 (4x) | "
-                "repeat 1024 (8x) | non-repeat 1024 (8x) |\n"
+                "| model / method | L=128 | repeat 512 (4x), period L | non-repeat 512 (4x) | "
+                "repeat 1024 (8x), period L | non-repeat 1024 (8x) |\n"
                 "| --- | ---: | ---: | ---: | ---: | ---: |\n"
                 "| rope / direct | 50.00% | - | 30.00% | 25.00% | 12.50% |\n"
                 "| rope / yarn | 50.00% | - | - | - | 43.75% |\n");
   EXPECT_EQ(TableCsv(t),
-            "model,method,L=128,repeat 512 (4x),non-repeat 512 (4x),repeat 1024 (8x),"
-            "non-repeat 1024 (8x)\n"
+            "model,method,L=128,\"repeat 512 (4x), period L\",non-repeat 512 (4x),"
+            "\"repeat 1024 (8x), period L\",non-repeat 1024 (8x)\n"
             "rope,direct,0.5,,0.3,0.25,0.125\n"
             "rope,yarn,0.5,,,,0.4375\n");
 }
@@ -56,8 +56,8 @@ TEST(ReportTablesTest, LossTableHasTheSameLayout) {
   const ReportTable t = MainTable(TwoByTwo(), /*loss=*/true);
   EXPECT_EQ(t.name, "loss");
   EXPECT_EQ(TableCsv(t),
-            "model,method,L=128,repeat 512 (4x),non-repeat 512 (4x),repeat 1024 (8x),"
-            "non-repeat 1024 (8x)\n"
+            "model,method,L=128,\"repeat 512 (4x), period L\",non-repeat 512 (4x),"
+            "\"repeat 1024 (8x), period L\",non-repeat 1024 (8x)\n"
             "rope,direct,2,,2.5,3,4\n"
             "rope,yarn,2,,,,2.25\n");
   const std::string md = TableMarkdown(t);
@@ -84,7 +84,7 @@ TEST(ReportTablesTest, MixedTrainingLengthsDropTheRatio) {
   const ReportTable t = MainTable(rs, /*loss=*/false);
   ASSERT_EQ(t.columns.size(), 5u);
   EXPECT_EQ(t.columns[0], "L (training length)");
-  EXPECT_EQ(t.columns[1], "repeat 512");
+  EXPECT_EQ(t.columns[1], "repeat 512, period L");
   ASSERT_EQ(t.rows.size(), 3u);
   EXPECT_TRUE(t.cells[2][0].present);  // "short" at its own L = 64
   EXPECT_DOUBLE_EQ(t.cells[2][0].value, 0.4);
