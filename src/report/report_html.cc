@@ -613,7 +613,12 @@ std::pair<std::string, std::string> TrainingTable(const ModelCurves& c) {
     if (pk) row.push_back(ShareText(e.passkey_keys, true));
     rows.push_back(std::move(row));
   }
-  std::string md = "|", html = "<table class=\"training\">\n<thead><tr>";
+  // On the page the table is folded under its plots (a line per evaluation: 50 and more a model);
+  // tables.md keeps it open, as data.
+  std::string md = "|", html = fmt::format(
+                            "<details><summary>The evaluations as a table ({} rows)</summary>\n"
+                            "<table class=\"training\">\n<thead><tr>",
+                            rows.size());
   for (const std::string& h : head) {
     md += " " + h + " |";
     html += "<th>" + XmlEscape(h) + "</th>";
@@ -632,7 +637,7 @@ std::pair<std::string, std::string> TrainingTable(const ModelCurves& c) {
     md += "\n";
     html += "</tr>\n";
   }
-  html += "</tbody>\n</table>\n";
+  html += "</tbody>\n</table>\n</details>\n";
   return {md, html};
 }
 
