@@ -16,12 +16,14 @@
 # as stretch token sequences (one per line) and scored by `stretch score --tokens --per-token`,
 # and the same positions are averaged. Both engines read the model file's own position method
 # (a GGUF file that says YaRN runs YaRN in both); EXTRA flags go to llama-perplexity only
-# (default: -fa off). llama.cpp's CPU flash attention is the less exact path: measured on
-# stories260K at 2048 tokens (4 chunks), its perplexity differs from stretch's by 7.6e-4 with
-# -fa on (f16 or f32 KV cache alike) and by 5e-5 with -fa off.
+# (default: -fa off -ctk f32 -ctv f32, llama.cpp's exact path). Its CPU flash attention and its
+# default float16 KV cache are the less exact ones: measured on stories260K at 2048 tokens (4
+# chunks), its perplexity differs from stretch's by 7.6e-4 with -fa on, by 5e-5 with -fa off and
+# a float16 cache, by 3e-6 with both off; with llama3 scaling from 512 (a sharper case) by 4.6e-4
+# with a float16 cache and 5.8e-6 without.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LLAMA_BIN="" MODEL="" TEXT="" CTX="" CHUNKS=8 EXTRA=(-fa off) STRETCH_FLAGS=
+LLAMA_BIN="" MODEL="" TEXT="" CTX="" CHUNKS=8 EXTRA=(-fa off -ctk f32 -ctv f32) STRETCH_FLAGS=
 while (($#)); do
   case $1 in
     --llama-bin) LLAMA_BIN=$2; shift 2 ;;
