@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -40,6 +41,15 @@ std::vector<int> PromptTokens(const TextTokenizer& tok, const GenerateArgs& args
                                : tok.EncodePromptParsingSpecial(args.prompt);
 }
 
+// --ignore-eos as llama.cpp means it (common/arg.cpp: "implies --logit-bias EOS-inf"): the
+// end-of-text token is never chosen, so greedy decoding takes the next best where EOS would win,
+// and both engines continue alike. (Letting EOS be sampled and going on past it, as before, parted
+// from llama.cpp wherever EOS was the most likely token.)
+void NeverEos(float* logits, const TextTokenizer& tok, int vocab) {
+  const int eos = tok.eos();
+  if (eos >= 0 && eos < vocab) logits[eos] = -std::numeric_limits<float>::infinity();
+}
+
 // NBCE: the context file read as chunks (one row each, BOS + chunk + prompt), their next-token
 // distributions pooled and combined with the prompt's own (src/eval/nbce.h); every sampled token
 // is fed to every row.
@@ -63,6 +73,7 @@ void RunNbceGenerate(const GenerateArgs& args, const Loaded& loaded, const Sweep
   int generated = 0;
   for (int step = 0; step < args.steps; ++step) {
     std::vector<float> log_probs = gen.NextLogProbs();
+    if (args.ignore_eos) NeverEos(log_probs.data(), tok, config.vocab_size);
     const int next = sampler.Sample(log_probs.data(), config.vocab_size);
     if (!args.ignore_eos && (next == tok.bos() || next == tok.eos())) break;
     fmt::print("{}", text->Next(next));
@@ -175,6 +186,7 @@ void RunGenerate(const GenerateArgs& args) {
                  cache.Bytes() / 1048576.0);
       every_timer.Reset();
     }
+    if (args.ignore_eos) NeverEos(logits.data(), tok, config.vocab_size);
     const int next = sampler.Sample(logits.data(), config.vocab_size);
     if (!args.ignore_eos && (next == tok.bos() || next == tok.eos())) break;
     fmt::print("{}", text->Next(next));
@@ -262,7 +274,10 @@ void RegisterGenerate(CLI::App& app) {
                                       "Random seed for sampling; used when temperature > 0 (a "
                                       "warning otherwise)")
                           ->capture_default_str();
-  sub->add_flag("--ignore-eos", args->ignore_eos, "Keep generating past BOS/EOS tokens");
+  sub->add_flag("--ignore-eos", args->ignore_eos,
+                "Generate all -n tokens: the end-of-text token is never chosen (its logit set to "
+                "-inf, as llama.cpp's --ignore-eos does) and BOS does not stop generation. "
+                "Without it, generation stops at BOS or EOS");
   AddCacheTypeOptions(sub, args->cache_type);
   sub->add_flag("--no-parse-special", args->no_parse_special,
                 "Encode the prompt as plain text: a special token's spelling in it (\"<s>\", "
