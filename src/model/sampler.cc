@@ -2,12 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
 namespace stretch {
 
 int Sampler::Sample(float* logits, int V) {
+  if (options_.banned >= 0 && options_.banned < V && V > 1) {
+    logits[options_.banned] = -std::numeric_limits<float>::infinity();
+  }
   if (options_.temperature <= 0.0f) {
     return static_cast<int>(std::max_element(logits, logits + V) - logits);
   }

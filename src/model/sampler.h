@@ -13,6 +13,9 @@ struct SamplerOptions {
   float temperature = 0.0f;  // 0: greedy (argmax, lowest id on ties)
   float top_p = 1.0f;        // 1: the whole distribution
   uint64_t seed = 42;
+  // A token never chosen (its logit taken as -inf), or -1: llama.cpp's --ignore-eos bans the
+  // end-of-text token so ("implies --logit-bias EOS-inf", common/arg.cpp).
+  int banned = -1;
 };
 
 class Sampler {

@@ -52,6 +52,25 @@ TEST(Sampler, TopPSamplesOnlyFromTheNucleus) {
   EXPECT_NEAR(static_cast<double>(counts[3]) / n, p3, 0.008);  // 5 sigma of sqrt(0.25/n)
 }
 
+// A banned token (generate --ignore-eos bans EOS, as llama.cpp does) is never chosen: greedy takes
+// the next best, sampling never draws it, even where it holds almost all the mass.
+TEST(Sampler, ABannedTokenIsNeverChosen) {
+  const std::vector<float> logits = {0.0f, 9.0f, 1.0f, 0.5f};
+  SamplerOptions greedy;
+  greedy.banned = 1;
+  std::vector<float> l = logits;
+  EXPECT_EQ(Sampler(greedy).Sample(l.data(), 4), 2);
+  l = logits;
+  EXPECT_EQ(Sampler(SamplerOptions{}).Sample(l.data(), 4), 1) << "not banned: the argmax";
+  SamplerOptions sampled{1.0f, 1.0f, 5};
+  sampled.banned = 1;
+  Sampler s(sampled);
+  for (int i = 0; i < 2000; ++i) {
+    l = logits;
+    EXPECT_NE(s.Sample(l.data(), 4), 1);
+  }
+}
+
 TEST(Sampler, SameSeedSameTokens) {
   const std::vector<float> logits = {0.5f, 0.4f, 0.3f, 0.2f, 0.1f};
   Sampler a({1.0f, 0.9f, 123}), b({1.0f, 0.9f, 123});

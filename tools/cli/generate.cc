@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <limits>
 #include <memory>
 #include <vector>
 
@@ -41,13 +40,13 @@ std::vector<int> PromptTokens(const TextTokenizer& tok, const GenerateArgs& args
                                : tok.EncodePromptParsingSpecial(args.prompt);
 }
 
-// --ignore-eos as llama.cpp means it (common/arg.cpp: "implies --logit-bias EOS-inf"): the
-// end-of-text token is never chosen, so greedy decoding takes the next best where EOS would win,
-// and both engines continue alike. (Letting EOS be sampled and going on past it, as before, parted
-// from llama.cpp wherever EOS was the most likely token.)
-void NeverEos(float* logits, const TextTokenizer& tok, int vocab) {
-  const int eos = tok.eos();
-  if (eos >= 0 && eos < vocab) logits[eos] = -std::numeric_limits<float>::infinity();
+// --ignore-eos as llama.cpp means it: the end-of-text token is never chosen, so greedy decoding
+// takes the next best where EOS would win and both engines go on alike (choosing EOS and going on
+// past it, as before, parted from llama.cpp wherever EOS was the most likely token).
+SamplerOptions GenerateSampler(const GenerateArgs& args, const TextTokenizer& tok) {
+  SamplerOptions o = args.sampler;
+  if (args.ignore_eos) o.banned = tok.eos();
+  return o;
 }
 
 // NBCE: the context file read as chunks (one row each, BOS + chunk + prompt), their next-token
@@ -63,7 +62,7 @@ void RunNbceGenerate(const GenerateArgs& args, const Loaded& loaded, const Sweep
   Timer prefill_timer;
   gen.Start(context, question);
   const double prefill_s = prefill_timer.Seconds();
-  Sampler sampler(args.sampler);
+  Sampler sampler(GenerateSampler(args, tok));
   fmt::print("{}", args.prompt);
   std::fflush(stdout);
   std::vector<int> shown = {tok.bos()};
@@ -73,7 +72,6 @@ void RunNbceGenerate(const GenerateArgs& args, const Loaded& loaded, const Sweep
   int generated = 0;
   for (int step = 0; step < args.steps; ++step) {
     std::vector<float> log_probs = gen.NextLogProbs();
-    if (args.ignore_eos) NeverEos(log_probs.data(), tok, config.vocab_size);
     const int next = sampler.Sample(log_probs.data(), config.vocab_size);
     if (!args.ignore_eos && (next == tok.bos() || next == tok.eos())) break;
     fmt::print("{}", text->Next(next));
@@ -157,7 +155,7 @@ void RunGenerate(const GenerateArgs& args) {
   const int64_t streaming_capacity = model.StreamingCacheCapacity();
   KvCache cache(config, streaming_capacity > 0 ? std::min(capacity, streaming_capacity) : capacity,
                 ResolveCacheTypes(args.cache_type));
-  Sampler sampler(args.sampler);
+  Sampler sampler(GenerateSampler(args, tok));
   std::vector<float> hidden, logits(static_cast<size_t>(config.vocab_size));
 
   fmt::print("{}", args.prompt);
@@ -186,7 +184,6 @@ void RunGenerate(const GenerateArgs& args) {
                  cache.Bytes() / 1048576.0);
       every_timer.Reset();
     }
-    if (args.ignore_eos) NeverEos(logits.data(), tok, config.vocab_size);
     const int next = sampler.Sample(logits.data(), config.vocab_size);
     if (!args.ignore_eos && (next == tok.bos() || next == tok.eos())) break;
     fmt::print("{}", text->Next(next));
