@@ -14,7 +14,9 @@
 # a llama.cpp build beside the project: see scripts/vs_llamacpp.sh).
 #
 #   bash scripts/vs_llamacpp_greedy.sh --llama-bin DIR (--model M.gguf | --pack DIR)
-#        [--prompt TEXT] [-n N] [--stretch-flags "FLAGS"] [-- EXTRA llama-completion flags]
+#        [--prompt TEXT] [-n N] [--stretch-flags "FLAGS"] [-- MORE llama-completion flags]
+#
+# MORE flags go after the defaults (-fa off -ctk f32 -ctv f32), so a later one wins (-c 512, say).
 #
 # --pack DIR: every CASE/model.gguf of a conformance pack (`stretch conformance --out DIR`). Two
 # cases are reported, not judged: `mistral` (llama.cpp's llama architecture ignores its window,
@@ -33,13 +35,17 @@ LLAMA_BIN="" MODEL="" PACK="" PROMPT="Once upon a time" N=64 STRETCH_FLAGS=""
 EXTRA=(-fa off -ctk f32 -ctv f32)
 while (($#)); do
   case $1 in
+    --llama-bin | --model | --pack | --prompt | -n | --stretch-flags)
+      (($# >= 2)) || { echo "$1 needs a value (see the header of $0)" >&2; exit 2; } ;;
+  esac
+  case $1 in
     --llama-bin) LLAMA_BIN=$2; shift 2 ;;
     --model) MODEL=$2; shift 2 ;;
     --pack) PACK=$2; shift 2 ;;
     --prompt) PROMPT=$2; shift 2 ;;
     -n) N=$2; shift 2 ;;
     --stretch-flags) STRETCH_FLAGS=$2; shift 2 ;;
-    --) shift; EXTRA=("$@"); break ;;
+    --) shift; EXTRA+=("$@"); break ;;
     *) echo "unknown argument $1 (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -48,6 +54,7 @@ done
   { echo "$LLAMA_BIN/llama-completion: not found (build llama.cpp's llama-completion)" >&2; exit 2; }
 if [ -n "$PACK" ] && [ -n "$MODEL" ]; then echo "give --model or --pack, not both" >&2; exit 2; fi
 [ -n "$PACK$MODEL" ] || { echo "give --model M.gguf or --pack DIR" >&2; exit 2; }
+[[ $N =~ ^[0-9]+$ ]] && ((N > 0)) || { echo "-n $N: expected a positive number" >&2; exit 2; }
 STRETCH=${STRETCH:-build/release/stretch}
 [ -x "$STRETCH" ] || { echo "$STRETCH: not built (bash scripts/setup.sh, or STRETCH=path)" >&2; exit 2; }
 work=$(mktemp -d)
@@ -145,12 +152,15 @@ failed=0
 if [ -n "$MODEL" ]; then
   compare "$(basename "$MODEL")" "$MODEL" 1 || failed=1
 else
+  cases=0
   for dir in "$PACK"/*/; do
     name=$(basename "$dir")
     [ -f "$dir/model.gguf" ] || continue
+    cases=$((cases + 1))
     judged=1
     case $name in mistral | phi3-longrope) judged=0 ;; esac
     compare "$name" "$dir/model.gguf" "$judged" || failed=1
   done
+  ((cases > 0)) || { echo "$PACK: no CASE/model.gguf in it, not a conformance pack" >&2; exit 2; }
 fi
 exit $failed

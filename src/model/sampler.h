@@ -13,8 +13,10 @@ struct SamplerOptions {
   float temperature = 0.0f;  // 0: greedy (argmax, lowest id on ties)
   float top_p = 1.0f;        // 1: the whole distribution
   uint64_t seed = 42;
-  // A token never chosen (its logit taken as -inf), or -1: llama.cpp's --ignore-eos bans the
-  // end-of-text token so ("implies --logit-bias EOS-inf", common/arg.cpp).
+  // A token never chosen (its logit taken as -inf) while another can be, or -1: `generate
+  // --ignore-eos` bans the end-of-text token so, as llama.cpp's --ignore-eos does ("implies
+  // --logit-bias EOS-inf", common/arg.cpp; llama.cpp bans every end-of-generation token of the
+  // vocabulary, such as <|eot_id|>, where stretch knows the one EOS).
   int banned = -1;
 };
 

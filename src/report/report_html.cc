@@ -616,9 +616,9 @@ std::pair<std::string, std::string> TrainingTable(const ModelCurves& c) {
   // On the page the table is folded under its plots (a line per evaluation: 50 and more a model);
   // tables.md keeps it open, as data.
   std::string md = "|", html = fmt::format(
-                            "<details><summary>The evaluations as a table ({} rows)</summary>\n"
+                            "<details><summary>The evaluations as a table ({} row{})</summary>\n"
                             "<table class=\"training\">\n<thead><tr>",
-                            rows.size());
+                            rows.size(), rows.size() == 1 ? "" : "s");
   for (const std::string& h : head) {
     md += " " + h + " |";
     html += "<th>" + XmlEscape(h) + "</th>";

@@ -1188,7 +1188,7 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
       size_t above_column = 0;
       for (const size_t j : retrieval) {
         const ReportCell& c = s.cells[i][j];
-        if (c.present && c.has_control && Above(c) &&
+        if (c.present && c.has_control && c.informative && Above(c) &&
             (above == nullptr || c.difference > above->difference)) {
           above = &c;
           above_column = j;
@@ -1360,12 +1360,14 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
     std::vector<std::string> every, some, none, avoiders;
     for (const std::string& m : method_order) {
       const Tally& t = tally[m];
-      if (t.keeps == t.read) {
+      // "Every model" only when read in every one; a method read in fewer (missing from some
+      // labs, or not settled there) says in how many.
+      if (t.keeps == t.read && t.read == models_read) {
         every.push_back(m);
       } else if (t.keeps > 0) {
         some.push_back(fmt::format("{} ({} of {})", m, t.keeps, t.read));
       } else {
-        none.push_back(m);
+        none.push_back(t.read == models_read ? m : fmt::format("{} (0 of {})", m, t.read));
       }
       if (t.avoids > 0) avoiders.push_back(fmt::format("{} ({} of {})", m, t.avoids, t.read));
     }

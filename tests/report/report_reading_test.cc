@@ -268,6 +268,14 @@ TEST(ReportReadingTest, SummaryOpensWithTheVerdictOverTheModels) {
                   "Only avoiding blowing up (non-repeat near L's accuracy, retrieval at "
                   "control): yarn (1 of 2) and window (2 of 2)."))
       << two;
+  // rerope missing from the second model: kept in the one model it was read in, not "every".
+  std::vector<LabRecord> some;
+  for (const LabRecord& r : lab.records) {
+    if (!(r.model == "copier2" && r.method == "rerope")) some.push_back(r);
+  }
+  const std::string missing = SummaryReading(SummaryTable(some), some, lab.gates);
+  EXPECT_FALSE(Has(missing, "in every model, rerope")) << missing;
+  EXPECT_TRUE(Has(missing, "rerope (1 of 1)")) << missing;
 }
 
 TEST(ReportReadingTest, SummaryReadsWhichMethodsKeepDistantInformation) {

@@ -271,10 +271,11 @@ void RegisterGenerate(CLI::App& app) {
                                       "Random seed for sampling; used when temperature > 0 (a "
                                       "warning otherwise)")
                           ->capture_default_str();
-  sub->add_flag("--ignore-eos", args->ignore_eos,
-                "Generate all -n tokens: the end-of-text token is never chosen (its logit set to "
-                "-inf, as llama.cpp's --ignore-eos does) and BOS does not stop generation. "
-                "Without it, generation stops at BOS or EOS");
+  sub->add_flag(
+      "--ignore-eos", args->ignore_eos,
+      "Generate all -n tokens: the end-of-text token (EOS) is never chosen (its logit set "
+      "to -inf, as llama.cpp's --ignore-eos does with its end-of-generation tokens) "
+      "and BOS does not stop generation. Without it, generation stops at BOS or EOS");
   AddCacheTypeOptions(sub, args->cache_type);
   sub->add_flag("--no-parse-special", args->no_parse_special,
                 "Encode the prompt as plain text: a special token's spelling in it (\"<s>\", "
