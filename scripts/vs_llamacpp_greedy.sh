@@ -8,7 +8,9 @@
 # spellings differ between the engines and are left out of stretch's side first (and counted):
 # the vocabulary's control and unknown tokens (GGUF token types 3 and 2: llama.cpp prints them as
 # nothing, stretch prints <unk> as its text), and the NUL byte (llama.cpp prints each token with
-# printf's %s, which stops at it). Both engines' --ignore-eos never choose the end-of-text token. llama.cpp is asked for N + 32 tokens and tried up to three times, because
+# printf's %s, which stops at it). Both engines' --ignore-eos never choose a token that ends
+# generation (EOS, <|eot_id|>, <|im_end|>, ...). llama.cpp is asked for N + 32 tokens and tried
+# up to three times, because
 # llama-completion prints through an asynchronous log whose last lines can be lost at exit
 # (measured at d32676d: 12 runs of one command printed 172 to 194 bytes). Not run in CI (it needs
 # a llama.cpp build beside the project: see scripts/vs_llamacpp.sh).

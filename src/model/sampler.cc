@@ -8,9 +8,21 @@
 
 namespace stretch {
 
+Sampler::Sampler(const SamplerOptions& options) : options_(options), rng_(options.seed) {
+  std::vector<int>& b = options_.banned;
+  b.erase(std::remove_if(b.begin(), b.end(), [](int id) { return id < 0; }), b.end());
+  std::sort(b.begin(), b.end());
+  b.erase(std::unique(b.begin(), b.end()), b.end());
+}
+
 int Sampler::Sample(float* logits, int V) {
-  if (options_.banned >= 0 && options_.banned < V && V > 1) {
-    logits[options_.banned] = -std::numeric_limits<float>::infinity();
+  // options_.banned is sorted, unique and non-negative (the constructor): ban those inside the
+  // vocabulary unless that is all of it.
+  const auto end = std::lower_bound(options_.banned.begin(), options_.banned.end(), V);
+  if (end - options_.banned.begin() < V) {
+    for (auto it = options_.banned.begin(); it != end; ++it) {
+      logits[*it] = -std::numeric_limits<float>::infinity();
+    }
   }
   if (options_.temperature <= 0.0f) {
     return static_cast<int>(std::max_element(logits, logits + V) - logits);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "src/core/rng.h"
 
@@ -13,16 +14,16 @@ struct SamplerOptions {
   float temperature = 0.0f;  // 0: greedy (argmax, lowest id on ties)
   float top_p = 1.0f;        // 1: the whole distribution
   uint64_t seed = 42;
-  // A token never chosen (its logit taken as -inf) while another can be, or -1: `generate
-  // --ignore-eos` bans the end-of-text token so, as llama.cpp's --ignore-eos does ("implies
-  // --logit-bias EOS-inf", common/arg.cpp; llama.cpp bans every end-of-generation token of the
-  // vocabulary, such as <|eot_id|>, where stretch knows the one EOS).
-  int banned = -1;
+  // Tokens never chosen (their logits taken as -inf) while another can be: `generate
+  // --ignore-eos` bans every token at which generation would end (EndOfGenerationTokens in
+  // src/io/tokenizer/text_tokenizer.h), as llama.cpp's --ignore-eos does ("implies --logit-bias
+  // EOS-inf", common/arg.cpp; a -inf bias on each end-of-generation token, common/common.cpp).
+  std::vector<int> banned = {};
 };
 
 class Sampler {
  public:
-  explicit Sampler(const SamplerOptions& options) : options_(options), rng_(options.seed) {}
+  explicit Sampler(const SamplerOptions& options);
   // logits: (V); may be modified in place.
   int Sample(float* logits, int V);
 

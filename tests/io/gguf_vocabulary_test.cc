@@ -639,3 +639,33 @@ TEST_F(GgufVocabularyTest, AByteLevelVocabularyWithAnAddedTokenWritesAndReadsBac
 
 }  // namespace
 }  // namespace stretch
+
+namespace stretch {
+namespace {
+
+// The tokens at which generation ends (EndOfGenerationTokens, what `generate` stops at and
+// --ignore-eos bans) for the real vocabularies, from their tokenizer.json and from the GGUF form
+// stretch writes, against llama.cpp's own lists: `llama-tokenize -m M.gguf -p hi --ids -v`
+// ("printing all EOG tokens") on d32676d, M a one-layer random model of each family with the
+// vocabulary, converted by `stretch convert --to gguf`. Qwen 3's "</s>" (128247) is a plain BPE
+// piece that llama.cpp makes end generation by its spelling; Gemma 3's </s> (212) an added one.
+TEST_F(GgufVocabularyTest, EndOfGenerationTokensAsLlamaCpp) {
+  const std::vector<std::pair<std::string, std::vector<int>>> cases = {
+      {"llama3", {128001, 128009}},
+      {"qwen3", {128247, 151643, 151645, 151662, 151663, 151664}},
+      {"gemma3", {1, 106, 212}}};
+  for (const auto& [name, expected] : cases) {
+    const std::string dir = VocabDir(name);
+    STRETCH_SKIP_IF_NO_VOCAB(dir);
+    const BpeTokenizer json = BpeTokenizer::FromTokenizerJson(dir + "/tokenizer.json");
+    EXPECT_EQ(EndOfGenerationTokens(*MakeBpeTextTokenizer(json)), expected) << name;
+    const GgufFile g = GgufFile::Open(WriteVocabulary(GgufVocabularyKeys(json), name + ".gguf"));
+    const std::unique_ptr<TextTokenizer> from_gguf =
+        g.String("tokenizer.ggml.model") == "gpt2" ? MakeBpeTextTokenizer(BpeTokenizer::FromGguf(g))
+                                                   : MakeLlama2cTextTokenizer(ReadGgufTokenizer(g));
+    EXPECT_EQ(EndOfGenerationTokens(*from_gguf), expected) << name << " as GGUF";
+  }
+}
+
+}  // namespace
+}  // namespace stretch

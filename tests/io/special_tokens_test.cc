@@ -8,7 +8,10 @@
 // on the vocabularies of ../shared (skipped without it).
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -136,6 +139,75 @@ TEST(PromptSpecialTokens, Llama2cVocabularyKnowsItsThreeSpecialTokens) {
   EXPECT_EQ(tok->SpecialTokens().size(), 3u);
   EXPECT_EQ(tok->EncodePromptParsingSpecial("a</s>a"), (std::vector<int>{1, 3, 4, 2, 3, 4}));
   EXPECT_EQ(tok->EncodePromptParsingSpecial(""), std::vector<int>{1});
+}
+
+}  // namespace
+}  // namespace stretch
+
+namespace stretch {
+namespace {
+
+// The end-of-generation tokens of ../shared's llama.cpp vocabularies, as llama.cpp lists them
+// (`llama-tokenize -m ggml-vocab-NAME.gguf -p hi --ids -v`, "printing all EOG tokens", d32676d):
+// Phi-3's <|end|> and <|endoftext|> beside EOS.
+TEST(EndOfGeneration, LlamaCppVocabulariesAsLlamaCpp) {
+  const std::vector<std::pair<std::string, std::vector<int>>> cases = {
+      {"phi-3", {2, 32000, 32007}}, {"gpt-2", {50256}}, {"llama-spm", {2}}};
+  for (const auto& [name, expected] : cases) {
+    const std::string relative = "models/ggml_vocab/ggml-vocab-" + name + ".gguf";
+    STRETCH_REQUIRE_SHARED(relative);
+    const std::string path = testing::SharedPath(relative);
+    const auto tok = name == "gpt-2" ? MakeBpeTextTokenizer(BpeTokenizer::FromGguf(path))
+                                     : MakeLlama2cTextTokenizer(ReadGgufTokenizer(path));
+    EXPECT_EQ(EndOfGenerationTokens(*tok), expected) << name;
+  }
+}
+
+// A vocabulary of given spellings, its specials those in <...> or [...], EOS given.
+class Spelled : public TextTokenizer {
+ public:
+  Spelled(std::vector<std::string> pieces, int eos) : pieces_(std::move(pieces)), eos_(eos) {}
+  std::string Name() const override { return "test"; }
+  int vocab_size() const override { return static_cast<int>(pieces_.size()); }
+  int bos() const override { return -1; }
+  int eos() const override { return eos_; }
+  std::vector<int> EncodePrompt(std::string_view) const override { return {}; }
+  TextStream EncodeText(const std::string&) const override { return {}; }
+  std::string ProtocolText() const override { return {}; }
+  std::unique_ptr<TokenTextDecoder> Decoder(std::span<const int>) const override { return nullptr; }
+  std::vector<std::pair<std::string, int>> SpecialTokens() const override {
+    std::vector<std::pair<std::string, int>> s;
+    for (size_t i = 0; i < pieces_.size(); ++i) {
+      if (pieces_[i].starts_with("<") || pieces_[i].starts_with("[")) {
+        s.emplace_back(pieces_[i], static_cast<int>(i));
+      }
+    }
+    return s;
+  }
+
+ private:
+  std::vector<std::string> pieces_;
+  int eos_;
+};
+
+// llama.cpp's rules (llama-vocab.cpp, d32676d): the names; EOS always; <|end|> not where
+// <|return|> and <|call|> (gpt-oss) or <|calls|> and <|flush|> are; </s> not beside
+// <|tool_response>, even as EOS. Each case fails if its rule is left out.
+TEST(EndOfGeneration, FollowsLlamaCppsNamesAndExceptions) {
+  EXPECT_EQ(EndOfGenerationTokens(Spelled({"a", "<|im_end|>", "<|im_start|>", "<eos>"}, -1)),
+            (std::vector<int>{1, 3}));
+  EXPECT_EQ(EndOfGenerationTokens(Spelled({"<x>", "b", "<|end|>"}, 0)), (std::vector<int>{0, 2}));
+  EXPECT_EQ(EndOfGenerationTokens(Spelled({"<|end|>", "<|return|>", "<|call|>"}, -1)),
+            (std::vector<int>{1, 2}));
+  EXPECT_EQ(EndOfGenerationTokens(Spelled({"<|end|>", "<|calls|>", "<|flush|>"}, -1)),
+            (std::vector<int>{1, 2}));
+  EXPECT_EQ(EndOfGenerationTokens(Spelled({"<|end|>", "<|call|>"}, -1)), (std::vector<int>{0, 1}))
+      << "<|call|> alone is no reason to drop <|end|>";
+  EXPECT_EQ(EndOfGenerationTokens(Spelled({"</s>", "<|tool_response>", "<turn|>"}, 0)),
+            (std::vector<int>{1, 2}));
+  EXPECT_EQ(EndOfGenerationTokens(Spelled({"<|fim_pad|>", "<|fim_prefix|>", "<|file_sep|>"}, -1)),
+            (std::vector<int>{0, 2}))
+      << "the FIM pad and file separator end generation, the prefix does not";
 }
 
 }  // namespace

@@ -52,22 +52,30 @@ TEST(Sampler, TopPSamplesOnlyFromTheNucleus) {
   EXPECT_NEAR(static_cast<double>(counts[3]) / n, p3, 0.008);  // 5 sigma of sqrt(0.25/n)
 }
 
-// A banned token (generate --ignore-eos bans EOS, as llama.cpp does) is never chosen: greedy takes
-// the next best, sampling never draws it, even where it holds almost all the mass.
-TEST(Sampler, ABannedTokenIsNeverChosen) {
-  const std::vector<float> logits = {0.0f, 9.0f, 1.0f, 0.5f};
+// Banned tokens (generate --ignore-eos bans every end-of-generation token, as llama.cpp does) are
+// never chosen: greedy takes the best of the rest, sampling never draws one, even where they
+// hold almost all the mass.
+TEST(Sampler, BannedTokensAreNeverChosen) {
+  const std::vector<float> logits = {0.0f, 9.0f, 8.0f, 0.5f};
   SamplerOptions greedy;
-  greedy.banned = 1;
+  greedy.banned = {1, 2};
   std::vector<float> l = logits;
-  EXPECT_EQ(Sampler(greedy).Sample(l.data(), 4), 2);
+  EXPECT_EQ(Sampler(greedy).Sample(l.data(), 4), 3);
   l = logits;
   EXPECT_EQ(Sampler(SamplerOptions{}).Sample(l.data(), 4), 1) << "not banned: the argmax";
+  greedy.banned = {1};
+  l = logits;
+  EXPECT_EQ(Sampler(greedy).Sample(l.data(), 4), 2) << "only the one banned";
+  greedy.banned = {3, 0, 2, 1, 1, -1, 7};
+  l = logits;
+  EXPECT_EQ(Sampler(greedy).Sample(l.data(), 4), 1) << "all banned: none is";
   SamplerOptions sampled{1.0f, 1.0f, 5};
-  sampled.banned = 1;
+  sampled.banned = {1, 2};
   Sampler s(sampled);
   for (int i = 0; i < 2000; ++i) {
     l = logits;
-    EXPECT_NE(s.Sample(l.data(), 4), 1);
+    const int t = s.Sample(l.data(), 4);
+    EXPECT_TRUE(t == 0 || t == 3) << t;
   }
 }
 

@@ -40,13 +40,28 @@ std::vector<int> PromptTokens(const TextTokenizer& tok, const GenerateArgs& args
                                : tok.EncodePromptParsingSpecial(args.prompt);
 }
 
-// --ignore-eos as llama.cpp means it: the end-of-text token is never chosen, so greedy decoding
-// takes the next best where EOS would win and both engines go on alike (choosing EOS and going on
-// past it, as before, parted from llama.cpp wherever EOS was the most likely token).
+// --ignore-eos as llama.cpp means it: no token that ends generation (EOS, and llama.cpp's other
+// end-of-generation tokens such as <|eot_id|> or <|im_end|>: EndOfGenerationTokens) is ever
+// chosen, so greedy decoding takes the next best where one would win and both engines go on
+// alike (choosing EOS and going on past it parted from llama.cpp wherever EOS was most likely).
 SamplerOptions GenerateSampler(const GenerateArgs& args, const TextTokenizer& tok) {
   SamplerOptions o = args.sampler;
-  if (args.ignore_eos) o.banned = tok.eos();
+  if (args.ignore_eos) o.banned = EndOfGenerationTokens(tok);
   return o;
+}
+
+// Without --ignore-eos generation stops at an end-of-generation token, as llama-completion does,
+// and at BOS, as llama2.c's run.c does (its stories are separated by BOS); sorted.
+std::vector<int> StopTokens(const GenerateArgs& args, const TextTokenizer& tok) {
+  if (args.ignore_eos) return {};
+  std::vector<int> stops = EndOfGenerationTokens(tok);
+  if (tok.bos() >= 0) stops.push_back(tok.bos());
+  std::sort(stops.begin(), stops.end());
+  return stops;
+}
+
+bool Stops(const std::vector<int>& stops, int token) {
+  return std::binary_search(stops.begin(), stops.end(), token);
 }
 
 // NBCE: the context file read as chunks (one row each, BOS + chunk + prompt), their next-token
@@ -63,6 +78,7 @@ void RunNbceGenerate(const GenerateArgs& args, const Loaded& loaded, const Sweep
   gen.Start(context, question);
   const double prefill_s = prefill_timer.Seconds();
   Sampler sampler(GenerateSampler(args, tok));
+  const std::vector<int> stops = StopTokens(args, tok);
   fmt::print("{}", args.prompt);
   std::fflush(stdout);
   std::vector<int> shown = {tok.bos()};
@@ -73,7 +89,7 @@ void RunNbceGenerate(const GenerateArgs& args, const Loaded& loaded, const Sweep
   for (int step = 0; step < args.steps; ++step) {
     std::vector<float> log_probs = gen.NextLogProbs();
     const int next = sampler.Sample(log_probs.data(), config.vocab_size);
-    if (!args.ignore_eos && (next == tok.bos() || next == tok.eos())) break;
+    if (Stops(stops, next)) break;
     fmt::print("{}", text->Next(next));
     std::fflush(stdout);
     ++generated;
@@ -156,6 +172,7 @@ void RunGenerate(const GenerateArgs& args) {
   KvCache cache(config, streaming_capacity > 0 ? std::min(capacity, streaming_capacity) : capacity,
                 ResolveCacheTypes(args.cache_type));
   Sampler sampler(GenerateSampler(args, tok));
+  const std::vector<int> stops = StopTokens(args, tok);
   std::vector<float> hidden, logits(static_cast<size_t>(config.vocab_size));
 
   fmt::print("{}", args.prompt);
@@ -185,7 +202,7 @@ void RunGenerate(const GenerateArgs& args) {
       every_timer.Reset();
     }
     const int next = sampler.Sample(logits.data(), config.vocab_size);
-    if (!args.ignore_eos && (next == tok.bos() || next == tok.eos())) break;
+    if (Stops(stops, next)) break;
     fmt::print("{}", text->Next(next));
     std::fflush(stdout);
     ++generated;
@@ -225,8 +242,9 @@ void RegisterGenerate(CLI::App& app) {
       "<start_of_turn>, are those tokens, as llama.cpp's llama-completion reads a prompt), "
       "processed in one pass (prefill), then new tokens are "
       "produced one at a time (decode) and printed as they come. Stops after -n tokens, or "
-      "earlier when the model emits BOS or EOS (the end of a story for llama2.c models) unless "
-      "--ignore-eos. Prefill and decode speeds go to stderr.\n"
+      "earlier when the model emits BOS, EOS (the end of a story for llama2.c models) or another "
+      "token at which llama.cpp ends generation (<|eot_id|>, <|im_end|>, <end_of_turn>, ...) "
+      "unless --ignore-eos. Prefill and decode speeds go to stderr.\n"
       "A position method (--method, llama.cpp's --rope-*/--yarn-*/--grp-attn-* flags, or "
       "--rope-scaling-json) is resolved for the whole call: L' = prompt tokens (with BOS) + -n, "
       "so a method without a factor uses s = L' / trained length.\n"
@@ -273,9 +291,10 @@ void RegisterGenerate(CLI::App& app) {
                           ->capture_default_str();
   sub->add_flag(
       "--ignore-eos", args->ignore_eos,
-      "Generate all -n tokens: the end-of-text token (EOS) is never chosen (its logit set "
-      "to -inf, as llama.cpp's --ignore-eos does with its end-of-generation tokens) "
-      "and BOS does not stop generation. Without it, generation stops at BOS or EOS");
+      "Generate all -n tokens: no token that ends generation (EOS, <|eot_id|>, <|im_end|>, "
+      "<end_of_turn>, ... as llama.cpp decides them) is ever chosen (their logits set to -inf, "
+      "as llama.cpp's --ignore-eos does) and BOS does not stop generation. Without it, "
+      "generation stops at BOS or at one of those tokens");
   AddCacheTypeOptions(sub, args->cache_type);
   sub->add_flag("--no-parse-special", args->no_parse_special,
                 "Encode the prompt as plain text: a special token's spelling in it (\"<s>\", "

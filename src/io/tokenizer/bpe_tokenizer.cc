@@ -1470,6 +1470,11 @@ class BpeTextTokenizer : public TextTokenizer {
     return ids;
   }
   std::vector<std::pair<std::string, int>> SpecialTokens() const override { return special_; }
+  std::vector<int> TokensSpelled(
+      const std::function<bool(std::string_view)>& match) const override {
+    return IdsSpelled(
+        tok_.vocab_size(), [this](int id) -> std::string_view { return tok_.Piece(id); }, match);
+  }
   TextStream EncodeText(const std::string& path) const override {
     return EncodeTextPath(path, [this](const std::string& text) { return tok_.Encode(text); });
   }

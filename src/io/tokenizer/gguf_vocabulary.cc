@@ -35,33 +35,52 @@ bool LooksSpecialToLlamaCpp(std::string_view t) {
          framed("<\xef\xbd\x9c", "\xef\xbd\x9c>") || framed("<unused", ">");
 }
 
+namespace {
+
+// llama-vocab.cpp (d32676d), llama_vocab::impl::load: the texts that make a token end
+// generation (its list for special_eog_ids) ...
+constexpr std::string_view kEndOfGenerationNames[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<\xef\xbd\x9c"
+    "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+    "[e~[",
+    // ... and the fill-in-the-middle pad, repository and file separator, which end it too.
+    "<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]", "<|fim_repo|>", "<|repo_name|>",
+    "<fim-repo>", "<REPO>", "<reponame>", "<|file_sep|>"};
+
+// The other fill-in-the-middle names it makes control tokens.
+constexpr std::string_view kOtherControlNames[] = {
+    // prefix
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
+    "<\xef\xbd\x9c"
+    "fim\xe2\x96\x81"
+    "begin\xef\xbd\x9c>",
+    "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>",
+    // suffix
+    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>",
+    "<\xef\xbd\x9c"
+    "fim\xe2\x96\x81hole\xef\xbd\x9c>",
+    "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>",
+    // middle
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>",
+    "<\xef\xbd\x9c"
+    "fim\xe2\x96\x81"
+    "end\xef\xbd\x9c>",
+    "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>"};
+
+}  // namespace
+
+bool EndsGenerationToLlamaCpp(std::string_view t) {
+  return std::find(std::begin(kEndOfGenerationNames), std::end(kEndOfGenerationNames), t) !=
+         std::end(kEndOfGenerationNames);
+}
+
 bool ControlToLlamaCpp(std::string_view t) {
-  // llama-vocab.cpp (d32676d), llama_vocab::impl::load: the EOT, EOM, FIM and EOG names.
-  static constexpr std::string_view kNames[] = {
-      "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-      "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-      "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-      "<\xef\xbd\x9c"
-      "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
-      "[e~[",
-      // fill in the middle: prefix, suffix, middle, pad, repository, file separator
-      "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>",
-      "<\xef\xbd\x9c"
-      "fim\xe2\x96\x81"
-      "begin\xef\xbd\x9c>",
-      "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>", "<|fim_suffix|>",
-      "<fim-suffix>", "<fim_suffix>",
-      "<\xef\xbd\x9c"
-      "fim\xe2\x96\x81hole\xef\xbd\x9c>",
-      "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>", "<|fim_middle|>",
-      "<fim-middle>", "<fim_middle>",
-      "<\xef\xbd\x9c"
-      "fim\xe2\x96\x81"
-      "end\xef\xbd\x9c>",
-      "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>", "<|fim_pad|>", "<fim-pad>",
-      "<fim_pad>", "<PAD>", "[PAD]", "<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>",
-      "<reponame>", "<|file_sep|>", "<file_sep>", "<filename>"};
-  return std::find(std::begin(kNames), std::end(kNames), t) != std::end(kNames);
+  return EndsGenerationToLlamaCpp(t) ||
+         std::find(std::begin(kOtherControlNames), std::end(kOtherControlNames), t) !=
+             std::end(kOtherControlNames);
 }
 
 GgufKeys GgufVocabularyKeys(const Tokenizer& t) {

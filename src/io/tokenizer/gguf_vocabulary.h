@@ -35,6 +35,9 @@ bool LooksSpecialToLlamaCpp(std::string_view text);
 // names: "<|im_end|>", "</s>", "<|fim_prefix|>", ...): such a user-defined token is then cut out of
 // a text only when special tokens are parsed.
 bool ControlToLlamaCpp(std::string_view text);
+// Whether llama.cpp ends generation at a token of this text (the names of its special_eog_ids:
+// "<|eot_id|>", "<|im_end|>", "<end_of_turn>", "<|endoftext|>", "</s>", the FIM pad, ...).
+bool EndsGenerationToLlamaCpp(std::string_view text);
 
 GgufKeys GgufVocabularyKeys(const Tokenizer& tokenizer);
 // Refused by name: add_prefix_space (llama.cpp's gpt2 vocabularies have no such key).

@@ -648,6 +648,13 @@ class SentencePieceTextTokenizer : public TextTokenizer {
                                  [this](std::string_view piece) { return Encode(piece); });
   }
   std::vector<std::pair<std::string, int>> SpecialTokens() const override { return special_; }
+  std::vector<int> TokensSpelled(
+      const std::function<bool(std::string_view)>& match) const override {
+    return IdsSpelled(
+        vocab_size(),
+        [this](int id) -> std::string_view { return vocab_.pieces[static_cast<size_t>(id)]; },
+        match);
+  }
   TextStream EncodeText(const std::string& path) const override {
     return EncodeTextPath(path, [this](const std::string& text) { return Encode(text); });
   }

@@ -3,7 +3,50 @@
 #include <algorithm>
 #include <utility>
 
+#include "src/io/tokenizer/gguf_vocabulary.h"
+
 namespace stretch {
+
+std::vector<int> TextTokenizer::TokensSpelled(
+    const std::function<bool(std::string_view)>& match) const {
+  std::vector<int> ids;
+  for (const auto& [text, id] : SpecialTokens()) {
+    if (match(text)) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+std::vector<int> IdsSpelled(int n, const std::function<std::string_view(int)>& piece,
+                            const std::function<bool(std::string_view)>& match) {
+  std::vector<int> ids;
+  for (int id = 0; id < n; ++id) {
+    if (match(piece(id))) ids.push_back(id);
+  }
+  return ids;
+}
+
+std::vector<int> EndOfGenerationTokens(const TextTokenizer& tokenizer) {
+  std::vector<int> ids = tokenizer.TokensSpelled(EndsGenerationToLlamaCpp);
+  if (tokenizer.eos() >= 0) ids.push_back(tokenizer.eos());
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  const auto spelled = [&tokenizer](std::string_view a, std::string_view b = {}) {
+    return tokenizer.TokensSpelled(
+        [a, b](std::string_view t) { return t == a || (!b.empty() && t == b); });
+  };
+  const auto drop = [&ids](const std::vector<int>& gone) {
+    for (const int id : gone) ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
+  };
+  // gpt-oss's and Solar Open's <|end|> ends a message, not the generation.
+  if (!spelled("<|call|>", "<|calls|>").empty() &&
+      !(spelled("<|return|>").empty() && spelled("<|flush|>").empty())) {
+    drop(spelled("<|end|>"));
+  }
+  if (!spelled("<|tool_response>").empty()) drop(spelled("</s>"));  // Gemma 4's </s>
+  return ids;
+}
 
 std::vector<PromptPart> SplitAtSpecialTokens(
     std::string_view text, const std::vector<std::pair<std::string, int>>& specials,
@@ -95,6 +138,11 @@ class Llama2cTextTokenizer : public TextTokenizer {
   }
   std::vector<std::pair<std::string, int>> SpecialTokens() const override {
     return tok_.special_tokens();
+  }
+  std::vector<int> TokensSpelled(
+      const std::function<bool(std::string_view)>& match) const override {
+    return IdsSpelled(
+        tok_.vocab_size(), [this](int id) -> std::string_view { return tok_.Piece(id); }, match);
   }
   TextStream EncodeText(const std::string& path) const override {
     return EncodeTextPath(path, tok_);

@@ -56,7 +56,25 @@ class TextTokenizer {
   // and user-defined tokens; Hugging Face's added tokens), longest spelling first; empty for a
   // tokenizer without any (llama2.c's).
   virtual std::vector<std::pair<std::string, int>> SpecialTokens() const { return {}; }
+  // The ids of the tokens whose spelling in the vocabulary (as a GGUF file lists it: a byte-level
+  // BPE piece in its byte-level spelling, an added token as its text) satisfies `match`, in id
+  // order. Default: among SpecialTokens().
+  virtual std::vector<int> TokensSpelled(const std::function<bool(std::string_view)>& match) const;
 };
+
+// The tokens at which generation ends, as llama.cpp decides them (llama_vocab::is_eog; its
+// list in llama-vocab.cpp d32676d, llama_vocab::impl::load): EOS and every token whose spelling
+// EndsGenerationToLlamaCpp (src/io/tokenizer/gguf_vocabulary.h; normal tokens too, as llama.cpp
+// finds Qwen's "</s>", a plain BPE piece, and makes it end generation),
+// less llama.cpp's two exceptions: <|end|> where the vocabulary also has <|return|> and <|call|>
+// (or <|calls|> and <|flush|>), and </s> where it has <|tool_response>. Sorted, no repeats.
+// llama.cpp also adds the ids of a GGUF file's tokenizer.ggml.eot_token_id / eom_token_id keys,
+// which stretch does not read (in the files seen they name one of these tokens).
+std::vector<int> EndOfGenerationTokens(const TextTokenizer& tokenizer);
+// The body of every TokensSpelled that searches a whole vocabulary: the ids in [0, n) whose
+// piece(id) satisfies `match`.
+std::vector<int> IdsSpelled(int n, const std::function<std::string_view(int)>& piece,
+                            const std::function<bool(std::string_view)>& match);
 
 // A prompt cut at its special tokens (TextTokenizer::EncodePromptParsingSpecial): the pieces of
 // text between them (id -1) and the tokens (their id), in order; no empty piece. `specials`:
