@@ -686,6 +686,40 @@ std::string SourceLine(const LabRecordFile& records, const std::vector<std::stri
       records.records.size(), files, records.duplicates, records.partial_lines);
 }
 
+// The summary's reading on the page: its paragraphs (apart by a blank line) as <p>, the lines
+// of a paragraph that begin "- " as the items of a list after it; "Reading." before the first.
+std::string ReadingHtml(const std::string& reading) {
+  std::string html;
+  size_t start = 0;
+  bool first = true;
+  while (start <= reading.size()) {
+    size_t end = reading.find("\n\n", start);
+    if (end == std::string::npos) end = reading.size();
+    const std::string_view paragraph(reading.data() + start, end - start);
+    std::string items;
+    size_t line_start = 0;
+    bool lead = true;
+    while (line_start <= paragraph.size()) {
+      size_t line_end = paragraph.find('\n', line_start);
+      if (line_end == std::string_view::npos) line_end = paragraph.size();
+      const std::string_view line = paragraph.substr(line_start, line_end - line_start);
+      if (!lead && line.starts_with("- ")) {
+        items += fmt::format("<li>{}</li>\n", XmlEscape(std::string(line.substr(2))));
+      } else if (!line.empty()) {
+        html +=
+            fmt::format("<p class=\"reading\">{}{}</p>\n",
+                        first ? "<strong>Reading.</strong> " : "", XmlEscape(std::string(line)));
+        first = false;
+      }
+      lead = false;
+      line_start = line_end + 1;
+    }
+    if (!items.empty()) html += "<ul class=\"reading\">\n" + items + "</ul>\n";
+    start = end + 2;
+  }
+  return html;
+}
+
 }  // namespace
 
 std::string SanitizeFileName(std::string_view label) {
@@ -733,7 +767,7 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
   if (!gates.empty()) tables.push_back(GateTable(gates, corpora));
   if (ReportTable seeds = SeedsTable(records.records); !seeds.empty()) {
     if (const std::string over = SeedsReading(seeds); !over.empty()) {
-      reading += (reading.empty() ? "" : " ") + over;
+      reading += (reading.empty() ? "" : "\n\n") + over;
     }
     tables.push_back(std::move(seeds));
   }
@@ -806,10 +840,7 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
     md += table;
     if (!reading.empty()) md += "\n**Reading.** " + reading + "\n";
     html += TableHtml(summary);
-    if (!reading.empty()) {
-      html += fmt::format("<p class=\"reading\"><strong>Reading.</strong> {}</p>\n",
-                          XmlEscape(reading));
-    }
+    if (!reading.empty()) html += ReadingHtml(reading);
     csvs.push_back({summary.name + ".csv", TableCsv(summary)});
     report.accuracy_markdown = table + (reading.empty() ? "" : "\nReading. " + reading + "\n");
   }

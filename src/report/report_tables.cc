@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -1101,6 +1102,9 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
   }
   std::vector<std::string> out;
   std::vector<std::string> unknown_models;  // models none of whose methods can be read
+  // The verdicts said of some model: keep, trace, avoid, neither, not known (their meanings
+  // follow the models, once).
+  std::array<bool, 5> used = {};
   // Over the models: per method, in row order, the models it keeps distant information in, only
   // avoids blowing up in, and is read in at all (its retrieval cells informative and settled).
   struct Tally {
@@ -1314,42 +1318,28 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
         }
         break;
       }
-      text += fmt::format(
-          " {} {} distant information: a retrieval cell beyond the window lies "
-          "above its control by {:.0f} points or more (copy - control has its interval above "
-          "0){}",
-          JoinNames(keep), keep.size() == 1 ? "keeps" : "keep", 100 * kKeepPoints,
-          evidence.empty() ? "." : ";" + evidence);
+      text += fmt::format("\n- Keep distant information: {}{}", JoinNames(keep),
+                          evidence.empty() ? "." : ";" + evidence);
+      used[0] = true;
     }
     if (!trace.empty()) {
-      text += fmt::format(
-          " {} {} only a trace of it: a retrieval cell above its control, but by less than {:.0f} "
-          "points ({}).",
-          JoinNames(trace), trace.size() == 1 ? "keeps" : "keep", 100 * kKeepPoints,
-          JoinNames(trace_figures));
+      text += fmt::format("\n- Only a trace: {}.", JoinNames(trace_figures));
+      used[1] = true;
     }
     if (!avoid.empty()) {
-      text += fmt::format(
-          " {} only {} blowing up: {} non-repeat accuracy stays within 5 points of L's (or "
-          "within its interval), but retrieval beyond the window is at control (copy - control "
-          "has its interval at 0, or below).",
-          JoinNames(avoid), avoid.size() == 1 ? "avoids" : "avoid",
-          avoid.size() == 1 ? "its" : "their");
+      text += fmt::format("\n- Only avoid blowing up: {}.", JoinNames(avoid));
+      used[2] = true;
     }
     if (!neither.empty()) {
-      text += fmt::format(
-          " {} {} neither: retrieval at control and non-repeat accuracy more than 5 points below "
-          "L's.",
-          JoinNames(neither), neither.size() == 1 ? "does" : "do");
+      text += fmt::format("\n- Neither: {}.", JoinNames(neither));
+      used[3] = true;
     }
     if (!unknown.empty() && keep.empty() && trace.empty() && avoid.empty() && neither.empty()) {
       if (failed.empty() && gate == gates.end()) unknown_models.push_back(name);
       if (failed.empty() && gate == gates.end()) continue;
     } else if (!unknown.empty()) {
-      text += fmt::format(
-          " For {}, the records hold no retrieval cell beyond the window with intervals and a "
-          "control that settles it: whether {} distant information is not known.",
-          JoinNames(unknown), unknown.size() == 1 ? "it keeps" : "they keep");
+      text += fmt::format("\n- Not known: {}.", JoinNames(unknown));
+      used[4] = true;
     }
     if (!keep.empty() || !trace.empty() || !avoid.empty() || !neither.empty()) models_read++;
     out.push_back(text);
@@ -1432,9 +1422,34 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
         "Every column that carries intervals is a tie (every cell's 95% interval overlaps the "
         "best's); the others carry none and are not ranked.");
   }
-  std::string paragraph;
-  for (const std::string& t : out) paragraph += (paragraph.empty() ? "" : " ") + t;
-  return paragraph;
+  // What each verdict means, once, for those used.
+  const std::string kMeaning[] = {
+      fmt::format("keep distant information: a retrieval cell beyond the window lies above its "
+                  "control by {:.0f} points or more (copy - control with its interval above 0)",
+                  100 * kKeepPoints),
+      fmt::format("only a trace: a retrieval cell above its control, but by less than {:.0f} "
+                  "points",
+                  100 * kKeepPoints),
+      "only avoid blowing up: non-repeat accuracy within 5 points of L's (or within its "
+      "interval) while retrieval beyond the window is at control (copy - control with its "
+      "interval at 0, or below)",
+      "neither: retrieval at control and non-repeat accuracy more than 5 points below L's",
+      "not known: the records hold no retrieval cell beyond the window with intervals and a "
+      "control that settles it"};
+  std::string meaning;
+  for (size_t k = 0; k < used.size(); ++k) {
+    if (used[k]) meaning += fmt::format("{}{}", meaning.empty() ? "" : "; ", kMeaning[k]);
+  }
+  if (!meaning.empty()) {
+    // Before the closing tie sentences, after the models.
+    const auto models_end = std::find_if(
+        out.begin(), out.end(), [](const std::string& t) { return t.starts_with("Every column"); });
+    out.insert(models_end, "How each method is read: " + meaning + ".");
+  }
+  // Paragraphs apart (a blank line), each model's verdicts one item a line.
+  std::string paragraphs;
+  for (const std::string& t : out) paragraphs += (paragraphs.empty() ? "" : "\n\n") + t;
+  return paragraphs;
 }
 
 std::string RowLabel(const ReportTable& t, const ReportRowKey& row) {

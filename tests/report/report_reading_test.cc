@@ -287,10 +287,17 @@ TEST(ReportReadingTest, SummaryReadsWhichMethodsKeepDistantInformation) {
                                       "sees back at 1024 (8x) (tokens, far copy of text)",
                                       "passkey 1024 (8x), key over 2L back"}));
   const std::string reading = SummaryReading(s, lab.records, lab.gates);
-  EXPECT_TRUE(Has(reading, "yarn and rerope keep distant information")) << reading;
+  EXPECT_TRUE(Has(reading, "\n- Keep distant information: yarn and rerope;")) << reading;
   EXPECT_TRUE(Has(reading, "they are tied (their intervals overlap)")) << reading;
-  EXPECT_TRUE(Has(reading, "window only avoids blowing up")) << reading;
-  EXPECT_TRUE(Has(reading, "pi does neither")) << reading;
+  EXPECT_TRUE(Has(reading, "\n- Only avoid blowing up: window.")) << reading;
+  EXPECT_TRUE(Has(reading, "\n- Neither: pi.")) << reading;
+  // Each model a paragraph; what the verdicts mean said once, after them, for those used.
+  EXPECT_TRUE(Has(reading, "\n\nModel forgetter at 1024 tokens")) << reading;
+  EXPECT_TRUE(Has(reading,
+                  "\n\nHow each method is read: keep distant information: a retrieval cell "
+                  "beyond the window lies above its control by 5 points or more"))
+      << reading;
+  EXPECT_FALSE(Has(reading, "only a trace:")) << "no trace here: " << reading;
   EXPECT_TRUE(Has(reading,
                   "Model forgetter at 1024 tokens (8x its training length): it failed "
                   "the copy gate (copy - control = 3 points < 20 at L)"))
@@ -301,7 +308,7 @@ TEST(ReportReadingTest, SummaryReadsWhichMethodsKeepDistantInformation) {
   EXPECT_FALSE(Has(reading, "Every column is a tie")) << reading;
   // The forgetter's yarn copies as well as the copier's, but its cells are not informative:
   // never read as keeping.
-  EXPECT_EQ(Count(reading, "keep distant information"), 1u) << reading;
+  EXPECT_EQ(Count(reading, "Keep distant information:"), 1u) << reading;
 }
 
 // A model that failed only the passkey part of the gate (its passkey cells beyond L held back, its
@@ -325,7 +332,7 @@ TEST(ReportReadingTest, AModelThatFailedOnePartOfTheGateIsReadOnTheOthers) {
   const ReportTable s = SummaryTable(rs);
   const std::string reading = SummaryReading(s, rs, {g});
   EXPECT_TRUE(Has(reading, "it failed part of the copy gate (passkey at L: 0 of 15")) << reading;
-  EXPECT_TRUE(Has(reading, "yarn and rerope keep distant information")) << reading;
+  EXPECT_TRUE(Has(reading, "Keep distant information: yarn and rerope")) << reading;
   EXPECT_FALSE(Has(reading, "none of its methods is read")) << reading;
   // A cell of a part that failed, scored all the same (--score-not-informative), is not evidence:
   // the methods are read on the other cells.
@@ -337,7 +344,7 @@ TEST(ReportReadingTest, AModelThatFailedOnePartOfTheGateIsReadOnTheOthers) {
     rs.push_back(held);
   }
   const std::string scored = SummaryReading(SummaryTable(rs), rs, {g});
-  EXPECT_TRUE(Has(scored, "yarn and rerope keep distant information")) << scored;
+  EXPECT_TRUE(Has(scored, "Keep distant information: yarn and rerope")) << scored;
 }
 
 // A method's rows of model "m": non-repeat 0.5 at L = 128 and `nonrepeat` at 1024, and far copy
@@ -360,10 +367,11 @@ TEST(ReportReadingTest, SummaryTellsATraceFromKeeping) {
   AddMethodRows(rs, "tracer", 0.3, 0.23, 0.20, 0.005);
   const ReportTable s = SummaryTable(rs);
   const std::string reading = SummaryReading(s, rs, {});
-  EXPECT_TRUE(Has(reading, "keeper keeps distant information")) << reading;
-  EXPECT_TRUE(Has(reading, "tracer keeps only a trace of it")) << reading;
-  EXPECT_TRUE(Has(reading, "tracer +3.0 pts")) << reading;
-  EXPECT_EQ(Count(reading, "keeps distant information"), 1u) << reading;
+  EXPECT_TRUE(Has(reading, "Keep distant information: keeper")) << reading;
+  EXPECT_TRUE(Has(reading, "Only a trace: tracer +3.0 pts")) << reading;
+  EXPECT_TRUE(Has(reading, "only a trace: a retrieval cell above its control, but by less"))
+      << reading;
+  EXPECT_EQ(Count(reading, "Keep distant information:"), 1u) << reading;
   EXPECT_FALSE(Has(reading, "the keeping is elsewhere")) << reading;
 
   // A second keeper at control on far copy that keeps on a repeat beyond L: the reading cites
@@ -382,7 +390,7 @@ TEST(ReportReadingTest, SummaryTellsATraceFromKeeping) {
   }
   const ReportTable s2 = SummaryTable(rs);
   const std::string reading2 = SummaryReading(s2, rs, {});
-  EXPECT_TRUE(Has(reading2, "keeper and repeater keep distant information")) << reading2;
+  EXPECT_TRUE(Has(reading2, "Keep distant information: keeper and repeater")) << reading2;
   EXPECT_TRUE(Has(reading2,
                   "the keeping is elsewhere: repeater on repeat with a period of 512, "
                   "+20.0 pts"))
@@ -413,8 +421,8 @@ TEST(ReportReadingTest, ReadingJudgesAboveControlByTheDifferencesInterval) {
   AddMethodRows(rs, "below", 0.5, 0.25, 0.30, 0.01);
   const ReportTable s = SummaryTable(rs);
   const std::string reading = SummaryReading(s, rs, {});
-  EXPECT_TRUE(Has(reading, "small keeps distant information")) << reading;  // >= 5 points
-  EXPECT_TRUE(Has(reading, "below only avoids blowing up")) << reading;
+  EXPECT_TRUE(Has(reading, "Keep distant information: small")) << reading;  // >= 5 points
+  EXPECT_TRUE(Has(reading, "Only avoid blowing up: below.")) << reading;
   EXPECT_FALSE(Has(reading, "not known")) << reading;
   // The table's marks by the same test: the +7 cell is the column's best, not "at control".
   EXPECT_FALSE(Has(s.ranking_note, "Not marked")) << s.ranking_note;
@@ -455,8 +463,8 @@ TEST(ReportReadingTest, SummarySaysSoWhenEverythingIsTied) {
   const std::string reading = SummaryReading(s, rs, {});
   EXPECT_TRUE(Has(reading, "Every column is a tie")) << reading;
   EXPECT_TRUE(Has(reading, "no cell lies above its control")) << reading;
-  EXPECT_TRUE(Has(reading, "a, b and c only avoid blowing up")) << reading;
-  EXPECT_FALSE(Has(reading, "keep distant information:")) << reading;
+  EXPECT_TRUE(Has(reading, "Only avoid blowing up: a, b and c.")) << reading;
+  EXPECT_FALSE(Has(reading, "Keep distant information:")) << reading;
   EXPECT_FALSE(Has(reading, "keeps the most")) << reading;
   EXPECT_TRUE(Has(TableMarkdown(s), "** tie |")) << TableMarkdown(s);
 }
@@ -523,6 +531,10 @@ TEST(ReportReadingTest, PlotsFitThePageAndNoHeatMapIsAllZero) {
                   "Passkey: every length and depth at 0% (no heat map drawn) for "
                   "copier / window: 1 length x 3 depths, 60 trials"))
       << html;
+  // The reading's verdicts as a list under their model's paragraph.
+  EXPECT_TRUE(Has(html, "<ul class=\"reading\">\n<li>Keep distant information: ")) << html;
+  EXPECT_TRUE(Has(html, "<p class=\"reading\">How each method is read: ")) << html;
+  EXPECT_FALSE(Has(html, "\n- Keep")) << "no Markdown item left on the page";
   // The summary and its reading come first, before the other tables.
   const size_t summary = html.find("Summary: next-token accuracy and retrieval");
   ASSERT_NE(summary, std::string::npos);
