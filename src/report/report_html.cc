@@ -686,23 +686,26 @@ std::string SourceLine(const LabRecordFile& records, const std::vector<std::stri
       records.records.size(), files, records.duplicates, records.partial_lines);
 }
 
+// `text` cut at each `separator` (the pieces, empty ones too).
+std::vector<std::string_view> SplitAt(std::string_view text, std::string_view separator) {
+  std::vector<std::string_view> parts;
+  for (size_t start = 0;;) {
+    const size_t end = text.find(separator, start);
+    parts.push_back(text.substr(start, end == std::string_view::npos ? end : end - start));
+    if (end == std::string_view::npos) return parts;
+    start = end + separator.size();
+  }
+}
+
 // The summary's reading on the page: its paragraphs (apart by a blank line) as <p>, the lines
 // of a paragraph that begin "- " as the items of a list after it; "Reading." before the first.
 std::string ReadingHtml(const std::string& reading) {
   std::string html;
-  size_t start = 0;
   bool first = true;
-  while (start <= reading.size()) {
-    size_t end = reading.find("\n\n", start);
-    if (end == std::string::npos) end = reading.size();
-    const std::string_view paragraph(reading.data() + start, end - start);
+  for (const std::string_view paragraph : SplitAt(reading, "\n\n")) {
     std::string items;
-    size_t line_start = 0;
     bool lead = true;
-    while (line_start <= paragraph.size()) {
-      size_t line_end = paragraph.find('\n', line_start);
-      if (line_end == std::string_view::npos) line_end = paragraph.size();
-      const std::string_view line = paragraph.substr(line_start, line_end - line_start);
+    for (const std::string_view line : SplitAt(paragraph, "\n")) {
       if (!lead && line.starts_with("- ")) {
         items += fmt::format("<li>{}</li>\n", XmlEscape(std::string(line.substr(2))));
       } else if (!line.empty()) {
@@ -712,10 +715,8 @@ std::string ReadingHtml(const std::string& reading) {
         first = false;
       }
       lead = false;
-      line_start = line_end + 1;
     }
     if (!items.empty()) html += "<ul class=\"reading\">\n" + items + "</ul>\n";
-    start = end + 2;
   }
   return html;
 }
