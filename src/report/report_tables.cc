@@ -237,8 +237,9 @@ const LabInterval& RankInterval(const ReportCell& c) {
 }  // namespace
 
 void MarkBest(ReportTable& t, bool higher_is_better) {
-  std::vector<std::string> unranked, nothing_above;
+  std::vector<std::string> unranked, nothing_above, every_tied;
   bool ranked_any = false;
+  t.all_tied.assign(t.columns.size(), false);
   for (size_t j = 0; j < t.columns.size(); ++j) {
     const ReportCellFormat format = t.FormatOf(j);
     if (format == ReportCellFormat::kText || format == ReportCellFormat::kTokens) continue;
@@ -274,6 +275,11 @@ void MarkBest(ReportTable& t, bool higher_is_better) {
       if (i == best || RankInterval(t.cells[i][j]).Overlaps(RankInterval(t.cells[best][j]))) {
         group.push_back(i);
       }
+    }
+    if (group.size() == rows.size()) {  // every cell inside the best's noise: nothing to mark
+      t.all_tied[j] = true;
+      every_tied.push_back(t.columns[j]);
+      continue;
     }
     for (const size_t i : group) {
       t.cells[i][j].mark = group.size() == 1 ? ReportCell::Mark::kBest : ReportCell::Mark::kTied;
@@ -313,6 +319,14 @@ void MarkBest(ReportTable& t, bool higher_is_better) {
     note += fmt::format(
         "{}Not marked, as no cell of theirs lies above its control (copy - control has its "
         "interval at 0 or below): {}.",
+        note.empty() ? "" : " ", cols);
+  }
+  if (!every_tied.empty()) {
+    std::string cols;
+    for (const std::string& c : every_tied) cols += (cols.empty() ? "" : ", ") + c;
+    note += fmt::format(
+        "{}Not marked, as every cell's 95% interval overlaps the best's (a tie over the whole "
+        "column, nothing ranked): {}.",
         note.empty() ? "" : " ", cols);
   }
   t.ranking_note = note;
@@ -1391,6 +1405,10 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
   bool ranked = false, all_tied = true, unranked = false;
   int at_control_columns = 0;  // retrieval columns with no cell above its control: all at chance
   for (size_t j = 0; j < s.columns.size(); ++j) {
+    if (j < s.all_tied.size() && s.all_tied[j]) {  // one tied group, left unmarked
+      ranked = true;
+      continue;
+    }
     bool marked = false, unmarked = false, at_control = true;
     for (size_t i = 0; i < s.rows.size(); ++i) {
       const ReportCell& c = s.cells[i][j];

@@ -79,6 +79,9 @@ struct ReportTable {
   std::vector<Column> column_info;  // empty, or one per column
   // Filled by MarkBest: what the marks mean, and which columns were not ranked and why.
   std::string ranking_note;
+  // Filled by MarkBest: per column, whether every cell ties with the best (then none is marked:
+  // bold on every row would say nothing; the note names the column).
+  std::vector<bool> all_tied;
   bool empty() const { return rows.empty() || columns.empty(); }
   ReportCellFormat FormatOf(size_t column) const {
     return column < column_formats.size() ? column_formats[column] : format;

@@ -425,7 +425,15 @@ TEST(ReportReadingTest, ReadingJudgesAboveControlByTheDifferencesInterval) {
   EXPECT_TRUE(Has(reading, "Only avoid blowing up: below.")) << reading;
   EXPECT_FALSE(Has(reading, "not known")) << reading;
   // The table's marks by the same test: the +7 cell is the column's best, not "at control".
-  EXPECT_FALSE(Has(s.ranking_note, "Not marked")) << s.ranking_note;
+  EXPECT_FALSE(Has(s.ranking_note, "no cell of theirs lies above its control")) << s.ranking_note;
+  // At L both methods are the same model (one tie over the column): no cell bold, the note
+  // names the column.
+  EXPECT_TRUE(Has(s.ranking_note,
+                  "Not marked, as every cell's 95% interval overlaps the best's "
+                  "(a tie over the whole column, nothing ranked): L=128"))
+      << s.ranking_note;
+  EXPECT_TRUE(s.all_tied.at(0));
+  EXPECT_EQ(s.cells[0][0].mark, M::kNone);
   for (size_t j = 0; j < s.columns.size(); ++j) {
     if (s.column_info[j].protocol != "far-copy") continue;
     for (size_t i = 0; i < s.rows.size(); ++i) {
@@ -450,15 +458,18 @@ TEST(ReportReadingTest, SummarySaysSoWhenEverythingIsTied) {
   const ReportTable s = SummaryTable(rs);
   for (size_t j = 0; j < s.columns.size(); ++j) {
     if (s.column_info[j].protocol == "sees-back") continue;  // text, not ranked
-    // The far-copy column, every cell at its control: no cell is marked, not even as a tie (a
-    // column of zeros marked "tie" in bold would read as a win).
+    // No cell is marked: the far-copy column has every cell at its control (a column of zeros
+    // marked "tie" in bold would read as a win), the others every cell tied with the best (bold
+    // on every row would say nothing).
     const bool far = s.column_info[j].protocol == "far-copy";
+    EXPECT_EQ(s.all_tied.at(j), !far) << s.columns[j];
     for (size_t i = 0; i < s.rows.size(); ++i) {
-      EXPECT_EQ(s.cells[i][j].mark, far ? M::kNone : M::kTied)
-          << s.columns[j] << " " << s.rows[i].method;
+      EXPECT_EQ(s.cells[i][j].mark, M::kNone) << s.columns[j] << " " << s.rows[i].method;
     }
   }
   EXPECT_TRUE(Has(s.ranking_note, "Not marked, as no cell of theirs lies above its control"))
+      << s.ranking_note;
+  EXPECT_TRUE(Has(s.ranking_note, "Not marked, as every cell's 95% interval overlaps the best's"))
       << s.ranking_note;
   const std::string reading = SummaryReading(s, rs, {});
   EXPECT_TRUE(Has(reading, "Every column is a tie")) << reading;
@@ -466,7 +477,7 @@ TEST(ReportReadingTest, SummarySaysSoWhenEverythingIsTied) {
   EXPECT_TRUE(Has(reading, "Only avoid blowing up: a, b and c.")) << reading;
   EXPECT_FALSE(Has(reading, "Keep distant information:")) << reading;
   EXPECT_FALSE(Has(reading, "keeps the most")) << reading;
-  EXPECT_TRUE(Has(TableMarkdown(s), "** tie |")) << TableMarkdown(s);
+  EXPECT_FALSE(Has(TableMarkdown(s), "**")) << TableMarkdown(s);
 }
 
 TEST(ReportReadingTest, SummaryOfRecordsWithoutIntervalsRanksNothing) {
