@@ -238,7 +238,7 @@ const LabInterval& RankInterval(const ReportCell& c) {
 
 void MarkBest(ReportTable& t, bool higher_is_better) {
   std::vector<std::string> unranked, nothing_above, every_tied;
-  bool ranked_any = false;
+  bool ranked_any = false, marked_any = false;
   t.all_tied.assign(t.columns.size(), false);
   for (size_t j = 0; j < t.columns.size(); ++j) {
     const ReportCellFormat format = t.FormatOf(j);
@@ -281,12 +281,13 @@ void MarkBest(ReportTable& t, bool higher_is_better) {
       every_tied.push_back(t.columns[j]);
       continue;
     }
+    marked_any = true;
     for (const size_t i : group) {
       t.cells[i][j].mark = group.size() == 1 ? ReportCell::Mark::kBest : ReportCell::Mark::kTied;
     }
   }
   std::string note;
-  if (ranked_any) {
+  if (marked_any) {  // what the bold cells mean, where there are any
     auto any_cell = [&](const auto& pred) {
       return std::any_of(t.cells.begin(), t.cells.end(), [&](const auto& row) {
         return std::any_of(row.begin(), row.end(), pred);

@@ -38,7 +38,8 @@ struct ReportCell {
   // information from forgetting it. Shown greyed with a footnote giving the reason; never ranked.
   bool informative = true;
   std::string not_informative;
-  // Set by MarkBest: the best cell of its column, or one whose interval overlaps the best's.
+  // Set by MarkBest: the best cell of its column, or one whose interval overlaps the best's
+  // (none in a column where every cell overlaps it: ReportTable::all_tied).
   enum class Mark { kNone, kBest, kTied };
   Mark mark = Mark::kNone;
   std::string text;  // kText cells: shown as is
@@ -101,7 +102,9 @@ LabInterval DifferenceInterval(double a, const LabInterval& a_ci, double b,
 // Marks, in each column of `t`, the best present, informative cell (highest value, or lowest with
 // !higher_is_better; retrieval cells by copy - control) and every cell whose interval overlaps the
 // best's (LabInterval::Overlaps: those are tied, not ranked). A column in which some such cell has
-// no interval is not ranked at all, and ranking_note says so; so is a column of one cell.
+// no interval is not ranked at all, and ranking_note says so; so is a column of one cell. A column
+// where every cell overlaps the best's is left unmarked (all_tied; ranking_note names it), and so
+// is a retrieval column whose best cell does not lie above its control.
 void MarkBest(ReportTable& t, bool higher_is_better);
 
 // The row order shared by every table: models in the order first read, each model's methods in

@@ -1185,5 +1185,16 @@ TEST_F(BpeJsonFiles, RefusesDamagedFieldsByName) {
   expect(json::array(), "the top level is an array of 0, expected an object");
 }
 
+// A plain BPE piece spelled as one of llama.cpp's end-of-generation names ends generation too:
+// the whole vocabulary is searched, not its special tokens alone (Qwen 3's "</s>", 128247).
+TEST(BpeTextTokenizer, APlainPieceSpelledAsAnEndOfGenerationNameEndsIt) {
+  const TinyVocab v({{"<", "/"}, {"</", "s"}, {"</s", ">"}});
+  const int end = v.Id("</s>");
+  ASSERT_GE(end, 256);
+  const auto tok = MakeBpeTextTokenizer(v.Make());
+  EXPECT_TRUE(tok->SpecialTokens().empty());
+  EXPECT_EQ(EndOfGenerationTokens(*tok), std::vector<int>{end});
+}
+
 }  // namespace
 }  // namespace stretch

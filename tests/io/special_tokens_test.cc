@@ -163,6 +163,21 @@ TEST(EndOfGeneration, LlamaCppVocabulariesAsLlamaCpp) {
   }
 }
 
+// llama2.c's vocabulary, and a GGUF SentencePiece one as stretch holds it (a space where the file
+// has U+2581): normal tokens spelled as end-of-generation names end it, matched as the file
+// spells them (DeepSeek's <｜end▁of▁sentence｜>).
+TEST(EndOfGeneration, Llama2cVocabularySearchedWhole) {
+  const std::string deepseek_end =
+      "<\xef\xbd\x9c"
+      "end of sentence\xef\xbd\x9c>";
+  const Tokenizer t = Tokenizer::FromVocabulary(
+      "test",
+      {"<unk>", "\n<s>\n", "\n</s>\n", " ", "a", "<|im_end|>", deepseek_end, "<|im_start|>"},
+      {0, 0, 0, 0, 0, 0, 0, 0});
+  const auto tok = MakeLlama2cTextTokenizer(t);
+  EXPECT_EQ(EndOfGenerationTokens(*tok), (std::vector<int>{2, 5, 6}));
+}
+
 // A vocabulary of given spellings, its specials those in <...> or [...], EOS given.
 class Spelled : public TextTokenizer {
  public:

@@ -66,6 +66,9 @@ TEST(Sampler, BannedTokensAreNeverChosen) {
   greedy.banned = {1};
   l = logits;
   EXPECT_EQ(Sampler(greedy).Sample(l.data(), 4), 2) << "only the one banned";
+  greedy.banned = {0, 0, 1, 2};  // 3 distinct of 4: banned, duplicates counted once
+  l = logits;
+  EXPECT_EQ(Sampler(greedy).Sample(l.data(), 4), 3);
   greedy.banned = {3, 0, 2, 1, 1, -1, 7};
   l = logits;
   EXPECT_EQ(Sampler(greedy).Sample(l.data(), 4), 1) << "all banned: none is";

@@ -478,6 +478,12 @@ TEST(ReportReadingTest, SummarySaysSoWhenEverythingIsTied) {
   EXPECT_FALSE(Has(reading, "Keep distant information:")) << reading;
   EXPECT_FALSE(Has(reading, "keeps the most")) << reading;
   EXPECT_FALSE(Has(TableMarkdown(s), "**")) << TableMarkdown(s);
+  EXPECT_FALSE(Has(s.ranking_note, "Bold:")) << "no cell is bold: " << s.ranking_note;
+  // The verdicts' meanings after the model, before the ties.
+  const size_t meanings = reading.find("How each method is read:");
+  ASSERT_NE(meanings, std::string::npos) << reading;
+  EXPECT_LT(reading.find("\n- Only avoid blowing up"), meanings) << reading;
+  EXPECT_LT(meanings, reading.find("Every column is a tie")) << reading;
 }
 
 TEST(ReportReadingTest, SummaryOfRecordsWithoutIntervalsRanksNothing) {
@@ -488,6 +494,7 @@ TEST(ReportReadingTest, SummaryOfRecordsWithoutIntervalsRanksNothing) {
   const std::string reading = SummaryReading(s, rs, {});
   EXPECT_TRUE(Has(reading, "no intervals")) << reading;
   EXPECT_FALSE(Has(TableMarkdown(s), "**")) << TableMarkdown(s);
+  EXPECT_FALSE(Has(s.ranking_note, "Bold:")) << "no cell is bold: " << s.ranking_note;
 }
 
 // Width of an SVG's root element, from its width="..." attribute.

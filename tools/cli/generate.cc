@@ -44,16 +44,22 @@ std::vector<int> PromptTokens(const TextTokenizer& tok, const GenerateArgs& args
 // end-of-generation tokens such as <|eot_id|> or <|im_end|>: EndOfGenerationTokens) is ever
 // chosen, so greedy decoding takes the next best where one would win and both engines go on
 // alike (choosing EOS and going on past it parted from llama.cpp wherever EOS was most likely).
+// A vocabulary without EOS turns --ignore-eos off, as llama.cpp does ("vocab does not have an EOS
+// token, ignoring --ignore-eos", common/common.cpp); RunGenerate warns.
+bool IgnoresEos(const GenerateArgs& args, const TextTokenizer& tok) {
+  return args.ignore_eos && tok.eos() >= 0;
+}
+
 SamplerOptions GenerateSampler(const GenerateArgs& args, const TextTokenizer& tok) {
   SamplerOptions o = args.sampler;
-  if (args.ignore_eos) o.banned = EndOfGenerationTokens(tok);
+  if (IgnoresEos(args, tok)) o.banned = EndOfGenerationTokens(tok);
   return o;
 }
 
 // Without --ignore-eos generation stops at an end-of-generation token, as llama-completion does,
 // and at BOS, as llama2.c's run.c does (its stories are separated by BOS); sorted.
 std::vector<int> StopTokens(const GenerateArgs& args, const TextTokenizer& tok) {
-  if (args.ignore_eos) return {};
+  if (IgnoresEos(args, tok)) return {};
   std::vector<int> stops = EndOfGenerationTokens(tok);
   if (tok.bos() >= 0) stops.push_back(tok.bos());
   std::sort(stops.begin(), stops.end());
@@ -134,6 +140,11 @@ void RunGenerate(const GenerateArgs& args) {
     }
   }
   Loaded loaded = LoadModel(args.model, /*tokenizer_needed=*/true);
+  if (args.ignore_eos && loaded.tokenizer->eos() < 0) {
+    Warn(
+        "--ignore-eos: the vocabulary has no end-of-text token (EOS), so the option does nothing, "
+        "as in llama.cpp: generation still stops at the tokens that end it");
+  }
   const SweepMethod method = OneMethodFromArgs(args.method, "generate", &loaded.header);
   if (method.nbce) {
     if (args.context.empty()) {

@@ -1473,7 +1473,7 @@ class BpeTextTokenizer : public TextTokenizer {
   std::vector<int> TokensSpelled(
       const std::function<bool(std::string_view)>& match) const override {
     return IdsSpelled(
-        tok_.vocab_size(), [this](int id) -> std::string_view { return tok_.Piece(id); }, match);
+        tok_.vocab_size(), [this](int id) { return tok_.Piece(id); }, match);
   }
   TextStream EncodeText(const std::string& path) const override {
     return EncodeTextPath(path, [this](const std::string& text) { return tok_.Encode(text); });

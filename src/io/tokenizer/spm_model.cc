@@ -651,9 +651,7 @@ class SentencePieceTextTokenizer : public TextTokenizer {
   std::vector<int> TokensSpelled(
       const std::function<bool(std::string_view)>& match) const override {
     return IdsSpelled(
-        vocab_size(),
-        [this](int id) -> std::string_view { return vocab_.pieces[static_cast<size_t>(id)]; },
-        match);
+        vocab_size(), [this](int id) { return vocab_.pieces[static_cast<size_t>(id)]; }, match);
   }
   TextStream EncodeText(const std::string& path) const override {
     return EncodeTextPath(path, [this](const std::string& text) { return Encode(text); });

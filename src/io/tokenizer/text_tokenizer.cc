@@ -18,7 +18,7 @@ std::vector<int> TextTokenizer::TokensSpelled(
   return ids;
 }
 
-std::vector<int> IdsSpelled(int n, const std::function<std::string_view(int)>& piece,
+std::vector<int> IdsSpelled(int n, const std::function<std::string(int)>& piece,
                             const std::function<bool(std::string_view)>& match) {
   std::vector<int> ids;
   for (int id = 0; id < n; ++id) {
@@ -141,8 +141,12 @@ class Llama2cTextTokenizer : public TextTokenizer {
   }
   std::vector<int> TokensSpelled(
       const std::function<bool(std::string_view)>& match) const override {
+    // A GGUF SentencePiece vocabulary's pieces are held with a space where the file has U+2581
+    // (llama2.c's spelling): matched as the file spells them. llama2.c's own tokenizer.bin
+    // spells spaces so; no name matched here holds one.
     return IdsSpelled(
-        tok_.vocab_size(), [this](int id) -> std::string_view { return tok_.Piece(id); }, match);
+        tok_.vocab_size(),
+        [this](int id) { return ReplaceAll(tok_.Piece(id), " ", "\xe2\x96\x81"); }, match);
   }
   TextStream EncodeText(const std::string& path) const override {
     return EncodeTextPath(path, tok_);

@@ -68,12 +68,16 @@ class TextTokenizer {
 // finds Qwen's "</s>", a plain BPE piece, and makes it end generation),
 // less llama.cpp's two exceptions: <|end|> where the vocabulary also has <|return|> and <|call|>
 // (or <|calls|> and <|flush|>), and </s> where it has <|tool_response>. Sorted, no repeats.
-// llama.cpp also adds the ids of a GGUF file's tokenizer.ggml.eot_token_id / eom_token_id keys,
-// which stretch does not read (in the files seen they name one of these tokens).
+// Where stretch departs from it: llama.cpp also adds the ids of a GGUF file's
+// tokenizer.ggml.eot_token_id, eom_token_id and fim_pad / fim_rep / fim_sep_token_id keys, which
+// stretch does not read (in the files seen they name one of these tokens); and of the FIM pad,
+// repository and separator names it takes one token of each kind (the first its hash map gives),
+// where stretch takes every token so spelled (a vocabulary holding two of one kind, such as both
+// <|fim_pad|> and [PAD], is the only case where they differ).
 std::vector<int> EndOfGenerationTokens(const TextTokenizer& tokenizer);
 // The body of every TokensSpelled that searches a whole vocabulary: the ids in [0, n) whose
 // piece(id) satisfies `match`.
-std::vector<int> IdsSpelled(int n, const std::function<std::string_view(int)>& piece,
+std::vector<int> IdsSpelled(int n, const std::function<std::string(int)>& piece,
                             const std::function<bool(std::string_view)>& match);
 
 // A prompt cut at its special tokens (TextTokenizer::EncodePromptParsingSpecial): the pieces of
