@@ -306,30 +306,25 @@ void MarkBest(ReportTable& t, bool higher_is_better) {
     note =
         "Nothing is marked best: some cells carry no 95% interval (records of an older build), "
         "and a difference inside the noise cannot be told from a real one.";
-  } else if (!unranked.empty()) {
-    std::string cols;
-    for (const std::string& c : unranked) cols += (cols.empty() ? "" : ", ") + c;
-    note += fmt::format(
-        "{}Not ranked, as some of their cells carry no interval (records of an older build) and "
-        "a difference inside the noise cannot be told from a real one: {}.",
-        note.empty() ? "" : " ", cols);
   }
-  if (!nothing_above.empty()) {
+  // "<why>: col, col." after the note so far, for a non-empty list of columns.
+  const auto add = [&note](const std::vector<std::string>& columns, std::string_view why) {
+    if (columns.empty()) return;
     std::string cols;
-    for (const std::string& c : nothing_above) cols += (cols.empty() ? "" : ", ") + c;
-    note += fmt::format(
-        "{}Not marked, as no cell of theirs lies above its control (copy - control has its "
-        "interval at 0 or below): {}.",
-        note.empty() ? "" : " ", cols);
+    for (const std::string& c : columns) cols += (cols.empty() ? "" : ", ") + c;
+    note += fmt::format("{}{}: {}.", note.empty() ? "" : " ", why, cols);
+  };
+  if (ranked_any) {
+    add(unranked,
+        "Not ranked, as some of their cells carry no interval (records of an older build) and a "
+        "difference inside the noise cannot be told from a real one");
   }
-  if (!every_tied.empty()) {
-    std::string cols;
-    for (const std::string& c : every_tied) cols += (cols.empty() ? "" : ", ") + c;
-    note += fmt::format(
-        "{}Not marked, as every cell's 95% interval overlaps the best's (a tie over the whole "
-        "column, nothing ranked): {}.",
-        note.empty() ? "" : " ", cols);
-  }
+  add(nothing_above,
+      "Not marked, as no cell of theirs lies above its control (copy - control has its interval "
+      "at 0 or below)");
+  add(every_tied,
+      "Not marked, as every cell's 95% interval overlaps the best's (a tie over the whole "
+      "column, nothing ranked)");
   t.ranking_note = note;
 }
 
