@@ -1045,6 +1045,30 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
               CellOf(r, r.accuracy, r.accuracy_ci, /*control=*/col.protocol != "nonrepeat"));
     }
   }
+  // A passkey column in a layout other than stretch's own (llama.cpp's, which the lab's models
+  // are not taught) where no method reads a key above its control says one thing for every row;
+  // it stays in the passkey table and is named in the note instead of widening this one.
+  std::vector<std::string> left_out;
+  for (size_t j = t.columns.size(); j-- > 0;) {
+    const ReportTable::Column& col = t.column_info[j];
+    if (col.protocol != "passkey" || col.layout.empty()) continue;
+    bool read = false, above = false;
+    for (size_t i = 0; i < t.rows.size(); ++i) {
+      const ReportCell& c = t.cells[i][j];
+      if (!c.present || !c.informative) continue;
+      read = true;
+      // No control or no interval: not known to be at control.
+      if (!c.has_control || !c.difference_ci.known || c.difference_ci.lo > 0.0) above = true;
+    }
+    if (!read || above) continue;
+    left_out.insert(left_out.begin(), t.columns[j]);
+    t.columns.erase(t.columns.begin() + static_cast<std::ptrdiff_t>(j));
+    t.column_info.erase(t.column_info.begin() + static_cast<std::ptrdiff_t>(j));
+    t.column_formats.erase(t.column_formats.begin() + static_cast<std::ptrdiff_t>(j));
+    for (std::vector<ReportCell>& row : t.cells) {
+      row.erase(row.begin() + static_cast<std::ptrdiff_t>(j));
+    }
+  }
   t.note = fmt::format(
       "Rows: model / method. Columns, as in the seeds' tables: non-repeat accuracy at the "
       "training length L, then at each longer context: non-repeat (genuine text), repeat at the "
@@ -1065,6 +1089,16 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
             "closest to L from below (\"none\": not even there); the rule of `stretch score "
             "--protocol far-copy` and `stretch tune`."
           : "");
+  if (!left_out.empty()) {
+    std::string names;
+    for (size_t k = 0; k < left_out.size(); ++k) {
+      names += (k == 0 ? "" : k + 1 == left_out.size() ? " and " : ", ") + left_out[k];
+    }
+    t.note += fmt::format(
+        " Left out here, as no method reads a key there above its control (copy - control has "
+        "its interval at 0 or below in every row; the passkey table has those cells): {}.",
+        names);
+  }
   MarkBest(t, /*higher_is_better=*/true);
   return t;
 }

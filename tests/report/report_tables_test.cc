@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "tests/report/sample_records.h"
 
 namespace stretch {
@@ -156,6 +158,42 @@ TEST(ReportTablesTest, PasskeyLayoutsAreColumnsOfTheirOwn) {
   EXPECT_EQ(summary.columns[3], "passkey 1024 (8x), llama.cpp layout, key over 2L back");
   EXPECT_EQ(summary.cells[0][2].value, 1.0);
   EXPECT_EQ(summary.cells[0][3].value, 0.0);
+}
+
+// Records with controls where no method reads llama.cpp's layout above its control: the summary
+// leaves that column out and names it in its note (the passkey table keeps it); once one method
+// reads keys there, the column is back.
+TEST(ReportTablesTest, SummaryLeavesOutALayoutNoMethodReads) {
+  for (const bool one_reads : {false, true}) {
+    std::vector<LabRecord> rs = {Cell("rope", "direct", "nonrepeat", 128, 0.5, 2.0),
+                                 Cell("rope", "rerope", "nonrepeat", 128, 0.5, 2.0)};
+    for (const std::string method : {"direct", "rerope"}) {
+      for (const std::string layout : {"llama", ""}) {
+        LabRecord r = Cell("rope", method, "passkey", 1024, 0, 0);
+        const bool reads = layout.empty() ? method == "rerope" : one_reads && method == "rerope";
+        r.accuracy = reads ? 1.0 : 0.0;
+        r.sequences = 20;
+        r.accuracy_ci = WilsonInterval(r.accuracy * 20, 20);
+        r.has_control = true;
+        r.control_accuracy = 0.0;
+        r.control_accuracy_ci = WilsonInterval(0, 20);
+        r.depth = 0.0;
+        r.layout = layout;
+        r.key = LabRecordKey(r);
+        rs.push_back(r);
+      }
+    }
+    const ReportTable summary = SummaryTable(rs);
+    const bool llama_column =
+        std::find(summary.columns.begin(), summary.columns.end(),
+                  "passkey 1024 (8x), llama.cpp layout, key over 2L back") != summary.columns.end();
+    EXPECT_EQ(llama_column, one_reads);
+    ASSERT_EQ(summary.columns.size(), one_reads ? 3u : 2u);
+    ASSERT_EQ(summary.cells[0].size(), summary.columns.size());
+    EXPECT_EQ(summary.columns[1], "passkey 1024 (8x), key over 2L back");
+    EXPECT_EQ(summary.note.find("Left out here") != std::string::npos, !one_reads) << summary.note;
+    EXPECT_EQ(PasskeyTable(rs).columns.size(), 2u);
+  }
 }
 
 // A window reads the key back only at depth 1, where it sits right before the question, inside its
