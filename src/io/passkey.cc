@@ -47,6 +47,28 @@ PasskeyFormat LlamaCppPasskeyFormat() {
   return f;
 }
 
+std::vector<PasskeyFormat> VariedPasskeyFormats() {
+  const auto format = [](std::string before, std::string middle, std::string after,
+                         std::string question) {
+    PasskeyFormat f;
+    f.needle_before = std::move(before);
+    f.needle_middle = std::move(middle);
+    f.needle_after = std::move(after);
+    f.question = std::move(question);
+    return f;
+  };
+  return {
+      PasskeyFormat{},
+      format(" The secret number is ", "", ". ",
+             " What is the secret number? The secret number is "),
+      format(" The code is ", ". I repeat, ", " is the code.", " What is the code? The code is "),
+      format(" Note that the password is ", "", ". ", " What is the password? The password is "),
+      format(" The magic number is ", ". Write down ", ". ",
+             " What is the magic number? The magic number is "),
+      format(" The number to remember is ", "", ". ",
+             " What is the number to remember? The number to remember is ")};
+}
+
 PasskeyPieces EncodePasskeyPieces(const TextEncoder& encode, const PasskeyFormat& format) {
   // 18 digits: the largest key below 2^63, should a caller read it as a number.
   if (format.digits < 1 || format.digits > 18) {

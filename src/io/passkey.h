@@ -79,6 +79,15 @@ struct PasskeyFormat {
 // needle's key.
 PasskeyFormat LlamaCppPasskeyFormat();
 
+// Phrasings of the passkey document for training (`stretch train --passkey-phrasings varied`):
+// stretch's own layout first, then five others, each a needle sentence and a question that ends
+// with the needle's words, two of them with the key said twice. A model trained on one phrasing
+// can learn that phrase rather than retrieval: the quick lab's models read stretch's layout and,
+// after their prose stage, answer llama.cpp's question with prose (docs/training.md, twenty-fourth
+// round). None uses llama.cpp's words ("pass key", its task sentence or its junk filler), so that
+// its layout stays a test of a layout never seen in training.
+std::vector<PasskeyFormat> VariedPasskeyFormats();
+
 // The format's pieces, encoded once.
 struct PasskeyPieces {
   int digits = 0;

@@ -71,11 +71,14 @@ void SampleTrainingBatch(const TrainingData& data, Rng& rng, int64_t B, std::vec
     switch (kind) {
       case RowKind::kText: std::copy(window.begin(), window.end(), row); break;
       case RowKind::kPasskey: {
+        const PasskeyPieces& pieces =
+            data.passkey_variants.empty()
+                ? data.passkey
+                : data.passkey_variants[UniformBelow(rng, data.passkey_variants.size())];
         const double depth = rng.UniformDouble();
-        const int64_t filler = PasskeyMaxFiller(data.passkey, T);  // < T + 1: the window's tail
-        const PasskeyTrial trial =
-            MakePasskeyTrial(data.passkey, window.subspan(static_cast<size_t>(T + 1 - filler)),
-                             data.bos, T, depth, rng);
+        const int64_t filler = PasskeyMaxFiller(pieces, T);  // < T + 1: the window's tail
+        const PasskeyTrial trial = MakePasskeyTrial(
+            pieces, window.subspan(static_cast<size_t>(T + 1 - filler)), data.bos, T, depth, rng);
         std::copy(trial.tokens.begin(), trial.tokens.end(), row);
         break;
       }

@@ -38,8 +38,11 @@ struct TrainingData {
   const DataSplit* split = nullptr;
   const WindowSampler* sampler = nullptr;
   std::vector<Window> valid;
-  double passkey_share = 0.0;    // in [0, 1]; 0: no passkey rows, and no draws for them
-  PasskeyPieces passkey = {};    // encoded with the run's tokenizer; used when passkey_share > 0
+  double passkey_share = 0.0;  // in [0, 1]; 0: no passkey rows, and no draws for them
+  PasskeyPieces passkey = {};  // encoded with the run's tokenizer; used when passkey_share > 0
+  // Not empty: each passkey row in one of these phrasings, drawn uniformly (one more draw per
+  // passkey row, after its window), instead of `passkey` (TrainRunOptions::passkey_phrasings).
+  std::vector<PasskeyPieces> passkey_variants = {};
   int32_t bos = 0;               // the tokenizer's BOS, which begins a passkey or copy row
   bool bos_rows = false;         // every row begins with BOS (TrainRunOptions::bos_rows)
   CopyMix copy_mix = {};         // periodic, gapped, textcopy shares (its passkey share unused)

@@ -121,6 +121,11 @@ void CheckRunOptions(const TrainRunOptions& o) {
     }
   }
   whole("skip_nonfinite", o.skip_nonfinite, 0, L::max_skip_nonfinite);
+  if (!o.passkey_phrasings.empty() && o.passkey_phrasings != "varied") {
+    Fail(
+        "TrainRunOptions::passkey_phrasings \"{}\": expected \"\" (stretch's layout) or \"varied\"",
+        o.passkey_phrasings);
+  }
 }
 
 // Why no checkpoint was found, for the message that says so: each file passed over with its
@@ -565,6 +570,7 @@ json StoredRunOptions(const TrainRunOptions& o) {
   if (o.copy_span_max != 0) j["copy_span_max"] = o.copy_span_max;
   if (o.copy_alphabet_min != 0) j["copy_alphabet_min"] = o.copy_alphabet_min;
   if (!o.copy_strings.empty()) j["copy_strings"] = o.copy_strings;
+  if (!o.passkey_phrasings.empty()) j["passkey_phrasings"] = o.passkey_phrasings;
   return j;
 }
 
@@ -681,16 +687,25 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
                          data.documents.n_tokens(), tokenizer_text, data.cache_note));
   // Passkey documents, with the run's tokenizer.
   PasskeyPieces passkey;
+  std::vector<PasskeyPieces> passkey_variants;  // --passkey-phrasings varied
   if (o.passkey_share > 0.0) {
-    passkey =
-        EncodePasskeyPieces([&](std::string_view text) { return data.tokenizer.Encode(text); });
-    const int64_t shortest = PasskeyMinCtx(passkey);
+    const TextEncoder plain = [&](std::string_view text) { return data.tokenizer.Encode(text); };
+    passkey = EncodePasskeyPieces(plain);
+    if (o.passkey_phrasings == "varied") {
+      for (const PasskeyFormat& f : VariedPasskeyFormats()) {
+        passkey_variants.push_back(EncodePasskeyPieces(plain, f));
+      }
+    }
+    int64_t shortest = PasskeyMinCtx(passkey);
+    for (const PasskeyPieces& p : passkey_variants) shortest = std::max(shortest, PasskeyMinCtx(p));
     if (seq_len < shortest) {
       Fail(
           "TrainRunOptions::seq_len {}: too short for passkey documents "
-          "(TrainRunOptions::passkey_share {}): the needle, the question, the key twice and a few "
+          "(TrainRunOptions::passkey_share {}{}): the needle, the question, the key {} and a few "
           "filler tokens need TrainRunOptions::seq_len >= {} with this tokenizer",
-          seq_len, o.passkey_share, shortest);
+          seq_len, o.passkey_share,
+          passkey_variants.empty() ? "" : ", TrainRunOptions::passkey_phrasings varied",
+          passkey_variants.empty() ? "twice" : "two or three times", shortest);
     }
   }
   // Copy documents and the readout's alphabets and spans, with the run's tokenizer.
@@ -817,9 +832,13 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
   if (o.passkey_share > 0.0) {
     training.passkey_share = o.passkey_share;
     training.passkey = passkey;
+    training.passkey_variants = passkey_variants;
     Tell(note, fmt::format("TrainRunOptions::passkey_share {}: that share of the training rows are "
-                           "passkey documents of {} tokens",
-                           o.passkey_share, seq_len + 1));
+                           "passkey documents of {} tokens{}",
+                           o.passkey_share, seq_len + 1,
+                           passkey_variants.empty() ? ""
+                                                    : fmt::format(", each in one of {} phrasings",
+                                                                  passkey_variants.size())));
   }
   return RunTrainingLoop(trainer, training, loop, callbacks.progress);
 }

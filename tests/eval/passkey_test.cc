@@ -269,6 +269,38 @@ bool Has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// The training phrasings: stretch's own first, six in all, each question different, none with
+// llama.cpp's words (its layout must stay unseen in training), each fitting a training row of
+// 128 byte tokens, and each question ending with "is ", as the needle's words before the key do.
+TEST_F(Passkey, VariedPhrasingsHoldOutLlamaCppsWordsAndFitTheQuickLab) {
+  const std::vector<PasskeyFormat> formats = VariedPasskeyFormats();
+  ASSERT_EQ(formats.size(), 6u);
+  EXPECT_EQ(formats[0].question, PasskeyFormat{}.question);
+  EXPECT_EQ(formats[0].needle_before, PasskeyFormat{}.needle_before);
+  std::set<std::string> questions;
+  const PasskeyFormat llama = LlamaCppPasskeyFormat();
+  for (const PasskeyFormat& f : formats) {
+    questions.insert(f.question);
+    for (const std::string* piece :
+         {&f.needle_before, &f.needle_middle, &f.needle_after, &f.question, &f.prefix}) {
+      EXPECT_FALSE(Has(*piece, "pass key")) << *piece;
+      EXPECT_FALSE(Has(*piece, "grass")) << *piece;
+    }
+    EXPECT_TRUE(f.junk.empty() && f.prefix.empty());
+    EXPECT_NE(f.question, llama.question);
+    EXPECT_TRUE(f.question.ends_with(" is ")) << f.question;
+    const PasskeyPieces p = EncodePasskeyPieces(kEncode, f);
+    EXPECT_LE(PasskeyMinCtx(p), 128) << f.question;
+    const auto trials = MakePasskeyTrials(docs_, kEncode, kBos, 128, 0.5, 2, 5, f);
+    for (const PasskeyTrial& t : trials) {
+      EXPECT_EQ(t.tokens.size(), 129u);
+      EXPECT_TRUE(HasAt(t.tokens, 129 - static_cast<int64_t>(f.question.size() + 5),
+                        Tokens(f.question + t.key)));
+    }
+  }
+  EXPECT_EQ(questions.size(), formats.size());
+}
+
 TEST_F(Passkey, BadArgumentsAreRefusedByName) {
   auto error = [&](int64_t ctx, double depth, int digits, int64_t count, const TokenSpans& docs) {
     PasskeyFormat f;

@@ -919,6 +919,12 @@ TEST(LabStage, ParsesAndPrintsBack) {
   const LabStage spans_again = ParseLabStage(LabStageText(spans), "--stage");
   EXPECT_EQ(spans_again.span_min, 4);
   EXPECT_EQ(spans_again.span_max, 12);
+  // And the passkey documents' phrasings ("one", the default, prints as nothing).
+  const LabStage varied = ParseLabStage("mixed:10:1e-3:passkey=0.2,phrasings=varied", "--stage");
+  EXPECT_EQ(varied.passkey_phrasings, "varied");
+  EXPECT_EQ(ParseLabStage(LabStageText(varied), "--stage").passkey_phrasings, "varied");
+  EXPECT_EQ(ParseLabStage("mixed:10:1e-3:passkey=0.2,phrasings=one", "--stage").passkey_phrasings,
+            "");
   // Every preset stage prints back to itself.
   for (const LabStage& p : QuickLab().stages) {
     const LabStage q = ParseLabStage(LabStageText(p), "--stage");
@@ -932,7 +938,7 @@ TEST(LabStage, ParsesAndPrintsBack) {
        {"x", "x:1:1e-3", "x:0:1e-3:gapped=1", "x:1:0:gapped=1", "x:1:1e-3:", "x:1:1e-3:bogus=1",
         ":1:1e-3:gapped=1", "x:1:1e-3:gapped=1,alphabet-min=1", "x:1:1e-3:gapped=1,strings=a",
         "x:1:1e-3:gapped=1,span=4", "x:1:1e-3:gapped=1,span=1..4", "x:1:1e-3:gapped=1,span=9..4",
-        "x:1:1e-3:gapped=1,span=a..9"}) {
+        "x:1:1e-3:gapped=1,span=a..9", "x:1:1e-3:passkey=0.2,phrasings=many"}) {
     const std::string error = testing::ErrorOf([&] { ParseLabStage(bad, "--stage"); });
     EXPECT_NE(error.find("--stage"), std::string::npos) << bad << ": " << error;
     EXPECT_NE(error.find("NAME:STEPS:LR:MIX"), std::string::npos) << bad << ": " << error;

@@ -276,6 +276,9 @@ TEST(StoredRunOptionsTest, PasskeyShareIsStoredOnlyWhenNotZero) {
   EXPECT_EQ(StoredRunOptions(o).size(), 28u);
   o.passkey_share = 0.1;
   EXPECT_EQ(StoredRunOptions(o).at("passkey_share"), 0.1);
+  EXPECT_FALSE(StoredRunOptions(o).contains("passkey_phrasings"));
+  o.passkey_phrasings = "varied";
+  EXPECT_EQ(StoredRunOptions(o).at("passkey_phrasings"), "varied");
 }
 
 // init: the checkpoint's architecture and tokenizer at a new length with position
@@ -394,6 +397,9 @@ TEST_F(TrainRun, BadOptionsAreRefusedByTheirFieldsName) {
   EXPECT_TRUE(
       Has(error(o), "TrainRunOptions::copy_alphabet_min: found 27, expected 0 (off) or 2..26"))
       << error(o);
+  o = Options("bad");
+  o.passkey_phrasings = "many";
+  EXPECT_TRUE(Has(error(o), "TrainRunOptions::passkey_phrasings \"many\": expected")) << error(o);
   o = Options("bad");
   o.copy_strings = "abca";
   EXPECT_TRUE(Has(error(o), "TrainRunOptions::copy_strings \"abca\": character 4 (byte 97)"))

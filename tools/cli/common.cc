@@ -203,6 +203,7 @@ std::string WithFlagNames(std::string message) {
       {"TrainRunOptions::copy_span_max", "--copy-span-max"},
       {"TrainRunOptions::copy_alphabet_min", "--copy-alphabet-min"},
       {"TrainRunOptions::copy_strings", "--copy-strings"},
+      {"TrainRunOptions::passkey_phrasings", "--passkey-phrasings"},
       {"TrainRunOptions::skip_nonfinite", "--skip-nonfinite"},
       {"TrainerOptions::skip_nonfinite", "--skip-nonfinite"},
   };

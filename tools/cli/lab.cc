@@ -365,9 +365,10 @@ void RegisterLab(CLI::App& app) {
              "learning rate LR on rows drawn by MIX (as `stretch train --mix`: periodic, "
              "gapped, textcopy, randcopy, textperiodic, textdecoy and textfar copy rows, passkey "
              "documents, "
-             "text for the rest; alphabet-min=N, strings=CHARS and span=A..B in the list are "
-             "`stretch train --copy-alphabet-min`, `--copy-strings` and "
-             "`--copy-span-min`/`--copy-span-max`), starting from the previous "
+             "text for the rest; alphabet-min=N, strings=CHARS, span=A..B and phrasings=varied in "
+             "the list are `stretch train --copy-alphabet-min`, `--copy-strings`, "
+             "`--copy-span-min`/`--copy-span-max` and `--passkey-phrasings`), starting from the "
+             "previous "
              "stage's last checkpoint, in OUT/models/<model>/<i>-<NAME>. Small models "
              "trained on text alone never learn to copy, and then every retrieval cell "
              "reads zero: the stages teach copying first (docs/training.md)",

@@ -141,9 +141,11 @@ std::string ValueText(const json& v) { return v.is_string() ? v.get<std::string>
 // The options StoredRunOptions writes only when they are not their default: each with its
 // default, where `j` lacks it.
 void AddUnstoredDefaults(json& j) {
-  const json defaults = {
-      {"passkey_share", 0.0}, {"bos_rows", false},  {"skip_nonfinite", 0},    {"mix", ""},
-      {"copy_span_min", 0},   {"copy_span_max", 0}, {"copy_alphabet_min", 0}, {"copy_strings", ""}};
+  const json defaults = {{"passkey_share", 0.0},   {"bos_rows", false},
+                         {"skip_nonfinite", 0},    {"mix", ""},
+                         {"copy_span_min", 0},     {"copy_span_max", 0},
+                         {"copy_alphabet_min", 0}, {"copy_strings", ""},
+                         {"passkey_phrasings", ""}};
   for (const auto& [key, value] : defaults.items()) {
     if (!j.contains(key)) j[key] = value;
   }
@@ -288,6 +290,7 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
     if (!resume->stored.contains("copy_span_max")) a.run.copy_span_max = 0;
     if (!resume->stored.contains("copy_alphabet_min")) a.run.copy_alphabet_min = 0;
     if (!resume->stored.contains("copy_strings")) a.run.copy_strings.clear();
+    if (!resume->stored.contains("passkey_phrasings")) a.run.passkey_phrasings.clear();
     resume_from = resume->checkpoint;
   }
   TrainRunOptions options = TrainRunOptionsOf(app, a);
@@ -544,6 +547,19 @@ void RegisterTrain(CLI::App& app) {
                   "none may be a capital or one of .,;:- (the gaps' characters). Add digits, "
                   "abcdefghijklmnopqrstuvwxyz0123456789, for a model that should copy a passkey's "
                   "key, which is digits");
+  sub->add_option("--passkey-phrasings", args->run.passkey_phrasings,
+                  "How the passkey documents of --passkey-share (or --mix passkey=) are phrased: "
+                  "one (default): stretch's own layout, \" The key is 12345. \" ... \" What is "
+                  "the key? The key is \", in every one; varied: each in one of six phrasings "
+                  "(a secret number, a code said twice, a password, ...; never llama.cpp's \"pass "
+                  "key\", so that its layout stays unseen), so that the model learns to retrieve "
+                  "a key rather than one sentence")
+      ->transform([](std::string v) {
+        if (v != "one" && v != "varied" && !v.empty()) {
+          throw CLI::ValidationError(fmt::format("\"{}\": expected one or varied", v));
+        }
+        return v == "one" ? std::string() : v;
+      });
   sub->add_option("--skip-nonfinite", args->run.skip_nonfinite,
                   "When a batch gives a loss or gradient that is not a finite number (NaN or "
                   "infinity: the run diverged, or a batch is pathological), pass over up to N such "
