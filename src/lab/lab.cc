@@ -334,6 +334,7 @@ TrainRunOptions StageRunOptions(const LabOptions& o, const LabModel& m, const La
     r.copy_alphabet_min = st.alphabet_min;
     r.copy_strings = st.strings;
     r.passkey_phrasings = st.passkey_phrasings;
+    r.passkey_filler = st.passkey_filler;
     r.copy_span_min = st.span_min;
     r.copy_span_max = st.span_max;
     r.eval_every = std::max<int64_t>(1, st.steps / 10);  // the report's training curves
@@ -756,7 +757,8 @@ LabStage ParseLabStage(std::string_view text, const std::string& what) {
   }
   st.lr = r;
   if (pieces[3].empty()) fail("MIX is empty (text=1 for text alone)");
-  // alphabet-min=N, span=A..B, phrasings=one|varied and strings=CHARS out of the list; the rest
+  // alphabet-min=N, span=A..B, phrasings=one|varied, filler=text|mixed and strings=CHARS out of
+  // the list; the rest
   // is --mix's.
   std::string shares;
   for (size_t b = 0; b <= pieces[3].size();) {
@@ -794,6 +796,12 @@ LabStage ParseLabStage(std::string_view text, const std::string& what) {
       if (!st.passkey_phrasings.empty() && st.passkey_phrasings != "varied") {
         fail(fmt::format("phrasings \"{}\": expected one or varied", st.passkey_phrasings));
       }
+    } else if (entry.starts_with("filler=")) {
+      st.passkey_filler = std::string(entry.substr(7));
+      if (st.passkey_filler == "text") st.passkey_filler.clear();
+      if (!st.passkey_filler.empty() && st.passkey_filler != "mixed") {
+        fail(fmt::format("filler \"{}\": expected text or mixed", st.passkey_filler));
+      }
     } else if (entry.starts_with("strings=")) {
       st.strings = std::string(entry.substr(8));
       if (st.strings.size() < 2) fail("strings= needs at least 2 characters");
@@ -824,6 +832,7 @@ std::string LabStageText(const LabStage& st) {
   if (!st.strings.empty()) shares.push_back("strings=" + st.strings);
   if (st.span_min != 0) shares.push_back(fmt::format("span={}..{}", st.span_min, st.span_max));
   if (!st.passkey_phrasings.empty()) shares.push_back("phrasings=" + st.passkey_phrasings);
+  if (!st.passkey_filler.empty()) shares.push_back("filler=" + st.passkey_filler);
   return fmt::format("{}:{}:{}:{}", st.name, st.steps, st.lr, fmt::join(shares, ","));
 }
 

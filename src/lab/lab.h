@@ -99,13 +99,15 @@ struct LabStage {
   int64_t span_max = 0;
   // TrainRunOptions::passkey_phrasings (`stretch train --passkey-phrasings`): "" or "varied".
   std::string passkey_phrasings = "";
+  // TrainRunOptions::passkey_filler (`stretch train --passkey-filler`): "" or "mixed".
+  std::string passkey_filler = "";
 };
 
 // Parses a stage as `stretch lab --stage` reads it: NAME:STEPS:LR:MIX, MIX as `stretch train
 // --mix` (e.g. copy:2500:3e-3:periodic=0.5,gapped=0.5), whose list may also hold
-// alphabet-min=N, strings=CHARS, span=A..B and phrasings=varied (`stretch train
+// alphabet-min=N, strings=CHARS, span=A..B, phrasings=varied and filler=mixed (`stretch train
 // --copy-alphabet-min`, `--copy-strings`, `--copy-span-min`/`--copy-span-max`,
-// `--passkey-phrasings`). Throws stretch::Error naming `what` (the
+// `--passkey-phrasings`, `--passkey-filler`). Throws stretch::Error naming `what` (the
 // flag), the piece at fault and what was expected.
 LabStage ParseLabStage(std::string_view text, const std::string& what);
 // The text ParseLabStage reads back ("copy:2500:0.003:periodic=0.5,gapped=0.5").

@@ -75,10 +75,21 @@ void SampleTrainingBatch(const TrainingData& data, Rng& rng, int64_t B, std::vec
             data.passkey_variants.empty()
                 ? data.passkey
                 : data.passkey_variants[UniformBelow(rng, data.passkey_variants.size())];
-        const double depth = rng.UniformDouble();
         const int64_t filler = PasskeyMaxFiller(pieces, T);  // < T + 1: the window's tail
-        const PasskeyTrial trial = MakePasskeyTrial(
-            pieces, window.subspan(static_cast<size_t>(T + 1 - filler)), data.bos, T, depth, rng);
+        std::span<const int> fill = window.subspan(static_cast<size_t>(T + 1 - filler));
+        std::vector<int> repeated;
+        if (data.passkey_repeated_filler && rng.UniformDouble() < 0.5) {
+          const int64_t most = std::max<int64_t>(16, 3 * T / 8);
+          const int64_t block = std::min<int64_t>(
+              16 + static_cast<int64_t>(UniformBelow(rng, static_cast<uint64_t>(most - 15))),
+              filler);
+          for (int64_t k = 0; k < filler; ++k) {
+            repeated.push_back(window[static_cast<size_t>(k % block)]);
+          }
+          fill = repeated;
+        }
+        const double depth = rng.UniformDouble();
+        const PasskeyTrial trial = MakePasskeyTrial(pieces, fill, data.bos, T, depth, rng);
         std::copy(trial.tokens.begin(), trial.tokens.end(), row);
         break;
       }

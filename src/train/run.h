@@ -43,6 +43,10 @@ struct TrainingData {
   // Not empty: each passkey row in one of these phrasings, drawn uniformly (one more draw per
   // passkey row, after its window), instead of `passkey` (TrainRunOptions::passkey_phrasings).
   std::vector<PasskeyPieces> passkey_variants = {};
+  // true: each passkey row draws once more (after the phrasing), and half of them take as their
+  // filler a block of the window's first 16 + UniformBelow(3T/8 - 15) tokens repeated, as
+  // llama.cpp's layout repeats its junk (TrainRunOptions::passkey_filler "mixed").
+  bool passkey_repeated_filler = false;
   int32_t bos = 0;               // the tokenizer's BOS, which begins a passkey or copy row
   bool bos_rows = false;         // every row begins with BOS (TrainRunOptions::bos_rows)
   CopyMix copy_mix = {};         // periodic, gapped, textcopy shares (its passkey share unused)

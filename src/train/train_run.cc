@@ -121,6 +121,10 @@ void CheckRunOptions(const TrainRunOptions& o) {
     }
   }
   whole("skip_nonfinite", o.skip_nonfinite, 0, L::max_skip_nonfinite);
+  if (!o.passkey_filler.empty() && o.passkey_filler != "mixed") {
+    Fail("TrainRunOptions::passkey_filler \"{}\": expected \"\" (text) or \"mixed\"",
+         o.passkey_filler);
+  }
   if (!o.passkey_phrasings.empty() && o.passkey_phrasings != "varied") {
     Fail(
         "TrainRunOptions::passkey_phrasings \"{}\": expected \"\" (stretch's layout) or \"varied\"",
@@ -571,6 +575,7 @@ json StoredRunOptions(const TrainRunOptions& o) {
   if (o.copy_alphabet_min != 0) j["copy_alphabet_min"] = o.copy_alphabet_min;
   if (!o.copy_strings.empty()) j["copy_strings"] = o.copy_strings;
   if (!o.passkey_phrasings.empty()) j["passkey_phrasings"] = o.passkey_phrasings;
+  if (!o.passkey_filler.empty()) j["passkey_filler"] = o.passkey_filler;
   return j;
 }
 
@@ -833,12 +838,16 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
     training.passkey_share = o.passkey_share;
     training.passkey = passkey;
     training.passkey_variants = passkey_variants;
+    training.passkey_repeated_filler = o.passkey_filler == "mixed";
     Tell(note, fmt::format("TrainRunOptions::passkey_share {}: that share of the training rows are "
-                           "passkey documents of {} tokens{}",
+                           "passkey documents of {} tokens{}{}",
                            o.passkey_share, seq_len + 1,
                            passkey_variants.empty() ? ""
                                                     : fmt::format(", each in one of {} phrasings",
-                                                                  passkey_variants.size())));
+                                                                  passkey_variants.size()),
+                           o.passkey_filler == "mixed"
+                               ? ", half of them with a block of text repeated as their filler"
+                               : ""));
   }
   return RunTrainingLoop(trainer, training, loop, callbacks.progress);
 }

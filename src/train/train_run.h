@@ -136,6 +136,10 @@ struct TrainRunOptions {
   // option), "varied" each drawn from VariedPasskeyFormats (src/io/passkey.h), so that the model
   // learns to retrieve a key rather than one phrase.
   std::string passkey_phrasings;
+  // The passkey documents' filler: "" the text window (runs before this option), "mixed" half of
+  // them a block of the window, 16 to 3T/8 tokens, repeated to fill the row, as llama.cpp's
+  // llama-passkey repeats its five junk sentences (TrainingData::passkey_repeated_filler).
+  std::string passkey_filler;
   // Batches with a non-finite loss or gradient that one step may pass over, drawing the next one
   // instead (TrainerOptions::skip_nonfinite); then the run stops with the tensors named. 0: the
   // first one stops the run.
@@ -146,7 +150,7 @@ struct TrainRunOptions {
 // repeated: keys are the long flags of `stretch train` with '_' for '-', an unset option is
 // written as its default (negative for min_lr and warmup: "the default"). RunTraining stores the
 // resolved options: `init` the checkpoint file, and with `init` the checkpoint's tokenizer and
-// its seq_len when none is set. passkey_share, bos_rows, skip_nonfinite, copy_span_min, copy_span_max, copy_alphabet_min, copy_strings and passkey_phrasings are
+// its seq_len when none is set. passkey_share, bos_rows, skip_nonfinite, copy_span_min, copy_span_max, copy_alphabet_min, copy_strings, passkey_phrasings and passkey_filler are
 // written only when not 0, and copy_mix (as "mix", CopyMixText) only when it has copy rows, so
 // that the stored options of runs without them are those of runs from before they existed (a
 // resumed run whose stored options lack one resumes with 0 / none).

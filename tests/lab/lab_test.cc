@@ -925,6 +925,9 @@ TEST(LabStage, ParsesAndPrintsBack) {
   EXPECT_EQ(ParseLabStage(LabStageText(varied), "--stage").passkey_phrasings, "varied");
   EXPECT_EQ(ParseLabStage("mixed:10:1e-3:passkey=0.2,phrasings=one", "--stage").passkey_phrasings,
             "");
+  const LabStage filler = ParseLabStage("mixed:10:1e-3:passkey=0.2,filler=mixed", "--stage");
+  EXPECT_EQ(filler.passkey_filler, "mixed");
+  EXPECT_EQ(ParseLabStage(LabStageText(filler), "--stage").passkey_filler, "mixed");
   // Every preset stage prints back to itself.
   for (const LabStage& p : QuickLab().stages) {
     const LabStage q = ParseLabStage(LabStageText(p), "--stage");
@@ -938,7 +941,8 @@ TEST(LabStage, ParsesAndPrintsBack) {
        {"x", "x:1:1e-3", "x:0:1e-3:gapped=1", "x:1:0:gapped=1", "x:1:1e-3:", "x:1:1e-3:bogus=1",
         ":1:1e-3:gapped=1", "x:1:1e-3:gapped=1,alphabet-min=1", "x:1:1e-3:gapped=1,strings=a",
         "x:1:1e-3:gapped=1,span=4", "x:1:1e-3:gapped=1,span=1..4", "x:1:1e-3:gapped=1,span=9..4",
-        "x:1:1e-3:gapped=1,span=a..9", "x:1:1e-3:passkey=0.2,phrasings=many"}) {
+        "x:1:1e-3:gapped=1,span=a..9", "x:1:1e-3:passkey=0.2,phrasings=many",
+        "x:1:1e-3:passkey=0.2,filler=junk"}) {
     const std::string error = testing::ErrorOf([&] { ParseLabStage(bad, "--stage"); });
     EXPECT_NE(error.find("--stage"), std::string::npos) << bad << ": " << error;
     EXPECT_NE(error.find("NAME:STEPS:LR:MIX"), std::string::npos) << bad << ": " << error;

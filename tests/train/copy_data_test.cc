@@ -631,6 +631,47 @@ TEST_F(CopyBatches, PasskeyRowsInVariedPhrasingsDrawEachOfThem) {
   }
 }
 
+// Passkey rows with repeated filler (TrainRunOptions::passkey_filler "mixed"): about half of them
+// hold a block of 16..96 tokens (3T/8 at T = 256) repeated. A row counts as repeated when some
+// shift b in [16, 96] matches 16 tokens in a row (letters drawn from 27: by chance below 1e-22);
+// with a block above 85 tokens neither side of the needle may be long enough, so about 0.5 x 70/81
+// = 43% of the rows are found: 400 rows, standard deviation 2.5 points; the bounds 30-56% are
+// five deviations. Without the option no row is found.
+TEST_F(CopyBatches, PasskeyRowsWithMixedFillerRepeatABlockInAboutHalf) {
+  constexpr int64_t kT = 256;
+  const WindowSampler sampler(split_.train, kT);
+  TrainingData data = data_;
+  data.sampler = &sampler;
+  data.passkey_share = 1.0;
+  for (const bool mixed : {false, true}) {
+    data.passkey_repeated_filler = mixed;
+    Rng rng(23);
+    std::vector<int> tokens;
+    int64_t found = 0;
+    for (int batch = 0; batch < 50; ++batch) {
+      SampleTrainingBatch(data, rng, 8, tokens);
+      for (int64_t s = 0; s < 8; ++s) {
+        const int* row = tokens.data() + s * (kT + 1);
+        bool repeated = false;
+        for (int64_t b = 16; b <= 96 && !repeated; ++b) {
+          int64_t run = 0;
+          for (int64_t i = 1; i + b < kT - 34 && !repeated; ++i) {
+            run = row[i] == row[i + b] ? run + 1 : 0;
+            repeated = run >= 16;
+          }
+        }
+        found += repeated ? 1 : 0;
+      }
+    }
+    if (mixed) {
+      EXPECT_GE(found, 120);
+      EXPECT_LE(found, 224);
+    } else {
+      EXPECT_EQ(found, 0);
+    }
+  }
+}
+
 // With bos_rows every row begins with BOS, and is otherwise the row drawn without it: the same
 // draws, the same kinds, the same tokens after position 0. Also for a run without copy rows.
 TEST_F(CopyBatches, BosRowsBeginEveryRowWithBosAndChangeNothingElse) {

@@ -279,6 +279,9 @@ TEST(StoredRunOptionsTest, PasskeyShareIsStoredOnlyWhenNotZero) {
   EXPECT_FALSE(StoredRunOptions(o).contains("passkey_phrasings"));
   o.passkey_phrasings = "varied";
   EXPECT_EQ(StoredRunOptions(o).at("passkey_phrasings"), "varied");
+  EXPECT_FALSE(StoredRunOptions(o).contains("passkey_filler"));
+  o.passkey_filler = "mixed";
+  EXPECT_EQ(StoredRunOptions(o).at("passkey_filler"), "mixed");
 }
 
 // init: the checkpoint's architecture and tokenizer at a new length with position
@@ -397,6 +400,9 @@ TEST_F(TrainRun, BadOptionsAreRefusedByTheirFieldsName) {
   EXPECT_TRUE(
       Has(error(o), "TrainRunOptions::copy_alphabet_min: found 27, expected 0 (off) or 2..26"))
       << error(o);
+  o = Options("bad");
+  o.passkey_filler = "junk";
+  EXPECT_TRUE(Has(error(o), "TrainRunOptions::passkey_filler \"junk\": expected")) << error(o);
   o = Options("bad");
   o.passkey_phrasings = "many";
   EXPECT_TRUE(Has(error(o), "TrainRunOptions::passkey_phrasings \"many\": expected")) << error(o);

@@ -204,6 +204,7 @@ std::string WithFlagNames(std::string message) {
       {"TrainRunOptions::copy_alphabet_min", "--copy-alphabet-min"},
       {"TrainRunOptions::copy_strings", "--copy-strings"},
       {"TrainRunOptions::passkey_phrasings", "--passkey-phrasings"},
+      {"TrainRunOptions::passkey_filler", "--passkey-filler"},
       {"TrainRunOptions::skip_nonfinite", "--skip-nonfinite"},
       {"TrainerOptions::skip_nonfinite", "--skip-nonfinite"},
   };

@@ -141,11 +141,11 @@ std::string ValueText(const json& v) { return v.is_string() ? v.get<std::string>
 // The options StoredRunOptions writes only when they are not their default: each with its
 // default, where `j` lacks it.
 void AddUnstoredDefaults(json& j) {
-  const json defaults = {{"passkey_share", 0.0},   {"bos_rows", false},
-                         {"skip_nonfinite", 0},    {"mix", ""},
-                         {"copy_span_min", 0},     {"copy_span_max", 0},
-                         {"copy_alphabet_min", 0}, {"copy_strings", ""},
-                         {"passkey_phrasings", ""}};
+  const json defaults = {{"passkey_share", 0.0},    {"bos_rows", false},
+                         {"skip_nonfinite", 0},     {"mix", ""},
+                         {"copy_span_min", 0},      {"copy_span_max", 0},
+                         {"copy_alphabet_min", 0},  {"copy_strings", ""},
+                         {"passkey_phrasings", ""}, {"passkey_filler", ""}};
   for (const auto& [key, value] : defaults.items()) {
     if (!j.contains(key)) j[key] = value;
   }
@@ -291,6 +291,7 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
     if (!resume->stored.contains("copy_alphabet_min")) a.run.copy_alphabet_min = 0;
     if (!resume->stored.contains("copy_strings")) a.run.copy_strings.clear();
     if (!resume->stored.contains("passkey_phrasings")) a.run.passkey_phrasings.clear();
+    if (!resume->stored.contains("passkey_filler")) a.run.passkey_filler.clear();
     resume_from = resume->checkpoint;
   }
   TrainRunOptions options = TrainRunOptionsOf(app, a);
@@ -559,6 +560,19 @@ void RegisterTrain(CLI::App& app) {
           throw CLI::ValidationError(fmt::format("\"{}\": expected one or varied", v));
         }
         return v == "one" ? std::string() : v;
+      });
+  sub->add_option("--passkey-filler", args->run.passkey_filler,
+                  "The text around the key in the passkey documents: text (default): a window of "
+                  "the training text; mixed: half of the documents take a block of 16 to 3/8 "
+                  "--seq-len tokens of that window repeated instead, as llama.cpp's llama-passkey "
+                  "repeats its junk sentences, so that the model also retrieves from repetitive "
+                  "filler (without it the lab's models answer llama.cpp's question with prose once "
+                  "its junk repeats three times or more: docs/training.md)")
+      ->transform([](std::string v) {
+        if (v != "text" && v != "mixed" && !v.empty()) {
+          throw CLI::ValidationError(fmt::format("\"{}\": expected text or mixed", v));
+        }
+        return v == "text" ? std::string() : v;
       });
   sub->add_option("--skip-nonfinite", args->run.skip_nonfinite,
                   "When a batch gives a loss or gradient that is not a finite number (NaN or "
