@@ -251,6 +251,14 @@ void WarnIneffective(const std::vector<std::string>& given, const TrainRunOption
         "--eval-every N to validate every N steps",
         o.eval_windows));
   }
+  for (const char* key : {"passkey_phrasings", "passkey_filler"}) {
+    if (has(key) && o.passkey_share == 0.0) {
+      Warn(fmt::format(
+          "{} has no effect without passkey documents; give --passkey-share F or --mix "
+          "passkey=F",
+          FlagOf(key)));
+    }
+  }
 }
 
 void RunTrain(CLI::App* app, TrainArgs& a) {
