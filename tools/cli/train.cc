@@ -253,10 +253,10 @@ void WarnIneffective(const std::vector<std::string>& given, const TrainRunOption
   }
   for (const char* key : {"passkey_phrasings", "passkey_filler"}) {
     if (has(key) && o.passkey_share == 0.0) {
-      Warn(fmt::format(
-          "{} has no effect without passkey documents; give --passkey-share F or --mix "
-          "passkey=F",
-          FlagOf(key)));
+      Warn(
+          fmt::format("{} has no effect without passkey documents; give --passkey-share F or --mix "
+                      "passkey=F",
+                      FlagOf(key)));
     }
   }
 }
