@@ -261,6 +261,28 @@ TEST(Cli, TrainWarnsOfEvalWindowsWithoutValidation) {
   EXPECT_TRUE(Has(r.out, "warning: --eval-windows 4 has no effect with --eval-every 0")) << r.out;
 }
 
+// The passkey documents' options without passkey documents: a warning; with them, none. An
+// unknown value is refused by name.
+TEST(Cli, TrainWarnsOfPasskeyOptionsWithoutPasskeyDocuments) {
+  RunResult r = RunCli("train --data '" + Corpus() + "' --out '" + Dir("filler") +
+                       "' --train-len 16 --passkey-filler mixed " + kTiny);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "warning: --passkey-filler has no effect without passkey documents"))
+      << r.out;
+  r = RunCli("train --data '" + Corpus() + "' --out '" + Dir("filler2") +
+             "' --train-len 128 --passkey-share 0.2 --passkey-filler mixed "
+             "--passkey-phrasings varied " +
+             kTiny);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_FALSE(Has(r.out, "warning:")) << r.out;
+  EXPECT_TRUE(Has(r.out, "each in one of 6 phrasings, half of them with a block of text repeated"))
+      << r.out;
+  r = RunCli("train --data '" + Corpus() + "' --out '" + Dir("filler3") +
+             "' --train-len 128 --passkey-share 0.2 --passkey-filler junk " + kTiny);
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "--passkey-filler: \"junk\": expected text or mixed")) << r.out;
+}
+
 TEST(Cli, LabWarnsOfVocabSizeWithTheBytesTokenizer) {
   // The warning comes before the lab reads its text: a missing one ends the run cheaply here.
   RunResult r =
