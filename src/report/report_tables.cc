@@ -1096,7 +1096,8 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
     }
     t.note += fmt::format(
         " Left out here, as no method reads a key there above its control (copy - control has "
-        "its interval at 0 or below in every row; the passkey table has those cells): {}.",
+        "its interval at 0 or below in every informative row; the passkey table has those "
+        "cells): {}.",
         names);
   }
   MarkBest(t, /*higher_is_better=*/true);

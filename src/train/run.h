@@ -43,9 +43,12 @@ struct TrainingData {
   // Not empty: each passkey row in one of these phrasings, drawn uniformly (one more draw per
   // passkey row, after its window), instead of `passkey` (TrainRunOptions::passkey_phrasings).
   std::vector<PasskeyPieces> passkey_variants = {};
-  // true: each passkey row draws once more (after the phrasing), and half of them take as their
-  // filler a block of the window's first 16 + UniformBelow(3T/8 - 15) tokens repeated, as
-  // llama.cpp's layout repeats its junk (TrainRunOptions::passkey_filler "mixed").
+  // true: each passkey row draws a UniformDouble() (after the phrasing), and when it is below 0.5
+  // a block length 16 + UniformBelow(3T/8 - 15): its filler is then the window's first tokens of
+  // that length, repeated, as llama.cpp's layout repeats its junk (TrainRunOptions::passkey_filler
+  // "mixed"). The block is the window's head, not its tail as the plain filler is: in the rare row
+  // whose window starts a document (about one in 40,000 on the lab's addresses), the document's
+  // BOS is in the block. Kept so that the lab's records of 2026-12-06 stay reproducible.
   bool passkey_repeated_filler = false;
   int32_t bos = 0;               // the tokenizer's BOS, which begins a passkey or copy row
   bool bos_rows = false;         // every row begins with BOS (TrainRunOptions::bos_rows)
@@ -57,7 +60,8 @@ struct TrainingData {
 
 // Fills `tokens` with B sequences of T + 1 tokens (T inputs, then the last target), drawing from
 // rng only. Per row: with passkey_share > 0, first a UniformDouble() that makes it a passkey row
-// when below the share (then a window, the depth and the key's digits); otherwise a window. With
+// when below the share (then a window, the phrasing and the filler's draws where those options
+// are on, the depth and the key's digits); otherwise a window. With
 // passkey_share 0 and no copy rows this is SampleBatch's draws and windows exactly. With copy rows
 // the first draw picks the row's kind (RowKindOf, passkey first, so a draw that made a passkey row
 // before still does), the window follows as always, then the kind's own draws.

@@ -936,7 +936,10 @@ TEST(LabStage, ParsesAndPrintsBack) {
     EXPECT_EQ(q.strings, p.strings) << LabStageText(p);
     EXPECT_EQ(q.span_min, p.span_min) << LabStageText(p);
     EXPECT_EQ(q.span_max, p.span_max) << LabStageText(p);
+    EXPECT_EQ(q.passkey_phrasings, p.passkey_phrasings) << LabStageText(p);
+    EXPECT_EQ(q.passkey_filler, p.passkey_filler) << LabStageText(p);
   }
+  EXPECT_EQ(QuickLab().stages.back().passkey_filler, "mixed");
   for (const char* bad :
        {"x", "x:1:1e-3", "x:0:1e-3:gapped=1", "x:1:0:gapped=1", "x:1:1e-3:", "x:1:1e-3:bogus=1",
         ":1:1e-3:gapped=1", "x:1:1e-3:gapped=1,alphabet-min=1", "x:1:1e-3:gapped=1,strings=a",

@@ -192,6 +192,10 @@ TEST(ReportTablesTest, SummaryLeavesOutALayoutNoMethodReads) {
     ASSERT_EQ(summary.cells[0].size(), summary.columns.size());
     EXPECT_EQ(summary.columns[1], "passkey 1024 (8x), key over 2L back");
     EXPECT_EQ(summary.note.find("Left out here") != std::string::npos, !one_reads) << summary.note;
+    EXPECT_EQ(summary.note.find("): passkey 1024 (8x), llama.cpp layout, key over 2L back.") !=
+                  std::string::npos,
+              !one_reads)
+        << summary.note;
     EXPECT_EQ(PasskeyTable(rs).columns.size(), 2u);
   }
 }

@@ -634,8 +634,8 @@ TEST_F(CopyBatches, PasskeyRowsInVariedPhrasingsDrawEachOfThem) {
 // Passkey rows with repeated filler (TrainRunOptions::passkey_filler "mixed"): about half of them
 // hold a block of 16..96 tokens (3T/8 at T = 256) repeated. A row counts as repeated when some
 // shift b in [16, 96] matches 16 tokens in a row (letters drawn from 27: by chance below 1e-22);
-// with a block above 85 tokens neither side of the needle may be long enough, so about 0.5 x 70/81
-// = 43% of the rows are found: 400 rows, standard deviation 2.5 points; the bounds 30-56% are
+// with a block above 85 tokens neither side of the needle may hold 16 matches, so at least about
+// 0.5 x 70/81 = 43% of the rows are found (more where a shift matches across the needle): 400 rows, standard deviation 2.5 points; the bounds 30-56% are
 // five deviations. Without the option no row is found.
 TEST_F(CopyBatches, PasskeyRowsWithMixedFillerRepeatABlockInAboutHalf) {
   constexpr int64_t kT = 256;

@@ -569,13 +569,14 @@ void RegisterTrain(CLI::App& app) {
         }
         return v == "one" ? std::string() : v;
       });
-  sub->add_option("--passkey-filler", args->run.passkey_filler,
-                  "The text around the key in the passkey documents: text (default): a window of "
-                  "the training text; mixed: half of the documents take a block of 16 to 3/8 "
-                  "--seq-len tokens of that window repeated instead, as llama.cpp's llama-passkey "
-                  "repeats its junk sentences, so that the model also retrieves from repetitive "
-                  "filler (without it the lab's models answer llama.cpp's question with prose once "
-                  "its junk repeats three times or more: docs/training.md)")
+  sub->add_option(
+         "--passkey-filler", args->run.passkey_filler,
+         "The text around the key in the passkey documents: text (default): a window of "
+         "the training text; mixed: half of the documents take a block of 16 to 3/8 "
+         "--train-len tokens of that window repeated instead, as llama.cpp's llama-passkey "
+         "repeats its junk sentences, so that the model also retrieves from repetitive "
+         "filler (without it the lab's models answer llama.cpp's question with prose once "
+         "its junk repeats three times or more: docs/training.md)")
       ->transform([](std::string v) {
         if (v != "text" && v != "mixed" && !v.empty()) {
           throw CLI::ValidationError(fmt::format("\"{}\": expected text or mixed", v));
