@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -149,6 +150,17 @@ void AddUnstoredDefaults(json& j) {
   for (const auto& [key, value] : defaults.items()) {
     if (!j.contains(key)) j[key] = value;
   }
+}
+
+// A flag of two values whose default is stored as "" (so that runs from before the flag store
+// nothing): `name` becomes "", `other` stays, anything else is refused naming both.
+std::function<std::string(std::string)> DefaultOrOther(std::string name, std::string other) {
+  return [name, other](std::string v) {
+    if (v != name && v != other && !v.empty()) {
+      throw CLI::ValidationError(fmt::format("\"{}\": expected {} or {}", v, name, other));
+    }
+    return v == name ? std::string() : v;
+  };
 }
 
 // The keys of the run's options whose flags were given (on the command line or in --config).
@@ -563,12 +575,7 @@ void RegisterTrain(CLI::App& app) {
                   "(a secret number, a code said twice, a password, ...; never llama.cpp's \"pass "
                   "key\", so that its layout stays unseen), so that the model learns to retrieve "
                   "a key rather than one sentence")
-      ->transform([](std::string v) {
-        if (v != "one" && v != "varied" && !v.empty()) {
-          throw CLI::ValidationError(fmt::format("\"{}\": expected one or varied", v));
-        }
-        return v == "one" ? std::string() : v;
-      });
+      ->transform(DefaultOrOther("one", "varied"));
   sub->add_option(
          "--passkey-filler", args->run.passkey_filler,
          "The text around the key in the passkey documents: text (default): a window of "
@@ -577,12 +584,7 @@ void RegisterTrain(CLI::App& app) {
          "repeats its junk sentences, so that the model also retrieves from repetitive "
          "filler (without it the lab's models answer llama.cpp's question with prose once "
          "its junk repeats three times or more: docs/training.md)")
-      ->transform([](std::string v) {
-        if (v != "text" && v != "mixed" && !v.empty()) {
-          throw CLI::ValidationError(fmt::format("\"{}\": expected text or mixed", v));
-        }
-        return v == "text" ? std::string() : v;
-      });
+      ->transform(DefaultOrOther("text", "mixed"));
   sub->add_option("--skip-nonfinite", args->run.skip_nonfinite,
                   "When a batch gives a loss or gradient that is not a finite number (NaN or "
                   "infinity: the run diverged, or a batch is pathological), pass over up to N such "
