@@ -339,6 +339,7 @@ PasskeyArm ScorePasskeyArm(const SequenceScorer& scorer,
     size_t k = 0;
     double right = 0, loss = 0;
     bool all = true;
+    size_t place = 0;
     for (const int64_t n : trials[i].digit_tokens) {
       bool digit_right = true;
       for (int64_t j = 0; j < n; ++j, ++k) {
@@ -348,6 +349,8 @@ PasskeyArm ScorePasskeyArm(const SequenceScorer& scorer,
       }
       right += digit_right ? 1 : 0;
       all = all && digit_right;
+      if (a.right_by_place.size() <= place) a.right_by_place.resize(place + 1, 0);
+      a.right_by_place[place++] += digit_right ? 1 : 0;
     }
     STRETCH_CHECK(k == scored[i].size(), "trial {}: {} key tokens, digits cover {}", i,
                   scored[i].size(), k);

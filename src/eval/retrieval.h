@@ -179,6 +179,9 @@ struct PasskeyArm {
   Interval digit_accuracy;  // share of digits with all their tokens right (bootstrap by trial)
   Interval digit_loss;      // mean over digits of the summed loss of their tokens, nats
   std::vector<double> digits_right, digit_loss_sum, digit_count;  // per trial
+  // Trials whose digit at place p (0 = the first the answer asks for) was right: a model that
+  // reads a key but its first digit shows here, as a low count at place 0.
+  std::vector<int64_t> right_by_place;
 };
 struct PasskeyProbeResult {
   PasskeyArm test, control;

@@ -763,8 +763,7 @@ LabStage ParseLabStage(std::string_view text, const std::string& what) {
   st.lr = r;
   if (pieces[3].empty()) fail("MIX is empty (text=1 for text alone)");
   // alphabet-min=N, span=A..B, phrasings=one|varied, filler=text|mixed and strings=CHARS out of
-  // the list; the rest
-  // is --mix's.
+  // the list; the rest is --mix's.
   std::string shares;
   for (size_t b = 0; b <= pieces[3].size();) {
     size_t e = pieces[3].find(',', b);

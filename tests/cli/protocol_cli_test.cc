@@ -150,6 +150,17 @@ TEST(ProtocolCli, PasskeyBothLayoutsWithTheirControls) {
         ExpectInterval(a.at("exact"), true, "exact");
         ExpectInterval(a.at("digit_accuracy"), true, "digits");
         ExpectInterval(a.at("digit_loss"), false, "digit loss");
+        // One count a digit place, each of 3 trials at most, together the digits right.
+        const auto by_place = a.at("right_by_place").get<std::vector<int64_t>>();
+        ASSERT_EQ(by_place.size(), static_cast<size_t>(c.digits));
+        int64_t right = 0;
+        for (const int64_t n : by_place) {
+          EXPECT_GE(n, 0);
+          EXPECT_LE(n, 3);
+          right += n;
+        }
+        EXPECT_NEAR(static_cast<double>(right),
+                    a.at("digit_accuracy").at("estimate").get<double>() * 3 * c.digits, 1e-9);
       }
       // Deeper needles sit closer to the question.
       EXPECT_LT(pt.at("needle_to_answer").get<double>(), last_distance) << c.layout;
@@ -163,6 +174,7 @@ TEST(ProtocolCli, PasskeyBothLayoutsWithTheirControls) {
   EXPECT_TRUE(Has(text.out, "keys read back")) << text.out;
   EXPECT_TRUE(Has(text.out, "control (no key)")) << text.out;
   EXPECT_TRUE(Has(text.out, "/2 ")) << text.out;
+  EXPECT_TRUE(Has(text.out, "right by place")) << text.out;
 }
 
 // `stretch tune` ranks with its retrieval column and says what a tie is; a recommended method

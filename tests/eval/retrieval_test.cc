@@ -366,6 +366,29 @@ TEST(PasskeyProbe, DigitsOfSeveralTokens) {
   EXPECT_DOUBLE_EQ(r.test.digit_loss.estimate, 0.5);
 }
 
+// A scorer that reads every key but its first digit (the one after the question's "is "): no key
+// is read back, 4 of 5 digits are, and the count by place says which one fails.
+TEST(PasskeyProbe, CountsTheDigitsRightByPlace) {
+  std::vector<std::vector<int>> docs(1, std::vector<int>(5000, 'a'));
+  for (size_t i = 0; i < docs[0].size(); ++i) docs[0][i] = 'a' + static_cast<int>(i % 26);
+  const auto trials = MakePasskeyProbe(Spans(docs), kBytes, kBos, 300, 0.5, 6, 3);
+  const SequenceScorer all_but_first = [](const std::vector<std::vector<int>>& seqs, int64_t,
+                                          const TokenSink& sink) {
+    for (size_t w = 0; w < seqs.size(); ++w) {
+      for (int64_t p = 0; p + 1 < static_cast<int64_t>(seqs[w].size()); ++p) {
+        const int target = seqs[w][static_cast<size_t>(p + 1)];
+        const bool first = target >= '0' && target <= '9' && seqs[w][static_cast<size_t>(p)] == ' ';
+        sink({static_cast<int64_t>(w), p, target, first ? 2.0 : 0.0, !first});
+      }
+    }
+  };
+  const PasskeyProbeResult r = ScorePasskeyProbe(all_but_first, trials);
+  EXPECT_EQ(r.test.retrieved, 0);
+  EXPECT_DOUBLE_EQ(r.test.digit_accuracy.estimate, 0.8);
+  EXPECT_EQ(r.test.right_by_place, (std::vector<int64_t>{0, 6, 6, 6, 6}));
+  EXPECT_EQ(r.control.right_by_place.size(), 5u);
+}
+
 // A dummy-prefix tokenizer (a space token 1000 before every text, as SentencePiece's): pieces come
 // out as they read mid-text. One that merges the newline into what follows falls back.
 TEST(MidTextEncoder, DropsTheDummyPrefixOfPiecesEncodedAlone) {

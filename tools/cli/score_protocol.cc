@@ -68,7 +68,13 @@ nlohmann::json PasskeyArmJson(const PasskeyArm& a) {
           {"exact", IntervalJson(a.exact)},
           {"digits_scored", a.digits},
           {"digit_accuracy", IntervalJson(a.digit_accuracy)},
-          {"digit_loss", IntervalJson(a.digit_loss)}};
+          {"digit_loss", IntervalJson(a.digit_loss)},
+          {"right_by_place", a.right_by_place}};
+}
+
+// "10 10 9 10 10": trials with each digit place right, first to last.
+std::string ByPlace(const PasskeyArm& a) {
+  return fmt::format("{}", fmt::join(a.right_by_place, " "));
 }
 
 // "0.812 [0.770, 0.851]"
@@ -276,7 +282,8 @@ std::string ProtocolHelpText() {
          "depth (--depths, 0 = start, 1 = just before the question) and asked for at the end; "
          "layout=llama is llama.cpp's llama-passkey prompt (a task sentence, \"The grass is "
          "green...\" repeated, \"The pass key is N. Remember it. N is the pass key.\"). Reports "
-         "keys read back exactly (Wilson interval), digits right and the loss per digit. "
+         "keys read back exactly (Wilson interval), digits right, the loss per digit, and how many "
+         "trials had each digit place right (\"0 10 10 10 10\": every key but its first digit). "
          "Control: the same question with no key in the text (chance).\n"
          "  nonrepeat  ordinary text windows, every position scored: the baseline.\n"
          "Each point uses --trials sequences (keys, windows); intervals are a bootstrap over "
@@ -529,10 +536,10 @@ void RunScoreProtocols(const ProtocolRunArgs& args) {
           break;
         }
         case ProtocolSpec::Kind::kPasskey: {
-          out(fmt::format("  {:>5}  {:>8}  {:<28}  {:<28}  {:<27}  {:<22}  {:<22}  {:>9}  {:>9}\n",
-                          "depth", "distance", "keys read back", "control (no key)",
-                          "keys - control", "digits right", "control digits", "digit loss",
-                          "ctrl loss"));
+          out(fmt::format(
+              "  {:>5}  {:>8}  {:<28}  {:<28}  {:<27}  {:<22}  {:<22}  {:>9}  {:>9}  {}\n", "depth",
+              "distance", "keys read back", "control (no key)", "keys - control", "digits right",
+              "control digits", "digit loss", "ctrl loss", "right by place"));
           nlohmann::json points = nlohmann::json::array();
           for (const double depth : pa.depths) {
             const std::vector<PasskeyProbeTrial> trials =
@@ -548,14 +555,16 @@ void RunScoreProtocols(const ProtocolRunArgs& args) {
             distance /= static_cast<double>(trials.size());
             out(fmt::format(
                 "  {:>5.2f}  {:>8.0f}  {:<28}  {:<28}  {:<27}  {:<22}  {:<22}  {:>9.3f}  "
-                "{:>9.3f}{}\n",
+                "{:>9.3f}  {:<{}}{}\n",
                 depth, distance,
                 fmt::format("{:>3}/{:<3} {}", r.test.retrieved, r.test.trials, Iv(r.test.exact)),
                 fmt::format("{:>3}/{:<3} {}", r.control.retrieved, r.control.trials,
                             Iv(r.control.exact)),
                 SignedIv(r.exact_difference), Iv(r.test.digit_accuracy),
                 Iv(r.control.digit_accuracy), r.test.digit_loss.estimate,
-                r.control.digit_loss.estimate, TieMark(r.exact_difference)));
+                r.control.digit_loss.estimate, ByPlace(r.test),
+                Tie(r.exact_difference) ? 16 : 0,  // no trailing blanks
+                TieMark(r.exact_difference)));
             points.push_back(
                 {{"depth", depth},
                  {"needle_to_answer", distance},
