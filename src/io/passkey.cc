@@ -31,6 +31,18 @@ std::vector<int> FillerTokens(const PasskeyPieces& pieces, std::span<const int> 
   return out;
 }
 
+// A key of pieces.digits digits: the first uniform in 1..9, the others in 0..9.
+std::vector<int> DrawKey(const PasskeyPieces& pieces, Rng& rng, std::string& key) {
+  std::vector<int> tokens;
+  key.clear();
+  for (int i = 0; i < pieces.digits; ++i) {
+    const uint64_t d = i == 0 ? 1 + UniformBelow(rng, 9) : UniformBelow(rng, 10);
+    key.push_back(static_cast<char>('0' + d));
+    Append(tokens, pieces.digit[d]);
+  }
+  return tokens;
+}
+
 }  // namespace
 
 PasskeyFormat LlamaCppPasskeyFormat() {
@@ -129,12 +141,7 @@ PasskeyTrial MakePasskeyTrial(const PasskeyPieces& pieces, std::span<const int> 
   CheckPasskeyArgs(pieces, ctx, depth);
   PasskeyTrial t;
   t.depth = depth;
-  std::vector<int> key_tokens;
-  for (int i = 0; i < pieces.digits; ++i) {
-    const uint64_t d = i == 0 ? 1 + UniformBelow(rng, 9) : UniformBelow(rng, 10);
-    t.key.push_back(static_cast<char>('0' + d));
-    Append(key_tokens, pieces.digit[d]);
-  }
+  const std::vector<int> key_tokens = DrawKey(pieces, rng, t.key);
   const int64_t key_len = static_cast<int64_t>(key_tokens.size());
   // >= kPasskeyMinFiller (above)
   const int64_t n_filler = ctx - pieces.fixed - pieces.key_copies * key_len;
@@ -212,6 +219,63 @@ TextEncoder MidTextEncoder(TextEncoder encode) {
     }
     return encode(text);
   };
+}
+
+std::vector<std::string> PasskeyDecoyNouns() {
+  return {"door", "day", "room", "year", "page", "price"};
+}
+
+PasskeyDecoys EncodePasskeyDecoys(const TextEncoder& encode) {
+  PasskeyDecoys d;
+  for (const std::string& noun : PasskeyDecoyNouns())
+    d.before.push_back(encode(" The " + noun + " is "));
+  d.after = encode(". ");
+  return d;
+}
+
+int AddPasskeyDecoys(PasskeyTrial& trial, const PasskeyPieces& pieces, const PasskeyDecoys& decoys,
+                     int n, Rng& rng) {
+  if (!pieces.junk.empty()) Fail("passkey decoys: a layout with junk filler takes none");
+  STRETCH_CHECK(!decoys.before.empty() && !trial.key_positions.empty() && trial.needle_start > 0);
+  const int64_t size = static_cast<int64_t>(trial.tokens.size());
+  const int64_t key_len = static_cast<int64_t>(trial.key_positions.size());
+  const int64_t needle_len =
+      static_cast<int64_t>(pieces.needle_before.size() + pieces.needle_after.size()) +
+      key_len * (pieces.key_copies - 1) +
+      (pieces.key_copies == 3 ? static_cast<int64_t>(pieces.needle_middle.size()) : 0);
+  // free[p]: position p holds filler no decoy has taken.
+  std::vector<char> free(static_cast<size_t>(size), 0);
+  const int64_t first = 1 + static_cast<int64_t>(pieces.prefix.size());
+  for (int64_t p = first; p < trial.needle_start; ++p) free[static_cast<size_t>(p)] = 1;
+  for (int64_t p = trial.needle_start + needle_len; p < trial.question_start; ++p) {
+    free[static_cast<size_t>(p)] = 1;
+  }
+  int written = 0;
+  for (; written < n; ++written) {
+    const std::vector<int>& before = decoys.before[UniformBelow(rng, decoys.before.size())];
+    std::string number;
+    std::vector<int> digits;
+    do {
+      digits = DrawKey(pieces, rng, number);
+    } while (number == trial.key);
+    std::vector<int> sentence = before;
+    Append(sentence, digits);
+    Append(sentence, decoys.after);
+    const int64_t len = static_cast<int64_t>(sentence.size());
+    std::vector<int64_t> starts;  // where the sentence fits on free filler
+    int64_t run = 0;              // free positions ending at p
+    for (int64_t p = 0; p < size; ++p) {
+      run = free[static_cast<size_t>(p)] ? run + 1 : 0;
+      if (run >= len) starts.push_back(p - len + 1);
+    }
+    if (starts.empty()) break;
+    const int64_t at = starts[UniformBelow(rng, starts.size())];
+    for (int64_t k = 0; k < len; ++k) {
+      trial.tokens[static_cast<size_t>(at + k)] = sentence[static_cast<size_t>(k)];
+      free[static_cast<size_t>(at + k)] = 0;
+    }
+  }
+  return written;
 }
 
 }  // namespace stretch

@@ -135,4 +135,28 @@ PasskeyTrial MakePasskeyTrial(const PasskeyPieces& pieces, std::span<const int> 
 PasskeyTrial MakePasskeyControl(const PasskeyPieces& pieces, std::span<const int> filler, int bos,
                                 int64_t ctx, const PasskeyTrial& trial);
 
+// Decoys for training (`stretch train --passkey-decoys N`): sentences shaped like the needle,
+// " The door is 48213. ", with another noun and another number, written over a passkey row's
+// filler. Without them the only number after " is " in a training row is the key, so a model can
+// find the key by "a number follows" alone; with them it has to match the question's noun. The
+// nouns are none of the phrasings' (VariedPasskeyFormats, llama.cpp's "pass key"), and one, "day",
+// ends in the same letter as "key".
+std::vector<std::string> PasskeyDecoyNouns();
+
+struct PasskeyDecoys {
+  std::vector<std::vector<int>> before;  // " The NOUN is ", one per PasskeyDecoyNouns()
+  std::vector<int> after;                // ". "
+};
+PasskeyDecoys EncodePasskeyDecoys(const TextEncoder& encode);
+
+// Writes up to n decoys over the trial's filler, never over its prefix, needle, question or
+// answer, nor over each other. For each: a noun drawn uniformly, a number of pieces.digits digits
+// drawn as a key is (drawn again while it equals the trial's key), then a start uniform among the
+// filler positions where it fits whole. Returns how many were written: fewer than n when the
+// filler has no room left. The trial's key, key_positions, needle_start and question_start are
+// unchanged. Throws stretch::Error for a trial of a format with junk (llama.cpp's layout: a
+// test, never a training row).
+int AddPasskeyDecoys(PasskeyTrial& trial, const PasskeyPieces& pieces, const PasskeyDecoys& decoys,
+                     int n, Rng& rng);
+
 }  // namespace stretch

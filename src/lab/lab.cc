@@ -335,6 +335,7 @@ TrainRunOptions StageRunOptions(const LabOptions& o, const LabModel& m, const La
     r.copy_strings = st.strings;
     r.passkey_phrasings = st.passkey_phrasings;
     r.passkey_filler = st.passkey_filler;
+    r.passkey_decoys = st.passkey_decoys;
     r.copy_span_min = st.span_min;
     r.copy_span_max = st.span_max;
     r.eval_every = std::max<int64_t>(1, st.steps / 10);  // the report's training curves
@@ -762,8 +763,8 @@ LabStage ParseLabStage(std::string_view text, const std::string& what) {
   }
   st.lr = r;
   if (pieces[3].empty()) fail("MIX is empty (text=1 for text alone)");
-  // alphabet-min=N, span=A..B, phrasings=one|varied, filler=text|mixed and strings=CHARS out of
-  // the list; the rest is --mix's.
+  // alphabet-min=N, span=A..B, phrasings=one|varied, filler=text|mixed, decoys=N and
+  // strings=CHARS out of the list; the rest is --mix's.
   std::string shares;
   for (size_t b = 0; b <= pieces[3].size();) {
     size_t e = pieces[3].find(',', b);
@@ -806,6 +807,15 @@ LabStage ParseLabStage(std::string_view text, const std::string& what) {
       if (!st.passkey_filler.empty() && st.passkey_filler != "mixed") {
         fail(fmt::format("filler \"{}\": expected text or mixed", st.passkey_filler));
       }
+    } else if (entry.starts_with("decoys=")) {
+      const std::string v(entry.substr(7));
+      char* vend = nullptr;
+      const long long d = std::strtoll(v.c_str(), &vend, 10);
+      if (v.empty() || *vend != '\0' || d < 0 || d > TrainRunLimits::max_passkey_decoys) {
+        fail(fmt::format("decoys \"{}\" is not a whole number in [0, {}]", v,
+                         TrainRunLimits::max_passkey_decoys));
+      }
+      st.passkey_decoys = static_cast<int>(d);
     } else if (entry.starts_with("strings=")) {
       st.strings = std::string(entry.substr(8));
       if (st.strings.size() < 2) fail("strings= needs at least 2 characters");
@@ -837,6 +847,7 @@ std::string LabStageText(const LabStage& st) {
   if (st.span_min != 0) shares.push_back(fmt::format("span={}..{}", st.span_min, st.span_max));
   if (!st.passkey_phrasings.empty()) shares.push_back("phrasings=" + st.passkey_phrasings);
   if (!st.passkey_filler.empty()) shares.push_back("filler=" + st.passkey_filler);
+  if (st.passkey_decoys > 0) shares.push_back(fmt::format("decoys={}", st.passkey_decoys));
   return fmt::format("{}:{}:{}:{}", st.name, st.steps, st.lr, fmt::join(shares, ","));
 }
 

@@ -101,13 +101,15 @@ struct LabStage {
   std::string passkey_phrasings = "";
   // TrainRunOptions::passkey_filler (`stretch train --passkey-filler`): "" or "mixed".
   std::string passkey_filler = "";
+  // TrainRunOptions::passkey_decoys (`stretch train --passkey-decoys`): 0 for none.
+  int passkey_decoys = 0;
 };
 
 // Parses a stage as `stretch lab --stage` reads it: NAME:STEPS:LR:MIX, MIX as `stretch train
 // --mix` (e.g. copy:2500:3e-3:periodic=0.5,gapped=0.5), whose list may also hold
-// alphabet-min=N, strings=CHARS, span=A..B, phrasings=varied and filler=mixed (`stretch train
-// --copy-alphabet-min`, `--copy-strings`, `--copy-span-min`/`--copy-span-max`,
-// `--passkey-phrasings`, `--passkey-filler`). Throws stretch::Error naming `what` (the
+// alphabet-min=N, strings=CHARS, span=A..B, phrasings=varied, filler=mixed and decoys=N
+// (`stretch train --copy-alphabet-min`, `--copy-strings`, `--copy-span-min`/`--copy-span-max`,
+// `--passkey-phrasings`, `--passkey-filler`, `--passkey-decoys`). Throws stretch::Error naming `what` (the
 // flag), the piece at fault and what was expected.
 LabStage ParseLabStage(std::string_view text, const std::string& what);
 // The text ParseLabStage reads back ("copy:2500:0.003:periodic=0.5,gapped=0.5").

@@ -89,7 +89,10 @@ void SampleTrainingBatch(const TrainingData& data, Rng& rng, int64_t B, std::vec
           fill = repeated;
         }
         const double depth = rng.UniformDouble();
-        const PasskeyTrial trial = MakePasskeyTrial(pieces, fill, data.bos, T, depth, rng);
+        PasskeyTrial trial = MakePasskeyTrial(pieces, fill, data.bos, T, depth, rng);
+        if (data.passkey_decoys > 0) {
+          AddPasskeyDecoys(trial, pieces, data.decoys, data.passkey_decoys, rng);
+        }
         std::copy(trial.tokens.begin(), trial.tokens.end(), row);
         break;
       }

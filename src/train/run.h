@@ -50,6 +50,10 @@ struct TrainingData {
   // whose window starts a document (about one in 40,000 on the lab's addresses), the document's
   // BOS is in the block. Kept so that the lab's records of 2026-12-06 stay reproducible.
   bool passkey_repeated_filler = false;
+  // > 0: each passkey row then takes AddPasskeyDecoys(..., passkey_decoys, rng) with `decoys`,
+  // after its key's draws (TrainRunOptions::passkey_decoys).
+  int passkey_decoys = 0;
+  PasskeyDecoys decoys = {};
   int32_t bos = 0;               // the tokenizer's BOS, which begins a passkey or copy row
   bool bos_rows = false;         // every row begins with BOS (TrainRunOptions::bos_rows)
   CopyMix copy_mix = {};         // periodic, gapped, textcopy shares (its passkey share unused)

@@ -121,6 +121,7 @@ void CheckRunOptions(const TrainRunOptions& o) {
     }
   }
   whole("skip_nonfinite", o.skip_nonfinite, 0, L::max_skip_nonfinite);
+  whole("passkey_decoys", o.passkey_decoys, 0, L::max_passkey_decoys);
   if (!o.passkey_filler.empty() && o.passkey_filler != "mixed") {
     Fail("TrainRunOptions::passkey_filler \"{}\": expected \"\" (text) or \"mixed\"",
          o.passkey_filler);
@@ -576,6 +577,7 @@ json StoredRunOptions(const TrainRunOptions& o) {
   if (!o.copy_strings.empty()) j["copy_strings"] = o.copy_strings;
   if (!o.passkey_phrasings.empty()) j["passkey_phrasings"] = o.passkey_phrasings;
   if (!o.passkey_filler.empty()) j["passkey_filler"] = o.passkey_filler;
+  if (o.passkey_decoys != 0) j["passkey_decoys"] = o.passkey_decoys;
   return j;
 }
 
@@ -839,15 +841,24 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
     training.passkey = passkey;
     training.passkey_variants = passkey_variants;
     training.passkey_repeated_filler = o.passkey_filler == "mixed";
-    Tell(note, fmt::format("TrainRunOptions::passkey_share {}: that share of the training rows are "
-                           "passkey documents of {} tokens{}{}",
-                           o.passkey_share, seq_len + 1,
-                           passkey_variants.empty() ? ""
-                                                    : fmt::format(", each in one of {} phrasings",
-                                                                  passkey_variants.size()),
-                           o.passkey_filler == "mixed"
-                               ? ", half of them with a block of text repeated as their filler"
-                               : ""));
+    training.passkey_decoys = o.passkey_decoys;
+    if (o.passkey_decoys > 0) {
+      training.decoys =
+          EncodePasskeyDecoys([&](std::string_view text) { return data.tokenizer.Encode(text); });
+    }
+    Tell(note,
+         fmt::format("TrainRunOptions::passkey_share {}: that share of the training rows are "
+                     "passkey documents of {} tokens{}{}{}",
+                     o.passkey_share, seq_len + 1,
+                     passkey_variants.empty()
+                         ? ""
+                         : fmt::format(", each in one of {} phrasings", passkey_variants.size()),
+                     o.passkey_filler == "mixed"
+                         ? ", half of them with a block of text repeated as their filler"
+                         : "",
+                     o.passkey_decoys > 0
+                         ? fmt::format(", up to {} decoy sentence(s) in each", o.passkey_decoys)
+                         : ""));
   }
   return RunTrainingLoop(trainer, training, loop, callbacks.progress);
 }

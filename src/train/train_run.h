@@ -53,6 +53,7 @@ struct TrainRunLimits {
   static constexpr double max_clip = 1e30;
   static constexpr double max_valid_fraction = 0.99;
   static constexpr double max_passkey_share = 0.5;
+  static constexpr int max_passkey_decoys = 4;
   static constexpr int64_t max_threads = 4096;
   static constexpr int64_t max_skip_nonfinite = 1000;
 };
@@ -140,6 +141,11 @@ struct TrainRunOptions {
   // them a block of the window, 16 to 3T/8 tokens, repeated to fill the row, as llama.cpp's
   // llama-passkey repeats its five junk sentences (TrainingData::passkey_repeated_filler).
   std::string passkey_filler;
+  // Decoys written over each passkey document's filler (AddPasskeyDecoys, src/io/passkey.h):
+  // sentences shaped like the needle with another noun and number, " The door is 48213. ", so that
+  // the key is found by the question's words rather than by "a number follows". 0: none (runs
+  // before this option). At most TrainRunLimits::max_passkey_decoys.
+  int passkey_decoys = 0;
   // Batches with a non-finite loss or gradient that one step may pass over, drawing the next one
   // instead (TrainerOptions::skip_nonfinite); then the run stops with the tensors named. 0: the
   // first one stops the run.
@@ -150,7 +156,7 @@ struct TrainRunOptions {
 // repeated: keys are the long flags of `stretch train` with '_' for '-', an unset option is
 // written as its default (negative for min_lr and warmup: "the default"). RunTraining stores the
 // resolved options: `init` the checkpoint file, and with `init` the checkpoint's tokenizer and
-// its seq_len when none is set. passkey_share, bos_rows, skip_nonfinite, copy_span_min, copy_span_max, copy_alphabet_min, copy_strings, passkey_phrasings and passkey_filler are
+// its seq_len when none is set. passkey_share, bos_rows, skip_nonfinite, copy_span_min, copy_span_max, copy_alphabet_min, copy_strings, passkey_phrasings, passkey_filler and passkey_decoys are
 // written only when not 0, and copy_mix (as "mix", CopyMixText) only when it has copy rows, so
 // that the stored options of runs without them are those of runs from before they existed (a
 // resumed run whose stored options lack one resumes with 0 / none).

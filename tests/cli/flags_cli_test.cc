@@ -271,12 +271,22 @@ TEST(Cli, TrainWarnsOfPasskeyOptionsWithoutPasskeyDocuments) {
       << r.out;
   r = RunCli("train --data '" + Corpus() + "' --out '" + Dir("filler2") +
              "' --train-len 128 --passkey-share 0.2 --passkey-filler mixed "
-             "--passkey-phrasings varied " +
+             "--passkey-phrasings varied --passkey-decoys 1 " +
              kTiny);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_FALSE(Has(r.out, "warning:")) << r.out;
   EXPECT_TRUE(Has(r.out, "each in one of 6 phrasings, half of them with a block of text repeated"))
       << r.out;
+  EXPECT_TRUE(Has(r.out, "up to 1 decoy sentence(s) in each")) << r.out;
+  r = RunCli("train --data '" + Corpus() + "' --out '" + Dir("decoys") +
+             "' --train-len 16 --passkey-decoys 1 " + kTiny);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "warning: --passkey-decoys has no effect without passkey documents"))
+      << r.out;
+  r = RunCli("train --data '" + Corpus() + "' --out '" + Dir("decoys2") +
+             "' --train-len 128 --passkey-share 0.2 --passkey-decoys 9 " + kTiny);
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "--passkey-decoys")) << r.out;
   r = RunCli("train --data '" + Corpus() + "' --out '" + Dir("filler3") +
              "' --train-len 128 --passkey-share 0.2 --passkey-filler junk " + kTiny);
   EXPECT_NE(r.exit_code, 0) << r.out;

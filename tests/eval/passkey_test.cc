@@ -301,6 +301,102 @@ TEST_F(Passkey, VariedPhrasingsHoldOutLlamaCppsWordsAndFitTheQuickLab) {
   EXPECT_EQ(questions.size(), formats.size());
 }
 
+// Decoys (AddPasskeyDecoys): written on the filler alone, never over the needle, the question,
+// the answer or each other; each " The NOUN is DIGITS. " with a number other than the key; every
+// token they change lies inside one of them; the same rng gives the same trial; with room they
+// land on both sides of a needle in the middle. The filler is lowercase letters and spaces, so a
+// decoy cannot be found there by chance. Each of the six phrasings, at the quick lab's T = 128.
+TEST_F(Passkey, DecoysLieOnTheFillerAloneAndNeverEqualTheKey) {
+  const PasskeyDecoys decoys = EncodePasskeyDecoys(kEncode);
+  ASSERT_EQ(decoys.before.size(), PasskeyDecoyNouns().size());
+  const std::vector<int> fill = Letters(200, 2);
+  // A one-digit key too: a decoy's number equals it one time in nine unless drawn again.
+  std::vector<PasskeyFormat> formats = VariedPasskeyFormats();
+  formats.push_back(PasskeyFormat{});
+  formats.back().digits = 1;
+  for (const PasskeyFormat& f : formats) {
+    const PasskeyPieces pieces = EncodePasskeyPieces(kEncode, f);
+    const auto key_len = static_cast<int64_t>(f.digits);
+    int64_t before_needle = 0, after_needle = 0, written_total = 0;
+    for (const double depth : {0.0, 0.5, 1.0}) {
+      for (int seed = 1; seed <= 40; ++seed) {
+        for (const int n : {1, 2}) {
+          SCOPED_TRACE(::testing::Message()
+                       << f.question << " depth " << depth << " seed " << seed << " n " << n);
+          Rng rng(static_cast<uint64_t>(seed));
+          const PasskeyTrial plain = MakePasskeyTrial(pieces, fill, kBos, 128, depth, rng);
+          PasskeyTrial t = plain;
+          Rng again = rng;
+          const int written = AddPasskeyDecoys(t, pieces, decoys, n, rng);
+          PasskeyTrial twin = plain;
+          EXPECT_EQ(AddPasskeyDecoys(twin, pieces, decoys, n, again), written);
+          EXPECT_EQ(twin.tokens, t.tokens);
+          EXPECT_LE(written, n);
+          // One decoy is written wherever one side of the needle has room for the longest
+          // (" The price is " 13, the number, ". " 2); the long phrasings leave less at depth 0.5.
+          const int64_t needle_end =
+              t.needle_start +
+              static_cast<int64_t>(pieces.needle_before.size() + pieces.needle_after.size()) +
+              (pieces.key_copies - 1) * key_len +
+              (pieces.key_copies == 3 ? static_cast<int64_t>(pieces.needle_middle.size()) : 0);
+          if (std::max(t.needle_start - 1, t.question_start - needle_end) >= 15 + key_len) {
+            EXPECT_GE(written, 1);
+          }
+          written_total += written;
+          EXPECT_EQ(t.key, plain.key);
+          EXPECT_EQ(t.key_positions, plain.key_positions);
+          EXPECT_EQ(t.needle_start, plain.needle_start);
+          EXPECT_EQ(t.question_start, plain.question_start);
+          ASSERT_EQ(t.tokens.size(), plain.tokens.size());
+          // Every decoy, found by its words; each followed by digits that are not the key, then
+          // ". ".
+          std::vector<char> in_decoy(t.tokens.size(), 0);
+          int found = 0;
+          for (const std::vector<int>& words : decoys.before) {
+            for (int64_t at = 0; at < static_cast<int64_t>(t.tokens.size()); ++at) {
+              if (!HasAt(t.tokens, at, words)) continue;
+              ++found;
+              const int64_t digits_at = at + static_cast<int64_t>(words.size());
+              std::string number;
+              for (int64_t k = 0; k < static_cast<int64_t>(t.key.size()); ++k) {
+                number.push_back(static_cast<char>(t.tokens[static_cast<size_t>(digits_at + k)]));
+              }
+              EXPECT_NE(number, t.key);
+              for (const char c : number) EXPECT_TRUE(c >= '0' && c <= '9') << number;
+              const int64_t end = digits_at + static_cast<int64_t>(t.key.size());
+              EXPECT_TRUE(HasAt(t.tokens, end, decoys.after));
+              for (int64_t k = at; k < end + 2; ++k) in_decoy[static_cast<size_t>(k)] = 1;
+              (at < t.needle_start ? before_needle : after_needle) += 1;
+            }
+          }
+          EXPECT_EQ(found, written);
+          for (size_t k = 0; k < t.tokens.size(); ++k) {
+            if (t.tokens[k] != plain.tokens[k]) {
+              EXPECT_TRUE(in_decoy[k]) << "token " << k;
+            }
+            // Nothing outside the filler: BOS, the needle, the question and the answer hold.
+            const int64_t p = static_cast<int64_t>(k);
+            const bool filler =
+                (p >= 1 && p < t.needle_start) || (p >= needle_end && p < t.question_start);
+            if (!filler) {
+              EXPECT_EQ(t.tokens[k], plain.tokens[k]) << "token " << k;
+            }
+          }
+        }
+      }
+    }
+    EXPECT_GT(written_total, 120) << "at least one decoy in most trials";
+    EXPECT_GT(before_needle, 20);
+    EXPECT_GT(after_needle, 20);
+  }
+  // llama.cpp's layout is a test, never a training row: no decoys there.
+  const PasskeyPieces llama = EncodePasskeyPieces(kEncode, LlamaCppPasskeyFormat());
+  Rng rng(3);
+  PasskeyTrial t = MakePasskeyTrial(llama, {}, kBos, 512, 0.5, rng);
+  const std::string e = testing::ErrorOf([&] { AddPasskeyDecoys(t, llama, decoys, 1, rng); });
+  EXPECT_TRUE(Has(e, "a layout with junk filler takes none")) << e;
+}
+
 TEST_F(Passkey, BadArgumentsAreRefusedByName) {
   auto error = [&](int64_t ctx, double depth, int digits, int64_t count, const TokenSpans& docs) {
     PasskeyFormat f;

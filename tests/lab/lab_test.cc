@@ -928,6 +928,10 @@ TEST(LabStage, ParsesAndPrintsBack) {
   const LabStage filler = ParseLabStage("mixed:10:1e-3:passkey=0.2,filler=mixed", "--stage");
   EXPECT_EQ(filler.passkey_filler, "mixed");
   EXPECT_EQ(ParseLabStage(LabStageText(filler), "--stage").passkey_filler, "mixed");
+  const LabStage decoys = ParseLabStage("mixed:10:1e-3:passkey=0.2,decoys=2", "--stage");
+  EXPECT_EQ(decoys.passkey_decoys, 2);
+  EXPECT_EQ(ParseLabStage(LabStageText(decoys), "--stage").passkey_decoys, 2);
+  EXPECT_EQ(ParseLabStage("mixed:10:1e-3:passkey=0.2", "--stage").passkey_decoys, 0);
   // Every preset stage prints back to itself.
   for (const LabStage& p : QuickLab().stages) {
     const LabStage q = ParseLabStage(LabStageText(p), "--stage");
@@ -938,6 +942,7 @@ TEST(LabStage, ParsesAndPrintsBack) {
     EXPECT_EQ(q.span_max, p.span_max) << LabStageText(p);
     EXPECT_EQ(q.passkey_phrasings, p.passkey_phrasings) << LabStageText(p);
     EXPECT_EQ(q.passkey_filler, p.passkey_filler) << LabStageText(p);
+    EXPECT_EQ(q.passkey_decoys, p.passkey_decoys) << LabStageText(p);
   }
   EXPECT_EQ(QuickLab().stages.back().passkey_filler, "mixed");
   for (const char* bad :

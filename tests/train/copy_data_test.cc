@@ -672,6 +672,42 @@ TEST_F(CopyBatches, PasskeyRowsWithMixedFillerRepeatABlockInAboutHalf) {
   }
 }
 
+// Passkey rows with decoys (TrainRunOptions::passkey_decoys): every row at T = 128 holds one
+// " The NOUN is DIGITS. " besides its needle, and its answer is still the needle's key; without
+// the option no row holds one.
+TEST_F(CopyBatches, PasskeyRowsWithDecoysHoldOneAndAnswerTheNeedlesKey) {
+  constexpr int64_t kT = 128;
+  const WindowSampler sampler(split_.train, kT);
+  TrainingData data = data_;
+  data.sampler = &sampler;
+  data.passkey_share = 1.0;
+  data.decoys = EncodePasskeyDecoys(BytesEncoder());
+  const std::vector<int> needle = TrainingTokenizer::Bytes().Encode(" The key is ");
+  for (const int decoys : {0, 1}) {
+    data.passkey_decoys = decoys;
+    Rng rng(5);
+    std::vector<int> tokens;
+    for (int batch = 0; batch < 10; ++batch) {
+      SampleTrainingBatch(data, rng, 8, tokens);
+      for (int64_t s = 0; s < 8; ++s) {
+        const std::vector<int> row(tokens.begin() + s * (kT + 1),
+                                   tokens.begin() + (s + 1) * (kT + 1));
+        int found = 0;
+        for (const std::vector<int>& words : data.decoys.before) {
+          for (auto at = row.begin();
+               (at = std::search(at, row.end(), words.begin(), words.end())) != row.end(); ++at) {
+            ++found;
+          }
+        }
+        EXPECT_EQ(found, decoys) << "row " << s << " of batch " << batch;
+        const auto n = std::search(row.begin(), row.end(), needle.begin(), needle.end());
+        ASSERT_NE(n, row.end());
+        EXPECT_TRUE(std::equal(row.end() - 5, row.end(), n + 12)) << "the answer is the key";
+      }
+    }
+  }
+}
+
 // With bos_rows every row begins with BOS, and is otherwise the row drawn without it: the same
 // draws, the same kinds, the same tokens after position 0. Also for a run without copy rows.
 TEST_F(CopyBatches, BosRowsBeginEveryRowWithBosAndChangeNothingElse) {

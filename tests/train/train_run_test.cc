@@ -282,6 +282,9 @@ TEST(StoredRunOptionsTest, PasskeyShareIsStoredOnlyWhenNotZero) {
   EXPECT_FALSE(StoredRunOptions(o).contains("passkey_filler"));
   o.passkey_filler = "mixed";
   EXPECT_EQ(StoredRunOptions(o).at("passkey_filler"), "mixed");
+  EXPECT_FALSE(StoredRunOptions(o).contains("passkey_decoys"));
+  o.passkey_decoys = 2;
+  EXPECT_EQ(StoredRunOptions(o).at("passkey_decoys"), 2);
 }
 
 // init: the checkpoint's architecture and tokenizer at a new length with position
@@ -403,6 +406,9 @@ TEST_F(TrainRun, BadOptionsAreRefusedByTheirFieldsName) {
   o = Options("bad");
   o.passkey_filler = "junk";
   EXPECT_TRUE(Has(error(o), "TrainRunOptions::passkey_filler \"junk\": expected")) << error(o);
+  o = Options("bad");
+  o.passkey_decoys = 5;
+  EXPECT_TRUE(Has(error(o), "TrainRunOptions::passkey_decoys: found 5, expected")) << error(o);
   o = Options("bad");
   o.passkey_phrasings = "many";
   EXPECT_TRUE(Has(error(o), "TrainRunOptions::passkey_phrasings \"many\": expected")) << error(o);

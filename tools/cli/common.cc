@@ -205,6 +205,7 @@ std::string WithFlagNames(std::string message) {
       {"TrainRunOptions::copy_strings", "--copy-strings"},
       {"TrainRunOptions::passkey_phrasings", "--passkey-phrasings"},
       {"TrainRunOptions::passkey_filler", "--passkey-filler"},
+      {"TrainRunOptions::passkey_decoys", "--passkey-decoys"},
       {"TrainRunOptions::skip_nonfinite", "--skip-nonfinite"},
       {"TrainerOptions::skip_nonfinite", "--skip-nonfinite"},
   };

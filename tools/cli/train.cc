@@ -146,7 +146,8 @@ void AddUnstoredDefaults(json& j) {
                          {"skip_nonfinite", 0},     {"mix", ""},
                          {"copy_span_min", 0},      {"copy_span_max", 0},
                          {"copy_alphabet_min", 0},  {"copy_strings", ""},
-                         {"passkey_phrasings", ""}, {"passkey_filler", ""}};
+                         {"passkey_phrasings", ""}, {"passkey_filler", ""},
+                         {"passkey_decoys", 0}};
   for (const auto& [key, value] : defaults.items()) {
     if (!j.contains(key)) j[key] = value;
   }
@@ -263,7 +264,7 @@ void WarnIneffective(const std::vector<std::string>& given, const TrainRunOption
         "--eval-every N to validate every N steps",
         o.eval_windows));
   }
-  for (const char* key : {"passkey_phrasings", "passkey_filler"}) {
+  for (const char* key : {"passkey_phrasings", "passkey_filler", "passkey_decoys"}) {
     if (has(key) && o.passkey_share == 0.0) {
       Warn(
           fmt::format("{} has no effect without passkey documents; give --passkey-share F or --mix "
@@ -312,6 +313,7 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
     if (!resume->stored.contains("copy_strings")) a.run.copy_strings.clear();
     if (!resume->stored.contains("passkey_phrasings")) a.run.passkey_phrasings.clear();
     if (!resume->stored.contains("passkey_filler")) a.run.passkey_filler.clear();
+    if (!resume->stored.contains("passkey_decoys")) a.run.passkey_decoys = 0;
     resume_from = resume->checkpoint;
   }
   TrainRunOptions options = TrainRunOptionsOf(app, a);
@@ -585,6 +587,12 @@ void RegisterTrain(CLI::App& app) {
          "filler (without it the lab's models answer llama.cpp's question with prose once "
          "its junk repeats three times or more: docs/training.md)")
       ->transform(DefaultOrOther("text", "mixed"));
+  sub->add_option("--passkey-decoys", args->run.passkey_decoys,
+                  "Write up to N decoy sentences over each passkey document's filler (default 0): "
+                  "shaped like the needle with another noun and number, \" The door is 48213. "
+                  "\", so that the model finds the key by the question's words rather than by "
+                  "\"the number after 'is'\"")
+      ->check(Whole(0, L::max_passkey_decoys));
   sub->add_option("--skip-nonfinite", args->run.skip_nonfinite,
                   "When a batch gives a loss or gradient that is not a finite number (NaN or "
                   "infinity: the run diverged, or a batch is pathological), pass over up to N such "
