@@ -66,6 +66,14 @@ PasskeyResult ScorePasskey(const SequenceScorer& scorer, const std::vector<Passk
   // ascending, so a binary search finds each record's key position.
   std::vector<int64_t> seen(trials.size(), 0), right(trials.size(), 0);
   PasskeyResult r;
+  // Token index in the key = digit place when every digit is one token.
+  bool by_place = !trials.empty();
+  size_t places = 0;
+  for (const PasskeyTrial& t : trials) {
+    by_place = by_place && t.key_positions.size() == t.key.size();
+    places = std::max(places, t.key.size());
+  }
+  if (by_place) r.right_by_place.assign(places, 0);
   double loss = 0.0;
   int64_t first = -1;  // the earliest key position of any trial
   for (const PasskeyTrial& t : trials) {
@@ -77,7 +85,9 @@ PasskeyResult ScorePasskey(const SequenceScorer& scorer, const std::vector<Passk
     STRETCH_CHECK(rec.window >= 0 && rec.window < static_cast<int64_t>(trials.size()));
     const size_t w = static_cast<size_t>(rec.window);
     const std::vector<int64_t>& keys = trials[w].key_positions;
-    if (!std::binary_search(keys.begin(), keys.end(), rec.position)) return;
+    const auto at = std::lower_bound(keys.begin(), keys.end(), rec.position);
+    if (at == keys.end() || *at != rec.position) return;
+    if (by_place && rec.correct) r.right_by_place[static_cast<size_t>(at - keys.begin())]++;
     seen[w]++;
     right[w] += rec.correct ? 1 : 0;
     loss += rec.loss;

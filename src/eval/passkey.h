@@ -43,6 +43,10 @@ struct PasskeyResult {
   int64_t key_tokens = 0;       // key tokens scored, over all trials
   double token_accuracy = 0.0;  // share of them predicted right
   double key_loss = 0.0;        // mean loss over them, nats
+  // Trials whose digit at place p (0 = the first the answer asks for) was right; known when each
+  // digit of every key is one token (a byte tokenizer; most BPE vocabularies encode a digit alone
+  // as one token), else empty.
+  std::vector<int64_t> right_by_place;
 };
 
 // Scores the trials' key tokens only (TokenRecord positions in key_positions; the scorer's other

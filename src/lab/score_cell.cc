@@ -184,6 +184,7 @@ std::optional<std::string> ScoreLabCell(const LabOptions& o, const CellPlan& c,
     r.control_accuracy = p.control.exact.estimate;
     r.control_accuracy_ci = LabIntervalOf(p.control.exact);
     r.control_loss = p.control.digit_loss.estimate;
+    r.right_by_place = p.test.right_by_place;
   } else if (c.protocol == "passkey") {
     const PasskeyResult p = ScorePasskey(scorer, trials);
     r.sequences = p.trials;
@@ -192,6 +193,7 @@ std::optional<std::string> ScoreLabCell(const LabOptions& o, const CellPlan& c,
     r.accuracy = p.accuracy;
     r.accuracy_ci = LabIntervalOf(WilsonInterval(p.retrieved, p.trials));
     r.token_accuracy = p.token_accuracy;
+    r.right_by_place = p.right_by_place;
     // The control: the same questions and answers with no needle (NBCE's scorer finds the
     // same question_start in both).
     const PasskeyResult q = ScorePasskey(scorer, controls);

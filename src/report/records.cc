@@ -120,6 +120,7 @@ nlohmann::json LabRecordJson(const LabRecord& r) {
     j["control_loss"] = r.control_loss;
     interval("control_accuracy_ci", r.control_accuracy_ci);
   }
+  if (!r.right_by_place.empty()) j["right_by_place"] = r.right_by_place;
   if (!r.informative) {
     j["informative"] = false;
     j["not_informative"] = r.not_informative;
@@ -230,6 +231,22 @@ LabRecord LabRecordFromJson(const nlohmann::json& j) {
     r.control_accuracy = Field<double>(j, "control_accuracy");
     r.control_loss = Field<double>(j, "control_loss");
     r.control_accuracy_ci = IntervalField(j, "control_accuracy_ci");
+  }
+  if (const auto it = j.find("right_by_place"); it != j.end()) {
+    if (!it->is_array()) Fail("field \"right_by_place\" is not an array: {}", it->dump());
+    for (const nlohmann::json& n : *it) {
+      if (!n.is_number_integer()) {
+        Fail("field \"right_by_place\" holds {}: expected whole numbers", n.dump());
+      }
+      r.right_by_place.push_back(n.get<int64_t>());
+    }
+  }
+  for (const int64_t n : r.right_by_place) {
+    if (n < 0 || n > r.sequences) {
+      Fail(
+          "field \"right_by_place\" holds {}: expected counts of trials in [0, {}] (\"sequences\")",
+          n, r.sequences);
+    }
   }
   r.informative = OptionalField<bool>(j, "informative", true);
   if (!r.informative) r.not_informative = Field<std::string>(j, "not_informative");

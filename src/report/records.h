@@ -48,6 +48,9 @@
 //    "seed": 2,                        the lab's --seed: what trained the model (its weights and
 //                                      rows) and drew the cell's trials; two labs that differ only
 //                                      in it are two draws of one recipe
+//    "right_by_place": [2, 20, 19, 20, 20], passkey: trials whose digit at each place (the first
+//                                      the answer asks for first) was right; a model that reads
+//                                      every digit but the first shows a low first count
 //    "informative": false,             false when the model failed the lab's copy gate at its
 //    "not_informative": "copy - control training length: its retrieval columns cannot tell
 //        = 3 points < 20 at L",        keeping distant information from forgetting it (the reason)
@@ -128,7 +131,8 @@ struct LabRecord {
   double control_accuracy = 0.0, control_loss = 0.0;
   LabInterval control_accuracy_ci;
   bool informative = true;
-  std::string not_informative;  // the reason, when !informative
+  std::string not_informative;          // the reason, when !informative
+  std::vector<int64_t> right_by_place;  // passkey: trials right at each digit place; empty: unknown
   // Not written: the records file this record was read from (ReadLabRecords), so that a report can
   // say where each row came from.
   std::string source;

@@ -241,6 +241,9 @@ TEST_F(Passkey, OneWrongDigitFailsItsTrial) {
       Constructed([&](int64_t w, int64_t p) { return IsKey(one, w, p) && p != at; }), one);
   EXPECT_EQ(s.retrieved, 0);
   EXPECT_DOUBLE_EQ(s.token_accuracy, 4.0 / 5.0);
+  // By place: the first digit is the one missed.
+  EXPECT_EQ(s.right_by_place, (std::vector<int64_t>{0, 1, 1, 1, 1}));
+  EXPECT_EQ(r.right_by_place, (std::vector<int64_t>{4, 4, 4, 3, 4}));
 }
 
 // Another key length and format: the key's tokens are still exactly its digits.

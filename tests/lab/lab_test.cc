@@ -667,6 +667,19 @@ TEST_F(LabTest, RetrievalCellsCarryControlsIntervalsAndTheGatesVerdict) {
       EXPECT_TRUE(r.has_control) << r.key;
       EXPECT_TRUE(r.control_accuracy_ci.known) << r.key;
     }
+    if (r.protocol == "passkey") {  // both layouts, byte tokens: one count per digit
+      ASSERT_EQ(r.right_by_place.size(), 5u) << r.key;
+      int64_t right = 0;
+      for (const int64_t n : r.right_by_place) {
+        EXPECT_LE(n, r.sequences) << r.key;
+        right += n;
+      }
+      EXPECT_NEAR(static_cast<double>(right) / static_cast<double>(5 * r.sequences),
+                  r.token_accuracy, 1e-12)
+          << r.key;
+    } else {
+      EXPECT_TRUE(r.right_by_place.empty()) << r.key;
+    }
     if (r.protocol == "far-copy") {
       distances.insert(r.distance);
       EXPECT_EQ(r.sequences, r.material == "text" ? 6 : 4) << r.key;

@@ -42,6 +42,7 @@ void ExpectSameRecord(const LabRecord& a, const LabRecord& b) {
   EXPECT_EQ(a.accuracy, b.accuracy);
   EXPECT_EQ(a.token_accuracy, b.token_accuracy);
   EXPECT_EQ(a.seconds, b.seconds);
+  EXPECT_EQ(a.right_by_place, b.right_by_place);
   ASSERT_EQ(a.by_position.size(), b.by_position.size());
   for (size_t i = 0; i < a.by_position.size(); ++i) {
     EXPECT_EQ(a.by_position[i].begin, b.by_position[i].begin);
@@ -56,6 +57,7 @@ TEST_F(RecordsTest, RoundTripThroughJsonAndFile) {
   LabRecord passkey = SampleCell("rope", "yarn:factor=8", "passkey", 1024, 0.5);
   passkey.depth = 0.25;
   passkey.accuracy = 1.0 / 3.0;  // not exact in decimal
+  passkey.right_by_place = {0, 4, 3, 4, 4};
   passkey.key = LabRecordKey(passkey);
   EXPECT_EQ(passkey.key, "sotu/rope/yarn:factor=8/passkey/1024/depth=0.25");
   LabRecord tail = SampleCell("rope", "direct", "tail", 512, 0.5);
@@ -179,6 +181,20 @@ TEST_F(RecordsTest, UnknownProtocolAndVersionAreRefused) {
   j["ctx"] = 512.5;  // a length must be whole, not rounded down to match the key
   EXPECT_NE(ErrorOf([&] { LabRecordFromJson(j); }).find("\"ctx\" is not an integer: 512.5"),
             std::string::npos);
+  // A count by place is of trials: whole, and at most the cell's sequences (4).
+  j["ctx"] = 512;
+  j["right_by_place"] = {1, 2.5};
+  std::string e = ErrorOf([&] { LabRecordFromJson(j); });
+  EXPECT_NE(e.find("\"right_by_place\" holds 2.5: expected whole numbers"), std::string::npos) << e;
+  j["right_by_place"] = {1, 5};
+  e = ErrorOf([&] { LabRecordFromJson(j); });
+  EXPECT_NE(e.find("\"right_by_place\" holds 5: expected counts of trials in [0, 4]"),
+            std::string::npos)
+      << e;
+  j["right_by_place"] = {1, 4};
+  EXPECT_EQ(LabRecordFromJson(j).right_by_place, (std::vector<int64_t>{1, 4}));
+  j.erase("right_by_place");
+  EXPECT_TRUE(LabRecordFromJson(j).right_by_place.empty()) << "absent: not known";
 }
 
 TEST_F(RecordsTest, CutLastLineIsSkippedAndCounted) {
