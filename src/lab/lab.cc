@@ -707,7 +707,14 @@ std::vector<LabStage> CopyCurriculum() {
   // (filler=mixed): trained on text filler alone, the RoPE model of seed 1 read none of 60
   // passkeys in llama.cpp's layout at 8x (its junk repeated, the model answers with prose), with
   // it 19 of 60; in stretch's layout 86 of 120 against 69 over the same methods at 8x and 16x,
-  // far copies within their intervals or higher (docs/training.md, twenty-fourth round).
+  // far copies within their intervals or higher (docs/training.md, twenty-fourth round; over
+  // three seeds far copy at 16x rose on every seed, twenty-fifth round). Each passkey document
+  // also holds one decoy, " The door is 48213. " (decoys=1): without it the only number after
+  // " is " in a row is the key, and at 8x models lost the key's first digit. The prose stage
+  // retrained with it from the same mixed-stage weights, 60 keys a method at 8x over five RoPE
+  // methods: Gutenberg RoPE 117 -> 247 of 300, KeyNorm seeds 1 and 3 117 -> 175 and 51 -> 69,
+  // RoPE seed 3 263 -> 246 (yarn 33 -> 19); far copy within its intervals (docs/training.md,
+  // twenty-sixth round).
   auto mix = [](const char* text) { return ParseCopyMix(text, "CopyCurriculum"); };
   const std::string digits = "abcdefghijklmnopqrstuvwxyz0123456789";
   return {
@@ -719,7 +726,7 @@ std::vector<LabStage> CopyCurriculum() {
       {"prose", 6000, 1e-3,
        mix("text=0.1,textperiodic=0.3,textcopy=0.05,textfar=0.15,randcopy=0.15,gapped=0.05,"
            "passkey=0.2"),
-       3, digits, 0, 0, "", "mixed"},
+       3, digits, 0, 0, "", "mixed", 1},
   };
 }
 
