@@ -708,13 +708,12 @@ std::vector<LabStage> CopyCurriculum() {
   // passkeys in llama.cpp's layout at 8x (its junk repeated, the model answers with prose), with
   // it 19 of 60; in stretch's layout 86 of 120 against 69 over the same methods at 8x and 16x,
   // far copies within their intervals or higher (docs/training.md, twenty-fourth round; over
-  // three seeds far copy at 16x rose on every seed, twenty-fifth round). Each passkey document
-  // also holds one decoy, " The door is 48213. " (decoys=1): without it the only number after
-  // " is " in a row is the key, and at 8x models lost the key's first digit. The prose stage
-  // retrained with it from the same mixed-stage weights, 60 keys a method at 8x over five RoPE
-  // methods: Gutenberg RoPE 117 -> 247 of 300, KeyNorm seeds 1 and 3 117 -> 175 and 51 -> 69,
-  // RoPE seed 3 263 -> 246 (yarn 33 -> 19); far copy within its intervals (docs/training.md,
-  // twenty-sixth round).
+  // three seeds far copy at 16x rose on every seed, twenty-fifth round). No decoys (decoys=N):
+  // the prose stage retrained with one from the same mixed-stage weights moved which models lose
+  // their keys at 8x rather than how many (eight models, five methods, 60 keys each: 1,366 ->
+  // 1,428 of 2,400; the RoPE model of seed 1 246 -> 103, Gutenberg RoPE 117 -> 247), and cost
+  // llama.cpp's layout (82 -> 3 of 1,440) and YaRN (122 -> 72): docs/training.md, twenty-sixth
+  // round.
   auto mix = [](const char* text) { return ParseCopyMix(text, "CopyCurriculum"); };
   const std::string digits = "abcdefghijklmnopqrstuvwxyz0123456789";
   return {
@@ -726,7 +725,7 @@ std::vector<LabStage> CopyCurriculum() {
       {"prose", 6000, 1e-3,
        mix("text=0.1,textperiodic=0.3,textcopy=0.05,textfar=0.15,randcopy=0.15,gapped=0.05,"
            "passkey=0.2"),
-       3, digits, 0, 0, "", "mixed", 1},
+       3, digits, 0, 0, "", "mixed"},
   };
 }
 

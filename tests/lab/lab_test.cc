@@ -958,7 +958,7 @@ TEST(LabStage, ParsesAndPrintsBack) {
     EXPECT_EQ(q.passkey_decoys, p.passkey_decoys) << LabStageText(p);
   }
   EXPECT_EQ(QuickLab().stages.back().passkey_filler, "mixed");
-  EXPECT_EQ(QuickLab().stages.back().passkey_decoys, 1);
+  EXPECT_EQ(QuickLab().stages.back().passkey_decoys, 0);
   for (const char* bad :
        {"x", "x:1:1e-3", "x:0:1e-3:gapped=1", "x:1:0:gapped=1", "x:1:1e-3:", "x:1:1e-3:bogus=1",
         ":1:1e-3:gapped=1", "x:1:1e-3:gapped=1,alphabet-min=1", "x:1:1e-3:gapped=1,strings=a",
