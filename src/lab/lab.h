@@ -109,8 +109,8 @@ struct LabStage {
 // --mix` (e.g. copy:2500:3e-3:periodic=0.5,gapped=0.5), whose list may also hold
 // alphabet-min=N, strings=CHARS, span=A..B, phrasings=varied, filler=mixed and decoys=N
 // (`stretch train --copy-alphabet-min`, `--copy-strings`, `--copy-span-min`/`--copy-span-max`,
-// `--passkey-phrasings`, `--passkey-filler`, `--passkey-decoys`). Throws stretch::Error naming `what` (the
-// flag), the piece at fault and what was expected.
+// `--passkey-phrasings`, `--passkey-filler`, `--passkey-decoys`). Throws stretch::Error naming
+// `what` (the flag), the piece at fault and what was expected.
 LabStage ParseLabStage(std::string_view text, const std::string& what);
 // The text ParseLabStage reads back ("copy:2500:0.003:periodic=0.5,gapped=0.5").
 std::string LabStageText(const LabStage& stage);

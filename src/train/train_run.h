@@ -156,8 +156,9 @@ struct TrainRunOptions {
 // repeated: keys are the long flags of `stretch train` with '_' for '-', an unset option is
 // written as its default (negative for min_lr and warmup: "the default"). RunTraining stores the
 // resolved options: `init` the checkpoint file, and with `init` the checkpoint's tokenizer and
-// its seq_len when none is set. passkey_share, bos_rows, skip_nonfinite, copy_span_min, copy_span_max, copy_alphabet_min, copy_strings, passkey_phrasings, passkey_filler and passkey_decoys are
-// written only when not 0, and copy_mix (as "mix", CopyMixText) only when it has copy rows, so
+// its seq_len when none is set. passkey_share, bos_rows, skip_nonfinite, copy_span_min,
+// copy_span_max, copy_alphabet_min, copy_strings, passkey_phrasings, passkey_filler and
+// passkey_decoys are written only when not 0, and copy_mix (as "mix", CopyMixText) only when it has copy rows, so
 // that the stored options of runs without them are those of runs from before they existed (a
 // resumed run whose stored options lack one resumes with 0 / none).
 nlohmann::json StoredRunOptions(const TrainRunOptions& options);
