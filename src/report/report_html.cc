@@ -776,6 +776,7 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
   tables.push_back(RepeatPeriodTable(rs));
   tables.push_back(PasskeyTable(rs));
   const size_t passkey_table = tables.size() - 1;
+  tables.push_back(PasskeyFirstDigitTable(rs));  // empty (not shown) for records without counts
   tables.push_back(MainTable(rs, /*loss=*/false));
   const size_t accuracy_table = tables.size() - 1;
   tables.push_back(MainTable(rs, /*loss=*/true));

@@ -120,6 +120,10 @@ ReportTable MainTable(const std::vector<LabRecord>& records, bool loss);
 ReportTable TailTable(const std::vector<LabRecord>& records);
 // Passkey: accuracy over every depth (weighted by trials) and the trials, by ctx.
 ReportTable PasskeyTable(const std::vector<LabRecord>& records);
+// Passkey, the first digit alone: the share of trials whose first digit was right (the records'
+// right_by_place), over every depth, by ctx and layout as PasskeyTable. Only records that carry
+// the count (builds from 2026-12-06 on, keys of one token a digit); empty when none do.
+ReportTable PasskeyFirstDigitTable(const std::vector<LabRecord>& records);
 // Sliding window: perplexity exp(loss) by ctx ("1024 (stride 256)").
 ReportTable SlidingTable(const std::vector<LabRecord>& records);
 

@@ -130,6 +130,42 @@ TEST(ReportTablesTest, TailPasskeyAndSlidingTables) {
   EXPECT_TRUE(MainTable(rs, false).empty());
 }
 
+// The first digit alone: trials with it right over every depth, from right_by_place's first
+// count (not another place's), by length and layout; records without the count are left out,
+// and with none the table is empty.
+TEST(ReportTablesTest, PasskeyFirstDigitCountsTheFirstPlaceOverTheDepths) {
+  std::vector<LabRecord> rs = {Cell("rope", "direct", "nonrepeat", 128, 0.5, 2.0)};
+  for (const std::string layout : {"", "llama"}) {
+    for (const double depth : {0.0, 1.0}) {
+      LabRecord r = Cell("rope", "rerope", "passkey", 1024, 0.1, 0);
+      r.depth = depth;
+      r.layout = layout;
+      r.sequences = 10;
+      // First digit: 3 + 5 = 8 of 20 in stretch's layout, 1 + 0 of 20 in llama.cpp's (Wilson
+      // 21.9-61.3% and 0.9-23.6%, computed apart); the other places higher, so a table that read
+      // another place would show it.
+      r.right_by_place = layout.empty() ? std::vector<int64_t>{depth == 0 ? 3 : 5, 9, 10, 9, 10}
+                                        : std::vector<int64_t>{depth == 0 ? 1 : 0, 7, 7, 8, 8};
+      r.key = LabRecordKey(r);
+      rs.push_back(r);
+    }
+  }
+  LabRecord old = Cell("rope", "yarn", "passkey", 1024, 0.5, 0);  // no count: an older build
+  old.sequences = 10;
+  old.key = LabRecordKey(old);
+  rs.push_back(old);
+  const ReportTable t = PasskeyFirstDigitTable(rs);
+  ASSERT_EQ(t.rows.size(), 1u) << "only the rows whose records carry the count";
+  EXPECT_EQ(TableCsv(t),
+            "model,method,1024 accuracy,1024 trials,1024_lo,1024_hi,"
+            "\"1024, llama.cpp layout accuracy\",\"1024, llama.cpp layout trials\","
+            "\"1024, llama.cpp layout_lo\",\"1024, llama.cpp layout_hi\"\n"
+            "rope,rerope,0.4,20,0.218807,0.613418,0.05,20,0.00888145,0.236131\n");
+  EXPECT_NE(t.note.find("lost at their first digit"), std::string::npos) << t.note;
+  rs.erase(rs.begin() + 1, rs.begin() + 5);
+  EXPECT_TRUE(PasskeyFirstDigitTable(rs).empty());
+}
+
 // A model trained on one passkey layout reads it and not llama.cpp's: the two layouts are never
 // pooled into one cell (pooled, 20 of 20 and 0 of 20 would read 50%, neither layout's figure).
 TEST(ReportTablesTest, PasskeyLayoutsAreColumnsOfTheirOwn) {
