@@ -546,6 +546,23 @@ std::set<int64_t> TrainLens(const std::vector<LabRecord>& records) {
   return out;
 }
 
+// The rows and (length, layout) columns of a passkey table over the records keep accepts, named
+// and sized in t; returns the columns, stretch's own layout (the empty name) first at each length.
+template <class Keep>
+std::set<std::pair<int64_t, std::string>> PasskeyLayoutColumns(
+    ReportTable& t, const std::vector<LabRecord>& records, const Keep& keep) {
+  t.rows = RowsWith(records, keep);
+  std::set<std::pair<int64_t, std::string>> columns;
+  for (const LabRecord& r : records) {
+    if (keep(r)) columns.insert({r.ctx, r.layout});
+  }
+  for (const auto& [c, layout] : columns) {
+    t.columns.push_back(fmt::format("{}{}", c, LayoutLabel(layout)));
+  }
+  SizeCells(t);
+  return columns;
+}
+
 constexpr std::string_view kRetrievalCell =
     "copy accuracy (share of the copied tokens predicted right) with its 95% interval; the "
     "control (the same positions where there is nothing to copy); and copy - control in "
@@ -558,15 +575,7 @@ ReportTable PasskeyTable(const std::vector<LabRecord>& records) {
   auto keep = [](const LabRecord& r) { return r.protocol == "passkey"; };
   ReportTable t =
       EmptyTable("passkey", "Passkey retrieval accuracy", ReportCellFormat::kPasskey, records);
-  t.rows = RowsWith(records, keep);
-  std::set<std::pair<int64_t, std::string>> columns;  // (ctx, layout): stretch's own first
-  for (const LabRecord& r : records) {
-    if (keep(r)) columns.insert({r.ctx, r.layout});
-  }
-  for (const auto& [c, layout] : columns) {
-    t.columns.push_back(fmt::format("{}{}", c, LayoutLabel(layout)));
-  }
-  SizeCells(t);
+  const std::set<std::pair<int64_t, std::string>> columns = PasskeyLayoutColumns(t, records, keep);
   for (size_t i = 0; i < t.rows.size(); ++i) {
     size_t j = 0;
     for (const auto& [c, layout] : columns) {
@@ -597,15 +606,7 @@ ReportTable PasskeyFirstDigitTable(const std::vector<LabRecord>& records) {
   };
   ReportTable t = EmptyTable("passkey_first_digit", "Passkey: the key's first digit",
                              ReportCellFormat::kPasskey, records);
-  t.rows = RowsWith(records, keep);
-  std::set<std::pair<int64_t, std::string>> columns;  // (ctx, layout): stretch's own first
-  for (const LabRecord& r : records) {
-    if (keep(r)) columns.insert({r.ctx, r.layout});
-  }
-  for (const auto& [c, layout] : columns) {
-    t.columns.push_back(fmt::format("{}{}", c, LayoutLabel(layout)));
-  }
-  SizeCells(t);
+  const std::set<std::pair<int64_t, std::string>> columns = PasskeyLayoutColumns(t, records, keep);
   for (size_t i = 0; i < t.rows.size(); ++i) {
     size_t j = 0;
     for (const auto& [c, layout] : columns) {
