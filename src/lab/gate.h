@@ -42,6 +42,12 @@ inline constexpr double kGateMinCopyGain = 0.20;
 // a method losing them beyond it (a 5-digit key guessed is right 1 time in 90,000).
 inline constexpr double kGateMinPasskey = 0.80;
 
+// The lab measures the gate's passkey with at least this many trials a depth (60 over its three
+// depths), more than a quick lab's cells beyond L take (5): at 15 trials a model reading 13 keys
+// has a 95% interval of 62-96%, which cannot tell a model under the 90% from one above
+// it; at 60, 56 keys read 84-97%. A trial at L costs one forward pass of L tokens.
+inline constexpr int64_t kGateMinPasskeyTrials = 20;
+
 struct GateCopyMeasurement {
   std::string material;  // "text" or "random"
   int64_t trials = 0;    // copies (and as many controls), over all distances

@@ -1487,7 +1487,8 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
           go.train_len = L;
           go.copy_trials = o.copy_trials;
           go.span = CopySpan(o);
-          go.passkey_trials = o.passkey_trials;
+          go.passkey_trials =
+              o.passkey_trials > 0 ? std::max(o.passkey_trials, kGateMinPasskeyTrials) : 0;
           go.passkey_depths = o.passkey_depths;
           go.seed = o.seed;
           go.bootstrap = boot;

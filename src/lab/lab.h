@@ -159,7 +159,8 @@ struct LabOptions {
   int64_t tail_samples = 8;  // samples of the fixed tail; the tail is L/2 tokens
   bool tail = true;
   std::vector<double> passkey_depths = {0.0, 0.5, 1.0};
-  int64_t passkey_trials = 5;  // per (length, depth)
+  int64_t passkey_trials = 5;  // per (length, depth); the copy gate at L takes at least
+                               // kGateMinPasskeyTrials (src/lab/gate.h)
   // > 0: also sliding-window perplexity at k x L, windows every this many tokens over the longest
   // test document (each token scored once, with at least k x L - stride tokens of context).
   int64_t sliding_stride = 0;

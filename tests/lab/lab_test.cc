@@ -649,6 +649,8 @@ TEST_F(LabTest, RetrievalCellsCarryControlsIntervalsAndTheGatesVerdict) {
   EXPECT_EQ(gate.parts[0].name, "text");
   EXPECT_EQ(gate.parts[1].name, "random");
   EXPECT_EQ(gate.parts[2].name, "passkey");
+  EXPECT_EQ(gate.passkey_trials, kGateMinPasskeyTrials)
+      << "one depth: the gate's own count at L, not the 2 trials of a cell beyond it";
 
   std::map<std::string, int> count;
   std::set<int64_t> distances, periods;
