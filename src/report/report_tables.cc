@@ -634,6 +634,31 @@ ReportTable PasskeyFirstDigitTable(const std::vector<LabRecord>& records) {
       "where this share is about the whole key's, the keys are lost at their first digit (the one "
       "the model must find by the question's words; the later digits follow the digit before); "
       "where it is much higher, they are lost later.";
+  // Of the keys not read back beyond L, how many went wrong at the first digit, by layout (a
+  // trial whose first digit is wrong has lost its key; rounding guards a key count stored as an
+  // accuracy).
+  std::map<std::string, std::pair<int64_t, int64_t>> lost;  // layout: (first digit, all)
+  for (const LabRecord& r : records) {
+    if (!keep(r) || r.ctx <= r.train_len) continue;
+    const auto keys =
+        static_cast<int64_t>(std::llround(r.accuracy * static_cast<double>(r.sequences)));
+    lost[r.layout].first += r.sequences - r.right_by_place.front();
+    lost[r.layout].second += r.sequences - keys;
+  }
+  std::vector<std::string> parts;
+  for (const auto& [layout, n] : lost) {
+    if (n.second <= 0) continue;
+    parts.push_back(fmt::format("{} of {} in {}", n.first, n.second,
+                                layout.empty()      ? std::string("stretch's layout")
+                                : layout == "llama" ? std::string("llama.cpp's")
+                                                    : "layout " + layout));
+  }
+  if (!parts.empty()) {
+    t.note += fmt::format(
+        " Beyond the training length, of the keys not read back, those lost at their first "
+        "digit: {}.",
+        fmt::join(parts, ", "));
+  }
   MarkBest(t, /*higher_is_better=*/true);
   return t;
 }
