@@ -185,6 +185,7 @@ std::optional<std::string> ScoreLabCell(const LabOptions& o, const CellPlan& c,
     r.control_accuracy_ci = LabIntervalOf(p.control.exact);
     r.control_loss = p.control.digit_loss.estimate;
     r.right_by_place = p.test.right_by_place;
+    r.control_right_by_place = p.control.right_by_place;
   } else if (c.protocol == "passkey") {
     const PasskeyResult p = ScorePasskey(scorer, trials);
     r.sequences = p.trials;
@@ -201,6 +202,7 @@ std::optional<std::string> ScoreLabCell(const LabOptions& o, const CellPlan& c,
     r.control_accuracy = q.accuracy;
     r.control_accuracy_ci = LabIntervalOf(WilsonInterval(q.retrieved, q.trials));
     r.control_loss = q.key_loss;
+    r.control_right_by_place = q.right_by_place;
   } else {
     Fail("lab: protocol {} is planned but not scored by this build", c.protocol);
   }

@@ -121,6 +121,7 @@ nlohmann::json LabRecordJson(const LabRecord& r) {
     interval("control_accuracy_ci", r.control_accuracy_ci);
   }
   if (!r.right_by_place.empty()) j["right_by_place"] = r.right_by_place;
+  if (!r.control_right_by_place.empty()) j["control_right_by_place"] = r.control_right_by_place;
   if (!r.informative) {
     j["informative"] = false;
     j["not_informative"] = r.not_informative;
@@ -232,22 +233,24 @@ LabRecord LabRecordFromJson(const nlohmann::json& j) {
     r.control_loss = Field<double>(j, "control_loss");
     r.control_accuracy_ci = IntervalField(j, "control_accuracy_ci");
   }
-  if (const auto it = j.find("right_by_place"); it != j.end()) {
-    if (!it->is_array()) Fail("field \"right_by_place\" is not an array: {}", it->dump());
+  // Counts of trials right at each digit place, in the test and in the control.
+  const auto read_places = [&](const char* name, std::vector<int64_t>& out) {
+    const auto it = j.find(name);
+    if (it == j.end()) return;
+    if (!it->is_array()) Fail("field \"{}\" is not an array: {}", name, it->dump());
     for (const nlohmann::json& n : *it) {
       if (!n.is_number_integer()) {
-        Fail("field \"right_by_place\" holds {}: expected whole numbers", n.dump());
+        Fail("field \"{}\" holds {}: expected whole numbers", name, n.dump());
       }
-      r.right_by_place.push_back(n.get<int64_t>());
+      out.push_back(n.get<int64_t>());
+      if (out.back() < 0 || out.back() > r.sequences) {
+        Fail("field \"{}\" holds {}: expected counts of trials in [0, {}] (\"sequences\")", name,
+             out.back(), r.sequences);
+      }
     }
-  }
-  for (const int64_t n : r.right_by_place) {
-    if (n < 0 || n > r.sequences) {
-      Fail(
-          "field \"right_by_place\" holds {}: expected counts of trials in [0, {}] (\"sequences\")",
-          n, r.sequences);
-    }
-  }
+  };
+  read_places("right_by_place", r.right_by_place);
+  read_places("control_right_by_place", r.control_right_by_place);
   r.informative = OptionalField<bool>(j, "informative", true);
   if (!r.informative) r.not_informative = Field<std::string>(j, "not_informative");
   if (r.key != LabRecordKey(r)) {

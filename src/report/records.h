@@ -51,6 +51,10 @@
 //    "right_by_place": [2, 20, 19, 20, 20], passkey: trials whose digit at each place (the first
 //                                      the answer asks for first) was right; a model that reads
 //                                      every digit but the first shows a low first count
+//    "control_right_by_place": [6, 2, passkey: the same count in the control (no key in the
+//        3, 2, 2],                     text): a model that expects a number after the question
+//                                      guesses about 1 in 10 of its first digits; one that no
+//                                      longer reads the question so guesses none
 //    "informative": false,             false when the model failed the lab's copy gate at its
 //    "not_informative": "copy - control training length: its retrieval columns cannot tell
 //        = 3 points < 20 at L",        keeping distant information from forgetting it (the reason)
@@ -133,6 +137,7 @@ struct LabRecord {
   bool informative = true;
   std::string not_informative;          // the reason, when !informative
   std::vector<int64_t> right_by_place;  // passkey: trials right at each digit place; empty: unknown
+  std::vector<int64_t> control_right_by_place;  // the same in the control; empty: unknown
   // Not written: the records file this record was read from (ReadLabRecords), so that a report can
   // say where each row came from.
   std::string source;

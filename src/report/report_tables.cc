@@ -611,12 +611,15 @@ ReportTable PasskeyFirstDigitTable(const std::vector<LabRecord>& records) {
     size_t j = 0;
     for (const auto& [c, layout] : columns) {
       ReportCell& cell = t.cells[i][j++];
-      double right = 0;
+      double right = 0, control_right = 0;
+      bool control = true;  // every record of the cell carries the control's count
       for (const LabRecord& r : records) {
         if (!keep(r) || r.ctx != c || r.layout != layout || !InRow(r, t.rows[i])) continue;
         cell.present = true;
         cell.trials += r.sequences;
         right += static_cast<double>(r.right_by_place.front());
+        control = control && !r.control_right_by_place.empty();
+        if (control) control_right += static_cast<double>(r.control_right_by_place.front());
         if (!r.informative && cell.informative) {
           cell.informative = false;
           cell.not_informative = r.not_informative;
@@ -625,6 +628,13 @@ ReportTable PasskeyFirstDigitTable(const std::vector<LabRecord>& records) {
       if (!cell.present) continue;
       cell.value = cell.trials > 0 ? right / static_cast<double>(cell.trials) : 0.0;
       cell.ci = WilsonInterval(right, cell.trials);
+      if (control && cell.trials > 0) {
+        cell.has_control = true;
+        cell.control = control_right / static_cast<double>(cell.trials);
+        cell.control_ci = WilsonInterval(control_right, cell.trials);
+        cell.difference = cell.value - cell.control;
+        cell.difference_ci = DifferenceInterval(cell.value, cell.ci, cell.control, cell.control_ci);
+      }
     }
   }
   t.note =
@@ -633,7 +643,11 @@ ReportTable PasskeyFirstDigitTable(const std::vector<LabRecord>& records) {
       "right, with its 95% Wilson interval and the number of trials. Beside the passkey table: "
       "where this share is about the whole key's, the keys are lost at their first digit (the one "
       "the model must find by the question's words; the later digits follow the digit before); "
-      "where it is much higher, they are lost later.";
+      "where it is much higher, they are lost later. Where the records have it, the control: "
+      "the first digit of the same question with no key in the text, a guess, right about 1 time "
+      "in 10 for a model that answers the question with a number; near 0 when the model no longer "
+      "reads the question's end as asking for one (then the key is lost before any search for it "
+      "could fail).";
   // Of the keys not read back beyond L, how many went wrong at the first digit, by layout (a
   // trial whose first digit is wrong has lost its key; rounding guards a key count stored as an
   // accuracy).

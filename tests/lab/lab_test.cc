@@ -671,6 +671,8 @@ TEST_F(LabTest, RetrievalCellsCarryControlsIntervalsAndTheGatesVerdict) {
     }
     if (r.protocol == "passkey") {  // both layouts, byte tokens: one count per digit
       ASSERT_EQ(r.right_by_place.size(), 5u) << r.key;
+      ASSERT_EQ(r.control_right_by_place.size(), 5u) << r.key;
+      for (const int64_t n : r.control_right_by_place) EXPECT_LE(n, r.sequences) << r.key;
       int64_t right = 0;
       for (const int64_t n : r.right_by_place) {
         EXPECT_LE(n, r.sequences) << r.key;

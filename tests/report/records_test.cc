@@ -43,6 +43,7 @@ void ExpectSameRecord(const LabRecord& a, const LabRecord& b) {
   EXPECT_EQ(a.token_accuracy, b.token_accuracy);
   EXPECT_EQ(a.seconds, b.seconds);
   EXPECT_EQ(a.right_by_place, b.right_by_place);
+  EXPECT_EQ(a.control_right_by_place, b.control_right_by_place);
   ASSERT_EQ(a.by_position.size(), b.by_position.size());
   for (size_t i = 0; i < a.by_position.size(); ++i) {
     EXPECT_EQ(a.by_position[i].begin, b.by_position[i].begin);
@@ -58,6 +59,7 @@ TEST_F(RecordsTest, RoundTripThroughJsonAndFile) {
   passkey.depth = 0.25;
   passkey.accuracy = 1.0 / 3.0;  // not exact in decimal
   passkey.right_by_place = {0, 4, 3, 4, 4};
+  passkey.control_right_by_place = {1, 0, 0, 1, 0};
   passkey.key = LabRecordKey(passkey);
   EXPECT_EQ(passkey.key, "sotu/rope/yarn:factor=8/passkey/1024/depth=0.25");
   LabRecord tail = SampleCell("rope", "direct", "tail", 512, 0.5);
@@ -195,6 +197,17 @@ TEST_F(RecordsTest, UnknownProtocolAndVersionAreRefused) {
   EXPECT_EQ(LabRecordFromJson(j).right_by_place, (std::vector<int64_t>{1, 4}));
   j.erase("right_by_place");
   EXPECT_TRUE(LabRecordFromJson(j).right_by_place.empty()) << "absent: not known";
+  // The control's count, by the same rule.
+  j["control_right_by_place"] = {0, -1};
+  e = ErrorOf([&] { LabRecordFromJson(j); });
+  EXPECT_NE(e.find("\"control_right_by_place\" holds -1: expected counts of trials in [0, 4]"),
+            std::string::npos)
+      << e;
+  j["control_right_by_place"] = "1,0";
+  e = ErrorOf([&] { LabRecordFromJson(j); });
+  EXPECT_NE(e.find("\"control_right_by_place\" is not an array"), std::string::npos) << e;
+  j["control_right_by_place"] = {0, 4};
+  EXPECT_EQ(LabRecordFromJson(j).control_right_by_place, (std::vector<int64_t>{0, 4}));
 }
 
 TEST_F(RecordsTest, CutLastLineIsSkippedAndCounted) {

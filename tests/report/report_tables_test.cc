@@ -148,6 +148,9 @@ TEST(ReportTablesTest, PasskeyFirstDigitCountsTheFirstPlaceOverTheDepths) {
                                         : std::vector<int64_t>{depth == 0 ? 1 : 0, 7, 7, 8, 8};
       // Keys read back: 1 of 10 in each of stretch's cells, none in llama.cpp's.
       if (!layout.empty()) r.accuracy = 0.0;
+      // The control's first digit: 1 + 2 = 3 of 20 in stretch's layout; llama.cpp's records
+      // carry no control count (an older build), so that column has no control.
+      if (layout.empty()) r.control_right_by_place = {depth == 0 ? 1 : 2, 0, 9, 0, 0};
       r.key = LabRecordKey(r);
       rs.push_back(r);
     }
@@ -158,11 +161,14 @@ TEST(ReportTablesTest, PasskeyFirstDigitCountsTheFirstPlaceOverTheDepths) {
   rs.push_back(old);
   const ReportTable t = PasskeyFirstDigitTable(rs);
   ASSERT_EQ(t.rows.size(), 1u) << "only the rows whose records carry the count";
+  // The control's 3 of 20 (Wilson 5.2-36.0%) beside stretch's column, none beside llama.cpp's.
   EXPECT_EQ(TableCsv(t),
-            "model,method,1024 accuracy,1024 trials,1024_lo,1024_hi,"
+            "model,method,1024 accuracy,1024 trials,1024_lo,1024_hi,1024 control,1024 control_lo,"
+            "1024 control_hi,1024 difference,1024 difference_lo,1024 difference_hi,"
             "\"1024, llama.cpp layout accuracy\",\"1024, llama.cpp layout trials\","
             "\"1024, llama.cpp layout_lo\",\"1024, llama.cpp layout_hi\"\n"
-            "rope,rerope,0.4,20,0.218807,0.613418,0.05,20,0.00888145,0.236131\n");
+            "rope,rerope,0.4,20,0.218807,0.613418,0.15,0.0523687,0.360419,0.25,-0.0276818,0.48469,"
+            "0.05,20,0.00888145,0.236131\n");
   EXPECT_NE(t.note.find("lost at their first digit"), std::string::npos) << t.note;
   // Keys lost beyond L: stretch's 18 of 20, 7 + 5 of them at the first digit; llama.cpp's all
   // 20, 9 + 10 at the first digit.
