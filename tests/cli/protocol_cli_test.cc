@@ -175,6 +175,7 @@ TEST(ProtocolCli, PasskeyBothLayoutsWithTheirControls) {
   EXPECT_TRUE(Has(text.out, "control (no key)")) << text.out;
   EXPECT_TRUE(Has(text.out, "/2 ")) << text.out;
   EXPECT_TRUE(Has(text.out, "right by place")) << text.out;
+  EXPECT_TRUE(Has(text.out, "ctrl by place")) << text.out;
 }
 
 // `stretch tune` ranks with its retrieval column and says what a tie is; a recommended method

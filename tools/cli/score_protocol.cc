@@ -537,9 +537,10 @@ void RunScoreProtocols(const ProtocolRunArgs& args) {
         }
         case ProtocolSpec::Kind::kPasskey: {
           out(fmt::format(
-              "  {:>5}  {:>8}  {:<28}  {:<28}  {:<27}  {:<22}  {:<22}  {:>9}  {:>9}  {}\n", "depth",
-              "distance", "keys read back", "control (no key)", "keys - control", "digits right",
-              "control digits", "digit loss", "ctrl loss", "right by place"));
+              "  {:>5}  {:>8}  {:<28}  {:<28}  {:<27}  {:<22}  {:<22}  {:>9}  {:>9}  {:<16}  {}\n",
+              "depth", "distance", "keys read back", "control (no key)", "keys - control",
+              "digits right", "control digits", "digit loss", "ctrl loss", "right by place",
+              "ctrl by place"));
           nlohmann::json points = nlohmann::json::array();
           for (const double depth : pa.depths) {
             const std::vector<PasskeyProbeTrial> trials =
@@ -555,14 +556,14 @@ void RunScoreProtocols(const ProtocolRunArgs& args) {
             distance /= static_cast<double>(trials.size());
             out(fmt::format(
                 "  {:>5.2f}  {:>8.0f}  {:<28}  {:<28}  {:<27}  {:<22}  {:<22}  {:>9.3f}  "
-                "{:>9.3f}  {:<{}}{}\n",
+                "{:>9.3f}  {:<16}  {:<{}}{}\n",
                 depth, distance,
                 fmt::format("{:>3}/{:<3} {}", r.test.retrieved, r.test.trials, Iv(r.test.exact)),
                 fmt::format("{:>3}/{:<3} {}", r.control.retrieved, r.control.trials,
                             Iv(r.control.exact)),
                 SignedIv(r.exact_difference), Iv(r.test.digit_accuracy),
                 Iv(r.control.digit_accuracy), r.test.digit_loss.estimate,
-                r.control.digit_loss.estimate, ByPlace(r.test),
+                r.control.digit_loss.estimate, ByPlace(r.test), ByPlace(r.control),
                 Tie(r.exact_difference) ? 16 : 0,  // no trailing blanks
                 TieMark(r.exact_difference)));
             points.push_back(
