@@ -187,10 +187,17 @@ std::vector<T> LayoutForwardRef(const ModelConfig& c, const ModelWeights& p,
       for (int hh = 0; hh < H; ++hh) {
         const int g = hh / (H / G);
         double row = factor(i);
-        if (c.attention.ssmax) row *= double(w.ssmax[hh]) * std::log(static_cast<double>(i + 1));
-        if (c.attention.position_log_scale) row *= std::log(static_cast<double>(i + 1) / 2.0);
+        // The scales by the number of keys the query sees, counted under the layer's mask.
+        double seen = 0;
+        for (int64_t j = 0; j <= i && (c.attention.ssmax || c.attention.position_log_scale ||
+                                       c.attention.log_length_scale);
+             ++j) {
+          seen += visible(i, j) ? 1.0 : 0.0;
+        }
+        if (c.attention.ssmax) row *= double(w.ssmax[hh]) * std::log(seen);
+        if (c.attention.position_log_scale) row *= std::log(seen / 2.0);
         if (c.attention.log_length_scale) {  // trained log-n, at every position
-          row *= std::log(static_cast<double>(i + 1)) / std::log(static_cast<double>(c.seq_len));
+          row *= std::log(seen) / std::log(static_cast<double>(c.seq_len));
         }
         if (lay.temperature) {  // Llama 4: 1 + S ln(1 + floor((i + 1) / F))
           row *= 1.0 + c.attention.temperature_scale *

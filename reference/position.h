@@ -113,6 +113,13 @@ inline std::vector<double> MethodThetas(const AttentionPlan& p, int64_t i) {
   return ComputeFrequencies(p.method.rope, p.geo, DynamicScale(p.geo.train_len, i), i + 1).thetas;
 }
 
+// The keys query i sees, counted one by one from the mask's predicate (MethodVisible).
+inline int64_t KeysSeen(const Method& m, int64_t i) {
+  int64_t n = 0;
+  for (int64_t j = 0; j <= i; ++j) n += MethodVisible(m, i, j) ? 1 : 0;
+  return n;
+}
+
 // attention_factor^2 (of query i when dynamic) times max(1, ln(i + 1) / ln L) with +logn.
 inline double MethodLogitFactor(const AttentionPlan& p, int64_t i) {
   const double af =
@@ -124,11 +131,12 @@ inline double MethodLogitFactor(const AttentionPlan& p, int64_t i) {
     f *= std::max(
         1.0, std::log(static_cast<double>(i + 1)) / std::log(static_cast<double>(p.geo.train_len)));
   }
-  // Cosine attention with a per-position lambda: times ln(n / 2), n = i + 1 keys seen.
-  if (p.position_log_scale) f *= std::log((static_cast<double>(i) + 1.0) / 2.0);
-  // Trained log-n: ln(n) / ln L at every position.
+  // Cosine attention with a per-position lambda: times ln(n / 2), n the keys query i sees.
+  if (p.position_log_scale) f *= std::log(static_cast<double>(KeysSeen(p.method, i)) / 2.0);
+  // Trained log-n: ln(n) / ln L at every position, n the keys query i sees.
   if (p.log_length_scale) {
-    f *= std::log(static_cast<double>(i) + 1.0) / std::log(static_cast<double>(p.geo.train_len));
+    f *= std::log(static_cast<double>(KeysSeen(p.method, i))) /
+         std::log(static_cast<double>(p.geo.train_len));
   }
   // Llama 4's temperature tuning (meta-llama/llama-models, llama4/model.py: attn_scales =
   // log(floor((pos + 1) / floor_scale) + 1) * attn_scale + 1 on the queries of NoPE layers).
@@ -139,10 +147,11 @@ inline double MethodLogitFactor(const AttentionPlan& p, int64_t i) {
   return f;
 }
 
-// SSMax (arXiv 2501.19399): head h's logits at query i times s_h ln(n), n = i + 1; 1 when off.
+// SSMax (arXiv 2501.19399): head h's logits at query i times s_h ln(n), n the keys query i sees
+// (the size of the softmax's input); 1 when off.
 inline double SsmaxFactor(const AttentionPlan& p, int h, int64_t i) {
   if (p.ssmax.empty()) return 1.0;
-  return p.ssmax[static_cast<size_t>(h)] * std::log(static_cast<double>(i) + 1.0);
+  return p.ssmax[static_cast<size_t>(h)] * std::log(static_cast<double>(KeysSeen(p.method, i)));
 }
 
 // The additive bias of models trained with one, per head h and distance d = i - j, from the

@@ -397,9 +397,9 @@ void PackQueries(const Problem& pb, const Item& it, Scratch& sc) {
             dst[2 * p + 1] *= xpos_q[p];
           }
         }
-        if (pb.ssmax != nullptr) {  // SSMax: s_h ln(n_i), n_i = i + 1 keys seen
+        if (pb.ssmax != nullptr) {  // SSMax: s_h ln(n_i), n_i the keys query i sees
           row_qs *= static_cast<float>((*pb.ssmax)[static_cast<size_t>(it.g * r + hh)] *
-                                       std::log(static_cast<double>(pos + 1)));
+                                       std::log(static_cast<double>(pb.plan->VisibleKeys(pos))));
         }
         ScaledCopy(dst, row_qs, D, dst);
         for (int d = D; d < dp; ++d) dst[d] = 0.0f;

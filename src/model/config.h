@@ -91,11 +91,13 @@ struct AttentionLayout {
   double sandwich_lambda = 0.0;
   // Cosine attention's per-position lambda: query i's logits also times ln((i + 1) / 2).
   bool position_log_scale = false;
-  // SSMax (arXiv 2501.19399): query i's logits in head h times s_h ln(i + 1), s_h =
-  // LayerWeights::ssmax[h], learned per layer and head.
+  // SSMax (arXiv 2501.19399): query i's logits in head h times s_h ln(n_i), s_h =
+  // LayerWeights::ssmax[h], learned per layer and head; n_i the keys query i sees
+  // (AttentionPlan::VisibleKeys: i + 1, at most the window on a local layer or under a mask).
   bool ssmax = false;
   // Trained log-n (Su 2021, "entropy invariance", kexue.fm/archives/8823; the seeds' "-log n"
-  // models): query i's logits times ln(i + 1) / ln L, L = seq_len, at every position, in training
+  // models): query i's logits times ln(n_i) / ln L, L = seq_len, n_i the keys query i sees (i + 1;
+  // at most the window on a local layer or under a masked method), at every position, in training
   // and at inference alike (below 1 inside the trained length, above 1 beyond it). Not the
   // inference-time +logn of a method, max(1, ln(i + 1) / ln L), which is 1 at every trained
   // position and so cannot be learned.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <string>
@@ -267,6 +268,15 @@ constexpr std::array<std::pair<ModelBlock, const char*>, 2> kBlocks = {{
     {ModelBlock::kGau, "gau"},
 }};
 
+// Log-n, SSMax or the per-position lambda beside a window or chunk layer: the layouts whose
+// scales changed when n became the keys a query sees (AttentionPlan::VisibleKeys), where a
+// config carries "log_n_keys" (ArchToJson, ArchFromJson).
+bool CountsKeysOnLocalLayer(const AttentionLayout& a) {
+  return (a.log_length_scale || a.position_log_scale || a.ssmax) &&
+         std::any_of(a.layers.begin(), a.layers.end(),
+                     [](const LayerLayout& l) { return l.Local(); });
+}
+
 }  // namespace
 
 const char* ArchBlockName(ModelBlock b) {
@@ -333,6 +343,11 @@ json ArchToJson(const TrainArch& a) {
   if (a.model.attention.log_length_scale) j["logits"]["log_length"] = true;
   if (a.model.attention.position_log_scale) j["logits"]["position_lambda"] = true;
   if (a.model.attention.ssmax) j["logits"]["ssmax"] = true;
+  // Those scales' n is the number of keys a query sees (AttentionPlan::VisibleKeys): on a window
+  // or chunk layer, at most its width. Written where that matters (a local layer), so that a
+  // checkpoint of the versions before, which counted i + 1 there too, is told apart
+  // (ArchFromJson), and the configs of every other model stay as they were (--resume compares).
+  if (CountsKeysOnLocalLayer(at)) j["logits"]["log_n_keys"] = "seen";
   if (at.temperature_floor != 0.0 || at.temperature_scale != 0.0) {
     j["logits"]["temperature"] = {{"floor", at.temperature_floor}, {"scale", at.temperature_scale}};
   }
@@ -440,6 +455,19 @@ TrainArch ArchFromJson(const json& j, const std::string& what) {
     const json t = JsonField<json>(logits, "temperature", what + " logits");
     a.model.attention.temperature_floor = JsonField<double>(t, "floor", what + " temperature");
     a.model.attention.temperature_scale = JsonField<double>(t, "scale", what + " temperature");
+  }
+  // Versions before "log_n_keys" took n = i + 1 on every layer, window and chunk layers too, where
+  // n is now the keys the layer lets a query see: such a model with a local layer would be scored
+  // under a scale it was not trained with, so it is refused; without one nothing changed.
+  const bool seen = logits.contains("log_n_keys") &&
+                    JsonField<std::string>(logits, "log_n_keys", what + " logits") == "seen";
+  if (CountsKeysOnLocalLayer(a.model.attention) && !seen) {
+    Fail(
+        "{} logits: a model with window or chunk layers and log-n, SSMax or a per-position lambda, "
+        "written by an earlier stretch that took n = i + 1 on those layers too; n is now the "
+        "number of keys the layer lets a query see (at most its window), so this model would run "
+        "under a scale it was not trained with. Train the model again",
+        what);
   }
   if (m.Gau()) {
     if (m.n_heads != 1 || m.n_kv_heads != 1) {

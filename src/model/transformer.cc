@@ -209,9 +209,12 @@ std::string AttentionVariantsText(const ModelConfig& c) {
     parts.push_back(
         fmt::format("Sandwich bias (dim {}, lambda {})", a.sandwich_dim, a.sandwich_lambda));
   }
-  if (a.ssmax) parts.push_back("SSMax: logits times s_h ln(i + 1), s_h learned per layer and head");
-  if (a.position_log_scale) parts.push_back("per-position lambda: logits times ln((i + 1) / 2)");
-  if (a.log_length_scale) parts.push_back("trained log-n: logits times ln(i + 1) / ln L");
+  // n: the keys query i sees (i + 1, or at most the window on a local layer or under a mask).
+  if (a.ssmax) parts.push_back("SSMax: logits times s_h ln(n), s_h learned per layer and head");
+  if (a.position_log_scale) parts.push_back("per-position lambda: logits times ln(n / 2)");
+  if (a.log_length_scale) {
+    parts.push_back("trained log-n: logits times ln(n) / ln L, n the keys query i sees (i + 1)");
+  }
   if (a.temperature_floor > 0.0) {
     parts.push_back(
         fmt::format("temperature tuning (Llama 4) on the layers marked so: logits times "

@@ -105,6 +105,15 @@ int64_t AttentionPlan::FirstVisibleKey(int64_t i) const {
   return 0;
 }
 
+int64_t AttentionPlan::VisibleKeys(int64_t i) const {
+  if (mask == MaskKind::kLambda) {
+    // The window's keys, and the sinks that lie before it.
+    return std::min<int64_t>(i + 1, window) +
+           std::min<int64_t>(sinks, std::max<int64_t>(0, i + 1 - window));
+  }
+  return i - FirstVisibleKey(i) + 1;
+}
+
 RopeFrequencies AttentionPlan::FrequenciesAt(int64_t i) const {
   if (!dynamic) return freq;
   const double L = static_cast<double>(geo.train_len);
@@ -131,9 +140,10 @@ double AttentionPlan::LogitScale(int64_t i) const {
     scale *= std::max(
         1.0, std::log(static_cast<double>(i + 1)) / std::log(static_cast<double>(geo.train_len)));
   }
-  if (position_log_scale) scale *= std::log(0.5 * static_cast<double>(i + 1));
+  if (position_log_scale) scale *= std::log(0.5 * static_cast<double>(VisibleKeys(i)));
   if (log_length_scale) {
-    scale *= std::log(static_cast<double>(i + 1)) / std::log(static_cast<double>(geo.train_len));
+    scale *= std::log(static_cast<double>(VisibleKeys(i))) /
+             std::log(static_cast<double>(geo.train_len));
   }
   if (temperature_floor > 0.0) {
     scale *= std::log(std::floor(static_cast<double>(i + 1) / temperature_floor) + 1.0) *

@@ -121,10 +121,15 @@ struct AttentionPlan {
   bool key_norm = false;
   // Cosine attention with a per-position lambda (Su Jianlin's second choice, beside a constant
   // lambda = 4 ln(L/2) given as the scale): the logits of query i are also multiplied by
-  // ln(n_i / 2), n_i = i + 1 the number of keys a causal query sees, so that with scale 4 the
-  // row's lambda is 4 ln(n_i / 2). (Row 0 sees one key, so its negative factor changes nothing.)
+  // ln(n_i / 2), n_i = VisibleKeys(i) the number of keys the query sees (i + 1 when causal), so
+  // that with scale 4 the row's lambda is 4 ln(n_i / 2). (Row 0 sees one key, so its negative
+  // factor changes nothing.)
   bool position_log_scale = false;
-  // Trained log-n (ModelConfig's attention.log_length_scale): times ln(i + 1) / ln L.
+  // Trained log-n (ModelConfig's attention.log_length_scale): times ln(n_i) / ln L, n_i =
+  // VisibleKeys(i). The n of Su's entropy argument for log-n (kexue.fm/archives/8823) is the
+  // number of keys the softmax runs over: i + 1 for a causal query, as the model was trained,
+  // but at most the window (plus sinks) under a local mask, which therefore keeps the sharpness
+  // the model learnt within L instead of ln(i + 1) / ln L > 1 at every query beyond L.
   bool log_length_scale = false;
   // Llama 4's attention temperature tuning (Meta's llama-models and HF modeling_llama4: on the
   // layers without RoPE, q at position i times ln(floor((i + 1) / floor_scale) + 1) * scale + 1,
@@ -133,7 +138,8 @@ struct AttentionPlan {
   double temperature_floor = 0.0;
   double temperature_scale = 0.0;
   // SSMax (Nakanishi 2025, "Scalable-Softmax Is Superior for Attention", arXiv 2501.19399): the
-  // logits of head h at query i times s_h ln(n_i), n_i = i + 1, with s_h learned per head.
+  // logits of head h at query i times s_h ln(n_i), n_i = VisibleKeys(i) the size of the
+  // softmax's input (i + 1 when causal), with s_h learned per head.
   // Empty: off. (Per head, so it is not part of LogitScale; the kernel scales q by it.)
   std::vector<double> ssmax;
   // XPOS (Sun et al. 2022, arXiv 2212.10554; torchscale component/xpos_relative_position.py):
@@ -159,11 +165,15 @@ struct AttentionPlan {
   bool Visible(int64_t i, int64_t j) const;
   // The first key query i may see (nondecreasing in i): the window's or half-block's start, else 0.
   int64_t FirstVisibleKey(int64_t i) const;
+  // How many keys query i sees under the mask: i + 1 when causal, at most the window's width
+  // (plus the sinks) when masked. The n of the trained log-n scales below.
+  int64_t VisibleKeys(int64_t i) const;
   // Frequencies query i uses (dynamic: at s_i = max(L, i + 1) / L).
   RopeFrequencies FrequenciesAt(int64_t i) const;
   // What multiplies the logits of query i beyond 1/sqrt(D): attention_factor^2 (of query i when
-  // dynamic) times max(1, ln(i + 1) / ln L) with +logn, times ln((i + 1) / 2) with
-  // position_log_scale, ln(i + 1) / ln L with log_length_scale, and the temperature above.
+  // dynamic) times max(1, ln(i + 1) / ln L) with +logn (by position, as Qwen's logn_attn), times
+  // ln(n_i / 2) with position_log_scale, ln(n_i) / ln L with log_length_scale (n_i =
+  // VisibleKeys(i)), and the temperature above (by position, as Llama 4 defines it).
   double LogitScale(int64_t i) const;
   // Whether LogitScale(i) may differ from 1 (the kernel then scales each query row).
   bool HasRowScale() const {

@@ -17,7 +17,8 @@
 //   --attention  a comma list of
 //                  keynorm | querynorm | cosine      L2-normalized keys / queries / both
 //                  scale=X                           what multiplies q.k (default 1/sqrt(head dim))
-//                  logn                              query i's logits times ln(i + 1) / ln L, in
+//                  logn                              query i's logits times ln(n) / ln L, n the
+//                                                    keys it sees (i + 1 unless masked), in
 //                                                    training and at inference (trained log-n)
 //                  full                              every layer full causal attention (default)
 //                  window=W                          every layer a sliding window of W

@@ -85,6 +85,18 @@ AttentionPlan LayerPlan(const TrainArch& arch, const LayerWeightsOf<Real>& layer
   return plan;
 }
 
+// SSMax's row weights ln(n_i), i = 0 .. T - 1, n_i the keys query i sees under the layer's mask
+// (i + 1 on a causal layer, at most its window on a local one).
+template <typename Real>
+std::vector<Real> LogKeysSeen(const AttentionPlan& plan, int64_t T) {
+  std::vector<Real> log_n(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    log_n[static_cast<size_t>(t)] =
+        static_cast<Real>(std::log(static_cast<double>(plan.VisibleKeys(t))));
+  }
+  return log_n;
+}
+
 // What the forward keeps for the backward, per layer.
 template <typename Real>
 struct LayerActs {
@@ -332,7 +344,6 @@ class TrainTransformer {
     std::vector<AngleTable> tables;    // one per RoPE base and interpolation of the layers
     std::vector<size_t> layer_table;   // layer l rotates by tables[layer_table[l]]
     std::vector<Real> xpos_q, xpos_k;  // XPOS: (T, pairs) factors on q and k
-    std::vector<Real> log_n;           // (T): ln(i + 1), SSMax's row weight
     const RopeAngles<Real>& Angles(int l) const {
       return tables[layer_table[static_cast<size_t>(l)]].angles;
     }
@@ -436,13 +447,14 @@ class TrainTransformer {
                            rope.xpos_k.data());
         }
       }
-      if (m.attention.ssmax) {  // forward: q[i, h] <- s_h ln(i + 1) q[i, h]
+      const AttentionPlan plan = LayerPlan(arch_, W, l, T);
+      if (m.attention.ssmax) {  // forward: q[i, h] <- s_h ln(n_i) q[i, h]
         A.q_unscaled = A.q;
+        const std::vector<Real> log_n = LogKeysSeen<Real>(plan, T);
         for (int64_t b = 0; b < B; ++b) {
-          HeadScaleForward(A.q.data() + b * T * H * D, T, H, D, rope.log_n.data(), W.ssmax.data());
+          HeadScaleForward(A.q.data() + b * T * H * D, T, H, D, log_n.data(), W.ssmax.data());
         }
       }
-      const AttentionPlan plan = LayerPlan(arch_, W, l, T);
       const AttentionDims dims{T, T, 0, H, G, D};
       const Real scale = static_cast<Real>(m.LogitScale());
       for (int64_t b = 0; b < B; ++b) {
@@ -463,11 +475,12 @@ class TrainTransformer {
     const int H = m.n_heads, G = m.n_kv_heads, D = m.head_dim();
     const LayerActs<Real>& A = acts.layers[static_cast<size_t>(l)];
     const RopeTables& rope = Rope(T);
-    // forward: q <- s_h ln(i + 1) q  so: dq scaled, ds_h added
+    // forward: q <- s_h ln(n_i) q  so: dq scaled, ds_h added
     if (arch_.model.attention.ssmax) {
+      const std::vector<Real> log_n = LogKeysSeen<Real>(LayerPlan(arch_, W, l, T), T);
       for (int64_t b = 0; b < B; ++b) {
         HeadScaleBackward(dq.data() + b * T * H * D, A.q_unscaled.data() + b * T * H * D, T, H, D,
-                          rope.log_n.data(), W.ssmax.data(), dW.ssmax.data());
+                          log_n.data(), W.ssmax.data(), dW.ssmax.data());
       }
     }
     if (UsesRope(l) && Xpos()) {  // forward: q, k scaled  so: dq, dk too
@@ -561,11 +574,6 @@ class TrainTransformer {
                 static_cast<Real>(std::pow(zeta, -rel));
           }
         }
-      }
-      rope_.log_n.resize(static_cast<size_t>(T));
-      for (int64_t t = 0; t < T; ++t) {
-        rope_.log_n[static_cast<size_t>(t)] =
-            static_cast<Real>(std::log(static_cast<double>(t + 1)));
       }
     }
     return rope_;

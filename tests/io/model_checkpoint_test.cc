@@ -249,7 +249,13 @@ TEST_F(ModelCheckpointTest, TrainedLayoutsRoundTrip) {
     j["position"] = "kerple-log";
     j["layout"][0]["window"] = 8;
     j["layout"][2]["position"] = false;
-    j["logits"] = {{"query_norm", true}, {"key_norm", true}, {"scale", 6.5}, {"ssmax", true}};
+    // SSMax beside a window layer: its n counts the window's keys, which the config says
+    // ("log_n_keys"; a config without it is of an earlier version, refused: checkpoint_test).
+    j["logits"] = {{"query_norm", true},
+                   {"key_norm", true},
+                   {"scale", 6.5},
+                   {"ssmax", true},
+                   {"log_n_keys", "seen"}};
     cases.emplace_back("kerple-log, windows, no position on layer 2, cosine, SSMax", j);
   }
   {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "reference/position.h"
@@ -59,6 +60,31 @@ TEST(PositionMap, TileSegmentsAndRunsAreConsistent) {
       }
     }
   }
+}
+
+// The count of keys a query sees, which sets the trained log-n's and SSMax's n, against the keys
+// the paper's mask admits counted one by one (reference/position.h), for every mask kind; and
+// the trained log-n factor from it: ln(n) / ln L, so 1 at most under a window of L.
+TEST(AttentionPlan, VisibleKeysCountsTheMasksKeys) {
+  for (const char* spec :
+       {"direct", "window:window=50", "window:window=1", "lambda:sinks=4,window=50",
+        "lambda:sinks=49,window=50", "blockwise:window=40", "chunked:window=48", "rerope:window=40",
+        "self-extend:group=3,window=20"}) {
+    AttentionPlan p = MakeAttentionPlan(ParseMethod(spec), RopeGeometry{64, 8, 10000.0}, 400);
+    p.log_length_scale = true;
+    for (int64_t i = 0; i < 400; ++i) {
+      ASSERT_EQ(p.VisibleKeys(i), ref::KeysSeen(p.method, i)) << spec << " i=" << i;
+      ASSERT_NEAR(p.LogitScale(i), ref::MethodLogitFactor(p, i), 1e-12) << spec << " i=" << i;
+    }
+  }
+  AttentionPlan w =
+      MakeAttentionPlan(ParseMethod("window:window=64"), RopeGeometry{64, 8, 10000.0}, 400);
+  w.log_length_scale = true;
+  EXPECT_DOUBLE_EQ(w.LogitScale(399), 1.0);  // 64 keys seen, trained at L = 64
+  EXPECT_DOUBLE_EQ(w.LogitScale(31), std::log(32.0) / std::log(64.0));
+  AttentionPlan c = MakeAttentionPlan(ParseMethod("direct"), RopeGeometry{64, 8, 10000.0}, 400);
+  c.log_length_scale = true;
+  EXPECT_DOUBLE_EQ(c.LogitScale(399), std::log(400.0) / std::log(64.0));  // causal: i + 1
 }
 
 }  // namespace

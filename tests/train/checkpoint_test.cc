@@ -182,6 +182,32 @@ TEST(Checkpoint, LaterVariantsRoundTrip) {
   ExpectErrorContaining([&] { ArchFromJson(old, "old run"); }, "old run logits: \"logn\": true");
   old["logits"]["logn"] = false;
   EXPECT_EQ(ArchToJson(ArchFromJson(old, "old run")), plain);
+  // Trained log-n, SSMax or the per-position lambda beside a window or chunk layer: their n counts
+  // the keys the layer lets a query see, marked "log_n_keys"; a config without the mark was
+  // written when n was i + 1 there, and is refused. Without a local layer nothing is marked and
+  // an earlier config reads as it was.
+  for (const auto& set : std::vector<std::function<void(AttentionLayout&)>>{
+           [](AttentionLayout& l) { l.log_length_scale = true; },
+           [](AttentionLayout& l) { l.ssmax = true; },
+           [](AttentionLayout& l) { l.position_log_scale = l.query_norm = l.key_norm = true; }}) {
+    TrainArch full = SmallArch(LayerPosition::kRope);
+    full.model.attention.layers = {LayerLayout{}, LayerLayout{.position = false}};
+    set(full.model.attention);
+    EXPECT_FALSE(ArchToJson(full).at("logits").contains("log_n_keys"));
+    TrainArch local = full;
+    local.model.attention.layers[0].window = 4;
+    ValidateArch(local);
+    nlohmann::json j = ArchToJson(local);
+    EXPECT_EQ(j.at("logits").at("log_n_keys"), "seen");
+    EXPECT_EQ(ArchToJson(ArchFromJson(j, "new run")), j);
+    j["logits"].erase("log_n_keys");
+    ExpectErrorContaining([&] { ArchFromJson(j, "old run"); },
+                          "old run logits: a model with window or chunk layers");
+    local.model.attention.layers[0] = LayerLayout{.chunk = 4};
+    j = ArchToJson(local);
+    j["logits"].erase("log_n_keys");
+    ExpectErrorContaining([&] { ArchFromJson(j, "old run"); }, "Train the model again");
+  }
 }
 
 // Per-layer RoPE, chunks and the temperature tuning come back; a config without them (earlier

@@ -120,6 +120,9 @@ std::vector<Variant> Variants() {
       {"cosine-per-pos", "rope", "cosine=per-position"},
       {"logn", "rope", "logn"},
       {"keynorm-logn-alibi", "alibi", "keynorm,logn", 2},
+      // The scales by the number of keys seen, on window layers (n at most 12 there).
+      {"hwfa-ssmax-logn", "rope", "ssmax,logn,hwfa=12"},
+      {"window-cosine-pp", "rope", "cosine=per-position,window=12"},
       {"cosine-pp-mixed", "kerple-log", "cosine=per-position", 4, false, kMixed},
       {"gau", "rope", "full", 1, false, {}, "gau:key=16"},
       {"gau-alibi", "alibi", "full", 1, false, {}, "gau:key=16"},

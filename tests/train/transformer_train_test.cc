@@ -262,6 +262,13 @@ std::vector<std::pair<std::string, std::function<void(TrainArch&)>>> LaterVarian
        }},
       {"ssmax", [](TrainArch& a) { a.model.attention.ssmax = true; }},
       {"trained logn", [](TrainArch& a) { a.model.attention.log_length_scale = true; }},
+      // SSMax and trained log-n on a window layer: n counts the keys the window lets a query see
+      // (at most 3 here), not i + 1; the full layer after it counts i + 1.
+      {"ssmax and logn on a window layer",
+       [](TrainArch& a) {
+         a.model.attention.ssmax = a.model.attention.log_length_scale = true;
+         a.model.attention.layers = {LayerLayout{.window = 3}, LayerLayout{}};
+       }},
       {"cosine per position",
        [](TrainArch& a) {
          a.model.attention.query_norm = a.model.attention.key_norm =
