@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -482,36 +483,25 @@ bool KeyFarBack(const LabRecord& r) {
   return (1.0 - r.depth) * static_cast<double>(r.ctx) > 2.0 * static_cast<double>(r.train_len);
 }
 
-// Passkey over the depths at one length in one layout (every depth, or with far_only those of
-// KeyFarBack): accuracy weighted by trials, a Wilson interval over all of them (each trial reads a
-// key back or does not), the control likewise. Not informative when any of its records is not.
-// Layouts are never pooled: a model trained on one layout may read it and not another, and a
-// pooled cell would read neither.
-ReportCell PasskeyCell(const std::vector<LabRecord>& records, const ReportRowKey& row, int64_t ctx,
-                       const std::string& layout, bool far_only = false) {
+// Passkey trials pooled over the records in_cell accepts: right_of(r) and control_of(r) give a
+// record's count of trials right in the test and in its control (std::nullopt: no control), so
+// the cell's share is weighted by trials, its Wilson interval over all of them (each trial is
+// right or not), the control likewise where every record has one. Not informative when any of
+// its records is not.
+template <class InCell, class RightOf, class ControlOf>
+ReportCell PooledPasskeyCell(const std::vector<LabRecord>& records, const InCell& in_cell,
+                             const RightOf& right_of, const ControlOf& control_of) {
   ReportCell c;
   double right = 0, control_right = 0;
-  int64_t control_trials = 0;
   bool control = true;
-  auto in_cell = [&](const LabRecord& r) {
-    return r.protocol == "passkey" && r.ctx == ctx && r.layout == layout && InRow(r, row);
-  };
-  // A row whose own L leaves no depth that far back at this length (records of labs with other
-  // training lengths merged): every depth of it, rather than an empty cell.
-  far_only = far_only && std::any_of(records.begin(), records.end(), [&](const LabRecord& r) {
-               return in_cell(r) && KeyFarBack(r);
-             });
   for (const LabRecord& r : records) {
     if (!in_cell(r)) continue;
-    if (far_only && !KeyFarBack(r)) continue;
     c.present = true;
     c.trials += r.sequences;
-    right += r.accuracy * static_cast<double>(r.sequences);
-    control = control && r.has_control;
-    if (r.has_control) {
-      control_right += r.control_accuracy * static_cast<double>(r.sequences);
-      control_trials += r.sequences;
-    }
+    right += right_of(r);
+    const std::optional<double> control_count = control_of(r);
+    control = control && control_count.has_value();
+    if (control) control_right += *control_count;
     if (!r.informative && c.informative) {
       c.informative = false;
       c.not_informative = r.not_informative;
@@ -520,14 +510,37 @@ ReportCell PasskeyCell(const std::vector<LabRecord>& records, const ReportRowKey
   if (!c.present) return c;
   c.value = c.trials > 0 ? right / static_cast<double>(c.trials) : 0.0;
   c.ci = WilsonInterval(right, c.trials);
-  if (control && control_trials > 0) {
+  if (control && c.trials > 0) {
     c.has_control = true;
-    c.control = control_right / static_cast<double>(control_trials);
-    c.control_ci = WilsonInterval(control_right, control_trials);
+    c.control = control_right / static_cast<double>(c.trials);
+    c.control_ci = WilsonInterval(control_right, c.trials);
     c.difference = c.value - c.control;
     c.difference_ci = DifferenceInterval(c.value, c.ci, c.control, c.control_ci);
   }
   return c;
+}
+
+// Passkey over the depths at one length in one layout (every depth, or with far_only those of
+// KeyFarBack): keys read back whole, pooled by PooledPasskeyCell. Layouts are never pooled: a
+// model trained on one layout may read it and not another, and a pooled cell would read neither.
+ReportCell PasskeyCell(const std::vector<LabRecord>& records, const ReportRowKey& row, int64_t ctx,
+                       const std::string& layout, bool far_only = false) {
+  auto in_cell = [&](const LabRecord& r) {
+    return r.protocol == "passkey" && r.ctx == ctx && r.layout == layout && InRow(r, row);
+  };
+  // A row whose own L leaves no depth that far back at this length (records of labs with other
+  // training lengths merged): every depth of it, rather than an empty cell.
+  far_only = far_only && std::any_of(records.begin(), records.end(), [&](const LabRecord& r) {
+               return in_cell(r) && KeyFarBack(r);
+             });
+  return PooledPasskeyCell(
+      records, [&](const LabRecord& r) { return in_cell(r) && (!far_only || KeyFarBack(r)); },
+      [](const LabRecord& r) { return r.accuracy * static_cast<double>(r.sequences); },
+      [](const LabRecord& r) {
+        return r.has_control
+                   ? std::optional<double>(r.control_accuracy * static_cast<double>(r.sequences))
+                   : std::nullopt;
+      });
 }
 
 // What a passkey column adds to its length for a layout: nothing for stretch's own.
@@ -609,32 +622,18 @@ ReportTable PasskeyFirstDigitTable(const std::vector<LabRecord>& records) {
   const std::set<std::pair<int64_t, std::string>> columns = PasskeyLayoutColumns(t, records, keep);
   for (size_t i = 0; i < t.rows.size(); ++i) {
     size_t j = 0;
-    for (const auto& [c, layout] : columns) {
-      ReportCell& cell = t.cells[i][j++];
-      double right = 0, control_right = 0;
-      bool control = true;  // every record of the cell carries the control's count
-      for (const LabRecord& r : records) {
-        if (!keep(r) || r.ctx != c || r.layout != layout || !InRow(r, t.rows[i])) continue;
-        cell.present = true;
-        cell.trials += r.sequences;
-        right += static_cast<double>(r.right_by_place.front());
-        control = control && !r.control_right_by_place.empty();
-        if (control) control_right += static_cast<double>(r.control_right_by_place.front());
-        if (!r.informative && cell.informative) {
-          cell.informative = false;
-          cell.not_informative = r.not_informative;
-        }
-      }
-      if (!cell.present) continue;
-      cell.value = cell.trials > 0 ? right / static_cast<double>(cell.trials) : 0.0;
-      cell.ci = WilsonInterval(right, cell.trials);
-      if (control && cell.trials > 0) {
-        cell.has_control = true;
-        cell.control = control_right / static_cast<double>(cell.trials);
-        cell.control_ci = WilsonInterval(control_right, cell.trials);
-        cell.difference = cell.value - cell.control;
-        cell.difference_ci = DifferenceInterval(cell.value, cell.ci, cell.control, cell.control_ci);
-      }
+    for (const std::pair<int64_t, std::string>& col : columns) {
+      t.cells[i][j++] = PooledPasskeyCell(
+          records,
+          [&](const LabRecord& r) {
+            return keep(r) && r.ctx == col.first && r.layout == col.second && InRow(r, t.rows[i]);
+          },
+          [](const LabRecord& r) { return static_cast<double>(r.right_by_place.front()); },
+          [](const LabRecord& r) {
+            return r.control_right_by_place.empty()
+                       ? std::nullopt
+                       : std::optional<double>(r.control_right_by_place.front());
+          });
     }
   }
   t.note =
