@@ -16,6 +16,7 @@
 #include <ranges>
 #include <set>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "src/core/content_hash.h"
@@ -159,6 +160,34 @@ std::optional<std::string> CellRefusal(const ModelConfig& config, const CellPlan
   }
   return std::nullopt;
 }
+
+}  // namespace
+
+bool LabCellRescored(const ModelConfig& config, const std::string& method, int64_t ctx,
+                     int scoring) {
+  if (scoring >= kLabScoringRevision) return false;
+  // Revision 2: the trained scales that count keys (log-n, SSMax, the per-position lambda) count
+  // the keys a query sees. Only where some query sees fewer than i + 1 keys: on a local layer, or
+  // under a masked method at this length (NBCE's rows run under its method: the same test).
+  const AttentionLayout& a = config.attention;
+  if (!(a.log_length_scale || a.position_log_scale || a.ssmax)) return false;
+  if (std::any_of(a.layers.begin(), a.layers.end(),
+                  [](const LayerLayout& l) { return l.Local(); })) {
+    return true;
+  }
+  AttentionPlan plan;
+  try {
+    plan = MakeAttentionPlan(ParseSweepMethod(method).method, ModelGeometry(config), ctx);
+  } catch (const Error&) {
+    return false;  // a method this model refuses: never scored, nothing to score again
+  }
+  for (int64_t i = 0; i < ctx; ++i) {
+    if (plan.VisibleKeys(i) != i + 1) return true;
+  }
+  return false;
+}
+
+namespace {
 
 // Relative cost of scoring `sequences` of `ctx` tokens: the projections grow with ctx, attention
 // with ctx^2 (per token, attention costs about 2 ctx / (12 dim) of the projections' work).
@@ -663,6 +692,13 @@ void TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
     RunTraining(run, tcb);
     if (readout) tell_readout(*readout, "");
   }
+}
+
+// "a (3), b (1)": each name with its count.
+std::string NamesWithCounts(const std::map<std::string, int64_t>& counts) {
+  std::vector<std::string> parts;
+  for (const auto& [name, n] : counts) parts.push_back(fmt::format("{} ({})", name, n));
+  return fmt::format("{}", fmt::join(parts, ", "));
 }
 
 // The test documents in the model's tokens, without BOS.
@@ -1257,10 +1293,12 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   std::vector<std::string> model_ids;
   for (const LabModel& m : o.models) model_ids.push_back(LabModelId(o, m, corpus));
   std::unordered_set<std::string> done;
+  // key -> the scoring rules its record was scored by
+  std::unordered_map<std::string, int> recorded_scoring;
   std::set<std::string> recorded;  // models with a record
   const LabRecordFile read = ReadLabRecords(LabResultFiles(o.out));
   for (const LabRecord& r : read.records) {
-    done.insert(r.key);
+    recorded_scoring[r.key] = r.scoring;
     recorded.insert(r.model);
   }
   {
@@ -1277,13 +1315,11 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
       }
     }
     if (!others.empty()) {
-      std::vector<std::string> parts;
-      for (const auto& [name, n] : others) parts.push_back(fmt::format("{} ({})", name, n));
       Tell(cb.note,
            fmt::format("{} also holds the records of models this run does not train: {}; the "
                        "report shows them beside this run's models (another --out keeps runs "
                        "apart)",
-                       o.out, fmt::join(parts, ", ")));
+                       o.out, NamesWithCounts(others)));
     }
   }
   if (!read.torn_lines.empty()) {
@@ -1295,8 +1331,26 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   LabRecordWriter writer(result.records_path);
 
   std::vector<CellPlan> cells = PlanCells(o, corpus.label, model_ids);
+  const int vocab = LabVocab(o);
+  std::vector<std::optional<ModelConfig>> configs(o.models.size());
+  auto config_of = [&](size_t model) -> const ModelConfig& {
+    std::optional<ModelConfig>& config = configs[model];
+    if (!config) config = RunArchitecture(RunOptionsOf(o, o.models[model], corpus), vocab).model;
+    return *config;
+  };
+  // A cell recorded under earlier scoring rules that score it otherwise now is scored again (its
+  // old record stays in its file, superseded: ReadLabRecords reads the later one).
+  std::map<std::string, int64_t> rescored;  // model label -> cells
   for (CellPlan& c : cells) {
-    if (done.count(c.legacy_key)) done.insert(c.key);
+    auto it = recorded_scoring.find(c.key);
+    if (it == recorded_scoring.end()) it = recorded_scoring.find(c.legacy_key);
+    if (it != recorded_scoring.end()) {
+      if (LabCellRescored(config_of(c.model), c.method, c.ctx, it->second)) {
+        rescored[o.models[c.model].label]++;
+      } else {
+        done.insert(c.key);
+      }
+    }
     for (const LabGate& g : read.gates) {  // a gate measured before: its failed parts' cells
       if (g.corpus == corpus.label && g.model_id == model_ids[c.model] && o.gate &&
           !done.count(c.key) && GateHoldsBack(o, g, c)) {
@@ -1304,19 +1358,22 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
       }
     }
   }
+  if (!rescored.empty()) {
+    Tell(cb.note,
+         fmt::format("cells recorded by an earlier build whose scoring rules score them otherwise "
+                     "now (src/report/records.h, kLabScoringRevision) are scored again: {}; their "
+                     "old records stay in {}, superseded by the new ones",
+                     NamesWithCounts(rescored), o.out));
+  }
   const int64_t L = o.train_len;
   const int64_t longest = L * *std::max_element(o.factors.begin(), o.factors.end());
-  const int vocab = LabVocab(o);
   // Which cells a model's layout refuses (a RoPE method on ALiBi, say) follows from its
   // architecture alone; a model with no cell left to score is neither trained nor loaded, so a
   // lab resumed from its records alone (its models' folders gone) does only the work left.
   std::vector<bool> pending(o.models.size(), false);
-  std::vector<std::optional<ModelConfig>> configs(o.models.size());
   for (CellPlan& c : cells) {  // this rank's cells (PlanCells)
     if (done.count(c.key) || c.held_back) continue;
-    std::optional<ModelConfig>& config = configs[c.model];
-    if (!config) config = RunArchitecture(RunOptionsOf(o, o.models[c.model], corpus), vocab).model;
-    c.refusal = CellRefusal(*config, c);
+    c.refusal = CellRefusal(config_of(c.model), c);
     if (!c.refusal) pending[c.model] = true;
   }
   std::vector<size_t> to_train;
@@ -1477,6 +1534,13 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
         for (const LabGate& g : read.gates) {
           if (g.corpus == corpus.label && g.model_id == model_ids[mi]) gate = g;
         }
+        if (gate && LabCellRescored(config_of(mi), "direct", L, gate->scoring)) {
+          Tell(cb.note, fmt::format("{}: copy gate measured again: the one read back ({}) was "
+                                    "measured under scoring rules {}, which score this model "
+                                    "otherwise (src/report/records.h, kLabScoringRevision)",
+                                    label, gate->source, gate->scoring));
+          gate.reset();
+        }
         if (gate) {
           Tell(cb.note, fmt::format("{}: copy gate read back: {}", label,
                                     gate->passed ? "passed" : "failed: " + gate->reason));
@@ -1499,6 +1563,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
           g.model = lm.label;
           g.model_id = model_ids[mi];
           g.train_len = L;
+          g.scoring = kLabScoringRevision;
           writer.Append(g);
           std::vector<std::string> parts;
           for (const LabGatePart& p : g.parts) {
@@ -1565,6 +1630,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
         r.tail = c.tail;
         r.stride = c.stride;
         r.depth = c.depth;
+        r.scoring = kLabScoringRevision;
         model.SetPlan(std::move(plan));
         if (cb.progress) {
           cb.progress(progress.Line(

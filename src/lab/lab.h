@@ -31,6 +31,9 @@
 // a model whose training was cut short continues from its newest checkpoint (bit for bit,
 // src/train/run.h), stage by stage (a finished stage is kept, the next started from it). So
 // a lab killed at any point and started again ends with the records of one that never stopped.
+// A cell (or gate) recorded by an earlier build whose scoring rules score it otherwise now
+// (LabCellRescored) is not done: it is scored again and its new record supersedes the old one,
+// which stays in its file.
 // A model with no cell left to score (every cell recorded, or refused by its layout) is neither
 // trained nor loaded: the records files and OUT/options/ (each model's training options, checked
 // on every resume), copied into a new OUT, resume a lab elsewhere.
@@ -49,6 +52,7 @@
 #include <vector>
 
 #include "src/lab/corpus.h"
+#include "src/model/config.h"
 #include "src/report/records.h"
 #include "src/report/report_html.h"
 #include "src/train/copy_data.h"
@@ -221,6 +225,13 @@ struct LabResult {
   int64_t cells_held_back = 0;  // unscored: the model failed the gate part they need
   double seconds = 0;
 };
+
+// Whether a cell of `method` at `ctx` on a model of `config`, recorded under the scoring rules
+// `scoring` (LabRecord::scoring), would be scored otherwise by this build: then a resumed lab scores
+// it again (its old record stays, superseded). The gate is measured with "direct" at L.
+// kLabScoringRevision (src/report/records.h) lists the revisions and the cells each moved.
+bool LabCellRescored(const ModelConfig& config, const std::string& method, int64_t ctx,
+                     int scoring);
 
 // Trains what is missing and scores every cell not yet done (resuming rules above).
 LabResult RunLab(const LabOptions& options, const LabCallbacks& callbacks = {});

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <type_traits>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "src/core/error.h"
@@ -122,6 +123,7 @@ nlohmann::json LabRecordJson(const LabRecord& r) {
   }
   if (!r.right_by_place.empty()) j["right_by_place"] = r.right_by_place;
   if (!r.control_right_by_place.empty()) j["control_right_by_place"] = r.control_right_by_place;
+  if (r.scoring > 1) j["scoring"] = r.scoring;
   if (!r.informative) {
     j["informative"] = false;
     j["not_informative"] = r.not_informative;
@@ -147,6 +149,7 @@ nlohmann::json LabGateJson(const LabGate& g) {
   j["passkey_trials"] = g.passkey_trials;
   j["passed"] = g.passed;
   j["reason"] = g.reason;
+  if (g.scoring > 1) j["scoring"] = g.scoring;
   if (!g.parts.empty()) {
     nlohmann::json parts = nlohmann::json::array();
     for (const LabGatePart& p : g.parts) {
@@ -180,6 +183,22 @@ std::string LabGate::PartReason(std::string_view name) const {
   }
   return "";
 }
+
+namespace {
+
+// The optional "scoring" field of a cell or gate line (absent: 1).
+int ScoringField(const nlohmann::json& j) {
+  const int scoring = OptionalField<int>(j, "scoring", 1);
+  if (scoring < 1 || scoring > kLabScoringRevision) {
+    Fail(
+        "field \"scoring\" is {}: expected 1 to {} (the scoring rules this build knows; a record "
+        "of later rules needs a later build)",
+        scoring, kLabScoringRevision);
+  }
+  return scoring;
+}
+
+}  // namespace
 
 LabRecord LabRecordFromJson(const nlohmann::json& j) {
   if (!j.is_object()) Fail("a record is a JSON object, found {}", j.type_name());
@@ -251,6 +270,7 @@ LabRecord LabRecordFromJson(const nlohmann::json& j) {
   };
   read_places("right_by_place", r.right_by_place);
   read_places("control_right_by_place", r.control_right_by_place);
+  r.scoring = ScoringField(j);
   r.informative = OptionalField<bool>(j, "informative", true);
   if (!r.informative) r.not_informative = Field<std::string>(j, "not_informative");
   if (r.key != LabRecordKey(r)) {
@@ -280,6 +300,7 @@ LabGate LabGateFromJson(const nlohmann::json& j) {
   g.passkey_trials = Field<int64_t>(j, "passkey_trials");
   g.passed = Field<bool>(j, "passed");
   g.reason = Field<std::string>(j, "reason");
+  g.scoring = ScoringField(j);
   if (j.contains("parts")) {
     const nlohmann::json& parts = j.at("parts");
     if (!parts.is_array()) Fail("field \"parts\" is not an array: {}", parts.dump());
@@ -306,7 +327,7 @@ LabGate LabGateFromJson(const nlohmann::json& j) {
 
 LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
   LabRecordFile out;
-  std::unordered_set<std::string> seen;
+  std::unordered_map<std::string, size_t> seen;  // key -> its record in out.records
   for (const std::string& path : paths) {
     // A FIFO or /dev/zero is refused before any read (src/core/input_file.h): neither ends.
     const std::string text = ReadInputFile(path, "a lab results file (JSON lines, results*.jsonl)");
@@ -340,10 +361,14 @@ LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
           Fail("{}:{}: {}", path, line_no, e.what());
         }
         g.source = path;
-        const bool seen_gate = std::any_of(
+        const auto earlier = std::find_if(
             out.gates.begin(), out.gates.end(),
             [&](const LabGate& x) { return x.corpus == g.corpus && x.model_id == g.model_id; });
-        if (!seen_gate) out.gates.push_back(std::move(g));
+        if (earlier == out.gates.end()) {
+          out.gates.push_back(std::move(g));
+        } else if (g.scoring > earlier->scoring) {  // measured again under later rules
+          *earlier = std::move(g);
+        }
         continue;
       }
       if (j["record"] != "cell") continue;
@@ -354,8 +379,15 @@ LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
         Fail("{}:{}: {}", path, line_no, e.what());
       }
       r.source = path;
-      if (!seen.insert(r.key).second) {
-        out.duplicates++;
+      const auto [at, first] = seen.emplace(r.key, out.records.size());
+      if (!first) {
+        LabRecord& earlier = out.records[at->second];
+        if (r.scoring == earlier.scoring) {
+          out.duplicates++;
+        } else {  // one of the two scored under later rules: it is read, the other superseded
+          if (r.scoring > earlier.scoring) earlier = std::move(r);
+          out.superseded++;
+        }
         continue;
       }
       out.records.push_back(std::move(r));

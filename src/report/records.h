@@ -55,6 +55,12 @@
 //        3, 2, 2],                     text): a model that expects a number after the question
 //                                      guesses about 1 in 10 of its first digits; one that no
 //                                      longer reads the question so guesses none
+//    "scoring": 2,                     the scoring rules the cell was scored by
+//                                      (kLabScoringRevision); absent: 1, the rules before
+//                                      it. A lab resumed from records of older rules scores
+//                                      again the cells those rules scored otherwise
+//                                      (src/lab/lab.h), and where two records share a key the
+//                                      one of the later rules is read (ReadLabRecords).
 //    "informative": false,             false when the model failed the lab's copy gate at its
 //    "not_informative": "copy - control training length: its retrieval columns cannot tell
 //        = 3 points < 20 at L",        keeping distant information from forgetting it (the reason)
@@ -85,6 +91,16 @@
 namespace stretch {
 
 inline constexpr int kLabRecordVersion = 1;
+// The rules a cell is scored by, raised when a change of the engine moves some cells' figures
+// (not the record's format: that is kLabRecordVersion). Each revision names the cells it moved,
+// so that a lab resumed from older records scores those again and keeps the rest
+// (LabCellRescored, src/lab/lab.h):
+//   1  every record written before the field was (absent reads as 1)
+//   2  trained log-n, SSMax and cosine attention's per-position lambda take n = the keys a query
+//      sees (AttentionPlan::VisibleKeys) rather than i + 1: moved every cell of a model that has
+//      one of those scales under a mask (a window or chunk layer, or a masked method such as
+//      `window` or `lambda` beyond its width)
+inline constexpr int kLabScoringRevision = 2;
 inline constexpr std::array<std::string_view, 6> kProtocolNames = {
     "nonrepeat", "repeat", "tail", "sliding", "passkey", "far-copy"};
 
@@ -138,6 +154,7 @@ struct LabRecord {
   std::string not_informative;          // the reason, when !informative
   std::vector<int64_t> right_by_place;  // passkey: trials right at each digit place; empty: unknown
   std::vector<int64_t> control_right_by_place;  // the same in the control; empty: unknown
+  int scoring = 1;  // the scoring rules (kLabScoringRevision) the cell was scored by
   // Not written: the records file this record was read from (ReadLabRecords), so that a report can
   // say where each row came from.
   std::string source;
@@ -180,6 +197,7 @@ struct LabGate {
   bool passed = false;
   std::string reason;              // why it failed, or "" when it passed
   std::vector<LabGatePart> parts;  // optional (above); empty in lines of older builds
+  int scoring = 1;                 // the scoring rules it was measured by (optional "scoring")
   std::string source;              // not written: the file it was read from
   // Whether the part `name` passed: its own verdict when the line has parts, else the whole
   // gate's; a part that was not measured (absent from a line with parts) does not fail anything.
@@ -191,17 +209,24 @@ nlohmann::json LabGateJson(const LabGate& g);
 LabGate LabGateFromJson(const nlohmann::json& j);  // throws stretch::Error naming the field
 
 struct LabRecordFile {
-  std::vector<LabRecord> records;  // in file order, first of each key only
-  std::vector<LabGate> gates;      // in file order, the first of each model (corpus, id) only
-  int64_t duplicates = 0;          // records whose key was already read, skipped
-  int64_t partial_lines = 0;       // a last line without its '\n' (a write cut short): skipped
+  // In file order, one of each key: the first of the latest scoring rules (LabRecord::scoring).
+  std::vector<LabRecord> records;
+  // In file order, one of each model (corpus, id): the first of the latest scoring rules.
+  std::vector<LabGate> gates;
+  int64_t duplicates = 0;  // records whose key was already read under the same rules, skipped
+  // Records replaced by a later one of the same key scored under later rules (a lab resumed from
+  // records of older rules scores their cells again); kept in their file, not read.
+  int64_t superseded = 0;
+  int64_t partial_lines = 0;  // a last line without its '\n' (a write cut short): skipped
   // Lines that are not JSON at all ("path:line"): torn by a crash or by two writers at once (the
   // lab's lock keeps out a second writer now; files from before it may hold such lines). Skipped,
   // so that a damaged file never stops a lab or a report for good; the lab moves them out of its
   // own file (RepairLabRecords, src/lab/lab.h) and the report warns.
   std::vector<std::string> torn_lines;
 };
-// Reads records from JSON-lines files, in order, keeping the first record of each key. A last
+// Reads records from JSON-lines files, in order, keeping the first record of each key (of the
+// latest scoring rules, where a key was scored again under later ones: it takes the place of the
+// first). A last
 // line without a newline (the process was killed while writing it) is skipped and counted; a line
 // that is not JSON is skipped and listed (torn_lines); a JSON line that is not a valid record is an
 // error naming the file and line number. Lines whose "record" is not "cell" are skipped (room for

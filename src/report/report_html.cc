@@ -680,10 +680,17 @@ pre { background: #f6f6f6; padding: 0.5em; }
 std::string SourceLine(const LabRecordFile& records, const std::vector<std::string>& inputs) {
   std::string files;
   for (const std::string& in : inputs) files += (files.empty() ? "" : ", ") + in;
+  std::string superseded;
+  if (records.superseded > 0) {
+    superseded = fmt::format(
+        " {} records scored under earlier rules than a record of the same key were superseded "
+        "by it (a lab resumed by a later build scored their cells again).",
+        records.superseded);
+  }
   return fmt::format(
       "{} records read from {}; {} duplicate records skipped (the first of each key kept), {} cut "
-      "last lines skipped.",
-      records.records.size(), files, records.duplicates, records.partial_lines);
+      "last lines skipped.{}",
+      records.records.size(), files, records.duplicates, records.partial_lines, superseded);
 }
 
 // `text` cut at each `separator` (the pieces, empty ones too).

@@ -5,12 +5,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <stdexcept>
@@ -276,6 +278,93 @@ TEST_F(LabTest, ResumesFromItsRecordsAloneWithoutRetraining) {
   std::sort(now.begin(), now.end());
   std::sort(expected.begin(), expected.end());
   EXPECT_EQ(now, expected);
+}
+
+// Each line of a records file with `edit` applied to its JSON.
+void EditRecords(const std::string& path, const std::function<void(nlohmann::json&)>& edit) {
+  std::vector<std::string> lines;
+  {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+  }
+  std::ofstream out(path, std::ios::trunc);
+  for (const std::string& line : lines) {
+    nlohmann::json j = nlohmann::json::parse(line);
+    edit(j);
+    out << j.dump() << "\n";
+  }
+}
+
+TEST_F(LabTest, CellsWhoseScoringRulesChangedAreScoredAgainAndTheRestKept) {
+  // Records as an older build wrote them (no "scoring" field: rules 1, before a trained log-n
+  // counted the keys a query sees). Resumed, the lab scores again exactly the cells those rules
+  // scored otherwise (the log-n model under `window` beyond its width) and keeps the others.
+  const std::string corpus = YearCorpus(8, 6000);
+  LabOptions o = Tiny(corpus, Path("lab"));
+  o.models = {{"logn", "llama", "rope", "logn"}, {"rope", "llama", "rope", "full"}};
+  o.methods = {"direct", "window"};
+  const LabResult first = RunLab(o);
+  ASSERT_EQ(first.cells_done, 32);
+  const LabRecordFile fresh = ReadLabRecords({first.records_path});
+  for (const LabRecord& r : fresh.records) EXPECT_EQ(r.scoring, kLabScoringRevision) << r.key;
+  // An old build's records: no scoring field, and a loss no build writes, to see which are read.
+  EditRecords(first.records_path, [](nlohmann::json& j) {
+    j.erase("scoring");
+    j["loss"] = 99.0;
+  });
+  std::vector<std::string> notes;
+  LabCallbacks cb;
+  cb.note = [&](const std::string& line) { notes.push_back(line); };
+  const LabResult again = RunLab(o, cb);
+  // The log-n model under `window` (width L = 16) at 32 and 64: nonrepeat, repeat, tail.
+  EXPECT_EQ(again.cells_done, 6);
+  EXPECT_EQ(again.cells_skipped, 26);
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.find("scored again: logn (6)") != std::string::npos;
+  })) << fmt::format("{}", fmt::join(notes, "\n"));
+  const LabRecordFile read = ReadLabRecords({again.records_path});
+  EXPECT_EQ(read.records.size(), 32u);
+  EXPECT_EQ(read.superseded, 6);
+  EXPECT_EQ(read.duplicates, 0);
+  std::map<std::string, LabRecord> before;
+  for (const LabRecord& r : fresh.records) before[r.key] = r;
+  for (const LabRecord& r : read.records) {
+    const bool moved = r.model == "logn" && r.method == "window" && r.ctx > o.train_len;
+    EXPECT_EQ(r.scoring, moved ? kLabScoringRevision : 1) << r.key;
+    // Read: the new record where the cell was scored again (the same as the first run's, the lab
+    // being deterministic), else the old one kept.
+    EXPECT_EQ(r.loss, moved ? before.at(r.key).loss : 99.0) << r.key;
+  }
+  // A third run has nothing left to do.
+  const LabResult third = RunLab(o);
+  EXPECT_EQ(third.cells_done, 0);
+  EXPECT_EQ(third.cells_skipped, 32);
+}
+
+TEST(LabCellRescored, OnlyWhereAKeyCountingScaleMeetsAMask) {
+  auto config = [](const std::string& attention) {
+    TrainArch a;
+    a.model.dim = 16;
+    a.model.n_heads = 2;
+    a.model.n_kv_heads = 2;
+    a.model.n_layers = 2;
+    a.model.seq_len = 16;
+    ApplyAttentionSpec(attention, a);
+    return a.model;
+  };
+  const ModelConfig logn = config("logn"), plain = config("full"), ssmax = config("ssmax");
+  const ModelConfig hybrid_logn = config("logn,hwfa=8");
+  // Under the rules of the records before "scoring" (1):
+  EXPECT_TRUE(LabCellRescored(logn, "window", 64, 1));
+  EXPECT_TRUE(LabCellRescored(ssmax, "lambda", 64, 1));
+  EXPECT_FALSE(LabCellRescored(logn, "window", 16, 1));  // the window holds every key at L
+  EXPECT_FALSE(LabCellRescored(logn, "direct", 64, 1));
+  EXPECT_FALSE(LabCellRescored(logn, "yarn", 64, 1));
+  EXPECT_FALSE(LabCellRescored(plain, "window", 64, 1));       // no scale counts keys
+  EXPECT_TRUE(LabCellRescored(hybrid_logn, "direct", 16, 1));  // a window layer
+  // Records of the current rules are never scored again.
+  EXPECT_FALSE(LabCellRescored(logn, "window", 64, kLabScoringRevision));
+  EXPECT_FALSE(LabCellRescored(hybrid_logn, "direct", 16, kLabScoringRevision));
 }
 
 TEST_F(LabTest, ARunCutShortKeepsTheRecordsOfEveryModelItFinished) {

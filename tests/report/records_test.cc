@@ -356,6 +356,37 @@ TEST_F(RecordsTest, DuplicatesAcrossFilesKeepTheFirst) {
   EXPECT_EQ(ReadLabRecords({c}).records.size(), 1u);
 }
 
+TEST_F(RecordsTest, ACellScoredUnderLaterRulesSupersedesTheEarlierWhereverItLies) {
+  LabRecord old_rules = SampleCell("rope", "window", "nonrepeat", 512, 0.5);
+  ASSERT_EQ(old_rules.scoring, 1);
+  EXPECT_FALSE(LabRecordJson(old_rules).contains("scoring"));  // as older builds wrote it
+  LabRecord later = old_rules;
+  later.scoring = kLabScoringRevision;
+  later.loss = 2.5;
+  EXPECT_EQ(LabRecordFromJson(LabRecordJson(later)).scoring, kLabScoringRevision);
+  const LabRecord other = SampleCell("rope", "direct", "repeat", 512, 0.5);
+  // The later rules' record read whether it comes after the older one (a resumed lab appends
+  // it) or before (files merged in another order), in the first one's place.
+  for (const bool later_first : {false, true}) {
+    const std::string a =
+        File("a.jsonl", later_first ? Line(later) + Line(other) : Line(old_rules) + Line(other));
+    const std::string b = File("b.jsonl", later_first ? Line(old_rules) : Line(later));
+    const LabRecordFile read = ReadLabRecords({a, b});
+    ASSERT_EQ(read.records.size(), 2u);
+    EXPECT_EQ(read.records[0].loss, 2.5) << later_first;
+    EXPECT_EQ(read.records[0].scoring, kLabScoringRevision);
+    EXPECT_EQ(read.records[1].protocol, "repeat");
+    EXPECT_EQ(read.superseded, 1);
+    EXPECT_EQ(read.duplicates, 0);
+  }
+  // Rules this build does not know are refused by name.
+  nlohmann::json j = LabRecordJson(later);
+  j["scoring"] = kLabScoringRevision + 1;
+  EXPECT_NE(ErrorOf([&] { LabRecordFromJson(j); }).find("field \"scoring\""), std::string::npos);
+  j["scoring"] = 0;
+  EXPECT_NE(ErrorOf([&] { LabRecordFromJson(j); }).find("expected 1 to"), std::string::npos);
+}
+
 TEST_F(RecordsTest, WriterCutsAnUnfinishedLastLineBeforeAppending) {
   const LabRecord a = SampleCell("rope", "direct", "nonrepeat", 128, 0.5);
   const LabRecord b = SampleCell("rope", "direct", "nonrepeat", 512, 0.5);

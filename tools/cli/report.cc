@@ -38,6 +38,12 @@ void RunReport(const ReportArgs& args) {
       records.records.size(), args.inputs.size(), args.inputs.size() == 1 ? "" : "s",
       records.duplicates, records.duplicates == 1 ? "" : "s", records.partial_lines,
       records.partial_lines == 1 ? "" : "s");
+  if (records.superseded > 0) {
+    fmt::print(
+        "{} record{} superseded: scored under earlier rules than a record of the same key, which "
+        "is read instead (a lab resumed by a later build scored the cell again)\n",
+        records.superseded, records.superseded == 1 ? "" : "s");
+  }
   for (const std::string& n : w.report.notes) fmt::print("note: {}\n", n);
   for (const std::string& n : w.report.training_notes) fmt::print("training note: {}\n", n);
   if (!w.report.accuracy_markdown.empty()) {
