@@ -701,6 +701,90 @@ std::string NamesWithCounts(const std::map<std::string, int64_t>& counts) {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
+// Each model's architecture (the configuration its training options give, no weights), built
+// when first asked for.
+class LabConfigs {
+ public:
+  LabConfigs(const LabOptions& o, const LabCorpus& corpus, int vocab)
+      : o_(o), corpus_(corpus), vocab_(vocab), configs_(o.models.size()) {}
+  const ModelConfig& Of(size_t model) {
+    std::optional<ModelConfig>& config = configs_.at(model);
+    if (!config)
+      config = RunArchitecture(RunOptionsOf(o_, o_.models[model], corpus_), vocab_).model;
+    return *config;
+  }
+
+ private:
+  const LabOptions& o_;
+  const LabCorpus& corpus_;
+  int vocab_;
+  std::vector<std::optional<ModelConfig>> configs_;
+};
+
+// Says whose records the folder holds beside this run's models (an earlier preset's, or another
+// --models): the report shows every model of the folder, so the lab says so before it does.
+void TellOtherModels(const LabOptions& o, const LabCorpus& corpus, const LabRecordFile& read,
+                     const LabCallbacks& cb) {
+  std::map<std::string, int64_t> others;  // "model" or "model (corpus C)" -> records
+  for (const LabRecord& r : read.records) {
+    const bool ours = r.corpus == corpus.label &&
+                      std::any_of(o.models.begin(), o.models.end(),
+                                  [&](const LabModel& m) { return m.label == r.model; });
+    if (!ours) {
+      others[r.corpus == corpus.label ? r.model
+                                      : fmt::format("{} (corpus {})", r.model, r.corpus)]++;
+    }
+  }
+  if (!others.empty()) {
+    Tell(cb.note, fmt::format("{} also holds the records of models this run does not train: {}; "
+                              "the report shows them beside this run's models (another --out "
+                              "keeps runs apart)",
+                              o.out, NamesWithCounts(others)));
+  }
+}
+
+// The keys of `cells` (this rank's) that the records `read` hold already, and each cell's
+// held_back (a gate read back whose part it needs failed). A cell recorded under earlier scoring
+// rules that score it otherwise now (LabCellRescored) is not done: it is scored again, and its old
+// record stays in its file, superseded (ReadLabRecords reads the later one); a note names them.
+// A gate measured under such rules holds nothing back: it is measured again.
+std::unordered_set<std::string> CellsDone(const LabOptions& o, const LabCorpus& corpus,
+                                          const std::vector<std::string>& model_ids,
+                                          const LabRecordFile& read, LabConfigs& configs,
+                                          std::vector<CellPlan>& cells, const LabCallbacks& cb) {
+  std::unordered_map<std::string, int> scoring;  // key -> the rules its record was scored by
+  for (const LabRecord& r : read.records) scoring[r.key] = r.scoring;
+  std::unordered_set<std::string> done;
+  std::map<std::string, int64_t> rescored;  // model label -> cells
+  for (CellPlan& c : cells) {
+    auto it = scoring.find(c.key);
+    if (it == scoring.end()) it = scoring.find(c.legacy_key);
+    if (it != scoring.end()) {
+      if (LabCellRescored(configs.Of(c.model), c.method, c.ctx, it->second)) {
+        rescored[o.models[c.model].label]++;
+      } else {
+        done.insert(c.key);
+      }
+    }
+    if (!o.gate || done.count(c.key)) continue;
+    for (const LabGate& g : read.gates) {  // a gate measured before: its failed parts' cells
+      if (g.corpus == corpus.label && g.model_id == model_ids[c.model] &&
+          !LabCellRescored(configs.Of(c.model), "direct", o.train_len, g.scoring) &&
+          GateHoldsBack(o, g, c)) {
+        c.held_back = true;
+      }
+    }
+  }
+  if (!rescored.empty()) {
+    Tell(cb.note,
+         fmt::format("cells recorded by an earlier build whose scoring rules score them otherwise "
+                     "now (src/report/records.h, kLabScoringRevision) are scored again: {}; their "
+                     "old records stay in {}, superseded by the new ones",
+                     NamesWithCounts(rescored), o.out));
+  }
+  return done;
+}
+
 // The test documents in the model's tokens, without BOS.
 std::vector<std::vector<int>> EncodeTest(const TextTokenizer& tok, const LabCorpus& corpus) {
   std::vector<std::vector<int>> out;
@@ -1292,36 +1376,10 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   // Cells already done, in any results file of the folder (other ranks' too).
   std::vector<std::string> model_ids;
   for (const LabModel& m : o.models) model_ids.push_back(LabModelId(o, m, corpus));
-  std::unordered_set<std::string> done;
-  // key -> the scoring rules its record was scored by
-  std::unordered_map<std::string, int> recorded_scoring;
   std::set<std::string> recorded;  // models with a record
   const LabRecordFile read = ReadLabRecords(LabResultFiles(o.out));
-  for (const LabRecord& r : read.records) {
-    recorded_scoring[r.key] = r.scoring;
-    recorded.insert(r.model);
-  }
-  {
-    // Records of models this run does not have (an earlier preset's, or another --models): the
-    // report shows every model of the folder, so say whose they are before it does.
-    std::map<std::string, int64_t> others;  // "model" or "model (corpus C)" -> records
-    for (const LabRecord& r : read.records) {
-      const bool ours = r.corpus == corpus.label &&
-                        std::any_of(o.models.begin(), o.models.end(),
-                                    [&](const LabModel& m) { return m.label == r.model; });
-      if (!ours) {
-        others[r.corpus == corpus.label ? r.model
-                                        : fmt::format("{} (corpus {})", r.model, r.corpus)]++;
-      }
-    }
-    if (!others.empty()) {
-      Tell(cb.note,
-           fmt::format("{} also holds the records of models this run does not train: {}; the "
-                       "report shows them beside this run's models (another --out keeps runs "
-                       "apart)",
-                       o.out, NamesWithCounts(others)));
-    }
-  }
+  for (const LabRecord& r : read.records) recorded.insert(r.model);
+  TellOtherModels(o, corpus, read, cb);
   if (!read.torn_lines.empty()) {
     Tell(cb.note, fmt::format("skipped {} torn line(s) of other ranks' records files: {}",
                               read.torn_lines.size(), fmt::join(read.torn_lines, ", ")));
@@ -1332,39 +1390,9 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
 
   std::vector<CellPlan> cells = PlanCells(o, corpus.label, model_ids);
   const int vocab = LabVocab(o);
-  std::vector<std::optional<ModelConfig>> configs(o.models.size());
-  auto config_of = [&](size_t model) -> const ModelConfig& {
-    std::optional<ModelConfig>& config = configs[model];
-    if (!config) config = RunArchitecture(RunOptionsOf(o, o.models[model], corpus), vocab).model;
-    return *config;
-  };
-  // A cell recorded under earlier scoring rules that score it otherwise now is scored again (its
-  // old record stays in its file, superseded: ReadLabRecords reads the later one).
-  std::map<std::string, int64_t> rescored;  // model label -> cells
-  for (CellPlan& c : cells) {
-    auto it = recorded_scoring.find(c.key);
-    if (it == recorded_scoring.end()) it = recorded_scoring.find(c.legacy_key);
-    if (it != recorded_scoring.end()) {
-      if (LabCellRescored(config_of(c.model), c.method, c.ctx, it->second)) {
-        rescored[o.models[c.model].label]++;
-      } else {
-        done.insert(c.key);
-      }
-    }
-    for (const LabGate& g : read.gates) {  // a gate measured before: its failed parts' cells
-      if (g.corpus == corpus.label && g.model_id == model_ids[c.model] && o.gate &&
-          !done.count(c.key) && GateHoldsBack(o, g, c)) {
-        c.held_back = true;
-      }
-    }
-  }
-  if (!rescored.empty()) {
-    Tell(cb.note,
-         fmt::format("cells recorded by an earlier build whose scoring rules score them otherwise "
-                     "now (src/report/records.h, kLabScoringRevision) are scored again: {}; their "
-                     "old records stay in {}, superseded by the new ones",
-                     NamesWithCounts(rescored), o.out));
-  }
+  LabConfigs configs(o, corpus, vocab);
+  const std::unordered_set<std::string> done =
+      CellsDone(o, corpus, model_ids, read, configs, cells, cb);
   const int64_t L = o.train_len;
   const int64_t longest = L * *std::max_element(o.factors.begin(), o.factors.end());
   // Which cells a model's layout refuses (a RoPE method on ALiBi, say) follows from its
@@ -1373,7 +1401,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   std::vector<bool> pending(o.models.size(), false);
   for (CellPlan& c : cells) {  // this rank's cells (PlanCells)
     if (done.count(c.key) || c.held_back) continue;
-    c.refusal = CellRefusal(config_of(c.model), c);
+    c.refusal = CellRefusal(configs.Of(c.model), c);
     if (!c.refusal) pending[c.model] = true;
   }
   std::vector<size_t> to_train;
@@ -1534,7 +1562,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
         for (const LabGate& g : read.gates) {
           if (g.corpus == corpus.label && g.model_id == model_ids[mi]) gate = g;
         }
-        if (gate && LabCellRescored(config_of(mi), "direct", L, gate->scoring)) {
+        if (gate && LabCellRescored(configs.Of(mi), "direct", L, gate->scoring)) {
           Tell(cb.note, fmt::format("{}: copy gate measured again: the one read back ({}) was "
                                     "measured under scoring rules {}, which score this model "
                                     "otherwise (src/report/records.h, kLabScoringRevision)",

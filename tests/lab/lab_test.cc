@@ -812,6 +812,33 @@ TEST_F(LabTest, RetrievalCellsCarryControlsIntervalsAndTheGatesVerdict) {
 // By default a model that fails the gate part a far-copy or passkey cell beyond L needs leaves
 // that cell unscored (no record), on the first run and on a resume; its other cells (repeat
 // included) are scored; asked for, the held-back cells are scored on a later run.
+TEST_F(LabTest, AGateMeasuredUnderRulesThatChangedIsMeasuredAgain) {
+  // A log-n model with a window layer: rules 1 scored every cell of it otherwise, its gate too.
+  const std::string corpus = YearCorpus(8, 6000);
+  LabOptions o = RetrievalLab(Tiny(corpus, Path("lab")));
+  o.layers = 2;
+  o.models = {{"hwfa-logn", "llama", "rope", "logn,hwfa=32"}};
+  const LabResult first = RunLab(o);
+  ASSERT_GT(first.cells_done, 0);
+  ASSERT_GT(first.cells_held_back, 0) << "6 steps teach no copying: the gate holds cells back";
+  EditRecords(first.records_path, [](nlohmann::json& j) { j.erase("scoring"); });
+  ASSERT_EQ(ReadLabRecords({first.records_path}).gates.at(0).scoring, 1);
+  std::vector<std::string> notes;
+  LabCallbacks cb;
+  cb.note = [&](const std::string& line) { notes.push_back(line); };
+  const LabResult again = RunLab(o, cb);
+  EXPECT_EQ(again.cells_done, first.cells_done);  // every cell, its window layer counts keys
+  EXPECT_EQ(again.cells_skipped, 0);
+  EXPECT_EQ(again.cells_held_back, first.cells_held_back);  // by the gate measured again
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.find("copy gate measured again") != std::string::npos;
+  })) << fmt::format("{}", fmt::join(notes, "\n"));
+  const LabRecordFile read = ReadLabRecords({again.records_path});
+  ASSERT_EQ(read.gates.size(), 1u);
+  EXPECT_EQ(read.gates[0].scoring, kLabScoringRevision);
+  EXPECT_EQ(read.superseded, first.cells_done);
+}
+
 TEST_F(LabTest, AModelThatFailsTheGateLeavesItsFarCopyAndPasskeyCellsUnscored) {
   const std::string corpus = YearCorpus(8, 6000);
   LabOptions o = RetrievalLab(Tiny(corpus, Path("lab")));
