@@ -46,7 +46,7 @@ struct Problem {
   // Position plan (may be null), and how it is applied.
   const AttentionPlan* plan;
   bool row_scale;                              // multiply query i's scores by plan->LogitScale(i)
-  const std::vector<double>* ssmax = nullptr;  // plan->ssmax when on: per-head s_h ln(i + 1)
+  const std::vector<double>* ssmax = nullptr;  // plan->ssmax when on: per-head s_h ln(n_i)
   bool rotate;                                 // q and k are raw: rotate them here
   bool dynamic;                                // rotate with per-query frequencies
   const RotationTables* tables;

@@ -53,8 +53,8 @@ enum class Variant {
   kQueryNorm,       // q / |q|
   kKeyNorm,         // k / |k|
   kCosine,          // both: cosine attention
-  kCosineLogScale,  // both, and the per-position lambda ln((i + 1) / 2)
-  kSsmax,           // SSMax's s_h ln(i + 1) on the logits
+  kCosineLogScale,  // both, and the per-position lambda ln(n_i / 2), n_i the keys query i sees
+  kSsmax,           // SSMax's s_h ln(n_i) on the logits
 };
 std::string_view VariantName(Variant v);
 

@@ -167,8 +167,10 @@ bool LabCellRescored(const ModelConfig& config, const std::string& method, int64
                      int scoring) {
   if (scoring >= kLabScoringRevision) return false;
   // Revision 2: the trained scales that count keys (log-n, SSMax, the per-position lambda) count
-  // the keys a query sees. Only where some query sees fewer than i + 1 keys: on a local layer, or
-  // under a masked method at this length (NBCE's rows run under its method: the same test).
+  // the keys a query sees. Every cell of a model with a local layer (its weights too were trained
+  // under the old count: such a checkpoint is refused, and the model trained again), else only
+  // where some query sees fewer than i + 1 keys, under a masked method at this length (NBCE's rows
+  // run under its method: the same test).
   const AttentionLayout& a = config.attention;
   if (!(a.log_length_scale || a.position_log_scale || a.ssmax)) return false;
   if (std::any_of(a.layers.begin(), a.layers.end(),
@@ -656,11 +658,23 @@ void TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
       }
     };
     if (newest) {
-      const TrainResume resume = ReadTrainResume(run);
+      // A checkpoint this build refuses (one written under rules it no longer runs, say): the
+      // lab says which folder to delete for the model to be trained again.
+      TrainResume resume;
+      int64_t step = 0;
+      try {
+        resume = ReadTrainResume(run);
+        step = ReadModelFileHeader(resume.checkpoint).step;
+      } catch (const Error& e) {
+        Fail(
+            "{}: {}. For the lab: delete {} and run it again (it trains the model from the "
+            "start and scores its cells again)",
+            label, e.what(), (fs::path(o.out) / "models" / m.label).string());
+      }
       CompareModelOptions(o, m, StageKeys(o, i, ComparedOptions(resume.stored)),
                           StageKeys(o, i, ComparedOptions(StoredRunOptions(run))),
                           resume.checkpoint);
-      if (ReadModelFileHeader(resume.checkpoint).step >= run.steps) {
+      if (step >= run.steps) {
         Tell(cb.note, fmt::format("{}: trained already ({})", label, resume.checkpoint));
         // Its run printed its readout; printed again, so that a resumed lab shows every stage's.
         const std::string log = (fs::path(run.out) / kTrainLogName).string();
@@ -762,6 +776,7 @@ std::unordered_set<std::string> CellsDone(const LabOptions& o, const LabCorpus& 
     if (it != scoring.end()) {
       if (LabCellRescored(configs.Of(c.model), c.method, c.ctx, it->second)) {
         rescored[o.models[c.model].label]++;
+        c.stale_key = it->first;
       } else {
         done.insert(c.key);
       }
@@ -779,7 +794,8 @@ std::unordered_set<std::string> CellsDone(const LabOptions& o, const LabCorpus& 
     Tell(cb.note,
          fmt::format("cells recorded by an earlier build whose scoring rules score them otherwise "
                      "now (src/report/records.h, kLabScoringRevision) are scored again: {}; their "
-                     "old records stay in {}, superseded by the new ones",
+                     "old records stay in {}, voided (a \"void\" line each), so that no report "
+                     "reads them (a cell the copy gate now holds back stays without a record)",
                      NamesWithCounts(rescored), o.out));
   }
   return done;
@@ -1500,6 +1516,11 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   if (o.plan_only) {
     result.seconds = total_timer.Seconds();
     return result;
+  }
+  // The records of earlier rules that would score otherwise: voided now, so that whatever happens
+  // next (the cell scored, held back by the gate, the lab stopped) no report reads them.
+  for (CellPlan& c : cells) {
+    if (!c.stale_key.empty()) writer.AppendVoid(c.stale_key, kLabScoringRevision);
   }
   // Training first, every model of this rank that has cells left, several at once: a small
   // model's step does not keep two cores busy (measured at dim 128, L = 128, 2 cores: one run on

@@ -32,8 +32,10 @@
 // src/train/run.h), stage by stage (a finished stage is kept, the next started from it). So
 // a lab killed at any point and started again ends with the records of one that never stopped.
 // A cell (or gate) recorded by an earlier build whose scoring rules score it otherwise now
-// (LabCellRescored) is not done: it is scored again and its new record supersedes the old one,
-// which stays in its file.
+// (LabCellRescored) is not done: its old record is voided (a "void" line; the record stays in its
+// file, unread) and the cell scored again, unless the copy gate now holds it back. A model whose
+// checkpoint this build refuses (trained under such rules) stops the lab with the folder to
+// delete for it to be trained again.
 // A model with no cell left to score (every cell recorded, or refused by its layout) is neither
 // trained nor loaded: the records files and OUT/options/ (each model's training options, checked
 // on every resume), copied into a new OUT, resume a lab elsewhere.
@@ -227,8 +229,8 @@ struct LabResult {
 };
 
 // Whether a cell of `method` at `ctx` on a model of `config`, recorded under the scoring rules
-// `scoring` (LabRecord::scoring), would be scored otherwise by this build: then a resumed lab scores
-// it again (its old record stays, superseded). The gate is measured with "direct" at L.
+// `scoring` (LabRecord::scoring), would be scored otherwise by this build: then a resumed lab voids
+// that record and scores the cell again. The gate is measured with "direct" at L.
 // kLabScoringRevision (src/report/records.h) lists the revisions and the cells each moved.
 bool LabCellRescored(const ModelConfig& config, const std::string& method, int64_t ctx,
                      int scoring);

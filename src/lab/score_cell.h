@@ -38,6 +38,9 @@ struct CellPlan {
   // The key of the same cell in records written before they carried the model's id: such a
   // record counts as done (the options book has checked that the model is the one asked for).
   std::string legacy_key;
+  // The key of its record scored under earlier rules that score it otherwise now
+  // (LabCellRescored): voided before the cell is scored again; "" when none.
+  std::string stale_key;
   std::optional<std::string> refusal;  // why the model's layout refuses the method (CellRefusal)
   bool held_back = false;  // not scored: the model failed the gate part it needs (GateHoldsBack)
 };

@@ -89,7 +89,8 @@ struct AttentionLayout {
   // Sandwich layers: the sinusoids' dimension and lambda (the same for every head).
   int sandwich_dim = 0;
   double sandwich_lambda = 0.0;
-  // Cosine attention's per-position lambda: query i's logits also times ln((i + 1) / 2).
+  // Cosine attention's per-position lambda: query i's logits also times ln(n_i / 2), n_i the keys
+  // it sees (AttentionPlan::VisibleKeys: i + 1, at most the window on a local layer or a mask).
   bool position_log_scale = false;
   // SSMax (arXiv 2501.19399): query i's logits in head h times s_h ln(n_i), s_h =
   // LayerWeights::ssmax[h], learned per layer and head; n_i the keys query i sees

@@ -328,6 +328,7 @@ LabGate LabGateFromJson(const nlohmann::json& j) {
 LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
   LabRecordFile out;
   std::unordered_map<std::string, size_t> seen;  // key -> its record in out.records
+  std::unordered_map<std::string, int> voids;    // key -> the rules before which it is void
   for (const std::string& path : paths) {
     // A FIFO or /dev/zero is refused before any read (src/core/input_file.h): neither ends.
     const std::string text = ReadInputFile(path, "a lab results file (JSON lines, results*.jsonl)");
@@ -371,6 +372,21 @@ LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
         }
         continue;
       }
+      if (j["record"] == "void") {
+        try {
+          if (Field<int>(j, "version") != kLabRecordVersion) {
+            Fail("record version {} is not the version this build reads ({})",
+                 Field<int>(j, "version"), kLabRecordVersion);
+          }
+          const std::string key = Field<std::string>(j, "key");
+          const int scoring = ScoringField(j);
+          int& voided = voids[key];
+          voided = std::max(voided, scoring);
+        } catch (const Error& e) {
+          Fail("{}:{}: {}", path, line_no, e.what());
+        }
+        continue;
+      }
       if (j["record"] != "cell") continue;
       LabRecord r;
       try {
@@ -392,6 +408,14 @@ LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
       }
       out.records.push_back(std::move(r));
     }
+  }
+  if (!voids.empty()) {
+    const size_t before = out.records.size();
+    std::erase_if(out.records, [&](const LabRecord& r) {
+      const auto it = voids.find(r.key);
+      return it != voids.end() && r.scoring < it->second;
+    });
+    out.superseded += static_cast<int64_t>(before - out.records.size());
   }
   return out;
 }
@@ -535,6 +559,15 @@ LabRecordWriter::~LabRecordWriter() {
 void LabRecordWriter::Append(const LabRecord& r) { AppendLine(LabRecordJson(r).dump() + "\n"); }
 
 void LabRecordWriter::Append(const LabGate& g) { AppendLine(LabGateJson(g).dump() + "\n"); }
+
+void LabRecordWriter::AppendVoid(const std::string& key, int scoring) {
+  nlohmann::json j = nlohmann::json::object();
+  j["record"] = "void";
+  j["version"] = kLabRecordVersion;
+  j["key"] = key;
+  j["scoring"] = scoring;
+  AppendLine(j.dump() + "\n");
+}
 
 void LabRecordWriter::AppendLine(const std::string& line) {
   size_t done = 0;

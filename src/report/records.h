@@ -66,6 +66,10 @@
 //        = 3 points < 20 at L",        keeping distant information from forgetting it (the reason)
 //
 // A second kind of line, one per model, holds the copy gate (records "gate"): see LabGate.
+// A third, {"record": "void", "version": 1, "key": K, "scoring": R}, says that the records of
+// cell K scored under rules before R no longer stand: a lab resumed under rules R found that they
+// score the cell otherwise (LabCellRescored, src/lab/lab.h), and scores it again where it can. The
+// lines stay; ReadLabRecords leaves those records out (counted as superseded).
 //
 // Protocols (src/eval/protocols.h says how each is built):
 //   nonrepeat  genuine text cut into windows of ctx tokens; all positions scored
@@ -214,8 +218,9 @@ struct LabRecordFile {
   // In file order, one of each model (corpus, id): the first of the latest scoring rules.
   std::vector<LabGate> gates;
   int64_t duplicates = 0;  // records whose key was already read under the same rules, skipped
-  // Records replaced by a later one of the same key scored under later rules (a lab resumed from
-  // records of older rules scores their cells again); kept in their file, not read.
+  // Records replaced by a later one of the same key scored under later rules, or voided by a
+  // "void" line (a lab resumed from records of older rules scores their cells again); kept in
+  // their file, not read.
   int64_t superseded = 0;
   int64_t partial_lines = 0;  // a last line without its '\n' (a write cut short): skipped
   // Lines that are not JSON at all ("path:line"): torn by a crash or by two writers at once (the
@@ -260,6 +265,8 @@ class LabRecordWriter {
   LabRecordWriter& operator=(const LabRecordWriter&) = delete;
   void Append(const LabRecord& r);
   void Append(const LabGate& g);
+  // A "void" line: the records of `key` scored under rules before `scoring` no longer stand.
+  void AppendVoid(const std::string& key, int scoring);
   const std::string& path() const { return path_; }
 
  private:

@@ -683,8 +683,9 @@ std::string SourceLine(const LabRecordFile& records, const std::vector<std::stri
   std::string superseded;
   if (records.superseded > 0) {
     superseded = fmt::format(
-        " {} records scored under earlier rules than a record of the same key were superseded "
-        "by it (a lab resumed by a later build scored their cells again).",
+        " {} records of earlier scoring rules superseded (a lab resumed by a later build found "
+        "that its rules score those cells otherwise, voided the records and scored the cells "
+        "again); they stay in their files, unread.",
         records.superseded);
   }
   return fmt::format(

@@ -14,7 +14,7 @@
 //   q, k RMS-normalized per head (with ModelConfig::qk_norm: Qwen 3's q_norm, k_norm)
 //   q, k rotated by RoPE at positions 0..T-1    (unless the layer has no position: NoPE)
 //   then, where the model has them: q, k / |.| per head (QueryNorm, KeyNorm), XPOS's decay,
-//   SSMax's s_h ln(i + 1) on q
+//   SSMax's s_h ln(n_i) on q, n_i the keys query i sees (AttentionPlan::VisibleKeys)
 //   att = Attention(q, k, v; mask, bias)        (N, H*D), and lse (N, H)
 //   x1 = x + att Wo^T
 //   f = RMSNorm(x1; ffn_norm)
@@ -102,7 +102,7 @@ template <typename Real>
 struct LayerActs {
   std::vector<Real> x, a, q, k, v, att, lse, x1, f, g, u, h;  // LLaMA
   std::vector<Real> q_raw, k_raw;  // before QueryNorm / KeyNorm (empty without)
-  std::vector<Real> q_unscaled;    // SSMax: q before s_h ln(i + 1) (empty without)
+  std::vector<Real> q_unscaled;    // SSMax: q before s_h ln(n_i) (empty without)
   std::vector<Real> q_pre, k_pre;  // before the per-head q/k RMSNorm (empty without qk_norm)
   GauActs<Real> gau;               // GAU
 };

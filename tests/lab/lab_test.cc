@@ -22,6 +22,7 @@
 #include "src/core/stop.h"
 #include "src/core/threads.h"
 #include "src/io/model_file.h"
+#include "src/io/stretch_checkpoint.h"
 #include "src/lab/gate.h"
 #include "src/train/arch_spec.h"
 #include "tests/testing/files.h"
@@ -818,25 +819,73 @@ TEST_F(LabTest, AGateMeasuredUnderRulesThatChangedIsMeasuredAgain) {
   LabOptions o = RetrievalLab(Tiny(corpus, Path("lab")));
   o.layers = 2;
   o.models = {{"hwfa-logn", "llama", "rope", "logn,hwfa=32"}};
+  o.score_not_informative = true;  // the first run records the cells its failed gate marks
   const LabResult first = RunLab(o);
   ASSERT_GT(first.cells_done, 0);
-  ASSERT_GT(first.cells_held_back, 0) << "6 steps teach no copying: the gate holds cells back";
+  ASSERT_EQ(first.cells_held_back, 0);
   EditRecords(first.records_path, [](nlohmann::json& j) { j.erase("scoring"); });
   ASSERT_EQ(ReadLabRecords({first.records_path}).gates.at(0).scoring, 1);
+  // Resumed without scoring what the gate fails: the gate measured again (6 steps teach no
+  // copying: it fails again) holds the retrieval cells back, and their old records are voided.
+  o.score_not_informative = false;
   std::vector<std::string> notes;
   LabCallbacks cb;
   cb.note = [&](const std::string& line) { notes.push_back(line); };
   const LabResult again = RunLab(o, cb);
-  EXPECT_EQ(again.cells_done, first.cells_done);  // every cell, its window layer counts keys
-  EXPECT_EQ(again.cells_skipped, 0);
-  EXPECT_EQ(again.cells_held_back, first.cells_held_back);  // by the gate measured again
+  EXPECT_GT(again.cells_held_back, 0);
+  EXPECT_EQ(again.cells_done + again.cells_held_back, first.cells_done);
+  EXPECT_EQ(again.cells_skipped, 0);  // every cell: its window layer counts keys
   EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
     return n.find("copy gate measured again") != std::string::npos;
   })) << fmt::format("{}", fmt::join(notes, "\n"));
   const LabRecordFile read = ReadLabRecords({again.records_path});
   ASSERT_EQ(read.gates.size(), 1u);
   EXPECT_EQ(read.gates[0].scoring, kLabScoringRevision);
+  EXPECT_FALSE(read.gates[0].passed);
   EXPECT_EQ(read.superseded, first.cells_done);
+  EXPECT_EQ(read.records.size(), static_cast<size_t>(again.cells_done));
+  for (const LabRecord& r : read.records) EXPECT_EQ(r.scoring, kLabScoringRevision) << r.key;
+  // Nothing is left to do, and nothing is voided twice.
+  const LabResult third = RunLab(o);
+  EXPECT_EQ(third.cells_done, 0);
+  EXPECT_EQ(ReadLabRecords({again.records_path}).records.size(), read.records.size());
+}
+
+TEST_F(LabTest, AModelCheckpointThisBuildRefusesNamesTheFolderToDelete) {
+  // The checkpoint of a log-n HWFA model as an earlier build wrote it (no "log_n_keys" in its
+  // config, the key's name changed in place, and no checksum, as in checkpoints older still):
+  // refused, with the folder that trains it again; the model is not trained over.
+  const std::string corpus = YearCorpus(8, 6000);
+  LabOptions o = Tiny(corpus, Path("lab"));
+  o.layers = 2;
+  o.models = {{"hwfa-logn", "llama", "rope", "logn,hwfa=8"}};
+  o.methods = {"direct"};
+  RunLab(o);
+  int edited = 0;
+  std::vector<std::string> checkpoints;
+  for (const auto& entry : fs::recursive_directory_iterator(fs::path(o.out) / "models")) {
+    if (entry.path().extension() != ".safetensors") continue;
+    std::string bytes = testing::ReadBytes(entry.path().string());
+    for (size_t at = bytes.find("log_n_keys"); at != std::string::npos;
+         at = bytes.find("log_n_keys", at)) {
+      bytes.replace(at, 10, "log_n_keyz");
+      ++edited;
+    }
+    const std::string checksum(kCheckpointChecksumKey);
+    const size_t at = bytes.find(checksum);
+    ASSERT_NE(at, std::string::npos);
+    bytes[at + checksum.size() - 1] = 'X';
+    testing::WriteBytes(entry.path().string(), bytes);
+    checkpoints.push_back(entry.path().string());
+  }
+  ASSERT_GT(edited, 0);
+  fs::remove(fs::path(o.out) / "results.jsonl");  // its cells to score again
+  const std::string error = testing::ErrorOf([&] { RunLab(o); });
+  EXPECT_NE(error.find("Train the model again"), std::string::npos) << error;
+  EXPECT_NE(error.find("delete " + (fs::path(o.out) / "models" / "hwfa-logn").string()),
+            std::string::npos)
+      << error;
+  for (const std::string& path : checkpoints) EXPECT_TRUE(fs::exists(path)) << path;
 }
 
 TEST_F(LabTest, AModelThatFailsTheGateLeavesItsFarCopyAndPasskeyCellsUnscored) {

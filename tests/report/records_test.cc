@@ -3,6 +3,7 @@
 // unfinished line before it appends).
 #include "src/report/records.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "tests/report/sample_records.h"
@@ -385,6 +386,46 @@ TEST_F(RecordsTest, ACellScoredUnderLaterRulesSupersedesTheEarlierWhereverItLies
   EXPECT_NE(ErrorOf([&] { LabRecordFromJson(j); }).find("field \"scoring\""), std::string::npos);
   j["scoring"] = 0;
   EXPECT_NE(ErrorOf([&] { LabRecordFromJson(j); }).find("expected 1 to"), std::string::npos);
+}
+
+TEST_F(RecordsTest, AVoidLineDropsTheEarlierRulesRecordsOfItsKeyWhereverItLies) {
+  const LabRecord old_rules = SampleCell("rope", "window", "nonrepeat", 512, 0.5);
+  LabRecord later = old_rules;
+  later.scoring = kLabScoringRevision;
+  later.loss = 2.5;
+  const LabRecord other = SampleCell("rope", "direct", "repeat", 512, 0.5);
+  const std::string void_line = fmt::format(
+      "{{\"record\": \"void\", \"version\": {}, \"key\": \"{}\", \"scoring\": {}}}\n",
+      kLabRecordVersion, old_rules.key.empty() ? LabRecordKey(old_rules) : old_rules.key,
+      kLabScoringRevision);
+  {
+    LabRecordWriter w(Path("w.jsonl"));
+    w.Append(old_rules);
+    w.AppendVoid(LabRecordKey(old_rules), kLabScoringRevision);
+  }
+  EXPECT_TRUE(ReadLabRecords({Path("w.jsonl")}).records.empty());
+  // Before or after the record, in another file: the record of earlier rules is left out, a
+  // record of the void's rules kept, another key untouched.
+  for (const bool void_first : {false, true}) {
+    const std::string a = File("a.jsonl", void_first ? void_line + Line(other) : Line(old_rules));
+    const std::string b = File("b.jsonl", void_first ? Line(old_rules) : Line(other) + void_line);
+    const LabRecordFile read = ReadLabRecords({a, b});
+    ASSERT_EQ(read.records.size(), 1u) << void_first;
+    EXPECT_EQ(read.records[0].protocol, "repeat");
+    EXPECT_EQ(read.superseded, 1);
+    const std::string c = File("c.jsonl", Line(old_rules) + void_line + Line(later));
+    const LabRecordFile with_later = ReadLabRecords({c});
+    ASSERT_EQ(with_later.records.size(), 1u);
+    EXPECT_EQ(with_later.records[0].loss, 2.5);
+  }
+  // A void line of rules this build does not know is refused with its file and line.
+  const std::string bad = File(
+      "bad.jsonl", Line(other) + fmt::format("{{\"record\": \"void\", \"version\": {}, \"key\": "
+                                             "\"x\", \"scoring\": {}}}\n",
+                                             kLabRecordVersion, kLabScoringRevision + 1));
+  const std::string error = ErrorOf([&] { ReadLabRecords({bad}); });
+  EXPECT_NE(error.find("bad.jsonl:2"), std::string::npos) << error;
+  EXPECT_NE(error.find("\"scoring\""), std::string::npos) << error;
 }
 
 TEST_F(RecordsTest, WriterCutsAnUnfinishedLastLineBeforeAppending) {

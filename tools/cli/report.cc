@@ -40,8 +40,9 @@ void RunReport(const ReportArgs& args) {
       records.partial_lines == 1 ? "" : "s");
   if (records.superseded > 0) {
     fmt::print(
-        "{} record{} superseded: scored under earlier rules than a record of the same key, which "
-        "is read instead (a lab resumed by a later build scored the cell again)\n",
+        "{} record{} of earlier scoring rules superseded (a lab resumed by a later build found "
+        "that its rules score the cell otherwise, voided the record and scored the cell again); "
+        "they stay in their files, unread\n",
         records.superseded, records.superseded == 1 ? "" : "s");
   }
   for (const std::string& n : w.report.notes) fmt::print("note: {}\n", n);

@@ -436,7 +436,8 @@ void RegisterTrain(CLI::App& app) {
   sub->add_option("--attention", args->attention,
                   "Logits and layer layout, a comma list. Logits: keynorm, querynorm (unit-length "
                   "keys / queries), cosine (both, times lambda = 4 ln(L/2)), "
-                  "cosine=per-position (lambda = 4 ln((i+1)/2) for query i), scale=X (instead "
+                  "cosine=per-position (lambda = 4 ln(n/2) for query i, n = i+1 the keys it sees), "
+                  "scale=X (instead "
                   "of 1/sqrt(head dim) or lambda), logn (logits of query i times ln(n)/ln L, "
                   "n = i+1 the keys it sees, in training and after: the seeds' log-n models), "
                   "ssmax (a learned per-head s times ln(n), SSMax); under a window, on a window "
