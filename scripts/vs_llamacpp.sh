@@ -50,8 +50,11 @@
 # and `--case decode`. Memory: each engine's peak resident memory in its decode case at the
 # deepest depth (stretch's from its bench process, llama.cpp's from the operating system's
 # accounting of the llama-bench process), beside the file's size plus the KV cache at that depth.
-# Bandwidth: `stretch bench --case memory` measures reading memory (GB/s) once; decode's share is
-# tokens/s x the matrices' bytes per token (the file's own, from stretch bench) / that rate.
+# Bandwidth: `stretch bench --case memory` measures reading memory (GB/s) right before each of
+# stretch's decode runs, in every round (a shared host's bandwidth drifts by a factor of two
+# within a day); decode's share in a round is tokens/s x the matrices' bytes per token (the
+# file's own, from stretch bench) / the rate read just before it, and the table gives the median
+# share over the rounds with its range.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -296,7 +299,8 @@ echo "vs_llamacpp: llama.cpp $(git -C "$LLAMA" rev-parse --short HEAD 2>/dev/nul
 READ_GBS=$("$STRETCH" bench --case memory --threads "$THREADS" | json_field read_gbs)
 echo "vs_llamacpp: memory read at $READ_GBS GB/s (stretch bench --case memory, $THREADS threads)"
 
-RESULTS=$WORK/results.tsv  # round, model, case, engine, tokens/s, peak bytes, bytes per token
+# round, model, case, engine, tokens/s, peak bytes, bytes per token, memory read just before (GB/s)
+RESULTS=$WORK/results.tsv
 : >"$RESULTS"
 echo "vs_llamacpp: $ROUNDS interleaved rounds, $THREADS threads; raw figures in $RESULTS"
 for r in $(seq 1 "$ROUNDS"); do
@@ -309,17 +313,20 @@ for r in $(seq 1 "$ROUNDS"); do
         [ "$kind" = decode ] && [ "$L" = "$deep" ] && PEAK_FILE=$WORK/peak.txt && rm -f "$PEAK_FILE"
         v=$(llama_case "$gguf" "$kind" "$L" "$fa") || v=nan
         peak=$([ -n "$PEAK_FILE" ] && [ -f "$PEAK_FILE" ] && cat "$PEAK_FILE" || echo 0)
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t0\n' "$r" "$shape-$type" "$label" "llama.cpp-fa$fa" "$v" "$peak" >>"$RESULTS"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t0\t0\n' "$r" "$shape-$type" "$label" "llama.cpp-fa$fa" "$v" "$peak" >>"$RESULTS"
       done
       PEAK_FILE=""
       deep_case=$([ "$kind" = decode ] && [ "$L" = "$deep" ] && echo 1 || echo 0)
+      probe=0  # the memory read right before a decode, for its share of the bandwidth
+      [ "$kind" = decode ] &&
+        probe=$("$STRETCH" bench --case memory --threads "$THREADS" | json_field read_gbs)
       if ! out=$(stretch_case "$kind" "$gguf" "$L" 2>"$WORK/stretch.err"); then
         echo "vs_llamacpp: stretch failed on $shape-$type $label: $(tail -1 "$WORK/stretch.err")" >&2
-        printf '%s\t%s\t%s\t%s\tnan\t0\t0\n' "$r" "$shape-$type" "$label" stretch >>"$RESULTS"
+        printf '%s\t%s\t%s\t%s\tnan\t0\t0\t0\n' "$r" "$shape-$type" "$label" stretch >>"$RESULTS"
         continue
       fi
-      python3 -c "import json,sys; j=json.loads(sys.argv[2].strip().splitlines()[-1]); print('\t'.join(sys.argv[3:] + [str(j['tokens_per_s']), str(j['peak_rss_bytes'] if sys.argv[1] == '1' else 0), str(j.get('weight_bytes_per_token', 0))]))" \
-        "$deep_case" "$out" "$r" "$shape-$type" "$label" stretch >>"$RESULTS"
+      python3 -c "import json,sys; j=json.loads(sys.argv[3].strip().splitlines()[-1]); print('\t'.join(sys.argv[4:] + [str(j['tokens_per_s']), str(j['peak_rss_bytes'] if sys.argv[1] == '1' else 0), str(j.get('weight_bytes_per_token', 0)), sys.argv[2]]))" \
+        "$deep_case" "$probe" "$out" "$r" "$shape-$type" "$label" stretch >>"$RESULTS"
     done < <(cases "$shape")
   done
   echo "vs_llamacpp: round $r of $ROUNDS done"
@@ -344,11 +351,14 @@ sizes = {l.split("\t")[0]: l.rstrip("\n").split("\t")[1:] for l in open(sys.argv
 rounds, threads, read_gbs, kv = sys.argv[3], sys.argv[4], float(sys.argv[5]), sys.argv[6]
 v = collections.defaultdict(list)
 peak = collections.defaultdict(list)
+share = collections.defaultdict(list)  # decode's share of the memory read just before it, a round
 bpt = {}
 order = []
-for r, model, label, engine, x, pk, b in rows:
+for r, model, label, engine, x, pk, b, probe in rows:
     if x != "nan":
         v[(model, label, engine)].append(float(x))
+        if float(b) > 0 and float(probe) > 0:
+            share[(model, label)].append(float(x) * float(b) / 1e9 / float(probe))
     if int(pk) > 0:
         peak[(model, engine)].append(int(pk))
     if float(b) > 0:
@@ -358,7 +368,9 @@ for r, model, label, engine, x, pk, b in rows:
 med = lambda k: statistics.median(v[k]) if v.get(k) else None
 print(f"\nmedians of {rounds} interleaved rounds, {threads} threads, KV cache {kv}, tokens/s; llama.cpp's")
 print("figure is its flash-attention mode with the higher median (both modes' medians beside it);")
-print(f"decode's share of the read bandwidth ({read_gbs:.1f} GB/s): tokens/s x the file's matrix bytes per token")
+print(f"decode's bandwidth: tokens/s x the file's matrix bytes per token; its share: of the memory read")
+print(f"just before each decode run (stretch bench --case memory; {read_gbs:.1f} GB/s at the start), the")
+print("median share over the rounds and its range")
 print("| model | case | llama.cpp (fa off / on) | stretch | stretch / llama.cpp | stretch's decode bandwidth |")
 print("| --- | --- | --- | --- | --- | --- |")
 for model, label in order:
@@ -367,7 +379,10 @@ for model, label in order:
     bw = ""
     if label.startswith("decode") and s and (model, label) in bpt:
         gbs = s * bpt[(model, label)] / 1e9
-        bw = f"{gbs:.1f} GB/s, {100 * gbs / read_gbs:.0f}%"
+        sh = share.get((model, label))
+        bw = f"{gbs:.1f} GB/s" + (
+            f", {100 * statistics.median(sh):.0f}% ({100 * min(sh):.0f}-{100 * max(sh):.0f}%)"
+            if sh else "")
     st = "failed" if s is None else f"{s:,.1f}"
     if not modes:
         print(f"| {model} | {label} | failed | {st} | - | {bw} |")
