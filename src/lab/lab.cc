@@ -759,8 +759,8 @@ void TellOtherModels(const LabOptions& o, const LabCorpus& corpus, const LabReco
 
 // The keys of `cells` (this rank's) that the records `read` hold already, and each cell's
 // held_back (a gate read back whose part it needs failed). A cell recorded under earlier scoring
-// rules that score it otherwise now (LabCellRescored) is not done: it is scored again, and its old
-// record stays in its file, superseded (ReadLabRecords reads the later one); a note names them.
+// rules that score it otherwise now (LabCellRescored) is not done: its `stale_key` is set (RunLab
+// voids that record, which stays in its file unread, and scores the cell again); a note names them.
 // A gate measured under such rules holds nothing back: it is measured again.
 std::unordered_set<std::string> CellsDone(const LabOptions& o, const LabCorpus& corpus,
                                           const std::vector<std::string>& model_ids,
@@ -774,7 +774,8 @@ std::unordered_set<std::string> CellsDone(const LabOptions& o, const LabCorpus& 
     auto it = scoring.find(c.key);
     if (it == scoring.end()) it = scoring.find(c.legacy_key);
     if (it != scoring.end()) {
-      if (LabCellRescored(configs.Of(c.model), c.method, c.ctx, it->second)) {
+      if (it->second < kLabScoringRevision &&
+          LabCellRescored(configs.Of(c.model), c.method, c.ctx, it->second)) {
         rescored[o.models[c.model].label]++;
         c.stale_key = it->first;
       } else {
@@ -784,7 +785,8 @@ std::unordered_set<std::string> CellsDone(const LabOptions& o, const LabCorpus& 
     if (!o.gate || done.count(c.key)) continue;
     for (const LabGate& g : read.gates) {  // a gate measured before: its failed parts' cells
       if (g.corpus == corpus.label && g.model_id == model_ids[c.model] &&
-          !LabCellRescored(configs.Of(c.model), "direct", o.train_len, g.scoring) &&
+          (g.scoring >= kLabScoringRevision ||
+           !LabCellRescored(configs.Of(c.model), "direct", o.train_len, g.scoring)) &&
           GateHoldsBack(o, g, c)) {
         c.held_back = true;
       }
