@@ -199,7 +199,8 @@ void PackedLinear(const float* x, const PackedMatrix& W, float beta, float* y, i
     thread_local std::vector<uint16_t> rounded;
     RoundRowsToBf16(x, T, K, &rounded);
     const uint16_t* xb = rounded.data();
-    auto rows = [&](int64_t j0, int64_t j1) { PackedBf16Rows(W, xb, T, beta, y + j0, N, j0, j1); };
+    const auto kernel = Bf16MatmulForManyRows() ? &Bf16MatmulRows : &PackedBf16Rows;
+    auto rows = [&](int64_t j0, int64_t j1) { kernel(W, xb, T, beta, y + j0, N, j0, j1); };
     if (one_call || T * N * K < kSplitMacs) return rows(0, N);
     ParallelFor(N, std::max<int64_t>(32, GemmGrain(N)), rows);
     return;
@@ -244,8 +245,14 @@ std::string PackedProductsText() {
   }
   std::string s =
       p == PackedProducts::kFast ? "STRETCH_PACKED_DOT=fast: " : "STRETCH_PACKED_DOT=int8: ";
-  s += PackedBf16Available() ? "BF16 x rounded to bfloat16 (VDPBF16PS); "
-                             : "BF16 in floats (no AVX512_BF16); ";
+  if (PackedBf16Available()) {
+    s += Bf16MatmulForManyRows()
+             ? "BF16 x rounded to bfloat16 (many rows: oneDNN's bfloat16 matmul; one row: "
+               "VDPBF16PS); "
+             : "BF16 x rounded to bfloat16 (VDPBF16PS); ";
+  } else {
+    s += "BF16 in floats (no AVX512_BF16); ";
+  }
   if (PackedInt8Available(PackedType::kQ8_0)) {
     s += p == PackedProducts::kFast
              ? "Q8_0, Q4_K, Q6_K decode on 8-bit x (VNNI), their prefill in floats; "

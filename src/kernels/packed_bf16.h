@@ -10,6 +10,8 @@
 // it); the float products of the sgemm on decoded panels stay the exact path (STRETCH_PACKED_DOT
 // =float). Measured on one core of this project's AMD EPYC (Zen 4), 512 rows of x times an 8192
 // x 2048 BF16 matrix: 320-345 GFLOP/s against oneDNN's f32 sgemm's 140-180 on the same values.
+// On this project's Intel Xeon the same kernel makes 69-78 GFLOP/s and oneDNN's bfloat16 matmul
+// on the AMX tiles 370-490: there the many-row products take that (Bf16MatmulForManyRows).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +33,18 @@ void RoundRowsToBf16(const float* x, int64_t T, int64_t K, std::vector<uint16_t>
 // One thread: y[t * ldy + (r - r0)] = W[r] . xb[t] + beta y[...] for t < T, r0 <= r < r1 (beta 0:
 // y is not read). W.type BF16 with an even number of columns; xb = RoundRowsToBf16(x, T, W.cols).
 void PackedBf16Rows(const PackedMatrix& W, const uint16_t* xb, int64_t T, float beta, float* y,
+                    int64_t ldy, int64_t r0, int64_t r1);
+
+// Whether PackedLinear's many-row products on BF16 matrices run Bf16MatmulRows: where oneDNN's
+// bfloat16 matmul runs on AMX tiles (Intel Xeons since Sapphire Rapids), 5-6x PackedBf16Rows
+// there (src/kernels/packed_bf16_amx.cc has the figures); elsewhere PackedBf16Rows. The
+// environment's STRETCH_BF16_MATMUL=own chooses PackedBf16Rows everywhere, =onednn oneDNN's
+// matmul whatever it runs on.
+bool Bf16MatmulForManyRows();
+
+// PackedBf16Rows' contract through oneDNN's bfloat16 matmul (one thread): the same products of
+// the rounded x with the rows, added in float32 in another order.
+void Bf16MatmulRows(const PackedMatrix& W, const uint16_t* xb, int64_t T, float beta, float* y,
                     int64_t ldy, int64_t r0, int64_t r1);
 
 // One row (decode), one thread: y[r - r0] = W[r] . xb + beta y[r - r0] for r0 <= r < r1 (beta 0:

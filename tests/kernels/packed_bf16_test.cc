@@ -138,6 +138,11 @@ TEST(PackedBf16, VectorKernelEqualsDoubleDotsOfTheRoundedX) {
   CheckAgainstDoubleDots(&PackedBf16Rows, "vector kernel");
 }
 
+TEST(PackedBf16, OneDnnMatmulEqualsDoubleDotsOfTheRoundedX) {
+  if (!PackedBf16Available()) GTEST_SKIP() << "this CPU has no AVX512_BF16 (no bfloat16 products)";
+  CheckAgainstDoubleDots(&Bf16MatmulRows, "oneDNN's bfloat16 matmul");
+}
+
 TEST(PackedBf16, PortableFormEqualsDoubleDotsOfTheRoundedX) {
   CheckAgainstDoubleDots(&packed_bf16_internal::RowsPortable, "portable form");
 }
@@ -166,8 +171,10 @@ TEST(PackedBf16, LinearForwardTakesItForManyRowsUnlessFloat) {
   const std::vector<float> x = RandomX(T * K, rng);
   std::vector<uint16_t> xb;
   RoundRowsToBf16(x.data(), T, K, &xb);
+  // The kernel the products choose on this CPU (oneDNN's matmul where it runs on AMX tiles).
   std::vector<float> direct(static_cast<size_t>(T * N));
-  PackedBf16Rows(w.m, xb.data(), T, 0.0f, direct.data(), N, 0, N);
+  (Bf16MatmulForManyRows() ? &Bf16MatmulRows : &PackedBf16Rows)(w.m, xb.data(), T, 0.0f,
+                                                                direct.data(), N, 0, N);
 
   std::vector<float> fast(static_cast<size_t>(T * N)), exact(static_cast<size_t>(T * N));
   {
