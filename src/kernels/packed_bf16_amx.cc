@@ -65,12 +65,10 @@ bool Choose() {
     const std::string_view v(env);
     if (v == "own") return false;
     if (v == "onednn") return true;
-    {
-      Fail(
-          "STRETCH_BF16_MATMUL: found '{}', expected onednn or own (or unset: oneDNN where it "
-          "runs on AMX tiles)",
-          v);
-    }
+    Fail(
+        "STRETCH_BF16_MATMUL: found '{}', expected onednn or own (or unset: oneDNN where it runs "
+        "on AMX tiles)",
+        v);
   }
   try {
     const std::string impl = Describe(64, 256, 256, 256, 0.0f).impl_info_str();
