@@ -230,6 +230,24 @@ bool MethodChangesRope(const AttentionPlan& method_plan, double model_base) {
   return !RopeChange(method_plan, model_base).empty();
 }
 
+std::string DoubleLogNNote(const ModelConfig& config, const AttentionPlan& method_plan) {
+  const int64_t L = method_plan.geo.train_len;
+  if (!method_plan.logn || !config.attention.log_length_scale || method_plan.fed_len <= L) {
+    return "";
+  }
+  // Both factors at the last query of a causal window (AttentionPlan::LogitScale); a mask keeps
+  // the trained one lower, so this is the largest product.
+  const double f =
+      std::log(static_cast<double>(method_plan.fed_len)) / std::log(static_cast<double>(L));
+  return fmt::format(
+      "method \"{}\": its +logn multiplies logits that the model's own trained log-n already "
+      "multiplies by ln(n) / ln L, so at {} tokens the last query's take {:.2f} x {:.2f} = {:.2f}; "
+      "drop +logn for the trained factor alone (on the quick lab's KeyNorm model of seed 1 at 8x, "
+      "the doubled factor read no passkey where the trained one read 19 of 20: docs/training.md, "
+      "thirtieth round)",
+      CanonicalSpec(method_plan.method), method_plan.fed_len, f, f, f * f);
+}
+
 void CheckMethodFitsLayout(const ModelConfig& config, const AttentionPlan& method_plan) {
   const std::string change = RopeChange(method_plan, static_cast<double>(config.rope_base));
   bool rope_full = false, full = false;

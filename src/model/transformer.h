@@ -145,6 +145,12 @@ bool MethodChangesRope(const AttentionPlan& method_plan, double model_base);
 // full-attention RoPE layer), naming the method, what it changes, the layers and what is allowed.
 void CheckMethodFitsLayout(const ModelConfig& config, const AttentionPlan& method_plan);
 
+// A note for a method whose `+logn` multiplies logits that the model's own trained log-n
+// (AttentionConfig::log_length_scale) already multiplies by ln(n) / ln L, so that beyond L they
+// take about the square of that factor; empty otherwise (no +logn, no trained log-n, or a context
+// of at most L, where +logn is 1). Not an error: the lab scores such cells on purpose.
+std::string DoubleLogNNote(const ModelConfig& config, const AttentionPlan& method_plan);
+
 // Layer l's plan under a method resolved as `method_plan` (MakeAttentionPlan for the model's
 // geometry), by the rule above: its mask, relative map, frequencies (p-RoPE's pairs unrotated),
 // XPOS's decay, logit scale, bias (ALiBi's slopes, Sandwich's table; KERPLE's from

@@ -1,5 +1,6 @@
 #include "src/model/transformer.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -191,6 +192,27 @@ TEST(Transformer, SetPlanEqualsSetMethodAndRefusesAnotherModelsPlan) {
     EXPECT_NE(std::string(e.what()).find("resolved for another model"), std::string::npos)
         << e.what();
   }
+}
+
+// The note on +logn over a trained log-n: given exactly where both factors multiply the logits
+// beyond L, with the product the last query takes (ln(4L) / ln L squared), and nowhere else.
+TEST(Transformer, DoubleLogNNoteOnlyWhereBothFactorsMultiply) {
+  ModelConfig c = testing::TinyConfig();
+  const int64_t L = c.seq_len;
+  c.attention.log_length_scale = true;
+  const RopeGeometry geo = ModelGeometry(c);
+  const double f = std::log(4.0 * static_cast<double>(L)) / std::log(static_cast<double>(L));
+  const std::string note =
+      DoubleLogNNote(c, MakeAttentionPlan(ParseMethod("rerope+logn"), geo, 4 * L));
+  EXPECT_NE(note.find(fmt::format("{:.2f} x {:.2f} = {:.2f}", f, f, f * f)), std::string::npos)
+      << note;
+  EXPECT_NE(note.find("at " + std::to_string(4 * L) + " tokens"), std::string::npos) << note;
+  // No +logn, or no longer than L: one factor at most.
+  EXPECT_EQ(DoubleLogNNote(c, MakeAttentionPlan(ParseMethod("rerope"), geo, 4 * L)), "");
+  EXPECT_EQ(DoubleLogNNote(c, MakeAttentionPlan(ParseMethod("rerope+logn"), geo, L)), "");
+  // A model without the trained log-n: +logn is the only factor.
+  c.attention.log_length_scale = false;
+  EXPECT_EQ(DoubleLogNNote(c, MakeAttentionPlan(ParseMethod("rerope+logn"), geo, 4 * L)), "");
 }
 
 }  // namespace

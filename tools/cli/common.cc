@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <map>
 
 #include <filesystem>
 
@@ -147,6 +148,18 @@ void AddOldName(CLI::App* app, CLI::Option* canonical, const std::string& old_na
 }
 
 void Warn(std::string_view line) { fmt::print(stderr, "warning: {}\n", line); }
+
+void NoteDoubleLogN(const ModelConfig& config, std::span<const SweepCell> cells) {
+  std::map<size_t, const SweepCell*> longest;  // by method
+  for (const SweepCell& c : cells) {
+    const SweepCell*& l = longest[c.method];
+    if (l == nullptr || c.ctx > l->ctx) l = &c;
+  }
+  for (const auto& [method, cell] : longest) {
+    const std::string note = DoubleLogNNote(config, cell->plan);
+    if (!note.empty()) fmt::print(stderr, "note: {}\n", note);
+  }
+}
 
 std::string WithFlagNames(std::string message) {
   // Longer names first where one is a prefix of another (none today; kept in that order).
@@ -343,7 +356,8 @@ constexpr const char* kMethodExamples =
     "string, dca, streaming:sinks=4,window=508 (StreamingLLM's cache positions), "
     "nbce:beta=0.25,pool=entropy (naive-Bayes context extension: the context read as chunks "
     "that each fit the trained length; score needs --tail, generate --context); add +logn for "
-    "log-n scaling. A factor left out is the call's s = context / "
+    "log-n scaling (on a model trained with log-n it multiplies the model's own factor again: "
+    "score says so in a note). A factor left out is the call's s = context / "
     "trained length. An unknown name or key lists the allowed ones";
 
 std::string_view Trim(std::string_view s) {
