@@ -1,4 +1,4 @@
-// Counts in words for messages a person reads: "1 window", "2 windows".
+// Counts and lists in words for messages a person reads: "1 window", "2 windows", "a, b and c".
 #pragma once
 
 #include <fmt/format.h>
@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace stretch {
 
@@ -13,6 +14,16 @@ namespace stretch {
 inline std::string Counted(int64_t n, std::string_view noun, std::string_view plural = {}) {
   if (n == 1) return fmt::format("1 {}", noun);
   return plural.empty() ? fmt::format("{} {}s", n, noun) : fmt::format("{} {}", n, plural);
+}
+
+// "a", "a and b", "a, b and c".
+inline std::string JoinNames(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    out += i == 0 ? "" : i + 1 == names.size() ? " and " : ", ";
+    out += names[i];
+  }
+  return out;
 }
 
 }  // namespace stretch

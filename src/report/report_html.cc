@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <tuple>
@@ -23,6 +24,53 @@ struct Plot {
   std::string svg;
   int training = -1;  // >= 0: drawn in the Training section under that model, not under Plots
 };
+
+// Whether a record's model was trained with log-n: the lab writes its variant as "block |
+// position | attention", the attention a comma list whose piece "logn" is the trained log-n
+// (AttentionConfig::log_length_scale, src/train/arch_spec.cc), with what a first stage trained
+// with in brackets after it ("keynorm,logn (stage 1: full)").
+bool TrainedWithLogN(const std::string& variant) {
+  const size_t bar = variant.rfind(" | ");
+  if (bar == std::string::npos) return false;
+  std::string_view rest = std::string_view(variant).substr(bar + 3);
+  rest = rest.substr(0, rest.find(" ("));
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    if (rest.substr(0, comma) == "logn") return true;
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
+// A note where a method's +logn ran on a model trained with log-n beyond L: its logits took the
+// factor ln(n) / ln L twice (src/model/transformer.h DoubleLogNNote), which these rows should be
+// read with (docs/training.md, thirtieth round).
+std::string DoubleLogNReportNote(const std::vector<LabRecord>& rs) {
+  std::set<std::string> models, methods;
+  const LabRecord* longest = nullptr;
+  for (const LabRecord& r : rs) {
+    if (r.ctx <= r.train_len || !r.method.ends_with("+logn") || !TrainedWithLogN(r.variant)) {
+      continue;
+    }
+    models.insert(r.model);
+    methods.insert(r.method);
+    if (longest == nullptr || r.ctx * longest->train_len > longest->ctx * r.train_len) longest = &r;
+  }
+  if (longest == nullptr) return "";
+  const double f = std::log(static_cast<double>(longest->ctx)) /
+                   std::log(static_cast<double>(longest->train_len));
+  return fmt::format(
+      "{} {} {} trained with log-n (logits times ln(n) / ln L at every position, n the keys a "
+      "query sees); {} multipl{} them by that factor again, so beyond L they take about its square "
+      "(at {} tokens, L = {}: {:.2f} x {:.2f} = {:.2f}). Read those rows as log-n applied twice; "
+      "the method without +logn runs the trained factor alone.",
+      models.size() == 1 ? "Model" : "Models",
+      JoinNames(std::vector<std::string>(models.begin(), models.end())),
+      models.size() == 1 ? "was" : "were",
+      JoinNames(std::vector<std::string>(methods.begin(), methods.end())),
+      methods.size() == 1 ? "ies" : "y", longest->ctx, longest->train_len, f, f, f * f);
+}
 
 // What each protocol is, in one line each, for readers who never read the papers.
 constexpr std::string_view kGlossary[] = {
@@ -768,6 +816,7 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
         "{} torn line{} skipped (not JSON: a record cut by a crash or by two writers at once): {}",
         records.torn_lines.size(), records.torn_lines.size() == 1 ? "" : "s", where));
   }
+  if (std::string n = DoubleLogNReportNote(rs); !n.empty()) report.notes.push_back(std::move(n));
   const bool corpora = SeveralCorpora(rs);
 
   const ReportTable summary = SummaryTable(rs);

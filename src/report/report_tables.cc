@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "src/core/sees_back.h"
+#include "src/core/words.h"
 #include "src/report/svg_plot.h"
 
 namespace stretch {
@@ -1190,16 +1191,6 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
 }
 
 namespace {
-
-// "a", "a and b", "a, b and c".
-std::string JoinNames(const std::vector<std::string>& names) {
-  std::string out;
-  for (size_t i = 0; i < names.size(); ++i) {
-    out += i == 0 ? "" : i + 1 == names.size() ? " and " : ", ";
-    out += names[i];
-  }
-  return out;
-}
 
 // How far above its control a retrieval cell must lie for the reading to say a method keeps
 // distant information (a share: 5 points); a cell above its control by less is read as a trace.

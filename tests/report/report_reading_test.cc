@@ -503,6 +503,42 @@ double SvgWidth(const std::string& svg) {
   return at == std::string::npos ? -1 : std::stod(svg.substr(at + 7));
 }
 
+// +logn on a model trained with log-n runs the factor twice: a note names the models and the
+// methods and gives the product at the longest length, and says nothing where a model was not
+// trained with log-n or the method has no +logn.
+TEST(ReportReadingTest, NotesLogNAppliedTwice) {
+  LabRecordFile file;
+  auto cell = [](const std::string& model, const std::string& variant, const std::string& method,
+                 int64_t ctx) {
+    LabRecord r = SampleCell(model, method, "nonrepeat", ctx, 0.5);
+    r.variant = variant;
+    r.key = LabRecordKey(r);
+    return r;
+  };
+  file.records = {
+      cell("kn", "llama | rope | keynorm,scale=1,logn (stage 1: full)", "rerope+logn", 1024),
+      cell("kn", "llama | rope | keynorm,scale=1,logn (stage 1: full)", "rerope", 1024),
+      cell("plain", "llama | rope | full", "rerope+logn", 1024),
+      cell("plain", "llama | rope | full", "rerope", 1024)};
+  auto twice = [](const Report& report) {
+    for (const std::string& n : report.notes) {
+      if (Has(n, "log-n applied twice")) return n;
+    }
+    return std::string();
+  };
+  const std::string note = twice(BuildReport(file, {"r.jsonl"}));
+  EXPECT_TRUE(Has(note, "Model kn was trained with log-n")) << note;
+  EXPECT_TRUE(Has(note, "rerope+logn multiplies them")) << note;
+  EXPECT_TRUE(Has(note, "at 1024 tokens, L = 128: 1.43 x 1.43 = 2.04")) << note;
+  EXPECT_FALSE(Has(note, "plain")) << note;
+  // Without the trained log-n, or at L, no note.
+  file.records[0].variant = "llama | rope | keynorm,scale=1 (stage 1: full)";
+  file.records[0].key = LabRecordKey(file.records[0]);
+  EXPECT_EQ(twice(BuildReport(file, {"r.jsonl"})), "");
+  file.records[0] = cell("kn", "llama | rope | logn", "rerope+logn", 128);
+  EXPECT_EQ(twice(BuildReport(file, {"r.jsonl"})), "");
+}
+
 TEST(ReportReadingTest, PlotsFitThePageAndNoHeatMapIsAllZero) {
   // Many methods: the bar plot that was 2,975 px wide.
   LabRecordFile file;
