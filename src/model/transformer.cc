@@ -235,17 +235,22 @@ std::string DoubleLogNNote(const ModelConfig& config, const AttentionPlan& metho
   if (!method_plan.logn || !config.attention.log_length_scale || method_plan.fed_len <= L) {
     return "";
   }
-  // Both factors at the last query of a causal window (AttentionPlan::LogitScale); a mask keeps
-  // the trained one lower, so this is the largest product.
-  const double f =
-      std::log(static_cast<double>(method_plan.fed_len)) / std::log(static_cast<double>(L));
+  // Both factors at the last query (AttentionPlan::LogitScale): +logn's by position, the trained
+  // one by the keys the query sees, which a mask (window, lambda) keeps at most its own: a window
+  // of at most L leaves the trained factor at 1 or below, and nothing twice.
+  const int64_t last = method_plan.fed_len - 1;
+  const double lnL = std::log(static_cast<double>(L));
+  const double by_position = std::log(static_cast<double>(last + 1)) / lnL;
+  const double trained = std::log(static_cast<double>(method_plan.VisibleKeys(last))) / lnL;
+  if (trained <= 1.0) return "";
   return fmt::format(
       "method \"{}\": its +logn multiplies logits that the model's own trained log-n already "
       "multiplies by ln(n) / ln L, so at {} tokens the last query's take {:.2f} x {:.2f} = {:.2f}; "
       "drop +logn for the trained factor alone (on the quick lab's KeyNorm model of seed 1 at 8x, "
       "the doubled factor read no passkey where the trained one read 19 of 20: docs/training.md, "
       "thirtieth round)",
-      CanonicalSpec(method_plan.method), method_plan.fed_len, f, f, f * f);
+      CanonicalSpec(method_plan.method), method_plan.fed_len, by_position, trained,
+      by_position * trained);
 }
 
 void CheckMethodFitsLayout(const ModelConfig& config, const AttentionPlan& method_plan) {

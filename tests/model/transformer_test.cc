@@ -210,6 +210,17 @@ TEST(Transformer, DoubleLogNNoteOnlyWhereBothFactorsMultiply) {
   // No +logn, or no longer than L: one factor at most.
   EXPECT_EQ(DoubleLogNNote(c, MakeAttentionPlan(ParseMethod("rerope"), geo, 4 * L)), "");
   EXPECT_EQ(DoubleLogNNote(c, MakeAttentionPlan(ParseMethod("rerope+logn"), geo, L)), "");
+  // A window of L under +logn: the trained factor counts the window's keys, 1 at most.
+  EXPECT_EQ(
+      DoubleLogNNote(
+          c, MakeAttentionPlan(ParseMethod(fmt::format("window:window={}+logn", L)), geo, 4 * L)),
+      "");
+  // A wider window: both factors beyond 1, the trained one by the window's keys.
+  const double w = std::log(2.0 * static_cast<double>(L)) / std::log(static_cast<double>(L));
+  const std::string wide = DoubleLogNNote(
+      c, MakeAttentionPlan(ParseMethod(fmt::format("window:window={}+logn", 2 * L)), geo, 4 * L));
+  EXPECT_NE(wide.find(fmt::format("{:.2f} x {:.2f} = {:.2f}", f, w, f * w)), std::string::npos)
+      << wide;
   // A model without the trained log-n: +logn is the only factor.
   c.attention.log_length_scale = false;
   EXPECT_EQ(DoubleLogNNote(c, MakeAttentionPlan(ParseMethod("rerope+logn"), geo, 4 * L)), "");

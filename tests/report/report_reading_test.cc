@@ -519,7 +519,10 @@ TEST(ReportReadingTest, NotesLogNAppliedTwice) {
       cell("kn", "llama | rope | keynorm,scale=1,logn (stage 1: full)", "rerope+logn", 1024),
       cell("kn", "llama | rope | keynorm,scale=1,logn (stage 1: full)", "rerope", 1024),
       cell("plain", "llama | rope | full", "rerope+logn", 1024),
-      cell("plain", "llama | rope | full", "rerope", 1024)};
+      cell("plain", "llama | rope | full", "rerope", 1024),
+      // A window of L: the trained log-n counts its keys (a factor of 1), so nothing twice.
+      cell("kn", "llama | rope | keynorm,scale=1,logn (stage 1: full)", "window:window=128+logn",
+           1024)};
   auto twice = [](const Report& report) {
     for (const std::string& n : report.notes) {
       if (Has(n, "log-n applied twice")) return n;
@@ -531,6 +534,7 @@ TEST(ReportReadingTest, NotesLogNAppliedTwice) {
   EXPECT_TRUE(Has(note, "rerope+logn multiplies them")) << note;
   EXPECT_TRUE(Has(note, "at 1024 tokens, L = 128: 1.43 x 1.43 = 2.04")) << note;
   EXPECT_FALSE(Has(note, "plain")) << note;
+  EXPECT_FALSE(Has(note, "window")) << note;
   // Without the trained log-n, or at L, no note.
   file.records[0].variant = "llama | rope | keynorm,scale=1 (stage 1: full)";
   file.records[0].key = LabRecordKey(file.records[0]);
