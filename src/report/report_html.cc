@@ -714,7 +714,8 @@ void MakeNamesUnique(std::vector<Plot>& plots) {
 }
 
 constexpr std::string_view kStyle =
-    R"(body { font-family: sans-serif; margin: 2em; color: #222; max-width: 1200px; }
+    R"(body { font-family: sans-serif; margin: 2em; color: #222; }
+h1, h2, h3, p, ul { max-width: 1200px; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; display: block; overflow-x: auto; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; }
 td { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
@@ -901,10 +902,15 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
   std::vector<ReportFile> csvs;
   // The summary and its reading first, as a paper's results section opens.
   if (!summary.empty()) {
-    const std::string table = TableMarkdown(summary);
+    // On the page and in tables.md one table per length (the whole is twice a page wide); the
+    // CSV keeps every column in one file.
+    std::string table;
+    for (const ReportTable& piece : SummaryByLength(summary, rs)) {
+      table += (table.empty() ? "" : "\n") + TableMarkdown(piece);
+      html += TableHtml(piece);
+    }
     md += table;
     if (!reading.empty()) md += "\n**Reading.** " + reading + "\n";
-    html += TableHtml(summary);
     if (!reading.empty()) html += ReadingHtml(reading);
     csvs.push_back({summary.name + ".csv", TableCsv(summary)});
     report.accuracy_markdown = table + (reading.empty() ? "" : "\nReading. " + reading + "\n");

@@ -113,6 +113,10 @@ std::string PointsText(double v, const LabInterval& ci) {
 
 // A cell's text without its marks; with `with_control`, a retrieval cell's control and
 // difference after it.
+std::string TextWithDetail(const ReportCell& c) {
+  return c.detail.empty() ? c.text : fmt::format("{} ({})", c.text, c.detail);
+}
+
 std::string CellText(const ReportTable& t, size_t column, const ReportCell& c,
                      bool with_control = true) {
   if (!c.present) return "-";
@@ -132,7 +136,7 @@ std::string CellText(const ReportTable& t, size_t column, const ReportCell& c,
                        : fmt::format("{:.2f}% ({})", 100 * c.value, c.trials);
       break;
     case ReportCellFormat::kTokens: out = fmt::format("{:.0f}", c.value); break;
-    case ReportCellFormat::kText: out = c.text; break;
+    case ReportCellFormat::kText: out = TextWithDetail(c); break;
   }
   if (c.has_control && with_control) {
     out += fmt::format("; control {}; {}", AccuracyText(c.control, c.control_ci),
@@ -145,6 +149,10 @@ std::string CellText(const ReportTable& t, size_t column, const ReportCell& c,
 // what it is ranked by, the two accuracies on a smaller line below (the markdown and CSV give
 // the same numbers in one line).
 std::string CellHtml(const ReportTable& t, size_t column, const ReportCell& c) {
+  if (c.present && t.FormatOf(column) == ReportCellFormat::kText && !c.detail.empty()) {
+    return fmt::format("{}<br><span class=\"detail\">{}</span>", XmlEscape(c.text),
+                       XmlEscape(c.detail));
+  }
   if (!c.present || !c.has_control) return XmlEscape(CellText(t, column, c));
   return fmt::format("{}<br><span class=\"detail\">{}<br>vs control {}</span>",
                      XmlEscape(PointsText(c.difference, c.difference_ci)),
@@ -1111,11 +1119,15 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
         // "none" says why: its copy at the distance the rule starts from is not above control
         // (a row can copy from farther back and still see back none: the rule asks for every
         // distance from there on).
-        c.text = !s.known                 ? std::string("not known")
-                 : s.tokens == 0          ? fmt::format("none (at d={}: {})", s.reference,
-                                                        PointsText(s.reference_gain, s.reference_ci))
-                 : s.tokens == s.farthest ? fmt::format("{} (the farthest tested)", s.tokens)
-                                          : fmt::format("{}", s.tokens);
+        c.text = !s.known        ? std::string("not known")
+                 : s.tokens == 0 ? std::string("none")
+                                 : fmt::format("{}", s.tokens);
+        if (s.known && s.tokens == 0) {
+          c.detail =
+              fmt::format("at d={}: {}", s.reference, PointsText(s.reference_gain, s.reference_ci));
+        } else if (s.known && s.tokens == s.farthest) {
+          c.detail = "the farthest tested";
+        }
       }
       continue;
     }
@@ -1188,6 +1200,45 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
   }
   MarkBest(t, /*higher_is_better=*/true);
   return t;
+}
+
+std::vector<ReportTable> SummaryByLength(const ReportTable& summary,
+                                         const std::vector<LabRecord>& records) {
+  std::vector<int64_t> long_ctx;  // in the order of the columns
+  for (const ReportTable::Column& col : summary.column_info) {
+    if (col.ctx != 0 && std::find(long_ctx.begin(), long_ctx.end(), col.ctx) == long_ctx.end()) {
+      long_ctx.push_back(col.ctx);
+    }
+  }
+  if (long_ctx.size() <= 1 || summary.column_info.size() != summary.columns.size()) {
+    return {summary};
+  }
+  const std::set<int64_t> lens = TrainLens(records);
+  std::vector<ReportTable> pieces;
+  for (const int64_t c : long_ctx) {
+    ReportTable p = summary;
+    p.name = fmt::format("{}-{}", summary.name, c);
+    p.title = fmt::format("Summary at {} tokens{}: next-token accuracy and retrieval", c,
+                          Multiple(c, lens));
+    if (!pieces.empty()) {
+      p.note = fmt::format("As in the table above (at {} tokens), at {} tokens.", long_ctx[0], c);
+    }
+    p.columns.clear();
+    p.column_info.clear();
+    p.column_formats.clear();
+    for (std::vector<ReportCell>& row : p.cells) row.clear();
+    for (size_t j = 0; j < summary.columns.size(); ++j) {
+      const ReportTable::Column& col = summary.column_info[j];
+      if (col.ctx != 0 && col.ctx != c) continue;
+      p.columns.push_back(summary.columns[j]);
+      p.column_info.push_back(col);
+      p.column_formats.push_back(summary.FormatOf(j));
+      for (size_t i = 0; i < p.cells.size(); ++i) p.cells[i].push_back(summary.cells[i][j]);
+    }
+    MarkBest(p, /*higher_is_better=*/true);
+    pieces.push_back(std::move(p));
+  }
+  return pieces;
 }
 
 namespace {
@@ -1678,7 +1729,7 @@ std::string TableCsv(const ReportTable& t) {
       if (f == ReportCellFormat::kPasskey) {
         out += c.present ? fmt::format(",{},{}", CsvNumber(c.value), c.trials) : ",,";
       } else if (f == ReportCellFormat::kText) {
-        out += "," + (c.present ? CsvField(c.text) : std::string());
+        out += "," + (c.present ? CsvField(TextWithDetail(c)) : std::string());
       } else {
         out += number(c.present, c.value);
       }

@@ -43,6 +43,9 @@ struct ReportCell {
   enum class Mark { kNone, kBest, kTied };
   Mark mark = Mark::kNone;
   std::string text;  // kText cells: shown as is
+  // kText cells: what follows the text in parentheses ("none (at d=128: ...)"), on a line of its
+  // own on the page so that the column stays narrow.
+  std::string detail;
 };
 
 enum class ReportCellFormat {
@@ -183,6 +186,14 @@ ReportTable GateTable(const std::vector<LabGate>& gates, bool show_corpus);
 // longer context non-repeat, repeat at the longest period, far copy at the longest distance and
 // passkey over the depths whose key lies over 2L back; last, how far back each row sees. Best cells marked (MarkBest).
 ReportTable SummaryTable(const std::vector<LabRecord>& records);
+// The summary as one table per longer context, each opening with the column at L, for the page:
+// with two lengths the whole table reads about 2,600 px wide on the quick lab's records, twice
+// the page. Cells, marks and intervals are those of `summary` (MarkBest ranks each column on its
+// own, so each piece marks the same cells); names "summary-CTX", titles "Summary at CTX tokens
+// (8x): ...", the first piece with the summary's note. A summary with at most one longer
+// context comes back whole.
+std::vector<ReportTable> SummaryByLength(const ReportTable& summary,
+                                         const std::vector<LabRecord>& records);
 // One paragraph reading the summary: for each model, at its longest context, which methods keep
 // distant information (a retrieval cell beyond the window whose interval lies above its
 // control's), which only avoid blowing up (non-repeat within 5 points of L, or its interval

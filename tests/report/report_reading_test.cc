@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "src/report/report_html.h"
@@ -224,7 +225,9 @@ TEST(ReportReadingTest, SeesBackIsMeasuredAtEachLength) {
   const ReportTable s = SummaryTable(rs);
   std::vector<std::string> sees;
   for (size_t j = 0; j < s.columns.size(); ++j) {
-    if (s.column_info[j].protocol == "sees-back") sees.push_back(s.cells[0][j].text);
+    if (s.column_info[j].protocol == "sees-back") {
+      sees.push_back(s.cells[0][j].text + " (" + s.cells[0][j].detail + ")");
+    }
   }
   // "none" with why: the copy at the distance the rule starts from is at its control.
   EXPECT_EQ(sees, (std::vector<std::string>{"992 (the farthest tested)",
@@ -276,6 +279,65 @@ TEST(ReportReadingTest, SummaryOpensWithTheVerdictOverTheModels) {
   const std::string missing = SummaryReading(SummaryTable(some), some, lab.gates);
   EXPECT_FALSE(Has(missing, "in every model, rerope")) << missing;
   EXPECT_TRUE(Has(missing, "rerope (1 of 1)")) << missing;
+}
+
+// Two longer contexts: the page gets one summary table per length, each opening with L's column
+// and holding that length's columns alone, with the cells and marks of the whole table.
+TEST(ReportReadingTest, SummarySplitsByLengthWithTheSameCells) {
+  auto lab = SampleRetrievalLab();
+  const ReportTable one = SummaryTable(lab.records);
+  const std::vector<ReportTable> whole = SummaryByLength(one, lab.records);
+  ASSERT_EQ(whole.size(), 1u) << "one longer context: the table itself";
+  EXPECT_EQ(whole[0].columns, one.columns);
+  EXPECT_EQ(whole[0].name, "summary");
+  // The same cells at 2048 (16x), the copier's rerope 10 points lower there.
+  const std::vector<LabRecord> first = lab.records;
+  for (LabRecord r : first) {
+    if (r.ctx != 1024) continue;
+    r.ctx = 2048;
+    if (r.model == "copier" && r.method == "rerope") r.accuracy -= 0.10;
+    r.key = LabRecordKey(r);
+    lab.records.push_back(r);
+  }
+  const ReportTable s = SummaryTable(lab.records);
+  const std::vector<ReportTable> pieces = SummaryByLength(s, lab.records);
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_EQ(pieces[0].name, "summary-1024");
+  EXPECT_EQ(pieces[1].name, "summary-2048");
+  EXPECT_TRUE(Has(pieces[0].title, "Summary at 1024 tokens (8x)")) << pieces[0].title;
+  EXPECT_TRUE(Has(pieces[1].title, "Summary at 2048 tokens (16x)")) << pieces[1].title;
+  EXPECT_EQ(pieces[0].note, s.note);
+  size_t seen = 0;  // the source's columns found in the pieces, L's once per piece
+  for (size_t k = 0; k < pieces.size(); ++k) {
+    const ReportTable& p = pieces[k];
+    const int64_t ctx = k == 0 ? 1024 : 2048;
+    ASSERT_EQ(p.columns.size(), p.column_info.size());
+    ASSERT_GE(p.columns.size(), 4u);
+    EXPECT_EQ(p.columns[0], "L=128");
+    for (size_t j = 0; j < p.columns.size(); ++j) {
+      EXPECT_TRUE(j == 0 ? p.column_info[j].ctx == 0 : p.column_info[j].ctx == ctx) << p.columns[j];
+      const size_t at = static_cast<size_t>(
+          std::find(s.columns.begin(), s.columns.end(), p.columns[j]) - s.columns.begin());
+      ASSERT_LT(at, s.columns.size()) << p.columns[j];
+      if (j > 0) ++seen;
+      for (size_t i = 0; i < s.rows.size(); ++i) {
+        const ReportCell &a = p.cells[i][j], &b = s.cells[i][at];
+        EXPECT_EQ(a.present, b.present);
+        EXPECT_EQ(a.value, b.value) << p.columns[j];
+        EXPECT_EQ(a.text, b.text);
+        EXPECT_EQ(a.mark, b.mark) << RowLabel(s, s.rows[i]) << " " << p.columns[j];
+      }
+    }
+  }
+  EXPECT_EQ(seen + 1, s.columns.size());
+  // The marks are the whole table's: somewhere at 16x a cell is marked and one is not.
+  bool marked = false, unmarked = false;
+  for (const auto& row : pieces[1].cells) {
+    for (size_t j = 1; j < row.size(); ++j) {
+      (row[j].mark == ReportCell::Mark::kNone ? unmarked : marked) = true;
+    }
+  }
+  EXPECT_TRUE(marked && unmarked);
 }
 
 TEST(ReportReadingTest, SummaryReadsWhichMethodsKeepDistantInformation) {
