@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -460,7 +461,8 @@ Calibration Calibrate(const LabOptions& o, const LabModel& m, int vocab_size, in
     for (size_t k = 0; k < trainers.size(); ++k) pool.emplace_back(steps, k);
     for (std::thread& th : pool) th.join();
   }
-  cal.step_seconds = *std::max_element(seconds.begin(), seconds.end());
+  cal.step_seconds =
+      o.step_seconds > 0 ? o.step_seconds : *std::max_element(seconds.begin(), seconds.end());
   SetNumThreads(threads);
   const Model model = InferenceModel(arch, trainers[0]->params(), "calibration");
   Transformer t(model);
@@ -506,6 +508,7 @@ struct Progress {
   double seconds_per_weight = 1;  // the calibration's, until cells have been timed
   int64_t cells_total = 0, cells_done = 0;
   double train_seconds_left = 0;  // models still to train, at the measured pace
+  bool model_timed = false;       // a whole model's training timed (else: the pace of its steps)
   Timer timer;
 
   double SecondsLeft() const {
@@ -624,9 +627,11 @@ void CompareModelOptions(const LabOptions& o, const LabModel& m, const nlohmann:
 // With stages, each in turn: a finished stage is passed over, one cut short continued, the next
 // started from the previous one's last checkpoint.
 // `progress` is read under `mu` (other models may be training at the same time).
+// `pace`, called with `mu` held at each progress line, gets the seconds a whole model takes at the
+// pace of this run's steps so far (for the ETA of the models still waiting).
 void TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
                 const LabCallbacks& cb, const std::string& model_label, const Progress& progress,
-                std::mutex& mu) {
+                std::mutex& mu, const std::function<void(double)>& pace) {
   for (size_t i = 0; i < RunCount(o); ++i) {
     TrainRunOptions run = StageRunOptions(o, m, corpus, i);
     const std::string stage = StageLabel(o, i);
@@ -699,6 +704,7 @@ void TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
       const double per_step =
           p.eta_seconds / static_cast<double>(std::max<int64_t>(1, p.steps - p.stats.step));
       std::unique_lock<std::mutex> lock(mu);
+      if (pace && p.stats.step > 0) pace(per_step * static_cast<double>(ModelSteps(o)));
       line = progress.Line(line, p.eta_seconds + per_step * static_cast<double>(later_steps));
       lock.unlock();
       cb.progress(line);
@@ -1323,10 +1329,21 @@ void TrainModels(const LabOptions& o, const LabCorpus& corpus, const LabCallback
       const std::string label = fmt::format("model {} ({}/{})", lm.label, mi + 1, o.models.size());
       try {
         Timer train_timer;
-        TrainModel(o, lm, corpus, locked, label, progress, mu);
+        // Until a whole model has trained, the waiting models' ETA follows this one's steps: the
+        // calibration at the start can be far off (timed while other work had the cores, a
+        // lab at nice 19 beside a build measured 2.68 s a step for a real 0.08).
+        const auto pace = [&](double model_seconds) {
+          if (progress.model_timed || !training) return;
+          per_model_seconds = model_seconds;
+          progress.train_seconds_left = waiting_seconds();
+        };
+        TrainModel(o, lm, corpus, locked, label, progress, mu, pace);
         options_book.Write(lm);
         const std::lock_guard<std::mutex> lock(mu);
-        if (training) per_model_seconds = train_timer.Seconds();  // the rest at this pace
+        if (training) {
+          per_model_seconds = train_timer.Seconds();  // the rest at this pace
+          progress.model_timed = true;
+        }
         progress.train_seconds_left = waiting_seconds();
       } catch (const Stopped& e) {
         const std::lock_guard<std::mutex> lock(mu);

@@ -148,6 +148,9 @@ struct LabOptions {
   // false: the rows of labs from before it (their text windows begin anywhere).
   bool bos_rows = true;
   uint64_t seed = 1;
+  // > 0: the seconds a training step takes, for the first ETA, instead of timing a few steps at
+  // the start (the tests give an absurd one to check that the ETA follows the steps as they run).
+  double step_seconds = 0;
   // Staged training (the copy curriculum). Empty: each model is one run in OUT/models/<label> of
   // `steps` steps at `lr` with `passkey_share` (labs from before stages resume unchanged). Given:
   // each model is trained stage by stage in OUT/models/<label>/<i>-<name>, each stage from the

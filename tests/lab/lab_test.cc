@@ -192,6 +192,40 @@ TEST_F(LabTest, ModelsTrainedSideBySideEqualModelsTrainedOneAtATime) {
   EXPECT_EQ(RecordsWithoutTime(two.records_path), RecordsWithoutTime(one.records_path));
 }
 
+// The first ETA comes from a few steps timed at the start, which can be far off (a lab at nice
+// 19 beside a build timed 2.68 s a step for a real 0.08). Once the first model's steps run, the
+// models waiting behind it are counted at that pace: with a calibration of 1,000 s a step, three
+// models of 6 steps one after the other would read hours.
+TEST_F(LabTest, TheEtaFollowsTheStepsOnceTheyRun) {
+  const std::string corpus = YearCorpus(8, 6000);
+  const int threads = NumThreads();
+  LabOptions o = Tiny(corpus, Path("lab"));
+  o.models.push_back({"alibi", "llama", "alibi", "full"});
+  o.step_seconds = 1000;
+  std::vector<std::string> lines, notes;
+  LabCallbacks cb;
+  cb.progress = [&](const std::string& line) { lines.push_back(line); };
+  cb.note = [&](const std::string& line) { notes.push_back(line); };
+  SetNumThreads(1);
+  RunLab(o, cb);
+  SetNumThreads(threads);
+  // The plan's estimate is the calibration's: hours.
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.find("estimated time: about") != std::string::npos &&
+           n.find(" h (") != std::string::npos;
+  })) << fmt::format("{}", fmt::join(notes, "\n"));
+  // The first model's first step: the two waiting models at its pace, seconds.
+  const auto first = std::find_if(lines.begin(), lines.end(), [](const std::string& l) {
+    return l.find("model rope (1/3)") != std::string::npos &&
+           l.find("training step 1/") != std::string::npos;
+  });
+  ASSERT_NE(first, lines.end()) << fmt::format("{}", fmt::join(lines, "\n"));
+  const size_t eta = first->find("ETA ");
+  ASSERT_NE(eta, std::string::npos) << *first;
+  const std::string value = first->substr(eta + 4, first->find(']', eta) - eta - 4);
+  EXPECT_TRUE(value.ends_with(" s")) << *first;
+}
+
 TEST_F(LabTest, SaysWhenItsFolderHoldsOtherModelsRecords) {
   // A folder run with one model, then with another (a preset whose models were renamed, say):
   // the second run names the first's model and its records, which its report will show too.
