@@ -905,7 +905,7 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
     // On the page and in tables.md one table per length (the whole is twice a page wide); the
     // CSV keeps every column in one file.
     std::string table;
-    for (const ReportTable& piece : SummaryByLength(summary, rs)) {
+    for (const ReportTable& piece : TableByLength(summary, rs)) {
       table += (table.empty() ? "" : "\n") + TableMarkdown(piece);
       html += TableHtml(piece);
     }
@@ -923,8 +923,10 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
   for (size_t i = 0; i < tables.size(); ++i) {
     const ReportTable& t = tables[i];
     if (t.empty()) continue;
-    md += "\n" + TableMarkdown(t);
-    html += TableHtml(t);
+    for (const ReportTable& piece : TableByLength(t, rs)) {
+      md += "\n" + TableMarkdown(piece);
+      html += TableHtml(piece);
+    }
     if (i == passkey_table && !zero_note.empty()) {
       md += "\n" + zero_note + "\n";
       html += fmt::format("<p class=\"note\">{}</p>\n", XmlEscape(zero_note));

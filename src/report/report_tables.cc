@@ -1202,40 +1202,42 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
   return t;
 }
 
-std::vector<ReportTable> SummaryByLength(const ReportTable& summary,
-                                         const std::vector<LabRecord>& records) {
+std::vector<ReportTable> TableByLength(const ReportTable& t,
+                                       const std::vector<LabRecord>& records) {
   std::vector<int64_t> long_ctx;  // in the order of the columns
-  for (const ReportTable::Column& col : summary.column_info) {
+  for (const ReportTable::Column& col : t.column_info) {
     if (col.ctx != 0 && std::find(long_ctx.begin(), long_ctx.end(), col.ctx) == long_ctx.end()) {
       long_ctx.push_back(col.ctx);
     }
   }
-  if (long_ctx.size() <= 1 || summary.column_info.size() != summary.columns.size()) {
-    return {summary};
+  if (long_ctx.size() <= 1 || t.column_info.size() != t.columns.size()) {
+    return {t};
   }
   const std::set<int64_t> lens = TrainLens(records);
   std::vector<ReportTable> pieces;
   for (const int64_t c : long_ctx) {
-    ReportTable p = summary;
-    p.name = fmt::format("{}-{}", summary.name, c);
-    p.title = fmt::format("Summary at {} tokens{}: next-token accuracy and retrieval", c,
-                          Multiple(c, lens));
+    ReportTable p = t;
+    p.name = fmt::format("{}-{}", t.name, c);
+    p.title = fmt::format("{} at {} tokens{}", t.title, c, Multiple(c, lens));
     if (!pieces.empty()) {
+      // The note and the ranking note (which names the unranked columns of every length) once.
       p.note = fmt::format("As in the table above (at {} tokens), at {} tokens.", long_ctx[0], c);
+      p.ranking_note.clear();
     }
     p.columns.clear();
     p.column_info.clear();
     p.column_formats.clear();
+    p.all_tied.clear();
     for (std::vector<ReportCell>& row : p.cells) row.clear();
-    for (size_t j = 0; j < summary.columns.size(); ++j) {
-      const ReportTable::Column& col = summary.column_info[j];
+    for (size_t j = 0; j < t.columns.size(); ++j) {
+      const ReportTable::Column& col = t.column_info[j];
       if (col.ctx != 0 && col.ctx != c) continue;
-      p.columns.push_back(summary.columns[j]);
+      p.columns.push_back(t.columns[j]);
       p.column_info.push_back(col);
-      p.column_formats.push_back(summary.FormatOf(j));
-      for (size_t i = 0; i < p.cells.size(); ++i) p.cells[i].push_back(summary.cells[i][j]);
+      p.column_formats.push_back(t.FormatOf(j));
+      if (j < t.all_tied.size()) p.all_tied.push_back(t.all_tied[j]);
+      for (size_t i = 0; i < p.cells.size(); ++i) p.cells[i].push_back(t.cells[i][j]);
     }
-    MarkBest(p, /*higher_is_better=*/true);
     pieces.push_back(std::move(p));
   }
   return pieces;

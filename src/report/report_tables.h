@@ -186,14 +186,14 @@ ReportTable GateTable(const std::vector<LabGate>& gates, bool show_corpus);
 // longer context non-repeat, repeat at the longest period, far copy at the longest distance and
 // passkey over the depths whose key lies over 2L back; last, how far back each row sees. Best cells marked (MarkBest).
 ReportTable SummaryTable(const std::vector<LabRecord>& records);
-// The summary as one table per longer context, each opening with the column at L, for the page:
-// with two lengths the whole table reads about 2,600 px wide on the quick lab's records, twice
-// the page. Cells, marks and intervals are those of `summary` (MarkBest ranks each column on its
-// own, so each piece marks the same cells); names "summary-CTX", titles "Summary at CTX tokens
-// (8x): ...", the first piece with the summary's note. A summary with at most one longer
-// context comes back whole.
-std::vector<ReportTable> SummaryByLength(const ReportTable& summary,
-                                         const std::vector<LabRecord>& records);
+// A table whose columns carry their context (column_info: the summary, far copy by distance,
+// repeat by period) as one table per context beyond L, each opening with the columns at L (ctx 0)
+// if it has any, for the page: with two lengths the quick lab's summary read about 2,600 px wide
+// as one table, its far copy 2,350. Cells, marks and intervals are those of `t` (MarkBest ranks
+// each column on its own, so each piece marks the same cells); names "NAME-CTX", titles "TITLE
+// at CTX tokens (8x)", the first piece with the table's note. A table with at most one such
+// context, or without column_info, comes back whole.
+std::vector<ReportTable> TableByLength(const ReportTable& t, const std::vector<LabRecord>& records);
 // One paragraph reading the summary: for each model, at its longest context, which methods keep
 // distant information (a retrieval cell beyond the window whose interval lies above its
 // control's), which only avoid blowing up (non-repeat within 5 points of L, or its interval

@@ -286,7 +286,7 @@ TEST(ReportReadingTest, SummaryOpensWithTheVerdictOverTheModels) {
 TEST(ReportReadingTest, SummarySplitsByLengthWithTheSameCells) {
   auto lab = SampleRetrievalLab();
   const ReportTable one = SummaryTable(lab.records);
-  const std::vector<ReportTable> whole = SummaryByLength(one, lab.records);
+  const std::vector<ReportTable> whole = TableByLength(one, lab.records);
   ASSERT_EQ(whole.size(), 1u) << "one longer context: the table itself";
   EXPECT_EQ(whole[0].columns, one.columns);
   EXPECT_EQ(whole[0].name, "summary");
@@ -300,12 +300,12 @@ TEST(ReportReadingTest, SummarySplitsByLengthWithTheSameCells) {
     lab.records.push_back(r);
   }
   const ReportTable s = SummaryTable(lab.records);
-  const std::vector<ReportTable> pieces = SummaryByLength(s, lab.records);
+  const std::vector<ReportTable> pieces = TableByLength(s, lab.records);
   ASSERT_EQ(pieces.size(), 2u);
   EXPECT_EQ(pieces[0].name, "summary-1024");
   EXPECT_EQ(pieces[1].name, "summary-2048");
-  EXPECT_TRUE(Has(pieces[0].title, "Summary at 1024 tokens (8x)")) << pieces[0].title;
-  EXPECT_TRUE(Has(pieces[1].title, "Summary at 2048 tokens (16x)")) << pieces[1].title;
+  EXPECT_EQ(pieces[0].title, s.title + " at 1024 tokens (8x)");
+  EXPECT_EQ(pieces[1].title, s.title + " at 2048 tokens (16x)");
   EXPECT_EQ(pieces[0].note, s.note);
   size_t seen = 0;  // the source's columns found in the pieces, L's once per piece
   for (size_t k = 0; k < pieces.size(); ++k) {
