@@ -111,12 +111,13 @@ std::string PointsText(double v, const LabInterval& ci) {
   return out;
 }
 
-// A cell's text without its marks; with `with_control`, a retrieval cell's control and
-// difference after it.
+// A text cell's text with its detail in parentheses after it.
 std::string TextWithDetail(const ReportCell& c) {
   return c.detail.empty() ? c.text : fmt::format("{} ({})", c.text, c.detail);
 }
 
+// A cell's text without its marks; with `with_control`, a retrieval cell's control and
+// difference after it.
 std::string CellText(const ReportTable& t, size_t column, const ReportCell& c,
                      bool with_control = true) {
   if (!c.present) return "-";
