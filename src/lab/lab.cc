@@ -1699,6 +1699,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
         r.stride = c.stride;
         r.depth = c.depth;
         r.scoring = kLabScoringRevision;
+        r.logn_twice = !DoubleLogNNote(model.config(), plan).empty();
         model.SetPlan(std::move(plan));
         if (cb.progress) {
           cb.progress(progress.Line(

@@ -124,6 +124,7 @@ nlohmann::json LabRecordJson(const LabRecord& r) {
   if (!r.right_by_place.empty()) j["right_by_place"] = r.right_by_place;
   if (!r.control_right_by_place.empty()) j["control_right_by_place"] = r.control_right_by_place;
   if (r.scoring > 1) j["scoring"] = r.scoring;
+  if (r.logn_twice) j["logn_twice"] = *r.logn_twice;
   if (!r.informative) {
     j["informative"] = false;
     j["not_informative"] = r.not_informative;
@@ -271,6 +272,10 @@ LabRecord LabRecordFromJson(const nlohmann::json& j) {
   read_places("right_by_place", r.right_by_place);
   read_places("control_right_by_place", r.control_right_by_place);
   r.scoring = ScoringField(j);
+  if (const auto it = j.find("logn_twice"); it != j.end()) {
+    if (!it->is_boolean()) Fail("field \"logn_twice\" is {}: expected true or false", it->dump());
+    r.logn_twice = it->get<bool>();
+  }
   r.informative = OptionalField<bool>(j, "informative", true);
   if (!r.informative) r.not_informative = Field<std::string>(j, "not_informative");
   if (r.key != LabRecordKey(r)) {

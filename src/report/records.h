@@ -61,6 +61,9 @@
 //                                      again the cells those rules scored otherwise
 //                                      (src/lab/lab.h), and where two records share a key the
 //                                      one of the later rules is read (ReadLabRecords).
+//    "logn_twice": true,               the method's +logn multiplied logits that the model's own
+//                                      trained log-n already scales beyond L (the factor squared:
+//                                      DoubleLogNNote, src/model/transformer.h); false: it did not
 //    "informative": false,             false when the model failed the lab's copy gate at its
 //    "not_informative": "copy - control training length: its retrieval columns cannot tell
 //        = 3 points < 20 at L",        keeping distant information from forgetting it (the reason)
@@ -88,6 +91,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -159,6 +163,9 @@ struct LabRecord {
   std::vector<int64_t> right_by_place;  // passkey: trials right at each digit place; empty: unknown
   std::vector<int64_t> control_right_by_place;  // the same in the control; empty: unknown
   int scoring = 1;  // the scoring rules (kLabScoringRevision) the cell was scored by
+  // Whether the method's +logn multiplied logits the model's own trained log-n already scales
+  // beyond L (DoubleLogNNote, src/model/transformer.h); nullopt: not known (older records).
+  std::optional<bool> logn_twice;
   // Not written: the records file this record was read from (ReadLabRecords), so that a report can
   // say where each row came from.
   std::string source;

@@ -402,6 +402,27 @@ TEST(LabCellRescored, OnlyWhereAKeyCountingScaleMeetsAMask) {
   EXPECT_FALSE(LabCellRescored(hybrid_logn, "direct", 16, kLabScoringRevision));
 }
 
+// Each record says whether its method's +logn ran on top of the model's own trained log-n (the
+// factor twice, DoubleLogNNote): beyond L on the log-n model with a +logn method that sees every
+// key, never at L, never without +logn or a trained log-n, never under a window of L.
+TEST_F(LabTest, RecordsSayWhereLogNRanTwice) {
+  LabOptions o = Tiny(YearCorpus(8, 6000), Path("lab"));
+  o.models = {{"logn", "llama", "rope", "logn"}, {"rope", "llama", "rope", "full"}};
+  o.methods = {"direct", "direct+logn", "window:window=16+logn"};
+  o.factors = {4};
+  const LabResult run = RunLab(o);
+  const LabRecordFile read = ReadLabRecords({run.records_path});
+  ASSERT_FALSE(read.records.empty());
+  int twice = 0;
+  for (const LabRecord& r : read.records) {
+    ASSERT_TRUE(r.logn_twice.has_value()) << r.key;
+    const bool expected = r.model == "logn" && r.method == "direct+logn" && r.ctx > o.train_len;
+    EXPECT_EQ(*r.logn_twice, expected) << r.key;
+    twice += expected;
+  }
+  EXPECT_GT(twice, 0);
+}
+
 TEST_F(LabTest, ARunCutShortKeepsTheRecordsOfEveryModelItFinished) {
   // One thread: one model at a time, each scored before the next trains. A run stopped as the
   // second model starts training has recorded every cell of the first; a resume from those

@@ -98,6 +98,7 @@ TEST_F(RecordsTest, RetrievalFieldsAndTheGateRoundTrip) {
   far.control_accuracy_ci = {true, 0.02, 0.07};
   far.informative = false;
   far.not_informative = "copy - control = 3 points < 20 at L";
+  far.logn_twice = true;
   far.key = LabRecordKey(far);
   EXPECT_EQ(far.key, "sotu/rope/rerope/far-copy/1024/distance=700/material=random");
   LabRecord repeat = SampleCell("rope", "direct", "repeat", 1024, 0.5);
@@ -140,7 +141,9 @@ TEST_F(RecordsTest, RetrievalFieldsAndTheGateRoundTrip) {
   EXPECT_EQ(r.control_accuracy_ci.hi, 0.07);
   EXPECT_FALSE(r.informative);
   EXPECT_EQ(r.not_informative, far.not_informative);
+  EXPECT_EQ(r.logn_twice, std::optional<bool>(true));
   EXPECT_EQ(read.records[1].period, 256);
+  EXPECT_FALSE(read.records[1].logn_twice.has_value()) << "absent: not known, never false";
   EXPECT_FALSE(read.records[1].accuracy_ci.known) << "absent: not known, never [0, 0]";
   EXPECT_FALSE(read.records[1].has_control);
   EXPECT_TRUE(read.records[1].informative);
@@ -157,6 +160,10 @@ TEST_F(RecordsTest, RetrievalFieldsAndTheGateRoundTrip) {
   j = LabRecordJson(far);
   j["material"] = "prose";
   EXPECT_NE(ErrorOf([&] { LabRecordFromJson(j); }).find("expected \"text\" or \"random\""),
+            std::string::npos);
+  j = LabRecordJson(far);
+  j["logn_twice"] = 1;
+  EXPECT_NE(ErrorOf([&] { LabRecordFromJson(j); }).find("expected true or false"),
             std::string::npos);
   // Intervals that overlap are a tie; disjoint ones rank; unknown ones never tie.
   EXPECT_TRUE((LabInterval{true, 0.2, 0.4}).Overlaps({true, 0.35, 0.6}));

@@ -603,6 +603,18 @@ TEST(ReportReadingTest, NotesLogNAppliedTwice) {
   EXPECT_EQ(twice(BuildReport(file, {"r.jsonl"})), "");
   file.records[0] = cell("kn", "llama | rope | logn", "rerope+logn", 128);
   EXPECT_EQ(twice(BuildReport(file, {"r.jsonl"})), "");
+  // Records that say whether the factor ran twice (the lab's, from DoubleLogNNote) are read as
+  // they say, whatever the method is called: a mask of another name that the lab found doubled
+  // is noted, and a +logn cell it found single is not.
+  file.records = {
+      cell("kn", "llama | rope | keynorm,scale=1,logn (stage 1: full)", "mymask:window=2048+logn",
+           2048),
+      cell("kn", "llama | rope | keynorm,scale=1,logn (stage 1: full)", "rerope+logn", 1024)};
+  file.records[0].logn_twice = true;
+  file.records[1].logn_twice = false;
+  const std::string recorded = twice(BuildReport(file, {"r.jsonl"}));
+  EXPECT_TRUE(Has(recorded, "mymask:window=2048+logn multiplies them")) << recorded;
+  EXPECT_FALSE(Has(recorded, "rerope")) << recorded;
 }
 
 TEST(ReportReadingTest, PlotsFitThePageAndNoHeatMapIsAllZero) {
