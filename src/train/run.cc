@@ -224,16 +224,33 @@ TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
   std::ofstream log(result.log_path, std::ios::app);
   if (!log) Fail("{}: cannot open the training log for appending", result.log_path);
   Timer timer;
+  const std::function<double()> now = opt.clock ? opt.clock : [&] { return timer.Seconds(); };
+  const double start = now();
   int64_t tokens_done = 0;
+  // The ETA's clock readings: the last steps' times (evaluations apart) and the evaluations'.
+  constexpr size_t kRecentSteps = 16;
+  std::vector<double> recent;  // a ring of the last kRecentSteps step times
+  double eval_seconds = 0;
+  int64_t evals = 0;
+  const auto evals_after = [&](int64_t step) {  // evaluations at steps in (step, opt.steps]
+    if (opt.eval_every <= 0 || step >= opt.steps) return int64_t{0};
+    return opt.steps / opt.eval_every - step / opt.eval_every + (opt.steps % opt.eval_every != 0);
+  };
   while (trainer.step() < opt.steps) {
     TrainProgress p;
+    const double step_begin = now();
     p.stats = trainer.Step(source);
     p.steps = opt.steps;
     const int64_t step = p.stats.step;
     tokens_done += p.stats.tokens;
-    const double secs = timer.Seconds();
-    p.tokens_per_s = tokens_done / std::max(secs, 1e-9);
-    p.eta_seconds = (opt.steps - step) * secs / static_cast<double>(step - first);
+    const double secs = now();
+    p.tokens_per_s = tokens_done / std::max(secs - start, 1e-9);
+    const double step_seconds = secs - step_begin;
+    if (recent.size() < kRecentSteps) {
+      recent.push_back(step_seconds);
+    } else {
+      recent[static_cast<size_t>(step - first - 1) % kRecentSteps] = step_seconds;
+    }
     nlohmann::json rec{{"step", step},
                        {"loss", p.stats.loss},
                        {"lr", p.stats.lr},
@@ -241,6 +258,7 @@ TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
                        {"tokens_per_s", p.tokens_per_s}};
     if (p.stats.skipped > 0) rec["skipped_batches"] = p.stats.skipped;
     const bool eval_now = opt.eval_every > 0 && (step % opt.eval_every == 0 || step == opt.steps);
+    const double eval_begin = eval_now ? now() : 0.0;
     if (eval_now) {
       p.eval = EvaluateHeldOut(trainer, data, opt.eval_windows);
       if (p.eval) {
@@ -270,6 +288,17 @@ TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
         }
       }
     }
+    if (eval_now) {
+      eval_seconds += now() - eval_begin;
+      ++evals;
+    }
+    std::vector<double> sorted = recent;
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<ptrdiff_t>(sorted.size() / 2),
+                     sorted.end());
+    p.eta_seconds = static_cast<double>(opt.steps - step) * sorted[sorted.size() / 2] +
+                    (evals > 0 ? static_cast<double>(evals_after(step)) * eval_seconds /
+                                     static_cast<double>(evals)
+                               : 0.0);
     p.report = step % opt.log_every == 0 || eval_now || step == first + 1;
     if (progress) progress(p);
     log << rec.dump() << "\n";

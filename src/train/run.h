@@ -79,13 +79,19 @@ struct TrainLoopOptions {
   int64_t log_every = 1;     // TrainProgress::report every this many steps (see below)
   int64_t save_every = 0;    // a checkpoint every this many steps; always one at the last
   CheckpointExtras extras;   // stored in every checkpoint (tokenizer, arguments)
+  // Seconds on a steady clock, for tokens/s and the ETA; empty: the real one (tests set a clock
+  // of their own to stage a pause).
+  std::function<double()> clock;
 };
 
 struct TrainProgress {
   StepStats stats;
   int64_t steps = 0;          // TrainLoopOptions::steps
   double tokens_per_s = 0.0;  // since the loop began
-  double eta_seconds = 0.0;   // at the rate so far
+  // Seconds left: the steps left at the median time of the last few steps (a pause, a suspended
+  // machine, is one long step and leaves it alone; a change of pace shows within a few steps),
+  // plus the evaluations left at their mean time so far.
+  double eta_seconds = 0.0;
   std::optional<EvalStats> eval;
   std::optional<CopyReadout> copy;  // at each evaluation, when the data has a probe
   // Whether a person should see this step: every log_every steps, each evaluation, and the

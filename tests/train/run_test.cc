@@ -96,6 +96,43 @@ class TrainLoop : public testing::TempDirTest {
   TrainingData data_;
 };
 
+// The ETA counts the steps left at the median of the last steps' times, and the evaluations left
+// at their mean: a pause (one step that took 1,000 s: a stopped process, a suspended machine)
+// leaves it alone, where the mean since the start (the rule before) read 10 steps as 6 minutes
+// for the rest of the run. A clock of the test's own: every reading advances it by 0.25 s, the
+// pause's by 1,000.
+TEST_F(TrainLoop, TheEtaIgnoresAPauseAndCountsTheEvaluationsLeft) {
+  auto run = [&](int64_t eval_every, int pause_at_reading) {
+    Trainer trainer(LoopArch(), LoopOptions());
+    TrainLoopOptions o = Options(Path(fmt::format("eta{}", eval_every)));
+    std::filesystem::create_directories(o.out);
+    o.steps = 40;
+    o.eval_every = eval_every;
+    o.eval_windows = 1;
+    o.save_every = 0;
+    double t = 0;
+    int readings = 0;
+    o.clock = [&] { return t += ++readings == pause_at_reading ? 1000.0 : 0.25; };
+    std::vector<double> eta;
+    RunTrainingLoop(trainer, data_, o,
+                    [&](const TrainProgress& p) { eta.push_back(p.eta_seconds); });
+    return eta;
+  };
+  // Without evaluations the clock is read once at the start and twice a step: step 5's second
+  // reading is the 1 + 2 * 4 + 2 = 11th.
+  const std::vector<double> paused = run(0, 11);
+  ASSERT_EQ(paused.size(), 40u);
+  for (int step = 5; step <= 40; ++step) {
+    EXPECT_DOUBLE_EQ(paused[static_cast<size_t>(step - 1)], (40 - step) * 0.25) << step;
+  }
+  // Evaluations every 4 steps (two more readings each, 0.25 s apart): at step 10, 30 steps and
+  // the evaluations at 12, 16, ..., 40 (8 of them) are left.
+  const std::vector<double> evaluated = run(4, 0);
+  ASSERT_EQ(evaluated.size(), 40u);
+  EXPECT_DOUBLE_EQ(evaluated[9], 30 * 0.25 + 8 * 0.25);
+  EXPECT_DOUBLE_EQ(evaluated[39], 0.0);
+}
+
 TEST_F(TrainLoop, LogsEveryStepEvaluatesReportsAndSavesOnSchedule) {
   Trainer trainer(LoopArch(), LoopOptions());
   std::vector<TrainProgress> seen;
