@@ -111,8 +111,9 @@ class KvCache {
   std::vector<int> key_slots_;  // per layer
   int64_t length_ = 0;
   std::string method_;  // canonical spec of the resolved method the cached keys were made under
-  std::vector<AlignedVector<float>> k_, v_;         // float32 keys / values (else empty)
-  std::vector<AlignedVector<uint16_t>> k16_, v16_;  // 16-bit keys / values (else empty)
+  // In huge pages where the kernel grants them: a decoded token reads every layer's whole cache.
+  std::vector<HugePageVector<float>> k_, v_;         // float32 keys / values (else empty)
+  std::vector<HugePageVector<uint16_t>> k16_, v16_;  // 16-bit keys / values (else empty)
 };
 
 // How a position method applies to a layer (the rule at the top of this file).
@@ -310,8 +311,9 @@ class Transformer {
   std::vector<Rotation> rotations_;
   AlignedVector<float> seq_k_, seq_v_;  // ForwardSequence: one layer's keys and values
   KvCacheTypes kv_types_;               // ForwardSequence's rounding (set_kv_types)
-  // 16-bit caches: the layer's keys (slots, G, S, D) and values (G, S, D) widened for the kernel.
-  AlignedVector<float> wide_k_, wide_v_;
+  // 16-bit caches: the layer's keys (slots, G, S, D) and values (G, S, D) widened for the kernel
+  // (written and read whole for every layer of every decoded token: huge pages, as the cache).
+  HugePageVector<float> wide_k_, wide_v_;
   int64_t prefill_chunk_ = kDefaultPrefillChunk;
   int64_t sequence_chunk_ = kDefaultSequenceChunk;
   // Scratch, reused across calls (sized for the largest chunk seen).

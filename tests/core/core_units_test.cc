@@ -105,6 +105,34 @@ TEST(AlignedVector, DataIsOnA64ByteBoundaryForEverySizeAndType) {
   }
 }
 
+TEST(HugePageVector, LargeBuffersSitOnA2MiBBoundarySmallOnesOn64Bytes) {
+  // The KV cache's buffers: from 2 MiB on, aligned to 2 MiB (where a huge page can start); below,
+  // 64 bytes as AlignedVector. Grown across the threshold and back, value-filled, copied.
+  constexpr size_t kHuge = size_t{2} << 20;
+  const auto at = [](const void* p, size_t a) { return reinterpret_cast<std::uintptr_t>(p) % a; };
+  std::vector<HugePageVector<float>> live;
+  for (const size_t n :
+       {size_t{1}, size_t{1000}, kHuge / 4 - 1, kHuge / 4, kHuge / 4 + 17, 3 * kHuge / 4 + 5}) {
+    live.emplace_back(n, 2.5f);
+    const HugePageVector<float>& v = live.back();
+    EXPECT_EQ(at(v.data(), n * sizeof(float) >= kHuge ? kHuge : 64), 0u) << n;
+    EXPECT_EQ(v.front(), 2.5f);
+    EXPECT_EQ(v.back(), 2.5f);
+  }
+  HugePageVector<uint16_t> grown(10, 7);
+  grown.resize(kHuge, 9);  // 4 MiB of 16-bit values
+  EXPECT_EQ(at(grown.data(), kHuge), 0u);
+  EXPECT_EQ(grown[9], 7);
+  EXPECT_EQ(grown.back(), 9);
+  const HugePageVector<uint16_t> copy = grown;
+  EXPECT_EQ(at(copy.data(), kHuge), 0u);
+  EXPECT_EQ(copy, grown);
+  grown.resize(5);
+  grown.shrink_to_fit();  // back below the threshold: 64-byte alignment, freed with the same
+  EXPECT_EQ(at(grown.data(), 64), 0u);
+  EXPECT_EQ(grown[4], 7);
+}
+
 TEST(AlignedVector, StaysAlignedWhenItGrowsIsCopiedOrMoved) {
   AlignedVector<float> v;
   const float* last = nullptr;
