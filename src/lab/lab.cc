@@ -629,9 +629,11 @@ void CompareModelOptions(const LabOptions& o, const LabModel& m, const nlohmann:
 // `progress` is read under `mu` (other models may be training at the same time).
 // `pace`, called with `mu` held at each progress line, gets the seconds a whole model takes at the
 // pace of this run's steps so far (for the ETA of the models still waiting).
-void TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
-                const LabCallbacks& cb, const std::string& model_label, const Progress& progress,
-                std::mutex& mu, const std::function<void(double)>& pace) {
+// Returns the seconds its training loops counted as a pause (TrainProgress::paused_seconds).
+double TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
+                  const LabCallbacks& cb, const std::string& model_label, const Progress& progress,
+                  std::mutex& mu, const std::function<void(double)>& pace) {
+  double paused = 0;
   for (size_t i = 0; i < RunCount(o); ++i) {
     TrainRunOptions run = StageRunOptions(o, m, corpus, i);
     const std::string stage = StageLabel(o, i);
@@ -695,8 +697,10 @@ void TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
     TrainRunCallbacks tcb;
     tcb.note = [&](const std::string& line) { Tell(cb.note, label + ": " + line); };
     std::optional<CopyReadout> readout;  // the run's last evaluation's
+    double run_paused = 0;
     tcb.progress = [&](const TrainProgress& p) {
       if (p.copy) readout = p.copy;
+      run_paused = p.paused_seconds;
       if (!cb.progress || !p.report) return;
       std::string line = fmt::format("{}: training step {}/{}, loss {:.3f}, {:.0f} tokens/s", label,
                                      p.stats.step, p.steps, p.stats.loss, p.tokens_per_s);
@@ -710,8 +714,10 @@ void TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpus,
       cb.progress(line);
     };
     RunTraining(run, tcb);
+    paused += run_paused;
     if (readout) tell_readout(*readout, "");
   }
+  return paused;
 }
 
 // "a (3), b (1)": each name with its count.
@@ -1337,11 +1343,13 @@ void TrainModels(const LabOptions& o, const LabCorpus& corpus, const LabCallback
           per_model_seconds = model_seconds;
           progress.train_seconds_left = waiting_seconds();
         };
-        TrainModel(o, lm, corpus, locked, label, progress, mu, pace);
+        const double paused = TrainModel(o, lm, corpus, locked, label, progress, mu, pace);
         options_book.Write(lm);
         const std::lock_guard<std::mutex> lock(mu);
         if (training) {
-          per_model_seconds = train_timer.Seconds();  // the rest at this pace
+          // The rest at this pace: its wall time less what its loops counted as a pause (a
+          // stopped process, a suspended machine).
+          per_model_seconds = std::max(0.0, train_timer.Seconds() - paused);
           progress.model_timed = true;
         }
         progress.train_seconds_left = waiting_seconds();

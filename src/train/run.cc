@@ -232,6 +232,18 @@ TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
   std::vector<double> recent;  // a ring of the last kRecentSteps step times
   double eval_seconds = 0;
   int64_t evals = 0;
+  const auto median_recent = [&] {
+    std::vector<double> sorted = recent;
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<ptrdiff_t>(sorted.size() / 2),
+                     sorted.end());
+    return sorted[sorted.size() / 2];
+  };
+  // Time counted as a pause, not as work (a stopped process, a suspended machine): what a step
+  // takes beyond kPauseFactor times the median of the steps before it (once there are 4), and
+  // what an evaluation takes beyond kPauseFactor times the mean of those before it. Left out of
+  // tokens/s and of the evaluations' mean time; a real change of pace is rarely 8-fold at once.
+  constexpr double kPauseFactor = 8.0;
+  double paused = 0;
   const auto evals_after = [&](int64_t step) {  // evaluations at steps in (step, opt.steps]
     if (opt.eval_every <= 0 || step >= opt.steps) return int64_t{0};
     return opt.steps / opt.eval_every - step / opt.eval_every + (opt.steps % opt.eval_every != 0);
@@ -244,8 +256,9 @@ TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
     const int64_t step = p.stats.step;
     tokens_done += p.stats.tokens;
     const double secs = now();
-    p.tokens_per_s = tokens_done / std::max(secs - start, 1e-9);
     const double step_seconds = secs - step_begin;
+    if (recent.size() >= 4) paused += std::max(0.0, step_seconds - kPauseFactor * median_recent());
+    p.tokens_per_s = tokens_done / std::max(secs - start - paused, 1e-9);
     if (recent.size() < kRecentSteps) {
       recent.push_back(step_seconds);
     } else {
@@ -289,13 +302,19 @@ TrainLoopResult RunTrainingLoop(Trainer& trainer, const TrainingData& data,
       }
     }
     if (eval_now) {
-      eval_seconds += now() - eval_begin;
+      double took = now() - eval_begin;
+      if (evals > 0) {
+        const double bound = kPauseFactor * eval_seconds / static_cast<double>(evals);
+        if (took > bound) {
+          paused += took - bound;
+          took = bound;
+        }
+      }
+      eval_seconds += took;
       ++evals;
     }
-    std::vector<double> sorted = recent;
-    std::nth_element(sorted.begin(), sorted.begin() + static_cast<ptrdiff_t>(sorted.size() / 2),
-                     sorted.end());
-    p.eta_seconds = static_cast<double>(opt.steps - step) * sorted[sorted.size() / 2] +
+    p.paused_seconds = paused;
+    p.eta_seconds = static_cast<double>(opt.steps - step) * median_recent() +
                     (evals > 0 ? static_cast<double>(evals_after(step)) * eval_seconds /
                                      static_cast<double>(evals)
                                : 0.0);

@@ -87,11 +87,14 @@ struct TrainLoopOptions {
 struct TrainProgress {
   StepStats stats;
   int64_t steps = 0;          // TrainLoopOptions::steps
-  double tokens_per_s = 0.0;  // since the loop began
+  double tokens_per_s = 0.0;  // since the loop began, pauses (below) left out
   // Seconds left: the steps left at the median time of the last few steps (a pause, a suspended
   // machine, is one long step and leaves it alone; a change of pace shows within a few steps),
   // plus the evaluations left at their mean time so far.
   double eta_seconds = 0.0;
+  // Seconds of this loop counted as a pause so far: what a step took beyond 8 times the median of
+  // the last steps, and an evaluation beyond 8 times the mean of those before it.
+  double paused_seconds = 0.0;
   std::optional<EvalStats> eval;
   std::optional<CopyReadout> copy;  // at each evaluation, when the data has a probe
   // Whether a person should see this step: every log_every steps, each evaluation, and the

@@ -104,7 +104,7 @@ class TrainLoop : public testing::TempDirTest {
 TEST_F(TrainLoop, TheEtaIgnoresAPauseAndCountsTheEvaluationsLeft) {
   auto run = [&](int64_t eval_every, int pause_at_reading) {
     Trainer trainer(LoopArch(), LoopOptions());
-    TrainLoopOptions o = Options(Path(fmt::format("eta{}", eval_every)));
+    TrainLoopOptions o = Options(Path(fmt::format("eta{}-{}", eval_every, pause_at_reading)));
     std::filesystem::create_directories(o.out);
     o.steps = 40;
     o.eval_every = eval_every;
@@ -113,24 +113,39 @@ TEST_F(TrainLoop, TheEtaIgnoresAPauseAndCountsTheEvaluationsLeft) {
     double t = 0;
     int readings = 0;
     o.clock = [&] { return t += ++readings == pause_at_reading ? 1000.0 : 0.25; };
-    std::vector<double> eta;
-    RunTrainingLoop(trainer, data_, o,
-                    [&](const TrainProgress& p) { eta.push_back(p.eta_seconds); });
-    return eta;
+    std::vector<TrainProgress> seen;
+    RunTrainingLoop(trainer, data_, o, [&](const TrainProgress& p) { seen.push_back(p); });
+    return seen;
   };
   // Without evaluations the clock is read once at the start and twice a step: step 5's second
-  // reading is the 1 + 2 * 4 + 2 = 11th.
-  const std::vector<double> paused = run(0, 11);
+  // reading is the 1 + 2 * 4 + 2 = 11th. Its 1,000 s beyond 8 times the median step (0.25 s) is
+  // a pause: 998 s, left out of tokens/s.
+  const std::vector<TrainProgress> paused = run(0, 11);
   ASSERT_EQ(paused.size(), 40u);
   for (int step = 5; step <= 40; ++step) {
-    EXPECT_DOUBLE_EQ(paused[static_cast<size_t>(step - 1)], (40 - step) * 0.25) << step;
+    EXPECT_DOUBLE_EQ(paused[static_cast<size_t>(step - 1)].eta_seconds, (40 - step) * 0.25) << step;
   }
+  EXPECT_DOUBLE_EQ(paused[3].paused_seconds, 0.0);
+  EXPECT_DOUBLE_EQ(paused[4].paused_seconds, 1000.0 - 8 * 0.25);
+  EXPECT_DOUBLE_EQ(paused[39].paused_seconds, 1000.0 - 8 * 0.25);
+  // Tokens per second of working time: each step 0.5 s of the clock from the last step's end (a
+  // reading before it, one after), the paused one 0.25 s and the 2 s it counts.
+  const double tokens = static_cast<double>(paused[0].stats.tokens) * 40;
+  EXPECT_NEAR(paused[39].tokens_per_s, tokens / (39 * 0.5 + 0.25 + 2.0), 1e-9 * tokens);
   // Evaluations every 4 steps (two more readings each, 0.25 s apart): at step 10, 30 steps and
   // the evaluations at 12, 16, ..., 40 (8 of them) are left.
-  const std::vector<double> evaluated = run(4, 0);
+  const std::vector<TrainProgress> evaluated = run(4, 0);
   ASSERT_EQ(evaluated.size(), 40u);
-  EXPECT_DOUBLE_EQ(evaluated[9], 30 * 0.25 + 8 * 0.25);
-  EXPECT_DOUBLE_EQ(evaluated[39], 0.0);
+  EXPECT_DOUBLE_EQ(evaluated[9].eta_seconds, 30 * 0.25 + 8 * 0.25);
+  EXPECT_DOUBLE_EQ(evaluated[39].eta_seconds, 0.0);
+  EXPECT_DOUBLE_EQ(evaluated[39].paused_seconds, 0.0);
+  // The second evaluation (step 8: readings 20 and 21) paused: what it took beyond 8 times the
+  // first one's 0.25 s is a pause, and it counts at that bound (2 s) in the evaluations' mean.
+  const std::vector<TrainProgress> eval_paused = run(4, 21);
+  ASSERT_EQ(eval_paused.size(), 40u);
+  EXPECT_DOUBLE_EQ(eval_paused[6].paused_seconds, 0.0);
+  EXPECT_DOUBLE_EQ(eval_paused[7].paused_seconds, 1000.0 - 8 * 0.25);
+  EXPECT_DOUBLE_EQ(eval_paused[9].eta_seconds, 30 * 0.25 + 8 * (0.25 + 2.0) / 2);
 }
 
 TEST_F(TrainLoop, LogsEveryStepEvaluatesReportsAndSavesOnSchedule) {
