@@ -270,12 +270,14 @@ nlohmann::json CaseDecode(const std::string& path, int64_t depth, int repeats, K
   const std::vector<int> tokens = BenchTokens(depth + steps, m.config.vocab_size);
   std::vector<float> hidden, logits(static_cast<size_t>(m.config.vocab_size));
   std::vector<double> rates;
-  // One untimed round first: it faults in the pages of a model whose weights stay in the file's
-  // mapping (--weights stored), as llama-bench's warm-up run does.
+  // The prompt once: each run then decodes from `depth` again, the cache cut back to it (a deep
+  // case on a large model prefilled before every run took minutes a run). One untimed round
+  // first: it faults in the pages of a model whose weights stay in the file's mapping (--weights
+  // stored), as llama-bench's warm-up run does.
+  model.Forward(std::span<const int>(tokens).first(static_cast<size_t>(depth)), cache, hidden,
+                Transformer::Rows::kLast);
   for (int r = -1; r < repeats; ++r) {
-    cache.Clear();
-    model.Forward(std::span<const int>(tokens).first(static_cast<size_t>(depth)), cache, hidden,
-                  Transformer::Rows::kLast);
+    cache.Truncate(depth);
     Timer t;
     for (int64_t s = 0; s < steps; ++s) {
       model.Forward(std::span<const int>(tokens).subspan(static_cast<size_t>(depth + s), 1), cache,
@@ -360,10 +362,11 @@ nlohmann::json CaseProfile(const std::string& path, int64_t L, int repeats) {
   std::vector<float> hidden, logits(static_cast<size_t>(m.config.vocab_size));
   for (int64_t depth : {int64_t{0}, L}) {
     KvCache cache(m.config, depth + steps);
+    // The prompt once; each run decodes from `depth` again, the cache cut back to it.
+    model.Forward(std::span<const int>(tokens).first(static_cast<size_t>(depth)), cache, hidden,
+                  Transformer::Rows::kLast);
     auto run = [&](bool profiled) {
-      cache.Clear();
-      model.Forward(std::span<const int>(tokens).first(static_cast<size_t>(depth)), cache, hidden,
-                    Transformer::Rows::kLast);
+      cache.Truncate(depth);
       profile::Take();
       profile::SetEnabled(profiled);
       Timer t;
