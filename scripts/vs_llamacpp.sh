@@ -291,11 +291,14 @@ if [ "$FA" != off ]; then
   done
   [ "$FA" = on ] && FA_MODES=${FA_MODES#0 }
 fi
+# The binary's own commit (`stretch --version`), not the checkout's: --stretch may name an older
+# build. One without --version (before 2026-12-07) says so.
+STRETCH_ID=$("$STRETCH" --version 2>/dev/null) || STRETCH_ID="a build without --version"
 echo "vs_llamacpp: llama.cpp $(git -C "$LLAMA" rev-parse --short HEAD 2>/dev/null || echo '?'):" \
   "prefill and decode from empty by llama-$([ "$TOOL" = bench ] && echo bench || echo batched-bench)," \
   "decode at depth by llama-$([ "$DEPTH" = 1 ] && echo bench || echo batched-bench)," \
-  "flash attention $([ "$FA_MODES" = 0 ] && echo "off only" || echo "off and on")," \
-  "KV cache $KV; stretch $STRETCH ($(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?'))"
+  "flash attention $(case "$FA_MODES" in 0) echo "off only" ;; 1) echo "on only" ;; *) echo "off and on" ;; esac)," \
+  "KV cache $KV; $STRETCH: $STRETCH_ID"
 READ_GBS=$("$STRETCH" bench --case memory --threads "$THREADS" | json_field read_gbs)
 echo "vs_llamacpp: memory read at $READ_GBS GB/s (stretch bench --case memory, $THREADS threads)"
 

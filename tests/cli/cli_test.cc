@@ -32,6 +32,22 @@ TEST(Cli, EverySubcommandExplainsItself) {
   EXPECT_TRUE(Has(score.out, "BOS (prepended, replacing nothing)")) << score.out;
 }
 
+// `stretch --version` names the commit the binary was built from: what `git describe` says of the
+// source tree now, when the tests run from a git checkout (CI builds a fresh clone), else a phrase
+// that says the sources were not one. A build id baked in at configure time only, or a stale
+// one, fails here after the next commit.
+TEST(Cli, VersionNamesTheCommitItWasBuiltFrom) {
+  const RunResult r = RunCli("--version");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  const RunResult git = testing::RunShell("git -C '" STRETCH_SOURCE_DIR
+                                          "' describe --always --dirty --abbrev=12 2>/dev/null");
+  if (git.exit_code == 0 && !git.out.empty()) {
+    EXPECT_EQ(r.out, "stretch " + git.out);
+  } else {
+    EXPECT_EQ(r.out, "stretch unknown (not built from a git checkout)\n");
+  }
+}
+
 TEST(Cli, ContendedBenchNeedsAModel) {
   const RunResult r = RunCli("bench --contended");
   EXPECT_EQ(r.exit_code, 1) << r.out;

@@ -188,4 +188,8 @@ void RegisterTokenize(CLI::App& app);
 void RegisterConvert(CLI::App& app);
 void RegisterConformance(CLI::App& app);
 
+// The commit this binary was built from, as `git describe --always --dirty` gave it at build time
+// (cmake/build_id.cmake), or a phrase saying the sources were not a git checkout.
+const char* BuildId();
+
 }  // namespace stretch::cli

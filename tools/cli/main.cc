@@ -39,6 +39,8 @@ int main(int argc, char** argv) {
       "Run `stretch SUBCOMMAND --help` for the options of each."};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show the help of every subcommand");
+  app.set_version_flag("--version", fmt::format("stretch {}", stretch::cli::BuildId()),
+                       "Print the commit this stretch was built from and exit");
   stretch::cli::RegisterGenerate(app);
   stretch::cli::RegisterScore(app);
   stretch::cli::RegisterInspect(app);
