@@ -353,6 +353,7 @@ TrainRunOptions StageRunOptions(const LabOptions& o, const LabModel& m, const La
   r.log_every = std::max<int64_t>(1, std::min<int64_t>(50, o.steps / 10));
   r.passkey_share = o.passkey_share;
   r.bos_rows = o.bos_rows;
+  r.build = o.build;
   if (!o.stages.empty()) {
     const LabStage st = StageOf(o, m, i);
     r.steps = st.steps;
@@ -1640,6 +1641,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
           g.model_id = model_ids[mi];
           g.train_len = L;
           g.scoring = kLabScoringRevision;
+          g.build = o.build;
           writer.Append(g);
           std::vector<std::string> parts;
           for (const LabGatePart& p : g.parts) {
@@ -1707,6 +1709,7 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
         r.stride = c.stride;
         r.depth = c.depth;
         r.scoring = kLabScoringRevision;
+        r.build = o.build;
         r.logn_twice = !DoubleLogNNote(model.config(), plan).empty();
         model.SetPlan(std::move(plan));
         if (cb.progress) {

@@ -200,6 +200,12 @@ struct LabOptions {
 
   int rank = 0, ranks = 1;  // this process's share (see the top of this file)
 
+  // The build that runs the lab (`stretch --version`'s id; the command sets it), written into
+  // each cell and gate line it scores (LabRecord::build), so that records and the report name the
+  // build behind every figure; "" writes none. Not a training option: a lab resumed by another
+  // build keeps its models and records, and the records say which build scored what.
+  std::string build;
+
   // Only the plan and its time estimate (which times a training step and a few scoring passes),
   // then return: nothing trained or scored; the folder keeps its corpus split.
   bool plan_only = false;

@@ -125,6 +125,7 @@ nlohmann::json LabRecordJson(const LabRecord& r) {
   if (!r.control_right_by_place.empty()) j["control_right_by_place"] = r.control_right_by_place;
   if (r.scoring > 1) j["scoring"] = r.scoring;
   if (r.logn_twice) j["logn_twice"] = *r.logn_twice;
+  if (!r.build.empty()) j["build"] = r.build;
   if (!r.informative) {
     j["informative"] = false;
     j["not_informative"] = r.not_informative;
@@ -151,6 +152,7 @@ nlohmann::json LabGateJson(const LabGate& g) {
   j["passed"] = g.passed;
   j["reason"] = g.reason;
   if (g.scoring > 1) j["scoring"] = g.scoring;
+  if (!g.build.empty()) j["build"] = g.build;
   if (!g.parts.empty()) {
     nlohmann::json parts = nlohmann::json::array();
     for (const LabGatePart& p : g.parts) {
@@ -276,6 +278,7 @@ LabRecord LabRecordFromJson(const nlohmann::json& j) {
     if (!it->is_boolean()) Fail("field \"logn_twice\" is {}: expected true or false", it->dump());
     r.logn_twice = it->get<bool>();
   }
+  r.build = OptionalField<std::string>(j, "build", "");
   r.informative = OptionalField<bool>(j, "informative", true);
   if (!r.informative) r.not_informative = Field<std::string>(j, "not_informative");
   if (r.key != LabRecordKey(r)) {
@@ -306,6 +309,7 @@ LabGate LabGateFromJson(const nlohmann::json& j) {
   g.passed = Field<bool>(j, "passed");
   g.reason = Field<std::string>(j, "reason");
   g.scoring = ScoringField(j);
+  g.build = OptionalField<std::string>(j, "build", "");
   if (j.contains("parts")) {
     const nlohmann::json& parts = j.at("parts");
     if (!parts.is_array()) Fail("field \"parts\" is not an array: {}", parts.dump());

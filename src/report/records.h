@@ -64,6 +64,9 @@
 //    "logn_twice": true,               the method's +logn multiplied logits that the model's own
 //                                      trained log-n already scales beyond L (the factor squared:
 //                                      DoubleLogNNote, src/model/transformer.h); false: it did not
+//    "build": "33d992a1e485",          the stretch build that scored the cell (`stretch
+//                                      --version`: git describe of the commit it was built from,
+//                                      "-dirty" when its sources differed from it)
 //    "informative": false,             false when the model failed the lab's copy gate at its
 //    "not_informative": "copy - control training length: its retrieval columns cannot tell
 //        = 3 points < 20 at L",        keeping distant information from forgetting it (the reason)
@@ -166,6 +169,9 @@ struct LabRecord {
   // Whether the method's +logn multiplied logits the model's own trained log-n already scales
   // beyond L (DoubleLogNNote, src/model/transformer.h); nullopt: not known (older records).
   std::optional<bool> logn_twice;
+  // The stretch build that scored the cell (`stretch --version`'s id, LabOptions::build); "": not
+  // known (records of older builds, or a lab run without an id). Optional "build" of the line.
+  std::string build;
   // Not written: the records file this record was read from (ReadLabRecords), so that a report can
   // say where each row came from.
   std::string source;
@@ -209,6 +215,7 @@ struct LabGate {
   std::string reason;              // why it failed, or "" when it passed
   std::vector<LabGatePart> parts;  // optional (above); empty in lines of older builds
   int scoring = 1;                 // the scoring rules it was measured by (optional "scoring")
+  std::string build;               // the build that measured it, as LabRecord::build
   std::string source;              // not written: the file it was read from
   // Whether the part `name` passed: its own verdict when the line has parts, else the whole
   // gate's; a part that was not measured (absent from a line with parts) does not fail anything.

@@ -1,6 +1,7 @@
 #include "src/report/report_html.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -736,6 +737,36 @@ figcaption { max-width: 60em; font-size: 0.9em; color: #444; }
 pre { background: #f6f6f6; padding: 0.5em; }
 )";
 
+// The builds that scored the records (LabRecord::build), so that a reader can tell which build
+// each figure comes from: " Scored by stretch X." for one, each with its count (most first) for
+// several; records of builds from before records named theirs are counted apart; "" when no
+// record names a build.
+std::string BuildsText(const LabRecordFile& records) {
+  std::map<std::string, int64_t> count;
+  for (const LabRecord& r : records.records) count[r.build]++;
+  const auto unnamed = count.find("");
+  const int64_t before = unnamed == count.end() ? 0 : unnamed->second;
+  if (before > 0) count.erase(unnamed);
+  if (count.empty()) return "";
+  if (count.size() == 1 && before == 0) {
+    return fmt::format(" Scored by stretch {}.", count.begin()->first);
+  }
+  std::vector<std::pair<std::string, int64_t>> builds(count.begin(), count.end());
+  std::stable_sort(builds.begin(), builds.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::vector<std::string> parts;
+  for (const auto& [build, n] : builds) {
+    parts.push_back(fmt::format("stretch {} ({} record{})", build, n, n == 1 ? "" : "s"));
+  }
+  if (before > 0) {
+    parts.push_back(fmt::format("{} record{} of builds from before records named theirs", before,
+                                before == 1 ? "" : "s"));
+  }
+  const std::string how_many =
+      builds.size() == 1 ? std::string() : fmt::format("{} builds: ", builds.size());
+  return fmt::format(" Scored by {}{}.", how_many, fmt::join(parts, ", "));
+}
+
 std::string SourceLine(const LabRecordFile& records, const std::vector<std::string>& inputs) {
   std::string files;
   for (const std::string& in : inputs) files += (files.empty() ? "" : ", ") + in;
@@ -749,8 +780,9 @@ std::string SourceLine(const LabRecordFile& records, const std::vector<std::stri
   }
   return fmt::format(
       "{} records read from {}; {} duplicate records skipped (the first of each key kept), {} cut "
-      "last lines skipped.{}",
-      records.records.size(), files, records.duplicates, records.partial_lines, superseded);
+      "last lines skipped.{}{}",
+      records.records.size(), files, records.duplicates, records.partial_lines, BuildsText(records),
+      superseded);
 }
 
 // `text` cut at each `separator` (the pieces, empty ones too).

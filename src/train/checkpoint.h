@@ -5,7 +5,9 @@
 //   metadata  stretch.format = "stretch-checkpoint", stretch.version = "1",
 //             stretch.config = the architecture as JSON (sizes, position scheme, logits, layer
 //             layout), stretch.train = the trainer's options as JSON, stretch.tokenizer = the
-//             tokenizer's description as JSON (written by the caller).
+//             tokenizer's description as JSON, stretch.build = the build that wrote it
+//             (`stretch --version`; absent in checkpoints of older builds) (written by the
+//             caller, src/train/train_run.cc).
 // Written atomically (SafetensorsWriter::Write: temporary file, fsync, rename), so a crash leaves
 // either the previous checkpoint or the new one, never a broken file.
 #pragma once

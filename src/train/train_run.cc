@@ -532,6 +532,7 @@ CheckpointExtras ExtrasOf(const TrainRunOptions& resolved, const TrainingTokeniz
       {"vocab_size", tokenizer.vocab_size()},
       {"bos", tokenizer.bos_id()}}.dump();
   extras.metadata["stretch.cli"] = StoredRunOptions(resolved).dump();
+  if (!resolved.build.empty()) extras.metadata["stretch.build"] = resolved.build;
   return extras;
 }
 

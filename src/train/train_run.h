@@ -70,6 +70,11 @@ struct TrainRunOptions {
   // Delete the run `out` holds (ClearRunDir) and start a new one there. Without it a new run
   // into a directory that holds another is refused.
   bool overwrite = false;
+  // The build that trains (`stretch --version`'s id; the command sets it): each checkpoint names
+  // it in its metadata (stretch.build), so that a model says which build wrote it. Not one of the
+  // options a resumed run must match (StoredRunOptions leaves it out): a run continued by a later
+  // build names that build in the checkpoints it writes. "": none written.
+  std::string build;
 
   // Unset: TrainRunDefaults; with `init`, the checkpoint's. With `init` a tokenizer, vocab_size,
   // block or size that is set must equal the checkpoint's (its parameters are loaded as they

@@ -85,6 +85,13 @@ TEST_F(CheckpointCli, ScoreTakesTheCheckpointAlone) {
   EXPECT_TRUE(Has(j["model"].get<std::string>(), "stretch checkpoint, step 200")) << r.out;
   EXPECT_TRUE(Has(j["tokenizer"].get<std::string>(), "bytes tokenizer")) << r.out;
   EXPECT_TRUE(Has(j["protocol"].get<std::string>(), "checkpoint's own tokenizer")) << r.out;
+  // The report and the checkpoint name the build that made them, as `stretch --version` does.
+  const RunResult version = RunCli("--version");
+  EXPECT_EQ("stretch " + j.value("build", std::string("(none)")) + "\n", version.out);
+  EXPECT_EQ("stretch " +
+                SafetensorsFile(ckpt.string()).FindMetadata("stretch.build").value_or("(none)") +
+                "\n",
+            version.out);
   // Sane: the model learned the text (uniform over 258 bytes is ln 258 = 5.55 nats; the
   // unigram entropy of these bytes is about 2.9), and scores it about as the trainer's own
   // validation did at the end of the run (train_log.jsonl: held-out windows of the same length;

@@ -141,7 +141,8 @@ std::vector<std::string> RecordsWithoutTime(const std::string& path) {
 
 TEST_F(LabTest, RecordsEveryCellOnceAndResumesWithoutRepeating) {
   const std::string corpus = YearCorpus(8, 6000);
-  const LabOptions o = Tiny(corpus, Path("lab"));
+  LabOptions o = Tiny(corpus, Path("lab"));
+  o.build = "1111aaaa2222";
   const LabResult first = RunLab(o);
   // Per model and method: nonrepeat at L, then nonrepeat + repeat at 2L and 4L, tail at 16, 32,
   // 64: 8 cells; 2 models x 2 methods.
@@ -153,17 +154,24 @@ TEST_F(LabTest, RecordsEveryCellOnceAndResumesWithoutRepeating) {
     EXPECT_GT(r.tokens, 0) << r.key;
     EXPECT_TRUE(std::isfinite(r.loss)) << r.key;
     EXPECT_EQ(r.train_len, 16);
+    EXPECT_EQ(r.build, o.build) << r.key;
     if (r.protocol == "tail") {
       EXPECT_EQ(r.tokens, 2 * 8) << r.key;  // 2 samples x L/2
     }
   }
+  // Resumed by another build: the build is no training option, so the models and records stand
+  // (and still name the build that scored them).
+  o.build = "3333bbbb4444";
   const LabResult again = RunLab(o);
   EXPECT_EQ(again.cells_done, 0);
   EXPECT_EQ(again.cells_skipped, 32);
   EXPECT_EQ(RecordsWithoutTime(again.records_path), records);
+  o.build = "1111aaaa2222";
 
   // Another folder, the same options: the same records (training and scoring are deterministic).
-  const LabResult other = RunLab(Tiny(corpus, Path("lab-other")));
+  LabOptions other_options = Tiny(corpus, Path("lab-other"));
+  other_options.build = o.build;
+  const LabResult other = RunLab(other_options);
   EXPECT_EQ(RecordsWithoutTime(other.records_path), records);
 }
 
@@ -784,11 +792,13 @@ TEST_F(LabTest, RetrievalCellsCarryControlsIntervalsAndTheGatesVerdict) {
   const std::string corpus = YearCorpus(8, 6000);
   LabOptions o = RetrievalLab(Tiny(corpus, Path("lab")));
   o.score_not_informative = true;  // the far-copy and passkey cells too, marked
+  o.build = "5555cccc6666";
   const LabResult first = RunLab(o);
   const LabRecordFile read = ReadLabRecords({first.records_path});
   ASSERT_EQ(read.gates.size(), 1u);
   const LabGate& gate = read.gates[0];
   EXPECT_EQ(gate.model, "rope");
+  EXPECT_EQ(gate.build, o.build);
   EXPECT_FALSE(gate.passed) << "6 steps teach no copying";
   ASSERT_EQ(gate.parts.size(), 3u);
   EXPECT_EQ(gate.parts[0].name, "text");

@@ -99,6 +99,7 @@ TEST_F(RecordsTest, RetrievalFieldsAndTheGateRoundTrip) {
   far.informative = false;
   far.not_informative = "copy - control = 3 points < 20 at L";
   far.logn_twice = true;
+  far.build = "33d992a1e485-dirty";
   far.key = LabRecordKey(far);
   EXPECT_EQ(far.key, "sotu/rope/rerope/far-copy/1024/distance=700/material=random");
   LabRecord repeat = SampleCell("rope", "direct", "repeat", 1024, 0.5);
@@ -120,6 +121,7 @@ TEST_F(RecordsTest, RetrievalFieldsAndTheGateRoundTrip) {
   gate.passkey_trials = 20;
   gate.passed = false;
   gate.reason = "passkey 50% < 80% at L";
+  gate.build = "33d992a1e485";
   const std::string path = Path("r.jsonl");
   {
     LabRecordWriter writer(path);
@@ -142,6 +144,8 @@ TEST_F(RecordsTest, RetrievalFieldsAndTheGateRoundTrip) {
   EXPECT_FALSE(r.informative);
   EXPECT_EQ(r.not_informative, far.not_informative);
   EXPECT_EQ(r.logn_twice, std::optional<bool>(true));
+  EXPECT_EQ(r.build, far.build);
+  EXPECT_EQ(read.records[1].build, "") << "absent: the build is not known";
   EXPECT_EQ(read.records[1].period, 256);
   EXPECT_FALSE(read.records[1].logn_twice.has_value()) << "absent: not known, never false";
   EXPECT_FALSE(read.records[1].accuracy_ci.known) << "absent: not known, never [0, 0]";
@@ -152,6 +156,7 @@ TEST_F(RecordsTest, RetrievalFieldsAndTheGateRoundTrip) {
   EXPECT_EQ(read.gates[0].passkey_ci.lo, 0.3);
   EXPECT_FALSE(read.gates[0].passed);
   EXPECT_EQ(read.gates[0].reason, gate.reason);
+  EXPECT_EQ(read.gates[0].build, gate.build);
   EXPECT_EQ(read.gates[0].source, path);
 
   nlohmann::json j = LabRecordJson(far);

@@ -3,6 +3,8 @@
 // this test injects into a copy of the page must say that every plot drew.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -64,6 +66,40 @@ TEST_F(ReportCliTest, WritesTablesPlotsAndPage) {
   const auto again = RunCli("report " + Quote(records) + " --out " + Quote(out));
   ASSERT_EQ(again.exit_code, 0) << again.out;
   EXPECT_EQ(std::distance(fs::directory_iterator(out), fs::directory_iterator()), 20);
+}
+
+// The page and tables.md name the builds that scored the records (LabRecord::build): one build in
+// a sentence, several with their counts, most first, and records without one counted apart.
+TEST_F(ReportCliTest, NamesTheBuildsThatScoredTheRecords) {
+  std::vector<LabRecord> records = testing::SampleRecords();
+  ASSERT_GE(records.size(), 10u);
+  const auto report = [&](const std::string& name) {
+    const std::string path = Path(name + ".jsonl");
+    {
+      LabRecordWriter writer(path);
+      for (const LabRecord& r : records) writer.Append(r);
+    }
+    const std::string out = Path(name);
+    const auto r = RunCli("report " + Quote(path) + " --out " + Quote(out));
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    return std::make_pair(testing::ReadBytes((fs::path(out) / "tables.md").string()),
+                          testing::ReadBytes((fs::path(out) / "report.html").string()));
+  };
+  const auto [none, none_html] = report("none");
+  EXPECT_FALSE(Has(none, "Scored by")) << "no record names a build: nothing to say";
+  for (LabRecord& r : records) r.build = "1111aaaa2222";
+  const auto [one, one_html] = report("one");
+  EXPECT_TRUE(Has(one, " Scored by stretch 1111aaaa2222.")) << one;
+  EXPECT_TRUE(Has(one_html, " Scored by stretch 1111aaaa2222."));
+  const size_t n = records.size();
+  for (size_t i = 0; i < 3; ++i) records[i].build = "";
+  for (size_t i = 3; i < 5; ++i) records[i].build = "3333bbbb4444-dirty";
+  const auto [several, several_html] = report("several");
+  EXPECT_TRUE(Has(several, fmt::format(" Scored by 2 builds: stretch 1111aaaa2222 ({} records), "
+                                       "stretch 3333bbbb4444-dirty (2 records), 3 records of "
+                                       "builds from before records named theirs.",
+                                       n - 5)))
+      << several;
 }
 
 TEST_F(ReportCliTest, RefusesMissingFileMalformedLineAndOutputOverInput) {

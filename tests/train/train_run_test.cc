@@ -77,7 +77,8 @@ class TrainRun : public testing::TempDirTest {
 };
 
 TEST_F(TrainRun, ATinyRunWritesItsCheckpointsLogAndOptions) {
-  const TrainRunOptions o = Options("run");
+  TrainRunOptions o = Options("run");
+  o.build = "1111aaaa2222";
   const TrainLoopResult r = Run(o);
   EXPECT_EQ(r.steps_done, 6);
   EXPECT_EQ(r.last_saved, Path("run/" + StepFileName(6)));
@@ -103,6 +104,9 @@ TEST_F(TrainRun, ATinyRunWritesItsCheckpointsLogAndOptions) {
   EXPECT_EQ(stored.at("min_lr"), -1.0);
   EXPECT_EQ(stored.at("warmup"), -1);
   EXPECT_EQ(stored.at("init"), "");
+  // The build that wrote it, apart from the options a resumed run must match.
+  EXPECT_EQ(f.FindMetadata("stretch.build"), std::optional<std::string>("1111aaaa2222"));
+  EXPECT_FALSE(stored.contains("build"));
 
   // A second new run into the directory is refused; with overwrite it replaces the first.
   const std::string refused = testing::ErrorOf([&] { Run(o); });
@@ -110,7 +114,10 @@ TEST_F(TrainRun, ATinyRunWritesItsCheckpointsLogAndOptions) {
   TrainRunOptions again = o;
   again.overwrite = true;
   again.steps = 2;
+  again.build = "";
   Run(again);
+  EXPECT_FALSE(SafetensorsFile(Path("run/" + StepFileName(2))).FindMetadata("stretch.build"))
+      << "no build given: none written";
   EXPECT_TRUE(Has(notes_, "TrainRunOptions::overwrite: deleted the earlier run")) << notes_;
   EXPECT_FALSE(fs::exists(Path("run/" + StepFileName(6))));
   EXPECT_EQ(ReadLog(r.log_path).size(), 2u);

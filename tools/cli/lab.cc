@@ -154,6 +154,7 @@ LabOptions OptionsOf(const LabArgs& a) {
     }
   }
   std::tie(o.rank, o.ranks) = MpiRank();
+  o.build = BuildId();
   return o;
 }
 

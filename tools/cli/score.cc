@@ -251,6 +251,7 @@ void RunScore(const ScoreArgs& args) {
     method_list.push_back({{"spec", m.spec}, {"canonical", CanonicalSpec(m.method)}});
   }
   nlohmann::json report = {
+      {"build", BuildId()},
       {"model", loaded.model.source},
       {"tokenizer", loaded.tokenizer ? loaded.tokenizer->Name() : args.model.tokenizer},
       {"input", input},

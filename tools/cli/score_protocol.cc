@@ -593,17 +593,12 @@ void RunScoreProtocols(const ProtocolRunArgs& args) {
   for (const SweepMethod& m : methods) {
     method_list.push_back({{"spec", m.spec}, {"canonical", CanonicalSpec(m.method)}});
   }
-  const nlohmann::json report = {{"model", loaded.model.source},
-                                 {"tokenizer", tok.Name()},
-                                 {"input", input},
-                                 {"trained_len", L},
-                                 {"methods", method_list},
-                                 {"contexts", args.contexts},
-                                 {"trials", pa.trials},
-                                 {"seed", pa.seed},
-                                 {"bootstrap_resamples", pa.bootstrap},
-                                 {"interval_level", 0.95},
-                                 {"protocol_results", results}};
+  const nlohmann::json report = {{"build", BuildId()},        {"model", loaded.model.source},
+                                 {"tokenizer", tok.Name()},   {"input", input},
+                                 {"trained_len", L},          {"methods", method_list},
+                                 {"contexts", args.contexts}, {"trials", pa.trials},
+                                 {"seed", pa.seed},           {"bootstrap_resamples", pa.bootstrap},
+                                 {"interval_level", 0.95},    {"protocol_results", results}};
   const std::string json_text =
       report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   if (args.json) {

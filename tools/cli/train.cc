@@ -98,6 +98,7 @@ void ApplyJson(CLI::App* app, const json& j, const std::string& what, bool overr
 // given): a flag given sets its option.
 TrainRunOptions TrainRunOptionsOf(CLI::App* app, const TrainArgs& a) {
   TrainRunOptions o = a.run;
+  o.build = BuildId();
   const auto given = [&](const char* flag) { return app->count(flag) > 0; };
   if (given("--tokenizer")) o.tokenizer = ParseTokenizerKind(a.tokenizer);
   if (given("--vocab-size")) o.vocab_size = a.vocab_size;
