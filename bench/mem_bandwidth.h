@@ -1,9 +1,9 @@
 // Measured memory bandwidth of this machine: the yardstick for decode, which reads every weight
 // once per token and so is bound by memory, not by arithmetic.
 //
-// Two measurements, each over arrays far larger than any cache (3 x 128 MiB), threads splitting
-// the arrays into contiguous halves, the best of several passes (as fma_peak.h: on a shared
-// machine a slow pass measures the neighbours):
+// Two measurements, each over arrays far larger than any cache (MemoryProbeArrayBytes), threads
+// splitting the arrays into contiguous halves, the best of several passes (as fma_peak.h: on a
+// shared machine a slow pass measures the neighbours):
 //   - triad, as STREAM (McCalpin) defines it: a[i] = b[i] + s * c[i], counted as 12 bytes per
 //     element (two reads, one write; the write-allocate read of a is not counted, as in STREAM);
 //   - read: the sum of one array, 4 bytes per element, which is what a matrix-vector product
@@ -17,6 +17,8 @@
 #include <hwy/highway.h>
 #include <omp.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -28,12 +30,29 @@ namespace bw_hn = hwy::HWY_NAMESPACE;
 struct MemoryBandwidth {
   double triad_gbs = 0.0;  // GB/s (1e9 bytes), STREAM's count
   double read_gbs = 0.0;   // GB/s, reading only
+  size_t array_bytes = 0;  // each array's size
 };
 
-// `threads` goes to the OpenMP pragmas only: a build without OpenMP (the clang sanitizer build)
-// measures on one thread.
+// Each array's size: 512 MiB, or 1/16 of the machine's memory where that is less (three arrays are
+// held). Not STREAM's 4x the last-level cache: what a virtual machine's cores reach is not what
+// the system reports (2 cores of an AMD EPYC, Zen 4: `lscpu` 32 MiB, sysconf's level-3 size 384
+// MiB), and a cache that keeps part of a stream it cannot hold reads faster than memory. Measured
+// there with a standalone read loop, best of 8 passes, 8 runs in alternation: 128 MiB (this
+// probe's size before) 55-58 GB/s against 47-52 for 512 MiB; in another series 32 MiB 131-150,
+// 64 MiB 56-78, and 256 MiB, 512 MiB, 1 GiB and 2 GiB alike (49.7, 49.1, 49.4, 48.4). A yardstick
+// for decode, which streams gigabytes, must not count cache hits.
+inline size_t MemoryProbeArrayBytes() {
+  constexpr size_t kMiB = size_t{1} << 20;
+  size_t bytes = 512 * kMiB;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0) {
+    bytes = std::min(bytes, static_cast<size_t>(pages) * static_cast<size_t>(page) / 16);
+  }
+  return std::max(bytes, 64 * kMiB) / 4096 * 4096;
+}
+
 inline MemoryBandwidth MeasureMemoryBandwidth([[maybe_unused]] int threads, int passes = 8) {
-  constexpr size_t kFloats = size_t{32} << 20;  // 128 MiB per array
+  const size_t kFloats = MemoryProbeArrayBytes() / sizeof(float);
   auto a = hwy::AllocateAligned<float>(kFloats);
   auto b = hwy::AllocateAligned<float>(kFloats);
   auto c = hwy::AllocateAligned<float>(kFloats);
@@ -53,6 +72,7 @@ inline MemoryBandwidth MeasureMemoryBandwidth([[maybe_unused]] int threads, int 
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   MemoryBandwidth best;
+  best.array_bytes = kFloats * sizeof(float);
   volatile float sink = 0.0f;
   for (int p = 0; p < passes; ++p) {
     const double triad = seconds_of([&] {

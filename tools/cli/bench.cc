@@ -81,7 +81,10 @@ nlohmann::json CaseFma(int threads) {
 
 nlohmann::json CaseMemory(int threads) {
   const bench::MemoryBandwidth bw = bench::MeasureMemoryBandwidth(threads);
-  return {{"triad_gbs", bw.triad_gbs}, {"read_gbs", bw.read_gbs}, {"threads", threads}};
+  return {{"triad_gbs", bw.triad_gbs},
+          {"read_gbs", bw.read_gbs},
+          {"array_mib", static_cast<double>(bw.array_bytes) / (1 << 20)},
+          {"threads", threads}};
 }
 
 // The weights a token's matrix products read (floats): every parameter but the embedding table,
@@ -1004,8 +1007,8 @@ void RunParent(const BenchArgs& a) {
   const double read_gbs = mem["read_gbs"], triad_gbs = mem["triad_gbs"];
   fmt::print(
       "memory bandwidth (bench/mem_bandwidth.h): {:.1f} GB/s STREAM triad, {:.1f} GB/s reading "
-      "only, on {} threads\n\n",
-      triad_gbs, read_gbs, nthreads);
+      "only, on {} threads, arrays of {:.0f} MiB\n\n",
+      triad_gbs, read_gbs, nthreads, mem.value("array_mib", 0.0));
 
   fmt::print(
       "attention kernel, causal, forward (flops: 4 D per visible query-key pair per head)\n");
