@@ -176,9 +176,17 @@ CheckpointModel LoadCheckpointModel(const std::string& path) {
   params.ForEach([&](const std::string& name, std::vector<float>& v, bool) {
     f.ReadInto<float>(name, WeightShape(arch.model, name), std::span<float>(v));
   });
-  out.model =
-      InferenceModel(arch, std::move(params),
-                     fmt::format("{} (stretch checkpoint, step {})", path, out.header.step));
+  // The build that wrote it (metadata stretch.build, src/train/checkpoint.h), named where it reads
+  // as an id: printable ASCII of at most 80 characters (the file may come from anywhere).
+  std::string written_by;
+  if (const std::optional<std::string> build = f.FindMetadata("stretch.build");
+      build && !build->empty() && build->size() <= 80 &&
+      std::all_of(build->begin(), build->end(), [](char c) { return c >= 0x20 && c < 0x7f; })) {
+    written_by = ", written by stretch " + *build;
+  }
+  out.model = InferenceModel(
+      arch, std::move(params),
+      fmt::format("{} (stretch checkpoint, step {}{})", path, out.header.step, written_by));
   out.tokenizer = ReadCheckpointTokenizer(f, out.model.config.vocab_size);
   return out;
 }

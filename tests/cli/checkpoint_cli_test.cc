@@ -88,6 +88,8 @@ TEST_F(CheckpointCli, ScoreTakesTheCheckpointAlone) {
   // The report and the checkpoint name the build that made them, as `stretch --version` does.
   const RunResult version = RunCli("--version");
   EXPECT_EQ("stretch " + j.value("build", std::string("(none)")) + "\n", version.out);
+  EXPECT_TRUE(Has(j["model"].get<std::string>(), "written by stretch " + j.value("build", "")))
+      << j["model"];
   EXPECT_EQ("stretch " +
                 SafetensorsFile(ckpt.string()).FindMetadata("stretch.build").value_or("(none)") +
                 "\n",

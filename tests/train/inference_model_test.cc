@@ -732,6 +732,30 @@ TEST_F(CheckpointFile, CarriesItsTokenizer) {
             std::string::npos);
 }
 
+// The model's source names the build that wrote the checkpoint (metadata stretch.build) where it
+// reads as an id; a value that would not print as one (a line break, 81 characters) is left out.
+TEST_F(CheckpointFile, NamesTheBuildThatWroteIt) {
+  std::unique_ptr<Trainer> trainer = TrainFewSteps(ArchOf({"rope"}));
+  const std::string none = Path("step-00000004.safetensors");
+  SaveCheckpoint(*trainer, none);
+  EXPECT_EQ(LoadCheckpointModel(none).model.source, none + " (stretch checkpoint, step 4)");
+  const auto with_build = [&](const std::string& name, const std::string& build) {
+    const std::string path = Path(name);
+    Rewrite(none, path, [&](auto& meta, auto&) { meta["stretch.build"] = build; });
+    return LoadCheckpointModel(path).model.source;
+  };
+  EXPECT_EQ(with_build("a.safetensors", "33d992a1e485-dirty"),
+            Path("a.safetensors") +
+                " (stretch checkpoint, step 4, written by stretch 33d992a1e485-dirty)");
+  EXPECT_EQ(with_build("b.safetensors", "33d992a1e485\n\x1b[2J"),
+            Path("b.safetensors") + " (stretch checkpoint, step 4)");
+  EXPECT_EQ(with_build("c.safetensors", std::string(81, 'a')),
+            Path("c.safetensors") + " (stretch checkpoint, step 4)");
+  EXPECT_EQ(with_build("d.safetensors", std::string(80, 'a')),
+            Path("d.safetensors") + " (stretch checkpoint, step 4, written by stretch " +
+                std::string(80, 'a') + ")");
+}
+
 TEST_F(CheckpointFile, NewestCompleteCheckpointOfADirectory) {
   const TrainArch arch = ArchOf({"rope"});
   std::unique_ptr<Trainer> trainer = TrainFewSteps(arch);
