@@ -74,6 +74,28 @@ RotationView MakeRotationView(const RopeGeometry& model_geo, const AttentionPlan
   return v;
 }
 
+std::string YarnOutsideItsRegimeNote(const RopeGeometry& model_geo, const AttentionPlan& plan) {
+  const RopeMethod& rope = plan.method.rope;
+  if (rope.scaling != RopeScaling::kYarn) return "";
+  const RotationView v = MakeRotationView(model_geo, plan);
+  if (v.pairs.empty()) return "";
+  const int64_t original = rope.original_length > 0 ? rope.original_length : model_geo.train_len;
+  // The fastest pair's turns within the original length (the pairs are fastest first).
+  const double fastest =
+      v.pairs[0].theta * static_cast<double>(original) / (2.0 * std::numbers::pi);
+  if (fastest >= rope.beta_fast) return "";
+  int64_t slowed = 0;
+  for (const RotationPair& p : v.pairs) slowed += p.ratio < 1.0 - 1e-9 ? 1 : 0;
+  if (slowed == 0) return "";  // at the training length (factor 1) nothing changes
+  return fmt::format(
+      "no RoPE pair turns beta_fast = {:g} times within the original length ({} tokens; the "
+      "fastest turns {:.1f} times), the pairs YaRN's ramp is meant to leave alone, so it slows {} "
+      "of the {} pairs, those that place the last few dozen tokens too: these rows measure YaRN "
+      "outside the regime it was made for (models trained on thousands of tokens with wider heads "
+      "keep their fastest pairs)",
+      rope.beta_fast, original, fastest, slowed, v.pairs.size());
+}
+
 std::string RelMapText(const AttentionPlan& plan) { return plan.map.map->describe(plan.map); }
 
 std::string MaskText(const AttentionPlan& plan) {

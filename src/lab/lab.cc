@@ -32,6 +32,7 @@
 #include "src/eval/nbce.h"
 #include "src/eval/protocols.h"
 #include "src/eval/retrieval.h"
+#include "src/eval/rotation.h"
 #include "src/eval/sweep.h"
 #include "src/io/model_file.h"
 #include "src/io/output_file.h"
@@ -1559,6 +1560,9 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
   // recorded before the next batch trains, so a run cut short keeps the records of every model it
   // finished, and a resume from the records alone (on another machine, its models' folders gone)
   // trains only the models with cells left.
+  // Methods whose rows run outside the regime they were made for (YaRN on a model trained short),
+  // told once each: method and sentence.
+  std::set<std::string> told_regime;
   for (size_t first = 0; first < mine.size(); first += side_by_side) {
     const size_t end = std::min(mine.size(), first + side_by_side);
     const std::vector<size_t> batch(mine.begin() + static_cast<std::ptrdiff_t>(first),
@@ -1691,6 +1695,10 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
           progress.eval_weight_total -= c.weight;
           progress.cells_done++;
           continue;
+        }
+        if (const std::string why = YarnOutsideItsRegimeNote(model.Geometry(), plan);
+            !why.empty() && told_regime.insert(c.method + "\n" + why).second) {
+          Tell(cb.note, fmt::format("{}: {}: {}", label, c.method, why));
         }
         LabRecord r;
         r.corpus = corpus.label;

@@ -343,5 +343,37 @@ TEST(RotationSummaries, MaskTextNamesEveryMaskWithItsParameters) {
             "it (9 .. 16 keys)");
 }
 
+// ---- YaRN outside its regime ------------------------------------------------------------------
+
+// YaRN's ramp is meant to leave alone the pairs that turn at least beta_fast = 32 times within
+// the original length. L = 128, rotary dim 32, base 10,000: theta_0 = 1, so the fastest pair
+// turns 128 / 2 pi = 20.37 times: none does. The ramp (HF _compute_yarn_parameters, truncated):
+// low = max(0, floor(32 ln(128 / (32 2 pi)) / (2 ln 10000))) = max(0, floor(-0.78)) = 0, high =
+// ceil(32 ln(128 / 2 pi) / (2 ln 10000)) = ceil(5.24) = 6; pair t runs at its own frequency where
+// the ramp (t - 0) / 6 is 0: pair 0 alone, so 15 of the 16 pairs are slowed.
+TEST(YarnRegime, SaidWhereNoPairTurnsBetaFastTimesWithinTheOriginalLength) {
+  const RopeGeometry short_geo{128, 32, 10000.0};
+  const std::string note = YarnOutsideItsRegimeNote(short_geo, Plan("yarn", 1024, short_geo));
+  EXPECT_NE(note.find("beta_fast = 32 times within the original length (128 tokens; the fastest "
+                      "turns 20.4 times)"),
+            std::string::npos)
+      << note;
+  EXPECT_NE(note.find("slows 15 of the 16 pairs"), std::string::npos) << note;
+  EXPECT_NE(YarnOutsideItsRegimeNote(short_geo, Plan("dynamic-yarn", 1024, short_geo)), "")
+      << "dynamic YaRN uses the same ramp";
+  // A ramp the geometry reaches (the fastest turns 20.4 >= 16 times), an original length of
+  // 4,096 (652 turns), and the regime YaRN was made for (L = 4,096, rotary dim 128: 652 turns):
+  // nothing to say; nor for other methods.
+  EXPECT_EQ(YarnOutsideItsRegimeNote(short_geo, Plan("yarn:beta_fast=16", 1024, short_geo)), "");
+  EXPECT_EQ(YarnOutsideItsRegimeNote(short_geo, Plan("yarn", 128, short_geo)), "")
+      << "at L YaRN's factor is 1: it slows nothing";
+  EXPECT_EQ(YarnOutsideItsRegimeNote(short_geo, Plan("yarn:orig=4096", 8192, short_geo)), "");
+  const RopeGeometry long_geo{4096, 128, 10000.0};
+  EXPECT_EQ(YarnOutsideItsRegimeNote(long_geo, Plan("yarn", 32768, long_geo)), "");
+  for (const char* spec : {"direct", "pi", "ntk", "rerope"}) {
+    EXPECT_EQ(YarnOutsideItsRegimeNote(short_geo, Plan(spec, 1024, short_geo)), "") << spec;
+  }
+}
+
 }  // namespace
 }  // namespace stretch

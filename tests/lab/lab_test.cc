@@ -410,6 +410,26 @@ TEST(LabCellRescored, OnlyWhereAKeyCountingScaleMeetsAMask) {
   EXPECT_FALSE(LabCellRescored(hybrid_logn, "direct", 16, kLabScoringRevision));
 }
 
+// YaRN on models trained this short (L = 16, head dim 8: the fastest pair turns 2.5 times within
+// L, none the 32 times its ramp keeps) is said to run outside its regime, once, whatever the
+// models and lengths; other methods are not.
+TEST_F(LabTest, SaysOnceWhereYarnRunsOutsideItsRegime) {
+  LabOptions o = Tiny(YearCorpus(8, 6000), Path("lab"));
+  o.methods = {"direct", "pi", "yarn"};
+  std::vector<std::string> notes;
+  LabCallbacks cb;
+  cb.note = [&](const std::string& line) { notes.push_back(line); };
+  RunLab(o, cb);
+  int yarn = 0, others = 0;
+  for (const std::string& n : notes) {
+    if (n.find("no RoPE pair turns beta_fast") == std::string::npos) continue;
+    (n.find(": yarn: ") != std::string::npos ? yarn : others)++;
+    EXPECT_NE(n.find("the fastest turns 2.5 times"), std::string::npos) << n;
+  }
+  EXPECT_EQ(yarn, 1) << "two models, two lengths: told once" << ::testing::PrintToString(notes);
+  EXPECT_EQ(others, 0);
+}
+
 // Each record says whether its method's +logn ran on top of the model's own trained log-n (the
 // factor twice, DoubleLogNNote): beyond L on the log-n model with a +logn method that sees every
 // key, never at L, never without +logn or a trained log-n, never under a window of L.
