@@ -75,6 +75,30 @@ nlohmann::json ScoreJson(const RunResult& r) {
   return nlohmann::json::parse(r.out.substr(start));
 }
 
+// YaRN on a model trained at 32 tokens with heads of 16 (the fastest pair turns 32 / 2 pi = 5.1
+// times within L, none the 32 times YaRN's ramp leaves alone): score says so, once, at the
+// longest length; not for the other methods, nor at L.
+TEST_F(CheckpointCli, ScoreSaysWhereYarnRunsOutsideItsRegime) {
+  const RunResult r = RunCli("score --threads 1 --model " + Q(Rope()) + " --data " + Q(Corpus()) +
+                             " --ctx 64,128 --methods direct,pi,yarn --windows 1 --no-progress");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  size_t notes = 0;
+  for (size_t at = r.out.find("no RoPE pair turns"); at != std::string::npos;
+       at = r.out.find("no RoPE pair turns", at + 1)) {
+    notes++;
+  }
+  EXPECT_EQ(notes, 1u) << r.out;
+  EXPECT_TRUE(Has(r.out, "note: yarn:factor=4")) << r.out;
+  EXPECT_TRUE(Has(r.out,
+                  " at 128: no RoPE pair turns beta_fast = 32 times within the original "
+                  "length (32 tokens; the fastest turns 5.1 times)"))
+      << r.out;
+  const RunResult at_l = RunCli("score --threads 1 --model " + Q(Rope()) + " --data " +
+                                Q(Corpus()) + " --ctx 32 --methods yarn --windows 1 --no-progress");
+  ASSERT_EQ(at_l.exit_code, 0) << at_l.out;
+  EXPECT_FALSE(Has(at_l.out, "no RoPE pair turns")) << at_l.out;
+}
+
 TEST_F(CheckpointCli, ScoreTakesTheCheckpointAlone) {
   const fs::path ckpt = Rope() / "step-00000200.safetensors";
   const RunResult r = RunCli("score --threads 1 --model " + Q(ckpt) + " --data " + Q(Corpus()) +

@@ -15,6 +15,7 @@
 #include "src/core/error.h"
 #include "src/core/input_file.h"
 #include "src/core/threads.h"
+#include "src/eval/rotation.h"
 #include "src/io/llama2c.h"
 #include "src/io/model_file.h"
 #include "src/model/family.h"
@@ -149,7 +150,7 @@ void AddOldName(CLI::App* app, CLI::Option* canonical, const std::string& old_na
 
 void Warn(std::string_view line) { fmt::print(stderr, "warning: {}\n", line); }
 
-void NoteDoubleLogN(const ModelConfig& config, std::span<const SweepCell> cells) {
+void NoteMethodCaveats(const ModelConfig& config, std::span<const SweepCell> cells) {
   std::map<size_t, const SweepCell*> longest;  // by method
   for (const SweepCell& c : cells) {
     const SweepCell*& l = longest[c.method];
@@ -158,6 +159,8 @@ void NoteDoubleLogN(const ModelConfig& config, std::span<const SweepCell> cells)
   for (const auto& [method, cell] : longest) {
     const std::string note = DoubleLogNNote(config, cell->plan);
     if (!note.empty()) fmt::print(stderr, "note: {}\n", note);
+    const std::string yarn = YarnOutsideItsRegimeNote(ModelGeometry(config), cell->plan);
+    if (!yarn.empty()) fmt::print(stderr, "note: {} at {}: {}\n", cell->resolved, cell->ctx, yarn);
   }
 }
 

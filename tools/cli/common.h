@@ -81,8 +81,9 @@ void AddOldName(CLI::App* app, CLI::Option* canonical, const std::string& old_na
 void Warn(std::string_view line);
 
 // For each method of `cells` whose +logn doubles the model's trained log-n beyond L
-// (DoubleLogNNote), one line "note: ..." on stderr, at its longest context.
-void NoteDoubleLogN(const ModelConfig& config, std::span<const SweepCell> cells);
+// (DoubleLogNNote), or that is YaRN on a model trained too short for its ramp
+// (YarnOutsideItsRegimeNote), one line "note: ..." on stderr, at its longest context.
+void NoteMethodCaveats(const ModelConfig& config, std::span<const SweepCell> cells);
 
 // The library's errors name the fields of its options (e.g. "ScoreOptions::tail: found 40,
 // expected 1..32"); the command sets those fields from flags. This writes each field the message

@@ -159,7 +159,7 @@ void RunScore(const ScoreArgs& args) {
   }
   std::vector<SweepCell> planned =
       PlanSweep(header.config, methods, args.contexts, args.options, !args.tokens.empty());
-  NoteDoubleLogN(header.config, planned);
+  NoteMethodCaveats(header.config, planned);
   const bool single = planned.size() == 1;
   if (!single && args.bucket_option->count() > 0 && !args.json && args.json_out.empty()) {
     Warn(fmt::format(

@@ -360,7 +360,7 @@ void RunScoreProtocols(const ProtocolRunArgs& args) {
   plan_options.progress = false;
   std::vector<SweepCell> cells =
       PlanSweep(header.config, methods, args.contexts, plan_options, /*sequences=*/false);
-  NoteDoubleLogN(header.config, cells);
+  NoteMethodCaveats(header.config, cells);
   for (const ProtocolSpec& p : protocols) {
     for (const int64_t ctx : args.contexts) {
       if (p.kind == ProtocolSpec::Kind::kRepeat) {
