@@ -1,9 +1,9 @@
 // Measured memory bandwidth of this machine: the yardstick for decode, which reads every weight
 // once per token and so is bound by memory, not by arithmetic.
 //
-// Two measurements, each over arrays far larger than any cache (MemoryProbeArrayBytes), threads
-// splitting the arrays into contiguous halves, the best of several passes (as fma_peak.h: on a
-// shared machine a slow pass measures the neighbours):
+// Two measurements, each over arrays larger than the caches the cores reach
+// (MemoryProbeArrayBytes), threads splitting the arrays into contiguous halves, the best of
+// several passes (as fma_peak.h: on a shared machine a slow pass measures the neighbours):
 //   - triad, as STREAM (McCalpin) defines it: a[i] = b[i] + s * c[i], counted as 12 bytes per
 //     element (two reads, one write; the write-allocate read of a is not counted, as in STREAM);
 //   - read: the sum of one array, 4 bytes per element, which is what a matrix-vector product
@@ -22,6 +22,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <new>
 
 namespace stretch::bench {
 
@@ -33,21 +36,32 @@ struct MemoryBandwidth {
   size_t array_bytes = 0;  // each array's size
 };
 
-// Each array's size: 512 MiB, or 1/16 of the machine's memory where that is less (three arrays are
-// held). Not STREAM's 4x the last-level cache: what a virtual machine's cores reach is not what
-// the system reports (2 cores of an AMD EPYC, Zen 4: `lscpu` 32 MiB, sysconf's level-3 size 384
-// MiB), and a cache that keeps part of a stream it cannot hold reads faster than memory. Measured
-// there with a standalone read loop, best of 8 passes, 8 runs in alternation: 128 MiB (this
+// Each array's size: 4 times the level-3 cache the system reports (STREAM's rule), at least 512
+// MiB and at most 1 GiB, and at most 1/16 of the memory this process may use (the machine's, or
+// a smaller cgroup v2 limit; three arrays are held), never below 64 MiB. In a virtual machine the
+// cache reported is not what the cores reach (2 cores of an AMD EPYC, Zen 4: `lscpu` 32 MiB,
+// sysconf 384 MiB for the whole package; an Intel Xeon reports 300 MiB shared by its socket), and
+// a cache that keeps part of a stream it cannot hold reads faster than memory. Measured on that
+// EPYC with a standalone read loop, best of 8 passes, 8 runs in alternation: 128 MiB (this
 // probe's size before) 55-58 GB/s against 47-52 for 512 MiB; in another series 32 MiB 131-150,
 // 64 MiB 56-78, and 256 MiB, 512 MiB, 1 GiB and 2 GiB alike (49.7, 49.1, 49.4, 48.4). A yardstick
 // for decode, which streams gigabytes, must not count cache hits.
 inline size_t MemoryProbeArrayBytes() {
   constexpr size_t kMiB = size_t{1} << 20;
-  size_t bytes = 512 * kMiB;
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  size_t bytes = std::clamp(l3 > 0 ? 4 * static_cast<size_t>(l3) : 0, 512 * kMiB, 1024 * kMiB);
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  if (pages > 0 && page > 0) {
-    bytes = std::min(bytes, static_cast<size_t>(pages) * static_cast<size_t>(page) / 16);
+  size_t usable =
+      pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : SIZE_MAX;
+  // A container's limit (cgroup v2; "max" or no file: none).
+  if (FILE* f = std::fopen("/sys/fs/cgroup/memory.max", "r")) {
+    unsigned long long limit = 0;
+    if (std::fscanf(f, "%llu", &limit) == 1 && limit > 0) {
+      usable = std::min(usable, static_cast<size_t>(limit));
+    }
+    std::fclose(f);
   }
+  bytes = std::min(bytes, usable / 16);
   return std::max(bytes, 64 * kMiB) / 4096 * 4096;
 }
 
@@ -56,7 +70,8 @@ inline MemoryBandwidth MeasureMemoryBandwidth([[maybe_unused]] int threads, int 
   auto a = hwy::AllocateAligned<float>(kFloats);
   auto b = hwy::AllocateAligned<float>(kFloats);
   auto c = hwy::AllocateAligned<float>(kFloats);
-  // First touch by the threads that will read them (their halves), and values that stay finite.
+  if (!a || !b || !c) throw std::bad_alloc();
+    // First touch by the threads that will read them (their halves), and values that stay finite.
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (size_t i = 0; i < kFloats; ++i) {
     a[i] = 0.0f;

@@ -80,9 +80,10 @@ std::string YarnOutsideItsRegimeNote(const RopeGeometry& model_geo, const Attent
   const RotationView v = MakeRotationView(model_geo, plan);
   if (v.pairs.empty()) return "";
   const int64_t original = rope.original_length > 0 ? rope.original_length : model_geo.train_len;
-  // The fastest pair's turns within the original length (the pairs are fastest first).
-  const double fastest =
-      v.pairs[0].theta * static_cast<double>(original) / (2.0 * std::numbers::pi);
+  // The fastest pair's turns within the original length as YaRN's ramp counts them
+  // (find_correction_dim in src/position/rope.cc): pair 0 turns by 1 radian a position whatever the base, and the
+  // model's own interpolation (RopeGeometry::interpolation) does not enter the ramp.
+  const double fastest = static_cast<double>(original) / (2.0 * std::numbers::pi);
   if (fastest >= rope.beta_fast) return "";
   int64_t slowed = 0;
   for (const RotationPair& p : v.pairs) slowed += p.ratio < 1.0 - 1e-9 ? 1 : 0;

@@ -66,7 +66,8 @@
 //                                      DoubleLogNNote, src/model/transformer.h); false: it did not
 //    "build": "33d992a1e485",          the stretch build that scored the cell (`stretch
 //                                      --version`: git describe of the commit it was built from,
-//                                      "-dirty" when its sources differed from it)
+//                                      "-dirty" when its sources differed from it; "unknown (not
+//                                      built from a git checkout)" for a build from a tarball)
 //    "informative": false,             false when the model failed the lab's copy gate at its
 //    "not_informative": "copy - control training length: its retrieval columns cannot tell
 //        = 3 points < 20 at L",        keeping distant information from forgetting it (the reason)

@@ -100,6 +100,10 @@ TEST_F(ReportCliTest, NamesTheBuildsThatScoredTheRecords) {
                                        "builds from before records named theirs.",
                                        n - 5)))
       << several;
+  // Read from a file: a build that is not printable ASCII shows its odd bytes as '?'.
+  for (LabRecord& r : records) r.build = "12ab\x1b[2J\ncd";
+  const auto [odd, odd_html] = report("odd");
+  EXPECT_TRUE(Has(odd, " Scored by stretch 12ab?[2J?cd.")) << odd;
 }
 
 TEST_F(ReportCliTest, RefusesMissingFileMalformedLineAndOutputOverInput) {
