@@ -1696,11 +1696,12 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
           progress.cells_done++;
           continue;
         }
-        if (const std::string why = YarnOutsideItsRegimeNote(model.Geometry(), plan);
-            !why.empty() && told_regime.insert(c.method + "\n" + why).second) {
-          Tell(cb.note, fmt::format("{}: {}: {}", label, c.method, why));
+        const std::string caveat = YarnOutsideItsRegimeNote(model.Geometry(), plan);
+        if (!caveat.empty() && told_regime.insert(c.method + "\n" + caveat).second) {
+          Tell(cb.note, fmt::format("{}: {}: {}", label, c.method, caveat));
         }
         LabRecord r;
+        r.caveat = caveat;
         r.corpus = corpus.label;
         r.model = lm.label;
         r.model_id = model_ids[mi];

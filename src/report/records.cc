@@ -126,6 +126,7 @@ nlohmann::json LabRecordJson(const LabRecord& r) {
   if (r.scoring > 1) j["scoring"] = r.scoring;
   if (r.logn_twice) j["logn_twice"] = *r.logn_twice;
   if (!r.build.empty()) j["build"] = r.build;
+  if (!r.caveat.empty()) j["caveat"] = r.caveat;
   if (!r.informative) {
     j["informative"] = false;
     j["not_informative"] = r.not_informative;
@@ -279,6 +280,7 @@ LabRecord LabRecordFromJson(const nlohmann::json& j) {
     r.logn_twice = it->get<bool>();
   }
   r.build = OptionalField<std::string>(j, "build", "");
+  r.caveat = OptionalField<std::string>(j, "caveat", "");
   r.informative = OptionalField<bool>(j, "informative", true);
   if (!r.informative) r.not_informative = Field<std::string>(j, "not_informative");
   if (r.key != LabRecordKey(r)) {

@@ -68,6 +68,8 @@
 //                                      --version`: git describe of the commit it was built from,
 //                                      "-dirty" when its sources differed from it; "unknown (not
 //                                      built from a git checkout)" for a build from a tarball)
+//    "caveat": "no RoPE pair turns ...", where the method ran outside the regime it was made
+//                                      for (YaRN on a model trained too short for its ramp)
 //    "informative": false,             false when the model failed the lab's copy gate at its
 //    "not_informative": "copy - control training length: its retrieval columns cannot tell
 //        = 3 points < 20 at L",        keeping distant information from forgetting it (the reason)
@@ -173,6 +175,10 @@ struct LabRecord {
   // The stretch build that scored the cell (`stretch --version`'s id, LabOptions::build); "": not
   // known (records of older builds, or a lab run without an id). Optional "build" of the line.
   std::string build;
+  // Where the method ran outside the regime it was made for, in a sentence (YaRN on a model
+  // trained too short for its ramp: YarnOutsideItsRegimeNote, src/eval/rotation.h); "": nothing to
+  // say, or not known (records of older builds). Optional "caveat" of the line.
+  std::string caveat;
   // Not written: the records file this record was read from (ReadLabRecords), so that a report can
   // say where each row came from.
   std::string source;

@@ -1625,6 +1625,19 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
         out.begin(), out.end(), [](const std::string& t) { return t.starts_with("Every column"); });
     out.insert(models_end, "How each method is read: " + meaning + ".");
   }
+  // The records' caveats (LabRecord::caveat): each method's, once, in record order, after the
+  // rest.
+  std::vector<std::string> caveats;
+  std::set<std::string> seen;
+  for (const LabRecord& r : records) {
+    if (!r.caveat.empty() && seen.insert(r.method + "\n" + r.caveat).second) {
+      caveats.push_back(fmt::format("- {}: {}", r.method, r.caveat));
+    }
+  }
+  if (!caveats.empty()) {
+    out.push_back("Where a method ran outside the regime it was made for (the records say):\n" +
+                  fmt::format("{}", fmt::join(caveats, "\n")));
+  }
   // Paragraphs apart (a blank line), each model's verdicts one item a line.
   std::string paragraphs;
   for (const std::string& t : out) paragraphs += (paragraphs.empty() ? "" : "\n\n") + t;

@@ -419,7 +419,7 @@ TEST_F(LabTest, SaysOnceWhereYarnRunsOutsideItsRegime) {
   std::vector<std::string> notes;
   LabCallbacks cb;
   cb.note = [&](const std::string& line) { notes.push_back(line); };
-  RunLab(o, cb);
+  const LabResult run = RunLab(o, cb);
   int yarn = 0, others = 0;
   for (const std::string& n : notes) {
     if (n.find("no RoPE pair turns beta_fast") == std::string::npos) continue;
@@ -428,6 +428,14 @@ TEST_F(LabTest, SaysOnceWhereYarnRunsOutsideItsRegime) {
   }
   EXPECT_EQ(yarn, 1) << "two models, two lengths: told once" << ::testing::PrintToString(notes);
   EXPECT_EQ(others, 0);
+  // Each YaRN record beyond L carries the sentence (the report's reading repeats it); no other.
+  int with = 0;
+  for (const LabRecord& r : ReadLabRecords({run.records_path}).records) {
+    const bool yarn_beyond = r.method == "yarn" && r.ctx > r.train_len;
+    EXPECT_EQ(!r.caveat.empty(), yarn_beyond) << r.key;
+    with += yarn_beyond ? 1 : 0;
+  }
+  EXPECT_GT(with, 0);
 }
 
 // Each record says whether its method's +logn ran on top of the model's own trained log-n (the

@@ -100,6 +100,7 @@ TEST_F(RecordsTest, RetrievalFieldsAndTheGateRoundTrip) {
   far.not_informative = "copy - control = 3 points < 20 at L";
   far.logn_twice = true;
   far.build = "33d992a1e485-dirty";
+  far.caveat = "no RoPE pair turns beta_fast = 32 times within the original length";
   far.key = LabRecordKey(far);
   EXPECT_EQ(far.key, "sotu/rope/rerope/far-copy/1024/distance=700/material=random");
   LabRecord repeat = SampleCell("rope", "direct", "repeat", 1024, 0.5);
@@ -145,6 +146,8 @@ TEST_F(RecordsTest, RetrievalFieldsAndTheGateRoundTrip) {
   EXPECT_EQ(r.not_informative, far.not_informative);
   EXPECT_EQ(r.logn_twice, std::optional<bool>(true));
   EXPECT_EQ(r.build, far.build);
+  EXPECT_EQ(r.caveat, far.caveat);
+  EXPECT_EQ(read.records[1].caveat, "");
   EXPECT_EQ(read.records[1].build, "") << "absent: the build is not known";
   EXPECT_EQ(read.records[1].period, 256);
   EXPECT_FALSE(read.records[1].logn_twice.has_value()) << "absent: not known, never false";

@@ -238,6 +238,28 @@ TEST(ReportReadingTest, SeesBackIsMeasuredAtEachLength) {
   EXPECT_EQ(SeesBackOf(rs, row, "text", 1024).tokens, 0);
 }
 
+// The records' caveats (YaRN outside its regime) close the reading: each method's once, however many
+// of its records carry it; none without them.
+TEST(ReportReadingTest, TheRecordsCaveatsCloseTheReadingOncePerMethod) {
+  auto lab = SampleRetrievalLab();
+  const std::string plain = SummaryReading(SummaryTable(lab.records), lab.records, lab.gates);
+  EXPECT_FALSE(Has(plain, "outside the regime")) << plain;
+  int marked = 0;
+  for (LabRecord& r : lab.records) {
+    if (r.method == "yarn" && r.ctx > r.train_len) {
+      r.caveat = "no RoPE pair turns beta_fast = 32 times (test)";
+      marked++;
+    }
+  }
+  ASSERT_GE(marked, 2);
+  const std::string reading = SummaryReading(SummaryTable(lab.records), lab.records, lab.gates);
+  const std::string paragraph =
+      "\n\nWhere a method ran outside the regime it was made for (the records say):\n- yarn: no "
+      "RoPE pair turns beta_fast = 32 times (test)";
+  ASSERT_TRUE(Has(reading, paragraph)) << reading;
+  EXPECT_EQ(reading.find(paragraph) + paragraph.size(), reading.size()) << "last, and once";
+}
+
 // Several models read: the paragraph opens with the verdict over all of them, counted per method
 // (the copier twice, its second copy's yarn at its control: yarn keeps in 1 of 2); the forgetter
 // failed the gate and is not counted. One model read: no such sentence.
