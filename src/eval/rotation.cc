@@ -81,8 +81,9 @@ std::string YarnOutsideItsRegimeNote(const RopeGeometry& model_geo, const Attent
   if (v.pairs.empty()) return "";
   const int64_t original = rope.original_length > 0 ? rope.original_length : model_geo.train_len;
   // The fastest pair's turns within the original length as YaRN's ramp counts them
-  // (find_correction_dim in src/position/rope.cc): pair 0 turns by 1 radian a position whatever the base, and the
-  // model's own interpolation (RopeGeometry::interpolation) does not enter the ramp.
+  // (find_correction_dim in src/position/rope.cc): pair 0 turns by 1 radian a position whatever
+  // the base, and the model's own interpolation (RopeGeometry::interpolation) does not enter the
+  // ramp.
   const double fastest = static_cast<double>(original) / (2.0 * std::numbers::pi);
   if (fastest >= rope.beta_fast) return "";
   int64_t slowed = 0;

@@ -66,9 +66,10 @@ std::string LongRopeSetText(const AttentionPlan& plan);
 // alone the pairs that turn at least beta_fast times within the original length, and a model
 // trained short with narrow heads has none (L = 128, rotary dim 32, base 10,000: the fastest
 // pair turns 20.4 times; trained at 4,096 with rotary dim 128, pairs 0-20 turn 32 times or more).
-// Then every pair but the fastest (kept because the ramp's start is clamped at 0) is slowed, and a sentence says so,
-// naming the fastest pair's turns and how many pairs run below their frequency; "" otherwise
-// (at the training length, where YaRN changes nothing, too), and for every other method.
+// Then every pair but the fastest (kept because the ramp's start is clamped at 0) is slowed, and
+// a sentence says so, naming the fastest pair's turns and how many pairs run below their
+// frequency; "" otherwise (at the training length, where YaRN changes nothing, too), and for
+// every other method.
 std::string YarnOutsideItsRegimeNote(const RopeGeometry& model_geo, const AttentionPlan& plan);
 
 // The view as a table with a header explaining every column.

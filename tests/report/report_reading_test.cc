@@ -238,8 +238,8 @@ TEST(ReportReadingTest, SeesBackIsMeasuredAtEachLength) {
   EXPECT_EQ(SeesBackOf(rs, row, "text", 1024).tokens, 0);
 }
 
-// The records' caveats (YaRN outside its regime) close the reading: each method's once, however many
-// of its records carry it; none without them.
+// The records' caveats (YaRN outside its regime) close the reading: each method's once, however
+// many of its records carry it; none without them.
 TEST(ReportReadingTest, TheRecordsCaveatsCloseTheReadingOncePerMethod) {
   auto lab = SampleRetrievalLab();
   const std::string plain = SummaryReading(SummaryTable(lab.records), lab.records, lab.gates);
