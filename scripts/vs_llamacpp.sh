@@ -122,10 +122,14 @@ if [ ! -d "$LLAMA" ]; then
   echo "vs_llamacpp: cloning llama.cpp into $LLAMA"
   git clone --depth 1 https://github.com/ggml-org/llama.cpp "$LLAMA"
 fi
+# The checkout's commit, for the lines that name llama.cpp; a snapshot without git says so.
+llama_commit() {
+  git -C "$LLAMA" rev-parse --short HEAD 2>/dev/null || echo "of unknown commit (not a git checkout)"
+}
 LB=${LLAMA_BUILD:-$LLAMA/build-stretch}  # LLAMA_BUILD: an existing build folder to reuse
 if [ ! -x "$LB/bin/llama-bench" ] || [ ! -x "$LB/bin/llama-batched-bench" ] ||
    [ ! -x "$LB/bin/llama-quantize" ]; then
-  echo "vs_llamacpp: building llama.cpp ($(git -C "$LLAMA" rev-parse --short HEAD 2>/dev/null || echo '?')) in $LB"
+  echo "vs_llamacpp: building llama.cpp ($(llama_commit)) in $LB"
   cmake -S "$LLAMA" -B "$LB" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_OPENMP=ON \
     -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF >/dev/null
   cmake --build "$LB" -j "$(nproc)" --target llama-bench llama-batched-bench llama-quantize
@@ -294,7 +298,7 @@ fi
 # The binary's own commit (`stretch --version`), not the checkout's: --stretch may name an older
 # build. One without --version (before 2026-12-07) says so.
 STRETCH_ID=$("$STRETCH" --version 2>/dev/null) || STRETCH_ID="a build without --version"
-echo "vs_llamacpp: llama.cpp $(git -C "$LLAMA" rev-parse --short HEAD 2>/dev/null || echo '?'):" \
+echo "vs_llamacpp: llama.cpp $(llama_commit):" \
   "prefill and decode from empty by llama-$([ "$TOOL" = bench ] && echo bench || echo batched-bench)," \
   "decode at depth by llama-$([ "$DEPTH" = 1 ] && echo bench || echo batched-bench)," \
   "flash attention $(case "$FA_MODES" in 0) echo "off only" ;; 1) echo "on only" ;; *) echo "off and on" ;; esac)," \

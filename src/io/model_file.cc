@@ -11,6 +11,7 @@
 
 #include "src/core/error.h"
 #include "src/core/input_file.h"
+#include "src/core/words.h"
 #include "src/io/gguf.h"
 #include "src/io/gguf_model.h"
 #include "src/io/hf_model.h"
@@ -44,13 +45,12 @@ bool LooksLikeJsonObject(const std::string& path) {
 // The first bytes of a file for messages, as hex and as text: 58 47 55 46 03 00 ("XGUF..").
 std::string DescribeHead(std::string_view head) {
   const std::string_view shown = head.substr(0, 16);
-  std::string hex, text;
+  std::string hex;
   for (const char ch : shown) {
-    const auto b = static_cast<unsigned char>(ch);
-    hex += fmt::format("{}{:02x}", hex.empty() ? "" : " ", b);
-    text += b >= 0x20 && b < 0x7f ? static_cast<char>(b) : '.';
+    hex += fmt::format("{}{:02x}", hex.empty() ? "" : " ", static_cast<unsigned char>(ch));
   }
-  return fmt::format("{} (\"{}\"){}", hex, text, head.size() > shown.size() ? " ..." : "");
+  return fmt::format("{} (\"{}\"){}", hex, PrintableAscii(shown, '.'),
+                     head.size() > shown.size() ? " ..." : "");
 }
 
 uint64_t LittleEndianAt(std::string_view head, size_t at, size_t bytes) {
@@ -74,7 +74,7 @@ bool LooksLikeGgufWithDamagedMagic(std::string_view head) {
     return false;
   }
   for (size_t i = 32; i < 32 + key_len; ++i) {
-    if (head[i] < 0x20 || head[i] >= 0x7f) return false;
+    if (!IsPrintableAscii(head[i])) return false;
   }
   return true;
 }

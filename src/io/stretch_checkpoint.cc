@@ -16,6 +16,7 @@
 
 #include "src/core/error.h"
 #include "src/core/input_file.h"
+#include "src/core/words.h"
 
 namespace stretch {
 namespace {
@@ -181,7 +182,7 @@ CheckpointModel LoadCheckpointModel(const std::string& path) {
   std::string written_by;
   if (const std::optional<std::string> build = f.FindMetadata("stretch.build");
       build && !build->empty() && build->size() <= 80 &&
-      std::all_of(build->begin(), build->end(), [](char c) { return c >= 0x20 && c < 0x7f; })) {
+      std::all_of(build->begin(), build->end(), IsPrintableAscii)) {
     written_by = ", written by stretch " + *build;
   }
   out.model = InferenceModel(

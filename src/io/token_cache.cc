@@ -14,6 +14,7 @@
 
 #include "src/core/check.h"
 #include "src/core/error.h"
+#include "src/core/words.h"
 #include "src/io/binary_reader.h"
 #include "src/io/output_file.h"
 
@@ -28,9 +29,9 @@ constexpr int64_t kMaxStringBytes = int64_t{1} << 30;
 constexpr int64_t kTokenChunk = int64_t{1} << 16;
 
 std::string DescribeMagic(const unsigned char (&m)[4]) {
-  std::string printable;
-  for (unsigned char c : m) printable += (c >= 32 && c < 127) ? static_cast<char>(c) : '?';
-  return fmt::format("{:02x} {:02x} {:02x} {:02x} (\"{}\")", m[0], m[1], m[2], m[3], printable);
+  const std::string_view bytes(reinterpret_cast<const char*>(m), 4);
+  return fmt::format("{:02x} {:02x} {:02x} {:02x} (\"{}\")", m[0], m[1], m[2], m[3],
+                     PrintableAscii(bytes, '?'));
 }
 
 // Reads through a BinaryReader and hashes every byte it reads, for the checksum at the end.

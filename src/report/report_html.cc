@@ -745,9 +745,7 @@ std::string BuildsText(const LabRecordFile& records) {
   std::map<std::string, int64_t> count;
   for (const LabRecord& r : records.records) {
     // Read from a file: anything but printable ASCII is shown as '?' (tables.md is not escaped).
-    std::string build = r.build;
-    for (char& c : build) c = c >= 0x20 && c < 0x7f ? c : '?';
-    count[build]++;
+    count[PrintableAscii(r.build, '?')]++;
   }
   const auto unnamed = count.find("");
   const int64_t before = unnamed == count.end() ? 0 : unnamed->second;

@@ -1,6 +1,6 @@
 // The small units of src/core that have no file of their own: the always-on check (check.h), the
 // aligned buffers (aligned.h), the thread pool (threads.h), the timer and the memory readings
-// (timer.h), and the progress line (progress.h).
+// (timer.h), the progress line (progress.h), and the words of messages (words.h).
 #include <cblas.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -27,6 +27,7 @@
 #include "src/core/progress.h"
 #include "src/core/threads.h"
 #include "src/core/timer.h"
+#include "src/core/words.h"
 
 namespace stretch {
 namespace {
@@ -480,3 +481,19 @@ TEST(Progress, ZeroTotalReportsComplete) {
 
 }  // namespace
 }  // namespace stretch
+
+TEST(Words, CountsListsAndPrintableBytes) {
+  EXPECT_EQ(stretch::Counted(1, "window"), "1 window");
+  EXPECT_EQ(stretch::Counted(2, "window"), "2 windows");
+  EXPECT_EQ(stretch::Counted(0, "copy", "copies"), "0 copies");
+  EXPECT_EQ(stretch::JoinNames({"a", "b", "c"}), "a, b and c");
+  // Space and '~' (0x20, 0x7e) are printable; DEL (0x7f), a control byte, a NUL and the bytes of a
+  // UTF-8 letter are not, and each such byte becomes one stand-in.
+  EXPECT_TRUE(stretch::IsPrintableAscii(' '));
+  EXPECT_TRUE(stretch::IsPrintableAscii('~'));
+  EXPECT_FALSE(stretch::IsPrintableAscii('\x7f'));
+  EXPECT_FALSE(stretch::IsPrintableAscii('\x1f'));
+  const std::string bytes("a b~\x7f\n\0\xc3\xa9z", 10);
+  EXPECT_EQ(stretch::PrintableAscii(bytes, '?'), "a b~?????z");
+  EXPECT_EQ(stretch::PrintableAscii("", '.'), "");
+}
