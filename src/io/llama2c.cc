@@ -238,14 +238,15 @@ ParsedHeader ParseHeader(BinaryReader& r) {
   p.header.expected_bytes =
       AddSize(path, MulSize(path, FloatCount(path, format, p.header.config), 4), header_bytes);
   if (r.size() < p.header.expected_bytes) {
-    Fail("{}: truncated: found {} bytes, expected {} (the size implied by the {} header: {})", path,
-         r.size(), p.header.expected_bytes, p.header.format, DescribeConfig(p.header.config));
+    throw Llama2cSizeError(fmt::format(
+        "{}: truncated: found {} bytes, expected {} (the size implied by the {} header: {})", path,
+        r.size(), p.header.expected_bytes, p.header.format, DescribeConfig(p.header.config)));
   }
   if (r.size() > p.header.expected_bytes) {
-    Fail(
+    throw Llama2cSizeError(fmt::format(
         "{}: oversized / trailing bytes: found {} bytes, expected {} (the size implied by the {} "
         "header: {})",
-        path, r.size(), p.header.expected_bytes, p.header.format, DescribeConfig(p.header.config));
+        path, r.size(), p.header.expected_bytes, p.header.format, DescribeConfig(p.header.config)));
   }
   return p;
 }

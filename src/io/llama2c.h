@@ -14,6 +14,7 @@
 
 #include <string>
 
+#include "src/core/error.h"
 #include "src/model/config.h"
 
 namespace stretch {
@@ -25,6 +26,16 @@ struct Llama2cHeader {
   int64_t expected_bytes = 0;  // the exact file size the header implies
 };
 Llama2cHeader ReadLlama2cHeader(const std::string& path);
+
+// What ReadLlama2cHeader and LoadLlama2c throw when the header is valid, every field in range,
+// and only the file's size differs from the one it implies (cut short, or bytes after the last
+// tensor): the file is a llama2.c checkpoint, damaged, and the message says so first, whatever
+// else its first bytes might look like (a cut checkpoint's small counts also read as a llama2.c
+// tokenizer's records).
+class Llama2cSizeError : public Error {
+ public:
+  using Error::Error;
+};
 
 // Loads a whole checkpoint. Every count and size is checked before anything is allocated; a
 // truncated, oversized or inconsistent file throws stretch::Error naming the file, the field, what

@@ -120,6 +120,13 @@ bool LooksLikeGgufWithDamagedMagic(std::string_view head) {
 Llama2cHeader ReadLlama2cHeaderOrTellKind(const std::string& path) {
   try {
     return ReadLlama2cHeader(path);
+  } catch (const Llama2cSizeError& e) {
+    // A valid header, the size wrong: a damaged checkpoint, said as such, even where its first
+    // bytes also pass for a tokenizer's (a checkpoint cut to its header does). A file named
+    // *.gguf is told as a GGUF file that lacks its magic.
+    CheckRegularInput(path, "a model file");
+    if (std::filesystem::path(path).extension() == ".gguf") FailNotLlama2c(path, e);
+    throw;
   } catch (const Error& e) {
     CheckRegularInput(path, "a model file");  // a device or FIFO: said as such
     const std::string head = ReadInputHead(path, 4);

@@ -277,5 +277,33 @@ TEST_F(FileKindCli, ATokenizerAsTheModelAndAModelAsTheTokenizerAreToldAsSuch) {
       << r.out;
 }
 
+// A llama2.c legacy checkpoint cut short, down to its 28-byte header: the header's small counts
+// also pass for a llama2.c tokenizer's records, and the message called the file "a llama2.c
+// tokenizer given as the model"; it is a damaged checkpoint, and the size is what is wrong.
+TEST_F(FileKindCli, ALegacyCheckpointCutShortIsToldAsTruncatedNotAsATokenizer) {
+  // stories260K's header (../shared/models): dim 64, hidden 172, 5 layers, 8 heads, 4 kv heads,
+  // vocabulary 512, seq_len 512; its first 28 bytes read as max_token_length 64 and two records.
+  const int32_t header[7] = {64, 172, 5, 8, 4, 512, 512};
+  std::string full(reinterpret_cast<const char*>(header), sizeof(header));
+  full.append(64, '\0');
+  for (const size_t size : {size_t{28}, size_t{32}, size_t{40}, size_t{92}}) {
+    const std::string path = Path("cut" + std::to_string(size) + ".bin");
+    testing::WriteBytes(path, full.substr(0, size));
+    const RunResult r = RunCliWithin(kSeconds, "inspect --model " + Q(path));
+    EXPECT_EQ(r.exit_code, 1) << r.out;
+    EXPECT_TRUE(Has(r.out, path + ": truncated: found " + std::to_string(size) + " bytes"))
+        << r.out;
+    EXPECT_TRUE(Has(r.out, "llama2.c legacy header: dim=64")) << r.out;
+    EXPECT_FALSE(Has(r.out, "tokenizer")) << r.out;
+    EXPECT_FALSE(Has(r.out, "not a GGUF file")) << r.out;  // the cause first, not last
+  }
+  // Named *.gguf, the same bytes are a GGUF file without its magic.
+  const std::string gguf = Path("cut.gguf");
+  testing::WriteBytes(gguf, full.substr(0, 40));
+  const RunResult r = RunCliWithin(kSeconds, "inspect --model " + Q(gguf));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, gguf + ": named *.gguf but starts with")) << r.out;
+}
+
 }  // namespace
 }  // namespace stretch
