@@ -1191,7 +1191,18 @@ void ValidateLabOptions(const LabOptions& o) {
     if (!labels.insert(m.label).second) Fail("LabOptions::models: label {} twice", m.label);
     try {
       for (size_t i = 0; i < RunCount(o); ++i) {
-        RunArchitecture(StageRunOptions(o, m, LabCorpus{}, i), LabVocab(o));
+        const TrainRunOptions run = StageRunOptions(o, m, LabCorpus{}, i);
+        RunArchitecture(run, LabVocab(o));
+        // A SentencePiece tokenizer is trained with the first run: its rows are checked then.
+        if (*run.tokenizer == TokenizerKind::kBytes) {
+          try {
+            CheckPasskeyRowsFit(run, o.train_len, TrainingTokenizer::Bytes());
+          } catch (const Error& e) {
+            if (o.stages.empty()) throw;
+            Fail("stage {} (passkey={} in its MIX): {}", o.stages[i].name, run.passkey_share,
+                 e.what());
+          }
+        }
       }
     } catch (const Error& e) {
       Fail("model {}: {}", m.label, e.what());

@@ -611,6 +611,27 @@ TrainArch RunArchitecture(const TrainRunOptions& options, int vocab_size) {
   return arch;
 }
 
+void CheckPasskeyRowsFit(const TrainRunOptions& o, int64_t seq_len,
+                         const TrainingTokenizer& tokenizer) {
+  if (!(o.passkey_share > 0.0)) return;
+  const TextEncoder plain = [&](std::string_view text) { return tokenizer.Encode(text); };
+  int64_t shortest = PasskeyMinCtx(EncodePasskeyPieces(plain));
+  const bool varied = o.passkey_phrasings == "varied";
+  if (varied) {
+    for (const PasskeyFormat& f : VariedPasskeyFormats()) {
+      shortest = std::max(shortest, PasskeyMinCtx(EncodePasskeyPieces(plain, f)));
+    }
+  }
+  if (seq_len < shortest) {
+    Fail(
+        "TrainRunOptions::seq_len {}: too short for passkey documents "
+        "(TrainRunOptions::passkey_share {}{}): the needle, the question, the key {} and a few "
+        "filler tokens need TrainRunOptions::seq_len >= {} with this tokenizer",
+        seq_len, o.passkey_share, varied ? ", TrainRunOptions::passkey_phrasings varied" : "",
+        varied ? "two or three times" : "twice", shortest);
+  }
+}
+
 TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallbacks& callbacks) {
   const Note& note = callbacks.note;
   const bool resuming = !options.resume_from.empty();
@@ -704,17 +725,7 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
         passkey_variants.push_back(EncodePasskeyPieces(plain, f));
       }
     }
-    int64_t shortest = PasskeyMinCtx(passkey);
-    for (const PasskeyPieces& p : passkey_variants) shortest = std::max(shortest, PasskeyMinCtx(p));
-    if (seq_len < shortest) {
-      Fail(
-          "TrainRunOptions::seq_len {}: too short for passkey documents "
-          "(TrainRunOptions::passkey_share {}{}): the needle, the question, the key {} and a few "
-          "filler tokens need TrainRunOptions::seq_len >= {} with this tokenizer",
-          seq_len, o.passkey_share,
-          passkey_variants.empty() ? "" : ", TrainRunOptions::passkey_phrasings varied",
-          passkey_variants.empty() ? "twice" : "two or three times", shortest);
-    }
+    CheckPasskeyRowsFit(o, seq_len, data.tokenizer);
   }
   // Copy documents and the readout's alphabets and spans, with the run's tokenizer.
   // Mid-text tokens: a SentencePiece tokenizer encodes a character alone with its dummy-prefix

@@ -193,6 +193,14 @@ struct TrainRunCallbacks {
 // tokens (finalized and validated): what RunTraining trains, without reading any data.
 TrainArch RunArchitecture(const TrainRunOptions& options, int vocab_size);
 
+// Throws stretch::Error when the run has passkey documents (passkey_share > 0) and rows of
+// `seq_len` tokens cannot hold one with this tokenizer and its passkey_phrasings (the needle, the
+// question, the key two or three times and a few filler tokens: PasskeyMinCtx, src/io/passkey.h;
+// 61 with the bytes tokenizer and stretch's own layout). RunTraining checks it once the tokenizer
+// is known; the lab checks it before planning where the tokenizer is bytes.
+void CheckPasskeyRowsFit(const TrainRunOptions& options, int64_t seq_len,
+                         const TrainingTokenizer& tokenizer);
+
 // Prepares the run and trains it to `steps`. Throws stretch::Error naming the field and value
 // at fault, or through the data, the specs, the trainer and the checkpoints.
 TrainLoopResult RunTraining(const TrainRunOptions& options,

@@ -604,6 +604,20 @@ TEST_F(LabTest, BadOptionsAreRefusedBeforeAnyWork) {
   o = Tiny(o.corpus.path, Path("lab"));
   o.models[0].position = "spiral";
   EXPECT_NE(testing::ErrorOf([&] { ValidateLabOptions(o); }).find("model rope"), std::string::npos);
+  // Passkey documents in rows too short for them: refused here, so that `stretch lab --plan`
+  // says so too (it planned and estimated such a lab, and only the run refused it). With the
+  // bytes tokenizer a document needs 61 tokens (TrainRunOptions::passkey_share).
+  o = Tiny(o.corpus.path, Path("lab"));
+  o.passkey_share = 0.05;
+  const std::string short_rows = testing::ErrorOf([&] { ValidateLabOptions(o); });
+  EXPECT_NE(short_rows.find("model rope: TrainRunOptions::seq_len 16: too short for passkey"),
+            std::string::npos)
+      << short_rows;
+  EXPECT_NE(short_rows.find(">= 61"), std::string::npos) << short_rows;
+  o.train_len = 61;
+  EXPECT_NO_THROW(ValidateLabOptions(o));
+  o.train_len = 60;
+  EXPECT_THROW(ValidateLabOptions(o), Error);
   EXPECT_FALSE(fs::exists(Path("lab")));
 }
 
