@@ -198,6 +198,17 @@ void CheckOutputPaths(std::span<const NamedPath> inputs, std::span<const NamedPa
       }
     }
   }
+  // Two outputs on standard output would interleave two formats (a CSV and a JSON object) that
+  // neither reader can parse.
+  const NamedPath* on_stdout = nullptr;
+  for (const NamedPath& out : outputs) {
+    if (out.path.empty() || ResolveOutput(out).kind != OutputKind::kStdout) continue;
+    if (on_stdout != nullptr) {
+      Fail("{} {} and {} {} both write to standard output: give one of them a file path",
+           on_stdout->name, on_stdout->path, out.name, out.path);
+    }
+    on_stdout = &out;
+  }
 }
 
 void CheckInputsOutside(std::span<const NamedPath> inputs, const NamedPath& dir) {

@@ -81,7 +81,8 @@ bool PathWithin(const std::string& path, const std::string& dir);
 // input or as another output, e.g.
 //   "--per-token stories.bin is the same file as --model stories.bin: refusing to write over it".
 // Outputs written directly (standard output, a FIFO, /dev/null) replace nothing and are not
-// compared. Outputs with an empty path are not written and are skipped.
+// compared, but two outputs on standard output ("-", /dev/stdout) are refused: their formats would
+// interleave. Outputs with an empty path are not written and are skipped.
 void CheckOutputPaths(std::span<const NamedPath> inputs, std::span<const NamedPath> outputs);
 
 // Throws stretch::Error when an input lies inside `dir`, an output directory whose contents the

@@ -320,6 +320,24 @@ TEST_F(OutputFileTest, DashIsStandardOutputWhereAccepted) {
   EXPECT_NE(dir.find("expected a directory"), std::string::npos) << dir;
 }
 
+// Two outputs on standard output would interleave (score's per-token CSV, then its JSON): refused,
+// by either spelling; one of them on standard output beside a file is fine.
+TEST_F(OutputFileTest, TwoOutputsOnStandardOutputAreRefused) {
+  const NamedPath csv{"--per-token", "-", OutputForm::kFileOrStdout};
+  const NamedPath json{"--json-out", "-", OutputForm::kFileOrStdout};
+  const NamedPath stdout_link{"--json-out", "/dev/stdout", OutputForm::kFileOrStdout};
+  const std::string e = ErrorOf([&] { CheckOutputPaths({}, std::vector<NamedPath>{csv, json}); });
+  EXPECT_NE(e.find("--per-token - and --json-out - both write to standard output"),
+            std::string::npos)
+      << e;
+  if (ResolveOutput(stdout_link).kind == OutputKind::kStdout) {  // not where fd 1 is closed
+    EXPECT_THROW(CheckOutputPaths({}, std::vector<NamedPath>{csv, stdout_link}), Error);
+  }
+  const NamedPath file{"--json-out", Path("out.json"), OutputForm::kFileOrStdout};
+  EXPECT_NO_THROW(CheckOutputPaths({}, std::vector<NamedPath>{csv, file}));
+  EXPECT_NO_THROW(CheckOutputPaths({}, std::vector<NamedPath>{csv, {"--json-out", ""}}));
+}
+
 // A folder output (train, lab, report --out): a folder or a new path; anything else is refused.
 TEST_F(OutputFileTest, AFolderOutputRefusesOtherKinds) {
   fs::create_directories(Path("run"));
