@@ -377,7 +377,7 @@ std::vector<std::string_view> MethodSpecNames() {
   return names;
 }
 
-Method ParseMethod(std::string_view spec) {
+Method ParseMethod(std::string_view spec, std::string_view also_known) {
   std::string_view body = spec;
   bool logn = false;
   const size_t plus = body.rfind('+');
@@ -396,7 +396,10 @@ Method ParseMethod(std::string_view spec) {
   const size_t colon = body.find(':');
   const std::string_view name = body.substr(0, colon);
   const MethodInfo* info = FindMethod(name);
-  if (info == nullptr) Fail("unknown method \"{}\" (known: {})", name, KnownNames());
+  if (info == nullptr) {
+    Fail("unknown method \"{}\" (known: {}{}{})", name, KnownNames(),
+         also_known.empty() ? "" : ", ", also_known);
+  }
   const std::string where = fmt::format("method \"{}\"", info->name);
   Method m = MethodOf(*info);
   m.logn = logn;

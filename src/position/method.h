@@ -105,7 +105,9 @@ struct Method {
 // Parses a spec (`direct`, `pi:factor=4`, `yarn:factor=8,beta_fast=32+logn`, ...). Throws
 // stretch::Error naming the field, the value found and what is allowed (unknown name or key,
 // a malformed number, a factor below 1, a group that is not a positive integer, ...).
-Method ParseMethod(std::string_view spec);
+// `also_known` ends the list of known names in the message for an unknown one: the names the
+// caller accepts beside the position methods (`score`'s "nbce", which is not a position method).
+Method ParseMethod(std::string_view spec, std::string_view also_known = {});
 // The canonical spec of a method: ParseMethod(CanonicalSpec(m)) == m, and parsing a canonical
 // spec and printing it again gives the same text. Only non-default fields are printed.
 std::string CanonicalSpec(const Method& m);
