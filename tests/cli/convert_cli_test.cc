@@ -133,6 +133,30 @@ TEST(ConvertCli, AGgufThatSaysYarnRunsYarnUnlessToldOtherwise) {
   for (const std::string& p : {gguf, tokens}) std::remove(p.c_str());
 }
 
+// A GGUF file without a vocabulary (llama.cpp loads none) and a llama2.c file from a model with
+// its own vocabulary (the format has no place for it) are written, with a warning each; with the
+// vocabulary given or kept there is none.
+TEST(ConvertCli, WarnsWhereTheOutputLosesOrLacksTheVocabulary) {
+  const std::string bin = testing::SharedPath("models/stories260K/stories260K.bin");
+  const std::string tok = testing::SharedPath("models/stories260K/tok512.bin");
+  STRETCH_SKIP_IF_MISSING(bin);
+  const std::string bare = Temp("bare.gguf"), full = Temp("full.gguf"), back = Temp("back.bin");
+  auto r = RunCli("convert -m " + Quote(bin) + " --to gguf --out " + Quote(bare));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, bare + " holds no vocabulary: llama.cpp does not load")) << r.out;
+  r = RunCli("convert -m " + Quote(bin) + " -t " + Quote(tok) + " --to gguf --out " + Quote(full));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_FALSE(Has(r.out, "warning")) << r.out;
+  r = RunCli("convert -m " + Quote(full) + " --to llama2c --out " + Quote(back));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, full + "'s own vocabulary is not written: llama2.c files carry none"))
+      << r.out;
+  r = RunCli("convert -m " + Quote(bare) + " --to llama2c --out " + Quote(back));
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_FALSE(Has(r.out, "warning")) << r.out;  // nothing to lose
+  for (const std::string& p : {bare, full, back}) std::remove(p.c_str());
+}
+
 TEST(ConvertCli, RefusesBadRequestsWithoutWriting) {
   const std::string bin = testing::SharedPath("models/stories260K/stories260K.bin");
   STRETCH_SKIP_IF_MISSING(bin);

@@ -153,7 +153,11 @@ Vocabulary VocabularyToWrite(const ConvertArgs& a, const Loaded& loaded) {
         ReadCheckpointTokenizer(file, loaded.model.config.vocab_size);
     if (!t) return v;
     if (t->kind() != "sentencepiece") {
-      Fail("{}: its {} tokenizer has no form in {} files", path, t->kind(), a.to);
+      Fail(
+          "{}: its {} tokenizer has no form in {} files (a model trained on raw bytes has no "
+          "vocabulary file that llama.cpp or transformers read; expected a run trained with "
+          "`stretch train --tokenizer bpe` or `unigram`, or --to stretch, which keeps the bytes)",
+          path, t->kind(), a.to);
     }
     v.spm = Llama2cTokenizerFromSentencePiece(
         ParseSentencePieceModel(t->model(), path + " (its tokenizer.model)"));
@@ -314,6 +318,22 @@ void RunConvert(const ConvertArgs& a) {
   } else {
     SaveLlama2cVersion1(loaded.model, a.out);
     written = "llama2.c version 1";
+    if (a.model.tokenizer.empty() && loaded.header.own_tokenizer) {
+      Warn(fmt::format(
+          "{}'s own vocabulary is not written: llama2.c files carry none, so {} reads text only "
+          "with a tokenizer file beside it (--tokenizer){}",
+          loaded.header.path, a.out,
+          loaded.header.tokenizer_kind == "bytes"
+              ? ", and a model trained on raw bytes has none: it can score token ids (--tokens) "
+                "only; --to stretch keeps the bytes"
+              : "; --to hf writes the vocabulary as tokenizer.model"));
+    }
+  }
+  if (a.to == "gguf" && !tok && !vocabulary.gguf_keys) {
+    Warn(fmt::format(
+        "{} holds no vocabulary: llama.cpp does not load a GGUF file without one (stretch reads "
+        "it with --tokenizer); give --tokenizer to write it in",
+        a.out));
   }
   fmt::print("{} ({}) -> {} ({}{}{})\n", loaded.header.path, loaded.header.format, a.out, written,
              method == Method{} ? "" : ", method " + CanonicalSpec(method), vocabulary.what);
