@@ -38,10 +38,14 @@ TEST(LongInferenceCli, StreamCacheGeneratesPastTheTrainedLengthInABoundedCache) 
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_TRUE(Has(r.out, "method: streaming:sinks=2,window=20")) << r.out;
   EXPECT_TRUE(Has(r.out, "decode: 400 tokens generated")) << r.out;
-  // The cache holds the sinks and two windows at most: 2 + 2 * 20 - 1 = 41 positions.
-  const long long reached = NumberAfter(r.out, "context reached ");
-  EXPECT_GT(reached, 0) << r.out;
-  EXPECT_LE(reached, 41) << r.out;
+  // The context is every token read (BOS, the empty prompt, then 399 forward passes: the last
+  // token printed needs none); the cache holds the sinks and two windows at most: 2 + 2 * 20 - 1
+  // = 41 slots.
+  EXPECT_EQ(NumberAfter(r.out, "context reached "), 400) << r.out;
+  const long long held = NumberAfter(r.out, "the streaming cache holds ");
+  EXPECT_GT(held, 0) << r.out;
+  EXPECT_LE(held, 41) << r.out;
+  EXPECT_TRUE(Has(r.out, " of them in its 41 slots")) << r.out;
   // The flag is the method `streaming`: the same greedy text.
   const RunResult same = RunCli(Generate() + "-n 400 --method streaming:sinks=2,window=20");
   ASSERT_EQ(same.exit_code, 0) << same.out;

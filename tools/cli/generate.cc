@@ -228,17 +228,26 @@ void RunGenerate(const GenerateArgs& args) {
   std::fflush(stdout);
   if (!args.quiet_stats) {
     // The decode rate counts forward passes of single tokens (the last token printed needs none).
+    // The context is every token read; a streaming cache holds only some of them: said apart, so
+    // that its buffer's fill does not read as the context.
+    const int64_t read = static_cast<int64_t>(prompt.size()) + decode_forwards;
     fmt::print(stderr,
                "prefill: {} tokens in {:.3f} s ({:.0f} tokens/s)\n"
                "decode: {} tokens generated, {} forward passes in {:.3f} s ({} tokens/s); "
-               "context reached {} of the {} positions the model was trained on\n"
+               "context reached {} tokens (the model was trained on {}){}\n"
                "method: {} (resolved for {} tokens)\n",
                prompt.size(), prefill_s, prompt.size() / std::max(prefill_s, 1e-9), generated,
                decode_forwards, decode_s,
                decode_forwards > 0
                    ? fmt::format("{:.0f}", decode_forwards / std::max(decode_s, 1e-9))
                    : std::string("n/a"),
-               cache.length(), config.seq_len, CanonicalSpec(model.plan().method), capacity);
+               read, config.seq_len,
+               streaming_capacity > 0
+                   ? fmt::format("; the streaming cache holds {} of them in its {} slots (each "
+                                 "token attends to the sinks and the last window)",
+                                 cache.length(), cache.capacity())
+                   : std::string(),
+               CanonicalSpec(model.plan().method), capacity);
   }
 }
 
