@@ -319,6 +319,30 @@ TEST(Cli, ScoreWarnsOfBucketWhenNoBucketIsShown) {
   EXPECT_FALSE(Has(r.out, "warning:")) << r.out;
 }
 
+// A mistyped subcommand is named, with the nearest one; a flag value CLI11 refuses reads like every
+// other error ("stretch: error: ..."), with where the options are; both exit 2 (usage).
+TEST(Cli, UsageErrorsNameWhatWasWrongAndExit2) {
+  RunResult r = RunCli("scor --help");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(Has(r.out, "stretch: error: unknown subcommand \"scor\" (did you mean \"score\"?)"))
+      << r.out;
+  EXPECT_TRUE(Has(r.out, "expected one of: generate, score,")) << r.out;
+  r = RunCli("frobnicate");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(Has(r.out, "unknown subcommand \"frobnicate\" (expected one of:")) << r.out;
+  r = RunCli("score " + TinyModel() + " --ctx 1");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(Has(r.out, "stretch: error: --ctx")) << r.out;
+  EXPECT_TRUE(Has(r.out, "Run `stretch score --help` for the options.")) << r.out;
+  r = RunCli("score " + TinyModel() + " --ctx 2 --no-such-flag");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(Has(r.out, "stretch: error: The following argument was not expected: --no-such-flag"))
+      << r.out;
+  r = RunCli("--version");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(Has(r.out, "stretch ")) << r.out;
+}
+
 TEST(Cli, ConvertWarnsThatLlama2cFilesCarryNoVocabulary) {
   const std::string out = Dir("convert") + "/tiny.bin";
   RunResult r = RunCli("convert " + TinyModel() + " --to llama2c -o '" + out + "'");

@@ -150,6 +150,35 @@ void AddOldName(CLI::App* app, CLI::Option* canonical, const std::string& old_na
 
 void Warn(std::string_view line) { fmt::print(stderr, "warning: {}\n", line); }
 
+std::string DidYouMean(std::string_view word, const std::vector<std::string>& names) {
+  // Levenshtein distance, one row at a time.
+  const auto distance = [](std::string_view a, std::string_view b) {
+    std::vector<size_t> row(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t diagonal = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        const size_t up = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        diagonal = up;
+      }
+    }
+    return row[b.size()];
+  };
+  const size_t allowed = word.size() <= 4 ? 1 : 2;
+  const std::string* best = nullptr;
+  size_t best_distance = allowed + 1;
+  for (const std::string& name : names) {
+    const size_t d = name.starts_with(word) && !word.empty() ? 0 : distance(word, name);
+    if (d < best_distance) {
+      best = &name;
+      best_distance = d;
+    }
+  }
+  return best == nullptr ? "" : fmt::format(" (did you mean \"{}\"?)", *best);
+}
+
 void NoteMethodCaveats(const ModelConfig& config, std::span<const SweepCell> cells) {
   std::map<size_t, const SweepCell*> longest;  // by method
   for (const SweepCell& c : cells) {

@@ -76,6 +76,10 @@ Loaded LoadModel(const ModelArgs& args, bool tokenizer_needed);
 // Giving both is an error. Register it after `canonical`.
 void AddOldName(CLI::App* app, CLI::Option* canonical, const std::string& old_name);
 
+// " (did you mean \"score\"?)" for the name of `names` nearest `word` (edit distance, a typo's
+// at most: 1 up to 4 letters, 2 beyond), or a name that `word` begins; "" for none.
+std::string DidYouMean(std::string_view word, const std::vector<std::string>& names);
+
 // A flag that has no effect in the combination given: one line "warning: ..." on stderr, and the
 // run goes on (a flag that would mislead the result is refused instead, not warned about).
 void Warn(std::string_view line);

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -62,10 +64,32 @@ int main(int argc, char** argv) {
   }
   std::vector<char*> args;
   for (std::string& w : words) args.push_back(w.data());
+  // A first word that is no subcommand: CLI11 would say only "A subcommand is required".
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    names.push_back(sub->get_name());
+  }
+  if (argc > 1 && words[1][0] != '-' &&
+      std::find(names.begin(), names.end(), words[1]) == names.end()) {
+    fmt::print(stderr, "stretch: error: unknown subcommand \"{}\"{} (expected one of: {})\n",
+               words[1], stretch::cli::DidYouMean(words[1], names), fmt::join(names, ", "));
+    return 2;
+  }
   try {
     app.parse(argc, args.data());
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // A flag's value or a word CLI11 refused: said as every other error is, with where to look.
+    const CLI::App* sub = nullptr;
+    for (CLI::App* s : app.get_subcommands()) sub = s;
+    fmt::print(stderr, "stretch: error: {}\nRun `stretch {}--help` for the options.\n", e.what(),
+               sub != nullptr ? sub->get_name() + " " : "");
+    return 2;
   } catch (const stretch::Stopped& e) {  // Ctrl-C or SIGTERM, the work so far saved
     std::fflush(stdout);
     fmt::print(stderr, "stretch: {}\n", stretch::cli::WithFlagNames(e.what()));
@@ -77,6 +101,13 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     std::fflush(stdout);
     fmt::print(stderr, "stretch: error: out of memory\n");
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // The path and the system's reason first ("ro/run: Read-only file system"), then what was
+    // being done, where the library let such an error through unworded.
+    std::fflush(stdout);
+    fmt::print(stderr, "stretch: error: {}: {} ({})\n", e.path1().string(), e.code().message(),
+               e.what());
     return 1;
   } catch (const std::exception& e) {  // e.g. a file system error from the OS
     std::fflush(stdout);

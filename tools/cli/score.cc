@@ -339,7 +339,7 @@ void RegisterScore(CLI::App& app) {
       ->delimiter(',')
       ->allow_extra_args(false)
       ->capture_default_str()
-      ->check(Whole(1, kMaxContext));
+      ->check(Whole(2, kMaxContext));  // a window predicts from position 1 on
   sub->add_option("--stride", args->options.stride,
                   "Start a window every S tokens (default N: no overlap). With S < N, later "
                   "windows score only their last S positions (sliding-window perplexity)")

@@ -210,7 +210,9 @@ void RegisterTune(CLI::App& app) {
       "copy: a span early in the context repeated at the end, against a control with "
       "nothing to copy), and prints every cell ranked with 95% intervals (ties marked), how "
       "far back each sees, and the recommended --method spec. Use text the model was not "
-      "trained on.");
+      "trained on.\n"
+      "Example: stretch tune -m stories260K.bin -t tok512.bin --data tinystories.txt --ctx 4096 "
+      "(a model trained at 512 tokens, tuned for 8 times that)");
   AddModelOptions(cmd, a->model, /*tokenizer_needed=*/true);
   AddWeightStorageOption(cmd, a->model.weights);
   cmd->add_option("--data", a->data, "a held-out text sample: a file or a folder of *.txt")
@@ -219,7 +221,7 @@ void RegisterTune(CLI::App& app) {
                   "the target length in tokens (e.g. 8 x the training length; -c and "
                   "--ctx-size are llama.cpp's spellings)")
       ->required()
-      ->check(Whole(1, kMaxContext));
+      ->check(Whole(2, kMaxContext));
   cmd->add_option("--windows", a->windows, "windows of --ctx tokens scored per cell")
       ->capture_default_str()
       ->check(Whole(1, 1 << 20));
