@@ -349,7 +349,15 @@ AtomicFile::AtomicFile(const NamedPath& out) : name_(out.name), path_(out.path) 
   temp_ = PartialFileName(target_);
   file_ = std::fopen(temp_.c_str(), "wbx");  // x: fails rather than reuse an existing file
   if (file_ == nullptr) {
-    Fail("{}: cannot create the temporary file {}: {}", Label(), temp_, std::strerror(errno));
+    const int error = errno;
+    // The usual cause of "No such file or directory" here: the folder to write into is missing.
+    const fs::path folder = fs::path(target_).parent_path();
+    std::error_code ec;
+    const bool missing = error == ENOENT && !folder.empty() && !fs::exists(folder, ec);
+    Fail("{}: cannot create the temporary file {}: {}{}", Label(), temp_, std::strerror(error),
+         missing ? fmt::format(" (the folder {} does not exist; expected an existing one)",
+                               folder.string())
+                 : std::string());
   }
 }
 

@@ -320,6 +320,16 @@ TEST_F(OutputFileTest, DashIsStandardOutputWhereAccepted) {
   EXPECT_NE(dir.find("expected a directory"), std::string::npos) << dir;
 }
 
+// A file in a folder that does not exist: the message names the folder, not only the temporary
+// file's "No such file or directory".
+TEST_F(OutputFileTest, AMissingFolderIsNamed) {
+  const std::string target = Path("nodir") + "/x.gguf";
+  const std::string e = ErrorOf([&] { AtomicFile f(NamedPath{"--out", target}); });
+  EXPECT_NE(e.find("cannot create the temporary file"), std::string::npos) << e;
+  EXPECT_NE(e.find("(the folder " + Path("nodir") + " does not exist"), std::string::npos) << e;
+  EXPECT_FALSE(fs::exists(Path("nodir")));
+}
+
 // Two outputs on standard output would interleave (score's per-token CSV, then its JSON): refused,
 // by either spelling; one of them on standard output beside a file is fine.
 TEST_F(OutputFileTest, TwoOutputsOnStandardOutputAreRefused) {
