@@ -345,6 +345,12 @@ LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
     const std::string text = ReadInputFile(path, "a lab results file (JSON lines, results*.jsonl)");
     size_t begin = 0;
     int64_t line_no = 0;
+    // A file in which no line is a record (a `stretch score --json` report, a text file) is no
+    // results file at all: said as such, not read as torn lines and then "no cell records".
+    const size_t torn_before = out.torn_lines.size();
+    int64_t records_here = 0;
+    const std::string_view kExpected =
+        "expected the JSON lines `stretch lab` writes to OUT/results.jsonl, one record a line";
     while (begin < text.size()) {
       const size_t nl = text.find('\n', begin);
       ++line_no;
@@ -363,8 +369,13 @@ LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
         continue;
       }
       if (!j.is_object() || !j.contains("record")) {
+        if (records_here == 0) {
+          Fail("{}:{}: not a lab record (no \"record\" field), nor is any line before it: {}", path,
+               line_no, kExpected);
+        }
         Fail("{}:{}: not a lab record (no \"record\" field)", path, line_no);
       }
+      ++records_here;
       if (j["record"] == "gate") {
         LabGate g;
         try {
@@ -418,6 +429,10 @@ LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
         continue;
       }
       out.records.push_back(std::move(r));
+    }
+    if (records_here == 0 && out.torn_lines.size() > torn_before) {
+      Fail("{}: not a lab results file: none of its lines is a lab record ({} is not JSON); {}",
+           path, out.torn_lines[torn_before], kExpected);
     }
   }
   if (!voids.empty()) {

@@ -256,6 +256,32 @@ TEST_F(RecordsTest, TornLineInTheMiddleIsSkippedAndListed) {
   EXPECT_NE(message.find(bad + ":2: field"), std::string::npos) << message;
 }
 
+// A file in which no line is a record is no results file: a text file, or `stretch score --json`'s
+// report (an indented object over many lines). It was read as torn lines and reported as "no cell
+// records", or refused at a line deep inside with no word of what the file is.
+TEST_F(RecordsTest, AFileWithoutARecordIsToldAsNotAResultsFile) {
+  const std::string text = File("notes.txt", "my notes\nmore notes\n");
+  std::string message = ErrorOf([&] { ReadLabRecords({text}); });
+  EXPECT_NE(message.find(text + ": not a lab results file: none of its lines is a lab record (" +
+                         text + ":1 is not JSON)"),
+            std::string::npos)
+      << message;
+  const std::string report = File("score.json", "{\n  \"input\": [\n    1,\n    2\n  ]\n}\n");
+  message = ErrorOf([&] { ReadLabRecords({report}); });
+  EXPECT_NE(message.find(report + ":4: not a lab record (no \"record\" field), nor is any line "
+                                  "before it: expected the JSON lines `stretch lab` writes"),
+            std::string::npos)
+      << message;
+  // Among records, a torn line is skipped (above) and a line of JSON that is no record refused as
+  // before.
+  const LabRecord a = SampleCell("rope", "direct", "nonrepeat", 128, 0.5);
+  const std::string mixed = File("mixed.jsonl", Line(a) + "2\n");
+  message = ErrorOf([&] { ReadLabRecords({mixed}); });
+  EXPECT_NE(message.find(mixed + ":2: not a lab record (no \"record\" field)"), std::string::npos)
+      << message;
+  EXPECT_EQ(message.find("nor is any line"), std::string::npos) << message;
+}
+
 // Two labs on one corpus with a model of the same label (trained at other lengths, say): their
 // cells have different model ids, so neither is dropped as a duplicate of the other.
 TEST_F(RecordsTest, TheModelIdKeepsModelsOfOneLabelApart) {
