@@ -161,8 +161,7 @@ CorpusData LoadCorpusDataImpl(const DataOptions& options, const TrainingTokenize
           out.files = listing;
           for (const CorpusFile& f : out.files) out.empty_files += f.size == 0 ? 1 : 0;
           out.cache = CacheUse::kReused;
-          out.cache_note = fmt::format("reused {}: {} documents, {} tokens", path,
-                                       out.documents.size(), cache.tokens.size());
+          out.cache_note = fmt::format("reused {}", path);  // its counts are the line's
           return out;
         }
         out.cache_note = fmt::format("rebuilt {}: {}", path, reason);

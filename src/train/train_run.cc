@@ -13,6 +13,7 @@
 #include "src/core/dir_lock.h"
 #include "src/core/error.h"
 #include "src/core/memory.h"
+#include "src/core/words.h"
 #include "src/io/output_file.h"
 #include "src/io/passkey.h"
 #include "src/kernels/gemm.h"
@@ -712,8 +713,9 @@ TrainLoopResult RunTraining(const TrainRunOptions& options, const TrainRunCallba
       init ? "the checkpoint's " + init->TokenizerText()
            : fmt::format("{} tokenizer, vocabulary {}", TokenizerKindName(dopt.tokenizer.kind),
                          data.tokenizer.vocab_size());
-  Tell(note, fmt::format("{} documents, {} tokens ({}; cache {})", data.documents.size(),
-                         data.documents.n_tokens(), tokenizer_text, data.cache_note));
+  Tell(note,
+       fmt::format("{}, {} ({}; cache {})", Counted(data.documents.size(), "document"),
+                   Counted(data.documents.n_tokens(), "token"), tokenizer_text, data.cache_note));
   // Passkey documents, with the run's tokenizer.
   PasskeyPieces passkey;
   std::vector<PasskeyPieces> passkey_variants;  // --passkey-phrasings varied

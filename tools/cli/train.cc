@@ -326,8 +326,11 @@ void RunTrain(CLI::App* app, TrainArgs& a) {
   if (!options.out.empty()) CheckInputsOutside(config, {"--out", options.out});
   if (a.threads > 0) SetNumThreads(a.threads);
   const TrainLoopResult done = RunTraining(options, {PrintNote, PrintProgress});
-  fmt::print("train: {} steps done; checkpoints in {} (latest {}); log {}\n", done.steps_done,
-             options.out, done.last_saved.empty() ? "none new" : done.last_saved, done.log_path);
+  // A checkpoint is written at the last step: none new means the run had no step left to train.
+  fmt::print("train: {} steps done; checkpoints in {} ({}); log {}\n", done.steps_done, options.out,
+             done.last_saved.empty() ? "no new checkpoint: the run had reached its steps already"
+                                     : "latest " + done.last_saved,
+             done.log_path);
 }
 
 }  // namespace
@@ -522,7 +525,7 @@ void RegisterTrain(CLI::App& app) {
          "that can only be predicted by copying teach it within a few million tokens. Kinds: "
          "periodic (a random string of lowercase letters repeated until the row is full: the "
          "easiest copying, learnt first), gapped (a string, a gap of capitals and marks, the same "
-         "string again: copying over any distance up to --seq-len), textcopy (a window of "
+         "string again: copying over any distance up to --train-len), textcopy (a window of "
          "training text in which a span of it is pasted again later: copying inside prose), "
          "randcopy (a window of training text with a random string written into it twice, "
          "nothing marking where either begins: the copy is found only by matching the string, "
@@ -556,11 +559,12 @@ void RegisterTrain(CLI::App& app) {
           "KIND=SHARE,...", "mix"));
   sub->add_option("--copy-span-min", args->run.copy_span_min,
                   "Shortest copied string of --mix's copy rows and of the copy readout, in tokens "
-                  "(default: --seq-len / 16, at least 2)")
+                  "(default: --train-len / 16, at least 2)")
       ->check(Whole(2, L::max_seq_len));
-  sub->add_option("--copy-span-max", args->run.copy_span_max,
-                  "Longest copied string, in tokens; at most (--seq-len - 1) / 2, as a gapped row "
-                  "holds two copies (default: 5 --seq-len / 16)")
+  sub->add_option(
+         "--copy-span-max", args->run.copy_span_max,
+         "Longest copied string, in tokens; at most (--train-len - 1) / 2, as a gapped row "
+         "holds two copies (default: 5 --train-len / 16)")
       ->check(Whole(2, L::max_seq_len));
   sub->add_option("--copy-alphabet-min", args->run.copy_alphabet_min,
                   "Each periodic or gapped row of --mix draws its strings from a random subset of "
