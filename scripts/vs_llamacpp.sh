@@ -122,9 +122,11 @@ if [ ! -d "$LLAMA" ]; then
   echo "vs_llamacpp: cloning llama.cpp into $LLAMA"
   git clone --depth 1 https://github.com/ggml-org/llama.cpp "$LLAMA"
 fi
-# The checkout's commit, for the lines that name llama.cpp; a snapshot without git says so.
+# The checkout's commit, for the lines that name llama.cpp; a snapshot without git says so (its
+# own .git only: inside another repository, git -C would give that one's commit).
 llama_commit() {
-  git -C "$LLAMA" rev-parse --short HEAD 2>/dev/null || echo "of unknown commit (not a git checkout)"
+  { [ -e "$LLAMA/.git" ] && git -C "$LLAMA" rev-parse --short HEAD 2>/dev/null; } ||
+    echo "of unknown commit (not a git checkout)"
 }
 LB=${LLAMA_BUILD:-$LLAMA/build-stretch}  # LLAMA_BUILD: an existing build folder to reuse
 if [ ! -x "$LB/bin/llama-bench" ] || [ ! -x "$LB/bin/llama-batched-bench" ] ||

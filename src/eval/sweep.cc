@@ -99,7 +99,7 @@ SweepMethod ParseSweepMethod(std::string spec) {
     NbceOptions nbce = ParseNbceSpec(spec);
     return {std::move(spec), Method{}, nbce};
   }
-  Method m = ParseMethod(spec, "nbce (on a fixed tail: --tail K)");
+  Method m = ParseMethod(spec, "nbce");
   return {std::move(spec), std::move(m), std::nullopt};
 }
 

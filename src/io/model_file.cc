@@ -122,10 +122,13 @@ Llama2cHeader ReadLlama2cHeaderOrTellKind(const std::string& path) {
     return ReadLlama2cHeader(path);
   } catch (const Llama2cSizeError& e) {
     // A valid header, the size wrong: a damaged checkpoint, said as such, even where its first
-    // bytes also pass for a tokenizer's (a checkpoint cut to its header does). A file named
-    // *.gguf is told as a GGUF file that lacks its magic.
+    // bytes also pass for a tokenizer's (a checkpoint cut to its header does).
     CheckRegularInput(path, "a model file");
-    if (std::filesystem::path(path).extension() == ".gguf") FailNotLlama2c(path, e);
+    // A version 1 file has its magic: the size is its fault, whatever the name. A legacy one
+    // named *.gguf is told as a GGUF file that lacks its magic.
+    const std::string head = ReadInputHead(path, 4);
+    const bool version1 = head.size() == 4 && LittleEndianAt(head, 0, 4) == 0x616b3432;
+    if (!version1 && std::filesystem::path(path).extension() == ".gguf") FailNotLlama2c(path, e);
     throw;
   } catch (const Error& e) {
     CheckRegularInput(path, "a model file");  // a device or FIFO: said as such

@@ -353,7 +353,7 @@ AtomicFile::AtomicFile(const NamedPath& out) : name_(out.name), path_(out.path) 
     // The usual cause of "No such file or directory" here: the folder to write into is missing.
     const fs::path folder = fs::path(target_).parent_path();
     std::error_code ec;
-    const bool missing = error == ENOENT && !folder.empty() && !fs::exists(folder, ec);
+    const bool missing = error == ENOENT && !folder.empty() && !fs::exists(folder, ec) && !ec;
     Fail("{}: cannot create the temporary file {}: {}{}", Label(), temp_, std::strerror(error),
          missing ? fmt::format(" (the folder {} does not exist; expected an existing one)",
                                folder.string())

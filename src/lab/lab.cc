@@ -1194,13 +1194,16 @@ void ValidateLabOptions(const LabOptions& o) {
         const TrainRunOptions run = StageRunOptions(o, m, LabCorpus{}, i);
         RunArchitecture(run, LabVocab(o));
         // A SentencePiece tokenizer is trained with the first run: its rows are checked then.
-        if (*run.tokenizer == TokenizerKind::kBytes) {
-          try {
-            CheckPasskeyRowsFit(run, o.train_len, TrainingTokenizer::Bytes());
-          } catch (const Error& e) {
-            if (o.stages.empty()) throw;
-            Fail("stage {} (passkey={} in its MIX): {}", o.stages[i].name, run.passkey_share,
-                 e.what());
+        if (*run.tokenizer == TokenizerKind::kBytes && run.passkey_share > 0.0) {
+          const int64_t need =
+              PasskeyRowMinLength(TrainingTokenizer::Bytes(), run.passkey_phrasings);
+          if (o.stages.empty()) CheckPasskeyRowsFit(run, o.train_len, TrainingTokenizer::Bytes());
+          if (o.train_len < need) {  // a stage's share comes from its MIX, not --passkey-share
+            Fail(
+                "stage {}: passkey={} in its MIX: LabOptions::train_len {} is too short for "
+                "passkey documents (the needle, the question, the key and a few filler tokens "
+                "need LabOptions::train_len >= {} with the bytes tokenizer)",
+                o.stages[i].name, run.passkey_share, o.train_len, need);
           }
         }
       }

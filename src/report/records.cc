@@ -347,8 +347,11 @@ LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
     int64_t line_no = 0;
     // A file in which no line is a record (a `stretch score --json` report, a text file) is no
     // results file at all: said as such, not read as torn lines and then "no cell records".
+    // A file whose every line is torn but some torn line held a record is a damaged results file:
+    // read as one (its torn lines listed), never refused.
     const size_t torn_before = out.torn_lines.size();
     int64_t records_here = 0;
+    bool torn_record_here = false;
     const std::string_view kExpected =
         "expected the JSON lines `stretch lab` writes to OUT/results.jsonl, one record a line";
     while (begin < text.size()) {
@@ -366,6 +369,7 @@ LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
         j = nlohmann::json::parse(line);
       } catch (const nlohmann::json::exception&) {
         out.torn_lines.push_back(fmt::format("{}:{}", path, line_no));
+        torn_record_here = torn_record_here || line.find("\"record\"") != std::string_view::npos;
         continue;
       }
       if (!j.is_object() || !j.contains("record")) {
@@ -430,7 +434,7 @@ LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
       }
       out.records.push_back(std::move(r));
     }
-    if (records_here == 0 && out.torn_lines.size() > torn_before) {
+    if (records_here == 0 && out.torn_lines.size() > torn_before && !torn_record_here) {
       Fail("{}: not a lab results file: none of its lines is a lab record ({} is not JSON); {}",
            path, out.torn_lines[torn_before], kExpected);
     }

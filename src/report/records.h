@@ -256,7 +256,9 @@ struct LabRecordFile {
 // line without a newline (the process was killed while writing it) is skipped and counted; a line
 // that is not JSON is skipped and listed (torn_lines); a JSON line that is not a valid record is an
 // error naming the file and line number. Lines whose "record" is not "cell" are skipped (room for
-// other kinds later).
+// other kinds later). A file in which no line is a record, none of its torn lines holds a
+// "record" field and some line is not JSON (a text file, `stretch score --json`'s indented report)
+// is an error: it is no results file, damaged or not.
 LabRecordFile ReadLabRecords(const std::vector<std::string>& paths);
 
 // Models are told apart by what they are, not by their label alone: by model_id, or, in records

@@ -612,17 +612,22 @@ TrainArch RunArchitecture(const TrainRunOptions& options, int vocab_size) {
   return arch;
 }
 
-void CheckPasskeyRowsFit(const TrainRunOptions& o, int64_t seq_len,
-                         const TrainingTokenizer& tokenizer) {
-  if (!(o.passkey_share > 0.0)) return;
+int64_t PasskeyRowMinLength(const TrainingTokenizer& tokenizer, std::string_view phrasings) {
   const TextEncoder plain = [&](std::string_view text) { return tokenizer.Encode(text); };
   int64_t shortest = PasskeyMinCtx(EncodePasskeyPieces(plain));
-  const bool varied = o.passkey_phrasings == "varied";
-  if (varied) {
+  if (phrasings == "varied") {
     for (const PasskeyFormat& f : VariedPasskeyFormats()) {
       shortest = std::max(shortest, PasskeyMinCtx(EncodePasskeyPieces(plain, f)));
     }
   }
+  return shortest;
+}
+
+void CheckPasskeyRowsFit(const TrainRunOptions& o, int64_t seq_len,
+                         const TrainingTokenizer& tokenizer) {
+  if (!(o.passkey_share > 0.0)) return;
+  const bool varied = o.passkey_phrasings == "varied";
+  const int64_t shortest = PasskeyRowMinLength(tokenizer, o.passkey_phrasings);
   if (seq_len < shortest) {
     Fail(
         "TrainRunOptions::seq_len {}: too short for passkey documents "

@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "src/io/tokenizer/training_tokenizer.h"
@@ -192,6 +193,10 @@ struct TrainRunCallbacks {
 // The architecture a run from scratch with these options builds for a tokenizer of `vocab_size`
 // tokens (finalized and validated): what RunTraining trains, without reading any data.
 TrainArch RunArchitecture(const TrainRunOptions& options, int vocab_size);
+
+// The shortest row a passkey document fits in with this tokenizer and passkey_phrasings ("" or
+// "varied": the longest of the phrasings): PasskeyMinCtx (src/io/passkey.h).
+int64_t PasskeyRowMinLength(const TrainingTokenizer& tokenizer, std::string_view phrasings);
 
 // Throws stretch::Error when the run has passkey documents (passkey_share > 0) and rows of
 // `seq_len` tokens cannot hold one with this tokenizer and its passkey_phrasings (the needle, the

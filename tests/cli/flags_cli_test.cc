@@ -330,6 +330,22 @@ TEST(Cli, UsageErrorsNameWhatWasWrongAndExit2) {
   r = RunCli("frobnicate");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_TRUE(Has(r.out, "unknown subcommand \"frobnicate\" (expected one of:")) << r.out;
+  r = RunCli("sc");  // begins one name: score
+  EXPECT_TRUE(Has(r.out, "unknown subcommand \"sc\" (did you mean \"score\"?)")) << r.out;
+  r = RunCli("t");  // begins train, tune and tokenize: no guess
+  EXPECT_TRUE(Has(r.out, "unknown subcommand \"t\" (expected one of:")) << r.out;
+  r = RunCli("help");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(Has(r.out, "unknown subcommand \"help\" (did you mean --help?)")) << r.out;
+  r = RunCli("");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_TRUE(Has(r.out, "stretch: error: no subcommand given (expected one of: generate,"))
+      << r.out;
+  for (const char* help : {"--help", "--help-all"}) {
+    r = RunCli(help);
+    EXPECT_EQ(r.exit_code, 0) << help << r.out;
+    EXPECT_TRUE(Has(r.out, "Subcommands:")) << help << r.out;
+  }
   r = RunCli("score " + TinyModel() + " --ctx 1");
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_TRUE(Has(r.out, "stretch: error: --ctx")) << r.out;

@@ -297,12 +297,18 @@ TEST_F(FileKindCli, ALegacyCheckpointCutShortIsToldAsTruncatedNotAsATokenizer) {
     EXPECT_FALSE(Has(r.out, "tokenizer")) << r.out;
     EXPECT_FALSE(Has(r.out, "not a GGUF file")) << r.out;  // the cause first, not last
   }
-  // Named *.gguf, the same bytes are a GGUF file without its magic.
+  // Named *.gguf, the same bytes are a GGUF file without its magic; a version 1 checkpoint (its
+  // magic "ak42") cut short is truncated whatever its name.
   const std::string gguf = Path("cut.gguf");
   testing::WriteBytes(gguf, full.substr(0, 40));
-  const RunResult r = RunCliWithin(kSeconds, "inspect --model " + Q(gguf));
+  RunResult r = RunCliWithin(kSeconds, "inspect --model " + Q(gguf));
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_TRUE(Has(r.out, gguf + ": named *.gguf but starts with")) << r.out;
+  const std::string v1 = Path("v1.gguf");
+  testing::WriteBytes(v1, ReadBytes(model_).substr(0, 300));
+  r = RunCliWithin(kSeconds, "inspect --model " + Q(v1));
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_TRUE(Has(r.out, v1 + ": truncated: found 300 bytes")) << r.out;
 }
 
 }  // namespace

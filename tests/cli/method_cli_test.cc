@@ -159,7 +159,7 @@ TEST(MethodCli, BadMethodInputsFailBeforeAnythingIsScored) {
   const std::vector<Case> cases = {
       // score's list names nbce too, which is no position method (ParseMethod's also_known).
       {"--methods direct,bogus --ctx 64",
-       {"unknown method \"bogus\"", "known: direct", "streaming, nbce (on a fixed tail"}},
+       {"unknown method \"bogus\"", "known: direct", "streaming, nbce)"}},
       {"--methods direct,yarn:fctor=4 --ctx 64", {"unknown key \"fctor\"", "allowed:"}},
       {"--method pi:factor=abc --ctx 64", {"factor=abc"}},
       {"--methods direct,rerope:window=100 --ctx 128,64",

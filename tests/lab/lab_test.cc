@@ -617,7 +617,22 @@ TEST_F(LabTest, BadOptionsAreRefusedBeforeAnyWork) {
   o.train_len = 61;
   EXPECT_NO_THROW(ValidateLabOptions(o));
   o.train_len = 60;
-  EXPECT_THROW(ValidateLabOptions(o), Error);
+  EXPECT_NE(testing::ErrorOf([&] { ValidateLabOptions(o); }).find("seq_len 60: too short"),
+            std::string::npos);
+  // In stages the share is a stage's MIX (the lab refuses --passkey-share with stages): the
+  // message names the stage and its share; a stage without passkey documents is not checked.
+  o = Tiny(o.corpus.path, Path("lab"));
+  o.stages = {ParseLabStage("copy:3:3e-3:periodic=1", "test"),
+              ParseLabStage("mixed:3:1e-3:text=0.8,passkey=0.2", "test")};
+  const std::string staged = testing::ErrorOf([&] { ValidateLabOptions(o); });
+  EXPECT_NE(staged.find("model rope: stage mixed: passkey=0.2 in its MIX: LabOptions::train_len "
+                        "16 is too short"),
+            std::string::npos)
+      << staged;
+  EXPECT_NE(staged.find(">= 61"), std::string::npos) << staged;
+  EXPECT_EQ(staged.find("passkey_share"), std::string::npos) << staged;
+  o.stages.pop_back();
+  EXPECT_NO_THROW(ValidateLabOptions(o));
   EXPECT_FALSE(fs::exists(Path("lab")));
 }
 

@@ -272,6 +272,12 @@ TEST_F(RecordsTest, AFileWithoutARecordIsToldAsNotAResultsFile) {
                                   "before it: expected the JSON lines `stretch lab` writes"),
             std::string::npos)
       << message;
+  // A results file whose every line is torn, one of them a piece of a record, is a damaged
+  // results file: read, its torn lines listed, never refused.
+  const std::string damaged = File("damaged.jsonl", "{\"record\": \"cell\", oo\nps\n");
+  const LabRecordFile read = ReadLabRecords({damaged});
+  EXPECT_TRUE(read.records.empty());
+  EXPECT_EQ(read.torn_lines.size(), 2u);
   // Among records, a torn line is skipped (above) and a line of JSON that is no record refused as
   // before.
   const LabRecord a = SampleCell("rope", "direct", "nonrepeat", 128, 0.5);

@@ -166,11 +166,21 @@ std::string DidYouMean(std::string_view word, const std::vector<std::string>& na
     }
     return row[b.size()];
   };
+  // A beginning of exactly one name, of 2 letters or more ("sc" for score; "t" begins three).
+  const std::string* begun = nullptr;
+  size_t begins = 0;
+  for (const std::string& name : names) {
+    if (word.size() >= 2 && name.starts_with(word)) {
+      begun = &name;
+      ++begins;
+    }
+  }
+  if (begins == 1) return fmt::format(" (did you mean \"{}\"?)", *begun);
   const size_t allowed = word.size() <= 4 ? 1 : 2;
   const std::string* best = nullptr;
   size_t best_distance = allowed + 1;
   for (const std::string& name : names) {
-    const size_t d = name.starts_with(word) && !word.empty() ? 0 : distance(word, name);
+    const size_t d = distance(word, name);
     if (d < best_distance) {
       best = &name;
       best_distance = d;
@@ -212,6 +222,7 @@ std::string WithFlagNames(std::string message) {
       {"TrainRunOptions::data", "--data"},
       {"TrainRunOptions::out", "--out"},
       {"LabOptions::out", "--out"},
+      {"LabOptions::train_len", "--train-len"},
       {"TrainRunOptions::init", "--init"},
       {"TrainRunOptions::resume_from", "--resume"},
       {"TrainRunOptions::overwrite", "--overwrite"},

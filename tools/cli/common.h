@@ -76,8 +76,8 @@ Loaded LoadModel(const ModelArgs& args, bool tokenizer_needed);
 // Giving both is an error. Register it after `canonical`.
 void AddOldName(CLI::App* app, CLI::Option* canonical, const std::string& old_name);
 
-// " (did you mean \"score\"?)" for the name of `names` nearest `word` (edit distance, a typo's
-// at most: 1 up to 4 letters, 2 beyond), or a name that `word` begins; "" for none.
+// " (did you mean \"score\"?)" for the one name of `names` that `word` begins (2 letters or more),
+// else the nearest (edit distance, a typo's at most: 1 up to 4 letters, 2 beyond); "" for none.
 std::string DidYouMean(std::string_view word, const std::vector<std::string>& names);
 
 // A flag that has no effect in the combination given: one line "warning: ..." on stderr, and the

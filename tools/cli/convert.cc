@@ -326,7 +326,7 @@ void RunConvert(const ConvertArgs& a) {
           loaded.header.tokenizer_kind == "bytes"
               ? ", and a model trained on raw bytes has none: it can score token ids (--tokens) "
                 "only; --to stretch keeps the bytes"
-              : "; --to hf writes the vocabulary as tokenizer.model"));
+              : "; --to gguf or --to hf keeps it"));
     }
   }
   if (a.to == "gguf" && !tok && !vocabulary.gguf_keys) {

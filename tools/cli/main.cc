@@ -69,7 +69,19 @@ int main(int argc, char** argv) {
   for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
     names.push_back(sub->get_name());
   }
-  if (argc > 1 && words[1][0] != '-' &&
+  if (argc == 1) {
+    fmt::print(stderr,
+               "stretch: error: no subcommand given (expected one of: {}); `stretch --help` says "
+               "what each does\n",
+               fmt::join(names, ", "));
+    return 2;
+  }
+  if (words[1] == "help" || words[1] == "version") {
+    fmt::print(stderr, "stretch: error: unknown subcommand \"{}\" (did you mean --{}?)\n", words[1],
+               words[1]);
+    return 2;
+  }
+  if (!words[1].empty() && words[1][0] != '-' &&
       std::find(names.begin(), names.end(), words[1]) == names.end()) {
     fmt::print(stderr, "stretch: error: unknown subcommand \"{}\"{} (expected one of: {})\n",
                words[1], stretch::cli::DidYouMean(words[1], names), fmt::join(names, ", "));
@@ -106,8 +118,12 @@ int main(int argc, char** argv) {
     // The path and the system's reason first ("ro/run: Read-only file system"), then what was
     // being done, where the library let such an error through unworded.
     std::fflush(stdout);
-    fmt::print(stderr, "stretch: error: {}: {} ({})\n", e.path1().string(), e.code().message(),
-               e.what());
+    if (e.path1().empty()) {
+      fmt::print(stderr, "stretch: error: {}\n", e.what());
+    } else {
+      fmt::print(stderr, "stretch: error: {}: {} ({})\n", e.path1().string(), e.code().message(),
+                 e.what());
+    }
     return 1;
   } catch (const std::exception& e) {  // e.g. a file system error from the OS
     std::fflush(stdout);
