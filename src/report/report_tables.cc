@@ -1247,12 +1247,20 @@ std::vector<ReportTable> TableByLength(const ReportTable& t,
 namespace {
 
 // How far above its control a retrieval cell must lie for the reading to say a method keeps
-// distant information (a share: 5 points); a cell above its control by less is read as a trace.
+// distant information (a share: 5 points); a cell above its control by less, or by an amount its
+// interval does not settle against 5 points, is read as a trace.
 constexpr double kKeepPoints = 0.05;
 
 // Above its control: copy - control has its 95% interval above 0, the test the tables' ranking,
 // `score` and "sees back" use.
 bool Above(const ReportCell& c) { return c.difference_ci.known && c.difference_ci.lo > 0.0; }
+
+// Keeps distant information: copy - control has its whole 95% interval at kKeepPoints or more.
+// Decided by the interval, not the point estimate, so that two cells whose intervals overlap
+// (+5.8 (3.3 to 8.4) and +4.6 (2.9 to 6.2), say) are not read as a keeper and a trace.
+bool Keeps(const ReportCell& c) {
+  return c.difference_ci.known && c.difference_ci.lo >= kKeepPoints;
+}
 
 std::string RetrievalName(const ReportTable::Column& col) {
   if (col.protocol == "far-copy") return fmt::format("far copy from {} tokens back", col.param);
@@ -1328,10 +1336,12 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
       if (s.column_info[j].ctx == ctx && s.column_info[j].protocol == "nonrepeat") nonrepeat = j;
     }
     std::vector<std::string> keep, avoid, neither, unknown;
-    std::vector<std::string> trace;  // above control somewhere, never by kKeepPoints
+    std::vector<std::string> trace;  // above control somewhere, never settled at kKeepPoints
     std::vector<std::string> trace_figures;
     std::vector<std::string> gate_stable, gate_fall;  // a failed gate: non-repeat only
     std::vector<size_t> keep_rows;
+    // Keepers whose genuine text falls: the method with its accuracy there, and L's accuracy.
+    std::vector<std::pair<std::string, std::string>> keep_falls;
     std::string failed;
     for (const size_t i : rows) {
       const std::string& method = s.rows[i].method;
@@ -1358,9 +1368,8 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
         (stable ? gate_stable : gate_fall).push_back(method);
         continue;
       }
-      const bool keeps = std::any_of(evidence.begin(), evidence.end(), [](const ReportCell* c) {
-        return Above(*c) && c->difference >= kKeepPoints;
-      });
+      const bool keeps = std::any_of(evidence.begin(), evidence.end(),
+                                     [](const ReportCell* c) { return Keeps(*c); });
       // Above its control only by a little (a repeat read 1-3 points better than fresh text,
       // say): the largest such cell, to cite.
       const ReportCell* above = nullptr;
@@ -1388,6 +1397,13 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
       if (keeps) {
         keep.push_back(method);
         keep_rows.push_back(i);
+        if (!stable && nonrepeat < s.columns.size() && s.cells[i][nonrepeat].present &&
+            at_l.present) {
+          keep_falls.push_back(
+              {fmt::format("{} {}", method,
+                           AccuracyText(s.cells[i][nonrepeat].value, s.cells[i][nonrepeat].ci)),
+               AccuracyText(at_l.value, at_l.ci)});
+        }
       } else if (above != nullptr) {
         trace.push_back(method);
         trace_figures.push_back(fmt::format("{} {} on {}", method,
@@ -1437,43 +1453,57 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
           return s.cells[i][j].present && s.cells[i][j].difference_ci.known;
         });
         if (!all) continue;
-        size_t best = keep_rows[0];
+        // Ranked among themselves: only the keepers that keep on this cell (one at or near its
+        // control here is cited with its own cell below, not tied with the others).
+        std::vector<size_t> here;
         for (const size_t i : keep_rows) {
-          if (s.cells[i][j].difference > s.cells[best][j].difference) best = i;
+          if (Keeps(s.cells[i][j])) here.push_back(i);
         }
         std::vector<std::string> top, figures;
         for (const size_t i : keep_rows) {
           const ReportCell& c = s.cells[i][j];
           figures.push_back(
               fmt::format("{} {}", s.rows[i].method, PointsText(c.difference, c.difference_ci)));
-          if (i == best || c.difference_ci.Overlaps(s.cells[best][j].difference_ci)) {
-            top.push_back(s.rows[i].method);
+        }
+        if (!here.empty()) {
+          size_t best = here[0];
+          for (const size_t i : here) {
+            if (s.cells[i][j].difference > s.cells[best][j].difference) best = i;
+          }
+          for (const size_t i : here) {
+            if (i == best || s.cells[i][j].difference_ci.Overlaps(s.cells[best][j].difference_ci)) {
+              top.push_back(s.rows[i].method);
+            }
           }
         }
         evidence = fmt::format(" on {}, copy - control is {}", RetrievalName(s.column_info[j]),
                                JoinNames(figures));
-        if (keep.size() == 1) {
+        const std::string among =
+            here.size() == keep.size() ? "" : "; of those that keep on this cell,";
+        if (here.size() < 2) {
           evidence += ".";
-        } else if (top.size() == keep.size()) {
-          evidence += "; they are tied (their intervals overlap).";
+        } else if (top.size() == here.size()) {
+          evidence += among.empty() ? "; they are tied (their intervals overlap)."
+                                    : fmt::format("{} {} are tied (their intervals overlap).",
+                                                  among, JoinNames(top));
         } else if (top.size() == 1) {
-          evidence +=
-              fmt::format("; {} keeps the most, its interval clear of the others'.", top[0]);
+          evidence += fmt::format("{} {} keeps the most, its interval clear of the others'.",
+                                  among.empty() ? ";" : among, top[0]);
         } else {
-          evidence +=
-              fmt::format("; {} are tied for the most (their intervals overlap).", JoinNames(top));
+          evidence += fmt::format("{} {} are tied for the most (their intervals overlap).",
+                                  among.empty() ? ";" : among, JoinNames(top));
         }
         // A keeper whose cell here is not clear of its control keeps it on another cell: cite
         // its largest, so that the figures above do not read as a contradiction.
         std::vector<std::string> elsewhere;
         for (const size_t i : keep_rows) {
           const ReportCell& here = s.cells[i][j];
-          if (Above(here) && here.difference >= kKeepPoints) continue;
+          if (Keeps(here)) continue;
           const ReportCell* top_cell = nullptr;
           size_t top_column = 0;
           for (const size_t k : retrieval) {
             const ReportCell& c = s.cells[i][k];
-            if (c.present && c.has_control && Above(c) && c.difference >= kKeepPoints &&
+            if (c.present && c.has_control && Keeps(c) &&
                 (top_cell == nullptr || c.difference > top_cell->difference)) {
               top_cell = &c;
               top_column = k;
@@ -1487,14 +1517,28 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
         if (!elsewhere.empty()) {
           evidence.pop_back();  // the sentence's full stop
           evidence += fmt::format(
-              "; where this cell is at or near its control, the keeping is "
-              "elsewhere: {}.",
+              "; where this cell is not clearly 5 points or more above its control, the "
+              "keeping is elsewhere: {}.",
               JoinNames(elsewhere));
         }
         break;
       }
       text += fmt::format("\n- Keep distant information: {}{}", JoinNames(keep),
                           evidence.empty() ? "." : ";" + evidence);
+      if (!keep_falls.empty()) {
+        // Keeping is one half of the question: a keeper whose next-token accuracy on genuine
+        // text collapses does not avoid blowing up, and the verdict must not hide it.
+        const bool one_l = std::all_of(keep_falls.begin(), keep_falls.end(), [&](const auto& f) {
+          return f.second == keep_falls[0].second;
+        });
+        std::vector<std::string> figures;
+        for (const auto& [figure, at_l] : keep_falls) {
+          figures.push_back(one_l ? figure : fmt::format("{} against {} at L", figure, at_l));
+        }
+        text += fmt::format(" But on genuine text {} more than 5 points below L's accuracy{}: {}.",
+                            keep_falls.size() == 1 ? "one of them falls" : "these fall",
+                            one_l ? " of " + keep_falls[0].second : "", JoinNames(figures));
+      }
       used[0] = true;
     }
     if (!trace.empty()) {
@@ -1604,11 +1648,13 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
   // What each verdict means, once, for those used.
   const std::string kMeaning[] = {
       fmt::format("keep distant information: a retrieval cell beyond the window lies above its "
-                  "control by {:.0f} points or more (copy - control with its interval above 0)",
-                  100 * kKeepPoints),
-      fmt::format("only a trace: a retrieval cell above its control, but by less than {:.0f} "
-                  "points",
-                  100 * kKeepPoints),
+                  "control by {:.0f} points or more (copy - control with its whole 95% interval "
+                  "at {:.0f} points or more)",
+                  100 * kKeepPoints, 100 * kKeepPoints),
+      fmt::format("only a trace: a retrieval cell above its control (copy - control with its "
+                  "interval above 0), but not by {:.0f} points or more for sure (its interval "
+                  "reaches below {:.0f})",
+                  100 * kKeepPoints, 100 * kKeepPoints),
       "only avoid blowing up: non-repeat accuracy within 5 points of L's (or within its "
       "interval) while retrieval beyond the window is at control (copy - control with its "
       "interval at 0, or below)",

@@ -453,7 +453,9 @@ TEST(ReportReadingTest, SummaryTellsATraceFromKeeping) {
   const std::string reading = SummaryReading(s, rs, {});
   EXPECT_TRUE(Has(reading, "Keep distant information: keeper")) << reading;
   EXPECT_TRUE(Has(reading, "Only a trace: tracer +3.0 pts")) << reading;
-  EXPECT_TRUE(Has(reading, "only a trace: a retrieval cell above its control, but by less"))
+  EXPECT_TRUE(Has(reading,
+                  "only a trace: a retrieval cell above its control (copy - control with its "
+                  "interval above 0), but not by 5 points or more for sure"))
       << reading;
   EXPECT_EQ(Count(reading, "Keep distant information:"), 1u) << reading;
   EXPECT_FALSE(Has(reading, "the keeping is elsewhere")) << reading;
@@ -481,6 +483,39 @@ TEST(ReportReadingTest, SummaryTellsATraceFromKeeping) {
       << reading2;
 }
 
+// Keeping is decided by the interval, not the point estimate: two cells whose intervals overlap,
+// one a little above 5 points and one a little under (a review found them read as a keeper and
+// a trace), are both traces. A keeper whose genuine text falls is said to, and the keepers are
+// ranked only among those that keep on the cell compared (one at control there is not "tied").
+TEST(ReportReadingTest, ReadingDecidesKeepingByTheIntervalAndSaysWhenTextFalls) {
+  std::vector<LabRecord> rs;
+  AddMethodRows(rs, "above", 0.49, 0.258, 0.20, 0.018);   // +5.8 pts (3.3 to 8.3)
+  AddMethodRows(rs, "under", 0.49, 0.246, 0.20, 0.0117);  // +4.6 pts (2.9 to 6.3)
+  AddMethodRows(rs, "steady", 0.49, 0.60, 0.20, 0.01);
+  AddMethodRows(rs, "faller", 0.30, 0.60, 0.20, 0.01);
+  AddMethodRows(rs, "repeater", 0.49, 0.20, 0.20, 0.01);  // far copy at control
+  for (const std::string method : {"above", "under", "steady", "faller", "repeater"}) {
+    LabRecord rep = SampleCell("m", method, "repeat", 1024, 0.5);
+    rep.period = 512;
+    const double acc = method == "repeater" ? 0.60 : 0.40;
+    rs.push_back(testing::WithControl(testing::WithCi(rep, acc, 0.005), 0.40, 0.005));
+  }
+  const ReportTable s = SummaryTable(rs);
+  const std::string reading = SummaryReading(s, rs, {});
+  EXPECT_TRUE(Has(reading, "Keep distant information: steady, faller and repeater;")) << reading;
+  EXPECT_TRUE(Has(reading, "Only a trace: above +5.8 pts (3.")) << reading;
+  EXPECT_TRUE(Has(reading, "under +4.6 pts (2.9 to 6.3)")) << reading;
+  EXPECT_TRUE(Has(reading, "; of those that keep on this cell, steady and faller are tied"))
+      << reading;
+  EXPECT_FALSE(Has(reading, "; they are tied")) << reading;
+  EXPECT_TRUE(Has(reading, "the keeping is elsewhere: repeater on repeat with a period of 512"))
+      << reading;
+  EXPECT_TRUE(Has(reading,
+                  "But on genuine text one of them falls more than 5 points below L's accuracy of "
+                  "50.0% (49.0-51.0): faller 30.0% (29.0-31.0)."))
+      << reading;
+}
+
 TEST(ReportReadingTest, SummaryNamesAClearWinnerOnlyWhenTheIntervalsSayIt) {
   auto lab = SampleRetrievalLab();
   for (LabRecord& r : lab.records) {  // rerope far ahead of yarn at 896, intervals apart
@@ -496,16 +531,17 @@ TEST(ReportReadingTest, SummaryNamesAClearWinnerOnlyWhenTheIntervalsSayIt) {
 // Everything within the noise: three methods whose every cell overlaps the others'. The reading
 // must say that the columns are ties and rank nothing.
 // The reading and the marks test "above its control" by the interval of copy - control: a copy
-// 7 points above (intervals of copy and control overlapping, their difference's above 0) keeps
-// (5 points or more); a cell below its control is at control, never "not known" (a new-user
-// audit and a review found them read otherwise).
+// 7 points above (intervals of copy and control overlapping, their difference's above 0) is
+// above its control, a trace since its interval reaches below 5 points; a cell below its control
+// is at control, never "not known" (a new-user audit and a review found them read otherwise).
 TEST(ReportReadingTest, ReadingJudgesAboveControlByTheDifferencesInterval) {
   std::vector<LabRecord> rs;
   AddMethodRows(rs, "small", 0.5, 0.37, 0.30, 0.04);
   AddMethodRows(rs, "below", 0.5, 0.25, 0.30, 0.01);
   const ReportTable s = SummaryTable(rs);
   const std::string reading = SummaryReading(s, rs, {});
-  EXPECT_TRUE(Has(reading, "Keep distant information: small")) << reading;  // >= 5 points
+  EXPECT_TRUE(Has(reading, "Only a trace: small +7.0 pts (1.")) << reading;  // not >= 5 for sure
+  EXPECT_FALSE(Has(reading, "Keep distant information:")) << reading;
   EXPECT_TRUE(Has(reading, "Only avoid blowing up: below.")) << reading;
   EXPECT_FALSE(Has(reading, "not known")) << reading;
   // The table's marks by the same test: the +7 cell is the column's best, not "at control".
