@@ -281,75 +281,83 @@ std::vector<Plot> RepeatPlots(const std::vector<LabRecord>& records, bool corpor
   return plots;
 }
 
-// Far copy accuracy by distance, per model and material: a line per method with error bars, its
-// control (nothing to copy) dashed in the same colour. A distance tested at several contexts is
-// drawn at the longest.
+// Far copy accuracy by distance, per model, material and context length: a line per method with
+// error bars, its control (nothing to copy) dotted in the same colour. One plot a context: a
+// line through the distances of two contexts (992 at 1,024, then 1,024 at 2,048) would join two
+// tests and put their ticks on top of each other. With one context the file has no suffix.
 std::vector<Plot> FarCopyPlots(const std::vector<LabRecord>& records, bool corpora) {
   std::vector<Plot> plots;
   for (const auto& corpus_model : Models(records)) {
     const std::string& corpus = corpus_model.first;  // not a binding: captured below (clang 14)
     const std::string& model = corpus_model.second;
     for (const std::string material : {"text", "random"}) {
-      auto keep = [&](const LabRecord& r) {
+      auto of_model = [&](const LabRecord& r) {
         return r.protocol == "far-copy" && r.corpus == corpus && r.model == model &&
                (r.material.empty() ? std::string("text") : r.material) == material;
       };
-      if (std::none_of(records.begin(), records.end(), keep)) continue;
-      LinePlotSpec spec;
-      spec.name = fmt::format("far_copy_{}_{}", ModelStem(corpus, model, corpora), material);
-      spec.title = fmt::format("Far copy by distance: model {}, {}",
-                               ModelLabel(corpus, model, corpora), material);
-      spec.x_label = "distance from the span to its copy (tokens, log2 scale)";
-      spec.y_label = "copy accuracy (share right)";
-      spec.x_log2 = true;
-      spec.markers = true;
-      spec.legend_extra = "control (nothing to copy)";
-      std::string reason;
-      int colour = 0;
-      for (const ReportRowKey& row : ReportRows(records)) {
-        if (row.corpus != corpus || row.model != model) continue;
-        std::map<int64_t, const LabRecord*> at;
-        for (const LabRecord& r : records) {
-          if (!keep(r) || r.method != row.method) continue;
-          const LabRecord*& x = at[r.distance];
-          if (x == nullptr || r.ctx > x->ctx) x = &r;
-        }
-        if (at.empty()) continue;
-        PlotSeries copy, control;
-        copy.label = row.method;
-        copy.colour = control.colour = colour++;
-        control.label = row.method + " (control)";
-        control.dashed = true;
-        control.in_legend = false;
-        for (const auto& [d, r] : at) {
-          copy.xs.push_back(static_cast<double>(d));
-          copy.ys.push_back(r->accuracy);
-          copy.lo.push_back(r->accuracy_ci.known ? r->accuracy_ci.lo : 1);
-          copy.hi.push_back(r->accuracy_ci.known ? r->accuracy_ci.hi : 0);
-          if (!r->informative) reason = r->not_informative;
-          if (r->has_control) {
-            control.xs.push_back(static_cast<double>(d));
-            control.ys.push_back(r->control_accuracy);
+      std::set<int64_t> contexts;
+      for (const LabRecord& r : records) {
+        if (of_model(r)) contexts.insert(r.ctx);
+      }
+      for (const int64_t ctx : contexts) {
+        auto keep = [&](const LabRecord& r) { return of_model(r) && r.ctx == ctx; };
+        LinePlotSpec spec;
+        spec.name = fmt::format("far_copy_{}_{}{}", ModelStem(corpus, model, corpora), material,
+                                contexts.size() > 1 ? fmt::format("_{}", ctx) : std::string());
+        spec.title = fmt::format("Far copy by distance: model {}, {}, context {}",
+                                 ModelLabel(corpus, model, corpora), material, ctx);
+        spec.x_label = "distance from the span to its copy (tokens, log2 scale)";
+        spec.y_label = "copy accuracy (share right)";
+        spec.x_log2 = true;
+        spec.markers = true;
+        spec.legend_extra = "control (nothing to copy)";
+        std::string reason;
+        int colour = 0;
+        for (const ReportRowKey& row : ReportRows(records)) {
+          if (row.corpus != corpus || row.model != model) continue;
+          std::map<int64_t, const LabRecord*> at;
+          for (const LabRecord& r : records) {
+            if (!keep(r) || r.method != row.method) continue;
+            const LabRecord*& x = at[r.distance];
+            if (x == nullptr) x = &r;
           }
+          if (at.empty()) continue;
+          PlotSeries copy, control;
+          copy.label = row.method;
+          copy.colour = control.colour = colour++;
+          control.label = row.method + " (control)";
+          control.dashed = true;
+          control.in_legend = false;
+          for (const auto& [d, r] : at) {
+            copy.xs.push_back(static_cast<double>(d));
+            copy.ys.push_back(r->accuracy);
+            copy.lo.push_back(r->accuracy_ci.known ? r->accuracy_ci.lo : 1);
+            copy.hi.push_back(r->accuracy_ci.known ? r->accuracy_ci.hi : 0);
+            if (!r->informative) reason = r->not_informative;
+            if (r->has_control) {
+              control.xs.push_back(static_cast<double>(d));
+              control.ys.push_back(r->control_accuracy);
+            }
+          }
+          copy.greyed = control.greyed = !reason.empty();
+          spec.series.push_back(std::move(copy));
+          if (!control.xs.empty()) spec.series.push_back(std::move(control));
         }
-        copy.greyed = control.greyed = !reason.empty();
-        spec.series.push_back(std::move(copy));
-        if (!control.xs.empty()) spec.series.push_back(std::move(control));
+        if (!reason.empty()) {
+          spec.note = "grey: not informative (the model failed the copy gate): " + reason;
+        }
+        plots.push_back(
+            {spec.name,
+             fmt::format("Model {}, context {}: accuracy on a copied span of {} by the distance "
+                         "back to its source (log2 axis), one line per method with 95% error "
+                         "bars; dotted, thinner, in the same colour: the control, where there is "
+                         "nothing to copy. A method that keeps distant information stays above its "
+                         "control as the distance grows.{}",
+                         ModelLabel(corpus, model, corpora), ctx,
+                         material == "random" ? "random characters" : "text",
+                         reason.empty() ? std::string() : " Greyed: " + spec.note + "."),
+             LinePlotSvg(spec)});
       }
-      if (!reason.empty()) {
-        spec.note = "grey: not informative (the model failed the copy gate): " + reason;
-      }
-      plots.push_back(
-          {spec.name,
-           fmt::format("Model {}: accuracy on a copied span of {} by the distance back to its "
-                       "source (log2 axis), one line per method with 95% error bars; dashed, in "
-                       "the same colour: the control, where there is nothing to copy. A method "
-                       "that keeps distant information stays above its control as the distance "
-                       "grows.{}",
-                       ModelLabel(corpus, model, corpora),
-                       material == "random" ? "random characters" : "text",
-                       reason.empty() ? std::string() : " Greyed: " + spec.note + "."),
-           LinePlotSvg(spec)});
     }
   }
   return plots;

@@ -12,8 +12,9 @@
 // none wider than kPlotMaxWidth, all scaling down to the page):
 //   loss_by_position_<model>.svg    loss by position at the model's longest non-repeat context,
 //                                   one line per method, the training length marked
-//   far_copy_<model>_<material>.svg far copy accuracy by distance, a line per method with error
-//                                   bars, its control dashed
+//   far_copy_<model>_<material>[_<ctx>].svg  far copy accuracy by distance at one context (the
+//                                   suffix where several were tested), a line per method with
+//                                   error bars, its control dotted
 //   repeat_vs_nonrepeat_<ctx>_<model>.svg  accuracy at ctx, bars per method: non-repeat, repeat
 //                                   within the window, repeat at the longest period
 //   tail_<model>.svg                fixed-tail loss by context C (log2 axis), one line per method

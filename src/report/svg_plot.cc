@@ -108,6 +108,10 @@ std::string_view SeriesDash(size_t i) {
 
 constexpr std::string_view kGreyed = "#b0b0b0";
 
+// A control's line (PlotSeries::dashed): dotted, thinner than the series' 2 px.
+constexpr std::string_view kControlDash = "2 4";
+constexpr double kControlWidth = 1.4;
+
 // A label cut to `n` characters ("..." at the end), so that no legend or axis label widens a
 // plot past kPlotMaxWidth; the full label stays in the tables.
 std::string Shorten(const std::string& label, size_t n) {
@@ -323,9 +327,11 @@ std::string LinePlotSvg(const LinePlotSpec& spec) {
     if (s.greyed) return kGreyed;
     return SeriesColour(s.colour >= 0 ? static_cast<size_t>(s.colour) : k);
   };
+  // A control is dotted and thinner than any series, so that it is not taken for the dashed lines
+  // of the series past the palette ("8 4" from the ninth on).
   auto dash = [&](size_t k) {
     const PlotSeries& s = spec.series[k];
-    if (s.dashed) return std::string_view("5 4");
+    if (s.dashed) return kControlDash;
     return SeriesDash(s.colour >= 0 ? static_cast<size_t>(s.colour) : k);
   };
   svg.BeginGroup("data");
@@ -367,9 +373,10 @@ std::string LinePlotSvg(const LinePlotSpec& spec) {
       }
     }
     close_band();
-    svg.Polyline(px, py, colour(k), 2, dash(k));
-    if (spec.markers || s.markers || px.size() == 1) {
-      for (size_t i = 0; i < px.size(); ++i) svg.Circle(px[i], py[i], 3.5, colour(k));
+    svg.Polyline(px, py, colour(k), s.dashed ? kControlWidth : 2, dash(k));
+    if (spec.markers || s.markers || px.size() == 1) {  // a control's dots smaller
+      for (size_t i = 0; i < px.size(); ++i)
+        svg.Circle(px[i], py[i], s.dashed ? 2 : 3.5, colour(k));
     }
   }
   svg.EndGroup();
@@ -383,7 +390,7 @@ std::string LinePlotSvg(const LinePlotSpec& spec) {
   }
   if (!spec.legend_extra.empty()) {
     const double ly = f.top + 12 + 22 * row;
-    svg.Line(f.right + 16, ly - 4, f.right + 40, ly - 4, "#666666", 2.5, "5 4");
+    svg.Line(f.right + 16, ly - 4, f.right + 40, ly - 4, "#666666", kControlWidth, kControlDash);
     svg.Text(f.right + 46, ly, Shorten(spec.legend_extra, kLegendChars));
   }
   svg.EndGroup();

@@ -703,7 +703,7 @@ TEST(ReportReadingTest, PlotsFitThePageAndNoHeatMapIsAllZero) {
     }
     if (f.name == "far_copy_copier_text.svg") {
       far_plot = true;
-      EXPECT_TRUE(Has(f.content, "stroke-dasharray=\"5 4\"")) << "the control, dashed";
+      EXPECT_TRUE(Has(f.content, "stroke-dasharray=\"2 4\"")) << "the control, dotted";
       EXPECT_TRUE(Has(f.content, ">control (nothing to copy)</text>"));
     }
     if (f.name == "far_copy_forgetter_text.svg") {
@@ -785,6 +785,34 @@ TEST(ReportReadingTest, MergedSeedsGetRowsOfTheirOwnAndATableOverSeeds) {
                   "at 1024: yarn and rerope stay above their control in every seed; in none: "
                   "window and pi."))
       << report.summary_reading;
+}
+
+// Far copy tested at two contexts: one plot a context, so that no line joins a distance at 1,024
+// with the next at 2,048 (a reviewer found 992 at 1,024 and 1,024 at 2,048 on one line, their
+// ticks printed over each other as "9924").
+TEST(ReportReadingTest, FarCopyIsPlottedOneContextAPlot) {
+  LabRecordFile file;
+  for (const int64_t ctx : {1024, 2048}) {
+    for (const int64_t d : {int64_t{128}, ctx - 32}) {
+      LabRecord far = SampleCell("m", "rerope", "far-copy", ctx, 0.5);
+      far.distance = d;
+      far.material = "text";
+      far.key = LabRecordKey(far);
+      file.records.push_back(testing::WithControl(testing::WithCi(far, 0.6, 0.05), 0.3, 0.05));
+    }
+  }
+  const Report report = BuildReport(file, {"r.jsonl"});
+  std::map<std::string, std::string> plots;
+  for (const ReportFile& f : report.files) {
+    if (f.name.starts_with("far_copy_") && f.name.ends_with(".svg")) plots[f.name] = f.content;
+  }
+  ASSERT_EQ(plots.size(), 2u);
+  ASSERT_TRUE(plots.count("far_copy_m_text_1024.svg"));
+  ASSERT_TRUE(plots.count("far_copy_m_text_2048.svg"));
+  EXPECT_TRUE(Has(plots["far_copy_m_text_1024.svg"], ">992</text>"));
+  EXPECT_FALSE(Has(plots["far_copy_m_text_1024.svg"], ">2016</text>"));
+  EXPECT_TRUE(Has(plots["far_copy_m_text_2048.svg"], ">2016</text>"));
+  EXPECT_FALSE(Has(plots["far_copy_m_text_2048.svg"], ">992</text>"));
 }
 
 }  // namespace
