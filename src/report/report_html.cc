@@ -120,6 +120,13 @@ bool SeveralCorpora(const std::vector<LabRecord>& records) {
   return false;
 }
 
+// "not informative (the model failed the copy gate): WHY", without saying it twice where WHY
+// says it already (the lab's reasons begin "the model failed the copy gate: ...").
+std::string NotInformativeNote(const std::string& why) {
+  if (why.find("copy gate") != std::string::npos) return "not informative: " + why;
+  return "not informative (the model failed the copy gate): " + why;
+}
+
 std::vector<Plot> LossByPositionPlots(const std::vector<LabRecord>& records, bool corpora) {
   std::vector<std::string> models;
   for (const LabRecord& r : records) models.push_back(r.model);
@@ -260,8 +267,7 @@ std::vector<Plot> RepeatPlots(const std::vector<LabRecord>& records, bool corpor
       }
       if (spec.categories.empty()) continue;
       for (const std::string& why : reasons) {
-        spec.footnotes.push_back("* grey: not informative (the model failed the copy gate): " +
-                                 why);
+        spec.footnotes.push_back("* grey: " + NotInformativeNote(why));
       }
       plots.push_back(
           {spec.name,
@@ -344,7 +350,7 @@ std::vector<Plot> FarCopyPlots(const std::vector<LabRecord>& records, bool corpo
           if (!control.xs.empty()) spec.series.push_back(std::move(control));
         }
         if (!reason.empty()) {
-          spec.note = "grey: not informative (the model failed the copy gate): " + reason;
+          spec.note = "grey: " + NotInformativeNote(reason);
         }
         plots.push_back(
             {spec.name,
@@ -478,7 +484,7 @@ PasskeyPlotSet PasskeyPlots(const std::vector<LabRecord>& records, bool corpora)
     spec.y_label = "depth of the key (0 start, 1 end)";
     spec.scale_label = "accuracy";
     if (!reason.empty()) {
-      spec.note = "not informative (the model failed the copy gate): " + reason;
+      spec.note = NotInformativeNote(reason);
     }
     for (const int64_t c : contexts) spec.columns.push_back(fmt::format("{}", c));
     for (const auto& [layout, d] : depths) {

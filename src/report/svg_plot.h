@@ -42,6 +42,7 @@ class SvgWriter {
     bool bold = false;
     std::string_view fill = "#222";
     double rotate = 0;  // degrees, about (x, y)
+    bool halo = false;  // a white outline under the letters: readable over lines
   };
   void Line(double x1, double y1, double x2, double y2, std::string_view stroke, double width = 1,
             std::string_view dash = "");

@@ -133,6 +133,45 @@ TEST(SvgPlotTest, LinePlotHasTitleAxesLegendAndEscapesLabels) {
   EXPECT_TRUE(Has(svg, ">200</text>"));
 }
 
+// The labels of training stages a few hundred steps apart (the quick lab's 1,000, 400, 400, 1,500
+// and 6,000 steps) are laid out in rows so that no two in a row overlap, over the data, on a halo.
+TEST(SvgPlotTest, StageLabelsCloseTogetherDoNotOverprint) {
+  LinePlotSpec spec;
+  spec.name = "training_loss_m";
+  spec.title = "t";
+  spec.x_label = "training step";
+  spec.y_label = "loss (nats)";
+  spec.series = {Series("loss", {0, 4650, 9300}, {5, 2, 1})};
+  const double steps[] = {0, 1000, 1400, 1800, 3300};
+  const char* names[] = {"1: copy", "2: gapped", "3: small", "4: mixed", "5: prose"};
+  for (int i = 0; i < 5; ++i) spec.x_marks.push_back({steps[i], names[i]});
+  const std::string svg = LinePlotSvg(spec);
+  EXPECT_EQ(XmlProblem(svg), "") << svg;
+  struct Label {
+    double x, y;
+    size_t chars;
+  };
+  std::vector<Label> labels;
+  for (size_t at = svg.find("paint-order=\"stroke\">"); at != std::string::npos;
+       at = svg.find("paint-order=\"stroke\">", at + 1)) {
+    const size_t open = svg.rfind("<text x=\"", at);
+    const double x = std::stod(svg.substr(open + 9));
+    const double y = std::stod(svg.substr(svg.find("y=\"", open) + 3));
+    const size_t from = at + 21;
+    labels.push_back({x, y, svg.find("</text>", from) - from});
+  }
+  ASSERT_EQ(labels.size(), 5u) << svg;
+  EXPECT_GT(svg.find("paint-order"), svg.find("class=\"data\"")) << "labels over the data";
+  for (size_t i = 0; i < labels.size(); ++i) {
+    for (size_t j = i + 1; j < labels.size(); ++j) {
+      if (labels[i].y != labels[j].y) continue;
+      const Label& a = labels[i].x < labels[j].x ? labels[i] : labels[j];
+      const Label& b = labels[i].x < labels[j].x ? labels[j] : labels[i];
+      EXPECT_LE(a.x + 6.2 * static_cast<double>(a.chars), b.x) << svg;
+    }
+  }
+}
+
 TEST(SvgPlotTest, LogAxisTicksAtTheContexts) {
   LinePlotSpec spec;
   spec.name = "tail_m";
@@ -167,6 +206,29 @@ TEST(SvgPlotTest, BarPlotAndHeatMap) {
   EXPECT_TRUE(Has(b, ">n/a</text>"));
   EXPECT_TRUE(Has(b, ">0.35</text>"));
   EXPECT_TRUE(Has(b, ">1</text>"));  // the y axis reaches 1
+
+  // A footnote longer than the plot is wide is wrapped at spaces into lines that fit (a reviewer
+  // found the copy gate's reason cut off at the plot's edge), and the plot grows to hold them.
+  BarPlotSpec noted = bars;
+  std::string reason = "* grey: not informative: the model failed the copy gate:";
+  for (int i = 0; i < 20; ++i) reason += fmt::format(" word{}", i);
+  reason += " far copy of text at L: copy 50.4% - control 50.0% = +0.4 pts < 20 at L (the end)";
+  noted.footnotes = {reason};
+  const std::string n = BarPlotSvg(noted);
+  EXPECT_EQ(XmlProblem(n), "") << n;
+  size_t lines = 0;
+  for (size_t at = n.find("fill=\"#555\">"); at != std::string::npos;
+       at = n.find("fill=\"#555\">", at + 1)) {
+    ++lines;
+  }
+  EXPECT_GT(lines, 1u) << "wrapped over lines: " << n;
+  EXPECT_TRUE(Has(n, "(the end)</text>")) << "nothing cut: " << n;
+  const double width = std::stod(n.substr(n.find("width=\"") + 7));
+  for (size_t at = n.find("fill=\"#555\">"); at != std::string::npos;
+       at = n.find("fill=\"#555\">", at + 1)) {
+    const size_t from = at + 13, to = n.find("</text>", from);
+    EXPECT_LE(6.2 * static_cast<double>(to - from), width - 24) << n.substr(from, to - from);
+  }
 
   HeatMapSpec heat;
   heat.name = "passkey_m_x";
