@@ -343,6 +343,14 @@ LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
   for (const std::string& path : paths) {
     // A FIFO or /dev/zero is refused before any read (src/core/input_file.h): neither ends.
     const std::string text = ReadInputFile(path, "a lab results file (JSON lines, results*.jsonl)");
+    if (text.size() >= 2 && text[0] == '\x1f' && text[1] == '\x8b') {
+      // The records stored under docs/results are gzip files: say what to do, not "not JSON".
+      Fail(
+          "{}: a gzip-compressed file, and results files are read uncompressed; found the gzip "
+          "magic bytes 1f 8b, expected JSON lines. Uncompress it first: zcat '{}' > "
+          "results.jsonl",
+          path, path);
+    }
     size_t begin = 0;
     int64_t line_no = 0;
     // A file in which no line is a record (a `stretch score --json` report, a text file) is no

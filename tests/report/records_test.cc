@@ -266,6 +266,14 @@ TEST_F(RecordsTest, AFileWithoutARecordIsToldAsNotAResultsFile) {
                          text + ":1 is not JSON)"),
             std::string::npos)
       << message;
+  // The records stored in docs/results are gzip files: told so, with what to do.
+  const std::string gz = File("results.jsonl.gz", std::string("\x1f\x8b\x08\x00rest", 8));
+  message = ErrorOf([&] { ReadLabRecords({gz}); });
+  EXPECT_NE(message.find(gz + ": a gzip-compressed file, and results files are read "
+                              "uncompressed; found the gzip magic bytes 1f 8b"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("zcat '" + gz + "' > results.jsonl"), std::string::npos) << message;
   const std::string report = File("score.json", "{\n  \"input\": [\n    1,\n    2\n  ]\n}\n");
   message = ErrorOf([&] { ReadLabRecords({report}); });
   EXPECT_NE(message.find(report + ":4: not a lab record (no \"record\" field), nor is any line "
