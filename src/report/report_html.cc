@@ -105,6 +105,74 @@ constexpr std::string_view kGlossary[] = {
     "its retrieval cells are marked not informative (footnotes, grey).",
 };
 
+// What each method (the rows' second name) does, in one line each, for readers who never read
+// the papers (README.md "Methods" has the specs and their keys). RoPE turns each pair of numbers
+// in a query and a key by an angle proportional to the token's position, one "clock hand" a pair.
+constexpr std::pair<std::string_view, std::string_view> kMethodGlossary[] = {
+    {"direct",
+     "plain RoPE at the true positions: the baseline, which meets positions it never "
+     "saw beyond L"},
+    {"pi",
+     "position interpolation: every position divided by s = context / L, so that all fit "
+     "within the trained range (neighbours crowded closer)"},
+    {"ntk",
+     "NTK-aware scaling: a larger RoPE base, so the slow hands slow down and the fast ones "
+     "stay almost as trained"},
+    {"ntk-fixed", "RoPE's base multiplied by s"},
+    {"yarn",
+     "YaRN: each hand either kept (fast ones), interpolated like pi (slow ones) or a "
+     "blend, plus a sharper softmax"},
+    {"llama3", "the Llama 3.1 rule: slow hands interpolated, fast ones kept, a blend between"},
+    {"longrope", "per-hand factors given by the model (LongRoPE)"},
+    {"dynamic-ntk", "ntk whose scale grows with each query's own position"},
+    {"dynamic-yarn", "yarn whose scale grows with each query's own position"},
+    {"dynamic-longrope", "longrope's lists chosen per position"},
+    {"rerope", "ReRoPE: distances up to a window w seen as they are, every longer one seen as w"},
+    {"leaky-rerope", "as rerope, but distances beyond w keep growing, k times slower"},
+    {"self-extend",
+     "Self-Extend: neighbours within a window at their true distance, farther "
+     "tokens in groups of G positions that share one (reach=R: G chosen so that "
+     "the farthest land R x L back)"},
+    {"string", "STRING: far distances shifted back onto well-trained ones"},
+    {"dca", "Dual Chunk Attention: positions counted within chunks"},
+    {"window",
+     "a sliding window: each token sees only the last w tokens (w = L by default), so "
+     "it cannot retrieve anything farther back"},
+    {"lambda", "a sliding window plus the first few tokens (\"attention sinks\"; LM-Infinite)"},
+    {"blockwise",
+     "blockwise causal attention (XPOS): each token sees its own half-block and the "
+     "one before"},
+    {"chunked",
+     "each token sees only the earlier tokens of its own chunk (Llama 4's local "
+     "layers)"},
+    {"streaming",
+     "StreamingLLM's cache: the first few tokens and the last w, numbered by their "
+     "place in the cache"},
+    {"nbce",
+     "naive-Bayes context extension: the context read as chunks that each fit L, their "
+     "predictions pooled"},
+    {"+logn",
+     "log-n scaling on top of a method: each query's logits multiplied by ln(i + 1) / "
+     "ln L beyond L, so attention does not spread thinner as the context grows"},
+};
+
+// The glossary lines of the methods the records hold, in the glossary's order.
+std::vector<std::string> MethodGlossary(const std::vector<LabRecord>& records) {
+  std::set<std::string> names;
+  bool logn = false;
+  for (const LabRecord& r : records) {
+    names.insert(r.method.substr(0, r.method.find_first_of(":+")));
+    logn = logn || r.method.find("+logn") != std::string::npos;
+  }
+  std::vector<std::string> lines;
+  for (const auto& [name, what] : kMethodGlossary) {
+    if (names.count(std::string(name)) || (name == "+logn" && logn)) {
+      lines.push_back(fmt::format("{}: {}.", name, what));
+    }
+  }
+  return lines;
+}
+
 std::vector<std::string> Unique(std::vector<std::string> v) {
   std::vector<std::string> out;
   for (std::string& s : v) {
@@ -973,6 +1041,15 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
   html += "<h2>What the protocols are</h2>\n<ul>\n";
   for (const std::string_view g : kGlossary) html += fmt::format("<li>{}</li>\n", XmlEscape(g));
   html += "</ul>\n";
+  if (const std::vector<std::string> methods = MethodGlossary(rs); !methods.empty()) {
+    md += "\n## What the methods are\n\n";
+    html += "<h2>What the methods are</h2>\n<ul>\n";
+    for (const std::string& g : methods) {
+      md += fmt::format("- {}\n", g);
+      html += fmt::format("<li>{}</li>\n", XmlEscape(g));
+    }
+    html += "</ul>\n";
+  }
   for (size_t i = 0; i < tables.size(); ++i) {
     const ReportTable& t = tables[i];
     if (t.empty()) continue;

@@ -717,6 +717,13 @@ TEST(ReportReadingTest, PlotsFitThePageAndNoHeatMapIsAllZero) {
   EXPECT_GT(svgs, 5u);
   const std::string& html = report.files.back().content;
   EXPECT_TRUE(Has(html, "svg.plot { max-width: 100%; height: auto; }"));
+  // The methods of the records explained in a line each, for a reader who never read the papers;
+  // only those present.
+  EXPECT_TRUE(Has(html, "<h2>What the methods are</h2>")) << html;
+  EXPECT_TRUE(Has(html, "<li>window: a sliding window: each token sees only the last w tokens"))
+      << html;
+  EXPECT_TRUE(Has(html, "<li>pi: position interpolation")) << html;
+  EXPECT_FALSE(Has(html, "<li>dca:")) << html;
   EXPECT_TRUE(Has(html,
                   "Passkey: every length and depth at 0% (no heat map drawn) for "
                   "copier / window: 1 length x 3 depths, 60 trials"))
