@@ -947,7 +947,8 @@ ReportTable SeedsTable(const std::vector<LabRecord>& records) {
                 MaterialOf(r) == col.material && r.ctx == col.ctx && r.distance == col.distance) {
               const ReportCell c = CellOf(r, r.accuracy, r.accuracy_ci, /*control=*/true);
               if (!c.has_control) break;
-              part = fmt::format("{:+.0f}", 100 * c.difference);
+              // Rounded first, then + 0.0: -0.3 points reads "+0", not "-0" (-0.0 + 0.0 is +0.0).
+              part = fmt::format("{:+.0f}", std::round(100 * c.difference) + 0.0);
               any++;
               if (c.difference_ci.known && c.difference_ci.lo > 0.0) above++;
               break;
@@ -1588,7 +1589,8 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
     for (const std::string& part : parts) joined += (joined.empty() ? "" : "; ") + part;
     std::string overview = fmt::format(
         "Over the {} models whose retrieval cells can be read, at each one's longest length, the "
-        "methods that keep distant information: {}.",
+        "methods that keep distant information (on at least one retrieval cell beyond the "
+        "window: far copy, a repeat beyond L or passkey; each model's paragraph says which): {}.",
         models_read, joined);
     if (!avoiders.empty()) {
       overview += fmt::format(
