@@ -1170,7 +1170,8 @@ ReportTable SummaryTable(const std::vector<LabRecord>& records) {
     }
   }
   t.note = fmt::format(
-      "Rows: model / method. Columns, as in the seeds' tables: non-repeat accuracy at the "
+      "Rows: model / method. Columns, as in the tables of Su Jianlin's posts on length "
+      "extrapolation that the lab reproduces (kexue.fm/archives/9859): non-repeat accuracy at the "
       "training length L, then at each longer context: non-repeat (genuine text), repeat at the "
       "longest period tested (a period longer than L is the test of keeping distant "
       "information; period L is only a within-window control){}{}. Cells: next-token accuracy "
