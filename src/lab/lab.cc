@@ -706,7 +706,12 @@ double TrainModel(const LabOptions& o, const LabModel& m, const LabCorpus& corpu
       if (!cb.progress || !p.report) return;
       std::string line = fmt::format("{}: training step {}/{}, loss {:.3f}, {:.0f} tokens/s", label,
                                      p.stats.step, p.steps, p.stats.loss, p.tokens_per_s);
-      if (p.eval) line += fmt::format(", held-out loss {:.3f}", p.eval->loss);
+      if (p.eval) {
+        line += fmt::format(", held-out loss {:.3f}", p.eval->loss);
+        if (p.eval->loss_ci_known) {
+          line += fmt::format(" ({:.3f}-{:.3f})", p.eval->loss_lo, p.eval->loss_hi);
+        }
+      }
       const double per_step =
           p.eta_seconds / static_cast<double>(std::max<int64_t>(1, p.steps - p.stats.step));
       std::unique_lock<std::mutex> lock(mu);

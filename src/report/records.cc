@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -345,11 +346,24 @@ LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
     const std::string text = ReadInputFile(path, "a lab results file (JSON lines, results*.jsonl)");
     if (text.size() >= 2 && text[0] == '\x1f' && text[1] == '\x8b') {
       // The records stored under docs/results are gzip files: say what to do, not "not JSON".
+      // Its own name without .gz, so that several files uncompressed stay apart; quoted for a
+      // shell where a name holds more than letters, digits and ./_-.
+      const std::string plain =
+          path.ends_with(".gz") ? path.substr(0, path.size() - 3) : path + ".jsonl";
+      auto quoted = [](const std::string& name) {
+        const bool plain_name = std::all_of(name.begin(), name.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '/' || c == '_' ||
+                 c == '-';
+        });
+        if (plain_name) return name;
+        std::string q = "'";
+        for (const char c : name) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+        return q + "'";
+      };
       Fail(
           "{}: a gzip-compressed file, and results files are read uncompressed; found the gzip "
-          "magic bytes 1f 8b, expected JSON lines. Uncompress it first: zcat '{}' > "
-          "results.jsonl",
-          path, path);
+          "magic bytes 1f 8b, expected JSON lines. Uncompress it first: zcat {} > {}",
+          path, quoted(path), quoted(plain));
     }
     size_t begin = 0;
     int64_t line_no = 0;

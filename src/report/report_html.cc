@@ -132,9 +132,11 @@ constexpr std::pair<std::string_view, std::string_view> kMethodGlossary[] = {
     {"self-extend",
      "Self-Extend: neighbours within a window at their true distance, farther "
      "tokens in groups of G positions that share one (reach=R: G chosen so that "
-     "the farthest land R x L back)"},
+     "the farthest land no farther than R x L back)"},
     {"string", "STRING: far distances shifted back onto well-trained ones"},
-    {"dca", "Dual Chunk Attention: positions counted within chunks"},
+    {"dca",
+     "Dual Chunk Attention: positions counted within chunks, the keys of earlier chunks "
+     "still seen, at positions capped below the chunk size"},
     {"window",
      "a sliding window: each token sees only the last w tokens (w = L by default), so "
      "it cannot retrieve anything farther back"},
@@ -334,8 +336,10 @@ std::vector<Plot> RepeatPlots(const std::vector<LabRecord>& records, bool corpor
         spec.greyed.push_back(grey);
       }
       if (spec.categories.empty()) continue;
+      std::string greyed;  // the footnotes whole, in the caption: the plot may cut them
       for (const std::string& why : reasons) {
         spec.footnotes.push_back("* grey: " + NotInformativeNote(why));
+        greyed += " Grey (*): " + NotInformativeNote(why) + ".";
       }
       plots.push_back(
           {spec.name,
@@ -343,12 +347,13 @@ std::vector<Plot> RepeatPlots(const std::vector<LabRecord>& records, bool corpor
                "Model {}, next-token accuracy at context {} (0 to 1, higher is better), per "
                "method: genuine text; a {}-token sample repeated (its source always within "
                "a window of L: a control){}. Error bars: 95% intervals, where the records "
-               "carry them.",
+               "carry them.{}",
                ModelLabel(corpus, model, corpora), ctx, train_len,
                period > 0 ? fmt::format("; a {}-token sample repeated (the test of keeping "
                                         "information from beyond the window)",
                                         period)
-                          : std::string()),
+                          : std::string(),
+               greyed),
            BarPlotSvg(spec)});
     }
   }
@@ -651,13 +656,16 @@ std::vector<Plot> TrainingPlots(const ModelCurves& c, const std::string& label) 
     if (!e.has_val_loss) continue;
     held_out.xs.push_back(static_cast<double>(e.step));
     held_out.ys.push_back(e.val_loss);
+    held_out.lo.push_back(e.val_loss_ci.known ? e.val_loss_ci.lo : 1);  // lo > hi: no bar
+    held_out.hi.push_back(e.val_loss_ci.known ? e.val_loss_ci.hi : 0);
   }
   if (!held_out.xs.empty()) loss.series.push_back(std::move(held_out));
   if (!loss.series.empty()) {
     plots.push_back(
         {loss.name,
          fmt::format("Model {}: training loss{} and the loss on held-out text at each "
-                     "evaluation (dots), by training step.{}",
+                     "evaluation (dots, with the 95% interval over the held-out windows where "
+                     "the log has it), by training step.{}",
                      label, bin > 1 ? fmt::format(" (mean over each {} steps)", bin) : "", stages),
          LinePlotSvg(loss)});
   }
@@ -707,7 +715,7 @@ std::vector<Plot> TrainingPlots(const ModelCurves& c, const std::string& label) 
          fmt::format("Model {}: the copy readout at each evaluation during training, a dot per "
                      "evaluation with its 95% Wilson interval (shaded): copy on gapped rows, "
                      "copy on text and of random strings in text (randcopy, where logged), each "
-                     "against its control (dashed, same colour: the same "
+                     "against its control (dotted, same colour: the same "
                      "positions with nothing to copy), and passkey keys read back whole. A "
                      "model that learns to copy rises above its control. The token shares' "
                      "intervals treat the tokens of a row as independent, so they are too "
@@ -744,7 +752,12 @@ std::pair<std::string, std::string> TrainingTable(const ModelCurves& c) {
   std::vector<std::vector<std::string>> rows;
   for (const TrainEval& e : c.evals) {
     std::vector<std::string> row = {fmt::format("{}", e.step)};
-    if (val) row.push_back(e.has_val_loss ? fmt::format("{:.3f}", e.val_loss) : "-");
+    if (val) {
+      row.push_back(!e.has_val_loss       ? "-"
+                    : e.val_loss_ci.known ? fmt::format("{:.3f} ({:.3f}-{:.3f})", e.val_loss,
+                                                        e.val_loss_ci.lo, e.val_loss_ci.hi)
+                                          : fmt::format("{:.3f}", e.val_loss));
+    }
     if (cp) row.push_back(ShareText(e.copy, false));
     if (cpc) row.push_back(ShareText(e.copy_control, false));
     if (tc) row.push_back(ShareText(e.textcopy, false));
@@ -1085,11 +1098,13 @@ Report BuildReport(const LabRecordFile& records, const std::vector<std::string>&
     html += "<h2>Training</h2>\n";
     md +=
         "Each model's training, from its training logs: the loss over the steps, and at each "
-        "evaluation the held-out loss and the copy readout (share right, with its 95% Wilson "
+        "evaluation the held-out loss (with its 95% interval over the held-out windows, in "
+        "logs written since 2026-12-07) and the copy readout (share right, with its 95% Wilson "
         "interval; passkey: whole keys of the trials).\n";
     html +=
         "<p>Each model's training, from its training logs: the loss over the steps, and at "
-        "each evaluation the held-out loss and the copy readout (share right, with its 95% "
+        "each evaluation the held-out loss (with its 95% interval over the held-out windows, "
+        "in logs written since 2026-12-07) and the copy readout (share right, with its 95% "
         "Wilson interval; passkey: whole keys of the trials).</p>\n";
     for (const std::string& n : report.training_notes) {
       md += fmt::format("\n**Note:** {}\n", n);

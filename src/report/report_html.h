@@ -27,7 +27,7 @@
 //                                   "<i>: <name>" where each stage begins (staged models)
 //   training_copy_<model>.svg       (in Training) the copy readout at each evaluation, a dot per
 //                                   evaluation and a band for its 95% Wilson interval: copy,
-//                                   textcopy, randcopy (each with its control dashed in its
+//                                   textcopy, randcopy (each with its control dotted in its
 //                                   colour; those logged) and passkey keys, y from 0 to 1,
 //                                   stages marked as above
 // Two files per model rather than one of two panels: each is an ordinary line plot, within

@@ -1249,8 +1249,8 @@ std::vector<ReportTable> TableByLength(const ReportTable& t,
 namespace {
 
 // How far above its control a retrieval cell must lie for the reading to say a method keeps
-// distant information (a share: 5 points); a cell above its control by less, or by an amount its
-// interval does not settle against 5 points, is read as a trace.
+// distant information (a share: 5 points); a cell above its control by less is read as a trace,
+// and one whose interval reaches both sides of 5 points as not settled.
 constexpr double kKeepPoints = 0.05;
 
 // Above its control: copy - control has its 95% interval above 0, the test the tables' ranking,
@@ -1287,9 +1287,9 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
   }
   std::vector<std::string> out;
   std::vector<std::string> unknown_models;  // models none of whose methods can be read
-  // The verdicts said of some model: keep, trace, avoid, neither, not known (their meanings
-  // follow the models, once).
-  std::array<bool, 5> used = {};
+  // The verdicts said of some model: keep, trace, not settled, avoid, neither, not known (their
+  // meanings follow the models, once).
+  std::array<bool, 6> used = {};
   // Over the models: per method, in row order, the models it keeps distant information in, only
   // avoids blowing up in, and is read in at all (its retrieval cells informative and settled).
   struct Tally {
@@ -1338,8 +1338,9 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
       if (s.column_info[j].ctx == ctx && s.column_info[j].protocol == "nonrepeat") nonrepeat = j;
     }
     std::vector<std::string> keep, avoid, neither, unknown;
-    std::vector<std::string> trace;  // above control somewhere, never settled at kKeepPoints
-    std::vector<std::string> trace_figures;
+    // Above control somewhere, never settled at kKeepPoints: below it for sure (a trace), or
+    // its largest cell's interval reaching both sides (not settled); each with its figures.
+    std::vector<std::string> trace, trace_figures, unsettled_figures;
     std::vector<std::string> gate_stable, gate_fall;  // a failed gate: non-repeat only
     std::vector<size_t> keep_rows;
     // Keepers whose genuine text falls: the method with its accuracy there, and L's accuracy.
@@ -1379,7 +1380,7 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
       for (const size_t j : retrieval) {
         const ReportCell& c = s.cells[i][j];
         if (c.present && c.has_control && c.informative && Above(c) &&
-            (above == nullptr || c.difference > above->difference)) {
+            (above == nullptr || c.difference_ci.hi > above->difference_ci.hi)) {
           above = &c;
           above_column = j;
         }
@@ -1408,9 +1409,10 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
         }
       } else if (above != nullptr) {
         trace.push_back(method);
-        trace_figures.push_back(fmt::format("{} {} on {}", method,
-                                            PointsText(above->difference, above->difference_ci),
-                                            RetrievalName(s.column_info[above_column])));
+        (above->difference_ci.hi < kKeepPoints ? trace_figures : unsettled_figures)
+            .push_back(fmt::format("{} {} on {}", method,
+                                   PointsText(above->difference, above->difference_ci),
+                                   RetrievalName(s.column_info[above_column])));
       } else if (at_control) {
         (stable ? avoid : neither).push_back(method);
       } else {
@@ -1459,7 +1461,7 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
         // control here is cited with its own cell below, not tied with the others).
         std::vector<size_t> here;
         for (const size_t i : keep_rows) {
-          if (Keeps(s.cells[i][j])) here.push_back(i);
+          if (s.cells[i][j].informative && Keeps(s.cells[i][j])) here.push_back(i);
         }
         std::vector<std::string> top, figures;
         for (const size_t i : keep_rows) {
@@ -1500,12 +1502,12 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
         std::vector<std::string> elsewhere;
         for (const size_t i : keep_rows) {
           const ReportCell& here = s.cells[i][j];
-          if (Keeps(here)) continue;
+          if (here.informative && Keeps(here)) continue;
           const ReportCell* top_cell = nullptr;
           size_t top_column = 0;
           for (const size_t k : retrieval) {
             const ReportCell& c = s.cells[i][k];
-            if (c.present && c.has_control && Keeps(c) &&
+            if (c.present && c.has_control && c.informative && Keeps(c) &&
                 (top_cell == nullptr || c.difference > top_cell->difference)) {
               top_cell = &c;
               top_column = k;
@@ -1537,30 +1539,40 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
         for (const auto& [figure, at_l] : keep_falls) {
           figures.push_back(one_l ? figure : fmt::format("{} against {} at L", figure, at_l));
         }
+        const std::string who = keep.size() == 1         ? "it falls"
+                                : keep_falls.size() == 1 ? "one of them falls"
+                                : keep_falls.size() == keep.size()
+                                    ? (keep.size() == 2 ? std::string("both fall")
+                                                        : fmt::format("all {} fall", keep.size()))
+                                    : fmt::format("{} of them fall", keep_falls.size());
         text += fmt::format(" But on genuine text {} more than 5 points below L's accuracy{}: {}.",
-                            keep_falls.size() == 1 ? "one of them falls" : "these fall",
-                            one_l ? " of " + keep_falls[0].second : "", JoinNames(figures));
+                            who, one_l ? " of " + keep_falls[0].second : "", JoinNames(figures));
       }
       used[0] = true;
     }
-    if (!trace.empty()) {
+    if (!trace_figures.empty()) {
       text += fmt::format("\n- Only a trace: {}.", JoinNames(trace_figures));
       used[1] = true;
     }
+    if (!unsettled_figures.empty()) {
+      text += fmt::format("\n- Above control, but whether by 5 points is not settled: {}.",
+                          JoinNames(unsettled_figures));
+      used[2] = true;
+    }
     if (!avoid.empty()) {
       text += fmt::format("\n- Only avoid blowing up: {}.", JoinNames(avoid));
-      used[2] = true;
+      used[3] = true;
     }
     if (!neither.empty()) {
       text += fmt::format("\n- Neither: {}.", JoinNames(neither));
-      used[3] = true;
+      used[4] = true;
     }
     if (!unknown.empty() && keep.empty() && trace.empty() && avoid.empty() && neither.empty()) {
       if (failed.empty() && gate == gates.end()) unknown_models.push_back(name);
       if (failed.empty() && gate == gates.end()) continue;
     } else if (!unknown.empty()) {
       text += fmt::format("\n- Not known: {}.", JoinNames(unknown));
-      used[4] = true;
+      used[5] = true;
     }
     if (!keep.empty() || !trace.empty() || !avoid.empty() || !neither.empty()) models_read++;
     out.push_back(text);
@@ -1655,9 +1667,13 @@ std::string SummaryReading(const ReportTable& s, const std::vector<LabRecord>& r
                   "at {:.0f} points or more)",
                   100 * kKeepPoints, 100 * kKeepPoints),
       fmt::format("only a trace: a retrieval cell above its control (copy - control with its "
-                  "interval above 0), but not by {:.0f} points or more for sure (its interval "
-                  "reaches below {:.0f})",
+                  "interval above 0), but by less than {:.0f} points (its whole interval below "
+                  "{:.0f})",
                   100 * kKeepPoints, 100 * kKeepPoints),
+      fmt::format("above control, not settled: a retrieval cell above its control whose "
+                  "interval reaches both sides of {:.0f} points (more trials would say whether "
+                  "it keeps)",
+                  100 * kKeepPoints),
       "only avoid blowing up: non-repeat accuracy within 5 points of L's (or within its "
       "interval) while retrieval beyond the window is at control (copy - control with its "
       "interval at 0, or below)",

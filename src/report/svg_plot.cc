@@ -118,15 +118,16 @@ std::string Shorten(const std::string& label, size_t n) {
   return label.size() <= n ? label : label.substr(0, n - 3) + "...";
 }
 
-// `text` broken at spaces into lines of at most `n` characters (a word longer than `n` on a line of
-// its own): a footnote that fits its plot's width instead of running past it.
+// `text` broken at spaces into lines of at most `n` characters (a word longer than `n` cut, on a
+// line of its own): a footnote that fits its plot's width instead of running past it.
 std::vector<std::string> WrapWords(const std::string& text, size_t n) {
   std::vector<std::string> lines;
   std::string line;
   size_t at = 0;
   while (at < text.size()) {
     const size_t space = text.find(' ', at);
-    const std::string word = text.substr(at, space == std::string::npos ? text.npos : space - at);
+    const std::string word =
+        Shorten(text.substr(at, space == std::string::npos ? text.npos : space - at), n);
     at = space == std::string::npos ? text.size() : space + 1;
     if (!line.empty() && line.size() + 1 + word.size() > n) {
       lines.push_back(line);
@@ -449,7 +450,7 @@ std::string BarPlotSvg(const BarPlotSpec& spec) {
                 top + std::max(1.0, static_cast<double>(n)) * group_h};
   const double width = std::min(kPlotMaxWidth, f.right + 50);
   // The footnotes wrapped to the width (11 px text: about 6.2 px a character), 4 lines each at
-  // most; the page's caption carries the whole text.
+  // most; the callers' captions carry the whole text.
   std::vector<std::string> footnote_lines;
   const size_t per_line = static_cast<size_t>((width - 24) / 6.2);
   for (const std::string& note : spec.footnotes) {

@@ -73,7 +73,7 @@ struct PlotSeries {
   // lo > hi has none.
   std::vector<double> lo, hi;
   int colour = -1;        // index into the palette; -1: the series' own index
-  bool dashed = false;    // a dashed line (a control), whatever the series' index
+  bool dashed = false;    // a control: dotted and thinner, whatever the series' index
   bool greyed = false;    // grey, not a palette colour (a not-informative series)
   bool in_legend = true;  // false: no legend entry of its own (a control: see legend_extra)
   bool markers = false;   // a dot on every point of this series (LinePlotSpec::markers: all)
@@ -99,7 +99,7 @@ struct LinePlotSpec {
   std::vector<PlotXMark> x_marks;  // more such lines (x >= 0), labels staggered down the plot
   bool y_share = false;            // y is a share: the axis spans 0 to 1 whatever the data
   std::vector<PlotSeries> series;
-  std::string legend_extra;  // a last legend entry drawn as a grey dashed line ("control")
+  std::string legend_extra;  // a last legend entry drawn as a grey dotted line ("control")
   std::string note;          // a line under the title (why a plot is greyed), "" for none
 };
 std::string LinePlotSvg(const LinePlotSpec& spec);

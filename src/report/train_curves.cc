@@ -116,6 +116,12 @@ void ReadStage(ModelCurves& c, TrainStage stage) {
     if (const auto v = j.find("val_loss"); v != j.end() && v->is_number()) {
       e.has_val_loss = true;
       e.val_loss = v->get<double>();
+      const auto ci = j.find("val_loss_ci");
+      if (ci != j.end() && ci->is_array() && ci->size() == 2 && (*ci)[0].is_number() &&
+          (*ci)[1].is_number() && (*ci)[0].get<double>() <= e.val_loss &&
+          e.val_loss <= (*ci)[1].get<double>()) {
+        e.val_loss_ci = {true, (*ci)[0].get<double>(), (*ci)[1].get<double>()};
+      }
     }
     e.copy = ShareOf(j, train_log::kCopy);
     e.copy_control = ShareOf(j, train_log::kCopyControl);

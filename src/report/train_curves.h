@@ -1,7 +1,8 @@
 // A model's training, read back from its training logs for the report: the training loss at each
 // logged step, and at each evaluation the held-out loss and the copy readout with its 95% Wilson
 // interval. Report layer: it reads the logs' JSON lines (the format is src/train/run.h's
-// RunTrainingLoop: one object per step, {step, loss, lr, ...}, and at evaluations val_loss and
+// RunTrainingLoop: one object per step, {step, loss, lr, ...}, and at evaluations val_loss (with
+// val_loss_ci, its 95% interval [lo, hi] over the held-out windows, where written) and
 // the readout's copy_accuracy, copy_control, textcopy_accuracy, textcopy_control,
 // randcopy_accuracy, randcopy_control, passkey_digits, passkey_keys, each with its count <key>_n,
 // for the kinds its probe holds), never the training code.
@@ -47,6 +48,9 @@ struct TrainEval {
   int64_t step = 0;  // counted across stages
   bool has_val_loss = false;
   double val_loss = 0;  // mean held-out loss, nats
+  // Its 95% interval over the held-out windows (val_loss_ci in the log; logs before 2026-12-07
+  // have none).
+  LabInterval val_loss_ci;
   TrainShare copy, copy_control, textcopy, textcopy_control, randcopy, randcopy_control;
   TrainShare passkey_digits, passkey_keys;
   bool HasReadout() const {

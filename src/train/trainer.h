@@ -58,6 +58,10 @@ struct EvalStats {
   double loss = 0.0;      // mean over scored targets
   double accuracy = 0.0;  // argmax == target
   int64_t scored = 0;
+  // EvaluateHeldOut only: the loss's 95% interval over the windows (HeldOutLossInterval), when
+  // there were 2 windows or more.
+  bool loss_ci_known = false;
+  double loss_lo = 0.0, loss_hi = 0.0;
 };
 
 // GPT-2's initialization: N(0, 0.02) for every matrix, with the two projections back into the

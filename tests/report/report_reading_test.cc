@@ -455,10 +455,15 @@ TEST(ReportReadingTest, SummaryTellsATraceFromKeeping) {
   EXPECT_TRUE(Has(reading, "Only a trace: tracer +3.0 pts")) << reading;
   EXPECT_TRUE(Has(reading,
                   "only a trace: a retrieval cell above its control (copy - control with its "
-                  "interval above 0), but not by 5 points or more for sure"))
+                  "interval above 0), but by less than 5 points (its whole interval below 5)"))
       << reading;
   EXPECT_EQ(Count(reading, "Keep distant information:"), 1u) << reading;
   EXPECT_FALSE(Has(reading, "the keeping is elsewhere")) << reading;
+  // The one keeper's genuine text falls (0.3 against 0.5 at L): said of it alone.
+  EXPECT_TRUE(Has(reading,
+                  "But on genuine text it falls more than 5 points below L's accuracy of 50.0% "
+                  "(49.0-51.0): keeper 30.0% (29.0-31.0)."))
+      << reading;
 
   // A second keeper at control on far copy that keeps on a repeat beyond L: the reading cites
   // that repeat for it.
@@ -481,12 +486,14 @@ TEST(ReportReadingTest, SummaryTellsATraceFromKeeping) {
                   "the keeping is elsewhere: repeater on repeat with a period of 512, "
                   "+20.0 pts"))
       << reading2;
+  EXPECT_TRUE(Has(reading2, "But on genuine text both fall more than 5 points")) << reading2;
 }
 
 // Keeping is decided by the interval, not the point estimate: two cells whose intervals overlap,
 // one a little above 5 points and one a little under (a review found them read as a keeper and
-// a trace), are both traces. A keeper whose genuine text falls is said to, and the keepers are
-// ranked only among those that keep on the cell compared (one at control there is not "tied").
+// a trace), are both "not settled". A keeper whose genuine text falls is said to, and the
+// keepers are ranked only among those that keep on the cell compared (one at control there is not
+// "tied").
 TEST(ReportReadingTest, ReadingDecidesKeepingByTheIntervalAndSaysWhenTextFalls) {
   std::vector<LabRecord> rs;
   AddMethodRows(rs, "above", 0.49, 0.258, 0.20, 0.018);   // +5.8 pts (3.3 to 8.3)
@@ -503,8 +510,13 @@ TEST(ReportReadingTest, ReadingDecidesKeepingByTheIntervalAndSaysWhenTextFalls) 
   const ReportTable s = SummaryTable(rs);
   const std::string reading = SummaryReading(s, rs, {});
   EXPECT_TRUE(Has(reading, "Keep distant information: steady, faller and repeater;")) << reading;
-  EXPECT_TRUE(Has(reading, "Only a trace: above +5.8 pts (3.")) << reading;
-  EXPECT_TRUE(Has(reading, "under +4.6 pts (2.9 to 6.3)")) << reading;
+  // Both intervals reach both sides of 5 points: neither a keeper nor a trace, not settled.
+  EXPECT_TRUE(Has(reading,
+                  "- Above control, but whether by 5 points is not settled: above +5.8 pts (3.3 "
+                  "to 8.3) on far copy from 512 tokens back and under +4.6 pts (2.9 to 6.3) on "
+                  "far copy from 512 tokens back."))
+      << reading;
+  EXPECT_FALSE(Has(reading, "Only a trace:")) << reading;
   EXPECT_TRUE(Has(reading, "; of those that keep on this cell, steady and faller are tied"))
       << reading;
   EXPECT_FALSE(Has(reading, "; they are tied")) << reading;
@@ -532,7 +544,8 @@ TEST(ReportReadingTest, SummaryNamesAClearWinnerOnlyWhenTheIntervalsSayIt) {
 // must say that the columns are ties and rank nothing.
 // The reading and the marks test "above its control" by the interval of copy - control: a copy
 // 7 points above (intervals of copy and control overlapping, their difference's above 0) is
-// above its control, a trace since its interval reaches below 5 points; a cell below its control
+// above its control, not settled as keeping since its interval reaches below 5 points; a cell
+// below its control
 // is at control, never "not known" (a new-user audit and a review found them read otherwise).
 TEST(ReportReadingTest, ReadingJudgesAboveControlByTheDifferencesInterval) {
   std::vector<LabRecord> rs;
@@ -540,7 +553,10 @@ TEST(ReportReadingTest, ReadingJudgesAboveControlByTheDifferencesInterval) {
   AddMethodRows(rs, "below", 0.5, 0.25, 0.30, 0.01);
   const ReportTable s = SummaryTable(rs);
   const std::string reading = SummaryReading(s, rs, {});
-  EXPECT_TRUE(Has(reading, "Only a trace: small +7.0 pts (1.")) << reading;  // not >= 5 for sure
+  EXPECT_TRUE(Has(reading,
+                  "Above control, but whether by 5 points is not settled: small +7.0 pts "
+                  "(1."))
+      << reading;  // its interval reaches both sides of 5 points
   EXPECT_FALSE(Has(reading, "Keep distant information:")) << reading;
   EXPECT_TRUE(Has(reading, "Only avoid blowing up: below.")) << reading;
   EXPECT_FALSE(Has(reading, "not known")) << reading;
@@ -703,7 +719,10 @@ TEST(ReportReadingTest, PlotsFitThePageAndNoHeatMapIsAllZero) {
     }
     if (f.name == "far_copy_copier_text.svg") {
       far_plot = true;
-      EXPECT_TRUE(Has(f.content, "stroke-dasharray=\"2 4\"")) << "the control, dotted";
+      // The control's own line (a polyline; the legend's sample is a line), dotted and thin.
+      EXPECT_TRUE(Has(f.content,
+                      "stroke-width=\"1.4\" stroke-linejoin=\"round\" stroke-dasharray=\"2 4\"/>"))
+          << "the control, dotted: " << f.content;
       EXPECT_TRUE(Has(f.content, ">control (nothing to copy)</text>"));
     }
     if (f.name == "far_copy_forgetter_text.svg") {

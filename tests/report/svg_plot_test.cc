@@ -226,7 +226,7 @@ TEST(SvgPlotTest, BarPlotAndHeatMap) {
   const double width = std::stod(n.substr(n.find("width=\"") + 7));
   for (size_t at = n.find("fill=\"#555\">"); at != std::string::npos;
        at = n.find("fill=\"#555\">", at + 1)) {
-    const size_t from = at + 13, to = n.find("</text>", from);
+    const size_t from = at + 12, to = n.find("</text>", from);  // 12: fill="#555">
     EXPECT_LE(6.2 * static_cast<double>(to - from), width - 24) << n.substr(from, to - from);
   }
 

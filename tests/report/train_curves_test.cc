@@ -114,6 +114,30 @@ TEST_F(TrainCurvesTest, WilsonIntervalOfTheReadout) {
   EXPECT_TRUE(c.evals[0].passkey_keys.known);
 }
 
+// The held-out loss's interval over the windows, as the trainer logs it (val_loss_ci); one that
+// does not hold its value is damage, not an interval; logs before it have none.
+TEST_F(TrainCurvesTest, TheHeldOutLossCarriesItsInterval) {
+  Log("m", R"({"step":1,"loss":3.0,"val_loss":2.5,"val_loss_ci":[2.4,2.6]})"
+           "\n"
+           R"({"step":2,"loss":2.9,"val_loss":2.5,"val_loss_ci":[2.6,2.7]})"
+           "\n"
+           R"({"step":3,"loss":2.8,"val_loss":2.5})"
+           "\n");
+  const ModelCurves c = ReadModelCurves(Path("m"), "m");
+  ASSERT_EQ(c.evals.size(), 3u);
+  EXPECT_TRUE(c.evals[0].val_loss_ci.known);
+  EXPECT_DOUBLE_EQ(c.evals[0].val_loss_ci.lo, 2.4);
+  EXPECT_DOUBLE_EQ(c.evals[0].val_loss_ci.hi, 2.6);
+  EXPECT_FALSE(c.evals[1].val_loss_ci.known);
+  EXPECT_FALSE(c.evals[2].val_loss_ci.known);
+  LabRecordFile records;
+  records.records = testing::SampleRecords();
+  const Report report = BuildReport(records, {"a.jsonl"}, {c});
+  const std::string& md = report.files.front().content;
+  EXPECT_TRUE(Has(md, "| 1 | 2.500 (2.400-2.600) |")) << md;
+  EXPECT_TRUE(Has(md, "| 3 | 2.500 |")) << md;
+}
+
 TEST_F(TrainCurvesTest, TheReadoutsEffectiveCountWidensItsInterval) {
   // 100 tokens in correlated rows worth 10 trials (src/train/copy_data.h's EffectiveN): the
   // interval of 10 trials, 0.237..0.763, not of 100 (0.404..0.596).

@@ -179,6 +179,42 @@ TEST_F(TrainLoop, LogsEveryStepEvaluatesReportsAndSavesOnSchedule) {
   const std::optional<EvalStats> again = EvaluateHeldOut(trainer, data_, 3);
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->loss, log[5]["val_loss"].get<double>());
+  // With its 95% interval over the 3 windows, logged beside it, around it.
+  ASSERT_TRUE(again->loss_ci_known);
+  ASSERT_TRUE(log[5].contains("val_loss_ci")) << log[5];
+  EXPECT_EQ(log[5]["val_loss_ci"][0].get<double>(), again->loss_lo);
+  EXPECT_EQ(log[5]["val_loss_ci"][1].get<double>(), again->loss_hi);
+  EXPECT_LT(again->loss_lo, again->loss);
+  EXPECT_GT(again->loss_hi, again->loss);
+}
+
+// The held-out loss's interval: windows are the samples (their tokens are not independent), t for
+// n - 1 degrees of freedom. Against values worked by hand: losses 1, 2, 3 over equal windows have
+// mean 2, standard deviation 1, standard error 1/sqrt(3), and t(2) = 4.303.
+TEST(HeldOutLossIntervalTest, WindowsAreTheSamplesWithStudentsT) {
+  const std::vector<double> loss = {1.0, 2.0, 3.0};
+  const std::vector<int64_t> scored = {10, 10, 10};
+  const auto ci = HeldOutLossInterval(loss, scored);
+  ASSERT_TRUE(ci.has_value());
+  const double half = 4.303 / std::sqrt(3.0);
+  EXPECT_NEAR(ci->first, 2.0 - half, 1e-12);
+  EXPECT_NEAR(ci->second, 2.0 + half, 1e-12);
+  // Unequal windows: the token-weighted mean (6 * 1 + 2 * 3) / 8 = 1.5, its ratio estimator's
+  // standard error sqrt(2 / 1 * (6^2 0.5^2 + 2^2 1.5^2)) / 8 = sqrt(36) / 8 = 0.75, t(1) = 12.706.
+  const auto uneven =
+      HeldOutLossInterval(std::vector<double>{1.0, 3.0}, std::vector<int64_t>{6, 2});
+  ASSERT_TRUE(uneven.has_value());
+  EXPECT_NEAR(uneven->first, 1.5 - 12.706 * 0.75, 1e-12);
+  EXPECT_NEAR(uneven->second, 1.5 + 12.706 * 0.75, 1e-12);
+  // One window, or none scored: no interval.
+  EXPECT_FALSE(HeldOutLossInterval(std::vector<double>{2.0}, std::vector<int64_t>{10}));
+  EXPECT_FALSE(HeldOutLossInterval(std::vector<double>{2.0, 1.0}, std::vector<int64_t>{0, 0}));
+  // t's quantile: the table, and the expansion beyond 30 against exact values (R's qt(0.975, df)).
+  EXPECT_DOUBLE_EQ(StudentT975(1), 12.706);
+  EXPECT_DOUBLE_EQ(StudentT975(30), 2.042);
+  EXPECT_NEAR(StudentT975(31), 2.039513, 1e-3);
+  EXPECT_NEAR(StudentT975(63), 1.998341, 1e-3);
+  EXPECT_NEAR(StudentT975(1000), 1.962339, 1e-4);
 }
 
 TEST_F(TrainLoop, AStoppedRunContinuedFromItsCheckpointLogsTheSameSteps) {

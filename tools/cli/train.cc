@@ -240,7 +240,14 @@ void PrintProgress(const TrainProgress& p) {
   std::string line = fmt::format(
       "step {}/{}  loss {:.4f}  lr {:.2e}  |g| {:.3f}  {:.0f} tok/s  ETA {:.0f}s", p.stats.step,
       p.steps, p.stats.loss, p.stats.lr, p.stats.grad_norm, p.tokens_per_s, p.eta_seconds);
-  if (p.eval) line += fmt::format("  val loss {:.4f} acc {:.3f}", p.eval->loss, p.eval->accuracy);
+  if (p.eval) {
+    line += fmt::format("  val loss {:.4f}", p.eval->loss);
+    // Its 95% interval over the held-out windows (2 or more).
+    if (p.eval->loss_ci_known) {
+      line += fmt::format(" ({:.4f}-{:.4f})", p.eval->loss_lo, p.eval->loss_hi);
+    }
+    line += fmt::format(" acc {:.3f}", p.eval->accuracy);
+  }
   // Copy kinds against their controls, passkey keys read back whole (digits).
   if (p.copy) line += "  " + CopyReadoutText(*p.copy);
   fmt::print(stderr, "{}\n", line);
