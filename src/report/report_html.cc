@@ -564,16 +564,32 @@ PasskeyPlotSet PasskeyPlots(const std::vector<LabRecord>& records, bool corpora)
       spec.rows.push_back(FormatNumber(d, 2) + (layout.empty() ? "" : " (" + layout + ")"));
     }
     spec.values.assign(depths.size(), std::vector<double>(contexts.size(), -1));
+    spec.labels.assign(depths.size(), std::vector<std::string>(contexts.size()));
+    int64_t fewest = 0;  // the fewest trials of a cell
     for (const LabRecord& r : records) {
       if (!keep(r)) continue;
       const auto i = std::distance(depths.begin(), depths.find({r.layout, r.depth}));
       const auto j = std::distance(contexts.begin(), contexts.find(r.ctx));
       spec.values[i][j] = r.accuracy;
+      if (r.sequences > 0) {
+        spec.labels[i][j] = fmt::format(
+            "{}/{}", std::lround(r.accuracy * static_cast<double>(r.sequences)), r.sequences);
+        fewest = fewest == 0 ? r.sequences : std::min(fewest, r.sequences);
+      }
     }
+    // What so few trials can tell: the 95% Wilson intervals of none and of all of them.
+    const std::string noise =
+        fewest == 0 ? std::string()
+                    : fmt::format(
+                          " Each cell: keys read back of its trials (k/n). With {} trials, 0/{} "
+                          "is a 95% interval of 0-{:.0f}% and {}/{} of {:.0f}-100%: cells a key "
+                          "or two apart are within the noise.",
+                          fewest, fewest, 100 * WilsonInterval(0, fewest).hi, fewest, fewest,
+                          100 * WilsonInterval(fewest, fewest).lo);
     out.plots.push_back({spec.name,
                          fmt::format("{}: share of trials (0 to 1) in which the number hidden at "
-                                     "each depth was read back right, by input length.{}",
-                                     label, reason.empty() ? "" : " " + spec.note + "."),
+                                     "each depth was read back right, by input length.{}{}",
+                                     label, noise, reason.empty() ? "" : " " + spec.note + "."),
                          HeatMapSvg(spec)});
   }
   return out;

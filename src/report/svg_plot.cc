@@ -554,7 +554,12 @@ std::string HeatMapSvg(const HeatMapSpec& spec) {
       const bool missing = v < 0 || !std::isfinite(v);
       const double x = f.left + c * cell_w, y = f.top + r * cell_h;
       svg.Rect(x, y, cell_w, cell_h, missing ? std::string(kMissing) : ScaleColour(v), "#ffffff");
-      svg.Text(x + cell_w / 2, y + cell_h / 2 + 4, missing ? "-" : fmt::format("{:.2f}", v),
+      const std::string label =
+          r < spec.labels.size() && c < spec.labels[r].size() ? spec.labels[r][c] : "";
+      svg.Text(x + cell_w / 2, y + cell_h / 2 + 4,
+               missing         ? std::string("-")
+               : label.empty() ? fmt::format("{:.2f}", v)
+                               : label,
                {.size = 11, .anchor = "middle", .fill = !missing && v < 0.55 ? "#ffffff" : "#111"});
     }
   }

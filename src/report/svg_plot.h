@@ -129,6 +129,9 @@ struct HeatMapSpec {
   std::vector<std::string> columns, rows;  // tick labels along x, along y (top to bottom)
   // values[row][column] in [0, 1]; negative: missing (grey, "-").
   std::vector<std::vector<double>> values;
+  // Optional, same shape: the text written in each cell instead of its value ("3/5": counts
+  // say how few trials a share rests on); an empty one writes the value.
+  std::vector<std::vector<std::string>> labels;
   std::string scale_label;  // the colour scale's title, e.g. "accuracy"
   std::string note;         // a line under the title, "" for none
 };

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <regex>
 
 #include "src/report/report_html.h"
 #include "src/report/report_tables.h"
@@ -716,6 +717,8 @@ TEST(ReportReadingTest, PlotsFitThePageAndNoHeatMapIsAllZero) {
     if (f.name.starts_with("passkey_")) {
       // Every heat map drawn has a nonzero cell: window and pi, all zero, have none.
       EXPECT_FALSE(Has(f.name, "window") || Has(f.name, "_pi")) << f.name;
+      // Its cells as keys of trials, not shares of a few trials.
+      EXPECT_TRUE(std::regex_search(f.content, std::regex(R"(>\d+/\d+</text>)"))) << f.content;
     }
     if (f.name == "far_copy_copier_text.svg") {
       far_plot = true;
@@ -739,6 +742,12 @@ TEST(ReportReadingTest, PlotsFitThePageAndNoHeatMapIsAllZero) {
   // The methods of the records explained in a line each, for a reader who never read the papers;
   // only those present.
   EXPECT_TRUE(Has(html, "<h2>What the methods are</h2>")) << html;
+  // A passkey heat map's caption says what its few trials can tell (Wilson intervals of 0/n, n/n).
+  EXPECT_TRUE(std::regex_search(
+      html,
+      std::regex(R"(Each cell: keys read back of its trials \(k/n\)\. With (\d+) trials, 0/\1 )"
+                 R"(is a 95% interval of 0-\d+% and \1/\1 of \d+-100%)")))
+      << html;
   EXPECT_TRUE(Has(html, "<li>window: a sliding window: each token sees only the last w tokens"))
       << html;
   EXPECT_TRUE(Has(html, "<li>pi: position interpolation")) << html;

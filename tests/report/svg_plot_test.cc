@@ -248,6 +248,14 @@ TEST(SvgPlotTest, BarPlotAndHeatMap) {
   EXPECT_TRUE(Has(h, ScaleColour(1.0)));
   EXPECT_EQ(ScaleColour(0.0), "#440154");
   EXPECT_EQ(ScaleColour(1.0), "#fde725");
+  // Cell texts given: counts in place of the shares (the missing cell stays "-").
+  HeatMapSpec counted = heat;
+  counted.labels = {{"4/4", "1/4"}, {"2/4", ""}, {"0/4", ""}};
+  const std::string k = HeatMapSvg(counted);
+  EXPECT_TRUE(Has(k, ">1/4</text>")) << k;
+  EXPECT_FALSE(Has(k, ">0.25</text>")) << k;
+  EXPECT_TRUE(Has(k, ">0.75</text>")) << "an empty label writes the value: " << k;
+  EXPECT_TRUE(Has(k, ">-</text>")) << k;
 }
 
 TEST(SvgPlotTest, NumbersAndFileNames) {
