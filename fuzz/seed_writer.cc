@@ -808,7 +808,8 @@ int WriteFuzzSeeds(const std::string& root_dir) {
     r.loss = 2.5;
     r.accuracy = 0.4;
     r.token_accuracy = 0.4;
-    r.by_position = {{0, 512, 2048, 2.4, 0.41}, {512, 1024, 2048, 2.6, 0.39}};
+    r.by_position = {{0, 512, 2048, 2.4, 0.41, {true, 2.3, 2.5}, {true, 0.38, 0.44}},
+                     {512, 1024, 2048, 2.6, 0.39, {}, {}}};
     r.seconds = 1.5;
     r.accuracy_ci = {true, 0.35, 0.45};
     r.loss_ci = {true, 2.4, 2.6};

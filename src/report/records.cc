@@ -78,11 +78,14 @@ std::string LabRecordKey(const LabRecord& r) {
 nlohmann::json LabRecordJson(const LabRecord& r) {
   nlohmann::json buckets = nlohmann::json::array();
   for (const LabPositionBucket& b : r.by_position) {
-    buckets.push_back({{"begin", b.begin},
-                       {"end", b.end},
-                       {"count", b.count},
-                       {"loss", b.loss},
-                       {"accuracy", b.accuracy}});
+    nlohmann::json o = {{"begin", b.begin},
+                        {"end", b.end},
+                        {"count", b.count},
+                        {"loss", b.loss},
+                        {"accuracy", b.accuracy}};
+    if (b.loss_ci.known) o["loss_ci"] = {b.loss_ci.lo, b.loss_ci.hi};
+    if (b.accuracy_ci.known) o["accuracy_ci"] = {b.accuracy_ci.lo, b.accuracy_ci.hi};
+    buckets.push_back(std::move(o));
   }
   nlohmann::json j = nlohmann::json::object();
   j["record"] = "cell";
@@ -237,7 +240,8 @@ LabRecord LabRecordFromJson(const nlohmann::json& j) {
   for (const nlohmann::json& b : buckets) {
     r.by_position.push_back({Field<int64_t>(b, "begin"), Field<int64_t>(b, "end"),
                              Field<int64_t>(b, "count"), Field<double>(b, "loss"),
-                             Field<double>(b, "accuracy")});
+                             Field<double>(b, "accuracy"), IntervalField(b, "loss_ci"),
+                             IntervalField(b, "accuracy_ci")});
   }
   r.accuracy_ci = IntervalField(j, "accuracy_ci");
   r.loss_ci = IntervalField(j, "loss_ci");

@@ -30,7 +30,9 @@
 //    "accuracy": 0.47,                 share of targets whose most likely token was right;
 //                                      passkey: share of trials with every key token right
 //    "token_accuracy": 0.47,           share of targets right (equal to accuracy but for passkey)
-//    "by_position": [{"begin": 0, "end": 128, "count": 64, "loss": 2.1, "accuracy": 0.4}, ...],
+//    "by_position": [{"begin": 0, "end": 128, "count": 64, "loss": 2.1, "accuracy": 0.4,
+//                     "loss_ci": [2.0, 2.2], "accuracy_ci": [0.37, 0.43]}, ...],
+//                                      (the buckets' intervals since 2026-12-07)
 //    "seconds": 1.25}                  time the cell took
 //
 // Optional fields (written when known; absent in records of older builds, which read as "not
@@ -131,6 +133,9 @@ struct LabPositionBucket {
   int64_t count = 0;           // targets scored in it
   double loss = 0.0;           // mean loss, nats
   double accuracy = 0.0;
+  // 95% intervals, a bootstrap over the sequences as the record's own ("loss_ci",
+  // "accuracy_ci" in the bucket's JSON; records before 2026-12-07 have none).
+  LabInterval loss_ci, accuracy_ci;
 };
 
 struct LabRecord {

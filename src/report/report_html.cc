@@ -222,10 +222,13 @@ std::vector<Plot> LossByPositionPlots(const std::vector<LabRecord>& records, boo
       if (r.model != model || r.protocol != "nonrepeat" || r.ctx != ctx) continue;
       PlotSeries s;
       s.label = corpora ? fmt::format("{} ({})", r.method, r.corpus) : r.method;
+      s.band = true;  // the buckets' intervals, where the records carry them
       for (const LabPositionBucket& b : r.by_position) {
         if (b.count == 0) continue;
         s.xs.push_back(0.5 * static_cast<double>(b.begin + b.end));
         s.ys.push_back(b.loss);
+        s.lo.push_back(b.loss_ci.known ? b.loss_ci.lo : 1);  // lo > hi: none
+        s.hi.push_back(b.loss_ci.known ? b.loss_ci.hi : 0);
       }
       any = any || !s.xs.empty();
       spec.series.push_back(std::move(s));
@@ -233,10 +236,11 @@ std::vector<Plot> LossByPositionPlots(const std::vector<LabRecord>& records, boo
     if (!any) continue;  // records without buckets: nothing to draw
     plots.push_back({spec.name,
                      fmt::format("Model {}: mean next-token loss (nats) by position in {}-token "
-                                 "windows of genuine text, one line per method; the dashed line "
-                                 "marks the training length {}. Lower is better; a line that "
-                                 "rises after the dashed line shows the method failing to "
-                                 "extrapolate.",
+                                 "windows of genuine text, one line per method, shaded: its 95% "
+                                 "interval (a bootstrap over the windows, where the records "
+                                 "carry it); the dashed line marks the training length {}. Lower "
+                                 "is better; a line that rises after the dashed line shows the "
+                                 "method failing to extrapolate.",
                                  model, ctx, train_len),
                      LinePlotSvg(spec)});
   }

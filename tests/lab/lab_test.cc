@@ -875,6 +875,19 @@ TEST_F(LabTest, RetrievalCellsCarryControlsIntervalsAndTheGatesVerdict) {
     EXPECT_TRUE(r.accuracy_ci.known) << r.key;
     EXPECT_LE(r.accuracy_ci.lo, r.accuracy + 1e-12) << r.key;
     EXPECT_GE(r.accuracy_ci.hi, r.accuracy - 1e-12) << r.key;
+    // Each position bucket of a non-repeat cell with its own intervals (a bootstrap over the
+    // windows), around its value.
+    if (r.protocol == "nonrepeat") {
+      ASSERT_FALSE(r.by_position.empty()) << r.key;
+      for (const LabPositionBucket& b : r.by_position) {
+        EXPECT_TRUE(b.loss_ci.known && b.accuracy_ci.known) << r.key << " at " << b.begin;
+        EXPECT_LE(b.loss_ci.lo, b.loss + 1e-12) << r.key << " at " << b.begin;
+        EXPECT_GE(b.loss_ci.hi, b.loss - 1e-12) << r.key << " at " << b.begin;
+        EXPECT_LT(b.loss_ci.lo, b.loss_ci.hi) << r.key << " at " << b.begin;
+        EXPECT_LE(b.accuracy_ci.lo, b.accuracy + 1e-12) << r.key << " at " << b.begin;
+        EXPECT_GE(b.accuracy_ci.hi, b.accuracy - 1e-12) << r.key << " at " << b.begin;
+      }
+    }
     const bool retrieval =
         r.protocol == "far-copy" || r.protocol == "passkey" || r.protocol == "repeat";
     if (r.protocol == "far-copy" || r.period > 0 || r.protocol == "passkey") {  // both layouts

@@ -52,6 +52,12 @@ void ExpectSameRecord(const LabRecord& a, const LabRecord& b) {
     EXPECT_EQ(a.by_position[i].count, b.by_position[i].count);
     EXPECT_EQ(a.by_position[i].loss, b.by_position[i].loss);
     EXPECT_EQ(a.by_position[i].accuracy, b.by_position[i].accuracy);
+    EXPECT_EQ(a.by_position[i].loss_ci.known, b.by_position[i].loss_ci.known);
+    EXPECT_EQ(a.by_position[i].loss_ci.lo, b.by_position[i].loss_ci.lo);
+    EXPECT_EQ(a.by_position[i].loss_ci.hi, b.by_position[i].loss_ci.hi);
+    EXPECT_EQ(a.by_position[i].accuracy_ci.known, b.by_position[i].accuracy_ci.known);
+    EXPECT_EQ(a.by_position[i].accuracy_ci.lo, b.by_position[i].accuracy_ci.lo);
+    EXPECT_EQ(a.by_position[i].accuracy_ci.hi, b.by_position[i].accuracy_ci.hi);
   }
 }
 

@@ -31,9 +31,10 @@ inline LabRecord SampleCell(const std::string& model, const std::string& method,
   r.token_accuracy = r.accuracy;
   for (int64_t b = 0; b < ctx; b += ctx / 8) {
     const double over = b + ctx / 16 > 128 ? std::log2((b + ctx / 16) / 128.0) : 0.0;
-    r.by_position.push_back({b, b + ctx / 8, 4 * ctx / 8,
-                             2.5 - 0.003 * std::min<int64_t>(b, 128) + (1 - quality) * over,
-                             r.accuracy});
+    const double loss = 2.5 - 0.003 * std::min<int64_t>(b, 128) + (1 - quality) * over;
+    r.by_position.push_back({b, b + ctx / 8, 4 * ctx / 8, loss, r.accuracy,
+                             LabInterval{true, loss - 0.05, loss + 0.05},
+                             LabInterval{true, r.accuracy - 0.01, r.accuracy + 0.01}});
   }
   r.seconds = 0.5;
   r.key = LabRecordKey(r);

@@ -281,6 +281,9 @@ TEST(SvgPlotTest, ReportWritesEveryTableAndPlot) {
       ++svgs;
       EXPECT_EQ(XmlProblem(f.content), "") << f.name;
     }
+    if (f.name.starts_with("loss_by_position_")) {  // the buckets' intervals, as bands
+      EXPECT_TRUE(Has(f.content, "<polygon")) << f.name;
+    }
   }
   const std::vector<std::string> expected = {"tables.md",
                                              "summary.csv",
