@@ -444,6 +444,14 @@ void AddMethodRows(std::vector<LabRecord>& rs, const std::string& method, double
   rs.push_back(testing::WithControl(testing::WithCi(far, copy, half), control, half));
 }
 
+// A repeat with a period of 512 at 1024, beyond L = 128, read at `accuracy` against a control of
+// 0.40.
+void AddRepeatBeyondL(std::vector<LabRecord>& rs, const std::string& method, double accuracy) {
+  LabRecord rep = SampleCell("m", method, "repeat", 1024, 0.5);
+  rep.period = 512;
+  rs.push_back(testing::WithControl(testing::WithCi(rep, accuracy, 0.005), 0.40, 0.005));
+}
+
 // A cell above its control by a little (its interval clear of the control's, the difference under
 // 5 points) is a trace, not keeping distant information: the reading says which and cites it.
 TEST(ReportReadingTest, SummaryTellsATraceFromKeeping) {
@@ -475,10 +483,7 @@ TEST(ReportReadingTest, SummaryTellsATraceFromKeeping) {
   far.material = "text";
   rs.push_back(testing::WithControl(testing::WithCi(far, 0.20, 0.005), 0.20, 0.005));
   for (const std::string method : {"keeper", "tracer", "repeater"}) {
-    LabRecord rep = SampleCell("m", method, "repeat", 1024, 0.5);
-    rep.period = 512;
-    const double acc = method == "repeater" ? 0.60 : 0.40;
-    rs.push_back(testing::WithControl(testing::WithCi(rep, acc, 0.005), 0.40, 0.005));
+    AddRepeatBeyondL(rs, method, method == "repeater" ? 0.60 : 0.40);
   }
   const ReportTable s2 = SummaryTable(rs);
   const std::string reading2 = SummaryReading(s2, rs, {});
@@ -503,10 +508,7 @@ TEST(ReportReadingTest, ReadingDecidesKeepingByTheIntervalAndSaysWhenTextFalls) 
   AddMethodRows(rs, "faller", 0.30, 0.60, 0.20, 0.01);
   AddMethodRows(rs, "repeater", 0.49, 0.20, 0.20, 0.01);  // far copy at control
   for (const std::string method : {"above", "under", "steady", "faller", "repeater"}) {
-    LabRecord rep = SampleCell("m", method, "repeat", 1024, 0.5);
-    rep.period = 512;
-    const double acc = method == "repeater" ? 0.60 : 0.40;
-    rs.push_back(testing::WithControl(testing::WithCi(rep, acc, 0.005), 0.40, 0.005));
+    AddRepeatBeyondL(rs, method, method == "repeater" ? 0.60 : 0.40);
   }
   const ReportTable s = SummaryTable(rs);
   const std::string reading = SummaryReading(s, rs, {});
