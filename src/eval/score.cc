@@ -4,8 +4,10 @@
 #include <cmath>
 
 #include "src/core/error.h"
+#include "src/core/mean_interval.h"
 #include "src/core/progress.h"
 #include "src/core/threads.h"
+#include "src/eval/interval.h"
 #include "src/kernels/ops.h"
 #include "src/position/plan.h"
 
@@ -165,6 +167,59 @@ void ValidateScoreOptions(const ScoreOptions& opt) {
           "context",
           opt.sample_len, opt.ctx);
     }
+  }
+}
+
+WindowTally::WindowTally(int64_t bucket_width) : width_(std::max<int64_t>(1, bucket_width)) {}
+
+namespace {
+void GrowTo(WindowTally::Sums& s, size_t n) {
+  if (s.count.size() >= n) return;
+  s.right.resize(n, 0.0), s.loss.resize(n, 0.0), s.count.resize(n, 0.0);
+}
+}  // namespace
+
+void WindowTally::CoverWindows(size_t n) { GrowTo(all_, n); }
+
+void WindowTally::Add(const TokenRecord& t) {
+  const size_t w = static_cast<size_t>(std::max<int64_t>(0, t.window));
+  const size_t k = static_cast<size_t>(std::max<int64_t>(0, t.position) / width_);
+  if (k >= buckets_.size()) buckets_.resize(k + 1);
+  for (Sums* s : {&all_, &buckets_[k]}) {
+    GrowTo(*s, w + 1);
+    s->right[w] += t.correct ? 1.0 : 0.0;
+    s->loss[w] += t.loss;
+    s->count[w] += 1.0;
+  }
+}
+
+WindowTally::Sums WindowTally::Bucket(size_t k) const {
+  Sums s = k < buckets_.size() ? buckets_[k] : Sums{};
+  GrowTo(s, all_.count.size());
+  return s;
+}
+
+void FillIntervals(ScoreSummary& s, const WindowTally& t) {
+  auto fill = [](MeanIntervals& ci, const WindowTally::Sums& sums) {
+    const auto loss = RatioMeanInterval(sums.loss, sums.count);
+    const auto right = RatioMeanInterval(sums.right, sums.count);
+    if (!loss || !right) return;
+    // An accuracy's interval: the windows' t-interval widened to hold Wilson's over the tokens,
+    // which it never undercuts (windows that all read 0 of their tokens right have no spread, and
+    // their t-interval would be [0, 0]), and kept within [0, 1].
+    double right_sum = 0, count_sum = 0;
+    for (size_t w = 0; w < sums.count.size(); ++w) {
+      right_sum += sums.right[w];
+      count_sum += sums.count[w];
+    }
+    const Interval wilson = WilsonInterval(std::llround(right_sum), std::llround(count_sum));
+    ci = {true, loss->first, loss->second, std::max(0.0, std::min(right->first, wilson.low)),
+          std::min(1.0, std::max(right->second, wilson.high))};
+  };
+  fill(s.ci, t.All());
+  for (PositionBucket& b : s.buckets) {
+    if (b.count == 0 || b.begin % t.bucket_width() != 0) continue;
+    fill(b.ci, t.Bucket(static_cast<size_t>(b.begin / t.bucket_width())));
   }
 }
 

@@ -60,11 +60,18 @@ struct ScoreOptions {
   std::string progress_label = "score";  // how the progress line begins
 };
 
+// 95% intervals of a mean loss and an accuracy over windows (FillIntervals).
+struct MeanIntervals {
+  bool known = false;
+  double loss_lo = 0.0, loss_hi = 0.0, accuracy_lo = 0.0, accuracy_hi = 0.0;
+};
+
 struct PositionBucket {
   int64_t begin = 0, end = 0;  // positions [begin, end)
   int64_t count = 0;
   int64_t correct = 0;
   double loss_sum = 0.0;
+  MeanIntervals ci;  // over the windows, where FillIntervals set it
   double MeanLoss() const { return count ? loss_sum / count : 0.0; }
   double Accuracy() const { return count ? static_cast<double>(correct) / count : 0.0; }
 };
@@ -76,6 +83,7 @@ struct ScoreSummary {
   double loss_sum = 0.0;      // sum of -log p(target), nats
   int64_t unscored_tail = 0;  // stream tokens after the last whole window
   std::vector<PositionBucket> buckets;
+  MeanIntervals ci;  // over the windows, where FillIntervals set it
   double seconds = 0.0;
 
   double MeanLoss() const { return scored ? loss_sum / scored : 0.0; }
@@ -86,6 +94,37 @@ struct ScoreSummary {
 // Adds one scored target at `position` to the totals and to its bucket of `bucket` positions
 // (buckets [k bucket, (k+1) bucket), created as needed).
 void AddToSummary(ScoreSummary& s, int64_t bucket, int64_t position, double loss, bool correct);
+
+struct TokenRecord;
+
+// Per window: the right predictions, the summed loss and the targets scored, in all and in each
+// position bucket (as AddToSummary's), from the scored tokens: the samples of an interval over
+// windows (the tokens of a window are correlated, so they are not the samples).
+struct WindowTally {
+  explicit WindowTally(int64_t bucket_width = 1);
+  void Add(const TokenRecord& t);
+  // Counts `n` windows at least, those without a scored token too (as zeros).
+  void CoverWindows(size_t n);
+  struct Sums {
+    std::vector<double> right, loss, count;  // one entry per window
+  };
+  const Sums& All() const { return all_; }
+  // Bucket k's, one entry per window of All() (zeros where a window has no target there).
+  Sums Bucket(size_t k) const;
+  size_t Buckets() const { return buckets_.size(); }
+  int64_t bucket_width() const { return width_; }
+
+ private:
+  int64_t width_;
+  Sums all_;
+  std::vector<Sums> buckets_;
+};
+
+// Fills the intervals of `s` and of its buckets from the tally of the same scoring, the windows
+// as samples (RatioMeanInterval, src/core/mean_interval.h: a t-interval over windows, O(windows),
+// where a bootstrap would cost more than the scoring on a long text); an accuracy's never
+// narrower than Wilson's over its tokens. Fewer than 2 windows: none.
+void FillIntervals(ScoreSummary& s, const WindowTally& t);
 
 struct TokenRecord {
   int64_t window = 0;

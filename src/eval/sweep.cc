@@ -168,8 +168,12 @@ std::vector<SweepCell> ScoreSweep(Transformer& model, std::span<const SweepMetho
       o.progress_label = fmt::format("{} [{}/{}] {} @ {}", opt.progress_label, k + 1, cells.size(),
                                      method.spec, cell.ctx);
     }
-    TokenSink cell_sink;
-    if (sink) cell_sink = [&sink, &cell](const TokenRecord& r) { sink(cell, r); };
+    // Every token tallied by window, for the intervals (FillIntervals), and passed on.
+    WindowTally tally(o.bucket);
+    const TokenSink cell_sink = [&](const TokenRecord& r) {
+      tally.Add(r);
+      if (sink) sink(cell, r);
+    };
     if (input.sequences != nullptr) {
       cell.summary = ScoreSequences(model, *input.sequences, o, cell_sink);
     } else if (method.nbce) {
@@ -184,6 +188,8 @@ std::vector<SweepCell> ScoreSweep(Transformer& model, std::span<const SweepMetho
     } else {
       cell.summary = ScoreStream(model, input.stream, o, cell_sink);
     }
+    tally.CoverWindows(static_cast<size_t>(cell.summary.windows));
+    FillIntervals(cell.summary, tally);
     if (done) done(cell, k, cells.size());
   }
   return cells;
@@ -199,7 +205,7 @@ std::string SweepTableText(std::span<const SweepMethod> methods, std::span<const
   };
   size_t name_w = std::string_view("method").size();
   for (const SweepMethod& m : methods) name_w = std::max(name_w, m.spec.size());
-  constexpr int kCellW = 17;  // "12.3456 / 0.1234"
+  constexpr int kCellW = 31;  // "12.3456+-0.0123 / 0.1234+-0.0123"
   std::string out = fmt::format("{:<{}}", "method", name_w);
   for (const int64_t c : contexts) out += fmt::format("  {:>{}}", fmt::format("ctx {}", c), kCellW);
   out += "\n";
@@ -207,9 +213,20 @@ std::string SweepTableText(std::span<const SweepMethod> methods, std::span<const
     out += fmt::format("{:<{}}", methods[m].spec, name_w);
     for (const int64_t c : contexts) {
       const SweepCell* cell = find(m, c);
-      const std::string text =
-          cell ? fmt::format("{:.4f} / {:.4f}", cell->summary.MeanLoss(), cell->summary.Accuracy())
-               : std::string("-");
+      // With the half widths of the 95% intervals over the windows (the larger side, where an
+      // accuracy's interval is clipped at 0 or 1).
+      std::string text = "-";
+      if (cell != nullptr) {
+        const ScoreSummary& s = cell->summary;
+        const MeanIntervals& ci = s.ci;
+        text =
+            ci.known
+                ? fmt::format(
+                      "{:.4f}+-{:.4f} / {:.4f}+-{:.4f}", s.MeanLoss(),
+                      std::max(s.MeanLoss() - ci.loss_lo, ci.loss_hi - s.MeanLoss()), s.Accuracy(),
+                      std::max(s.Accuracy() - ci.accuracy_lo, ci.accuracy_hi - s.Accuracy()))
+                : fmt::format("{:.4f} / {:.4f}", s.MeanLoss(), s.Accuracy());
+      }
       out += fmt::format("  {:>{}}", text, kCellW);
     }
     out += "\n";
@@ -244,21 +261,35 @@ std::string SweepTableText(std::span<const SweepMethod> methods, std::span<const
   return out;
 }
 
+namespace {
+// loss_ci, perplexity_ci (exp of the loss's) and accuracy_ci, [lo, hi] each, where known.
+void AddIntervalsJson(nlohmann::json& j, const MeanIntervals& ci) {
+  if (!ci.known) return;
+  j["loss_ci"] = {ci.loss_lo, ci.loss_hi};
+  j["perplexity_ci"] = {std::exp(ci.loss_lo), std::exp(ci.loss_hi)};
+  j["accuracy_ci"] = {ci.accuracy_lo, ci.accuracy_hi};
+}
+}  // namespace
+
 nlohmann::json SummaryJson(const ScoreSummary& s) {
   nlohmann::json buckets = nlohmann::json::array();
   for (const PositionBucket& b : s.buckets) {
     if (b.count == 0) continue;  // the fixed tail scores only the last positions of a window
-    buckets.push_back({{"begin", b.begin},
-                       {"end", b.end},
-                       {"tokens", b.count},
-                       {"loss", b.MeanLoss()},
-                       {"perplexity", std::exp(b.MeanLoss())},
-                       {"accuracy", b.Accuracy()}});
+    nlohmann::json o = {{"begin", b.begin},
+                        {"end", b.end},
+                        {"tokens", b.count},
+                        {"loss", b.MeanLoss()},
+                        {"perplexity", std::exp(b.MeanLoss())},
+                        {"accuracy", b.Accuracy()}};
+    AddIntervalsJson(o, b.ci);
+    buckets.push_back(std::move(o));
   }
-  return {{"windows", s.windows},     {"tokens_scored", s.scored},
-          {"loss", s.MeanLoss()},     {"perplexity", s.Perplexity()},
-          {"accuracy", s.Accuracy()}, {"unscored_tail_tokens", s.unscored_tail},
-          {"seconds", s.seconds},     {"by_position", buckets}};
+  nlohmann::json out = {{"windows", s.windows},     {"tokens_scored", s.scored},
+                        {"loss", s.MeanLoss()},     {"perplexity", s.Perplexity()},
+                        {"accuracy", s.Accuracy()}, {"unscored_tail_tokens", s.unscored_tail},
+                        {"seconds", s.seconds},     {"by_position", buckets}};
+  AddIntervalsJson(out, s.ci);
+  return out;
 }
 
 nlohmann::json SweepCellsJson(std::span<const SweepMethod> methods,

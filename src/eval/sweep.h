@@ -94,7 +94,8 @@ std::string SweepTableText(std::span<const SweepMethod> methods, std::span<const
                            std::span<const SweepCell> cells);
 
 // One cell's numbers: windows, tokens_scored, loss, perplexity, accuracy, unscored_tail_tokens,
-// seconds and by_position (the buckets that hold tokens).
+// seconds and by_position (the buckets that hold tokens); with 2 windows or more, loss_ci,
+// perplexity_ci and accuracy_ci (95%, over the windows) for the cell and each bucket.
 nlohmann::json SummaryJson(const ScoreSummary& s);
 // Every cell: {method (the spec given), method_index, ctx, resolved_method, and SummaryJson's
 // fields}, in run order.

@@ -23,58 +23,21 @@ LabPositionBucket BucketOf(const PositionBucket& b) {
   return {b.begin, b.end, b.count, b.MeanLoss(), b.Accuracy(), {}, {}};
 }
 
-// Per sequence, the right predictions, the loss and the targets scored: in all, and in each
-// position bucket, for the bootstrap over sequences (their tokens are correlated) that gives the
-// record's intervals and its buckets'.
-struct SequenceTally {
-  explicit SequenceTally(int64_t width) : bucket(std::max<int64_t>(1, width)) {}
-
-  int64_t bucket = 1;  // the buckets' width, as ScoreSummary's
-  std::vector<double> right, loss, count;
-  // [bucket index] -> per sequence, as above.
-  std::vector<std::vector<double>> bucket_right, bucket_loss, bucket_count;
-
-  void Add(const TokenRecord& t) {
-    const size_t w = static_cast<size_t>(std::max<int64_t>(0, t.window));
-    Grow(right, loss, count, w);
-    right[w] += t.correct ? 1.0 : 0.0;
-    loss[w] += t.loss;
-    count[w] += 1.0;
-    const size_t k = static_cast<size_t>(std::max<int64_t>(0, t.position) / bucket);
-    if (k >= bucket_count.size()) {
-      bucket_right.resize(k + 1), bucket_loss.resize(k + 1), bucket_count.resize(k + 1);
-    }
-    Grow(bucket_right[k], bucket_loss[k], bucket_count[k], w);
-    bucket_right[k][w] += t.correct ? 1.0 : 0.0;
-    bucket_loss[k][w] += t.loss;
-    bucket_count[k][w] += 1.0;
+// The record's intervals and those of each of its buckets: a bootstrap over the sequences of the
+// tally (their tokens are correlated), every sequence drawn from, those with no target in a
+// bucket too. The lab's cells have few sequences (8 to 48), where a bootstrap is cheap.
+void FillBootstrapIntervals(LabRecord& r, const WindowTally& t, const BootstrapOptions& boot) {
+  const WindowTally::Sums& all = t.All();
+  r.accuracy_ci = LabIntervalOf(BootstrapRatio(all.right, all.count, boot));
+  r.loss_ci = LabIntervalOf(BootstrapRatio(all.loss, all.count, boot));
+  for (LabPositionBucket& b : r.by_position) {
+    const auto k = static_cast<size_t>(b.begin / t.bucket_width());
+    if (b.begin % t.bucket_width() != 0 || k >= t.Buckets()) continue;
+    const WindowTally::Sums sums = t.Bucket(k);
+    b.accuracy_ci = LabIntervalOf(BootstrapRatio(sums.right, sums.count, boot));
+    b.loss_ci = LabIntervalOf(BootstrapRatio(sums.loss, sums.count, boot));
   }
-
-  // The record's intervals and those of each of its buckets.
-  void Fill(LabRecord& r, const BootstrapOptions& boot) const {
-    r.accuracy_ci = LabIntervalOf(BootstrapRatio(right, count, boot));
-    r.loss_ci = LabIntervalOf(BootstrapRatio(loss, count, boot));
-    for (LabPositionBucket& b : r.by_position) {
-      const size_t k = static_cast<size_t>(b.begin / bucket);
-      if (b.begin % bucket != 0 || k >= bucket_count.size()) continue;
-      // Every sequence drawn from, as for the record: those with no target in this bucket too.
-      auto padded = [&](std::vector<double> v) {
-        v.resize(std::max(v.size(), count.size()), 0.0);
-        return v;
-      };
-      const std::vector<double> n = padded(bucket_count[k]);
-      b.accuracy_ci = LabIntervalOf(BootstrapRatio(padded(bucket_right[k]), n, boot));
-      b.loss_ci = LabIntervalOf(BootstrapRatio(padded(bucket_loss[k]), n, boot));
-    }
-  }
-
- private:
-  static void Grow(std::vector<double>& a, std::vector<double>& b, std::vector<double>& c,
-                   size_t w) {
-    if (w < c.size()) return;
-    a.resize(w + 1, 0.0), b.resize(w + 1, 0.0), c.resize(w + 1, 0.0);
-  }
-};
+}
 
 void FillFromSummary(LabRecord& r, const ScoreSummary& s) {
   r.sequences = s.windows;
@@ -93,9 +56,8 @@ void FillScored(LabRecord& r, const SequenceScorer& scorer,
                 const std::vector<std::vector<int>>& sequences, int64_t first_position,
                 int64_t bucket, const BootstrapOptions& boot) {
   const size_t n = sequences.size();
-  SequenceTally tally(bucket);
-  // Every sequence counted, those with no target scored too (as zeros).
-  tally.right.assign(n, 0.0), tally.loss.assign(n, 0.0), tally.count.assign(n, 0.0);
+  WindowTally tally(bucket);
+  tally.CoverWindows(n);  // every sequence counted, those with no target scored too (as zeros)
   const SequenceScorer tap = [&](const std::vector<std::vector<int>>& seqs, int64_t first,
                                  const TokenSink& sink) {
     scorer(seqs, first, [&](const TokenRecord& t) {
@@ -106,7 +68,7 @@ void FillScored(LabRecord& r, const SequenceScorer& scorer,
     });
   };
   FillFromSummary(r, ScoreTargetsFrom(tap, sequences, first_position, bucket));
-  tally.Fill(r, boot);
+  FillBootstrapIntervals(r, tally, boot);
 }
 
 // A retrieval protocol's test and control into the record.
@@ -206,10 +168,10 @@ std::optional<std::string> ScoreLabCell(const LabOptions& o, const CellPlan& c,
     so.bucket = bucket;
     so.progress = false;
     // The intervals: a bootstrap over the windows (their tokens are correlated), as FillScored.
-    SequenceTally tally(bucket);
+    WindowTally tally(bucket);
     const TokenSink per_window = [&](const TokenRecord& t) { tally.Add(t); };
     FillFromSummary(r, ScoreStream(model, text.longest_doc, so, per_window));
-    tally.Fill(r, boot);
+    FillBootstrapIntervals(r, tally, boot);
   } else if (c.protocol == "passkey" && !c.layout.empty()) {
     r.layout = c.layout;
     const PasskeyProbeResult p = ScorePasskeyProbe(scorer, llama_trials, boot);

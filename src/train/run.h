@@ -139,17 +139,9 @@ std::optional<EvalStats> EvaluateHeldOut(Trainer& trainer, const TrainingData& d
                                          int64_t windows);
 
 // The 95% interval of a mean loss over windows, each window (its mean loss, its scored targets)
-// one sample: the ratio estimator sum(s_w L_w) / sum(s_w), its standard error from the windows'
-// spread, sqrt(n / (n - 1) sum(s_w^2 (L_w - mean)^2)) / sum(s_w), times Student's t quantile for
-// n - 1 degrees of freedom (the windows are few: 64 by default). Windows, not tokens, are the
-// samples because the tokens of one window are not independent. {lo, hi}; nullopt for fewer than
-// 2 windows or no scored target.
+// one sample (RatioMeanInterval, src/core/mean_interval.h: the tokens of a window are not
+// independent). {lo, hi}; nullopt for fewer than 2 windows or no scored target.
 std::optional<std::pair<double, double>> HeldOutLossInterval(
     std::span<const double> window_loss, std::span<const int64_t> window_scored);
-
-// Student's t distribution's 0.975 quantile for `df` >= 1 degrees of freedom: a table to 30,
-// beyond it the Cornish-Fisher expansion z + (z^3 + z) / (4 df) + (5 z^5 + 16 z^3 + 3 z) / (96
-// df^2) (Abramowitz & Stegun 26.7.5), within 1e-3 of the exact value there.
-double StudentT975(int64_t df);
 
 }  // namespace stretch

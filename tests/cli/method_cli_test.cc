@@ -79,9 +79,18 @@ TEST(MethodCli, MethodsTimesLengthsPrintOneTableAndEveryCellInJson) {
   }
   EXPECT_TRUE(Has(j["cells"][3]["resolved_method"].get<std::string>(), "factor=4"));
   EXPECT_TRUE(Has(j["cells"][5]["resolved_method"].get<std::string>(), "pi:factor=2"));
-  // The table and the JSON agree.
-  EXPECT_TRUE(Has(r.out, fmt::format("{:.4f} / {:.4f}", j["cells"][5]["loss"].get<double>(),
-                                     j["cells"][5]["accuracy"].get<double>())))
+  // The table and the JSON agree, each cell with its interval over the 2 windows (in the JSON:
+  // loss_ci, perplexity_ci and accuracy_ci, for the cell and its buckets).
+  const nlohmann::json& c5 = j["cells"][5];
+  ASSERT_TRUE(c5.contains("loss_ci") && c5.contains("accuracy_ci")) << c5;
+  ASSERT_TRUE(c5["by_position"][0].contains("loss_ci")) << c5;
+  const double loss = c5["loss"].get<double>(), accuracy = c5["accuracy"].get<double>();
+  EXPECT_LE(c5["loss_ci"][0].get<double>(), loss);
+  EXPECT_GE(c5["loss_ci"][1].get<double>(), loss);
+  EXPECT_TRUE(Has(r.out, fmt::format("{:.4f}+-{:.4f} / {:.4f}+-", loss,
+                                     std::max(loss - c5["loss_ci"][0].get<double>(),
+                                              c5["loss_ci"][1].get<double>() - loss),
+                                     accuracy)))
       << r.out;
 }
 

@@ -331,5 +331,46 @@ TEST(StoriesReal, LossExplodesBeyondTrainedLength) {
   EXPECT_NEAR(s.buckets[7].MeanLoss(), 7.0, 0.5);
 }
 
+// The intervals of a scoring over windows: the windows are the samples. Three windows of 4
+// tokens, one bucket of 2 positions each half: losses summed per window 4, 8, 12 (means 1, 2, 3):
+// the t-interval of mean 2 with standard error 1/sqrt(3), t(2) = 4.303. No token right anywhere:
+// the windows' accuracies have no spread, and the interval is Wilson's over the 12 tokens, not
+// [0, 0].
+TEST(WindowTallyTest, IntervalsOverWindowsAndNeverNarrowerThanWilsonForAccuracy) {
+  WindowTally tally(2);
+  ScoreSummary s;
+  s.windows = 3;
+  for (int64_t w = 0; w < 3; ++w) {
+    for (int64_t p = 0; p < 4; ++p) {
+      const double loss = static_cast<double>(w + 1);
+      tally.Add({w, p, 0, loss, false});
+      AddToSummary(s, 2, p, loss, false);
+    }
+  }
+  tally.CoverWindows(3);
+  FillIntervals(s, tally);
+  ASSERT_TRUE(s.ci.known);
+  const double half = 4.303 / std::sqrt(3.0);
+  EXPECT_NEAR(s.ci.loss_lo, 2.0 - half, 1e-12);
+  EXPECT_NEAR(s.ci.loss_hi, 2.0 + half, 1e-12);
+  EXPECT_EQ(s.ci.accuracy_lo, 0.0);
+  EXPECT_NEAR(s.ci.accuracy_hi, 0.2425, 1e-3);  // Wilson's upper bound for 0 of 12
+  ASSERT_EQ(s.buckets.size(), 2u);
+  for (const PositionBucket& b : s.buckets) {  // the same windows' means in each half
+    ASSERT_TRUE(b.ci.known) << b.begin;
+    EXPECT_NEAR(b.ci.loss_lo, 2.0 - half, 1e-12) << b.begin;
+    EXPECT_NEAR(b.ci.accuracy_hi, 0.3903, 1e-3) << b.begin;  // Wilson, 0 of 6
+  }
+  // One window: no interval.
+  WindowTally one(2);
+  ScoreSummary single;
+  single.windows = 1;
+  one.Add({0, 0, 0, 1.0, true});
+  AddToSummary(single, 2, 0, 1.0, true);
+  one.CoverWindows(1);
+  FillIntervals(single, one);
+  EXPECT_FALSE(single.ci.known);
+}
+
 }  // namespace
 }  // namespace stretch

@@ -197,9 +197,14 @@ TEST(Sweep, ScoresTheProductMethodMajorWithSpecsResolvedPerLength) {
   const std::string table = SweepTableText(methods, contexts, cells);
   EXPECT_NE(table.find("ctx 64"), std::string::npos) << table;
   EXPECT_NE(table.find("ctx 128"), std::string::npos) << table;
-  EXPECT_NE(table.find(fmt::format("{:.4f} / {:.4f}", cells[3].summary.MeanLoss(),
-                                   cells[3].summary.Accuracy())),
-            std::string::npos)
+  // Each cell with the half widths of its 95% intervals over the windows.
+  const ScoreSummary& s3 = cells[3].summary;
+  ASSERT_TRUE(s3.ci.known);
+  EXPECT_NE(
+      table.find(fmt::format("{:.4f}+-{:.4f} / {:.4f}+-", s3.MeanLoss(),
+                             std::max(s3.MeanLoss() - s3.ci.loss_lo, s3.ci.loss_hi - s3.MeanLoss()),
+                             s3.Accuracy())),
+      std::string::npos)
       << table;
   EXPECT_NE(table.find("64: pi:factor=1"), std::string::npos) << table;
 

@@ -1,6 +1,7 @@
 // The training loop of src/train/run.h: what it logs, when it evaluates, reports and saves, and
 // that a run stopped at a checkpoint and continued gives the same records as one that was not.
 #include "src/train/run.h"
+#include "src/core/mean_interval.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "src/core/mean_interval.h"
 #include "src/core/rng.h"
 #include "src/io/passkey.h"
 #include "src/io/safetensors.h"

@@ -60,16 +60,25 @@ void PrintSingle(const ScoreArgs& args, const Loaded& loaded, const SweepCell& c
   if (s.unscored_tail > 0) {
     fmt::print(" ({} tokens after the last whole window not scored)", s.unscored_tail);
   }
-  fmt::print("\n\n{:>13} {:>9} {:>8} {:>10} {:>8}\n", "positions", "tokens", "loss", "perplexity",
-             "accuracy");
+  fmt::print("\n\n{:>13} {:>9} {:>8} {:>17} {:>10} {:>8} {:>15}\n", "positions", "tokens", "loss",
+             "loss 95%", "perplexity", "accuracy", "accuracy 95%");
+  // The intervals: over the windows (a t-interval, the windows as samples); "-" with one window.
+  auto row = [](const std::string& label, int64_t count, double loss, double accuracy,
+                const MeanIntervals& ci) {
+    fmt::print("{:>13} {:>9} {:>8.4f} {:>17} {:>10.3f} {:>8.4f} {:>15}\n", label, count, loss,
+               ci.known ? fmt::format("{:.4f}-{:.4f}", ci.loss_lo, ci.loss_hi) : "-",
+               std::exp(loss), accuracy,
+               ci.known ? fmt::format("{:.4f}-{:.4f}", ci.accuracy_lo, ci.accuracy_hi) : "-");
+  };
   for (const PositionBucket& b : s.buckets) {
     if (b.count == 0) continue;  // the fixed tail scores only the last positions
-    fmt::print("{:>13} {:>9} {:>8.4f} {:>10.3f} {:>8.4f}\n",
-               fmt::format("{}-{}", b.begin, b.end - 1), b.count, b.MeanLoss(),
-               std::exp(b.MeanLoss()), b.Accuracy());
+    row(fmt::format("{}-{}", b.begin, b.end - 1), b.count, b.MeanLoss(), b.Accuracy(), b.ci);
   }
-  fmt::print("{:>13} {:>9} {:>8.4f} {:>10.3f} {:>8.4f}\n", "all", s.scored, s.MeanLoss(),
-             s.Perplexity(), s.Accuracy());
+  row("all", s.scored, s.MeanLoss(), s.Accuracy(), s.ci);
+  fmt::print(
+      "(95% intervals over the {} windows: their tokens are not independent, so the windows "
+      "are the samples)\n",
+      s.windows);
 }
 
 void PrintProduct(const ScoreArgs& args, const Loaded& loaded,
@@ -80,7 +89,8 @@ void PrintProduct(const ScoreArgs& args, const Loaded& loaded,
   fmt::print("protocol: {}\n", protocol);
   fmt::print(
       "{} methods x {} lengths scored in {:.1f} s; each cell: mean next-token loss (nats) "
-      "/ accuracy{}\n\n",
+      "/ accuracy{}, each +- the half width of its 95% interval over the windows (none with one "
+      "window)\n\n",
       methods.size(), args.contexts.size(), seconds,
       args.options.tail > 0
           ? fmt::format(" on the same last {} tokens of every sample", args.options.tail)
