@@ -314,7 +314,9 @@ void RegisterScore(CLI::App& app) {
       "score",
       "Measure how well a model predicts text: the mean next-token loss (negative log "
       "probability, in nats), perplexity (exp of the loss) and accuracy (how often the most "
-      "likely token is the right one), overall and by position in the window. Positions beyond "
+      "likely token is the right one), overall and by position in the window, each with its 95% "
+      "interval over the windows (their tokens are not independent: the windows are the "
+      "samples; none with one window). Positions beyond "
       "the length the model was trained on show whether it extrapolates.\n"
       "Text (--data): " +
           TextProtocolText() + "\n" + StreamProtocolText() + "\nFixed tail (--tail K): " +
