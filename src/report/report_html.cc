@@ -131,8 +131,9 @@ constexpr std::pair<std::string_view, std::string_view> kMethodGlossary[] = {
     {"leaky-rerope", "as rerope, but distances beyond w keep growing, k times slower"},
     {"self-extend",
      "Self-Extend: neighbours within a window at their true distance, farther "
-     "tokens in groups of G positions that share one (reach=R: G chosen so that "
-     "the farthest land no farther than R x L back)"},
+     "tokens in groups of G positions that share one, G chosen so that the farthest "
+     "land less than R x L back (by default R = 2/3, the authors' rule; reach=1: the "
+     "smallest group, the farthest at L - 1)"},
     {"string", "STRING: far distances shifted back onto well-trained ones"},
     {"dca",
      "Dual Chunk Attention: positions counted within chunks, the keys of earlier chunks "

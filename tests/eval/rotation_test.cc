@@ -80,13 +80,14 @@ TEST(RotationMaxRel, EachMapAndMaskGivesTheLargestRelativePositionDerivedByHand)
 }
 
 TEST(RotationMaxRel, SelfExtendDefaultGroupKeepsRInsideTraining) {
-  // W = L/2 = 32; G the smallest with floor(255/G) + 32 - floor(32/G) <= 63: G = 7 gives
-  // 36 + 32 - 4 = 64, G = 8 gives 31 + 32 - 4 = 59. So R = 59 < L and no pair goes beyond.
+  // W = L/4 = 16; G the smallest with floor(255/G) + 16 - floor(16/G) <= floor(2 L / 3) - 1 =
+  // 41: G = 10 gives 25 + 16 - 1 = 40, G = 9 gives 28 + 16 - 1 = 43. So R = 40 < L and no pair
+  // goes beyond.
   const AttentionPlan plan = Plan("self-extend", 256);
   const RotationView v = MakeRotationView(Geo(), plan);
-  EXPECT_EQ(v.max_rel_method, 59);
+  EXPECT_EQ(v.max_rel_method, 40);
   EXPECT_EQ(v.BeyondCount(), 0);
-  EXPECT_NE(RelMapText(plan).find("group G = 8, neighbour window W = 32"), std::string::npos)
+  EXPECT_NE(RelMapText(plan).find("group G = 10, neighbour window W = 16"), std::string::npos)
       << RelMapText(plan);
 }
 

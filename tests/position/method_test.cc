@@ -568,8 +568,11 @@ TEST(MethodValidate, ModelAndLists) {
 
 TEST(MethodValidate, DefaultsThatCannotWork) {
   const RopeGeometry geo{512, 8, 10000.0};
-  // Self-Extend with W > L - 1 and no group: no G keeps W's positions inside training.
+  // Self-Extend with W above the default bound floor(2L/3) - 1 = 340 and no group: no G keeps
+  // the grouped positions below it.
   ExpectValidateError("self-extend:window=600", geo, 4096,
+                      {"window=600 leaves no group", "L = 512", "window <= 340"});
+  ExpectValidateError("self-extend:window=600,reach=1", geo, 4096,
                       {"window=600 leaves no group", "L = 512", "window <= 511"});
   EXPECT_NO_THROW(ValidateMethod(ParseMethod("self-extend:window=600,group=8"), geo, 4096));
   // STRING: window defaults to min(128, shift/2) (at least 1), which must stay below shift.
@@ -648,27 +651,35 @@ TEST(MethodResolve, ReRopeDefaults) {
 }
 
 TEST(MethodResolve, SelfExtendGroup) {
-  // Smallest G with floor((L'-1)/G) + W - floor(W/G) <= L - 1.
-  // L=512, L'=4096, W=256: G=15: 273 + 256 - 17 = 512 > 511; G=16: 255 + 256 - 16 = 495.
+  // The authors' empirical rule: smallest G with floor((L'-1)/G) + W - floor(W/G) <=
+  // floor(2L/3) - 1, W = L/4; G = 1 when L' <= L. Worked by hand:
+  // L=512, L'=4096, W=128, bound 340: G=18: 227 + 128 - 7 = 348; G=19: 215 + 128 - 6 = 337.
+  // L=512, L'=600: G=2: 299 + 128 - 64 = 363; G=3: 199 + 128 - 42 = 285.
+  // L=256, L'=8192, W=64, bound 169: G=77: 106 + 64 - 0 = 170; G=78: 105 + 64 = 169.
+  // L=512, L'=4096, W=100: G=16: 255 + 100 - 6 = 349; G=17: 240 + 100 - 5 = 335.
+  // L=96, L'=768, W=24, bound 63 (2/3 of 96 is 64 exactly: the bound is strictly below): G=19:
+  // 40 + 24 - 1 = 63; G=18: 42 + 24 - 1 = 65.
   struct Case {
     int64_t train, fed, window, group;
   };
-  for (const Case& c : {Case{512, 4096, 0, 16}, Case{512, 512, 0, 1}, Case{512, 600, 0, 2},
-                        Case{256, 8192, 0, 64}, Case{512, 4096, 100, 10}}) {
+  for (const Case& c : {Case{512, 4096, 0, 19}, Case{512, 512, 0, 1}, Case{512, 600, 0, 3},
+                        Case{256, 8192, 0, 78}, Case{512, 4096, 100, 17}, Case{96, 768, 0, 19}}) {
     SCOPED_TRACE(::testing::Message() << c.train << " " << c.fed << " " << c.window);
     const RopeGeometry geo{c.train, 8, 10000.0};
     Method m = ParseMethod("self-extend");
     m.rel.window = c.window;
     const Method r = ResolveMethod(m, geo, c.fed);
-    const int64_t w = c.window != 0 ? c.window : c.train / 2;
+    const int64_t w = c.window != 0 ? c.window : c.train / 4;
     EXPECT_EQ(r.rel.window, w);
     const int64_t group = static_cast<int64_t>(r.rel.Param("group"));
     EXPECT_EQ(group, c.group);
-    // The defining property, checked directly: G fits, G - 1 does not.
+    // The defining property, checked directly: G keeps every distance below 2L/3, G - 1 does not.
     auto top = [&](int64_t g) { return (c.fed - 1) / g + w - w / g; };
-    EXPECT_LE(top(group), c.train - 1);
-    if (group > 1) {
-      EXPECT_GT(top(group - 1), c.train - 1);
+    if (c.fed > c.train) {
+      EXPECT_LT(3 * top(group), 2 * c.train);
+      if (group > 1) {
+        EXPECT_GE(3 * (top(group - 1) + 1), 2 * c.train);
+      }
     }
   }
   // A given group is kept.
@@ -682,21 +693,33 @@ TEST(MethodResolve, SelfExtendReachChoosesTheGroupForAShorterBound) {
   // L = 128, W = 64, R = 0.75: bound 95. 8x (L' = 1024): G = 31 gives 33 + 64 - 2 = 95, G = 30
   // gives 34 + 64 - 2 = 96. 16x: G = 63 gives 32 + 64 - 1 = 95, G = 62 gives 33 + 64 - 1 = 96.
   const RopeGeometry geo{128, 8, 10000.0};
-  const Method m = ParseMethod("self-extend:reach=0.75");
-  EXPECT_EQ(CanonicalSpec(m), "self-extend:reach=0.75");
+  const Method m = ParseMethod("self-extend:reach=0.75,window=64");
+  EXPECT_EQ(CanonicalSpec(m), "self-extend:window=64,reach=0.75");
   const Method r8 = ResolveMethod(m, geo, 1024);
   EXPECT_EQ(r8.rel.Param("group"), 31);
   EXPECT_EQ(r8.rel.window, 64);
   // The resolved method names its group, so its spec parses back to the same map.
   EXPECT_EQ(CanonicalSpec(r8), "self-extend:group=31,window=64,base=10000");
   EXPECT_EQ(ResolveMethod(m, geo, 2048).rel.Param("group"), 63);
-  // reach=1 is the default rule; +logn rides along.
+  // The default is reach 2/3 with W = L/4 = 32, bound 84: G = 19 gives 53 + 32 - 1 = 84, G = 18
+  // gives 56 + 32 - 1 = 87 (8x); 16x: G = 39 gives 52 + 32 = 84, G = 38 gives 53 + 32 = 85.
+  const Method d8 = ResolveMethod(ParseMethod("self-extend"), geo, 1024);
+  EXPECT_EQ(CanonicalSpec(d8), "self-extend:group=19,window=32,base=10000");
+  EXPECT_EQ(ResolveMethod(ParseMethod("self-extend"), geo, 2048).rel.Param("group"), 39);
+  EXPECT_EQ(ResolveMethod(ParseMethod("self-extend:reach=0.6667"), geo, 1024).rel.Param("group"),
+            19);
+  // reach=1, the smallest group the trained length allows (bound L - 1 = 127): G = 11 gives
+  // 93 + 32 - 2 = 123, G = 10 gives 102 + 32 - 3 = 131. +logn rides along.
   EXPECT_EQ(ResolveMethod(ParseMethod("self-extend:reach=1+logn"), geo, 1024).rel.Param("group"),
-            ResolveMethod(ParseMethod("self-extend"), geo, 1024).rel.Param("group"));
+            11);
   EXPECT_TRUE(ResolveMethod(ParseMethod("self-extend:reach=0.75+logn"), geo, 1024).logn);
+  // A context within the trained length needs no group, whatever the reach.
+  EXPECT_EQ(ResolveMethod(ParseMethod("self-extend:reach=0.5"), geo, 128).rel.Param("group"), 1);
   // A bound the window already reaches leaves no group.
-  ExpectValidateError("self-extend:reach=0.5", geo, 1024,
+  ExpectValidateError("self-extend:reach=0.5,window=64", geo, 1024,
                       {"window=64 leaves no group", "at most 63", "reach=0.5 of L = 128"});
+  ExpectValidateError("self-extend:window=90", geo, 1024,
+                      {"window=90 leaves no group", "at most 84", "2/3 of L = 128"});
   EXPECT_NO_THROW(ValidateMethod(ParseMethod("self-extend:reach=0.5,window=32"), geo, 1024));
 }
 

@@ -393,8 +393,10 @@ namespace {
 constexpr const char* kMethodExamples =
     "e.g. direct (plain RoPE), pi:factor=4, ntk, yarn:factor=8,beta_fast=32, dynamic-yarn, "
     "llama3, rerope:window=256, leaky-rerope:window=256,k=4, self-extend:group=8,window=128, "
-    "self-extend:reach=0.75 (the group chosen so that the farthest keys land at most 3/4 of the "
-    "trained length back), window:window=256, lambda:sinks=4,window=384, blockwise (XPOS's "
+    "self-extend (by default the neighbour window is L/4 and the group the smallest that lands "
+    "the farthest keys less than 2L/3 back, the authors' empirical rule; reach=0.75 for 3L/4, "
+    "reach=1 for the smallest group that stays inside L), window:window=256, "
+    "lambda:sinks=4,window=384, blockwise (XPOS's "
     "blockwise causal mask), "
     "string, dca, streaming:sinks=4,window=508 (StreamingLLM's cache positions), "
     "nbce:beta=0.25,pool=entropy (naive-Bayes context extension: the context read as chunks "

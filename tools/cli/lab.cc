@@ -279,15 +279,16 @@ void RegisterLab(CLI::App& app) {
       "Records go to OUT/results.jsonl, one line per cell; run the same command again to resume "
       "after an interruption. `mpirun -np N stretch lab ...` shares the models among N "
       "processes.");
-  cmd->add_flag("--quick", a->quick,
-                "the quick lab (default): a RoPE model and a KeyNorm model, both with log-n "
-                "(dim 128, 2 layers), trained in the copy curriculum's stages, tested with direct, "
-                "pi, ntk, ntk+logn, yarn, rerope, rerope+logn, leaky-rerope, self-extend, "
-                "self-extend:reach=0.75+logn (a larger group, its farthest keys 3L/4 back, with "
-                "log-n), window and lambda at 8x and 16x. How long it takes depends on the machine "
-                "and on what else "
-                "runs on it: the lab times a few training steps and scoring passes here before it "
-                "starts and prints its estimate (\"estimated time: about ...\")");
+  cmd->add_flag(
+      "--quick", a->quick,
+      "the quick lab (default): a RoPE model and a KeyNorm model, both with log-n "
+      "(dim 128, 2 layers), trained in the copy curriculum's stages, tested with direct, "
+      "pi, ntk, ntk+logn, yarn, rerope, rerope+logn, leaky-rerope, self-extend, "
+      "self-extend:reach=1 (the smallest group, its farthest keys at L - 1, beside the "
+      "default's 2L/3), window and lambda at 8x and 16x. How long it takes depends on the machine "
+      "and on what else "
+      "runs on it: the lab times a few training steps and scoring passes here before it "
+      "starts and prints its estimate (\"estimated time: about ...\")");
   cmd->add_flag(
       "--full", a->full,
       "the seeds' experiments: their attention variants (RoPE, QueryNorm, KeyNorm, cosine, "

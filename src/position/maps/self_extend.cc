@@ -3,16 +3,21 @@
 // floor(i/G) - floor(j/G) + W - floor(W/G) (grouped attention).
 //   segment 0 (near, i - j < W):  a = i,                             b = j
 //   segment 1 (far, i - j >= W):  a = floor(i/G) + W - floor(W/G),   b = floor(j/G)
-// Defaults: W = L/2; G = the smallest integer G >= 1 with floor((L'-1)/G) + W - floor(W/G) <=
-// L - 1, i.e. the largest relative position the model sees (query L'-1 against key 0) stays
-// inside training.
-// reach=R (0 < R <= 1; instead of group) chooses G per call by the same rule with the bound
-// floor(R L) - 1: the farthest keys then land at most R L back, short of the edge of training.
-// The authors advise trying larger groups than the smallest for that reason: "larger positions
-// are not well-trained", so a larger group that uses only better-trained positions may extend
-// better (datamllab/LongLM README, "How to choose the group_size and neighbor_window"); a model
-// the lab trains at L = 128 copies prose from 112 back at half its rate from 64 back
-// (docs/training.md, seventh round). R = 1 is the default G. A resolved method names G, not R.
+// The group follows a reach R (0 < R <= 1): G is the smallest integer G >= 1 with
+// floor((L'-1)/G) + W - floor(W/G) <= floor(R L) - 1, i.e. the largest relative position the
+// model sees (query L'-1 against key 0) stays below R L. A context that fits the trained length
+// (L' <= L) has nothing to extend: G = 1.
+// Defaults, the authors' empirical rule (datamllab/LongLM README, "Emperical Rule"):
+// "(1/2 ~ 2/3) x L > W + (N - W)/G", since "only a portion (1/2 ~ 2/3) of positions are well
+// trained and SelfExtend should only leverage these well-trained relative position for
+// extension"; "excessively small group sizes can degrade performance". So R = 2/3, the end of
+// their range that keeps the smallest (most precise) group, and W = L/4, their own setting for
+// Llama-2 (neighbor window 1,024 of 4,096; "512~1536 are feasible", section "How to choose the
+// group_size and neighbor_window"). On the quick lab's models at 8x and 16x this reads prose back
+// from 8L and 16L at +33..+48 points where W = L/2 with the smallest group (R = 1, the paper's
+// maximal extension and the default before 2026-12-07) read +11..+29 (docs/training.md,
+// thirty-fourth round). reach=1 (or group=G) chooses the smallest group the trained length
+// allows. A resolved method names G, not R.
 //
 // llama.cpp's --grp-attn-n G --grp-attn-w W select it, with group G and neighbour window W (G = 1:
 // off; W defaults to llama.cpp's 512 and must be a multiple of G, as llama.cpp asserts).
@@ -47,15 +52,19 @@ double ParseReach(std::string_view shown, std::string_view text, std::string_vie
   return v;
 }
 
-// The largest relative position the grouped keys may take: L - 1, or floor(R L) - 1.
+// The largest relative position the grouped keys may take: floor(R L) - 1, for the default
+// R = 2/3 in integers.
 int64_t GroupBound(const RelMapMethod& rel, int64_t train_len) {
-  if (rel.real == 0.0) return train_len - 1;
+  if (rel.real == 0.0) return 2 * train_len / 3 - 1;
   return static_cast<int64_t>(std::floor(rel.real * static_cast<double>(train_len))) - 1;
 }
 
-// The default group: the smallest G >= 1 with floor((L'-1)/G) + W - floor(W/G) <= bound. For
-// G >= max(L', W + 1) the left side is W, so no G exists when W > bound.
-std::optional<int64_t> DefaultGroup(int64_t bound, int64_t fed_len, int64_t window) {
+// The default group: 1 when the context fits the trained length, else the smallest G >= 1 with
+// floor((L'-1)/G) + W - floor(W/G) <= bound. For G >= max(L', W + 1) the left side is W, so no
+// G exists when W > bound.
+std::optional<int64_t> DefaultGroup(int64_t bound, int64_t train_len, int64_t fed_len,
+                                    int64_t window) {
+  if (fed_len <= train_len) return 1;
   const int64_t last = std::max<int64_t>(fed_len, window + 1);
   for (int64_t g = 1; g <= last; ++g) {
     if ((fed_len - 1) / g + window - window / g <= bound) return g;
@@ -94,9 +103,10 @@ constinit const RelMapDescriptor self_extend_map = [] {
     }
   };
   d.fill_defaults = [](RelMapMethod& rel, const RopeGeometry& geo, int64_t fed_len, double) {
-    if (rel.window == 0) rel.window = std::max<int64_t>(1, geo.train_len / 2);
+    if (rel.window == 0) rel.window = std::max<int64_t>(1, geo.train_len / 4);
     if (rel.ints[0] == 0) {
-      rel.ints[0] = DefaultGroup(GroupBound(rel, geo.train_len), fed_len, rel.window).value_or(0);
+      rel.ints[0] = DefaultGroup(GroupBound(rel, geo.train_len), geo.train_len, fed_len, rel.window)
+                        .value_or(0);
       if (rel.ints[0] != 0) rel.real = 0.0;  // resolved: the group says it all
     }
   };
@@ -107,8 +117,9 @@ constinit const RelMapDescriptor self_extend_map = [] {
           "{}: window={} leaves no group that keeps relative positions at most {}{} "
           "(allowed: window <= {} when group is not given)",
           where, rel.window, bound,
-          rel.real == 0.0 ? fmt::format(" (L - 1, L = {})", geo.train_len)
-                          : fmt::format(" (reach={} of L = {}, less 1)", rel.real, geo.train_len),
+          rel.real == 0.0
+              ? fmt::format(" (2/3 of L = {}, less 1: the default reach)", geo.train_len)
+              : fmt::format(" (reach={} of L = {}, less 1)", rel.real, geo.train_len),
           bound);
     }
   };
