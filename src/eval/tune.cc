@@ -75,9 +75,12 @@ std::vector<std::string> TuneGrid(int64_t train_len, int64_t ctx) {
   for (const double k : {1.0, 2.0}) grid.push_back("yarn:factor=" + f(k * s));
   for (const int64_t d : {8, 4, 2}) grid.push_back("rerope:window=" + w(L / d));
   for (const int64_t d : {4, 2}) grid.push_back("leaky-rerope:window=" + w(L / d));
-  for (const int64_t g : {2, 4, 8}) {
-    for (const int64_t d : {4, 2}) {
-      grid.push_back(fmt::format("self-extend:group={},window={}", g, w(L / d)));
+  // Self-Extend's group by where it lands the farthest keys: below 2L/3 (the authors' empirical
+  // rule, the default), below L/2, and at L - 1 (the smallest group); fixed groups would land
+  // them past L at large s (G = 8 at 8x: 623 of L = 512).
+  for (const int64_t d : {4, 8}) {
+    for (const char* reach : {"", ",reach=0.5", ",reach=1"}) {
+      grid.push_back(fmt::format("self-extend:window={}{}", w(L / d), reach));
     }
   }
   for (const int64_t d : {2, 1}) {

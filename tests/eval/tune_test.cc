@@ -26,7 +26,9 @@ TEST(Tune, GridCoversEveryFamilyAtTheScaleOfTheTargetLength) {
   EXPECT_TRUE(Contains(grid, "ntk:factor=32"));
   EXPECT_TRUE(Contains(grid, "yarn:factor=16"));
   EXPECT_TRUE(Contains(grid, "rerope:window=64"));
-  EXPECT_TRUE(Contains(grid, "self-extend:group=8,window=256"));
+  EXPECT_TRUE(Contains(grid, "self-extend:window=128"));  // the authors' rule, G per call
+  EXPECT_TRUE(Contains(grid, "self-extend:window=64,reach=0.5"));
+  EXPECT_TRUE(Contains(grid, "self-extend:window=128,reach=1"));
   EXPECT_TRUE(Contains(grid, "lambda:sinks=4,window=512"));
   EXPECT_TRUE(Contains(grid, "blockwise"));
   for (const std::string& spec : grid) EXPECT_NO_THROW(ParseMethod(spec)) << spec;
