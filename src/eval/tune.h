@@ -5,8 +5,9 @@
 //
 // The coarse grid, for a model trained at L and a target length N (s = N / L, at least 1):
 //   direct; pi at s; ntk and ntk-fixed at s, 2s, 4s; yarn at s, 2s; rerope with windows L/8, L/4,
-//   L/2; leaky-rerope with windows L/4, L/2; self-extend with groups 2, 4, 8 x neighbour windows
-//   L/4, L/2; window and lambda (4 sinks) with windows L/2, L; blockwise.
+//   L/2; leaky-rerope with windows L/4, L/2; self-extend with neighbour windows L/4, L/8 x its
+//   default group (the authors' rule), reach=0.5 and reach=1; window and lambda (4 sinks) with
+//   windows L/2, L; blockwise.
 // Refinement (`refine_rounds` times): every numeric parameter of the best spec so far is tried at
 // x 2^-1/2 and x 2^1/2 of its value (whole numbers for windows and groups), one parameter at a
 // time; cells that a method refuses (say, a window longer than the context) are left out and

@@ -168,6 +168,19 @@ std::optional<std::string> CellRefusal(const ModelConfig& config, const CellPlan
 bool LabCellRescored(const ModelConfig& config, const std::string& method, int64_t ctx,
                      int scoring) {
   if (scoring >= kLabScoringRevision) return false;
+  // Revision 3: Self-Extend's defaults. A spec that gives both its group and its window resolves
+  // as before; any other (the default, reach=R, a group or a window alone) may not.
+  if (scoring < 3) {
+    try {
+      const Method m = ParseSweepMethod(method).method;
+      if (m.rel.map->name == "self-extend" && (m.rel.ints[0] == 0 || m.rel.window == 0)) {
+        return true;
+      }
+    } catch (const Error&) {
+      // not a method this build parses: the rules below decide
+    }
+  }
+  if (scoring >= 2) return false;
   // Revision 2: the trained scales that count keys (log-n, SSMax, the per-position lambda) count
   // the keys a query sees. Every cell of a model with a local layer (its weights too were trained
   // under the old count: such a checkpoint is refused, and the model trained again), else only

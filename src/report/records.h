@@ -116,7 +116,10 @@ inline constexpr int kLabRecordVersion = 1;
 //      sees (AttentionPlan::VisibleKeys) rather than i + 1: moved every cell of a model that has
 //      one of those scales under a mask (a window or chunk layer, or a masked method such as
 //      `window` or `lambda` beyond its width)
-inline constexpr int kLabScoringRevision = 2;
+//   3  Self-Extend's defaults follow its authors' empirical rule (neighbour window L/4, the
+//      farthest grouped keys below 2L/3, no group within L; src/position/maps/self_extend.cc):
+//      moved every cell of a `self-extend` that does not give both its group and its window
+inline constexpr int kLabScoringRevision = 3;
 inline constexpr std::array<std::string_view, 6> kProtocolNames = {
     "nonrepeat", "repeat", "tail", "sliding", "passkey", "far-copy"};
 

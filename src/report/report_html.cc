@@ -132,8 +132,8 @@ constexpr std::pair<std::string_view, std::string_view> kMethodGlossary[] = {
     {"self-extend",
      "Self-Extend: neighbours within a window at their true distance, farther "
      "tokens in groups of G positions that share one, G chosen so that the farthest "
-     "land less than R x L back (by default R = 2/3, the authors' rule; reach=1: the "
-     "smallest group, the farthest at L - 1)"},
+     "land less than R x L back, rounded down (by default R = 2/3, the authors' rule; "
+     "reach=1: the smallest group, the farthest at L - 1); no group within L"},
     {"string", "STRING: far distances shifted back onto well-trained ones"},
     {"dca",
      "Dual Chunk Attention: positions counted within chunks, the keys of earlier chunks "

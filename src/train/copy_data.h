@@ -63,7 +63,7 @@
 //              row's end                      [1, T - 1 - d], the copy cut at the row's end (its
 //                                             first min(s, T + 1 - a - d) tokens): the distances
 //                                             T - s .. T - 2, which textfar never trains, are
-//                                             where Self-Extend's default group and YaRN put the
+//                                             where Self-Extend's smallest group and YaRN put the
 //                                             farthest keys (docs/training.md, fifteenth round)
 //   passkey    src/io/passkey.h, unchanged
 //

@@ -405,7 +405,16 @@ TEST(LabCellRescored, OnlyWhereAKeyCountingScaleMeetsAMask) {
   EXPECT_FALSE(LabCellRescored(logn, "yarn", 64, 1));
   EXPECT_FALSE(LabCellRescored(plain, "window", 64, 1));       // no scale counts keys
   EXPECT_TRUE(LabCellRescored(hybrid_logn, "direct", 16, 1));  // a window layer
+  // Revision 3: Self-Extend's defaults, on any model, unless both group and window are given.
+  EXPECT_TRUE(LabCellRescored(plain, "self-extend", 64, 2));
+  EXPECT_TRUE(LabCellRescored(plain, "self-extend:reach=1", 64, 2));
+  EXPECT_TRUE(LabCellRescored(plain, "self-extend:group=4+logn", 64, 2));
+  EXPECT_TRUE(LabCellRescored(logn, "self-extend:window=8", 64, 1));
+  EXPECT_FALSE(LabCellRescored(plain, "self-extend:group=4,window=8", 64, 2));
+  EXPECT_FALSE(LabCellRescored(plain, "rerope", 64, 2));
+  EXPECT_FALSE(LabCellRescored(logn, "window", 64, 2));  // revision 2's cells are current
   // Records of the current rules are never scored again.
+  EXPECT_FALSE(LabCellRescored(plain, "self-extend", 64, kLabScoringRevision));
   EXPECT_FALSE(LabCellRescored(logn, "window", 64, kLabScoringRevision));
   EXPECT_FALSE(LabCellRescored(hybrid_logn, "direct", 16, kLabScoringRevision));
 }

@@ -673,12 +673,13 @@ TEST(MethodResolve, SelfExtendGroup) {
     EXPECT_EQ(r.rel.window, w);
     const int64_t group = static_cast<int64_t>(r.rel.Param("group"));
     EXPECT_EQ(group, c.group);
-    // The defining property, checked directly: G keeps every distance below 2L/3, G - 1 does not.
+    // The defining property, checked directly: G keeps every distance below floor(2L/3), G - 1
+    // does not.
     auto top = [&](int64_t g) { return (c.fed - 1) / g + w - w / g; };
     if (c.fed > c.train) {
-      EXPECT_LT(3 * top(group), 2 * c.train);
+      EXPECT_LT(top(group), 2 * c.train / 3);
       if (group > 1) {
-        EXPECT_GE(3 * (top(group - 1) + 1), 2 * c.train);
+        EXPECT_GE(top(group - 1), 2 * c.train / 3);
       }
     }
   }
@@ -713,6 +714,10 @@ TEST(MethodResolve, SelfExtendReachChoosesTheGroupForAShorterBound) {
   EXPECT_EQ(ResolveMethod(ParseMethod("self-extend:reach=1+logn"), geo, 1024).rel.Param("group"),
             11);
   EXPECT_TRUE(ResolveMethod(ParseMethod("self-extend:reach=0.75+logn"), geo, 1024).logn);
+  // Below L = 3 the rule leaves no position: the bound falls back to L - 1 (L = 2: W = 1, bound
+  // 1; G = 8 gives 0 + 1 - 0 = 1 at L' = 8, G = 7 gives 1 + 1 = 2).
+  EXPECT_EQ(
+      ResolveMethod(ParseMethod("self-extend"), RopeGeometry{2, 8, 1e4}, 8).rel.Param("group"), 8);
   // A context within the trained length needs no group, whatever the reach.
   EXPECT_EQ(ResolveMethod(ParseMethod("self-extend:reach=0.5"), geo, 128).rel.Param("group"), 1);
   // A bound the window already reaches leaves no group.

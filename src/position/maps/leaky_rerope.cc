@@ -5,11 +5,11 @@
 // Defaults: w = L/2; k the smallest k >= 1 with w + (L' - 1 - w) / k <= L - 1, i.e. the largest
 // relative position (query L'-1 against key 0) stays inside training: Su introduces the leak to
 // keep locality "while avoiding positions out of bounds" (kexue.fm/archives/9708), the rule
-// self-extend's default group follows too. `k=s` (the call's scale L'/L, the default before
-// 2026-11-29) maps far distances past L whenever s > 1: w + (sL - 1 - w) / s > L - 1; a model
-// trained to copy read nothing back with it at 8x (far copy +0 points, against +72 at 256 tokens
-// back with k = 16). A resolved k below 1 is an error; k = 1 is the identity map. Its positions
-// are fractions of k, the only map's that are not integers.
+// self-extend's smallest group (reach=1) follows too. `k=s` (the call's scale L'/L, the default
+// before 2026-11-29) maps far distances past L whenever s > 1: w + (sL - 1 - w) / s > L - 1; a
+// model trained to copy read nothing back with it at 8x (far copy +0 points, against +72 at 256
+// tokens back with k = 16). A resolved k below 1 is an error; k = 1 is the identity map. Its
+// positions are fractions of k, the only map's that are not integers.
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -5,8 +5,9 @@
 //   segment 1 (far, i - j >= W):  a = floor(i/G) + W - floor(W/G),   b = floor(j/G)
 // The group follows a reach R (0 < R <= 1): G is the smallest integer G >= 1 with
 // floor((L'-1)/G) + W - floor(W/G) <= floor(R L) - 1, i.e. the largest relative position the
-// model sees (query L'-1 against key 0) stays below R L. A context that fits the trained length
-// (L' <= L) has nothing to extend: G = 1.
+// model sees (query L'-1 against key 0) stays below floor(R L) (one short of "below R L" where
+// R L is not whole: L = 128 at 16x takes G = 39 where 38 would land the farthest at 85 < 85.3).
+// A context that fits the trained length (L' <= L) has nothing to extend: G = 1.
 // Defaults, the authors' empirical rule (datamllab/LongLM README, "Emperical Rule"):
 // "(1/2 ~ 2/3) x L > W + (N - W)/G", since "only a portion (1/2 ~ 2/3) of positions are well
 // trained and SelfExtend should only leverage these well-trained relative position for
@@ -17,7 +18,8 @@
 // from 8L and 16L at +33..+48 points where W = L/2 with the smallest group (R = 1, the paper's
 // maximal extension and the default before 2026-12-07) read +11..+29 (docs/training.md,
 // thirty-fourth round). reach=1 (or group=G) chooses the smallest group the trained length
-// allows. A resolved method names G, not R.
+// allows. Below L = 3 the rule leaves no position (floor(2L/3) - 1 < 1): the bound is then L - 1.
+// A resolved method names G, not R.
 //
 // llama.cpp's --grp-attn-n G --grp-attn-w W select it, with group G and neighbour window W (G = 1:
 // off; W defaults to llama.cpp's 512 and must be a multiple of G, as llama.cpp asserts).
@@ -53,9 +55,12 @@ double ParseReach(std::string_view shown, std::string_view text, std::string_vie
 }
 
 // The largest relative position the grouped keys may take: floor(R L) - 1, for the default
-// R = 2/3 in integers.
+// R = 2/3 in integers (L - 1 where that leaves none).
 int64_t GroupBound(const RelMapMethod& rel, int64_t train_len) {
-  if (rel.real == 0.0) return 2 * train_len / 3 - 1;
+  if (rel.real == 0.0) {
+    const int64_t rule = 2 * train_len / 3 - 1;
+    return rule >= 1 ? rule : train_len - 1;
+  }
   return static_cast<int64_t>(std::floor(rel.real * static_cast<double>(train_len))) - 1;
 }
 
