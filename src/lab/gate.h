@@ -42,11 +42,13 @@ inline constexpr double kGateMinCopyGain = 0.20;
 // a method losing them beyond it (a 5-digit key guessed is right 1 time in 90,000).
 inline constexpr double kGateMinPasskey = 0.80;
 
-// The lab measures the gate's passkey with at least this many trials a depth (60 over its three
-// depths), more than a quick lab's cells beyond L take (5): at 15 trials a model reading 13 keys
-// has a 95% interval of 62-96%, which cannot tell a model under the issue's 90% from one above
-// it; at 60, 56 keys read 84-97%. A trial at L costs one forward pass of L tokens.
-inline constexpr int64_t kGateMinPasskeyTrials = 20;
+// The lab measures the gate's passkey with at least this many trials a depth (240 over the quick
+// lab's three depths, 400 over the full lab's five), more than its cells beyond L take (5 and
+// 20): the issue asks for 90% at L, and Wilson's 95% interval at 60 trials (the count until
+// 2026-12-07) spans it for most models near it (52 keys: 75.8-93.1%; 56: 84.1-97.4%), where at
+// 240 it is about 7 points wide (216 keys: 85.6-93.2%; 224: 89.4-95.9%). A trial at L costs one
+// forward pass of L tokens: 240 at L = 128 take about a second on one core.
+inline constexpr int64_t kGateMinPasskeyTrials = 80;
 
 struct GateCopyMeasurement {
   std::string material;  // "text" or "random"

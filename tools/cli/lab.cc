@@ -19,6 +19,7 @@
 #include "src/core/threads.h"
 #include "src/core/timer.h"
 #include "src/io/output_file.h"
+#include "src/lab/gate.h"
 #include "src/lab/lab.h"
 #include "tools/cli/common.h"
 
@@ -271,14 +272,16 @@ void RegisterLab(CLI::App& app) {
       "a control with no number in the text). Every "
       "accuracy and loss carries a 95% interval.\n"
       "Copy gate: before its cells beyond L, each model is measured at L on far copy (text and "
-      "random) and passkey (at least 20 trials a depth); a part that fails (copy - control < 20 "
-      "points, or its interval not "
-      "above 0; passkey < 80%) marks the retrieval cells that need it \"not informative\", "
-      "with the reason, in the records and the report; its far-copy and passkey cells beyond L "
-      "are then left unscored (shown \"-\"; --score-not-informative scores them).\n"
-      "Records go to OUT/results.jsonl, one line per cell; run the same command again to resume "
-      "after an interruption. `mpirun -np N stretch lab ...` shares the models among N "
-      "processes.");
+      "random) and passkey (at least " +
+          std::to_string(kGateMinPasskeyTrials) +
+          " trials a depth); a part that fails (copy - control < 20 points, or its interval "
+          "not above 0; passkey < 80%) marks the retrieval cells that need it \"not "
+          "informative\", with the reason, in the records and the report; its far-copy and "
+          "passkey cells beyond L are then left unscored (shown \"-\"; --score-not-informative "
+          "scores them).\n"
+          "Records go to OUT/results.jsonl, one line per cell; run the same command again to "
+          "resume after an interruption. `mpirun -np N stretch lab ...` shares the models among "
+          "N processes.");
   cmd->add_flag(
       "--quick", a->quick,
       "the quick lab (default): a RoPE model and a KeyNorm model, both with log-n "
