@@ -298,7 +298,8 @@ void RegisterLab(CLI::App& app) {
       "each with and without log-n) on the LLaMA block, their own block (a single-head GAU, "
       "which does not learn to copy at this size: its retrieval cells are marked not "
       "informative), window, HWFA, ALiBi, KERPLE, XPOS, NoPE, Sandwich, and the layouts of "
-      "Gemma 3 and Llama 4; hours");
+      "Gemma 3 and Llama 4; tested with the quick lab's methods but lambda, and with "
+      "self-extend+logn (half of the variants are trained without log-n); hours");
   CLI::Option* data =
       cmd->add_option("--data", a->corpus,
                       "text to train and test on: a folder of *.txt documents or one text file "
