@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <vector>
 
 #include "src/core/threads.h"
@@ -64,9 +65,11 @@ void RotateRef(T* v, int D, double pos, double base) {
 // Logits (T, V) for `tokens` at positions 0 .. T-1. RoPE in relative form: q and k stay
 // unrotated and the score of (i, j) is <R(rel_pos(i, j) theta(i)) q_i, k_j> / sqrt(D) *
 // logit_factor(i), which for rel_pos = i - j equals rotating q at i and k at j.
+// With `layers` one PositionRef per layer (layer l's method; a model whose layers run different
+// methods, AttentionPlan::layer_methods); the overload below gives every layer the same one.
 template <typename T>
-std::vector<T> LlamaForwardRef(const Model& model, const std::vector<int>& tokens,
-                               const PositionRef& pos = {}) {
+std::vector<T> LlamaForwardRefLayers(const Model& model, const std::vector<int>& tokens,
+                                     const std::vector<PositionRef>& layers) {
   const ModelConfig& c = model.config;
   const ModelWeights& w = model.weights;
   const int C = c.dim, F = c.hidden_dim, H = c.n_heads, G = c.n_kv_heads, D = c.head_dim();
@@ -78,8 +81,12 @@ std::vector<T> LlamaForwardRef(const Model& model, const std::vector<int>& token
       x[t][static_cast<size_t>(i)] = w.token_embedding[static_cast<size_t>(tokens[t]) * C + i];
     }
   }
+  if (layers.size() != static_cast<size_t>(c.n_layers)) {
+    throw std::invalid_argument("LlamaForwardRefLayers: one PositionRef per layer");
+  }
   for (int l = 0; l < c.n_layers; ++l) {
     const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+    const PositionRef& pos = layers[static_cast<size_t>(l)];
     std::vector<std::vector<T>> q(n), k(n), v(n);
     for (size_t t = 0; t < n; ++t) {
       const std::vector<T> h = RmsNormRef(x[t], lw.attn_norm, c.norm_eps);
@@ -185,6 +192,13 @@ std::vector<T> LlamaForwardRef(const Model& model, const std::vector<int>& token
     }
   }
   return logits;
+}
+
+template <typename T>
+std::vector<T> LlamaForwardRef(const Model& model, const std::vector<int>& tokens,
+                               const PositionRef& pos = {}) {
+  return LlamaForwardRefLayers<T>(
+      model, tokens, std::vector<PositionRef>(static_cast<size_t>(model.config.n_layers), pos));
 }
 
 }  // namespace stretch::ref

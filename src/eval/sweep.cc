@@ -78,8 +78,9 @@ std::vector<SweepCell> PlanSweep(const ModelConfig& config, std::span<const Swee
           Fail("no context token is left before a tail of {} (expected ctx >= tail + 2)", opt.tail);
         }
         AttentionPlan plan = MakeAttentionPlan(methods[m].method, geo, fed);
+        plan.layer_methods = methods[m].layer_methods;
         CheckMethodFitsLayout(config, plan);
-        std::string resolved = CanonicalSpec(plan.method);
+        std::string resolved = CanonicalSpec(plan.method) + LayerMethodsText(config, plan);
         if (nbce) {
           resolved = fmt::format("{} (chunks of {}, rows {})", NbceSpecText(*nbce),
                                  NbceChunkLength(config, *nbce, opt.tail), resolved);

@@ -33,6 +33,9 @@ struct SweepMethod {
   // NBCE (src/eval/nbce.h, `nbce[:...]` specs): the window's context is read as chunks whose rows
   // run under `method`, and only the fixed tail is scored (ScoreOptions::tail > 0).
   std::optional<NbceOptions> nbce;
+  // Layers that run another method than `method` (AttentionPlan::layer_methods; `stretch score
+  // --layer-method L=SPEC`): set on every cell's plan, and named in its resolved spec.
+  std::vector<std::pair<int, Method>> layer_methods;
 };
 // A spec of `score --methods` / `generate --method`: NBCE's (`nbce[:beta=B,pool=P,chunk=N]`),
 // else a position method's (ParseMethod). Throws their errors.

@@ -253,7 +253,43 @@ std::string DoubleLogNNote(const ModelConfig& config, const AttentionPlan& metho
       by_position * trained);
 }
 
+std::string LayerMethodsText(const ModelConfig& config, const AttentionPlan& method_plan) {
+  std::string out;
+  for (const auto& [l, m] : method_plan.layer_methods) {
+    const AttentionPlan p = MakeAttentionPlan(m, LayerGeometry(config, l), method_plan.fed_len);
+    out += fmt::format(" [layer {}: {}]", l, CanonicalSpec(p.method));
+  }
+  return out;
+}
+
 void CheckMethodFitsLayout(const ModelConfig& config, const AttentionPlan& method_plan) {
+  std::vector<int> own;
+  for (const auto& [l, m] : method_plan.layer_methods) {
+    if (l < 0 || l >= config.n_layers) {
+      Fail("a method of its own for layer {}: the model has layers 0 to {}", l,
+           config.n_layers - 1);
+    }
+    if (std::find(own.begin(), own.end(), l) != own.end()) {
+      Fail("layer {} is given a method of its own twice", l);
+    }
+    own.push_back(l);
+    if (MethodUseOf(config.attention.Layer(l)) != LayerMethodUse::kMethod) {
+      Fail(
+          "layer {} ({}) takes no method of its own: only full-attention RoPE layers do (layers "
+          "trained with a window or chunks keep plain RoPE; layers without RoPE have no rotation "
+          "to change; this model: {})",
+          l, LayerAttentionText(config, l), AttentionLayoutText(config));
+    }
+    AttentionPlan layer_plan;
+    try {
+      layer_plan = MakeAttentionPlan(m, LayerGeometry(config, l), method_plan.fed_len);
+    } catch (const Error& e) {
+      Fail("layer {}'s own method: {}", l, e.what());
+    }
+    if (method_plan.Streaming() || layer_plan.Streaming()) {
+      Fail("layer {}: the streaming cache (method streaming) runs on every layer or on none", l);
+    }
+  }
   const std::string change = RopeChange(method_plan, static_cast<double>(config.rope_base));
   bool rope_full = false, full = false;
   for (int l = 0; l < config.n_layers; ++l) {
@@ -307,8 +343,20 @@ AttentionPlan LayerAttentionPlan(const ModelConfig& config, int l, const Attenti
   AttentionPlan p;
   const RopeGeometry geo = LayerGeometry(config, l);
   const RopeGeometry model_geo = ModelGeometry(config);
+  const auto own = std::find_if(method_plan.layer_methods.begin(), method_plan.layer_methods.end(),
+                                [l](const auto& lm) { return lm.first == l; });
+  STRETCH_CHECK(own == method_plan.layer_methods.end() || MethodUseOf(a) == LayerMethodUse::kMethod,
+                "layer {}: CheckMethodFitsLayout refuses a method of its own here", l);
   switch (MethodUseOf(a)) {
     case LayerMethodUse::kMethod:
+      if (own != method_plan.layer_methods.end()) {
+        try {
+          p = MakeAttentionPlan(own->second, geo, method_plan.fed_len);
+        } catch (const Error& e) {
+          Fail("layer {}'s own method: {}", l, e.what());
+        }
+        break;
+      }
       if (geo.base == model_geo.base && geo.interpolation == model_geo.interpolation) {
         p = method_plan;
         break;
@@ -444,6 +492,7 @@ void Transformer::SetPlan(AttentionPlan plan) {
   struct RotationKey {
     bool method;
     double base, pi;
+    int own_method_layer;  // a layer with a method of its own (layer_methods) rotates alone; -1
     bool operator==(const RotationKey&) const = default;
   };
   std::vector<RotationKey> keys;
@@ -455,8 +504,10 @@ void Transformer::SetPlan(AttentionPlan plan) {
     if (a.position != LayerPosition::kRope) {
       run.rotation = -1;
     } else {
+      const bool own = std::any_of(plan.layer_methods.begin(), plan.layer_methods.end(),
+                                   [l](const auto& lm) { return lm.first == l; });
       const RotationKey key{MethodUseOf(a) == LayerMethodUse::kMethod, c.LayerRopeBase(l),
-                            c.LayerRopePi(l)};
+                            c.LayerRopePi(l), own ? l : -1};
       const auto found = std::find(keys.begin(), keys.end(), key);
       run.rotation = static_cast<int>(found - keys.begin());
       if (found == keys.end()) {
@@ -469,7 +520,7 @@ void Transformer::SetPlan(AttentionPlan plan) {
     run.key_slots = run.plan.KeysRotatedOnce() || run.plan.dynamic ? 1 : run.plan.map.KeySlots();
   }
   plan_ = std::move(plan);
-  method_key_ = CanonicalSpec(plan_.method);
+  method_key_ = CanonicalSpec(plan_.method) + LayerMethodsText(c, plan_);
   layers_ = std::move(layers);
   rotations_ = std::move(rotations);
 }

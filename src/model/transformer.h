@@ -141,9 +141,15 @@ std::string AttentionVariantsText(const ModelConfig& config);
 // frequency scaling, a dynamic scale, a relative map, or another base. Masks (window, Lambda,
 // blockwise) and +logn do not.
 bool MethodChangesRope(const AttentionPlan& method_plan, double model_base);
+// The layers of `method_plan` that run a method of their own (AttentionPlan::layer_methods), each
+// resolved for its layer: " [layer 0: rerope:window=64,base=10000]"; empty when there are none.
+std::string LayerMethodsText(const ModelConfig& config, const AttentionPlan& method_plan);
 
 // Throws stretch::Error when the method changes RoPE and no layer of `config` takes it (no
-// full-attention RoPE layer), naming the method, what it changes, the layers and what is allowed.
+// full-attention RoPE layer), naming the method, what it changes, the layers and what is allowed;
+// and when a layer of layer_methods is not one of the model's full-attention RoPE layers, is
+// given twice, or its method does not resolve (or is the streaming cache, which runs on every
+// layer or none).
 void CheckMethodFitsLayout(const ModelConfig& config, const AttentionPlan& method_plan);
 
 // A note for a method whose `+logn` multiplies logits that the model's own trained log-n

@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "src/position/method.h"
@@ -155,6 +156,12 @@ struct AttentionPlan {
   int rotated_pairs = -1;
   // Sets rotated_pairs and zeroes freq.thetas from it on.
   void LeavePairsUnrotated(int rotated);
+  // Another method on some full-attention RoPE layers of the model (layer index -> method, as
+  // requested; `stretch score --layer-method L=SPEC`): that layer runs MakeAttentionPlan of it for
+  // the layer's geometry and this plan's fed_len (LayerAttentionPlan), the others this plan. A
+  // diagnostic: which layer a method helps or hurts (docs/training.md, thirty-fifth round). Empty:
+  // every layer as the model's layout says.
+  std::vector<std::pair<int, Method>> layer_methods;
 
   // Keys keep one rotation forever (static frequencies, identity map): the KV cache may hold
   // keys after RoPE and the kernel rotates nothing.

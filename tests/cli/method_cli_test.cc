@@ -182,6 +182,12 @@ TEST(MethodCli, BadMethodInputsFailBeforeAnythingIsScored) {
       {"--rope-scaling-json '{\"rope_type\":\"yarn\",\"factr\":4}' --ctx 64", {"factr"}},
       {"--methods 'direct,,pi' --ctx 64", {"empty method spec"}},
       {"--ctx 64,2000", {"fewer than one window of --ctx 2000"}},
+      {"--methods yarn --layer-method 99=rerope --ctx 128",
+       {"method \"yarn [layer 99: rerope]\" at --ctx 128", "a method of its own for layer 99"}},
+      {"--methods yarn --layer-method first=rerope --ctx 128",
+       {"--layer-method first=rerope: expected L=SPEC"}},
+      {"--methods yarn --layer-method 0=rerope:windw=8 --ctx 128",
+       {"--layer-method 0=rerope:windw=8", "unknown key \"windw\""}},
   };
   for (const Case& c : cases) {
     const std::string json = Temp("bad.json"), csv = Temp("bad.csv");
@@ -199,6 +205,26 @@ TEST(MethodCli, BadMethodInputsFailBeforeAnythingIsScored) {
     EXPECT_FALSE(std::filesystem::exists(json)) << c.args;
     EXPECT_FALSE(std::filesystem::exists(csv)) << c.args;
   }
+}
+
+// --layer-method L=SPEC: layer L runs SPEC under every row's method; rows and resolved specs say
+// so, and the numbers differ from the method on every layer.
+TEST(MethodCli, LayerMethodRunsAnotherMethodOnOneLayer) {
+  const RunResult plain = RunCli(Score() + "--methods yarn --ctx 128 --windows 2 --json");
+  const RunResult own = RunCli(Score() +
+                               "--methods yarn,pi --layer-method 0=rerope:window=16 --ctx 128 "
+                               "--windows 2 --json");
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  ASSERT_EQ(own.exit_code, 0) << own.out;
+  const nlohmann::json p = nlohmann::json::parse(plain.out.substr(plain.out.find('{')));
+  const nlohmann::json j = nlohmann::json::parse(own.out.substr(own.out.find('{')));
+  ASSERT_EQ(j["methods"].size(), 2u);
+  EXPECT_EQ(j["methods"][0]["spec"], "yarn [layer 0: rerope:window=16]");
+  EXPECT_EQ(j["methods"][1]["spec"], "pi [layer 0: rerope:window=16]");
+  const std::string resolved = j["cells"][0]["resolved_method"].get<std::string>();
+  EXPECT_TRUE(Has(resolved, "yarn:factor=2")) << resolved;
+  EXPECT_TRUE(Has(resolved, " [layer 0: rerope:window=16,base=")) << resolved;
+  EXPECT_NE(j["cells"][0]["loss"].get<double>(), p["cells"][0]["loss"].get<double>());
 }
 
 TEST(MethodCli, LlamaCppAndHfFlagsSelectTheMethod) {

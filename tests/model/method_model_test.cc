@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "reference/layout_llama.h"
@@ -16,6 +17,7 @@
 #include "src/core/rng.h"
 #include "src/model/transformer.h"
 #include "src/position/method.h"
+#include "tests/testing/files.h"
 #include "tests/testing/logits.h"
 #include "tests/testing/method_specs.h"
 #include "tests/testing/random_model.h"
@@ -39,10 +41,15 @@ std::vector<std::string> Specs(int head_dim = 8) { return testing::EveryMethodSp
 enum class Path { kPrefill, kChunks7, kDecode, kSequence, kLastChunks7, kSequenceFrom };
 constexpr int64_t kFirstRow = 61;
 
+// `layer_specs`: layers that run a method of their own (AttentionPlan::layer_methods).
 std::vector<float> EngineLogits(const Model& m, const std::string& spec,
-                                const std::vector<int>& tokens, Path path) {
+                                const std::vector<int>& tokens, Path path,
+                                const std::vector<std::pair<int, std::string>>& layer_specs = {}) {
   Transformer model(m);
-  model.SetMethod(ParseMethod(spec), static_cast<int64_t>(tokens.size()));
+  AttentionPlan plan =
+      MakeAttentionPlan(ParseMethod(spec), model.Geometry(), static_cast<int64_t>(tokens.size()));
+  for (const auto& [l, own] : layer_specs) plan.layer_methods.emplace_back(l, ParseMethod(own));
+  model.SetPlan(std::move(plan));
   std::vector<float> hidden;
   int64_t first = 0;
   if (path == Path::kSequence || path == Path::kSequenceFrom) {
@@ -74,10 +81,11 @@ std::vector<double> RowsOf(const std::vector<double>& exact, Path path, int voca
 // The engine's logits for `spec` in every path within `tol` of `exact` (the double reference's,
 // every row; kLastChunks7 the last row's).
 void ExpectEveryPathWithin(const Model& m, const std::string& spec, const std::vector<int>& tokens,
-                           const std::vector<double>& exact, double tol) {
+                           const std::vector<double>& exact, double tol,
+                           const std::vector<std::pair<int, std::string>>& layer_specs = {}) {
   for (Path path : {Path::kPrefill, Path::kChunks7, Path::kDecode, Path::kSequence,
                     Path::kLastChunks7, Path::kSequenceFrom}) {
-    const std::vector<float> got = EngineLogits(m, spec, tokens, path);
+    const std::vector<float> got = EngineLogits(m, spec, tokens, path, layer_specs);
     const std::vector<double> want = RowsOf(exact, path, m.config.vocab_size);
     ASSERT_EQ(got.size(), want.size()) << spec << " path " << static_cast<int>(path);
     EXPECT_LE(MaxAbsDiff(got, want), tol) << spec << " path " << static_cast<int>(path);
@@ -99,6 +107,74 @@ TEST(MethodModel, EveryMethodMatchesTheDoubleForwardInEveryPath) {
     const double tol = 8 * MaxAbsDiff(plain, exact) + 1e-6;
     ExpectEveryPathWithin(m, spec, tokens, exact, tol);
   }
+}
+
+// A method of its own on one layer (`stretch score --layer-method`, AttentionPlan::layer_methods):
+// the engine in every path against the double reference told each layer's method, for pairs that
+// differ in their frequencies, relative map, mask and dynamic scale; and the reference with the
+// method on both layers is far off, so the layer's own method is what the engine runs there.
+TEST(MethodModel, ALayerWithAMethodOfItsOwnMatchesTheDoubleForwardInEveryPath) {
+  const ModelConfig c = testing::TinyConfig();  // 2 layers
+  const Model m = testing::RandomModel(c, 57);
+  const std::vector<int> tokens = RandomTokens(kTokens, c.vocab_size, 58);
+  const RopeGeometry geo{c.seq_len, c.head_dim(), c.rope_base};
+  struct Case {
+    std::string method;
+    int layer;
+    std::string own;
+  };
+  const std::vector<Case> cases = {{"yarn", 0, "rerope:window=16"},
+                                   {"rerope:window=16", 1, "yarn"},
+                                   {"self-extend", 0, "window:window=32+logn"},
+                                   {"direct", 1, "dynamic-ntk"},
+                                   {"pi", 0, "leaky-rerope:window=16,k=4"}};
+  for (const Case& k : cases) {
+    const AttentionPlan method = MakeAttentionPlan(ParseMethod(k.method), geo, kTokens);
+    const AttentionPlan own = MakeAttentionPlan(ParseMethod(k.own), geo, kTokens);
+    std::vector<ref::PositionRef> layers(2, ref::MethodPositionRef(method));
+    layers[static_cast<size_t>(k.layer)] = ref::MethodPositionRef(own);
+    const std::vector<double> exact = ref::LlamaForwardRefLayers<double>(m, tokens, layers);
+    const double tol =
+        8 * MaxAbsDiff(ref::LlamaForwardRefLayers<float>(m, tokens, layers), exact) + 1e-6;
+    const std::string label = fmt::format("{} [layer {}: {}]", k.method, k.layer, k.own);
+    SCOPED_TRACE(label);
+    ExpectEveryPathWithin(m, k.method, tokens, exact, tol, {{k.layer, k.own}});
+    const std::vector<double> uniform =
+        ref::LlamaForwardRef<double>(m, tokens, ref::MethodPositionRef(method));
+    EXPECT_GT(
+        MaxAbsDiff(EngineLogits(m, k.method, tokens, Path::kPrefill, {{k.layer, k.own}}), uniform),
+        100 * tol);
+  }
+  // The method itself as a layer's own runs as without it, to the bit.
+  EXPECT_EQ(EngineLogits(m, "yarn", tokens, Path::kChunks7, {{1, "yarn"}}),
+            EngineLogits(m, "yarn", tokens, Path::kChunks7));
+}
+
+// What a layer's own method is refused for, before anything runs: a layer the model does not
+// have, one given twice, a layer trained with a window (it keeps plain RoPE), the streaming cache.
+TEST(MethodModel, ALayerMethodIsRefusedWhereNoMethodApplies) {
+  ModelConfig c = testing::TinyConfig();
+  const RopeGeometry geo{c.seq_len, c.head_dim(), c.rope_base};
+  auto plan_of = [&](const std::vector<std::pair<int, std::string>>& own) {
+    AttentionPlan plan = MakeAttentionPlan(ParseMethod("yarn"), geo, kTokens);
+    for (const auto& [l, spec] : own) plan.layer_methods.emplace_back(l, ParseMethod(spec));
+    return plan;
+  };
+  auto refusal = [&](const std::vector<std::pair<int, std::string>>& own, const ModelConfig& cc) {
+    return stretch::testing::ErrorOf([&] { CheckMethodFitsLayout(cc, plan_of(own)); });
+  };
+  EXPECT_NE(refusal({{2, "rerope"}}, c).find("the model has layers 0 to 1"), std::string::npos);
+  EXPECT_NE(refusal({{-1, "rerope"}}, c).find("layers 0 to 1"), std::string::npos);
+  EXPECT_NE(
+      refusal({{0, "rerope"}, {0, "pi"}}, c).find("layer 0 is given a method of its own twice"),
+      std::string::npos);
+  EXPECT_NE(refusal({{0, "streaming"}}, c).find("streaming cache"), std::string::npos);
+  EXPECT_NO_THROW(CheckMethodFitsLayout(c, plan_of({{0, "rerope"}, {1, "pi"}})));
+  c.attention.layers.assign(2, LayerLayout{});
+  c.attention.layers[0] = LayerLayout{.window = 8};
+  EXPECT_NE(refusal({{0, "rerope"}}, c).find("layer 0 (rope, window 8) takes no method of its own"),
+            std::string::npos);
+  EXPECT_NO_THROW(CheckMethodFitsLayout(c, plan_of({{1, "rerope"}})));
 }
 
 // A block choice of a family under every method, in every path: the engine on `m`

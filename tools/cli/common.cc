@@ -504,7 +504,41 @@ void AddMethodOptions(CLI::App* app, MethodArgs& args, bool several) {
       "them by their place in it, so no position reaches S + W however long the text grows. "
       "Plain RoPE otherwise. Defaults: S = 4, W = trained length - S; `--stream-cache default` "
       "takes both. The same as --method streaming:sinks=S,window=W");
+  if (several) {
+    app->add_option(
+        "--layer-method", args.layer_methods,
+        "L=SPEC: layer L (counted from 0) runs SPEC instead of each --method, every other layer "
+        "the method; repeat it for more layers. A diagnostic of where a method acts: on the "
+        "quick lab's 2-layer models YaRN in layer 0 alone costs the far copy that ReRoPE there "
+        "keeps, YaRN in layer 1 costs nothing (docs/training.md, thirty-fifth round). Only "
+        "full-attention RoPE layers take one; rows are labelled \"METHOD [layer L: SPEC]\"");
+  }
 }
+
+namespace {
+
+// --layer-method L=SPEC values, parsed: (L, ParseMethod(SPEC)). Throws stretch::Error naming the
+// value for a missing or non-numeric L, a negative one, or a bad SPEC.
+std::vector<std::pair<int, Method>> LayerMethodsFromArgs(const MethodArgs& args) {
+  std::vector<std::pair<int, Method>> out;
+  for (const std::string& value : args.layer_methods) {
+    const size_t eq = value.find('=');
+    const std::string layer = value.substr(0, eq);
+    char* end = nullptr;
+    const long l = std::strtol(layer.c_str(), &end, 10);
+    if (eq == std::string::npos || layer.empty() || *end != '\0' || l < 0 || l > 1000000) {
+      Fail("--layer-method {}: expected L=SPEC, L a layer index from 0 (e.g. 0=rerope)", value);
+    }
+    try {
+      out.emplace_back(static_cast<int>(l), ParseMethod(value.substr(eq + 1)));
+    } catch (const Error& e) {
+      Fail("--layer-method {}: {}", value, e.what());
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 std::vector<SweepMethod> MethodsFromArgs(const MethodArgs& args, const ModelHeader* model) {
   std::vector<std::string> sources;
@@ -567,6 +601,14 @@ std::vector<SweepMethod> MethodsFromArgs(const MethodArgs& args, const ModelHead
     methods.push_back({model->method_spec, std::move(m)});
   } else {
     methods.push_back({"direct", Method{}});
+  }
+  const std::vector<std::pair<int, Method>> layers = LayerMethodsFromArgs(args);
+  for (SweepMethod& m : methods) {
+    for (size_t k = 0; k < layers.size(); ++k) {
+      m.spec += fmt::format(" [layer {}: {}]", layers[k].first,
+                            args.layer_methods[k].substr(args.layer_methods[k].find('=') + 1));
+    }
+    m.layer_methods = layers;
   }
   return methods;
 }

@@ -150,6 +150,7 @@ struct MethodArgs {
   CLI::Option* hf_option = nullptr;
   std::string stream_cache;  // --stream-cache sinks=S,window=W
   CLI::Option* stream_option = nullptr;
+  std::vector<std::string> layer_methods;  // --layer-method L=SPEC, as given (score only)
   // llama.cpp's flags with what copies each into LlamaCppRopeFlags when given.
   std::vector<std::pair<CLI::Option*, std::function<void(LlamaCppRopeFlags&)>>> llama_options;
 };
