@@ -63,6 +63,12 @@ std::vector<SweepCell> PlanSweep(const ModelConfig& config, std::span<const Swee
   std::vector<SweepCell> cells;
   for (size_t m = 0; m < methods.size(); ++m) {
     const std::optional<NbceOptions>& nbce = methods[m].nbce;
+    if (nbce && !methods[m].layer_methods.empty()) {
+      Fail(
+          "method \"{}\": NBCE runs its chunks' rows under one method on every layer (expected no "
+          "--layer-method with nbce)",
+          methods[m].spec);
+    }
     if (nbce && (sequences || opt.tail < 1)) {
       Fail(
           "method \"{}\": NBCE scores the fixed tail of a text (expected --tail K: the last K "

@@ -1130,7 +1130,7 @@ LabOptions FullLab() {
   };
   // Self-Extend with log-n at inference beside it, as ReRoPE: half of the variants are trained
   // without log-n, and on those the authors' rule alone read prose from 992 back at 8x at +1 to
-  // +32 points where with +logn it read +16 to +45; on the log-n variants, where +logn applies
+  // +38 points where with +logn it read +16 to +48; on the log-n variants, where +logn applies
   // log-n twice, it reads prose as well or better and costs next-token accuracy at 16x (up to 11
   // points) and KeyNorm's passkeys (docs/results.md, "The full preset's Self-Extend by its
   // authors' rule").
@@ -1670,6 +1670,20 @@ LabResult RunLab(const LabOptions& o, const LabCallbacks& cb) {
                                     "measured under scoring rules {}, which score this model "
                                     "otherwise (src/report/records.h, kLabScoringRevision)",
                                     label, gate->source, gate->scoring));
+          gate.reset();
+        }
+        // A gate read back with fewer passkeys than this build reads at L (kGateMinPasskeyTrials
+        // rose from 20 to 80 a depth on 2026-12-07) is measured again, as the model is loaded
+        // anyway; a model with no cell left keeps the one it has, which says its count.
+        const int64_t passkeys_at_L = o.passkey_trials > 0
+                                          ? std::max(o.passkey_trials, kGateMinPasskeyTrials) *
+                                                static_cast<int64_t>(o.passkey_depths.size())
+                                          : 0;
+        if (gate && gate->passkey_trials > 0 && gate->passkey_trials < passkeys_at_L) {
+          Tell(cb.note, fmt::format("{}: copy gate measured again: the one read back ({}) read {} "
+                                    "passkeys at L, this build reads {} (at least {} a depth)",
+                                    label, gate->source, gate->passkey_trials, passkeys_at_L,
+                                    kGateMinPasskeyTrials));
           gate.reset();
         }
         if (gate) {

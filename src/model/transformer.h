@@ -195,7 +195,8 @@ class Transformer {
   // PlanSweep does once per cell). Throws stretch::Error when the plan was made for another
   // geometry or does not fit the layout (CheckMethodFitsLayout).
   void SetPlan(AttentionPlan plan);
-  // The method as resolved for the call (what full-attention RoPE layers run).
+  // The method as resolved for the call (what full-attention RoPE layers run, but those with a
+  // method of their own, plan().layer_methods).
   const AttentionPlan& plan() const { return plan_; }
   // What layer l runs (plan() itself for every layer of a LLaMA model).
   const AttentionPlan& layer_plan(int l) const { return layers_[static_cast<size_t>(l)].plan; }
@@ -312,7 +313,7 @@ class Transformer {
 
   const Model& model_;
   AttentionPlan plan_;
-  std::string method_key_;        // CanonicalSpec of plan_.method
+  std::string method_key_;        // CanonicalSpec of plan_.method, LayerMethodsText of its layers
   std::vector<LayerRun> layers_;  // n_layers
   std::vector<Rotation> rotations_;
   AlignedVector<float> seq_k_, seq_v_;  // ForwardSequence: one layer's keys and values

@@ -419,8 +419,9 @@ LabRecordFile ReadLabRecords(const std::vector<std::string>& paths) {
             [&](const LabGate& x) { return x.corpus == g.corpus && x.model_id == g.model_id; });
         if (earlier == out.gates.end()) {
           out.gates.push_back(std::move(g));
-        } else if (g.scoring > earlier->scoring) {  // measured again under later rules
-          *earlier = std::move(g);
+        } else if (g.scoring > earlier->scoring ||  // measured again under later rules
+                   (g.scoring == earlier->scoring && g.passkey_trials > earlier->passkey_trials)) {
+          *earlier = std::move(g);  // or with more passkeys at L (kGateMinPasskeyTrials rose)
         }
         continue;
       }

@@ -188,6 +188,8 @@ TEST(MethodCli, BadMethodInputsFailBeforeAnythingIsScored) {
        {"--layer-method first=rerope: expected L=SPEC"}},
       {"--methods yarn --layer-method 0=rerope:windw=8 --ctx 128",
        {"--layer-method 0=rerope:windw=8", "unknown key \"windw\""}},
+      {"--methods nbce --tail 16 --layer-method 0=pi --ctx 128",
+       {"NBCE runs its chunks' rows under one method on every layer"}},
   };
   for (const Case& c : cases) {
     const std::string json = Temp("bad.json"), csv = Temp("bad.csv");
@@ -221,6 +223,7 @@ TEST(MethodCli, LayerMethodRunsAnotherMethodOnOneLayer) {
   ASSERT_EQ(j["methods"].size(), 2u);
   EXPECT_EQ(j["methods"][0]["spec"], "yarn [layer 0: rerope:window=16]");
   EXPECT_EQ(j["methods"][1]["spec"], "pi [layer 0: rerope:window=16]");
+  EXPECT_EQ(j["methods"][0]["canonical"], "yarn [layer 0: rerope:window=16]");
   const std::string resolved = j["cells"][0]["resolved_method"].get<std::string>();
   EXPECT_TRUE(Has(resolved, "yarn:factor=2")) << resolved;
   EXPECT_TRUE(Has(resolved, " [layer 0: rerope:window=16,base=")) << resolved;

@@ -995,6 +995,34 @@ TEST_F(LabTest, AGateMeasuredUnderRulesThatChangedIsMeasuredAgain) {
   EXPECT_EQ(ReadLabRecords({again.records_path}).records.size(), read.records.size());
 }
 
+// A gate read back with fewer passkeys at L than this build reads (records of a build before
+// kGateMinPasskeyTrials rose) is measured again when the model is loaded for cells left to score.
+TEST_F(LabTest, AGateThatReadFewerPasskeysIsMeasuredAgain) {
+  const std::string corpus = YearCorpus(8, 6000);
+  LabOptions o = RetrievalLab(Tiny(corpus, Path("lab")));
+  const LabResult first = RunLab(o);
+  ASSERT_EQ(ReadLabRecords({first.records_path}).gates.at(0).passkey_trials,
+            kGateMinPasskeyTrials);  // one depth
+  EditRecords(first.records_path, [](nlohmann::json& j) {
+    if (j["record"] == "gate") j["passkey_trials"] = kGateMinPasskeyTrials / 4;
+  });
+  o.methods = {"direct", "pi"};  // cells left: the model is loaded
+  std::vector<std::string> notes;
+  LabCallbacks cb;
+  cb.note = [&](const std::string& line) { notes.push_back(line); };
+  RunLab(o, cb);
+  EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+    return n.find(fmt::format("copy gate measured again: the one read back (")) !=
+               std::string::npos &&
+           n.find(fmt::format("read {} passkeys at L, this build reads {}",
+                              kGateMinPasskeyTrials / 4, kGateMinPasskeyTrials)) !=
+               std::string::npos;
+  })) << fmt::format("{}", fmt::join(notes, "\n"));
+  const LabRecordFile read = ReadLabRecords({first.records_path});
+  ASSERT_FALSE(read.gates.empty());
+  EXPECT_EQ(read.gates.back().passkey_trials, kGateMinPasskeyTrials);
+}
+
 TEST_F(LabTest, AModelCheckpointThisBuildRefusesNamesTheFolderToDelete) {
   // The checkpoint of a log-n HWFA model as an earlier build wrote it (no "log_n_keys" in its
   // config, the key's name changed in place, and no checksum, as in checkpoints older still):

@@ -200,7 +200,26 @@ void NoteMethodCaveats(const ModelConfig& config, std::span<const SweepCell> cel
     if (!note.empty()) fmt::print(stderr, "note: {}\n", note);
     const std::string yarn = YarnOutsideItsRegimeNote(ModelGeometry(config), cell->plan);
     if (!yarn.empty()) fmt::print(stderr, "note: {} at {}: {}\n", cell->resolved, cell->ctx, yarn);
+    for (const auto& [l, m] : cell->plan.layer_methods) {  // --layer-method: each layer's own
+      const RopeGeometry geo = LayerGeometry(config, l);
+      const AttentionPlan own = MakeAttentionPlan(m, geo, cell->plan.fed_len);
+      const std::string twice = DoubleLogNNote(config, own);
+      if (!twice.empty()) fmt::print(stderr, "note: layer {}'s own method: {}\n", l, twice);
+      const std::string outside = YarnOutsideItsRegimeNote(geo, own);
+      if (!outside.empty()) {
+        fmt::print(stderr, "note: layer {}'s own method {} at {}: {}\n", l,
+                   CanonicalSpec(own.method), cell->ctx, outside);
+      }
+    }
   }
+}
+
+std::string CanonicalSpecWithLayers(const SweepMethod& m) {
+  std::string out = CanonicalSpec(m.method);
+  for (const auto& [l, own] : m.layer_methods) {
+    out += fmt::format(" [layer {}: {}]", l, CanonicalSpec(own));
+  }
+  return out;
 }
 
 std::string WithFlagNames(std::string message) {

@@ -86,8 +86,13 @@ void Warn(std::string_view line);
 
 // For each method of `cells` whose +logn doubles the model's trained log-n beyond L
 // (DoubleLogNNote), or that is YaRN on a model trained too short for its ramp
-// (YarnOutsideItsRegimeNote), one line "note: ..." on stderr, at its longest context.
+// (YarnOutsideItsRegimeNote), one line "note: ..." on stderr, at its longest context; the same for
+// each layer's own method (--layer-method).
 void NoteMethodCaveats(const ModelConfig& config, std::span<const SweepCell> cells);
+
+// CanonicalSpec of the method, then " [layer L: SPEC]" for each layer's own (--layer-method): the
+// JSON reports' "canonical".
+std::string CanonicalSpecWithLayers(const SweepMethod& m);
 
 // The library's errors name the fields of its options (e.g. "ScoreOptions::tail: found 40,
 // expected 1..32"); the command sets those fields from flags. This writes each field the message

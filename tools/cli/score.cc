@@ -258,7 +258,7 @@ void RunScore(const ScoreArgs& args) {
 
   nlohmann::json method_list = nlohmann::json::array();
   for (const SweepMethod& m : methods) {
-    method_list.push_back({{"spec", m.spec}, {"canonical", CanonicalSpec(m.method)}});
+    method_list.push_back({{"spec", m.spec}, {"canonical", CanonicalSpecWithLayers(m)}});
   }
   nlohmann::json report = {
       {"build", BuildId()},

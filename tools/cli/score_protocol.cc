@@ -591,7 +591,7 @@ void RunScoreProtocols(const ProtocolRunArgs& args) {
 
   nlohmann::json method_list = nlohmann::json::array();
   for (const SweepMethod& m : methods) {
-    method_list.push_back({{"spec", m.spec}, {"canonical", CanonicalSpec(m.method)}});
+    method_list.push_back({{"spec", m.spec}, {"canonical", CanonicalSpecWithLayers(m)}});
   }
   const nlohmann::json report = {{"build", BuildId()},        {"model", loaded.model.source},
                                  {"tokenizer", tok.Name()},   {"input", input},
