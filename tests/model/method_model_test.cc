@@ -145,6 +145,24 @@ TEST(MethodModel, ALayerWithAMethodOfItsOwnMatchesTheDoubleForwardInEveryPath) {
         MaxAbsDiff(EngineLogits(m, k.method, tokens, Path::kPrefill, {{k.layer, k.own}}), uniform),
         100 * tol);
   }
+  // A layer with a RoPE base of its own (Gemma 3's global layers) resolves its own method for
+  // that base: the reference told layer 1's method at base 10^6.
+  {
+    ModelConfig g = c;
+    g.attention.layers.assign(2, LayerLayout{});
+    g.attention.layers[1] = LayerLayout{.rope_base = 1e6};
+    const Model gm = testing::RandomModel(g, 59);
+    const AttentionPlan method = MakeAttentionPlan(ParseMethod("rerope:window=16"), geo, kTokens);
+    const AttentionPlan own =
+        MakeAttentionPlan(ParseMethod("yarn"), RopeGeometry{g.seq_len, g.head_dim(), 1e6}, kTokens);
+    const std::vector<ref::PositionRef> layers = {ref::MethodPositionRef(method),
+                                                  ref::MethodPositionRef(own)};
+    const std::vector<double> exact = ref::LlamaForwardRefLayers<double>(gm, tokens, layers);
+    const double tol =
+        8 * MaxAbsDiff(ref::LlamaForwardRefLayers<float>(gm, tokens, layers), exact) + 1e-6;
+    SCOPED_TRACE("rerope:window=16 [layer 1 at base 1e6: yarn]");
+    ExpectEveryPathWithin(gm, "rerope:window=16", tokens, exact, tol, {{1, "yarn"}});
+  }
   // The method itself as a layer's own runs as without it, to the bit.
   EXPECT_EQ(EngineLogits(m, "yarn", tokens, Path::kChunks7, {{1, "yarn"}}),
             EngineLogits(m, "yarn", tokens, Path::kChunks7));
