@@ -86,17 +86,32 @@
 namespace stretch {
 namespace attention_internal {
 
-void Exp2Array(const float* x, float* y, int64_t n) {
+namespace {
+
+// y[i] = f(df, x[i]) for n floats on vectors of up to 16; a partial last vector goes through a
+// padded copy, so every element is computed by the same code whatever n.
+template <class F>
+void OnVectors(const float* x, float* y, int64_t n, F f) {
   const hn::CappedTag<float, 16> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   int64_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(Exp2(df, hn::LoadU(df, x + i)), df, y + i);
+  for (; i + N <= n; i += N) hn::StoreU(f(df, hn::LoadU(df, x + i)), df, y + i);
   if (i < n) {
     alignas(64) float buf[16] = {};
     std::copy(x + i, x + n, buf);
-    hn::StoreU(Exp2(df, hn::LoadU(df, buf)), df, buf);
+    hn::StoreU(f(df, hn::LoadU(df, buf)), df, buf);
     std::copy(buf, buf + (n - i), y + i);
   }
+}
+
+}  // namespace
+
+void Exp2Array(const float* x, float* y, int64_t n) {
+  OnVectors(x, y, n, [](auto df, auto v) { return Exp2(df, v); });
+}
+
+void ExpArray(const float* x, float* y, int64_t n) {
+  OnVectors(x, y, n, [](auto df, auto v) { return ExpF(df, v); });
 }
 
 void RunHeadDimAny(const Problem& pb) { RunMasked<0>(pb); }

@@ -58,6 +58,7 @@
 #include "src/core/check.h"
 #include "src/core/threads.h"
 #include "src/kernels/attention.h"
+#include "src/kernels/attention_simd.h"  // ExpArray
 #include "src/kernels/attention_tile.h"
 #include "src/kernels/gemm.h"
 #include "src/kernels/ops.h"
@@ -178,20 +179,27 @@ void ComputeTile(const Backward& b, const Mask& mask, int h, int64_t i0, int nq,
     float* pr = w.p.data() + a * kTile;
     float* dpr = w.dp.data() + a * kTile;
     float* gr = w.g.data() + a * kTile;
+    if (lse == -std::numeric_limits<float>::infinity()) {  // a row that sees no key
+      std::fill(pr, pr + nk, 0.0f);
+      std::fill(dpr, dpr + nk, 0.0f);
+      std::fill(gr, gr + nk, 0.0f);
+      continue;
+    }
+    // P = exp(s - lse), a key the mask hides at -inf (probability 0), on vectors (ExpArray).
     for (int x = 0; x < nk; ++x) {
       const int64_t j = j0 + x;
-      if (!mask.Visible(pos, j) || lse == -std::numeric_limits<float>::infinity()) {
-        pr[x] = 0.0f;
-        dpr[x] = 0.0f;
-        gr[x] = 0.0f;
+      if (!mask.Visible(pos, j)) {
+        pr[x] = -std::numeric_limits<float>::infinity();
         continue;
       }
       float s = c * sr[x];
       if (bias) s += static_cast<float>(b.plan->bias.Value(h, pos - j));
-      const float p = std::exp(s - lse);
-      pr[x] = p;
-      const float ds = p * (dpr[x] - delta);
-      dpr[x] = ds;  // dS, kept for the bias gradients
+      pr[x] = s - lse;
+    }
+    attention_internal::ExpArray(pr, pr, nk);
+    for (int x = 0; x < nk; ++x) {
+      const float ds = pr[x] * (dpr[x] - delta);  // 0 where the key is hidden (P = 0)
+      dpr[x] = ds;                                // dS, kept for the bias gradients
       gr[x] = c * ds;
     }
   }

@@ -1,5 +1,6 @@
-// Internal to src/kernels (attention.cc and its test): Highway set-up, the vector exp2 that the
-// attention kernel uses, and how decode's kernels prefetch.
+// Internal to src/kernels (attention.cc, ops.cc and their tests): Highway set-up, the vector exp2
+// that the attention kernel uses, the vector exp of the training ops and the attention backward,
+// and how decode's kernels prefetch.
 //
 // Highway 1.0.3 (Debian 12) stops with "#error best baseline should be included in dynamic
 // targets" when compiled with -march=native on CPUs newer than it knows (this project's Zen 5
@@ -12,6 +13,7 @@
 #endif
 #include <hwy/highway.h>
 
+#include <cmath>
 #include <cstdint>
 
 namespace stretch::attention_internal {
@@ -55,7 +57,44 @@ HWY_INLINE VF Exp2(DF df, VF x) {
   return hn::Mul(p, hn::BitCast(df, hn::ShiftLeft<23>(hn::BitCast(di, t))));
 }
 
+// e^x on float vectors, to about 1 ulp: x = n ln 2 + r with n = round(x log2 e) and r reduced in
+// two steps (ln 2 split into a part exact in float and the rest: Cody and Waite), e^r by the
+// degree-7 polynomial of Cephes' expf on [-ln2/2, ln2/2], 2^n written into the exponent field.
+// x > 88.72 gives +inf, as std::exp rounds it; x < -87.33 gives 0 (std::exp still gives
+// subnormals there; -inf, a masked score, gives 0); NaN gives NaN, as std::exp does, so that a
+// diverged score is not hidden as a probability of 0. Used by the training ops (ops.cc: SiLU and
+// its backward) and, through ExpArray, by the attention backward.
+template <class DF, class VF>
+HWY_INLINE VF ExpF(DF df, VF x) {
+  const hn::RebindToSigned<DF> di;
+  const VF hi_limit = hn::Set(df, 88.72283935546875f), lo_limit = hn::Set(df, -87.33654022216797f);
+  const VF xc = hn::Min(hn::Max(x, lo_limit), hi_limit);
+  const VF magic = hn::Set(df, 12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
+  const VF n = hn::Sub(hn::MulAdd(xc, hn::Set(df, 1.44269504088896341f), magic), magic);
+  VF r = hn::NegMulAdd(n, hn::Set(df, 0.693359375f), xc);  // ln 2's first 10 bits: n * it is exact
+  r = hn::NegMulAdd(n, hn::Set(df, -2.12194440e-4f), r);   // the rest of ln 2
+  VF p = hn::Set(df, 1.9875691500e-4f);
+  p = hn::MulAdd(p, r, hn::Set(df, 1.3981999507e-3f));
+  p = hn::MulAdd(p, r, hn::Set(df, 8.3334519073e-3f));
+  p = hn::MulAdd(p, r, hn::Set(df, 4.1665795894e-2f));
+  p = hn::MulAdd(p, r, hn::Set(df, 1.6666665459e-1f));
+  p = hn::MulAdd(p, r, hn::Set(df, 5.0000001201e-1f));
+  p = hn::MulAdd(p, hn::Mul(r, r), hn::Add(r, hn::Set(df, 1.0f)));
+  // 2^n = 2^a 2^b with a = n >> 1, b = n - a, each written into an exponent field: n is in
+  // [-126, 128] after the clamp, beyond one field's range at 128, a and b never are.
+  const auto ni = hn::ConvertTo(di, n);
+  const auto a = hn::ShiftRight<1>(ni), b = hn::Sub(ni, a);
+  const auto bias = hn::Set(di, 127);
+  VF y = hn::Mul(hn::Mul(p, hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(a, bias)))),
+                 hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(b, bias))));
+  y = hn::IfThenElse(hn::Gt(x, hi_limit), hn::Set(df, HUGE_VALF), y);
+  y = hn::IfThenZeroElse(hn::Lt(x, lo_limit), y);
+  return hn::IfThenElse(hn::IsNaN(x), x, y);  // the clamps above turn NaN into a limit
+}
+
 // y[i] = Exp2(x[i]) for n floats (any n); for tests and for anyone who wants the same exp.
 void Exp2Array(const float* x, float* y, int64_t n);
+// y[i] = ExpF(x[i]) for n floats (any n; y may be x): the attention backward's probabilities.
+void ExpArray(const float* x, float* y, int64_t n);
 
 }  // namespace stretch::attention_internal

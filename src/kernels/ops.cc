@@ -447,38 +447,6 @@ float InvRms<float>(const float* xr, int C, float eps) {
   return static_cast<float>(1.0 / std::sqrt(ss / C + eps));
 }
 
-// e^x on float vectors, to about 1 ulp: x = n ln 2 + r with n = round(x log2 e) and r reduced in
-// two steps (ln 2 split into a part exact in float and the rest: Cody and Waite), e^r by the
-// degree-7 polynomial of Cephes' expf on [-ln2/2, ln2/2], 2^n written into the exponent field.
-// x > 88.72 gives +inf, as std::exp rounds it; x < -87.33 gives 0 (std::exp still gives
-// subnormals there).
-template <class DF, class VF>
-HWY_INLINE VF ExpF(DF df, VF x) {
-  const hn::RebindToSigned<DF> di;
-  const VF hi_limit = hn::Set(df, 88.72283935546875f), lo_limit = hn::Set(df, -87.33654022216797f);
-  const VF xc = hn::Min(hn::Max(x, lo_limit), hi_limit);
-  const VF magic = hn::Set(df, 12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
-  const VF n = hn::Sub(hn::MulAdd(xc, hn::Set(df, 1.44269504088896341f), magic), magic);
-  VF r = hn::NegMulAdd(n, hn::Set(df, 0.693359375f), xc);  // ln 2's first 10 bits: n * it is exact
-  r = hn::NegMulAdd(n, hn::Set(df, -2.12194440e-4f), r);   // the rest of ln 2
-  VF p = hn::Set(df, 1.9875691500e-4f);
-  p = hn::MulAdd(p, r, hn::Set(df, 1.3981999507e-3f));
-  p = hn::MulAdd(p, r, hn::Set(df, 8.3334519073e-3f));
-  p = hn::MulAdd(p, r, hn::Set(df, 4.1665795894e-2f));
-  p = hn::MulAdd(p, r, hn::Set(df, 1.6666665459e-1f));
-  p = hn::MulAdd(p, r, hn::Set(df, 5.0000001201e-1f));
-  p = hn::MulAdd(p, hn::Mul(r, r), hn::Add(r, hn::Set(df, 1.0f)));
-  // 2^n = 2^a 2^b with a = n >> 1, b = n - a, each written into an exponent field: n is in
-  // [-126, 128] after the clamp, beyond one field's range at 128, a and b never are.
-  const auto ni = hn::ConvertTo(di, n);
-  const auto a = hn::ShiftRight<1>(ni), b = hn::Sub(ni, a);
-  const auto bias = hn::Set(di, 127);
-  VF y = hn::Mul(hn::Mul(p, hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(a, bias)))),
-                 hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(b, bias))));
-  y = hn::IfThenElse(hn::Gt(x, hi_limit), hn::Set(df, HUGE_VALF), y);
-  return hn::IfThenZeroElse(hn::Lt(x, lo_limit), y);
-}
-
 // h[i] = silu(g[i]) * u[i] (u null: silu alone), silu(g) = g / (1 + exp(-g)), for floats on
 // vectors with ExpF. g > 87.33 gives exp(-g) = 0 and silu = g; g < -88.72 gives exp(-g) = inf
 // and silu = -0, as with std::exp. A partial last vector goes through a padded copy, so every
@@ -489,7 +457,7 @@ void SiluTimesFloat(const float* g, const float* u, float* h, int64_t n) {
   const auto one = hn::Set(df, 1.0f);
   auto one_vector = [&](const float* gp, const float* up, float* hp) {
     const auto gv = hn::LoadU(df, gp);
-    auto y = hn::Div(gv, hn::Add(one, ExpF(df, hn::Neg(gv))));
+    auto y = hn::Div(gv, hn::Add(one, attention_internal::ExpF(df, hn::Neg(gv))));
     if (up != nullptr) y = hn::Mul(y, hn::LoadU(df, up));
     hn::StoreU(y, df, hp);
   };
@@ -502,6 +470,48 @@ void SiluTimesFloat(const float* g, const float* u, float* h, int64_t n) {
     if (u != nullptr) std::copy(u + i, u + n, ub);
     one_vector(gb, u == nullptr ? nullptr : ub, hb);
     std::copy(hb, hb + (n - i), h + i);
+  }
+}
+
+// The backward of h = silu(g) * u (u null: of h = silu(g)), for floats on vectors with ExpF, as
+// the scalar loops of SwiGluBackward and SiluBackward compute it:
+//   s = 1 / (1 + exp(-g));  du = dh * (g * s);  dg = dh * u * (s * (1 + g * (1 - s)))
+// (with no u: dg = dh * (s * (1 + g * (1 - s)))).
+// exp(-g) = inf for g < -88.72 gives s = 0, du = -0 and dg = 0, as std::exp does. Every vector is
+// read before it is written, so dg may be dh or g; a partial last vector goes through a padded
+// copy.
+void SiluBackwardFloat(const float* dh, const float* g, const float* u, float* dg, float* du,
+                       int64_t n) {
+  const hn::ScalableTag<float> df;
+  const int64_t L = static_cast<int64_t>(hn::Lanes(df));
+  const auto one = hn::Set(df, 1.0f);
+  auto one_vector = [&](const float* dhp, const float* gp, const float* up, float* dgp,
+                        float* dup) {
+    const auto dhv = hn::LoadU(df, dhp), gv = hn::LoadU(df, gp);
+    const auto sv = hn::Div(one, hn::Add(one, attention_internal::ExpF(df, hn::Neg(gv))));
+    const auto dsilu = hn::Mul(sv, hn::Add(one, hn::Mul(gv, hn::Sub(one, sv))));
+    if (up == nullptr) {
+      hn::StoreU(hn::Mul(dhv, dsilu), df, dgp);
+      return;
+    }
+    const auto uv = hn::LoadU(df, up);
+    hn::StoreU(hn::Mul(dhv, hn::Mul(gv, sv)), df, dup);
+    hn::StoreU(hn::Mul(hn::Mul(dhv, uv), dsilu), df, dgp);
+  };
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    one_vector(dh + i, g + i, u == nullptr ? nullptr : u + i, dg + i,
+               du == nullptr ? nullptr : du + i);
+  }
+  if (i < n) {
+    float dhb[64] = {}, gb[64] = {}, ub[64] = {}, dgb[64], dub[64];
+    static_assert(sizeof(gb) / sizeof(float) >= HWY_MAX_BYTES / sizeof(float));
+    std::copy(dh + i, dh + n, dhb);
+    std::copy(g + i, g + n, gb);
+    if (u != nullptr) std::copy(u + i, u + n, ub);
+    one_vector(dhb, gb, u == nullptr ? nullptr : ub, dgb, dub);
+    std::copy(dgb, dgb + (n - i), dg + i);
+    if (u != nullptr) std::copy(dub, dub + (n - i), du + i);
   }
 }
 
@@ -706,6 +716,11 @@ void SwiGluForward(const Real* g, const Real* u, Real* h, int64_t n) {
 template <typename Real>
 void SwiGluBackward(const Real* dh, const Real* g, const Real* u, Real* dg, Real* du, int64_t n) {
   ParallelFor(n, WorkGrain(n, n, 65536), [&](int64_t i_begin, int64_t i_end) {
+    if constexpr (std::is_same_v<Real, float>) {
+      SiluBackwardFloat(dh + i_begin, g + i_begin, u + i_begin, dg + i_begin, du + i_begin,
+                        i_end - i_begin);
+      return;
+    }
     for (int64_t i = i_begin; i < i_end; ++i) {
       const Real gi = g[i], ui = u[i], dhi = dh[i];
       const Real s = Real(1) / (Real(1) + std::exp(-gi));  // exp overflows to inf for g < -88
@@ -732,6 +747,10 @@ void SiluForward(const Real* h, Real* y, int64_t n) {
 template <typename Real>
 void SiluBackward(const Real* dy, const Real* h, Real* dh, int64_t n) {
   ParallelFor(n, WorkGrain(n, n, 65536), [&](int64_t i_begin, int64_t i_end) {
+    if constexpr (std::is_same_v<Real, float>) {
+      SiluBackwardFloat(dy + i_begin, h + i_begin, nullptr, dh + i_begin, nullptr, i_end - i_begin);
+      return;
+    }
     for (int64_t i = i_begin; i < i_end; ++i) {
       const Real s = Real(1) / (Real(1) + std::exp(-h[i]));  // exp overflows to inf for h < -88
                                                              // (float): s = 0, dh = 0, as it should

@@ -301,6 +301,41 @@ TEST(Attention, Exp2MaxRelativeError) {
   EXPECT_EQ(out[4], 1.0f);
 }
 
+TEST(Attention, ExpMaxRelativeError) {
+  // ExpF (attention_simd.h), the attention backward's and the training ops' e^x: a dense sweep
+  // of [-87.3, 88.7] (where e^x is a normal float), through ExpArray in place.
+  const int n = 2000001;
+  std::vector<float> x(n), y(n);
+  for (int i = 0; i < n; ++i) x[i] = -87.3f + 176.0f * static_cast<float>(i) / (n - 1);
+  y = x;
+  attention_internal::ExpArray(y.data(), y.data(), n);
+  double worst = 0;
+  for (int i = 0; i < n; ++i) {
+    const double want = std::exp(static_cast<double>(x[i]));
+    worst = std::max(worst, std::abs(y[i] - want) / want);
+  }
+  // "About 1 ulp" (attention_simd.h): Cephes' polynomial (~1e-8 on [-ln2/2, ln2/2]), the
+  // two-step reduction of x (exact to ~1e-11 relative for |n| <= 128) and the roundings of the
+  // FMAs and the two scaling multiplies; 1.2e-7 is one float ulp (2^-23) and a little margin.
+  EXPECT_LE(worst, 1.2e-7) << "worst relative error " << worst;
+  // Hidden keys (-inf) and anything below the normal range are exactly 0; overflow is +inf, as
+  // std::exp gives; NaN stays NaN (a diverged score is not a probability of 0).
+  const float edge[] = {-std::numeric_limits<float>::infinity(),
+                        -1e30f,
+                        -88.0f,
+                        0.0f,
+                        89.0f,
+                        std::numeric_limits<float>::infinity(),
+                        std::numeric_limits<float>::quiet_NaN()};
+  float out[7];
+  attention_internal::ExpArray(edge, out, 7);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(out[i], 0.0f) << edge[i];
+  EXPECT_EQ(out[3], 1.0f);
+  EXPECT_EQ(out[4], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(out[5], std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(out[6]));
+}
+
 TEST(AttentionReference, RopeRelativeFormEqualsAbsoluteRotation) {
   // <R(m) q, R(n) k> = <R(m - n) q, k>: the reference with rel_pos = i - j on unrotated q, k must
   // equal the plain reference on q, k rotated at their absolute positions. Both are double; the

@@ -387,7 +387,7 @@ TEST(OpsBackwardFloat, RmsNormMatchesDouble) {
 }
 
 TEST(OpsBackwardFloat, SwiGluMatchesDouble) {
-  const int64_t n = 256 * 768;  // T = 256, F = 768
+  const int64_t n = 256 * 768 + 5;  // T = 256, F = 768, and a partial last vector
   const auto g = RandomFloatValues(n, 100, 4.0), u = RandomFloatValues(n, 101);
   const auto dh = RandomFloatValues(n, 102);
   std::vector<double> dg(n), du(n);
@@ -396,14 +396,30 @@ TEST(OpsBackwardFloat, SwiGluMatchesDouble) {
   SwiGluBackward<float>(ToFloat(dh).data(), ToFloat(g).data(), ToFloat(u).data(), dgf.data(),
                         duf.data(), n);
   auto sigmoid = [&](size_t i) { return 1 / (1 + std::exp(-g[i])); };
-  // s = 1 / (1 + exp(-g)) in float: expf within eps/2 (glibc), the sum and the quotient eps/2
-  // each: s within 1.5 eps relative. du = dh * (g s): 2.5 eps |du|; allowed 5 eps.
+  // s = 1 / (1 + exp(-g)) in float: the vector ExpF within eps (attention_simd.h), the sum and
+  // the quotient eps/2 each: s within 2 eps relative. du = dh * (g s): 3 eps |du|; allowed 5 eps.
   ExpectWithin("SwiGlu du", duf, du, [&](size_t i) { return 5 * kEpsF * std::abs(du[i]) + 1e-30; });
-  // dg = dh u s (1 + g (1 - s)): 1 - s errs by 1.5 eps s + eps/2 |1 - s| <= 2 eps absolute, so
-  // g (1 - s) by 2.5 eps |g|; with 1 + ..., s and the three products: ~6 eps |dh u| s (1 + |g|)
+  // dg = dh u s (1 + g (1 - s)): 1 - s errs by 2 eps s + eps/2 |1 - s| <= 2.5 eps absolute, so
+  // g (1 - s) by 3 eps |g|; with 1 + ..., s and the three products: ~7 eps |dh u| s (1 + |g|)
   // to first order; allowed 12 eps.
   ExpectWithin("SwiGlu dg", dgf, dg, [&](size_t i) {
     return 12 * kEpsF * std::abs(dh[i] * u[i]) * sigmoid(i) * (1 + std::abs(g[i])) + 1e-30;
+  });
+}
+
+TEST(OpsBackwardFloat, SiluMatchesDouble) {
+  // The GAU block's SiLU backward, in place as gau_layer.h calls it (dh written over dy), on a
+  // length with a partial last vector.
+  const int64_t n = 4096 + 7;
+  const auto h = RandomFloatValues(n, 103, 4.0), dy = RandomFloatValues(n, 104);
+  std::vector<double> dh(n);
+  SiluBackward<double>(dy.data(), h.data(), dh.data(), n);
+  std::vector<float> dhf = ToFloat(dy);
+  SiluBackward<float>(dhf.data(), ToFloat(h).data(), dhf.data(), n);
+  // dh = dy s (1 + h (1 - s)), s as in SwiGluMatchesDouble: ~7 eps |dy| s (1 + |h|); allowed
+  // 12 eps.
+  ExpectWithin("Silu dh", dhf, dh, [&](size_t i) {
+    return 12 * kEpsF * std::abs(dy[i]) / (1 + std::exp(-h[i])) * (1 + std::abs(h[i])) + 1e-30;
   });
 }
 
