@@ -1,6 +1,6 @@
-// Internal to src/kernels (attention.cc, ops.cc and their tests): Highway set-up, the vector exp2
-// that the attention kernel uses, the vector exp of the training ops and the attention backward,
-// and how decode's kernels prefetch.
+// Internal to src/kernels (the attention kernels, ops.cc, the matrix products and their tests):
+// Highway set-up, the vector exp2 that the attention kernel uses, the vector exp of SiLU (forward
+// and backward) and of the attention backward, and how decode's kernels prefetch.
 //
 // Highway 1.0.3 (Debian 12) stops with "#error best baseline should be included in dynamic
 // targets" when compiled with -march=native on CPUs newer than it knows (this project's Zen 5
@@ -62,8 +62,8 @@ HWY_INLINE VF Exp2(DF df, VF x) {
 // degree-7 polynomial of Cephes' expf on [-ln2/2, ln2/2], 2^n written into the exponent field.
 // x > 88.72 gives +inf, as std::exp rounds it; x < -87.33 gives 0 (std::exp still gives
 // subnormals there; -inf, a masked score, gives 0); NaN gives NaN, as std::exp does, so that a
-// diverged score is not hidden as a probability of 0. Used by the training ops (ops.cc: SiLU and
-// its backward) and, through ExpArray, by the attention backward.
+// diverged score is not hidden as a probability of 0. Used by SiLU (ops.cc: SwiGLU's forward, in
+// inference and training, and the backwards) and, through ExpArray, by the attention backward.
 template <class DF, class VF>
 HWY_INLINE VF ExpF(DF df, VF x) {
   const hn::RebindToSigned<DF> di;

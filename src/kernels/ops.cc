@@ -477,7 +477,7 @@ void SiluTimesFloat(const float* g, const float* u, float* h, int64_t n) {
 // the scalar loops of SwiGluBackward and SiluBackward compute it:
 //   s = 1 / (1 + exp(-g));  du = dh * (g * s);  dg = dh * u * (s * (1 + g * (1 - s)))
 // (with no u: dg = dh * (s * (1 + g * (1 - s)))).
-// exp(-g) = inf for g < -88.72 gives s = 0, du = -0 and dg = 0, as std::exp does. Every vector is
+// exp(-g) = inf for g < -88.72 gives s = 0 and du, dg zeros (signed by dh), as std::exp does. Every vector is
 // read before it is written, so dg may be dh or g; a partial last vector goes through a padded
 // copy.
 void SiluBackwardFloat(const float* dh, const float* g, const float* u, float* dg, float* du,
@@ -719,16 +719,15 @@ void SwiGluBackward(const Real* dh, const Real* g, const Real* u, Real* dg, Real
     if constexpr (std::is_same_v<Real, float>) {
       SiluBackwardFloat(dh + i_begin, g + i_begin, u + i_begin, dg + i_begin, du + i_begin,
                         i_end - i_begin);
-      return;
-    }
-    for (int64_t i = i_begin; i < i_end; ++i) {
-      const Real gi = g[i], ui = u[i], dhi = dh[i];
-      const Real s = Real(1) / (Real(1) + std::exp(-gi));  // exp overflows to inf for g < -88
-                                                           // (float): s = 0, silu = -0, both fine
-      // forward: h = silu(g) * u;  so: du = dh * silu(g)
-      du[i] = dhi * (gi * s);
-      // forward: h = silu(g) * u, silu(g) = g s;  so: dg = dh * u * s * (1 + g * (1 - s))
-      dg[i] = dhi * ui * (s * (Real(1) + gi * (Real(1) - s)));
+    } else {
+      for (int64_t i = i_begin; i < i_end; ++i) {
+        const Real gi = g[i], ui = u[i], dhi = dh[i];
+        const Real s = Real(1) / (Real(1) + std::exp(-gi));
+        // forward: h = silu(g) * u;  so: du = dh * silu(g)
+        du[i] = dhi * (gi * s);
+        // forward: h = silu(g) * u, silu(g) = g s;  so: dg = dh * u * s * (1 + g * (1 - s))
+        dg[i] = dhi * ui * (s * (Real(1) + gi * (Real(1) - s)));
+      }
     }
   });
 }
@@ -749,12 +748,11 @@ void SiluBackward(const Real* dy, const Real* h, Real* dh, int64_t n) {
   ParallelFor(n, WorkGrain(n, n, 65536), [&](int64_t i_begin, int64_t i_end) {
     if constexpr (std::is_same_v<Real, float>) {
       SiluBackwardFloat(dy + i_begin, h + i_begin, nullptr, dh + i_begin, nullptr, i_end - i_begin);
-      return;
-    }
-    for (int64_t i = i_begin; i < i_end; ++i) {
-      const Real s = Real(1) / (Real(1) + std::exp(-h[i]));  // exp overflows to inf for h < -88
-                                                             // (float): s = 0, dh = 0, as it should
-      dh[i] = dy[i] * (s * (Real(1) + h[i] * (Real(1) - s)));
+    } else {
+      for (int64_t i = i_begin; i < i_end; ++i) {
+        const Real s = Real(1) / (Real(1) + std::exp(-h[i]));
+        dh[i] = dy[i] * (s * (Real(1) + h[i] * (Real(1) - s)));
+      }
     }
   });
 }

@@ -411,7 +411,14 @@ TEST(OpsBackwardFloat, SiluMatchesDouble) {
   // The GAU block's SiLU backward, in place as gau_layer.h calls it (dh written over dy), on a
   // length with a partial last vector.
   const int64_t n = 4096 + 7;
-  const auto h = RandomFloatValues(n, 103, 4.0), dy = RandomFloatValues(n, 104);
+  auto h = RandomFloatValues(n, 103, 4.0);
+  const auto dy = RandomFloatValues(n, 104);
+  // The edges: exp(-h) overflows in float (h < -88.72: s = 0, dh a zero) or vanishes (h > 87.34:
+  // s = 1, dh = dy), in a vector and in the partial last one.
+  for (const int64_t at : {int64_t{0}, n - 2}) {
+    h[at] = -100.0;
+    h[at + 1] = 100.0;
+  }
   std::vector<double> dh(n);
   SiluBackward<double>(dy.data(), h.data(), dh.data(), n);
   std::vector<float> dhf = ToFloat(dy);
@@ -421,6 +428,10 @@ TEST(OpsBackwardFloat, SiluMatchesDouble) {
   ExpectWithin("Silu dh", dhf, dh, [&](size_t i) {
     return 12 * kEpsF * std::abs(dy[i]) / (1 + std::exp(-h[i])) * (1 + std::abs(h[i])) + 1e-30;
   });
+  for (const int64_t at : {int64_t{0}, n - 2}) {
+    EXPECT_EQ(dhf[at], 0.0f) << at;
+    EXPECT_EQ(dhf[at + 1], static_cast<float>(dy[at + 1])) << at;
+  }
 }
 
 TEST(OpsBackwardFloat, RopeMatchesDouble) {

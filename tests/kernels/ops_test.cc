@@ -87,7 +87,7 @@ TEST(CrossEntropyRow, MatchesDoubleLogSoftmaxAndArgmax) {
   }
 }
 
-// SwiGLU's float path computes exp on vectors (ops.cc's ExpF): checked here against double
+// SwiGLU's float path computes exp on vectors (ExpF, attention_simd.h): checked here against double
 // silu(g) u over the whole float range of g, a dense sweep and the edges where exp(-g)
 // overflows (g < -88.72: silu = -0, as with std::exp) or vanishes (g > 87.3: silu = g). Every
 // element within 4 float eps of the double value: ExpF's ~1 ulp, the division and the product.
